@@ -1,0 +1,107 @@
+package app
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+func newConfigCommand(s streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Print the default configuration or validate a configuration file",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "defaults",
+		Short: "Print the full configuration with every field at its default",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			data, err := config.Marshal(config.Defaulted())
+			if err != nil {
+				return err
+			}
+			_, err = s.out.Write(data)
+			return err
+		},
+	})
+
+	var file string
+	validate := &cobra.Command{
+		Use:   "validate -f FILE",
+		Short: "Check a configuration file; print every problem with its field path and exit 1 if any",
+		Example: `  nodegc config validate -f /etc/nodegc/config.yaml
+  nodegc config defaults | nodegc config validate -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if _, err := loadConfig(file, s); err != nil {
+				return err
+			}
+			fmt.Fprintf(s.out, "%s: valid\n", displayName(file))
+			return nil
+		},
+	}
+	validate.Flags().StringVarP(&file, "file", "f", "", `configuration file to check ("-" for standard input)`)
+	_ = validate.MarkFlagRequired("file")
+	cmd.AddCommand(validate)
+	return cmd
+}
+
+// loadConfig loads, defaults and validates the configuration in file. It
+// prints warnings, and every problem on a line of its own prefixed with the
+// file name and line; on any problem it returns an exitError(1).
+func loadConfig(file string, s streams) (*config.Loaded, error) {
+	name := displayName(file)
+	var (
+		loaded *config.Loaded
+		err    error
+	)
+	if file == "-" {
+		loaded, err = config.DecodeReader(s.in)
+	} else {
+		loaded, err = config.LoadFile(file)
+	}
+	if err != nil {
+		printProblems(s.err, name, err)
+		return nil, &exitError{code: 1}
+	}
+	for _, w := range loaded.Warnings {
+		fmt.Fprintf(s.err, "%s: warning: %s\n", name, w)
+	}
+	if errs := config.Validate(loaded.Config); len(errs) > 0 {
+		printFieldErrors(s.err, name, loaded, errs)
+		return nil, &exitError{code: 1}
+	}
+	return loaded, nil
+}
+
+func printProblems(w io.Writer, name string, err error) {
+	if de, ok := err.(*config.DecodeError); ok {
+		for _, p := range de.Problems {
+			fmt.Fprintf(w, "%s: %s\n", name, p)
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s: %v\n", name, err)
+}
+
+func printFieldErrors(w io.Writer, name string, loaded *config.Loaded, errs field.ErrorList) {
+	for _, e := range errs {
+		if line := loaded.Line(e.Field); line > 0 {
+			fmt.Fprintf(w, "%s: line %d: %s\n", name, line, e.Error())
+			continue
+		}
+		fmt.Fprintf(w, "%s: %s\n", name, e.Error())
+	}
+	fmt.Fprintf(w, "%s: %d problem(s); the configuration is invalid\n", name, len(errs))
+}
+
+func displayName(file string) string {
+	if file == "-" {
+		return "<stdin>"
+	}
+	return file
+}

@@ -1,0 +1,23 @@
+// Package config holds nodegc's one configuration surface: the
+// NodeGCConfiguration type (apiVersion nodegc.io/v1alpha1), its strict
+// decoding, its defaults and its validation.
+//
+// A configuration file is YAML with one or two documents: a
+// NodeGCConfiguration and, optionally, a KubeletConfiguration
+// (kubelet.config.k8s.io/v1beta1) whose image GC thresholds and ages,
+// runtime endpoints and podLogsDir nodegc honours, so that nodegc can be
+// pointed at a node's own kubelet config.
+//
+// Precedence, for a field both documents can set: the NodeGCConfiguration
+// wins, then the KubeletConfiguration, then nodegc's default. A field counts
+// as set when its key appears in the document, whatever its value.
+//
+// Decoding is strict: an unknown field, a value of the wrong type or a
+// duplicate key is an error naming the field path and its line. Unknown
+// fields of the KubeletConfiguration are warnings instead, because a node's
+// kubelet may be newer than the kubelet API types nodegc was built with.
+//
+// Validate reports every problem at once as a field.ErrorList with field
+// paths such as imageGC.lowThresholdPercent. Nothing in this package
+// performs I/O except LoadFile.
+package config

@@ -1,0 +1,454 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// MaxFileSize bounds what Load reads: a configuration is a few KiB.
+const MaxFileSize = 1 << 20
+
+// maxNodes bounds the YAML nodes visited per document, aliases included, so
+// that an alias bomb cannot make decoding explode.
+const maxNodes = 100000
+
+// Loaded is a decoded, merged and defaulted configuration with what is needed
+// to point at the source of a problem.
+type Loaded struct {
+	// Config is the merged configuration with defaults applied.
+	Config *NodeGCConfiguration
+	// FromKubelet lists the nodegc field paths whose value was taken from a
+	// KubeletConfiguration document.
+	FromKubelet []string
+	// Warnings are problems that do not stop the agent, such as fields of
+	// a KubeletConfiguration that this version of nodegc does not know.
+	Warnings []string
+
+	lines map[string]int
+}
+
+// Line returns the line of the file that set the field at path (as printed
+// by field.Path), or 0 when the file did not set it.
+func (l *Loaded) Line(path string) int {
+	if l == nil {
+		return 0
+	}
+	if n, ok := l.lines[path]; ok {
+		return n
+	}
+	// A validation path may be deeper than what the file spelled out.
+	for p := path; ; {
+		i := strings.LastIndexAny(p, ".[")
+		if i <= 0 {
+			return 0
+		}
+		p = p[:i]
+		if n, ok := l.lines[p]; ok {
+			return n
+		}
+	}
+}
+
+// DecodeError lists every problem found while decoding, one per line.
+type DecodeError struct {
+	Problems []string
+}
+
+func (e *DecodeError) Error() string { return strings.Join(e.Problems, "\n") }
+
+// LoadFile reads, decodes and defaults the configuration in path. It does
+// not validate: call Validate on the result.
+func LoadFile(path string) (*Loaded, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading configuration: %w", err)
+	}
+	defer f.Close()
+	return DecodeReader(f)
+}
+
+// DecodeReader reads at most MaxFileSize bytes from r and decodes them.
+func DecodeReader(r io.Reader) (*Loaded, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading configuration: %w", err)
+	}
+	return Decode(data)
+}
+
+// Decode decodes a multi-document YAML configuration: at most one
+// NodeGCConfiguration and at most one KubeletConfiguration. Decoding is
+// strict: unknown fields, wrong types and duplicate keys are errors naming
+// the field and its line. Fields set in the NodeGCConfiguration win over the
+// same fields set in the KubeletConfiguration, which win over defaults.
+// Defaults are applied to what neither document sets.
+func Decode(data []byte) (*Loaded, error) {
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("configuration is larger than %d bytes", MaxFileSize)
+	}
+	docs, err := splitDocuments(data)
+	if err != nil {
+		return nil, err
+	}
+	out := &Loaded{Config: &NodeGCConfiguration{}, lines: map[string]int{}}
+	var (
+		nodegcDoc, kubeletDoc *document
+		problems              []string
+	)
+	for _, d := range docs {
+		switch {
+		case d.apiVersion == APIVersion && d.kind == Kind:
+			if nodegcDoc != nil {
+				problems = append(problems, fmt.Sprintf("line %d: a second %s document (the first is at line %d); give one", d.line, Kind, nodegcDoc.line))
+				continue
+			}
+			nodegcDoc = d
+			problems = append(problems, d.decodeInto(out.Config, false, &out.Warnings)...)
+			out.lines = d.lines
+		case d.apiVersion == KubeletAPIVersion && d.kind == KubeletKind:
+			if kubeletDoc != nil {
+				problems = append(problems, fmt.Sprintf("line %d: a second %s document (the first is at line %d); give one", d.line, KubeletKind, kubeletDoc.line))
+				continue
+			}
+			kubeletDoc = d
+		default:
+			problems = append(problems, fmt.Sprintf("line %d: unsupported document apiVersion %q kind %q: want apiVersion %q kind %q, or apiVersion %q kind %q",
+				d.line, d.apiVersion, d.kind, APIVersion, Kind, KubeletAPIVersion, KubeletKind))
+		}
+	}
+	if len(docs) == 0 {
+		problems = append(problems, fmt.Sprintf("no configuration document found: want apiVersion %q kind %q", APIVersion, Kind))
+	}
+	if kubeletDoc != nil {
+		kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+		// A node's own kubelet config may be newer than the type nodegc
+		// knows: its unknown fields are warnings, not errors.
+		problems = append(problems, kubeletDoc.decodeInto(kc, true, &out.Warnings)...)
+		if len(problems) == 0 {
+			out.FromKubelet = mergeKubelet(out.Config, kc, kubeletDoc.lines, out.lines)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &DecodeError{Problems: problems}
+	}
+	SetDefaults(out.Config)
+	if slices.Contains(out.FromKubelet, "imageGC.highThresholdPercent") && *out.Config.ImageGC.HighThresholdPercent == 100 {
+		out.Warnings = append(out.Warnings, "imageGC.highThresholdPercent is 100, taken from the KubeletConfiguration: disk-threshold image GC is off; "+
+			"set imageGC.highThresholdPercent in the NodeGCConfiguration document to run it while kubelet's is off")
+	}
+	return out, nil
+}
+
+// mergeKubelet copies the KubeletConfiguration fields nodegc honours into c
+// where the nodegc document did not set them, and returns the nodegc paths
+// it filled.
+func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfiguration, kubeletLines, nodegcLines map[string]int) []string {
+	var taken []string
+	take := func(kubeletField, nodegcPath string, apply func()) {
+		if _, set := kubeletLines[kubeletField]; !set {
+			return
+		}
+		if _, set := nodegcLines[nodegcPath]; set {
+			return
+		}
+		apply()
+		nodegcLines[nodegcPath] = kubeletLines[kubeletField]
+		taken = append(taken, nodegcPath)
+	}
+	take("imageGCHighThresholdPercent", "imageGC.highThresholdPercent", func() { c.ImageGC.HighThresholdPercent = kc.ImageGCHighThresholdPercent })
+	take("imageGCLowThresholdPercent", "imageGC.lowThresholdPercent", func() { c.ImageGC.LowThresholdPercent = kc.ImageGCLowThresholdPercent })
+	take("imageMinimumGCAge", "imageGC.minimumGCAge", func() { d := kc.ImageMinimumGCAge; c.ImageGC.MinimumGCAge = &d })
+	take("imageMaximumGCAge", "imageGC.maximumGCAge", func() { d := kc.ImageMaximumGCAge; c.ImageGC.MaximumGCAge = &d })
+	take("containerRuntimeEndpoint", "containerRuntimeEndpoint", func() { c.ContainerRuntimeEndpoint = kc.ContainerRuntimeEndpoint })
+	take("imageServiceEndpoint", "imageServiceEndpoint", func() { c.ImageServiceEndpoint = kc.ImageServiceEndpoint })
+	take("podLogsDir", "containerGC.podLogsDirectory", func() { c.ContainerGC.PodLogsDirectory = kc.PodLogsDir })
+	return taken
+}
+
+// document is one YAML document turned into a JSON tree, with the line of
+// every field path.
+type document struct {
+	line       int
+	apiVersion string
+	kind       string
+	tree       map[string]any
+	lines      map[string]int
+	// problems found while reading the YAML (duplicate keys, bad keys);
+	// decoding goes on so that every problem is reported at once.
+	problems []string
+}
+
+func splitDocuments(data []byte) ([]*document, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []*document
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, &DecodeError{Problems: []string{"invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+		}
+		root := &n
+		if root.Kind == yaml.DocumentNode {
+			if len(root.Content) == 0 {
+				continue
+			}
+			root = root.Content[0]
+		}
+		if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+			continue // an empty document between two ---
+		}
+		c := &converter{lines: map[string]int{}}
+		v, err := c.convert(root, "")
+		if err != nil {
+			return nil, &DecodeError{Problems: []string{err.Error()}}
+		}
+		tree, ok := v.(map[string]any)
+		if !ok {
+			return nil, &DecodeError{Problems: []string{fmt.Sprintf("line %d: a configuration document must be a mapping", root.Line)}}
+		}
+		d := &document{line: root.Line, tree: tree, lines: c.lines, problems: c.problems}
+		d.apiVersion, _ = tree["apiVersion"].(string)
+		d.kind, _ = tree["kind"].(string)
+		docs = append(docs, d)
+	}
+}
+
+// converter turns a YAML node tree into plain JSON values, recording the line
+// of every mapping key and reporting duplicate keys.
+type converter struct {
+	lines    map[string]int
+	problems []string
+	visited  int
+}
+
+func (c *converter) convert(n *yaml.Node, path string) (any, error) {
+	c.visited++
+	if c.visited > maxNodes {
+		return nil, fmt.Errorf("configuration has more than %d YAML nodes (aliases included)", maxNodes)
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			return nil, fmt.Errorf("line %d: unresolved alias", n.Line)
+		}
+		return c.convert(n.Alias, path)
+	case yaml.MappingNode:
+		obj := make(map[string]any, len(n.Content)/2)
+		firstLine := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				c.problems = append(c.problems, fmt.Sprintf("line %d: %s: mapping keys must be strings", k.Line, orRoot(path)))
+				continue
+			}
+			if k.Tag == "!!merge" {
+				c.problems = append(c.problems, fmt.Sprintf("line %d: %s: YAML merge keys (<<) are not supported", k.Line, orRoot(path)))
+				continue
+			}
+			child := joinPath(path, k.Value)
+			if first, dup := firstLine[k.Value]; dup {
+				c.problems = append(c.problems, fmt.Sprintf("line %d: %s: duplicate key (first set at line %d)", k.Line, child, first))
+				continue
+			}
+			firstLine[k.Value] = k.Line
+			c.lines[child] = k.Line
+			cv, err := c.convert(v, child)
+			if err != nil {
+				return nil, err
+			}
+			obj[k.Value] = cv
+		}
+		return obj, nil
+	case yaml.SequenceNode:
+		list := make([]any, 0, len(n.Content))
+		for i, item := range n.Content {
+			child := path + "[" + strconv.Itoa(i) + "]"
+			c.lines[child] = item.Line
+			cv, err := c.convert(item, child)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, cv)
+		}
+		return list, nil
+	case yaml.ScalarNode:
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return nil, fmt.Errorf("line %d: %s: %w", n.Line, orRoot(path), err)
+		}
+		if f, ok := v.(float64); ok {
+			if _, err := json.Marshal(f); err != nil {
+				c.problems = append(c.problems, fmt.Sprintf("line %d: %s: %s is not a valid number here", n.Line, orRoot(path), n.Value))
+				return nil, nil
+			}
+		}
+		if _, ok := v.(string); !ok && n.Tag == "!!timestamp" {
+			return n.Value, nil // keep dates as written; no field of ours takes one
+		}
+		return v, nil
+	default:
+		return nil, fmt.Errorf("line %d: %s: unsupported YAML node", n.Line, orRoot(path))
+	}
+}
+
+// decodeInto strictly decodes the document into target. Unknown fields are
+// problems, or warnings when unknownIsWarning is set. Type errors name the
+// field they concern. Problems come sorted by line.
+func (d *document) decodeInto(target any, unknownIsWarning bool, warnings *[]string) []string {
+	problems := slices.Clone(d.problems)
+	tree := d.tree
+	strictErrs, err := unmarshalStrict(tree, target)
+	if err != nil {
+		// Name every field that fails to decode, then decode the rest
+		// again to find the unknown fields the failure hid.
+		located, bad := d.locate(target, tree, nil)
+		if len(located) == 0 {
+			located = []string{fmt.Sprintf("line %d: %s", d.line, cleanJSONError(err))}
+		}
+		problems = append(problems, located...)
+		tree = withoutPaths(tree, bad)
+		strictErrs, _ = unmarshalStrict(tree, newOfSameType(target))
+	}
+	for _, se := range strictErrs {
+		msg := se.Error()
+		var fe sigsjson.FieldError
+		if errors.As(se, &fe) {
+			msg = fmt.Sprintf("%s: unknown field", fe.FieldPath())
+			if line := d.lines[fe.FieldPath()]; line > 0 {
+				msg = fmt.Sprintf("line %d: %s", line, msg)
+			}
+		}
+		if unknownIsWarning {
+			*warnings = append(*warnings, fmt.Sprintf("%s (ignored in the %s document)", msg, KubeletKind))
+			continue
+		}
+		problems = append(problems, msg)
+	}
+	slices.SortStableFunc(problems, func(a, b string) int { return lineOf(a) - lineOf(b) })
+	return problems
+}
+
+func unmarshalStrict(tree map[string]any, target any) ([]error, error) {
+	data, err := json.Marshal(tree)
+	if err != nil {
+		return nil, err
+	}
+	return sigsjson.UnmarshalStrict(data, target)
+}
+
+// locate finds every field whose value alone fails to decode into target's
+// type, by decoding each field on its own, deepest first. It returns the
+// problems and the paths of the failing fields. It is only called once a
+// decode has failed, so its cost does not matter.
+func (d *document) locate(target any, obj map[string]any, prefix []string) ([]string, [][]string) {
+	var (
+		out []string
+		bad [][]string
+	)
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		path := append(slices.Clone(prefix), k)
+		var sub any = obj[k]
+		for i := len(path) - 1; i >= 0; i-- {
+			sub = map[string]any{path[i]: sub}
+		}
+		data, err := json.Marshal(sub)
+		if err != nil {
+			continue
+		}
+		err = sigsjson.UnmarshalCaseSensitivePreserveInts(data, newOfSameType(target))
+		if err == nil {
+			continue
+		}
+		if child, ok := obj[k].(map[string]any); ok {
+			if deeper, deeperBad := d.locate(target, child, path); len(deeper) > 0 {
+				out = append(out, deeper...)
+				bad = append(bad, deeperBad...)
+				continue
+			}
+		}
+		out = append(out, d.describe(path, err))
+		bad = append(bad, path)
+	}
+	return out, bad
+}
+
+// withoutPaths returns a copy of tree without the fields at paths.
+func withoutPaths(tree map[string]any, paths [][]string) map[string]any {
+	out := maps.Clone(tree)
+	for _, p := range paths {
+		if len(p) == 1 {
+			delete(out, p[0])
+			continue
+		}
+		if child, ok := out[p[0]].(map[string]any); ok {
+			out[p[0]] = withoutPaths(child, [][]string{p[1:]})
+		}
+	}
+	return out
+}
+
+// lineOf returns N of a problem starting with "line N:", else 0.
+func lineOf(problem string) int {
+	rest, ok := strings.CutPrefix(problem, "line ")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(rest[:max(0, strings.IndexByte(rest, ':'))])
+	return n
+}
+
+func (d *document) describe(path []string, err error) string {
+	p := strings.Join(path, ".")
+	msg := fmt.Sprintf("%s: %s", p, cleanJSONError(err))
+	if line := d.lines[p]; line > 0 {
+		msg = fmt.Sprintf("line %d: %s", line, msg)
+	}
+	return msg
+}
+
+var goStructField = regexp.MustCompile(`into Go (?:struct field \S+|value) of type (\S+)`)
+
+// cleanJSONError turns encoding/json's wording into one an operator reads.
+func cleanJSONError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	msg = goStructField.ReplaceAllString(msg, "into a value of type $1")
+	if strings.HasPrefix(msg, "time: invalid duration") {
+		msg += ` (want a duration such as "90s", "2m" or "12h45m")`
+	}
+	return msg
+}
+
+func newOfSameType(target any) any {
+	return reflect.New(reflect.TypeOf(target).Elem()).Interface()
+}
+
+func joinPath(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return prefix + "." + key
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "<document>"
+	}
+	return path
+}

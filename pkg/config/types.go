@@ -1,0 +1,233 @@
+package config
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
+)
+
+const (
+	// GroupName is the API group of the nodegc configuration.
+	GroupName = "nodegc.io"
+	// Version is the only version of the configuration API so far.
+	Version = "v1alpha1"
+	// APIVersion is the apiVersion a NodeGCConfiguration document must carry.
+	APIVersion = GroupName + "/" + Version
+	// Kind is the kind of the nodegc configuration document.
+	Kind = "NodeGCConfiguration"
+
+	// KubeletAPIVersion and KubeletKind identify a KubeletConfiguration document
+	// whose image GC, runtime endpoint and pod log fields nodegc honours.
+	KubeletAPIVersion = "kubelet.config.k8s.io/v1beta1"
+	KubeletKind       = "KubeletConfiguration"
+)
+
+// NodeGCConfiguration configures every part of nodegc: the image and container
+// GC of the node agent, the ownerReference garbage collector of the elected
+// instance, leader election, API access and the agent's own endpoints.
+//
+// Fields that are pointers are pointers because their zero value is meaningful
+// and must be told apart from "unset" so that defaulting does not overwrite it.
+type NodeGCConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// NodeName is the name of the Node this agent collects for. Empty means: the
+	// NODE_NAME environment variable, else the host name (as kubelet's
+	// --hostname-override falls back to the host name). Default: "".
+	NodeName string `json:"nodeName"`
+
+	// StateDirectory holds nodegc's durable state (first-detected and last-used
+	// times of images). Must be an absolute path. Default: /var/lib/nodegc.
+	StateDirectory string `json:"stateDirectory"`
+
+	// ContainerRuntimeEndpoint is the CRI runtime service endpoint, a unix://
+	// URL. Mirrors kubelet's containerRuntimeEndpoint.
+	// Default: unix:///run/containerd/containerd.sock.
+	ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint"`
+
+	// ImageServiceEndpoint is the CRI image service endpoint, a unix:// URL.
+	// Empty means: the same as containerRuntimeEndpoint. Mirrors kubelet's
+	// imageServiceEndpoint. Default: "".
+	ImageServiceEndpoint string `json:"imageServiceEndpoint"`
+
+	// RuntimeRequestTimeout bounds every CRI call (a Kubernetes duration).
+	// Mirrors kubelet's runtimeRequestTimeout. Default: 2m.
+	RuntimeRequestTimeout metav1.Duration `json:"runtimeRequestTimeout"`
+
+	// MetricsBindAddress is the host:port of the Prometheus /metrics endpoint
+	// (and the owner GC debug graph). "0" disables it. Default: :10281.
+	MetricsBindAddress string `json:"metricsBindAddress"`
+
+	// HealthzBindAddress is the host:port of /healthz and /readyz. "0"
+	// disables it. Default: :10280.
+	HealthzBindAddress string `json:"healthzBindAddress"`
+
+	// ClientConnection configures access to the API server for the node
+	// agent (pod informer, Node events). An empty kubeconfig means the
+	// in-cluster config; with neither the agent runs node-only. The owner GC
+	// uses ownerGC.kubeAPIQPS/kubeAPIBurst instead of qps/burst.
+	// Defaults: qps 5, burst 10, contentType application/vnd.kubernetes.protobuf.
+	ClientConnection componentbaseconfigv1alpha1.ClientConnectionConfiguration `json:"clientConnection"`
+
+	// ImageGC configures the LRU image garbage collector.
+	ImageGC ImageGCConfiguration `json:"imageGC"`
+
+	// ContainerGC configures the dead container, sandbox and pod log GC.
+	ContainerGC ContainerGCConfiguration `json:"containerGC"`
+
+	// OwnerGC configures the cluster-wide ownerReference garbage collector.
+	OwnerGC OwnerGCConfiguration `json:"ownerGC"`
+
+	// LeaderElection configures the Lease election that picks the one
+	// instance running the owner GC. The fields are those of every
+	// Kubernetes component (LeaderElectionConfiguration).
+	// Defaults: leaderElect true, leaseDuration 15s, renewDeadline 10s,
+	// retryPeriod 2s, resourceLock leases, resourceName nodegc-owner-gc,
+	// resourceNamespace nodegc.
+	LeaderElection componentbaseconfigv1alpha1.LeaderElectionConfiguration `json:"leaderElection"`
+}
+
+// ImageGCConfiguration configures the image garbage collector.
+type ImageGCConfiguration struct {
+	// HighThresholdPercent is the image filesystem usage (percent) at or
+	// above which image GC runs. 100 turns disk-threshold GC off (as in
+	// kubelet); maximumGCAge still applies. Range 0..100.
+	// Mirrors kubelet's imageGCHighThresholdPercent. Default: 85.
+	HighThresholdPercent *int32 `json:"highThresholdPercent"`
+
+	// LowThresholdPercent is the usage (percent) that image GC frees down
+	// to. Range 0..100, less than highThresholdPercent.
+	// Mirrors kubelet's imageGCLowThresholdPercent. Default: 80.
+	LowThresholdPercent *int32 `json:"lowThresholdPercent"`
+
+	// MinimumGCAge is how long an image must have been known to nodegc
+	// before it may be removed. Mirrors kubelet's imageMinimumGCAge.
+	// Default: 2m.
+	MinimumGCAge *metav1.Duration `json:"minimumGCAge"`
+
+	// MaximumGCAge removes an image unused for longer than this, whatever
+	// the disk usage (reason "age"). 0 turns it off; otherwise it must be
+	// greater than minimumGCAge. Mirrors kubelet's imageMaximumGCAge.
+	// Default: 0.
+	MaximumGCAge *metav1.Duration `json:"maximumGCAge"`
+
+	// Period is the interval of the full periodic sweep (max-age and
+	// threshold). kubelet uses a fixed 5m. Default: 5m.
+	Period metav1.Duration `json:"period"`
+
+	// DiskCheckInterval is how often the image filesystem usage is read; a
+	// GC starts as soon as usage reaches highThresholdPercent. nodegc only.
+	// Default: 10s.
+	DiskCheckInterval metav1.Duration `json:"diskCheckInterval"`
+
+	// Exclude lists glob patterns (path.Match syntax) matched against every
+	// tag (repository:tag) and digest (repository@sha256:...) of an image; a
+	// matching image is never removed. nodegc only. Default: none.
+	Exclude []string `json:"exclude"`
+
+	// KeepNewestPerRepository keeps the N most recently used tags of every
+	// repository, whatever the disk usage. 0 turns it off. nodegc only.
+	// Default: 0.
+	KeepNewestPerRepository int32 `json:"keepNewestPerRepository"`
+
+	// DryRun computes and reports the plan but removes nothing.
+	// Default: false.
+	DryRun bool `json:"dryRun"`
+}
+
+// ContainerAgeReference says from which moment a dead container's age counts.
+type ContainerAgeReference string
+
+const (
+	// AgeFromCreation counts age from the container's creation, as kubelet does.
+	AgeFromCreation ContainerAgeReference = "Created"
+	// AgeFromExit counts age from the container's exit.
+	AgeFromExit ContainerAgeReference = "Exited"
+)
+
+// ContainerGCConfiguration configures the dead container, sandbox and pod log
+// directory garbage collector.
+type ContainerGCConfiguration struct {
+	// MinAge is the minimum age of a dead container before it may be
+	// removed. Mirrors kubelet's --minimum-container-ttl-duration.
+	// Default: 0.
+	MinAge *metav1.Duration `json:"minAge"`
+
+	// MinAgeFrom says whether ages count from the container's creation
+	// ("Created", kubelet's behaviour) or from its exit ("Exited").
+	// Default: Created.
+	MinAgeFrom ContainerAgeReference `json:"minAgeFrom"`
+
+	// MaxAge removes dead containers older than this, except the newest dead
+	// container of each live pod's container. 0 turns it off; otherwise it
+	// must be greater than minAge. nodegc only. Default: 0.
+	MaxAge *metav1.Duration `json:"maxAge"`
+
+	// MaxPerPodContainer is the number of dead containers kept per (pod,
+	// container name); negative means no limit. Mirrors kubelet's
+	// --maximum-dead-containers-per-container. Default: 1.
+	MaxPerPodContainer *int32 `json:"maxPerPodContainer"`
+
+	// MaxContainers is the number of dead containers kept on the node;
+	// negative means no limit. Mirrors kubelet's --maximum-dead-containers.
+	// Default: -1.
+	MaxContainers *int32 `json:"maxContainers"`
+
+	// Period is the interval between container GC runs. kubelet uses a
+	// fixed 1m. Default: 1m.
+	Period metav1.Duration `json:"period"`
+
+	// PodLogsDirectory holds the pod log directories
+	// (NAMESPACE_NAME_UID). Mirrors kubelet's podLogsDir.
+	// Default: /var/log/pods.
+	PodLogsDirectory string `json:"podLogsDirectory"`
+
+	// ContainerLogsDirectory holds the kubelet's NAME_NAMESPACE_CONTAINER-ID.log
+	// links into podLogsDirectory. Default: /var/log/containers.
+	ContainerLogsDirectory string `json:"containerLogsDirectory"`
+
+	// DryRun computes and reports the plan but removes nothing.
+	// Default: false.
+	DryRun bool `json:"dryRun"`
+}
+
+// GroupResource names a resource to ignore, as kube-controller-manager's
+// gcIgnoredResources entries do.
+type GroupResource struct {
+	// Group is the API group; "" is the core group.
+	Group string `json:"group"`
+	// Resource is the plural resource name, e.g. "events".
+	Resource string `json:"resource"`
+}
+
+// OwnerGCConfiguration configures the ownerReference garbage collector.
+type OwnerGCConfiguration struct {
+	// EnableGarbageCollector turns the owner GC on. Mirrors
+	// kube-controller-manager's enableGarbageCollector. Default: true.
+	EnableGarbageCollector *bool `json:"enableGarbageCollector"`
+
+	// ConcurrentGCSyncs is the number of workers that act on the graph.
+	// Mirrors kube-controller-manager's concurrentGCSyncs. Default: 20.
+	ConcurrentGCSyncs int32 `json:"concurrentGCSyncs"`
+
+	// GCIgnoredResources are never watched nor collected. Mirrors
+	// kube-controller-manager's gcIgnoredResources.
+	// Default: [{group: "", resource: events}, {group: events.k8s.io, resource: events}].
+	GCIgnoredResources []GroupResource `json:"gcIgnoredResources"`
+
+	// KubeAPIQPS is the sustained request rate of the owner GC's API client.
+	// kube-controller-manager's collector runs at twice its --kube-api-qps
+	// (20), so the default matches its effective rate. Default: 40.
+	KubeAPIQPS float32 `json:"kubeAPIQPS"`
+
+	// KubeAPIBurst is the burst of the owner GC's API client. Default: 60.
+	KubeAPIBurst int32 `json:"kubeAPIBurst"`
+
+	// DiscoveryResyncPeriod is how often API discovery is refreshed so that
+	// new resources (CRDs) get monitors. Mirrors kube-controller-manager's
+	// fixed 30s. Default: 30s.
+	DiscoveryResyncPeriod metav1.Duration `json:"discoveryResyncPeriod"`
+
+	// DryRun decides and records every action but writes nothing.
+	// Default: false.
+	DryRun bool `json:"dryRun"`
+}

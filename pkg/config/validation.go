@@ -1,0 +1,258 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
+)
+
+// Validate checks a defaulted configuration and returns every problem found,
+// each with the path of the field it concerns. An empty list means valid.
+func Validate(c *NodeGCConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	if c.APIVersion != APIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), c.APIVersion, []string{APIVersion}))
+	}
+	if c.Kind != Kind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), c.Kind, []string{Kind}))
+	}
+	if c.NodeName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(c.NodeName) {
+			errs = append(errs, field.Invalid(field.NewPath("nodeName"), c.NodeName, msg))
+		}
+	}
+	errs = append(errs, validateAbsolutePath(field.NewPath("stateDirectory"), c.StateDirectory)...)
+	errs = append(errs, validateEndpoint(field.NewPath("containerRuntimeEndpoint"), c.ContainerRuntimeEndpoint, false)...)
+	errs = append(errs, validateEndpoint(field.NewPath("imageServiceEndpoint"), c.ImageServiceEndpoint, true)...)
+	errs = append(errs, validatePositive(field.NewPath("runtimeRequestTimeout"), c.RuntimeRequestTimeout)...)
+	errs = append(errs, validateBindAddress(field.NewPath("metricsBindAddress"), c.MetricsBindAddress)...)
+	errs = append(errs, validateBindAddress(field.NewPath("healthzBindAddress"), c.HealthzBindAddress)...)
+	errs = append(errs, validateClientConnection(field.NewPath("clientConnection"), &c.ClientConnection)...)
+	errs = append(errs, validateImageGC(field.NewPath("imageGC"), &c.ImageGC)...)
+	errs = append(errs, validateContainerGC(field.NewPath("containerGC"), &c.ContainerGC)...)
+	errs = append(errs, validateOwnerGC(field.NewPath("ownerGC"), &c.OwnerGC)...)
+	errs = append(errs, validateLeaderElection(field.NewPath("leaderElection"), &c.LeaderElection)...)
+	return errs
+}
+
+func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	high, low := c.HighThresholdPercent, c.LowThresholdPercent
+	errs = append(errs, validatePercent(p.Child("highThresholdPercent"), high)...)
+	errs = append(errs, validatePercent(p.Child("lowThresholdPercent"), low)...)
+	if high != nil && low != nil && *low >= *high {
+		errs = append(errs, field.Invalid(p.Child("lowThresholdPercent"), *low,
+			fmt.Sprintf("must be less than highThresholdPercent (%d)", *high)))
+	}
+	errs = append(errs, validateNonNegative(p.Child("minimumGCAge"), c.MinimumGCAge)...)
+	errs = append(errs, validateNonNegative(p.Child("maximumGCAge"), c.MaximumGCAge)...)
+	if c.MinimumGCAge != nil && c.MaximumGCAge != nil && c.MaximumGCAge.Duration > 0 &&
+		c.MaximumGCAge.Duration <= c.MinimumGCAge.Duration {
+		errs = append(errs, field.Invalid(p.Child("maximumGCAge"), c.MaximumGCAge.Duration.String(),
+			fmt.Sprintf("must be greater than minimumGCAge (%s), or 0 to disable", c.MinimumGCAge.Duration)))
+	}
+	errs = append(errs, validatePositive(p.Child("period"), c.Period)...)
+	errs = append(errs, validatePositive(p.Child("diskCheckInterval"), c.DiskCheckInterval)...)
+	for i, pattern := range c.Exclude {
+		ip := p.Child("exclude").Index(i)
+		if strings.TrimSpace(pattern) == "" {
+			errs = append(errs, field.Invalid(ip, pattern, "must not be empty"))
+			continue
+		}
+		if _, err := path.Match(pattern, ""); err != nil {
+			errs = append(errs, field.Invalid(ip, pattern, "must be a valid glob pattern (path.Match syntax): "+err.Error()))
+		}
+	}
+	if c.KeepNewestPerRepository < 0 {
+		errs = append(errs, field.Invalid(p.Child("keepNewestPerRepository"), c.KeepNewestPerRepository,
+			"must be greater than or equal to 0 (0 disables it)"))
+	}
+	return errs
+}
+
+func validateContainerGC(p *field.Path, c *ContainerGCConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateNonNegative(p.Child("minAge"), c.MinAge)...)
+	errs = append(errs, validateNonNegative(p.Child("maxAge"), c.MaxAge)...)
+	if c.MinAge != nil && c.MaxAge != nil && c.MaxAge.Duration > 0 && c.MaxAge.Duration <= c.MinAge.Duration {
+		errs = append(errs, field.Invalid(p.Child("maxAge"), c.MaxAge.Duration.String(),
+			fmt.Sprintf("must be greater than minAge (%s), or 0 to disable", c.MinAge.Duration)))
+	}
+	switch c.MinAgeFrom {
+	case AgeFromCreation, AgeFromExit:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("minAgeFrom"), c.MinAgeFrom,
+			[]ContainerAgeReference{AgeFromCreation, AgeFromExit}))
+	}
+	if c.MaxPerPodContainer == nil {
+		errs = append(errs, field.Required(p.Child("maxPerPodContainer"), ""))
+	}
+	if c.MaxContainers == nil {
+		errs = append(errs, field.Required(p.Child("maxContainers"), ""))
+	}
+	errs = append(errs, validatePositive(p.Child("period"), c.Period)...)
+	errs = append(errs, validateAbsolutePath(p.Child("podLogsDirectory"), c.PodLogsDirectory)...)
+	errs = append(errs, validateAbsolutePath(p.Child("containerLogsDirectory"), c.ContainerLogsDirectory)...)
+	return errs
+}
+
+func validateOwnerGC(p *field.Path, c *OwnerGCConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	if c.EnableGarbageCollector == nil {
+		errs = append(errs, field.Required(p.Child("enableGarbageCollector"), ""))
+	}
+	if c.ConcurrentGCSyncs <= 0 {
+		errs = append(errs, field.Invalid(p.Child("concurrentGCSyncs"), c.ConcurrentGCSyncs, "must be greater than 0"))
+	}
+	seen := map[GroupResource]bool{}
+	for i, gr := range c.GCIgnoredResources {
+		ip := p.Child("gcIgnoredResources").Index(i)
+		if gr.Resource == "" {
+			errs = append(errs, field.Required(ip.Child("resource"), "a plural resource name such as events"))
+		}
+		if seen[gr] {
+			errs = append(errs, field.Duplicate(ip, gr))
+		}
+		seen[gr] = true
+	}
+	if c.KubeAPIQPS <= 0 {
+		errs = append(errs, field.Invalid(p.Child("kubeAPIQPS"), c.KubeAPIQPS, "must be greater than 0"))
+	}
+	if c.KubeAPIBurst <= 0 {
+		errs = append(errs, field.Invalid(p.Child("kubeAPIBurst"), c.KubeAPIBurst, "must be greater than 0"))
+	}
+	errs = append(errs, validatePositive(p.Child("discoveryResyncPeriod"), c.DiscoveryResyncPeriod)...)
+	return errs
+}
+
+func validateClientConnection(p *field.Path, c *componentbaseconfigv1alpha1.ClientConnectionConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	if c.QPS <= 0 {
+		errs = append(errs, field.Invalid(p.Child("qps"), c.QPS, "must be greater than 0"))
+	}
+	if c.Burst <= 0 {
+		errs = append(errs, field.Invalid(p.Child("burst"), c.Burst, "must be greater than 0"))
+	}
+	return errs
+}
+
+func validateLeaderElection(p *field.Path, c *componentbaseconfigv1alpha1.LeaderElectionConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	if c.LeaderElect == nil {
+		return append(errs, field.Required(p.Child("leaderElect"), ""))
+	}
+	if !*c.LeaderElect {
+		return errs
+	}
+	errs = append(errs, validatePositive(p.Child("leaseDuration"), c.LeaseDuration)...)
+	errs = append(errs, validatePositive(p.Child("renewDeadline"), c.RenewDeadline)...)
+	errs = append(errs, validatePositive(p.Child("retryPeriod"), c.RetryPeriod)...)
+	if c.LeaseDuration.Duration <= c.RenewDeadline.Duration {
+		errs = append(errs, field.Invalid(p.Child("leaseDuration"), c.LeaseDuration.Duration.String(),
+			fmt.Sprintf("must be greater than renewDeadline (%s)", c.RenewDeadline.Duration)))
+	}
+	if c.RenewDeadline.Duration <= c.RetryPeriod.Duration {
+		errs = append(errs, field.Invalid(p.Child("renewDeadline"), c.RenewDeadline.Duration.String(),
+			fmt.Sprintf("must be greater than retryPeriod (%s)", c.RetryPeriod.Duration)))
+	}
+	if c.ResourceLock != DefaultResourceLock {
+		errs = append(errs, field.NotSupported(p.Child("resourceLock"), c.ResourceLock, []string{DefaultResourceLock}))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(c.ResourceName) {
+		errs = append(errs, field.Invalid(p.Child("resourceName"), c.ResourceName, msg))
+	}
+	for _, msg := range validation.IsDNS1123Label(c.ResourceNamespace) {
+		errs = append(errs, field.Invalid(p.Child("resourceNamespace"), c.ResourceNamespace, msg))
+	}
+	return errs
+}
+
+func validatePercent(p *field.Path, v *int32) field.ErrorList {
+	if v == nil {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	if *v < 0 || *v > 100 {
+		return field.ErrorList{field.Invalid(p, *v, "must be between 0 and 100, inclusive")}
+	}
+	return nil
+}
+
+func validatePositive(p *field.Path, d metav1.Duration) field.ErrorList {
+	if d.Duration <= 0 {
+		return field.ErrorList{field.Invalid(p, d.Duration.String(), "must be greater than 0")}
+	}
+	return nil
+}
+
+func validateNonNegative(p *field.Path, d *metav1.Duration) field.ErrorList {
+	if d == nil {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	if d.Duration < 0 {
+		return field.ErrorList{field.Invalid(p, d.Duration.String(), "must be greater than or equal to 0")}
+	}
+	return nil
+}
+
+func validateAbsolutePath(p *field.Path, dir string) field.ErrorList {
+	if dir == "" {
+		return field.ErrorList{field.Required(p, "an absolute path")}
+	}
+	if !filepath.IsAbs(dir) {
+		return field.ErrorList{field.Invalid(p, dir, "must be an absolute path")}
+	}
+	return nil
+}
+
+// validateEndpoint accepts unix:///absolute/path, the only transport CRI
+// runtimes serve on Linux.
+func validateEndpoint(p *field.Path, endpoint string, optional bool) field.ErrorList {
+	if endpoint == "" {
+		if optional {
+			return nil
+		}
+		return field.ErrorList{field.Required(p, "a unix:// endpoint such as "+DefaultContainerRuntimeEndpoint)}
+	}
+	if _, err := SocketPath(endpoint); err != nil {
+		return field.ErrorList{field.Invalid(p, endpoint, err.Error())}
+	}
+	return nil
+}
+
+// SocketPath returns the filesystem path of a unix:// endpoint.
+func SocketPath(endpoint string) (string, error) {
+	rest, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok {
+		return "", fmt.Errorf("must be a unix:// URL, such as %s", DefaultContainerRuntimeEndpoint)
+	}
+	if !filepath.IsAbs(rest) {
+		return "", fmt.Errorf("must name an absolute socket path after unix://, such as %s", DefaultContainerRuntimeEndpoint)
+	}
+	return rest, nil
+}
+
+// validateBindAddress accepts "host:port", ":port" or "0" (disabled).
+func validateBindAddress(p *field.Path, addr string) field.ErrorList {
+	if addr == "0" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, addr, `must be "host:port", ":port", or "0" to disable`)}
+	}
+	if host != "" && host != "localhost" && net.ParseIP(host) == nil {
+		return field.ErrorList{field.Invalid(p, addr, "host must be an IP address, localhost or empty")}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return field.ErrorList{field.Invalid(p, addr, "port must be a number between 0 and 65535")}
+	}
+	return nil
+}
