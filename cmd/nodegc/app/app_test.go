@@ -1,0 +1,169 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+func runMain(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = Main(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runMain(t, "", "version")
+	if code != 0 || !strings.HasPrefix(out, "nodegc v") || !strings.Contains(out, runtime.Version()) {
+		t.Errorf("version: code %d, output %q", code, out)
+	}
+	code, out, _ = runMain(t, "", "version", "-o", "json")
+	var info map[string]string
+	if err := json.Unmarshal([]byte(out), &info); err != nil || code != 0 {
+		t.Fatalf("version -o json: code %d, %v, output %q", code, err, out)
+	}
+	if info["goVersion"] != runtime.Version() || info["version"] == "" || info["commit"] == "" {
+		t.Errorf("version -o json = %v", info)
+	}
+}
+
+// TestDefaultsValidate is `nodegc config defaults | nodegc config validate -f -`.
+func TestDefaultsValidate(t *testing.T) {
+	code, defaults, errOut := runMain(t, "", "config", "defaults")
+	if code != 0 {
+		t.Fatalf("config defaults: code %d, stderr %q", code, errOut)
+	}
+	want, err := config.Marshal(config.Defaulted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), defaults); diff != "" {
+		t.Errorf("config defaults (-want +got):\n%s", diff)
+	}
+	code, out, errOut := runMain(t, defaults, "config", "validate", "-f", "-")
+	if code != 0 || out != "<stdin>: valid\n" {
+		t.Errorf("config validate -f -: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestValidateExample(t *testing.T) {
+	code, _, errOut := runMain(t, "", "config", "validate", "-f", filepath.Join("..", "..", "..", "examples", "nodegc.yaml"))
+	if code != 0 {
+		t.Errorf("validate examples/nodegc.yaml: code %d, stderr %q", code, errOut)
+	}
+}
+
+// TestValidateFiveMistakes: five different mistakes give five errors, each
+// with its line and field path, and exit code 1.
+func TestValidateFiveMistakes(t *testing.T) {
+	file := writeFile(t, `apiVersion: nodegc.io/v1alpha1
+kind: NodeGCConfiguration
+containerRuntimeEndpoint: /run/containerd/containerd.sock
+imageGC:
+  lowThresholdPercent: 90
+  maximumGCAge: 1m
+containerGC:
+  minAgeFrom: Started
+leaderElection:
+  leaseDuration: 5s
+`)
+	code, out, errOut := runMain(t, "", "config", "validate", "-f", file)
+	if code != 1 || out != "" {
+		t.Fatalf("code %d (want 1), stdout %q", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	var got []string
+	for _, l := range lines[:len(lines)-1] {
+		parts := strings.SplitN(strings.TrimPrefix(l, file+": "), ": ", 4) // line, path, type, detail
+		got = append(got, strings.Join(parts[:min(3, len(parts))], ": "))
+	}
+	want := []string{
+		"line 3: containerRuntimeEndpoint: Invalid value",
+		"line 5: imageGC.lowThresholdPercent: Invalid value",
+		"line 6: imageGC.maximumGCAge: Invalid value",
+		"line 8: containerGC.minAgeFrom: Unsupported value",
+		"line 10: leaderElection.leaseDuration: Invalid value",
+	}
+	if len(got) != 5 {
+		t.Fatalf("want 5 problems, got %d:\n%s", len(got), errOut)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s\nfull stderr:\n%s", diff, errOut)
+	}
+	if last := lines[len(lines)-1]; last != file+": 5 problem(s); the configuration is invalid" {
+		t.Errorf("last line = %q", last)
+	}
+}
+
+func TestValidateDecodeErrors(t *testing.T) {
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nimageGC:\n  colour: blue\n  period: 1m\n  period: 2m\n")
+	code, _, errOut := runMain(t, "", "config", "validate", "-f", file)
+	want := file + ": line 4: imageGC.colour: unknown field\n" +
+		file + ": line 6: imageGC.period: duplicate key (first set at line 5)\n"
+	if code != 1 || errOut != want {
+		t.Errorf("code %d, stderr:\n%s\nwant:\n%s", code, errOut, want)
+	}
+}
+
+func TestValidateRequiresFile(t *testing.T) {
+	code, _, errOut := runMain(t, "", "config", "validate")
+	if code != 1 || !strings.Contains(errOut, `required flag(s) "file" not set`) {
+		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}
+
+func TestValidateMissingFile(t *testing.T) {
+	code, _, errOut := runMain(t, "", "config", "validate", "-f", "/nonexistent/nodegc.yaml")
+	if code != 1 || !strings.Contains(errOut, "no such file or directory") {
+		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}
+
+func TestRunRefusesInvalidConfig(t *testing.T) {
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nimageGC:\n  highThresholdPercent: 120\n")
+	code, _, errOut := runMain(t, "", "run", "--config", file)
+	if code != 1 || !strings.Contains(errOut, "line 4: imageGC.highThresholdPercent: Invalid value: 120") {
+		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}
+
+func TestRunSaysLoopsAreNotBuilt(t *testing.T) {
+	for _, args := range [][]string{{"run"}, {}} {
+		code, _, errOut := runMain(t, "", args...)
+		if code != 1 || !strings.Contains(errOut, "the GC loops are not built yet") {
+			t.Errorf("nodegc %v: code %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+func TestRunOwnerGCFlag(t *testing.T) {
+	code, _, errOut := runMain(t, "", "run", "--owner-gc=sometimes")
+	if code != 1 || !strings.Contains(errOut, "--owner-gc must be one of auto, only, off") {
+		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}
+
+func TestKlogFlags(t *testing.T) {
+	code, out, _ := runMain(t, "", "--help")
+	if code != 0 || !strings.Contains(out, "-v, --v Level") {
+		t.Errorf("--help lacks klog's -v: code %d\n%s", code, out)
+	}
+}

@@ -1,0 +1,376 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+const header = "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\n"
+
+// TestDecodeProblems checks that each kind of bad input is reported with its
+// field path and line, and that every problem of a file is reported at once.
+func TestDecodeProblems(t *testing.T) {
+	cases := map[string]struct {
+		yaml string
+		want []string
+	}{
+		"unknown field": {
+			yaml: header + "imageGC:\n  highTreshold: 3\n",
+			want: []string{"line 4: imageGC.highTreshold: unknown field"},
+		},
+		"unknown top-level field": {
+			yaml: header + "nodeNmae: a\n",
+			want: []string{"line 3: nodeNmae: unknown field"},
+		},
+		"field names are case-sensitive": {
+			yaml: header + "NodeName: a\n",
+			want: []string{"line 3: NodeName: unknown field"},
+		},
+		"wrong type": {
+			yaml: header + "imageGC:\n  highThresholdPercent: high\n",
+			want: []string{"line 4: imageGC.highThresholdPercent: cannot unmarshal string into a value of type int32"},
+		},
+		"bad duration": {
+			yaml: header + "containerGC:\n  period: soon\n",
+			want: []string{`line 4: containerGC.period: time: invalid duration "soon" (want a duration such as "90s", "2m" or "12h45m")`},
+		},
+		"duplicate key": {
+			yaml: header + "imageGC:\n  period: 1m\n  period: 2m\n",
+			want: []string{"line 5: imageGC.period: duplicate key (first set at line 4)"},
+		},
+		"every problem at once, in line order": {
+			yaml: header + "imageGC:\n  lowThresholdPercent: x\n  bogus: 1\n  period: 1m\n  period: 2m\n" +
+				"containerGC:\n  maxContainers: 1.5\n",
+			want: []string{
+				"line 4: imageGC.lowThresholdPercent: cannot unmarshal string into a value of type int32",
+				"line 5: imageGC.bogus: unknown field",
+				"line 7: imageGC.period: duplicate key (first set at line 6)",
+				"line 9: containerGC.maxContainers: cannot unmarshal number 1.5 into a value of type int32",
+			},
+		},
+		"unknown field in a list item": {
+			yaml: header + "ownerGC:\n  gcIgnoredResources:\n  - resource: events\n    grup: x\n",
+			want: []string{"line 6: ownerGC.gcIgnoredResources[0].grup: unknown field"},
+		},
+		"not a mapping": {
+			yaml: "- a\n- b\n",
+			want: []string{"line 1: a configuration document must be a mapping"},
+		},
+		"wrong kind": {
+			yaml: "apiVersion: v1\nkind: ConfigMap\n",
+			want: []string{`line 1: unsupported document apiVersion "v1" kind "ConfigMap": want apiVersion "nodegc.io/v1alpha1" kind "NodeGCConfiguration", or apiVersion "kubelet.config.k8s.io/v1beta1" kind "KubeletConfiguration"`},
+		},
+		"no document": {
+			yaml: "# nothing\n---\n",
+			want: []string{`no configuration document found: want apiVersion "nodegc.io/v1alpha1" kind "NodeGCConfiguration"`},
+		},
+		"two nodegc documents": {
+			yaml: header + "---\n" + header,
+			want: []string{"line 4: a second NodeGCConfiguration document (the first is at line 1); give one"},
+		},
+		"merge keys": {
+			yaml: header + "base: &b {period: 1m}\nimageGC:\n  <<: *b\n",
+			want: []string{"line 5: imageGC: YAML merge keys (<<) are not supported", "line 3: base: unknown field"},
+		},
+		"kubelet document with a wrong type": {
+			yaml: header + "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: lots\n",
+			want: []string{"line 6: imageGCHighThresholdPercent: cannot unmarshal string into a value of type int32"},
+		},
+		"invalid yaml": {
+			yaml: header + "imageGC: [\n",
+			want: []string{"invalid YAML: line 3: did not find expected node content"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Decode([]byte(tc.yaml))
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("Decode() error = %v, want a *DecodeError", err)
+			}
+			got := de.Problems
+			if name == "merge keys" {
+				// Order of problems from two sources on different lines.
+				got = slices.Sorted(slices.Values(got))
+				tc.want = slices.Sorted(slices.Values(tc.want))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodeKeepsExplicitZeroes(t *testing.T) {
+	loaded, err := Decode([]byte(header + "imageGC:\n  minimumGCAge: 0s\n  lowThresholdPercent: 0\n" +
+		"containerGC:\n  maxPerPodContainer: 0\nownerGC:\n  enableGarbageCollector: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := loaded.Config
+	if got := c.ImageGC.MinimumGCAge.Duration; got != 0 {
+		t.Errorf("minimumGCAge = %v, want 0 (set explicitly)", got)
+	}
+	if got := *c.ImageGC.LowThresholdPercent; got != 0 {
+		t.Errorf("lowThresholdPercent = %d, want 0", got)
+	}
+	if got := *c.ContainerGC.MaxPerPodContainer; got != 0 {
+		t.Errorf("maxPerPodContainer = %d, want 0", got)
+	}
+	if *c.OwnerGC.EnableGarbageCollector {
+		t.Error("enableGarbageCollector = true, want false (set explicitly)")
+	}
+	if got := *c.ImageGC.HighThresholdPercent; got != DefaultImageGCHighThresholdPercent {
+		t.Errorf("highThresholdPercent = %d, want the default %d", got, DefaultImageGCHighThresholdPercent)
+	}
+}
+
+// TestKubeletPrecedence: nodegc document > KubeletConfiguration > defaults.
+func TestKubeletPrecedence(t *testing.T) {
+	kubelet := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 60\nimageMinimumGCAge: 10m\n" +
+		"imageMaximumGCAge: 72h\ncontainerRuntimeEndpoint: unix:///run/crio/crio.sock\n" +
+		"imageServiceEndpoint: unix:///run/images.sock\npodLogsDir: /data/pod-logs\n"
+	nodegc := header + "imageGC:\n  highThresholdPercent: 75\ncontainerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n"
+
+	for name, doc := range map[string]string{
+		"kubelet first": kubelet + "---\n" + nodegc,
+		"nodegc first":  nodegc + "---\n" + kubelet,
+	} {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := Decode([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := loaded.Config
+			got := map[string]any{
+				"high":     *c.ImageGC.HighThresholdPercent,
+				"low":      *c.ImageGC.LowThresholdPercent,
+				"minAge":   c.ImageGC.MinimumGCAge.Duration,
+				"maxAge":   c.ImageGC.MaximumGCAge.Duration,
+				"runtime":  c.ContainerRuntimeEndpoint,
+				"images":   c.ImageServiceEndpoint,
+				"podLogs":  c.ContainerGC.PodLogsDirectory,
+				"period":   c.ImageGC.Period.Duration,
+				"fromKubl": strings.Join(loaded.FromKubelet, ","),
+			}
+			want := map[string]any{
+				"high":    int32(75), // nodegc wins
+				"low":     int32(60), // from kubelet
+				"minAge":  10 * time.Minute,
+				"maxAge":  72 * time.Hour,
+				"runtime": "unix:///run/containerd/containerd.sock", // nodegc wins
+				"images":  "unix:///run/images.sock",
+				"podLogs": "/data/pod-logs",
+				"period":  DefaultImageGCPeriod, // neither: default
+				"fromKubl": "imageGC.lowThresholdPercent,imageGC.minimumGCAge,imageGC.maximumGCAge," +
+					"imageServiceEndpoint,containerGC.podLogsDirectory",
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("merged config (-want +got):\n%s", diff)
+			}
+			if errs := Validate(c); len(errs) > 0 {
+				t.Errorf("merged config invalid: %v", errs)
+			}
+		})
+	}
+}
+
+func TestKubeletOnlyDocument(t *testing.T) {
+	loaded, err := Decode([]byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\nsomeFutureField: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := Validate(loaded.Config); len(errs) > 0 {
+		t.Fatalf("Validate() = %v", errs)
+	}
+	want := []string{
+		"line 5: someFutureField: unknown field (ignored in the KubeletConfiguration document)",
+		"imageGC.highThresholdPercent is 100, taken from the KubeletConfiguration: disk-threshold image GC is off; " +
+			"set imageGC.highThresholdPercent in the NodeGCConfiguration document to run it while kubelet's is off",
+	}
+	if diff := cmp.Diff(want, loaded.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	if loaded.Line("imageGC.highThresholdPercent") != 3 {
+		t.Errorf("Line(imageGC.highThresholdPercent) = %d, want 3 (the kubelet document's line)", loaded.Line("imageGC.highThresholdPercent"))
+	}
+}
+
+func TestLineOfValidationPaths(t *testing.T) {
+	loaded, err := Decode([]byte(header + "imageGC:\n  exclude:\n  - a\n  - 'b['\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{
+		"imageGC.exclude[1]":             6,
+		"imageGC":                        3,
+		"imageGC.period":                 3, // not in the file: its closest parent
+		"containerGC.podLogsDirectory":   0,
+		"ownerGC.gcIgnoredResources[0]":  0,
+		"imageGC.exclude[1].nonexistent": 6,
+	} {
+		if got := loaded.Line(path); got != want {
+			t.Errorf("Line(%q) = %d, want %d", path, got, want)
+		}
+	}
+}
+
+func TestAliasBombIsRefused(t *testing.T) {
+	bomb := header + "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+	prev := "a"
+	for _, name := range []string{"b", "c", "d", "e", "f", "g", "h"} {
+		bomb += name + ": &" + name + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev +
+			", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n"
+		prev = name
+	}
+	_, err := Decode([]byte(bomb))
+	if err == nil || !strings.Contains(err.Error(), "more than 100000 YAML nodes") {
+		t.Fatalf("Decode(alias bomb) error = %v, want the node limit", err)
+	}
+}
+
+func TestDefaultsGolden(t *testing.T) {
+	got, err := Marshal(Defaulted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "defaults.yaml")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./pkg/config -run TestDefaultsGolden -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("Marshal(Defaulted()) differs from %s (-want +got):\n%s", golden, diff)
+	}
+}
+
+// TestRoundTrip: what `config defaults` prints decodes back to the same
+// configuration, and so does a configuration with every field set.
+func TestRoundTrip(t *testing.T) {
+	full := Defaulted()
+	full.NodeName = "node-1"
+	full.ImageServiceEndpoint = "unix:///run/images.sock"
+	full.ImageGC.Exclude = []string{"registry.k8s.io/*"}
+	full.ImageGC.MaximumGCAge = &metav1.Duration{Duration: 48 * time.Hour}
+	full.ContainerGC.MinAgeFrom = AgeFromExit
+	full.ContainerGC.MaxContainers = ptr.To[int32](100)
+	full.OwnerGC.DryRun = true
+	for name, c := range map[string]*NodeGCConfiguration{"defaults": Defaulted(), "full": full} {
+		t.Run(name, func(t *testing.T) {
+			data, err := Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			loaded, err := Decode(data)
+			if err != nil {
+				t.Fatalf("Decode(Marshal(c)): %v\n%s", err, data)
+			}
+			if diff := cmp.Diff(c, loaded.Config); diff != "" {
+				t.Errorf("round trip (-want +got):\n%s", diff)
+			}
+			if errs := Validate(loaded.Config); len(errs) > 0 {
+				t.Errorf("Validate() = %v", errs)
+			}
+		})
+	}
+}
+
+func TestExamplesAreValid(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("found %d example files, want at least nodegc.yaml and kubelet-config.yaml", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			loaded, err := LoadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errs := Validate(loaded.Config); len(errs) > 0 {
+				t.Errorf("Validate(%s) = %v", f, errs)
+			}
+			if len(loaded.Warnings) > 0 {
+				t.Errorf("warnings for %s: %v", f, loaded.Warnings)
+			}
+		})
+	}
+}
+
+func TestLoadFileMissing(t *testing.T) {
+	_, err := LoadFile(filepath.Join(t.TempDir(), "absent.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadFile(missing) error = %v, want os.ErrNotExist", err)
+	}
+}
+
+func TestDecodeTooLarge(t *testing.T) {
+	_, err := Decode(make([]byte, MaxFileSize+1))
+	if err == nil {
+		t.Fatal("Decode(too large) succeeded")
+	}
+}
+
+// FuzzDecode: Decode must never panic, and whatever it accepts must survive
+// defaulting, validation and a round trip when valid.
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{
+		header,
+		header + "imageGC:\n  highThresholdPercent: 90\n  exclude: ['a/*']\n",
+		header + "imageGC:\n  period: 1m\n  period: 2m\n",
+		header + "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 90\n",
+		header + "a: &a [1]\nb: *a\n",
+		"- 1\n",
+		"{",
+		header + "ownerGC:\n  gcIgnoredResources: [{group: '', resource: events}]\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	if data, err := os.ReadFile(filepath.Join("..", "..", "examples", "nodegc.yaml")); err == nil {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		loaded, err := Decode(data)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("error with an empty message")
+			}
+			return
+		}
+		if errs := Validate(loaded.Config); len(errs) > 0 {
+			return
+		}
+		out, err := Marshal(loaded.Config)
+		if err != nil {
+			t.Fatalf("Marshal(valid config): %v", err)
+		}
+		again, err := Decode(out)
+		if err != nil {
+			t.Fatalf("Decode(Marshal(valid config)): %v\n%s", err, out)
+		}
+		if diff := cmp.Diff(loaded.Config, again.Config); diff != "" {
+			t.Fatalf("round trip (-first +second):\n%s", diff)
+		}
+	})
+}

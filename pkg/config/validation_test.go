@@ -1,0 +1,246 @@
+package config
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func dur(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+// TestValidate mutates a defaulted configuration and checks exactly which
+// fields are reported, with which error type.
+func TestValidate(t *testing.T) {
+	cases := map[string]struct {
+		mutate func(*NodeGCConfiguration)
+		want   []string // "field: type"
+	}{
+		"defaults are valid": {
+			mutate: func(*NodeGCConfiguration) {},
+		},
+		"wrong apiVersion and kind": {
+			mutate: func(c *NodeGCConfiguration) { c.APIVersion = "nodegc.io/v1"; c.Kind = "Config" },
+			want:   []string{"apiVersion: Unsupported value", "kind: Unsupported value"},
+		},
+		"node name must be a DNS subdomain": {
+			mutate: func(c *NodeGCConfiguration) { c.NodeName = "Node_1" },
+			want:   []string{"nodeName: Invalid value"},
+		},
+		"relative state directory": {
+			mutate: func(c *NodeGCConfiguration) { c.StateDirectory = "var/lib/nodegc" },
+			want:   []string{"stateDirectory: Invalid value"},
+		},
+		"runtime endpoint must be unix://": {
+			mutate: func(c *NodeGCConfiguration) { c.ContainerRuntimeEndpoint = "/run/containerd/containerd.sock" },
+			want:   []string{"containerRuntimeEndpoint: Invalid value"},
+		},
+		"runtime endpoint needs an absolute path": {
+			mutate: func(c *NodeGCConfiguration) { c.ContainerRuntimeEndpoint = "unix://run/containerd.sock" },
+			want:   []string{"containerRuntimeEndpoint: Invalid value"},
+		},
+		"runtime endpoint required": {
+			mutate: func(c *NodeGCConfiguration) { c.ContainerRuntimeEndpoint = "" },
+			want:   []string{"containerRuntimeEndpoint: Required value"},
+		},
+		"image endpoint is optional but must be unix:// when set": {
+			mutate: func(c *NodeGCConfiguration) { c.ImageServiceEndpoint = "tcp://127.0.0.1:1234" },
+			want:   []string{"imageServiceEndpoint: Invalid value"},
+		},
+		"separate image endpoint": {
+			mutate: func(c *NodeGCConfiguration) { c.ImageServiceEndpoint = "unix:///run/images.sock" },
+		},
+		"negative runtime request timeout": {
+			mutate: func(c *NodeGCConfiguration) { c.RuntimeRequestTimeout = dur(-time.Second) },
+			want:   []string{"runtimeRequestTimeout: Invalid value"},
+		},
+		"bind addresses": {
+			mutate: func(c *NodeGCConfiguration) { c.MetricsBindAddress = "10281"; c.HealthzBindAddress = "example.com:80" },
+			want:   []string{"metricsBindAddress: Invalid value", "healthzBindAddress: Invalid value"},
+		},
+		"bind address port out of range": {
+			mutate: func(c *NodeGCConfiguration) { c.MetricsBindAddress = ":70000" },
+			want:   []string{"metricsBindAddress: Invalid value"},
+		},
+		"bind addresses disabled or explicit": {
+			mutate: func(c *NodeGCConfiguration) { c.MetricsBindAddress = "0"; c.HealthzBindAddress = "127.0.0.1:8080" },
+		},
+		"client qps and burst": {
+			mutate: func(c *NodeGCConfiguration) { c.ClientConnection.QPS = -1; c.ClientConnection.Burst = -2 },
+			want:   []string{"clientConnection.qps: Invalid value", "clientConnection.burst: Invalid value"},
+		},
+		"thresholds out of range": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.ImageGC.HighThresholdPercent = ptr.To[int32](101)
+				c.ImageGC.LowThresholdPercent = ptr.To[int32](-1)
+			},
+			want: []string{"imageGC.highThresholdPercent: Invalid value", "imageGC.lowThresholdPercent: Invalid value"},
+		},
+		"low must be below high": {
+			mutate: func(c *NodeGCConfiguration) { c.ImageGC.LowThresholdPercent = ptr.To[int32](85) },
+			want:   []string{"imageGC.lowThresholdPercent: Invalid value"},
+		},
+		"high 100 turns threshold GC off and stays valid": {
+			mutate: func(c *NodeGCConfiguration) { c.ImageGC.HighThresholdPercent = ptr.To[int32](100) },
+		},
+		"zero thresholds are meaningful": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.ImageGC.HighThresholdPercent = ptr.To[int32](1)
+				c.ImageGC.LowThresholdPercent = ptr.To[int32](0)
+			},
+		},
+		"negative image ages": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.ImageGC.MinimumGCAge = ptr.To(dur(-time.Minute))
+				c.ImageGC.MaximumGCAge = ptr.To(dur(-time.Minute))
+			},
+			want: []string{"imageGC.minimumGCAge: Invalid value", "imageGC.maximumGCAge: Invalid value"},
+		},
+		"max age must exceed min age": {
+			mutate: func(c *NodeGCConfiguration) { c.ImageGC.MaximumGCAge = ptr.To(dur(time.Minute)) },
+			want:   []string{"imageGC.maximumGCAge: Invalid value"},
+		},
+		"max age above min age": {
+			mutate: func(c *NodeGCConfiguration) { c.ImageGC.MaximumGCAge = ptr.To(dur(time.Hour)) },
+		},
+		"image periods must be positive": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.ImageGC.Period = dur(-time.Minute)
+				c.ImageGC.DiskCheckInterval = dur(-time.Second)
+			},
+			want: []string{"imageGC.period: Invalid value", "imageGC.diskCheckInterval: Invalid value"},
+		},
+		"bad exclusion globs": {
+			mutate: func(c *NodeGCConfiguration) { c.ImageGC.Exclude = []string{"ok/*:*", "bad[", " "} },
+			want:   []string{"imageGC.exclude[1]: Invalid value", "imageGC.exclude[2]: Invalid value"},
+		},
+		"negative keep newest": {
+			mutate: func(c *NodeGCConfiguration) { c.ImageGC.KeepNewestPerRepository = -1 },
+			want:   []string{"imageGC.keepNewestPerRepository: Invalid value"},
+		},
+		"container ages": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.ContainerGC.MinAge = ptr.To(dur(time.Hour))
+				c.ContainerGC.MaxAge = ptr.To(dur(time.Minute))
+			},
+			want: []string{"containerGC.maxAge: Invalid value"},
+		},
+		"negative container min age": {
+			mutate: func(c *NodeGCConfiguration) { c.ContainerGC.MinAge = ptr.To(dur(-time.Hour)) },
+			want:   []string{"containerGC.minAge: Invalid value"},
+		},
+		"min age reference": {
+			mutate: func(c *NodeGCConfiguration) { c.ContainerGC.MinAgeFrom = "Started" },
+			want:   []string{"containerGC.minAgeFrom: Unsupported value"},
+		},
+		"negative container counts mean no limit": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.ContainerGC.MaxPerPodContainer = ptr.To[int32](-1)
+				c.ContainerGC.MaxContainers = ptr.To[int32](-5)
+			},
+		},
+		"container period and directories": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.ContainerGC.Period = dur(-time.Second)
+				c.ContainerGC.PodLogsDirectory = "logs"
+				c.ContainerGC.ContainerLogsDirectory = ""
+			},
+			want: []string{"containerGC.period: Invalid value", "containerGC.podLogsDirectory: Invalid value",
+				"containerGC.containerLogsDirectory: Required value"},
+		},
+		"owner GC workers, client and discovery": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.OwnerGC.ConcurrentGCSyncs = -1
+				c.OwnerGC.KubeAPIQPS = -1
+				c.OwnerGC.KubeAPIBurst = -1
+				c.OwnerGC.DiscoveryResyncPeriod = dur(-time.Second)
+			},
+			want: []string{"ownerGC.concurrentGCSyncs: Invalid value", "ownerGC.kubeAPIQPS: Invalid value",
+				"ownerGC.kubeAPIBurst: Invalid value", "ownerGC.discoveryResyncPeriod: Invalid value"},
+		},
+		"ignored resources": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.OwnerGC.GCIgnoredResources = []GroupResource{{Group: "apps"}, {Resource: "events"}, {Resource: "events"}}
+			},
+			want: []string{"ownerGC.gcIgnoredResources[0].resource: Required value", "ownerGC.gcIgnoredResources[2]: Duplicate value"},
+		},
+		"empty ignored resources is allowed": {
+			mutate: func(c *NodeGCConfiguration) { c.OwnerGC.GCIgnoredResources = []GroupResource{} },
+		},
+		"lease durations inconsistent": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.LeaderElection.LeaseDuration = dur(10 * time.Second)
+				c.LeaderElection.RetryPeriod = dur(10 * time.Second)
+			},
+			want: []string{"leaderElection.leaseDuration: Invalid value", "leaderElection.renewDeadline: Invalid value"},
+		},
+		"lease lock and names": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.LeaderElection.ResourceLock = "endpoints"
+				c.LeaderElection.ResourceName = ""
+				c.LeaderElection.ResourceNamespace = "Kube_System"
+			},
+			want: []string{"leaderElection.resourceLock: Unsupported value", "leaderElection.resourceName: Invalid value",
+				"leaderElection.resourceNamespace: Invalid value"},
+		},
+		"leader election off skips its checks": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.LeaderElection.LeaderElect = ptr.To(false)
+				c.LeaderElection.ResourceLock = "endpoints"
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := Defaulted()
+			tc.mutate(c)
+			var got []string
+			for _, e := range Validate(c) {
+				got = append(got, e.Field+": "+e.Type.String())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Validate() fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateUnsetPointersAreRequired(t *testing.T) {
+	c := Defaulted()
+	c.ImageGC.HighThresholdPercent = nil
+	c.ImageGC.MinimumGCAge = nil
+	c.ContainerGC.MaxPerPodContainer = nil
+	c.ContainerGC.MaxContainers = nil
+	c.OwnerGC.EnableGarbageCollector = nil
+	c.LeaderElection.LeaderElect = nil
+	var got []string
+	for _, e := range Validate(c) {
+		got = append(got, e.Field+": "+e.Type.String())
+	}
+	want := []string{
+		"imageGC.highThresholdPercent: Required value",
+		"imageGC.minimumGCAge: Required value",
+		"containerGC.maxPerPodContainer: Required value",
+		"containerGC.maxContainers: Required value",
+		"ownerGC.enableGarbageCollector: Required value",
+		"leaderElection.leaderElect: Required value",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Validate() fields (-want +got):\n%s", diff)
+	}
+}
+
+func TestLowThresholdMessageNamesHigh(t *testing.T) {
+	c := Defaulted()
+	c.ImageGC.LowThresholdPercent = ptr.To[int32](90)
+	errs := Validate(c)
+	if len(errs) != 1 {
+		t.Fatalf("Validate() = %v, want one error", errs)
+	}
+	want := "imageGC.lowThresholdPercent: Invalid value: 90: must be less than highThresholdPercent (85)"
+	if got := errs[0].Error(); got != want {
+		t.Errorf("error = %q, want %q", got, want)
+	}
+}
