@@ -1,0 +1,148 @@
+// Package testbed locates the real components nodegc is tested against
+// (containerd, runc, etcd, kube-apiserver, ...) and decides what a test does
+// when one is missing: under CI=true it fails loudly, otherwise it skips
+// with a message saying how to get it (`make tools`).
+//
+// The binaries are built or installed by hack/install-tools.sh into
+// _output/tools (override with NODEGC_TOOLS_DIR). The packages below this
+// one start and tear down throw-away instances of them.
+package testbed
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+const module = "module github.com/nodegc/nodegc"
+
+// InCI reports whether the tests run in CI, where a missing prerequisite is
+// a failure rather than a skip.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Require stops the test when ok is false: t.Fatal under CI=true, else
+// t.Skip. why says what is missing and how to get it.
+func Require(t testing.TB, ok bool, why string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if InCI() {
+		t.Fatalf("missing test prerequisite (CI=true, so this fails instead of skipping): %s", why)
+	}
+	t.Skipf("skipping: %s", why)
+}
+
+// RequireRoot stops the test unless it runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	Require(t, os.Geteuid() == 0, "this test needs root (it runs containerd, mounts filesystems and creates cgroups)")
+}
+
+var (
+	rootOnce sync.Once
+	rootDir  string
+	rootErr  error
+)
+
+// RepoRoot returns the root of the nodegc repository, found by walking up
+// from the working directory to the go.mod of this module.
+func RepoRoot() (string, error) {
+	rootOnce.Do(func() {
+		dir, err := os.Getwd()
+		if err != nil {
+			rootErr = err
+			return
+		}
+		for {
+			data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+			if err == nil && len(data) >= len(module) && string(data[:len(module)]) == module {
+				rootDir = dir
+				return
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				rootErr = fmt.Errorf("no go.mod of github.com/nodegc/nodegc above the working directory")
+				return
+			}
+			dir = parent
+		}
+	})
+	return rootDir, rootErr
+}
+
+// ToolsDir returns the directory of the test-bed tools: $NODEGC_TOOLS_DIR,
+// else _output/tools in the repository.
+func ToolsDir() string {
+	if d := os.Getenv("NODEGC_TOOLS_DIR"); d != "" {
+		return d
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return filepath.Join("_output", "tools")
+	}
+	return filepath.Join(root, "_output", "tools")
+}
+
+// Binary returns the path of a tool under ToolsDir()/bin (etcd,
+// kube-apiserver, kube-controller-manager, crictl), stopping the test (see
+// Require) if it is missing.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(ToolsDir(), "bin", name)
+	Require(t, isExecutable(p), fmt.Sprintf("%s not found at %s; run `make tools` (hack/install-tools.sh) to build it", name, p))
+	return p
+}
+
+// ContainerdVersion names one of the two containerd builds the tests use.
+type ContainerdVersion string
+
+const (
+	// Containerd16 is Debian's containerd 1.6 (apt), with its own shim.
+	Containerd16 ContainerdVersion = "1.6"
+	// Containerd2 is containerd 2.x built from the module proxy at the
+	// version of the containerd dependency in go.mod.
+	Containerd2 ContainerdVersion = "2"
+)
+
+// ContainerdVersions lists every containerd the integration tests cover.
+var ContainerdVersions = []ContainerdVersion{Containerd16, Containerd2}
+
+// Containerd returns the containerd binary of version v and the directory
+// that must lead PATH so that the daemon finds its own
+// containerd-shim-runc-v2, stopping the test (see Require) if missing.
+func Containerd(t testing.TB, v ContainerdVersion) (bin, shimDir string) {
+	t.Helper()
+	switch v {
+	case Containerd16:
+		bin, shimDir = "/usr/bin/containerd", "/usr/bin"
+	case Containerd2:
+		shimDir = filepath.Join(ToolsDir(), "containerd2", "bin")
+		bin = filepath.Join(shimDir, "containerd")
+	default:
+		t.Fatalf("unknown containerd version %q", v)
+	}
+	for _, p := range []string{bin, filepath.Join(shimDir, "containerd-shim-runc-v2")} {
+		Require(t, isExecutable(p), fmt.Sprintf("containerd %s: %s not found; run `make tools` (hack/install-tools.sh)", v, p))
+	}
+	return bin, shimDir
+}
+
+// Runc returns the runc binary both containerd versions use.
+func Runc(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("runc")
+	if err != nil {
+		p = "/usr/sbin/runc"
+	}
+	Require(t, isExecutable(p), "runc not found; run `make tools` (it installs Debian's runc)")
+	return p
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
