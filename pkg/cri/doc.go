@@ -1,10 +1,24 @@
-// Package cri will hold nodegc's CRI client: gRPC over the runtime's unix
-// socket (with an optional separate image service socket), a check that the
-// runtime speaks CRI v1, per-call deadlines from runtimeRequestTimeout, and
-// the calls the image and container GCs need (list and remove images, image
-// filesystem info, list containers and sandboxes, container status, stop and
-// remove, the container event stream), with gRPC errors classified so that
-// NotFound on removal counts as success.
+// Package cri is nodegc's client of the Container Runtime Interface (CRI v1)
+// over the runtime's unix socket, with an optional separate image service
+// socket. It exposes only what the image and container GCs need: list and
+// remove images, image filesystem info, list containers and sandboxes,
+// container status, stop and remove containers and sandboxes, and the
+// container event stream.
 //
-// Nothing is implemented yet.
+// Invariants:
+//   - Every call is bounded by the caller's context and by the configured
+//     runtimeRequestTimeout (stopping a container adds its grace period).
+//   - Removal and stop calls are idempotent: NotFound counts as success.
+//   - Errors are wrapped with the object's identity and keep their gRPC
+//     status: classify them with IsNotFound, IsUnavailable and
+//     errors.Is(err, ErrUnsupported).
+//   - Lists use CRI list streaming where the runtime offers it and fall back
+//     to the unary calls for good after one Unimplemented answer.
+//   - This package does not log; the loop that owns the work does, once.
+//
+// Why not k8s.io/cri-client: it logs every failed call at error level,
+// including the NotFound that a garbage collector counts as success, and it
+// installs OpenTelemetry handlers nodegc does not use. The gRPC stubs are
+// cri-api's own; this package only adds deadlines, error classification and
+// metrics on top.
 package cri

@@ -1,0 +1,188 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ListImages returns every image the image service knows.
+func (c *Client) ListImages(ctx context.Context) ([]*runtimeapi.Image, error) {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	images, err := listAll(ctx, c,
+		func(ctx context.Context) (grpc.ServerStreamingClient[runtimeapi.StreamImagesResponse], error) {
+			return c.images.StreamImages(ctx, &runtimeapi.StreamImagesRequest{})
+		},
+		(*runtimeapi.StreamImagesResponse).GetImages,
+		func(ctx context.Context) ([]*runtimeapi.Image, error) {
+			resp, err := c.images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+			return resp.GetImages(), err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("listing images: %w", err)
+	}
+	return images, nil
+}
+
+// RemoveImage removes an image by ID (or any reference of it). An image that
+// is already gone counts as removed.
+func (c *Client) RemoveImage(ctx context.Context, id string) error {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	_, err := c.images.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: id}})
+	if err = ignoreNotFound(err); err != nil {
+		return fmt.Errorf("removing image %s: %w", id, err)
+	}
+	return nil
+}
+
+// ImageFsInfo returns the filesystems holding images (and, with a split
+// image filesystem, containers). Runtimes refresh it every few seconds.
+func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	resp, err := c.images.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("image filesystem info: %w", err)
+	}
+	return resp, nil
+}
+
+// ListContainers returns the containers matching filter (nil: all), in
+// every state.
+func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	containers, err := listAll(ctx, c,
+		func(ctx context.Context) (grpc.ServerStreamingClient[runtimeapi.StreamContainersResponse], error) {
+			return c.runtime.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{Filter: filter})
+		},
+		(*runtimeapi.StreamContainersResponse).GetContainers,
+		func(ctx context.Context) ([]*runtimeapi.Container, error) {
+			resp, err := c.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter})
+			return resp.GetContainers(), err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	return containers, nil
+}
+
+// ListPodSandboxes returns the sandboxes matching filter (nil: all).
+func (c *Client) ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	sandboxes, err := listAll(ctx, c,
+		func(ctx context.Context) (grpc.ServerStreamingClient[runtimeapi.StreamPodSandboxesResponse], error) {
+			return c.runtime.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{Filter: filter})
+		},
+		(*runtimeapi.StreamPodSandboxesResponse).GetPodSandboxes,
+		func(ctx context.Context) ([]*runtimeapi.PodSandbox, error) {
+			resp, err := c.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
+			return resp.GetItems(), err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("listing pod sandboxes: %w", err)
+	}
+	return sandboxes, nil
+}
+
+// ContainerStatus returns the status of one container. A container that is
+// gone gives an error for which IsNotFound is true.
+func (c *Client) ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	resp, err := c.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		return nil, fmt.Errorf("status of container %s: %w", id, err)
+	}
+	if resp.GetStatus() == nil {
+		return nil, fmt.Errorf("status of container %s: the runtime returned no status", id)
+	}
+	return resp.GetStatus(), nil
+}
+
+// StopContainer stops a container, giving it gracePeriodSeconds before it is
+// killed. A container that is gone counts as stopped.
+func (c *Client) StopContainer(ctx context.Context, id string, gracePeriodSeconds int64) error {
+	ctx, cancel := c.withTimeout(ctx, secondsDuration(gracePeriodSeconds))
+	defer cancel()
+	_, err := c.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: gracePeriodSeconds})
+	if err = ignoreNotFound(err); err != nil {
+		return fmt.Errorf("stopping container %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveContainer removes a container. A container that is gone counts as
+// removed.
+func (c *Client) RemoveContainer(ctx context.Context, id string) error {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	_, err := c.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+	if err = ignoreNotFound(err); err != nil {
+		return fmt.Errorf("removing container %s: %w", id, err)
+	}
+	return nil
+}
+
+// StopPodSandbox stops a sandbox and its containers. A sandbox that is gone
+// counts as stopped.
+func (c *Client) StopPodSandbox(ctx context.Context, id string) error {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	_, err := c.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+	if err = ignoreNotFound(err); err != nil {
+		return fmt.Errorf("stopping pod sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemovePodSandbox removes a sandbox. A sandbox that is gone counts as
+// removed.
+func (c *Client) RemovePodSandbox(ctx context.Context, id string) error {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	_, err := c.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+	if err = ignoreNotFound(err); err != nil {
+		return fmt.Errorf("removing pod sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// listAll lists through the streaming call (CRI list streaming, KEP-5825)
+// and falls back for good to the unary call once the runtime answers
+// Unimplemented, as kubelet's client does.
+func listAll[T any, R any](ctx context.Context, c *Client,
+	stream func(context.Context) (grpc.ServerStreamingClient[R], error),
+	items func(*R) []T,
+	unary func(context.Context) ([]T, error),
+) ([]T, error) {
+	if c.noStreaming.Load() {
+		return unary(ctx)
+	}
+	s, err := stream(ctx)
+	var all []T
+	for err == nil {
+		var resp *R
+		if resp, err = s.Recv(); err == nil {
+			all = append(all, items(resp)...)
+		}
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		return all, nil
+	case status.Code(err) == codes.Unimplemented:
+		c.noStreaming.Store(true)
+		return unary(ctx)
+	default:
+		return nil, err
+	}
+}

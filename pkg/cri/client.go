@@ -1,0 +1,141 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+// maxMsgSize is the largest response accepted, as kubelet's CRI client
+// does: a node with tens of thousands of containers lists several MiB.
+const maxMsgSize = 16 << 20
+
+// Options configure Dial.
+type Options struct {
+	// RuntimeEndpoint is the runtime service, unix:///path.
+	RuntimeEndpoint string
+	// ImageEndpoint is the image service; empty means RuntimeEndpoint.
+	ImageEndpoint string
+	// Timeout bounds every call (runtimeRequestTimeout). Stopping a
+	// container gets its grace period on top, as in kubelet.
+	Timeout time.Duration
+	// Metrics, if set, counts every call by method and result.
+	Metrics *Metrics
+}
+
+// Client talks CRI v1 to a container runtime. It is safe for concurrent use.
+// Every call is bounded by the caller's context and by Options.Timeout.
+type Client struct {
+	runtime runtimeapi.RuntimeServiceClient
+	images  runtimeapi.ImageServiceClient
+	conns   []*grpc.ClientConn
+	timeout time.Duration
+	version *runtimeapi.VersionResponse
+
+	// noStreaming is set once the runtime answered Unimplemented to a
+	// streaming list call; lists are unary from then on.
+	noStreaming atomic.Bool
+}
+
+// Dial connects to the runtime (and image service), and checks that the
+// runtime speaks CRI v1 by calling Version. It fails if the runtime does not
+// answer within the context's deadline or Options.Timeout.
+func Dial(ctx context.Context, opts Options) (*Client, error) {
+	if opts.Timeout <= 0 {
+		return nil, errors.New("cri: Options.Timeout must be positive")
+	}
+	c := &Client{timeout: opts.Timeout}
+	rconn, err := dial(opts.RuntimeEndpoint, opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	c.conns = append(c.conns, rconn)
+	iconn := rconn
+	if opts.ImageEndpoint != "" && opts.ImageEndpoint != opts.RuntimeEndpoint {
+		if iconn, err = dial(opts.ImageEndpoint, opts.Metrics); err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.conns = append(c.conns, iconn)
+	}
+	c.runtime = runtimeapi.NewRuntimeServiceClient(rconn)
+	c.images = runtimeapi.NewImageServiceClient(iconn)
+
+	v, err := c.Version(ctx)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("runtime at %s does not answer CRI v1 Version: %w", opts.RuntimeEndpoint, err)
+	}
+	if v.RuntimeApiVersion != "v1" {
+		c.Close()
+		return nil, fmt.Errorf("runtime %s %s at %s speaks CRI %q; nodegc needs CRI v1",
+			v.RuntimeName, v.RuntimeVersion, opts.RuntimeEndpoint, v.RuntimeApiVersion)
+	}
+	c.version = v
+	if opts.ImageEndpoint != "" && opts.ImageEndpoint != opts.RuntimeEndpoint {
+		// The image service has no Version call: list images to check it answers.
+		if _, err := c.ListImages(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("image service at %s does not answer: %w", opts.ImageEndpoint, err)
+		}
+	}
+	return c, nil
+}
+
+func dial(endpoint string, m *Metrics) (*grpc.ClientConn, error) {
+	path, err := config.SocketPath(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("CRI endpoint %q: %w", endpoint, err)
+	}
+	bo := backoff.DefaultConfig
+	bo.BaseDelay = 100 * time.Millisecond
+	bo.MaxDelay = 3 * time.Second
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithAuthority("localhost"),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
+	}
+	if m != nil {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(m.unaryInterceptor),
+			grpc.WithChainStreamInterceptor(m.streamInterceptor))
+	}
+	conn, err := grpc.NewClient("unix://"+path, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("CRI endpoint %q: %w", endpoint, err)
+	}
+	return conn, nil
+}
+
+// Close closes the connections.
+func (c *Client) Close() error {
+	var errs []error
+	for _, conn := range c.conns {
+		errs = append(errs, conn.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// RuntimeVersion returns what the runtime answered to Version at Dial.
+func (c *Client) RuntimeVersion() *runtimeapi.VersionResponse { return c.version }
+
+// withTimeout bounds a call by the client's timeout plus extra.
+func (c *Client) withTimeout(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout+extra)
+}
+
+// Version calls CRI Version; readiness probes use it.
+func (c *Client) Version(ctx context.Context) (*runtimeapi.VersionResponse, error) {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	return c.runtime.Version(ctx, &runtimeapi.VersionRequest{})
+}

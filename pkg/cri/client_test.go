@@ -1,0 +1,314 @@
+package cri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func dialFake(t *testing.T, f *fakeRuntime, opts Options) *Client {
+	t.Helper()
+	if opts.RuntimeEndpoint == "" {
+		opts.RuntimeEndpoint = f.serve(t)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	c, err := Dial(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestDialChecksCRIVersion(t *testing.T) {
+	f := newFakeRuntime()
+	c := dialFake(t, f, Options{})
+	if got := c.RuntimeVersion().GetRuntimeName(); got != "fake" {
+		t.Errorf("RuntimeVersion().RuntimeName = %q, want fake", got)
+	}
+
+	old := newFakeRuntime()
+	old.apiVersion = "v1alpha2"
+	_, err := Dial(t.Context(), Options{RuntimeEndpoint: old.serve(t), Timeout: 5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), `speaks CRI "v1alpha2"; nodegc needs CRI v1`) {
+		t.Errorf("Dial(v1alpha2 runtime) error = %v", err)
+	}
+}
+
+func TestDialErrors(t *testing.T) {
+	cases := map[string]struct {
+		endpoint string
+		want     string
+	}{
+		"not unix":          {endpoint: "tcp://127.0.0.1:1", want: "must be a unix:// URL"},
+		"relative path":     {endpoint: "unix://run/x.sock", want: "absolute socket path"},
+		"no runtime behind": {endpoint: "unix:///nonexistent/cri.sock", want: "does not answer CRI v1 Version"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Dial(t.Context(), Options{RuntimeEndpoint: tc.endpoint, Timeout: 300 * time.Millisecond})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Dial(%s) error = %v, want it to contain %q", tc.endpoint, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDialNeedsTimeout(t *testing.T) {
+	if _, err := Dial(t.Context(), Options{RuntimeEndpoint: "unix:///x.sock"}); err == nil {
+		t.Error("Dial without a timeout succeeded")
+	}
+}
+
+// TestRemovalsAreIdempotent: removing or stopping what is gone is success;
+// other failures keep their identity and gRPC code.
+func TestRemovalsAreIdempotent(t *testing.T) {
+	f := newFakeRuntime()
+	c := dialFake(t, f, Options{})
+	ctx := t.Context()
+	for name, call := range map[string]func() error{
+		"RemoveImage":      func() error { return c.RemoveImage(ctx, "sha256:gone") },
+		"StopContainer":    func() error { return c.StopContainer(ctx, "gone", 0) },
+		"RemoveContainer":  func() error { return c.RemoveContainer(ctx, "gone") },
+		"StopPodSandbox":   func() error { return c.StopPodSandbox(ctx, "gone") },
+		"RemovePodSandbox": func() error { return c.RemovePodSandbox(ctx, "gone") },
+	} {
+		if err := call(); err != nil {
+			t.Errorf("%s(missing) = %v, want nil", name, err)
+		}
+	}
+
+	f.mu.Lock()
+	f.removeErr = status.Error(codes.FailedPrecondition, "image is in use")
+	f.mu.Unlock()
+	err := c.RemoveImage(ctx, "sha256:busy")
+	if err == nil || !strings.Contains(err.Error(), "removing image sha256:busy") {
+		t.Fatalf("RemoveImage(busy) = %v, want an error naming the image", err)
+	}
+	if IsNotFound(err) || status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("RemoveImage(busy): IsNotFound=%v code=%v, want false and FailedPrecondition", IsNotFound(err), status.Code(err))
+	}
+}
+
+func TestContainerStatusNotFound(t *testing.T) {
+	f := newFakeRuntime()
+	f.containers["c1"] = &runtimeapi.Container{Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING, ImageRef: "sha256:a"}
+	c := dialFake(t, f, Options{})
+	st, err := c.ContainerStatus(t.Context(), "c1")
+	if err != nil || st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING || st.GetImageRef() != "sha256:a" {
+		t.Fatalf("ContainerStatus(c1) = %v, %v", st, err)
+	}
+	_, err = c.ContainerStatus(t.Context(), "c2")
+	if !IsNotFound(err) || !strings.Contains(err.Error(), "container c2") {
+		t.Errorf("ContainerStatus(missing) = %v, want a NotFound error naming it", err)
+	}
+}
+
+// TestCallDeadline: a runtime that does not answer makes the call fail with
+// DeadlineExceeded once the client's timeout has passed, and a cancelled
+// caller context ends the call too.
+func TestCallDeadline(t *testing.T) {
+	f := newFakeRuntime()
+	f.block = make(chan struct{})
+	defer close(f.block)
+	c := dialFake(t, f, Options{Timeout: 200 * time.Millisecond})
+
+	_, err := c.ListImages(t.Context())
+	if status.Code(err) != codes.DeadlineExceeded || !IsUnavailable(err) {
+		t.Errorf("ListImages(blocked) = %v, want DeadlineExceeded", err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = c.ListImages(ctx)
+	if status.Code(err) != codes.Canceled {
+		t.Errorf("ListImages(cancelled ctx) = %v, want Canceled", err)
+	}
+}
+
+// TestListsStreamOrFallBack: lists gather every streamed message, and a
+// runtime without streaming is asked with the unary call, once it said so.
+func TestListsStreamOrFallBack(t *testing.T) {
+	for _, streaming := range []bool{true, false} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			f := newFakeRuntime()
+			f.streaming = streaming
+			for _, id := range []string{"sha256:a", "sha256:b", "sha256:c"} {
+				f.images[id] = &runtimeapi.Image{Id: id}
+			}
+			c := dialFake(t, f, Options{})
+			for range 3 {
+				imgs, err := c.ListImages(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ids []string
+				for _, img := range imgs {
+					ids = append(ids, img.Id)
+				}
+				slices.Sort(ids)
+				if diff := cmp.Diff([]string{"sha256:a", "sha256:b", "sha256:c"}, ids); diff != "" {
+					t.Errorf("ListImages (-want +got):\n%s", diff)
+				}
+			}
+			f.mu.Lock()
+			streamCalls := f.streamCalls
+			f.mu.Unlock()
+			wantStream, wantUnary := 3, 0
+			if !streaming {
+				wantStream, wantUnary = 1, 3
+			}
+			if streamCalls != wantStream || f.callCount("ListImages") != wantUnary {
+				t.Errorf("stream calls %d, unary calls %d; want %d and %d", streamCalls, f.callCount("ListImages"), wantStream, wantUnary)
+			}
+		})
+	}
+}
+
+func TestListContainersAndSandboxes(t *testing.T) {
+	f := newFakeRuntime()
+	f.containers["run"] = &runtimeapi.Container{Id: "run", State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	f.containers["dead"] = &runtimeapi.Container{Id: "dead", State: runtimeapi.ContainerState_CONTAINER_EXITED}
+	f.sandboxes["s1"] = &runtimeapi.PodSandbox{Id: "s1", State: runtimeapi.PodSandboxState_SANDBOX_READY}
+	c := dialFake(t, f, Options{})
+	ctx := t.Context()
+
+	all, err := c.ListContainers(ctx, nil)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("ListContainers(nil) = %d containers, %v; want 2", len(all), err)
+	}
+	exited, err := c.ListContainers(ctx, &runtimeapi.ContainerFilter{
+		State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_EXITED}})
+	if err != nil || len(exited) != 1 || exited[0].Id != "dead" {
+		t.Fatalf("ListContainers(exited) = %v, %v", exited, err)
+	}
+	sbs, err := c.ListPodSandboxes(ctx, nil)
+	if err != nil || len(sbs) != 1 || sbs[0].Id != "s1" {
+		t.Fatalf("ListPodSandboxes = %v, %v", sbs, err)
+	}
+	if err := c.StopContainer(ctx, "run", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveContainer(ctx, "run"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StopPodSandbox(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemovePodSandbox(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.containers["run"]; ok {
+		t.Error("container run still exists after RemoveContainer")
+	}
+	if len(f.sandboxes) != 0 {
+		t.Error("sandbox s1 still exists after RemovePodSandbox")
+	}
+}
+
+func TestImageFsInfo(t *testing.T) {
+	c := dialFake(t, newFakeRuntime(), Options{})
+	info, err := c.ImageFsInfo(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := info.GetImageFilesystems()
+	if len(fs) != 1 || fs[0].GetFsId().GetMountpoint() != "/var/lib/fake" || fs[0].GetUsedBytes().GetValue() != 42 {
+		t.Errorf("ImageFsInfo = %v", info)
+	}
+}
+
+func TestSeparateImageEndpoint(t *testing.T) {
+	runtimeSide, imageSide := newFakeRuntime(), newFakeRuntime()
+	runtimeSide.images["sha256:wrong"] = &runtimeapi.Image{Id: "sha256:wrong"}
+	imageSide.images["sha256:right"] = &runtimeapi.Image{Id: "sha256:right"}
+	c := dialFake(t, runtimeSide, Options{RuntimeEndpoint: runtimeSide.serve(t), ImageEndpoint: imageSide.serve(t)})
+	imgs, err := c.ListImages(t.Context())
+	if err != nil || len(imgs) != 1 || imgs[0].Id != "sha256:right" {
+		t.Errorf("ListImages via the image endpoint = %v, %v", imgs, err)
+	}
+}
+
+func TestWatchContainerEvents(t *testing.T) {
+	f := newFakeRuntime()
+	c := dialFake(t, f, Options{})
+	f.events <- &runtimeapi.ContainerEventResponse{ContainerId: "a", ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT}
+	f.events <- &runtimeapi.ContainerEventResponse{ContainerId: "b", ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	got := make(chan string, 2)
+	connected := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- c.WatchContainerEvents(ctx, func() { close(connected) }, func(ev *runtimeapi.ContainerEventResponse) {
+			got <- ev.ContainerId + "/" + ev.ContainerEventType.String()
+			if ev.ContainerId == "b" {
+				cancel()
+			}
+		})
+	}()
+	var seen []string
+	for range 2 {
+		seen = append(seen, <-got)
+	}
+	if diff := cmp.Diff([]string{"a/CONTAINER_STARTED_EVENT", "b/CONTAINER_STOPPED_EVENT"}, seen); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	<-connected
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("WatchContainerEvents after cancel = %v, want context.Canceled", err)
+	}
+}
+
+func TestWatchContainerEventsUnsupported(t *testing.T) {
+	f := newFakeRuntime()
+	f.noEvents = true
+	c := dialFake(t, f, Options{})
+	err := c.WatchContainerEvents(t.Context(), nil, func(*runtimeapi.ContainerEventResponse) {
+		t.Error("handler called by a runtime without events")
+	})
+	if !errors.Is(err, ErrUnsupported) {
+		t.Errorf("WatchContainerEvents = %v, want ErrUnsupported", err)
+	}
+}
+
+func TestMetricsCountCalls(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	f := newFakeRuntime()
+	f.images["sha256:a"] = &runtimeapi.Image{Id: "sha256:a"}
+	c := dialFake(t, f, Options{Metrics: m})
+	ctx := t.Context()
+	if err := c.RemoveImage(ctx, "sha256:a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveImage(ctx, "sha256:a"); err != nil { // NotFound: success for us, counted as NotFound
+		t.Fatal(err)
+	}
+	for code, want := range map[string]float64{"OK": 1, "NotFound": 1} {
+		if got := testutil.ToFloat64(m.requests.WithLabelValues("RemoveImage", code)); got != want {
+			t.Errorf("nodegc_cri_requests_total{method=RemoveImage,code=%s} = %v, want %v", code, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("Version", "OK")); got != 1 {
+		t.Errorf("Version calls counted = %v, want 1 (from Dial)", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "nodegc_cri_requests_total", "nodegc_cri_request_duration_seconds"); err != nil || n == 0 {
+		t.Errorf("GatherAndCount = %d, %v", n, err)
+	}
+}

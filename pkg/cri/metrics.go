@@ -1,0 +1,56 @@
+package cri
+
+import (
+	"context"
+	"path"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+)
+
+// Metrics counts CRI calls. Create it once with NewMetrics and pass it in
+// Options.Metrics.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewMetrics creates the CRI call metrics and registers them into reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "nodegc",
+			Subsystem: "cri",
+			Name:      "requests_total",
+			Help:      "CRI calls made by nodegc, by method and gRPC result code.",
+		}, []string{"method", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "nodegc",
+			Subsystem: "cri",
+			Name:      "request_duration_seconds",
+			Help:      "Latency of unary CRI calls made by nodegc, by method.",
+			Buckets:   prometheus.ExponentialBuckets(0.001, 4, 8), // 1ms .. ~16s
+		}, []string{"method"}),
+	}
+	reg.MustRegister(m.requests, m.duration)
+	return m
+}
+
+func (m *Metrics) unaryInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	start := time.Now()
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	name := path.Base(method)
+	m.duration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	m.requests.WithLabelValues(name, status.Code(err).String()).Inc()
+	return err
+}
+
+func (m *Metrics) streamInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	m.requests.WithLabelValues(path.Base(method), status.Code(err).String()).Inc()
+	return s, err
+}
