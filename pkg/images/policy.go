@@ -1,0 +1,321 @@
+package images
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+// ErrInvalidDiskCapacity is returned when the image filesystem reports a
+// capacity of 0: usage cannot be computed, so no GC runs (kubelet's
+// InvalidDiskCapacity).
+var ErrInvalidDiskCapacity = errors.New("invalid capacity 0 on image filesystem")
+
+// Reasons for removing an image. They are metric label values, the same as
+// kubelet_image_garbage_collected_total's.
+const (
+	ReasonAge   = "age"
+	ReasonSpace = "space"
+)
+
+// Reasons for keeping an image. They are metric label values.
+const (
+	KeepInUse      = "in_use"
+	KeepPinned     = "pinned"
+	KeepSandbox    = "sandbox"
+	KeepExcluded   = "excluded"
+	KeepMinAge     = "min_age"
+	KeepNewestTags = "newest_tags"
+	KeepNotNeeded  = "not_needed"
+)
+
+// Layer is a piece of storage an image holds, shared by every image that
+// lists the same Key (a content digest or a snapshot chain ID).
+type Layer struct {
+	Key  string
+	Size uint64
+}
+
+// Image is what the planner knows of one image.
+type Image struct {
+	ID          string
+	RepoTags    []string
+	RepoDigests []string
+	// Size is the CRI size: shared layers counted in every image.
+	Size   uint64
+	Pinned bool
+	// Sandbox marks the runtime's sandbox (pause) image.
+	Sandbox bool
+	// InUse: a container the runtime knows, in any state, uses the image.
+	InUse bool
+	// FirstDetected is when nodegc first saw the image.
+	FirstDetected time.Time
+	// LastUsed is when a container last used the image; zero if never
+	// since nodegc knows it.
+	LastUsed time.Time
+	// Layers, when known, give exact accounting: removing an image frees
+	// the layers no remaining image holds. Nil means: use Size.
+	Layers []Layer
+}
+
+// Policy is a validated image GC policy.
+type Policy struct {
+	highThresholdPercent int
+	lowThresholdPercent  int
+	minAge               time.Duration
+	maxAge               time.Duration
+	exclude              []string
+	keepNewest           int
+}
+
+// NewPolicy validates cfg (already defaulted) and returns the policy.
+func NewPolicy(cfg config.ImageGCConfiguration) (*Policy, error) {
+	if cfg.HighThresholdPercent == nil || cfg.LowThresholdPercent == nil || cfg.MinimumGCAge == nil || cfg.MaximumGCAge == nil {
+		return nil, errors.New("image GC policy: thresholds and ages must be set (apply config.SetDefaults first)")
+	}
+	p := &Policy{
+		highThresholdPercent: int(*cfg.HighThresholdPercent),
+		lowThresholdPercent:  int(*cfg.LowThresholdPercent),
+		minAge:               cfg.MinimumGCAge.Duration,
+		maxAge:               cfg.MaximumGCAge.Duration,
+		exclude:              slices.Clone(cfg.Exclude),
+		keepNewest:           int(cfg.KeepNewestPerRepository),
+	}
+	switch {
+	case p.highThresholdPercent < 0 || p.highThresholdPercent > 100:
+		return nil, fmt.Errorf("image GC policy: highThresholdPercent %d must be in 0..100", p.highThresholdPercent)
+	case p.lowThresholdPercent < 0 || p.lowThresholdPercent >= p.highThresholdPercent:
+		return nil, fmt.Errorf("image GC policy: lowThresholdPercent %d must be in 0..highThresholdPercent (%d)",
+			p.lowThresholdPercent, p.highThresholdPercent)
+	case p.minAge < 0 || p.maxAge < 0:
+		return nil, errors.New("image GC policy: ages must not be negative")
+	case p.maxAge > 0 && p.maxAge <= p.minAge:
+		return nil, fmt.Errorf("image GC policy: maximumGCAge %s must be greater than minimumGCAge %s", p.maxAge, p.minAge)
+	case p.keepNewest < 0:
+		return nil, errors.New("image GC policy: keepNewestPerRepository must not be negative")
+	}
+	for _, pat := range p.exclude {
+		if _, err := path.Match(pat, ""); err != nil {
+			return nil, fmt.Errorf("image GC policy: exclusion %q: %w", pat, err)
+		}
+	}
+	return p, nil
+}
+
+// ThresholdGCEnabled is false when highThresholdPercent is 100, which turns
+// disk-driven GC off as in kubelet.
+func (p *Policy) ThresholdGCEnabled() bool { return p.highThresholdPercent < 100 }
+
+// MaxAgeEnabled reports whether images unused for too long are removed.
+func (p *Policy) MaxAgeEnabled() bool { return p.maxAge > 0 }
+
+// OverHighThreshold reports whether disk usage calls for a GC now.
+func (p *Policy) OverHighThreshold(d DiskStats) bool {
+	return p.ThresholdGCEnabled() && d.Capacity > 0 && d.UsagePercent() >= p.highThresholdPercent
+}
+
+// DiskStats is the capacity and free space of the image filesystem.
+type DiskStats struct {
+	Capacity  uint64
+	Available uint64
+}
+
+// UsagePercent is 100 - available*100/capacity, rounded down in the
+// available part as kubelet does.
+func (d DiskStats) UsagePercent() int {
+	if d.Capacity == 0 {
+		return 0
+	}
+	avail := min(d.Available, d.Capacity)
+	return 100 - int(avail*100/d.Capacity)
+}
+
+// Decision is what the plan does with one image, and why.
+type Decision struct {
+	Image *Image
+	// Reason is a Reason* constant for removals, a Keep* one otherwise.
+	Reason string
+	// Bytes is, for a removal, what it frees given the removals before it
+	// in the plan; for a kept image, what removing it alone would free.
+	Bytes uint64
+}
+
+// Plan is the outcome of planning: what to remove, in order, and what to
+// keep and why. Plans are what `nodegc plan` and dry-run print.
+type Plan struct {
+	Now  time.Time
+	Disk DiskStats
+	// UsagePercent is the disk usage the plan was made for.
+	UsagePercent int
+	// BytesToFree is what the threshold rule asks for (0 under the high
+	// threshold), after what age removals free.
+	BytesToFree uint64
+	// Remove lists the images to remove, age removals first, then space
+	// removals in LRU order, as many as the estimate says are needed.
+	Remove []Decision
+	// Spare lists further eligible images in LRU order, for the executor
+	// to use when a planned removal fails or turns out to be in use.
+	Spare []Decision
+	// Keep lists every other image with the reason it stays.
+	Keep []Decision
+	// EstimatedFreed is the sum of Remove's Bytes.
+	EstimatedFreed uint64
+	// ExactAccounting says whether layer sizes (true) or CRI sizes were used.
+	ExactAccounting bool
+}
+
+// Plan decides, for the images and disk given, at time now, what to remove
+// and what to keep. It is a pure function: it reads no clock and does no I/O.
+// The images' InUse, Pinned and Sandbox flags must be current.
+func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, error) {
+	if disk.Capacity == 0 {
+		return nil, ErrInvalidDiskCapacity
+	}
+	acct := newAccounting(images)
+	plan := &Plan{Now: now, Disk: disk, UsagePercent: disk.UsagePercent(), ExactAccounting: acct.exact}
+
+	newest := p.newestPerRepository(images)
+	var candidates []*Image
+	for i := range images {
+		img := &images[i]
+		if reason := p.protected(img, newest, now); reason != "" {
+			plan.Keep = append(plan.Keep, Decision{Image: img, Reason: reason, Bytes: acct.alone(img)})
+			continue
+		}
+		candidates = append(candidates, img)
+	}
+	// LRU first; never-used images (zero LastUsed) before any used one;
+	// ties by first-detected time, then ID so plans are deterministic.
+	slices.SortFunc(candidates, func(a, b *Image) int {
+		return cmp.Or(a.LastUsed.Compare(b.LastUsed), a.FirstDetected.Compare(b.FirstDetected), strings.Compare(a.ID, b.ID))
+	})
+
+	// Images unused for longer than maxAge go whatever the disk usage.
+	rest := candidates[:0:0]
+	for _, img := range candidates {
+		if p.maxAge > 0 && now.Sub(lastActive(img)) > p.maxAge {
+			plan.Remove = append(plan.Remove, Decision{Image: img, Reason: ReasonAge, Bytes: acct.remove(img)})
+			continue
+		}
+		rest = append(rest, img)
+	}
+	var freedByAge uint64
+	for _, d := range plan.Remove {
+		freedByAge += d.Bytes
+	}
+
+	if p.ThresholdGCEnabled() && plan.UsagePercent >= p.highThresholdPercent {
+		// kubelet: capacity*(100-low)/100 - available.
+		goal := disk.Capacity * uint64(100-p.lowThresholdPercent) / 100
+		target := goal - min(goal, disk.Available)
+		plan.BytesToFree = target - min(target, freedByAge)
+	}
+	var freed uint64
+	for _, img := range rest {
+		if freed < plan.BytesToFree {
+			b := acct.remove(img)
+			plan.Remove = append(plan.Remove, Decision{Image: img, Reason: ReasonSpace, Bytes: b})
+			freed += b
+			continue
+		}
+		plan.Spare = append(plan.Spare, Decision{Image: img, Reason: KeepNotNeeded, Bytes: acct.alone(img)})
+	}
+	for _, d := range plan.Remove {
+		plan.EstimatedFreed += d.Bytes
+	}
+	return plan, nil
+}
+
+// protected returns why img must stay whatever the disk usage, or "".
+func (p *Policy) protected(img *Image, newest map[string]bool, now time.Time) string {
+	switch {
+	case img.InUse:
+		return KeepInUse
+	case img.Pinned:
+		return KeepPinned
+	case img.Sandbox:
+		return KeepSandbox
+	case p.excluded(img):
+		return KeepExcluded
+	case now.Sub(img.FirstDetected) < p.minAge:
+		return KeepMinAge
+	case newest[img.ID]:
+		return KeepNewestTags
+	}
+	return ""
+}
+
+// excluded matches the exclusion globs against every tag, digest and the ID.
+func (p *Policy) excluded(img *Image) bool {
+	for _, pat := range p.exclude {
+		for _, name := range img.RepoTags {
+			if ok, _ := path.Match(pat, name); ok {
+				return true
+			}
+		}
+		for _, name := range img.RepoDigests {
+			if ok, _ := path.Match(pat, name); ok {
+				return true
+			}
+		}
+		if ok, _ := path.Match(pat, img.ID); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// newestPerRepository returns the IDs of the keepNewest most recently used
+// images of every repository (by tag).
+func (p *Policy) newestPerRepository(images []Image) map[string]bool {
+	if p.keepNewest == 0 {
+		return nil
+	}
+	byRepo := map[string][]*Image{}
+	for i := range images {
+		img := &images[i]
+		seen := map[string]bool{}
+		for _, tag := range img.RepoTags {
+			repo := Repository(tag)
+			if !seen[repo] {
+				seen[repo] = true
+				byRepo[repo] = append(byRepo[repo], img)
+			}
+		}
+	}
+	keep := map[string]bool{}
+	for _, imgs := range byRepo {
+		slices.SortFunc(imgs, func(a, b *Image) int {
+			return cmp.Or(lastActive(b).Compare(lastActive(a)), b.FirstDetected.Compare(a.FirstDetected), strings.Compare(a.ID, b.ID))
+		})
+		for _, img := range imgs[:min(p.keepNewest, len(imgs))] {
+			keep[img.ID] = true
+		}
+	}
+	return keep
+}
+
+// lastActive is when the image was last used, or first seen if never used.
+func lastActive(img *Image) time.Time {
+	if img.LastUsed.After(img.FirstDetected) {
+		return img.LastUsed
+	}
+	return img.FirstDetected
+}
+
+// Repository returns the repository of a "repository:tag" reference:
+// everything before the tag's colon (a colon before the last slash belongs
+// to a registry port).
+func Repository(tag string) string {
+	slash := strings.LastIndexByte(tag, '/')
+	if i := strings.LastIndexByte(tag, ':'); i > slash {
+		return tag[:i]
+	}
+	return tag
+}

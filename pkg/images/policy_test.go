@@ -1,0 +1,336 @@
+package images
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+const mib = 1 << 20
+
+func policyFor(t *testing.T, mutate func(*config.ImageGCConfiguration)) *Policy {
+	t.Helper()
+	c := config.Defaulted().ImageGC
+	if mutate != nil {
+		mutate(&c)
+	}
+	p, err := NewPolicy(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// img builds an image first seen `seen` before t0 and last used `used`
+// before t0 (negative: never used).
+func img(id string, sizeMiB uint64, seen, used time.Duration) Image {
+	i := Image{ID: id, RepoTags: []string{"registry.local/" + id + ":v1"}, Size: sizeMiB * mib, FirstDetected: t0.Add(-seen)}
+	if used >= 0 {
+		i.LastUsed = t0.Add(-used)
+	}
+	return i
+}
+
+func with(i Image, f func(*Image)) Image { f(&i); return i }
+
+// summary renders a plan as "id:reason" lists for comparison.
+type summary struct {
+	Remove, Spare, Keep []string
+	BytesToFree         uint64
+}
+
+func summarize(p *Plan) summary {
+	var s summary
+	for _, d := range p.Remove {
+		s.Remove = append(s.Remove, d.Image.ID+":"+d.Reason)
+	}
+	for _, d := range p.Spare {
+		s.Spare = append(s.Spare, d.Image.ID)
+	}
+	for _, d := range p.Keep {
+		s.Keep = append(s.Keep, d.Image.ID+":"+d.Reason)
+	}
+	s.BytesToFree = p.BytesToFree
+	return s
+}
+
+// TestPlanKubeletParity checks the plan against kubelet's image GC rules,
+// point by point: thresholds and bytes to free, LRU order with the
+// first-detected tie-break, minimum age, maximum age, pinned, sandbox, and
+// images used by running and by exited containers.
+func TestPlanKubeletParity(t *testing.T) {
+	const capacity = 1000 * mib
+	cases := map[string]struct {
+		mutate func(*config.ImageGCConfiguration)
+		images []Image
+		disk   DiskStats
+		want   summary
+	}{
+		"below the high threshold nothing is removed": {
+			images: []Image{img("a", 100, time.Hour, time.Hour)},
+			disk:   DiskStats{Capacity: capacity, Available: 160 * mib}, // 84%
+			want:   summary{Spare: []string{"a"}},
+		},
+		"at the high threshold frees down to the low one": {
+			// 85% used: free capacity*20% - available = 200-150 = 50 MiB.
+			images: []Image{img("a", 30, time.Hour, time.Hour), img("b", 30, time.Hour, 2*time.Hour), img("c", 30, time.Hour, 3*time.Hour)},
+			disk:   DiskStats{Capacity: capacity, Available: 150 * mib},
+			want:   summary{Remove: []string{"c:space", "b:space"}, Spare: []string{"a"}, BytesToFree: 50 * mib},
+		},
+		"least recently used first; never used before used": {
+			images: []Image{
+				img("used-recently", 10, 5*time.Hour, time.Minute),
+				img("used-long-ago", 10, 5*time.Hour, 4*time.Hour),
+				img("never-used", 10, time.Hour, -1),
+			},
+			disk: DiskStats{Capacity: capacity, Available: 0},
+			want: summary{Remove: []string{"never-used:space", "used-long-ago:space", "used-recently:space"}, BytesToFree: 200 * mib},
+		},
+		"ties on last used broken by first detected": {
+			images: []Image{img("newer", 10, time.Hour, 30*time.Minute), img("older", 10, 2*time.Hour, 30*time.Minute)},
+			disk:   DiskStats{Capacity: capacity, Available: 195 * mib}, // 81%... below high
+			mutate: func(c *config.ImageGCConfiguration) { c.HighThresholdPercent = ptr.To[int32](81) },
+			want:   summary{Remove: []string{"older:space"}, Spare: []string{"newer"}, BytesToFree: 5 * mib},
+		},
+		"minimum age protects fresh images": {
+			images: []Image{img("fresh", 100, time.Minute, -1), img("old", 100, time.Hour, -1)},
+			disk:   DiskStats{Capacity: capacity, Available: 0},
+			want:   summary{Remove: []string{"old:space"}, Keep: []string{"fresh:min_age"}, BytesToFree: 200 * mib},
+		},
+		"minimum age 0 removes at once": {
+			mutate: func(c *config.ImageGCConfiguration) { c.MinimumGCAge = &metav1.Duration{} },
+			images: []Image{img("fresh", 100, 0, -1)},
+			disk:   DiskStats{Capacity: capacity, Available: 0},
+			want:   summary{Remove: []string{"fresh:space"}, BytesToFree: 200 * mib},
+		},
+		"in use by running or exited containers, pinned and sandbox images stay": {
+			images: []Image{
+				with(img("running", 10, time.Hour, 0), func(i *Image) { i.InUse = true }),
+				with(img("exited", 10, time.Hour, time.Hour), func(i *Image) { i.InUse = true }),
+				with(img("pinned", 10, time.Hour, -1), func(i *Image) { i.Pinned = true }),
+				with(img("pause", 10, time.Hour, -1), func(i *Image) { i.Sandbox = true }),
+				img("free", 10, time.Hour, -1),
+			},
+			disk: DiskStats{Capacity: capacity, Available: 0},
+			want: summary{
+				Remove:      []string{"free:space"},
+				Keep:        []string{"running:in_use", "exited:in_use", "pinned:pinned", "pause:sandbox"},
+				BytesToFree: 200 * mib,
+			},
+		},
+		"maximum age removes whatever the disk usage": {
+			mutate: func(c *config.ImageGCConfiguration) { c.MaximumGCAge = &metav1.Duration{Duration: 24 * time.Hour} },
+			images: []Image{
+				img("stale", 10, 48*time.Hour, 25*time.Hour),
+				img("never-used-stale", 10, 30*time.Hour, -1),
+				img("never-used-recent", 10, time.Hour, -1), // unused since first seen, 1h ago
+				img("recent", 10, 48*time.Hour, time.Hour),
+				with(img("stale-but-in-use", 10, 48*time.Hour, 25*time.Hour), func(i *Image) { i.InUse = true }),
+			},
+			disk: DiskStats{Capacity: capacity, Available: capacity},
+			want: summary{
+				Remove: []string{"never-used-stale:age", "stale:age"},
+				Spare:  []string{"never-used-recent", "recent"},
+				Keep:   []string{"stale-but-in-use:in_use"},
+			},
+		},
+		"age removals count toward the space target": {
+			mutate: func(c *config.ImageGCConfiguration) { c.MaximumGCAge = &metav1.Duration{Duration: 24 * time.Hour} },
+			images: []Image{img("stale", 40, 48*time.Hour, 30*time.Hour), img("lru", 40, 2*time.Hour, 2*time.Hour), img("mru", 40, 2*time.Hour, time.Hour)},
+			disk:   DiskStats{Capacity: capacity, Available: 150 * mib}, // needs 50 MiB; age frees 40
+			want:   summary{Remove: []string{"stale:age", "lru:space"}, Spare: []string{"mru"}, BytesToFree: 10 * mib},
+		},
+		"high threshold 100 turns threshold GC off": {
+			mutate: func(c *config.ImageGCConfiguration) { c.HighThresholdPercent = ptr.To[int32](100) },
+			images: []Image{img("a", 10, time.Hour, -1)},
+			disk:   DiskStats{Capacity: capacity, Available: 0},
+			want:   summary{Spare: []string{"a"}},
+		},
+		"not enough eligible: everything eligible is planned": {
+			images: []Image{img("a", 10, time.Hour, -1), with(img("b", 500, time.Hour, -1), func(i *Image) { i.InUse = true })},
+			disk:   DiskStats{Capacity: capacity, Available: 0},
+			want:   summary{Remove: []string{"a:space"}, Keep: []string{"b:in_use"}, BytesToFree: 200 * mib},
+		},
+		"available above capacity counts as capacity": {
+			images: []Image{img("a", 10, time.Hour, -1)},
+			disk:   DiskStats{Capacity: capacity, Available: 2 * capacity},
+			want:   summary{Spare: []string{"a"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := policyFor(t, tc.mutate)
+			plan, err := p.Plan(tc.images, tc.disk, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, summarize(plan)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlanInvalidCapacity(t *testing.T) {
+	_, err := policyFor(t, nil).Plan([]Image{img("a", 1, time.Hour, -1)}, DiskStats{}, t0)
+	if !errors.Is(err, ErrInvalidDiskCapacity) {
+		t.Errorf("Plan(capacity 0) error = %v, want ErrInvalidDiskCapacity", err)
+	}
+}
+
+func TestPlanExclusions(t *testing.T) {
+	p := policyFor(t, func(c *config.ImageGCConfiguration) {
+		c.Exclude = []string{"registry.k8s.io/*:*", "*/keep@sha256:*", "sha256:pinned-by-id"}
+	})
+	images := []Image{
+		{ID: "sha256:1", RepoTags: []string{"registry.k8s.io/coredns:v1.11"}, Size: mib, FirstDetected: t0.Add(-time.Hour)},
+		{ID: "sha256:2", RepoDigests: []string{"quay.io/keep@sha256:abc"}, Size: mib, FirstDetected: t0.Add(-time.Hour)},
+		{ID: "sha256:pinned-by-id", Size: mib, FirstDetected: t0.Add(-time.Hour)},
+		{ID: "sha256:3", RepoTags: []string{"registry.k8s.io/deep/path:v1"}, Size: mib, FirstDetected: t0.Add(-time.Hour)},
+		{ID: "sha256:4", RepoTags: []string{"docker.io/library/nginx:1"}, Size: mib, FirstDetected: t0.Add(-time.Hour)},
+	}
+	plan, err := p.Plan(images, DiskStats{Capacity: 100 * mib, Available: 0}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := summary{
+		Remove:      []string{"sha256:3:space", "sha256:4:space"}, // * does not cross "/"
+		Keep:        []string{"sha256:1:excluded", "sha256:2:excluded", "sha256:pinned-by-id:excluded"},
+		BytesToFree: 20 * mib,
+	}
+	if diff := cmp.Diff(want, summarize(plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+func TestPlanKeepNewestPerRepository(t *testing.T) {
+	p := policyFor(t, func(c *config.ImageGCConfiguration) { c.KeepNewestPerRepository = 2 })
+	tagged := func(id, tag string, used time.Duration) Image {
+		return Image{ID: id, RepoTags: []string{tag}, Size: mib, FirstDetected: t0.Add(-10 * time.Hour), LastUsed: t0.Add(-used)}
+	}
+	images := []Image{
+		tagged("app-v1", "localhost:5000/app:v1", 5*time.Hour),
+		tagged("app-v2", "localhost:5000/app:v2", 3*time.Hour),
+		tagged("app-v3", "localhost:5000/app:v3", time.Hour),
+		tagged("db-v1", "localhost:5000/db:v1", 9*time.Hour),
+	}
+	plan, err := p.Plan(images, DiskStats{Capacity: 100 * mib, Available: 0}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := summary{
+		Remove:      []string{"app-v1:space"},
+		Keep:        []string{"app-v2:newest_tags", "app-v3:newest_tags", "db-v1:newest_tags"},
+		BytesToFree: 20 * mib,
+	}
+	if diff := cmp.Diff(want, summarize(plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlanSharedLayers: with layers known, a layer shared by several images
+// is freed once, when the last of them goes, and one shared with a kept
+// image frees nothing.
+func TestPlanSharedLayers(t *testing.T) {
+	base := Layer{Key: "sha256:base", Size: 100 * mib}
+	mk := func(id string, used time.Duration, own uint64, inUse bool) Image {
+		return Image{
+			ID: id, Size: 100*mib + own*mib, FirstDetected: t0.Add(-10 * time.Hour), LastUsed: t0.Add(-used), InUse: inUse,
+			Layers: []Layer{base, {Key: "sha256:own-" + id, Size: own * mib}},
+		}
+	}
+	p := policyFor(t, nil)
+
+	// Three unused images share the base: removing all frees it once.
+	plan, err := p.Plan([]Image{mk("a", 3*time.Hour, 10, false), mk("b", 2*time.Hour, 20, false), mk("c", time.Hour, 30, false)},
+		DiskStats{Capacity: 1000 * mib, Available: 0}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, d := range plan.Remove {
+		got = append(got, d.Bytes/mib)
+	}
+	if diff := cmp.Diff([]uint64{10, 20, 130}, got); diff != "" {
+		t.Errorf("bytes per removal in MiB (-want +got):\n%s", diff)
+	}
+	if !plan.ExactAccounting || plan.EstimatedFreed != 160*mib {
+		t.Errorf("exact=%v estimated=%d MiB, want exact and 160 MiB (CRI sizes would say 360)", plan.ExactAccounting, plan.EstimatedFreed/mib)
+	}
+
+	// An image in use keeps the base: removing the others frees only their own layers.
+	plan, err = p.Plan([]Image{mk("a", 3*time.Hour, 10, false), mk("b", 2*time.Hour, 20, false), mk("c", time.Hour, 30, true)},
+		DiskStats{Capacity: 1000 * mib, Available: 0}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.EstimatedFreed != 30*mib {
+		t.Errorf("estimated = %d MiB, want 30 (the base stays for the image in use)", plan.EstimatedFreed/mib)
+	}
+
+	// Without layers for every image, CRI sizes are used for all.
+	noLayers := mk("d", time.Hour, 5, false)
+	noLayers.Layers = nil
+	plan, err = p.Plan([]Image{mk("a", 3*time.Hour, 10, false), noLayers}, DiskStats{Capacity: 1000 * mib, Available: 0}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.ExactAccounting || plan.EstimatedFreed != 215*mib {
+		t.Errorf("exact=%v estimated=%d MiB, want CRI sizes (215)", plan.ExactAccounting, plan.EstimatedFreed/mib)
+	}
+}
+
+func TestNewPolicyRejects(t *testing.T) {
+	for name, mutate := range map[string]func(*config.ImageGCConfiguration){
+		"low not below high": func(c *config.ImageGCConfiguration) { c.LowThresholdPercent = ptr.To[int32](85) },
+		"max age below min":  func(c *config.ImageGCConfiguration) { c.MaximumGCAge = &metav1.Duration{Duration: time.Minute} },
+		"bad glob":           func(c *config.ImageGCConfiguration) { c.Exclude = []string{"["} },
+		"unset":              func(c *config.ImageGCConfiguration) { c.MinimumGCAge = nil },
+	} {
+		c := config.Defaulted().ImageGC
+		mutate(&c)
+		if _, err := NewPolicy(c); err == nil {
+			t.Errorf("%s: NewPolicy succeeded", name)
+		}
+	}
+}
+
+func TestRepository(t *testing.T) {
+	for in, want := range map[string]string{
+		"nginx:1":                       "nginx",
+		"localhost:5000/app:v1":         "localhost:5000/app",
+		"localhost:5000/app":            "localhost:5000/app",
+		"registry.k8s.io/pause:3.10":    "registry.k8s.io/pause",
+		"quay.io/org/deep/name:latest":  "quay.io/org/deep/name",
+		"127.0.0.1:41235/ngc/a:padding": "127.0.0.1:41235/ngc/a",
+	} {
+		if got := Repository(in); got != want {
+			t.Errorf("Repository(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestUsagePercent(t *testing.T) {
+	for _, tc := range []struct {
+		d    DiskStats
+		want int
+	}{
+		{DiskStats{Capacity: 100, Available: 15}, 85},
+		{DiskStats{Capacity: 1000, Available: 151}, 85}, // 15.1% available rounds down: 85
+		{DiskStats{Capacity: 100, Available: 0}, 100},
+		{DiskStats{Capacity: 100, Available: 200}, 0},
+		{DiskStats{}, 0},
+	} {
+		if got := tc.d.UsagePercent(); got != tc.want {
+			t.Errorf("%+v.UsagePercent() = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
