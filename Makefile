@@ -27,9 +27,13 @@ build: ## Build nodegc into _output/bin/
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/nodegc ./cmd/nodegc
 
+.PHONY: tools
+tools: ## Install or build the test-bed binaries (containerd, runc, etcd, kube-apiserver, ...), cached in _output/tools
+	hack/install-tools.sh
+
 .PHONY: test
-test: ## Run every test (unit and integration) with -race
-	@echo "[test] go test -race ./..."
+test: tools ## Run every test (unit and integration against real containerd and kube-apiserver) with -race
+	@echo "[test] go test -race ./... (integration tests start containerd 1.6 and 2.x, etcd and kube-apiserver)"
 	$(GO) test -race -count=1 $(TEST_FLAGS) ./...
 
 .PHONY: fuzz

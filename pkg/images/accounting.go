@@ -1,12 +1,14 @@
 package images
 
+import "unique"
+
 // accounting tracks which layers the images not (yet) planned for removal
 // hold, so that the bytes a removal frees are exact: a layer is freed when
 // the last image holding it goes, and counted once.
 type accounting struct {
 	exact  bool
-	refs   map[string]int
-	layers map[string][]Layer // image ID -> its distinct layers
+	refs   map[unique.Handle[string]]int
+	layers [][]Layer // per image, by index in the planned slice: its distinct layers
 }
 
 // newAccounting uses layers when every image has them; a mix would count
@@ -19,32 +21,29 @@ func newAccounting(images []Image) *accounting {
 			return a
 		}
 	}
-	a.refs = make(map[string]int, len(images)*4)
-	a.layers = make(map[string][]Layer, len(images))
+	total := 0
 	for i := range images {
-		img := &images[i]
-		seen := make(map[string]bool, len(img.Layers))
-		distinct := make([]Layer, 0, len(img.Layers))
-		for _, l := range img.Layers {
-			if seen[l.Key] {
-				continue
-			}
-			seen[l.Key] = true
-			distinct = append(distinct, l)
+		total += len(images[i].Layers)
+	}
+	a.refs = make(map[unique.Handle[string]]int, total)
+	a.layers = make([][]Layer, len(images))
+	for i := range images {
+		distinct := distinctLayers(images[i].Layers)
+		for _, l := range distinct {
 			a.refs[l.Key]++
 		}
-		a.layers[img.ID] = distinct
+		a.layers[i] = distinct
 	}
 	return a
 }
 
-// remove marks img as removed and returns the bytes that frees.
-func (a *accounting) remove(img *Image) uint64 {
+// remove marks images[i] as removed and returns the bytes that frees.
+func (a *accounting) remove(images []Image, i int) uint64 {
 	if !a.exact {
-		return img.Size
+		return images[i].Size
 	}
 	var freed uint64
-	for _, l := range a.layers[img.ID] {
+	for _, l := range a.layers[i] {
 		a.refs[l.Key]--
 		if a.refs[l.Key] == 0 {
 			freed += l.Size
@@ -53,16 +52,49 @@ func (a *accounting) remove(img *Image) uint64 {
 	return freed
 }
 
-// alone returns what removing img now, and nothing else, would free.
-func (a *accounting) alone(img *Image) uint64 {
+// alone returns what removing images[i] now, and nothing else, would free.
+func (a *accounting) alone(images []Image, i int) uint64 {
 	if !a.exact {
-		return img.Size
+		return images[i].Size
 	}
 	var freed uint64
-	for _, l := range a.layers[img.ID] {
+	for _, l := range a.layers[i] {
 		if a.refs[l.Key] == 1 {
 			freed += l.Size
 		}
 	}
 	return freed
+}
+
+// distinctLayers drops repeated keys. Images hold a few dozen layers at
+// most, so a scan beats a map.
+func distinctLayers(layers []Layer) []Layer {
+	if !hasDuplicateKey(layers) {
+		return layers
+	}
+	out := make([]Layer, 0, len(layers))
+	for i, l := range layers {
+		dup := false
+		for _, prev := range layers[:i] {
+			if prev.Key == l.Key {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func hasDuplicateKey(layers []Layer) bool {
+	for i := range layers {
+		for j := range i {
+			if layers[i].Key == layers[j].Key {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/nodegc/nodegc/pkg/config"
 )
@@ -36,9 +37,11 @@ const (
 )
 
 // Layer is a piece of storage an image holds, shared by every image that
-// lists the same Key (a content digest or a snapshot chain ID).
+// lists the same Key (a content digest or a snapshot chain ID). Keys are
+// interned (unique.Make) where layers are read, so that planning compares
+// and hashes handles, not long digests.
 type Layer struct {
-	Key  string
+	Key  unique.Handle[string]
 	Size uint64
 }
 
@@ -181,29 +184,29 @@ func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, err
 	plan := &Plan{Now: now, Disk: disk, UsagePercent: disk.UsagePercent(), ExactAccounting: acct.exact}
 
 	newest := p.newestPerRepository(images)
-	var candidates []*Image
+	var candidates []int // indexes into images
 	for i := range images {
-		img := &images[i]
-		if reason := p.protected(img, newest, now); reason != "" {
-			plan.Keep = append(plan.Keep, Decision{Image: img, Reason: reason, Bytes: acct.alone(img)})
+		if reason := p.protected(&images[i], newest, now); reason != "" {
+			plan.Keep = append(plan.Keep, Decision{Image: &images[i], Reason: reason, Bytes: acct.alone(images, i)})
 			continue
 		}
-		candidates = append(candidates, img)
+		candidates = append(candidates, i)
 	}
 	// LRU first; never-used images (zero LastUsed) before any used one;
 	// ties by first-detected time, then ID so plans are deterministic.
-	slices.SortFunc(candidates, func(a, b *Image) int {
+	slices.SortFunc(candidates, func(i, j int) int {
+		a, b := &images[i], &images[j]
 		return cmp.Or(a.LastUsed.Compare(b.LastUsed), a.FirstDetected.Compare(b.FirstDetected), strings.Compare(a.ID, b.ID))
 	})
 
 	// Images unused for longer than maxAge go whatever the disk usage.
 	rest := candidates[:0:0]
-	for _, img := range candidates {
-		if p.maxAge > 0 && now.Sub(lastActive(img)) > p.maxAge {
-			plan.Remove = append(plan.Remove, Decision{Image: img, Reason: ReasonAge, Bytes: acct.remove(img)})
+	for _, i := range candidates {
+		if p.maxAge > 0 && now.Sub(lastActive(&images[i])) > p.maxAge {
+			plan.Remove = append(plan.Remove, Decision{Image: &images[i], Reason: ReasonAge, Bytes: acct.remove(images, i)})
 			continue
 		}
-		rest = append(rest, img)
+		rest = append(rest, i)
 	}
 	var freedByAge uint64
 	for _, d := range plan.Remove {
@@ -217,14 +220,14 @@ func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, err
 		plan.BytesToFree = target - min(target, freedByAge)
 	}
 	var freed uint64
-	for _, img := range rest {
+	for _, i := range rest {
 		if freed < plan.BytesToFree {
-			b := acct.remove(img)
-			plan.Remove = append(plan.Remove, Decision{Image: img, Reason: ReasonSpace, Bytes: b})
+			b := acct.remove(images, i)
+			plan.Remove = append(plan.Remove, Decision{Image: &images[i], Reason: ReasonSpace, Bytes: b})
 			freed += b
 			continue
 		}
-		plan.Spare = append(plan.Spare, Decision{Image: img, Reason: KeepNotNeeded, Bytes: acct.alone(img)})
+		plan.Spare = append(plan.Spare, Decision{Image: &images[i], Reason: KeepNotNeeded, Bytes: acct.alone(images, i)})
 	}
 	for _, d := range plan.Remove {
 		plan.EstimatedFreed += d.Bytes

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+	"unique"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -240,11 +241,11 @@ func TestPlanKeepNewestPerRepository(t *testing.T) {
 // is freed once, when the last of them goes, and one shared with a kept
 // image frees nothing.
 func TestPlanSharedLayers(t *testing.T) {
-	base := Layer{Key: "sha256:base", Size: 100 * mib}
+	base := Layer{Key: unique.Make("sha256:base"), Size: 100 * mib}
 	mk := func(id string, used time.Duration, own uint64, inUse bool) Image {
 		return Image{
 			ID: id, Size: 100*mib + own*mib, FirstDetected: t0.Add(-10 * time.Hour), LastUsed: t0.Add(-used), InUse: inUse,
-			Layers: []Layer{base, {Key: "sha256:own-" + id, Size: own * mib}},
+			Layers: []Layer{base, {Key: unique.Make("sha256:own-" + id), Size: own * mib}},
 		}
 	}
 	p := policyFor(t, nil)
@@ -334,3 +335,5 @@ func TestUsagePercent(t *testing.T) {
 		}
 	}
 }
+
+func policyConfig() config.ImageGCConfiguration { return config.Defaulted().ImageGC }

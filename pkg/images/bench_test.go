@@ -1,0 +1,68 @@
+package images
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+	"unique"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// BenchmarkPlan measures one planning step of a GC run on a large node:
+// reconcile usage with a listing of 10,000 images and 50,000 containers,
+// join it into the planner's input, and plan (with layer accounting).
+// Goal: at most 20 ms per plan.
+func BenchmarkPlan(b *testing.B) {
+	const nImages, nContainers, layersPerImage = 10000, 50000, 8
+	rng := rand.New(rand.NewPCG(1, 2))
+	images := make([]*runtimeapi.Image, nImages)
+	for i := range images {
+		images[i] = &runtimeapi.Image{
+			Id:          fmt.Sprintf("sha256:%064d", i),
+			RepoTags:    []string{fmt.Sprintf("registry.example.com/team%d/app%d:v%d", i%50, i%700, i)},
+			RepoDigests: []string{fmt.Sprintf("registry.example.com/team%d/app%d@sha256:%064d", i%50, i%700, i)},
+			Size:        uint64(rng.IntN(500)+1) * mib,
+		}
+	}
+	containers := make([]*runtimeapi.Container, nContainers)
+	for i := range containers {
+		// A fifth of the images are used, some by many containers.
+		img := images[rng.IntN(nImages/5)]
+		containers[i] = &runtimeapi.Container{Id: fmt.Sprintf("c%d", i), ImageRef: img.Id, State: runtimeapi.ContainerState(rng.IntN(3))}
+	}
+	tr, warn := NewTracker(b.TempDir(), t0)
+	if warn != nil {
+		b.Fatal(warn)
+	}
+	tr.Reconcile(images, containers, t0.Add(-time.Hour))
+	p, err := NewPolicy(policyConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Layers: a few shared bases, the rest per image.
+	layers := make(map[string][]Layer, nImages)
+	for i, img := range images {
+		ls := []Layer{{Key: unique.Make(fmt.Sprintf("base%d", i%20)), Size: 80 * mib}}
+		for j := 1; j < layersPerImage; j++ {
+			ls = append(ls, Layer{Key: unique.Make(fmt.Sprintf("l%d-%d", i, j)), Size: uint64(rng.IntN(50)) * mib})
+		}
+		layers[img.Id] = ls
+	}
+	disk := DiskStats{Capacity: 2000 << 30, Available: 100 << 30}
+
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		tr.Reconcile(images, containers, t0)
+		in := tr.Images(images, t0)
+		for i := range in {
+			in[i].Layers = layers[in[i].ID]
+		}
+		plan, err := p.Plan(in, disk, t0)
+		if err != nil || len(plan.Remove) == 0 {
+			b.Fatalf("plan: %v, %d removals", err, len(plan.Remove))
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package images
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func criImage(id string, tags ...string) *runtimeapi.Image {
+	return &runtimeapi.Image{Id: id, RepoTags: tags, Size: mib}
+}
+
+func criContainer(id, imageRef string, state runtimeapi.ContainerState) *runtimeapi.Container {
+	return &runtimeapi.Container{Id: id, ImageRef: imageRef, State: state}
+}
+
+func newTestTracker(t *testing.T) (*Tracker, string) {
+	t.Helper()
+	dir := t.TempDir()
+	tr, warn := NewTracker(dir, t0)
+	if warn != nil {
+		t.Fatalf("NewTracker on an empty dir warned: %v", warn)
+	}
+	return tr, dir
+}
+
+func TestTrackerReconcile(t *testing.T) {
+	tr, _ := newTestTracker(t)
+	images := []*runtimeapi.Image{criImage("sha256:a", "r/a:1"), criImage("sha256:b", "r/b:1"), criImage("sha256:c", "r/c:1")}
+	containers := []*runtimeapi.Container{
+		criContainer("c1", "sha256:a", runtimeapi.ContainerState_CONTAINER_RUNNING),
+		criContainer("c2", "r/b:1", runtimeapi.ContainerState_CONTAINER_EXITED), // by tag, exited
+	}
+	tr.Reconcile(images, containers, t0)
+	tr.Reconcile(images, containers[:1], t0.Add(time.Minute)) // c2 removed since
+
+	want := map[string]Usage{
+		"sha256:a": {FirstDetected: t0, LastUsed: t0.Add(time.Minute)},
+		"sha256:b": {FirstDetected: t0, LastUsed: t0},
+		"sha256:c": {FirstDetected: t0},
+	}
+	if diff := cmp.Diff(want, tr.Usage()); diff != "" {
+		t.Errorf("usage (-want +got):\n%s", diff)
+	}
+	got := map[string]bool{}
+	for _, img := range tr.Images(images, t0.Add(time.Minute)) {
+		got[img.ID] = img.InUse
+	}
+	if diff := cmp.Diff(map[string]bool{"sha256:a": true, "sha256:b": false, "sha256:c": false}, got); diff != "" {
+		t.Errorf("in use (-want +got):\n%s", diff)
+	}
+
+	// An image that disappears loses its record.
+	tr.Reconcile(images[:1], containers[:1], t0.Add(2*time.Minute))
+	if _, ok := tr.Usage()["sha256:c"]; ok {
+		t.Error("record of a removed image kept")
+	}
+}
+
+func TestTrackerEvents(t *testing.T) {
+	tr, _ := newTestTracker(t)
+	images := []*runtimeapi.Image{criImage("sha256:a", "r/a:1"), criImage("sha256:b", "r/b:1")}
+	tr.Reconcile(images, nil, t0)
+	at := t0.Add(30 * time.Second)
+	tr.ObserveEvent(&runtimeapi.ContainerEventResponse{
+		ContainerId: "c1", ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, CreatedAt: at.UnixNano(),
+		ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: "c1", ImageRef: "sha256:a", Image: &runtimeapi.ImageSpec{Image: "r/a:1"}}},
+	})
+	imgA := &Image{ID: "sha256:a", RepoTags: []string{"r/a:1"}}
+	if !tr.InUse(imgA) {
+		t.Fatal("image of a started container not in use")
+	}
+	if got := tr.Usage()["sha256:a"].LastUsed; !got.Equal(at) {
+		t.Errorf("LastUsed after start = %v, want %v", got, at)
+	}
+	gone := t0.Add(90 * time.Second)
+	tr.ObserveEvent(&runtimeapi.ContainerEventResponse{
+		ContainerId: "c1", ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, CreatedAt: gone.UnixNano(),
+	})
+	if tr.InUse(imgA) {
+		t.Error("image still in use after its only container was deleted")
+	}
+	if got := tr.Usage()["sha256:a"].LastUsed; !got.Equal(gone) {
+		t.Errorf("LastUsed after delete = %v, want %v (accurate to the event)", got, gone)
+	}
+	if got := tr.Usage()["sha256:b"].LastUsed; !got.IsZero() {
+		t.Errorf("unused image got LastUsed %v", got)
+	}
+}
+
+func TestTrackerImagesNewImageIsFresh(t *testing.T) {
+	tr, _ := newTestTracker(t)
+	now := t0.Add(time.Hour)
+	imgs := tr.Images([]*runtimeapi.Image{criImage("sha256:new")}, now)
+	if len(imgs) != 1 || !imgs[0].FirstDetected.Equal(now) {
+		t.Errorf("unseen image = %+v, want FirstDetected = now", imgs)
+	}
+}
+
+// TestStateSurvivesRestart: a new tracker reading the same directory has
+// the same first-detected and last-used times.
+func TestStateSurvivesRestart(t *testing.T) {
+	tr, dir := newTestTracker(t)
+	images := []*runtimeapi.Image{criImage("sha256:a"), criImage("sha256:b")}
+	tr.Reconcile(images, []*runtimeapi.Container{criContainer("c", "sha256:b", runtimeapi.ContainerState_CONTAINER_EXITED)}, t0)
+	if err := tr.Save(); err != nil {
+		t.Fatal(err)
+	}
+	again, warn := NewTracker(dir, t0.Add(time.Hour))
+	if warn != nil {
+		t.Fatal(warn)
+	}
+	if diff := cmp.Diff(tr.Usage(), again.Usage()); diff != "" {
+		t.Errorf("usage after restart (-before +after):\n%s", diff)
+	}
+	// Reconciling later does not move first-detected.
+	again.Reconcile(images, nil, t0.Add(time.Hour))
+	if got := again.Usage()["sha256:a"].FirstDetected; !got.Equal(t0) {
+		t.Errorf("FirstDetected after restart and reconcile = %v, want %v", got, t0)
+	}
+}
+
+func TestCorruptStateIsSetAside(t *testing.T) {
+	for name, content := range map[string]string{
+		"garbage":         "{not json",
+		"unknown version": `{"version": 99, "images": {}}`,
+		"wrong shape":     `{"version": 1, "images": ["a"]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, StateFileName)
+			if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			tr, warn := NewTracker(dir, t0)
+			if warn == nil || !strings.Contains(warn.Error(), "moved it to") {
+				t.Fatalf("warning = %v, want one saying the file was moved aside", warn)
+			}
+			if len(tr.Usage()) != 0 {
+				t.Error("tracker not empty after a corrupt state file")
+			}
+			aside, _ := filepath.Glob(p + ".corrupt-*")
+			if len(aside) != 1 {
+				t.Fatalf("set-aside files = %v, want one", aside)
+			}
+			if data, _ := os.ReadFile(aside[0]); string(data) != content {
+				t.Error("set-aside file does not hold the original content")
+			}
+			// The tracker goes on and can save a valid file again.
+			tr.Reconcile([]*runtimeapi.Image{criImage("sha256:a")}, nil, t0)
+			if err := tr.Save(); err != nil {
+				t.Fatal(err)
+			}
+			if _, warn := NewTracker(dir, t0); warn != nil {
+				t.Errorf("state written after recovery is not valid: %v", warn)
+			}
+		})
+	}
+}
+
+func TestSaveLeavesNoTempFiles(t *testing.T) {
+	tr, dir := newTestTracker(t)
+	tr.Reconcile([]*runtimeapi.Image{criImage("sha256:a")}, nil, t0)
+	for range 3 {
+		if err := tr.Save(); err != nil {
+			t.Fatal(err)
+		}
+		tr.Reconcile([]*runtimeapi.Image{criImage("sha256:a")}, []*runtimeapi.Container{criContainer("c", "sha256:a", 0)}, time.Now())
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != StateFileName {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("state dir holds %v, want only %s", names, StateFileName)
+	}
+}
