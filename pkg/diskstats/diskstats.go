@@ -1,0 +1,145 @@
+// Package diskstats reads capacity and free space of the filesystem that
+// holds a path, such as the image filesystem's mountpoint that CRI
+// ImageFsInfo names (CRI gives used bytes, never capacity).
+//
+// It asks cadvisor's fs package first, the library kubelet uses for the same
+// numbers: it resolves the path to its block device and partition and reads
+// that filesystem through its plugins. Where cadvisor cannot resolve the
+// device (tmpfs or overlay filesystems, which have no block device, or a
+// filesystem mounted after its mount table was read and not yet seen on
+// refresh) it falls back to statfs(2) on the path itself, and says so in
+// Stats.Source. cadvisor's answer is only taken when the device it names is
+// the one stat(2) reports for the path: with a stale mount table it would
+// otherwise name a parent filesystem. Both give the same capacity and available bytes for a given
+// filesystem: available is what an unprivileged writer may still use
+// (f_bavail), as kubelet reports.
+//
+// A Reader is safe for concurrent use; one lock guards its cadvisor view.
+package diskstats
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	cadvisorfs "github.com/google/cadvisor/fs"
+	_ "github.com/google/cadvisor/fs/vfs/install" // register the plugin for ordinary block filesystems
+	"golang.org/x/sys/unix"
+)
+
+// Source says where Stats came from.
+const (
+	SourceCadvisor = "cadvisor"
+	SourceStatfs   = "statfs"
+)
+
+// Stats describe one filesystem.
+type Stats struct {
+	Capacity   uint64
+	Available  uint64
+	Inodes     uint64
+	InodesFree uint64
+	// Device is the block device cadvisor resolved, empty for statfs.
+	Device string
+	// Source is SourceCadvisor or SourceStatfs.
+	Source string
+}
+
+// refreshEvery bounds how often the cadvisor view of the mount table is
+// rebuilt when a path's device is unknown to it.
+const refreshEvery = 30 * time.Second
+
+// Reader reads filesystem statistics.
+type Reader struct {
+	mu        sync.Mutex
+	info      cadvisorfs.FsInfo
+	refreshed time.Time
+	now       func() time.Time
+}
+
+// NewReader returns a Reader. It does not fail: without cadvisor's view
+// (e.g. /proc unreadable) every read uses statfs.
+func NewReader() *Reader { return &Reader{now: time.Now} }
+
+// Stat returns the statistics of the filesystem holding path.
+func (r *Reader) Stat(path string) (Stats, error) {
+	if st, ok := r.viaCadvisor(path); ok {
+		return st, nil
+	}
+	return Statfs(path)
+}
+
+func (r *Reader) viaCadvisor(path string) (Stats, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for attempt := 0; attempt < 2; attempt++ {
+		if r.info == nil || (attempt == 1 && r.now().Sub(r.refreshed) > refreshEvery) {
+			info, err := cadvisorfs.NewFsInfo(cadvisorfs.Context{})
+			if err != nil {
+				return Stats{}, false
+			}
+			r.info, r.refreshed = info, r.now()
+		} else if attempt == 1 {
+			return Stats{}, false
+		}
+		if st, ok := r.lookupLocked(path); ok {
+			return st, true
+		}
+	}
+	return Stats{}, false
+}
+
+func (r *Reader) lookupLocked(path string) (Stats, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return Stats{}, false
+	}
+	dev, err := r.info.GetDirFsDevice(path)
+	if err != nil {
+		return Stats{}, false
+	}
+	// With a stale mount table cadvisor walks up to a parent mount and
+	// names the wrong filesystem: accept its answer only for the device the
+	// path really is on.
+	if dev.Major != uint(unix.Major(st.Dev)) || dev.Minor != uint(unix.Minor(st.Dev)) {
+		return Stats{}, false
+	}
+	mnt, err := r.info.GetMountpointForDevice(dev.Device)
+	if err != nil {
+		return Stats{}, false
+	}
+	fss, err := r.info.GetFsInfoForPath(map[string]struct{}{mnt: {}})
+	if err != nil {
+		return Stats{}, false
+	}
+	for _, fs := range fss {
+		if fs.Device == dev.Device {
+			inodes, free := uint64(0), uint64(0)
+			if fs.Inodes != nil {
+				inodes = *fs.Inodes
+			}
+			if fs.InodesFree != nil {
+				free = *fs.InodesFree
+			}
+			return Stats{Capacity: fs.Capacity, Available: fs.Available, Inodes: inodes, InodesFree: free,
+				Device: dev.Device, Source: SourceCadvisor}, true
+		}
+	}
+	return Stats{}, false
+}
+
+// Statfs reads the statistics of the filesystem holding path with statfs(2).
+func Statfs(path string) (Stats, error) {
+	var s unix.Statfs_t
+	if err := unix.Statfs(path, &s); err != nil {
+		return Stats{}, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	bs := uint64(s.Bsize)
+	return Stats{
+		Capacity:   s.Blocks * bs,
+		Available:  s.Bavail * bs,
+		Inodes:     s.Files,
+		InodesFree: s.Ffree,
+		Source:     SourceStatfs,
+	}, nil
+}

@@ -1,0 +1,87 @@
+package diskstats
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+)
+
+// TestStatAgreesWithStatfs: on the filesystem holding the test's temp dir,
+// whichever way the Reader goes, it reports the filesystem statfs sees.
+func TestStatAgreesWithStatfs(t *testing.T) {
+	dir := t.TempDir()
+	r := NewReader()
+	got, err := r.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Statfs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Capacity == 0 || got.Capacity != want.Capacity {
+		t.Errorf("Stat(%s).Capacity = %d (via %s), statfs says %d", dir, got.Capacity, got.Source, want.Capacity)
+	}
+	// Available moves as other processes write; allow 64 MiB of drift.
+	const drift = 64 << 20
+	if diff := int64(got.Available) - int64(want.Available); diff > drift || diff < -drift {
+		t.Errorf("Stat(%s).Available = %d, statfs says %d", dir, got.Available, want.Available)
+	}
+	t.Logf("%s: capacity %d, available %d, via %s (device %q)", dir, got.Capacity, got.Available, got.Source, got.Device)
+}
+
+func TestStatRootUsesCadvisor(t *testing.T) {
+	st, err := NewReader().Stat("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// / is a block device filesystem on every machine nodegc is tested on.
+	if st.Source != SourceCadvisor || st.Device == "" {
+		t.Errorf("Stat(/) came from %s (device %q), want cadvisor to resolve the root block device", st.Source, st.Device)
+	}
+	if st.Capacity == 0 {
+		t.Error("capacity 0 for /")
+	}
+}
+
+func TestStatMissingPath(t *testing.T) {
+	if _, err := NewReader().Stat("/nonexistent/path/for/nodegc"); err == nil {
+		t.Error("Stat(missing path) succeeded")
+	}
+}
+
+// TestSmallFilesystemMountedLater: a filesystem mounted after the Reader
+// read the mount table is still measured right (cadvisor refresh or statfs).
+func TestSmallFilesystemMountedLater(t *testing.T) {
+	testbed.RequireRoot(t)
+	r := NewReader()
+	if _, err := r.Stat("/"); err != nil { // the Reader has read the mount table
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=16m"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	st, err := r.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Capacity != 16<<20 {
+		t.Errorf("Stat(tmpfs of 16 MiB).Capacity = %d via %s", st.Capacity, st.Source)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), make([]byte, 4<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	after, err := r.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := st.Available - after.Available; used < 4<<20 || used > 5<<20 {
+		t.Errorf("writing 4 MiB lowered available by %d bytes", used)
+	}
+}
