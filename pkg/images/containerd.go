@@ -1,0 +1,167 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"unique"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/platforms"
+	"github.com/opencontainers/image-spec/identity"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// ContainerdNamespace is the containerd namespace the CRI plugin keeps
+// Kubernetes' images in.
+const ContainerdNamespace = "k8s.io"
+
+// DefaultSnapshotter is containerd's default snapshotter.
+const DefaultSnapshotter = "overlayfs"
+
+// ContainerdLayers reads, through containerd's own API on the runtime's
+// socket, what storage each image holds: its content blobs (index,
+// manifest, config, compressed layers) and its unpacked snapshots. Keys are
+// "blob:<digest>" and "snapshot:<snapshotter>/<chain ID>", so images sharing
+// a base layer share those keys and the planner counts them once.
+//
+// Images are immutable, so layers are cached by image ID; Forget drops the
+// entry of a removed image. Safe for concurrent use.
+type ContainerdLayers struct {
+	client      *containerd.Client
+	snapshotter string
+
+	mu    sync.Mutex
+	cache map[string][]Layer
+}
+
+// NewContainerdLayers connects to containerd at socketPath (the CRI socket)
+// in the k8s.io namespace. snapshotter names the snapshotter images are
+// unpacked with; see SnapshotterFromMountpoint.
+func NewContainerdLayers(ctx context.Context, socketPath, snapshotter string) (*ContainerdLayers, error) {
+	c, err := containerd.New(socketPath, containerd.WithDefaultNamespace(ContainerdNamespace))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to containerd at %s: %w", socketPath, err)
+	}
+	if _, err := c.Version(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("containerd at %s does not answer: %w", socketPath, err)
+	}
+	if snapshotter == "" {
+		snapshotter = DefaultSnapshotter
+	}
+	return &ContainerdLayers{client: c, snapshotter: snapshotter, cache: map[string][]Layer{}}, nil
+}
+
+// Close closes the connection.
+func (c *ContainerdLayers) Close() error { return c.client.Close() }
+
+// SnapshotterFromMountpoint derives the snapshotter from the image
+// filesystem mountpoint CRI reports, e.g.
+// /var/lib/containerd/io.containerd.snapshotter.v1.overlayfs → overlayfs.
+func SnapshotterFromMountpoint(mountpoint string) string {
+	if name, ok := strings.CutPrefix(filepath.Base(mountpoint), "io.containerd.snapshotter.v1."); ok && name != "" {
+		return name
+	}
+	return DefaultSnapshotter
+}
+
+// Layers returns the storage img holds. img.ID is the CRI image ID (the
+// config digest), which the CRI plugin also records as an image name.
+func (c *ContainerdLayers) Layers(ctx context.Context, img *Image) ([]Layer, error) {
+	c.mu.Lock()
+	cached, ok := c.cache[img.ID]
+	c.mu.Unlock()
+	if ok {
+		return cached, nil
+	}
+	target, err := c.target(ctx, img)
+	if err != nil {
+		return nil, err
+	}
+	layers, err := c.read(ctx, target)
+	if err != nil {
+		return nil, fmt.Errorf("layers of image %s: %w", img.ID, err)
+	}
+	c.mu.Lock()
+	c.cache[img.ID] = layers
+	c.mu.Unlock()
+	return layers, nil
+}
+
+// Forget drops the cached layers of an image (after its removal).
+func (c *ContainerdLayers) Forget(imageID string) {
+	c.mu.Lock()
+	delete(c.cache, imageID)
+	c.mu.Unlock()
+}
+
+func (c *ContainerdLayers) target(ctx context.Context, img *Image) (ocispec.Descriptor, error) {
+	store := c.client.ImageService()
+	names := append([]string{img.ID}, img.RepoTags...)
+	names = append(names, img.RepoDigests...)
+	for _, name := range names {
+		ci, err := store.Get(ctx, name)
+		if err == nil {
+			return ci.Target, nil
+		}
+		if !errdefs.IsNotFound(err) {
+			return ocispec.Descriptor{}, fmt.Errorf("looking up image %s in containerd: %w", name, err)
+		}
+	}
+	return ocispec.Descriptor{}, fmt.Errorf("image %s: %w in containerd namespace %s", img.ID, errdefs.ErrNotFound, ContainerdNamespace)
+}
+
+func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) ([]Layer, error) {
+	cs := c.client.ContentStore()
+	var (
+		layers []Layer
+		config *ocispec.Descriptor
+	)
+	// Every blob reachable from the target for this platform: the index,
+	// the platform's manifest, its config and its layers.
+	handler := images.HandlerFunc(func(ctx context.Context, desc ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+		info, err := cs.Info(ctx, desc.Digest)
+		switch {
+		case errdefs.IsNotFound(err):
+			// Not fetched (another platform, or discarded after unpack).
+		case err != nil:
+			return nil, fmt.Errorf("content %s: %w", desc.Digest, err)
+		default:
+			layers = append(layers, Layer{Key: unique.Make("blob:" + desc.Digest.String()), Size: uint64(info.Size)})
+		}
+		if images.IsConfigType(desc.MediaType) {
+			d := desc
+			config = &d
+		}
+		return nil, nil
+	})
+	children := images.LimitManifests(images.FilterPlatforms(images.ChildrenHandler(cs), platforms.Default()), platforms.Default(), 1)
+	if err := images.Walk(ctx, images.Handlers(handler, children), target); err != nil {
+		return nil, err
+	}
+	if config == nil {
+		return nil, errors.New("no image config found for this platform")
+	}
+	diffIDs, err := images.RootFS(ctx, cs, *config)
+	if err != nil {
+		return nil, fmt.Errorf("reading rootfs of config %s: %w", config.Digest, err)
+	}
+	sn := c.client.SnapshotService(c.snapshotter)
+	for _, chainID := range identity.ChainIDs(diffIDs) {
+		usage, err := sn.Usage(ctx, chainID.String())
+		if errdefs.IsNotFound(err) {
+			continue // not unpacked with this snapshotter
+		}
+		if err != nil {
+			return nil, fmt.Errorf("snapshot %s: %w", chainID, err)
+		}
+		layers = append(layers, Layer{Key: unique.Make("snapshot:" + c.snapshotter + "/" + chainID.String()), Size: uint64(usage.Size)})
+	}
+	return layers, nil
+}
