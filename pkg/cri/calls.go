@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -185,4 +186,32 @@ func listAll[T any, R any](ctx context.Context, c *Client,
 	default:
 		return nil, err
 	}
+}
+
+// SandboxImage returns the image the runtime runs pod sandboxes with (the
+// pause image), read from the runtime's verbose status. containerd reports
+// it as config.sandboxImage (1.x) or config.pinnedImages.sandbox (2.x).
+// Empty when the runtime does not say.
+func (c *Client) SandboxImage(ctx context.Context) (string, error) {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	resp, err := c.runtime.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+	if err != nil {
+		return "", fmt.Errorf("runtime status: %w", err)
+	}
+	raw, ok := resp.GetInfo()["config"]
+	if !ok {
+		return "", nil
+	}
+	var cfg struct {
+		SandboxImage string            `json:"sandboxImage"`
+		PinnedImages map[string]string `json:"pinnedImages"`
+	}
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return "", fmt.Errorf("runtime status: config is not JSON: %w", err)
+	}
+	if s := cfg.PinnedImages["sandbox"]; s != "" {
+		return s, nil
+	}
+	return cfg.SandboxImage, nil
 }

@@ -49,17 +49,7 @@ func NewTracker(dir string, now time.Time) (t *Tracker, warning error) {
 func (t *Tracker) Reconcile(images []*runtimeapi.Image, containers []*runtimeapi.Container, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// Updated in place: on a busy node most containers are the same from
-	// one reconciliation to the next, and lookups are cheaper than inserts.
-	t.generation++
-	for _, c := range containers {
-		t.setContainerLocked(c.GetId(), imageRefs{c.GetImageRef(), c.GetImageId(), c.GetImage().GetImage()})
-	}
-	for id, tc := range t.containers {
-		if tc.generation != t.generation {
-			t.removeContainerLocked(id)
-		}
-	}
+	t.setContainersLocked(containers)
 	refs := t.refs
 	present := make(map[string]bool, len(images))
 	t.names, t.lastImages = nil, images
@@ -84,6 +74,33 @@ func (t *Tracker) Reconcile(images []*runtimeapi.Image, containers []*runtimeapi
 		if !present[id] {
 			delete(t.usage, id)
 			t.dirty = true
+		}
+	}
+}
+
+// ReconcileContainers replaces what the tracker knows of containers with a
+// fresh listing taken at now, and marks the known images they use as used
+// at now. Images are left as the last Reconcile saw them.
+func (t *Tracker) ReconcileContainers(containers []*runtimeapi.Container, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.setContainersLocked(containers)
+	for _, tc := range t.containers {
+		t.touchLocked(tc.refs, now)
+	}
+}
+
+// setContainersLocked replaces the container set. It updates entries in
+// place: on a busy node most containers are the same from one listing to
+// the next, and lookups are cheaper than inserts.
+func (t *Tracker) setContainersLocked(containers []*runtimeapi.Container) {
+	t.generation++
+	for _, c := range containers {
+		t.setContainerLocked(c.GetId(), imageRefs{c.GetImageRef(), c.GetImageId(), c.GetImage().GetImage()})
+	}
+	for id, tc := range t.containers {
+		if tc.generation != t.generation {
+			t.removeContainerLocked(id)
 		}
 	}
 }

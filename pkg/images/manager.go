@@ -1,0 +1,483 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/cri"
+	"github.com/nodegc/nodegc/pkg/diskstats"
+)
+
+// runtimeService is what the image GC needs of the CRI client.
+type runtimeService interface {
+	ListImages(ctx context.Context) ([]*runtimeapi.Image, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
+	RemoveImage(ctx context.Context, id string) error
+	WatchContainerEvents(ctx context.Context, connected func(), handle func(*runtimeapi.ContainerEventResponse)) error
+}
+
+var _ runtimeService = (*cri.Client)(nil)
+
+// layerSource tells what storage each image holds (containerd).
+type layerSource interface {
+	Layers(ctx context.Context, img *Image) ([]Layer, error)
+	Forget(imageID string)
+}
+
+var _ layerSource = (*ContainerdLayers)(nil)
+
+// diskReader reads the statistics of the filesystem holding a path.
+type diskReader interface {
+	Stat(path string) (diskstats.Stats, error)
+}
+
+var _ diskReader = (*diskstats.Reader)(nil)
+
+// ErrRunInProgress is returned by GarbageCollect while another run is going on.
+var ErrRunInProgress = errors.New("an image GC run is already in progress")
+
+const (
+	usageFromEvents  = "events"
+	usageFromPolling = "polling"
+)
+
+// Options configure a Manager.
+type Options struct {
+	Config         config.ImageGCConfiguration
+	StateDirectory string
+	Runtime        runtimeService
+	// Layers, if set, gives exact accounting; nil means CRI sizes.
+	Layers layerSource
+	Disk   diskReader
+	Clock  clock.WithTicker
+	// Registerer receives the image GC metrics; nil means none are exported.
+	Registerer prometheus.Registerer
+	// SandboxImages name the runtime's sandbox image (tags or IDs).
+	SandboxImages []string
+	// SettleTimeout bounds the wait for the runtime's asynchronous cleanup
+	// before freed space is measured. Default 20s.
+	SettleTimeout time.Duration
+	// OnRun, if set, receives the report of every run.
+	OnRun func(*Report)
+}
+
+// Report describes one GC run.
+type Report struct {
+	Trigger  string
+	Start    time.Time
+	Duration time.Duration
+	Plan     *Plan
+	Outcome  *Outcome
+	// Before and After are the image filesystem before planning and after
+	// the runtime's cleanup settled.
+	Before, After DiskStats
+	// MeasuredFreed is After.Available - Before.Available, when Measured.
+	MeasuredFreed int64
+	Measured      bool
+	Err           error
+}
+
+// Manager runs the image GC for one node: usage tracking, the fast disk
+// check, the periodic sweep, and GC runs, never two at once.
+type Manager struct {
+	opts    Options
+	policy  *Policy
+	tracker *Tracker
+	metrics *Metrics
+	clock   clock.WithTicker
+
+	running    sync.Mutex // held for the whole of a GC run
+	eventsLive atomic.Bool
+	mountpoint atomic.Pointer[string]
+	layersWarn sync.Once
+}
+
+// NewManager validates the policy, loads the durable state and returns a
+// manager. A corrupt state file is set aside and logged, not fatal.
+func NewManager(opts Options) (*Manager, error) {
+	policy, err := NewPolicy(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Runtime == nil || opts.Disk == nil {
+		return nil, errors.New("image GC: Runtime and Disk are required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.SettleTimeout <= 0 {
+		opts.SettleTimeout = 20 * time.Second
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	tracker, warn := NewTracker(opts.StateDirectory, opts.Clock.Now())
+	if warn != nil {
+		klog.InfoS("Image GC state was unusable and has been set aside; first-detected and last-used times start over", "err", warn)
+	}
+	if opts.Layers == nil {
+		klog.InfoS("Image GC uses CRI image sizes: shared layers are counted once per image, so freed-byte estimates are upper bounds")
+	}
+	return &Manager{opts: opts, policy: policy, tracker: tracker, metrics: NewMetrics(reg), clock: opts.Clock}, nil
+}
+
+// Tracker returns the manager's usage tracker.
+func (m *Manager) Tracker() *Tracker { return m.tracker }
+
+// Run runs the image GC until ctx ends: it keeps usage current (container
+// events, or polling where the runtime has no event stream), checks the disk
+// every diskCheckInterval and collects at once when usage reaches the high
+// threshold, and sweeps every period. It blocks, and saves the state before
+// returning.
+func (m *Manager) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { m.watchUsage(ctx) })
+	defer func() {
+		wg.Wait()
+		if err := m.tracker.Save(); err != nil {
+			klog.ErrorS(err, "Saving image GC state at shutdown")
+		}
+	}()
+
+	fast := m.clock.NewTicker(m.opts.Config.DiskCheckInterval.Duration)
+	defer fast.Stop()
+	sweep := m.clock.NewTicker(m.opts.Config.Period.Duration)
+	defer sweep.Stop()
+	var backoff thresholdBackoff
+	m.checkDisk(ctx, &backoff)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-fast.C():
+			m.checkDisk(ctx, &backoff)
+		case <-sweep.C():
+			m.collectAndLog(ctx, TriggerPeriodic)
+		}
+	}
+}
+
+// thresholdBackoff spaces threshold-triggered runs that could not bring
+// usage under the high threshold: the next one waits twice as long, up to
+// the sweep period.
+type thresholdBackoff struct {
+	next  time.Time
+	delay time.Duration
+}
+
+func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
+	disk, err := m.diskStats(ctx)
+	if err != nil {
+		klog.V(2).InfoS("Image filesystem check failed; will retry", "err", err)
+		return
+	}
+	m.metrics.observeDisk(disk)
+	if !m.policy.OverHighThreshold(disk) || m.clock.Now().Before(b.next) {
+		return
+	}
+	klog.InfoS("Image filesystem usage reached the high threshold, collecting now",
+		"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent)
+	m.collectAndLog(ctx, TriggerThreshold)
+	after, err := m.diskStats(ctx)
+	if err == nil && m.policy.OverHighThreshold(after) {
+		b.delay = min(max(2*b.delay, m.opts.Config.DiskCheckInterval.Duration), m.opts.Config.Period.Duration)
+		b.next = m.clock.Now().Add(b.delay)
+		return
+	}
+	*b = thresholdBackoff{}
+}
+
+func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
+	r, err := m.GarbageCollect(ctx, trigger)
+	switch {
+	case errors.Is(err, ErrRunInProgress):
+		klog.V(2).InfoS("Image GC run skipped: another is in progress", "trigger", trigger)
+	case err != nil:
+		klog.ErrorS(err, "Image GC run failed", "trigger", trigger)
+	case r != nil && len(r.Outcome.Removed) > 0:
+		klog.InfoS("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "estimatedFreedBytes", r.Outcome.EstimatedFreed,
+			"measuredFreedBytes", r.MeasuredFreed, "usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent())
+	}
+}
+
+// GarbageCollect runs the image GC once: plan, remove, measure. It returns
+// ErrRunInProgress if a run is going on. A *FreeDiskSpaceError in the error
+// means the threshold rule could not be met; ErrInvalidDiskCapacity means no
+// GC ran.
+func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, error) {
+	if !m.running.TryLock() {
+		return nil, ErrRunInProgress
+	}
+	defer m.running.Unlock()
+	r := &Report{Trigger: trigger, Start: m.clock.Now()}
+	r.Err = m.collect(ctx, r)
+	r.Duration = m.clock.Since(r.Start)
+	m.record(r)
+	if err := m.tracker.Save(); err != nil {
+		klog.ErrorS(err, "Saving image GC state")
+	}
+	if m.opts.OnRun != nil {
+		m.opts.OnRun(r)
+	}
+	return r, r.Err
+}
+
+func (m *Manager) collect(ctx context.Context, r *Report) error {
+	plan, err := m.Plan(ctx)
+	if err != nil {
+		return err
+	}
+	r.Plan, r.Before = plan, plan.Disk
+	m.metrics.observePlan(plan)
+	outcome, err := Execute(ctx, m.opts.Runtime, plan, m.inUseNow(ctx), m.opts.Config.DryRun)
+	r.Outcome = outcome
+	for _, d := range outcome.Removed {
+		if m.opts.Layers != nil && !outcome.DryRun {
+			m.opts.Layers.Forget(d.Image.ID)
+		}
+	}
+	if len(outcome.Removed) > 0 && !outcome.DryRun {
+		r.After, r.Measured = m.settle(ctx, plan.Disk)
+		if r.Measured {
+			r.MeasuredFreed = int64(r.After.Available) - int64(r.Before.Available)
+		}
+	} else {
+		r.After = plan.Disk
+	}
+	return err
+}
+
+// Plan lists the runtime's images and containers, brings usage up to date
+// and returns the plan for the node as it is now. It removes nothing.
+func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
+	images, err := m.opts.Runtime.ListImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	containers, err := m.opts.Runtime.ListContainers(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	now := m.clock.Now()
+	m.tracker.Reconcile(images, containers, now)
+	disk, err := m.diskStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.metrics.observeDisk(disk)
+	in := m.tracker.Images(images, now)
+	m.markSandbox(in)
+	m.addLayers(ctx, in)
+	return m.policy.Plan(in, disk, now)
+}
+
+func (m *Manager) markSandbox(in []Image) {
+	if len(m.opts.SandboxImages) == 0 {
+		return
+	}
+	names := make(map[string]int, len(m.opts.SandboxImages))
+	for _, s := range m.opts.SandboxImages {
+		names[s] = 1
+	}
+	for i := range in {
+		in[i].Sandbox = anyNameIn(names, in[i].ID, in[i].RepoTags, in[i].RepoDigests)
+	}
+}
+
+// addLayers fills every image's layers, or none: a partial set would make
+// the accounting count some bytes twice.
+func (m *Manager) addLayers(ctx context.Context, in []Image) {
+	if m.opts.Layers == nil {
+		return
+	}
+	for i := range in {
+		layers, err := m.opts.Layers.Layers(ctx, &in[i])
+		if err != nil {
+			m.layersWarn.Do(func() {
+				klog.InfoS("Cannot read image layers from containerd; planning with CRI sizes for now", "imageID", in[i].ID, "err", err)
+			})
+			for j := range in {
+				in[j].Layers = nil
+			}
+			return
+		}
+		if layers == nil {
+			layers = []Layer{}
+		}
+		in[i].Layers = layers
+	}
+}
+
+// inUseNow returns the check Execute makes right before each removal. With
+// the event stream live the tracker is current; otherwise the containers
+// are listed again. When the runtime cannot be asked, the image counts as in
+// use: nothing is removed on doubt.
+func (m *Manager) inUseNow(ctx context.Context) func(*Image) bool {
+	return func(img *Image) bool {
+		if !m.eventsLive.Load() {
+			containers, err := m.opts.Runtime.ListContainers(ctx, nil)
+			if err != nil {
+				klog.InfoS("Cannot list containers before removing an image; keeping it", "imageID", img.ID, "err", err)
+				return true
+			}
+			m.tracker.ReconcileContainers(containers, m.clock.Now())
+		}
+		return m.tracker.InUse(img)
+	}
+}
+
+// diskStats reads the image filesystem's capacity and free space.
+func (m *Manager) diskStats(ctx context.Context) (DiskStats, error) {
+	mp := m.mountpoint.Load()
+	if mp == nil {
+		info, err := m.opts.Runtime.ImageFsInfo(ctx)
+		if err != nil {
+			return DiskStats{}, err
+		}
+		fss := info.GetImageFilesystems()
+		if len(fss) == 0 || fss[0].GetFsId().GetMountpoint() == "" {
+			return DiskStats{}, errors.New("the runtime reports no image filesystem mountpoint")
+		}
+		p := fss[0].GetFsId().GetMountpoint()
+		m.mountpoint.Store(&p)
+		mp = &p
+	}
+	st, err := m.opts.Disk.Stat(*mp)
+	if err != nil {
+		m.mountpoint.Store(nil) // ask the runtime again next time
+		return DiskStats{}, fmt.Errorf("image filesystem %s: %w", *mp, err)
+	}
+	if st.Capacity == 0 {
+		return DiskStats{}, fmt.Errorf("image filesystem %s: %w", *mp, ErrInvalidDiskCapacity)
+	}
+	return DiskStats{Capacity: st.Capacity, Available: st.Available}, nil
+}
+
+// settle waits, within SettleTimeout, for the runtime's asynchronous cleanup
+// (containerd removes content and snapshots after the image record) and
+// returns the disk once available bytes stopped growing for a while.
+func (m *Manager) settle(ctx context.Context, before DiskStats) (DiskStats, bool) {
+	const poll, quiet = 250 * time.Millisecond, 1500 * time.Millisecond
+	deadline := m.clock.Now().Add(m.opts.SettleTimeout)
+	last, err := m.diskStats(ctx)
+	if err != nil {
+		return before, false
+	}
+	stableSince := m.clock.Now()
+	for m.clock.Now().Before(deadline) && m.clock.Since(stableSince) < quiet {
+		select {
+		case <-ctx.Done():
+			return last, true
+		case <-m.clock.After(poll):
+		}
+		cur, err := m.diskStats(ctx)
+		if err != nil {
+			return last, true
+		}
+		if cur.Available != last.Available {
+			stableSince = m.clock.Now()
+		}
+		last = cur
+	}
+	return last, true
+}
+
+func (m *Manager) record(r *Report) {
+	result := ResultSuccess
+	var fe *FreeDiskSpaceError
+	switch {
+	case errors.As(r.Err, &fe):
+		result = ResultNotEnough
+	case errors.Is(r.Err, ErrInvalidDiskCapacity):
+		result = ResultNoCapacity
+	case r.Err != nil:
+		result = ResultError
+	case r.Outcome != nil && r.Outcome.DryRun:
+		result = ResultDryRun
+	}
+	m.metrics.runs.WithLabelValues(r.Trigger, result).Inc()
+	m.metrics.duration.WithLabelValues(r.Trigger).Observe(r.Duration.Seconds())
+	if r.Outcome == nil || r.Outcome.DryRun {
+		return
+	}
+	for _, d := range r.Outcome.Removed {
+		m.metrics.removed.WithLabelValues(d.Reason).Inc()
+	}
+	m.metrics.bytesEstimated.Add(float64(r.Outcome.EstimatedFreed))
+	if r.Measured && r.MeasuredFreed > 0 {
+		m.metrics.bytesMeasured.Add(float64(r.MeasuredFreed))
+	}
+}
+
+// watchUsage keeps last-used times current: from the container event
+// stream while the runtime offers it, else by polling. A broken stream is
+// reopened with backoff.
+func (m *Manager) watchUsage(ctx context.Context) {
+	delay := time.Second
+	for ctx.Err() == nil {
+		err := m.opts.Runtime.WatchContainerEvents(ctx, func() {
+			m.metrics.setUsageSource(usageFromEvents)
+			m.eventsLive.Store(true)
+			m.reconcile(ctx)
+			delay = time.Second
+		}, m.tracker.ObserveEvent)
+		m.eventsLive.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, cri.ErrUnsupported) {
+			klog.InfoS("The runtime has no container event stream; polling containers for image usage",
+				"interval", m.opts.Config.DiskCheckInterval.Duration)
+			m.metrics.setUsageSource(usageFromPolling)
+			m.pollUsage(ctx)
+			return
+		}
+		klog.InfoS("Container event stream broke; reopening", "err", err, "after", delay)
+		m.metrics.setUsageSource(usageFromPolling)
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.clock.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+func (m *Manager) pollUsage(ctx context.Context) {
+	t := m.clock.NewTicker(m.opts.Config.DiskCheckInterval.Duration)
+	defer t.Stop()
+	for {
+		m.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+func (m *Manager) reconcile(ctx context.Context) {
+	images, err := m.opts.Runtime.ListImages(ctx)
+	if err != nil {
+		klog.V(2).InfoS("Listing images for usage tracking failed; will retry", "err", err)
+		return
+	}
+	containers, err := m.opts.Runtime.ListContainers(ctx, nil)
+	if err != nil {
+		klog.V(2).InfoS("Listing containers for usage tracking failed; will retry", "err", err)
+		return
+	}
+	m.tracker.Reconcile(images, containers, m.clock.Now())
+}

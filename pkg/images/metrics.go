@@ -1,0 +1,118 @@
+package images
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Trigger values of a GC run (metric label).
+const (
+	TriggerThreshold = "threshold" // the fast disk check saw usage at or above the high threshold
+	TriggerPeriodic  = "periodic"  // the periodic sweep
+	TriggerManual    = "manual"    // asked for (tests, future API)
+)
+
+// Result values of a GC run (metric label).
+const (
+	ResultSuccess    = "success"
+	ResultNotEnough  = "not_enough" // FreeDiskSpaceFailed
+	ResultError      = "error"
+	ResultDryRun     = "dry_run"
+	ResultNoCapacity = "invalid_capacity"
+)
+
+// Metrics of the image GC. Create once with NewMetrics.
+type Metrics struct {
+	removed        *prometheus.CounterVec
+	runs           *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	bytesTargeted  prometheus.Counter
+	bytesEstimated prometheus.Counter
+	bytesMeasured  prometheus.Counter
+	skipped        *prometheus.GaugeVec
+	usagePercent   prometheus.Gauge
+	capacity       prometheus.Gauge
+	available      prometheus.Gauge
+	usageSource    *prometheus.GaugeVec
+}
+
+// NewMetrics creates the image GC metrics and registers them into reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodegc_image_gc_images_removed_total",
+			Help: "Images removed by the image GC, by reason: age (unused longer than maximumGCAge) or space (disk above the high threshold). Same meaning as kubelet_image_garbage_collected_total.",
+		}, []string{"reason"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodegc_image_gc_runs_total",
+			Help: "Image GC runs, by trigger (threshold, periodic, manual) and result (success, not_enough, error, dry_run, invalid_capacity).",
+		}, []string{"trigger", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodegc_image_gc_run_duration_seconds",
+			Help:    "Duration of image GC runs, from listing to the measurement of freed space, by trigger.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10), // 10ms .. ~38s
+		}, []string{"trigger"}),
+		bytesTargeted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodegc_image_gc_bytes_targeted_total",
+			Help: "Bytes the threshold rule asked the image GC to free, summed over runs.",
+		}),
+		bytesEstimated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodegc_image_gc_bytes_estimated_freed_total",
+			Help: "Bytes the image GC estimated it freed (exact layer accounting on containerd, CRI sizes otherwise), summed over runs.",
+		}),
+		bytesMeasured: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodegc_image_gc_bytes_measured_freed_total",
+			Help: "Growth of the image filesystem's available bytes measured after image removals, summed over runs (negative changes count as 0).",
+		}),
+		skipped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodegc_image_gc_images_skipped",
+			Help: "Images the last image GC plan kept, by reason (in_use, pinned, sandbox, excluded, min_age, newest_tags, not_needed).",
+		}, []string{"reason"}),
+		usagePercent: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodegc_image_fs_usage_percent",
+			Help: "Usage of the image filesystem in percent, as the image GC computes it (100 - available*100/capacity).",
+		}),
+		capacity: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodegc_image_fs_capacity_bytes",
+			Help: "Capacity of the image filesystem.",
+		}),
+		available: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodegc_image_fs_available_bytes",
+			Help: "Available bytes of the image filesystem.",
+		}),
+		usageSource: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodegc_image_usage_source",
+			Help: "1 for how image last-used times are kept up to date now: events (CRI container event stream) or polling (ListContainers).",
+		}, []string{"source"}),
+	}
+	reg.MustRegister(m.removed, m.runs, m.duration, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
+		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource)
+	for _, r := range []string{ReasonAge, ReasonSpace} {
+		m.removed.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *Metrics) observeDisk(d DiskStats) {
+	m.capacity.Set(float64(d.Capacity))
+	m.available.Set(float64(d.Available))
+	m.usagePercent.Set(float64(d.UsagePercent()))
+}
+
+func (m *Metrics) observePlan(p *Plan) {
+	m.skipped.Reset()
+	for _, d := range p.Keep {
+		m.skipped.WithLabelValues(d.Reason).Inc()
+	}
+	m.skipped.WithLabelValues(KeepNotNeeded).Add(float64(len(p.Spare)))
+	m.bytesTargeted.Add(float64(p.BytesToFree))
+}
+
+func (m *Metrics) setUsageSource(source string) {
+	for _, s := range []string{usageFromEvents, usageFromPolling} {
+		v := 0.0
+		if s == source {
+			v = 1
+		}
+		m.usageSource.WithLabelValues(s).Set(v)
+	}
+}
