@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+#
+# hack/install-tools.sh: idempotent, cached installer of the test-bed binaries (see /work/shared/TESTING.md
+# "Getting the binaries"). Versions are pinned in hack/versions.sh. Layout (relied on by the Go test harnesses):
+#
+#   _output/tools/bin/{etcd,kube-apiserver,kube-controller-manager,crictl}
+#   _output/tools/containerd2/bin/{containerd,containerd-shim-runc-v2}   (own dir: the daemon finds its shim via PATH)
+#   _output/tools/stamps/NAME                                             (version each binary was built at)
+#   /usr/bin/containerd (Debian, 1.6), /usr/sbin/runc, /usr/lib/cni/*    (apt)
+#
+# A binary is rebuilt only if it is missing or its stamp does not hold the pinned version; the stamp is written
+# only after a successful build and a smoke check of the binary's version output.
+#
+# Usage: hack/install-tools.sh [--print-env]
+# Env:   NODEGC_SKIP_APT=1  skip the apt step (e.g. not root on a dev box); GOCACHE/GOMODCACHE/GOPROXY are honoured.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+TOOLS_DIR="$ROOT/_output/tools"
+BIN_DIR="$TOOLS_DIR/bin"
+CONTAINERD2_BIN_DIR="$TOOLS_DIR/containerd2/bin"
+STAMP_DIR="$TOOLS_DIR/stamps"
+APT_PACKAGES=(containerd runc e2fsprogs containernetworking-plugins util-linux)
+
+log() { printf '[tools] %s\n' "$*"; }
+die() { printf '[tools] ERROR: %s\n' "$*" >&2; exit 1; }
+elapsed() { local s=$(($(date +%s) - $1)); if ((s >= 60)); then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi; }
+
+# shellcheck source=hack/versions.sh
+source "$ROOT/hack/versions.sh"
+
+case "${1:-}" in
+"") ;;
+--print-env)
+	printf 'NODEGC_TOOLS_DIR=%q\n' "$TOOLS_DIR"
+	printf 'NODEGC_TOOLS_BIN=%q\n' "$BIN_DIR"
+	printf 'NODEGC_CONTAINERD2_BIN=%q\n' "$CONTAINERD2_BIN_DIR"
+	printf 'KUBERNETES_VERSION=%q\nETCD_VERSION=%q\nCRICTL_VERSION=%q\nCONTAINERD2_VERSION=%q\n' \
+		"$KUBERNETES_VERSION" "$ETCD_VERSION" "$CRICTL_VERSION" "$CONTAINERD2_VERSION"
+	exit 0
+	;;
+-h | --help)
+	sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+	exit 0
+	;;
+*) die "unknown argument: $1 (usage: $0 [--print-env])" ;;
+esac
+
+START=$(date +%s)
+mkdir -p "$BIN_DIR" "$CONTAINERD2_BIN_DIR" "$STAMP_DIR" "$TOOLS_DIR/tmp"
+# Keep everything under _output/ out of git without touching the repo's own files.
+[[ -f "$ROOT/_output/.gitignore" ]] || printf '*\n' >"$ROOT/_output/.gitignore"
+
+# One installer at a time (several `make test` may start together).
+if command -v flock >/dev/null 2>&1; then
+	exec 9>"$TOOLS_DIR/.lock"
+	if ! flock -n 9; then
+		log "waiting for another install-tools.sh to finish (lock $TOOLS_DIR/.lock) ..."
+		flock 9
+	fi
+	# Under the lock, leftovers of an installer that was killed are ours to remove.
+	rm -rf "$TOOLS_DIR"/tmp/build.*
+fi
+
+# Scratch dir for builds: binaries are built here, smoke-checked, then renamed into place (atomic, and safe while
+# an old binary is running).
+WORK="$(mktemp -d "$TOOLS_DIR/tmp/build.XXXXXX")"
+# Module-less commands (`go install pkg@v`, `go mod download mod@v`) run in a dir with no go.mod above it, so they
+# can never touch the product module.
+NOMOD="$(mktemp -d "${TMPDIR:-/tmp}/nodegc-tools.XXXXXX")"
+trap 'rm -rf "$WORK" "$NOMOD"' EXIT
+
+# Tool builds: static, no VCS stamping, never a go.work; GOCACHE/GOMODCACHE come from the environment.
+export CGO_ENABLED=0 GOWORK=off
+GO_BUILD_FLAGS=(-buildvcs=false)
+
+# up_to_date NAME PATH VERSION: the binary exists and its stamp holds VERSION.
+up_to_date() {
+	[[ -x "$2" && -f "$STAMP_DIR/$1" && "$(<"$STAMP_DIR/$1")" == "$3" ]]
+}
+
+# smoke BIN WANT ARGS...: BIN ARGS... succeeds and its output contains WANT.
+smoke() {
+	local bin="$1" want="$2" out
+	shift 2
+	out="$("$bin" "$@" 2>&1)" || die "smoke check failed: $bin $* exited non-zero: $out"
+	grep -qF -- "$want" <<<"$out" || die "smoke check failed: $bin $* does not report '$want': $out"
+}
+
+# place NAME BUILT DEST VERSION: move a built, smoke-checked binary into place, then write its stamp.
+place() {
+	chmod 0755 "$2"
+	mv -f "$2" "$3"
+	printf '%s\n' "$4" >"$STAMP_DIR/$1"
+}
+
+# --- 1. Debian packages ---------------------------------------------------------------------------------------
+install_apt() {
+	if [[ "${NODEGC_SKIP_APT:-}" == 1 ]]; then
+		log "apt: skipped (NODEGC_SKIP_APT=1)"
+		return
+	fi
+	command -v dpkg >/dev/null 2>&1 || die "dpkg not found: install ${APT_PACKAGES[*]} by hand and set NODEGC_SKIP_APT=1"
+	local p out missing=()
+	for p in "${APT_PACKAGES[@]}"; do
+		# Capture, do not pipe into `grep -q`: under pipefail, grep exiting early SIGPIPEs dpkg and the check fails.
+		out="$(dpkg -s "$p" 2>/dev/null)" || out=""
+		[[ "$out" == *$'\nStatus: install ok installed'* ]] || missing+=("$p")
+	done
+	if ((${#missing[@]} == 0)); then
+		log "apt: ${APT_PACKAGES[*]}: installed"
+		return
+	fi
+	local sudo=()
+	if ((EUID != 0)); then
+		command -v sudo >/dev/null 2>&1 || die "apt packages missing (${missing[*]}) and not root"
+		sudo=(sudo)
+	fi
+	local t0
+	t0=$(date +%s)
+	log "apt: installing ${missing[*]} (cold: ~15 s) ..."
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+	log "apt: installed ${missing[*]} in $(elapsed "$t0")"
+}
+
+# --- 2. containerd 2.x + shim ----------------------------------------------------------------------------------
+install_containerd2() {
+	local v="$CONTAINERD2_VERSION" mod=github.com/containerd/containerd/v2
+	if up_to_date containerd "$CONTAINERD2_BIN_DIR/containerd" "$v" &&
+		up_to_date containerd-shim-runc-v2 "$CONTAINERD2_BIN_DIR/containerd-shim-runc-v2" "$v"; then
+		log "containerd $v + containerd-shim-runc-v2: cached"
+		return
+	fi
+	local t0
+	t0=$(date +%s)
+	log "building containerd $v + containerd-shim-runc-v2 (cold: ~2.5 min) ..."
+	mkdir -p "$WORK/containerd2"
+	(cd "$NOMOD" && GOBIN="$WORK/containerd2" go install "${GO_BUILD_FLAGS[@]}" \
+		-ldflags "-X $mod/version.Version=$v" \
+		"$mod/cmd/containerd@$v" "$mod/cmd/containerd-shim-runc-v2@$v")
+	smoke "$WORK/containerd2/containerd" "$v" --version
+	smoke "$WORK/containerd2/containerd-shim-runc-v2" "$v" -v
+	place containerd "$WORK/containerd2/containerd" "$CONTAINERD2_BIN_DIR/containerd" "$v"
+	place containerd-shim-runc-v2 "$WORK/containerd2/containerd-shim-runc-v2" "$CONTAINERD2_BIN_DIR/containerd-shim-runc-v2" "$v"
+	log "built containerd $v + containerd-shim-runc-v2 in $(elapsed "$t0")"
+}
+
+# --- 3a. etcd -------------------------------------------------------------------------------------------------
+install_etcd() {
+	local v="$ETCD_VERSION" dir="$ROOT/hack/tools/etcd" mod=go.etcd.io/etcd/server/v3
+	if up_to_date etcd "$BIN_DIR/etcd" "$v"; then
+		log "etcd $v: cached"
+		return
+	fi
+	local t0
+	t0=$(date +%s)
+	# In sync when the server and go.etcd.io/etcd/api/v3 (which holds the version string) are both at $v.
+	local m ok=1
+	for m in "$mod" go.etcd.io/etcd/api/v3; do
+		grep -qE "^[[:space:]]*(require[[:space:]]+)?${m//./\\.}[[:space:]]+${v//./\\.}([[:space:]]|$)" "$dir/go.mod" 2>/dev/null || ok=0
+	done
+	if ((!ok)); then
+		# Regenerate from scratch: `go mod edit -require` alone would keep the other etcd modules (api/v3, which
+		# holds the version string, client/v3, ...) at their old versions on a downgrade.
+		log "syncing hack/tools/etcd/go.mod to $mod $v (commit the result) ..."
+		{
+			echo '// Tools module: etcd for the test bed. Not part of the product module.'
+			echo '// Generated by hack/install-tools.sh from hack/versions.sh (ETCD_VERSION); edit that, not this file.'
+			echo 'module github.com/nodegc/nodegc/hack/tools/etcd'
+			echo
+			echo 'go 1.24.0'
+			echo
+			echo "require $mod $v"
+		} >"$dir/go.mod"
+		rm -f "$dir/go.sum"
+		(cd "$dir" && go mod tidy)
+	fi
+	log "building etcd $v (cold: ~20 s) ..."
+	(cd "$dir" && go build "${GO_BUILD_FLAGS[@]}" -o "$WORK/etcd" .)
+	smoke "$WORK/etcd" "etcd Version: ${v#v}" --version
+	place etcd "$WORK/etcd" "$BIN_DIR/etcd" "$v"
+	log "built etcd $v in $(elapsed "$t0")"
+}
+
+# --- 3b. kube-apiserver, kube-controller-manager, ... ------------------------------------------------------------
+# hack/tools/kube/go.mod requires k8s.io/kubernetes at KUBERNETES_VERSION, replaces every k8s.io/* staging module
+# (`k8s.io/xxx => ./staging/src/k8s.io/xxx` upstream) with v0.Y.Z, and lists the binaries as `tool`s so that
+# `go mod tidy` keeps go.sum complete for them. Regenerated here when versions.sh no longer matches it.
+sync_kube_module() {
+	local v="$KUBERNETES_VERSION" dir="$ROOT/hack/tools/kube" b ok=1
+	grep -qE "^[[:space:]]*(require[[:space:]]+)?k8s\.io/kubernetes[[:space:]]+${v//./\\.}([[:space:]]|$)" "$dir/go.mod" 2>/dev/null || ok=0
+	for b in $KUBE_BINARIES; do
+		grep -qE "(^|[[:space:]])k8s\.io/kubernetes/cmd/${b}[[:space:]]*$" "$dir/go.mod" 2>/dev/null || ok=0
+	done
+	((ok)) && return 0
+
+	log "syncing hack/tools/kube/go.mod to k8s.io/kubernetes $v, tools: $KUBE_BINARIES (commit the result) ..."
+	local json upstream staging m
+	json="$(cd "$NOMOD" && go mod download -json "k8s.io/kubernetes@$v" 2>&1)" || die "cannot download k8s.io/kubernetes@$v: $json"
+	upstream="$(sed -nE 's/^[[:space:]]*"GoMod": "(.*)",?$/\1/p' <<<"$json")"
+	[[ -f "$upstream" ]] || die "cannot download k8s.io/kubernetes@$v: $json"
+	staging="$(sed -nE 's#^[[:space:]]*(k8s\.io/[^[:space:]]+)[[:space:]]+=>[[:space:]]+\./staging/src/k8s\.io/.*#\1#p' "$upstream")"
+	[[ -n "$staging" ]] || die "no staging replace directives found in $upstream"
+	{
+		echo '// Tools module: Kubernetes binaries for the test bed. Not part of the product module.'
+		echo '// Generated by hack/install-tools.sh from hack/versions.sh (KUBERNETES_VERSION, KUBE_BINARIES);'
+		echo '// edit those, not this file.'
+		echo 'module github.com/nodegc/nodegc/hack/tools/kube'
+		echo
+		sed -nE '/^go[[:space:]]+([0-9.]+).*/{s//go \1/p;q}' "$upstream"
+		echo
+		# Same GODEBUG defaults as the upstream build (they follow the main module's go.mod).
+		grep -E '^godebug[[:space:]]' "$upstream" || true
+		echo
+		echo "require k8s.io/kubernetes $v"
+		echo
+		echo 'tool ('
+		for b in $KUBE_BINARIES; do printf '\tk8s.io/kubernetes/cmd/%s\n' "$b"; done
+		echo ')'
+		echo
+		echo '// Every k8s.io/* staging module of k8s.io/kubernetes, at the matching v0.Y.Z.'
+		echo 'replace ('
+		for m in $staging; do printf '\t%s => %s v0.%s\n' "$m" "$m" "${v#v1.}"; done
+		echo ')'
+	} >"$WORK/kube.go.mod"
+	cp "$WORK/kube.go.mod" "$dir/go.mod"
+	rm -f "$dir/go.sum"
+	(cd "$dir" && go mod tidy)
+}
+
+install_kube() {
+	local v="$KUBERNETES_VERSION" b need=() pkgs=()
+	for b in $KUBE_BINARIES; do
+		if up_to_date "$b" "$BIN_DIR/$b" "$v"; then
+			log "$b $v: cached"
+		else
+			need+=("$b")
+			pkgs+=("k8s.io/kubernetes/cmd/$b")
+		fi
+	done
+	((${#need[@]})) || return 0
+	local t0
+	t0=$(date +%s)
+	sync_kube_module
+	local major minor
+	IFS=. read -r major minor _ <<<"${v#v}"
+	local ldflags="-X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=$major"
+	ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+	ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$v"
+	log "building ${need[*]} $v in one go build (cold: ~5 min for kube-apiserver + kube-controller-manager) ..."
+	mkdir -p "$WORK/kube"
+	(cd "$ROOT/hack/tools/kube" && go build "${GO_BUILD_FLAGS[@]}" -ldflags "$ldflags" -o "$WORK/kube/" "${pkgs[@]}")
+	for b in "${need[@]}"; do smoke "$WORK/kube/$b" "Kubernetes $v" --version; done
+	for b in "${need[@]}"; do place "$b" "$WORK/kube/$b" "$BIN_DIR/$b" "$v"; done
+	log "built ${need[*]} $v in $(elapsed "$t0")"
+}
+
+# --- 3c. crictl -----------------------------------------------------------------------------------------------
+# `go install sigs.k8s.io/cri-tools/cmd/crictl@v` is refused (the proxy will not list cri-tools' versions):
+# download the module and build inside a writable copy of it.
+install_crictl() {
+	local v="$CRICTL_VERSION" mod=sigs.k8s.io/cri-tools json src
+	if up_to_date crictl "$BIN_DIR/crictl" "$v"; then
+		log "crictl $v: cached"
+		return
+	fi
+	local t0
+	t0=$(date +%s)
+	log "building crictl $v (cold: ~1 min) ..."
+	json="$(cd "$NOMOD" && go mod download -json "$mod@$v" 2>&1)" || die "cannot download $mod@$v: $json"
+	src="$(sed -nE 's/^[[:space:]]*"Dir": "(.*)",?$/\1/p' <<<"$json")"
+	[[ -d "$src" ]] || die "cannot download $mod@$v: $json"
+	cp -R "$src" "$WORK/cri-tools"
+	chmod -R u+w "$WORK/cri-tools"
+	(cd "$WORK/cri-tools" && go build "${GO_BUILD_FLAGS[@]}" -ldflags "-X $mod/pkg/version.Version=$v" \
+		-o "$WORK/crictl" ./cmd/crictl)
+	smoke "$WORK/crictl" "$v" --version
+	place crictl "$WORK/crictl" "$BIN_DIR/crictl" "$v"
+	log "built crictl $v in $(elapsed "$t0")"
+}
+
+install_apt
+install_containerd2
+install_etcd
+install_kube
+install_crictl
+
+summary="containerd $CONTAINERD2_VERSION, containerd-shim-runc-v2 $CONTAINERD2_VERSION, etcd $ETCD_VERSION"
+for b in $KUBE_BINARIES; do summary+=", $b $KUBERNETES_VERSION"; done
+summary+=", crictl $CRICTL_VERSION"
+if command -v dpkg-query >/dev/null 2>&1; then
+	for p in containerd runc; do
+		summary+=", $p $(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo '?') (debian)"
+	done
+fi
+log "done in $(elapsed "$START"): $summary"
