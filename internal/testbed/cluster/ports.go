@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+)
+
+// errAddrInUse marks a start that failed because a port picked by
+// freePorts was taken by someone else in the meantime; the caller retries
+// with fresh ports.
+var errAddrInUse = errors.New("address already in use")
+
+// maxStartAttempts bounds the retries on errAddrInUse.
+const maxStartAttempts = 5
+
+// pickPorts is freePorts; tests replace it to simulate a lost race.
+var pickPorts = freePorts
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners
+// are held until every port is picked, so the ports differ from each other;
+// they are closed before returning, so another process may still take one
+// before our child binds it (hence errAddrInUse and the retries).
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	listeners := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("pick a free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// reservation holds a port bound but not listening: the kernel hands it to
+// no one else (neither bind to port 0 nor connect's choice of a local
+// port), while connections to it are refused, as for a stopped server.
+type reservation struct{ fd int }
+
+// reservePort binds a socket to 127.0.0.1:port without listening.
+// SO_REUSEADDR lets the bind succeed beside the TIME_WAIT connections a
+// server just closed.
+func reservePort(port int) (*reservation, error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reserve port %d: socket: %w", port, err)
+	}
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		_ = syscall.Close(fd)
+		return nil, fmt.Errorf("reserve port %d: SO_REUSEADDR: %w", port, err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		_ = syscall.Close(fd)
+		return nil, fmt.Errorf("reserve port %d: bind: %w", port, err)
+	}
+	return &reservation{fd: fd}, nil
+}
+
+// release frees the port. It is safe on a nil reservation.
+func (r *reservation) release() {
+	if r != nil {
+		_ = syscall.Close(r.fd)
+	}
+}
