@@ -1,0 +1,72 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// mountSmallFS mounts a filesystem of size bytes on mountPoint: an ext4
+// image file DIR/fs.img on a loop device, or, when that fails (no loop
+// devices, e.g. in an unprivileged container) or kind is "tmpfs", a
+// size-limited tmpfs. It returns "loop-ext4" or "tmpfs".
+func mountSmallFS(ctx context.Context, dir, mountPoint string, size int64, kind string, logf func(string, ...any)) (string, error) {
+	var loopErr error
+	switch kind {
+	case "":
+		loopErr = mountLoopExt4(ctx, dir, mountPoint, size)
+		if loopErr == nil {
+			return "loop-ext4", nil
+		}
+		logf("loop-mounted ext4 unavailable (%v); using tmpfs for %s", loopErr, mountPoint)
+	case "tmpfs":
+		loopErr = fmt.Errorf("not tried (tmpfs asked for)")
+	default:
+		return "", fmt.Errorf("small filesystem kind %q: want \"\" or \"tmpfs\"", kind)
+	}
+	opts := fmt.Sprintf("size=%d,mode=0711", size)
+	if err := unix.Mount("tmpfs", mountPoint, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return "", fmt.Errorf("small filesystem on %s: loop ext4: %v; tmpfs: %w", mountPoint, loopErr, err)
+	}
+	return "tmpfs", nil
+}
+
+func mountLoopExt4(ctx context.Context, dir, mountPoint string, size int64) error {
+	img := filepath.Join(dir, "fs.img")
+	f, err := os.OpenFile(img, os.O_CREATE|os.O_RDWR|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size) // sparse: takes no space until written
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("size %s: %w", img, err)
+	}
+	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4 %s: %w: %s", img, err, out)
+	}
+	out, err := exec.CommandContext(ctx, "losetup", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("losetup %s: %w: %s", img, err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	if err := unix.Mount(dev, mountPoint, "ext4", 0, ""); err != nil {
+		detachLoop(ctx, dev)
+		return fmt.Errorf("mount %s (%s) on %s: %w", dev, img, mountPoint, err)
+	}
+	return nil
+}
+
+// detachLoop detaches a loop device. A device still in use is detached by
+// the kernel when its last user goes (autoclear).
+func detachLoop(ctx context.Context, dev string) error {
+	if out, err := exec.CommandContext(ctx, "losetup", "--detach", dev).CombinedOutput(); err != nil {
+		return fmt.Errorf("losetup --detach %s: %w: %s", dev, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
