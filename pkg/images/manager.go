@@ -96,6 +96,9 @@ type Manager struct {
 	tracker *Tracker
 	metrics *Metrics
 	clock   clock.WithTicker
+	// waitClock times waits for the real runtime (the cleanup after
+	// removals), which take real time whatever clock decides ages.
+	waitClock clock.Clock
 
 	running    sync.Mutex // held for the whole of a GC run
 	eventsLive atomic.Bool
@@ -130,7 +133,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Layers == nil {
 		klog.InfoS("Image GC uses CRI image sizes: shared layers are counted once per image, so freed-byte estimates are upper bounds")
 	}
-	return &Manager{opts: opts, policy: policy, tracker: tracker, metrics: NewMetrics(reg), clock: opts.Clock}, nil
+	return &Manager{opts: opts, policy: policy, tracker: tracker, metrics: NewMetrics(reg), clock: opts.Clock, waitClock: clock.RealClock{}}, nil
 }
 
 // Tracker returns the manager's usage tracker.
@@ -244,7 +247,11 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 	outcome, err := Execute(ctx, m.opts.Runtime, plan, m.inUseNow(ctx), m.opts.Config.DryRun)
 	r.Outcome = outcome
 	for _, d := range outcome.Removed {
-		if m.opts.Layers != nil && !outcome.DryRun {
+		if outcome.DryRun {
+			break
+		}
+		m.tracker.Forget(d.Image.ID)
+		if m.opts.Layers != nil {
 			m.opts.Layers.Forget(d.Image.ID)
 		}
 	}
@@ -367,27 +374,29 @@ func (m *Manager) diskStats(ctx context.Context) (DiskStats, error) {
 
 // settle waits, within SettleTimeout, for the runtime's asynchronous cleanup
 // (containerd removes content and snapshots after the image record) and
-// returns the disk once available bytes stopped growing for a while.
+// returns the disk once available bytes stopped growing for a while. Only
+// growth counts as progress: other writers on a shared filesystem keep
+// available bytes moving down, which must not hold the run open.
 func (m *Manager) settle(ctx context.Context, before DiskStats) (DiskStats, bool) {
-	const poll, quiet = 250 * time.Millisecond, 1500 * time.Millisecond
-	deadline := m.clock.Now().Add(m.opts.SettleTimeout)
+	const poll, quiet, noise = 250 * time.Millisecond, 1500 * time.Millisecond, 256 << 10
+	deadline := m.waitClock.Now().Add(m.opts.SettleTimeout)
 	last, err := m.diskStats(ctx)
 	if err != nil {
 		return before, false
 	}
-	stableSince := m.clock.Now()
-	for m.clock.Now().Before(deadline) && m.clock.Since(stableSince) < quiet {
+	best, progressAt := last.Available, m.waitClock.Now()
+	for m.waitClock.Now().Before(deadline) && m.waitClock.Since(progressAt) < quiet {
 		select {
 		case <-ctx.Done():
 			return last, true
-		case <-m.clock.After(poll):
+		case <-m.waitClock.After(poll):
 		}
 		cur, err := m.diskStats(ctx)
 		if err != nil {
 			return last, true
 		}
-		if cur.Available != last.Available {
-			stableSince = m.clock.Now()
+		if cur.Available > best+noise {
+			best, progressAt = cur.Available, m.waitClock.Now()
 		}
 		last = cur
 	}

@@ -246,6 +246,18 @@ func (t *Tracker) InUse(img *Image) bool {
 	return anyNameIn(t.refs, img.ID, img.RepoTags, img.RepoDigests)
 }
 
+// Forget drops the record of an image nodegc removed, so that the same
+// image pulled again counts as first detected then, not when it was first
+// seen before its removal.
+func (t *Tracker) Forget(imageID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.usage[imageID]; ok {
+		delete(t.usage, imageID)
+		t.dirty = true
+	}
+}
+
 // Usage returns a copy of the usage records.
 func (t *Tracker) Usage() map[string]Usage {
 	t.mu.Lock()

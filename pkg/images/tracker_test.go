@@ -184,3 +184,17 @@ func TestSaveLeavesNoTempFiles(t *testing.T) {
 		t.Errorf("state dir holds %v, want only %s", names, StateFileName)
 	}
 }
+
+// TestForgetRemovedImage: an image nodegc removed and that is pulled again
+// is first detected again, so the minimum age protects it anew.
+func TestForgetRemovedImage(t *testing.T) {
+	tr, _ := newTestTracker(t)
+	images := []*runtimeapi.Image{criImage("sha256:a")}
+	tr.Reconcile(images, nil, t0)
+	tr.Forget("sha256:a")
+	later := t0.Add(time.Hour)
+	tr.Reconcile(images, nil, later)
+	if got := tr.Usage()["sha256:a"].FirstDetected; !got.Equal(later) {
+		t.Errorf("FirstDetected after removal and re-pull = %v, want %v", got, later)
+	}
+}

@@ -1,0 +1,207 @@
+package images_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/cri"
+	"github.com/nodegc/nodegc/pkg/diskstats"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+const mib = 1 << 20
+
+// bed is one real containerd node with nodegc's CRI client, containerd
+// layer reader and disk reader pointed at it.
+type bed struct {
+	t      *testing.T
+	node   *node.Node
+	cri    *cri.Client
+	layers *images.ContainerdLayers
+	disk   *diskstats.Reader
+	// runtime records RemoveImage calls on top of the CRI client.
+	runtime *recordingRuntime
+	// settleTimeout, if set, bounds the wait before measuring freed space.
+	settleTimeout time.Duration
+}
+
+func newBed(t *testing.T, v testbed.ContainerdVersion, smallFS int64) *bed {
+	t.Helper()
+	testbed.RequireRoot(t)
+	ctx := t.Context()
+	n := node.Start(t, node.Options{Version: v, SmallFS: smallFS})
+	c, err := cri.Dial(ctx, cri.Options{RuntimeEndpoint: n.Endpoint, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	info, err := c.ImageFsInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := images.NewContainerdLayers(ctx, n.Socket,
+		images.SnapshotterFromMountpoint(info.GetImageFilesystems()[0].GetFsId().GetMountpoint()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { layers.Close() })
+	if _, err := n.PullImage(ctx, n.Pause.Ref); err != nil {
+		t.Fatal(err)
+	}
+	return &bed{t: t, node: n, cri: c, layers: layers, disk: diskstats.NewReader(), runtime: &recordingRuntime{Client: c}}
+}
+
+// push pushes an image of one own layer of ownMiB on top of the given
+// shared layers, and pulls it.
+func (b *bed) pushPull(repo string, ownMiB int64, shared ...registry.LayerSpec) *registry.Image {
+	b.t.Helper()
+	layers := append(append([]registry.LayerSpec(nil), shared...), registry.LayerSpec{Seed: repo, Size: ownMiB * mib})
+	img, err := b.node.Registry.Push(b.t.Context(), registry.ImageSpec{Repo: repo, Tag: "v1", Layers: layers})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if _, err := b.node.PullImage(b.t.Context(), img.Ref); err != nil {
+		b.t.Fatal(err)
+	}
+	return img
+}
+
+func (b *bed) diskStats() images.DiskStats {
+	b.t.Helper()
+	st, err := b.node.FSStats()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return images.DiskStats{Capacity: st.Capacity, Available: st.Available}
+}
+
+// manager builds an image GC manager on this bed; mutate adjusts the
+// image GC config (defaults otherwise, minimum age 0).
+func (b *bed) manager(stateDir string, clk clock.WithTicker, mutate func(*config.ImageGCConfiguration)) *images.Manager {
+	b.t.Helper()
+	cfg := config.Defaulted().ImageGC
+	cfg.MinimumGCAge = &metav1.Duration{}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	sandbox, err := b.cri.SandboxImage(b.t.Context())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	m, err := images.NewManager(images.Options{
+		Config: cfg, StateDirectory: stateDir, Runtime: b.runtime, Layers: b.layers, Disk: b.disk, Clock: clk,
+		SandboxImages: []string{sandbox}, SettleTimeout: b.settleTimeout,
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return m
+}
+
+// useImage runs a container of img in a new pod until it exits, then
+// removes the pod, so that the image counts as used at that moment.
+func (b *bed) useImage(img *registry.Image) {
+	b.t.Helper()
+	ctx := b.t.Context()
+	pod, err := b.node.RunPod(ctx, node.PodSpec{Name: "use", Namespace: "default"})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	id, err := b.node.RunContainer(ctx, pod, node.ContainerSpec{Name: "c", Image: img.Ref, Args: []string{"exit", "0"}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if _, err := b.node.WaitContainerState(ctx, id, runtimeapi.ContainerState_CONTAINER_EXITED, time.Minute); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+func (b *bed) removePods() {
+	b.t.Helper()
+	ctx := b.t.Context()
+	pods, err := b.cri.ListPodSandboxes(ctx, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for _, p := range pods {
+		if err := b.node.StopPod(ctx, p.GetId()); err != nil {
+			b.t.Fatal(err)
+		}
+		if err := b.node.RemovePod(ctx, p.GetId()); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+func (b *bed) imageIDs() map[string]bool {
+	b.t.Helper()
+	list, err := b.cri.ListImages(b.t.Context())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, img := range list {
+		ids[img.GetId()] = true
+	}
+	return ids
+}
+
+// thresholdsAround returns high/low thresholds such that the disk as it is
+// now is at or above high and a GC must free about freePercent.
+func thresholdsAround(d images.DiskStats, freePercent int) (high, low int32) {
+	u := int32(d.UsagePercent())
+	return u, max(0, u-int32(freePercent))
+}
+
+func setThresholds(high, low int32) func(*config.ImageGCConfiguration) {
+	return func(c *config.ImageGCConfiguration) {
+		c.HighThresholdPercent = ptr.To(high)
+		c.LowThresholdPercent = ptr.To(low)
+	}
+}
+
+// recordingRuntime passes calls to the CRI client and records when each
+// image removal was asked for.
+type recordingRuntime struct {
+	*cri.Client
+	mu      sync.Mutex
+	removed []removal
+}
+
+type removal struct {
+	id string
+	at time.Time
+}
+
+func (r *recordingRuntime) RemoveImage(ctx context.Context, id string) error {
+	r.mu.Lock()
+	r.removed = append(r.removed, removal{id: id, at: time.Now()})
+	r.mu.Unlock()
+	return r.Client.RemoveImage(ctx, id)
+}
+
+func (r *recordingRuntime) removals() []removal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]removal(nil), r.removed...)
+}
+
+func (r *recordingRuntime) reset() {
+	r.mu.Lock()
+	r.removed = nil
+	r.mu.Unlock()
+}
+
+func repoName(i int) string { return fmt.Sprintf("gc/img%d", i) }

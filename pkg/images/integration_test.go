@@ -1,0 +1,259 @@
+package images_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+// TestThresholdGCInLRUOrder: on a real containerd whose small image
+// filesystem is above the high threshold, one GC run brings usage to the low
+// threshold or below, removes only eligible images, least recently used
+// first, and stops once enough is freed.
+func TestThresholdGCInLRUOrder(t *testing.T) {
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			b := newBed(t, v, 256*mib)
+			clk := clocktesting.NewFakeClock(time.Now())
+			var imgs []*registry.Image
+			for i := range 6 {
+				imgs = append(imgs, b.pushPull(repoName(i), 12))
+			}
+			inUse := b.pushPull("gc/in-use", 12)
+
+			// Thresholds around the usage now: the GC must free ~15% of the
+			// filesystem, about two of the six images.
+			high, low := thresholdsAround(b.diskStats(), 15)
+			m := b.manager(t.TempDir(), clk, setThresholds(high, low))
+			// Use the images in a known order, one minute apart: img5 is
+			// used first (least recently), img0 last.
+			if _, err := m.Plan(t.Context()); err != nil { // first detection
+				t.Fatal(err)
+			}
+			for i := len(imgs) - 1; i >= 0; i-- {
+				clk.Step(time.Minute)
+				b.useImage(imgs[i])
+				if _, err := m.Plan(t.Context()); err != nil { // records the use at the fake time
+					t.Fatal(err)
+				}
+				b.removePods()
+			}
+			// One image stays in use by an exited container.
+			b.useImage(inUse)
+			clk.Step(time.Minute)
+
+			before := b.diskStats()
+			r, err := m.GarbageCollect(t.Context(), images.TriggerManual)
+			if err != nil {
+				t.Fatalf("GC: %v", err)
+			}
+			after := b.diskStats()
+			t.Logf("usage %d%% -> %d%% (high %d, low %d); estimated %d MiB, measured %d MiB",
+				before.UsagePercent(), after.UsagePercent(), high, low, r.Outcome.EstimatedFreed/mib, r.MeasuredFreed/mib)
+			if after.UsagePercent() > int(low) {
+				t.Errorf("usage after GC %d%% > low threshold %d%%", after.UsagePercent(), low)
+			}
+			var removed []string
+			for _, d := range r.Outcome.Removed {
+				removed = append(removed, d.Image.RepoTags[0])
+			}
+			// LRU: img5 (used first), img4, ... and no more than needed.
+			var want []string
+			for i := len(imgs) - 1; i >= len(imgs)-len(removed) && i >= 0; i-- {
+				want = append(want, imgs[i].Ref)
+			}
+			if len(removed) == 0 || len(removed) == len(imgs) {
+				t.Fatalf("removed %d of %d images: want some but not all", len(removed), len(imgs))
+			}
+			if diff := cmp.Diff(want, removed); diff != "" {
+				t.Errorf("removal order (-want LRU +got):\n%s", diff)
+			}
+			// Stops once enough: without the last removal it was not enough.
+			last := r.Outcome.Removed[len(r.Outcome.Removed)-1]
+			if r.Outcome.EstimatedFreed-last.Bytes >= r.Plan.BytesToFree {
+				t.Errorf("removed one more image than needed: %d bytes estimated without it, %d to free", r.Outcome.EstimatedFreed-last.Bytes, r.Plan.BytesToFree)
+			}
+			ids := b.imageIDs()
+			if !ids[inUse.ID()] || !ids[b.node.Pause.ID()] {
+				t.Errorf("an ineligible image was removed: in-use present=%v, pause present=%v", ids[inUse.ID()], ids[b.node.Pause.ID()])
+			}
+		})
+	}
+}
+
+// TestSharedLayerAccounting: several images share a large base layer.
+// Removing them all frees the base once: the plan's estimate matches the
+// measured growth of free space within 5%, while the sum of CRI sizes
+// counts the base once per image.
+func TestSharedLayerAccounting(t *testing.T) {
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			b := newBed(t, v, 256*mib)
+			base := registry.LayerSpec{Seed: "shared-base", Size: 30 * mib}
+			var ids []string
+			for i := range 4 {
+				ids = append(ids, b.pushPull(repoName(i), 3, base).ID())
+			}
+			// Free everything that is eligible: high 1%, low 0%.
+			m := b.manager(t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
+			r, err := m.GarbageCollect(t.Context(), images.TriggerManual)
+			var fe *images.FreeDiskSpaceError
+			if err != nil && !errors.As(err, &fe) {
+				t.Fatal(err)
+			}
+			if !r.Plan.ExactAccounting {
+				t.Fatal("plan did not use containerd layer accounting")
+			}
+			var criSum uint64
+			removed := map[string]bool{}
+			for _, d := range r.Outcome.Removed {
+				criSum += d.Image.Size
+				removed[d.Image.ID] = true
+			}
+			for _, id := range ids {
+				if !removed[id] {
+					t.Fatalf("image %s not removed; removed %v", id, removed)
+				}
+			}
+			est, measured := float64(r.Outcome.EstimatedFreed), float64(r.MeasuredFreed)
+			t.Logf("estimated %.1f MiB, measured %.1f MiB, sum of CRI sizes %.1f MiB (the base layer is %d MiB compressed and unpacked)",
+				est/mib, measured/mib, float64(criSum)/mib, base.Size/mib)
+			if !r.Measured || measured <= 0 {
+				t.Fatalf("freed space not measured: %+v", r)
+			}
+			if diff := (est - measured) / measured; diff > 0.05 || diff < -0.05 {
+				t.Errorf("estimate off by %.1f%% from the measured freed bytes (want within 5%%)", diff*100)
+			}
+			// CRI sizes count the compressed base 4 times but not the
+			// unpacked snapshots: they are wrong in both directions; here
+			// the base counted 4 times must over-count its compressed size.
+			if float64(criSum) < 4*float64(base.Size) {
+				t.Errorf("sum of CRI sizes %.1f MiB does not count the shared base per image", float64(criSum)/mib)
+			}
+		})
+	}
+}
+
+// TestStateSurvivesManagerRestart: first-detected and last-used survive a new
+// manager on the same state directory; a corrupt state file is set aside
+// and the GC still runs.
+func TestStateSurvivesManagerRestart(t *testing.T) {
+	b := newBed(t, testbed.Containerd2, 0)
+	clk := clocktesting.NewFakeClock(time.Now())
+	dir := t.TempDir()
+	a := b.pushPull(repoName(0), 1)
+	first := b.manager(dir, clk, nil)
+	if _, err := first.GarbageCollect(t.Context(), images.TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Hour)
+	b.useImage(a)
+	if _, err := first.GarbageCollect(t.Context(), images.TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	want := first.Tracker().Usage()[a.ID()]
+	if !want.LastUsed.After(want.FirstDetected) {
+		t.Fatalf("usage before restart %+v: want last used after first detected", want)
+	}
+
+	clk.Step(time.Hour)
+	second := b.manager(dir, clk, nil)
+	if got := second.Tracker().Usage()[a.ID()]; !got.FirstDetected.Equal(want.FirstDetected) || !got.LastUsed.Equal(want.LastUsed) {
+		t.Errorf("usage after restart = %+v, want %+v", got, want)
+	}
+	if _, err := second.Plan(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := second.Tracker().Usage()[a.ID()]; !got.FirstDetected.Equal(want.FirstDetected) {
+		t.Errorf("first detected moved after restart: %v, want %v", got.FirstDetected, want.FirstDetected)
+	}
+
+	// A corrupt state file: set aside, the GC runs and writes a valid one.
+	statePath := filepath.Join(dir, images.StateFileName)
+	if err := os.WriteFile(statePath, []byte(`{"version": 1, "images": {"x": `), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	third := b.manager(dir, clk, nil)
+	if len(third.Tracker().Usage()) != 0 {
+		t.Error("usage kept from a corrupt file")
+	}
+	if _, err := third.GarbageCollect(t.Context(), images.TriggerManual); err != nil {
+		t.Fatalf("GC after a corrupt state file: %v", err)
+	}
+	aside, _ := filepath.Glob(statePath + ".corrupt-*")
+	if len(aside) != 1 {
+		t.Errorf("corrupt state files set aside: %v, want one", aside)
+	}
+	data, err := os.ReadFile(statePath)
+	if err != nil || !strings.Contains(string(data), a.ID()) {
+		t.Errorf("state file after recovery: %q, %v; want it to hold %s", data, err, a.ID())
+	}
+}
+
+// TestReactionToThreshold: with the default 10 s disk check, the first
+// removal follows the moment usage crosses the high threshold within 15 s.
+func TestReactionToThreshold(t *testing.T) {
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			b := newBed(t, v, 256*mib)
+			for i := range 3 {
+				b.pushPull(repoName(i), 10)
+			}
+			// The next pull of 30 MiB (~60 MiB on disk) crosses high.
+			now := b.diskStats().UsagePercent()
+			high, low := int32(now+10), int32(now)
+			ctx, cancel := context.WithCancel(t.Context())
+			runner := b.manager(t.TempDir(), clock.RealClock{}, setThresholds(high, low))
+			done := make(chan error, 1)
+			go func() { done <- runner.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+
+			crossed := make(chan time.Time, 1)
+			go func() {
+				for ctx.Err() == nil {
+					st, err := b.node.FSStats()
+					if err == nil && (images.DiskStats{Capacity: st.Capacity, Available: st.Available}).UsagePercent() >= int(high) {
+						crossed <- time.Now()
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}()
+			b.pushPull("gc/big", 30)
+			var at time.Time
+			select {
+			case at = <-crossed:
+			case <-time.After(time.Minute):
+				t.Fatal("usage never crossed the high threshold")
+			}
+			deadline := time.After(time.Minute)
+			for {
+				if rs := b.runtime.removals(); len(rs) > 0 {
+					delay := rs[0].at.Sub(at)
+					t.Logf("high threshold crossed; first RemoveImage %.1f s later", delay.Seconds())
+					if delay > 15*time.Second {
+						t.Errorf("first removal %.1f s after crossing the high threshold, want <= 15 s", delay.Seconds())
+					}
+					return
+				}
+				select {
+				case <-deadline:
+					t.Fatal("no removal within a minute of crossing the high threshold")
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		})
+	}
+}
