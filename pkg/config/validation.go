@@ -94,6 +94,9 @@ func validateContainerGC(p *field.Path, c *ContainerGCConfiguration) field.Error
 	}
 	if c.MaxPerPodContainer == nil {
 		errs = append(errs, field.Required(p.Child("maxPerPodContainer"), ""))
+	} else if *c.MaxPerPodContainer == 0 {
+		errs = append(errs, field.Invalid(p.Child("maxPerPodContainer"), 0,
+			"must be at least 1, or negative for no limit: nodegc always keeps the newest dead container of a live pod's container (kubectl logs --previous needs it)"))
 	}
 	if c.MaxContainers == nil {
 		errs = append(errs, field.Required(p.Child("maxContainers"), ""))

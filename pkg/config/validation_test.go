@@ -141,6 +141,10 @@ func TestValidate(t *testing.T) {
 				c.ContainerGC.MaxContainers = ptr.To[int32](-5)
 			},
 		},
+		"zero dead containers per pod container would drop the newest": {
+			mutate: func(c *NodeGCConfiguration) { c.ContainerGC.MaxPerPodContainer = ptr.To[int32](0) },
+			want:   []string{"containerGC.maxPerPodContainer: Invalid value"},
+		},
 		"container period and directories": {
 			mutate: func(c *NodeGCConfiguration) {
 				c.ContainerGC.Period = dur(-time.Second)

@@ -57,6 +57,11 @@ type Node struct {
 	// FSKind says where Root lives: "loop-ext4", "tmpfs", or "" for the
 	// filesystem of /tmp (no Options.SmallFS).
 	FSKind string
+	// PodLogs is the node's pod logs directory (the kubelet's
+	// /var/log/pods): RunPod gives every sandbox the log directory
+	// PodLogs/NAMESPACE_NAME_UID, and containers log to NAME/ATTEMPT.log
+	// below it.
+	PodLogs string
 
 	// Runtime and Images are raw CRI clients of this containerd. They keep
 	// working across Restart.
@@ -161,6 +166,7 @@ func create(t testing.TB, opts Options, bin, shimDir, runc string) (*Node, error
 		State:        filepath.Join(dir, "state"),
 		RuncRoot:     inst.runcRoot(),
 		CgroupParent: inst.cgroupParent(),
+		PodLogs:      filepath.Join(dir, "pods"),
 		t:            t,
 		bin:          bin,
 		shimDir:      shimDir,

@@ -48,7 +48,7 @@ func (n *Node) RunPod(ctx context.Context, spec PodSpec) (string, error) {
 	if spec.UID == "" {
 		spec.UID = newUID()
 	}
-	logDir := filepath.Join(n.Dir, "pods", fmt.Sprintf("%s_%s_%s", spec.Namespace, spec.Name, spec.UID))
+	logDir := filepath.Join(n.PodLogs, fmt.Sprintf("%s_%s_%s", spec.Namespace, spec.Name, spec.UID))
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return "", fmt.Errorf("run pod %s/%s: %w", spec.Namespace, spec.Name, err)
 	}

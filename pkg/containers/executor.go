@@ -1,0 +1,260 @@
+package containers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodegc/nodegc/pkg/cri"
+)
+
+// remover is what the executor needs of the runtime.
+type remover interface {
+	ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error)
+	StopContainer(ctx context.Context, id string, gracePeriodSeconds int64) error
+	RemoveContainer(ctx context.Context, id string) error
+	StopPodSandbox(ctx context.Context, id string) error
+	RemovePodSandbox(ctx context.Context, id string) error
+}
+
+var _ remover = (*cri.Client)(nil)
+
+// Operations that can fail, a metric label.
+const (
+	OpContainerStatus = "container_status"
+	OpStopContainer   = "stop_container"
+	OpRemoveLogs      = "remove_container_logs"
+	OpRemoveContainer = "remove_container"
+	OpStopSandbox     = "stop_sandbox"
+	OpRemoveSandbox   = "remove_sandbox"
+	OpRemoveLogDir    = "remove_log_dir"
+	OpRemoveLogLink   = "remove_log_link"
+	OpListRuntime     = "list_runtime"
+	OpScanLogs        = "scan_logs"
+	OpReadExitTime    = "read_exit_time"
+)
+
+// Grace periods, in seconds, for stopping a container in an unknown state.
+const (
+	minimumGracePeriod = 2  // kubelet's minimumGracePeriodInSeconds
+	defaultGracePeriod = 30 // a pod's default terminationGracePeriodSeconds
+)
+
+// Why a planned removal was not done although nothing failed.
+const (
+	SkipStarted      = "started"       // the container runs now (created containers can be started after planning)
+	SkipPodFailed    = "pod_failed"    // a removal of the same pod failed: its log directory waits for the next run
+	SkipSandboxInUse = "sandbox_inuse" // a container of the sandbox could not be removed
+)
+
+// Paths are the log locations the executor cleans.
+type Paths struct {
+	// PodLogs is the pod logs directory (/var/log/pods).
+	PodLogs string
+	// ContainerLogs is the directory of the kubelet's log links
+	// (/var/log/containers).
+	ContainerLogs string
+}
+
+// Skip is a planned removal the executor did not do, and why.
+type Skip struct {
+	Kind, ID, Why string
+}
+
+// Outcome is what applying a plan did.
+type Outcome struct {
+	// DryRun says nothing was removed: the lists say what would have been.
+	DryRun bool
+	// Containers, Sandboxes, LogDirs and LogLinks list what was removed
+	// (NotFound counts as removed), with the plan's reasons.
+	Containers []ContainerDecision
+	Sandboxes  []SandboxDecision
+	LogDirs    []LogDirDecision
+	LogLinks   []LogLinkDecision
+	// Skipped lists planned removals not done for a reason that is not an
+	// error.
+	Skipped []Skip
+	// Failures counts failed operations by Op* value.
+	Failures map[string]int
+}
+
+// Execute applies plan: containers (stopping those in an unknown state
+// first, removing their log files and links as the kubelet does), then
+// sandboxes (stop, then remove), then pod log directories and dangling log
+// links. Right before removing a container it reads the container's status:
+// a container that runs by then is skipped, so a running container is never
+// removed. A sandbox one of whose containers could not be removed is kept,
+// and so is the log directory of a pod any removal of which failed. One
+// failure does not stop the others: failures are joined into the error. A
+// cancelled ctx stops between items. In dry-run the runtime and the
+// filesystem are not touched and the outcome lists what the plan removes.
+func Execute(ctx context.Context, rt remover, plan *Plan, paths Paths, dryRun bool) (*Outcome, error) {
+	e := &executor{rt: rt, paths: paths, out: &Outcome{DryRun: dryRun, Failures: map[string]int{}},
+		failedPods: map[string]bool{}, busySandboxes: map[string]bool{}}
+	if dryRun {
+		e.out.Containers = append(e.out.Containers, plan.RemoveContainers...)
+		e.out.Sandboxes = append(e.out.Sandboxes, plan.RemoveSandboxes...)
+		e.out.LogDirs = append(e.out.LogDirs, plan.RemoveLogDirs...)
+		e.out.LogLinks = append(e.out.LogLinks, plan.RemoveLogLinks...)
+		return e.out, nil
+	}
+	total := len(plan.RemoveContainers) + len(plan.RemoveSandboxes) + len(plan.RemoveLogDirs) + len(plan.RemoveLogLinks)
+	done := 0
+	stopped := func() bool {
+		if ctx.Err() == nil {
+			done++
+			return false
+		}
+		e.errs = append(e.errs, fmt.Errorf("container GC stopped after %d of %d planned removals: %w", done, total, ctx.Err()))
+		return true
+	}
+	for _, d := range plan.RemoveContainers {
+		if stopped() {
+			return e.out, errors.Join(e.errs...)
+		}
+		e.container(ctx, d)
+	}
+	for _, d := range plan.RemoveSandboxes {
+		if stopped() {
+			return e.out, errors.Join(e.errs...)
+		}
+		e.sandbox(ctx, d)
+	}
+	for _, d := range plan.RemoveLogDirs {
+		if stopped() {
+			return e.out, errors.Join(e.errs...)
+		}
+		e.logDir(d)
+	}
+	for _, d := range plan.RemoveLogLinks {
+		if stopped() {
+			return e.out, errors.Join(e.errs...)
+		}
+		e.logLink(d)
+	}
+	return e.out, errors.Join(e.errs...)
+}
+
+type executor struct {
+	rt            remover
+	paths         Paths
+	out           *Outcome
+	errs          []error
+	failedPods    map[string]bool // pod UIDs with a failed or skipped removal
+	busySandboxes map[string]bool // sandbox IDs with a container that stays
+}
+
+func (e *executor) fail(op string, err error, podUID, sandboxID string) {
+	e.out.Failures[op]++
+	e.errs = append(e.errs, err)
+	e.keepPod(podUID, sandboxID)
+}
+
+func (e *executor) keepPod(podUID, sandboxID string) {
+	if podUID != "" {
+		e.failedPods[podUID] = true
+	}
+	if sandboxID != "" {
+		e.busySandboxes[sandboxID] = true
+	}
+}
+
+func (e *executor) container(ctx context.Context, d ContainerDecision) {
+	c := &d.Container
+	who := fmt.Sprintf("container %s (%s of pod %s/%s)", c.ID, c.Name, c.PodNamespace, c.PodName)
+	st, err := e.rt.ContainerStatus(ctx, c.ID)
+	switch {
+	case cri.IsNotFound(err):
+		// Removed meanwhile: done, and its link goes as the kubelet's would.
+		if err := removeContainerLogs("", "", e.paths.ContainerLogs, c); err != nil {
+			e.fail(OpRemoveLogs, err, c.PodUID, c.SandboxID)
+			return
+		}
+		e.out.Containers = append(e.out.Containers, d)
+		return
+	case err != nil:
+		e.fail(OpContainerStatus, fmt.Errorf("%s: %w", who, err), c.PodUID, c.SandboxID)
+		return
+	case st.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING:
+		klog.V(2).InfoS("Container started after planning, keeping it", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name)
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "container", ID: c.ID, Why: SkipStarted})
+		e.keepPod(c.PodUID, c.SandboxID)
+		return
+	}
+	klog.V(4).InfoS("Removing container", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "reason", d.Reason)
+	if d.StopFirst || st.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
+		grace := c.GracePeriod
+		if grace < 0 {
+			grace = defaultGracePeriod
+		}
+		if err := e.rt.StopContainer(ctx, c.ID, max(grace, minimumGracePeriod)); err != nil {
+			e.fail(OpStopContainer, fmt.Errorf("%s in unknown state: %w", who, err), c.PodUID, c.SandboxID)
+			return
+		}
+	}
+	if err := removeContainerLogs(st.GetLogPath(), e.paths.PodLogs, e.paths.ContainerLogs, c); err != nil {
+		e.fail(OpRemoveLogs, err, c.PodUID, c.SandboxID)
+		return
+	}
+	if err := e.rt.RemoveContainer(ctx, c.ID); err != nil {
+		e.fail(OpRemoveContainer, fmt.Errorf("%s: %w", who, err), c.PodUID, c.SandboxID)
+		return
+	}
+	e.out.Containers = append(e.out.Containers, d)
+}
+
+func (e *executor) sandbox(ctx context.Context, d SandboxDecision) {
+	s := &d.Sandbox
+	if e.busySandboxes[s.ID] {
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "sandbox", ID: s.ID, Why: SkipSandboxInUse})
+		e.failedPods[s.PodUID] = true
+		return
+	}
+	who := fmt.Sprintf("sandbox %s of pod %s/%s", s.ID, s.PodNamespace, s.PodName)
+	klog.V(4).InfoS("Removing sandbox", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName), "reason", d.Reason)
+	if err := e.rt.StopPodSandbox(ctx, s.ID); err != nil {
+		e.fail(OpStopSandbox, fmt.Errorf("%s: %w", who, err), s.PodUID, "")
+		return
+	}
+	if err := e.rt.RemovePodSandbox(ctx, s.ID); err != nil {
+		e.fail(OpRemoveSandbox, fmt.Errorf("%s: %w", who, err), s.PodUID, "")
+		return
+	}
+	e.out.Sandboxes = append(e.out.Sandboxes, d)
+}
+
+func (e *executor) logDir(d LogDirDecision) {
+	if e.failedPods[d.Dir.PodUID] {
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "log_dir", ID: d.Dir.Name, Why: SkipPodFailed})
+		return
+	}
+	if !plainName(d.Dir.Name) || e.paths.PodLogs == "" {
+		e.fail(OpRemoveLogDir, fmt.Errorf("pod log directory %q: not a directory name under %q", d.Dir.Name, e.paths.PodLogs), "", "")
+		return
+	}
+	klog.V(4).InfoS("Removing pod log directory", "directory", d.Dir.Name, "podUID", d.Dir.PodUID, "reason", d.Reason)
+	if err := os.RemoveAll(filepath.Join(e.paths.PodLogs, d.Dir.Name)); err != nil {
+		e.fail(OpRemoveLogDir, fmt.Errorf("removing pod log directory %s: %w", d.Dir.Name, err), "", "")
+		return
+	}
+	e.out.LogDirs = append(e.out.LogDirs, d)
+}
+
+func (e *executor) logLink(d LogLinkDecision) {
+	if !plainName(d.Link.Name) || e.paths.ContainerLogs == "" {
+		e.fail(OpRemoveLogLink, fmt.Errorf("log link %q: not a file name under %q", d.Link.Name, e.paths.ContainerLogs), "", "")
+		return
+	}
+	klog.V(4).InfoS("Removing dangling container log link", "link", d.Link.Name, "containerID", d.Link.ContainerID)
+	if err := os.Remove(filepath.Join(e.paths.ContainerLogs, d.Link.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		e.fail(OpRemoveLogLink, fmt.Errorf("removing log link %s: %w", d.Link.Name, err), "", "")
+		return
+	}
+	e.out.LogLinks = append(e.out.LogLinks, d)
+}

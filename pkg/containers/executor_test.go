@@ -1,0 +1,228 @@
+package containers
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// execFixture is a node with pod "gone" (two dead containers, one in an
+// unknown state, an inactive sandbox, a log directory) and pod "p" (a dead
+// container in a stopped sandbox), on a fake runtime and temp log dirs.
+type execFixture struct {
+	rt           *fakeRuntime
+	paths        Paths
+	node         NodeState
+	goneDir      string
+	danglingLink string
+}
+
+func newExecFixture(t *testing.T) *execFixture {
+	t.Helper()
+	root := t.TempDir()
+	f := &execFixture{rt: newFakeRuntime(), paths: Paths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}}
+	mkdirs(t, f.paths.ContainerLogs)
+	f.goneDir = filepath.Join(f.paths.PodLogs, "ns_gone_gone")
+	add := func(c Container) {
+		logPath := filepath.Join(f.paths.PodLogs, "ns_"+c.PodName+"_"+c.PodUID, c.Name, "0.log")
+		touch(t, logPath)
+		f.rt.addContainer(c, logPath)
+		f.node.Containers = append(f.node.Containers, c)
+	}
+	add(dead("gone", "a", 0, 2*time.Hour))
+	add(ctr("gone", "b", 0, StateUnknown, 2*time.Hour))
+	add(dead("p", "a", 0, 3*time.Hour))
+	add(dead("p", "a", 1, 2*time.Hour))
+	for _, s := range []Sandbox{sbx("gone", 0, false, 3*time.Hour), sbx("p", 0, false, 3*time.Hour)} {
+		f.rt.addSandbox(s)
+		f.node.Sandboxes = append(f.node.Sandboxes, s)
+	}
+	f.node.LogDirs = []PodLogDir{{Name: "ns_gone_gone", PodUID: "gone", ModTime: t0.Add(-3 * time.Hour)}}
+	f.danglingLink = filepath.Join(f.paths.ContainerLogs, "x_ns_a-deadbeef.log")
+	if err := os.Symlink(filepath.Join(root, "nowhere"), f.danglingLink); err != nil {
+		t.Fatal(err)
+	}
+	f.node.LogLinks = []LogLink{{Name: filepath.Base(f.danglingLink), ContainerID: "deadbeef", Dangling: true}}
+	return f
+}
+
+func (f *execFixture) plan(t *testing.T) *Plan {
+	t.Helper()
+	return policyFor(t, nil).Plan(f.node, live("p"), t0)
+}
+
+func removedIDs(o *Outcome) []string {
+	var ids []string
+	for _, d := range o.Containers {
+		ids = append(ids, d.Container.ID)
+	}
+	for _, d := range o.Sandboxes {
+		ids = append(ids, d.Sandbox.ID)
+	}
+	for _, d := range o.LogDirs {
+		ids = append(ids, d.Dir.Name)
+	}
+	for _, d := range o.LogLinks {
+		ids = append(ids, d.Link.Name)
+	}
+	return ids
+}
+
+func TestExecuteAppliesThePlan(t *testing.T) {
+	f := newExecFixture(t)
+	out, err := Execute(t.Context(), f.rt, f.plan(t), f.paths, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCalls := []string{
+		// Oldest first; each container's status is read right before.
+		"ContainerStatus p/a/0", "RemoveContainer p/a/0",
+		"ContainerStatus gone/a/0", "RemoveContainer gone/a/0",
+		"ContainerStatus gone/b/0", "StopContainer gone/b/0", "RemoveContainer gone/b/0",
+		"StopPodSandbox gone/sb0", "RemovePodSandbox gone/sb0",
+	}
+	if diff := cmp.Diff(wantCalls, f.rt.callLog()); diff != "" {
+		t.Errorf("runtime calls (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"p/a/0", "gone/a/0", "gone/b/0", "gone/sb0", "ns_gone_gone", "x_ns_a-deadbeef.log"}, removedIDs(out)); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]bool{"p/a/1": true}, f.rt.containerIDs()); diff != "" {
+		t.Errorf("containers left (-want +got):\n%s", diff)
+	}
+	for _, p := range []string{f.goneDir, f.danglingLink, filepath.Join(f.paths.PodLogs, "ns_p_p", "a", "0.log")} {
+		if exists(p) {
+			t.Errorf("%s still exists", p)
+		}
+	}
+	if !exists(filepath.Join(f.paths.PodLogs, "ns_p_p")) {
+		t.Errorf("the log directory of the live pod was removed")
+	}
+}
+
+// TestExecuteNotFoundIsSuccess: what is already gone counts as removed.
+func TestExecuteNotFoundIsSuccess(t *testing.T) {
+	f := newExecFixture(t)
+	plan := f.plan(t)
+	f.rt = newFakeRuntime() // everything vanished after planning
+	out, err := Execute(t.Context(), f.rt, plan, f.paths, false)
+	if err != nil {
+		t.Fatalf("Execute: %v, want success", err)
+	}
+	if got := len(out.Containers) + len(out.Sandboxes); got != 4 {
+		t.Errorf("removed %d containers and sandboxes, want 4: %v", got, removedIDs(out))
+	}
+}
+
+// TestExecuteJoinsErrorsAndGoesOn: one failure does not stop the others;
+// the failed pod keeps its sandbox and log directory until the next run.
+func TestExecuteJoinsErrorsAndGoesOn(t *testing.T) {
+	f := newExecFixture(t)
+	f.rt.fail["RemoveContainer gone/a/0"] = status.Error(codes.Unavailable, "runtime restarting")
+	f.rt.fail["RemoveContainer p/a/0"] = status.Error(codes.Internal, "disk on fire")
+	out, err := Execute(t.Context(), f.rt, f.plan(t), f.paths, false)
+	if err == nil {
+		t.Fatal("Execute succeeded, want the joined failures")
+	}
+	for _, want := range []string{"container gone/a/0 (a of pod ns/gone)", "runtime restarting", "container p/a/0", "disk on fire"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if diff := cmp.Diff([]string{"gone/b/0", "x_ns_a-deadbeef.log"}, removedIDs(out)); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	wantSkipped := []Skip{{Kind: "sandbox", ID: "gone/sb0", Why: SkipSandboxInUse}, {Kind: "log_dir", ID: "ns_gone_gone", Why: SkipPodFailed}}
+	if diff := cmp.Diff(wantSkipped, out.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{OpRemoveContainer: 2}, out.Failures); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	if !exists(f.goneDir) || !f.rt.sandboxIDSet()["gone/sb0"] {
+		t.Error("the failed pod lost its log directory or sandbox")
+	}
+}
+
+// TestExecuteNeverRemovesARunningContainer: a container that was started
+// after planning is skipped, and so is its sandbox.
+func TestExecuteNeverRemovesARunningContainer(t *testing.T) {
+	f := newExecFixture(t)
+	plan := f.plan(t)
+	f.rt.setState("gone/a/0", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	out, err := Execute(t.Context(), f.rt, plan, f.paths, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.rt.containerIDs()["gone/a/0"] || !f.rt.sandboxIDSet()["gone/sb0"] {
+		t.Error("the running container or its sandbox was removed")
+	}
+	want := []Skip{
+		{Kind: "container", ID: "gone/a/0", Why: SkipStarted},
+		{Kind: "sandbox", ID: "gone/sb0", Why: SkipSandboxInUse},
+		{Kind: "log_dir", ID: "ns_gone_gone", Why: SkipPodFailed},
+	}
+	if diff := cmp.Diff(want, out.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+}
+
+func TestExecuteStopFailureKeepsTheContainer(t *testing.T) {
+	f := newExecFixture(t)
+	f.rt.fail["StopContainer gone/b/0"] = status.Error(codes.DeadlineExceeded, "stuck")
+	out, err := Execute(t.Context(), f.rt, f.plan(t), f.paths, false)
+	if err == nil || !strings.Contains(err.Error(), "unknown state") {
+		t.Fatalf("Execute: %v, want the stop failure", err)
+	}
+	if !f.rt.containerIDs()["gone/b/0"] {
+		t.Error("a container that could not be stopped was removed")
+	}
+	if out.Failures[OpStopContainer] != 1 {
+		t.Errorf("failures = %v", out.Failures)
+	}
+}
+
+// TestExecuteDryRunTouchesNothing: dry-run reports the plan's removals and
+// calls nothing.
+func TestExecuteDryRunTouchesNothing(t *testing.T) {
+	f := newExecFixture(t)
+	plan := f.plan(t)
+	out, err := Execute(t.Context(), f.rt, plan, f.paths, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := f.rt.callLog(); len(calls) != 0 {
+		t.Errorf("dry-run called the runtime: %v", calls)
+	}
+	if len(f.rt.containerIDs()) != 4 || !exists(f.goneDir) || !exists(f.danglingLink) {
+		t.Error("dry-run removed something")
+	}
+	if diff := cmp.Diff(plan.RemoveContainers, out.Containers); diff != "" {
+		t.Errorf("dry-run containers (-plan +outcome):\n%s", diff)
+	}
+	if !out.DryRun || len(out.Sandboxes) != len(plan.RemoveSandboxes) || len(out.LogDirs) != 1 || len(out.LogLinks) != 1 {
+		t.Errorf("dry-run outcome %+v does not list the plan's removals", out)
+	}
+}
+
+func TestExecuteStopsWhenCancelled(t *testing.T) {
+	f := newExecFixture(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := Execute(ctx, f.rt, f.plan(t), f.paths, false)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Execute = %v, want context.Canceled", err)
+	}
+	if len(f.rt.containerIDs()) != 4 {
+		t.Error("a cancelled run removed containers")
+	}
+}

@@ -1,0 +1,138 @@
+package containers
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// logSuffix ends the kubelet's container log links.
+const logSuffix = ".log"
+
+// maxFileNameLen is ext4's file name limit; the kubelet cuts link names to it.
+const maxFileNameLen = 255
+
+// scanPodLogDirs lists the pod log directories (NAMESPACE_NAME_UID) under
+// dir. Entries that are not directories or not named so are ignored. A
+// missing dir is empty.
+func scanPodLogDirs(dir string) ([]PodLogDir, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading pod logs directory %s: %w", dir, err)
+	}
+	var out []PodLogDir
+	for _, e := range entries {
+		uid, ok := podUIDFromLogDir(e.Name())
+		if !ok || !e.IsDir() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out = append(out, PodLogDir{Name: e.Name(), PodUID: uid, ModTime: info.ModTime()})
+	}
+	return out, nil
+}
+
+// podUIDFromLogDir parses NAMESPACE_NAME_UID. Namespaces and pod names
+// cannot hold an underscore, so a kubelet directory name has exactly three
+// non-empty parts.
+func podUIDFromLogDir(name string) (string, bool) {
+	parts := strings.Split(name, "_")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", false
+	}
+	return parts[2], true
+}
+
+// scanLogLinks lists the *.log symbolic links under dir and whether their
+// target exists. A missing dir is empty.
+func scanLogLinks(dir string) ([]LogLink, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading container logs directory %s: %w", dir, err)
+	}
+	var out []LogLink
+	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink == 0 || !strings.HasSuffix(e.Name(), logSuffix) {
+			continue
+		}
+		_, err := os.Stat(filepath.Join(dir, e.Name()))
+		out = append(out, LogLink{
+			Name:        e.Name(),
+			ContainerID: containerIDFromLink(e.Name()),
+			Dangling:    errors.Is(err, fs.ErrNotExist),
+		})
+	}
+	return out, nil
+}
+
+// containerIDFromLink parses POD_NAMESPACE_CONTAINER-ID.log; "" when the
+// name has no ID (cut by the length limit, or not the kubelet's).
+func containerIDFromLink(name string) string {
+	base, ok := strings.CutSuffix(name, logSuffix)
+	i := strings.LastIndexByte(base, '-')
+	if !ok || i < 0 {
+		return ""
+	}
+	return base[i+1:]
+}
+
+// legacyLinkName is the name of the kubelet's link to a container's log
+// under the container logs directory (kuberuntime's logSymlink).
+func legacyLinkName(podName, podNamespace, containerName, containerID string) string {
+	name := fmt.Sprintf("%s_%s_%s-%s", podName, podNamespace, containerName, containerID)
+	if len(name) > maxFileNameLen-len(logSuffix) {
+		name = name[:maxFileNameLen-len(logSuffix)]
+	}
+	return name + logSuffix
+}
+
+// within says whether path lies strictly inside dir (both cleaned).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dir), filepath.Clean(path))
+	return err == nil && filepath.IsAbs(path) && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// plainName says whether name is a single path element, safe to join to a
+// directory.
+func plainName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/')
+}
+
+// removeContainerLogs does what the kubelet does before it removes a
+// container: it removes the container's log file and its rotated siblings
+// (LOGPATH*), and its link in the container logs directory. A log path
+// outside podLogsDir is left alone: nodegc deletes files only where the
+// kubelet keeps logs. Files already gone are fine.
+func removeContainerLogs(logPath, podLogsDir, containerLogsDir string, c *Container) error {
+	var errs []error
+	if logPath != "" && podLogsDir != "" && within(logPath, podLogsDir) {
+		files, err := filepath.Glob(logPath + "*")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("log files of container %s: %w", c.ID, err))
+		}
+		for _, f := range files {
+			if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("removing log file of container %s: %w", c.ID, err))
+			}
+		}
+	}
+	if containerLogsDir != "" && c.PodName != "" && c.PodNamespace != "" {
+		link := filepath.Join(containerLogsDir, legacyLinkName(c.PodName, c.PodNamespace, c.Name, c.ID))
+		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing log link of container %s: %w", c.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,170 @@
+package containers
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func mkdirs(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func touch(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		mkdirs(t, filepath.Dir(p))
+		if err := os.WriteFile(p, []byte("log\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+func TestScanPodLogDirs(t *testing.T) {
+	root := t.TempDir()
+	mkdirs(t, filepath.Join(root, "ns_web_uid-1"), filepath.Join(root, "kube-system_etcd-n1_abc"), filepath.Join(root, "not-a-pod"),
+		filepath.Join(root, "a_b_c_d"), filepath.Join(root, "_b_c"))
+	touch(t, filepath.Join(root, "ns_file_uid-2"))
+	got, err := scanPodLogDirs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range got {
+		names = append(names, d.Name+"="+d.PodUID)
+		if d.ModTime.IsZero() {
+			t.Errorf("%s: no modification time", d.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"kube-system_etcd-n1_abc=abc", "ns_web_uid-1=uid-1"}, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("pod log dirs (-want +got):\n%s", diff)
+	}
+	if got, err := scanPodLogDirs(filepath.Join(root, "missing")); err != nil || got != nil {
+		t.Errorf("missing directory: %v, %v; want nothing and no error", got, err)
+	}
+}
+
+func TestScanLogLinks(t *testing.T) {
+	root := t.TempDir()
+	logs := filepath.Join(root, "containers")
+	target := filepath.Join(root, "pods", "ns_web_u", "app", "0.log")
+	touch(t, target)
+	mkdirs(t, logs)
+	id := strings.Repeat("ab", 32)
+	for name, to := range map[string]string{
+		"web_ns_app-" + id + ".log":       target,
+		"web_ns_old-" + id[:63] + "c.log": filepath.Join(root, "pods", "gone", "0.log"),
+		"notalog-x.txt":                   target,
+	} {
+		if err := os.Symlink(to, filepath.Join(logs, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touch(t, filepath.Join(logs, "plain-file.log"))
+	got, err := scanLogLinks(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []LogLink{
+		{Name: "web_ns_app-" + id + ".log", ContainerID: id, Dangling: false},
+		{Name: "web_ns_old-" + id[:63] + "c.log", ContainerID: id[:63] + "c", Dangling: true},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b LogLink) bool { return a.Name < b.Name })); diff != "" {
+		t.Errorf("links (-want +got):\n%s", diff)
+	}
+}
+
+func TestLegacyLinkName(t *testing.T) {
+	id := strings.Repeat("0123456789abcdef", 4)
+	if got, want := legacyLinkName("web", "team", "app", id), "web_team_app-"+id+".log"; got != want {
+		t.Errorf("legacyLinkName = %q, want %q", got, want)
+	}
+	long := legacyLinkName(strings.Repeat("p", 200), "ns", "app", id)
+	if len(long) != maxFileNameLen || !strings.HasSuffix(long, ".log") {
+		t.Errorf("a long name is cut to %d bytes ending in .log: got %d bytes %q", maxFileNameLen, len(long), long)
+	}
+	if got := containerIDFromLink(legacyLinkName("web", "team", "my-app", id)); got != id {
+		t.Errorf("containerIDFromLink = %q, want %q", got, id)
+	}
+}
+
+func TestWithin(t *testing.T) {
+	cases := map[string]struct {
+		path, dir string
+		want      bool
+	}{
+		"inside":          {"/var/log/pods/ns_a_u/app/0.log", "/var/log/pods", true},
+		"the dir itself":  {"/var/log/pods", "/var/log/pods", false},
+		"outside":         {"/etc/passwd", "/var/log/pods", false},
+		"escaping":        {"/var/log/pods/../../../etc/passwd", "/var/log/pods", false},
+		"prefix sibling":  {"/var/log/pods-other/x.log", "/var/log/pods", false},
+		"relative path":   {"ns_a_u/app/0.log", "/var/log/pods", false},
+		"dir with slash":  {"/var/log/pods/x/0.log", "/var/log/pods/", true},
+		"dotdot-ish name": {"/var/log/pods/..x/0.log", "/var/log/pods", true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := within(tc.path, tc.dir); got != tc.want {
+				t.Errorf("within(%q, %q) = %v, want %v", tc.path, tc.dir, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRemoveContainerLogs: the log file, its rotated siblings and the link
+// go; other attempts' logs stay; a log path outside the pod logs
+// directory is never touched.
+func TestRemoveContainerLogs(t *testing.T) {
+	root := t.TempDir()
+	pods, links := filepath.Join(root, "pods"), filepath.Join(root, "containers")
+	dir := filepath.Join(pods, "ns_web_u", "app")
+	logPath := filepath.Join(dir, "1.log")
+	touch(t, logPath, logPath+".20261121-120000", logPath+".20261121-110000.gz", filepath.Join(dir, "10.log"), filepath.Join(dir, "0.log"))
+	c := ctr("u", "app", 1, StateExited, 0)
+	c.PodName, c.PodNamespace, c.ID = "web", "ns", strings.Repeat("c", 64)
+	link := filepath.Join(links, legacyLinkName("web", "ns", "app", c.ID))
+	mkdirs(t, links)
+	if err := os.Symlink(logPath, link); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(root, "elsewhere.log")
+	touch(t, outside)
+
+	if err := removeContainerLogs(logPath, pods, links, &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{logPath, logPath + ".20261121-120000", logPath + ".20261121-110000.gz", link} {
+		if exists(gone) {
+			t.Errorf("%s still exists", gone)
+		}
+	}
+	for _, kept := range []string{filepath.Join(dir, "10.log"), filepath.Join(dir, "0.log")} {
+		if !exists(kept) {
+			t.Errorf("%s was removed", kept)
+		}
+	}
+	if err := removeContainerLogs(outside, pods, links, &c); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(outside) {
+		t.Errorf("a log path outside the pod logs directory was removed")
+	}
+	// Twice is fine: what is gone is done.
+	if err := removeContainerLogs(logPath, pods, links, &c); err != nil {
+		t.Errorf("second removal: %v", err)
+	}
+}

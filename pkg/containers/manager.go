@@ -1,0 +1,303 @@
+package containers
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/cri"
+)
+
+// runtimeService is what the container GC needs of the CRI client.
+type runtimeService interface {
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
+	remover
+}
+
+var _ runtimeService = (*cri.Client)(nil)
+
+// podSource tells which pods exist.
+type podSource interface {
+	// View returns the pod view at now.
+	View(now time.Time) PodView
+	// Retain forgets remembered deletions of pods that have nothing left on
+	// the node (onNode holds the UIDs that do).
+	Retain(onNode map[string]bool)
+}
+
+var _ podSource = (*APIPodSource)(nil)
+
+// ErrRunInProgress is returned by GarbageCollect while another run is going on.
+var ErrRunInProgress = errors.New("a container GC run is already in progress")
+
+// Options configure a Manager.
+type Options struct {
+	Config  config.ContainerGCConfiguration
+	Runtime runtimeService
+	// Pods tells which pods exist (an *APIPodSource). Nil means node-only:
+	// every pod is assumed to exist, so nothing is removed because its pod
+	// is gone; count and age limits still apply.
+	Pods  podSource
+	Clock clock.WithTicker
+	// Registerer receives the container GC metrics; nil means none are
+	// exported.
+	Registerer prometheus.Registerer
+	// OnRun, if set, receives the report of every run.
+	OnRun func(*Report)
+}
+
+// Report describes one GC run.
+type Report struct {
+	Trigger  string
+	Start    time.Time
+	Duration time.Duration
+	// Plan is nil when the runtime could not be listed.
+	Plan    *Plan
+	Outcome *Outcome
+	Err     error
+}
+
+// Manager runs the container GC for one node, every period, never two runs
+// at once.
+type Manager struct {
+	opts    Options
+	policy  *Policy
+	metrics *Metrics
+	clock   clock.WithTicker
+	paths   Paths
+
+	running sync.Mutex // held for the whole of a run; guards lastView
+	// lastView is the pod view reason of the previous run, to log changes.
+	lastView *string
+}
+
+// NewManager validates the policy and returns a manager.
+func NewManager(opts Options) (*Manager, error) {
+	policy, err := NewPolicy(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Runtime == nil {
+		return nil, errors.New("container GC: Runtime is required")
+	}
+	if opts.Config.Period.Duration <= 0 {
+		return nil, errors.New("container GC: period must be positive")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	if p, ok := opts.Pods.(*APIPodSource); ok && p == nil {
+		opts.Pods = nil // a nil *APIPodSource means node-only too
+	}
+	if opts.Pods == nil {
+		klog.InfoS("Container GC runs node-only: without API access no pod is ever considered gone; count and age limits still apply")
+	}
+	return &Manager{
+		opts: opts, policy: policy, metrics: NewMetrics(reg), clock: opts.Clock,
+		paths: Paths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
+	}, nil
+}
+
+// Run runs the container GC at once and then every period until ctx ends.
+// It blocks.
+func (m *Manager) Run(ctx context.Context) error {
+	t := m.clock.NewTicker(m.opts.Config.Period.Duration)
+	defer t.Stop()
+	for {
+		m.collectAndLog(ctx, TriggerPeriodic)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
+	r, err := m.GarbageCollect(ctx, trigger)
+	switch {
+	case errors.Is(err, ErrRunInProgress):
+		klog.V(2).InfoS("Container GC run skipped: another is in progress", "trigger", trigger)
+	case err != nil && ctx.Err() != nil:
+		klog.V(2).InfoS("Container GC run interrupted", "trigger", trigger, "err", err)
+	case err != nil:
+		klog.ErrorS(err, "Container GC run failed", "trigger", trigger)
+	}
+	if r != nil && r.Outcome != nil && !r.Plan.Empty() {
+		o := r.Outcome
+		klog.InfoS("Container GC run done", "trigger", trigger, "dryRun", o.DryRun, "containers", len(o.Containers),
+			"sandboxes", len(o.Sandboxes), "logDirectories", len(o.LogDirs), "logLinks", len(o.LogLinks),
+			"skipped", len(o.Skipped), "duration", r.Duration)
+	}
+}
+
+// GarbageCollect runs the container GC once: list, plan, remove. It returns
+// ErrRunInProgress if a run is going on. The error joins every failure; the
+// report says what was done despite them.
+func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, error) {
+	if !m.running.TryLock() {
+		return nil, ErrRunInProgress
+	}
+	defer m.running.Unlock()
+	r := &Report{Trigger: trigger, Start: m.clock.Now()}
+	r.Err = m.collect(ctx, r)
+	r.Duration = m.clock.Since(r.Start)
+	m.record(r)
+	if m.opts.OnRun != nil {
+		m.opts.OnRun(r)
+	}
+	return r, r.Err
+}
+
+func (m *Manager) collect(ctx context.Context, r *Report) error {
+	plan, err := m.plan(ctx)
+	if plan == nil {
+		return err
+	}
+	r.Plan = plan
+	m.metrics.observePlan(plan)
+	m.logViewChange(plan)
+	out, execErr := Execute(ctx, m.opts.Runtime, plan, m.paths, m.opts.Config.DryRun)
+	r.Outcome = out
+	return errors.Join(err, execErr)
+}
+
+// Plan lists the node and returns the plan for it as it is now. It removes
+// nothing. A non-nil plan may come with an error: the log directories could
+// not all be read, and the plan leaves them alone.
+func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
+	if !m.running.TryLock() {
+		return nil, ErrRunInProgress
+	}
+	defer m.running.Unlock()
+	return m.plan(ctx)
+}
+
+func (m *Manager) plan(ctx context.Context) (*Plan, error) {
+	node, err := m.snapshot(ctx)
+	if err != nil && node == nil {
+		return nil, err
+	}
+	now := m.clock.Now()
+	view := NodeOnlyView()
+	if m.opts.Pods != nil {
+		// After listing the node: a pod that has anything on the node
+		// existed before this view was taken.
+		view = m.opts.Pods.View(now)
+		m.opts.Pods.Retain(podsOnNode(node))
+	}
+	return m.policy.Plan(*node, view, now), err
+}
+
+// snapshot lists what the policy looks at. Failing to list the runtime is
+// fatal; failing to read a log directory is not (nothing is planned there).
+func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
+	cs, err := m.opts.Runtime.ListContainers(ctx, nil)
+	if err != nil {
+		m.metrics.errors.WithLabelValues(OpListRuntime).Inc()
+		return nil, err
+	}
+	sbs, err := m.opts.Runtime.ListPodSandboxes(ctx, nil)
+	if err != nil {
+		m.metrics.errors.WithLabelValues(OpListRuntime).Inc()
+		return nil, err
+	}
+	node := &NodeState{Containers: make([]Container, 0, len(cs)), Sandboxes: make([]Sandbox, 0, len(sbs))}
+	for _, s := range sbs {
+		node.Sandboxes = append(node.Sandboxes, SandboxFromCRI(s))
+	}
+	for _, c := range cs {
+		ct := ContainerFromCRI(c)
+		if m.policy.AgesFromExit() && ct.Managed && ct.State == StateExited {
+			st, err := m.opts.Runtime.ContainerStatus(ctx, ct.ID)
+			switch {
+			case cri.IsNotFound(err):
+				continue // removed meanwhile
+			case err != nil:
+				// FinishedAt stays zero: the policy keeps it (min_age).
+				m.metrics.errors.WithLabelValues(OpReadExitTime).Inc()
+				klog.V(2).InfoS("Cannot read a container's exit time; keeping it this run", "containerID", ct.ID, "err", err)
+			default:
+				ct.FinishedAt = unixNanos(st.GetFinishedAt())
+			}
+		}
+		node.Containers = append(node.Containers, ct)
+	}
+	var errs []error
+	if node.LogDirs, err = scanPodLogDirs(m.paths.PodLogs); err != nil {
+		errs = append(errs, err)
+	}
+	if m.paths.ContainerLogs != "" {
+		if node.LogLinks, err = scanLogLinks(m.paths.ContainerLogs); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		m.metrics.errors.WithLabelValues(OpScanLogs).Add(float64(len(errs)))
+	}
+	return node, errors.Join(errs...)
+}
+
+func podsOnNode(node *NodeState) map[string]bool {
+	uids := map[string]bool{}
+	for _, c := range node.Containers {
+		if c.Managed {
+			uids[c.PodUID] = true
+		}
+	}
+	for _, s := range node.Sandboxes {
+		if s.Managed {
+			uids[s.PodUID] = true
+		}
+	}
+	for _, d := range node.LogDirs {
+		uids[d.PodUID] = true
+	}
+	return uids
+}
+
+// logViewChange logs, once per change, whether the GC may act on "pod gone".
+func (m *Manager) logViewChange(p *Plan) {
+	reason := p.PodsReason
+	if m.lastView != nil && *m.lastView == reason {
+		return
+	}
+	first := m.lastView == nil
+	m.lastView = &reason
+	switch {
+	case p.PodsAuthoritative && !first:
+		klog.InfoS("Container GC knows which pods exist again: containers, sandboxes and log directories of deleted pods are collected")
+	case p.PodsAuthoritative:
+	case reason == ViewNodeOnly:
+		// Said once by NewManager.
+	default:
+		klog.InfoS("Container GC assumes every pod exists: nothing is removed because its pod is gone", "reason", reason)
+	}
+}
+
+func (m *Manager) record(r *Report) {
+	result := ResultSuccess
+	switch {
+	case r.Err != nil:
+		result = ResultError
+	case m.opts.Config.DryRun:
+		result = ResultDryRun
+	}
+	m.metrics.runs.WithLabelValues(r.Trigger, result).Inc()
+	m.metrics.duration.WithLabelValues(r.Trigger).Observe(r.Duration.Seconds())
+	if r.Outcome != nil {
+		m.metrics.observeOutcome(r.Outcome)
+	}
+}

@@ -1,0 +1,270 @@
+package containers
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+type managerFixture struct {
+	rt    *fakeRuntime
+	pods  *fakePods
+	clock *clocktesting.FakeClock
+	reg   *prometheus.Registry
+	cfg   config.ContainerGCConfiguration
+}
+
+// newManagerFixture: pod "p" (live) restarted 3 times in a ready sandbox,
+// pod "gone" with one dead container in a stopped sandbox and a log
+// directory.
+func newManagerFixture(t *testing.T) *managerFixture {
+	t.Helper()
+	root := t.TempDir()
+	f := &managerFixture{rt: newFakeRuntime(), clock: clocktesting.NewFakeClock(t0), reg: prometheus.NewPedanticRegistry(),
+		pods: &fakePods{view: live("p")}}
+	f.cfg = config.Defaulted().ContainerGC
+	f.cfg.PodLogsDirectory, f.cfg.ContainerLogsDirectory = filepath.Join(root, "pods"), filepath.Join(root, "containers")
+	for _, c := range append(restarts("p", "app", 3), dead("gone", "app", 0, 5*time.Hour)) {
+		f.rt.addContainer(c, "")
+	}
+	f.rt.addSandbox(sbx("p", 0, true, 5*time.Hour))
+	f.rt.addSandbox(sbx("gone", 0, false, 5*time.Hour))
+	for _, d := range []string{"ns_gone_gone", "ns_p_p"} {
+		p := filepath.Join(f.cfg.PodLogsDirectory, d)
+		mkdirs(t, p)
+		if err := os.Chtimes(p, t0.Add(-5*time.Hour), t0.Add(-5*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func (f *managerFixture) manager(t *testing.T, mutate func(*Options)) *Manager {
+	t.Helper()
+	opts := Options{Config: f.cfg, Runtime: f.rt, Pods: f.pods, Clock: f.clock, Registerer: f.reg}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	m, err := NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func planIDs(p *Plan) []string {
+	var ids []string
+	for _, d := range p.RemoveContainers {
+		ids = append(ids, d.Container.ID+":"+d.Reason)
+	}
+	for _, d := range p.RemoveSandboxes {
+		ids = append(ids, d.Sandbox.ID+":"+d.Reason)
+	}
+	for _, d := range p.RemoveLogDirs {
+		ids = append(ids, d.Dir.Name+":"+d.Reason)
+	}
+	return ids
+}
+
+func TestGarbageCollectRemovesAndCounts(t *testing.T) {
+	f := newManagerFixture(t)
+	m := f.manager(t, nil)
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"gone/app/0:pod_gone", "p/app/0:per_container_limit", "p/app/1:per_container_limit", "gone/sb0:pod_gone", "ns_gone_gone:pod_gone"}
+	if diff := cmp.Diff(want, planIDs(r.Plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]bool{"p/app/2": true}, f.rt.containerIDs()); diff != "" {
+		t.Errorf("containers left (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]bool{"gone": true, "p": true}, f.pods.retained); diff != "" {
+		t.Errorf("pods on the node passed to Retain (-want +got):\n%s", diff)
+	}
+	for reason, want := range map[string]float64{ReasonPodGone: 1, ReasonPerContainerLimit: 2, ReasonNodeLimit: 0} {
+		if got := testutil.ToFloat64(m.metrics.containersRemoved.WithLabelValues(reason)); got != want {
+			t.Errorf("containers removed{reason=%s} = %v, want %v", reason, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(m.metrics.sandboxesRemoved.WithLabelValues(ReasonPodGone)); got != 1 {
+		t.Errorf("sandboxes removed{pod_gone} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.metrics.logDirsRemoved.WithLabelValues(ReasonPodGone)); got != 1 {
+		t.Errorf("log directories removed{pod_gone} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.metrics.runs.WithLabelValues(TriggerManual, ResultSuccess)); got != 1 {
+		t.Errorf("runs{manual,success} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 1 {
+		t.Errorf("pod view authoritative = %v, want 1", got)
+	}
+	if n, err := testutil.GatherAndCount(f.reg); err != nil || n == 0 {
+		t.Errorf("GatherAndCount = %d, %v", n, err)
+	}
+}
+
+// TestGarbageCollectDryRunReportsTheSamePlan: a dry run removes nothing and
+// reports exactly the plan a real run then carries out.
+func TestGarbageCollectDryRunReportsTheSamePlan(t *testing.T) {
+	f := newManagerFixture(t)
+	dry := f.manager(t, func(o *Options) {
+		o.Config.DryRun = true
+		o.Registerer = prometheus.NewRegistry()
+	})
+	dr, err := dry.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := f.rt.callLog(); !cmp.Equal(calls, []string{"ListContainers ", "ListPodSandboxes "}) {
+		t.Errorf("dry run made runtime calls beyond listing: %v", calls)
+	}
+	if len(f.rt.containerIDs()) != 4 || len(f.rt.sandboxIDSet()) != 2 || !exists(filepath.Join(f.cfg.PodLogsDirectory, "ns_gone_gone")) {
+		t.Fatal("dry run removed something")
+	}
+	if got := testutil.ToFloat64(dry.metrics.runs.WithLabelValues(TriggerManual, ResultDryRun)); got != 1 {
+		t.Errorf("runs{manual,dry_run} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(dry.metrics.containersRemoved.WithLabelValues(ReasonPerContainerLimit)); got != 0 {
+		t.Errorf("a dry run counted %v removals", got)
+	}
+	real := f.manager(t, nil)
+	rr, err := real.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(dr.Plan, rr.Plan); diff != "" {
+		t.Errorf("dry-run plan differs from the real one (-dry +real):\n%s", diff)
+	}
+	if diff := cmp.Diff(removedIDs(dr.Outcome), removedIDs(rr.Outcome)); diff != "" {
+		t.Errorf("dry-run outcome differs from the real one (-dry +real):\n%s", diff)
+	}
+}
+
+// TestNodeOnlyNeverRemovesForPodGone: without a pod source nothing goes
+// because its pod is gone; limits still apply.
+func TestNodeOnlyNeverRemovesForPodGone(t *testing.T) {
+	f := newManagerFixture(t)
+	m := f.manager(t, func(o *Options) { o.Pods = nil })
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"p/app/0:per_container_limit", "p/app/1:per_container_limit"}, planIDs(r.Plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	if r.Plan.PodsAuthoritative || r.Plan.PodsReason != ViewNodeOnly {
+		t.Errorf("plan pod view = %v/%q, want not authoritative, %q", r.Plan.PodsAuthoritative, r.Plan.PodsReason, ViewNodeOnly)
+	}
+}
+
+// TestMinAgeFromExitReadsExitTimes: with minAgeFrom Exited the manager
+// reads each dead container's exit time from the runtime.
+func TestMinAgeFromExitReadsExitTimes(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt = newFakeRuntime()
+	f.rt.addContainer(with(dead("p", "app", 0, 5*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-2 * time.Hour) }), "")
+	f.rt.addContainer(with(dead("p", "app", 1, 4*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-time.Minute) }), "")
+	f.rt.addContainer(with(dead("p", "app", 2, 6*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-3 * time.Hour) }), "")
+	m := f.manager(t, func(o *Options) {
+		o.Config.MinAge = &metav1.Duration{Duration: time.Hour}
+		o.Config.MinAgeFrom = config.AgeFromExit
+		o.Config.MaxPerPodContainer = ptr.To[int32](1)
+	})
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// app/1 exited a minute ago (min age), app/0 and app/2 are old enough
+	// by their exit times: the newer of them stays within the limit.
+	if diff := cmp.Diff([]string{"p/app/2:per_container_limit", "ns_gone_gone:pod_gone"}, planIDs(r.Plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestRunCollectsEveryPeriod: Run collects at once, then every period of
+// the injected clock.
+func TestRunCollectsEveryPeriod(t *testing.T) {
+	f := newManagerFixture(t)
+	reports := make(chan *Report, 4)
+	m := f.manager(t, func(o *Options) { o.OnRun = func(r *Report) { reports <- r } })
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+	next := func() *Report {
+		select {
+		case r := <-reports:
+			return r
+		case <-time.After(30 * time.Second):
+			t.Fatal("no GC run")
+			return nil
+		}
+	}
+	if r := next(); r.Trigger != TriggerPeriodic || r.Plan.Empty() {
+		t.Fatalf("first run: trigger %q, plan %v", r.Trigger, planIDs(r.Plan))
+	}
+	f.clock.Step(f.cfg.Period.Duration)
+	if r := next(); !r.Plan.Empty() {
+		t.Errorf("second run planned %v, want nothing left to do", planIDs(r.Plan))
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+}
+
+// TestNeverTwoRunsAtOnce: a run while another is going on is refused.
+func TestNeverTwoRunsAtOnce(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt.listing, f.rt.release = make(chan struct{}), make(chan struct{})
+	m := f.manager(t, nil)
+	first := make(chan error)
+	go func() {
+		_, err := m.GarbageCollect(t.Context(), TriggerManual)
+		first <- err
+	}()
+	<-f.rt.listing // the first run is listing
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); !errors.Is(err, ErrRunInProgress) {
+		t.Errorf("second GarbageCollect = %v, want ErrRunInProgress", err)
+	}
+	if _, err := m.Plan(t.Context()); !errors.Is(err, ErrRunInProgress) {
+		t.Errorf("Plan during a run = %v, want ErrRunInProgress", err)
+	}
+	close(f.rt.release)
+	if err := <-first; err != nil {
+		t.Errorf("first run: %v", err)
+	}
+}
+
+func TestListFailureFailsTheRun(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt.fail["ListPodSandboxes "] = errors.New("runtime down")
+	m := f.manager(t, nil)
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err == nil || !strings.Contains(err.Error(), "runtime down") || r.Plan != nil {
+		t.Fatalf("GarbageCollect = %v, plan %v; want the list error and no plan", err, r.Plan)
+	}
+	if len(f.rt.containerIDs()) != 4 {
+		t.Error("a run that could not list removed something")
+	}
+	if got := testutil.ToFloat64(m.metrics.runs.WithLabelValues(TriggerManual, ResultError)); got != 1 {
+		t.Errorf("runs{manual,error} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.metrics.errors.WithLabelValues(OpListRuntime)); got != 1 {
+		t.Errorf("errors{list_runtime} = %v, want 1", got)
+	}
+}

@@ -1,0 +1,372 @@
+package containers
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// unit is what the kubelet evicts by: the dead instances of one container
+// of one pod.
+type unit struct {
+	podUID, name string
+}
+
+// planner holds one planning pass. It is not shared.
+type planner struct {
+	p    *Policy
+	pods PodView
+	now  time.Time
+	plan *Plan
+
+	static   map[string]bool      // pod UIDs of static pods
+	newest   map[string]time.Time // pod UID -> newest creation on the node
+	removed  map[string]bool      // container IDs the plan removes
+	podStays map[string]bool      // pod UIDs that keep a container or sandbox
+}
+
+// Plan decides, for the node as given and the pods the view says exist, at
+// time now, what to remove and what to keep. It is a pure function: it reads
+// no clock and does no I/O.
+//
+// Containers, with kubelet's rules: evictable are managed containers that
+// are not running and at least minAge old; the evictable containers of a
+// gone pod are all removed; the others are grouped by (pod UID, container
+// name) and each group keeps its maxPerPodContainer newest (by creation);
+// dead containers older than maxAge are removed except the newest dead one
+// of each group; when more than maxContainers remain, each group is cut to
+// max(1, maxContainers/groups), then the oldest on the node go until
+// maxContainers remain.
+//
+// Sandboxes: one is active while ready or while a container that stays
+// belongs to it. A gone pod loses every inactive sandbox; a live pod keeps
+// its newest sandbox and loses its other inactive ones.
+//
+// Log directories of gone pods are removed once the plan leaves nothing of
+// the pod on the node; dangling log links are removed unless their
+// container exists and has not exited.
+func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
+	pl := &planner{
+		p: p, pods: pods, now: now,
+		plan:     &Plan{Now: now, PodsAuthoritative: pods.Authoritative, PodsReason: pods.Reason},
+		static:   map[string]bool{},
+		newest:   map[string]time.Time{},
+		removed:  map[string]bool{},
+		podStays: map[string]bool{},
+	}
+	pl.index(node)
+	pl.containers(node.Containers)
+	pl.sandboxes(node.Sandboxes, node.Containers)
+	pl.logDirs(node.LogDirs)
+	pl.logLinks(node.LogLinks, node.Containers)
+	pl.sort()
+	return pl.plan
+}
+
+// index records, per pod, whether it is static and its newest creation time.
+func (pl *planner) index(node NodeState) {
+	seen := func(uid string, t time.Time) {
+		if t.After(pl.newest[uid]) {
+			pl.newest[uid] = t
+		}
+	}
+	for _, s := range node.Sandboxes {
+		if !s.Managed {
+			continue
+		}
+		seen(s.PodUID, s.CreatedAt)
+		if s.Source != "" && s.Source != SourceAPI {
+			pl.static[s.PodUID] = true
+		}
+	}
+	for _, c := range node.Containers {
+		if c.Managed {
+			seen(c.PodUID, c.CreatedAt)
+		}
+	}
+	for _, d := range node.LogDirs {
+		seen(d.PodUID, d.ModTime)
+	}
+}
+
+// gone says whether the pod uid no longer exists; when it does, why it is
+// kept (a Keep* reason).
+func (pl *planner) gone(uid string) (bool, string) {
+	switch {
+	case !pl.pods.Authoritative:
+		return false, KeepPodsUnknown
+	case pl.static[uid]:
+		return false, KeepStaticPod
+	case pl.pods.Gone(uid, pl.newest[uid]):
+		return true, ""
+	default:
+		return false, KeepPodLive
+	}
+}
+
+// age is how old a dead container is, from its creation or its exit. The
+// second result is false when the exit time is needed but unknown.
+func (pl *planner) age(c *Container) (time.Duration, bool) {
+	if pl.p.fromExit && c.State == StateExited {
+		if c.FinishedAt.IsZero() {
+			return 0, false
+		}
+		return pl.now.Sub(c.FinishedAt), true
+	}
+	return pl.now.Sub(c.CreatedAt), true
+}
+
+// newestFirst orders containers by creation, newest first, as the kubelet
+// does; attempt and ID break ties so that plans are deterministic.
+func newestFirst(a, b *Container) int {
+	return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.Attempt, a.Attempt), strings.Compare(a.ID, b.ID))
+}
+
+// deadFirst orders the instances of a pod's container for maxAge: those
+// that ran and stopped (exited, or unknown) before those never started, then
+// newest first. The first is the "previous" instance that `kubectl logs
+// --previous` and restart counts read.
+func deadFirst(a, b *Container) int {
+	ran := func(c *Container) int {
+		if c.State == StateCreated {
+			return 1
+		}
+		return 0
+	}
+	return cmp.Or(cmp.Compare(ran(a), ran(b)), newestFirst(a, b))
+}
+
+func (pl *planner) keepContainer(c *Container, reason string) {
+	pl.plan.KeepContainers = append(pl.plan.KeepContainers, ContainerDecision{Container: *c, Reason: reason})
+	if c.Managed {
+		pl.podStays[c.PodUID] = true
+	}
+}
+
+func (pl *planner) removeContainer(c *Container, reason string) {
+	pl.removed[c.ID] = true
+	pl.plan.RemoveContainers = append(pl.plan.RemoveContainers,
+		ContainerDecision{Container: *c, Reason: reason, StopFirst: c.State == StateUnknown})
+}
+
+func (pl *planner) containers(all []Container) {
+	units := map[unit][]*Container{}
+	newestDead := map[unit]*Container{}
+	for i := range all {
+		c := &all[i]
+		switch {
+		case !c.Managed:
+			pl.keepContainer(c, KeepUnmanaged)
+			continue
+		case c.State == StateRunning:
+			pl.keepContainer(c, KeepRunning)
+			continue
+		}
+		key := unit{c.PodUID, c.Name}
+		if n := newestDead[key]; n == nil || deadFirst(c, n) < 0 {
+			newestDead[key] = c
+		}
+		if age, known := pl.age(c); !known || age < pl.p.minAge {
+			pl.keepContainer(c, KeepMinAge)
+			continue
+		}
+		units[key] = append(units[key], c)
+	}
+	for key, cs := range units {
+		slices.SortFunc(cs, newestFirst)
+		if gone, _ := pl.gone(key.podUID); gone {
+			for _, c := range cs {
+				pl.removeContainer(c, ReasonPodGone)
+			}
+			delete(units, key)
+		}
+	}
+	if pl.p.maxPerPodContainer >= 0 {
+		pl.capUnits(units, pl.p.maxPerPodContainer, ReasonPerContainerLimit)
+	}
+	protected := map[*Container]bool{} // older than maxAge, kept as the newest dead
+	if pl.p.maxAge > 0 {
+		for key, cs := range units {
+			kept := cs[:0]
+			for _, c := range cs {
+				if age, _ := pl.age(c); age > pl.p.maxAge {
+					if c != newestDead[key] {
+						pl.removeContainer(c, ReasonMaxAge)
+						continue
+					}
+					protected[c] = true
+				}
+				kept = append(kept, c)
+			}
+			units[key] = kept
+		}
+	}
+	keep := func(c *Container) {
+		if protected[c] {
+			pl.keepContainer(c, KeepNewestDead)
+			return
+		}
+		pl.keepContainer(c, KeepWithinLimit)
+	}
+	if limit := pl.p.maxContainers; limit >= 0 && countUnits(units) > limit {
+		// The kubelet's fairness rule first: an equal share per unit, at
+		// least one; then the oldest across the node.
+		pl.capUnits(units, max(1, limit/len(units)), ReasonNodeLimit)
+		if n := countUnits(units); n > limit {
+			var flat []*Container
+			for key, cs := range units {
+				flat = append(flat, cs...)
+				delete(units, key)
+			}
+			slices.SortFunc(flat, newestFirst)
+			for i, c := range flat {
+				switch {
+				case i < limit:
+					keep(c)
+				case c == newestDead[unit{c.PodUID, c.Name}]:
+					// Safety over the count: the newest dead container of a
+					// live pod's container stays, even above maxContainers.
+					pl.keepContainer(c, KeepNewestDead)
+				default:
+					pl.removeContainer(c, ReasonNodeLimit)
+				}
+			}
+		}
+	}
+	for _, cs := range units {
+		for _, c := range cs {
+			keep(c)
+		}
+	}
+}
+
+// capUnits keeps the newest n containers of every unit (sorted newest
+// first) and removes the rest for reason. Emptied units stay in the map:
+// the kubelet counts them when it shares the node limit.
+func (pl *planner) capUnits(units map[unit][]*Container, n int, reason string) {
+	for key, cs := range units {
+		if len(cs) <= n {
+			continue
+		}
+		for _, c := range cs[n:] {
+			pl.removeContainer(c, reason)
+		}
+		units[key] = cs[:n]
+	}
+}
+
+func countUnits(units map[unit][]*Container) int {
+	n := 0
+	for _, cs := range units {
+		n += len(cs)
+	}
+	return n
+}
+
+func (pl *planner) sandboxes(all []Sandbox, containers []Container) {
+	referenced := map[string]bool{}
+	for _, c := range containers {
+		if !pl.removed[c.ID] {
+			referenced[c.SandboxID] = true
+		}
+	}
+	byPod := map[string][]*Sandbox{}
+	for i := range all {
+		s := &all[i]
+		if !s.Managed {
+			pl.plan.KeepSandboxes = append(pl.plan.KeepSandboxes, SandboxDecision{Sandbox: *s, Reason: KeepUnmanaged})
+			continue
+		}
+		byPod[s.PodUID] = append(byPod[s.PodUID], s)
+	}
+	for uid, sbs := range byPod {
+		slices.SortFunc(sbs, func(a, b *Sandbox) int {
+			return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.Attempt, a.Attempt), strings.Compare(a.ID, b.ID))
+		})
+		gone, _ := pl.gone(uid)
+		for i, s := range sbs {
+			d := SandboxDecision{Sandbox: *s}
+			switch {
+			case s.Ready:
+				d.Reason = KeepReady
+			case referenced[s.ID]:
+				d.Reason = KeepHasContainers
+			case gone:
+				d.Reason = ReasonPodGone
+			case i == 0:
+				d.Reason = KeepNewestSandbox
+			default:
+				d.Reason = ReasonSuperseded
+			}
+			if d.Reason == ReasonPodGone || d.Reason == ReasonSuperseded {
+				pl.plan.RemoveSandboxes = append(pl.plan.RemoveSandboxes, d)
+				continue
+			}
+			pl.plan.KeepSandboxes = append(pl.plan.KeepSandboxes, d)
+			pl.podStays[uid] = true
+		}
+	}
+}
+
+func (pl *planner) logDirs(dirs []PodLogDir) {
+	for _, d := range dirs {
+		gone, why := pl.gone(d.PodUID)
+		switch {
+		case !gone:
+			pl.plan.KeepLogDirs = append(pl.plan.KeepLogDirs, LogDirDecision{Dir: d, Reason: why})
+		case pl.podStays[d.PodUID]:
+			pl.plan.KeepLogDirs = append(pl.plan.KeepLogDirs, LogDirDecision{Dir: d, Reason: KeepPodActive})
+		default:
+			pl.plan.RemoveLogDirs = append(pl.plan.RemoveLogDirs, LogDirDecision{Dir: d, Reason: ReasonPodGone})
+		}
+	}
+}
+
+func (pl *planner) logLinks(links []LogLink, containers []Container) {
+	state := make(map[string]State, len(containers))
+	for _, c := range containers {
+		state[c.ID] = c.State
+	}
+	for _, l := range links {
+		if !l.Dangling {
+			continue
+		}
+		// A link is dangling for a moment while the kubelet rotates a
+		// running container's log: only links of exited (or unknown to the
+		// runtime) containers go, as in the kubelet.
+		if st, ok := state[l.ContainerID]; ok && l.ContainerID != "" && st != StateExited {
+			pl.plan.KeepLogLinks = append(pl.plan.KeepLogLinks, LogLinkDecision{Link: l, Reason: KeepNotExited})
+			continue
+		}
+		pl.plan.RemoveLogLinks = append(pl.plan.RemoveLogLinks, LogLinkDecision{Link: l, Reason: ReasonDangling})
+	}
+}
+
+// sort orders removals oldest first and everything else by pod, so that
+// plans are deterministic and an interrupted run removed the oldest.
+func (pl *planner) sort() {
+	byAge := func(a, b ContainerDecision) int {
+		return cmp.Or(a.Container.CreatedAt.Compare(b.Container.CreatedAt), strings.Compare(a.Container.ID, b.Container.ID))
+	}
+	byPod := func(a, b ContainerDecision) int {
+		x, y := &a.Container, &b.Container
+		return cmp.Or(strings.Compare(x.PodNamespace, y.PodNamespace), strings.Compare(x.PodName, y.PodName),
+			strings.Compare(x.PodUID, y.PodUID), strings.Compare(x.Name, y.Name), byAge(a, b))
+	}
+	sandboxes := func(a, b SandboxDecision) int {
+		x, y := &a.Sandbox, &b.Sandbox
+		return cmp.Or(strings.Compare(x.PodNamespace, y.PodNamespace), strings.Compare(x.PodName, y.PodName),
+			strings.Compare(x.PodUID, y.PodUID), x.CreatedAt.Compare(y.CreatedAt), strings.Compare(x.ID, y.ID))
+	}
+	dirs := func(a, b LogDirDecision) int { return strings.Compare(a.Dir.Name, b.Dir.Name) }
+	links := func(a, b LogLinkDecision) int { return strings.Compare(a.Link.Name, b.Link.Name) }
+	slices.SortFunc(pl.plan.RemoveContainers, byAge)
+	slices.SortFunc(pl.plan.KeepContainers, byPod)
+	slices.SortFunc(pl.plan.RemoveSandboxes, sandboxes)
+	slices.SortFunc(pl.plan.KeepSandboxes, sandboxes)
+	slices.SortFunc(pl.plan.RemoveLogDirs, dirs)
+	slices.SortFunc(pl.plan.KeepLogDirs, dirs)
+	slices.SortFunc(pl.plan.RemoveLogLinks, links)
+	slices.SortFunc(pl.plan.KeepLogLinks, links)
+}

@@ -1,0 +1,55 @@
+package containers
+
+import "time"
+
+// Why a PodView cannot say that a pod is gone. They are log values and the
+// value of Plan.PodView.Reason.
+const (
+	ViewNotSynced   = "not_synced"  // the informer has not listed pods yet
+	ViewUnreachable = "unreachable" // the last list or watch of pods failed
+	ViewNodeOnly    = "node_only"   // no API access at all
+)
+
+// PodView is a snapshot of which pods exist, as the policy sees them. It is
+// plain data: a pod source takes it at the start of a run.
+//
+// A pod is gone when the view is authoritative, its UID is not live, and
+// either the watch saw it deleted or everything the pod has on the node is
+// older than the view's last complete list. The second condition covers pods
+// deleted while nobody watched, without ever calling "gone" a pod created
+// after the list that the cache has not caught up with yet (a lagging or
+// silently stalled watch): the kubelet creates a pod's sandbox only after
+// the Pod exists in the API, so a pod the list did not return whose content
+// predates the list was deleted.
+type PodView struct {
+	// Authoritative says the view comes from a synced informer whose last
+	// list or watch request succeeded. When false no pod is ever gone.
+	Authoritative bool
+	// Reason says why the view is not authoritative (View* constants).
+	Reason string
+	// Live holds the UIDs of the pods bound to this node and the static pod
+	// UIDs that mirror pods name (kubernetes.io/config.mirror).
+	Live map[string]bool
+	// Deleted holds the UIDs of pods the watch saw deleted since ListedAt.
+	Deleted map[string]bool
+	// ListedAt is when the last complete list of pods began.
+	ListedAt time.Time
+}
+
+// NodeOnlyView is the view of an agent without API access: every pod is
+// assumed to exist.
+func NodeOnlyView() PodView { return PodView{Reason: ViewNodeOnly} }
+
+// Gone reports whether the pod uid no longer exists, given the creation time
+// of the newest thing it has on the node (sandbox, container or log
+// directory). A zero newest never makes a pod gone.
+func (v PodView) Gone(uid string, newest time.Time) bool {
+	switch {
+	case !v.Authoritative || v.Live[uid]:
+		return false
+	case v.Deleted[uid]:
+		return true
+	default:
+		return !newest.IsZero() && newest.Before(v.ListedAt)
+	}
+}

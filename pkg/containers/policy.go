@@ -1,0 +1,139 @@
+package containers
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+// Reasons for removing something. They are metric label values.
+const (
+	// ReasonPodGone: the pod no longer exists (containers, sandboxes, log
+	// directories).
+	ReasonPodGone = "pod_gone"
+	// ReasonPerContainerLimit: beyond maxPerPodContainer dead instances of
+	// the same pod's container.
+	ReasonPerContainerLimit = "per_container_limit"
+	// ReasonNodeLimit: beyond maxContainers dead containers on the node.
+	ReasonNodeLimit = "node_limit"
+	// ReasonMaxAge: dead for longer than maxAge.
+	ReasonMaxAge = "max_age"
+	// ReasonSuperseded: an inactive sandbox of a live pod that is not the
+	// pod's newest sandbox.
+	ReasonSuperseded = "superseded"
+	// ReasonDangling: a container log link whose target is gone.
+	ReasonDangling = "dangling"
+)
+
+// Reasons for keeping something. They are metric label values.
+const (
+	KeepUnmanaged     = "unmanaged"      // no kubelet labels: never touched
+	KeepRunning       = "running"        // a running container
+	KeepMinAge        = "min_age"        // younger than minAge (or exit time unknown)
+	KeepWithinLimit   = "within_limit"   // within the per-container and node limits
+	KeepNewestDead    = "newest_dead"    // older than maxAge, but the newest dead instance of a live pod's container
+	KeepReady         = "ready"          // a ready sandbox
+	KeepHasContainers = "has_containers" // a sandbox some remaining container belongs to
+	KeepNewestSandbox = "newest"         // the newest sandbox of a live pod
+	KeepPodLive       = "pod_live"       // the pod exists (or is newer than the view's last list)
+	KeepStaticPod     = "static_pod"     // a static pod: only its kubelet knows whether it still exists
+	KeepPodsUnknown   = "pods_unknown"   // the pod view is not authoritative
+	KeepPodActive     = "pod_active"     // log directory of a gone pod that still has containers or sandboxes
+	KeepNotExited     = "not_exited"     // dangling log link of a container that has not exited
+)
+
+// Policy is a validated container GC policy.
+type Policy struct {
+	minAge             time.Duration
+	maxAge             time.Duration
+	fromExit           bool
+	maxPerPodContainer int // negative: no limit
+	maxContainers      int // negative: no limit
+}
+
+// NewPolicy validates cfg (already defaulted) and returns the policy.
+func NewPolicy(cfg config.ContainerGCConfiguration) (*Policy, error) {
+	if cfg.MinAge == nil || cfg.MaxAge == nil || cfg.MaxPerPodContainer == nil || cfg.MaxContainers == nil {
+		return nil, errors.New("container GC policy: ages and limits must be set (apply config.SetDefaults first)")
+	}
+	p := &Policy{
+		minAge:             cfg.MinAge.Duration,
+		maxAge:             cfg.MaxAge.Duration,
+		maxPerPodContainer: int(*cfg.MaxPerPodContainer),
+		maxContainers:      int(*cfg.MaxContainers),
+	}
+	switch cfg.MinAgeFrom {
+	case config.AgeFromCreation, "":
+	case config.AgeFromExit:
+		p.fromExit = true
+	default:
+		return nil, fmt.Errorf("container GC policy: minAgeFrom %q must be %q or %q", cfg.MinAgeFrom, config.AgeFromCreation, config.AgeFromExit)
+	}
+	switch {
+	case p.minAge < 0 || p.maxAge < 0:
+		return nil, errors.New("container GC policy: ages must not be negative")
+	case p.maxAge > 0 && p.maxAge <= p.minAge:
+		return nil, fmt.Errorf("container GC policy: maxAge %s must be greater than minAge %s", p.maxAge, p.minAge)
+	case p.maxPerPodContainer == 0:
+		return nil, errors.New("container GC policy: maxPerPodContainer must be at least 1, or negative for no limit: " +
+			"nodegc always keeps the newest dead container of a live pod's container")
+	}
+	return p, nil
+}
+
+// AgesFromExit says whether ages count from the containers' exit, which
+// then must be read (Container.FinishedAt).
+func (p *Policy) AgesFromExit() bool { return p.fromExit }
+
+// ContainerDecision is what the plan does with one container, and why.
+type ContainerDecision struct {
+	Container Container
+	// Reason is a Reason* constant for removals, a Keep* one otherwise.
+	Reason string
+	// StopFirst: the container's state is unknown, so it may still run; it
+	// is stopped before it is removed, as the kubelet does.
+	StopFirst bool
+}
+
+// SandboxDecision is what the plan does with one sandbox, and why. Removed
+// sandboxes are always stopped first.
+type SandboxDecision struct {
+	Sandbox Sandbox
+	Reason  string
+}
+
+// LogDirDecision is what the plan does with one pod log directory.
+type LogDirDecision struct {
+	Dir    PodLogDir
+	Reason string
+}
+
+// LogLinkDecision is what the plan does with one dangling log link.
+type LogLinkDecision struct {
+	Link   LogLink
+	Reason string
+}
+
+// Plan is the outcome of planning: what to remove and what to keep, and
+// why. Plans are what `nodegc plan` and dry-run print. Removals are listed
+// oldest first.
+type Plan struct {
+	Now time.Time
+	// PodsAuthoritative and PodsReason describe the pod view the plan was
+	// made with: without authority nothing is removed as ReasonPodGone.
+	PodsAuthoritative bool
+	PodsReason        string
+
+	RemoveContainers, KeepContainers []ContainerDecision
+	RemoveSandboxes, KeepSandboxes   []SandboxDecision
+	RemoveLogDirs, KeepLogDirs       []LogDirDecision
+	// RemoveLogLinks and KeepLogLinks list dangling links only.
+	RemoveLogLinks, KeepLogLinks []LogLinkDecision
+}
+
+// Empty says the plan removes nothing.
+func (p *Plan) Empty() bool {
+	return len(p.RemoveContainers)+len(p.RemoveSandboxes)+len(p.RemoveLogDirs)+len(p.RemoveLogLinks) == 0
+}

@@ -1,0 +1,163 @@
+package containers
+
+import (
+	"strconv"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// The labels and annotations the kubelet puts on what it creates
+// (pkg/kubelet/types/labels.go, kuberuntime/labels.go). Only containers and
+// sandboxes carrying the labels are considered.
+const (
+	LabelPodUID        = "io.kubernetes.pod.uid"
+	LabelPodName       = "io.kubernetes.pod.name"
+	LabelPodNamespace  = "io.kubernetes.pod.namespace"
+	LabelContainerName = "io.kubernetes.container.name"
+
+	// AnnotationGracePeriod is the pod's termination grace period in
+	// seconds, on every container.
+	AnnotationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
+	// AnnotationConfigSource says where the kubelet got the pod from:
+	// "api", or "file" / "http" for static pods. The kubelet copies the
+	// pod's annotations onto its sandbox.
+	AnnotationConfigSource = "kubernetes.io/config.source"
+	// AnnotationConfigMirror, on a mirror pod in the API, holds the UID of
+	// the static pod it mirrors: the UID on the static pod's containers.
+	AnnotationConfigMirror = "kubernetes.io/config.mirror"
+)
+
+// SourceAPI is the AnnotationConfigSource value of pods from the API server.
+const SourceAPI = "api"
+
+// State is a container's state as the runtime reports it.
+type State string
+
+// Container states.
+const (
+	StateCreated State = "created"
+	StateRunning State = "running"
+	StateExited  State = "exited"
+	StateUnknown State = "unknown"
+)
+
+// Container is what the policy knows of one container.
+type Container struct {
+	ID        string
+	SandboxID string
+	// Managed says the container carries the kubelet's pod UID and
+	// container name labels; others are never touched.
+	Managed bool
+	// PodUID, PodName, PodNamespace and Name come from the kubelet labels.
+	PodUID, PodName, PodNamespace, Name string
+	Attempt                             uint32
+	State                               State
+	CreatedAt                           time.Time
+	// FinishedAt is the exit time, when known (it is read only when ages
+	// count from the exit). Zero otherwise.
+	FinishedAt time.Time
+	// GracePeriod is the pod's termination grace period in seconds, from
+	// the kubelet's annotation; -1 when absent.
+	GracePeriod int64
+}
+
+// Sandbox is what the policy knows of one pod sandbox.
+type Sandbox struct {
+	ID string
+	// Managed says the sandbox carries the kubelet's pod UID label.
+	Managed                       bool
+	PodUID, PodName, PodNamespace string
+	Attempt                       uint32
+	Ready                         bool
+	CreatedAt                     time.Time
+	// Source is the kubernetes.io/config.source annotation: "api", or
+	// "file"/"http" for static pods; empty when absent.
+	Source string
+}
+
+// PodLogDir is one directory NAMESPACE_NAME_UID under the pod logs directory.
+type PodLogDir struct {
+	Name   string
+	PodUID string
+	// ModTime is the directory's modification time: no earlier than its
+	// creation, which the kubelet does right before it runs the sandbox.
+	ModTime time.Time
+}
+
+// LogLink is one *.log symbolic link under the container logs directory.
+type LogLink struct {
+	Name string
+	// ContainerID is parsed from the name (…-ID.log); empty if it has none.
+	ContainerID string
+	// Dangling says the link's target does not exist.
+	Dangling bool
+}
+
+// NodeState is everything the policy looks at on the node.
+type NodeState struct {
+	Containers []Container
+	Sandboxes  []Sandbox
+	LogDirs    []PodLogDir
+	LogLinks   []LogLink
+}
+
+// ContainerFromCRI converts a CRI container. It keeps no reference to c.
+func ContainerFromCRI(c *runtimeapi.Container) Container {
+	l := c.GetLabels()
+	out := Container{
+		ID:           c.GetId(),
+		SandboxID:    c.GetPodSandboxId(),
+		PodUID:       l[LabelPodUID],
+		PodName:      l[LabelPodName],
+		PodNamespace: l[LabelPodNamespace],
+		Name:         l[LabelContainerName],
+		Attempt:      c.GetMetadata().GetAttempt(),
+		State:        stateFromCRI(c.GetState()),
+		CreatedAt:    unixNanos(c.GetCreatedAt()),
+		GracePeriod:  -1,
+	}
+	out.Managed = out.PodUID != "" && out.Name != ""
+	if g, err := strconv.ParseInt(c.GetAnnotations()[AnnotationGracePeriod], 10, 64); err == nil && g >= 0 {
+		out.GracePeriod = g
+	}
+	return out
+}
+
+// SandboxFromCRI converts a CRI pod sandbox. It keeps no reference to s.
+func SandboxFromCRI(s *runtimeapi.PodSandbox) Sandbox {
+	l := s.GetLabels()
+	out := Sandbox{
+		ID:           s.GetId(),
+		PodUID:       l[LabelPodUID],
+		PodName:      l[LabelPodName],
+		PodNamespace: l[LabelPodNamespace],
+		Attempt:      s.GetMetadata().GetAttempt(),
+		Ready:        s.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY,
+		CreatedAt:    unixNanos(s.GetCreatedAt()),
+		Source:       s.GetAnnotations()[AnnotationConfigSource],
+	}
+	out.Managed = out.PodUID != ""
+	return out
+}
+
+func stateFromCRI(s runtimeapi.ContainerState) State {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return StateCreated
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return StateRunning
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return StateExited
+	default:
+		return StateUnknown
+	}
+}
+
+// unixNanos converts a CRI timestamp; 0 (unset) stays the zero time.
+func unixNanos(ns int64) time.Time {
+	if ns <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
