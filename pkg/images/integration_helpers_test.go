@@ -198,10 +198,5 @@ func (r *recordingRuntime) removals() []removal {
 	return append([]removal(nil), r.removed...)
 }
 
-func (r *recordingRuntime) reset() {
-	r.mu.Lock()
-	r.removed = nil
-	r.mu.Unlock()
-}
 
 func repoName(i int) string { return fmt.Sprintf("gc/img%d", i) }
