@@ -198,5 +198,4 @@ func (r *recordingRuntime) removals() []removal {
 	return append([]removal(nil), r.removed...)
 }
 
-
 func repoName(i int) string { return fmt.Sprintf("gc/img%d", i) }
