@@ -25,7 +25,14 @@ help: ## List the targets
 build: ## Build nodegc into _output/bin/
 	@echo "[build] nodegc $(VERSION) -> $(BIN)/nodegc"
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/nodegc ./cmd/nodegc
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/nodegc ./cmd/nodegc
+
+IMAGE        ?= ghcr.io/nodegc/nodegc:$(VERSION)
+
+.PHONY: image
+image: build ## Build the container image without Docker: _output/image/nodegc.tar and an OCI layout (IMAGE=ref)
+	@echo "[image] $(IMAGE)"
+	$(GO) run ./hack/image --binary $(BIN)/nodegc --ref $(IMAGE) --out $(OUT)/image --version $(VERSION) --revision $(COMMIT)
 
 .PHONY: tools
 tools: ## Install or build the test-bed binaries (containerd, runc, etcd, kube-apiserver, ...), cached in _output/tools

@@ -1,0 +1,208 @@
+// Package deploy holds nodegc's Kubernetes manifests; its tests check them
+// against a real kube-apiserver.
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodegc/nodegc/internal/testbed/cluster"
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+const manifest = "daemonset.yaml"
+
+func readObjects(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var objs []*unstructured.Unstructured
+	for {
+		doc, err := dec.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			t.Fatal(err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// TestConfigMapHoldsValidConfig: the configuration shipped in the ConfigMap
+// decodes strictly and validates.
+func TestConfigMapHoldsValidConfig(t *testing.T) {
+	var found bool
+	for _, o := range readObjects(t) {
+		if o.GetKind() != "ConfigMap" {
+			continue
+		}
+		data, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
+		loaded, err := config.Decode([]byte(data))
+		if err != nil {
+			t.Fatalf("ConfigMap %s: %v", o.GetName(), err)
+		}
+		if errs := config.Validate(loaded.Config); len(errs) > 0 {
+			t.Fatalf("ConfigMap %s: %v", o.GetName(), errs)
+		}
+		found = true
+	}
+	if !found {
+		t.Fatal("no ConfigMap with config.yaml in " + manifest)
+	}
+}
+
+// TestApplyAndRBAC applies the manifests to a real kube-apiserver, with
+// server-side dry-run first and then for real, and checks the RBAC with
+// SubjectAccessReviews: the node agent cannot delete Deployments nor read
+// Secrets, the owner collector can delete Deployments.
+func TestApplyAndRBAC(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{})
+	ctx := t.Context()
+	rc := c.RESTConfig()
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(disco)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	objs := readObjects(t)
+
+	apply := func(o *unstructured.Unstructured, dryRun bool) error {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return err
+		}
+		data, err := o.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		opts := metav1.PatchOptions{FieldManager: "nodegc-test", Force: ptr.To(true)}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if ns := o.GetNamespace(); ns != "" {
+			ri = dyn.Resource(m.Resource).Namespace(ns)
+		}
+		_, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, data, opts)
+		return err
+	}
+	// The namespace must exist for namespaced objects, even in dry-run.
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			if err := apply(o, true); err != nil {
+				t.Fatalf("dry-run %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+			if err := apply(o, false); err != nil {
+				t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+	for _, dryRun := range []bool{true, false} {
+		for _, o := range objs {
+			if err := apply(o, dryRun); err != nil {
+				t.Fatalf("apply (dry-run %v) %s %s/%s: %v", dryRun, o.GetKind(), o.GetNamespace(), o.GetName(), err)
+			}
+		}
+	}
+	kinds := map[string]bool{}
+	for _, o := range objs {
+		kinds[o.GetKind()] = true
+	}
+	for _, k := range []string{"Namespace", "ConfigMap", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "DaemonSet", "Deployment"} {
+		if !kinds[k] {
+			t.Errorf("%s has no %s", manifest, k)
+		}
+	}
+	ds, err := c.Client().AppsV1().DaemonSets("nodegc").Get(ctx, "nodegc-node", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--owner-gc=off") {
+		t.Errorf("DaemonSet args %v lack --owner-gc=off", args)
+	}
+
+	const node, owner = "system:serviceaccount:nodegc:nodegc-node", "system:serviceaccount:nodegc:nodegc-owner"
+	cases := []struct {
+		user    string
+		attrs   authorizationv1.ResourceAttributes
+		allowed bool
+	}{
+		{node, authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "delete", Namespace: "default"}, false},
+		{node, authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "get", Namespace: "default"}, false},
+		{node, authorizationv1.ResourceAttributes{Resource: "secrets", Verb: "list"}, false},
+		{node, authorizationv1.ResourceAttributes{Resource: "pods", Verb: "delete", Namespace: "default"}, false},
+		{node, authorizationv1.ResourceAttributes{Resource: "pods", Verb: "list"}, true},
+		{node, authorizationv1.ResourceAttributes{Resource: "pods", Verb: "watch"}, true},
+		{node, authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "get"}, true},
+		{node, authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "default"}, true},
+		{node, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "nodegc"}, false},
+		{owner, authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "delete", Namespace: "default"}, true},
+		{owner, authorizationv1.ResourceAttributes{Group: "apps", Resource: "replicasets", Verb: "patch", Namespace: "default"}, true},
+		{owner, authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "watch"}, true},
+		{owner, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "nodegc"}, true},
+		{owner, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "kube-system"}, false},
+		{owner, authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "create", Namespace: "default"}, false},
+	}
+	for _, tc := range cases {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: tc.user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:nodegc", "system:authenticated"},
+			ResourceAttributes: &tc.attrs,
+		}}
+		got, err := c.Client().AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Allowed != tc.allowed {
+			t.Errorf("%s may %s %s.%s in %q: %v, want %v", tc.user, tc.attrs.Verb, tc.attrs.Resource, tc.attrs.Group, tc.attrs.Namespace, got.Status.Allowed, tc.allowed)
+		}
+	}
+	// And through impersonation: the node agent's identity is refused a
+	// Deployment delete by the API server itself.
+	asNode, err := dynamic.NewForConfig(c.RESTConfigAs(node, "system:serviceaccounts", "system:serviceaccounts:nodegc", "system:authenticated"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	err = asNode.Resource(deployments).Namespace("nodegc").Delete(ctx, "nodegc-owner", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("node agent deleting a Deployment: %v, want Forbidden", err)
+	}
+}
