@@ -1,8 +1,98 @@
-// Package ownergc will hold the cluster-wide ownerReference garbage
-// collector run by the elected nodegc instance: discovery and metadata-only
-// monitors, a single-writer dependency graph, the attempt-to-delete and
-// attempt-to-orphan workers honouring the orphan and foregroundDeletion
-// finalizers and blockOwnerDeletion, and a debug handler for the graph.
+// Package ownergc is the cluster-wide ownerReference garbage collector that
+// the elected nodegc instance runs: kube-controller-manager's garbage
+// collector rebuilt around a graph it trusts, so that a cascade costs about
+// one API request per collected object instead of two.
 //
-// Nothing is implemented yet.
+// # Parts
+//
+//   - Discovery (discovery.go) reads every group and resource once per
+//     discoveryResyncPeriod, keeps a REST mapper of that snapshot, and hands
+//     the resources that support list, watch and delete (preferred version,
+//     minus gcIgnoredResources) to the monitor set. Groups that fail
+//     discovery keep their monitors.
+//   - Monitors (monitors.go) are metadata-only informers, one per resource,
+//     with cached objects stripped of managed fields, labels and
+//     annotations. Their events go, in order, into one unbounded FIFO.
+//   - The graph builder (builder.go) applies the FIFO to the graph
+//     (graph.go): uid → node with identity, owner links, dependents and the
+//     flags observed / deleted / virtual, beingDeleted, deletingDependents.
+//     It only enqueues work; it never does I/O.
+//   - Workers (worker.go, orphan.go): concurrentGCSyncs attempt-to-delete
+//     and as many attempt-to-orphan workers on rate-limited queues keyed by
+//     UID. They copy what they need from the graph (view.go), decide with
+//     pure functions (decide.go) and write (api.go, patch.go).
+//   - The debug handler (debug.go) serves the graph as DOT or JSON.
+//
+// # Single writer
+//
+// The graph is written by exactly one goroutine, the builder's
+// (run.processGraphChanges), holding graph.mu for writing while it applies a
+// batch of events. Workers, metrics and the debug handler only read it,
+// holding graph.mu for reading, and copy what they need: no node is read
+// outside the lock and no field has its own lock. Workers never write the
+// graph: what they learn (an owner a lookup found absent) goes back through
+// the FIFO as an event.
+//
+// # What the graph trusts (safety rules 3 and 4)
+//
+// An owner reference is classified from the graph only when the graph is
+// certain: the owner was observed alive at the stated coordinates (solid or
+// waiting), or its deletion was observed (dangling: UIDs are never reused).
+// An owner the graph has never observed is a virtual node, and absence from
+// a cache is never taken as proof: a live GET decides (NotFound or another
+// UID: dangling), and its verdict is kept on the virtual node and in a small
+// absent-owner cache so that the owner's other dependents need no request.
+// Concurrent lookups of one owner share one request. A stale graph can only
+// delay a deletion, never cause a wrong one: every delete carries the UID
+// and resourceVersion the decision saw as preconditions, and every patch is
+// an RFC 6902 JSON patch whose test operations check the UID (and, where the
+// decision depends on the rest of the object, the resourceVersion). A
+// rejected write (409 or 422) re-reads the object and decides once more.
+//
+// # Synced
+//
+// A run is synced once discovery succeeded and every monitor's initial list
+// has been applied to the graph (a marker event follows the list through
+// the FIFO), or the monitor failed: its list/watch kept failing for 10s, or
+// it has not synced within a minute (a streaming list that the API server
+// cannot serve hangs without an error). A failed monitor is logged and
+// counted (nodegc_owner_gc_monitors{state="failed"}), keeps retrying, and no
+// longer holds back the others. Workers start when the run is first synced. Removing a
+// foregroundDeletion finalizer and orphaning (the two decisions that depend
+// on knowing every dependent) additionally wait while any monitor is still
+// syncing. HasSynced is the readiness of the owner GC.
+//
+// # Fewer requests
+//
+// In a Background cascade each dependent is judged from the graph (its
+// owner's deletion was observed) and deleted with one DELETE; its item is
+// never re-read. kube-controller-manager reads the item and its owner before
+// every delete. Owner finalizers are removed and references patched without
+// reading the object first either. The API client counts its requests by
+// verb (nodegc_owner_gc_api_requests_total).
+//
+// # Decision records and dry-run
+//
+// Every write (delete with its propagation policy, removal of owner
+// references, unblocking of references, removal of a finalizer, orphaning
+// of a dependent) is logged once when it succeeded, as one structured
+// record "Owner GC action" with the object, the action, the rule that
+// decided it and the owner references with their classification, and
+// counted by action and rule. In dry-run the collector decides and records
+// (once per object, action and rule) but writes nothing, Events included.
+//
+// # Namespaces
+//
+// As upstream: a namespaced dependent whose reference names an owner UID
+// that lives in another namespace treats that owner as absent (the
+// reference is dangling) and gets an OwnerRefInvalidNamespace Warning; a
+// cluster-scoped dependent that references a namespaced kind is never
+// deleted and gets the same Warning.
+//
+// # Lifecycle
+//
+// Run blocks until its context ends. Cancelling the context cancels every
+// in-flight request and starts none; Run then shuts the queues down, lets
+// the workers finish their current item, stops the informers, drains the
+// FIFO and returns. The next Run starts from an empty graph.
 package ownergc

@@ -1,0 +1,97 @@
+package ownergc
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+)
+
+// mapping resolves apiVersion/kind with the latest discovery snapshot: the
+// stated version if served, else the group's preferred one (the objects are
+// the same in every version).
+func (r *run) mapping(apiVersion, kind string) (*meta.RESTMapping, error) {
+	snap := r.snapshot.Load()
+	if snap == nil {
+		return nil, fmt.Errorf("%s %s: %w", apiVersion, kind, errUnknownKind)
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", apiVersion, kind, errUnknownKind)
+	}
+	gk := schema.GroupKind{Group: gv.Group, Kind: kind}
+	m, err := snap.mapper.RESTMapping(gk, gv.Version)
+	if err != nil {
+		m, err = snap.mapper.RESTMapping(gk)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", apiVersion, kind, errUnknownKind)
+	}
+	return m, nil
+}
+
+// scope is the scopeFunc of the latest discovery snapshot.
+func (r *run) scope(apiVersion, kind string) (namespaced, known bool) {
+	m, err := r.mapping(apiVersion, kind)
+	if err != nil {
+		return false, false
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, true
+}
+
+// resourceClient returns the metadata client for id's resource and
+// namespace.
+func (r *run) resourceClient(id objectID) (metadata.ResourceInterface, error) {
+	m, err := r.mapping(id.apiVersion, id.kind)
+	if err != nil {
+		return nil, err
+	}
+	c := r.c.metadata.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return c.Namespace(id.namespace), nil
+	}
+	return c, nil
+}
+
+func (r *run) getObject(ctx context.Context, id objectID) (*metav1.PartialObjectMetadata, error) {
+	rc, err := r.resourceClient(id)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
+	defer cancel()
+	return rc.Get(ctx, id.name, metav1.GetOptions{})
+}
+
+// deleteObject deletes id with UID and resourceVersion preconditions: a
+// recreated object (new UID) or a changed one (new resourceVersion) is left
+// alone and the API server answers 409 Conflict.
+func (r *run) deleteObject(ctx context.Context, id objectID, rv string, policy metav1.DeletionPropagation) error {
+	rc, err := r.resourceClient(id)
+	if err != nil {
+		return err
+	}
+	uid := id.uid
+	pre := &metav1.Preconditions{UID: &uid}
+	if rv != "" {
+		pre.ResourceVersion = &rv
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
+	defer cancel()
+	return rc.Delete(ctx, id.name, metav1.DeleteOptions{Preconditions: pre, PropagationPolicy: &policy})
+}
+
+// patchObject applies a guarded JSON patch to id.
+func (r *run) patchObject(ctx context.Context, id objectID, patch []byte) (*metav1.PartialObjectMetadata, error) {
+	rc, err := r.resourceClient(id)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
+	defer cancel()
+	return rc.Patch(ctx, id.name, types.JSONPatchType, patch, metav1.PatchOptions{})
+}

@@ -1,0 +1,306 @@
+package ownergc
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// builder applies events to the graph. It is the graph's only writer: one
+// goroutine calls apply, holding graph.mu for writing. It never does I/O; it
+// only enqueues work for the workers.
+type builder struct {
+	g      *graph
+	logger klog.Logger
+	// enqueueDelete and enqueueOrphan add a UID to the attempt-to-delete
+	// and attempt-to-orphan queues. They must not block.
+	enqueueDelete func(types.UID)
+	enqueueOrphan func(types.UID)
+}
+
+// apply applies one event. The caller holds b.g.mu for writing.
+func (b *builder) apply(ev *event) {
+	switch ev.typ {
+	case evUpsert:
+		b.upsert(ev.obj, ev.res)
+	case evDelete:
+		b.observeDelete(ev.obj.UID)
+	case evOwnerAbsent:
+		b.ownerAbsent(ev.owner)
+	case evResourceGone:
+		b.resourceGone(ev.res)
+	case evSynced:
+		ev.mon.markGraphSynced()
+	case evBarrier:
+		close(ev.done)
+	}
+}
+
+// upsert records an observed object: its identity, flags and owner links.
+func (b *builder) upsert(obj *metav1.PartialObjectMetadata, res *resource) {
+	g := b.g
+	kind := g.internKind(res.apiVersion, res.gvk.Kind)
+	n, found := g.nodes[obj.UID]
+	wasOrphaning, wasDeletingDependents := false, false
+	isNew := !found
+	switch {
+	case !found:
+		n = &node{uid: obj.UID, flags: flagObserved}
+		n.name, n.namespace, n.kind = obj.Name, g.internNamespace(obj.Namespace), kind
+		g.insert(n)
+	case !n.observed():
+		// A virtual node (or a tombstone) becomes real. References that
+		// relied on the node's previous identity keep what they state.
+		prev := refCoords{kind: n.kind, name: n.name}
+		n.name, n.namespace, n.kind = obj.Name, g.internNamespace(obj.Namespace), kind
+		g.setFlags(n, flagObserved)
+		for dep := range n.dependents {
+			for i := range dep.owners {
+				l := &dep.owners[i]
+				switch {
+				case l.owner != n:
+				case l.alt == nil && (prev.kind != kind || prev.name != n.name):
+					l.alt = &refCoords{kind: prev.kind, name: prev.name}
+				case l.alt != nil && l.alt.kind == kind && l.alt.name == n.name:
+					l.alt = nil
+				}
+			}
+			// The owner is known now: let each dependent re-check (most
+			// find a solid owner and do nothing).
+			b.enqueueDelete(dep.uid)
+		}
+		isNew = true
+	default:
+		wasOrphaning, wasDeletingDependents = n.orphaning(), n.deletingDependents()
+		if n.kind != kind || n.name != obj.Name {
+			// Same UID under other coordinates: a monitor of another
+			// version of the same kind. Keep the first identity.
+			b.logger.V(5).Info("Object observed under another identity", "uid", obj.UID, "kind", kind.kind, "apiVersion", kind.apiVersion)
+		}
+	}
+	n.rv = obj.ResourceVersion
+	b.setObjectFlags(n, obj)
+
+	linksChanged := b.updateOwners(n, obj.OwnerReferences)
+	if (isNew || linksChanged) && b.needsAttention(n) {
+		b.enqueueDelete(n.uid)
+	}
+	if n.orphaning() && !wasOrphaning {
+		b.enqueueOrphan(n.uid)
+	}
+	if n.deletingDependents() && !wasDeletingDependents {
+		for dep := range n.dependents {
+			b.enqueueDelete(dep.uid)
+		}
+		b.enqueueDelete(n.uid)
+	}
+}
+
+func (b *builder) setObjectFlags(n *node, obj *metav1.PartialObjectMetadata) {
+	flags := n.flags &^ (flagBeingDeleted | flagForegroundFinalizer | flagOrphanFinalizer)
+	if obj.DeletionTimestamp != nil {
+		flags |= flagBeingDeleted
+	}
+	for i, f := range obj.Finalizers {
+		if i > maxFinalizerIndex {
+			break
+		}
+		switch f {
+		case metav1.FinalizerDeleteDependents:
+			if flags&flagForegroundFinalizer == 0 {
+				flags |= flagForegroundFinalizer
+				n.fgIndex = int16(i)
+			}
+		case metav1.FinalizerOrphanDependents:
+			if flags&flagOrphanFinalizer == 0 {
+				flags |= flagOrphanFinalizer
+				n.orphanIndex = int16(i)
+			}
+		}
+	}
+	b.g.setFlags(n, flags)
+}
+
+const maxFinalizerIndex = 1<<15 - 1
+
+// updateOwners replaces n's owner links with refs, keeping the owners'
+// dependent sets right. It reports whether anything changed.
+func (b *builder) updateOwners(n *node, refs []metav1.OwnerReference) bool {
+	g := b.g
+	if b.sameOwners(n, refs) {
+		return false
+	}
+	old := n.owners
+	var links []ownerLink
+	if len(refs) > 0 {
+		links = make([]ownerLink, 0, len(refs))
+	}
+	for i := range refs {
+		ref := &refs[i]
+		kind := g.internKind(ref.APIVersion, ref.Kind)
+		owner, ok := g.nodes[ref.UID]
+		if !ok {
+			owner = &node{uid: ref.UID, name: ref.Name, kind: kind, namespace: n.namespace}
+			g.insert(owner)
+			b.logger.V(5).Info("Added virtual owner", "owner", ref.UID, "dependent", n.uid)
+		}
+		l := ownerLink{owner: owner}
+		if ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion {
+			l.flags |= refBlockOwnerDeletion
+		}
+		if ref.Controller != nil && *ref.Controller {
+			l.flags |= refController
+		}
+		if owner.kind != kind || owner.name != ref.Name {
+			l.alt = &refCoords{kind: kind, name: ref.Name}
+		}
+		links = append(links, l)
+	}
+	n.owners = links
+	// Unlink owners no longer referenced; wake owners that waited on a
+	// blocking reference that is gone or no longer blocks.
+	for i := range old {
+		o := old[i].owner
+		if n.linkTo(o) == nil {
+			delete(o.dependents, n)
+			if o.deletingDependents() {
+				b.enqueueDelete(o.uid)
+			}
+			b.dropIfUnreferenced(o)
+		} else if old[i].blocks() && !n.blocksOwner(o) && o.deletingDependents() {
+			b.enqueueDelete(o.uid)
+		}
+	}
+	for i := range links {
+		o := links[i].owner
+		if o.dependents == nil {
+			o.dependents = map[*node]struct{}{}
+		}
+		o.dependents[n] = struct{}{}
+	}
+	return true
+}
+
+// sameOwners reports whether refs state exactly n's current links.
+func (b *builder) sameOwners(n *node, refs []metav1.OwnerReference) bool {
+	if len(refs) != len(n.owners) {
+		return false
+	}
+	for i := range refs {
+		ref, l := &refs[i], &n.owners[i]
+		if l.owner.uid != ref.UID {
+			return false
+		}
+		c := l.coords()
+		if c.name != ref.Name || c.kind.kind != ref.Kind || c.kind.apiVersion != ref.APIVersion {
+			return false
+		}
+		block := ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion
+		ctrl := ref.Controller != nil && *ref.Controller
+		if block != (l.flags&refBlockOwnerDeletion != 0) || ctrl != (l.flags&refController != 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// needsAttention reports whether a worker should look at n: some owner is
+// not an observed, matching, live owner.
+func (b *builder) needsAttention(n *node) bool {
+	for i := range n.owners {
+		l := &n.owners[i]
+		o := l.owner
+		if !o.observed() || l.alt != nil || o.deletingDependents() {
+			return true
+		}
+		if o.namespace != "" && o.namespace != n.namespace {
+			return true
+		}
+	}
+	return false
+}
+
+// observeDelete turns an observed node into a tombstone (or drops it when
+// nothing references it) and wakes its dependents and waiting owners.
+func (b *builder) observeDelete(uid types.UID) {
+	g := b.g
+	n, ok := g.nodes[uid]
+	if !ok || !n.observed() {
+		return
+	}
+	b.unlinkOwners(n)
+	n.rv = ""
+	g.setFlags(n, flagDeleted)
+	if len(n.dependents) == 0 {
+		g.remove(n)
+		return
+	}
+	for dep := range n.dependents {
+		b.enqueueDelete(dep.uid)
+	}
+}
+
+// unlinkOwners removes n from its owners' dependents.
+func (b *builder) unlinkOwners(n *node) {
+	for i := range n.owners {
+		o := n.owners[i].owner
+		delete(o.dependents, n)
+		if o.deletingDependents() {
+			b.enqueueDelete(o.uid)
+		}
+		b.dropIfUnreferenced(o)
+	}
+	n.owners = nil
+}
+
+// dropIfUnreferenced removes a virtual node or tombstone that no dependent
+// references any more.
+func (b *builder) dropIfUnreferenced(o *node) {
+	if !o.observed() && len(o.dependents) == 0 {
+		b.g.remove(o)
+	}
+	if len(o.dependents) == 0 {
+		o.dependents = nil
+	}
+}
+
+// ownerAbsent records a lookup's verdict on a virtual node.
+func (b *builder) ownerAbsent(k ownerKey) {
+	n, ok := b.g.nodes[k.uid]
+	if !ok || !n.virtual() {
+		return
+	}
+	if identityMatches(n, k) {
+		b.g.setFlags(n, n.flags|flagAbsentAtIdentity)
+	}
+}
+
+// identityMatches reports whether a lookup key names node n's identity. A
+// key with no namespace names a cluster-scoped owner, whatever namespace the
+// virtual node took from its first dependent.
+func identityMatches(n *node, k ownerKey) bool {
+	return n.kind.group == k.group && n.kind.kind == k.kind && n.name == k.name &&
+		(k.namespace == "" || n.namespace == k.namespace)
+}
+
+// resourceGone turns the observed nodes of a resource that left discovery
+// back into virtual nodes: nothing is known about them any more, so their
+// dependents must verify them with lookups, and nothing is assumed deleted.
+func (b *builder) resourceGone(res *resource) {
+	g := b.g
+	for _, n := range g.nodes {
+		if !n.observed() || n.kind.group != res.gvk.Group || n.kind.kind != res.gvk.Kind {
+			continue
+		}
+		b.unlinkOwners(n)
+		n.rv = ""
+		g.setFlags(n, 0)
+		if len(n.dependents) == 0 {
+			g.remove(n)
+			continue
+		}
+		for dep := range n.dependents {
+			b.enqueueDelete(dep.uid)
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package ownergc
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// summarize renders each node as "state[,flags] deps=a,b" for comparison.
+func summarize(g *graph) map[types.UID]string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := map[types.UID]string{}
+	for uid, n := range g.nodes {
+		s := "virtual"
+		switch {
+		case n.observed():
+			s = "observed"
+		case n.deleted():
+			s = "deleted"
+		}
+		if n.flags&flagAbsentAtIdentity != 0 {
+			s += ",absent"
+		}
+		if n.beingDeleted() {
+			s += ",beingDeleted"
+		}
+		if n.deletingDependents() {
+			s += ",deletingDependents"
+		}
+		var deps []string
+		for d := range n.dependents {
+			deps = append(deps, string(d.uid))
+		}
+		slices.Sort(deps)
+		if len(deps) > 0 {
+			s += " deps=" + strings.Join(deps, ",")
+		}
+		out[uid] = s
+	}
+	return out
+}
+
+func uidSet(uids ...types.UID) map[types.UID]bool {
+	m := map[types.UID]bool{}
+	for _, u := range uids {
+		m[u] = true
+	}
+	return m
+}
+
+func TestBuilder(t *testing.T) {
+	owner := object("ns", "owner", "o")
+	tests := map[string]struct {
+		setup       []event // applied first; what they enqueue is dropped
+		events      []event
+		wantNodes   map[types.UID]string
+		wantDeletes []types.UID
+		wantOrphans []types.UID
+	}{
+		"owner observed first: the dependent needs no attention": {
+			events: []event{
+				upsert(resConfigMap, owner),
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			wantNodes: map[types.UID]string{"o": "observed deps=d", "d": "observed"},
+		},
+		"dependent first: a virtual owner, the dependent is enqueued": {
+			events: []event{
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			wantNodes:   map[types.UID]string{"o": "virtual deps=d", "d": "observed"},
+			wantDeletes: []types.UID{"d"},
+		},
+		"virtual owner observed: its dependents re-check": {
+			setup: []event{
+				upsert(resConfigMap, object("ns", "d1", "d1", ownedBy(resConfigMap, "owner", "o", true))),
+				upsert(resConfigMap, object("ns", "d2", "d2", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			events:      []event{upsert(resConfigMap, owner)},
+			wantNodes:   map[types.UID]string{"o": "observed deps=d1,d2", "d1": "observed", "d2": "observed"},
+			wantDeletes: []types.UID{"d1", "d2"},
+		},
+		"owner deleted: a tombstone while dependents remain, dependents enqueued": {
+			setup: []event{
+				upsert(resConfigMap, owner),
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", false))),
+			},
+			events:      []event{del(resConfigMap, owner)},
+			wantNodes:   map[types.UID]string{"o": "deleted deps=d", "d": "observed"},
+			wantDeletes: []types.UID{"d"},
+		},
+		"last dependent of a tombstone deleted: the tombstone goes": {
+			setup: []event{
+				upsert(resConfigMap, owner),
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", false))),
+				del(resConfigMap, owner),
+			},
+			events:    []event{del(resConfigMap, object("ns", "d", "d"))},
+			wantNodes: map[types.UID]string{},
+		},
+		"object without dependents deleted: dropped at once": {
+			setup:     []event{upsert(resConfigMap, owner)},
+			events:    []event{del(resConfigMap, owner)},
+			wantNodes: map[types.UID]string{},
+		},
+		"foreground deletion starts: owner and dependents enqueued": {
+			setup: []event{
+				upsert(resConfigMap, owner),
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			events: []event{upsert(resConfigMap, object("ns", "owner", "o", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)))},
+			wantNodes: map[types.UID]string{
+				"o": "observed,beingDeleted,deletingDependents deps=d", "d": "observed",
+			},
+			wantDeletes: []types.UID{"o", "d"},
+		},
+		"orphan deletion starts: owner enqueued for orphaning": {
+			setup: []event{
+				upsert(resConfigMap, owner),
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			events:      []event{upsert(resConfigMap, object("ns", "owner", "o", deleting(), withFinalizers(metav1.FinalizerOrphanDependents)))},
+			wantNodes:   map[types.UID]string{"o": "observed,beingDeleted deps=d", "d": "observed"},
+			wantOrphans: []types.UID{"o"},
+		},
+		"blocking reference removed: the waiting owner is woken": {
+			setup: []event{
+				upsert(resConfigMap, object("ns", "owner", "o", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))),
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			events:      []event{upsert(resConfigMap, object("ns", "d", "d"))},
+			wantNodes:   map[types.UID]string{"o": "observed,beingDeleted,deletingDependents", "d": "observed"},
+			wantDeletes: []types.UID{"o"},
+		},
+		"reference stops blocking: the waiting owner is woken": {
+			setup: []event{
+				upsert(resConfigMap, object("ns", "owner", "o", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))),
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			events:      []event{upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", false)))},
+			wantNodes:   map[types.UID]string{"o": "observed,beingDeleted,deletingDependents deps=d", "d": "observed"},
+			wantDeletes: []types.UID{"o", "d"},
+		},
+		"dependent deleted: the waiting owner is woken": {
+			setup: []event{
+				upsert(resConfigMap, object("ns", "owner", "o", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))),
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			events:      []event{del(resConfigMap, object("ns", "d", "d"))},
+			wantNodes:   map[types.UID]string{"o": "observed,beingDeleted,deletingDependents"},
+			wantDeletes: []types.UID{"o"},
+		},
+		"unchanged update: nothing enqueued": {
+			setup: []event{
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			events:    []event{upsert(resConfigMap, object("ns", "d", "d", withRV("2"), ownedBy(resConfigMap, "owner", "o", true)))},
+			wantNodes: map[types.UID]string{"o": "virtual deps=d", "d": "observed"},
+		},
+		"reference to another owner: the old virtual owner goes": {
+			setup: []event{
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			events:      []event{upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "other", "x", true)))},
+			wantNodes:   map[types.UID]string{"x": "virtual deps=d", "d": "observed"},
+			wantDeletes: []types.UID{"d"},
+		},
+		"lookup found the virtual owner absent at its identity": {
+			setup: []event{
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			events:    []event{{typ: evOwnerAbsent, owner: ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: "ns"}}},
+			wantNodes: map[types.UID]string{"o": "virtual,absent deps=d", "d": "observed"},
+		},
+		"lookup at other coordinates leaves the virtual owner unverified": {
+			setup: []event{
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+			},
+			events:    []event{{typ: evOwnerAbsent, owner: ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: "other"}}},
+			wantNodes: map[types.UID]string{"o": "virtual deps=d", "d": "observed"},
+		},
+		"lookup verdicts never touch an observed owner": {
+			setup:     []event{upsert(resConfigMap, owner)},
+			events:    []event{{typ: evOwnerAbsent, owner: ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: "ns"}}},
+			wantNodes: map[types.UID]string{"o": "observed"},
+		},
+		"resource gone: its observed objects become virtual, none is assumed deleted": {
+			setup: []event{
+				upsert(resReplicaSet, object("ns", "rs", "rs")),
+				upsert(resPod, object("ns", "p", "p", ownedBy(resReplicaSet, "rs", "rs", true))),
+				upsert(resReplicaSet, object("ns", "lonely", "l")),
+			},
+			events:      []event{{typ: evResourceGone, res: resReplicaSet}},
+			wantNodes:   map[types.UID]string{"rs": "virtual deps=p", "p": "observed"},
+			wantDeletes: []types.UID{"p"},
+		},
+		"reference with other coordinates than the observed owner needs attention": {
+			setup:       []event{upsert(resConfigMap, owner)},
+			events:      []event{upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "renamed", "o", true)))},
+			wantNodes:   map[types.UID]string{"o": "observed deps=d", "d": "observed"},
+			wantDeletes: []types.UID{"d"},
+		},
+		"reference to an owner in another namespace needs attention": {
+			setup:       []event{upsert(resConfigMap, owner)},
+			events:      []event{upsert(resConfigMap, object("elsewhere", "d", "d", ownedBy(resConfigMap, "owner", "o", true)))},
+			wantNodes:   map[types.UID]string{"o": "observed deps=d", "d": "observed"},
+			wantDeletes: []types.UID{"d"},
+		},
+		"deleted object observed again (monitor restarted) is observed": {
+			setup: []event{
+				upsert(resConfigMap, owner),
+				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
+				del(resConfigMap, owner),
+			},
+			events:      []event{upsert(resConfigMap, owner)},
+			wantNodes:   map[types.UID]string{"o": "observed deps=d", "d": "observed"},
+			wantDeletes: []types.UID{"d"},
+		},
+		"ownership cycle": {
+			events: []event{
+				upsert(resConfigMap, object("ns", "a", "a", ownedBy(resConfigMap, "b", "b", true))),
+				upsert(resConfigMap, object("ns", "b", "b", ownedBy(resConfigMap, "a", "a", true))),
+			},
+			wantNodes: map[types.UID]string{"a": "observed deps=b", "b": "observed deps=a"},
+			// a came first with a virtual owner; b's owner a is observed.
+			wantDeletes: []types.UID{"a"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tg := newTestGraph(t)
+			tg.apply(tc.setup...)
+			tg.takeQueues()
+			tg.apply(tc.events...)
+			if diff := cmp.Diff(tc.wantNodes, summarize(tg.g)); diff != "" {
+				t.Errorf("nodes (-want +got):\n%s", diff)
+			}
+			deletes, orphans := tg.takeQueues()
+			if diff := cmp.Diff(uidSet(tc.wantDeletes...), deletes); diff != "" {
+				t.Errorf("attempt-to-delete queue (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(uidSet(tc.wantOrphans...), orphans); diff != "" {
+				t.Errorf("attempt-to-orphan queue (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBuilderRandomEvents applies long random event sequences and checks
+// the invariants after every event.
+func TestBuilderRandomEvents(t *testing.T) {
+	const objects = 12
+	uids := make([]string, objects)
+	for i := range uids {
+		uids[i] = string(rune('a' + i))
+	}
+	seed := uint64(1)
+	next := func(n int) int { // xorshift: deterministic and dependency-free
+		seed ^= seed << 13
+		seed ^= seed >> 7
+		seed ^= seed << 17
+		return int(seed % uint64(n))
+	}
+	tg := newTestGraph(t)
+	for step := range 5000 {
+		u := uids[next(objects)]
+		ns := []string{"ns", "other", ""}[next(3)%2] // mostly one namespace
+		res := []*resource{resConfigMap, resPod, resReplicaSet}[next(3)]
+		switch next(10) {
+		case 0, 1:
+			tg.apply(del(res, object(ns, u, u)))
+		case 2:
+			tg.apply(event{typ: evOwnerAbsent, owner: ownerKey{uid: types.UID(uids[next(objects)]), kind: "ConfigMap", name: uids[next(objects)], namespace: ns}})
+		case 3:
+			tg.apply(event{typ: evResourceGone, res: res})
+		default:
+			var opts []objOpt
+			for range next(3) {
+				o := uids[next(objects)]
+				opts = append(opts, ownedBy([]*resource{resConfigMap, resReplicaSet}[next(2)], o, o, next(2) == 0))
+			}
+			if next(4) == 0 {
+				opts = append(opts, deleting(), withFinalizers([]string{metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents, "x"}[next(3)]))
+			}
+			tg.apply(upsert(res, object(ns, u, u, opts...)))
+		}
+		if t.Failed() {
+			t.Fatalf("invariants broken at step %d", step)
+		}
+	}
+	tg.takeQueues()
+	// Deleting everything leaves an empty graph.
+	for _, u := range uids {
+		tg.g.mu.RLock()
+		n, ok := tg.g.nodes[types.UID(u)]
+		observed := ok && n.observed()
+		tg.g.mu.RUnlock()
+		if observed {
+			tg.apply(del(resConfigMap, object("", u, u)))
+		}
+	}
+	if got := summarize(tg.g); len(got) != 0 {
+		t.Errorf("graph not empty after every object was deleted: %v", slices.Sorted(maps.Keys(got)))
+	}
+}

@@ -1,0 +1,159 @@
+package ownergc
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+)
+
+// A Background cascade costs about one request per collected object: each
+// dependent is judged from the graph and deleted with one DELETE. Counted
+// both by the collector and by the API server.
+func testRequestsPerObject(t *testing.T, env *itEnv) {
+	const n = 200
+	ctx := t.Context()
+	ns := env.namespace(t, "requests")
+	owner := env.configMap(t, ns, "owner", nil)
+	env.configMaps(t, ctx, ns, "d", n, []metav1.OwnerReference{cmRef(owner, true)})
+	gc := env.startCollector(t, testConfig())
+	gc.waitIdle(t)
+
+	before := gc.requests(t)
+	serverBefore, err := env.c.APIServerRequests(ctx, "configmaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
+	eventually(t, 60*time.Second, "the cascade to finish", func(ctx context.Context) (bool, error) {
+		left, err := env.countConfigMaps(ctx, ns, "d")
+		return left == 0, err
+	})
+	gc.waitIdle(t)
+	after := gc.requests(t)
+	serverAfter, err := env.c.APIServerRequests(ctx, "configmaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ours := map[string]float64{}
+	var total float64
+	for verb, v := range after {
+		if d := v - before[verb]; d != 0 {
+			ours[verb] = d
+			total += d
+		}
+	}
+	server := serverAfter.Sub(serverBefore)
+	// The API server also counts the test's own requests: one DELETE of the
+	// owner and its LIST polls.
+	serverGC := float64(server.Total() - server["LIST"] - 1)
+	t.Logf("cascade of %d: collector requests %v (%.2f/object); API server saw %v", n, ours, total/n, map[string]int64(server))
+	if ours["DELETE"] != n {
+		t.Errorf("collector sent %.0f DELETEs, want %d", ours["DELETE"], n)
+	}
+	if total > 1.1*n {
+		t.Errorf("collector sent %.0f requests for %d objects (%.2f/object), want <= 1.1/object", total, n, total/n)
+	}
+	if serverGC > 1.1*n {
+		t.Errorf("API server counted %.0f requests for %d objects beyond the test's own, want <= 1.1/object", serverGC, n)
+	}
+}
+
+// Restart in the middle of a 1,000-object cascade: a slow first collector
+// is stopped part-way, stops writing at once, and a second one finishes the
+// cascade. Objects with a live owner are never deleted, and those that had
+// both a live and the deleted owner only lose the dangling reference.
+func testRestartMidCascade(t *testing.T, env *itEnv) {
+	const n = 1000
+	ctx := t.Context()
+	ns := env.namespace(t, "restart")
+	owner := env.configMap(t, ns, "owner", nil)
+	live := env.configMap(t, ns, "live", nil)
+	env.configMaps(t, ctx, ns, "d", n, []metav1.OwnerReference{cmRef(owner, true)})
+	both := env.configMaps(t, ctx, ns, "both", 100, []metav1.OwnerReference{cmRef(owner, true), cmRef(live, true)})
+	kept := env.configMaps(t, ctx, ns, "kept", 100, []metav1.OwnerReference{cmRef(live, true)})
+
+	slow := testConfig()
+	slow.KubeAPIQPS, slow.KubeAPIBurst = 100, 20
+	first := env.startCollector(t, slow)
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
+	eventually(t, 60*time.Second, "a third of the cascade", func(ctx context.Context) (bool, error) {
+		left, err := env.countConfigMaps(ctx, ns, "d")
+		return left <= 2*n/3, err
+	})
+	// Under leader election the lease may pass on leaseDuration-renewDeadline
+	// (5s by default) after the last renewal: the collector must be gone by
+	// then.
+	if took := first.stop(t); took > 5*time.Second {
+		t.Errorf("Run returned %s after its context ended, want < 5s", took)
+	}
+	stopped := first.requests(t)
+	left, err := env.countConfigMaps(ctx, ns, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first collector stopped in %s with %d of %d dependents left", first.stopped.Round(time.Millisecond), left, n)
+	if left == 0 {
+		t.Fatal("the first collector finished the cascade; nothing was left to restart on")
+	}
+
+	second := env.startCollector(t, testConfig())
+	eventually(t, 60*time.Second, "the second collector to finish the cascade", func(ctx context.Context) (bool, error) {
+		left, err := env.countConfigMaps(ctx, ns, "d")
+		return left == 0, err
+	})
+	for _, cm := range both {
+		eventually(t, 30*time.Second, "a dependent with a live owner to keep only that reference",
+			env.refsAre(ns, cm.Name, cm.UID, live.UID))
+	}
+	second.waitIdle(t)
+	for _, cm := range append(kept, env.getCM(t, ns, "live")) {
+		if got := env.getCM(t, ns, cm.Name); got.UID != cm.UID {
+			t.Errorf("%s was recreated or replaced", cm.Name)
+		}
+	}
+	if diff := cmp.Diff(stopped, first.requests(t)); diff != "" {
+		t.Errorf("the first collector sent requests after Run returned (-at return +now):\n%s", diff)
+	}
+}
+
+// Dry run decides and records but writes nothing, Events included.
+func testDryRun(t *testing.T, env *itEnv) {
+	ns := env.namespace(t, "dry-run")
+	cfg := testConfig()
+	cfg.DryRun = true
+	gc := env.startCollector(t, cfg)
+	ghost := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "ghost", UID: uuid.NewUUID()}
+	d := env.configMap(t, ns, "d", []metav1.OwnerReference{ghost})
+	other := env.namespace(t, "dry-run-other")
+	foreign := env.configMap(t, other, "foreign", []metav1.OwnerReference{cmRef(d, true)})
+
+	eventually(t, 30*time.Second, "a dry-run decision to delete", func(context.Context) (bool, error) {
+		return len(gc.recordsFor(d.UID)) > 0 && len(gc.recordsFor(foreign.UID)) > 0, nil
+	})
+	gc.waitIdle(t)
+	for _, r := range append(gc.recordsFor(d.UID), gc.recordsFor(foreign.UID)...) {
+		if !r.dryRun || r.rec.action != actionDelete {
+			t.Errorf("record %+v; want a dry-run delete", r)
+		}
+	}
+	if len(gc.recordsFor(d.UID)) != 1 {
+		t.Errorf("dry-run decision on d recorded %d times, want once", len(gc.recordsFor(d.UID)))
+	}
+	for _, cm := range []*corev1.ConfigMap{d, foreign} {
+		if got := env.getCM(t, cm.Namespace, cm.Name); got.UID != cm.UID || got.DeletionTimestamp != nil {
+			t.Errorf("dry run deleted %s/%s", cm.Namespace, cm.Name)
+		}
+	}
+	if ok, _ := env.hasInvalidNamespaceEvent(other, foreign.UID)(t.Context()); ok {
+		t.Error("dry run recorded an Event")
+	}
+	if got := gc.requests(t); got["DELETE"] != 0 || got["PATCH"] != 0 || got["POST"] != 0 {
+		t.Errorf("dry run sent writes: %v", got)
+	}
+}

@@ -1,0 +1,184 @@
+package ownergc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+// UserAgent is the user agent of the collector's API clients.
+const UserAgent = "nodegc-owner-gc"
+
+// EventSource is the component name on the Events the collector records.
+const EventSource = "nodegc-owner-gc"
+
+// Options configures a Collector.
+type Options struct {
+	// Config is the owner GC section of the nodegc configuration. Zero
+	// fields take the defaults of package config.
+	Config config.OwnerGCConfiguration
+	// RESTConfig reaches the API server. It is copied; the collector sets
+	// its own QPS, burst, user agent and request-counting transport.
+	RESTConfig *rest.Config
+	// Registerer receives the collector's metrics. Nil: not registered.
+	Registerer prometheus.Registerer
+	// EventRecorder records the collector's Events. Nil: each Run records
+	// to the API server with its own broadcaster.
+	EventRecorder record.EventRecorder
+	// Clock drives discovery refreshes, retry delays and the failure grace
+	// of monitors. Nil: the real clock.
+	Clock clock.WithTicker
+}
+
+// Collector is the ownerReference garbage collector. Create it with New and
+// call Run (in the elected instance). HasSynced and DebugHandler may be used
+// from any goroutine at any time.
+type Collector struct {
+	enabled        bool
+	dryRun         bool
+	workers        int
+	period         time.Duration
+	requestTimeout time.Duration
+	failureGrace   time.Duration // a monitor whose list/watch fails this long stops holding back the others
+	syncTimeout    time.Duration // so does a monitor that has not synced this long after its start
+	ignored        map[schema.GroupResource]struct{}
+
+	metadata  metadata.Interface
+	discovery discovery.DiscoveryInterfaceWithContext
+	kube      kubernetes.Interface // for Events, nil when a recorder is given
+	recorder  record.EventRecorder
+	clock     clock.WithTicker
+	metrics   *metrics
+
+	running atomic.Bool
+	current atomic.Pointer[run]
+
+	// hooks are set by tests of this package only.
+	hooks testHooks
+}
+
+// testHooks let in-package tests interpose between deciding and acting.
+type testHooks struct {
+	// beforeWrite runs before every write (not in dry-run).
+	beforeWrite func(ctx context.Context, action string, id objectID)
+	// onRecord sees every decision record.
+	onRecord func(id objectID, rec decisionRecord, dryRun bool)
+}
+
+// New returns a Collector. It does no I/O.
+func New(opts Options) (*Collector, error) {
+	if opts.RESTConfig == nil {
+		return nil, errors.New("ownergc: RESTConfig is required")
+	}
+	cfg := opts.Config
+	c := &Collector{
+		enabled:        cfg.EnableGarbageCollector == nil || *cfg.EnableGarbageCollector,
+		dryRun:         cfg.DryRun,
+		workers:        int(cfg.ConcurrentGCSyncs),
+		period:         cfg.DiscoveryResyncPeriod.Duration,
+		requestTimeout: 30 * time.Second,
+		failureGrace:   10 * time.Second,
+		syncTimeout:    time.Minute,
+		ignored:        map[schema.GroupResource]struct{}{},
+		recorder:       opts.EventRecorder,
+		clock:          opts.Clock,
+	}
+	if c.workers <= 0 {
+		c.workers = config.DefaultConcurrentGCSyncs
+	}
+	if c.period <= 0 {
+		c.period = config.DefaultDiscoveryResyncPeriod
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	ignored := cfg.GCIgnoredResources
+	if ignored == nil {
+		ignored = config.DefaultIgnoredResources()
+	}
+	for _, gr := range ignored {
+		c.ignored[schema.GroupResource{Group: gr.Group, Resource: gr.Resource}] = struct{}{}
+	}
+	reg := opts.Registerer
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	c.metrics = newMetrics(reg, c)
+
+	qps, burst := cfg.KubeAPIQPS, int(cfg.KubeAPIBurst)
+	if qps == 0 {
+		qps = config.DefaultOwnerGCQPS
+	}
+	if burst == 0 {
+		burst = config.DefaultOwnerGCBurst
+	}
+	clientConfig := func() *rest.Config {
+		rc := rest.CopyConfig(opts.RESTConfig)
+		rc.QPS, rc.Burst, rc.RateLimiter = qps, burst, nil
+		rc.UserAgent = UserAgent
+		rc.Wrap(c.metrics.countRequests)
+		return rc
+	}
+	var err error
+	if c.metadata, err = metadata.NewForConfig(clientConfig()); err != nil {
+		return nil, fmt.Errorf("ownergc: metadata client: %w", err)
+	}
+	if c.discovery, err = discovery.NewDiscoveryClientForConfig(clientConfig()); err != nil {
+		return nil, fmt.Errorf("ownergc: discovery client: %w", err)
+	}
+	if c.recorder == nil {
+		if c.kube, err = kubernetes.NewForConfig(clientConfig()); err != nil {
+			return nil, fmt.Errorf("ownergc: events client: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Run collects garbage until ctx ends, then stops its workers and monitors
+// and returns nil. It blocks meanwhile. Cancelling ctx stops every write at
+// once: in-flight requests are cancelled and no new one starts. Run may be
+// called again after it returned (each run starts from an empty graph), but
+// not twice at the same time. With enableGarbageCollector=false it only
+// waits for ctx.
+func (c *Collector) Run(ctx context.Context) error {
+	if !c.enabled {
+		<-ctx.Done()
+		return nil
+	}
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("ownergc: Run is already running")
+	}
+	defer c.running.Store(false)
+	r := newRun(ctx, c)
+	c.current.Store(r)
+	defer c.current.Store(nil)
+	r.run(ctx)
+	return nil
+}
+
+// HasSynced reports whether a Run is under way and its graph holds the
+// initial state of every resource whose monitor did not fail: the readiness
+// of the owner GC.
+func (c *Collector) HasSynced() bool {
+	r := c.current.Load()
+	return r != nil && r.synced()
+}
+
+// DebugHandler serves the dependency graph at DebugGraphPath.
+func (c *Collector) DebugHandler() http.Handler {
+	return &debugHandler{c: c}
+}

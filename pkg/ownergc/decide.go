@@ -1,0 +1,228 @@
+package ownergc
+
+import (
+	"errors"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Deciding is pure: judgeRef and decide take views (plus lookup results)
+// and return verdicts and plans; the workers apply the plans.
+
+// refClass is the classification of an owner reference (upstream's names).
+type refClass uint8
+
+const (
+	classSolid    refClass = iota // the owner exists and does not wait for its dependents
+	classDangling                 // no object with the UID exists at the stated coordinates
+	classWaiting                  // waitingForDependentsDeletion: the owner is being deleted in the foreground
+)
+
+func (c refClass) String() string {
+	switch c {
+	case classSolid:
+		return "solid"
+	case classDangling:
+		return "dangling"
+	default:
+		return "waitingForDependentsDeletion"
+	}
+}
+
+// Reasons of a classification (why a reference is what it is).
+const (
+	reasonObserved       = "owner-observed"           // the graph holds the owner alive
+	reasonDeleted        = "owner-deleted"            // the graph saw the owner's deletion
+	reasonNotFound       = "owner-not-found"          // lookup: no object at the coordinates
+	reasonUIDMismatch    = "owner-uid-mismatch"       // lookup: the object there has another UID
+	reasonOtherNamespace = "owner-in-other-namespace" // the UID belongs to an object in another namespace
+	reasonPresent        = "owner-present"            // lookup: the owner exists
+	reasonWaiting        = "owner-deleting-dependents"
+)
+
+// Errors that stop the processing of an item.
+var (
+	// errNamespacedOwner: a cluster-scoped object references a namespaced
+	// kind. Retrying cannot help; the object is never deleted.
+	errNamespacedOwner = errors.New("cluster-scoped object references a namespaced owner kind")
+	// errUnknownKind: the referenced kind is not in discovery (yet). The
+	// item waits for the next discovery refresh.
+	errUnknownKind = errors.New("owner kind unknown to discovery")
+)
+
+// verdict is what the graph alone says about a reference. When lookup is
+// set, only a live lookup of that key can classify it.
+type verdict struct {
+	class  refClass
+	reason string
+	lookup *ownerKey
+}
+
+// scopeFunc reports whether apiVersion/kind is namespaced, and whether
+// discovery knows it at all.
+type scopeFunc func(apiVersion, kind string) (namespaced, known bool)
+
+// judgeRef classifies owner reference o of item from the graph. It trusts
+// the graph only where the graph is certain: an observed owner at the stated
+// coordinates, or an observed deletion (UIDs are never reused). Anything
+// not observed needs a lookup: absence from a cache is never proof.
+func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
+	matches := o.state == ownerObserved && o.node.groupKind().Group == o.group() &&
+		o.node.kind == o.kind && o.node.name == o.name
+	if item.id.namespace == "" {
+		namespaced, known := scope(o.apiVersion, o.kind)
+		if !known && matches {
+			namespaced, known = o.node.namespace != "", true
+		}
+		if !known {
+			return verdict{}, errUnknownKind
+		}
+		if namespaced {
+			return verdict{}, errNamespacedOwner
+		}
+	}
+	switch {
+	case matches && o.node.namespace != "" && o.node.namespace != item.id.namespace:
+		return verdict{class: classDangling, reason: reasonOtherNamespace}, nil
+	case matches && o.waiting:
+		return verdict{class: classWaiting, reason: reasonWaiting}, nil
+	case matches:
+		return verdict{class: classSolid, reason: reasonObserved}, nil
+	case o.state == ownerDeleted:
+		return verdict{class: classDangling, reason: reasonDeleted}, nil
+	}
+	namespaced, known := scope(o.apiVersion, o.kind)
+	if !known {
+		return verdict{}, errUnknownKind
+	}
+	key := ownerKey{uid: o.uid, group: o.group(), kind: o.kind, name: o.name}
+	if namespaced {
+		key.namespace = item.id.namespace
+	}
+	if o.state == ownerAbsentAtIdentity && o.node.groupKind().Group == key.group && o.node.kind == key.kind &&
+		o.node.name == key.name && (key.namespace == "" || o.node.namespace == key.namespace) {
+		return verdict{class: classDangling, reason: reasonNotFound}, nil
+	}
+	return verdict{lookup: &key}, nil
+}
+
+// classifiedRef is an owner reference with its class.
+type classifiedRef struct {
+	ownerView
+	class  refClass
+	reason string
+}
+
+// actionKind is what a plan does.
+type actionKind uint8
+
+const (
+	actNone            actionKind = iota
+	actDelete                     // delete the item with plan.policy (after unblocking if plan.unblock)
+	actRemoveRefs                 // patch away plan.refs
+	actRemoveFinalizer            // remove plan.finalizer from the item
+	actWake                       // enqueue plan.wake (blocking dependents)
+)
+
+// Rules: why a plan does what it does.
+const (
+	ruleSolidOwner          = "solid-owner-remains" // nothing to do
+	ruleRemoveDangling      = "solid-owner-remains-remove-dangling-references"
+	ruleAllOwnersAbsent     = "all-owners-absent"            // every reference dangling
+	ruleOwnerForeground     = "owner-deleting-in-foreground" // owners dangling or waiting, item has no dependents
+	ruleOwnerWaitsDependent = "owner-waits-item-has-dependents"
+	ruleCycle               = "ownership-cycle" // as above, and a dependent waits too: unblock first
+	ruleNoBlocking          = "no-blocking-dependents-remain"
+	ruleWaitBlocking        = "waiting-for-blocking-dependents"
+	ruleOrphanDependents    = "owner-orphans-dependents"
+	ruleDependentsOrphaned  = "dependents-orphaned"
+)
+
+// plan is the decision about one item.
+type plan struct {
+	action    actionKind
+	rule      string
+	policy    metav1.DeletionPropagation
+	unblock   bool        // actDelete: first set blockOwnerDeletion=false on refs
+	refs      []ownerView // actRemoveRefs: the references to remove; actDelete+unblock: to unblock
+	finalizer string      // actRemoveFinalizer
+	index     int         // actRemoveFinalizer: position of the finalizer
+	wake      []types.UID // actWake
+	owners    []classifiedRef
+}
+
+// decideDeletingDependents decides for an item being deleted in the
+// foreground: remove its foregroundDeletion finalizer once no dependent with
+// blockOwnerDeletion=true remains, else wake the blocking dependents.
+func decideDeletingDependents(item *itemView) plan {
+	if len(item.blocking) == 0 {
+		return plan{action: actRemoveFinalizer, rule: ruleNoBlocking, finalizer: metav1.FinalizerDeleteDependents, index: item.fgIndex}
+	}
+	p := plan{action: actWake, rule: ruleWaitBlocking}
+	for _, d := range item.blocking {
+		if !d.deletingDependents {
+			p.wake = append(p.wake, d.id.uid)
+		}
+	}
+	return p
+}
+
+// decide decides for an item with classified owner references (upstream's
+// attemptToDeleteItem rules).
+func decide(item *itemView, refs []classifiedRef) plan {
+	var solid, waiting, remove []ownerView
+	for _, r := range refs {
+		switch r.class {
+		case classSolid:
+			solid = append(solid, r.ownerView)
+		case classWaiting:
+			waiting = append(waiting, r.ownerView)
+			remove = append(remove, r.ownerView)
+		default:
+			remove = append(remove, r.ownerView)
+		}
+	}
+	switch {
+	case len(solid) > 0 && len(remove) == 0:
+		return plan{action: actNone, rule: ruleSolidOwner, owners: refs}
+	case len(solid) > 0:
+		// The dangling references go; so do the waiting ones, or their
+		// owners would wait for this item forever.
+		return plan{action: actRemoveRefs, rule: ruleRemoveDangling, refs: remove, owners: refs}
+	case len(waiting) > 0 && item.hasDependents:
+		// Delete in the foreground so that the item's own dependents go
+		// first. If one of them waits for its dependents too, this may be a
+		// cycle: make the item's references non-blocking first.
+		p := plan{action: actDelete, rule: ruleOwnerWaitsDependent, policy: metav1.DeletePropagationForeground, owners: refs}
+		if item.dependentDeletingDependents {
+			for _, o := range item.owners {
+				if o.block {
+					p.refs = append(p.refs, o)
+				}
+			}
+			if len(p.refs) > 0 {
+				p.unblock, p.rule = true, ruleCycle
+			}
+		}
+		return p
+	default:
+		rule := ruleAllOwnersAbsent
+		if len(waiting) > 0 {
+			rule = ruleOwnerForeground
+		}
+		return plan{action: actDelete, rule: rule, policy: policyFor(item), owners: refs}
+	}
+}
+
+// policyFor returns the propagation an item's own finalizers ask for.
+func policyFor(item *itemView) metav1.DeletionPropagation {
+	switch {
+	case item.orphanFinalizer:
+		return metav1.DeletePropagationOrphan
+	case item.foregroundFinalizer:
+		return metav1.DeletePropagationForeground
+	default:
+		return metav1.DeletePropagationBackground
+	}
+}

@@ -1,0 +1,264 @@
+package ownergc
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// TestJudgeRef covers what the graph alone may say about a reference, in
+// particular that nothing unobserved is ever taken as absent (safety rule 3).
+func TestJudgeRef(t *testing.T) {
+	cmOwner := func(ns string) objectID {
+		return objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "owner"}
+	}
+	ref := ownerView{uid: "o", apiVersion: "v1", kind: "ConfigMap", name: "owner"}
+	with := func(state ownerState, node objectID, waiting bool) ownerView {
+		o := ref
+		o.state, o.node, o.waiting = state, node, waiting
+		return o
+	}
+	key := func(ns string) *ownerKey {
+		return &ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: ns}
+	}
+	tests := map[string]struct {
+		itemNS  string
+		owner   ownerView
+		want    verdict
+		wantErr error
+	}{
+		"observed owner: solid": {
+			itemNS: "ns", owner: with(ownerObserved, cmOwner("ns"), false),
+			want: verdict{class: classSolid, reason: reasonObserved},
+		},
+		"observed owner deleting its dependents: waiting": {
+			itemNS: "ns", owner: with(ownerObserved, cmOwner("ns"), true),
+			want: verdict{class: classWaiting, reason: reasonWaiting},
+		},
+		"observed deletion: dangling without a lookup": {
+			itemNS: "ns", owner: with(ownerDeleted, cmOwner("ns"), false),
+			want: verdict{class: classDangling, reason: reasonDeleted},
+		},
+		"owner UID lives in another namespace: dangling": {
+			itemNS: "ns", owner: with(ownerObserved, cmOwner("other"), false),
+			want: verdict{class: classDangling, reason: reasonOtherNamespace},
+		},
+		"virtual owner: only a lookup can tell": {
+			itemNS: "ns", owner: with(ownerVirtual, cmOwner("ns"), false),
+			want: verdict{lookup: key("ns")},
+		},
+		"owner not in the graph at all: only a lookup can tell": {
+			itemNS: "ns", owner: ref,
+			want: verdict{lookup: key("ns")},
+		},
+		"virtual owner verified absent at these coordinates: dangling": {
+			itemNS: "ns", owner: with(ownerAbsentAtIdentity, cmOwner("ns"), false),
+			want: verdict{class: classDangling, reason: reasonNotFound},
+		},
+		"virtual owner verified absent in another namespace: lookup": {
+			itemNS: "ns", owner: with(ownerAbsentAtIdentity, cmOwner("other"), false),
+			want: verdict{lookup: key("ns")},
+		},
+		"observed owner under other coordinates: lookup": {
+			itemNS: "ns",
+			owner:  with(ownerObserved, objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "renamed"}, false),
+			want:   verdict{lookup: key("ns")},
+		},
+		"cluster-scoped owner kind: looked up without namespace": {
+			itemNS: "ns",
+			owner:  ownerView{uid: "n", apiVersion: "v1", kind: "Node", name: "node1", state: ownerVirtual},
+			want:   verdict{lookup: &ownerKey{uid: "n", kind: "Node", name: "node1"}},
+		},
+		"cluster-scoped item, namespaced owner kind: never collected": {
+			itemNS: "", owner: with(ownerDeleted, cmOwner("ns"), false), wantErr: errNamespacedOwner,
+		},
+		"cluster-scoped item, observed namespaced owner of unknown kind: never collected": {
+			itemNS:  "",
+			owner:   ownerView{uid: "o", apiVersion: "example.com/v1", kind: "Thing", name: "t", state: ownerObserved, node: objectID{apiVersion: "example.com/v1", kind: "Thing", name: "t", namespace: "ns"}},
+			wantErr: errNamespacedOwner,
+		},
+		"unknown kind: wait for discovery": {
+			itemNS:  "ns",
+			owner:   ownerView{uid: "o", apiVersion: "example.com/v1", kind: "Thing", name: "t", state: ownerVirtual},
+			wantErr: errUnknownKind,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			item := &itemView{id: objectID{uid: "i", apiVersion: "v1", kind: "ConfigMap", namespace: tc.itemNS, name: "item"}}
+			got, err := judgeRef(item, &tc.owner, testScope)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error = %v, want %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(verdict{}, ownerKey{})); diff != "" {
+				t.Errorf("verdict (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	ref := func(uid types.UID, index int, class refClass, block bool) classifiedRef {
+		return classifiedRef{ownerView: ownerView{uid: uid, index: index, block: block}, class: class}
+	}
+	refUIDs := func(p plan) []types.UID {
+		var out []types.UID
+		for _, r := range p.refs {
+			out = append(out, r.uid)
+		}
+		return out
+	}
+	type want struct {
+		action  actionKind
+		rule    string
+		policy  metav1.DeletionPropagation
+		unblock bool
+		refs    []types.UID
+	}
+	tests := map[string]struct {
+		item itemView
+		refs []classifiedRef
+		want want
+	}{
+		"solid owner only: nothing to do": {
+			refs: []classifiedRef{ref("a", 0, classSolid, true)},
+			want: want{action: actNone, rule: ruleSolidOwner},
+		},
+		"solid and dangling: remove the dangling reference": {
+			refs: []classifiedRef{ref("a", 0, classSolid, true), ref("b", 1, classDangling, false)},
+			want: want{action: actRemoveRefs, rule: ruleRemoveDangling, refs: []types.UID{"b"}},
+		},
+		"solid and waiting: remove the waiting reference": {
+			refs: []classifiedRef{ref("a", 0, classWaiting, true), ref("b", 1, classSolid, false)},
+			want: want{action: actRemoveRefs, rule: ruleRemoveDangling, refs: []types.UID{"a"}},
+		},
+		"all dangling: background delete": {
+			refs: []classifiedRef{ref("a", 0, classDangling, true), ref("b", 1, classDangling, false)},
+			want: want{action: actDelete, rule: ruleAllOwnersAbsent, policy: metav1.DeletePropagationBackground},
+		},
+		"all dangling, item has the orphan finalizer: orphan delete": {
+			item: itemView{orphanFinalizer: true},
+			refs: []classifiedRef{ref("a", 0, classDangling, true)},
+			want: want{action: actDelete, rule: ruleAllOwnersAbsent, policy: metav1.DeletePropagationOrphan},
+		},
+		"all dangling, item has the foregroundDeletion finalizer: foreground delete": {
+			item: itemView{foregroundFinalizer: true},
+			refs: []classifiedRef{ref("a", 0, classDangling, true)},
+			want: want{action: actDelete, rule: ruleAllOwnersAbsent, policy: metav1.DeletePropagationForeground},
+		},
+		"owner waits, item has no dependents: delete with the item's own policy": {
+			refs: []classifiedRef{ref("a", 0, classWaiting, true)},
+			want: want{action: actDelete, rule: ruleOwnerForeground, policy: metav1.DeletePropagationBackground},
+		},
+		"owner waits, item has dependents: foreground delete": {
+			item: itemView{hasDependents: true},
+			refs: []classifiedRef{ref("a", 0, classWaiting, true)},
+			want: want{action: actDelete, rule: ruleOwnerWaitsDependent, policy: metav1.DeletePropagationForeground},
+		},
+		"owner waits, a dependent waits too: unblock, then foreground delete (cycle)": {
+			item: itemView{hasDependents: true, dependentDeletingDependents: true,
+				owners: []ownerView{{uid: "a", index: 0, block: true}, {uid: "b", index: 1, block: false}}},
+			refs: []classifiedRef{ref("a", 0, classWaiting, true), ref("b", 1, classDangling, false)},
+			want: want{action: actDelete, rule: ruleCycle, policy: metav1.DeletePropagationForeground, unblock: true, refs: []types.UID{"a"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := decide(&tc.item, tc.refs)
+			got := want{action: p.action, rule: p.rule, policy: p.policy, unblock: p.unblock, refs: refUIDs(p)}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideDeletingDependents(t *testing.T) {
+	tests := map[string]struct {
+		item     itemView
+		want     actionKind
+		wantWake []types.UID
+	}{
+		"no blocking dependent: remove the finalizer": {
+			item: itemView{deletingDependents: true, fgIndex: 1},
+			want: actRemoveFinalizer,
+		},
+		"blocking dependents: wake those not waiting themselves": {
+			item: itemView{deletingDependents: true, blocking: []dependentView{
+				{id: objectID{uid: "a"}}, {id: objectID{uid: "b"}, deletingDependents: true},
+			}},
+			want: actWake, wantWake: []types.UID{"a"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := decideDeletingDependents(&tc.item)
+			if p.action != tc.want {
+				t.Errorf("action = %d, want %d", p.action, tc.want)
+			}
+			if diff := cmp.Diff(tc.wantWake, p.wake); diff != "" {
+				t.Errorf("wake (-want +got):\n%s", diff)
+			}
+			if p.action == actRemoveFinalizer && (p.finalizer != metav1.FinalizerDeleteDependents || p.index != tc.item.fgIndex) {
+				t.Errorf("finalizer %q at %d, want %q at %d", p.finalizer, p.index, metav1.FinalizerDeleteDependents, tc.item.fgIndex)
+			}
+		})
+	}
+}
+
+// TestItemView checks what workers copy from the graph.
+func TestItemView(t *testing.T) {
+	tg := newTestGraph(t)
+	tg.apply(
+		upsert(resConfigMap, object("ns", "alive", "alive")),
+		upsert(resConfigMap, object("ns", "gone", "gone")),
+		upsert(resConfigMap, object("ns", "waiting", "waiting", deleting(), withFinalizers("x", metav1.FinalizerDeleteDependents))),
+		upsert(resConfigMap, object("ns", "item", "item", withRV("7"), withFinalizers(metav1.FinalizerOrphanDependents),
+			ownedBy(resConfigMap, "alive", "alive", false),
+			ownedBy(resConfigMap, "gone", "gone", true),
+			ownedBy(resConfigMap, "waiting", "waiting", true),
+			ownedBy(resConfigMap, "ghost", "ghost", false))),
+		upsert(resConfigMap, object("ns", "child", "child", ownedBy(resConfigMap, "item", "item", true))),
+		del(resConfigMap, object("ns", "gone", "gone")),
+	)
+	v, ok := tg.g.itemView("item")
+	if !ok {
+		t.Fatal("item not in the graph")
+	}
+	type ownerSummary struct {
+		UID     types.UID
+		Index   int
+		State   ownerState
+		Waiting bool
+		Block   bool
+	}
+	var got []ownerSummary
+	for _, o := range v.owners {
+		got = append(got, ownerSummary{o.uid, o.index, o.state, o.waiting, o.block})
+	}
+	want := []ownerSummary{
+		{"alive", 0, ownerObserved, false, false},
+		{"gone", 1, ownerDeleted, false, true},
+		{"waiting", 2, ownerObserved, true, true},
+		{"ghost", 3, ownerVirtual, false, false},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("owners (-want +got):\n%s", diff)
+	}
+	if v.rv != "7" || !v.orphanFinalizer || v.orphanIndex != 0 || !v.hasDependents || len(v.blocking) != 1 {
+		t.Errorf("view = rv %q orphan %t@%d dependents %t blocking %d; want rv 7, orphan at 0, dependents, 1 blocking",
+			v.rv, v.orphanFinalizer, v.orphanIndex, v.hasDependents, len(v.blocking))
+	}
+	if _, ok := tg.g.itemView("ghost"); ok {
+		t.Error("a virtual node has an item view")
+	}
+
+	live := object("ns", "item", "item", withRV("9"), ownedBy(resConfigMap, "alive", "alive", true))
+	lv := tg.g.liveView(v.id, live)
+	if !lv.live || lv.rv != "9" || len(lv.owners) != 1 || lv.owners[0].state != ownerObserved || !lv.hasDependents {
+		t.Errorf("live view = %+v; want the live object's fields with the graph's owner and dependents", lv)
+	}
+}

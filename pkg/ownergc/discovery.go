@@ -1,0 +1,144 @@
+package ownergc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/restmapper"
+)
+
+// discoverySnapshot is what one discovery round found. It is replaced
+// whole, never mutated.
+type discoverySnapshot struct {
+	mapper meta.RESTMapper
+}
+
+// discoveryLoop refreshes discovery at once and then every period (sooner
+// while it has never succeeded) until ctx ends.
+func (r *run) discoveryLoop(ctx context.Context) {
+	retry := time.Second
+	for {
+		wait := r.c.period
+		if err := r.syncResources(ctx); err != nil && !r.discovered.Load() {
+			wait = min(retry, r.c.period)
+			retry *= 2
+		}
+		t := r.c.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// syncResources runs one discovery round: it replaces the REST mapper and
+// starts and stops monitors so that exactly the deletable resources are
+// watched. Resources of groups that failed discovery keep their monitors.
+func (r *run) syncResources(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
+	defer cancel()
+	groups, failed, err := discoverGroups(ctx, r.c.discovery)
+	if err != nil {
+		r.c.metrics.discoveryErrors.Inc()
+		r.logger.Error(err, "API discovery failed", "failedGroups", len(failed))
+		if len(groups) == 0 {
+			return err
+		}
+	}
+	resources := deletableResources(groups, r.c.ignored)
+	r.snapshot.Store(&discoverySnapshot{mapper: restmapper.NewDiscoveryRESTMapper(groups)})
+	keep := func(gvr schema.GroupVersionResource) bool {
+		_, ok := failed[gvr.GroupVersion()]
+		return ok
+	}
+	added, removed := r.monitors.sync(resources, keep)
+	r.discovered.Store(true)
+	if added+removed > 0 {
+		r.logger.Info("Resource monitors changed", "added", added, "removed", removed, "monitors", r.monitors.len())
+	}
+	r.unpark()
+	return err
+}
+
+// discoverGroups reads every group, version and resource the API server
+// serves. On a partial failure it returns what it could read, the failed
+// group versions and the error.
+func discoverGroups(ctx context.Context, dc discovery.DiscoveryInterfaceWithContext) ([]*restmapper.APIGroupResources, map[schema.GroupVersion]error, error) {
+	gs, rs, err := dc.ServerGroupsAndResourcesWithContext(ctx)
+	failed, partial := discovery.GroupDiscoveryFailedErrorGroups(err)
+	if err != nil && !partial {
+		return nil, nil, fmt.Errorf("discover API resources: %w", err)
+	}
+	if err != nil {
+		err = fmt.Errorf("discover API resources: %w", err)
+	}
+	byGV := map[string]*metav1.APIResourceList{}
+	for _, l := range rs {
+		byGV[l.GroupVersion] = l
+	}
+	var groups []*restmapper.APIGroupResources
+	for _, g := range gs {
+		gr := &restmapper.APIGroupResources{Group: *g, VersionedResources: map[string][]metav1.APIResource{}}
+		for _, v := range g.Versions {
+			if l, ok := byGV[v.GroupVersion]; ok {
+				gr.VersionedResources[v.Version] = l.APIResources
+			}
+		}
+		groups = append(groups, gr)
+	}
+	if len(groups) == 0 && err == nil {
+		err = errors.New("discover API resources: the API server reported no groups")
+	}
+	return groups, failed, err
+}
+
+// deletableResources picks, for every group and resource, the first version
+// in preference order that serves it with the list, watch and delete verbs,
+// minus the ignored resources and subresources (as upstream's
+// GetDeletableResources).
+func deletableResources(groups []*restmapper.APIGroupResources, ignored map[schema.GroupResource]struct{}) map[schema.GroupVersionResource]*resource {
+	out := map[schema.GroupVersionResource]*resource{}
+	seen := map[schema.GroupResource]bool{}
+	for _, g := range groups {
+		versions := []string{g.Group.PreferredVersion.Version}
+		for _, v := range g.Group.Versions {
+			if v.Version != g.Group.PreferredVersion.Version {
+				versions = append(versions, v.Version)
+			}
+		}
+		for _, v := range versions {
+			for _, ar := range g.VersionedResources[v] {
+				if strings.Contains(ar.Name, "/") || !hasVerbs(ar.Verbs, "list", "watch", "delete") {
+					continue
+				}
+				gr := schema.GroupResource{Group: g.Group.Name, Resource: ar.Name}
+				if _, skip := ignored[gr]; skip || seen[gr] {
+					continue
+				}
+				seen[gr] = true
+				gvr := gr.WithVersion(v)
+				out[gvr] = newResource(gvr, ar.Kind, ar.Namespaced)
+			}
+		}
+	}
+	return out
+}
+
+func hasVerbs(have metav1.Verbs, want ...string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}

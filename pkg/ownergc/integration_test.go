@@ -1,0 +1,44 @@
+package ownergc
+
+import (
+	"testing"
+)
+
+// TestIntegration proves the owner GC against a real kube-apiserver and
+// etcd from the test bed, with no other collector running: the API
+// server's own finalizer semantics (foregroundDeletion, orphan) are what the
+// collector cooperates with. One cluster serves every scenario; most share
+// one collector and run in parallel in their own namespaces, the rest run
+// one after another with collectors of their own.
+func TestIntegration(t *testing.T) {
+	env := newEnv(t)
+
+	t.Run("shared collector", func(t *testing.T) {
+		gc := env.startCollector(t, testConfig())
+		scenarios := map[string]func(*testing.T, *itEnv, *testCollector){
+			"life of a Deployment, background":                        testDeploymentBackground,
+			"life of a Deployment, foreground":                        testDeploymentForeground,
+			"life of a Deployment, orphan":                            testDeploymentOrphan,
+			"foreground waits for a dependent with its own finalizer": testForegroundDependentFinalizer,
+			"blockOwnerDeletion=false does not hold the owner":        testNonBlockingDependent,
+			"ownership cycle under foreground deletion":               testForegroundCycle,
+			"multiple owners: only the dangling reference goes":       testMultipleOwners,
+			"owner that never existed":                                testMadeUpOwner,
+			"owner recreated with the same name":                      testOwnerRecreated,
+			"object recreated after the decision":                     testObjectRecreatedAfterDecision,
+			"owner reference across namespaces":                       testCrossNamespace,
+			"cluster-scoped dependent of a namespaced kind":           testClusterScopedDependent,
+			"CRD created while the collector runs":                    testCRDCreatedWhileRunning,
+		}
+		for name, scenario := range scenarios {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				scenario(t, env, gc)
+			})
+		}
+	})
+	t.Run("about one request per collected object", func(t *testing.T) { testRequestsPerObject(t, env) })
+	t.Run("restart in the middle of a cascade", func(t *testing.T) { testRestartMidCascade(t, env) })
+	t.Run("dry run decides and writes nothing", func(t *testing.T) { testDryRun(t, env) })
+	t.Run("a failing resource does not block the others", func(t *testing.T) { testFailingResource(t, env) })
+}

@@ -1,0 +1,125 @@
+package ownergc
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
+)
+
+// absentCacheSize bounds the absent-owner cache. Most verdicts also live in
+// the graph (tombstones, virtual nodes marked absent); the cache covers
+// references whose coordinates differ from their owner node's identity.
+const absentCacheSize = 1000
+
+// absentCache remembers lookups that found no owner: an owner UID absent at
+// given coordinates stays absent (UIDs are never reused).
+type absentCache struct{ c *lru.Cache }
+
+func newAbsentCache(size int) *absentCache { return &absentCache{c: lru.New(size)} }
+
+func (a *absentCache) add(k ownerKey) { a.c.Add(k, struct{}{}) }
+
+func (a *absentCache) has(k ownerKey) bool {
+	_, ok := a.c.Get(k)
+	return ok
+}
+
+// lookupResult is the verdict of a live lookup.
+type lookupResult struct {
+	class  refClass
+	reason string
+}
+
+// lookupOwner classifies the owner at key with a GET, unless the
+// absent-owner cache already knows; concurrent lookups of one key share a
+// single request.
+func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) (lookupResult, error) {
+	if r.absent.has(key) {
+		r.c.metrics.lookups.WithLabelValues("cached_absent").Inc()
+		return lookupResult{class: classDangling, reason: reasonNotFound}, nil
+	}
+	return r.flights.do(key, func() (lookupResult, error) {
+		id := objectID{uid: key.uid, apiVersion: apiVersion, kind: key.kind, namespace: key.namespace, name: key.name}
+		obj, err := r.getObject(ctx, id)
+		var res lookupResult
+		switch {
+		case apierrors.IsNotFound(err):
+			res = lookupResult{class: classDangling, reason: reasonNotFound}
+		case err != nil:
+			r.c.metrics.lookups.WithLabelValues("error").Inc()
+			return res, err
+		case obj.UID != key.uid:
+			res = lookupResult{class: classDangling, reason: reasonUIDMismatch}
+		case obj.DeletionTimestamp != nil && slices.Contains(obj.Finalizers, metav1.FinalizerDeleteDependents):
+			res = lookupResult{class: classWaiting, reason: reasonWaiting}
+		default:
+			res = lookupResult{class: classSolid, reason: reasonPresent}
+		}
+		if res.class == classDangling {
+			r.c.metrics.lookups.WithLabelValues("absent").Inc()
+			r.absent.add(key)
+			r.events.push(event{typ: evOwnerAbsent, owner: key})
+		} else {
+			r.c.metrics.lookups.WithLabelValues("present").Inc()
+		}
+		return res, nil
+	})
+}
+
+// flights lets concurrent lookups of one key share one request.
+type flights struct {
+	mu sync.Mutex
+	m  map[ownerKey]*flight
+}
+
+type flight struct {
+	done chan struct{}
+	res  lookupResult
+	err  error
+}
+
+func (f *flights) do(key ownerKey, fn func() (lookupResult, error)) (lookupResult, error) {
+	f.mu.Lock()
+	if fl, ok := f.m[key]; ok {
+		f.mu.Unlock()
+		<-fl.done
+		return fl.res, fl.err
+	}
+	if f.m == nil {
+		f.m = map[ownerKey]*flight{}
+	}
+	fl := &flight{done: make(chan struct{})}
+	f.m[key] = fl
+	f.mu.Unlock()
+	fl.res, fl.err = fn()
+	f.mu.Lock()
+	delete(f.m, key)
+	f.mu.Unlock()
+	close(fl.done)
+	return fl.res, fl.err
+}
+
+// reportInvalidNamespace records the OwnerRefInvalidNamespace Warning on
+// item, once per reference and run (upstream's event and message). In
+// dry-run nothing is written, so only the log says it.
+func (r *run) reportInvalidNamespace(item objectID, o *ownerView) {
+	key := [2]types.UID{item.uid, o.uid}
+	if _, seen := r.reported.LoadOrStore(key, struct{}{}); seen {
+		return
+	}
+	r.logger.V(2).Info("Owner reference does not exist in the object's namespace", "object", item, "owner", o.uid,
+		"ownerKind", o.kind, "ownerName", o.name)
+	if r.c.dryRun {
+		return
+	}
+	ref := &corev1.ObjectReference{Kind: item.kind, APIVersion: item.apiVersion, Namespace: item.namespace, Name: item.name, UID: item.uid}
+	r.recorder.Eventf(ref, corev1.EventTypeWarning, "OwnerRefInvalidNamespace",
+		"ownerRef [%s/%s, namespace: %s, name: %s, uid: %s] does not exist in namespace %q",
+		o.apiVersion, o.kind, item.namespace, o.name, o.uid, item.namespace)
+}

@@ -1,0 +1,178 @@
+package ownergc
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics of the owner GC, registered once by New.
+type metrics struct {
+	actions         *prometheus.CounterVec
+	dryRunActions   *prometheus.CounterVec
+	actionErrors    *prometheus.CounterVec
+	requests        *prometheus.CounterVec
+	lookups         *prometheus.CounterVec
+	monitorErrors   *prometheus.CounterVec
+	discoveryErrors prometheus.Counter
+	attemptDuration *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer, c *Collector) *metrics {
+	m := &metrics{
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodegc_owner_gc_actions_total",
+			Help: "Writes of the owner GC that succeeded, by action (delete, remove-owner-references, unblock-owner-references, remove-finalizer, orphan-dependent) and rule.",
+		}, []string{"action", "rule"}),
+		dryRunActions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodegc_owner_gc_dry_run_actions_total",
+			Help: "Actions the owner GC decided but did not write (dry-run), by action and rule; each object, action and rule counts once per run.",
+		}, []string{"action", "rule"}),
+		actionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodegc_owner_gc_action_errors_total",
+			Help: "Writes of the owner GC that failed for another reason than a changed or missing object, by action.",
+		}, []string{"action"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodegc_owner_gc_api_requests_total",
+			Help: "API requests of the owner GC, by verb as the API server counts them (GET, LIST, WATCH, DELETE, PATCH, POST, ...; NONRESOURCE for discovery) and status class (2xx, 4xx, 5xx, error).",
+		}, []string{"verb", "code"}),
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodegc_owner_gc_owner_lookups_total",
+			Help: "Verifications of owners the graph has not observed, by result: present, absent, cached_absent (no request), error.",
+		}, []string{"result"}),
+		monitorErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodegc_owner_gc_monitor_errors_total",
+			Help: "List or watch failures of resource monitors that have not synced, by API group and resource.",
+		}, []string{"group", "resource"}),
+		discoveryErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodegc_owner_gc_discovery_errors_total",
+			Help: "API discovery rounds that failed in whole or in part.",
+		}),
+		attemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodegc_owner_gc_attempt_duration_seconds",
+			Help:    "Time to process one work item, by queue (attempt_to_delete, attempt_to_orphan).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5ms .. ~131s
+		}, []string{"queue"}),
+	}
+	reg.MustRegister(m.actions, m.dryRunActions, m.actionErrors, m.requests, m.lookups, m.monitorErrors,
+		m.discoveryErrors, m.attemptDuration, &stateCollector{c: c})
+	return m
+}
+
+// stateCollector exports the state of the current run when scraped.
+type stateCollector struct{ c *Collector }
+
+var (
+	descGraphNodes = prometheus.NewDesc("nodegc_owner_gc_graph_nodes",
+		"Nodes of the dependency graph, by state: observed, virtual (referenced, never observed), deleted (tombstones still referenced).", []string{"state"}, nil)
+	descQueueDepth = prometheus.NewDesc("nodegc_owner_gc_queue_depth",
+		"Items waiting in the owner GC's queues (attempt_to_delete, attempt_to_orphan, graph_changes).", []string{"queue"}, nil)
+	descMonitors = prometheus.NewDesc("nodegc_owner_gc_monitors",
+		"Resource monitors by state: synced, syncing, failed (list/watch failing, not holding back collection).", []string{"state"}, nil)
+	descSynced = prometheus.NewDesc("nodegc_owner_gc_synced",
+		"1 when the owner GC runs and its graph holds the initial state of every monitored resource.", nil, nil)
+	descRunning = prometheus.NewDesc("nodegc_owner_gc_running",
+		"1 while the owner GC runs (in the elected instance).", nil, nil)
+)
+
+func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descGraphNodes, descQueueDepth, descMonitors, descSynced, descRunning} {
+		ch <- d
+	}
+}
+
+func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	r := s.c.current.Load()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if r == nil {
+		gauge(descRunning, 0)
+		gauge(descSynced, 0)
+		return
+	}
+	gauge(descRunning, 1)
+	gauge(descSynced, b2f(r.synced()))
+	observed, virtual, deleted := r.graph.size()
+	gauge(descGraphNodes, float64(observed), "observed")
+	gauge(descGraphNodes, float64(virtual), "virtual")
+	gauge(descGraphNodes, float64(deleted), "deleted")
+	gauge(descQueueDepth, float64(r.deletes.Len()), "attempt_to_delete")
+	gauge(descQueueDepth, float64(r.orphans.Len()), "attempt_to_orphan")
+	gauge(descQueueDepth, float64(r.events.len()), "graph_changes")
+	states := r.monitors.states(s.c.clock.Now())
+	gauge(descMonitors, float64(states[stateSynced]), "synced")
+	gauge(descMonitors, float64(states[stateSyncing]), "syncing")
+	gauge(descMonitors, float64(states[stateFailed]), "failed")
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// countRequests wraps the API client transport to count requests by verb.
+func (m *metrics) countRequests(rt http.RoundTripper) http.RoundTripper {
+	return &countingTransport{next: rt, requests: m.requests}
+}
+
+type countingTransport struct {
+	next     http.RoundTripper
+	requests *prometheus.CounterVec
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode/100) + "xx"
+	}
+	t.requests.WithLabelValues(requestVerb(req), code).Inc()
+	return resp, err
+}
+
+// requestVerb names a request as kube-apiserver's apiserver_request_total
+// does: LIST and WATCH for collection reads, DELETECOLLECTION, and the HTTP
+// method otherwise. Requests outside /api and /apis resources (discovery,
+// /version) are NONRESOURCE.
+func requestVerb(req *http.Request) string {
+	segs := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	var rest []string
+	switch {
+	case len(segs) >= 2 && segs[0] == "api":
+		rest = segs[2:]
+	case len(segs) >= 3 && segs[0] == "apis":
+		rest = segs[3:]
+	}
+	if len(rest) == 0 {
+		return "NONRESOURCE"
+	}
+	if rest[0] == "watch" {
+		return "WATCH"
+	}
+	if rest[0] == "namespaces" && len(rest) >= 3 {
+		rest = rest[2:]
+	}
+	collection := len(rest) == 1
+	switch req.Method {
+	case http.MethodGet:
+		if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
+			return "WATCH"
+		}
+		if collection {
+			return "LIST"
+		}
+		return "GET"
+	case http.MethodDelete:
+		if collection {
+			return "DELETECOLLECTION"
+		}
+		return "DELETE"
+	default:
+		return req.Method
+	}
+}

@@ -1,0 +1,286 @@
+package ownergc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// monitorState is where a monitor is on its way to a synced graph.
+type monitorState uint8
+
+const (
+	stateSyncing monitorState = iota // initial list not yet in the graph
+	stateSynced                      // initial list applied to the graph
+	stateFailed                      // never synced: list/watch failing for longer than the grace period, or no sync within the sync timeout
+)
+
+// monitor runs a metadata-only informer for one resource and feeds its
+// events to the graph builder.
+type monitor struct {
+	res    *resource
+	cancel context.CancelFunc
+	queue  *eventQueue
+
+	// pushMu orders pushes against stop: no event of a stopped monitor
+	// reaches the graph after its evResourceGone.
+	pushMu  sync.Mutex
+	stopped bool
+
+	graphSynced atomic.Bool
+	started     time.Time
+	// reported is set once the monitor was logged as failed.
+	reported atomic.Bool
+
+	mu           sync.Mutex // guards the failure fields
+	failing      bool
+	failingSince time.Time
+}
+
+func (m *monitor) push(ev event) {
+	m.pushMu.Lock()
+	defer m.pushMu.Unlock()
+	if !m.stopped {
+		m.queue.push(ev)
+	}
+}
+
+func (m *monitor) markGraphSynced() {
+	m.graphSynced.Store(true)
+	m.mu.Lock()
+	m.failing = false
+	m.mu.Unlock()
+}
+
+// state: synced once its initial list is in the graph; failed when its
+// list/watch has kept failing for grace, or when it has not synced within
+// timeout (a list that hangs, e.g. a streaming list the API server cannot
+// serve, reports no error); syncing otherwise.
+func (m *monitor) state(now time.Time, grace, timeout time.Duration) monitorState {
+	if m.graphSynced.Load() {
+		return stateSynced
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if (m.failing && now.Sub(m.failingSince) >= grace) || now.Sub(m.started) >= timeout {
+		return stateFailed
+	}
+	return stateSyncing
+}
+
+// stop stops the informer; with gone, the graph forgets what the monitor
+// observed (the resource left discovery).
+func (m *monitor) stop(gone bool) {
+	m.cancel()
+	m.pushMu.Lock()
+	defer m.pushMu.Unlock()
+	if gone && !m.stopped {
+		m.queue.push(event{typ: evResourceGone, res: m.res})
+	}
+	m.stopped = true
+}
+
+// monitorSet is the set of running monitors. The discovery loop changes it;
+// anything may read it; mu guards it whole.
+type monitorSet struct {
+	r   *run
+	ctx context.Context
+	wg  sync.WaitGroup
+
+	mu     sync.Mutex
+	byGVR  map[schema.GroupVersionResource]*monitor
+	closed bool
+}
+
+func newMonitorSet(ctx context.Context, r *run) *monitorSet {
+	return &monitorSet{r: r, ctx: ctx, byGVR: map[schema.GroupVersionResource]*monitor{}}
+}
+
+// sync starts monitors for new resources and stops those of resources that
+// are gone, except where keep says the resource only failed discovery.
+func (ms *monitorSet) sync(resources map[schema.GroupVersionResource]*resource, keep func(schema.GroupVersionResource) bool) (added, removed int) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.closed {
+		return 0, 0
+	}
+	for gvr, m := range ms.byGVR {
+		if _, ok := resources[gvr]; !ok && !keep(gvr) {
+			m.stop(true)
+			delete(ms.byGVR, gvr)
+			removed++
+		}
+	}
+	for gvr, res := range resources {
+		if _, ok := ms.byGVR[gvr]; ok {
+			continue
+		}
+		m, err := ms.start(res)
+		if err != nil {
+			ms.r.logger.Error(err, "Cannot start resource monitor", "resource", gvr.String())
+			continue
+		}
+		ms.byGVR[gvr] = m
+		added++
+	}
+	return added, removed
+}
+
+func (ms *monitorSet) start(res *resource) (*monitor, error) {
+	inf := metadatainformer.NewFilteredMetadataInformer(ms.r.c.metadata, res.gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	mctx, cancel := context.WithCancel(ms.ctx)
+	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now()}
+	if err := inf.SetTransform(slimObject); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+		ms.noteError(ctx, m, err)
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.pushObject(evUpsert, obj) },
+		UpdateFunc: func(_, obj any) { m.pushObject(evUpsert, obj) },
+		DeleteFunc: func(obj any) { m.pushObject(evDelete, obj) },
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ms.wg.Add(2)
+	go func() {
+		defer ms.wg.Done()
+		inf.RunWithContext(mctx)
+	}()
+	go func() {
+		defer ms.wg.Done()
+		if cache.WaitForCacheSync(mctx.Done(), reg.HasSynced) {
+			m.push(event{typ: evSynced, mon: m})
+		}
+	}()
+	return m, nil
+}
+
+func (m *monitor) pushObject(typ eventType, obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok || o.UID == "" {
+		return
+	}
+	m.push(event{typ: typ, obj: o, res: m.res})
+}
+
+// noteError records a list or watch failure of a monitor that has not
+// synced yet: once it lasts longer than the grace period the monitor counts
+// as failed and stops holding back the collector.
+func (ms *monitorSet) noteError(ctx context.Context, m *monitor, err error) {
+	logger := klog.FromContext(ctx)
+	if m.graphSynced.Load() || errors.Is(err, io.EOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		logger.V(4).Info("Resource monitor watch ended", "resource", m.res.gvr.String(), "err", err)
+		return
+	}
+	if ms.ctx.Err() != nil {
+		return
+	}
+	ms.r.c.metrics.monitorErrors.WithLabelValues(m.res.gvr.Group, m.res.gvr.Resource).Inc()
+	m.mu.Lock()
+	first := !m.failing
+	if first {
+		m.failing, m.failingSince = true, ms.r.c.clock.Now()
+	}
+	m.mu.Unlock()
+	if first {
+		ms.r.logger.Error(err, "Resource monitor cannot list or watch; other resources are collected meanwhile", "resource", m.res.gvr.String())
+	} else {
+		ms.r.logger.V(4).Info("Resource monitor still failing", "resource", m.res.gvr.String(), "err", err)
+	}
+}
+
+// synced reports whether every monitor is synced or failed, and there is
+// at least one.
+func (ms *monitorSet) synced(now time.Time) bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.closed || len(ms.byGVR) == 0 {
+		return false
+	}
+	synced := true
+	for gvr, m := range ms.byGVR {
+		switch m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout) {
+		case stateSyncing:
+			synced = false
+		case stateFailed:
+			if !m.reported.Swap(true) {
+				ms.r.logger.Info("Resource monitor has not synced; collecting without it", "resource", gvr.String(),
+					"since", now.Sub(m.started).Round(time.Second))
+			}
+		}
+	}
+	return synced
+}
+
+// states counts the monitors by state.
+func (ms *monitorSet) states(now time.Time) (counts [3]int) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	for _, m := range ms.byGVR {
+		counts[m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout)]++
+	}
+	return counts
+}
+
+// unsynced names the monitors still syncing, for logs.
+func (ms *monitorSet) unsynced(now time.Time) []string {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	var out []string
+	for gvr, m := range ms.byGVR {
+		if m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout) == stateSyncing {
+			out = append(out, gvr.String())
+		}
+	}
+	return out
+}
+
+func (ms *monitorSet) len() int {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return len(ms.byGVR)
+}
+
+// stopAll stops every monitor and waits for their goroutines.
+func (ms *monitorSet) stopAll() {
+	ms.mu.Lock()
+	ms.closed = true
+	for _, m := range ms.byGVR {
+		m.stop(false)
+	}
+	ms.mu.Unlock()
+	ms.wg.Wait()
+}
+
+// slimObject drops what the collector never reads from cached objects
+// (managed fields, labels, annotations), which is most of their size.
+func slimObject(obj any) (any, error) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		m.ManagedFields = nil
+		m.Annotations = nil
+		m.Labels = nil
+		m.GenerateName = ""
+	}
+	return obj, nil
+}

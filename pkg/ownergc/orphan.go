@@ -1,0 +1,109 @@
+package ownergc
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func (r *run) orphanWorker(ctx context.Context) {
+	r.work(ctx, r.orphans, "attempt_to_orphan", r.attemptToOrphan)
+}
+
+// attemptToOrphan handles an owner deleted with the orphan finalizer: it
+// removes the owner's reference from every dependent, then the finalizer.
+func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
+	if !r.synced() {
+		return waitForSync // a dependent missing from the graph would be collected, not orphaned
+	}
+	v, ok := r.graph.orphanView(uid)
+	if !ok || !v.orphaning {
+		return done
+	}
+	if err := r.orphanDependents(ctx, v); err != nil {
+		if ctx.Err() != nil {
+			return done
+		}
+		r.logger.Error(err, "Cannot orphan every dependent; will retry", "owner", v.id, "dependents", len(v.dependents))
+		return retry
+	}
+	return r.removeFinalizer(ctx, v.id, metav1.FinalizerOrphanDependents, v.orphanIndex, ruleDependentsOrphaned)
+}
+
+// orphanDependents patches the dependents in parallel (at most as many at a
+// time as there are workers) and joins the failures.
+func (r *run) orphanDependents(ctx context.Context, v orphanView) error {
+	sem := make(chan struct{}, r.c.workers)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, d := range v.dependents {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := r.orphanDependent(ctx, v.id, d); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// orphanDependent removes owner's references from dependent d. If the
+// dependent changed, it re-reads it and tries once more.
+func (r *run) orphanDependent(ctx context.Context, owner objectID, d orphanDependent) error {
+	rec := decisionRecord{action: actionOrphanDependent, rule: ruleOrphanDependents, owners: []ownerRecord{{
+		APIVersion: owner.apiVersion, Kind: owner.kind, Name: owner.name, UID: owner.uid,
+		Class: "orphaned", Reason: "owner-deleted-with-orphan",
+	}}}
+	patchAt := func(indexes []int) error {
+		refs := make([]indexedUID, 0, len(indexes))
+		for _, i := range indexes {
+			refs = append(refs, indexedUID{index: i, uid: owner.uid})
+		}
+		_, err := r.patch(ctx, d.id, rec, func() ([]byte, error) { return removeRefsPatch(d.id.uid, "", refs) })
+		return err
+	}
+	err := patchAt(d.indexes)
+	if stale(err) {
+		var live *metav1.PartialObjectMetadata
+		live, err = r.getObject(ctx, d.id)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		case live.UID != d.id.uid:
+			return nil
+		}
+		var indexes []int
+		for i, ref := range live.OwnerReferences {
+			if ref.UID == owner.uid {
+				indexes = append(indexes, i)
+			}
+		}
+		if len(indexes) == 0 {
+			return nil
+		}
+		err = patchAt(indexes)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,238 @@
+package ownergc
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// maxRetryDelay caps the per-item backoff of both work queues.
+const maxRetryDelay = 5 * time.Minute
+
+// graphBatch is the most events applied under one write lock.
+const graphBatch = 256
+
+// run is the state of one Run: a fresh graph, queues and monitors.
+type run struct {
+	c      *Collector
+	logger klog.Logger
+
+	graph   *graph
+	events  *eventQueue
+	builder *builder
+	deletes workqueue.TypedRateLimitingInterface[types.UID]
+	orphans workqueue.TypedRateLimitingInterface[types.UID]
+	// recheck paces the re-verification of owners found by a lookup but
+	// not (yet) observed.
+	recheck workqueue.TypedRateLimiter[types.UID]
+
+	monitors   *monitorSet
+	snapshot   atomic.Pointer[discoverySnapshot]
+	discovered atomic.Bool
+
+	recorder record.EventRecorder
+	absent   *absentCache
+	flights  flights
+	parked   parkedSet
+
+	// active counts work items being processed, applying whether the
+	// builder is applying a batch (for tests waiting for quiet).
+	active   atomic.Int32
+	applying atomic.Bool
+
+	// reported holds the [dependent, owner] UID pairs that already got an
+	// OwnerRefInvalidNamespace event in this run.
+	reported sync.Map
+	// recorded holds the dry-run decisions already logged in this run.
+	recorded sync.Map
+}
+
+func newRun(ctx context.Context, c *Collector) *run {
+	r := &run{
+		c:      c,
+		logger: klog.FromContext(ctx).WithName("ownergc"),
+		graph:  newGraph(),
+		events: newEventQueue(),
+		absent: newAbsentCache(absentCacheSize),
+	}
+	r.recheck = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, maxRetryDelay)
+	r.deletes = newQueue(c, "attempt_to_delete")
+	r.orphans = newQueue(c, "attempt_to_orphan")
+	r.builder = &builder{g: r.graph, logger: r.logger, enqueueDelete: r.deletes.Add, enqueueOrphan: r.orphans.Add}
+	r.monitors = newMonitorSet(ctx, r)
+	return r
+}
+
+func newQueue(c *Collector, name string) workqueue.TypedRateLimitingInterface[types.UID] {
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Millisecond, maxRetryDelay)
+	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{
+		Name: name, Clock: c.clock, MetricsProvider: noQueueMetrics{},
+	})
+}
+
+// run blocks until ctx ends; see Collector.Run.
+func (r *run) run(ctx context.Context) {
+	logger := r.logger
+	logger.Info("Starting owner garbage collector", "workers", r.c.workers, "dryRun", r.c.dryRun,
+		"discoveryResyncPeriod", r.c.period)
+	defer logger.Info("Stopped owner garbage collector")
+
+	if r.recorder = r.c.recorder; r.recorder == nil {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.c.kube.CoreV1().Events("")})
+		defer b.Shutdown()
+		r.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventSource})
+	}
+
+	var graphWG, loops sync.WaitGroup
+	graphWG.Go(r.processGraphChanges)
+	loops.Go(func() { r.discoveryLoop(ctx) })
+	if r.waitForSync(ctx) {
+		logger.Info("All resource monitors synced; collecting garbage", "monitors", r.monitors.len())
+		for range r.c.workers {
+			loops.Go(func() { r.deleteWorker(ctx) })
+			loops.Go(func() { r.orphanWorker(ctx) })
+		}
+	}
+	<-ctx.Done()
+
+	// Stop: no new work, in-flight requests end with ctx, informers stop,
+	// then the graph builder drains what is left and exits.
+	r.deletes.ShutDown()
+	r.orphans.ShutDown()
+	loops.Wait()
+	r.monitors.stopAll()
+	r.events.close()
+	graphWG.Wait()
+}
+
+// processGraphChanges is the graph builder's goroutine: the only writer of
+// the graph.
+func (r *run) processGraphChanges() {
+	var buf []event
+	for {
+		batch, ok := r.events.pop(buf[:0], graphBatch)
+		if !ok {
+			return
+		}
+		r.applying.Store(true)
+		r.graph.mu.Lock()
+		for i := range batch {
+			r.builder.apply(&batch[i])
+		}
+		r.graph.mu.Unlock()
+		r.applying.Store(false)
+		clear(batch)
+		buf = batch
+	}
+}
+
+// synced: discovery ran and every monitor's initial list is in the graph
+// (or the monitor failed).
+func (r *run) synced() bool {
+	return r.discovered.Load() && r.monitors.synced(r.c.clock.Now())
+}
+
+// waitForSync waits until synced or ctx ends.
+func (r *run) waitForSync(ctx context.Context) bool {
+	t := r.c.clock.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	begin := r.c.clock.Now()
+	lastLog := begin
+	for !r.synced() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+		}
+		if now := r.c.clock.Now(); now.Sub(lastLog) >= 10*time.Second {
+			lastLog = now
+			r.logger.Info("Waiting for resource monitors to sync", "waited", now.Sub(begin).Round(time.Second),
+				"unsynced", r.monitors.unsynced(now))
+		}
+	}
+	return true
+}
+
+// barrier returns once the builder applied every event pushed before.
+func (r *run) barrier(ctx context.Context) error {
+	done := make(chan struct{})
+	r.events.push(event{typ: evBarrier, done: done})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// idle reports whether nothing is queued or being processed.
+func (r *run) idle() bool {
+	return r.events.len() == 0 && !r.applying.Load() && r.deletes.Len() == 0 && r.orphans.Len() == 0 &&
+		r.active.Load() == 0
+}
+
+// parkedSet holds items waiting for a discovery refresh (an owner kind
+// unknown to discovery).
+type parkedSet struct {
+	mu   sync.Mutex
+	uids map[types.UID]struct{}
+}
+
+func (p *parkedSet) add(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.uids == nil {
+		p.uids = map[types.UID]struct{}{}
+	}
+	p.uids[uid] = struct{}{}
+}
+
+func (p *parkedSet) take() map[types.UID]struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	uids := p.uids
+	p.uids = nil
+	return uids
+}
+
+// unpark requeues the parked items after a discovery refresh.
+func (r *run) unpark() {
+	for uid := range r.parked.take() {
+		r.deletes.Add(uid)
+	}
+}
+
+// noQueueMetrics keeps the queues off client-go's global metrics provider;
+// the collector exports queue depths itself.
+type noQueueMetrics struct{}
+
+func (noQueueMetrics) NewDepthMetric(string) workqueue.GaugeMetric       { return noMetric{} }
+func (noQueueMetrics) NewAddsMetric(string) workqueue.CounterMetric      { return noMetric{} }
+func (noQueueMetrics) NewLatencyMetric(string) workqueue.HistogramMetric { return noMetric{} }
+func (noQueueMetrics) NewWorkDurationMetric(string) workqueue.HistogramMetric {
+	return noMetric{}
+}
+func (noQueueMetrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noMetric{}
+}
+func (noQueueMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noMetric{}
+}
+func (noQueueMetrics) NewRetriesMetric(string) workqueue.CounterMetric { return noMetric{} }
+
+type noMetric struct{}
+
+func (noMetric) Inc()            {}
+func (noMetric) Dec()            {}
+func (noMetric) Set(float64)     {}
+func (noMetric) Observe(float64) {}

@@ -1,0 +1,303 @@
+package ownergc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// outcome tells a worker what to do with the item it processed.
+type outcome struct {
+	retry bool          // requeue with the item's backoff
+	after time.Duration // requeue after this delay (if > 0)
+}
+
+var (
+	done        = outcome{}
+	retry       = outcome{retry: true}
+	waitForSync = outcome{after: time.Second}
+)
+
+// Action names (metric label and decision records).
+const (
+	actionDelete          = "delete"
+	actionRemoveRefs      = "remove-owner-references"
+	actionUnblockRefs     = "unblock-owner-references"
+	actionRemoveFinalizer = "remove-finalizer"
+	actionOrphanDependent = "orphan-dependent"
+)
+
+func (r *run) deleteWorker(ctx context.Context) {
+	r.work(ctx, r.deletes, "attempt_to_delete", r.attemptToDelete)
+}
+
+// work runs process on the items of q until q shuts down.
+func (r *run) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[types.UID], name string,
+	process func(context.Context, types.UID) outcome) {
+	for {
+		uid, quit := q.Get()
+		if quit {
+			return
+		}
+		r.active.Add(1)
+		begin := r.c.clock.Now()
+		out := done
+		if ctx.Err() == nil {
+			out = process(ctx, uid)
+		}
+		r.c.metrics.attemptDuration.WithLabelValues(name).Observe(r.c.clock.Since(begin).Seconds())
+		switch {
+		case out.retry:
+			q.AddRateLimited(uid)
+		case out.after > 0:
+			q.Forget(uid)
+			q.AddAfter(uid, out.after)
+		default:
+			q.Forget(uid)
+		}
+		q.Done(uid)
+		r.active.Add(-1)
+	}
+}
+
+// attemptToDelete looks at one object of the graph: it deletes it when no
+// owner holds it, patches away dangling references when one does, and
+// finishes foreground deletions.
+func (r *run) attemptToDelete(ctx context.Context, uid types.UID) outcome {
+	v, ok := r.graph.itemView(uid)
+	if !ok {
+		r.recheck.Forget(uid)
+		return done // gone, or virtual: dependents verify virtual owners themselves
+	}
+	return r.process(ctx, &v, true)
+}
+
+// process decides about v and acts. With mayReread, a write rejected
+// because the object changed re-reads it and decides once more.
+func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome {
+	if v.beingDeleted && !v.deletingDependents {
+		return done // a one-way trip: its deletion event will wake its dependents
+	}
+	if v.deletingDependents {
+		if !r.synced() {
+			return waitForSync // a dependent may still be missing from the graph
+		}
+		return r.execute(ctx, v, decideDeletingDependents(v), mayReread)
+	}
+	if len(v.owners) == 0 {
+		return done
+	}
+	refs, unverified, err := r.classify(ctx, v)
+	switch {
+	case errors.Is(err, errNamespacedOwner):
+		return done // never deleted; the Event says why
+	case errors.Is(err, errUnknownKind):
+		r.logger.V(4).Info("Owner kind unknown to discovery; waiting for the next refresh", "object", v.id, "err", err)
+		r.parked.add(v.id.uid)
+		return done
+	case err != nil:
+		r.logger.V(2).Info("Cannot classify owner references; will retry", "object", v.id, "err", err)
+		return retry
+	}
+	out := r.execute(ctx, v, decide(v, refs), mayReread)
+	if out == done && unverified {
+		// An owner exists but no monitor has shown it (yet: its event may
+		// be on its way; or its resource is not monitored): look again
+		// later, backing off from a second to maxRetryDelay.
+		return outcome{after: r.recheck.When(v.id.uid)}
+	}
+	r.recheck.Forget(v.id.uid)
+	return out
+}
+
+// classify classifies every owner reference of v, looking owners up where
+// the graph cannot tell. unverified reports an owner found by a lookup but
+// never observed.
+func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, unverified bool, err error) {
+	refs = make([]classifiedRef, 0, len(v.owners))
+	for i := range v.owners {
+		o := &v.owners[i]
+		vd, err := judgeRef(v, o, r.scope)
+		if errors.Is(err, errNamespacedOwner) {
+			r.reportInvalidNamespace(v.id, o)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("owner reference to %s %s (uid %s): %w", o.kind, o.name, o.uid, err)
+		}
+		if vd.lookup != nil {
+			res, err := r.lookupOwner(ctx, *vd.lookup, o.apiVersion)
+			if err != nil {
+				return nil, false, err
+			}
+			vd.class, vd.reason = res.class, res.reason
+			unverified = unverified || res.class != classDangling
+		}
+		if vd.reason == reasonOtherNamespace {
+			r.reportInvalidNamespace(v.id, o)
+		}
+		refs = append(refs, classifiedRef{ownerView: *o, class: vd.class, reason: vd.reason})
+	}
+	return refs, unverified, nil
+}
+
+// execute applies plan p to v.
+func (r *run) execute(ctx context.Context, v *itemView, p plan, mayReread bool) outcome {
+	var err error
+	switch p.action {
+	case actNone:
+		return done
+	case actWake:
+		for _, uid := range p.wake {
+			r.deletes.Add(uid)
+		}
+		return done
+	case actRemoveFinalizer:
+		return r.removeFinalizer(ctx, v.id, p.finalizer, p.index, p.rule)
+	case actRemoveRefs:
+		rec := decisionRecord{action: actionRemoveRefs, rule: p.rule, owners: ownerRecords(p.owners)}
+		_, err = r.patch(ctx, v.id, rec, func() ([]byte, error) { return removeRefsPatch(v.id.uid, v.rv, indexedUIDs(p.refs)) })
+	case actDelete:
+		err = r.deleteItem(ctx, v, p)
+	}
+	switch {
+	case err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil:
+		return done
+	case stale(err) && mayReread:
+		return r.reread(ctx, v)
+	case stale(err):
+		return retry
+	default:
+		r.logger.Error(err, "Owner GC action failed; will retry", "object", v.id)
+		return retry
+	}
+}
+
+// deleteItem deletes v with the plan's policy, after making its references
+// non-blocking if the plan says so (the cycle rule).
+func (r *run) deleteItem(ctx context.Context, v *itemView, p plan) error {
+	rv := v.rv
+	owners := ownerRecords(p.owners)
+	if p.unblock {
+		rec := decisionRecord{action: actionUnblockRefs, rule: p.rule, owners: owners}
+		obj, err := r.patch(ctx, v.id, rec, func() ([]byte, error) { return unblockRefsPatch(v.id.uid, v.rv, indexedUIDs(p.refs)) })
+		if err != nil {
+			return err
+		}
+		if obj != nil { // nil in dry-run
+			rv = obj.ResourceVersion
+		}
+	}
+	rec := decisionRecord{action: actionDelete, policy: p.policy, rule: p.rule, owners: owners}
+	return r.write(ctx, v.id, rec, func() error { return r.deleteObject(ctx, v.id, rv, p.policy) })
+}
+
+// patch applies the JSON patch that build returns, as one recorded write.
+func (r *run) patch(ctx context.Context, id objectID, rec decisionRecord, build func() ([]byte, error)) (*metav1.PartialObjectMetadata, error) {
+	var obj *metav1.PartialObjectMetadata
+	err := r.write(ctx, id, rec, func() error {
+		patch, err := build()
+		if err != nil {
+			return err
+		}
+		obj, err = r.patchObject(ctx, id, patch)
+		return err
+	})
+	return obj, err
+}
+
+// stale reports whether a write was refused because the object is not the
+// one the decision saw: a failed precondition (409) or a failed patch test
+// (422).
+func stale(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsInvalid(err)
+}
+
+// reread reads v's object from the API server and decides again, once.
+func (r *run) reread(ctx context.Context, v *itemView) outcome {
+	live, err := r.getObject(ctx, v.id)
+	switch {
+	case apierrors.IsNotFound(err):
+		return done
+	case err != nil:
+		return retry
+	case live.UID != v.id.uid:
+		// Recreated under the same name: our object is gone, and the new
+		// one will be judged on its own when its monitor delivers it.
+		r.logger.V(4).Info("Object was recreated; the decision no longer applies", "object", v.id, "newUID", live.UID)
+		return done
+	}
+	lv := r.graph.liveView(v.id, live)
+	return r.process(ctx, &lv, false)
+}
+
+// removeFinalizer removes finalizer (expected at index) from id. If the
+// object changed, it re-reads it and tries once more at the current index.
+func (r *run) removeFinalizer(ctx context.Context, id objectID, finalizer string, index int, rule string) outcome {
+	rec := decisionRecord{action: actionRemoveFinalizer, finalizer: finalizer, rule: rule}
+	patchAt := func(index int) error {
+		_, err := r.patch(ctx, id, rec, func() ([]byte, error) { return removeFinalizerPatch(id.uid, "", index, finalizer) })
+		return err
+	}
+	err := patchAt(index)
+	if stale(err) {
+		var live *metav1.PartialObjectMetadata
+		live, err = r.getObject(ctx, id)
+		switch {
+		case apierrors.IsNotFound(err):
+			return done
+		case err != nil:
+		case live.UID != id.uid:
+			return done
+		default:
+			index = -1
+			for i, f := range live.Finalizers {
+				if f == finalizer {
+					index = i
+					break
+				}
+			}
+			if index < 0 {
+				return done
+			}
+			err = patchAt(index)
+		}
+	}
+	switch {
+	case err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil:
+		return done
+	case stale(err):
+		return retry
+	default:
+		r.logger.Error(err, "Owner GC action failed; will retry", "object", id, "action", actionRemoveFinalizer)
+		return retry
+	}
+}
+
+// write performs one write, or in dry-run only records it. It records the
+// action once it succeeded.
+func (r *run) write(ctx context.Context, id objectID, rec decisionRecord, do func() error) error {
+	if r.c.dryRun {
+		r.recordDryRun(id, rec)
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if h := r.c.hooks.beforeWrite; h != nil {
+		h(ctx, rec.action, id)
+	}
+	if err := do(); err != nil {
+		if !apierrors.IsNotFound(err) && !stale(err) {
+			r.c.metrics.actionErrors.WithLabelValues(rec.action).Inc()
+		}
+		return err
+	}
+	r.record(id, rec)
+	return nil
+}
