@@ -4,11 +4,20 @@
 package main
 
 import (
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/nodegc/nodegc/cmd/nodegc/app"
 )
 
 func main() {
-	os.Exit(app.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	// SIGTERM (kubelet stopping the pod) and SIGINT end the context: the
+	// agent stops taking work, lets in-flight removals end, releases its
+	// lease and exits 0.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := app.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

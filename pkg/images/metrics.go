@@ -86,8 +86,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.removed, m.runs, m.duration, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
 		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource)
+	// Known label values start at 0, so every family is exported (and rates
+	// work) before the first run.
 	for _, r := range []string{ReasonAge, ReasonSpace} {
 		m.removed.WithLabelValues(r)
+	}
+	for _, trigger := range []string{TriggerThreshold, TriggerPeriodic} {
+		m.duration.WithLabelValues(trigger)
+		for _, result := range []string{ResultSuccess, ResultNotEnough, ResultError, ResultDryRun, ResultNoCapacity} {
+			m.runs.WithLabelValues(trigger, result)
+		}
 	}
 	return m
 }

@@ -17,7 +17,7 @@ import (
 func runMain(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = Main(args, strings.NewReader(stdin), &out, &errOut)
+	code = Main(t.Context(), args, strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -145,12 +145,37 @@ func TestRunRefusesInvalidConfig(t *testing.T) {
 	}
 }
 
-func TestRunSaysLoopsAreNotBuilt(t *testing.T) {
-	for _, args := range [][]string{{"run"}, {}} {
-		code, _, errOut := runMain(t, "", args...)
-		if code != 1 || !strings.Contains(errOut, "the GC loops are not built yet") {
-			t.Errorf("nodegc %v: code %d, stderr %q", args, code, errOut)
-		}
+func TestRunOwnerGCOnlyNeedsAPI(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a cluster
+	code, _, errOut := runMain(t, "", "run", "--owner-gc=only", "--metrics-bind-address=0", "--healthz-bind-address=0")
+	if code != 1 || !strings.Contains(errOut, "--owner-gc=only needs API access") {
+		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}
+
+func TestRunFlagsAreValidatedWithTheConfig(t *testing.T) {
+	code, _, errOut := runMain(t, "", "run", "--metrics-bind-address=nowhere")
+	if code != 1 || !strings.Contains(errOut, "metricsBindAddress: Invalid value") {
+		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}
+
+func TestResolveNodeName(t *testing.T) {
+	t.Setenv("NODE_NAME", "from-env")
+	if got, err := resolveNodeName("from-config"); err != nil || got != "from-config" {
+		t.Errorf("resolveNodeName(config) = %q, %v", got, err)
+	}
+	if got, err := resolveNodeName(""); err != nil || got != "from-env" {
+		t.Errorf("resolveNodeName(env) = %q, %v", got, err)
+	}
+	t.Setenv("NODE_NAME", "")
+	host, _ := os.Hostname()
+	if got, err := resolveNodeName(""); err != nil || got != strings.ToLower(host) {
+		t.Errorf("resolveNodeName(host) = %q, %v; want %q", got, err, strings.ToLower(host))
+	}
+	t.Setenv("NODE_NAME", "Bad_Name")
+	if _, err := resolveNodeName(""); err == nil || !strings.Contains(err.Error(), "set nodeName or NODE_NAME") {
+		t.Errorf("resolveNodeName(bad) error = %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,11 +29,11 @@ type streams struct {
 }
 
 // Main runs the nodegc command line with args (without the program name)
-// and returns the process exit code.
-func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// and returns the process exit code. ctx ends on SIGTERM.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd := NewCommand(streams{in: stdin, out: stdout, err: stderr})
 	cmd.SetArgs(args)
-	err := cmd.Execute()
+	err := cmd.ExecuteContext(ctx)
 	klog.Flush()
 	if err == nil {
 		return 0
@@ -73,6 +74,6 @@ Without a subcommand, nodegc runs the agent ("nodegc run").`,
 	root.PersistentFlags().AddGoFlagSet(goFlags)
 
 	runOpts.addFlags(root.Flags())
-	root.AddCommand(newRunCommand(s), newConfigCommand(s), newVersionCommand(s))
+	root.AddCommand(newRunCommand(s), newPlanCommand(s), newConfigCommand(s), newVersionCommand(s))
 	return root
 }

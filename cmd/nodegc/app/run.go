@@ -1,33 +1,33 @@
 package app
 
 import (
-	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
+	"github.com/nodegc/nodegc/internal/agent"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
-// Owner GC modes of `nodegc run --owner-gc`.
-const (
-	ownerGCAuto = "auto"
-	ownerGCOnly = "only"
-	ownerGCOff  = "off"
-)
-
 type runOptions struct {
-	configFile string
-	kubeconfig string
-	ownerGC    string
+	configFile         string
+	kubeconfig         string
+	ownerGC            string
+	metricsBindAddress string
+	healthzBindAddress string
 }
 
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.configFile, "config", "c", "", "path of the configuration file (NodeGCConfiguration, optionally with a KubeletConfiguration); empty means all defaults")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file for API access; empty means the in-cluster config, and without either the agent runs node-only")
-	fs.StringVar(&o.ownerGC, "owner-gc", ownerGCAuto, "owner GC mode: auto (join the leader election), only (owner GC only, no node GC), off (node GC only)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file for API access; empty means clientConnection.kubeconfig, else the in-cluster config, and without either the agent runs node-only")
+	fs.StringVar(&o.ownerGC, "owner-gc", string(agent.OwnerGCAuto), "owner GC mode: auto (join the leader election), only (owner GC only, no node GC), off (node GC only)")
+	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "", "overrides metricsBindAddress (host:port, or 0 to disable)")
+	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "", "overrides healthzBindAddress (host:port, or 0 to disable)")
 }
 
 func newRunCommand(s streams) *cobra.Command {
@@ -44,27 +44,69 @@ func newRunCommand(s streams) *cobra.Command {
 	return cmd
 }
 
-func (o *runOptions) run(_ *cobra.Command, s streams) error {
-	switch o.ownerGC {
-	case ownerGCAuto, ownerGCOnly, ownerGCOff:
+func (o *runOptions) run(cmd *cobra.Command, s streams) error {
+	mode := agent.OwnerGCMode(o.ownerGC)
+	switch mode {
+	case agent.OwnerGCAuto, agent.OwnerGCOnly, agent.OwnerGCOff:
 	default:
 		return fmt.Errorf("--owner-gc must be one of auto, only, off; got %q", o.ownerGC)
 	}
-	var cfg *config.NodeGCConfiguration
-	if o.configFile == "" {
-		cfg = config.Defaulted()
-	} else {
-		loaded, err := loadConfig(o.configFile, s)
-		if err != nil {
-			return err
+	cfg, err := o.load(s)
+	if err != nil {
+		return err
+	}
+	nodeName, err := resolveNodeName(cfg.NodeName)
+	if err != nil && mode != agent.OwnerGCOnly {
+		return err
+	}
+	return agent.Run(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, OwnerGC: mode, NodeName: nodeName})
+}
+
+// load reads, defaults and validates the configuration, with the flags that
+// override it applied before validation.
+func (o *runOptions) load(s streams) (*config.NodeGCConfiguration, error) {
+	cfg := config.Defaulted()
+	var loaded *config.Loaded
+	if o.configFile != "" {
+		var err error
+		if loaded, err = loadConfig(o.configFile, s); err != nil {
+			return nil, err
 		}
 		cfg = loaded.Config
 		if len(loaded.FromKubelet) > 0 {
 			klog.InfoS("Using fields of the KubeletConfiguration document", "fields", loaded.FromKubelet)
 		}
 	}
-	klog.InfoS("Configuration loaded and valid", "file", o.configFile, "ownerGC", o.ownerGC,
-		"runtimeEndpoint", cfg.ContainerRuntimeEndpoint)
-	return errors.New("the GC loops are not built yet: this build only loads and validates the configuration " +
-		"(use `nodegc config validate -f FILE` to check a file)")
+	if o.metricsBindAddress != "" {
+		cfg.MetricsBindAddress = o.metricsBindAddress
+	}
+	if o.healthzBindAddress != "" {
+		cfg.HealthzBindAddress = o.healthzBindAddress
+	}
+	if errs := config.Validate(cfg); len(errs) > 0 {
+		printFieldErrors(s.err, displayName(o.configFile), loaded, errs)
+		return nil, &exitError{code: 1}
+	}
+	return cfg, nil
+}
+
+// resolveNodeName returns the node this agent collects for: nodeName from
+// the config, else $NODE_NAME (the downward API in the DaemonSet), else the
+// host name, lower-cased as the kubelet registers it.
+func resolveNodeName(fromConfig string) (string, error) {
+	name := fromConfig
+	if name == "" {
+		name = os.Getenv("NODE_NAME")
+	}
+	if name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("no nodeName in the config, no NODE_NAME and no host name: %w", err)
+		}
+		name = strings.ToLower(host)
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return "", fmt.Errorf("node name %q: %s (set nodeName or NODE_NAME)", name, strings.Join(msgs, "; "))
+	}
+	return name, nil
 }

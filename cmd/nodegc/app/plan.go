@@ -1,0 +1,253 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodegc/nodegc/internal/agent"
+	"github.com/nodegc/nodegc/pkg/containers"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+func newPlanCommand(s streams) *cobra.Command {
+	o := &runOptions{}
+	var output string
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Show what the image and container GC would remove on this node now, and what they keep and why; writes nothing",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "" && output != "json" {
+				return fmt.Errorf("--output must be empty or json, not %q", output)
+			}
+			cfg, err := o.load(s)
+			if err != nil {
+				return err
+			}
+			node, _ := resolveNodeName(cfg.NodeName)
+			r, err := agent.Plan(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, NodeName: node})
+			if err != nil {
+				return err
+			}
+			view := newPlanView(r, cfg.ImageGC.HighThresholdPercent, cfg.ImageGC.LowThresholdPercent)
+			if output == "json" {
+				enc := json.NewEncoder(s.out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(view)
+			}
+			view.print(s.out)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVarP(&o.configFile, "config", "c", "", "configuration file, as for run")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for the pod view, as for run")
+	fs.StringVarP(&output, "output", "o", "", "output format: empty for tables, or json")
+	return cmd
+}
+
+// planView is the printable form of a plan, also its JSON.
+type planView struct {
+	Node         string         `json:"node"`
+	Runtime      string         `json:"runtime"`
+	Disk         *diskView      `json:"imageFilesystem,omitempty"`
+	Images       []imageRow     `json:"images"`
+	ImagesErr    string         `json:"imagesError,omitempty"`
+	PodsView     string         `json:"podsView"`
+	Containers   []containerRow `json:"containers"`
+	Sandboxes    []containerRow `json:"sandboxes"`
+	LogDirs      []containerRow `json:"logDirectories"`
+	LogLinks     []containerRow `json:"logLinks"`
+	ContainerErr string         `json:"containersError,omitempty"`
+}
+
+type diskView struct {
+	CapacityBytes        uint64 `json:"capacityBytes"`
+	AvailableBytes       uint64 `json:"availableBytes"`
+	UsagePercent         int    `json:"usagePercent"`
+	HighThresholdPercent int32  `json:"highThresholdPercent"`
+	LowThresholdPercent  int32  `json:"lowThresholdPercent"`
+	BytesToFree          uint64 `json:"bytesToFree"`
+	EstimatedFreedBytes  uint64 `json:"estimatedFreedBytes"`
+	ExpectedUsagePercent int    `json:"expectedUsagePercent"`
+	Accounting           string `json:"accounting"`
+}
+
+type imageRow struct {
+	Action        string     `json:"action"`
+	Reason        string     `json:"reason"`
+	Bytes         uint64     `json:"bytes"`
+	ID            string     `json:"id"`
+	Tags          []string   `json:"tags,omitempty"`
+	FirstDetected time.Time  `json:"firstDetected"`
+	LastUsed      *time.Time `json:"lastUsed,omitempty"`
+}
+
+type containerRow struct {
+	Action string `json:"action"`
+	Reason string `json:"reason"`
+	Name   string `json:"name"`
+	ID     string `json:"id,omitempty"`
+}
+
+func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
+	v := &planView{Node: r.Node, Runtime: r.Runtime}
+	if r.ImagesErr != nil {
+		v.ImagesErr = r.ImagesErr.Error()
+	}
+	if p := r.Images; p != nil {
+		acct := "CRI sizes (shared layers counted per image)"
+		if p.ExactAccounting {
+			acct = "containerd layers (shared layers counted once)"
+		}
+		after := images.DiskStats{Capacity: p.Disk.Capacity, Available: p.Disk.Available + p.EstimatedFreed}
+		v.Disk = &diskView{
+			CapacityBytes: p.Disk.Capacity, AvailableBytes: p.Disk.Available, UsagePercent: p.UsagePercent,
+			HighThresholdPercent: *high, LowThresholdPercent: *low, BytesToFree: p.BytesToFree,
+			EstimatedFreedBytes: p.EstimatedFreed, ExpectedUsagePercent: after.UsagePercent(), Accounting: acct,
+		}
+		add := func(action string, ds []images.Decision) {
+			for _, d := range ds {
+				row := imageRow{Action: action, Reason: d.Reason, Bytes: d.Bytes, ID: d.Image.ID, Tags: d.Image.RepoTags, FirstDetected: d.Image.FirstDetected}
+				if !d.Image.LastUsed.IsZero() {
+					lu := d.Image.LastUsed
+					row.LastUsed = &lu
+				}
+				v.Images = append(v.Images, row)
+			}
+		}
+		add("remove", p.Remove)
+		add("keep", p.Spare)
+		add("keep", p.Keep)
+	}
+	if r.ContainersErr != nil {
+		v.ContainerErr = r.ContainersErr.Error()
+	}
+	if p := r.Containers; p != nil {
+		v.PodsView = "authoritative"
+		if !p.PodsAuthoritative {
+			v.PodsView = "not authoritative (" + p.PodsReason + "): nothing is removed because its pod is gone"
+		}
+		for _, ds := range []struct {
+			action string
+			list   []containers.ContainerDecision
+		}{{"remove", p.RemoveContainers}, {"keep", p.KeepContainers}} {
+			for _, d := range ds.list {
+				c := d.Container
+				v.Containers = append(v.Containers, containerRow{Action: ds.action, Reason: d.Reason, ID: short(c.ID),
+					Name: fmt.Sprintf("%s/%s %s #%d (%s)", c.PodNamespace, c.PodName, c.Name, c.Attempt, c.State)})
+			}
+		}
+		for _, ds := range []struct {
+			action string
+			list   []containers.SandboxDecision
+		}{{"remove", p.RemoveSandboxes}, {"keep", p.KeepSandboxes}} {
+			for _, d := range ds.list {
+				sb := d.Sandbox
+				v.Sandboxes = append(v.Sandboxes, containerRow{Action: ds.action, Reason: d.Reason, ID: short(sb.ID),
+					Name: fmt.Sprintf("%s/%s #%d", sb.PodNamespace, sb.PodName, sb.Attempt)})
+			}
+		}
+		for _, d := range p.RemoveLogDirs {
+			v.LogDirs = append(v.LogDirs, containerRow{Action: "remove", Reason: d.Reason, Name: d.Dir.Name})
+		}
+		for _, d := range p.KeepLogDirs {
+			v.LogDirs = append(v.LogDirs, containerRow{Action: "keep", Reason: d.Reason, Name: d.Dir.Name})
+		}
+		for _, d := range p.RemoveLogLinks {
+			v.LogLinks = append(v.LogLinks, containerRow{Action: "remove", Reason: d.Reason, Name: d.Link.Name})
+		}
+		for _, d := range p.KeepLogLinks {
+			v.LogLinks = append(v.LogLinks, containerRow{Action: "keep", Reason: d.Reason, Name: d.Link.Name})
+		}
+	}
+	return v
+}
+
+func (v *planView) print(out io.Writer) {
+	fmt.Fprintf(out, "Node %s, runtime %s\n\n", v.Node, v.Runtime)
+	if v.ImagesErr != "" {
+		fmt.Fprintf(out, "IMAGES: no plan: %s\n\n", v.ImagesErr)
+	}
+	if d := v.Disk; d != nil {
+		fmt.Fprintf(out, "IMAGE FILESYSTEM: %s of %s available, usage %d%% (high %d%%, low %d%%)\n",
+			bytesString(d.AvailableBytes), bytesString(d.CapacityBytes), d.UsagePercent, d.HighThresholdPercent, d.LowThresholdPercent)
+		fmt.Fprintf(out, "  to free now: %s; planned removals free %s; usage after: %d%%; accounting: %s\n\n",
+			bytesString(d.BytesToFree), bytesString(d.EstimatedFreedBytes), d.ExpectedUsagePercent, d.Accounting)
+		table(out, "IMAGES", []string{"ACTION", "REASON", "BYTES", "LAST USED", "FIRST SEEN", "IMAGE"}, len(v.Images), func(i int) []string {
+			r := v.Images[i]
+			lastUsed := "never"
+			if r.LastUsed != nil {
+				lastUsed = ago(*r.LastUsed)
+			}
+			name := short(r.ID)
+			if len(r.Tags) > 0 {
+				name = strings.Join(r.Tags, ",") + " (" + short(r.ID) + ")"
+			}
+			return []string{r.Action, r.Reason, bytesString(r.Bytes), lastUsed, ago(r.FirstDetected), name}
+		})
+	}
+	if v.ContainerErr != "" {
+		fmt.Fprintf(out, "CONTAINERS: no plan: %s\n\n", v.ContainerErr)
+		return
+	}
+	fmt.Fprintf(out, "POD VIEW: %s\n\n", v.PodsView)
+	for _, t := range []struct {
+		title string
+		rows  []containerRow
+	}{{"CONTAINERS", v.Containers}, {"SANDBOXES", v.Sandboxes}, {"POD LOG DIRECTORIES", v.LogDirs}, {"CONTAINER LOG LINKS", v.LogLinks}} {
+		rows := t.rows
+		table(out, t.title, []string{"ACTION", "REASON", "ID", "NAME"}, len(rows), func(i int) []string {
+			return []string{rows[i].Action, rows[i].Reason, rows[i].ID, rows[i].Name}
+		})
+	}
+}
+
+func table(out io.Writer, title string, header []string, n int, row func(int) []string) {
+	fmt.Fprintf(out, "%s (%d)\n", title, n)
+	if n == 0 {
+		fmt.Fprintln(out)
+		return
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  "+strings.Join(header, "\t"))
+	for i := range n {
+		fmt.Fprintln(tw, "  "+strings.Join(row(i), "\t"))
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+}
+
+func short(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Round(time.Second).String() + " ago"
+}
+
+func bytesString(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	default:
+		return fmt.Sprintf("%d B", b)
+	}
+}

@@ -1,0 +1,312 @@
+package agent_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/cluster"
+	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+const ownerConfig = `apiVersion: nodegc.io/v1alpha1
+kind: NodeGCConfiguration
+containerRuntimeEndpoint: unix:///nonexistent/nodegc-test/cri.sock
+stateDirectory: %s
+leaderElection:
+  leaderElect: true
+  leaseDuration: 4s
+  renewDeadline: 3s
+  retryPeriod: 500ms
+  resourceName: nodegc-test
+  resourceNamespace: default
+`
+
+// TestLeaderElectionHandover: two `nodegc run --owner-gc=auto` processes
+// against one API server. Exactly one leads; killing it (SIGKILL) hands the
+// lease to the other, which finishes the cascade in progress. At no moment
+// do both lead, and the one not leading makes no write.
+func TestLeaderElectionHandover(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{})
+	ctx := t.Context()
+	a := startNodegc(t, "node-a", fmt.Sprintf(ownerConfig, t.TempDir()), "--owner-gc=auto", "--kubeconfig", c.KubeconfigPath())
+	b := startNodegc(t, "node-b", fmt.Sprintf(ownerConfig, t.TempDir()), "--owner-gc=auto", "--kubeconfig", c.KubeconfigPath())
+	procs := []*proc{a, b}
+	leaders := func() []*proc {
+		var ls []*proc
+		for _, p := range procs {
+			if p.metric("nodegc_owner_gc_leader") == 1 {
+				ls = append(ls, p)
+			}
+		}
+		return ls
+	}
+	waitFor(t, "one leader", time.Minute, func() bool { return len(leaders()) == 1 })
+
+	// Watch, for the whole test, that never both lead and that the one not
+	// leading writes nothing.
+	var (
+		stop      = make(chan struct{})
+		sampler   sync.WaitGroup
+		violation atomic.Value
+	)
+	writes := func(p *proc) float64 {
+		return p.metric("nodegc_owner_gc_api_requests_total", "verb=DELETE") + p.metric("nodegc_owner_gc_api_requests_total", "verb=PATCH")
+	}
+	sampler.Go(func() {
+		last := map[*proc]float64{}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			var leading []*proc
+			for _, p := range procs {
+				if p.metric("nodegc_owner_gc_leader") == 1 {
+					leading = append(leading, p)
+				}
+			}
+			if len(leading) > 1 {
+				violation.Store("both instances reported leading at once")
+			}
+			for _, p := range procs {
+				w := writes(p)
+				if w > last[p] && w >= 0 && !contains(leading, p) && len(leading) == 1 {
+					violation.Store(fmt.Sprintf("%s wrote while %s led", p.name, leading[0].name))
+				}
+				if w >= 0 {
+					last[p] = w
+				}
+			}
+		}
+	})
+	defer func() { close(stop); sampler.Wait() }()
+
+	first := leaders()[0]
+	// The runtime is unreachable on purpose (only the owner GC matters
+	// here), so /readyz says 503; the owner GC's own gauge says synced.
+	waitFor(t, "the leader's owner GC to sync", time.Minute, func() bool { return first.metric("nodegc_owner_gc_synced") == 1 })
+
+	// A cascade: one owner, 300 dependents.
+	owner, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	ref := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, BlockOwnerDeletion: ptr.To(true)}
+	for i := range n {
+		if _, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("dep-%03d", i), Labels: map[string]string{"cascade": "yes"}, OwnerReferences: []metav1.OwnerReference{ref},
+		}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A dependent with a live second owner: it must survive the cascade.
+	keeper, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keeper"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "two-owners", OwnerReferences: []metav1.OwnerReference{ref, {APIVersion: "v1", Kind: "ConfigMap", Name: keeper.Name, UID: keeper.UID}},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	remaining := func() int {
+		l, err := c.Client().CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: "cascade=yes"})
+		if err != nil {
+			return -1
+		}
+		return len(l.Items)
+	}
+	if err := c.Client().CoreV1().ConfigMaps("default").Delete(ctx, owner.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the leader in the middle of the cascade.
+	waitFor(t, "the cascade to start", time.Minute, func() bool { r := remaining(); return r >= 0 && r < n })
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-first.done
+	left := remaining()
+	t.Logf("killed %s with %d of %d dependents left", first.name, left, n)
+	second := b
+	if first == b {
+		second = a
+	}
+	waitFor(t, "the other instance to take the lease", time.Minute, func() bool { return second.metric("nodegc_owner_gc_leader") == 1 })
+	waitFor(t, "the cascade to finish", 2*time.Minute, func() bool { return remaining() == 0 })
+	if v := violation.Load(); v != nil {
+		t.Error(v)
+	}
+	cm, err := c.Client().CoreV1().ConfigMaps("default").Get(ctx, "two-owners", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the dependent with a live owner was deleted: %v", err)
+	}
+	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != keeper.UID {
+		t.Errorf("two-owners owner references = %v, want only the live owner", cm.OwnerReferences)
+	}
+	if left == 0 || left == n {
+		t.Logf("note: the leader was killed with %d of %d left; the hand-over still had to finish it", left, n)
+	}
+}
+
+func contains(ps []*proc, p *proc) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSIGTERMDuringGC: SIGTERM while an image GC run removes images: the
+// agent exits 0 within 10 s and leaves a valid state file.
+func TestSIGTERMDuringGC(t *testing.T) {
+	testbed.RequireRoot(t)
+	n := node.Start(t, node.Options{Version: testbed.Containerd2, SmallFS: 256 << 20})
+	ctx := t.Context()
+	// One image stays in use by a running container: the state file must
+	// still hold it after the shutdown.
+	kept, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: "term/kept", Tag: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PullImage(ctx, kept.Ref); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := n.RunPod(ctx, node.PodSpec{Name: "keeps", Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.RunContainer(ctx, pod, node.ContainerSpec{Name: "c", Image: kept.Ref, Args: []string{"sleep"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: fmt.Sprintf("term/img%d", i), Tag: "v1",
+			Layers: []registry.LayerSpec{{Seed: fmt.Sprintf("term-%d", i), Size: 1 << 20}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.PullImage(ctx, img.Ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stateDir := t.TempDir()
+	cfg := fmt.Sprintf(`apiVersion: nodegc.io/v1alpha1
+kind: NodeGCConfiguration
+containerRuntimeEndpoint: %s
+stateDirectory: %s
+imageGC:
+  highThresholdPercent: 1
+  lowThresholdPercent: 0
+  minimumGCAge: 0s
+  diskCheckInterval: 1s
+containerGC:
+  podLogsDirectory: %s
+  containerLogsDirectory: %s
+`, n.Endpoint, stateDir, t.TempDir(), t.TempDir())
+	p := startNodegc(t, "sigterm", cfg, "--owner-gc=off")
+	waitFor(t, "the first image removal", time.Minute, func() bool {
+		return p.metric("nodegc_cri_requests_total", "method=RemoveImage") > 0
+	})
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nodegc did not exit within 10 s of SIGTERM")
+	}
+	t.Logf("exited %.1f s after SIGTERM (%v), after %v image removals", time.Since(start).Seconds(), p.exit, p.metric("nodegc_cri_requests_total", "method=RemoveImage"))
+	if p.exit != nil {
+		t.Errorf("exit after SIGTERM: %v, want status 0", p.exit)
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, images.StateFileName)); err != nil {
+		t.Fatalf("no state file after SIGTERM: %v", err)
+	}
+	tr, warn := images.NewTracker(stateDir, time.Now())
+	if warn != nil {
+		t.Errorf("state file after SIGTERM is not valid: %v", warn)
+	}
+	if _, ok := tr.Usage()[kept.ID()]; !ok {
+		t.Errorf("state file after SIGTERM lacks the image in use %s: %v", kept.ID(), tr.Usage())
+	}
+}
+
+// TestMetricsLint: /metrics of a running agent (node GC and owner GC) has
+// every family nodegc documents and passes promlint, the linter behind
+// `promtool check metrics`.
+func TestMetricsLint(t *testing.T) {
+	testbed.RequireRoot(t)
+	c := cluster.Start(t, cluster.Options{})
+	n := node.Start(t, node.Options{Version: testbed.Containerd2})
+	cfg := fmt.Sprintf(ownerConfig, t.TempDir())
+	cfg = strings.Replace(cfg, "unix:///nonexistent/nodegc-test/cri.sock", n.Endpoint, 1)
+	cfg += fmt.Sprintf("containerGC:\n  podLogsDirectory: %s\n  containerLogsDirectory: %s\n", t.TempDir(), t.TempDir())
+	p := startNodegc(t, "lint", cfg, "--owner-gc=auto", "--kubeconfig", c.KubeconfigPath())
+	waitFor(t, "the agent to be ready and leading", time.Minute, func() bool {
+		resp, err := http.Get(p.healthz + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && p.metric("nodegc_owner_gc_leader") == 1
+	})
+	text := p.body(t, p.metrics+"/metrics")
+	problems, err := promlint.New(strings.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range problems {
+		t.Errorf("promlint: %s: %s", pr.Metric, pr.Text)
+	}
+	for _, family := range []string{
+		"nodegc_image_gc_images_removed_total", "nodegc_image_gc_runs_total", "nodegc_image_gc_run_duration_seconds",
+		"nodegc_image_gc_bytes_targeted_total", "nodegc_image_gc_bytes_estimated_freed_total", "nodegc_image_gc_bytes_measured_freed_total",
+		"nodegc_image_fs_usage_percent", "nodegc_image_fs_capacity_bytes", "nodegc_image_fs_available_bytes",
+		"nodegc_container_gc_runs_total", "nodegc_cri_requests_total",
+		"nodegc_owner_gc_leader", "nodegc_owner_gc_api_requests_total", "nodegc_owner_gc_graph_nodes",
+		"go_goroutines", "process_resident_memory_bytes",
+	} {
+		if !strings.Contains(text, "# TYPE "+family+" ") {
+			t.Errorf("/metrics lacks %s", family)
+		}
+	}
+	// The README's metrics reference names every nodegc family exported.
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if f, ok := strings.CutPrefix(line, "# TYPE nodegc_"); ok {
+			name := "nodegc_" + strings.Fields(f)[0]
+			if !strings.Contains(string(readme), "`"+name) {
+				t.Errorf("README.md's metrics reference lacks %s", name)
+			}
+		}
+	}
+	if body := p.body(t, p.metrics+"/debug/controllers/garbagecollector/graph"); !strings.Contains(body, "digraph") {
+		t.Errorf("debug graph endpoint: %q", body[:min(200, len(body))])
+	}
+}

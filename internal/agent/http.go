@@ -1,0 +1,93 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/ownergc"
+)
+
+func metaFor(namespace, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name}
+}
+
+// server is one HTTP listener.
+type server struct {
+	srv *http.Server
+	lis net.Listener
+}
+
+// startServers serves /metrics (and the owner GC debug graph) on
+// metricsBindAddress and /healthz, /readyz on healthzBindAddress; one
+// listener when both addresses are equal; none for "0".
+func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *prometheus.Registry, st *status, owner *ownerGC) ([]*server, error) {
+	metrics := http.NewServeMux()
+	metrics.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if owner != nil {
+		metrics.Handle(ownergc.DebugGraphPath, owner.collector.DebugHandler())
+	}
+	health := http.NewServeMux()
+	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	health.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := st.ready(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+
+	var servers []*server
+	listen := func(addr string, h http.Handler) error {
+		if addr == "0" {
+			return nil
+		}
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w", addr, err)
+		}
+		s := &server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, lis: lis}
+		go func() {
+			if err := s.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				klog.ErrorS(err, "HTTP server stopped", "address", lis.Addr().String())
+			}
+		}()
+		klog.InfoS("Serving HTTP", "address", lis.Addr().String())
+		servers = append(servers, s)
+		return nil
+	}
+	if cfg.MetricsBindAddress == cfg.HealthzBindAddress {
+		both := http.NewServeMux()
+		both.Handle("/", metrics)
+		both.Handle("/healthz", health)
+		both.Handle("/readyz", health)
+		return servers, listen(cfg.MetricsBindAddress, both)
+	}
+	if err := listen(cfg.MetricsBindAddress, metrics); err != nil {
+		return servers, err
+	}
+	if err := listen(cfg.HealthzBindAddress, health); err != nil {
+		shutdownServers(ctx, servers)
+		return nil, err
+	}
+	return servers, nil
+}
+
+// shutdownServers stops the listeners within 2s of now; ctx may be done
+// already (shutdown), only its values are kept.
+func shutdownServers(ctx context.Context, servers []*server) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.srv.Shutdown(ctx)
+	}
+}

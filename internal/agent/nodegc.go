@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/containers"
+	"github.com/nodegc/nodegc/pkg/cri"
+	"github.com/nodegc/nodegc/pkg/diskstats"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+// nodeGC runs the image and container GC of this node. It connects to the
+// runtime with backoff: until the runtime answers, nothing is collected and
+// /readyz says why.
+type nodeGC struct {
+	opts    Options
+	rest    *rest.Config
+	reg     prometheus.Registerer
+	events  *nodeEvents
+	status  *status
+	metrics *cri.Metrics
+}
+
+func newNodeGC(opts Options, rc *rest.Config, reg prometheus.Registerer, events *nodeEvents, st *status) (*nodeGC, error) {
+	if _, err := images.NewPolicy(opts.Config.ImageGC); err != nil {
+		return nil, err
+	}
+	if _, err := containers.NewPolicy(opts.Config.ContainerGC); err != nil {
+		return nil, err
+	}
+	return &nodeGC{opts: opts, rest: rc, reg: reg, events: events, status: st, metrics: cri.NewMetrics(reg)}, nil
+}
+
+func (n *nodeGC) run(ctx context.Context) {
+	n.status.setRuntimeCheck(func(context.Context) error { return errors.New("container runtime not connected yet") })
+	c := n.connect(ctx)
+	if c == nil {
+		return
+	}
+	defer c.Close()
+	n.status.setRuntimeCheck(func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := c.Version(ctx); err != nil {
+			return fmt.Errorf("container runtime does not answer: %w", err)
+		}
+		return nil
+	})
+
+	imageGC, err := n.imageManager(ctx, c)
+	if err != nil {
+		klog.ErrorS(err, "Image GC cannot start; container GC goes on")
+	}
+	containerGC, err := n.containerManager(ctx, c)
+	if err != nil {
+		klog.ErrorS(err, "Container GC cannot start; image GC goes on")
+	}
+	var wg sync.WaitGroup
+	if imageGC != nil {
+		wg.Go(func() { _ = imageGC.Run(ctx) })
+	}
+	if containerGC != nil {
+		wg.Go(func() { _ = containerGC.Run(ctx) })
+	}
+	wg.Wait()
+}
+
+// connect dials the runtime until it answers or ctx ends.
+func (n *nodeGC) connect(ctx context.Context) *cri.Client {
+	cfg := n.opts.Config
+	delay := time.Second
+	for {
+		c, err := cri.Dial(ctx, cri.Options{
+			RuntimeEndpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
+			Timeout: cfg.RuntimeRequestTimeout.Duration, Metrics: n.metrics,
+		})
+		if err == nil {
+			v := c.RuntimeVersion()
+			klog.InfoS("Connected to the container runtime", "endpoint", cfg.ContainerRuntimeEndpoint,
+				"runtime", v.GetRuntimeName(), "version", v.GetRuntimeVersion())
+			return c
+		}
+		klog.ErrorS(err, "Cannot reach the container runtime; node GC does nothing until it answers", "retryIn", delay)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Minute)
+	}
+}
+
+func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client) (*images.Manager, error) {
+	cfg := n.opts.Config
+	var layers *images.ContainerdLayers
+	if c.RuntimeVersion().GetRuntimeName() == "containerd" {
+		snapshotter := images.DefaultSnapshotter
+		if info, err := c.ImageFsInfo(ctx); err == nil && len(info.GetImageFilesystems()) > 0 {
+			snapshotter = images.SnapshotterFromMountpoint(info.GetImageFilesystems()[0].GetFsId().GetMountpoint())
+		}
+		path, _ := config.SocketPath(cfg.ContainerRuntimeEndpoint)
+		l, err := images.NewContainerdLayers(ctx, path, snapshotter)
+		if err != nil {
+			klog.InfoS("Cannot use containerd's API for exact layer accounting; using CRI sizes", "err", err)
+		} else {
+			layers = l
+			context.AfterFunc(ctx, func() { l.Close() })
+		}
+	}
+	var sandboxes []string
+	if s, err := c.SandboxImage(ctx); err != nil {
+		klog.InfoS("Cannot read the runtime's sandbox image; relying on the pinned flag", "err", err)
+	} else if s != "" {
+		sandboxes = append(sandboxes, s)
+	}
+	opts := images.Options{
+		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, Runtime: c, Disk: diskstats.NewReader(),
+		Registerer: n.reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport,
+	}
+	if layers != nil {
+		opts.Layers = layers
+	}
+	return images.NewManager(opts)
+}
+
+func (n *nodeGC) containerManager(ctx context.Context, c *cri.Client) (*containers.Manager, error) {
+	m, _, err := n.containerManagerWithPods(ctx, c)
+	return m, err
+}
+
+// containerManagerWithPods also returns the pod source it started (nil in
+// node-only mode).
+func (n *nodeGC) containerManagerWithPods(ctx context.Context, c *cri.Client) (*containers.Manager, *containers.APIPodSource, error) {
+	opts := containers.Options{
+		Config: n.opts.Config.ContainerGC, Runtime: c, Registerer: n.reg, OnRun: n.events.containerGCReport,
+	}
+	var pods *containers.APIPodSource
+	if n.rest != nil {
+		client, err := kubernetes.NewForConfig(n.rest)
+		if err != nil {
+			return nil, nil, err
+		}
+		if pods, err = containers.NewAPIPodSource(client, n.opts.NodeName, nil); err != nil {
+			return nil, nil, err
+		}
+		go pods.Run(ctx)
+		opts.Pods = pods
+	}
+	m, err := containers.NewManager(opts)
+	return m, pods, err
+}

@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/nodegc/nodegc/pkg/containers"
+	"github.com/nodegc/nodegc/pkg/cri"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+// PlanReport is what `nodegc plan` shows: the image and container plans for
+// the node as it is now. Nothing is removed and no state is written.
+type PlanReport struct {
+	Node    string
+	Runtime string
+	// Images is nil when the image plan could not be made (ImagesErr).
+	Images    *images.Plan
+	ImagesErr error
+	// Containers is nil when the container plan could not be made.
+	Containers    *containers.Plan
+	ContainersErr error
+	// PodsSynced says whether the pod view from the API server synced in
+	// time; without it no container is planned for removal as "pod gone".
+	PodsSynced bool
+}
+
+// podSyncWait bounds how long `nodegc plan` waits for the pod informer.
+const podSyncWait = 20 * time.Second
+
+// Plan connects to the runtime (and the API server, if reachable) as Run
+// does and returns the plans, without acting on them.
+func Plan(ctx context.Context, opts Options) (*PlanReport, error) {
+	restCfg, err := restConfig(opts.Kubeconfig, opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	n, err := newNodeGC(opts, restCfg, reg, nil, newStatus(reg))
+	if err != nil {
+		return nil, err
+	}
+	cfg := opts.Config
+	c, err := cri.Dial(ctx, cri.Options{RuntimeEndpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
+		Timeout: cfg.RuntimeRequestTimeout.Duration})
+	if err != nil {
+		return nil, fmt.Errorf("%w (is the runtime at %s running, and may this user open its socket?)", err, cfg.ContainerRuntimeEndpoint)
+	}
+	defer c.Close()
+	v := c.RuntimeVersion()
+	r := &PlanReport{Node: opts.NodeName, Runtime: v.GetRuntimeName() + " " + v.GetRuntimeVersion()}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the pod informer and closes the containerd client
+	if im, err := n.imageManager(ctx, c); err != nil {
+		r.ImagesErr = err
+	} else {
+		r.Images, r.ImagesErr = im.Plan(ctx)
+	}
+	cm, pods, err := n.containerManagerWithPods(ctx, c)
+	if err != nil {
+		r.ContainersErr = err
+		return r, nil
+	}
+	if pods != nil {
+		syncCtx, stop := context.WithTimeout(ctx, podSyncWait)
+		r.PodsSynced = cache.WaitForCacheSync(syncCtx.Done(), pods.HasSynced)
+		stop()
+		if !r.PodsSynced {
+			klog.InfoS("The pod informer did not sync in time; the plan removes nothing because a pod is gone", "waited", podSyncWait)
+		}
+	}
+	r.Containers, r.ContainersErr = cm.Plan(ctx)
+	return r, nil
+}

@@ -1,0 +1,200 @@
+package agent_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// nodegcBinary builds cmd/nodegc once per test process.
+func nodegcBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := testbed.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "nodegc-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "nodegc")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/nodegc")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/nodegc: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// proc is a running `nodegc` process.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	metrics string // http://127.0.0.1:PORT
+	healthz string
+	logPath string
+	done    chan struct{}
+	exit    error
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startNodegc runs nodegc with the config text and extra args; its output
+// goes to a log file in the test's temp dir.
+func startNodegc(t *testing.T, name, configYAML string, args ...string) *proc {
+	t.Helper()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.yaml")
+	mp, hp := freePort(t), freePort(t)
+	full := configYAML + fmt.Sprintf("metricsBindAddress: 127.0.0.1:%d\nhealthzBindAddress: 127.0.0.1:%d\n", mp, hp)
+	if err := os.WriteFile(cfgPath, []byte(full), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: name, metrics: fmt.Sprintf("http://127.0.0.1:%d", mp), healthz: fmt.Sprintf("http://127.0.0.1:%d", hp),
+		logPath: filepath.Join(dir, name+".log"), done: make(chan struct{})}
+	logf, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(nodegcBinary(t), append([]string{"run", "--config", cfgPath, "-v=2"}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.Env = append(os.Environ(), "NODE_NAME="+name, "KUBERNETES_SERVICE_HOST=")
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.exit = p.cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			data, _ := os.ReadFile(p.logPath)
+			t.Logf("%s log (last 4 KiB):\n%s", name, tail(data, 4096))
+		}
+	})
+	return p
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// metric returns the sum of the samples of a metric family whose label
+// set contains every filter ("name=value"), or -1 when /metrics is down.
+func (p *proc) metric(name string, filters ...string) float64 {
+	resp, err := http.Get(p.metrics + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	return sumSamples(resp.Body, name, filters...)
+}
+
+func sumSamples(r io.Reader, name string, filters ...string) float64 {
+	sum := 0.0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") {
+			continue
+		}
+		rest := line[len(name):]
+		if rest != "" && rest[0] != '{' && rest[0] != ' ' {
+			continue // a longer metric name
+		}
+		ok := true
+		for _, f := range filters {
+			k, v, _ := strings.Cut(f, "=")
+			if !strings.Contains(rest, k+`="`+v+`"`) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func (p *proc) body(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	if _, err := io.Copy(&b, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

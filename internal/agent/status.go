@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// status is what /readyz and the leader metric report. Each part sets its
+// own piece; one lock guards it whole.
+type status struct {
+	mu sync.Mutex
+	// runtime answers CRI Version; nil while node GC is off.
+	runtime func(context.Context) error
+	// leading and ownerSynced: this instance holds the lease, and its owner
+	// GC has synced its informers.
+	leading     bool
+	ownerSynced func() bool
+
+	leader prometheus.Gauge
+}
+
+func newStatus(reg prometheus.Registerer) *status {
+	s := &status{leader: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nodegc_owner_gc_leader",
+		Help: "1 while this instance holds the owner GC lease and runs the owner GC, else 0.",
+	})}
+	reg.MustRegister(s.leader)
+	return s
+}
+
+func (s *status) setRuntimeCheck(check func(context.Context) error) {
+	s.mu.Lock()
+	s.runtime = check
+	s.mu.Unlock()
+}
+
+func (s *status) setLeading(leading bool, synced func() bool) {
+	s.mu.Lock()
+	s.leading, s.ownerSynced = leading, synced
+	s.mu.Unlock()
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	s.leader.Set(v)
+}
+
+// ready says whether the agent can do its work: the runtime answers (when
+// node GC runs) and, in the leader, the owner GC's informers have synced.
+func (s *status) ready(ctx context.Context) error {
+	s.mu.Lock()
+	runtime, leading, synced := s.runtime, s.leading, s.ownerSynced
+	s.mu.Unlock()
+	var errs []error
+	if runtime != nil {
+		if err := runtime(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if leading && synced != nil && !synced() {
+		errs = append(errs, errors.New("owner GC: informers not synced yet"))
+	}
+	return errors.Join(errs...)
+}
