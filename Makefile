@@ -51,7 +51,7 @@ fuzz: ## Fuzz the configuration decoder for FUZZTIME (default 2m)
 .PHONY: bench
 bench: ## Run the benchmarks
 	@echo "[bench] go test -bench . ./..."
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
 
 $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION):
 	@echo "[lint] installing staticcheck $(STATICCHECK_VERSION) from the Go module proxy"
