@@ -21,6 +21,14 @@ help: ## List the targets
 	@echo
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+## Demo
+.PHONY: demo
+demo: build tools ## Start here (root): a throw-away node + control plane, a full disk, nodegc cleaning up, a checked report; DEMO_KEEP=1 keeps it up
+	@if [ "$$(id -u)" != 0 ]; then echo "[demo] make demo needs root: it runs containerd, loop-mounts a small ext4 filesystem and creates cgroups. Run: sudo make demo"; exit 1; fi
+	@echo "[demo] building hack/demo -> $(BIN)/nodegc-demo"
+	$(GO) build -o $(BIN)/nodegc-demo ./hack/demo
+	$(BIN)/nodegc-demo --nodegc $(BIN)/nodegc
+
 .PHONY: build
 build: ## Build nodegc into _output/bin/
 	@echo "[build] nodegc $(VERSION) -> $(BIN)/nodegc"

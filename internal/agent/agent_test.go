@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -306,7 +307,24 @@ func TestMetricsLint(t *testing.T) {
 			}
 		}
 	}
-	if body := p.body(t, p.metrics+"/debug/controllers/garbagecollector/graph"); !strings.Contains(body, "digraph") {
-		t.Errorf("debug graph endpoint: %q", body[:min(200, len(body))])
+	// The debug graph shows objects with owner relationships: make one.
+	ctx := t.Context()
+	owner, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "graph-owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "graph-dependent",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	graphURL := p.metrics + "/debug/controllers/garbagecollector/graph"
+	waitFor(t, "the debug graph to show the owner edge", 30*time.Second, func() bool {
+		return strings.Contains(p.body(t, graphURL+"?uid="+string(owner.UID)), "->")
+	})
+	var dump struct {
+		Nodes []json.RawMessage `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(p.body(t, graphURL+"?format=json")), &dump); err != nil || len(dump.Nodes) != 2 {
+		t.Errorf("debug graph as JSON: %d nodes, %v; want the owner and its dependent", len(dump.Nodes), err)
 	}
 }

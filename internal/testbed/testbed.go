@@ -9,15 +9,33 @@
 package testbed
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"testing"
 )
 
 const module = "module github.com/nodegc/nodegc"
+
+// TB is the part of testing.TB the test-bed harnesses use. *testing.T,
+// *testing.B and testing.TB satisfy it; a program that is not a test (the
+// demo, hack/demo) provides its own implementation. As with testing, Fatalf
+// and Skipf do not return (they end the calling goroutine), the functions
+// given to Cleanup run in reverse order once the test or program is done, and
+// Context is cancelled just before they run.
+type TB interface {
+	Helper()
+	Log(args ...any)
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Cleanup(func())
+	Failed() bool
+	Context() context.Context
+}
 
 // InCI reports whether the tests run in CI, where a missing prerequisite is
 // a failure rather than a skip.
@@ -25,7 +43,7 @@ func InCI() bool { return os.Getenv("CI") == "true" }
 
 // Require stops the test when ok is false: t.Fatal under CI=true, else
 // t.Skip. why says what is missing and how to get it.
-func Require(t testing.TB, ok bool, why string) {
+func Require(t TB, ok bool, why string) {
 	t.Helper()
 	if ok {
 		return
@@ -37,7 +55,7 @@ func Require(t testing.TB, ok bool, why string) {
 }
 
 // RequireRoot stops the test unless it runs as root.
-func RequireRoot(t testing.TB) {
+func RequireRoot(t TB) {
 	t.Helper()
 	Require(t, os.Geteuid() == 0, "this test needs root (it runs containerd, mounts filesystems and creates cgroups)")
 }
@@ -90,7 +108,7 @@ func ToolsDir() string {
 // Binary returns the path of a tool under ToolsDir()/bin (etcd,
 // kube-apiserver, kube-controller-manager, crictl), stopping the test (see
 // Require) if it is missing.
-func Binary(t testing.TB, name string) string {
+func Binary(t TB, name string) string {
 	t.Helper()
 	p := filepath.Join(ToolsDir(), "bin", name)
 	Require(t, isExecutable(p), fmt.Sprintf("%s not found at %s; run `make tools` (hack/install-tools.sh) to build it", name, p))
@@ -114,7 +132,7 @@ var ContainerdVersions = []ContainerdVersion{Containerd16, Containerd2}
 // Containerd returns the containerd binary of version v and the directory
 // that must lead PATH so that the daemon finds its own
 // containerd-shim-runc-v2, stopping the test (see Require) if missing.
-func Containerd(t testing.TB, v ContainerdVersion) (bin, shimDir string) {
+func Containerd(t TB, v ContainerdVersion) (bin, shimDir string) {
 	t.Helper()
 	switch v {
 	case Containerd16:
@@ -132,7 +150,7 @@ func Containerd(t testing.TB, v ContainerdVersion) (bin, shimDir string) {
 }
 
 // Runc returns the runc binary both containerd versions use.
-func Runc(t testing.TB) string {
+func Runc(t TB) string {
 	t.Helper()
 	p, err := exec.LookPath("runc")
 	if err != nil {

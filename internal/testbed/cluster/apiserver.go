@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // apiserverArgs returns kube-apiserver's command line for port.
@@ -142,7 +143,7 @@ func (c *Cluster) waitForDefaultNamespace(ctx context.Context) error {
 // StopAPIServer stops kube-apiserver (SIGTERM, SIGKILL after
 // Options.StopTimeout) and waits for it to exit; etcd keeps running. Clients
 // get connection errors until StartAPIServer.
-func (c *Cluster) StopAPIServer(t testing.TB) {
+func (c *Cluster) StopAPIServer(t testbed.TB) {
 	t.Helper()
 	c.mu.Lock()
 	p := c.apiserver
@@ -171,7 +172,7 @@ func (c *Cluster) StopAPIServer(t testing.TB) {
 // StartAPIServer starts kube-apiserver again after StopAPIServer, on the
 // same port with the same etcd, certificates and token, and waits for
 // /readyz. It fails the test if the port was taken meanwhile.
-func (c *Cluster) StartAPIServer(t testing.TB) {
+func (c *Cluster) StartAPIServer(t testbed.TB) {
 	t.Helper()
 	c.mu.Lock()
 	p := c.apiserver

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -80,7 +79,7 @@ type Cluster struct {
 // Start starts etcd and kube-apiserver, waits until /readyz is ok, and
 // registers their teardown with t.Cleanup. It stops the test (see
 // testbed.Require) if a binary is missing, and fails it if the start does.
-func Start(t testing.TB, opts Options) *Cluster {
+func Start(t testbed.TB, opts Options) *Cluster {
 	t.Helper()
 	c := &Cluster{
 		opts:    opts.withDefaults(),
@@ -217,7 +216,7 @@ func (c *Cluster) runningLocked() []*process {
 
 // teardown stops every process and removes Dir. It runs once, from
 // t.Cleanup.
-func (c *Cluster) teardown(t testing.TB) {
+func (c *Cluster) teardown(t testbed.TB) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.tornDown {

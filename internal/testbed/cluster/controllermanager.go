@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -45,7 +44,7 @@ func (m *ControllerManager) LogPath() string { return m.proc.logPath }
 
 // Stop stops it now (SIGTERM, SIGKILL after Options.StopTimeout) instead
 // of at cleanup, e.g. to start another with different flags.
-func (m *ControllerManager) Stop(t testing.TB) {
+func (m *ControllerManager) Stop(t testbed.TB) {
 	t.Helper()
 	if _, err := m.proc.stop(m.stopTimeout); err != nil {
 		t.Fatalf("stop %s: %v", m.Name, err)
@@ -55,13 +54,13 @@ func (m *ControllerManager) Stop(t testing.TB) {
 // StartControllerManager starts kube-controller-manager running only the
 // named controllers (e.g. "garbagecollector") as the admin, waits until its
 // /healthz is ok, and stops it in t.Cleanup.
-func (c *Cluster) StartControllerManager(t testing.TB, controllers ...string) *ControllerManager {
+func (c *Cluster) StartControllerManager(t testbed.TB, controllers ...string) *ControllerManager {
 	t.Helper()
 	return c.StartControllerManagerWith(t, ControllerManagerOptions{Controllers: controllers})
 }
 
 // StartControllerManagerWith is StartControllerManager with extra flags.
-func (c *Cluster) StartControllerManagerWith(t testing.TB, opts ControllerManagerOptions) *ControllerManager {
+func (c *Cluster) StartControllerManagerWith(t testbed.TB, opts ControllerManagerOptions) *ControllerManager {
 	t.Helper()
 	if len(opts.Controllers) == 0 {
 		t.Fatalf("StartControllerManager: name the controllers to run (e.g. garbagecollector)")

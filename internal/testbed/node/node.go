@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -72,7 +71,7 @@ type Node struct {
 	// Pause is the sandbox image, pinned in containerd's config.
 	Pause *registry.Image
 
-	t            testing.TB
+	t            testbed.TB
 	bin, shimDir string
 	runc         string
 	configPath   string
@@ -99,7 +98,7 @@ const (
 // Start starts a node for t and registers its Teardown with t.Cleanup. It
 // stops the test (testbed.Require) when not root or when the containerd of
 // opts.Version is missing, and fails it when the node does not come up.
-func Start(t testing.TB, opts Options) *Node {
+func Start(t testbed.TB, opts Options) *Node {
 	t.Helper()
 	testbed.RequireRoot(t)
 	bin, shimDir := testbed.Containerd(t, opts.Version)
@@ -142,7 +141,7 @@ func Start(t testing.TB, opts Options) *Node {
 
 // create makes the instance directory and takes its lock; from here on
 // Teardown has something to clean.
-func create(t testing.TB, opts Options, bin, shimDir, runc string) (*Node, error) {
+func create(t testbed.TB, opts Options, bin, shimDir, runc string) (*Node, error) {
 	dir, err := os.MkdirTemp(instanceBase, instancePrefix)
 	if err != nil {
 		return nil, err

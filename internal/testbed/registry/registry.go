@@ -8,9 +8,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // Registry is an in-process OCI registry listening on 127.0.0.1 plus the
@@ -51,7 +52,7 @@ func New(ctx context.Context) (*Registry, error) {
 
 // Start is New for a test: it fails the test on error and closes the
 // registry in t.Cleanup.
-func Start(t testing.TB) *Registry {
+func Start(t testbed.TB) *Registry {
 	t.Helper()
 	r, err := New(t.Context())
 	if err != nil {
