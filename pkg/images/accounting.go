@@ -7,7 +7,7 @@ import "unique"
 // the last image holding it goes, and counted once.
 type accounting struct {
 	exact  bool
-	refs   map[unique.Handle[string]]int
+	refs   map[unique.Handle[string]]int32
 	layers [][]Layer // per image, by index in the planned slice: its distinct layers
 }
 
@@ -25,7 +25,7 @@ func newAccounting(images []Image) *accounting {
 	for i := range images {
 		total += len(images[i].Layers)
 	}
-	a.refs = make(map[unique.Handle[string]]int, total)
+	a.refs = make(map[unique.Handle[string]]int32, total)
 	a.layers = make([][]Layer, len(images))
 	for i := range images {
 		distinct := distinctLayers(images[i].Layers)

@@ -28,6 +28,11 @@ type Tracker struct {
 	refs       map[string]int
 	// generation numbers Reconcile calls, to find containers that are gone.
 	generation uint64
+	// lastListing is the container listing the map was last set from, and
+	// eventsSince says whether events changed the map after it: an identical
+	// listing with no event since leaves the map as it is, without a lookup.
+	lastListing []listedContainer
+	eventsSince bool
 	// names resolves an image tag or digest to the image ID; built when an
 	// event needs it, from the image listing of the last Reconcile.
 	names      map[string]string
@@ -51,11 +56,9 @@ func (t *Tracker) Reconcile(images []*runtimeapi.Image, containers []*runtimeapi
 	defer t.mu.Unlock()
 	t.setContainersLocked(containers)
 	refs := t.refs
-	present := make(map[string]bool, len(images))
 	t.names, t.lastImages = nil, images
 	for _, img := range images {
 		id := img.GetId()
-		present[id] = true
 		u, known := t.usage[id]
 		changed := !known
 		if !known {
@@ -70,10 +73,18 @@ func (t *Tracker) Reconcile(images []*runtimeapi.Image, containers []*runtimeapi
 			t.dirty = true
 		}
 	}
-	for id := range t.usage {
-		if !present[id] {
-			delete(t.usage, id)
-			t.dirty = true
+	// Every listed image has a record now; more records than images means
+	// some images are gone. (Only then is the listing indexed.)
+	if len(t.usage) > len(images) {
+		present := make(map[string]bool, len(images))
+		for _, img := range images {
+			present[img.GetId()] = true
+		}
+		for id := range t.usage {
+			if !present[id] {
+				delete(t.usage, id)
+				t.dirty = true
+			}
 		}
 	}
 }
@@ -94,6 +105,14 @@ func (t *Tracker) ReconcileContainers(containers []*runtimeapi.Container, now ti
 // place: on a busy node most containers are the same from one listing to
 // the next, and lookups are cheaper than inserts.
 func (t *Tracker) setContainersLocked(containers []*runtimeapi.Container) {
+	if !t.eventsSince && sameListing(t.lastListing, containers) {
+		return
+	}
+	t.eventsSince = false
+	t.lastListing = t.lastListing[:0]
+	for _, c := range containers {
+		t.lastListing = append(t.lastListing, listedContainer{id: c.GetId(), refs: imageRefs{c.GetImageRef(), c.GetImageId(), c.GetImage().GetImage()}})
+	}
 	t.generation++
 	for _, c := range containers {
 		t.setContainerLocked(c.GetId(), imageRefs{c.GetImageRef(), c.GetImageId(), c.GetImage().GetImage()})
@@ -112,6 +131,7 @@ func (t *Tracker) ObserveEvent(ev *runtimeapi.ContainerEventResponse) {
 	at := time.Unix(0, ev.GetCreatedAt())
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.eventsSince = true
 	deleted := ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
 	if deleted {
 		if tc, ok := t.containers[ev.GetContainerId()]; ok {
@@ -154,6 +174,28 @@ func (t *Tracker) resolveLocked(ref string) (string, bool) {
 	}
 	id, ok := t.names[ref]
 	return id, ok
+}
+
+// listedContainer is one entry of a container listing.
+type listedContainer struct {
+	id   string
+	refs imageRefs
+}
+
+// sameListing reports whether containers is, entry by entry, the listing
+// last applied: runtimes list in a stable order, so on a quiet node a plain
+// comparison replaces tens of thousands of map lookups.
+func sameListing(last []listedContainer, containers []*runtimeapi.Container) bool {
+	if len(last) != len(containers) || len(last) == 0 {
+		return false
+	}
+	for i, c := range containers {
+		l := &last[i]
+		if l.id != c.GetId() || l.refs != (imageRefs{c.GetImageRef(), c.GetImageId(), c.GetImage().GetImage()}) {
+			return false
+		}
+	}
+	return true
 }
 
 // trackedContainer is what the tracker keeps of one container.
