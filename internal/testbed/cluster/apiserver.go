@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
 // apiserverArgs returns kube-apiserver's command line for port.
@@ -36,17 +37,19 @@ func (c *Cluster) apiserverArgs(port int) []string {
 		"--service-account-key-file=" + c.path("sa.pub"),
 		"--service-account-signing-key-file=" + c.path("sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24",
-		// No controller creates the "default" ServiceAccount, so this admission
-		// plugin would reject every Pod.
-		"--disable-admission-plugins=ServiceAccount",
 		// No Endpoints for the kubernetes Service: else an error every 10 s.
 		"--endpoint-reconciler-type=none",
+	}
+	if !c.opts.ServiceAccountAdmission {
+		// No controller creates the "default" ServiceAccount, so this
+		// admission plugin would reject every Pod.
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
 	}
 	return append(args, c.opts.APIServerFlags...)
 }
 
 // startAPIServer starts kube-apiserver and waits for /readyz. With
-// pickPort it picks a fresh port (retrying on errAddrInUse) and sets URL and
+// pickPort it picks a fresh port (retrying on proc.ErrAddrInUse) and sets URL and
 // APIServerPort; otherwise it reuses APIServerPort (a restart).
 func (c *Cluster) startAPIServer(ctx context.Context, logf func(string, ...any), pickPort bool) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
@@ -65,7 +68,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, logf func(string, ...any),
 		logPath := c.path(fmt.Sprintf("kube-apiserver.%d.log", c.apiStarts))
 		c.apiStarts++
 		c.mu.Unlock()
-		p, err := startProcess(name, c.apiBin, c.apiserverArgs(port), logPath)
+		p, err := proc.Start(name, c.apiBin, c.apiserverArgs(port), nil, logPath)
 		if err != nil {
 			return err
 		}
@@ -77,7 +80,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, logf func(string, ...any),
 		if err != nil {
 			return err
 		}
-		err = p.waitReady(ctx, func(ctx context.Context) error { return apiserverReady(ctx, hc, url) })
+		err = p.WaitReady(ctx, func(ctx context.Context) error { return apiserverReady(ctx, hc, url) })
 		hc.CloseIdleConnections()
 		if err == nil {
 			if pickPort { // a restart leaves them alone: tests may read them concurrently
@@ -85,14 +88,14 @@ func (c *Cluster) startAPIServer(ctx context.Context, logf func(string, ...any),
 			}
 			return nil
 		}
-		if _, stopErr := p.stop(c.opts.StopTimeout); stopErr != nil {
+		if _, stopErr := p.Stop(c.opts.StopTimeout); stopErr != nil {
 			return errors.Join(err, stopErr)
 		}
-		if !pickPort && errors.Is(err, errAddrInUse) {
+		if !pickPort && errors.Is(err, proc.ErrAddrInUse) {
 			return fmt.Errorf("port %d was taken by another process while kube-apiserver was stopped: %w", port, err)
 		}
-		if !errors.Is(err, errAddrInUse) || attempt == maxStartAttempts {
-			return fmt.Errorf("%w\n%s", err, p.tail(30))
+		if !errors.Is(err, proc.ErrAddrInUse) || attempt == maxStartAttempts {
+			return fmt.Errorf("%w\n%s", err, p.Tail(30))
 		}
 		logf("kube-apiserver attempt %d: port %d was taken, retrying with a fresh port", attempt, port)
 	}
@@ -131,7 +134,7 @@ func apiserverReady(ctx context.Context, hc *http.Client, url string) error {
 // controller has created "default" (it runs after /readyz turns ok; in
 // practice it is there at once), so tests may use it straight away.
 func (c *Cluster) waitForDefaultNamespace(ctx context.Context) error {
-	return wait.PollUntilContextTimeout(ctx, pollInterval, c.opts.StartTimeout, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, c.opts.StartTimeout, true, func(ctx context.Context) (bool, error) {
 		_, err := c.client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -148,11 +151,11 @@ func (c *Cluster) StopAPIServer(t testbed.TB) {
 	c.mu.Lock()
 	p := c.apiserver
 	c.mu.Unlock()
-	if p == nil || p.exited() {
+	if p == nil || p.Exited() {
 		t.Fatalf("StopAPIServer: kube-apiserver is not running")
 	}
 	begin := time.Now()
-	killed, err := p.stop(c.opts.StopTimeout)
+	killed, err := p.Stop(c.opts.StopTimeout)
 	if err != nil {
 		t.Fatalf("stop kube-apiserver: %v", err)
 	}
@@ -177,8 +180,8 @@ func (c *Cluster) StartAPIServer(t testbed.TB) {
 	c.mu.Lock()
 	p := c.apiserver
 	c.mu.Unlock()
-	if p != nil && !p.exited() {
-		t.Fatalf("StartAPIServer: kube-apiserver is already running (pid %d)", p.pid())
+	if p != nil && !p.Exited() {
+		t.Fatalf("StartAPIServer: kube-apiserver is already running (pid %d)", p.PID())
 	}
 	begin := time.Now()
 	c.releasePort()

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
 // Options tunes a Cluster. The zero value is what most tests want.
@@ -22,6 +23,12 @@ type Options struct {
 	// APIServerFlags are appended to kube-apiserver's command line after the
 	// harness's own flags (for scalar flags the last one wins).
 	APIServerFlags []string
+	// ServiceAccountAdmission keeps kube-apiserver's ServiceAccount
+	// admission plugin on (it is disabled by default: no controller makes
+	// the "default" ServiceAccounts it needs). Set it when a
+	// kube-controller-manager with the serviceaccount-controller runs and
+	// pods need API credentials (a real node).
+	ServiceAccountAdmission bool
 	// EtcdFlags are appended to etcd's command line.
 	EtcdFlags []string
 	// StartTimeout bounds the wait for each component to become ready
@@ -68,8 +75,8 @@ type Cluster struct {
 	client     kubernetes.Interface
 
 	mu        sync.Mutex // guards the fields below
-	etcd      *process
-	apiserver *process
+	etcd      *proc.Process
+	apiserver *proc.Process
 	apiStarts int
 	kcms      []*ControllerManager
 	reserved  *reservation // holds APIServerPort while kube-apiserver is stopped
@@ -192,22 +199,22 @@ func (c *Cluster) PIDs() map[string]int {
 	defer c.mu.Unlock()
 	pids := map[string]int{}
 	for _, p := range c.runningLocked() {
-		pids[p.name] = p.pid()
+		pids[p.Name] = p.PID()
 	}
 	return pids
 }
 
 // runningLocked lists the processes not yet known to have exited, in
 // teardown order (controller managers, kube-apiserver, etcd).
-func (c *Cluster) runningLocked() []*process {
-	var ps []*process
+func (c *Cluster) runningLocked() []*proc.Process {
+	var ps []*proc.Process
 	for i := len(c.kcms) - 1; i >= 0; i-- {
 		ps = append(ps, c.kcms[i].proc)
 	}
 	ps = append(ps, c.apiserver, c.etcd)
-	var running []*process
+	var running []*proc.Process
 	for _, p := range ps {
-		if p != nil && !p.exited() {
+		if p != nil && !p.Exited() {
 			running = append(running, p)
 		}
 	}
@@ -227,19 +234,19 @@ func (c *Cluster) teardown(t testbed.TB) {
 	all := c.allLocked()
 	if t.Failed() {
 		for _, p := range all {
-			t.Logf("--- last lines of %s log (%s) ---\n%s", p.name, p.logPath, p.tail(40))
+			t.Logf("--- last lines of %s log (%s) ---\n%s", p.Name, p.LogPath, p.Tail(40))
 		}
 	}
 	var took []string
 	for _, p := range c.runningLocked() {
 		stopBegin := time.Now()
-		killed, err := p.stop(c.opts.StopTimeout)
-		took = append(took, fmt.Sprintf("%s %s", p.name, time.Since(stopBegin).Round(time.Millisecond)))
+		killed, err := p.Stop(c.opts.StopTimeout)
+		took = append(took, fmt.Sprintf("%s %s", p.Name, time.Since(stopBegin).Round(time.Millisecond)))
 		if err != nil {
-			t.Errorf("stop %s: %v", p.name, err)
+			t.Errorf("stop %s: %v", p.Name, err)
 		}
 		if killed {
-			t.Logf("%s did not exit within %s of SIGTERM: sent SIGKILL", p.name, c.opts.StopTimeout)
+			t.Logf("%s did not exit within %s of SIGTERM: sent SIGKILL", p.Name, c.opts.StopTimeout)
 		}
 	}
 	c.reserved.release()
@@ -250,9 +257,9 @@ func (c *Cluster) teardown(t testbed.TB) {
 }
 
 // allLocked lists every process ever started, for log tails.
-func (c *Cluster) allLocked() []*process {
-	var ps []*process
-	for _, p := range []*process{c.etcd, c.apiserver} {
+func (c *Cluster) allLocked() []*proc.Process {
+	var ps []*proc.Process
+	for _, p := range []*proc.Process{c.etcd, c.apiserver} {
 		if p != nil {
 			ps = append(ps, p)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
 // ControllerManagerOptions says which kube-controller-manager to run.
@@ -32,21 +33,21 @@ type ControllerManager struct {
 	// Name is its name in PIDs and logs, kube-controller-manager-<n>.
 	Name string
 
-	proc        *process
+	proc        *proc.Process
 	stopTimeout time.Duration
 }
 
 // PID returns its process ID.
-func (m *ControllerManager) PID() int { return m.proc.pid() }
+func (m *ControllerManager) PID() int { return m.proc.PID() }
 
 // LogPath returns the file holding its stdout and stderr.
-func (m *ControllerManager) LogPath() string { return m.proc.logPath }
+func (m *ControllerManager) LogPath() string { return m.proc.LogPath }
 
 // Stop stops it now (SIGTERM, SIGKILL after Options.StopTimeout) instead
 // of at cleanup, e.g. to start another with different flags.
 func (m *ControllerManager) Stop(t testbed.TB) {
 	t.Helper()
-	if _, err := m.proc.stop(m.stopTimeout); err != nil {
+	if _, err := m.proc.Stop(m.stopTimeout); err != nil {
 		t.Fatalf("stop %s: %v", m.Name, err)
 	}
 }
@@ -71,10 +72,10 @@ func (c *Cluster) StartControllerManagerWith(t testbed.TB, opts ControllerManage
 	if m != nil {
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("--- last lines of %s log (%s) ---\n%s", m.Name, m.proc.logPath, m.proc.tail(40))
+				t.Logf("--- last lines of %s log (%s) ---\n%s", m.Name, m.proc.LogPath, m.proc.Tail(40))
 			}
 			stopBegin := time.Now()
-			killed, err := m.proc.stop(m.stopTimeout)
+			killed, err := m.proc.Stop(m.stopTimeout)
 			if err != nil {
 				t.Errorf("stop %s: %v", m.Name, err)
 			}
@@ -115,7 +116,7 @@ func (c *Cluster) startControllerManager(ctx context.Context, bin string, opts C
 			"--cert-dir=" + certDir,
 		}
 		args = append(args, opts.Flags...)
-		p, err := startProcess(name, bin, args, c.path(fmt.Sprintf("%s.%d.log", name, attempt)))
+		p, err := proc.Start(name, bin, args, nil, c.path(fmt.Sprintf("%s.%d.log", name, attempt)))
 		if err != nil {
 			return m, err
 		}
@@ -123,15 +124,15 @@ func (c *Cluster) startControllerManager(ctx context.Context, bin string, opts C
 		c.mu.Lock()
 		c.kcms = append(c.kcms, m) // so teardown stops it whatever happens next
 		c.mu.Unlock()
-		err = p.waitReady(ctx, func(ctx context.Context) error { return kcmHealthy(ctx, ports[0]) })
+		err = p.WaitReady(ctx, func(ctx context.Context) error { return kcmHealthy(ctx, ports[0]) })
 		if err == nil {
 			return m, nil
 		}
-		if _, stopErr := p.stop(c.opts.StopTimeout); stopErr != nil {
+		if _, stopErr := p.Stop(c.opts.StopTimeout); stopErr != nil {
 			return m, errors.Join(err, stopErr)
 		}
-		if !errors.Is(err, errAddrInUse) || attempt == maxStartAttempts {
-			return m, fmt.Errorf("%w\n%s", err, p.tail(30))
+		if !errors.Is(err, proc.ErrAddrInUse) || attempt == maxStartAttempts {
+			return m, fmt.Errorf("%w\n%s", err, p.Tail(30))
 		}
 		logf("%s attempt %d: port %d was taken, retrying with a fresh port", name, attempt, ports[0])
 	}

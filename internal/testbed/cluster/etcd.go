@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
 // startEtcd starts etcd on fresh ports, retrying with new ones when a port
@@ -45,23 +47,23 @@ func (c *Cluster) startEtcd(ctx context.Context, logf func(string, ...any)) erro
 			"--election-timeout=100",
 		}
 		args = append(args, c.opts.EtcdFlags...)
-		p, err := startProcess("etcd", c.etcdBin, args, c.path("etcd.log"))
+		p, err := proc.Start("etcd", c.etcdBin, args, nil, c.path("etcd.log"))
 		if err != nil {
 			return err
 		}
 		c.mu.Lock()
 		c.etcd = p
 		c.mu.Unlock()
-		err = p.waitReady(ctx, func(ctx context.Context) error { return etcdHealthy(ctx, clientURL) })
+		err = p.WaitReady(ctx, func(ctx context.Context) error { return etcdHealthy(ctx, clientURL) })
 		if err == nil {
 			c.EtcdClientPort, c.EtcdPeerPort = ports[0], ports[1]
 			return nil
 		}
-		if _, stopErr := p.stop(c.opts.StopTimeout); stopErr != nil {
+		if _, stopErr := p.Stop(c.opts.StopTimeout); stopErr != nil {
 			return errors.Join(err, stopErr)
 		}
-		if !errors.Is(err, errAddrInUse) || attempt == maxStartAttempts {
-			return fmt.Errorf("%w\n%s", err, p.tail(20))
+		if !errors.Is(err, proc.ErrAddrInUse) || attempt == maxStartAttempts {
+			return fmt.Errorf("%w\n%s", err, p.Tail(20))
 		}
 		logf("etcd attempt %d: a port was taken (%d or %d), retrying with fresh ports", attempt, ports[0], ports[1])
 	}

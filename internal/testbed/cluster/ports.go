@@ -1,18 +1,12 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"syscall"
 )
 
-// errAddrInUse marks a start that failed because a port picked by
-// freePorts was taken by someone else in the meantime; the caller retries
-// with fresh ports.
-var errAddrInUse = errors.New("address already in use")
-
-// maxStartAttempts bounds the retries on errAddrInUse.
+// maxStartAttempts bounds the retries on proc.ErrAddrInUse.
 const maxStartAttempts = 5
 
 // pickPorts is freePorts; tests replace it to simulate a lost race.
@@ -21,7 +15,7 @@ var pickPorts = freePorts
 // freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners
 // are held until every port is picked, so the ports differ from each other;
 // they are closed before returning, so another process may still take one
-// before our child binds it (hence errAddrInUse and the retries).
+// before our child binds it (hence proc.ErrAddrInUse and the retries).
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	listeners := make([]net.Listener, 0, n)

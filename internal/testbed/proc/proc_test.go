@@ -1,4 +1,4 @@
-package cluster
+package proc
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ func TestStopKillsGroupIgnoringSIGTERM(t *testing.T) {
 	dir := t.TempDir()
 	childPID := filepath.Join(dir, "child.pid")
 	script := `trap '' TERM; sleep 300 & echo $! > "$1"; wait`
-	p, err := startProcess("stubborn", "/bin/sh", []string{"-c", script, "sh", childPID}, filepath.Join(dir, "log"))
+	p, err := Start("stubborn", "/bin/sh", []string{"-c", script, "sh", childPID}, nil, filepath.Join(dir, "log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestStopKillsGroupIgnoringSIGTERM(t *testing.T) {
 	}
 
 	begin := time.Now()
-	killed, err := p.stop(300 * time.Millisecond)
+	killed, err := p.Stop(300 * time.Millisecond)
 	if err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -48,7 +48,7 @@ func TestStopKillsGroupIgnoringSIGTERM(t *testing.T) {
 	if took := time.Since(begin); took < 300*time.Millisecond {
 		t.Errorf("stop took %s, less than the SIGTERM grace period", took)
 	}
-	if !p.exited() {
+	if !p.Exited() {
 		t.Errorf("process not reaped after stop")
 	}
 	// The grandchild is reaped by init, not us: dead means gone or a zombie.
@@ -67,12 +67,12 @@ func TestStopKillsGroupIgnoringSIGTERM(t *testing.T) {
 
 func TestStopAfterExit(t *testing.T) {
 	dir := t.TempDir()
-	p, err := startProcess("true", "/bin/true", nil, filepath.Join(dir, "log"))
+	p, err := Start("true", "/bin/true", nil, nil, filepath.Join(dir, "log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
-	if killed, err := p.stop(time.Second); killed || err != nil {
+	<-p.Done()
+	if killed, err := p.Stop(time.Second); killed || err != nil {
 		t.Errorf("stop of an exited process = (%t, %v), want (false, nil)", killed, err)
 	}
 }
