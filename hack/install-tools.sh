@@ -3,7 +3,7 @@
 # hack/install-tools.sh: idempotent, cached installer of the test-bed binaries (see /work/shared/TESTING.md
 # "Getting the binaries"). Versions are pinned in hack/versions.sh. Layout (relied on by the Go test harnesses):
 #
-#   _output/tools/bin/{etcd,kube-apiserver,kube-controller-manager,crictl}
+#   _output/tools/bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,crictl}
 #   _output/tools/containerd2/bin/{containerd,containerd-shim-runc-v2}   (own dir: the daemon finds its shim via PATH)
 #   _output/tools/stamps/NAME                                             (version each binary was built at)
 #   /usr/bin/containerd (Debian, 1.6), /usr/sbin/runc, /usr/lib/cni/*    (apt)
@@ -250,10 +250,15 @@ install_kube() {
 	local ldflags="-X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=$major"
 	ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 	ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$v"
-	log "building ${need[*]} $v in one go build (cold: ~5 min for kube-apiserver + kube-controller-manager) ..."
+	log "building ${need[*]} $v in one go build (cold: ~5 min for kube-apiserver + kube-controller-manager, ~3 min more for kubelet, kube-scheduler and kubectl) ..."
 	mkdir -p "$WORK/kube"
 	(cd "$ROOT/hack/tools/kube" && go build "${GO_BUILD_FLAGS[@]}" -ldflags "$ldflags" -o "$WORK/kube/" "${pkgs[@]}")
-	for b in "${need[@]}"; do smoke "$WORK/kube/$b" "Kubernetes $v" --version; done
+	for b in "${need[@]}"; do
+		case "$b" in
+		kubectl) smoke "$WORK/kube/$b" "Client Version: $v" version --client ;;
+		*) smoke "$WORK/kube/$b" "Kubernetes $v" --version ;;
+		esac
+	done
 	for b in "${need[@]}"; do place "$b" "$WORK/kube/$b" "$BIN_DIR/$b" "$v"; done
 	log "built ${need[*]} $v in $(elapsed "$t0")"
 }

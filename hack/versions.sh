@@ -12,8 +12,8 @@
 # kube-apiserver, kube-controller-manager, ... built from k8s.io/kubernetes (hack/tools/kube).
 KUBERNETES_VERSION=v1.34.4
 # Binaries built from k8s.io/kubernetes/cmd/<name> at KUBERNETES_VERSION, in one `go build`.
-# Adding one (e.g. kubelet, kube-scheduler) is a change to this line only.
-KUBE_BINARIES="kube-apiserver kube-controller-manager"
+# Adding one is a change to this line only. kube-scheduler, kubelet and kubectl are for the e2e suite (make e2e).
+KUBE_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
 
 # etcd server (hack/tools/etcd): the newest v3.5.x the module proxy serves
 # (`go list -m -versions go.etcd.io/etcd/server/v3`).

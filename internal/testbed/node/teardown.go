@@ -88,6 +88,14 @@ func (n *Node) Leftovers() []string {
 	return leftovers(instance{dir: n.Dir}, sockets)
 }
 
+// LeftoversOf is Leftovers for the node directory dir of a node this
+// process did not start (one left by a crashed test process): the shim
+// sockets it checks are those its bundles name.
+func LeftoversOf(dir string) []string {
+	i := instance{dir: dir}
+	return leftovers(i, i.knownShimSockets())
+}
+
 func leftovers(i instance, shimSockets []string) []string {
 	var out []string
 	if _, err := os.Stat(i.dir); err == nil {
