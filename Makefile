@@ -19,7 +19,7 @@ TEST_FLAGS   ?=
 help: ## List the targets
 	@echo "nodegc: node-level garbage collection for Kubernetes"
 	@echo
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 ## Demo
 .PHONY: demo
@@ -51,6 +51,13 @@ test: tools ## Run every test (unit and integration against real containerd and 
 	@echo "[test] go test -race ./... (integration tests start containerd 1.6 and 2.x, etcd and kube-apiserver)"
 	$(GO) test -race -count=1 $(TEST_FLAGS) ./...
 
+.PHONY: e2e
+e2e: ## End-to-end (root): nodegc's image and deploy/daemonset.yaml on a real single-node cluster (kubelet, containerd, control plane); E2E_RUN=regexp for a subset
+	hack/e2e.sh $(if $(E2E_RUN),-run '$(E2E_RUN)')
+
+.PHONY: test-all
+test-all: test e2e ## make test, then make e2e (what CI runs, after make lint)
+
 .PHONY: fuzz
 fuzz: ## Fuzz the configuration decoder for FUZZTIME (default 2m)
 	@echo "[fuzz] FuzzDecode for $(FUZZTIME)"
@@ -72,10 +79,12 @@ lint: $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION) ## gofmt check, go vet, st
 	@echo "[lint] gofmt"
 	@files=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \
 	  if [ -n "$$files" ]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi
-	@echo "[lint] go vet"
+	@echo "[lint] go vet (also the e2e suite, build tag e2e)"
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./internal/testbed/kubecluster/ ./test/e2e/
 	@echo "[lint] staticcheck"
 	$(TOOLS_BIN)/staticcheck ./...
+	$(TOOLS_BIN)/staticcheck -tags e2e ./internal/testbed/kubecluster/ ./test/e2e/
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached test-bed tools under _output/tools)

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+#
+# hack/render-deploy.sh: print deploy/daemonset.yaml with another image and, optionally, the node's own paths
+# and ports. No kustomize: every change is the literal replacement of one default value by another, everywhere
+# it appears in the file, so the rendered manifest stays the file users apply, value for value.
+#
+# Usage: hack/render-deploy.sh IMAGE [MANIFEST] > rendered.yaml
+#
+#   IMAGE     replaces ghcr.io/nodegc/nodegc:latest as the image of the DaemonSet and of the owner collector
+#             Deployment
+#   MANIFEST  defaults to deploy/daemonset.yaml
+#
+# Node overrides, each optional (environment variables; the default is the value in the manifest):
+#
+#   NODEGC_RUNTIME_SOCKET      /run/containerd/containerd.sock  the CRI socket
+#   NODEGC_CONTAINERD_ROOT     /var/lib/containerd              containerd's root (holds the image filesystem)
+#   NODEGC_POD_LOGS_DIR        /var/log/pods                    the kubelet's podLogsDir
+#   NODEGC_CONTAINER_LOGS_DIR  /var/log/containers              the kubelet's container log links
+#   NODEGC_STATE_DIR           /var/lib/nodegc                  nodegc's state directory
+#   NODEGC_HEALTHZ_PORT        10280                            /healthz and /readyz (host network)
+#   NODEGC_METRICS_PORT        10281                            /metrics (host network)
+#
+# A path override replaces the host path, the path the agent's container mounts it at and the path in the
+# ConfigMap's configuration alike: nodegc then sees every path where the node has it. That matters: CRI reports
+# host paths (the image filesystem's mountpoint, container log paths) and the kubelet's /var/log/containers
+# links point at host paths, so a path mounted elsewhere in the container would not match what the runtime says.
+# A port override replaces the container port and the bind address of the configuration.
+#
+# Each default must occur in the manifest (else the script fails: it is out of date with the file), and the
+# output is checked to hold no default that was overridden. The e2e suite (test/e2e) applies the output of
+# this script to a real single-node cluster.
+set -euo pipefail
+
+die() { printf 'render-deploy: %s\n' "$*" >&2; exit 1; }
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+case "${1:-}" in
+-h | --help)
+	sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+	exit 0
+	;;
+"") die "usage: $0 IMAGE [MANIFEST] (see --help)" ;;
+esac
+IMAGE="$1"
+MANIFEST="${2:-$ROOT/deploy/daemonset.yaml}"
+(($# <= 2)) || die "usage: $0 IMAGE [MANIFEST] (see --help)"
+[[ -f "$MANIFEST" ]] || die "$MANIFEST: no such file"
+[[ "$IMAGE" =~ ^[a-z0-9][a-zA-Z0-9._/:@-]*$ ]] || die "IMAGE '$IMAGE' is not an image reference"
+
+DEFAULT_IMAGE="ghcr.io/nodegc/nodegc:latest"
+# Literal replacements "from|to|what". Ports go first and in their context (the configuration's
+# ":PORT" bind address and the containerPort), so that no port number inside a path is touched and no
+# replaced path can make a later match.
+subs=("image: $DEFAULT_IMAGE|image: $IMAGE|IMAGE")
+port() { # port DEFAULT VAR
+	local def="$1" var="$2" val="${!2:-}"
+	[[ -n "$val" && "$val" != "$def" ]] || return 0
+	if ! [[ "$val" =~ ^[1-9][0-9]{0,4}$ ]] || ((val > 65535)); then
+		die "$var='$val': want a port number"
+	fi
+	subs+=(":$def\"|:$val\"|$var" "containerPort: $def|containerPort: $val|$var")
+}
+path() { # path DEFAULT VAR
+	local def="$1" var="$2" val="${!2:-}"
+	[[ -n "$val" && "$val" != "$def" ]] || return 0
+	[[ "$val" =~ ^/[a-zA-Z0-9._/-]*[a-zA-Z0-9._-]$ && "$val" != *//* ]] ||
+		die "$var='$val': want an absolute path without spaces, '//' or a trailing '/'"
+	subs+=("$def|$val|$var")
+}
+port 10280 NODEGC_HEALTHZ_PORT
+port 10281 NODEGC_METRICS_PORT
+path /run/containerd/containerd.sock NODEGC_RUNTIME_SOCKET
+path /var/lib/containerd NODEGC_CONTAINERD_ROOT
+path /var/log/pods NODEGC_POD_LOGS_DIR
+path /var/log/containers NODEGC_CONTAINER_LOGS_DIR
+path /var/lib/nodegc NODEGC_STATE_DIR
+
+out="$(<"$MANIFEST")"
+for s in "${subs[@]}"; do
+	IFS='|' read -r from to what <<<"$s"
+	[[ "$out" == *"$from"* ]] || die "$what: '$from' does not occur in $MANIFEST (is this script out of date?)"
+	# Quoted: a literal replacement, no pattern characters.
+	out="${out//"$from"/"$to"}"
+done
+for s in "${subs[@]}"; do
+	IFS='|' read -r from to what <<<"$s"
+	[[ "$out" != *"$from"* || "$to" == *"$from"* ]] || die "$what: '$from' still occurs after rendering"
+done
+printf '%s\n' "$out"

@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+// renderManifest runs hack/render-deploy.sh IMAGE with the node overrides
+// in env (NODEGC_RUNTIME_SOCKET, ...) and returns its output and objects.
+func renderManifest(t testing.TB, image string, env map[string]string) ([]byte, []*unstructured.Unstructured) {
+	t.Helper()
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(root, "hack", "render-deploy.sh"), image)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/render-deploy.sh %s: %v: %s", image, err, stderr.String())
+	}
+	return out, decodeObjects(t, out)
+}
+
+func decodeObjects(t testing.TB, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var objs []*unstructured.Unstructured
+	for {
+		doc, err := dec.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := sigsyaml.YAMLToJSON(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bytes.TrimSpace(js)) == 0 || string(bytes.TrimSpace(js)) == "null" {
+			continue
+		}
+		o := &unstructured.Unstructured{}
+		if err := o.UnmarshalJSON(js); err != nil { // integers as int64, as the API machinery has them
+			t.Fatal(err)
+		}
+		objs = append(objs, o)
+	}
+}
+
+func findObject(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// TestRenderDeploy: hack/render-deploy.sh changes the image and nothing
+// else; with node overrides, every path the agent uses is the same on the
+// host, in the container and in the configuration, and the configuration
+// still validates.
+func TestRenderDeploy(t *testing.T) {
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(filepath.Join(root, "deploy", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const image = "registry.example:5000/nodegc:v1.2.3"
+
+	t.Run("image only", func(t *testing.T) {
+		out, _ := renderManifest(t, image, nil)
+		want := strings.ReplaceAll(string(orig), "image: ghcr.io/nodegc/nodegc:latest", "image: "+image) + "\n"
+		if diff := cmp.Diff(strings.TrimRight(want, "\n"), strings.TrimRight(string(out), "\n")); diff != "" {
+			t.Errorf("render changed more than the image (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("node overrides", func(t *testing.T) {
+		env := map[string]string{
+			"NODEGC_RUNTIME_SOCKET":     "/tmp/ngc-10281/c.sock", // a default port inside a path stays
+			"NODEGC_CONTAINERD_ROOT":    "/tmp/ngc-10281/root",
+			"NODEGC_POD_LOGS_DIR":       "/tmp/ngc-10281/pods",
+			"NODEGC_CONTAINER_LOGS_DIR": "/tmp/ngc-10281/containers",
+			"NODEGC_STATE_DIR":          "/tmp/ngc-10281/state",
+			"NODEGC_HEALTHZ_PORT":       "41280",
+			"NODEGC_METRICS_PORT":       "41281",
+		}
+		_, objs := renderManifest(t, image, env)
+		cm := findObject(objs, "ConfigMap", "nodegc-config")
+		ds := findObject(objs, "DaemonSet", "nodegc-node")
+		if cm == nil || ds == nil {
+			t.Fatalf("rendered manifest lacks the ConfigMap or the DaemonSet")
+		}
+		data, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
+		loaded, err := config.Decode([]byte(data))
+		if err != nil {
+			t.Fatalf("rendered config: %v", err)
+		}
+		if errs := config.Validate(loaded.Config); len(errs) > 0 {
+			t.Fatalf("rendered config: %v", errs)
+		}
+		c := loaded.Config
+		gotConfig := map[string]string{
+			"endpoint": c.ContainerRuntimeEndpoint, "state": c.StateDirectory,
+			"podLogs": c.ContainerGC.PodLogsDirectory, "containerLogs": c.ContainerGC.ContainerLogsDirectory,
+			"metrics": c.MetricsBindAddress, "healthz": c.HealthzBindAddress,
+		}
+		wantConfig := map[string]string{
+			"endpoint": "unix:///tmp/ngc-10281/c.sock", "state": "/tmp/ngc-10281/state",
+			"podLogs": "/tmp/ngc-10281/pods", "containerLogs": "/tmp/ngc-10281/containers",
+			"metrics": ":41281", "healthz": ":41280",
+		}
+		if diff := cmp.Diff(wantConfig, gotConfig); diff != "" {
+			t.Errorf("rendered config (-want +got):\n%s", diff)
+		}
+
+		// Volumes: host path == mount path for every hostPath volume.
+		spec, _, _ := unstructured.NestedMap(ds.Object, "spec", "template", "spec")
+		hostPaths := map[string]string{}
+		vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+		for _, v := range vols {
+			if p, ok, _ := unstructured.NestedString(v.(map[string]any), "hostPath", "path"); ok {
+				hostPaths[v.(map[string]any)["name"].(string)] = p
+			}
+		}
+		ctrs, _, _ := unstructured.NestedSlice(spec, "containers")
+		mounts := map[string]string{}
+		mountList, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "volumeMounts")
+		for _, m := range mountList {
+			mm := m.(map[string]any)
+			if _, ok := hostPaths[mm["name"].(string)]; ok {
+				mounts[mm["name"].(string)] = mm["mountPath"].(string)
+			}
+		}
+		wantPaths := map[string]string{
+			"runtime-socket": "/tmp/ngc-10281/c.sock", "containerd-root": "/tmp/ngc-10281/root",
+			"state": "/tmp/ngc-10281/state", "pod-logs": "/tmp/ngc-10281/pods", "container-logs": "/tmp/ngc-10281/containers",
+		}
+		if diff := cmp.Diff(wantPaths, hostPaths); diff != "" {
+			t.Errorf("hostPath volumes (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantPaths, mounts); diff != "" {
+			t.Errorf("mount paths (-want +got):\n%s", diff)
+		}
+		ports, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "ports")
+		gotPorts := map[string]int64{}
+		for _, p := range ports {
+			pm := p.(map[string]any)
+			gotPorts[pm["name"].(string)] = pm["containerPort"].(int64)
+		}
+		if diff := cmp.Diff(map[string]int64{"healthz": 41280, "metrics": 41281}, gotPorts); diff != "" {
+			t.Errorf("container ports (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("refuses bad values", func(t *testing.T) {
+		for name, env := range map[string][]string{
+			"relative path": {"NODEGC_STATE_DIR=var/lib/nodegc"},
+			"port":          {"NODEGC_METRICS_PORT=70000"},
+			"no image":      nil,
+		} {
+			args := []string{"x.example/nodegc:1"}
+			if name == "no image" {
+				args = nil
+			}
+			cmd := exec.Command(filepath.Join(root, "hack", "render-deploy.sh"), args...)
+			cmd.Env = append(os.Environ(), env...)
+			if out, err := cmd.CombinedOutput(); err == nil {
+				t.Errorf("%s: want an error, got success:\n%.200s", name, out)
+			}
+		}
+	})
+}

@@ -1,0 +1,244 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/internal/testbed/kubecluster"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
+)
+
+// imageFSSize is the size of the node's image filesystem: small enough
+// that the suite fills it in seconds, large enough for nodegc's own image
+// (about 80 MB unpacked plus its blob) and the test images.
+const imageFSSize = 768 << 20
+
+// suite is the state the e2e cases share: one cluster, nodegc deployed on
+// it once.
+type suite struct {
+	kc     *kubecluster.Cluster
+	client kubernetes.Interface
+
+	image, imageID                                               string
+	stateDir                                                     string
+	healthzPort, metricsPort, ownerHealthzPort, ownerMetricsPort int
+	nodePod, ownerPod                                            *corev1.Pod
+
+	// Test images in the node's registry.
+	sleepImage, crashImage *registry.Image
+}
+
+// TestE2E deploys nodegc on a real single-node cluster and checks its three
+// collectors there. The cases run in order on the same cluster; each
+// creates its own namespace.
+func TestE2E(t *testing.T) {
+	tarPath := imageTarball(t)
+	began := time.Now()
+	kc := kubecluster.Start(t, kubecluster.Options{ImageFSSize: imageFSSize})
+	s := &suite{kc: kc, client: kc.Client()}
+	clusterUp := time.Since(began)
+
+	deployBegan := time.Now()
+	s.pushImage(t, tarPath)
+	objs := s.renderForNode(t)
+	s.adaptForTestNode(t, objs)
+	s.apply(t, objs)
+	s.waitDeployed(t)
+	s.pushTestImages(t)
+	t.Logf("cluster up in %v, nodegc deployed and running in %v", clusterUp.Round(time.Millisecond), time.Since(deployBegan).Round(time.Millisecond))
+
+	t.Run("OwnerGC", s.testOwnerGC)
+	t.Run("ContainerGCRestarts", s.testContainerGCRestarts)
+	t.Run("ContainerGCDeletedPod", s.testContainerGCDeletedPod)
+	t.Run("ImageGCInUseTooBig", s.testImageGCInUseTooBig)
+	t.Run("ImageGCThreshold", s.testImageGCThreshold)
+	t.Run("Metrics", s.testMetrics)
+	t.Run("Events", s.testEvents)
+	t.Logf("e2e cases done %v after start", time.Since(began).Round(time.Millisecond))
+}
+
+func (s *suite) pushTestImages(t *testing.T) {
+	ctx := t.Context()
+	var err error
+	if s.sleepImage, err = s.kc.Node.Registry.Push(ctx, registry.ImageSpec{Repo: "e2e/sleep"}); err != nil {
+		t.Fatal(err)
+	}
+	if s.crashImage, err = s.kc.Node.Registry.Push(ctx, registry.ImageSpec{Repo: "e2e/crash", Cmd: []string{"exit", "1"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// namespace creates a namespace for a case and waits for its "default"
+// ServiceAccount (kube-controller-manager's serviceaccount-controller).
+func (s *suite) namespace(t *testing.T, name string) string {
+	ctx := t.Context()
+	if _, err := s.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, 30*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		_, err := s.client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("namespace %s: no default ServiceAccount: %v", name, err)
+	}
+	return name
+}
+
+// podSpec is a host-network pod spec with one container.
+func podSpec(image string, args ...string) corev1.PodSpec {
+	return corev1.PodSpec{
+		HostNetwork:                   true,
+		TerminationGracePeriodSeconds: ptr.To[int64](2),
+		Containers:                    []corev1.Container{{Name: "app", Image: image, Args: args, ImagePullPolicy: corev1.PullIfNotPresent}},
+	}
+}
+
+// waitPod polls a pod until cond holds.
+func (s *suite) waitPod(t *testing.T, ns, name string, timeout time.Duration, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var last *corev1.Pod
+	err := poll(t.Context(), timeout, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		p, err := s.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = p
+		return cond(p), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s not %s: %v: %s", ns, name, what, err, describePod(last))
+	}
+	return last
+}
+
+// waitPodGone waits until a pod is deleted from the API.
+func (s *suite) waitPodGone(t *testing.T, ns, name string, timeout time.Duration) {
+	t.Helper()
+	err := poll(t.Context(), timeout, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		_, err := s.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s not gone: %v", ns, name, err)
+	}
+}
+
+// nodeMetrics scrapes the DaemonSet pod's /metrics on the node's loopback.
+func (s *suite) nodeMetrics(t *testing.T) metrics {
+	t.Helper()
+	m, err := scrape(t.Context(), s.metricsPort)
+	if err != nil {
+		t.Fatalf("scrape the DaemonSet pod's /metrics: %v", err)
+	}
+	return m
+}
+
+// ownerMetrics scrapes the owner collector's /metrics.
+func (s *suite) ownerMetrics(t *testing.T) metrics {
+	t.Helper()
+	m, err := scrape(t.Context(), s.ownerMetricsPort)
+	if err != nil {
+		t.Fatalf("scrape the owner collector's /metrics: %v", err)
+	}
+	return m
+}
+
+// logRecord is one structured log line of an agent.
+type logRecord struct {
+	msg string
+	kv  map[string]string
+}
+
+// agentLog reads the log of a pod's container from the node's pod logs
+// directory (the CRI log files the kubelet points containerd at: the Node
+// has no reachable address, so no `kubectl logs`) and returns the klog
+// records whose message is msg.
+func (s *suite) agentLog(t *testing.T, pod *corev1.Pod, msg string) []logRecord {
+	t.Helper()
+	dir := filepath.Join(s.kc.PodLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), pod.Spec.Containers[0].Name)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	var out []logRecord
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 256<<10), 4<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			q := `"` + msg + `"`
+			i := strings.Index(line, "] "+q)
+			if i < 0 {
+				continue
+			}
+			out = append(out, logRecord{msg: msg, kv: parseKV(line[i+2+len(q):])})
+		}
+		fh.Close()
+	}
+	return out
+}
+
+// parseKV parses klog's ` key="value" key=value` pairs.
+func parseKV(s string) map[string]string {
+	kv := map[string]string{}
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		k, rest, ok := strings.Cut(s, "=")
+		if !ok {
+			break
+		}
+		var v string
+		if strings.HasPrefix(rest, `"`) {
+			// A Go-quoted string: find its end.
+			end := 1
+			for end < len(rest) && rest[end] != '"' {
+				if rest[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			if end >= len(rest) {
+				end = len(rest) - 1
+			}
+			raw := rest[:end+1]
+			if err := json.Unmarshal([]byte(raw), &v); err != nil {
+				v = strings.Trim(raw, `"`)
+			}
+			rest = rest[end+1:]
+		} else if strings.HasPrefix(rest, "[") || strings.HasPrefix(rest, "{") {
+			depth, end := 0, 0
+			for end < len(rest) {
+				switch rest[end] {
+				case '[', '{':
+					depth++
+				case ']', '}':
+					depth--
+				}
+				end++
+				if depth == 0 {
+					break
+				}
+			}
+			v, rest = rest[:end], rest[end:]
+		} else {
+			v, rest, _ = strings.Cut(rest, " ")
+		}
+		kv[k] = v
+		s = rest
+	}
+	return kv
+}
