@@ -61,9 +61,10 @@ rm -rf "$ARTIFACTS"
 mkdir -p "$ARTIFACTS"
 # -p 1: each package brings up a kubelet, and one kubelet runs per machine at a time.
 # shellcheck disable=SC2086 # E2E_TEST_FLAGS is a list of flags
+# The test output, with the report (what each collector removed and kept, and why), is also kept in e2e.log.
 if ! go test -race -tags e2e -count=1 -p 1 -timeout 20m -artifacts -outputdir "$ARTIFACTS" ${E2E_TEST_FLAGS:--v} "${RUN[@]}" \
-	./internal/testbed/kubecluster/ ./test/e2e/; then
-	log "FAILED after $(elapsed "$t"); logs of the run under $ARTIFACTS/_artifacts"
+	./internal/testbed/kubecluster/ ./test/e2e/ 2>&1 | tee "$ARTIFACTS/e2e.log"; then
+	log "FAILED after $(elapsed "$t"); output in $ARTIFACTS/e2e.log, logs of the run under $ARTIFACTS/_artifacts"
 	exit 1
 fi
-log "tests passed in $(elapsed "$t"); total $(elapsed "$START"); logs of the run under $ARTIFACTS/_artifacts"
+log "tests passed in $(elapsed "$t"); total $(elapsed "$START"); report in $ARTIFACTS/e2e.log, logs of the run under $ARTIFACTS/_artifacts"
