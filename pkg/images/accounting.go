@@ -1,19 +1,47 @@
 package images
 
-import "unique"
+import (
+	"slices"
+	"sync"
+	"unique"
+)
 
 // accounting tracks which layers the images not (yet) planned for removal
 // hold, so that the bytes a removal frees are exact: a layer is freed when
 // the last image holding it goes, and counted once.
 type accounting struct {
-	exact  bool
-	refs   map[unique.Handle[string]]int32
-	layers [][]Layer // per image, by index in the planned slice: its distinct layers
+	exact bool
+	// refs counts, per layer (by dense index), the images holding it.
+	refs []int32
+	// idx and size are, per image (by index in the planned slice), its
+	// distinct layers' dense indexes and their sizes.
+	idx  [][]int32
+	size [][]uint64
 }
 
-// newAccounting uses layers when every image has them; a mix would count
-// some bytes twice, so then it falls back to CRI sizes for all.
-func newAccounting(images []Image) *accounting {
+// layerMemo remembers, per image ID, the image's distinct layers as dense
+// indexes, so that accounting counts layer references in a slice instead of
+// hashing every layer of every image at each plan. An entry applies only
+// while the image's layers are the ones it was made from (compared key by
+// key and size by size, which is cheap next to hashing); others are
+// rebuilt. The memo does not change what a plan says, only how fast it is
+// made. Plans may run concurrently: mu guards the memo, and what an
+// accounting keeps of it (idx and size slices) is never written again.
+type layerMemo struct {
+	mu      sync.Mutex
+	index   map[unique.Handle[string]]int32
+	byImage map[string]memoEntry
+}
+
+type memoEntry struct {
+	layers []Layer // as given, to check the entry still applies
+	idx    []int32
+	size   []uint64
+}
+
+// account makes the accounting for images: exact when every image has
+// layers; a mix would count some bytes twice, so then CRI sizes for all.
+func (m *layerMemo) account(images []Image) *accounting {
 	a := &accounting{exact: len(images) > 0}
 	for i := range images {
 		if images[i].Layers == nil {
@@ -21,20 +49,64 @@ func newAccounting(images []Image) *accounting {
 			return a
 		}
 	}
+	a.idx = make([][]int32, len(images))
+	a.size = make([][]uint64, len(images))
+	m.mu.Lock()
 	total := 0
 	for i := range images {
 		total += len(images[i].Layers)
 	}
-	a.refs = make(map[unique.Handle[string]]int32, total)
-	a.layers = make([][]Layer, len(images))
+	// Forget what no longer exists: images gone since (whose layers keep
+	// their indexes meanwhile) are dropped when they outnumber the present.
+	if m.byImage == nil || len(m.byImage) > 2*len(images)+1024 || len(m.index) > 2*total+8192 {
+		m.index = make(map[unique.Handle[string]]int32, total)
+		m.byImage = make(map[string]memoEntry, len(images))
+	}
 	for i := range images {
-		distinct := distinctLayers(images[i].Layers)
-		for _, l := range distinct {
-			a.refs[l.Key]++
+		img := &images[i]
+		e, ok := m.byImage[img.ID]
+		if !ok || !sameLayers(e.layers, img.Layers) {
+			e = m.entry(img.Layers)
+			m.byImage[img.ID] = e
 		}
-		a.layers[i] = distinct
+		a.idx[i], a.size[i] = e.idx, e.size
+	}
+	a.refs = make([]int32, len(m.index))
+	m.mu.Unlock()
+	for _, idx := range a.idx {
+		for _, j := range idx {
+			a.refs[j]++
+		}
 	}
 	return a
+}
+
+// entry numbers the distinct layers of one image.
+func (m *layerMemo) entry(layers []Layer) memoEntry {
+	distinct := distinctLayers(layers)
+	// A copy: the caller may reuse its slice.
+	e := memoEntry{layers: slices.Clone(layers), idx: make([]int32, len(distinct)), size: make([]uint64, len(distinct))}
+	for k, l := range distinct {
+		j, ok := m.index[l.Key]
+		if !ok {
+			j = int32(len(m.index))
+			m.index[l.Key] = j
+		}
+		e.idx[k], e.size[k] = j, l.Size
+	}
+	return e
+}
+
+func sameLayers(a, b []Layer) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // remove marks images[i] as removed and returns the bytes that frees.
@@ -43,10 +115,10 @@ func (a *accounting) remove(images []Image, i int) uint64 {
 		return images[i].Size
 	}
 	var freed uint64
-	for _, l := range a.layers[i] {
-		a.refs[l.Key]--
-		if a.refs[l.Key] == 0 {
-			freed += l.Size
+	for k, j := range a.idx[i] {
+		a.refs[j]--
+		if a.refs[j] == 0 {
+			freed += a.size[i][k]
 		}
 	}
 	return freed
@@ -58,9 +130,9 @@ func (a *accounting) alone(images []Image, i int) uint64 {
 		return images[i].Size
 	}
 	var freed uint64
-	for _, l := range a.layers[i] {
-		if a.refs[l.Key] == 1 {
-			freed += l.Size
+	for k, j := range a.idx[i] {
+		if a.refs[j] == 1 {
+			freed += a.size[i][k]
 		}
 	}
 	return freed

@@ -75,6 +75,8 @@ type Policy struct {
 	maxAge               time.Duration
 	exclude              []string
 	keepNewest           int
+	// layers memoizes layer numbering across plans (see layerMemo).
+	layers layerMemo
 }
 
 // NewPolicy validates cfg (already defaulted) and returns the policy.
@@ -180,7 +182,7 @@ func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, err
 	if disk.Capacity == 0 {
 		return nil, ErrInvalidDiskCapacity
 	}
-	acct := newAccounting(images)
+	acct := p.layers.account(images)
 	plan := &Plan{Now: now, Disk: disk, UsagePercent: disk.UsagePercent(), ExactAccounting: acct.exact}
 
 	newest := p.newestPerRepository(images)
