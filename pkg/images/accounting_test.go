@@ -18,7 +18,9 @@ func TestLayerMemoFollowsChangedLayers(t *testing.T) {
 	p := policyFor(t, nil)
 	disk := DiskStats{Capacity: 100000 * mib, Available: 0} // every image is needed
 	base := Layer{Key: unique.Make("sha256:base"), Size: 100 * mib}
-	own := func(id string, size uint64) Layer { return Layer{Key: unique.Make("sha256:own-" + id), Size: size * mib} }
+	own := func(id string, size uint64) Layer {
+		return Layer{Key: unique.Make("sha256:own-" + id), Size: size * mib}
+	}
 	img := func(id string, layers ...Layer) Image {
 		return Image{ID: id, Size: 500 * mib, FirstDetected: t0.Add(-10 * time.Hour), Layers: layers}
 	}

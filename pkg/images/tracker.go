@@ -1,6 +1,7 @@
 package images
 
 import (
+	"hash/maphash"
 	"maps"
 	"sync"
 	"time"
@@ -28,10 +29,14 @@ type Tracker struct {
 	refs       map[string]int
 	// generation numbers Reconcile calls, to find containers that are gone.
 	generation uint64
-	// lastListing is the container listing the map was last set from, and
-	// eventsSince says whether events changed the map after it: an identical
-	// listing with no event since leaves the map as it is, without a lookup.
-	lastListing []listedContainer
+	// lastListing is the container listing the map was last set from,
+	// sorted by entry hash, and lastDigest its fingerprint; eventsSince says
+	// whether events changed the map after it. Runtimes list in no stable
+	// order (containerd: map order), so listings are compared by hash.
+	lastListing []listedEntry
+	lastIDs     []string // the container ID of each lastListing entry
+	lastDigest  listingDigest
+	seeds       [2]maphash.Seed
 	eventsSince bool
 	// names resolves an image tag or digest to the image ID; built when an
 	// event needs it, from the image listing of the last Reconcile.
@@ -44,7 +49,7 @@ type Tracker struct {
 // aside: the tracker then starts empty and the returned warning says so.
 func NewTracker(dir string, now time.Time) (t *Tracker, warning error) {
 	usage, warning := loadState(dir, now)
-	return &Tracker{dir: dir, usage: usage, containers: map[string]*trackedContainer{}, refs: map[string]int{}}, warning
+	return &Tracker{dir: dir, usage: usage, containers: map[string]*trackedContainer{}, refs: map[string]int{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}, warning
 }
 
 // Reconcile brings the tracker in line with a full listing of the runtime's
@@ -101,27 +106,81 @@ func (t *Tracker) ReconcileContainers(containers []*runtimeapi.Container, now ti
 	}
 }
 
-// setContainersLocked replaces the container set. It updates entries in
-// place: on a busy node most containers are the same from one listing to
-// the next, and lookups are cheaper than inserts.
+// setContainersLocked replaces the container set with a listing. A listing
+// with the same entries as the last one (in any order) and no event since
+// changes nothing and costs one hash per entry. Otherwise, when the map is
+// still exactly the last listing (no event since), only the entries that
+// differ between the two listings are looked up: both are kept sorted by
+// entry hash and merged. After events, or when two entries of a listing
+// share a hash, every entry is looked up and the ones not listed dropped.
 func (t *Tracker) setContainersLocked(containers []*runtimeapi.Container) {
-	if !t.eventsSince && sameListing(t.lastListing, containers) {
+	entries, digest := hashListing(t.seeds, containers)
+	if !t.eventsSince && digest == t.lastDigest {
 		return
 	}
-	t.eventsSince = false
-	t.lastListing = t.lastListing[:0]
-	for _, c := range containers {
-		t.lastListing = append(t.lastListing, listedContainer{id: c.GetId(), refs: imageRefs{c.GetImageRef(), c.GetImageId(), c.GetImage().GetImage()}})
+	entries = sortByHash(entries)
+	if t.eventsSince || t.lastListing == nil || hasDuplicateHash(entries) {
+		t.replaceContainersLocked(containers)
+	} else {
+		t.applyListingDiffLocked(containers, entries)
 	}
+	ids := make([]string, len(entries))
+	for i := range entries {
+		ids[i] = containers[entries[i].idx].GetId()
+	}
+	t.eventsSince = false
+	t.lastListing, t.lastIDs, t.lastDigest = entries, ids, digest
+}
+
+// replaceContainersLocked looks every listed container up and drops the
+// ones not listed.
+func (t *Tracker) replaceContainersLocked(containers []*runtimeapi.Container) {
 	t.generation++
 	for _, c := range containers {
-		t.setContainerLocked(c.GetId(), imageRefs{c.GetImageRef(), c.GetImageId(), c.GetImage().GetImage()})
+		t.setContainerLocked(c.GetId(), listedRefs(c))
 	}
 	for id, tc := range t.containers {
 		if tc.generation != t.generation {
 			t.removeContainerLocked(id)
 		}
 	}
+}
+
+// applyListingDiffLocked applies the difference between the last listing
+// (which the map holds exactly) and entries, both sorted by hash: entries
+// only in the last listing are removed first, then entries only in the new
+// one are set (a container whose image references changed is in both).
+func (t *Tracker) applyListingDiffLocked(containers []*runtimeapi.Container, entries []listedEntry) {
+	old := t.lastListing
+	var added []int32
+	i, j := 0, 0
+	for i < len(old) || j < len(entries) {
+		switch {
+		case j == len(entries) || (i < len(old) && old[i].h[0] < entries[j].h[0]):
+			t.removeContainerLocked(t.lastIDs[i])
+			i++
+		case i == len(old) || old[i].h[0] > entries[j].h[0]:
+			added = append(added, entries[j].idx)
+			j++
+		case old[i].h[1] != entries[j].h[1]: // a different entry under the same first hash
+			t.removeContainerLocked(t.lastIDs[i])
+			added = append(added, entries[j].idx)
+			i++
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+	t.generation++
+	for _, k := range added {
+		c := containers[k]
+		t.setContainerLocked(c.GetId(), listedRefs(c))
+	}
+}
+
+func listedRefs(c *runtimeapi.Container) imageRefs {
+	return imageRefs{c.GetImageRef(), c.GetImageId(), c.GetImage().GetImage()}
 }
 
 // ObserveEvent applies one CRI container event: the containers it reports
@@ -176,26 +235,80 @@ func (t *Tracker) resolveLocked(ref string) (string, bool) {
 	return id, ok
 }
 
-// listedContainer is one entry of a container listing.
-type listedContainer struct {
-	id   string
-	refs imageRefs
+// listedEntry is one entry of a container listing: a 128-bit hash of the
+// container ID and image references (two 64-bit hashes under seeds chosen at
+// random per process) and its index in the listing.
+type listedEntry struct {
+	h   [2]uint64
+	idx int32
 }
 
-// sameListing reports whether containers is, entry by entry, the listing
-// last applied: runtimes list in a stable order, so on a quiet node a plain
-// comparison replaces tens of thousands of map lookups.
-func sameListing(last []listedContainer, containers []*runtimeapi.Container) bool {
-	if len(last) != len(containers) || len(last) == 0 {
-		return false
+// listingDigest fingerprints a whole listing independently of its order:
+// its length and the sums of its entries' hashes.
+type listingDigest struct {
+	n      int
+	h0, h1 uint64
+}
+
+func hashListing(seeds [2]maphash.Seed, containers []*runtimeapi.Container) ([]listedEntry, listingDigest) {
+	entries := make([]listedEntry, len(containers))
+	d := listingDigest{n: len(containers)}
+	var hs [2]maphash.Hash
+	hs[0].SetSeed(seeds[0])
+	hs[1].SetSeed(seeds[1])
+	for k, c := range containers {
+		e := &entries[k]
+		e.idx = int32(k)
+		for n := range hs {
+			h := &hs[n]
+			h.Reset()
+			h.WriteString(c.GetId())
+			for _, r := range listedRefs(c) {
+				h.WriteByte(0)
+				h.WriteString(r)
+			}
+			e.h[n] = h.Sum64()
+		}
+		d.h0 += e.h[0]
+		d.h1 += e.h[1]
 	}
-	for i, c := range containers {
-		l := &last[i]
-		if l.id != c.GetId() || l.refs != (imageRefs{c.GetImageRef(), c.GetImageId(), c.GetImage().GetImage()}) {
-			return false
+	return entries, d
+}
+
+// sortByHash sorts entries by their first hash: an LSD radix sort, a few
+// times faster than a comparison sort on tens of thousands of entries. It
+// returns the sorted slice (entries or a buffer of the same length).
+func sortByHash(entries []listedEntry) []listedEntry {
+	buf := make([]listedEntry, len(entries))
+	src, dst := entries, buf
+	for shift := 0; shift < 64; shift += 8 {
+		var count [256]int
+		for k := range src {
+			count[byte(src[k].h[0]>>shift)]++
+		}
+		pos := 0
+		for d := range count {
+			pos, count[d] = pos+count[d], pos
+		}
+		for k := range src {
+			d := byte(src[k].h[0] >> shift)
+			dst[count[d]] = src[k]
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	return src
+}
+
+// hasDuplicateHash reports whether two entries of a sorted listing share
+// their first hash: then the listing is applied entry by entry.
+func hasDuplicateHash(sorted []listedEntry) bool {
+	for k := 1; k < len(sorted); k++ {
+		if sorted[k].h[0] == sorted[k-1].h[0] {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // trackedContainer is what the tracker keeps of one container.

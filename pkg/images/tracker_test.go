@@ -1,8 +1,11 @@
 package images
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +199,68 @@ func TestForgetRemovedImage(t *testing.T) {
 	tr.Reconcile(images, nil, later)
 	if got := tr.Usage()["sha256:a"].FirstDetected; !got.Equal(later) {
 		t.Errorf("FirstDetected after removal and re-pull = %v, want %v", got, later)
+	}
+}
+
+// TestTrackerListingsProperty: whatever sequence of listings (containers
+// added, removed, switched to another image, listed in any order) and
+// events reaches the tracker, its view of containers and image references
+// is the one a new tracker builds from the last listing alone. This covers
+// the three ways a listing is applied: unchanged (skipped), changed with no
+// event since (only the difference is looked up) and after events (every
+// entry looked up).
+func TestTrackerListingsProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	images := []string{"sha256:a", "sha256:b", "sha256:c", "sha256:d"}
+	tr, _ := newTestTracker(t)
+	var live []*runtimeapi.Container
+	next := 0
+	for round := range 300 {
+		switch op := rng.IntN(10); {
+		case op < 3 && len(live) > 0: // remove some
+			for range rng.IntN(3) + 1 {
+				if len(live) == 0 {
+					break
+				}
+				k := rng.IntN(len(live))
+				live = append(live[:k], live[k+1:]...)
+			}
+		case op < 6: // add some
+			for range rng.IntN(4) + 1 {
+				live = append(live, &runtimeapi.Container{Id: fmt.Sprintf("c%d", next), ImageRef: images[rng.IntN(len(images))]})
+				next++
+			}
+		case op < 8 && len(live) > 0: // a container now names another image
+			k := rng.IntN(len(live))
+			live[k] = &runtimeapi.Container{Id: live[k].Id, ImageRef: images[rng.IntN(len(images))]}
+		case op == 8 && len(live) > 0: // an event about a listed container
+			c := live[rng.IntN(len(live))]
+			tr.ObserveEvent(&runtimeapi.ContainerEventResponse{ContainerId: c.Id, ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT,
+				CreatedAt: t0.UnixNano(), ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: c.Id, ImageRef: c.ImageRef}}})
+		}
+		listing := slices.Clone(live)
+		rng.Shuffle(len(listing), func(i, j int) { listing[i], listing[j] = listing[j], listing[i] })
+		imgs := make([]*runtimeapi.Image, len(images))
+		for k, id := range images {
+			imgs[k] = &runtimeapi.Image{Id: id}
+		}
+		tr.Reconcile(imgs, listing, t0)
+
+		want, _ := newTestTracker(t)
+		want.Reconcile(imgs, listing, t0)
+		if diff := cmp.Diff(want.refs, tr.refs); diff != "" {
+			t.Fatalf("round %d: image references (-fresh tracker +tracker):\n%s", round, diff)
+		}
+		got := map[string]imageRefs{}
+		for id, tc := range tr.containers {
+			got[id] = tc.refs
+		}
+		wantContainers := map[string]imageRefs{}
+		for id, tc := range want.containers {
+			wantContainers[id] = tc.refs
+		}
+		if diff := cmp.Diff(wantContainers, got); diff != "" {
+			t.Fatalf("round %d: containers (-fresh tracker +tracker):\n%s", round, diff)
+		}
 	}
 }
