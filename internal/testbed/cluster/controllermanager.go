@@ -2,11 +2,8 @@ package cluster
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -124,7 +121,9 @@ func (c *Cluster) startControllerManager(ctx context.Context, bin string, opts C
 		c.mu.Lock()
 		c.kcms = append(c.kcms, m) // so teardown stops it whatever happens next
 		c.mu.Unlock()
-		err = p.WaitReady(ctx, func(ctx context.Context) error { return kcmHealthy(ctx, ports[0]) })
+		err = p.WaitReady(ctx, func(ctx context.Context) error {
+			return proc.HealthzOK(ctx, fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]))
+		})
 		if err == nil {
 			return m, nil
 		}
@@ -136,29 +135,4 @@ func (c *Cluster) startControllerManager(ctx context.Context, bin string, opts C
 		}
 		logf("%s attempt %d: port %d was taken, retrying with a fresh port", name, attempt, ports[0])
 	}
-}
-
-// kcmHTTP probes kube-controller-manager's /healthz. Its serving
-// certificate is self-signed in --cert-dir and only the loopback address is
-// dialled, so verification is skipped.
-var kcmHTTP = &http.Client{Transport: &http.Transport{
-	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback health probe of a test process
-}}
-
-func kcmHealthy(ctx context.Context, port int) error {
-	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := kcmHTTP.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/healthz: %s: %s", resp.Status, body)
-	}
-	return nil
 }

@@ -115,7 +115,7 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 		c.mu.Unlock()
 		c.KubeletPort, c.KubeletHealthzPort = ports[0], ports[1]
 		err = p.WaitReady(ctx, func(ctx context.Context) error {
-			return httpOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1]))
+			return proc.HealthzOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1]))
 		})
 		if err == nil {
 			return nil

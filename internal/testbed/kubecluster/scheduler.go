@@ -2,11 +2,8 @@ package kubecluster
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -47,7 +44,7 @@ func (c *Cluster) startScheduler(ctx context.Context) error {
 		c.scheduler = p
 		c.mu.Unlock()
 		err = p.WaitReady(ctx, func(ctx context.Context) error {
-			return httpOK(ctx, fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]))
+			return proc.HealthzOK(ctx, fmt.Sprintf("https://127.0.0.1:%d/healthz", ports[0]))
 		})
 		if err == nil {
 			return nil
@@ -59,27 +56,4 @@ func (c *Cluster) startScheduler(ctx context.Context) error {
 			return fmt.Errorf("kube-scheduler not healthy: %w\n%s", err, p.Tail(40))
 		}
 	}
-}
-
-// probeHTTP probes the components' health endpoints on loopback. Their
-// serving certificates are self-signed, so verification is skipped.
-var probeHTTP = &http.Client{Transport: &http.Transport{
-	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback health probe of a test process
-}, Timeout: 2 * time.Second}
-
-func httpOK(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := probeHTTP.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s: %s", url, resp.Status, body)
-	}
-	return nil
 }
