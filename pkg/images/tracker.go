@@ -172,7 +172,6 @@ func (t *Tracker) applyListingDiffLocked(containers []*runtimeapi.Container, ent
 			j++
 		}
 	}
-	t.generation++
 	for _, k := range added {
 		c := containers[k]
 		t.setContainerLocked(c.GetId(), listedRefs(c))
