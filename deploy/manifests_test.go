@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -77,6 +78,90 @@ func TestConfigMapHoldsValidConfig(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no ConfigMap with config.yaml in " + manifest)
+	}
+}
+
+// nodeAgent returns the node agent's configuration (from the ConfigMap) and
+// its DaemonSet's pod spec.
+func nodeAgent(t *testing.T) (*config.NodeGCConfiguration, map[string]any) {
+	t.Helper()
+	var (
+		cfg  *config.NodeGCConfiguration
+		spec map[string]any
+	)
+	for _, o := range readObjects(t) {
+		switch {
+		case o.GetKind() == "ConfigMap" && o.GetName() == "nodegc-config":
+			data, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
+			loaded, err := config.Decode([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg = loaded.Config
+		case o.GetKind() == "DaemonSet" && o.GetName() == "nodegc-node":
+			spec, _, _ = unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		}
+	}
+	if cfg == nil || spec == nil {
+		t.Fatalf("%s lacks the ConfigMap nodegc-config or the DaemonSet nodegc-node", manifest)
+	}
+	return cfg, spec
+}
+
+// TestNodeAgentMountsRuntimeSocketDirectory: the node agent mounts the
+// directory that holds the runtime socket (and the image service socket,
+// when the configuration names one), at the same path, never the socket
+// file itself. A restarted containerd makes a new socket file: a container
+// that mounted the old file keeps its dead inode and never reaches the
+// runtime again, while a directory mount shows the new file and gRPC
+// redials it.
+func TestNodeAgentMountsRuntimeSocketDirectory(t *testing.T) {
+	cfg, spec := nodeAgent(t)
+	sockets := map[string]string{"containerRuntimeEndpoint": cfg.ContainerRuntimeEndpoint}
+	if cfg.ImageServiceEndpoint != "" {
+		sockets["imageServiceEndpoint"] = cfg.ImageServiceEndpoint
+	}
+	volumes := map[string]map[string]any{}
+	vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+	for _, v := range vols {
+		vm := v.(map[string]any)
+		if hp, ok := vm["hostPath"].(map[string]any); ok {
+			volumes[vm["name"].(string)] = hp
+		}
+	}
+	ctrs, _, _ := unstructured.NestedSlice(spec, "containers")
+	mounts, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "volumeMounts")
+	for field, endpoint := range sockets {
+		socket, err := config.SocketPath(endpoint)
+		if err != nil {
+			t.Fatalf("%s: %v", field, err)
+		}
+		dir := filepath.Dir(socket)
+		var found bool
+		for _, m := range mounts {
+			mm := m.(map[string]any)
+			name, path := mm["name"].(string), mm["mountPath"].(string)
+			hp := volumes[name]
+			if hp == nil {
+				continue
+			}
+			if path == socket || hp["path"] == socket || hp["type"] == "Socket" {
+				t.Errorf("volume %s mounts the socket file %s (hostPath type %v): a restarted runtime's new socket would never be seen; mount %s instead", name, socket, hp["type"], dir)
+			}
+			if path != dir {
+				continue
+			}
+			found = true
+			if hp["path"] != dir || hp["type"] != "Directory" {
+				t.Errorf("volume %s: hostPath %v (type %v), want %s (type Directory)", name, hp["path"], hp["type"], dir)
+			}
+			if ro, _ := mm["readOnly"].(bool); !ro {
+				t.Errorf("mount of %s is writable; connecting to a socket needs no write access to its directory", dir)
+			}
+		}
+		if !found {
+			t.Errorf("%s %s: no hostPath volume mounted at the socket's directory %s", field, endpoint, dir)
+		}
 	}
 }
 
