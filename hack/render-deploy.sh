@@ -12,7 +12,8 @@
 #
 # Node overrides, each optional (environment variables; the default is the value in the manifest):
 #
-#   NODEGC_RUNTIME_SOCKET      /run/containerd/containerd.sock  the CRI socket
+#   NODEGC_RUNTIME_SOCKET      /run/containerd/containerd.sock  the CRI socket; the agent mounts its directory
+#                                                               (/run/containerd by default), which follows it
 #   NODEGC_CONTAINERD_ROOT     /var/lib/containerd              containerd's root (holds the image filesystem)
 #   NODEGC_POD_LOGS_DIR        /var/log/pods                    the kubelet's podLogsDir
 #   NODEGC_CONTAINER_LOGS_DIR  /var/log/containers              the kubelet's container log links
@@ -24,11 +25,14 @@
 # ConfigMap's configuration alike: nodegc then sees every path where the node has it. That matters: CRI reports
 # host paths (the image filesystem's mountpoint, container log paths) and the kubelet's /var/log/containers
 # links point at host paths, so a path mounted elsewhere in the container would not match what the runtime says.
-# A port override replaces the container port and the bind address of the configuration.
+# A port override replaces the container port and the bind address of the configuration. The socket's
+# directory is mounted rather than the socket file (a restarted runtime makes a new socket file, which only a
+# directory mount shows), so NODEGC_RUNTIME_SOCKET also replaces the default socket directory by its own.
 #
-# Each default must occur in the manifest (else the script fails: it is out of date with the file), and the
-# output is checked to hold no default that was overridden. The e2e suite (test/e2e) applies the output of
-# this script to a real single-node cluster.
+# Each default must occur in the manifest (else the script fails: it is out of date with the file). Every
+# default is first replaced by a placeholder, longest default first, and only then the placeholders by the
+# values: so a value is never matched again by another default (/var/run/containerd/containerd.sock holds
+# /run/containerd). The e2e suite (test/e2e) applies the output of this script to a real single-node cluster.
 set -euo pipefail
 
 die() { printf 'render-deploy: %s\n' "$*" >&2; exit 1; }
@@ -70,20 +74,35 @@ path() { # path DEFAULT VAR
 port 10280 NODEGC_HEALTHZ_PORT
 port 10281 NODEGC_METRICS_PORT
 path /run/containerd/containerd.sock NODEGC_RUNTIME_SOCKET
+if [[ -n "${NODEGC_RUNTIME_SOCKET:-}" ]]; then
+	socket_dir="${NODEGC_RUNTIME_SOCKET%/*}"
+	[[ -n "$socket_dir" ]] || die "NODEGC_RUNTIME_SOCKET='$NODEGC_RUNTIME_SOCKET': the socket's directory is mounted; a socket in / would mount the whole host"
+	NODEGC_RUNTIME_SOCKET_DIR="$socket_dir" path /run/containerd NODEGC_RUNTIME_SOCKET_DIR
+fi
 path /var/lib/containerd NODEGC_CONTAINERD_ROOT
 path /var/log/pods NODEGC_POD_LOGS_DIR
 path /var/log/containers NODEGC_CONTAINER_LOGS_DIR
 path /var/lib/nodegc NODEGC_STATE_DIR
 
 out="$(<"$MANIFEST")"
-for s in "${subs[@]}"; do
-	IFS='|' read -r from to what <<<"$s"
+# Placeholders: \x01 does not occur in a manifest. Longest default first, so that a default holding
+# another (the socket holds its directory) is taken whole.
+mapfile -t order < <(for i in "${!subs[@]}"; do
+	IFS='|' read -r from _ <<<"${subs[$i]}"
+	printf '%d %d\n' "${#from}" "$i"
+done | sort -k1,1nr -k2,2n | cut -d' ' -f2)
+for i in "${order[@]}"; do
+	IFS='|' read -r from to what <<<"${subs[$i]}"
 	[[ "$out" == *"$from"* ]] || die "$what: '$from' does not occur in $MANIFEST (is this script out of date?)"
 	# Quoted: a literal replacement, no pattern characters.
-	out="${out//"$from"/"$to"}"
+	out="${out//"$from"/$'\x01'"$i"$'\x01'}"
 done
-for s in "${subs[@]}"; do
-	IFS='|' read -r from to what <<<"$s"
-	[[ "$out" != *"$from"* || "$to" == *"$from"* ]] || die "$what: '$from' still occurs after rendering"
+for i in "${order[@]}"; do
+	IFS='|' read -r from to what <<<"${subs[$i]}"
+	[[ "$out" != *"$from"* ]] || die "$what: '$from' still occurs after rendering"
+done
+for i in "${order[@]}"; do
+	IFS='|' read -r from to what <<<"${subs[$i]}"
+	out="${out//$'\x01'"$i"$'\x01'/"$to"}"
 done
 printf '%s\n' "$out"

@@ -159,7 +159,7 @@ func TestRenderDeploy(t *testing.T) {
 			}
 		}
 		wantPaths := map[string]string{
-			"runtime-socket": "/tmp/ngc-10281/c.sock", "containerd-root": "/tmp/ngc-10281/root",
+			"runtime-dir": "/tmp/ngc-10281", "containerd-root": "/tmp/ngc-10281/root",
 			"state": "/tmp/ngc-10281/state", "pod-logs": "/tmp/ngc-10281/pods", "container-logs": "/tmp/ngc-10281/containers",
 		}
 		if diff := cmp.Diff(wantPaths, hostPaths); diff != "" {
@@ -179,8 +179,53 @@ func TestRenderDeploy(t *testing.T) {
 		}
 	})
 
+	// The socket's directory is what is mounted: it follows the socket, and
+	// no replaced value is matched again by another default (a socket under
+	// /var/run/containerd holds the default directory /run/containerd).
+	t.Run("socket directory", func(t *testing.T) {
+		for name, tc := range map[string]struct{ socket, dir string }{
+			"k3s":                {"/run/k3s/containerd/containerd.sock", "/run/k3s/containerd"},
+			"under /var/run":     {"/var/run/containerd/containerd.sock", "/var/run/containerd"},
+			"same directory":     {"/run/containerd/other.sock", "/run/containerd"},
+			"default socket dir": {"/run/containerd/containerd.sock", "/run/containerd"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				_, objs := renderManifest(t, image, map[string]string{"NODEGC_RUNTIME_SOCKET": tc.socket})
+				cm := findObject(objs, "ConfigMap", "nodegc-config")
+				ds := findObject(objs, "DaemonSet", "nodegc-node")
+				data, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
+				loaded, err := config.Decode([]byte(data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				spec, _, _ := unstructured.NestedMap(ds.Object, "spec", "template", "spec")
+				var hostPath, hostType, mountPath string
+				vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+				for _, v := range vols {
+					if v.(map[string]any)["name"] == "runtime-dir" {
+						hostPath, _, _ = unstructured.NestedString(v.(map[string]any), "hostPath", "path")
+						hostType, _, _ = unstructured.NestedString(v.(map[string]any), "hostPath", "type")
+					}
+				}
+				ctrs, _, _ := unstructured.NestedSlice(spec, "containers")
+				mounts, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "volumeMounts")
+				for _, m := range mounts {
+					if m.(map[string]any)["name"] == "runtime-dir" {
+						mountPath = m.(map[string]any)["mountPath"].(string)
+					}
+				}
+				got := map[string]string{"endpoint": loaded.Config.ContainerRuntimeEndpoint, "hostPath": hostPath, "type": hostType, "mountPath": mountPath}
+				want := map[string]string{"endpoint": "unix://" + tc.socket, "hostPath": tc.dir, "type": "Directory", "mountPath": tc.dir}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("NODEGC_RUNTIME_SOCKET=%s (-want +got):\n%s", tc.socket, diff)
+				}
+			})
+		}
+	})
+
 	t.Run("refuses bad values", func(t *testing.T) {
 		for name, env := range map[string][]string{
+			"socket in /":   {"NODEGC_RUNTIME_SOCKET=/containerd.sock"},
 			"relative path": {"NODEGC_STATE_DIR=var/lib/nodegc"},
 			"port":          {"NODEGC_METRICS_PORT=70000"},
 			"no image":      nil,
