@@ -1,0 +1,49 @@
+// Package imageref matches image names against patterns written the way
+// operators write image references: "nginx:*", "registry.k8s.io/pause",
+// "**/critical-agent:*", "127.0.0.1:*/team/app:v1", "sha256:0123abcd*".
+// It is what imageGC.exclude means; pkg/config validates and warns with
+// it, pkg/images matches with it.
+//
+// Both sides are normalised with github.com/distribution/reference, the
+// library containerd and the kubelet use, so a familiar name and its fully
+// qualified form are the same image: "nginx", "library/nginx",
+// "docker.io/nginx" and "docker.io/library/nginx" all name
+// docker.io/library/nginx, which is what containerd reports.
+//
+// A pattern is NAME[:TAG][@DIGEST], or an image ID pattern sha256:HEX.
+//
+//   - NAME is split into path components at "/". A component is matched as
+//     by path.Match: "*" is any run of characters within the component,
+//     "?" one character, "[...]" one character of a class; "*" never crosses
+//     a "/". A component that is exactly "**" is any number of components,
+//     zero included. A "**" inside a component is the same as "*" (a
+//     warning says so).
+//   - The first component is the registry when the reference library reads
+//     it so: it holds a "." or a ":", or is "localhost" (wildcards count as
+//     a letter or digit when deciding). Otherwise the name is on Docker Hub:
+//     "docker.io/" is put in front, and "library/" too for a name of one
+//     component. So "*/app" is docker.io/*/app, not "app under any
+//     registry" (a warning says so): write "**/app" for that. A pattern
+//     starting with "**" is not normalised: it is matched against the
+//     fully qualified name, registry included.
+//   - Without TAG and DIGEST the pattern names a repository and matches all
+//     its tags and digests. With TAG it matches tags only (RepoTags); with
+//     DIGEST it matches digests only (RepoDigests) and a TAG beside it is
+//     ignored, as containerd ignores it when pulling.
+//   - A pattern sha256:..., sha384:... or sha512:... without "/" and "@" is
+//     matched against the image ID (the config digest), not against
+//     repository digests; write "**@sha256:..." for a manifest digest in
+//     any repository.
+//
+// A pattern that is not valid path.Match syntax in one of its parts is an
+// error. A valid one that can never match a valid image reference (upper
+// case in the repository path, a scheme, characters a reference cannot
+// hold, a tag longer than 128 characters, a malformed digest...) compiles
+// with a warning; it is still matched, as written, against fully qualified
+// names, so that a warning never makes an exclusion weaker than its text.
+//
+// A Set is compiled once and is safe for concurrent use. It remembers the
+// result for every image name it has seen (the patterns do not change), so
+// that matching 10,000 images at each plan costs a map lookup per name
+// instead of a reference parse.
+package imageref

@@ -1,0 +1,245 @@
+package imageref
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/distribution/reference"
+)
+
+// Pattern is one compiled pattern. See the package documentation for what
+// it matches.
+type Pattern struct {
+	text string
+	// id: the pattern is matched against image IDs, with digest as the glob.
+	id bool
+	// name holds the components of the fully qualified repository name,
+	// registry first.
+	name              []segment
+	tag, digest       string
+	hasTag, hasDigest bool
+	warnings          []string
+}
+
+// segment is one path component of a name pattern.
+type segment struct {
+	glob    string
+	literal bool // no wildcard: compared with ==
+	any     bool // "**": any number of components
+}
+
+func (s segment) match(comp string) bool {
+	if s.literal {
+		return s.glob == comp
+	}
+	ok, _ := path.Match(s.glob, comp) // the syntax was checked by Parse
+	return ok
+}
+
+// Parse compiles pattern. The error says which part is not valid
+// path.Match syntax; a pattern that is valid syntax but can never match a
+// valid reference compiles, and Warnings says why.
+func Parse(pattern string) (*Pattern, error) {
+	if strings.TrimSpace(pattern) == "" {
+		return nil, errors.New("empty pattern")
+	}
+	p := &Pattern{text: pattern}
+	if isIDPattern(pattern) {
+		if err := checkSyntax(pattern); err != nil {
+			return nil, err
+		}
+		p.id, p.digest, p.hasDigest = true, pattern, true
+		if why := digestProblem(pattern); why != "" {
+			p.warnings = append(p.warnings, neverMatches+why)
+		}
+		return p, nil
+	}
+
+	rest, digest, hasDigest := strings.Cut(pattern, "@")
+	name, tag, hasTag := splitTag(rest)
+	comps := strings.Split(name, "/")
+	for _, part := range append(append([]string(nil), comps...), tag, digest) {
+		if err := checkSyntax(part); err != nil {
+			return nil, err
+		}
+	}
+	p.tag, p.hasTag, p.digest, p.hasDigest = tag, hasTag, digest, hasDigest
+
+	n, why := normalize(comps)
+	p.name = n.segments
+	if i := strings.Index(pattern, "://"); i >= 0 {
+		why = fmt.Sprintf("a reference has no scheme (remove %q)", pattern[:i+3])
+	}
+	if why == "" && hasTag {
+		why = tagProblem(tag)
+	}
+	if why == "" && hasDigest {
+		why = digestProblem(digest)
+	}
+	if why != "" {
+		p.warnings = append(p.warnings, neverMatches+why)
+	}
+	for _, c := range comps {
+		if c != "**" && strings.Contains(c, "**") {
+			p.warnings = append(p.warnings, `has "**" inside a path component, where it is the same as "*": `+
+				`"**" spans path components only as a whole component, as in registry.example/**/app`)
+			break
+		}
+	}
+	if why == "" && n.hubWildcard {
+		p.warnings = append(p.warnings, fmt.Sprintf("reads its wildcard first component as a Docker Hub name, so it matches %s only: "+
+			"write %s for any registry, or %s for this meaning", p, "**"+pattern[len(comps[0]):], p))
+	}
+	return p, nil
+}
+
+const neverMatches = "can never match an image reference: "
+
+// Warnings says why the pattern can never match a valid image reference,
+// or means something other than it seems to; nil when neither.
+func (p *Pattern) Warnings() []string { return p.warnings }
+
+// String returns the pattern normalised: the fully qualified name, then the
+// tag and digest as written. An image ID pattern is returned as written.
+func (p *Pattern) String() string {
+	if p.id {
+		return p.text
+	}
+	var b strings.Builder
+	for i, s := range p.name {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(s.glob)
+	}
+	if p.hasTag {
+		b.WriteString(":" + p.tag)
+	}
+	if p.hasDigest {
+		b.WriteString("@" + p.digest)
+	}
+	return b.String()
+}
+
+// Text returns the pattern as written.
+func (p *Pattern) Text() string { return p.text }
+
+// Match reports whether name, an image name as CRI lists it in RepoTags
+// (repository:tag) or RepoDigests (repository@digest), familiar or fully
+// qualified, matches the pattern. An image ID pattern matches no name.
+func (p *Pattern) Match(name string) bool {
+	r := parseName(name)
+	return p.match(&r)
+}
+
+// MatchID reports whether id, an image ID such as "sha256:...", matches an
+// image ID pattern. Other patterns match no ID.
+func (p *Pattern) MatchID(id string) bool {
+	if !p.id {
+		return false
+	}
+	ok, _ := path.Match(p.digest, id)
+	return ok
+}
+
+func (p *Pattern) match(r *name) bool {
+	if p.id {
+		return false
+	}
+	switch {
+	case p.hasDigest:
+		if r.digest == "" {
+			return false
+		}
+		if ok, _ := path.Match(p.digest, r.digest); !ok {
+			return false
+		}
+	case p.hasTag:
+		if r.tag == "" {
+			return false
+		}
+		if ok, _ := path.Match(p.tag, r.tag); !ok {
+			return false
+		}
+	}
+	return matchSegments(p.name, r.components)
+}
+
+// matchSegments matches components against segments, "**" standing for
+// any number of components. One backtracking point is enough, as for "*"
+// in a string: a later "**" can always absorb what an earlier one would.
+func matchSegments(segs []segment, comps []string) bool {
+	si, ci := 0, 0
+	star, starCi := -1, 0
+	for ci < len(comps) {
+		switch {
+		case si < len(segs) && segs[si].any:
+			star, starCi = si, ci
+			si++
+		case si < len(segs) && segs[si].match(comps[ci]):
+			si++
+			ci++
+		case star >= 0:
+			starCi++
+			si, ci = star+1, starCi
+		default:
+			return false
+		}
+	}
+	for si < len(segs) && segs[si].any {
+		si++
+	}
+	return si == len(segs)
+}
+
+// name is an image name split for matching.
+type name struct {
+	components  []string // fully qualified: registry first
+	tag, digest string
+}
+
+// parseName normalises an image name with the reference library. A name
+// the library refuses (no runtime should list one) is split as written.
+func parseName(s string) name {
+	named, err := reference.ParseNormalizedNamed(s)
+	if err != nil {
+		rest, digest, _ := strings.Cut(s, "@")
+		n, tag, _ := splitTag(rest)
+		return name{components: strings.Split(n, "/"), tag: tag, digest: digest}
+	}
+	r := name{components: append([]string{reference.Domain(named)}, strings.Split(reference.Path(named), "/")...)}
+	if t, ok := named.(reference.Tagged); ok {
+		r.tag = t.Tag()
+	}
+	if d, ok := named.(reference.Digested); ok {
+		r.digest = d.Digest().String()
+	}
+	return r
+}
+
+// splitTag splits "name:tag"; a ":" before the last "/" belongs to a
+// registry port.
+func splitTag(s string) (name, tag string, ok bool) {
+	if i := strings.LastIndexByte(s, ':'); i > strings.LastIndexByte(s, '/') {
+		return s[:i], s[i+1:], true
+	}
+	return s, "", false
+}
+
+// isIDPattern: "sha256:..." (or sha384, sha512) without "/" or "@" is an
+// image ID pattern, not the repository "sha256" with a tag.
+func isIDPattern(s string) bool {
+	algo, _, ok := strings.Cut(s, ":")
+	return ok && (algo == "sha256" || algo == "sha384" || algo == "sha512") && !strings.ContainsAny(s, "/@")
+}
+
+func checkSyntax(part string) error {
+	if _, err := path.Match(part, ""); err != nil {
+		return fmt.Errorf("%w: %q", err, part)
+	}
+	return nil
+}
+
+func hasWildcard(s string) bool { return strings.ContainsAny(s, `*?[\`) }
