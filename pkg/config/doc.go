@@ -16,6 +16,8 @@
 // duplicate key is an error naming the field path and its line. Unknown
 // fields of the KubeletConfiguration are warnings instead, because a node's
 // kubelet may be newer than the kubelet API types nodegc was built with.
+// An imageGC.exclude pattern that can never match an image reference is a
+// warning too (see internal/imageref), with its field path and line.
 //
 // Validate reports every problem at once as a field.ErrorList with field
 // paths such as imageGC.lowThresholdPercent. Nothing in this package

@@ -146,6 +146,7 @@ func Decode(data []byte) (*Loaded, error) {
 		return nil, &DecodeError{Problems: problems}
 	}
 	SetDefaults(out.Config)
+	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out.Line)...)
 	if slices.Contains(out.FromKubelet, "imageGC.highThresholdPercent") && *out.Config.ImageGC.HighThresholdPercent == 100 {
 		out.Warnings = append(out.Warnings, "imageGC.highThresholdPercent is 100, taken from the KubeletConfiguration: disk-threshold image GC is off; "+
 			"set imageGC.highThresholdPercent in the NodeGCConfiguration document to run it while kubelet's is off")

@@ -119,9 +119,17 @@ type ImageGCConfiguration struct {
 	// Default: 10s.
 	DiskCheckInterval metav1.Duration `json:"diskCheckInterval"`
 
-	// Exclude lists glob patterns (path.Match syntax) matched against every
-	// tag (repository:tag) and digest (repository@sha256:...) of an image; a
-	// matching image is never removed. nodegc only. Default: none.
+	// Exclude lists image reference patterns, written as for docker pull,
+	// familiar or fully qualified ("nginx:*", "registry.k8s.io/pause",
+	// "**/critical-agent:*", "127.0.0.1:*/team/app:v1",
+	// "sha256:0123abcd*"). Pattern and image names are both normalised
+	// (docker.io/library/...) before matching every tag, digest and the ID
+	// of an image; a matching image is never removed. "*" stays within a
+	// path component, "**" as a whole component spans any number of them, a
+	// pattern without tag or digest covers the whole repository. Invalid
+	// wildcard syntax is an error; a pattern that can never match a valid
+	// reference is a warning. README "Exclusion patterns" has every rule.
+	// nodegc only. Default: none.
 	Exclude []string `json:"exclude"`
 
 	// KeepNewestPerRepository keeps the N most recently used tags of every

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
+
+	"github.com/nodegc/nodegc/internal/imageref"
 )
 
 // Validate checks a defaulted configuration and returns every problem found,
@@ -67,8 +68,8 @@ func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
 			errs = append(errs, field.Invalid(ip, pattern, "must not be empty"))
 			continue
 		}
-		if _, err := path.Match(pattern, ""); err != nil {
-			errs = append(errs, field.Invalid(ip, pattern, "must be a valid glob pattern (path.Match syntax): "+err.Error()))
+		if _, err := imageref.Parse(pattern); err != nil {
+			errs = append(errs, field.Invalid(ip, pattern, "must be a valid image reference pattern: "+err.Error()))
 		}
 	}
 	if c.KeepNewestPerRepository < 0 {
@@ -76,6 +77,29 @@ func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
 			"must be greater than or equal to 0 (0 disables it)"))
 	}
 	return errs
+}
+
+// excludeWarnings returns a warning for every image GC exclusion pattern
+// that can never match a valid image reference, or means something other
+// than it seems to, naming the field path and, when line knows it, its line.
+// Patterns that are invalid are left to Validate.
+func excludeWarnings(c *ImageGCConfiguration, line func(path string) int) []string {
+	var out []string
+	for i, pattern := range c.Exclude {
+		p, err := imageref.Parse(pattern)
+		if err != nil {
+			continue
+		}
+		path := field.NewPath("imageGC", "exclude").Index(i).String()
+		for _, w := range p.Warnings() {
+			msg := fmt.Sprintf("%s: %q %s", path, pattern, w)
+			if n := line(path); n > 0 {
+				msg = fmt.Sprintf("line %d: %s", n, msg)
+			}
+			out = append(out, msg)
+		}
+	}
+	return out
 }
 
 func validateContainerGC(p *field.Path, c *ContainerGCConfiguration) field.ErrorList {
