@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"time"
 	"unique"
 
+	"github.com/nodegc/nodegc/internal/imageref"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -73,7 +73,7 @@ type Policy struct {
 	lowThresholdPercent  int
 	minAge               time.Duration
 	maxAge               time.Duration
-	exclude              []string
+	exclude              *imageref.Set
 	keepNewest           int
 	// layers memoizes layer numbering across plans (see layerMemo).
 	layers layerMemo
@@ -89,7 +89,6 @@ func NewPolicy(cfg config.ImageGCConfiguration) (*Policy, error) {
 		lowThresholdPercent:  int(*cfg.LowThresholdPercent),
 		minAge:               cfg.MinimumGCAge.Duration,
 		maxAge:               cfg.MaximumGCAge.Duration,
-		exclude:              slices.Clone(cfg.Exclude),
 		keepNewest:           int(cfg.KeepNewestPerRepository),
 	}
 	switch {
@@ -105,11 +104,11 @@ func NewPolicy(cfg config.ImageGCConfiguration) (*Policy, error) {
 	case p.keepNewest < 0:
 		return nil, errors.New("image GC policy: keepNewestPerRepository must not be negative")
 	}
-	for _, pat := range p.exclude {
-		if _, err := path.Match(pat, ""); err != nil {
-			return nil, fmt.Errorf("image GC policy: exclusion %q: %w", pat, err)
-		}
+	exclude, err := imageref.Compile(cfg.Exclude)
+	if err != nil {
+		return nil, fmt.Errorf("image GC policy: exclusion %w", err)
 	}
+	p.exclude = exclude
 	return p, nil
 }
 
@@ -256,24 +255,10 @@ func (p *Policy) protected(img *Image, newest map[string]bool, now time.Time) st
 	return ""
 }
 
-// excluded matches the exclusion globs against every tag, digest and the ID.
+// excluded matches the exclusion patterns (see internal/imageref) against
+// the image's tags, digests and ID.
 func (p *Policy) excluded(img *Image) bool {
-	for _, pat := range p.exclude {
-		for _, name := range img.RepoTags {
-			if ok, _ := path.Match(pat, name); ok {
-				return true
-			}
-		}
-		for _, name := range img.RepoDigests {
-			if ok, _ := path.Match(pat, name); ok {
-				return true
-			}
-		}
-		if ok, _ := path.Match(pat, img.ID); ok {
-			return true
-		}
-	}
-	return false
+	return p.exclude.MatchImage(img.ID, img.RepoTags, img.RepoDigests)
 }
 
 // newestPerRepository returns the IDs of the keepNewest most recently used

@@ -189,7 +189,7 @@ func TestPlanInvalidCapacity(t *testing.T) {
 
 func TestPlanExclusions(t *testing.T) {
 	p := policyFor(t, func(c *config.ImageGCConfiguration) {
-		c.Exclude = []string{"registry.k8s.io/*:*", "*/keep@sha256:*", "sha256:pinned-by-id"}
+		c.Exclude = []string{"registry.k8s.io/*:*", "**/keep@sha256:*", "sha256:pinned-by-id"}
 	})
 	images := []Image{
 		{ID: "sha256:1", RepoTags: []string{"registry.k8s.io/coredns:v1.11"}, Size: mib, FirstDetected: t0.Add(-time.Hour)},
