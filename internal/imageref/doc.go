@@ -18,14 +18,17 @@
 //     a "/". A component that is exactly "**" is any number of components,
 //     zero included. A "**" inside a component is the same as "*" (a
 //     warning says so).
-//   - The first component is the registry when the reference library reads
-//     it so: it holds a "." or a ":", or is "localhost" (wildcards count as
-//     a letter or digit when deciding). Otherwise the name is on Docker Hub:
+//   - A pattern matches an image when some text for its wildcards makes a
+//     reference that names the image. So the first component is the
+//     registry when the reference library reads it so: it holds a "." or a
+//     ":", or is "localhost". Otherwise the name is on Docker Hub:
 //     "docker.io/" is put in front, and "library/" too for a name of one
-//     component. So "*/app" is docker.io/*/app, not "app under any
-//     registry" (a warning says so): write "**/app" for that. A pattern
-//     starting with "**" is not normalised: it is matched against the
-//     fully qualified name, registry included.
+//     component ("*" is docker.io/library/*, Docker Hub's official images
+//     only; a warning says so). A first component with wildcards and no
+//     literal "." or ":" may be either: "*/app" matches docker.io/team/app
+//     and quay.io/app, but not quay.io/team/app ("*" is one component;
+//     write "**/app" for any registry and depth). A pattern starting with
+//     "**" is matched against the fully qualified name, registry included.
 //   - Without TAG and DIGEST the pattern names a repository and matches all
 //     its tags and digests. With TAG it matches tags only (RepoTags); with
 //     DIGEST it matches digests only (RepoDigests) and a TAG beside it is

@@ -12,9 +12,13 @@ import (
 // normalized is a name pattern made fully qualified.
 type normalized struct {
 	segments []segment
-	// hubWildcard: the first component as written is only wildcards and
-	// the reference library reads it as a Docker Hub name, not a registry.
-	hubWildcard bool
+	// registryReading, when set, is the other reading of a name whose
+	// first component has wildcards and was read as a Docker Hub name:
+	// the components as written, the first one a registry.
+	registryReading []segment
+	// onlyWildcards: the name is one component of wildcards only ("*"),
+	// which can only be a Docker Hub official image.
+	onlyWildcards bool
 }
 
 // normalize makes the name pattern comps fully qualified the way the
@@ -25,6 +29,11 @@ type normalized struct {
 // ever prepends components and renames the registry (index.docker.io), so
 // the components as written are the tail of the result. A name that does
 // not normalise is kept as written, with the reason it can never match.
+//
+// A first component with wildcards may stand for a registry or for a
+// Docker Hub name ("*/app" is quay.io/app as well as docker.io/team/app):
+// when the library reads it as a Docker Hub name, the components as written
+// are kept too, as the registry reading.
 func normalize(comps []string) (normalized, string) {
 	asWritten := normalized{segments: make([]segment, len(comps))}
 	for i, c := range comps {
@@ -76,8 +85,12 @@ func normalize(comps []string) (normalized, string) {
 		for i, c := range comps {
 			out.segments[len(full)-n+i] = newSegment(c)
 		}
-		_, _, literals := placeholder(comps[0])
-		out.hubWildcard = literals == 0
+		switch _, _, literals := placeholder(comps[0]); {
+		case n == 1:
+			out.onlyWildcards = literals == 0 && hasWildcard(comps[0])
+		case hasWildcard(comps[0]):
+			out.registryReading = asWritten.segments
+		}
 		return out, ""
 	}
 	// The first component is the registry, perhaps renamed

@@ -16,8 +16,9 @@ type Pattern struct {
 	// id: the pattern is matched against image IDs, with digest as the glob.
 	id bool
 	// name holds the components of the fully qualified repository name,
-	// registry first.
-	name              []segment
+	// registry first; orName, when set, another reading of the same
+	// pattern (see normalize).
+	name, orName      []segment
 	tag, digest       string
 	hasTag, hasDigest bool
 	warnings          []string
@@ -68,7 +69,7 @@ func Parse(pattern string) (*Pattern, error) {
 	p.tag, p.hasTag, p.digest, p.hasDigest = tag, hasTag, digest, hasDigest
 
 	n, why := normalize(comps)
-	p.name = n.segments
+	p.name, p.orName = n.segments, n.registryReading
 	if i := strings.Index(pattern, "://"); i >= 0 {
 		why = fmt.Sprintf("a reference has no scheme (remove %q)", pattern[:i+3])
 	}
@@ -88,9 +89,9 @@ func Parse(pattern string) (*Pattern, error) {
 			break
 		}
 	}
-	if why == "" && n.hubWildcard {
-		p.warnings = append(p.warnings, fmt.Sprintf("reads its wildcard first component as a Docker Hub name, so it matches %s only: "+
-			"write %s for any registry, or %s for this meaning", p, "**"+pattern[len(comps[0]):], p))
+	if why == "" && n.onlyWildcards {
+		p.warnings = append(p.warnings, fmt.Sprintf("is a name of one component, so it matches Docker Hub's official images only (%s): "+
+			"write %s for any repository, or %s for this meaning", p, "**"+pattern[len(comps[0]):], p))
 	}
 	return p, nil
 }
@@ -102,7 +103,9 @@ const neverMatches = "can never match an image reference: "
 func (p *Pattern) Warnings() []string { return p.warnings }
 
 // String returns the pattern normalised: the fully qualified name, then the
-// tag and digest as written. An image ID pattern is returned as written.
+// tag and digest as written. An image ID pattern is returned as written. For
+// a first component with wildcards that may also be a registry ("*/app"),
+// it shows the Docker Hub reading (docker.io/*/app).
 func (p *Pattern) String() string {
 	if p.id {
 		return p.text
@@ -164,7 +167,7 @@ func (p *Pattern) match(r *name) bool {
 			return false
 		}
 	}
-	return matchSegments(p.name, r.components)
+	return matchSegments(p.name, r.components) || (p.orName != nil && matchSegments(p.orName, r.components))
 }
 
 // matchSegments matches components against segments, "**" standing for

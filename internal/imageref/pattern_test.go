@@ -42,7 +42,11 @@ func TestMatch(t *testing.T) {
 		"wildcard registry is not hub":       {"*.example/team/app:v1", "docker.io/team/app:v1", false},
 		"wildcard first component is hub":    {"*/app:v1", "docker.io/team/app:v1", true},
 		"wildcard first component, library":  {"*/app:v1", "docker.io/library/app:v1", true},
-		"wildcard first component, registry": {"*/app:v1", "registry.example/app:v1", false},
+		"wildcard first component, registry": {"*/app:v1", "registry.example/app:v1", true},
+		"wildcard first component, port":     {"*/tools/debug:*", "127.0.0.1:5000/tools/debug:1.0", true},
+		"wildcard first component, deeper":   {"*/app:v1", "registry.example/team/app:v1", false},
+		"prefix first component, registry":   {"team-*/app", "team-registry.example/app:1", true},
+		"prefix first component, hub":        {"team-*/app", "docker.io/team-a/app:1", true},
 		"star alone is official images":      {"*", "docker.io/library/nginx:1", true},
 		"star alone, hub user":               {"*", "docker.io/team/app:1", false},
 		"hub wildcard namespace":             {"docker.io/*/app", "docker.io/team/app:1", true},
@@ -193,8 +197,11 @@ func TestWarnings(t *testing.T) {
 		"path too long":                      {"registry.example/" + strings.Repeat("a", 256), true},
 		"path of 255":                        {"registry.example/" + strings.Repeat("a", 255), false},
 		"double star inside a component":     {"registry.example/a**", true},
-		"wildcard first component":           {"*/app", true},
-		"wildcard first component, question": {"?/app", true},
+		"wildcard first component":           {"*/app", false},
+		"wildcard first component, question": {"?/app", false},
+		"star alone":                         {"*", true},
+		"star alone with a tag":              {"*:*", true},
+		"one component with a prefix":        {"ngin*", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p, err := Parse(tc.pattern)

@@ -41,13 +41,14 @@ func TestExcludeWarnings(t *testing.T) {
 			pattern: "registry.example/team**/app",
 			want:    `has "**" inside a path component, where it is the same as "*": "**" spans path components only as a whole component, as in registry.example/**/app`,
 		},
-		"wildcard first component": {
-			pattern: "*/critical-agent:*",
-			want:    "reads its wildcard first component as a Docker Hub name, so it matches docker.io/*/critical-agent:* only: write **/critical-agent:* for any registry, or docker.io/*/critical-agent:* for this meaning",
-		},
+		"wildcard first component": {pattern: "*/critical-agent:*"},
 		"star alone": {
 			pattern: "*",
-			want:    "reads its wildcard first component as a Docker Hub name, so it matches docker.io/library/* only: write ** for any registry, or docker.io/library/* for this meaning",
+			want:    "is a name of one component, so it matches Docker Hub's official images only (docker.io/library/*): write ** for any repository, or docker.io/library/* for this meaning",
+		},
+		"star alone with a tag": {
+			pattern: "*:*",
+			want:    "is a name of one component, so it matches Docker Hub's official images only (docker.io/library/*:*): write **:* for any repository, or docker.io/library/*:* for this meaning",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
