@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,8 +29,14 @@ type Options struct {
 	// Timeout bounds every call (runtimeRequestTimeout). Stopping a
 	// container gets its grace period on top, as in kubelet.
 	Timeout time.Duration
-	// Metrics, if set, counts every call by method and result.
+	// Metrics, if set, counts every call by method and result, and the
+	// connection's losses and returns.
 	Metrics *Metrics
+	// OnConnectionChange, if set, is called when the connection to the
+	// runtime (or to the image service) is lost (false) and when every
+	// connection is back (true), never for the first connection. It is
+	// called from the client's own goroutine and must not block.
+	OnConnectionChange func(connected bool)
 }
 
 // Client talks CRI v1 to a container runtime. It is safe for concurrent use.
@@ -44,6 +51,12 @@ type Client struct {
 	// noStreaming is set once the runtime answered Unimplemented to a
 	// streaming list call; lists are unary from then on.
 	noStreaming atomic.Bool
+
+	// One watcher goroutine per connection follows its state (watch.go);
+	// stopWatching ends them.
+	stopWatching context.CancelFunc
+	watchers     sync.WaitGroup
+	conn         connState
 }
 
 // Dial connects to the runtime (and image service), and checks that the
@@ -69,6 +82,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.runtime = runtimeapi.NewRuntimeServiceClient(rconn)
 	c.images = runtimeapi.NewImageServiceClient(iconn)
+	c.watch(ctx, opts.Metrics, opts.OnConnectionChange)
 
 	v, err := c.Version(ctx)
 	if err != nil {
@@ -103,7 +117,16 @@ func dial(endpoint string, m *Metrics) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("localhost"),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize)),
+		// The path is dialed anew on every connection attempt: a runtime
+		// restarted with a new socket file there is found again (as long
+		// as the socket's directory, not the old file, is what a container
+		// mounts), within MaxDelay of its return.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
+		// No idle mode: IDLE then only ever means the connection was lost,
+		// which the watcher redials at once and counts.
+		grpc.WithIdleTimeout(0),
+		grpc.WithChainUnaryInterceptor(activityUnaryInterceptor),
+		grpc.WithChainStreamInterceptor(activityStreamInterceptor),
 	}
 	if m != nil {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(m.unaryInterceptor),
@@ -116,8 +139,12 @@ func dial(endpoint string, m *Metrics) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// Close closes the connections.
+// Close stops watching the connections and closes them.
 func (c *Client) Close() error {
+	if c.stopWatching != nil {
+		c.stopWatching()
+		c.watchers.Wait()
+	}
 	var errs []error
 	for _, conn := range c.conns {
 		errs = append(errs, conn.Close())

@@ -14,6 +14,15 @@
 //     errors.Is(err, ErrUnsupported).
 //   - Lists use CRI list streaming where the runtime offers it and fall back
 //     to the unary calls for good after one Unimplemented answer.
+//   - A Client outlives its runtime's restarts: gRPC dials the socket path
+//     anew on each attempt, and one watcher goroutine per connection
+//     redials as soon as the connection is lost (not at the next call),
+//     counts every return in nodegc_cri_reconnects_total, keeps
+//     nodegc_cri_connected current and reports losses and returns to
+//     Options.OnConnectionChange. Close stops the watchers.
+//   - Calls made under a context from WithActivity report as they start
+//     and return; that is how the agent tells a slow GC loop from a stuck
+//     one.
 //   - This package does not log; the loop that owns the work does, once.
 //
 // Why not k8s.io/cri-client: it logs every failed call at error level,

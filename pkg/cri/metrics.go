@@ -10,11 +10,13 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Metrics counts CRI calls. Create it once with NewMetrics and pass it in
-// Options.Metrics.
+// Metrics counts CRI calls and the connection's losses and returns. Create
+// it once with NewMetrics and pass it in Options.Metrics.
 type Metrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	reconnects prometheus.Counter
+	connected  prometheus.Gauge
 }
 
 // NewMetrics creates the CRI call metrics and registers them into reg.
@@ -33,8 +35,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:      "Latency of unary CRI calls made by nodegc, by method.",
 			Buckets:   prometheus.ExponentialBuckets(0.001, 4, 8), // 1ms .. ~16s
 		}, []string{"method"}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "nodegc",
+			Subsystem: "cri",
+			Name:      "reconnects_total",
+			Help:      "Connections to the container runtime (or image service) re-established after being lost, e.g. by a runtime restart.",
+		}),
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "nodegc",
+			Subsystem: "cri",
+			Name:      "connected",
+			Help:      "1 while nodegc is connected to the container runtime (and image service), else 0.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.duration)
+	reg.MustRegister(m.requests, m.duration, m.reconnects, m.connected)
 	return m
 }
 

@@ -1,0 +1,84 @@
+package cri
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+)
+
+// connState is what the connection watchers know; mu guards it whole. Each
+// watcher writes its own connection's entry; the client is connected while
+// every connection is READY.
+type connState struct {
+	mu        sync.Mutex
+	ready     []bool
+	everReady []bool
+	connected bool // every connection READY, as last reported
+	reported  bool // the client was connected once: later changes are reported
+}
+
+// watch starts one goroutine per connection that follows its connectivity
+// state until Close: a connection that goes IDLE (its transport closed: the
+// runtime went away) is redialed at once rather than at the next call, every
+// return to READY after the first counts as a reconnect, and the client's
+// connected state goes to metrics and onChange. The watchers keep ctx's
+// values, not its end: they live until Close.
+func (c *Client) watch(ctx context.Context, m *Metrics, onChange func(bool)) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.stopWatching = cancel
+	c.conn = connState{ready: make([]bool, len(c.conns)), everReady: make([]bool, len(c.conns))}
+	for i, conn := range c.conns {
+		c.watchers.Go(func() { c.watchConn(ctx, i, conn, m, onChange) })
+	}
+}
+
+func (c *Client) watchConn(ctx context.Context, i int, conn *grpc.ClientConn, m *Metrics, onChange func(bool)) {
+	state := conn.GetState()
+	for {
+		if state == connectivity.Shutdown {
+			return // closed: Close reports nothing
+		}
+		if state == connectivity.Idle {
+			conn.Connect()
+		}
+		c.observe(i, state == connectivity.Ready, m, onChange)
+		if !conn.WaitForStateChange(ctx, state) {
+			return
+		}
+		state = conn.GetState()
+	}
+}
+
+// observe records connection i's readiness and reports what changed, in
+// order: under the lock.
+func (c *Client) observe(i int, ready bool, m *Metrics, onChange func(bool)) {
+	s := &c.conn
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reconnected := ready && !s.ready[i] && s.everReady[i]
+	s.ready[i] = ready
+	s.everReady[i] = s.everReady[i] || ready
+	all := true
+	for _, r := range s.ready {
+		all = all && r
+	}
+	changed := all != s.connected
+	s.connected = all
+	report := changed && s.reported
+	s.reported = s.reported || all
+	if m != nil {
+		if reconnected {
+			m.reconnects.Inc()
+		}
+		if all {
+			m.connected.Set(1)
+		} else {
+			m.connected.Set(0)
+		}
+	}
+	if report && onChange != nil {
+		onChange(all)
+	}
+}
