@@ -52,6 +52,11 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// OnRun, if set, receives the report of every run.
 	OnRun func(*Report)
+	// Supervise, if set, runs each iteration of Run's loop: it calls work
+	// once, with ctx or a context derived from it, and returns when work
+	// does. The agent's watchdog uses it to tell a wedged loop from a slow
+	// one.
+	Supervise func(ctx context.Context, work func(context.Context))
 }
 
 // Report describes one GC run.
@@ -94,6 +99,9 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.Supervise == nil {
+		opts.Supervise = func(ctx context.Context, work func(context.Context)) { work(ctx) }
+	}
 	reg := opts.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -116,7 +124,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	t := m.clock.NewTicker(m.opts.Config.Period.Duration)
 	defer t.Stop()
 	for {
-		m.collectAndLog(ctx, TriggerPeriodic)
+		m.opts.Supervise(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic) })
 		select {
 		case <-ctx.Done():
 			return nil

@@ -70,6 +70,11 @@ type Options struct {
 	SettleTimeout time.Duration
 	// OnRun, if set, receives the report of every run.
 	OnRun func(*Report)
+	// Supervise, if set, runs each iteration of Run's loop (a disk check
+	// or a periodic sweep): it calls work once, with ctx or a context
+	// derived from it, and returns when work does. The agent's watchdog
+	// uses it to tell a wedged loop from a slow one.
+	Supervise func(ctx context.Context, work func(context.Context))
 }
 
 // Report describes one GC run.
@@ -119,6 +124,9 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	if opts.Supervise == nil {
+		opts.Supervise = func(ctx context.Context, work func(context.Context)) { work(ctx) }
+	}
 	if opts.SettleTimeout <= 0 {
 		opts.SettleTimeout = 20 * time.Second
 	}
@@ -159,15 +167,16 @@ func (m *Manager) Run(ctx context.Context) error {
 	sweep := m.clock.NewTicker(m.opts.Config.Period.Duration)
 	defer sweep.Stop()
 	var backoff thresholdBackoff
-	m.checkDisk(ctx, &backoff)
+	checkDisk := func(ctx context.Context) { m.checkDisk(ctx, &backoff) }
+	m.opts.Supervise(ctx, checkDisk)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-fast.C():
-			m.checkDisk(ctx, &backoff)
+			m.opts.Supervise(ctx, checkDisk)
 		case <-sweep.C():
-			m.collectAndLog(ctx, TriggerPeriodic)
+			m.opts.Supervise(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic) })
 		}
 	}
 }
