@@ -21,7 +21,10 @@ type Pattern struct {
 	name, orName      []segment
 	tag, digest       string
 	hasTag, hasDigest bool
-	warnings          []string
+	// idPrefix is the literal start of an image ID pattern: an ID without
+	// it is rejected without path.Match.
+	idPrefix string
+	warnings []string
 }
 
 // segment is one path component of a name pattern.
@@ -52,6 +55,11 @@ func Parse(pattern string) (*Pattern, error) {
 			return nil, err
 		}
 		p.id, p.digest, p.hasDigest = true, pattern, true
+		if i := strings.IndexAny(pattern, `*?[\`); i >= 0 {
+			p.idPrefix = pattern[:i]
+		} else {
+			p.idPrefix = pattern
+		}
 		if why := digestProblem(pattern); why != "" {
 			p.warnings = append(p.warnings, neverMatches+why)
 		}
@@ -140,7 +148,7 @@ func (p *Pattern) Match(name string) bool {
 // MatchID reports whether id, an image ID such as "sha256:...", matches an
 // image ID pattern. Other patterns match no ID.
 func (p *Pattern) MatchID(id string) bool {
-	if !p.id {
+	if !p.id || !strings.HasPrefix(id, p.idPrefix) {
 		return false
 	}
 	ok, _ := path.Match(p.digest, id)

@@ -1,6 +1,7 @@
 package images
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,45 @@ func TestExcludedAsOperatorsWriteThem(t *testing.T) {
 			}
 			if got := p.excluded(img); got != tc.want {
 				t.Errorf("exclude %q, image %q: excluded = %v, want %v", tc.pattern, tc.image, got, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkPlanWithExclusions: the pure Plan on 10,000 images, each with a
+// tag and a digest as in BenchmarkPlan, without exclusions and with five;
+// the difference is what matching exclusions costs at each plan.
+func BenchmarkPlanWithExclusions(b *testing.B) {
+	imgs := make([]Image, 10000)
+	for i := range imgs {
+		imgs[i] = Image{
+			ID:            fmt.Sprintf("sha256:%064d", i),
+			RepoTags:      []string{fmt.Sprintf("registry.example.com/team%d/app%d:v%d", i%50, i%700, i)},
+			RepoDigests:   []string{fmt.Sprintf("registry.example.com/team%d/app%d@sha256:%064d", i%50, i%700, i)},
+			Size:          mib,
+			FirstDetected: t0.Add(-time.Hour),
+		}
+	}
+	disk := DiskStats{Capacity: 2000 << 30, Available: 100 << 30}
+	for _, bc := range []struct {
+		name    string
+		exclude []string
+	}{
+		{"none", nil},
+		{"five", []string{"registry.example.com/team1/*:*", "**/critical-agent:*", "nginx", "registry.k8s.io/pause", "sha256:00000000000000000000000000000000000000000000000000000000000001*"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := policyConfig()
+			c.Exclude = bc.exclude
+			p, err := NewPolicy(c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Plan(imgs, disk, t0); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
