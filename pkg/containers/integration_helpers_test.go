@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
@@ -202,7 +206,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 
 func startSource(t *testing.T, c *cluster.Cluster, nodeName string) *containers.APIPodSource {
 	t.Helper()
-	s, err := containers.NewAPIPodSource(c.Client(), nodeName, nil)
+	return startSourceWithClock(t, c, nodeName, nil)
+}
+
+func startSourceWithClock(t *testing.T, c *cluster.Cluster, nodeName string, clk clock.PassiveClock) *containers.APIPodSource {
+	t.Helper()
+	s, err := containers.NewAPIPodSource(c.Client(), nodeName, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,3 +229,26 @@ func startSource(t *testing.T, c *cluster.Cluster, nodeName string) *containers.
 }
 
 func authoritative(s *containers.APIPodSource) bool { return s.View(time.Now()).Authoritative }
+
+// registerNode creates the Node object name as a kubelet registers its node:
+// nodegc's pod view counts only while the Node of its name exists.
+func registerNode(t *testing.T, c *cluster.Cluster, name string) *corev1.Node {
+	t.Helper()
+	n, err := c.Client().CoreV1().Nodes().Create(t.Context(), &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: goruntime.GOARCH,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// laterClock is the real clock moved d ahead. A pod source on it dates its
+// lists d later: as if the pods on the node had been running for d when the
+// source listed them, which a test cannot wait for.
+type laterClock struct{ d time.Duration }
+
+func (c laterClock) Now() time.Time                  { return time.Now().Add(c.d) }
+func (c laterClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,20 +25,31 @@ const ListSkew = time.Minute
 
 // APIPodSource knows which pods are bound to this node, from an informer on
 // the API server (fieldSelector spec.nodeName), and whether that knowledge
-// is current: synced, and its last list or watch request succeeded.
+// is current: synced, its last list or watch request succeeded, and the Node
+// of that name exists (a second informer, fieldSelector metadata.name, as
+// the kubelet's own). A name that is not the one the node's kubelet
+// registered would otherwise give a synced, reachable, empty view.
 //
-// The informer's goroutines write the cache and the fields under mu; View
-// and Retain, called by the GC loop, read them.
+// The informers' goroutines write their caches and the fields under mu;
+// View and Retain, called by the GC loop, read them.
 type APIPodSource struct {
-	informer cache.SharedIndexInformer
+	nodeName string
+	pods     cache.SharedIndexInformer
+	node     cache.SharedIndexInformer
 	clock    clock.PassiveClock
 
-	mu        sync.Mutex
-	healthy   bool                 // the last list or watch request succeeded, and the watch it opened is still open
-	listStart time.Time            // start of the list in progress (first page)
-	listedAt  time.Time            // start of the last complete list
-	watchGen  uint64               // identifies the latest request; only the current watch may end health
-	deleted   map[string]time.Time // UIDs the watch saw deleted, and when
+	mu         sync.Mutex
+	podHealth  listHealth
+	nodeHealth listHealth
+	deleted    map[string]time.Time // UIDs the watch saw deleted, and when
+}
+
+// listHealth is how the list and watch requests of one informer went.
+type listHealth struct {
+	ok        bool      // the last list or watch request succeeded, and the watch it opened is still open
+	listStart time.Time // start of the list in progress (first page)
+	listedAt  time.Time // start of the last complete list
+	watchGen  uint64    // identifies the latest request; only the current watch may end health
 }
 
 // NewAPIPodSource returns a source of the pods bound to nodeName. Run must be
@@ -49,53 +61,89 @@ func NewAPIPodSource(client kubernetes.Interface, nodeName string, clk clock.Pas
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	s := &APIPodSource{clock: clk, deleted: map[string]time.Time{}}
-	lw := &trackingListWatch{
-		client:   client,
-		selector: fields.OneTermEqualSelector("spec.nodeName", nodeName).String(),
-		source:   s,
-	}
-	// The context-free List and Watch the interface still asks for.
-	lw.ListWatch = &cache.ListWatch{ListWithContextFunc: lw.ListWithContext, WatchFuncWithContext: lw.WatchWithContext}
-	s.informer = cache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, cache.SharedIndexInformerOptions{
-		ObjectDescription: "pods on node " + nodeName,
-	})
-	if err := s.informer.SetTransform(slimPod); err != nil {
+	s := &APIPodSource{nodeName: nodeName, clock: clk, deleted: map[string]time.Time{}}
+	pods := client.CoreV1().Pods(metav1.NamespaceAll)
+	var err error
+	s.pods, err = s.informer(&corev1.Pod{}, "pods on node "+nodeName, &s.podHealth,
+		fields.OneTermEqualSelector("spec.nodeName", nodeName).String(), slimPod,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
+		pods.Watch)
+	if err != nil {
 		return nil, err
 	}
-	if err := s.informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-		s.setHealthy(false)
-		cache.DefaultWatchErrorHandler(ctx, r, err)
-	}); err != nil {
+	if _, err := s.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: s.onDelete}); err != nil {
 		return nil, err
 	}
-	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: s.onDelete}); err != nil {
+	nodes := client.CoreV1().Nodes()
+	s.node, err = s.informer(&corev1.Node{}, "node "+nodeName, &s.nodeHealth,
+		fields.OneTermEqualSelector(metav1.ObjectNameField, nodeName).String(), slimNode,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodes.List(ctx, o) },
+		nodes.Watch)
+	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// Run runs the informer until ctx ends. It blocks.
-func (s *APIPodSource) Run(ctx context.Context) { s.informer.RunWithContext(ctx) }
+// informer builds an informer whose list and watch requests, restricted to
+// selector, report to health.
+func (s *APIPodSource) informer(obj runtime.Object, desc string, health *listHealth, selector string, transform cache.TransformFunc,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+) (cache.SharedIndexInformer, error) {
+	lw := &trackingListWatch{list: list, watch: watchFn, selector: selector, source: s, health: health}
+	// The context-free List and Watch the interface still asks for.
+	lw.ListWatch = &cache.ListWatch{ListWithContextFunc: lw.ListWithContext, WatchFuncWithContext: lw.WatchWithContext}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{ObjectDescription: desc})
+	if err := inf.SetTransform(transform); err != nil {
+		return nil, err
+	}
+	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		s.mu.Lock()
+		health.ok = false
+		s.mu.Unlock()
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}); err != nil {
+		return nil, err
+	}
+	return inf, nil
+}
 
-// HasSynced says whether the informer has listed the pods once.
-func (s *APIPodSource) HasSynced() bool { return s.informer.HasSynced() }
+// Run runs the informers until ctx ends. It blocks.
+func (s *APIPodSource) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.node.RunWithContext(ctx) })
+	s.pods.RunWithContext(ctx)
+	wg.Wait()
+}
+
+// HasSynced says whether the informers have listed the pods and the Node
+// once.
+func (s *APIPodSource) HasSynced() bool { return s.pods.HasSynced() && s.node.HasSynced() }
+
+// NodeName is the name of the node whose pods the source watches.
+func (s *APIPodSource) NodeName() string { return s.nodeName }
 
 // View returns which pods exist now, and whether that is known.
 func (s *APIPodSource) View(time.Time) PodView {
-	if !s.informer.HasSynced() {
-		return PodView{Reason: ViewNotSynced}
+	if !s.HasSynced() {
+		return PodView{Node: s.nodeName, Reason: ViewNotSynced}
 	}
 	s.mu.Lock()
-	v := PodView{Authoritative: s.healthy, ListedAt: s.listedAt.Add(-ListSkew), Deleted: make(map[string]bool, len(s.deleted))}
+	v := PodView{Node: s.nodeName, Authoritative: s.podHealth.ok && s.nodeHealth.ok, ListedAt: s.podHealth.listedAt.Add(-ListSkew),
+		Deleted: make(map[string]bool, len(s.deleted))}
 	for uid := range s.deleted {
 		v.Deleted[uid] = true
 	}
 	s.mu.Unlock()
 	if !v.Authoritative {
-		return PodView{Reason: ViewUnreachable}
+		return PodView{Node: s.nodeName, Reason: ViewUnreachable}
 	}
-	pods := s.informer.GetStore().List()
+	// The Node's cache key is its name (cluster-scoped).
+	if _, exists, err := s.node.GetStore().GetByKey(s.nodeName); err != nil || !exists {
+		return PodView{Node: s.nodeName, Reason: ViewNodeNotFound}
+	}
+	pods := s.pods.GetStore().List()
 	v.Live = make(map[string]bool, len(pods))
 	for _, o := range pods {
 		pod, ok := o.(*corev1.Pod)
@@ -111,23 +159,20 @@ func (s *APIPodSource) View(time.Time) PodView {
 	return v
 }
 
-// Retain forgets the deletions of pods that have nothing left on the node,
-// and those that a complete list made after them covers.
+// Retain forgets the deletions of pods that have nothing left on the node.
+// A deletion is remembered as long as the pod has anything on the node,
+// even once a later list no longer returns the pod: while the kubelet
+// still terminates it (its sandbox ready, a container running) the view
+// must know that the pod was deleted rather than never listed, or it would
+// disagree with the runtime (Policy.Plan).
 func (s *APIPodSource) Retain(onNode map[string]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	covered := s.listedAt.Add(-ListSkew)
-	for uid, at := range s.deleted {
-		if !onNode[uid] || at.Before(covered) {
+	for uid := range s.deleted {
+		if !onNode[uid] {
 			delete(s.deleted, uid)
 		}
 	}
-}
-
-func (s *APIPodSource) setHealthy(ok bool) {
-	s.mu.Lock()
-	s.healthy = ok
-	s.mu.Unlock()
 }
 
 func (s *APIPodSource) onDelete(obj any) {
@@ -158,15 +203,28 @@ func slimPod(obj any) (any, error) {
 	return slim, nil
 }
 
-// trackingListWatch lists and watches the node's pods and tells the source
-// how each request went: a complete list dates the view and makes it
-// healthy, a failed request makes it unhealthy until one succeeds, a watch
-// that ends makes it unhealthy until the next one opens.
+// slimNode keeps only the Node's identity: the source needs to know that it
+// exists.
+func slimNode(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion}}, nil
+}
+
+// trackingListWatch lists and watches one resource (the node's pods, or
+// the Node) and records how each request went in health: a complete list
+// dates it and makes it healthy, a failed request makes it unhealthy until
+// one succeeds, a watch that ends makes it unhealthy until the next one
+// opens.
 type trackingListWatch struct {
 	*cache.ListWatch
-	client   kubernetes.Interface
+	list     func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watch    func(context.Context, metav1.ListOptions) (watch.Interface, error)
 	selector string
 	source   *APIPodSource
+	health   *listHealth // guarded by source.mu
 }
 
 var (
@@ -180,45 +238,46 @@ var (
 func (lw *trackingListWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	s := lw.source
+	s, h := lw.source, lw.health
 	opts.FieldSelector = lw.selector
 	start := s.clock.Now()
-	list, err := lw.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+	list, err := lw.list(ctx, opts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.watchGen++ // a watch still ending now must not undo this list
+	h.watchGen++ // a watch still ending now must not undo this list
 	if opts.Continue == "" {
-		s.listStart = start
+		h.listStart = start
 	}
-	switch {
-	case err != nil:
-		s.healthy = false
-	case list.Continue == "": // the last page
-		s.healthy = true
-		s.listedAt = s.listStart
+	if err != nil {
+		h.ok = false
+		return list, err
 	}
-	return list, err
+	if m, merr := meta.ListAccessor(list); merr == nil && m.GetContinue() == "" { // the last page
+		h.ok = true
+		h.listedAt = h.listStart
+	}
+	return list, nil
 }
 
 func (lw *trackingListWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	s := lw.source
+	s, h := lw.source, lw.health
 	opts.FieldSelector = lw.selector
-	w, err := lw.client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, opts)
+	w, err := lw.watch(ctx, opts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.watchGen++
+	h.watchGen++
 	if err != nil {
-		s.healthy = false
+		h.ok = false
 		return nil, err
 	}
-	s.healthy = !s.listedAt.IsZero()
-	tw := &trackedWatch{inner: w, ch: make(chan watch.Event), stopped: make(chan struct{}), gen: s.watchGen, source: s}
+	h.ok = !h.listedAt.IsZero()
+	tw := &trackedWatch{inner: w, ch: make(chan watch.Event), stopped: make(chan struct{}), gen: h.watchGen, source: s, health: h}
 	go tw.forward()
 	return tw, nil
 }
 
-// trackedWatch passes a watch's events on and marks the source unhealthy
-// when the watch ends or reports an error, unless a newer watch has opened.
+// trackedWatch passes a watch's events on and marks its health bad when the
+// watch ends or reports an error, unless a newer request has been made.
 type trackedWatch struct {
 	inner   watch.Interface
 	ch      chan watch.Event
@@ -226,6 +285,7 @@ type trackedWatch struct {
 	once    sync.Once
 	gen     uint64
 	source  *APIPodSource
+	health  *listHealth // guarded by source.mu
 }
 
 func (w *trackedWatch) ResultChan() <-chan watch.Event { return w.ch }
@@ -255,8 +315,8 @@ func (w *trackedWatch) forward() {
 func (w *trackedWatch) ended() {
 	s := w.source
 	s.mu.Lock()
-	if s.watchGen == w.gen {
-		s.healthy = false
+	if w.health.watchGen == w.gen {
+		w.health.ok = false
 	}
 	s.mu.Unlock()
 }

@@ -38,7 +38,7 @@ func TestAPIPodSourceRemembersDeletions(t *testing.T) {
 	pod := func(uid string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "ns", UID: k8stypes.UID("uid-" + uid)}}
 	}
-	s.listedAt = t0.Add(-time.Hour) // as a complete list would have set it
+	s.podHealth.listedAt = t0.Add(-time.Hour) // as a complete list would have set it
 	s.onDelete(pod("a"))
 	s.onDelete(cache.DeletedFinalStateUnknown{Key: "ns/b", Obj: pod("b")})
 	s.onDelete("not a pod")
@@ -47,16 +47,36 @@ func TestAPIPodSourceRemembersDeletions(t *testing.T) {
 	if diff := cmp.Diff(map[string]time.Time{"uid-a": t0, "uid-b": t0, "uid-c": t0.Add(time.Minute)}, s.deleted); diff != "" {
 		t.Errorf("deletions (-want +got):\n%s", diff)
 	}
-	// Pods with nothing left on the node are forgotten, and so are those
-	// a later complete list covers.
+	// Pods with nothing left on the node are forgotten.
 	s.Retain(map[string]bool{"uid-a": true, "uid-c": true})
 	if diff := cmp.Diff(map[string]time.Time{"uid-a": t0, "uid-c": t0.Add(time.Minute)}, s.deleted); diff != "" {
 		t.Errorf("after Retain (-want +got):\n%s", diff)
 	}
-	s.listedAt = t0.Add(ListSkew + 30*time.Second)
+	// A later complete list does not make the source forget a deletion
+	// while the pod has something on the node: the kubelet may still be
+	// terminating it, and the view must not take it for a pod it never
+	// listed.
+	s.podHealth.listedAt = t0.Add(ListSkew + 30*time.Second)
 	s.Retain(map[string]bool{"uid-a": true, "uid-c": true})
-	if diff := cmp.Diff(map[string]time.Time{"uid-c": t0.Add(time.Minute)}, s.deleted); diff != "" {
+	if diff := cmp.Diff(map[string]time.Time{"uid-a": t0, "uid-c": t0.Add(time.Minute)}, s.deleted); diff != "" {
 		t.Errorf("after a newer list (-want +got):\n%s", diff)
+	}
+	if v := s.View(t0); v.Node != "n1" {
+		t.Errorf("view of node %q, want n1", v.Node)
+	}
+}
+
+func TestSlimNodeKeepsItsIdentity(t *testing.T) {
+	in := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid", ResourceVersion: "7", Labels: map[string]string{"kubernetes.io/hostname": "n1"}},
+		Status:     corev1.NodeStatus{Images: []corev1.ContainerImage{{Names: []string{"big"}, SizeBytes: 1 << 30}}},
+	}
+	got, err := slimNode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "node-uid", ResourceVersion: "7"}}, got); diff != "" {
+		t.Errorf("slimNode (-want +got):\n%s", diff)
 	}
 }
 

@@ -5,9 +5,14 @@ import "time"
 // Why a PodView cannot say that a pod is gone. They are log values and the
 // value of Plan.PodView.Reason.
 const (
-	ViewNotSynced   = "not_synced"  // the informer has not listed pods yet
-	ViewUnreachable = "unreachable" // the last list or watch of pods failed
+	ViewNotSynced   = "not_synced"  // the informers have not listed pods and the Node yet
+	ViewUnreachable = "unreachable" // the last list or watch of pods or of the Node failed
 	ViewNodeOnly    = "node_only"   // no API access at all
+	// ViewNodeNotFound: no Node object has the name the source watches pods
+	// for. The name is not the one the node's kubelet registered (wrong
+	// nodeName or host name), or the Node was deleted: the informer would
+	// list no pod and every pod would look gone.
+	ViewNodeNotFound = "node_not_found"
 )
 
 // PodView is a snapshot of which pods exist, as the policy sees them. It is
@@ -22,8 +27,11 @@ const (
 // the Pod exists in the API, so a pod the list did not return whose content
 // predates the list was deleted.
 type PodView struct {
-	// Authoritative says the view comes from a synced informer whose last
-	// list or watch request succeeded. When false no pod is ever gone.
+	// Node is the node name the view is for; empty in node-only mode.
+	Node string
+	// Authoritative says the view comes from synced informers whose last
+	// list or watch requests succeeded, and that the Node of its name
+	// exists. When false no pod is ever gone.
 	Authoritative bool
 	// Reason says why the view is not authoritative (View* constants).
 	Reason string
