@@ -290,9 +290,25 @@ func (m *Manager) logViewChange(p *Plan) {
 	case p.PodsAuthoritative:
 	case reason == ViewNodeOnly:
 		// Said once by NewManager.
+	case reason == ViewNodeNotFound:
+		klog.InfoS("Container GC assumes every pod exists: no Node has this node's name; is it the name the kubelet registered?",
+			"node", p.PodsNode)
+	case reason == ViewDisagrees:
+		klog.InfoS("Container GC assumes every pod exists: the API server does not list pods that run on this node; is this node's name the one the kubelet registered?",
+			"node", p.PodsNode, "missingPods", len(p.PodsMissing), "examples", examplePods(p.PodsMissing))
 	default:
 		klog.InfoS("Container GC assumes every pod exists: nothing is removed because its pod is gone", "reason", reason)
 	}
+}
+
+// examplePods names the first few pods of refs.
+func examplePods(refs []PodRef) []string {
+	const few = 5
+	out := make([]string, 0, min(len(refs), few))
+	for _, r := range refs[:min(len(refs), few)] {
+		out = append(out, r.String())
+	}
+	return out
 }
 
 func (m *Manager) record(r *Report) {

@@ -268,3 +268,26 @@ func TestListFailureFailsTheRun(t *testing.T) {
 		t.Errorf("errors{list_runtime} = %v, want 1", got)
 	}
 }
+
+// TestViewThatDisagreesIsNotAuthoritative: a pod view that lacks a pod
+// whose sandbox is ready (a wrong node name) removes nothing as pod_gone,
+// and the pod view metric says so; the plan names the missing pod.
+func TestViewThatDisagreesIsNotAuthoritative(t *testing.T) {
+	f := newManagerFixture(t)
+	f.pods.view = with(live(), func(v *PodView) { v.Node = "wrong" })
+	m := f.manager(t, nil)
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"p/app/0:per_container_limit", "p/app/1:per_container_limit"}, planIDs(r.Plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	if r.Plan.PodsReason != ViewDisagrees || r.Plan.PodsNode != "wrong" ||
+		!cmp.Equal(r.Plan.PodsMissing, []PodRef{{UID: "p", Namespace: "ns", Name: "p"}}) {
+		t.Errorf("plan pod view: reason %q, node %q, missing %v; want %q, wrong, [p]", r.Plan.PodsReason, r.Plan.PodsNode, r.Plan.PodsMissing, ViewDisagrees)
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
+		t.Errorf("pod view authoritative = %v, want 0", got)
+	}
+}

@@ -22,13 +22,25 @@ type planner struct {
 
 	static   map[string]bool      // pod UIDs of static pods
 	newest   map[string]time.Time // pod UID -> newest creation on the node
+	oldest   map[string]time.Time // pod UID -> oldest creation of its sandboxes and containers
+	running  map[string]bool      // pod UIDs with a ready sandbox or a running container
+	refs     map[string]PodRef    // pod UID -> its namespace and name, from the labels
 	removed  map[string]bool      // container IDs the plan removes
 	podStays map[string]bool      // pod UIDs that keep a container or sandbox
+
+	newestDead map[unit]*Container // the instance of each unit that is never removed while its pod lives
+	protected  map[*Container]bool // newest dead instances kept although a limit or maxAge would remove them
 }
 
 // Plan decides, for the node as given and the pods the view says exist, at
 // time now, what to remove and what to keep. It is a pure function: it reads
 // no clock and does no I/O.
+//
+// The pod view must agree with the runtime: a pod with a ready sandbox or a
+// running container is never gone, and if the view lacks such a pod (not
+// static, not seen deleted) whose oldest sandbox or container predates the
+// view's last complete list, the view is not this node's and the plan
+// treats it as not authoritative (PodsReason ViewDisagrees, PodsMissing).
 //
 // Containers, with kubelet's rules: evictable are managed containers that
 // are not running and at least minAge old; the evictable containers of a
@@ -49,13 +61,17 @@ type planner struct {
 func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
 	pl := &planner{
 		p: p, pods: pods, now: now,
-		plan:     &Plan{Now: now, PodsAuthoritative: pods.Authoritative, PodsReason: pods.Reason},
+		plan:     &Plan{Now: now, PodsAuthoritative: pods.Authoritative, PodsReason: pods.Reason, PodsNode: pods.Node},
 		static:   map[string]bool{},
 		newest:   map[string]time.Time{},
+		oldest:   map[string]time.Time{},
+		running:  map[string]bool{},
+		refs:     map[string]PodRef{},
 		removed:  map[string]bool{},
 		podStays: map[string]bool{},
 	}
 	pl.index(node)
+	pl.agree()
 	pl.containers(node.Containers)
 	pl.sandboxes(node.Sandboxes, node.Containers)
 	pl.logDirs(node.LogDirs)
@@ -64,40 +80,94 @@ func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
 	return pl.plan
 }
 
-// index records, per pod, whether it is static and its newest creation time.
+// index records, per pod, whether it is static, whether it runs, its name,
+// and its newest and oldest creation times.
 func (pl *planner) index(node NodeState) {
-	seen := func(uid string, t time.Time) {
+	seen := func(uid, ns, name string, t time.Time) {
 		if t.After(pl.newest[uid]) {
 			pl.newest[uid] = t
+		}
+		if o, ok := pl.oldest[uid]; !t.IsZero() && (!ok || t.Before(o)) {
+			pl.oldest[uid] = t
+		}
+		if _, ok := pl.refs[uid]; !ok {
+			pl.refs[uid] = PodRef{UID: uid, Namespace: ns, Name: name}
 		}
 	}
 	for _, s := range node.Sandboxes {
 		if !s.Managed {
 			continue
 		}
-		seen(s.PodUID, s.CreatedAt)
+		seen(s.PodUID, s.PodNamespace, s.PodName, s.CreatedAt)
 		if s.Source != "" && s.Source != SourceAPI {
 			pl.static[s.PodUID] = true
 		}
+		if s.Ready {
+			pl.running[s.PodUID] = true
+		}
 	}
 	for _, c := range node.Containers {
-		if c.Managed {
-			seen(c.PodUID, c.CreatedAt)
+		if !c.Managed {
+			continue
+		}
+		seen(c.PodUID, c.PodNamespace, c.PodName, c.CreatedAt)
+		if c.State == StateRunning {
+			pl.running[c.PodUID] = true
 		}
 	}
 	for _, d := range node.LogDirs {
-		seen(d.PodUID, d.ModTime)
+		if d.ModTime.After(pl.newest[d.PodUID]) {
+			pl.newest[d.PodUID] = d.ModTime
+		}
 	}
 }
 
-// gone says whether the pod uid no longer exists; when it does, why it is
-// kept (a Keep* reason).
+// agree checks an authoritative view against the runtime: a pod that runs
+// here, is not static, and was neither listed nor seen deleted although
+// something of it predates the view's last complete list, should have been
+// in that list. The kubelet runs only pods bound to its node, which exist in
+// the API before anything of theirs is created on the node; a pod deleted
+// while it runs stays in the API until the kubelet has stopped it, unless it
+// was force-deleted (then it disagrees only until the kubelet stops it). So
+// such a pod means the view is not this node's (a wrong node name: another
+// node's pods, or none): the plan then treats it as not authoritative. Any
+// creation time dates the pod, so the oldest is used: a pod whose container
+// just restarted is not taken for a new one.
+func (pl *planner) agree() {
+	v := pl.pods
+	if !v.Authoritative {
+		return
+	}
+	var missing []PodRef
+	for uid := range pl.running {
+		if pl.static[uid] || v.Live[uid] || v.Deleted[uid] {
+			continue
+		}
+		if since, ok := pl.oldest[uid]; !ok || !since.Before(v.ListedAt) {
+			continue // created after the list: the cache may lag
+		}
+		missing = append(missing, pl.refs[uid])
+	}
+	if len(missing) == 0 {
+		return
+	}
+	slices.SortFunc(missing, func(a, b PodRef) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.UID, b.UID))
+	})
+	pl.pods.Authoritative, pl.pods.Reason = false, ViewDisagrees
+	pl.plan.PodsAuthoritative, pl.plan.PodsReason, pl.plan.PodsMissing = false, ViewDisagrees, missing
+}
+
+// gone says whether the pod uid no longer exists; when it does not, why it
+// is kept (a Keep* reason).
 func (pl *planner) gone(uid string) (bool, string) {
 	switch {
 	case !pl.pods.Authoritative:
 		return false, KeepPodsUnknown
 	case pl.static[uid]:
 		return false, KeepStaticPod
+	case pl.running[uid]:
+		return false, KeepPodRunning
 	case pl.pods.Gone(uid, pl.newest[uid]):
 		return true, ""
 	default:

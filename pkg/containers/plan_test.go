@@ -144,16 +144,16 @@ func TestPlanLogs(t *testing.T) {
 				RemoveLogDirs: []string{"ns_gone_gone:pod_gone"}, KeepLogDirs: []string{"ns_p_p:pod_live"},
 			},
 		},
-		"the log directory of a gone pod stays while the pod still runs something": {
+		"the log directory of a deleted pod stays while the pod still runs something": {
 			node: NodeState{
 				Containers: []Container{ctr("gone", "a", 0, StateRunning, 2*time.Hour)},
 				Sandboxes:  []Sandbox{sbx("gone", 0, true, 2*time.Hour)},
 				LogDirs:    []PodLogDir{dir("ns_gone_gone", "gone", 2*time.Hour)},
 			},
-			pods: live(),
+			pods: with(live(), func(v *PodView) { v.Deleted = map[string]bool{"gone": true} }),
 			want: summary{
 				Keep: []string{"gone/a/0:running"}, KeepSandboxes: []string{"gone/sb0:ready"},
-				KeepLogDirs: []string{"ns_gone_gone:pod_active"},
+				KeepLogDirs: []string{"ns_gone_gone:pod_running"},
 			},
 		},
 		"an orphan log directory older than the list goes; a newer one stays": {
@@ -203,7 +203,7 @@ func TestNewPolicyRejectsBadConfig(t *testing.T) {
 			c.MinAge, c.MaxAge = &metav1.Duration{Duration: time.Hour}, &metav1.Duration{Duration: time.Minute}
 		},
 		"unknown age reference": func(c *config.ContainerGCConfiguration) { c.MinAgeFrom = "Started" },
-		// SPEC §8: the newest dead container of a live pod's container stays.
+		// The newest dead container of a live pod's container stays.
 		"zero dead containers per pod container": func(c *config.ContainerGCConfiguration) { c.MaxPerPodContainer = ptr.To[int32](0) },
 	}
 	for name, mutate := range cases {

@@ -13,6 +13,10 @@ const (
 	// nodeName or host name), or the Node was deleted: the informer would
 	// list no pod and every pod would look gone.
 	ViewNodeNotFound = "node_not_found"
+	// ViewDisagrees: the view lacks pods the runtime runs although its last
+	// complete list should have returned them (Plan.PodsMissing names them).
+	// Set by Policy.Plan, not by a source.
+	ViewDisagrees = "disagrees_with_runtime"
 )
 
 // PodView is a snapshot of which pods exist, as the policy sees them. It is

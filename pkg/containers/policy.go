@@ -38,6 +38,7 @@ const (
 	KeepHasContainers = "has_containers" // a sandbox some remaining container belongs to
 	KeepNewestSandbox = "newest"         // the newest sandbox of a live pod
 	KeepPodLive       = "pod_live"       // the pod exists (or is newer than the view's last list)
+	KeepPodRunning    = "pod_running"    // the pod has a ready sandbox or a running container: never gone
 	KeepStaticPod     = "static_pod"     // a static pod: only its kubelet knows whether it still exists
 	KeepPodsUnknown   = "pods_unknown"   // the pod view is not authoritative
 	KeepPodActive     = "pod_active"     // log directory of a gone pod that still has containers or sandboxes
@@ -87,6 +88,14 @@ func NewPolicy(cfg config.ContainerGCConfiguration) (*Policy, error) {
 // then must be read (Container.FinishedAt).
 func (p *Policy) AgesFromExit() bool { return p.fromExit }
 
+// PodRef names a pod on the node, from the kubelet's labels.
+type PodRef struct {
+	UID, Namespace, Name string
+}
+
+// String is namespace/name (UID).
+func (r PodRef) String() string { return r.Namespace + "/" + r.Name + " (" + r.UID + ")" }
+
 // ContainerDecision is what the plan does with one container, and why.
 type ContainerDecision struct {
 	Container Container
@@ -123,8 +132,17 @@ type Plan struct {
 	Now time.Time
 	// PodsAuthoritative and PodsReason describe the pod view the plan was
 	// made with: without authority nothing is removed as ReasonPodGone.
+	// PodsReason is a View* constant when PodsAuthoritative is false.
 	PodsAuthoritative bool
 	PodsReason        string
+	// PodsNode is the node name of the pod view; empty in node-only mode.
+	PodsNode string
+	// PodsMissing lists, when PodsReason is ViewDisagrees, the pods the
+	// runtime runs (a ready sandbox or a running container) that the view
+	// lacks although its last complete list should have returned them:
+	// evidence that the view is not this node's (a wrong node name). Sorted
+	// by namespace, name and UID.
+	PodsMissing []PodRef
 
 	RemoveContainers, KeepContainers []ContainerDecision
 	RemoveSandboxes, KeepSandboxes   []SandboxDecision

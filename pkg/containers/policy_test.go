@@ -222,7 +222,7 @@ func TestPlanKubeletParity(t *testing.T) {
 			// 6 dead > 2: max(1, 2/3) = 1 per unit leaves 3. The kubelet
 			// would then remove the oldest of those (p/a/1), but it is the
 			// newest dead instance of a live pod's container: it stays
-			// (SPEC §8), and the node ends above maxContainers.
+			// (see doc.go), and the node ends above maxContainers.
 			mutate: limits(-1, 2),
 			node: NodeState{Containers: []Container{
 				dead("p", "a", 0, 5*time.Hour), dead("p", "a", 1, 4*time.Hour),
@@ -283,20 +283,20 @@ func TestPlanKubeletParity(t *testing.T) {
 			},
 		},
 		"pod gone: every evictable container and every inactive sandbox go, whatever the limits": {
+			// A pod that still runs something is not gone: see
+			// TestPlanPodViewAgreesWithRuntime.
 			mutate: limits(5, -1),
 			node: NodeState{
-				Containers: slices.Concat(restarts("gone", "app", 3), []Container{ctr("gone", "web", 0, StateRunning, time.Hour)}),
+				Containers: restarts("gone", "app", 3),
 				Sandboxes: []Sandbox{
-					sbx("gone", 0, false, 9*time.Hour), sbx("gone", 1, false, 8*time.Hour), sbx("gone", 2, true, 7*time.Hour),
+					sbx("gone", 0, false, 9*time.Hour), sbx("gone", 1, false, 8*time.Hour),
 					with(sbx("gone", 3, false, 6*time.Hour), func(s *Sandbox) { s.ID = "gone/sb-web" }),
 				},
 			},
 			pods: live(),
 			want: summary{
 				Remove:          []string{"gone/app/0:pod_gone", "gone/app/1:pod_gone", "gone/app/2:pod_gone"},
-				Keep:            []string{"gone/web/0:running"},
-				RemoveSandboxes: []string{"gone/sb-web:pod_gone", "gone/sb1:pod_gone"},
-				KeepSandboxes:   []string{"gone/sb0:has_containers", "gone/sb2:ready"},
+				RemoveSandboxes: []string{"gone/sb-web:pod_gone", "gone/sb0:pod_gone", "gone/sb1:pod_gone"},
 			},
 		},
 		"pod gone still honours min age": {

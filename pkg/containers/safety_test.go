@@ -1,0 +1,184 @@
+package containers
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// viewCase is a plan case that also says what the plan must say of the pod
+// view it was made with.
+type viewCase struct {
+	planCase
+	authoritative bool
+	reason        string
+	missing       []PodRef
+}
+
+func runViewCases(t *testing.T, cases map[string]viewCase) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			plan := policyFor(t, tc.mutate).Plan(tc.node, tc.pods, t0)
+			if diff := cmp.Diff(tc.want, summarize(plan)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			if plan.PodsAuthoritative != tc.authoritative || plan.PodsReason != tc.reason {
+				t.Errorf("plan pod view: authoritative %v, reason %q; want %v, %q",
+					plan.PodsAuthoritative, plan.PodsReason, tc.authoritative, tc.reason)
+			}
+			if diff := cmp.Diff(tc.missing, plan.PodsMissing); diff != "" {
+				t.Errorf("pods missing from the view (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// finished is a pod ("fin") whose sandbox is stopped and whose only
+// container exited two hours before t0, with its log directory: gone from
+// an authoritative view that does not list it.
+func finished() NodeState {
+	return NodeState{
+		Containers: []Container{dead("fin", "app", 0, 2*time.Hour)},
+		Sandboxes:  []Sandbox{sbx("fin", 0, false, 2*time.Hour)},
+		LogDirs:    []PodLogDir{{Name: "ns_fin_fin", PodUID: "fin", ModTime: t0.Add(-2 * time.Hour)}},
+	}
+}
+
+// plus returns a with b's containers, sandboxes and log directories added.
+func plus(a, b NodeState) NodeState {
+	a.Containers = append(append([]Container(nil), a.Containers...), b.Containers...)
+	a.Sandboxes = append(append([]Sandbox(nil), a.Sandboxes...), b.Sandboxes...)
+	a.LogDirs = append(append([]PodLogDir(nil), a.LogDirs...), b.LogDirs...)
+	return a
+}
+
+var finishedGone = summary{
+	Remove: []string{"fin/app/0:pod_gone"}, RemoveSandboxes: []string{"fin/sb0:pod_gone"}, RemoveLogDirs: []string{"ns_fin_fin:pod_gone"},
+}
+
+var finishedKept = summary{
+	Keep: []string{"fin/app/0:within_limit"}, KeepSandboxes: []string{"fin/sb0:has_containers"}, KeepLogDirs: []string{"ns_fin_fin:pods_unknown"},
+}
+
+// merge adds b's entries to a, sorted as summarize sorts them.
+func merge(a, b summary) summary {
+	return a.add(b)
+}
+
+func (s summary) add(o summary) summary {
+	cat := func(x, y []string) []string {
+		out := append(append([]string(nil), x...), y...)
+		if len(out) == 0 {
+			return nil
+		}
+		slices.Sort(out)
+		return out
+	}
+	return summary{
+		Remove: cat(s.Remove, o.Remove), Keep: cat(s.Keep, o.Keep),
+		RemoveSandboxes: cat(s.RemoveSandboxes, o.RemoveSandboxes), KeepSandboxes: cat(s.KeepSandboxes, o.KeepSandboxes),
+		RemoveLogDirs: cat(s.RemoveLogDirs, o.RemoveLogDirs), KeepLogDirs: cat(s.KeepLogDirs, o.KeepLogDirs),
+		RemoveLinks: cat(s.RemoveLinks, o.RemoveLinks), KeepLinks: cat(s.KeepLinks, o.KeepLinks),
+	}
+}
+
+// TestPlanPodViewAgreesWithRuntime: a synced, reachable view that lacks pods
+// the runtime runs (a wrong node name: the informer lists nobody's pods, or
+// another node's) is not authoritative, so nothing goes as pod_gone; a pod
+// with a ready sandbox or a running container is never gone.
+func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
+	running := func(pod string, age time.Duration) NodeState {
+		return NodeState{
+			Containers: []Container{ctr(pod, "app", 0, StateRunning, age)},
+			Sandboxes:  []Sandbox{sbx(pod, 0, true, age)},
+		}
+	}
+	disagrees := func(want summary) viewCase {
+		return viewCase{planCase: planCase{want: want}, reason: ViewDisagrees, missing: []PodRef{{UID: "run", Namespace: "ns", Name: "run"}}}
+	}
+	agrees := func(want summary) viewCase {
+		return viewCase{planCase: planCase{want: want}, authoritative: true}
+	}
+	cases := map[string]viewCase{}
+	add := func(name string, c viewCase, node NodeState, pods PodView) {
+		c.node, c.pods = node, pods
+		cases[name] = c
+	}
+	add("a pod running in the runtime but absent from a synced view: nothing goes as pod_gone",
+		disagrees(merge(finishedKept, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})),
+		plus(finished(), running("run", 3*time.Hour)), live())
+	add("a running container in a sandbox that is not ready counts too",
+		disagrees(merge(finishedKept, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:has_containers"}})),
+		plus(finished(), NodeState{
+			Containers: []Container{ctr("run", "app", 0, StateRunning, 3*time.Hour)},
+			Sandboxes:  []Sandbox{sbx("run", 0, false, 3*time.Hour)},
+		}), live())
+	add("a ready sandbox without containers counts too",
+		disagrees(merge(finishedKept, summary{KeepSandboxes: []string{"run/sb0:ready"}})),
+		plus(finished(), NodeState{Sandboxes: []Sandbox{sbx("run", 0, true, 3*time.Hour)}}), live())
+	add("another node's pods in the view do not make it agree",
+		disagrees(merge(finishedKept, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})),
+		plus(finished(), running("run", 3*time.Hour)), live("elsewhere-1", "elsewhere-2"))
+	add("a running pod newer than the view's list is not a disagreement: the cache may lag",
+		agrees(merge(finishedGone, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})),
+		plus(finished(), running("run", 30*time.Minute)), with(live(), func(v *PodView) { v.ListedAt = t0.Add(-time.Hour) }))
+	add("a pod is dated by the oldest thing it has on the node: a new sandbox does not hide an old pod",
+		disagrees(merge(finishedKept, summary{
+			Keep: []string{"run/app/0:within_limit", "run/app/1:running"}, KeepSandboxes: []string{"run/sb0:has_containers", "run/sb1:ready"},
+		})),
+		plus(finished(), NodeState{
+			Containers: []Container{dead("run", "app", 0, 3*time.Hour), with(ctr("run", "app", 1, StateRunning, 10*time.Minute),
+				func(c *Container) { c.SandboxID = "run/sb1" })},
+			Sandboxes: []Sandbox{sbx("run", 0, false, 3*time.Hour), sbx("run", 1, true, 10*time.Minute)},
+		}), with(live(), func(v *PodView) { v.ListedAt = t0.Add(-time.Hour) }))
+	add("a deleted pod the kubelet still terminates does not make the view disagree, and is not gone while it runs",
+		agrees(merge(finishedGone, summary{
+			Remove:        []string{"term/app/0:per_container_limit"},
+			Keep:          []string{"term/app/1:within_limit", "term/web/0:running"},
+			KeepSandboxes: []string{"term/sb0:ready"}, KeepLogDirs: []string{"ns_term_term:pod_running"},
+		})),
+		plus(finished(), NodeState{
+			Containers: append(restarts("term", "app", 2), ctr("term", "web", 0, StateRunning, 3*time.Hour)),
+			Sandboxes:  []Sandbox{sbx("term", 0, true, 3*time.Hour)},
+			LogDirs:    []PodLogDir{{Name: "ns_term_term", PodUID: "term", ModTime: t0.Add(-3 * time.Hour)}},
+		}), with(live(), func(v *PodView) { v.Deleted = map[string]bool{"term": true} }))
+	add("a deleted pod whose containers all exited but whose sandbox is still ready is not gone",
+		agrees(merge(finishedGone, summary{
+			Remove: []string{"term/app/0:per_container_limit"}, Keep: []string{"term/app/1:within_limit"},
+			KeepSandboxes: []string{"term/sb0:ready"},
+		})),
+		plus(finished(), NodeState{Containers: restarts("term", "app", 2), Sandboxes: []Sandbox{sbx("term", 0, true, 3*time.Hour)}}),
+		with(live(), func(v *PodView) { v.Deleted = map[string]bool{"term": true, "fin": true} }))
+	add("a static pod running without its mirror pod does not make the view disagree",
+		agrees(merge(finishedGone, summary{Keep: []string{"st/app/0:running"}, KeepSandboxes: []string{"st/sb0:ready"}})),
+		plus(finished(), NodeState{
+			Containers: []Container{ctr("st", "app", 0, StateRunning, 3*time.Hour)},
+			Sandboxes:  []Sandbox{with(sbx("st", 0, true, 3*time.Hour), func(s *Sandbox) { s.Source = "file" })},
+		}), live())
+	add("what the kubelet does not manage does not count",
+		agrees(merge(finishedGone, summary{Keep: []string{"plain:unmanaged"}, KeepSandboxes: []string{"plain-sb:unmanaged"}})),
+		plus(finished(), NodeState{
+			Containers: []Container{{ID: "plain", SandboxID: "plain-sb", State: StateRunning, CreatedAt: t0.Add(-3 * time.Hour)}},
+			Sandboxes:  []Sandbox{{ID: "plain-sb", Ready: true, CreatedAt: t0.Add(-3 * time.Hour)}},
+		}), live())
+	add("pods the view lists agree",
+		agrees(merge(finishedGone, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})),
+		plus(finished(), running("run", 3*time.Hour)), live("run"))
+	add("every missing pod is named, by namespace, name and UID",
+		viewCase{planCase: planCase{want: summary{
+			Keep:          []string{"a/app/0:running", "b/app/0:running", "c/app/0:running"},
+			KeepSandboxes: []string{"a/sb0:ready", "b/sb0:ready", "c/sb0:has_containers"},
+		}}, reason: ViewDisagrees, missing: []PodRef{{UID: "a", Namespace: "ns", Name: "a"}, {UID: "b", Namespace: "ns", Name: "b"}}},
+		plus(plus(running("b", 3*time.Hour), running("a", 3*time.Hour)), NodeState{
+			Containers: []Container{ctr("c", "app", 0, StateRunning, 3*time.Hour)},
+			Sandboxes:  []Sandbox{sbx("c", 0, false, 3*time.Hour)},
+		}), live("c"))
+	add("a view already not authoritative keeps its own reason",
+		viewCase{planCase: planCase{want: merge(finishedKept, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})},
+			reason: ViewNotSynced},
+		plus(finished(), running("run", 3*time.Hour)), PodView{Reason: ViewNotSynced})
+	runViewCases(t, cases)
+}
