@@ -64,11 +64,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"operation"}),
 		containersKept: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_container_gc_containers_kept",
-			Help: "Containers the last container GC plan kept, by reason (running, min_age, within_limit, newest_dead, unmanaged).",
+			Help: "Containers the last container GC plan kept, by reason (running, min_age, starting, within_limit, newest_dead, unmanaged).",
 		}, []string{"reason"}),
 		podsAuthoritative: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodegc_container_gc_pod_view_authoritative",
-			Help: "1 when the last container GC run knew which pods exist (synced, reachable API); 0 when every pod was assumed to exist.",
+			Help: "1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, and the pods the runtime runs are listed); 0 when every pod was assumed to exist.",
 		}),
 	}
 	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,

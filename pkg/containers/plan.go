@@ -43,13 +43,15 @@ type planner struct {
 // treats it as not authoritative (PodsReason ViewDisagrees, PodsMissing).
 //
 // Containers, with kubelet's rules: evictable are managed containers that
-// are not running and at least minAge old; the evictable containers of a
-// gone pod are all removed; the others are grouped by (pod UID, container
-// name) and each group keeps its maxPerPodContainer newest (by creation);
-// dead containers older than maxAge are removed except the newest dead one
-// of each group; when more than maxContainers remain, each group is cut to
-// max(1, maxContainers/groups), then the oldest on the node go until
-// maxContainers remain.
+// are not running, at least minAge old, and, if created but never started,
+// at least StartGrace old; the evictable containers of a gone pod are all
+// removed; the others are grouped by (pod UID, container name) and each
+// group keeps its maxPerPodContainer newest (by creation); dead containers
+// older than maxAge are removed; when more than maxContainers remain, each
+// group is cut to max(1, maxContainers/groups), then the oldest on the node
+// go until maxContainers remain. Whatever the limits and maxAge, the newest
+// dead instance of each group of a live pod stays (the newest that ran, or
+// if none ran, the newest created), and counts as one of the group's kept.
 //
 // Sandboxes: one is active while ready or while a container that stays
 // belongs to it. A gone pod loses every inactive sandbox; a live pod keeps
@@ -61,14 +63,16 @@ type planner struct {
 func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
 	pl := &planner{
 		p: p, pods: pods, now: now,
-		plan:     &Plan{Now: now, PodsAuthoritative: pods.Authoritative, PodsReason: pods.Reason, PodsNode: pods.Node},
-		static:   map[string]bool{},
-		newest:   map[string]time.Time{},
-		oldest:   map[string]time.Time{},
-		running:  map[string]bool{},
-		refs:     map[string]PodRef{},
-		removed:  map[string]bool{},
-		podStays: map[string]bool{},
+		plan:       &Plan{Now: now, PodsAuthoritative: pods.Authoritative, PodsReason: pods.Reason, PodsNode: pods.Node},
+		static:     map[string]bool{},
+		newest:     map[string]time.Time{},
+		oldest:     map[string]time.Time{},
+		running:    map[string]bool{},
+		refs:       map[string]PodRef{},
+		removed:    map[string]bool{},
+		podStays:   map[string]bool{},
+		newestDead: map[unit]*Container{},
+		protected:  map[*Container]bool{},
 	}
 	pl.index(node)
 	pl.agree()
@@ -222,7 +226,6 @@ func (pl *planner) removeContainer(c *Container, reason string) {
 
 func (pl *planner) containers(all []Container) {
 	units := map[unit][]*Container{}
-	newestDead := map[unit]*Container{}
 	for i := range all {
 		c := &all[i]
 		switch {
@@ -234,8 +237,12 @@ func (pl *planner) containers(all []Container) {
 			continue
 		}
 		key := unit{c.PodUID, c.Name}
-		if n := newestDead[key]; n == nil || deadFirst(c, n) < 0 {
-			newestDead[key] = c
+		if n := pl.newestDead[key]; n == nil || deadFirst(c, n) < 0 {
+			pl.newestDead[key] = c
+		}
+		if c.State == StateCreated && pl.now.Sub(c.CreatedAt) < max(pl.p.minAge, StartGrace) {
+			pl.keepContainer(c, KeepStarting)
+			continue
 		}
 		if age, known := pl.age(c); !known || age < pl.p.minAge {
 			pl.keepContainer(c, KeepMinAge)
@@ -255,17 +262,16 @@ func (pl *planner) containers(all []Container) {
 	if pl.p.maxPerPodContainer >= 0 {
 		pl.capUnits(units, pl.p.maxPerPodContainer, ReasonPerContainerLimit)
 	}
-	protected := map[*Container]bool{} // older than maxAge, kept as the newest dead
 	if pl.p.maxAge > 0 {
 		for key, cs := range units {
 			kept := cs[:0]
 			for _, c := range cs {
 				if age, _ := pl.age(c); age > pl.p.maxAge {
-					if c != newestDead[key] {
+					if c != pl.newestDead[key] {
 						pl.removeContainer(c, ReasonMaxAge)
 						continue
 					}
-					protected[c] = true
+					pl.protected[c] = true
 				}
 				kept = append(kept, c)
 			}
@@ -273,7 +279,7 @@ func (pl *planner) containers(all []Container) {
 		}
 	}
 	keep := func(c *Container) {
-		if protected[c] {
+		if pl.protected[c] {
 			pl.keepContainer(c, KeepNewestDead)
 			return
 		}
@@ -294,7 +300,7 @@ func (pl *planner) containers(all []Container) {
 				switch {
 				case i < limit:
 					keep(c)
-				case c == newestDead[unit{c.PodUID, c.Name}]:
+				case c == pl.newestDead[unit{c.PodUID, c.Name}]:
 					// Safety over the count: the newest dead container of a
 					// live pod's container stays, even above maxContainers.
 					pl.keepContainer(c, KeepNewestDead)
@@ -311,18 +317,33 @@ func (pl *planner) containers(all []Container) {
 	}
 }
 
-// capUnits keeps the newest n containers of every unit (sorted newest
-// first) and removes the rest for reason. Emptied units stay in the map:
-// the kubelet counts them when it shares the node limit.
+// capUnits keeps n (at least 1) containers of every unit (sorted newest
+// first) and removes the rest for reason. The kubelet keeps the n newest;
+// so does capUnits, unless the unit's newest dead instance is not among
+// them (newer instances were created but never started): then it keeps
+// that one and the n-1 newest. Emptied units stay in the map: the kubelet
+// counts them when it shares the node limit.
 func (pl *planner) capUnits(units map[unit][]*Container, n int, reason string) {
 	for key, cs := range units {
 		if len(cs) <= n {
 			continue
 		}
-		for _, c := range cs[n:] {
-			pl.removeContainer(c, reason)
+		p := pl.newestDead[key]
+		if i := slices.Index(cs, p); i < n {
+			for _, c := range cs[n:] {
+				pl.removeContainer(c, reason)
+			}
+			units[key] = cs[:n]
+			continue
 		}
-		units[key] = cs[:n]
+		pl.protected[p] = true
+		kept := append(slices.Clone(cs[:n-1]), p) // cs[:n-1] are newer than p: still newest first
+		for _, c := range cs[n-1:] {
+			if c != p {
+				pl.removeContainer(c, reason)
+			}
+		}
+		units[key] = kept
 	}
 }
 

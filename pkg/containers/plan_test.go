@@ -156,6 +156,18 @@ func TestPlanLogs(t *testing.T) {
 				KeepLogDirs: []string{"ns_gone_gone:pod_running"},
 			},
 		},
+		"the log directory of a gone pod stays while a container of it may be starting": {
+			node: NodeState{
+				Containers: []Container{ctr("gone", "a", 0, StateCreated, 10*time.Second)},
+				Sandboxes:  []Sandbox{sbx("gone", 0, false, 2*time.Hour)},
+				LogDirs:    []PodLogDir{dir("ns_gone_gone", "gone", 2*time.Hour)},
+			},
+			pods: with(live(), func(v *PodView) { v.Deleted = map[string]bool{"gone": true} }),
+			want: summary{
+				Keep: []string{"gone/a/0:starting"}, KeepSandboxes: []string{"gone/sb0:has_containers"},
+				KeepLogDirs: []string{"ns_gone_gone:pod_active"},
+			},
+		},
 		"an orphan log directory older than the list goes; a newer one stays": {
 			node: NodeState{LogDirs: []PodLogDir{dir("ns_old_u1", "u1", 2*time.Hour), dir("ns_new_u2", "u2", -time.Minute)}},
 			pods: live(),

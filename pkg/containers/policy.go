@@ -32,8 +32,9 @@ const (
 	KeepUnmanaged     = "unmanaged"      // no kubelet labels: never touched
 	KeepRunning       = "running"        // a running container
 	KeepMinAge        = "min_age"        // younger than minAge (or exit time unknown)
+	KeepStarting      = "starting"       // created, never started, younger than max(minAge, StartGrace): may be starting
 	KeepWithinLimit   = "within_limit"   // within the per-container and node limits
-	KeepNewestDead    = "newest_dead"    // older than maxAge, but the newest dead instance of a live pod's container
+	KeepNewestDead    = "newest_dead"    // the newest dead instance of a live pod's container, which a limit or maxAge would remove
 	KeepReady         = "ready"          // a ready sandbox
 	KeepHasContainers = "has_containers" // a sandbox some remaining container belongs to
 	KeepNewestSandbox = "newest"         // the newest sandbox of a live pod
@@ -44,6 +45,13 @@ const (
 	KeepPodActive     = "pod_active"     // log directory of a gone pod that still has containers or sandboxes
 	KeepNotExited     = "not_exited"     // dangling log link of a container that has not exited
 )
+
+// StartGrace is how long an instance created but never started is not
+// evictable, whatever minAge says (it is max(minAge, StartGrace)): the
+// kubelet creates a container, then starts it, and the runtime lists it as
+// created in between. An older one is a leftover (of a kubelet that crashed
+// between the two calls, or of a start that failed) and is evictable.
+const StartGrace = time.Minute
 
 // Policy is a validated container GC policy.
 type Policy struct {

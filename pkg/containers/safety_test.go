@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // viewCase is a plan case that also says what the plan must say of the pod
@@ -181,4 +184,116 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 			reason: ViewNotSynced},
 		plus(finished(), running("run", 3*time.Hour)), PodView{Reason: ViewNotSynced})
 	runViewCases(t, cases)
+}
+
+// TestPlanNewestExitedStays: whatever the limits, the newest instance that
+// ran of a live pod's container stays, and an instance created but never
+// started is not evictable while it may still be starting (the window
+// between CreateContainer and StartContainer).
+func TestPlanNewestExitedStays(t *testing.T) {
+	created := func(pod, name string, attempt uint32, age time.Duration) Container {
+		return ctr(pod, name, attempt, StateCreated, age)
+	}
+	// An exited instance two hours old and a newer one created age ago,
+	// never started.
+	pair := func(pod, name string, age time.Duration) []Container {
+		return []Container{dead(pod, name, 0, 2*time.Hour), created(pod, name, 1, age)}
+	}
+	minAge := func(d time.Duration, then func(*config.ContainerGCConfiguration)) func(*config.ContainerGCConfiguration) {
+		return func(c *config.ContainerGCConfiguration) {
+			then(c)
+			c.MinAge = &metav1.Duration{Duration: d}
+		}
+	}
+	runPlanCases(t, map[string]planCase{
+		"maxPerPodContainer 1: a newer instance being started does not displace the exited one": {
+			mutate: limits(1, -1),
+			node:   NodeState{Containers: pair("p", "app", 10*time.Second)},
+			pods:   live("p"),
+			want:   summary{Keep: []string{"p/app/0:within_limit", "p/app/1:starting"}},
+		},
+		"maxContainers 0: neither the exited one nor the one being started goes": {
+			mutate: limits(1, 0),
+			node:   NodeState{Containers: pair("p", "app", 10*time.Second)},
+			pods:   live("p"),
+			want:   summary{Keep: []string{"p/app/0:newest_dead", "p/app/1:starting"}},
+		},
+		"maxContainers 0 without a per-pod limit": {
+			mutate: limits(-1, 0),
+			node:   NodeState{Containers: pair("p", "app", 10*time.Second)},
+			pods:   live("p"),
+			want:   summary{Keep: []string{"p/app/0:newest_dead", "p/app/1:starting"}},
+		},
+		"just under the grace it is starting; just over it, a stale created instance goes and the exited one stays": {
+			mutate: limits(1, -1),
+			node:   NodeState{Containers: append(pair("p", "a", StartGrace-time.Second), pair("p", "b", StartGrace+time.Second)...)},
+			pods:   live("p"),
+			want: summary{
+				Remove: []string{"p/b/1:per_container_limit"},
+				Keep:   []string{"p/a/0:within_limit", "p/a/1:starting", "p/b/0:newest_dead"},
+			},
+		},
+		"maxContainers 0 past the grace: the stale created instance goes, the exited one stays": {
+			mutate: limits(-1, 0),
+			node:   NodeState{Containers: pair("p", "app", 2*time.Minute)},
+			pods:   live("p"),
+			want:   summary{Remove: []string{"p/app/1:node_limit"}, Keep: []string{"p/app/0:newest_dead"}},
+		},
+		"the grace is at least minAge": {
+			mutate: minAge(5*time.Minute, limits(1, -1)),
+			node:   NodeState{Containers: pair("p", "app", 3*time.Minute)},
+			pods:   live("p"),
+			want:   summary{Keep: []string{"p/app/0:within_limit", "p/app/1:starting"}},
+		},
+		"maxPerPodContainer 2 keeps the exited one and the newest other": {
+			mutate: limits(2, -1),
+			node: NodeState{Containers: append(restarts("p", "app", 3),
+				created("p", "app", 3, 2*time.Minute), created("p", "app", 4, 3*time.Minute))},
+			pods: live("p"),
+			want: summary{
+				Remove: []string{"p/app/0:per_container_limit", "p/app/1:per_container_limit", "p/app/4:per_container_limit"},
+				Keep:   []string{"p/app/2:newest_dead", "p/app/3:within_limit"},
+			},
+		},
+		"an instance in an unknown state counts as one that ran": {
+			mutate: limits(1, -1),
+			node:   NodeState{Containers: []Container{ctr("p", "app", 0, StateUnknown, time.Hour), created("p", "app", 1, 2*time.Minute)}},
+			pods:   live("p"),
+			want:   summary{Remove: []string{"p/app/1:per_container_limit"}, Keep: []string{"p/app/0:newest_dead"}},
+		},
+		"node limit shares: each unit keeps its exited instance, not its newer created one": {
+			mutate: limits(-1, 2),
+			node: NodeState{Containers: append(append(pair("p", "a", 2*time.Minute), pair("q", "b", 2*time.Minute)...),
+				dead("r", "c", 0, 2*time.Hour))},
+			pods: live("p", "q", "r"),
+			want: summary{
+				Remove: []string{"p/a/1:node_limit", "q/b/1:node_limit"},
+				Keep:   []string{"p/a/0:newest_dead", "q/b/0:newest_dead", "r/c/0:newest_dead"},
+			},
+		},
+		"a container with only a created instance: starting within the grace": {
+			mutate: limits(1, 0),
+			node:   NodeState{Containers: []Container{created("p", "app", 0, 30*time.Second)}},
+			pods:   live("p"),
+			want:   summary{Keep: []string{"p/app/0:starting"}},
+		},
+		"a container with only a created instance: past the grace it is the newest dead instance": {
+			mutate: limits(1, 0),
+			node:   NodeState{Containers: []Container{created("p", "app", 0, 2*time.Minute)}},
+			pods:   live("p"),
+			want:   summary{Keep: []string{"p/app/0:newest_dead"}},
+		},
+		"a gone pod's instance being started stays, and so does its log directory": {
+			node: NodeState{
+				Containers: pair("gone", "app", 10*time.Second),
+				Sandboxes:  []Sandbox{sbx("gone", 0, false, 2*time.Hour)},
+				LogDirs:    []PodLogDir{{Name: "ns_gone_gone", PodUID: "gone", ModTime: t0.Add(-2 * time.Hour)}},
+			},
+			pods: live(),
+			want: summary{
+				Remove: []string{"gone/app/0:pod_gone"}, Keep: []string{"gone/app/1:starting"},
+				KeepSandboxes: []string{"gone/sb0:has_containers"}, KeepLogDirs: []string{"ns_gone_gone:pod_active"},
+			},
+		},
+	})
 }
