@@ -8,19 +8,37 @@
 // its pod source, and hands both to Policy.Plan, a pure function of
 // (NodeState, PodView, now) that returns a Plan: what to remove and why
 // (pod_gone, per_container_limit, node_limit, max_age, superseded,
-// dangling), what is kept and why. Execute applies a plan; in dry-run it
+// dangling), what is kept and why, and whether the pod view could be
+// trusted (and if not, why). Execute applies a plan; in dry-run it
 // touches nothing and returns the plan's removals as its outcome.
+//
+// Container states, as this package uses the words:
+//   - running: CONTAINER_RUNNING. Never removed.
+//   - exited: CONTAINER_EXITED, the container's process ran and stopped
+//     (the runtime recorded its exit).
+//   - unknown: CONTAINER_UNKNOWN, the runtime lost track of it. It counts as
+//     an instance that ran (a container that was only created is reported
+//     as created), and it is stopped before it is removed, as the kubelet
+//     does.
+//   - created, never started: CONTAINER_CREATED. The kubelet creates a
+//     container and then starts it; in between, or forever if the kubelet
+//     crashed or the start failed, the runtime lists it as created.
+//   - dead: not running, i.e. exited, unknown or created. The instances of
+//     a container are grouped by (pod UID, container name); the newest dead
+//     instance of a group is the newest that ran (exited or unknown), or, if
+//     none ran, the newest created one, by creation time. It is what
+//     `kubectl logs --previous` and restart counts read.
 //
 // Kubelet parity:
 //   - Only containers with the kubelet's pod UID and container name labels,
 //     and sandboxes with its pod UID label, are considered.
-//   - Evictable containers are not running (exited, created or unknown) and
-//     were created at least minAge ago. They are grouped by (pod UID,
-//     container name). Every evictable container of a gone pod is removed;
-//     every other group keeps its maxPerPodContainer newest, by creation
-//     time. When more than maxContainers remain on the node, each group is
-//     cut to max(1, maxContainers/groups), then the oldest across the node go
-//     until maxContainers remain. Containers in an unknown state are stopped
+//   - Evictable containers are dead and were created at least minAge ago.
+//     They are grouped by (pod UID, container name). Every evictable
+//     container of a gone pod is removed; every other group keeps its
+//     maxPerPodContainer newest, by creation time. When more than
+//     maxContainers remain on the node, each group is cut to max(1,
+//     maxContainers/groups), then the oldest across the node go until
+//     maxContainers remain. Containers in an unknown state are stopped
 //     before removal. Like the kubelet, nodegc removes a container's log
 //     file (and its rotated siblings) and its /var/log/containers link
 //     right before the container.
@@ -33,34 +51,63 @@
 //     unless their container exists and has not exited (a running
 //     container's link dangles for a moment while its log rotates).
 //
+// Where nodegc deviates from the kubelet, for safety:
+//   - The newest dead instance of each group of a live pod is never
+//     removed, whatever maxPerPodContainer, maxContainers and maxAge say
+//     (maxPerPodContainer must be at least 1, or negative for no limit). It
+//     counts as one of the maxPerPodContainer (or node-limit share) kept:
+//     when newer instances were created but never started, the kubelet
+//     keeps those and removes the exited one; nodegc keeps the exited one
+//     and the newest others. In the node-wide pass it stays even when that
+//     leaves more than maxContainers dead containers, where the kubelet
+//     removes the oldest across the node whatever their group.
+//   - A created, never started instance younger than max(minAge,
+//     StartGrace) is not evictable (kept as "starting"): the kubelet may be
+//     about to start it. An older one is a leftover and is evictable, but
+//     never displaces the newest dead instance.
+//
 // Beyond the kubelet (options, off by default): minAgeFrom=Exited counts ages
 // (minimum and maximum) from the container's exit; maxAge removes dead
-// containers older than that, except the newest dead container of each
-// (pod, container name) (the newest that ran and stopped), which
-// `kubectl logs --previous` and restart counts need.
+// containers older than that, except the newest dead instance of each
+// group.
 //
-// Safety invariants (SPEC §8), each with a test:
+// Safety invariants, each with a test:
 //   - A running container is never removed: the policy keeps running
 //     containers, and the executor reads each container's status right
 //     before removing it and skips it if it runs by then (a created
 //     container may have been started since planning).
-//   - The newest dead container of a live pod's container is never removed
-//     (SPEC §8: kubectl logs --previous and restart counts need it):
-//     maxPerPodContainer must be at least 1 (or negative), age rules skip it,
-//     and the node-wide pass keeps it even when that leaves more than
-//     maxContainers dead containers, which the kubelet would not (it removes
-//     the oldest across the node whatever their group).
+//   - The newest dead instance of a live pod's container is never removed
+//     (kubectl logs --previous and restart counts need it), nor an instance
+//     created less than max(minAge, StartGrace) ago and never started.
 //   - Nothing is removed because its pod is gone unless the PodView is
-//     authoritative: the informer has synced and its last list or watch
-//     request succeeded (and the watch it opened is still open). Until then,
+//     authoritative: the pod and node informers have synced, their last list
+//     or watch requests succeeded (and the watches they opened are still
+//     open), and the Node object of the watched name exists. Until then,
 //     while the API server is unreachable, and in node-only mode (no API
 //     access; said once in the logs), every pod is assumed to exist. Count
 //     and age limits still apply.
+//   - The PodView must agree with the runtime (Policy.Plan checks it): if
+//     it lacks a pod the runtime runs (a ready sandbox or a running
+//     container; not static; not seen deleted) although something of that
+//     pod on the node predates the view's last complete list, the view is
+//     not this node's (a node name other than the one the kubelet
+//     registered, that names another Node) and the plan treats it as not
+//     authoritative (ViewDisagrees), naming the missing pods. The
+//     nodegc_container_gc_pod_view_authoritative metric is 0 and the change
+//     is logged while it lasts. A pod force-deleted from the API while it
+//     runs makes the view disagree until the kubelet has stopped it: that
+//     only delays collection. The check needs evidence: on a node where no
+//     pod has run since before the view's last list, a name that names
+//     another existing Node is not detected.
+//   - A pod with a ready sandbox or a running container is never gone, even
+//     when the watch saw it deleted: the kubelet is still terminating it.
 //   - "Gone" needs more than absence from the cache: the watch saw the pod
 //     deleted, or everything the pod has on the node (sandboxes, containers,
 //     log directory) predates the informer's last complete list, less
 //     ListSkew. A pod created after that list that a lagging or stalled
-//     watch has not delivered is therefore never taken for gone.
+//     watch has not delivered is therefore never taken for gone. A deletion
+//     the watch saw is remembered as long as the pod has anything on the
+//     node.
 //   - A gone pod's log directory is removed only once the plan leaves none
 //     of its containers or sandboxes on the node, and only if every removal
 //     of that pod succeeded; a sandbox is removed only if every container
@@ -82,6 +129,7 @@
 //
 // Concurrency: Manager runs one GC at a time (GarbageCollect returns
 // ErrRunInProgress otherwise) and owns its plan and outcome. An
-// APIPodSource's fields are written by its informer's goroutines and read by
-// View and Retain under one mutex; its cache is the informer's own.
+// APIPodSource's fields are written by its two informers' goroutines (pods
+// of the node, and the Node itself) and read by View and Retain under one
+// mutex; the caches are the informers' own.
 package containers
