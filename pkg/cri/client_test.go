@@ -279,11 +279,44 @@ func TestWatchContainerEventsUnsupported(t *testing.T) {
 	f := newFakeRuntime()
 	f.noEvents = true
 	c := dialFake(t, f, Options{})
-	err := c.WatchContainerEvents(t.Context(), nil, func(*runtimeapi.ContainerEventResponse) {
+	err := c.WatchContainerEvents(t.Context(), func() {
+		t.Error("a runtime without events taken as subscribed")
+	}, func(*runtimeapi.ContainerEventResponse) {
 		t.Error("handler called by a runtime without events")
 	})
 	if !errors.Is(err, ErrUnsupported) {
 		t.Errorf("WatchContainerEvents = %v, want ErrUnsupported", err)
+	}
+}
+
+// TestWatchContainerEventsSubscribedWithoutEvents: a runtime sends nothing
+// back before its first event; a stream that stays open counts as
+// subscribed after a moment, so that the caller lists what exists.
+func TestWatchContainerEventsSubscribedWithoutEvents(t *testing.T) {
+	c := dialFake(t, newFakeRuntime(), Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	connected := make(chan time.Time, 1)
+	began := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		done <- c.WatchContainerEvents(ctx, func() { connected <- time.Now() }, func(*runtimeapi.ContainerEventResponse) {
+			t.Error("event from a runtime that sent none")
+		})
+	}()
+	select {
+	case at := <-connected:
+		if d := at.Sub(began); d < subscribeSettle {
+			t.Errorf("connected after %v, before the stream could have been subscribed (%v)", d, subscribeSettle)
+		}
+	case err := <-done:
+		t.Fatalf("WatchContainerEvents ended: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("connected not called on an open, quiet stream")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("WatchContainerEvents after cancel = %v, want context.Canceled", err)
 	}
 }
 

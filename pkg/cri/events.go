@@ -5,39 +5,86 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
+// subscribeSettle is how long WatchContainerEvents waits, after opening the
+// stream, before it takes the runtime to have subscribed it when no event
+// came first. The runtime subscribes when it handles the request and sends
+// nothing back before the first event, so there is no earlier sign.
+const subscribeSettle = 500 * time.Millisecond
+
 // WatchContainerEvents streams container events (created, started, stopped,
 // deleted) to handle until ctx ends or the stream breaks. It blocks; the
-// stream has no deadline other than ctx. connected, if not nil, is called
-// once the stream is open, so that a caller can list what exists then. When the runtime does
-// not offer the stream (containerd 1.6 without it enabled), the error wraps
-// ErrUnsupported; callers then fall back to polling ListContainers.
+// stream has no deadline other than ctx.
+//
+// connected, if not nil, is called once when the runtime has subscribed the
+// stream (its first event arrived, or the stream stayed open for
+// subscribeSettle), so that a caller can then list what exists: every
+// change after that listing comes as an event. handle and connected run on
+// the goroutine that reads the stream and must return quickly: while they
+// run, the runtime's event queue fills, and containerd then blocks the
+// calls that publish events (CreateContainer, StartContainer).
+//
+// When the runtime does not offer the stream (containerd 1.6 without it
+// enabled), the error wraps ErrUnsupported; callers then poll
+// ListContainers.
 func (c *Client) WatchContainerEvents(ctx context.Context, connected func(), handle func(*runtimeapi.ContainerEventResponse)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stream, err := c.runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
 	if err != nil {
 		return classifyStreamError(err)
 	}
-	// A runtime that lacks the call says so on the first Recv, and one that
-	// has it may send nothing before its first event, so there is no earlier
-	// sign of acceptance: callers list after connected and reconcile
-	// periodically, which covers both.
-	if connected != nil {
-		connected()
+	type received struct {
+		ev  *runtimeapi.ContainerEventResponse
+		err error
+	}
+	events := make(chan received)
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			select {
+			case events <- received{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	settle := time.NewTimer(subscribeSettle)
+	defer settle.Stop()
+	subscribed := false
+	subscribe := func() {
+		if !subscribed {
+			subscribed = true
+			if connected != nil {
+				connected()
+			}
+		}
 	}
 	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-settle.C:
+			subscribe()
+		case r := <-events:
+			if r.err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return classifyStreamError(r.err)
 			}
-			return classifyStreamError(err)
+			subscribe()
+			handle(r.ev)
 		}
-		handle(ev)
 	}
 }
 

@@ -249,7 +249,14 @@ func TestEventsAgainstContainerd(t *testing.T) {
 					events <- ev
 				})
 			}()
-			<-connected
+			select {
+			case <-connected:
+			case err := <-done: // 1.6 without its event feature says so at once
+				if v == testbed.Containerd16 && errors.Is(err, cri.ErrUnsupported) {
+					return
+				}
+				t.Fatalf("WatchContainerEvents ended before it subscribed: %v", err)
+			}
 			podID, err := n.RunPod(ctx, node.PodSpec{Name: "events", Namespace: "default"})
 			if err != nil {
 				t.Fatal(err)
