@@ -110,6 +110,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	<-ctx.Done()
 	klog.InfoS("Shutting down: no new work; in-flight GC runs stop after their current removal", "timeout", opts.ShutdownTimeout)
+	status.watchdog.shutdown() // loops that stop now are not wedged
 	// The GC loops stop taking work at once. A removal in flight is
 	// cancelled with its context: CRI removals are idempotent, so an
 	// abandoned one is finished by the next run, and the executors never

@@ -11,4 +11,36 @@
 // workers to stop before the lease can expire for another instance; if they
 // do not stop in that window, the process exits rather than risk two
 // writers.
+//
+// Health. /healthz fails (500) when a node GC loop is wedged, so that the
+// kubelet's liveness probe restarts the agent; it answers from memory.
+// /readyz (503) says why the agent cannot work now: the runtime does not
+// answer (since when, and what the socket path holds), a GC loop is wedged
+// or could not start (which one, since when), the owner GC has not synced.
+// A loop (the image GC: its disk checks and sweeps; the container GC: its
+// runs) is wedged when
+//   - one iteration has neither started nor ended a runtime call for longer
+//     than the stall bound runtimeRequestTimeout + 1m. Every runtime call
+//     ends by runtimeRequestTimeout, and the minute covers the work between
+//     calls (planning, the 20s wait for the runtime's cleanup after image
+//     removals, statfs, removing log directories, reading containerd's
+//     content store), so the iteration is blocked on something without a
+//     deadline, or deadlocked. An iteration that keeps making calls is
+//     never wedged, however long it runs;
+//   - or no iteration began for longer than the loop's wait (containerGC.
+//     period; imageGC.diskCheckInterval, or period if shorter) plus the
+//     stall bound;
+//   - or its Run returned while the agent runs.
+//
+// With the defaults (runtimeRequestTimeout 2m) that is 3m without a runtime
+// call in an iteration, 4m without a container GC run, 3m10s without an
+// image GC disk check; the liveness probe adds up to a minute. The
+// iterations' calls are seen through cri.WithActivity on the context the
+// managers' Supervise hook gives each iteration; the image GC's usage
+// watcher and event stream run outside iterations and count for nothing.
+// A runtime that is down is no wedge: calls fail at once, the loops go on,
+// /readyz says so, and the CRI client redials the socket path until the
+// runtime is back (the DaemonSet mounts the socket's directory, so a
+// restarted runtime's new socket file is found); restarting the agent
+// would not help.
 package agent

@@ -36,15 +36,7 @@ func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *pro
 	if owner != nil {
 		metrics.Handle(ownergc.DebugGraphPath, owner.collector.DebugHandler())
 	}
-	health := http.NewServeMux()
-	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	health.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := st.ready(r.Context()); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	health := healthMux(st)
 
 	var servers []*server
 	listen := func(addr string, h http.Handler) error {
@@ -80,6 +72,28 @@ func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *pro
 		return nil, err
 	}
 	return servers, nil
+}
+
+// healthMux serves /healthz (500 while a GC loop is wedged: the kubelet's
+// liveness probe then restarts the agent) and /readyz (503 with every
+// reason the agent cannot work now).
+func healthMux(st *status) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := st.healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := st.ready(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
 }
 
 // shutdownServers stops the listeners within 2s of now; ctx may be done

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -29,6 +28,10 @@ type nodeGC struct {
 	events  *nodeEvents
 	status  *status
 	metrics *cri.Metrics
+	// Set by run: the connection to the runtime, and the watchdog's view
+	// of the image and container GC loops.
+	link                       *runtimeLink
+	imageWatch, containerWatch *loopWatch
 }
 
 func newNodeGC(opts Options, rc *rest.Config, reg prometheus.Registerer, events *nodeEvents, st *status) (*nodeGC, error) {
@@ -42,35 +45,58 @@ func newNodeGC(opts Options, rc *rest.Config, reg prometheus.Registerer, events 
 }
 
 func (n *nodeGC) run(ctx context.Context) {
-	n.status.setRuntimeCheck(func(context.Context) error { return errors.New("container runtime not connected yet") })
+	cfg := n.opts.Config
+	n.link = newRuntimeLink(cfg.ContainerRuntimeEndpoint, n.status.watchdog.clock)
+	n.status.setRuntimeCheck(func(context.Context) error {
+		return fmt.Errorf("container runtime not connected yet%s", n.link.explain())
+	})
 	c := n.connect(ctx)
 	if c == nil {
 		return
 	}
 	defer c.Close()
 	n.status.setRuntimeCheck(func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, RuntimeCheckTimeout)
 		defer cancel()
 		if _, err := c.Version(ctx); err != nil {
-			return fmt.Errorf("container runtime does not answer: %w", err)
+			return fmt.Errorf("container runtime does not answer%s: %w", n.link.explain(), err)
 		}
 		return nil
 	})
+	// Watched from here on, so that a manager's setup that never returns
+	// shows as a loop with no iteration. The image loop wakes every
+	// diskCheckInterval (or period, if shorter), the container loop every
+	// period.
+	timeout := cfg.RuntimeRequestTimeout.Duration
+	n.imageWatch = n.status.watchdog.add("image GC", min(cfg.ImageGC.DiskCheckInterval.Duration, cfg.ImageGC.Period.Duration), timeout)
+	n.containerWatch = n.status.watchdog.add("container GC", cfg.ContainerGC.Period.Duration, timeout)
 
 	imageGC, err := n.imageManager(ctx, c)
 	if err != nil {
 		klog.ErrorS(err, "Image GC cannot start; container GC goes on")
+		n.imageWatch.notStarted(err)
 	}
 	containerGC, err := n.containerManager(ctx, c)
 	if err != nil {
 		klog.ErrorS(err, "Container GC cannot start; image GC goes on")
+		n.containerWatch.notStarted(err)
 	}
 	var wg sync.WaitGroup
+	// Run returns only when ctx ends; if it returns before, the loop is
+	// dead and /healthz says so.
 	if imageGC != nil {
-		wg.Go(func() { _ = imageGC.Run(ctx) })
+		wg.Go(func() {
+			if err := imageGC.Run(ctx); ctx.Err() == nil {
+				n.imageWatch.stopped(err)
+			}
+		})
 	}
 	if containerGC != nil {
-		wg.Go(func() { _ = containerGC.Run(ctx) })
+		wg.Go(func() {
+			if err := containerGC.Run(ctx); ctx.Err() == nil {
+				n.containerWatch.stopped(err)
+			}
+		})
 	}
 	wg.Wait()
 }
@@ -82,7 +108,7 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 	for {
 		c, err := cri.Dial(ctx, cri.Options{
 			RuntimeEndpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
-			Timeout: cfg.RuntimeRequestTimeout.Duration, Metrics: n.metrics,
+			Timeout: cfg.RuntimeRequestTimeout.Duration, Metrics: n.metrics, OnConnectionChange: n.link.changed,
 		})
 		if err == nil {
 			v := c.RuntimeVersion()
@@ -127,6 +153,9 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client) (*images.Manag
 		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, Runtime: c, Disk: diskstats.NewReader(),
 		Registerer: n.reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport,
 	}
+	if n.imageWatch != nil {
+		opts.Supervise = n.imageWatch.iteration
+	}
 	if layers != nil {
 		opts.Layers = layers
 	}
@@ -143,6 +172,9 @@ func (n *nodeGC) containerManager(ctx context.Context, c *cri.Client) (*containe
 func (n *nodeGC) containerManagerWithPods(ctx context.Context, c *cri.Client) (*containers.Manager, *containers.APIPodSource, error) {
 	opts := containers.Options{
 		Config: n.opts.Config.ContainerGC, Runtime: c, Registerer: n.reg, OnRun: n.events.containerGCReport,
+	}
+	if n.containerWatch != nil {
+		opts.Supervise = n.containerWatch.iteration
 	}
 	var pods *containers.APIPodSource
 	if n.rest != nil {

@@ -6,11 +6,15 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 )
 
-// status is what /readyz and the leader metric report. Each part sets its
-// own piece; one lock guards it whole.
+// status is what /healthz, /readyz and the leader metric report. Each part
+// sets its own piece; one lock guards it whole. The watchdog, set at
+// creation, has its own locks.
 type status struct {
+	watchdog *watchdog
+
 	mu sync.Mutex
 	// runtime answers CRI Version; nil while node GC is off.
 	runtime func(context.Context) error
@@ -22,8 +26,10 @@ type status struct {
 	leader prometheus.Gauge
 }
 
-func newStatus(reg prometheus.Registerer) *status {
-	s := &status{leader: prometheus.NewGauge(prometheus.GaugeOpts{
+func newStatus(reg prometheus.Registerer) *status { return newStatusWithClock(reg, clock.RealClock{}) }
+
+func newStatusWithClock(reg prometheus.Registerer, clk clock.PassiveClock) *status {
+	s := &status{watchdog: newWatchdog(clk), leader: prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nodegc_owner_gc_leader",
 		Help: "1 while this instance holds the owner GC lease and runs the owner GC, else 0.",
 	})}
@@ -48,8 +54,13 @@ func (s *status) setLeading(leading bool, synced func() bool) {
 	s.leader.Set(v)
 }
 
+// healthy says whether the agent should go on running: no GC loop is
+// wedged (see watchdog). It answers from memory, at once.
+func (s *status) healthy() error { return s.watchdog.wedged() }
+
 // ready says whether the agent can do its work: the runtime answers (when
-// node GC runs) and, in the leader, the owner GC's informers have synced.
+// node GC runs), no GC loop is wedged and, in the leader, the owner GC's
+// informers have synced.
 func (s *status) ready(ctx context.Context) error {
 	s.mu.Lock()
 	runtime, leading, synced := s.runtime, s.leading, s.ownerSynced
@@ -59,6 +70,9 @@ func (s *status) ready(ctx context.Context) error {
 		if err := runtime(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := s.watchdog.notReady(); err != nil {
+		errs = append(errs, err)
 	}
 	if leading && synced != nil && !synced() {
 		errs = append(errs, errors.New("owner GC: informers not synced yet"))

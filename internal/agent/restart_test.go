@@ -1,0 +1,232 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
+)
+
+// probeSamples is what /healthz and /readyz answered over a stretch of
+// time.
+type probeSamples struct {
+	mu       sync.Mutex
+	healthz  []string // answers other than 200
+	readyz   []string // every 503 answer
+	polls    int
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// sampleProbes polls the agent's /healthz and /readyz every 100ms until
+// stopped.
+func sampleProbes(p *proc) *probeSamples {
+	s := &probeSamples{stop: make(chan struct{}), done: make(chan struct{})}
+	get := func(path string) (int, string) {
+		resp, err := http.Get(p.healthz + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	go func() {
+		defer close(s.done)
+		for {
+			hc, hb := get("/healthz")
+			rc, rb := get("/readyz")
+			s.mu.Lock()
+			s.polls++
+			if hc != http.StatusOK {
+				s.healthz = append(s.healthz, fmt.Sprintf("%d %s", hc, hb))
+			}
+			if rc == http.StatusServiceUnavailable {
+				s.readyz = append(s.readyz, rb)
+			}
+			s.mu.Unlock()
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return s
+}
+
+func (s *probeSamples) finish() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.done
+}
+
+// deadContainers makes n dead containers named c in pod, with increasing
+// attempts from first, and waits for them to have exited.
+func deadContainers(t *testing.T, n *node.Node, pod, image string, first, count uint32) []string {
+	t.Helper()
+	ctx := t.Context()
+	var ids []string
+	for a := first; a < first+count; a++ {
+		id, err := n.RunContainer(ctx, pod, node.ContainerSpec{Name: "c", Image: image, Args: []string{"exit", "1"}, Attempt: a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.WaitContainerState(ctx, id, runtimeapi.ContainerState_CONTAINER_EXITED, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// containersLeft returns which of ids the runtime still has.
+func containersLeft(ctx context.Context, n *node.Node, ids []string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := n.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, c := range resp.GetContainers() {
+		have[c.GetId()] = true
+	}
+	var left []string
+	for _, id := range ids {
+		if have[id] {
+			left = append(left, id)
+		}
+	}
+	return left, nil
+}
+
+// TestRuntimeRestartUnderAgent, for each real containerd: a running
+// `nodegc run` (node-only, container GC every second, one dead container
+// kept per pod and container name) collects dead containers; containerd is
+// killed (SIGKILL) and started again with a new socket file. While it is
+// down, /readyz says the runtime does not answer and since when, and
+// /healthz stays ok (a runtime that is down is no reason to restart the
+// agent). Once it is back, the same agent process collects again: of
+// three new dead containers, the two oldest are gone within two container
+// GC periods (and the time the client needs to redial, at most its 3s
+// backoff), the agent logs the loss and the return, and counts one
+// reconnect.
+func TestRuntimeRestartUnderAgent(t *testing.T) {
+	testbed.RequireRoot(t)
+	const period = time.Second
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			ctx := t.Context()
+			n := node.Start(t, node.Options{Version: v})
+			img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: "restart/exits", Tag: "v1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n.PullImage(ctx, img.Ref); err != nil {
+				t.Fatal(err)
+			}
+			pod, err := n.RunPod(ctx, node.PodSpec{Name: "dies", Namespace: "default"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := fmt.Sprintf(`apiVersion: nodegc.io/v1alpha1
+kind: NodeGCConfiguration
+containerRuntimeEndpoint: %s
+runtimeRequestTimeout: 10s
+stateDirectory: %s
+imageGC:
+  highThresholdPercent: 100
+containerGC:
+  period: %v
+  maxPerPodContainer: 1
+  podLogsDirectory: %s
+  containerLogsDirectory: %s
+`, n.Endpoint, t.TempDir(), period, t.TempDir(), t.TempDir())
+			p := startNodegc(t, "restart", cfg, "--owner-gc=off")
+			waitFor(t, "the agent to be ready", time.Minute, func() bool {
+				resp, err := http.Get(p.healthz + "/readyz")
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				return resp.StatusCode == http.StatusOK
+			})
+
+			// Working before the restart.
+			old := deadContainers(t, n, pod, img.Ref, 0, 3)
+			waitFor(t, "the two older dead containers removed before the restart", 30*time.Second, func() bool {
+				left, err := containersLeft(ctx, n, old)
+				return err == nil && len(left) == 1 && left[0] == old[2]
+			})
+
+			probes := sampleProbes(p)
+			defer probes.finish()
+			if err := n.Kill9(); err != nil {
+				t.Fatal(err)
+			}
+			// The runtime stays down until /readyz said so, and since when.
+			const downSince = "container runtime does not answer (connection lost at"
+			var said string
+			waitFor(t, "/readyz to say the runtime does not answer and since when", 30*time.Second, func() bool {
+				probes.mu.Lock()
+				defer probes.mu.Unlock()
+				for _, r := range probes.readyz {
+					if strings.Contains(r, downSince) {
+						said = r
+						return true
+					}
+				}
+				return false
+			})
+			if err := n.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			back := time.Now()
+			fresh := deadContainers(t, n, pod, img.Ref, 3, 3)
+			made := time.Now()
+			bound := 2*period + 3*time.Second
+			var left []string
+			waitFor(t, fmt.Sprintf("the two older of the new dead containers removed within %v", bound), bound, func() bool {
+				left, err = containersLeft(ctx, n, append(old[2:], fresh...))
+				return err == nil && len(left) == 1 && left[0] == fresh[2]
+			})
+			collected := time.Since(made)
+			probes.finish()
+
+			log, err := os.ReadFile(p.logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, msg := range []string{"Lost the connection to the container runtime", "Reconnected to the container runtime"} {
+				if !strings.Contains(string(log), msg) {
+					t.Errorf("the agent's log lacks %q", msg)
+				}
+			}
+			probes.mu.Lock()
+			defer probes.mu.Unlock()
+			if len(probes.healthz) > 0 {
+				t.Errorf("/healthz failed %d of %d times while the runtime was down or back; first: %s", len(probes.healthz), probes.polls, probes.healthz[0])
+			}
+			if got := p.metric("nodegc_cri_reconnects_total"); got != 1 {
+				t.Errorf("nodegc_cri_reconnects_total = %v after one restart, want 1", got)
+			}
+			if got := p.metric("nodegc_cri_connected"); got != 1 {
+				t.Errorf("nodegc_cri_connected = %v, want 1", got)
+			}
+			t.Logf("containerd %s killed and restarted: /readyz said %q; the new dead containers were made %v after containerd answered again, and collected %v later; /healthz ok in all %d polls",
+				v, said, made.Sub(back).Round(time.Millisecond), collected.Round(time.Millisecond), probes.polls)
+		})
+	}
+}

@@ -1,0 +1,195 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/nodegc/nodegc/pkg/cri"
+)
+
+// stallMargin is how long a GC iteration may work between two runtime calls
+// on something that is not a runtime call: planning, the wait for the
+// runtime's own cleanup after image removals (images.Options.SettleTimeout,
+// 20s), statfs, removing pod log directories, reading containerd's content
+// store for layer accounting. With runtimeRequestTimeout (the deadline of
+// every runtime call) it makes the stall bound; see the package comment.
+const stallMargin = time.Minute
+
+// watchdog follows the node's GC loops for /healthz and /readyz. Each loop
+// has a loopWatch; its lock guards it whole. The watchdog's own lock guards
+// the list and the shutdown flag.
+type watchdog struct {
+	clock clock.PassiveClock
+
+	mu       sync.Mutex
+	loops    []*loopWatch
+	stopping bool
+}
+
+func newWatchdog(clk clock.PassiveClock) *watchdog { return &watchdog{clock: clk} }
+
+// add starts watching a loop named name that waits at most wait between two
+// iterations and whose runtime calls have the deadline timeout.
+func (w *watchdog) add(name string, wait, timeout time.Duration) *loopWatch {
+	now := w.clock.Now()
+	lw := &loopWatch{name: name, wait: wait, timeout: timeout, clock: w.clock, owner: w, since: now}
+	w.mu.Lock()
+	w.loops = append(w.loops, lw)
+	w.mu.Unlock()
+	return lw
+}
+
+// shutdown says the agent is stopping: loops that stop now are not wedged.
+func (w *watchdog) shutdown() {
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
+}
+
+// wedged returns why loops are wedged now, or nil.
+func (w *watchdog) wedged() error {
+	w.mu.Lock()
+	loops, stopping := w.loops, w.stopping
+	w.mu.Unlock()
+	if stopping {
+		return nil
+	}
+	now := w.clock.Now()
+	var errs []error
+	for _, lw := range loops {
+		errs = append(errs, lw.wedged(now))
+	}
+	return errors.Join(errs...)
+}
+
+// notReady returns why loops do not work now: wedged, or never started.
+func (w *watchdog) notReady() error {
+	w.mu.Lock()
+	loops := w.loops
+	w.mu.Unlock()
+	var errs []error
+	for _, lw := range loops {
+		lw.mu.Lock()
+		if lw.startErr != nil {
+			errs = append(errs, fmt.Errorf("%s loop not running: %w", lw.name, lw.startErr))
+		}
+		lw.mu.Unlock()
+	}
+	return errors.Join(append(errs, w.wedged())...)
+}
+
+// loopWatch follows one GC loop: the loop runs each iteration through
+// iteration (the managers' Supervise hook), and every runtime call the
+// iteration makes reports through the iteration's context
+// (cri.WithActivity).
+type loopWatch struct {
+	name    string
+	wait    time.Duration // the longest wait between two iterations
+	timeout time.Duration // runtimeRequestTimeout
+	clock   clock.PassiveClock
+	owner   *watchdog
+
+	mu sync.Mutex
+	// busy: an iteration runs, since since; else since is when the last
+	// one ended (or when watching began).
+	busy  bool
+	since time.Time
+	// progress is, while busy, when the iteration began or last started
+	// or finished a runtime call.
+	progress time.Time
+	// stoppedAt is when Run returned while the agent was running; err is
+	// what it returned.
+	stoppedAt time.Time
+	err       error
+	// startErr: the loop could not be made. It is not watched; /readyz
+	// says why.
+	startErr error
+}
+
+// stall is the longest an iteration may go without a runtime call.
+func (l *loopWatch) stall() time.Duration { return l.timeout + stallMargin }
+
+// iteration runs work as one iteration of the loop. It has the signature
+// of images.Options.Supervise and containers.Options.Supervise.
+func (l *loopWatch) iteration(ctx context.Context, work func(context.Context)) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	l.busy, l.since, l.progress = true, now, now
+	l.mu.Unlock()
+	defer func() {
+		now := l.clock.Now()
+		l.mu.Lock()
+		l.busy, l.since = false, now
+		l.mu.Unlock()
+	}()
+	work(cri.WithActivity(ctx, l.activity))
+}
+
+// activity records a runtime call starting or returning.
+func (l *loopWatch) activity() {
+	now := l.clock.Now()
+	l.mu.Lock()
+	if l.busy && now.After(l.progress) {
+		l.progress = now
+	}
+	l.mu.Unlock()
+}
+
+// stopped records that the loop's Run returned. While the agent runs, that
+// means the loop stopped for good: wedged.
+func (l *loopWatch) stopped(err error) {
+	l.owner.mu.Lock()
+	stopping := l.owner.stopping
+	l.owner.mu.Unlock()
+	if stopping {
+		return
+	}
+	now := l.clock.Now()
+	l.mu.Lock()
+	l.stoppedAt, l.err = now, err
+	l.mu.Unlock()
+}
+
+// notStarted records that the loop could not be made: it is not watched
+// (restarting the agent would meet the same error), /readyz says why.
+func (l *loopWatch) notStarted(err error) {
+	l.mu.Lock()
+	l.startErr = err
+	l.mu.Unlock()
+}
+
+// wedged says why the loop is wedged at now, or returns nil:
+//   - its Run returned while the agent runs;
+//   - an iteration has made no runtime call (and began none) for longer
+//     than the stall bound, runtimeRequestTimeout + stallMargin: a call
+//     ends by its deadline, so the iteration is blocked on something that
+//     is not a runtime call, or that has no deadline;
+//   - no iteration began for longer than the loop's wait plus the stall
+//     bound.
+func (l *loopWatch) wedged(now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	bound := fmt.Sprintf("bound %v: runtimeRequestTimeout %v + %v", l.stall(), l.timeout, stallMargin)
+	switch {
+	case l.startErr != nil:
+		return nil
+	case !l.stoppedAt.IsZero():
+		return fmt.Errorf("%s loop stopped at %s (%v ago): %v", l.name, stamp(l.stoppedAt), since(now, l.stoppedAt), l.err)
+	case l.busy && now.Sub(l.progress) > l.stall():
+		return fmt.Errorf("%s loop wedged: iteration running since %s (%v ago), no runtime call for %v (%s)",
+			l.name, stamp(l.since), since(now, l.since), since(now, l.progress), bound)
+	case !l.busy && now.Sub(l.since) > l.wait+l.stall():
+		return fmt.Errorf("%s loop wedged: no iteration since %s (%v ago; it waits at most %v between iterations, %s)",
+			l.name, stamp(l.since), since(now, l.since), l.wait, bound)
+	}
+	return nil
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func since(now, t time.Time) time.Duration { return now.Sub(t).Round(time.Second) }
