@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodegc/nodegc/internal/agent"
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
 	"github.com/nodegc/nodegc/pkg/config"
 )
@@ -162,6 +164,36 @@ func TestNodeAgentMountsRuntimeSocketDirectory(t *testing.T) {
 		if !found {
 			t.Errorf("%s %s: no hostPath volume mounted at the socket's directory %s", field, endpoint, dir)
 		}
+	}
+}
+
+// TestNodeAgentProbes: the liveness probe asks /healthz, which fails only
+// when a GC loop is wedged, and gives it room; the readiness probe asks
+// /readyz and waits longer than /readyz waits for the runtime.
+func TestNodeAgentProbes(t *testing.T) {
+	_, spec := nodeAgent(t)
+	ctrs, _, _ := unstructured.NestedSlice(spec, "containers")
+	c := ctrs[0].(map[string]any)
+	// A number of the probe, or the API's default when unset.
+	num := func(kind, field string, def int64) int64 {
+		switch v := c[kind].(map[string]any)[field].(type) {
+		case float64: // YAML numbers decode as float64
+			return int64(v)
+		case int64:
+			return v
+		}
+		return def
+	}
+	probe := func(kind string) (path string, timeout, period, failures int64) {
+		path, _, _ = unstructured.NestedString(c, kind, "httpGet", "path")
+		return path, num(kind, "timeoutSeconds", 1), num(kind, "periodSeconds", 10), num(kind, "failureThreshold", 3)
+	}
+	if path, timeout, period, failures := probe("livenessProbe"); path != "/healthz" || timeout < 5 || period*failures > 120 {
+		t.Errorf("livenessProbe: %s every %ds, timeout %ds, %d failures; want /healthz, a timeout of at least 5s (it answers from memory, but the agent may be CPU-throttled) and a restart within 2 minutes of the wedge being seen",
+			path, period, timeout, failures)
+	}
+	if path, timeout, _, _ := probe("readinessProbe"); path != "/readyz" || time.Duration(timeout)*time.Second <= agent.RuntimeCheckTimeout {
+		t.Errorf("readinessProbe: %s, timeout %ds; want /readyz with a timeout above the %v /readyz waits for the runtime", path, timeout, agent.RuntimeCheckTimeout)
 	}
 }
 
