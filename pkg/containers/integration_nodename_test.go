@@ -44,11 +44,15 @@ func TestAPIPodSourceFollowsTheNode(t *testing.T) {
 		t.Errorf("synced, no Node %q: view %q, want node_not_found", name, got)
 	}
 	registerNode(t, c, name)
+	created := time.Now()
 	waitFor(t, 30*time.Second, "the view to turn authoritative once the Node exists", func() bool { return reason() == "authoritative" })
+	t.Logf("Node created: the view is authoritative %v later", time.Since(created).Round(time.Millisecond))
 	if err := c.Client().CoreV1().Nodes().Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	deleted := time.Now()
 	waitFor(t, 30*time.Second, "the view to say node_not_found once the Node is deleted", func() bool { return reason() == "node_not_found" })
+	t.Logf("Node deleted: the view says node_not_found %v later", time.Since(deleted).Round(time.Millisecond))
 }
 
 // TestWrongNodeNameCollectsNothing, on a real containerd of each version
