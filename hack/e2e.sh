@@ -14,7 +14,7 @@
 # Usage: hack/e2e.sh [-run REGEXP]
 #   A smoke subset: -run 'TestE2E/^(OwnerGC|ImageGCThreshold)$' (the cluster comes up and nodegc is deployed and
 #   checked before any case runs). Cases: OwnerGC ContainerGCRestarts ContainerGCDeletedPod ImageGCInUseTooBig
-#   ImageGCThreshold Metrics Events (the last two read what the others did).
+#   ImageGCThreshold Metrics Events (these two read what the others did) RuntimeRestart (restarts containerd).
 # Env:   E2E_TEST_FLAGS  more `go test` flags (default: -v);  NODEGC_SKIP_APT=1 as for install-tools.sh.
 #
 # Needs root (containerd, a loop-mounted ext4, cgroups, the kubelet). One kubelet per machine: concurrent runs

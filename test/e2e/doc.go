@@ -18,8 +18,12 @@
 // GC (the image filesystem above the high threshold comes back under the low
 // one, images of running pods stay; an in-use image too big to free gets
 // FreeDiskSpaceFailed on the Node), and reads /metrics of the agents on the
-// node's loopback. It logs, for each collector, what was removed and what
-// was kept and why.
+// node's loopback. Last, it restarts containerd under the running DaemonSet
+// (a new process and a new socket file): nodegc must collect a deleted
+// pod's dead container and sandbox within two container GC periods, as
+// before, without its own pod being restarted and with /healthz ok
+// throughout. It logs, for each collector, what was removed and what was
+// kept and why.
 //
 // The tests need root and the test-bed binaries (`make tools`) and carry the
 // e2e build tag, so `make test` leaves them out. Run them with

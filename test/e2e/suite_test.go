@@ -68,6 +68,9 @@ func TestE2E(t *testing.T) {
 	t.Run("ImageGCThreshold", s.testImageGCThreshold)
 	t.Run("Metrics", s.testMetrics)
 	t.Run("Events", s.testEvents)
+	// Last: the runtime's outage fails container GC runs (ContainerGCFailed
+	// Events, as the kubelet's), which the cases above must not see.
+	t.Run("RuntimeRestart", s.testRuntimeRestart)
 	t.Logf("e2e cases done %v after start", time.Since(began).Round(time.Millisecond))
 }
 
