@@ -71,7 +71,7 @@ func (n *nodeGC) run(ctx context.Context) {
 	n.imageWatch = n.status.watchdog.add("image GC", min(cfg.ImageGC.DiskCheckInterval.Duration, cfg.ImageGC.Period.Duration), timeout)
 	n.containerWatch = n.status.watchdog.add("container GC", cfg.ContainerGC.Period.Duration, timeout)
 
-	imageGC, err := n.imageManager(ctx, c)
+	imageGC, err := n.imageManager(ctx, c, false)
 	if err != nil {
 		klog.ErrorS(err, "Image GC cannot start; container GC goes on")
 		n.imageWatch.notStarted(err)
@@ -126,7 +126,9 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 	}
 }
 
-func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client) (*images.Manager, error) {
+// imageManager makes the image GC manager; planOnly makes one for `nodegc
+// plan`, which writes nothing.
+func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool) (*images.Manager, error) {
 	cfg := n.opts.Config
 	var layers *images.ContainerdLayers
 	if c.RuntimeVersion().GetRuntimeName() == "containerd" {
@@ -151,13 +153,13 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client) (*images.Manag
 	}
 	opts := images.Options{
 		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, Runtime: c, Disk: diskstats.NewReader(),
-		Registerer: n.reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport,
+		Registerer: n.reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport, PlanOnly: planOnly,
 	}
 	if n.imageWatch != nil {
 		opts.Supervise = n.imageWatch.iteration
 	}
 	if layers != nil {
-		opts.Layers = layers
+		opts.Layers, opts.Arrivals = layers, layers
 	}
 	return images.NewManager(opts)
 }

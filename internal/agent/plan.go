@@ -57,7 +57,7 @@ func Plan(ctx context.Context, opts Options) (*PlanReport, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the pod informer and closes the containerd client
-	if im, err := n.imageManager(ctx, c); err != nil {
+	if im, err := n.imageManager(ctx, c, true); err != nil {
 		r.ImagesErr = err
 	} else {
 		r.Images, r.ImagesErr = im.Plan(ctx)

@@ -1,6 +1,7 @@
 package images
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -53,8 +54,13 @@ func BenchmarkPlan(b *testing.B) {
 		layers[img.Id] = ls
 	}
 	disk := DiskStats{Capacity: 2000 << 30, Available: 100 << 30}
+	listed := func(context.Context) ([]*runtimeapi.Container, error) { return containers, nil }
 	plan := func(b *testing.B, tr *Tracker) {
-		tr.Reconcile(images, containers, t0)
+		// As Manager.Plan does: the container listing, then the images.
+		if _, err := tr.SyncContainers(b.Context(), listed); err != nil {
+			b.Fatal(err)
+		}
+		tr.ReconcileImages(images, t0)
 		in := tr.Images(images, t0)
 		for i := range in {
 			in[i].Layers = layers[in[i].ID]
@@ -69,7 +75,7 @@ func BenchmarkPlan(b *testing.B) {
 		if warn != nil {
 			b.Fatal(warn)
 		}
-		tr.Reconcile(images, containers, t0.Add(-time.Hour))
+		reconcile(tr, images, containers, t0.Add(-time.Hour))
 		return tr
 	}
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 	"unique"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -15,6 +16,7 @@ import (
 	"github.com/containerd/platforms"
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // ContainerdNamespace is the containerd namespace the CRI plugin keeps
@@ -99,6 +101,43 @@ func (c *ContainerdLayers) Forget(imageID string) {
 	c.mu.Lock()
 	delete(c.cache, imageID)
 	c.mu.Unlock()
+}
+
+// Arrivals returns, for each of the images given (by CRI image ID), when it
+// arrived on the node as far as containerd knows: the creation time of its
+// image record named by the ID (which the CRI plugin makes at every pull,
+// and which goes when the image is removed), else the earliest of the
+// records named by its tags and digests. An image with no record is left
+// out. One listing of containerd's image store.
+func (c *ContainerdLayers) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
+	records, err := c.client.ImageService().List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing containerd's images: %w", err)
+	}
+	created := make(map[string]time.Time, len(records))
+	for _, r := range records {
+		created[r.Name] = r.CreatedAt
+	}
+	out := make(map[string]time.Time, len(imgs))
+	for _, img := range imgs {
+		id := img.GetId()
+		if at, ok := created[id]; ok && !at.IsZero() {
+			out[id] = at
+			continue
+		}
+		var earliest time.Time
+		for _, names := range [][]string{img.GetRepoTags(), img.GetRepoDigests()} {
+			for _, n := range names {
+				if at, ok := created[n]; ok && !at.IsZero() && (earliest.IsZero() || at.Before(earliest)) {
+					earliest = at
+				}
+			}
+		}
+		if !earliest.IsZero() {
+			out[id] = earliest
+		}
+	}
+	return out, nil
 }
 
 func (c *ContainerdLayers) target(ctx context.Context, img *Image) (ocispec.Descriptor, error) {

@@ -27,68 +27,88 @@ func (e *FreeDiskSpaceError) Error() string {
 // Outcome is what applying a plan did.
 type Outcome struct {
 	// Removed lists the images removed (or, in dry-run, that would be), in
-	// order, with the reason and estimated bytes of each.
+	// order, with the reason and the bytes each freed given the removals
+	// that really happened before it.
 	Removed []Decision
 	// SkippedInUse lists planned images a container started to use after
 	// planning; they were kept.
 	SkippedInUse []Decision
+	// Failed lists planned images the runtime failed to remove.
+	Failed []Decision
 	// EstimatedFreed sums the Bytes of Removed.
 	EstimatedFreed uint64
+	// Replans counts the plans made again after a skip or a failure.
+	Replans int
 	// DryRun says nothing was removed.
 	DryRun bool
 }
 
-// Execute applies plan: it removes the age removals, then the space
-// removals in LRU order until the estimate reaches plan.BytesToFree, taking
-// spare candidates when a planned one fails or is in use. inUse is asked
-// right before each removal (a container may have started since planning).
-// One failure does not stop the others: failures are joined into the error.
-// A cancelled ctx stops between removals. In dry-run nothing is removed and
-// the outcome lists what would have been.
-func Execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image) bool, dryRun bool) (*Outcome, error) {
+// Replanner plans again within a run (see Policy.Replan): removed names the
+// images removed so far in the run, held those that stay and why, and
+// target is what the threshold rule still asks to free.
+type Replanner func(removed map[string]bool, held map[string]string, target uint64) *Plan
+
+// Execute applies plan: it removes the plan's images in order (age removals,
+// then space removals in LRU order). inUse is asked right before each
+// removal (a container may have started since planning). The estimate of
+// each removal holds only if the ones before it happened: when one is
+// skipped (in use) or fails, Execute plans again with replan, that image
+// held and what was really removed left out, and goes on with the new plan,
+// until a plan is carried out whole. So the bytes reported freed are those
+// of removals that happened, and FreeDiskSpaceError is returned whenever
+// they fall short of plan.Target. One failure does not stop the others:
+// failures are joined into the error. A cancelled ctx stops between
+// removals. In dry-run nothing is removed and the outcome lists what would
+// have been.
+func Execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image) bool, replan Replanner, dryRun bool) (*Outcome, error) {
 	out := &Outcome{DryRun: dryRun}
 	var (
-		errs       []error
-		spaceFreed uint64
+		errs    []error
+		freed   uint64
+		removed = map[string]bool{}
+		held    = map[string]string{}
 	)
+	// apply removes d's image; false means it stays (in use, or failed).
 	apply := func(d Decision) bool {
 		if inUse(d.Image) {
 			klog.V(2).InfoS("Image came into use after planning, keeping it", "imageID", d.Image.ID, "tags", d.Image.RepoTags)
 			out.SkippedInUse = append(out.SkippedInUse, d)
+			held[d.Image.ID] = KeepInUse
 			return false
 		}
 		if !dryRun {
 			klog.V(2).InfoS("Removing image", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "reason", d.Reason, "estimatedBytes", d.Bytes)
 			if err := rt.RemoveImage(ctx, d.Image.ID); err != nil {
 				errs = append(errs, err)
+				out.Failed = append(out.Failed, d)
+				held[d.Image.ID] = KeepRemoveFailed
 				return false
 			}
 		}
+		removed[d.Image.ID] = true
 		out.Removed = append(out.Removed, d)
 		out.EstimatedFreed += d.Bytes
+		freed += d.Bytes
 		return true
 	}
-
-	queue := append(append([]Decision(nil), plan.Remove...), plan.Spare...)
-	for i, d := range queue {
-		if ctx.Err() != nil {
-			errs = append(errs, fmt.Errorf("image GC stopped after %d of %d removals: %w", len(out.Removed), len(plan.Remove), ctx.Err()))
-			break
-		}
-		if d.Reason != ReasonAge {
-			if spaceFreed >= plan.BytesToFree {
-				break // spares only make up for planned removals that did not happen
+	for current := plan; current != nil; {
+		next := (*Plan)(nil)
+		for _, d := range current.Remove {
+			if ctx.Err() != nil {
+				errs = append(errs, fmt.Errorf("image GC stopped after %d removals: %w", len(out.Removed), ctx.Err()))
+				return out, errors.Join(errs...)
 			}
-			if i >= len(plan.Remove) {
-				d.Reason = ReasonSpace
+			if !apply(d) {
+				// Later estimates assumed this removal: plan again.
+				out.Replans++
+				next = replan(removed, held, plan.Target-min(plan.Target, freed))
+				break
 			}
 		}
-		if apply(d) && d.Reason == ReasonSpace {
-			spaceFreed += d.Bytes
-		}
+		current = next
 	}
-	if plan.BytesToFree > 0 && spaceFreed < plan.BytesToFree {
-		errs = append(errs, &FreeDiskSpaceError{BytesToFree: plan.BytesToFree, Freed: spaceFreed})
+	if plan.Target > 0 && freed < plan.Target {
+		errs = append(errs, &FreeDiskSpaceError{BytesToFree: plan.Target, Freed: freed})
 	}
 	return out, errors.Join(errs...)
 }

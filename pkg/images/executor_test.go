@@ -3,8 +3,10 @@ package images
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+	"unique"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,20 +30,39 @@ func (f *fakeRemover) RemoveImage(_ context.Context, id string) error {
 
 func never(*Image) bool { return false }
 
-func planFor(t *testing.T, images []Image, disk DiskStats, mutate func(*config.ImageGCConfiguration)) *Plan {
+// planned is a plan with the replanner the manager would give Execute.
+type planned struct {
+	*Plan
+	replan Replanner
+}
+
+func planFor(t *testing.T, images []Image, disk DiskStats, mutate func(*config.ImageGCConfiguration)) planned {
 	t.Helper()
-	plan, err := policyFor(t, mutate).Plan(images, disk, t0)
+	p := policyFor(t, mutate)
+	plan, err := p.Plan(images, disk, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan
+	return planned{Plan: plan, replan: func(removed map[string]bool, held map[string]string, target uint64) *Plan {
+		var rest []Image
+		for _, img := range images {
+			if !removed[img.ID] {
+				rest = append(rest, img)
+			}
+		}
+		return p.Replan(rest, held, target, disk, t0)
+	}}
+}
+
+func execute(ctx context.Context, rt imageRemover, p planned, inUse func(*Image) bool, dryRun bool) (*Outcome, error) {
+	return Execute(ctx, rt, p.Plan, inUse, p.replan, dryRun)
 }
 
 func TestExecuteStopsWhenEnoughIsFreed(t *testing.T) {
 	images := []Image{img("a", 30, time.Hour, 3*time.Hour), img("b", 30, time.Hour, 2*time.Hour), img("c", 30, time.Hour, time.Hour)}
 	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil) // 50 MiB to free
 	rt := &fakeRemover{}
-	out, err := Execute(t.Context(), rt, plan, never, false)
+	out, err := execute(t.Context(), rt, plan, never, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,13 +75,14 @@ func TestExecuteStopsWhenEnoughIsFreed(t *testing.T) {
 }
 
 // TestExecuteFailureTakesSpareAndGoesOn: one failure does not stop the
-// others; a spare candidate makes up for it; the failure is reported.
+// others; planning again takes a spare candidate to make up for it; the
+// failure is reported.
 func TestExecuteFailureTakesSpareAndGoesOn(t *testing.T) {
 	images := []Image{img("a", 30, time.Hour, 3*time.Hour), img("b", 30, time.Hour, 2*time.Hour), img("c", 30, time.Hour, time.Hour)}
 	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil)
 	boom := errors.New("boom")
 	rt := &fakeRemover{fail: map[string]error{"a": boom}}
-	out, err := Execute(t.Context(), rt, plan, never, false)
+	out, err := execute(t.Context(), rt, plan, never, false)
 	if !errors.Is(err, boom) {
 		t.Fatalf("error = %v, want it to carry the failure", err)
 	}
@@ -81,7 +103,7 @@ func TestExecuteRechecksInUse(t *testing.T) {
 	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil)
 	rt := &fakeRemover{}
 	startedSincePlanning := func(i *Image) bool { return i.ID == "a" }
-	out, err := Execute(t.Context(), rt, plan, startedSincePlanning, false)
+	out, err := execute(t.Context(), rt, plan, startedSincePlanning, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +118,7 @@ func TestExecuteRechecksInUse(t *testing.T) {
 func TestExecuteNotEnough(t *testing.T) {
 	plan := planFor(t, []Image{img("a", 10, time.Hour, -1)}, DiskStats{Capacity: 1000 * mib, Available: 0}, nil)
 	rt := &fakeRemover{}
-	_, err := Execute(t.Context(), rt, plan, never, false)
+	_, err := execute(t.Context(), rt, plan, never, false)
 	var fe *FreeDiskSpaceError
 	if !errors.As(err, &fe) || fe.BytesToFree != 200*mib || fe.Freed != 10*mib {
 		t.Errorf("error = %v, want FreeDiskSpaceError{200 MiB, 10 MiB}", err)
@@ -107,7 +129,7 @@ func TestExecuteDryRunRemovesNothing(t *testing.T) {
 	images := []Image{img("a", 30, time.Hour, 3*time.Hour), img("b", 30, time.Hour, 2*time.Hour)}
 	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil)
 	rt := &fakeRemover{}
-	out, err := Execute(t.Context(), rt, plan, never, true)
+	out, err := execute(t.Context(), rt, plan, never, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +144,7 @@ func TestExecuteAgeRemovalsWithoutPressure(t *testing.T) {
 		c.MaximumGCAge = &metav1.Duration{Duration: 24 * time.Hour}
 	})
 	rt := &fakeRemover{}
-	if _, err := Execute(t.Context(), rt, plan, never, false); err != nil {
+	if _, err := execute(t.Context(), rt, plan, never, false); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"stale"}, rt.removed); diff != "" {
@@ -136,8 +158,83 @@ func TestExecuteStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	rt := &fakeRemover{}
-	_, err := Execute(ctx, rt, plan, never, false)
+	_, err := execute(ctx, rt, plan, never, false)
 	if !errors.Is(err, context.Canceled) || len(rt.removed) != 0 {
 		t.Errorf("cancelled: error %v, removed %v", err, rt.removed)
 	}
+}
+
+// TestExecuteReplansSharedLayers: a and b share a 100 MiB base; the plan
+// removes a (its own 10 MiB: b still holds the base) then b (20 MiB and the
+// base) for 120 MiB to free. When a's removal fails, or a container starts
+// using a, b alone frees only its own 20 MiB: the run must plan again
+// without a, take c, report only what the removals that happened freed,
+// and say when that is not enough.
+func TestExecuteReplansSharedLayers(t *testing.T) {
+	base := Layer{Key: unique.Make("sha256:base"), Size: 100 * mib}
+	mk := func(id string, used time.Duration, own uint64, shared bool) Image {
+		ls := []Layer{{Key: unique.Make("sha256:own-" + id), Size: own * mib}}
+		if shared {
+			ls = append(ls, base)
+		}
+		return Image{ID: id, Size: own * mib, FirstDetected: t0.Add(-10 * time.Hour), LastUsed: t0.Add(-used), Layers: ls}
+	}
+	images := []Image{mk("a", 3*time.Hour, 10, true), mk("b", 2*time.Hour, 20, true), mk("c", time.Hour, 60, false), mk("d", time.Minute, 60, false)}
+	disk := DiskStats{Capacity: 1000 * mib, Available: 80 * mib} // 200 - 80 = 120 MiB to free
+	boom := errors.New("boom")
+	for name, tc := range map[string]struct {
+		fail      map[string]error
+		inUse     func(*Image) bool
+		images    []Image
+		want      []string
+		wantFreed uint64
+		notEnough bool
+	}{
+		"a's removal fails": {
+			fail: map[string]error{"a": boom}, inUse: never, images: images,
+			want: []string{"b:20", "c:60", "d:60"}, wantFreed: 140,
+		},
+		"a comes into use": {
+			inUse: func(i *Image) bool { return i.ID == "a" }, images: images,
+			want: []string{"b:20", "c:60", "d:60"}, wantFreed: 140,
+		},
+		"not enough without a": {
+			fail: map[string]error{"a": boom}, inUse: never, images: images[:3],
+			want: []string{"b:20", "c:60"}, wantFreed: 80, notEnough: true,
+		},
+		"nothing fails": {
+			inUse: never, images: images,
+			want: []string{"a:10", "b:120"}, wantFreed: 130,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			plan := planFor(t, tc.images, disk, nil)
+			if got := removalSummary(plan.Remove); !cmp.Equal(got, []string{"a:10", "b:120"}) {
+				t.Fatalf("first plan %v, want [a:10 b:120]", got)
+			}
+			rt := &fakeRemover{fail: tc.fail}
+			out, err := execute(t.Context(), rt, plan, tc.inUse, false)
+			if diff := cmp.Diff(tc.want, removalSummary(out.Removed)); diff != "" {
+				t.Errorf("removed, with MiB each freed (-want +got):\n%s", diff)
+			}
+			if out.EstimatedFreed != tc.wantFreed*mib {
+				t.Errorf("reported freed %d MiB, want %d", out.EstimatedFreed/mib, tc.wantFreed)
+			}
+			var fe *FreeDiskSpaceError
+			if got := errors.As(err, &fe); got != tc.notEnough {
+				t.Errorf("FreeDiskSpaceError: %v (%v), want %v", got, err, tc.notEnough)
+			}
+			if tc.fail != nil && !errors.Is(err, boom) {
+				t.Errorf("error %v does not carry the failed removal", err)
+			}
+		})
+	}
+}
+
+func removalSummary(ds []Decision) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, fmt.Sprintf("%s:%d", d.Image.ID, d.Bytes/mib))
+	}
+	return out
 }

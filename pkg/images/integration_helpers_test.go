@@ -91,6 +91,21 @@ func (b *bed) diskStats() images.DiskStats {
 // image GC config (defaults otherwise, minimum age 0).
 func (b *bed) manager(stateDir string, clk clock.WithTicker, mutate func(*config.ImageGCConfiguration)) *images.Manager {
 	b.t.Helper()
+	return b.managerWith(b.runtime, stateDir, clk, mutate)
+}
+
+// gcRuntime is what the image GC calls on the runtime, for test wrappers.
+type gcRuntime interface {
+	ListImages(ctx context.Context) ([]*runtimeapi.Image, error)
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
+	RemoveImage(ctx context.Context, id string) error
+	WatchContainerEvents(ctx context.Context, connected func(), handle func(*runtimeapi.ContainerEventResponse)) error
+}
+
+// managerWith is manager with another runtime (a wrapper of b.cri).
+func (b *bed) managerWith(rt gcRuntime, stateDir string, clk clock.WithTicker, mutate func(*config.ImageGCConfiguration)) *images.Manager {
+	b.t.Helper()
 	cfg := config.Defaulted().ImageGC
 	cfg.MinimumGCAge = &metav1.Duration{}
 	if mutate != nil {
@@ -101,7 +116,7 @@ func (b *bed) manager(stateDir string, clk clock.WithTicker, mutate func(*config
 		b.t.Fatal(err)
 	}
 	m, err := images.NewManager(images.Options{
-		Config: cfg, StateDirectory: stateDir, Runtime: b.runtime, Layers: b.layers, Disk: b.disk, Clock: clk,
+		Config: cfg, StateDirectory: stateDir, Runtime: rt, Layers: b.layers, Arrivals: b.layers, Disk: b.disk, Clock: clk,
 		SandboxImages: []string{sandbox}, SettleTimeout: b.settleTimeout,
 	})
 	if err != nil {
@@ -199,3 +214,22 @@ func (r *recordingRuntime) removals() []removal {
 }
 
 func repoName(i int) string { return fmt.Sprintf("gc/img%d", i) }
+
+// waitFor polls cond every 20ms until it holds, failing the test after
+// timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("test ended waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}

@@ -37,6 +37,13 @@ type layerSource interface {
 
 var _ layerSource = (*ContainerdLayers)(nil)
 
+// arrivalSource tells when images arrived on the node (containerd).
+type arrivalSource interface {
+	Arrivals(ctx context.Context, images []*runtimeapi.Image) (map[string]time.Time, error)
+}
+
+var _ arrivalSource = (*ContainerdLayers)(nil)
+
 // diskReader reads the statistics of the filesystem holding a path.
 type diskReader interface {
 	Stat(path string) (diskstats.Stats, error)
@@ -46,6 +53,8 @@ var _ diskReader = (*diskstats.Reader)(nil)
 
 // ErrRunInProgress is returned by GarbageCollect while another run is going on.
 var ErrRunInProgress = errors.New("an image GC run is already in progress")
+
+var errPlanOnly = errors.New("image GC: this manager only plans (Options.PlanOnly)")
 
 const (
 	usageFromEvents  = "events"
@@ -59,8 +68,12 @@ type Options struct {
 	Runtime        runtimeService
 	// Layers, if set, gives exact accounting; nil means CRI sizes.
 	Layers layerSource
-	Disk   diskReader
-	Clock  clock.WithTicker
+	// Arrivals, if set, bounds first-detected times by when the runtime
+	// says each image arrived (an image removed and pulled again while
+	// nodegc was down is young again); nil means nodegc's records alone.
+	Arrivals arrivalSource
+	Disk     diskReader
+	Clock    clock.WithTicker
 	// Registerer receives the image GC metrics; nil means none are exported.
 	Registerer prometheus.Registerer
 	// SandboxImages name the runtime's sandbox image (tags or IDs).
@@ -75,6 +88,10 @@ type Options struct {
 	// derived from it, and returns when work does. The agent's watchdog
 	// uses it to tell a wedged loop from a slow one.
 	Supervise func(ctx context.Context, work func(context.Context))
+	// PlanOnly makes a manager that only plans (`nodegc plan`): it writes
+	// nothing to the state directory, leaves a corrupt state file where it
+	// is, and refuses to collect.
+	PlanOnly bool
 }
 
 // Report describes one GC run.
@@ -134,8 +151,11 @@ func NewManager(opts Options) (*Manager, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	tracker, warn := NewTracker(opts.StateDirectory, opts.Clock.Now())
-	if warn != nil {
+	tracker, warn := newTracker(opts.StateDirectory, opts.Clock.Now(), opts.PlanOnly)
+	switch {
+	case warn != nil && opts.PlanOnly:
+		klog.InfoS("Image GC state is unusable; planning without first-detected and last-used times", "err", warn)
+	case warn != nil:
 		klog.InfoS("Image GC state was unusable and has been set aside; first-detected and last-used times start over", "err", warn)
 	}
 	if opts.Layers == nil {
@@ -153,6 +173,9 @@ func (m *Manager) Tracker() *Tracker { return m.tracker }
 // threshold, and sweeps every period. It blocks, and saves the state before
 // returning.
 func (m *Manager) Run(ctx context.Context) error {
+	if m.opts.PlanOnly {
+		return errPlanOnly
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { m.watchUsage(ctx) })
 	defer func() {
@@ -229,6 +252,9 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 // means the threshold rule could not be met; ErrInvalidDiskCapacity means no
 // GC ran.
 func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, error) {
+	if m.opts.PlanOnly {
+		return nil, errPlanOnly
+	}
 	if !m.running.TryLock() {
 		return nil, ErrRunInProgress
 	}
@@ -247,13 +273,22 @@ func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, 
 }
 
 func (m *Manager) collect(ctx context.Context, r *Report) error {
-	plan, err := m.Plan(ctx)
+	plan, in, err := m.plan(ctx)
 	if err != nil {
 		return err
 	}
 	r.Plan, r.Before = plan, plan.Disk
 	m.metrics.observePlan(plan)
-	outcome, err := Execute(ctx, m.opts.Runtime, plan, m.inUseNow(ctx), m.opts.Config.DryRun)
+	replan := func(removed map[string]bool, held map[string]string, target uint64) *Plan {
+		rest := make([]Image, 0, len(in))
+		for _, img := range in {
+			if !removed[img.ID] {
+				rest = append(rest, img)
+			}
+		}
+		return m.policy.Replan(rest, held, target, plan.Disk, plan.Now)
+	}
+	outcome, err := Execute(ctx, m.opts.Runtime, plan, m.inUseNow(ctx), replan, m.opts.Config.DryRun)
 	r.Outcome = outcome
 	for _, d := range outcome.Removed {
 		if outcome.DryRun {
@@ -278,25 +313,34 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 // Plan lists the runtime's images and containers, brings usage up to date
 // and returns the plan for the node as it is now. It removes nothing.
 func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
-	images, err := m.opts.Runtime.ListImages(ctx)
+	plan, _, err := m.plan(ctx)
+	return plan, err
+}
+
+// plan also returns the images the plan was made from.
+func (m *Manager) plan(ctx context.Context) (*Plan, []Image, error) {
+	images, err := m.syncUsage(ctx)
 	if err != nil {
-		return nil, err
-	}
-	containers, err := m.opts.Runtime.ListContainers(ctx, nil)
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := m.clock.Now()
-	m.tracker.Reconcile(images, containers, now)
 	disk, err := m.diskStats(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m.metrics.observeDisk(disk)
+	if m.opts.Arrivals != nil {
+		if arrivals, err := m.opts.Arrivals.Arrivals(ctx, images); err != nil {
+			klog.V(2).InfoS("Cannot read when images arrived from the runtime; first-detected times are nodegc's own", "err", err)
+		} else {
+			m.tracker.ObserveArrivals(arrivals)
+		}
+	}
 	in := m.tracker.Images(images, now)
 	m.markSandbox(in)
 	m.addLayers(ctx, in)
-	return m.policy.Plan(in, disk, now)
+	plan, err := m.policy.Plan(in, disk, now)
+	return plan, in, err
 }
 
 func (m *Manager) markSandbox(in []Image) {
@@ -336,22 +380,38 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 	}
 }
 
-// inUseNow returns the check Execute makes right before each removal. With
-// the event stream live the tracker is current; otherwise the containers
-// are listed again. When the runtime cannot be asked, the image counts as in
-// use: nothing is removed on doubt.
+// inUseNow returns the check Execute makes right before each removal: the
+// containers are listed again, whether or not the event stream is live
+// (the runtime may drop events, and a CREATED event may still be on its
+// way), so no container that exists when the check begins is missed, and
+// the tracker adds what events reported since. When the runtime cannot be
+// asked, the image counts as in use: nothing is removed on doubt.
 func (m *Manager) inUseNow(ctx context.Context) func(*Image) bool {
 	return func(img *Image) bool {
-		if !m.eventsLive.Load() {
-			containers, err := m.opts.Runtime.ListContainers(ctx, nil)
-			if err != nil {
-				klog.InfoS("Cannot list containers before removing an image; keeping it", "imageID", img.ID, "err", err)
-				return true
-			}
-			m.tracker.ReconcileContainers(containers, m.clock.Now())
+		if _, err := m.tracker.SyncContainers(ctx, m.listContainers); err != nil {
+			klog.InfoS("Cannot list containers before removing an image; keeping it", "imageID", img.ID, "err", err)
+			return true
 		}
 		return m.tracker.InUse(img)
 	}
+}
+
+func (m *Manager) listContainers(ctx context.Context) ([]*runtimeapi.Container, error) {
+	return m.opts.Runtime.ListContainers(ctx, nil)
+}
+
+// syncUsage lists the runtime's containers, then its images, and brings
+// the usage records up to date; it returns the image listing.
+func (m *Manager) syncUsage(ctx context.Context) ([]*runtimeapi.Image, error) {
+	if _, err := m.tracker.SyncContainers(ctx, m.listContainers); err != nil {
+		return nil, err
+	}
+	images, err := m.opts.Runtime.ListImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.tracker.ReconcileImages(images, m.clock.Now())
+	return images, nil
 }
 
 // diskStats reads the image filesystem's capacity and free space.
@@ -439,31 +499,66 @@ func (m *Manager) record(r *Report) {
 	}
 }
 
-// watchUsage keeps last-used times current: from the container event
-// stream while the runtime offers it, else by polling. A broken stream is
-// reopened with backoff.
+// watchUsage keeps last-used times current, from the container event
+// stream while it is live, else by listing every diskCheckInterval (the
+// runtime has no stream, or it broke and is being reopened with backoff).
+//
+// The stream's reader only applies events (Tracker.ObserveEvent: a moment
+// under the tracker's lock, never a runtime call), so nodegc reads as fast
+// as the runtime sends: containerd blocks the publishers of container events
+// (CreateContainer, StartContainer) while a subscriber does not read. The
+// listings, also the one made when the stream opens, run here instead.
 func (m *Manager) watchUsage(ctx context.Context) {
+	changed := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { m.streamEvents(ctx, changed) })
+	defer wg.Wait()
+	t := m.clock.NewTicker(m.opts.Config.DiskCheckInterval.Duration)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed: // opened (list what exists now) or broke (poll at once)
+			m.reconcile(ctx)
+		case <-t.C():
+			if !m.eventsLive.Load() {
+				m.reconcile(ctx)
+			}
+		}
+	}
+}
+
+// streamEvents reads the container event stream, reopening it with backoff
+// when it breaks, until ctx ends or the runtime says it has none. It signals
+// changed when the stream opens and when it breaks.
+func (m *Manager) streamEvents(ctx context.Context, changed chan<- struct{}) {
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
 	delay := time.Second
 	for ctx.Err() == nil {
 		err := m.opts.Runtime.WatchContainerEvents(ctx, func() {
-			m.metrics.setUsageSource(usageFromEvents)
 			m.eventsLive.Store(true)
-			m.reconcile(ctx)
+			m.metrics.setUsageSource(usageFromEvents)
 			delay = time.Second
+			signal()
 		}, m.tracker.ObserveEvent)
 		m.eventsLive.Store(false)
+		m.metrics.setUsageSource(usageFromPolling)
 		if ctx.Err() != nil {
 			return
 		}
+		signal()
 		if errors.Is(err, cri.ErrUnsupported) {
 			klog.InfoS("The runtime has no container event stream; polling containers for image usage",
 				"interval", m.opts.Config.DiskCheckInterval.Duration)
-			m.metrics.setUsageSource(usageFromPolling)
-			m.pollUsage(ctx)
 			return
 		}
-		klog.InfoS("Container event stream broke; reopening", "err", err, "after", delay)
-		m.metrics.setUsageSource(usageFromPolling)
+		klog.InfoS("Container event stream broke; polling containers until it is reopened", "err", err, "retryIn", delay)
 		select {
 		case <-ctx.Done():
 			return
@@ -473,29 +568,8 @@ func (m *Manager) watchUsage(ctx context.Context) {
 	}
 }
 
-func (m *Manager) pollUsage(ctx context.Context) {
-	t := m.clock.NewTicker(m.opts.Config.DiskCheckInterval.Duration)
-	defer t.Stop()
-	for {
-		m.reconcile(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-	}
-}
-
 func (m *Manager) reconcile(ctx context.Context) {
-	images, err := m.opts.Runtime.ListImages(ctx)
-	if err != nil {
-		klog.V(2).InfoS("Listing images for usage tracking failed; will retry", "err", err)
-		return
+	if _, err := m.syncUsage(ctx); err != nil {
+		klog.V(2).InfoS("Listing the runtime for usage tracking failed; will retry", "err", err)
 	}
-	containers, err := m.opts.Runtime.ListContainers(ctx, nil)
-	if err != nil {
-		klog.V(2).InfoS("Listing containers for usage tracking failed; will retry", "err", err)
-		return
-	}
-	m.tracker.Reconcile(images, containers, m.clock.Now())
 }

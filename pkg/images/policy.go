@@ -34,6 +34,9 @@ const (
 	KeepMinAge     = "min_age"
 	KeepNewestTags = "newest_tags"
 	KeepNotNeeded  = "not_needed"
+	// KeepRemoveFailed: the runtime failed to remove the image in this run;
+	// the run plans without it (see Policy.Replan).
+	KeepRemoveFailed = "remove_failed"
 )
 
 // Layer is a piece of storage an image holds, shared by every image that
@@ -157,14 +160,18 @@ type Plan struct {
 	Disk DiskStats
 	// UsagePercent is the disk usage the plan was made for.
 	UsagePercent int
-	// BytesToFree is what the threshold rule asks for (0 under the high
-	// threshold), after what age removals free.
+	// Target is what the threshold rule asks to free in all (0 under the
+	// high threshold): kubelet's capacity*(100-low)/100 - available.
+	Target uint64
+	// BytesToFree is Target less what the plan's age removals free.
 	BytesToFree uint64
 	// Remove lists the images to remove, age removals first, then space
 	// removals in LRU order, as many as the estimate says are needed.
 	Remove []Decision
-	// Spare lists further eligible images in LRU order, for the executor
-	// to use when a planned removal fails or turns out to be in use.
+	// Spare lists further eligible images in LRU order that the plan does
+	// not need (Reason KeepNotNeeded). When a planned removal fails or its
+	// image turns out to be in use, the executor plans again (Replan) and
+	// may take some of them.
 	Spare []Decision
 	// Keep lists every other image with the reason it stays.
 	Keep []Decision
@@ -181,13 +188,38 @@ func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, err
 	if disk.Capacity == 0 {
 		return nil, ErrInvalidDiskCapacity
 	}
+	var target uint64
+	if p.OverHighThreshold(disk) {
+		// kubelet: capacity*(100-low)/100 - available.
+		goal := disk.Capacity * uint64(100-p.lowThresholdPercent) / 100
+		target = goal - min(goal, disk.Available)
+	}
+	return p.plan(images, nil, target, disk, now), nil
+}
+
+// Replan plans again within a run, after planned removals that did not
+// happen: images are those still there (the ones removed in this run left
+// out, so that the layers they held count as freed), held names the images
+// that stay for the rest of the run whatever their eligibility, with the
+// Keep* reason (KeepInUse: in use at the last check; KeepRemoveFailed: the
+// runtime failed to remove it), and target is what the threshold rule still
+// asks to free. Like Plan, it is pure.
+func (p *Policy) Replan(images []Image, held map[string]string, target uint64, disk DiskStats, now time.Time) *Plan {
+	return p.plan(images, held, target, disk, now)
+}
+
+func (p *Policy) plan(images []Image, held map[string]string, target uint64, disk DiskStats, now time.Time) *Plan {
 	acct := p.layers.account(images)
-	plan := &Plan{Now: now, Disk: disk, UsagePercent: disk.UsagePercent(), ExactAccounting: acct.exact}
+	plan := &Plan{Now: now, Disk: disk, UsagePercent: disk.UsagePercent(), ExactAccounting: acct.exact, Target: target}
 
 	newest := p.newestPerRepository(images)
 	var candidates []int // indexes into images
 	for i := range images {
-		if reason := p.protected(&images[i], newest, now); reason != "" {
+		reason := held[images[i].ID]
+		if reason == "" {
+			reason = p.protected(&images[i], newest, now)
+		}
+		if reason != "" {
 			plan.Keep = append(plan.Keep, Decision{Image: &images[i], Reason: reason, Bytes: acct.alone(images, i)})
 			continue
 		}
@@ -214,12 +246,7 @@ func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, err
 		freedByAge += d.Bytes
 	}
 
-	if p.ThresholdGCEnabled() && plan.UsagePercent >= p.highThresholdPercent {
-		// kubelet: capacity*(100-low)/100 - available.
-		goal := disk.Capacity * uint64(100-p.lowThresholdPercent) / 100
-		target := goal - min(goal, disk.Available)
-		plan.BytesToFree = target - min(target, freedByAge)
-	}
+	plan.BytesToFree = target - min(target, freedByAge)
 	var freed uint64
 	for _, i := range rest {
 		if freed < plan.BytesToFree {
@@ -233,7 +260,7 @@ func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, err
 	for _, d := range plan.Remove {
 		plan.EstimatedFreed += d.Bytes
 	}
-	return plan, nil
+	return plan
 }
 
 // protected returns why img must stay whatever the disk usage, or "".

@@ -32,11 +32,14 @@ type stateFile struct {
 	Images  map[string]Usage `json:"images"`
 }
 
-// loadState reads the usage records in dir. A missing file gives an empty
-// state. A corrupt, unreadable or unknown-version file is renamed aside (to
+// loadState reads the usage records in dir, as of now. A missing file gives
+// an empty state; a record with a zero first-detected time counts from now. A corrupt, unreadable or unknown-version file is renamed aside (to
 // images.json.corrupt-<time>) and an empty state is returned with a warning
 // error describing what happened; the caller logs it and goes on.
-func loadState(dir string, now time.Time) (map[string]Usage, error) {
+//
+// With readOnly, an unusable file is left where it is: the state starts
+// empty and the warning says so.
+func loadState(dir string, now time.Time, readOnly bool) (map[string]Usage, error) {
 	p := filepath.Join(dir, StateFileName)
 	data, err := readLimited(p, maxStateSize)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -56,8 +59,22 @@ func loadState(dir string, now time.Time) (map[string]Usage, error) {
 			if sf.Images == nil {
 				sf.Images = map[string]Usage{}
 			}
+			for id, u := range sf.Images {
+				// A record without a first-detected time gives no age: it
+				// counts from now, so the minimum age protects the image.
+				if u.FirstDetected.IsZero() {
+					u.FirstDetected = now
+					if u.LastUsed.Before(now) {
+						u.LastUsed = time.Time{}
+					}
+					sf.Images[id] = u
+				}
+			}
 			return sf.Images, nil
 		}
+	}
+	if readOnly {
+		return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v); left as it is, image usage read as empty", p, problem)
 	}
 	aside := fmt.Sprintf("%s.corrupt-%s", p, now.UTC().Format("20060102T150405Z"))
 	if err := os.Rename(p, aside); err != nil {

@@ -1,6 +1,7 @@
 package images
 
 import (
+	"context"
 	"hash/maphash"
 	"maps"
 	"sync"
@@ -11,27 +12,43 @@ import (
 
 // Tracker knows, for every image the runtime has, when nodegc first saw it
 // and when a container last used it, and which images the runtime's
-// containers reference now. It is fed by full listings (Reconcile) and by the
-// container event stream (ObserveEvent), and read by planning (Images,
-// InUse).
+// containers reference now. It is fed by listings (SyncContainers,
+// ReconcileImages) and by the container event stream (ObserveEvent), and
+// read by planning (Images, InUse).
 //
-// One mutex guards the whole structure: the event watcher, the periodic
-// reconciliation and the GC run all go through it, each call being short.
+// One mutex (mu) guards the whole structure: the event reader, the
+// periodic reconciliation and the GC run all go through it, each call being
+// short; no runtime call is made under it, so the event reader never waits
+// for one. A second mutex (listing) is held for the whole of a container
+// listing, runtime call included, so that listings are taken and applied
+// one at a time, in order.
 type Tracker struct {
-	mu    sync.Mutex
-	dir   string
-	usage map[string]Usage
+	listing  sync.Mutex
+	mu       sync.Mutex
+	dir      string
+	readOnly bool
+	usage    map[string]Usage
 	// containers maps a container ID to the references to its image the
 	// runtime gave (image ID, image ref, image spec); refs counts, for every
 	// reference, the containers giving it. In use means: any of an image's
 	// names is in refs.
 	containers map[string]*trackedContainer
 	refs       map[string]int
-	// generation numbers Reconcile calls, to find containers that are gone.
+	// generation numbers full applications of a listing, to find containers
+	// that are gone.
 	generation uint64
+	// seq orders container events and the starts of listings on one
+	// timeline: each event and each listing start takes the next number.
+	// applied is the start of the newest listing applied; tombstones maps
+	// the containers a DELETED event removed to that event's number, until
+	// a listing begun after it has been applied.
+	seq        uint64
+	applied    uint64
+	tombstones map[string]uint64
 	// lastListing is the container listing the map was last set from,
 	// sorted by entry hash, and lastDigest its fingerprint; eventsSince says
-	// whether events changed the map after it. Runtimes list in no stable
+	// whether the map may differ from it (events since, or events newer
+	// than that listing, which it kept). Runtimes list in no stable
 	// order (containerd: map order), so listings are compared by hash.
 	lastListing []listedEntry
 	lastIDs     []string // the container ID of each lastListing entry
@@ -39,7 +56,7 @@ type Tracker struct {
 	seeds       [2]maphash.Seed
 	eventsSince bool
 	// names resolves an image tag or digest to the image ID; built when an
-	// event needs it, from the image listing of the last Reconcile.
+	// event needs it, from the image listing of the last ReconcileImages.
 	names      map[string]string
 	lastImages []*runtimeapi.Image
 	dirty      bool
@@ -48,18 +65,63 @@ type Tracker struct {
 // NewTracker loads the usage records kept in dir. A corrupt state file is set
 // aside: the tracker then starts empty and the returned warning says so.
 func NewTracker(dir string, now time.Time) (t *Tracker, warning error) {
-	usage, warning := loadState(dir, now)
-	return &Tracker{dir: dir, usage: usage, containers: map[string]*trackedContainer{}, refs: map[string]int{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}, warning
+	return newTracker(dir, now, false)
 }
 
-// Reconcile brings the tracker in line with a full listing of the runtime's
-// images and containers, taken at now: images seen for the first time get
-// FirstDetected = now, images referenced by a container (in any state) get
-// LastUsed = now, and records of images that are gone are dropped.
-func (t *Tracker) Reconcile(images []*runtimeapi.Image, containers []*runtimeapi.Container, now time.Time) {
+// newTracker with readOnly never writes to dir: a corrupt state file is
+// left in place and Save does nothing.
+func newTracker(dir string, now time.Time, readOnly bool) (*Tracker, error) {
+	usage, warning := loadState(dir, now, readOnly)
+	return &Tracker{dir: dir, readOnly: readOnly, usage: usage, containers: map[string]*trackedContainer{}, refs: map[string]int{},
+		tombstones: map[string]uint64{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}, warning
+}
+
+// listingStart marks the start of a container listing on the timeline of
+// the container events the tracker applied.
+type listingStart struct{ seq uint64 }
+
+func (t *Tracker) beginListing() listingStart {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.setContainersLocked(containers)
+	t.seq++
+	return listingStart{seq: t.seq}
+}
+
+// SyncContainers lists the runtime's containers with list and brings what
+// the tracker knows of containers in line with the listing, which it
+// returns. One listing runs at a time, so listings begin, are taken by the
+// runtime and are applied in the same order; and they are ordered with the
+// container events: a listing never undoes what the tracker learned after
+// it began (a container an event reported then stays although the listing
+// lacks it; one an event deleted then is not brought back). So once the
+// call returns, the tracker knows every container the listing holds, and
+// every one an event reported since.
+func (t *Tracker) SyncContainers(ctx context.Context, list func(context.Context) ([]*runtimeapi.Container, error)) ([]*runtimeapi.Container, error) {
+	t.listing.Lock()
+	defer t.listing.Unlock()
+	start := t.beginListing()
+	containers, err := list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.applyContainers(start, containers)
+	return containers, nil
+}
+
+func (t *Tracker) applyContainers(start listingStart, containers []*runtimeapi.Container) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.setContainersLocked(start, containers)
+}
+
+// ReconcileImages brings the usage records in line with a listing of the
+// runtime's images taken at now: images seen for the first time get
+// FirstDetected = now, images referenced by a container the tracker knows
+// (in any state) get LastUsed = now, and records of images that are gone
+// are dropped. Sync the containers first.
+func (t *Tracker) ReconcileImages(images []*runtimeapi.Image, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	refs := t.refs
 	t.names, t.lastImages = nil, images
 	for _, img := range images {
@@ -94,56 +156,75 @@ func (t *Tracker) Reconcile(images []*runtimeapi.Image, containers []*runtimeapi
 	}
 }
 
-// ReconcileContainers replaces what the tracker knows of containers with a
-// fresh listing taken at now, and marks the known images they use as used
-// at now. Images are left as the last Reconcile saw them.
-func (t *Tracker) ReconcileContainers(containers []*runtimeapi.Container, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.setContainersLocked(containers)
-	for _, tc := range t.containers {
-		t.touchLocked(tc.refs, now)
+// setContainersLocked replaces the container set with a listing begun at
+// start, or drops the listing (false) when one begun later was applied
+// (SyncContainers never lets that happen; the check keeps the rule local).
+//
+// A listing with the same entries as the last one (in any order) and no
+// event since changes nothing and costs one hash per entry. Otherwise, when
+// the map is still exactly the last listing (no event since), only the
+// entries that differ between the two listings are looked up: both are kept
+// sorted by entry hash and merged. After events, while deletions are
+// remembered, or when two entries of a listing share a hash, every entry is
+// looked up and the ones not listed dropped, except what events reported
+// after start.
+func (t *Tracker) setContainersLocked(start listingStart, containers []*runtimeapi.Container) bool {
+	if start.seq < t.applied {
+		return false
 	}
-}
-
-// setContainersLocked replaces the container set with a listing. A listing
-// with the same entries as the last one (in any order) and no event since
-// changes nothing and costs one hash per entry. Otherwise, when the map is
-// still exactly the last listing (no event since), only the entries that
-// differ between the two listings are looked up: both are kept sorted by
-// entry hash and merged. After events, or when two entries of a listing
-// share a hash, every entry is looked up and the ones not listed dropped.
-func (t *Tracker) setContainersLocked(containers []*runtimeapi.Container) {
+	t.applied = start.seq
 	entries, digest := hashListing(t.seeds, containers)
 	if !t.eventsSince && digest == t.lastDigest {
-		return
+		return true
 	}
 	entries = sortByHash(entries)
-	if t.eventsSince || t.lastListing == nil || hasDuplicateHash(entries) {
-		t.replaceContainersLocked(containers)
+	newer := false // the map keeps what events after start said
+	if t.eventsSince || len(t.tombstones) > 0 || t.lastListing == nil || hasDuplicateHash(entries) {
+		newer = t.replaceContainersLocked(start, containers)
 	} else {
 		t.applyListingDiffLocked(containers, entries)
+	}
+	for id, seq := range t.tombstones {
+		if seq < start.seq {
+			delete(t.tombstones, id) // the listing began after the deletion
+		}
 	}
 	ids := make([]string, len(entries))
 	for i := range entries {
 		ids[i] = containers[entries[i].idx].GetId()
 	}
-	t.eventsSince = false
+	// When the map is not exactly this listing, the next one is applied
+	// entry by entry.
+	t.eventsSince = newer
 	t.lastListing, t.lastIDs, t.lastDigest = entries, ids, digest
+	return true
 }
 
 // replaceContainersLocked looks every listed container up and drops the
-// ones not listed.
-func (t *Tracker) replaceContainersLocked(containers []*runtimeapi.Container) {
+// ones not listed, except those an event reported after start; a container
+// an event deleted after start is not brought back. It reports whether
+// events after start made the map differ from the listing.
+func (t *Tracker) replaceContainersLocked(start listingStart, containers []*runtimeapi.Container) bool {
 	t.generation++
+	newer := false
 	for _, c := range containers {
+		if seq, deleted := t.tombstones[c.GetId()]; deleted && seq > start.seq {
+			newer = true
+			continue
+		}
 		t.setContainerLocked(c.GetId(), listedRefs(c))
 	}
 	for id, tc := range t.containers {
-		if tc.generation != t.generation {
-			t.removeContainerLocked(id)
+		if tc.generation == t.generation {
+			continue
 		}
+		if tc.seq > start.seq {
+			newer = true
+			continue
+		}
+		t.removeContainerLocked(id)
 	}
+	return newer
 }
 
 // applyListingDiffLocked applies the difference between the last listing
@@ -185,22 +266,30 @@ func listedRefs(c *runtimeapi.Container) imageRefs {
 // ObserveEvent applies one CRI container event: the containers it reports
 // reference their images from then on, a deleted container stops doing so,
 // and the images involved count as used at the event's time.
+//
+// Events are ordered with listings (BeginListing): a listing begun before
+// an event never undoes it. A container reported after its DELETED event
+// (the runtime builds an event's statuses before it sends it, so events of
+// one sandbox may carry a container that is gone by then) stays deleted.
 func (t *Tracker) ObserveEvent(ev *runtimeapi.ContainerEventResponse) {
 	at := time.Unix(0, ev.GetCreatedAt())
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.eventsSince = true
+	t.seq++
 	deleted := ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
 	if deleted {
 		if tc, ok := t.containers[ev.GetContainerId()]; ok {
 			t.touchLocked(tc.refs, at)
 		}
 		t.removeContainerLocked(ev.GetContainerId())
+		t.tombstones[ev.GetContainerId()] = t.seq
 	}
 	for _, st := range ev.GetContainersStatuses() {
 		refs := imageRefs{st.GetImageRef(), st.GetImageId(), st.GetImage().GetImage()}
-		if !deleted || st.GetId() != ev.GetContainerId() {
+		if _, gone := t.tombstones[st.GetId()]; !gone {
 			t.setContainerLocked(st.GetId(), refs)
+			t.containers[st.GetId()].seq = t.seq
 		}
 		t.touchLocked(refs, at)
 	}
@@ -314,6 +403,9 @@ func hasDuplicateHash(sorted []listedEntry) bool {
 type trackedContainer struct {
 	refs       imageRefs
 	generation uint64
+	// seq is the number of the last event that reported the container; 0
+	// when only listings did.
+	seq uint64
 }
 
 // setContainerLocked records that container id references refs, keeping the
@@ -362,6 +454,29 @@ func (t *Tracker) touchLocked(refs imageRefs, at time.Time) {
 			t.usage[id] = u
 			t.dirty = true
 		}
+	}
+}
+
+// ObserveArrivals bounds first-detected times by when the runtime says the
+// images arrived (image ID -> time): an image cannot have been seen before
+// it arrived, so a record that says otherwise is of an earlier copy of the
+// same image, removed and pulled again while nodegc was not watching. Its
+// first-detected time moves to the arrival, and a last-used time from
+// before the arrival is dropped.
+func (t *Tracker) ObserveArrivals(arrivals map[string]time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, at := range arrivals {
+		u, ok := t.usage[id]
+		if !ok || !at.After(u.FirstDetected) {
+			continue
+		}
+		u.FirstDetected = at
+		if u.LastUsed.Before(at) {
+			u.LastUsed = time.Time{}
+		}
+		t.usage[id] = u
+		t.dirty = true
 	}
 }
 
@@ -419,10 +534,11 @@ func (t *Tracker) Usage() map[string]Usage {
 	return maps.Clone(t.usage)
 }
 
-// Save writes the usage records to the state directory if they changed.
+// Save writes the usage records to the state directory if they changed
+// (never for a read-only tracker).
 func (t *Tracker) Save() error {
 	t.mu.Lock()
-	if !t.dirty {
+	if !t.dirty || t.readOnly {
 		t.mu.Unlock()
 		return nil
 	}

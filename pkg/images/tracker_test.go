@@ -22,6 +22,13 @@ func criContainer(id, imageRef string, state runtimeapi.ContainerState) *runtime
 	return &runtimeapi.Container{Id: id, ImageRef: imageRef, State: state}
 }
 
+// reconcile applies listings of images and containers begun and taken at
+// now, as Manager.Plan does.
+func reconcile(tr *Tracker, images []*runtimeapi.Image, containers []*runtimeapi.Container, now time.Time) {
+	tr.applyContainers(tr.beginListing(), containers)
+	tr.ReconcileImages(images, now)
+}
+
 func newTestTracker(t *testing.T) (*Tracker, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -39,8 +46,8 @@ func TestTrackerReconcile(t *testing.T) {
 		criContainer("c1", "sha256:a", runtimeapi.ContainerState_CONTAINER_RUNNING),
 		criContainer("c2", "r/b:1", runtimeapi.ContainerState_CONTAINER_EXITED), // by tag, exited
 	}
-	tr.Reconcile(images, containers, t0)
-	tr.Reconcile(images, containers[:1], t0.Add(time.Minute)) // c2 removed since
+	reconcile(tr, images, containers, t0)
+	reconcile(tr, images, containers[:1], t0.Add(time.Minute)) // c2 removed since
 
 	want := map[string]Usage{
 		"sha256:a": {FirstDetected: t0, LastUsed: t0.Add(time.Minute)},
@@ -59,7 +66,7 @@ func TestTrackerReconcile(t *testing.T) {
 	}
 
 	// An image that disappears loses its record.
-	tr.Reconcile(images[:1], containers[:1], t0.Add(2*time.Minute))
+	reconcile(tr, images[:1], containers[:1], t0.Add(2*time.Minute))
 	if _, ok := tr.Usage()["sha256:c"]; ok {
 		t.Error("record of a removed image kept")
 	}
@@ -68,7 +75,7 @@ func TestTrackerReconcile(t *testing.T) {
 func TestTrackerEvents(t *testing.T) {
 	tr, _ := newTestTracker(t)
 	images := []*runtimeapi.Image{criImage("sha256:a", "r/a:1"), criImage("sha256:b", "r/b:1")}
-	tr.Reconcile(images, nil, t0)
+	reconcile(tr, images, nil, t0)
 	at := t0.Add(30 * time.Second)
 	tr.ObserveEvent(&runtimeapi.ContainerEventResponse{
 		ContainerId: "c1", ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, CreatedAt: at.UnixNano(),
@@ -110,7 +117,7 @@ func TestTrackerImagesNewImageIsFresh(t *testing.T) {
 func TestStateSurvivesRestart(t *testing.T) {
 	tr, dir := newTestTracker(t)
 	images := []*runtimeapi.Image{criImage("sha256:a"), criImage("sha256:b")}
-	tr.Reconcile(images, []*runtimeapi.Container{criContainer("c", "sha256:b", runtimeapi.ContainerState_CONTAINER_EXITED)}, t0)
+	reconcile(tr, images, []*runtimeapi.Container{criContainer("c", "sha256:b", runtimeapi.ContainerState_CONTAINER_EXITED)}, t0)
 	if err := tr.Save(); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +129,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Errorf("usage after restart (-before +after):\n%s", diff)
 	}
 	// Reconciling later does not move first-detected.
-	again.Reconcile(images, nil, t0.Add(time.Hour))
+	reconcile(again, images, nil, t0.Add(time.Hour))
 	if got := again.Usage()["sha256:a"].FirstDetected; !got.Equal(t0) {
 		t.Errorf("FirstDetected after restart and reconcile = %v, want %v", got, t0)
 	}
@@ -155,7 +162,7 @@ func TestCorruptStateIsSetAside(t *testing.T) {
 				t.Error("set-aside file does not hold the original content")
 			}
 			// The tracker goes on and can save a valid file again.
-			tr.Reconcile([]*runtimeapi.Image{criImage("sha256:a")}, nil, t0)
+			reconcile(tr, []*runtimeapi.Image{criImage("sha256:a")}, nil, t0)
 			if err := tr.Save(); err != nil {
 				t.Fatal(err)
 			}
@@ -168,12 +175,12 @@ func TestCorruptStateIsSetAside(t *testing.T) {
 
 func TestSaveLeavesNoTempFiles(t *testing.T) {
 	tr, dir := newTestTracker(t)
-	tr.Reconcile([]*runtimeapi.Image{criImage("sha256:a")}, nil, t0)
+	reconcile(tr, []*runtimeapi.Image{criImage("sha256:a")}, nil, t0)
 	for range 3 {
 		if err := tr.Save(); err != nil {
 			t.Fatal(err)
 		}
-		tr.Reconcile([]*runtimeapi.Image{criImage("sha256:a")}, []*runtimeapi.Container{criContainer("c", "sha256:a", 0)}, time.Now())
+		reconcile(tr, []*runtimeapi.Image{criImage("sha256:a")}, []*runtimeapi.Container{criContainer("c", "sha256:a", 0)}, time.Now())
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -193,10 +200,10 @@ func TestSaveLeavesNoTempFiles(t *testing.T) {
 func TestForgetRemovedImage(t *testing.T) {
 	tr, _ := newTestTracker(t)
 	images := []*runtimeapi.Image{criImage("sha256:a")}
-	tr.Reconcile(images, nil, t0)
+	reconcile(tr, images, nil, t0)
 	tr.Forget("sha256:a")
 	later := t0.Add(time.Hour)
-	tr.Reconcile(images, nil, later)
+	reconcile(tr, images, nil, later)
 	if got := tr.Usage()["sha256:a"].FirstDetected; !got.Equal(later) {
 		t.Errorf("FirstDetected after removal and re-pull = %v, want %v", got, later)
 	}
@@ -244,10 +251,10 @@ func TestTrackerListingsProperty(t *testing.T) {
 		for k, id := range images {
 			imgs[k] = &runtimeapi.Image{Id: id}
 		}
-		tr.Reconcile(imgs, listing, t0)
+		reconcile(tr, imgs, listing, t0)
 
 		want, _ := newTestTracker(t)
-		want.Reconcile(imgs, listing, t0)
+		reconcile(want, imgs, listing, t0)
 		if diff := cmp.Diff(want.refs, tr.refs); diff != "" {
 			t.Fatalf("round %d: image references (-fresh tracker +tracker):\n%s", round, diff)
 		}
@@ -262,5 +269,49 @@ func TestTrackerListingsProperty(t *testing.T) {
 		if diff := cmp.Diff(wantContainers, got); diff != "" {
 			t.Fatalf("round %d: containers (-fresh tracker +tracker):\n%s", round, diff)
 		}
+	}
+}
+
+// TestArrivalsBoundFirstDetected: an image cannot have been seen before it
+// arrived: a record older than the runtime's arrival time is of an earlier
+// copy (removed and pulled again while nodegc was down) and starts over; a
+// record younger than the arrival (nodegc installed later) stays.
+func TestArrivalsBoundFirstDetected(t *testing.T) {
+	tr, _ := newTestTracker(t)
+	images := []*runtimeapi.Image{criImage("sha256:repulled"), criImage("sha256:old"), criImage("sha256:unknown")}
+	reconcile(tr, images, nil, t0)
+	reconcile(tr, images, []*runtimeapi.Container{criContainer("c", "sha256:repulled", 0), criContainer("d", "sha256:old", 0)}, t0.Add(time.Hour))
+	reconcile(tr, images, nil, t0.Add(2*time.Hour))
+	arrived := t0.Add(90 * time.Minute)
+	tr.ObserveArrivals(map[string]time.Time{"sha256:repulled": arrived, "sha256:old": t0.Add(-time.Hour), "sha256:gone": arrived})
+	want := map[string]Usage{
+		"sha256:repulled": {FirstDetected: arrived},                         // last used before it arrived: by the earlier copy
+		"sha256:old":      {FirstDetected: t0, LastUsed: t0.Add(time.Hour)}, // arrived before nodegc saw it
+		"sha256:unknown":  {FirstDetected: t0},
+	}
+	if diff := cmp.Diff(want, tr.Usage()); diff != "" {
+		t.Errorf("usage (-want +got):\n%s", diff)
+	}
+}
+
+// TestZeroFirstDetectedInState: a state record with a zero first-detected
+// time (hand-edited, or from a buggy version) counts from the load, so the
+// minimum age protects the image.
+func TestZeroFirstDetectedInState(t *testing.T) {
+	dir := t.TempDir()
+	data := `{"version": 1, "images": {"sha256:a": {"firstDetected": "0001-01-01T00:00:00Z", "lastUsed": "2026-01-01T00:00:00Z"}, "sha256:b": {"firstDetected": "2026-01-01T00:00:00Z"}}}`
+	if err := os.WriteFile(filepath.Join(dir, StateFileName), []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, warn := NewTracker(dir, t0)
+	if warn != nil {
+		t.Fatal(warn)
+	}
+	want := map[string]Usage{
+		"sha256:a": {FirstDetected: t0},
+		"sha256:b": {FirstDetected: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	if diff := cmp.Diff(want, tr.Usage()); diff != "" {
+		t.Errorf("usage (-want +got):\n%s", diff)
 	}
 }

@@ -1,0 +1,115 @@
+package images_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+// TestEventStreamNeverStallsTheRuntime, on a real containerd 2.x (1.6 has no
+// container event stream): containerd hands container events to each
+// subscriber through a small queue and blocks its publishers (CreateContainer,
+// StartContainer) while a subscriber does not read. nodegc's image GC
+// subscribes and lists images and containers when the stream opens; that
+// listing is held slow here (as on a loaded runtime: up to
+// runtimeRequestTimeout) while containers are created one after the other.
+// Creating a container must take as long as without nodegc.
+func TestEventStreamNeverStallsTheRuntime(t *testing.T) {
+	const (
+		baselineCreates = 20
+		creates         = 400
+		createTimeout   = 10 * time.Second
+	)
+	b := newBed(t, testbed.Containerd2, 0)
+	ctx := t.Context()
+	img := b.pushPull("stall/app", 1)
+	pod, err := b.node.RunPod(ctx, node.PodSpec{Name: "stall", Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	create := func() (time.Duration, error) {
+		cctx, cancel := context.WithTimeout(ctx, createTimeout)
+		defer cancel()
+		began := time.Now()
+		_, err := b.node.CreateContainer(cctx, pod, node.ContainerSpec{Name: fmt.Sprintf("c%d", n), Image: img.ID()})
+		n++
+		return time.Since(began), err
+	}
+	var baseline []time.Duration
+	for range baselineCreates {
+		d, err := create()
+		if err != nil {
+			t.Fatal(err)
+		}
+		baseline = append(baseline, d)
+	}
+
+	rt := &gatedRuntime{gcRuntime: b.runtime, entered: make(chan struct{}), gate: make(chan struct{})}
+	defer rt.open()
+	m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), func(c *config.ImageGCConfiguration) {
+		c.HighThresholdPercent = ptrInt32(100) // no threshold GC: only the usage tracking lists
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(runCtx) }()
+	defer func() { rt.open(); stop(); <-done }()
+	select {
+	case <-rt.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("nodegc did not list images after opening the event stream")
+	}
+
+	var during []time.Duration
+	for i := range creates {
+		d, err := create()
+		if err != nil {
+			t.Fatalf("create %d of %d while nodegc's listing is held: %v after %v (baseline median %v)",
+				i+1, creates, err, d.Round(time.Millisecond), median(baseline))
+		}
+		during = append(during, d)
+	}
+	t.Logf("CreateContainer: baseline median %v max %v; %d creates while the listing was held: median %v max %v",
+		median(baseline), slices.Max(baseline).Round(time.Millisecond), creates, median(during), slices.Max(during).Round(time.Millisecond))
+	if limit := max(10*slices.Max(baseline), 2*time.Second); slices.Max(during) > limit {
+		t.Errorf("a create took %v while nodegc's listing was held (baseline max %v, limit %v)",
+			slices.Max(during).Round(time.Millisecond), slices.Max(baseline).Round(time.Millisecond), limit)
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2].Round(time.Millisecond)
+}
+
+func ptrInt32(v int32) *int32 { return &v }
+
+// gatedRuntime holds every ListImages call until open is called.
+type gatedRuntime struct {
+	gcRuntime
+	once, openOnce sync.Once
+	entered, gate  chan struct{}
+}
+
+func (r *gatedRuntime) ListImages(ctx context.Context) ([]*runtimeapi.Image, error) {
+	r.once.Do(func() { close(r.entered) })
+	select {
+	case <-r.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return r.gcRuntime.ListImages(ctx)
+}
+
+func (r *gatedRuntime) open() { r.openOnce.Do(func() { close(r.gate) }) }

@@ -1,0 +1,134 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/diskstats"
+)
+
+// streamRuntime is a runtime whose container event stream fails until
+// opened, and which counts container listings.
+type streamRuntime struct {
+	mu     sync.Mutex
+	lists  int
+	open   bool
+	opened chan struct{} // closed when a stream is open
+}
+
+func (r *streamRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) { return nil, nil }
+func (r *streamRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lists++
+	return nil, nil
+}
+func (r *streamRuntime) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: "/images"}}}}, nil
+}
+func (r *streamRuntime) RemoveImage(context.Context, string) error { return nil }
+func (r *streamRuntime) WatchContainerEvents(ctx context.Context, connected func(), _ func(*runtimeapi.ContainerEventResponse)) error {
+	r.mu.Lock()
+	open := r.open
+	r.mu.Unlock()
+	if !open {
+		return status.Error(codes.Unavailable, "connection refused")
+	}
+	connected()
+	close(r.opened)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (r *streamRuntime) listings() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lists
+}
+
+type fixedDisk struct{}
+
+func (fixedDisk) Stat(string) (diskstats.Stats, error) {
+	return diskstats.Stats{Capacity: 100 << 30, Available: 90 << 30}, nil
+}
+
+// TestUsagePolledWhileStreamBroken: while the container event stream cannot
+// be opened (an error other than "unsupported"), last-used times must not
+// go stale: containers are listed every diskCheckInterval. Once the stream
+// is open, the ticks list no more.
+func TestUsagePolledWhileStreamBroken(t *testing.T) {
+	cfg := config.Defaulted().ImageGC
+	cfg.HighThresholdPercent = ptr.To[int32](100)
+	cfg.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Second}
+	clk := clocktesting.NewFakeClock(t0)
+	rt := &streamRuntime{opened: make(chan struct{})}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: fixedDisk{}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	}()
+	// step moves the fake clock once Run's goroutines wait on it.
+	step := func(d time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !clk.HasWaiters() {
+			if time.Now().After(deadline) {
+				t.Fatal("nothing waits on the clock")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		clk.Step(d)
+	}
+	for range 3 {
+		before := rt.listings()
+		step(cfg.DiskCheckInterval.Duration)
+		waitUntil(t, "a listing on the tick while the stream is broken", func() bool { return rt.listings() > before })
+	}
+	rt.mu.Lock()
+	rt.open = true
+	rt.mu.Unlock()
+	step(time.Minute) // the stream's reopening backoff
+	select {
+	case <-rt.opened:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream was not reopened")
+	}
+	waitUntil(t, "the listing made when the stream opened", func() bool { return m.eventsLive.Load() })
+	settled := rt.listings()
+	for range 3 {
+		step(cfg.DiskCheckInterval.Duration)
+	}
+	if got := rt.listings(); got > settled+1 { // the listing made when the stream opened may land now
+		t.Errorf("%d listings on ticks while the stream was live, want none", got-settled)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
