@@ -2,6 +2,8 @@ package agent
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,7 +22,13 @@ const (
 	EventImageGCFailed       = "ImageGCFailed"
 	EventInvalidDiskCapacity = "InvalidDiskCapacity"
 	EventContainerGCFailed   = "ContainerGCFailed"
+	// EventPodViewNotAuthoritative: the API's pods of this node lack pods
+	// the runtime runs (nodegc's).
+	EventPodViewNotAuthoritative = "PodViewNotAuthoritative"
 )
+
+// maxPodsNamed bounds how many pods an event names.
+const maxPodsNamed = 5
 
 // nodeEvents records Events on this agent's Node through client-go's
 // broadcaster, whose correlator aggregates and rate-limits repeats. A nil
@@ -29,6 +37,10 @@ type nodeEvents struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 	node        *corev1.ObjectReference
+
+	// disagreed says the last container GC plan's pod view disagreed with
+	// the runtime; written by the container GC loop only.
+	disagreed bool
 }
 
 func newNodeEvents(client kubernetes.Interface, nodeName string) *nodeEvents {
@@ -65,10 +77,37 @@ func (e *nodeEvents) imageGCReport(r *images.Report) {
 	}
 }
 
-// containerGCReport turns a failed container GC run into ContainerGCFailed.
+// containerGCReport turns a failed container GC run into ContainerGCFailed,
+// and a pod view that starts disagreeing with the runtime (a wrong node
+// name, most likely) into PodViewNotAuthoritative, once per episode. When
+// no Node has nodegc's node name the manager's log line is all there is:
+// an event would name a Node that does not exist.
 func (e *nodeEvents) containerGCReport(r *containers.Report) {
-	if e == nil || r.Err == nil {
+	if e == nil {
 		return
 	}
-	e.recorder.Event(e.node, corev1.EventTypeWarning, EventContainerGCFailed, r.Err.Error())
+	if r.Plan != nil {
+		disagrees := r.Plan.PodsReason == containers.ViewDisagrees
+		if disagrees && !e.disagreed {
+			e.recorder.Event(e.node, corev1.EventTypeWarning, EventPodViewNotAuthoritative, podViewMessage(r.Plan))
+		}
+		e.disagreed = disagrees
+	}
+	if r.Err != nil {
+		e.recorder.Event(e.node, corev1.EventTypeWarning, EventContainerGCFailed, r.Err.Error())
+	}
+}
+
+func podViewMessage(p *containers.Plan) string {
+	names := make([]string, 0, maxPodsNamed)
+	for _, ref := range p.PodsMissing[:min(len(p.PodsMissing), maxPodsNamed)] {
+		names = append(names, ref.String())
+	}
+	more := ""
+	if n := len(p.PodsMissing) - len(names); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return fmt.Sprintf("The API server's pods of node %q lack %d pods the container runtime runs (%s%s): is %q the name the kubelet registered? "+
+		"Until they agree, nodegc removes nothing because its pod is gone.",
+		p.PodsNode, len(p.PodsMissing), strings.Join(names, ", "), more, p.PodsNode)
 }
