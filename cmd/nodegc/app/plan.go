@@ -60,6 +60,7 @@ type planView struct {
 	Images       []imageRow     `json:"images"`
 	ImagesErr    string         `json:"imagesError,omitempty"`
 	PodsView     string         `json:"podsView"`
+	PodsMissing  []string       `json:"podsMissingFromAPI,omitempty"`
 	Containers   []containerRow `json:"containers"`
 	Sandboxes    []containerRow `json:"sandboxes"`
 	LogDirs      []containerRow `json:"logDirectories"`
@@ -134,6 +135,12 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 		if !p.PodsAuthoritative {
 			v.PodsView = "not authoritative (" + p.PodsReason + "): nothing is removed because its pod is gone"
 		}
+		if p.PodsNode != "" {
+			v.PodsView += fmt.Sprintf(" [node %q]", p.PodsNode)
+		}
+		for _, ref := range p.PodsMissing {
+			v.PodsMissing = append(v.PodsMissing, ref.String())
+		}
 		for _, ds := range []struct {
 			action string
 			list   []containers.ContainerDecision
@@ -197,7 +204,11 @@ func (v *planView) print(out io.Writer) {
 		fmt.Fprintf(out, "CONTAINERS: no plan: %s\n\n", v.ContainerErr)
 		return
 	}
-	fmt.Fprintf(out, "POD VIEW: %s\n\n", v.PodsView)
+	fmt.Fprintf(out, "POD VIEW: %s\n", v.PodsView)
+	if len(v.PodsMissing) > 0 {
+		fmt.Fprintf(out, "  the runtime runs pods the API server does not list for this node: %s\n", strings.Join(v.PodsMissing, ", "))
+	}
+	fmt.Fprintln(out)
 	for _, t := range []struct {
 		title string
 		rows  []containerRow
