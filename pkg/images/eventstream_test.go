@@ -37,6 +37,17 @@ func TestEventStreamNeverStallsTheRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The pod holds 420 containers: remove it here, with nodegc's client
+	// and its one-minute deadline, rather than leave it to the test bed's
+	// teardown and its shorter one.
+	defer func() {
+		if err := b.cri.StopPodSandbox(ctx, pod); err != nil {
+			t.Error(err)
+		}
+		if err := b.cri.RemovePodSandbox(ctx, pod); err != nil {
+			t.Error(err)
+		}
+	}()
 	n := 0
 	create := func() (time.Duration, error) {
 		cctx, cancel := context.WithTimeout(ctx, createTimeout)
