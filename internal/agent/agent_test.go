@@ -57,7 +57,7 @@ func TestLeaderElectionHandover(t *testing.T) {
 		}
 		return ls
 	}
-	waitFor(t, "one leader", time.Minute, func() bool { return len(leaders()) == 1 })
+	testbed.WaitFor(t, time.Minute, "one leader", func() bool { return len(leaders()) == 1 })
 
 	// Watch, for the whole test, that never both lead and that the one not
 	// leading writes nothing.
@@ -102,7 +102,7 @@ func TestLeaderElectionHandover(t *testing.T) {
 	first := leaders()[0]
 	// The runtime is unreachable on purpose (only the owner GC matters
 	// here), so /readyz says 503; the owner GC's own gauge says synced.
-	waitFor(t, "the leader's owner GC to sync", time.Minute, func() bool { return first.metric("nodegc_owner_gc_synced") == 1 })
+	testbed.WaitFor(t, time.Minute, "the leader's owner GC to sync", func() bool { return first.metric("nodegc_owner_gc_synced") == 1 })
 
 	// A cascade: one owner, 300 dependents.
 	owner, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
@@ -139,7 +139,7 @@ func TestLeaderElectionHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Kill the leader in the middle of the cascade.
-	waitFor(t, "the cascade to start", time.Minute, func() bool { r := remaining(); return r >= 0 && r < n })
+	testbed.WaitFor(t, time.Minute, "the cascade to start", func() bool { r := remaining(); return r >= 0 && r < n })
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +150,8 @@ func TestLeaderElectionHandover(t *testing.T) {
 	if first == b {
 		second = a
 	}
-	waitFor(t, "the other instance to take the lease", time.Minute, func() bool { return second.metric("nodegc_owner_gc_leader") == 1 })
-	waitFor(t, "the cascade to finish", 2*time.Minute, func() bool { return remaining() == 0 })
+	testbed.WaitFor(t, time.Minute, "the other instance to take the lease", func() bool { return second.metric("nodegc_owner_gc_leader") == 1 })
+	testbed.WaitFor(t, 2*time.Minute, "the cascade to finish", func() bool { return remaining() == 0 })
 	if v := violation.Load(); v != nil {
 		t.Error(v)
 	}
@@ -223,7 +223,7 @@ containerGC:
   containerLogsDirectory: %s
 `, n.Endpoint, stateDir, t.TempDir(), t.TempDir())
 	p := startNodegc(t, "sigterm", cfg, "--owner-gc=off")
-	waitFor(t, "the first image removal", time.Minute, func() bool {
+	testbed.WaitFor(t, time.Minute, "the first image removal", func() bool {
 		return p.metric("nodegc_cri_requests_total", "method=RemoveImage") > 0
 	})
 	start := time.Now()
@@ -262,7 +262,7 @@ func TestMetricsLint(t *testing.T) {
 	cfg = strings.Replace(cfg, "unix:///nonexistent/nodegc-test/cri.sock", n.Endpoint, 1)
 	cfg += fmt.Sprintf("containerGC:\n  podLogsDirectory: %s\n  containerLogsDirectory: %s\n", t.TempDir(), t.TempDir())
 	p := startNodegc(t, "lint", cfg, "--owner-gc=auto", "--kubeconfig", c.KubeconfigPath())
-	waitFor(t, "the agent to be ready and leading", time.Minute, func() bool {
+	testbed.WaitFor(t, time.Minute, "the agent to be ready and leading", func() bool {
 		resp, err := http.Get(p.healthz + "/readyz")
 		if err != nil {
 			return false
@@ -318,7 +318,7 @@ func TestMetricsLint(t *testing.T) {
 		t.Fatal(err)
 	}
 	graphURL := p.metrics + "/debug/controllers/garbagecollector/graph"
-	waitFor(t, "the debug graph to show the owner edge", 30*time.Second, func() bool {
+	testbed.WaitFor(t, 30*time.Second, "the debug graph to show the owner edge", func() bool {
 		return strings.Contains(p.body(t, graphURL+"?uid="+string(owner.UID)), "->")
 	})
 	var dump struct {

@@ -3,7 +3,6 @@ package agent_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 )
@@ -183,18 +181,4 @@ func (p *proc) body(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return b.String()
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

@@ -155,7 +155,7 @@ containerGC:
   containerLogsDirectory: %s
 `, n.Endpoint, t.TempDir(), period, t.TempDir(), t.TempDir())
 			p := startNodegc(t, "restart", cfg, "--owner-gc=off")
-			waitFor(t, "the agent to be ready", time.Minute, func() bool {
+			testbed.WaitFor(t, time.Minute, "the agent to be ready", func() bool {
 				resp, err := http.Get(p.healthz + "/readyz")
 				if err != nil {
 					return false
@@ -166,7 +166,7 @@ containerGC:
 
 			// Working before the restart.
 			old := deadContainers(t, n, pod, img.Ref, 0, 3)
-			waitFor(t, "the two older dead containers removed before the restart", 30*time.Second, func() bool {
+			testbed.WaitFor(t, 30*time.Second, "the two older dead containers removed before the restart", func() bool {
 				left, err := containersLeft(ctx, n, old)
 				return err == nil && len(left) == 1 && left[0] == old[2]
 			})
@@ -179,7 +179,7 @@ containerGC:
 			// The runtime stays down until /readyz said so, and since when.
 			const downSince = "container runtime does not answer (connection lost at"
 			var said string
-			waitFor(t, "/readyz to say the runtime does not answer and since when", 30*time.Second, func() bool {
+			testbed.WaitFor(t, 30*time.Second, "/readyz to say the runtime does not answer and since when", func() bool {
 				probes.mu.Lock()
 				defer probes.mu.Unlock()
 				for _, r := range probes.readyz {
@@ -198,7 +198,7 @@ containerGC:
 			made := time.Now()
 			bound := 2*period + 3*time.Second
 			var left []string
-			waitFor(t, fmt.Sprintf("the two older of the new dead containers removed within %v", bound), bound, func() bool {
+			testbed.WaitFor(t, bound, fmt.Sprintf("the two older of the new dead containers removed within %v", bound), func() bool {
 				left, err = containersLeft(ctx, n, append(old[2:], fresh...))
 				return err == nil && len(left) == 1 && left[0] == fresh[2]
 			})

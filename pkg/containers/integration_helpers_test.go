@@ -185,25 +185,6 @@ func podUID(t *testing.T, n *testNode, podID string) string {
 	return sbs[0].GetMetadata().GetUid()
 }
 
-// waitFor polls cond every 50ms until it holds, failing the test after
-// timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 func startSource(t *testing.T, c *cluster.Cluster, nodeName string) *containers.APIPodSource {
 	t.Helper()
 	return startSourceWithClock(t, c, nodeName, nil)

@@ -39,19 +39,19 @@ func TestAPIPodSourceFollowsTheNode(t *testing.T) {
 		}
 		return v.Reason
 	}
-	waitFor(t, 30*time.Second, "the pod source to sync", src.HasSynced)
+	testbed.WaitFor(t, 30*time.Second, "the pod source to sync", src.HasSynced)
 	if got := reason(); got != "node_not_found" {
 		t.Errorf("synced, no Node %q: view %q, want node_not_found", name, got)
 	}
 	registerNode(t, c, name)
 	created := time.Now()
-	waitFor(t, 30*time.Second, "the view to turn authoritative once the Node exists", func() bool { return reason() == "authoritative" })
+	testbed.WaitFor(t, 30*time.Second, "the view to turn authoritative once the Node exists", func() bool { return reason() == "authoritative" })
 	t.Logf("Node created: the view is authoritative %v later", time.Since(created).Round(time.Millisecond))
 	if err := c.Client().CoreV1().Nodes().Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	waitFor(t, 30*time.Second, "the view to say node_not_found once the Node is deleted", func() bool { return reason() == "node_not_found" })
+	testbed.WaitFor(t, 30*time.Second, "the view to say node_not_found once the Node is deleted", func() bool { return reason() == "node_not_found" })
 	t.Logf("Node deleted: the view says node_not_found %v later", time.Since(deleted).Round(time.Millisecond))
 }
 
@@ -144,7 +144,7 @@ func wrongNodeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix str
 	collect := func(nodeName string) run {
 		t.Helper()
 		src := startSourceWithClock(t, c, nodeName, laterClock{ahead})
-		waitFor(t, 30*time.Second, "the pod source of "+nodeName+" to sync", src.HasSynced)
+		testbed.WaitFor(t, 30*time.Second, "the pod source of "+nodeName+" to sync", src.HasSynced)
 		reg := prometheus.NewRegistry()
 		m, err := containers.NewManager(containers.Options{Config: cfg, Runtime: n.client, Pods: src, Registerer: reg})
 		if err != nil {

@@ -222,7 +222,7 @@ func podGoneScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName str
 	}
 
 	src := startSource(t, c, nodeName)
-	waitFor(t, 30*time.Second, "the pod informer to sync", func() bool { return authoritative(src) })
+	testbed.WaitFor(t, 30*time.Second, "the pod informer to sync", func() bool { return authoritative(src) })
 	m := n.manager(t, cfg, src)
 	if r := collect(m); !cmp.Equal(removals(r.Plan), []string{filepath.Base(ghost) + ":pod_gone"}) {
 		t.Errorf("synced, every pod present: plan %v, want only the ghost log directory", removals(r.Plan))
@@ -233,12 +233,12 @@ func podGoneScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName str
 	if err := api.Delete(ctx, gone.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the informer to see the deletion", func() bool {
+	testbed.WaitFor(t, 30*time.Second, "the informer to see the deletion", func() bool {
 		v := src.View(time.Now())
 		return v.Authoritative && !v.Live[string(gone.UID)] && v.Deleted[string(gone.UID)]
 	})
 	c.StopAPIServer(t)
-	waitFor(t, 30*time.Second, "the pod source to notice the API server is gone", func() bool { return !authoritative(src) })
+	testbed.WaitFor(t, 30*time.Second, "the pod source to notice the API server is gone", func() bool { return !authoritative(src) })
 	lateSource := startSource(t, c, nodeName) // starts while the API server is down: cannot sync
 	for name, mgr := range map[string]*containers.Manager{"API server stopped": m, "informer not synced": n.manager(t, cfg, lateSource)} {
 		r := collect(mgr)
@@ -251,7 +251,7 @@ func podGoneScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName str
 	}
 
 	c.StartAPIServer(t)
-	waitFor(t, 60*time.Second, "the pod source to reach the API server again", func() bool { return authoritative(src) })
+	testbed.WaitFor(t, 60*time.Second, "the pod source to reach the API server again", func() bool { return authoritative(src) })
 	r := collect(m)
 	var reasons []string
 	for _, d := range r.Outcome.Containers {
@@ -282,7 +282,7 @@ func podGoneScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName str
 
 	// The source started during the outage syncs once the API is back and
 	// then agrees.
-	waitFor(t, 60*time.Second, "the late pod source to sync", func() bool { return authoritative(lateSource) })
+	testbed.WaitFor(t, 60*time.Second, "the late pod source to sync", func() bool { return authoritative(lateSource) })
 	if v := lateSource.View(time.Now()); v.Live[g] || !v.Live[string(keep.UID)] || !v.Live[staticUID] {
 		t.Errorf("late source: live %v; want keep and the static pod (by its mirror), not the deleted pod", v.Live)
 	}

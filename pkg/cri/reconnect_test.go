@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
@@ -81,19 +82,6 @@ func (l *connectionLog) get() []bool {
 	return append([]bool(nil), l.changes...)
 }
 
-// waitUntil polls cond every 10ms for up to 10s: the client's connection
-// watcher runs on its own goroutine.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestReconnectAfterRuntimeRestart: the runtime goes away and comes back
 // on the same socket path (a new socket file). The same Client answers
 // again without being recreated, nodegc_cri_connected follows the
@@ -112,17 +100,17 @@ func TestReconnectAfterRuntimeRestart(t *testing.T) {
 	defer c.Close()
 	connected := func() float64 { return testutil.ToFloat64(m.connected) }
 	reconnects := func() float64 { return testutil.ToFloat64(m.reconnects) }
-	waitUntil(t, "connected after Dial", func() bool { return connected() == 1 })
+	testbed.WaitFor(t, 10*time.Second, "connected after Dial", func() bool { return connected() == 1 })
 
 	for restart := 1; restart <= 2; restart++ {
 		rt.stop()
-		waitUntil(t, "the loss of the connection seen", func() bool { return connected() == 0 })
+		testbed.WaitFor(t, 10*time.Second, "the loss of the connection seen", func() bool { return connected() == 0 })
 		if _, err := c.Version(t.Context()); !IsUnavailable(err) {
 			t.Errorf("restart %d: Version while the runtime is down = %v, want Unavailable", restart, err)
 		}
 		rt.start(t)
 		// No call is needed to redial: the client reconnects by itself.
-		waitUntil(t, "reconnected without a call", func() bool { return connected() == 1 })
+		testbed.WaitFor(t, 10*time.Second, "reconnected without a call", func() bool { return connected() == 1 })
 		if _, err := c.Version(t.Context()); err != nil {
 			t.Fatalf("restart %d: Version after the runtime came back: %v", restart, err)
 		}
@@ -151,11 +139,11 @@ func TestReconnectBothEndpoints(t *testing.T) {
 	}
 	defer c.Close()
 	connected := func() float64 { return testutil.ToFloat64(m.connected) }
-	waitUntil(t, "connected after Dial", func() bool { return connected() == 1 })
+	testbed.WaitFor(t, 10*time.Second, "connected after Dial", func() bool { return connected() == 1 })
 	img.stop()
-	waitUntil(t, "the image service's loss seen", func() bool { return connected() == 0 })
+	testbed.WaitFor(t, 10*time.Second, "the image service's loss seen", func() bool { return connected() == 0 })
 	img.start(t)
-	waitUntil(t, "reconnected", func() bool { return connected() == 1 })
+	testbed.WaitFor(t, 10*time.Second, "reconnected", func() bool { return connected() == 1 })
 	if _, err := c.ListImages(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +163,7 @@ func TestCloseStopsWatching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "connected after Dial", func() bool { return testutil.ToFloat64(m.connected) == 1 })
+	testbed.WaitFor(t, 10*time.Second, "connected after Dial", func() bool { return testutil.ToFloat64(m.connected) == 1 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}

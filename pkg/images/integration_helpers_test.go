@@ -214,22 +214,3 @@ func (r *recordingRuntime) removals() []removal {
 }
 
 func repoName(i int) string { return fmt.Sprintf("gc/img%d", i) }
-
-// waitFor polls cond every 20ms until it holds, failing the test after
-// timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}

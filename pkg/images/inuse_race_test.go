@@ -101,7 +101,7 @@ func TestNoContainerLosesItsImage(t *testing.T) {
 				created++
 				// Two GC runs that began after the container existed.
 				n := runs.Load()
-				waitFor(t, 30*time.Second, "two image GC runs", func() bool { return runs.Load() >= n+3 })
+				testbed.WaitFor(t, 30*time.Second, "two image GC runs", func() bool { return runs.Load() >= n+3 })
 				if b.imageIDs()[id] {
 					if err := b.node.RemoveContainer(ctx, cid); err != nil {
 						t.Fatal(err)

@@ -45,7 +45,7 @@ func TestMinimumAgeSurvivesRepullWhileDown(t *testing.T) {
 			if err := b.cri.RemoveImage(ctx, repulled.ID()); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 30*time.Second, "the image to be gone", func() bool { return !b.imageIDs()[repulled.ID()] })
+			testbed.WaitFor(t, 30*time.Second, "the image to be gone", func() bool { return !b.imageIDs()[repulled.ID()] })
 			if _, err := b.node.PullImage(ctx, repulled.Ref); err != nil {
 				t.Fatal(err)
 			}

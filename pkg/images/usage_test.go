@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )
@@ -101,7 +102,7 @@ func TestUsagePolledWhileStreamBroken(t *testing.T) {
 	for range 3 {
 		before := rt.listings()
 		step(cfg.DiskCheckInterval.Duration)
-		waitUntil(t, "a listing on the tick while the stream is broken", func() bool { return rt.listings() > before })
+		testbed.WaitFor(t, 10*time.Second, "a listing on the tick while the stream is broken", func() bool { return rt.listings() > before })
 	}
 	rt.mu.Lock()
 	rt.open = true
@@ -112,23 +113,12 @@ func TestUsagePolledWhileStreamBroken(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream was not reopened")
 	}
-	waitUntil(t, "the listing made when the stream opened", func() bool { return m.eventsLive.Load() })
+	testbed.WaitFor(t, 10*time.Second, "the listing made when the stream opened", func() bool { return m.eventsLive.Load() })
 	settled := rt.listings()
 	for range 3 {
 		step(cfg.DiskCheckInterval.Duration)
 	}
 	if got := rt.listings(); got > settled+1 { // the listing made when the stream opened may land now
 		t.Errorf("%d listings on ticks while the stream was live, want none", got-settled)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
