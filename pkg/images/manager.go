@@ -239,11 +239,16 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 	switch {
 	case errors.Is(err, ErrRunInProgress):
 		klog.V(2).InfoS("Image GC run skipped: another is in progress", "trigger", trigger)
-	case err != nil:
+	case err != nil && (r == nil || r.Outcome == nil):
 		klog.ErrorS(err, "Image GC run failed", "trigger", trigger)
+	case err != nil:
+		o := r.Outcome
+		klog.ErrorS(err, "Image GC run failed", "trigger", trigger, "removed", len(o.Removed), "failed", len(o.Failed),
+			"skippedInUse", len(o.SkippedInUse), "replans", o.Replans, "estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed)
 	case r != nil && len(r.Outcome.Removed) > 0:
-		klog.InfoS("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "estimatedFreedBytes", r.Outcome.EstimatedFreed,
-			"measuredFreedBytes", r.MeasuredFreed, "usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent())
+		klog.InfoS("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skippedInUse", len(r.Outcome.SkippedInUse),
+			"replans", r.Outcome.Replans, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
+			"usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent())
 	}
 }
 
