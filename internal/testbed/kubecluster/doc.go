@@ -1,5 +1,5 @@
 // Package kubecluster runs a real single-node Kubernetes cluster for
-// end-to-end tests (TESTING.md, "A real single-node cluster"): etcd and
+// end-to-end tests: etcd and
 // kube-apiserver (internal/testbed/cluster), kube-controller-manager with
 // the controllers a Node, Deployments, ReplicaSets and DaemonSets need and
 // never the garbage collector, kube-scheduler, a throw-away containerd 2.x

@@ -16,7 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Paths the kubelet uses whatever its --root-dir says (TESTING.md). Only
+// Paths the kubelet uses whatever its --root-dir says (the device plugin
+// socket and the /var/log/containers links). Only
 // one kubelet may use them at a time: machineLock serializes kubeclusters
 // across test processes.
 const (

@@ -284,7 +284,7 @@ func (c *Cluster) Leftovers() []string {
 	return c.leftovers
 }
 
-// teardown, in the order of TESTING.md: stop scheduling, delete the pods
+// teardown, in this order: stop scheduling, delete the pods
 // through the API (the kubelet stops their containers), stop the kubelet,
 // remove what is left of the pods through CRI, unmount the kubelet's root
 // directory, remove the kubelet's files in fixed host paths. The controller

@@ -19,8 +19,7 @@ import (
 	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
-// kubeletConfig is the KubeletConfiguration of TESTING.md's "A real
-// single-node cluster": cgroupfs on a cgroup v1 hybrid machine, no QoS
+// kubeletConfig is the KubeletConfiguration of the test node: cgroupfs on a cgroup v1 hybrid machine, no QoS
 // cgroups, the node's cgroup parent as cgroupRoot (so the containerd
 // teardown sweeps every pod cgroup), no eviction, kubelet's own image GC off
 // (nodegc does it), pod logs under the node's directory, the API on

@@ -16,8 +16,8 @@ type configParams struct {
 	SandboxImage, Snapshotter                              string
 }
 
-// config2 is containerd 2.x's config (version 3), as checked in
-// TESTING.md.
+// config2 is containerd 2.x's config (version 3), as checked on these
+// machines (restrict_oom_score_adj is required without CAP_SYS_RESOURCE).
 var config2 = template.Must(template.New("containerd2").Parse(`version = 3
 root = "{{.Root}}"
 state = "{{.State}}"
