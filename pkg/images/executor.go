@@ -64,7 +64,6 @@ func Execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image
 	out := &Outcome{DryRun: dryRun}
 	var (
 		errs    []error
-		freed   uint64
 		removed = map[string]bool{}
 		held    = map[string]string{}
 	)
@@ -88,7 +87,6 @@ func Execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image
 		removed[d.Image.ID] = true
 		out.Removed = append(out.Removed, d)
 		out.EstimatedFreed += d.Bytes
-		freed += d.Bytes
 		return true
 	}
 	for current := plan; current != nil; {
@@ -101,14 +99,14 @@ func Execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image
 			if !apply(d) {
 				// Later estimates assumed this removal: plan again.
 				out.Replans++
-				next = replan(removed, held, plan.Target-min(plan.Target, freed))
+				next = replan(removed, held, plan.Target-min(plan.Target, out.EstimatedFreed))
 				break
 			}
 		}
 		current = next
 	}
-	if plan.Target > 0 && freed < plan.Target {
-		errs = append(errs, &FreeDiskSpaceError{BytesToFree: plan.Target, Freed: freed})
+	if plan.Target > 0 && out.EstimatedFreed < plan.Target {
+		errs = append(errs, &FreeDiskSpaceError{BytesToFree: plan.Target, Freed: out.EstimatedFreed})
 	}
 	return out, errors.Join(errs...)
 }

@@ -267,8 +267,8 @@ func listedRefs(c *runtimeapi.Container) imageRefs {
 // reference their images from then on, a deleted container stops doing so,
 // and the images involved count as used at the event's time.
 //
-// Events are ordered with listings (BeginListing): a listing begun before
-// an event never undoes it. A container reported after its DELETED event
+// Events are ordered with listings (SyncContainers): a listing begun
+// before an event never undoes it. A container reported after its DELETED event
 // (the runtime builds an event's statuses before it sends it, so events of
 // one sandbox may carry a container that is gone by then) stays deleted.
 func (t *Tracker) ObserveEvent(ev *runtimeapi.ContainerEventResponse) {
