@@ -334,14 +334,18 @@ func (m *Manager) plan(ctx context.Context) (*Plan, []Image, error) {
 		return nil, nil, err
 	}
 	m.metrics.observeDisk(disk)
+	var arrivals map[string]time.Time
 	if m.opts.Arrivals != nil {
-		if arrivals, err := m.opts.Arrivals.Arrivals(ctx, images); err != nil {
+		if arrivals, err = m.opts.Arrivals.Arrivals(ctx, images); err != nil {
 			klog.V(2).InfoS("Cannot read when images arrived from the runtime; first-detected times are nodegc's own", "err", err)
 		} else {
 			m.tracker.ObserveArrivals(arrivals)
 		}
 	}
 	in := m.tracker.Images(images, now)
+	for i := range in {
+		in[i].Arrived = arrivals[in[i].ID]
+	}
 	m.markSandbox(in)
 	m.addLayers(ctx, in)
 	plan, err := m.policy.Plan(in, disk, now)

@@ -65,6 +65,11 @@ type Image struct {
 	// LastUsed is when a container last used the image; zero if never
 	// since nodegc knows it.
 	LastUsed time.Time
+	// Arrived is when the runtime says the image arrived (containerd: its
+	// image record's creation); zero if unknown. It orders images that
+	// are equal by last-used and first-detected times (pulled between two
+	// of nodegc's listings).
+	Arrived time.Time
 	// Layers, when known, give exact accounting: removing an image frees
 	// the layers no remaining image holds. Nil means: use Size.
 	Layers []Layer
@@ -226,10 +231,12 @@ func (p *Policy) plan(images []Image, held map[string]string, target uint64, dis
 		candidates = append(candidates, i)
 	}
 	// LRU first; never-used images (zero LastUsed) before any used one;
-	// ties by first-detected time, then ID so plans are deterministic.
+	// ties by first-detected time, then arrival, then ID so plans are
+	// deterministic.
 	slices.SortFunc(candidates, func(i, j int) int {
 		a, b := &images[i], &images[j]
-		return cmp.Or(a.LastUsed.Compare(b.LastUsed), a.FirstDetected.Compare(b.FirstDetected), strings.Compare(a.ID, b.ID))
+		return cmp.Or(a.LastUsed.Compare(b.LastUsed), a.FirstDetected.Compare(b.FirstDetected), a.Arrived.Compare(b.Arrived),
+			strings.Compare(a.ID, b.ID))
 	})
 
 	// Images unused for longer than maxAge go whatever the disk usage.
@@ -309,7 +316,8 @@ func (p *Policy) newestPerRepository(images []Image) map[string]bool {
 	keep := map[string]bool{}
 	for _, imgs := range byRepo {
 		slices.SortFunc(imgs, func(a, b *Image) int {
-			return cmp.Or(lastActive(b).Compare(lastActive(a)), b.FirstDetected.Compare(a.FirstDetected), strings.Compare(a.ID, b.ID))
+			return cmp.Or(lastActive(b).Compare(lastActive(a)), b.FirstDetected.Compare(a.FirstDetected), b.Arrived.Compare(a.Arrived),
+				strings.Compare(a.ID, b.ID))
 		})
 		for _, img := range imgs[:min(p.keepNewest, len(imgs))] {
 			keep[img.ID] = true

@@ -237,6 +237,44 @@ func TestPlanKeepNewestPerRepository(t *testing.T) {
 	}
 }
 
+// TestPlanTiesByArrival: images equal by last-used and first-detected
+// times (pulled between two listings, never used) go in the order the
+// runtime says they arrived, whatever their IDs; unknown arrivals first,
+// then by ID. keepNewestPerRepository keeps the latest arrivals.
+func TestPlanTiesByArrival(t *testing.T) {
+	arrived := func(id string, after time.Duration) Image {
+		i := img(id, 10, time.Hour, -1)
+		if after > 0 {
+			i.Arrived = t0.Add(-2*time.Hour + after)
+		}
+		return i
+	}
+	images := []Image{arrived("d", 1*time.Second), arrived("c", 2*time.Second), arrived("b", 3*time.Second),
+		arrived("a", 4*time.Second), arrived("z", 0), arrived("y", 0)}
+	plan, err := policyFor(t, nil).Plan(images, DiskStats{Capacity: 1000 * mib, Available: 0}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"y:space", "z:space", "d:space", "c:space", "b:space", "a:space"}
+	if diff := cmp.Diff(want, summarize(plan).Remove); diff != "" {
+		t.Errorf("removal order (-want +got):\n%s", diff)
+	}
+
+	same := func(id string, after time.Duration) Image {
+		i := arrived(id, after)
+		i.RepoTags = []string{"registry.local/app:" + id}
+		return i
+	}
+	plan, err = policyFor(t, func(c *config.ImageGCConfiguration) { c.KeepNewestPerRepository = 1 }).
+		Plan([]Image{same("v2", 2*time.Second), same("v1", time.Second)}, DiskStats{Capacity: 1000 * mib, Available: 0}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(summary{Remove: []string{"v1:space"}, Keep: []string{"v2:newest_tags"}, BytesToFree: 200 * mib}, summarize(plan)); diff != "" {
+		t.Errorf("keepNewestPerRepository among images equal but for their arrival (-want +got):\n%s", diff)
+	}
+}
+
 // TestPlanSharedLayers: with layers known, a layer shared by several images
 // is freed once, when the last of them goes, and one shared with a kept
 // image frees nothing.

@@ -88,6 +88,8 @@ type imageRow struct {
 	Tags          []string   `json:"tags,omitempty"`
 	FirstDetected time.Time  `json:"firstDetected"`
 	LastUsed      *time.Time `json:"lastUsed,omitempty"`
+	// Arrived is when the runtime says the image arrived (containerd).
+	Arrived *time.Time `json:"arrived,omitempty"`
 }
 
 type containerRow struct {
@@ -116,6 +118,10 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 		add := func(action string, ds []images.Decision) {
 			for _, d := range ds {
 				row := imageRow{Action: action, Reason: d.Reason, Bytes: d.Bytes, ID: d.Image.ID, Tags: d.Image.RepoTags, FirstDetected: d.Image.FirstDetected}
+				if !d.Image.Arrived.IsZero() {
+					at := d.Image.Arrived
+					row.Arrived = &at
+				}
 				if !d.Image.LastUsed.IsZero() {
 					lu := d.Image.LastUsed
 					row.LastUsed = &lu
