@@ -178,9 +178,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { m.watchUsage(ctx) })
+	wg.Go(func() { m.saveChanges(ctx) })
 	defer func() {
 		wg.Wait()
-		if err := m.tracker.Save(); err != nil {
+		if err := m.saveState(); err != nil {
 			klog.ErrorS(err, "Saving image GC state at shutdown")
 		}
 	}()
@@ -268,7 +269,7 @@ func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, 
 	r.Err = m.collect(ctx, r)
 	r.Duration = m.clock.Since(r.Start)
 	m.record(r)
-	if err := m.tracker.Save(); err != nil {
+	if err := m.saveState(); err != nil {
 		klog.ErrorS(err, "Saving image GC state")
 	}
 	if m.opts.OnRun != nil {
@@ -415,12 +416,51 @@ func (m *Manager) syncUsage(ctx context.Context) ([]*runtimeapi.Image, error) {
 	if _, err := m.tracker.SyncContainers(ctx, m.listContainers); err != nil {
 		return nil, err
 	}
-	images, err := m.opts.Runtime.ListImages(ctx)
-	if err != nil {
-		return nil, err
+	return m.tracker.SyncImages(ctx, m.opts.Runtime.ListImages, m.clock.Now)
+}
+
+// saveInterval is the least time between two writes of the usage records
+// while they change: a change after a quiet interval is written at once,
+// later ones at the end of the interval. A crash (kill -9, power loss)
+// loses at most the usage of the last interval.
+const saveInterval = 2 * time.Second
+
+// saveChanges writes the usage records to the state directory when they
+// change, at most once per saveInterval, until ctx ends (Run saves once
+// more then). A failed write is retried after saveInterval.
+func (m *Manager) saveChanges(ctx context.Context) {
+	var last time.Time
+	retry := false
+	for {
+		if !retry {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.tracker.Changed():
+			}
+		}
+		if wait := saveInterval - m.waitClock.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.waitClock.After(wait):
+			}
+		}
+		last = m.waitClock.Now()
+		err := m.saveState()
+		if retry = err != nil; retry {
+			klog.ErrorS(err, "Saving image GC state; will retry", "retryIn", saveInterval)
+		}
 	}
-	m.tracker.ReconcileImages(images, m.clock.Now())
-	return images, nil
+}
+
+// saveState writes the usage records if they changed, and counts the write.
+func (m *Manager) saveState() error {
+	wrote, err := m.tracker.save()
+	if wrote || err != nil {
+		m.metrics.observeSave(err)
+	}
+	return err
 }
 
 // diskStats reads the image filesystem's capacity and free space.
@@ -530,6 +570,11 @@ func (m *Manager) watchUsage(ctx context.Context) {
 			return
 		case <-changed: // opened (list what exists now) or broke (poll at once)
 			m.reconcile(ctx)
+		case <-m.tracker.UnknownImages():
+			// An event named an image pulled since the last listing.
+			if _, err := m.tracker.SyncImages(ctx, m.opts.Runtime.ListImages, m.clock.Now); err != nil {
+				klog.V(2).InfoS("Listing images for an image a container event named failed; the next listing dates its use", "err", err)
+			}
 		case <-t.C():
 			if !m.eventsLive.Load() {
 				m.reconcile(ctx)

@@ -33,6 +33,7 @@ type Metrics struct {
 	capacity       prometheus.Gauge
 	available      prometheus.Gauge
 	usageSource    *prometheus.GaugeVec
+	stateSaves     *prometheus.CounterVec
 }
 
 // NewMetrics creates the image GC metrics and registers them into reg.
@@ -83,14 +84,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "nodegc_image_usage_source",
 			Help: "1 for how image last-used times are kept up to date now: events (CRI container event stream) or polling (ListContainers).",
 		}, []string{"source"}),
+		stateSaves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodegc_image_state_saves_total",
+			Help: "Writes of the image usage records (first-detected and last-used times) to the state directory, by result (success, error). They are written within seconds of a change.",
+		}, []string{"result"}),
 	}
 	reg.MustRegister(m.removed, m.runs, m.duration, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
-		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource)
+		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves)
 	// Known label values start at 0, so every family is exported (and rates
 	// work) before the first run.
 	for _, r := range []string{ReasonAge, ReasonSpace} {
 		m.removed.WithLabelValues(r)
 	}
+	m.stateSaves.WithLabelValues(ResultSuccess)
+	m.stateSaves.WithLabelValues(ResultError)
 	for _, trigger := range []string{TriggerThreshold, TriggerPeriodic} {
 		m.duration.WithLabelValues(trigger)
 		for _, result := range []string{ResultSuccess, ResultNotEnough, ResultError, ResultDryRun, ResultNoCapacity} {
@@ -123,4 +130,12 @@ func (m *Metrics) setUsageSource(source string) {
 		}
 		m.usageSource.WithLabelValues(s).Set(v)
 	}
+}
+
+func (m *Metrics) observeSave(err error) {
+	if err != nil {
+		m.stateSaves.WithLabelValues(ResultError).Inc()
+		return
+	}
+	m.stateSaves.WithLabelValues(ResultSuccess).Inc()
 }

@@ -59,7 +59,23 @@ type Tracker struct {
 	// event needs it, from the image listing of the last ReconcileImages.
 	names      map[string]string
 	lastImages []*runtimeapi.Image
-	dirty      bool
+	// pending keeps the uses events reported of references no known image
+	// has (an image pulled since the last image listing): the next image
+	// listing begun after the event applies them (see reconcileImages).
+	pending map[string]pendingUse
+	dirty   bool
+	saving  sync.Mutex // held while writing the state file
+	// unknown is signalled when an event names an image the tracker does
+	// not know, changed when the records change (see UnknownImages and
+	// Changed).
+	unknown, changed chan struct{}
+}
+
+// pendingUse is the latest use events reported of an unresolved image
+// reference, and the number of the last such event.
+type pendingUse struct {
+	at  time.Time
+	seq uint64
 }
 
 // NewTracker loads the usage records kept in dir. A corrupt state file is set
@@ -73,7 +89,32 @@ func NewTracker(dir string, now time.Time) (t *Tracker, warning error) {
 func newTracker(dir string, now time.Time, readOnly bool) (*Tracker, error) {
 	usage, warning := loadState(dir, now, readOnly)
 	return &Tracker{dir: dir, readOnly: readOnly, usage: usage, containers: map[string]*trackedContainer{}, refs: map[string]int{},
-		tombstones: map[string]uint64{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}, warning
+		tombstones: map[string]uint64{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+		pending: map[string]pendingUse{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
+}
+
+// UnknownImages is signalled when a container event names an image the
+// tracker does not know (pulled since the last image listing): list the
+// images then (SyncImages), so that the use is dated from then on to the
+// event. Signals coalesce: one pending signal stands for any number of
+// events.
+func (t *Tracker) UnknownImages() <-chan struct{} { return t.unknown }
+
+// Changed is signalled when the usage records change; Save writes them.
+// Signals coalesce.
+func (t *Tracker) Changed() <-chan struct{} { return t.changed }
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// markDirtyLocked notes that the records differ from the state file.
+func (t *Tracker) markDirtyLocked() {
+	t.dirty = true
+	signal(t.changed)
 }
 
 // listingStart marks the start of a container listing on the timeline of
@@ -114,12 +155,32 @@ func (t *Tracker) applyContainers(start listingStart, containers []*runtimeapi.C
 	return t.setContainersLocked(start, containers)
 }
 
+// SyncImages lists the runtime's images with list and brings the usage
+// records in line with the listing (see ReconcileImages), dated now() as it
+// returns; it returns the listing. Uses that container events reported of
+// images the tracker did not know yet are applied when the listing holds
+// them; those of events after the listing began wait for the next one.
+func (t *Tracker) SyncImages(ctx context.Context, list func(context.Context) ([]*runtimeapi.Image, error), now func() time.Time) ([]*runtimeapi.Image, error) {
+	start := t.beginListing()
+	images, err := list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.reconcileImages(start, images, now())
+	return images, nil
+}
+
 // ReconcileImages brings the usage records in line with a listing of the
 // runtime's images taken at now: images seen for the first time get
 // FirstDetected = now, images referenced by a container the tracker knows
 // (in any state) get LastUsed = now, and records of images that are gone
-// are dropped. Sync the containers first.
+// are dropped. A use an event reported before the image was listed counts
+// from FirstDetected on (see ObserveEvent). Sync the containers first.
 func (t *Tracker) ReconcileImages(images []*runtimeapi.Image, now time.Time) {
+	t.reconcileImages(t.beginListing(), images, now)
+}
+
+func (t *Tracker) reconcileImages(start listingStart, images []*runtimeapi.Image, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	refs := t.refs
@@ -135,9 +196,22 @@ func (t *Tracker) ReconcileImages(images []*runtimeapi.Image, now time.Time) {
 			u.LastUsed = now
 			changed = true
 		}
+		if len(t.pending) > 0 {
+			if at, ok := t.takePendingLocked(img); ok && u.LastUsed.Before(latest(at, u.FirstDetected)) {
+				u.LastUsed = latest(at, u.FirstDetected)
+				changed = true
+			}
+		}
 		if changed {
 			t.usage[id] = u
-			t.dirty = true
+			t.markDirtyLocked()
+		}
+	}
+	// What the listing did not resolve names no image, unless the event
+	// came after the listing began (the image may have come since).
+	for ref, p := range t.pending {
+		if p.seq < start.seq {
+			delete(t.pending, ref)
 		}
 	}
 	// Every listed image has a record now; more records than images means
@@ -150,10 +224,36 @@ func (t *Tracker) ReconcileImages(images []*runtimeapi.Image, now time.Time) {
 		for id := range t.usage {
 			if !present[id] {
 				delete(t.usage, id)
-				t.dirty = true
+				t.markDirtyLocked()
 			}
 		}
 	}
+}
+
+// takePendingLocked removes the pending uses of img's names and returns
+// the latest.
+func (t *Tracker) takePendingLocked(img *runtimeapi.Image) (time.Time, bool) {
+	var (
+		latest time.Time
+		found  bool
+	)
+	take := func(name string) {
+		if p, ok := t.pending[name]; ok {
+			delete(t.pending, name)
+			if !found || p.at.After(latest) {
+				latest = p.at
+			}
+			found = true
+		}
+	}
+	take(img.GetId())
+	for _, n := range img.GetRepoTags() {
+		take(n)
+	}
+	for _, n := range img.GetRepoDigests() {
+		take(n)
+	}
+	return latest, found
 }
 
 // setContainersLocked replaces the container set with a listing begun at
@@ -265,7 +365,16 @@ func listedRefs(c *runtimeapi.Container) imageRefs {
 
 // ObserveEvent applies one CRI container event: the containers it reports
 // reference their images from then on, a deleted container stops doing so,
-// and the images involved count as used at the event's time.
+// and the images involved count as used at the event's time. An image the
+// tracker does not know yet (pulled since the last image listing) gets the
+// use when a listing first holds it, and UnknownImages asks for one.
+//
+// A use is never dated before nodegc first saw the image, and never moves
+// a last-used time backwards: the runtime may deliver events it kept while
+// nobody subscribed, with their own, older times (containerd does, at
+// subscription); a use dated before the image was first detected counts as
+// a use then, since nodegc cannot tell it from a use of an earlier copy of
+// the image that was removed since.
 //
 // Events are ordered with listings (SyncContainers): a listing begun
 // before an event never undoes it. A container reported after its DELETED event
@@ -286,13 +395,17 @@ func (t *Tracker) ObserveEvent(ev *runtimeapi.ContainerEventResponse) {
 		t.tombstones[ev.GetContainerId()] = t.seq
 	}
 	for _, st := range ev.GetContainersStatuses() {
-		refs := imageRefs{st.GetImageRef(), st.GetImageId(), st.GetImage().GetImage()}
+		refs := statusRefs(st)
 		if _, gone := t.tombstones[st.GetId()]; !gone {
 			t.setContainerLocked(st.GetId(), refs)
 			t.containers[st.GetId()].seq = t.seq
 		}
 		t.touchLocked(refs, at)
 	}
+}
+
+func statusRefs(st *runtimeapi.ContainerStatus) imageRefs {
+	return imageRefs{st.GetImageRef(), st.GetImageId(), st.GetImage().GetImage()}
 }
 
 // imageRefs are the references a container gives to its image; empty
@@ -442,19 +555,44 @@ func (t *Tracker) countLocked(refs imageRefs, delta int) {
 	}
 }
 
-// touchLocked sets LastUsed = at on the known images the references name.
+// touchLocked records a use at `at` of the image the references name: its
+// LastUsed becomes at (or its FirstDetected, if later) unless already
+// later. When no known image has any of the references, the use waits for
+// the next image listing (pending).
 func (t *Tracker) touchLocked(refs imageRefs, at time.Time) {
+	resolved := false
 	for _, r := range refs {
 		id, ok := t.resolveLocked(r)
 		if !ok {
 			continue
 		}
-		if u, ok := t.usage[id]; ok && u.LastUsed.Before(at) {
-			u.LastUsed = at
+		resolved = true
+		u := t.usage[id]
+		if used := latest(at, u.FirstDetected); u.LastUsed.Before(used) {
+			u.LastUsed = used
 			t.usage[id] = u
-			t.dirty = true
+			t.markDirtyLocked()
 		}
 	}
+	if resolved {
+		return
+	}
+	for _, r := range refs {
+		if r == "" {
+			continue
+		}
+		p := t.pending[r]
+		p.at, p.seq = latest(p.at, at), t.seq
+		t.pending[r] = p
+		signal(t.unknown)
+	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // ObserveArrivals bounds first-detected times by when the runtime says the
@@ -476,7 +614,7 @@ func (t *Tracker) ObserveArrivals(arrivals map[string]time.Time) {
 			u.LastUsed = time.Time{}
 		}
 		t.usage[id] = u
-		t.dirty = true
+		t.markDirtyLocked()
 	}
 }
 
@@ -523,7 +661,7 @@ func (t *Tracker) Forget(imageID string) {
 	defer t.mu.Unlock()
 	if _, ok := t.usage[imageID]; ok {
 		delete(t.usage, imageID)
-		t.dirty = true
+		t.markDirtyLocked()
 	}
 }
 
@@ -537,10 +675,19 @@ func (t *Tracker) Usage() map[string]Usage {
 // Save writes the usage records to the state directory if they changed
 // (never for a read-only tracker).
 func (t *Tracker) Save() error {
+	_, err := t.save()
+	return err
+}
+
+// save is Save that also says whether it wrote the file.
+func (t *Tracker) save() (bool, error) {
+	// One write at a time, so that a write never replaces a newer one.
+	t.saving.Lock()
+	defer t.saving.Unlock()
 	t.mu.Lock()
 	if !t.dirty || t.readOnly {
 		t.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	snapshot := maps.Clone(t.usage)
 	t.dirty = false
@@ -549,9 +696,9 @@ func (t *Tracker) Save() error {
 		t.mu.Lock()
 		t.dirty = true
 		t.mu.Unlock()
-		return err
+		return false, err
 	}
-	return nil
+	return true, nil
 }
 
 func usedBy(img *runtimeapi.Image, refs map[string]int) bool {

@@ -1,0 +1,219 @@
+package images_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+// runManager runs a manager of this bed (image GC off, usage tracking on)
+// until the test ends, and waits until it listed the runtime once.
+func (b *bed) runManager(stateDir string) *images.Manager {
+	b.t.Helper()
+	m := b.manager(stateDir, clock.RealClock{}, func(c *config.ImageGCConfiguration) { c.HighThresholdPercent = ptrInt32(100) })
+	ctx, cancel := context.WithCancel(b.t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	b.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.t.Errorf("manager: %v", err)
+		}
+	})
+	testbed.WaitFor(b.t, 30*time.Second, "the manager to list the runtime", func() bool {
+		_, ok := m.Tracker().Usage()[b.node.Pause.ID()]
+		return ok
+	})
+	return m
+}
+
+// useAndRemove runs a container of img in a new pod until it exits, then
+// removes the pod; it returns when the removal returned.
+func (b *bed) useAndRemove(img *registry.Image) time.Time {
+	b.t.Helper()
+	b.useImage(img)
+	b.removePods()
+	return time.Now()
+}
+
+// inPlan returns the decision the plan made about the image id.
+func inPlan(t *testing.T, p *images.Plan, id string) images.Decision {
+	t.Helper()
+	for _, ds := range [][]images.Decision{p.Remove, p.Keep, p.Spare} {
+		for _, d := range ds {
+			if d.Image.ID == id {
+				return d
+			}
+		}
+	}
+	t.Fatalf("image %s not in the plan", id)
+	return images.Decision{}
+}
+
+// TestUseBetweenListingsIsDated: an image pulled, used by a container and
+// that container removed between two of nodegc's image listings (a short
+// Job whose pod is deleted at once) counts as used, to the second. The
+// container events name an image nodegc does not know yet; it lists the
+// images at once rather than at the next GC run. (containerd 1.6 has no
+// event stream: there, a container that lives less than the polling
+// interval is not seen.)
+func TestUseBetweenListingsIsDated(t *testing.T) {
+	b := newBed(t, testbed.Containerd2, 0)
+	m := b.runManager(t.TempDir())
+	img := b.pushPull("job/short", 1)
+	removed := b.useAndRemove(img)
+	// Long enough for a listing made at the next GC run, not for the
+	// events, to date the use.
+	time.Sleep(3 * time.Second)
+	plan, err := m.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := inPlan(t, plan, img.ID())
+	t.Logf("container removed at %s; plan: first detected %s, last used %s",
+		removed.Format(time.StampMilli), d.Image.FirstDetected.Format(time.StampMilli), d.Image.LastUsed.Format(time.StampMilli))
+	if off := d.Image.LastUsed.Sub(removed); d.Image.LastUsed.IsZero() || off < -time.Second || off > time.Second {
+		t.Errorf("last used %v, want within a second of the container's removal at %v", d.Image.LastUsed, removed)
+	}
+}
+
+// TestReplayedEventsAtConnect: containerd keeps the container events made
+// while nobody subscribed and delivers them, with their own times, to the
+// next subscriber. An image nodegc recorded as used after those events
+// keeps its later last-used time; an image pulled and used while nodegc was
+// away counts as used, never before nodegc first saw it.
+func TestReplayedEventsAtConnect(t *testing.T) {
+	b := newBed(t, testbed.Containerd2, 0)
+	known := b.pushPull("replay/known", 1)
+	unknown := b.pushPull("replay/unknown", 1)
+	b.useAndRemove(known)
+	b.useAndRemove(unknown)
+	// The state of an earlier nodegc that saw the known image used after
+	// the events containerd kept.
+	dir := t.TempDir()
+	recorded := images.Usage{FirstDetected: time.Now().Add(-time.Hour).UTC().Round(0), LastUsed: time.Now().UTC().Round(0)}
+	writeState(t, dir, map[string]images.Usage{known.ID(): recorded})
+
+	m := b.runManager(dir)
+	testbed.WaitFor(t, 10*time.Second, "the use of the image pulled while nodegc was away", func() bool {
+		return !m.Tracker().Usage()[unknown.ID()].LastUsed.IsZero()
+	})
+	usage := m.Tracker().Usage()
+	// (A replayed event may make a deleted container look alive until its
+	// deleted event comes, and so its image in use then: later, never
+	// earlier.)
+	if got := usage[known.ID()]; got.LastUsed.Before(recorded.LastUsed) {
+		t.Errorf("known image: last used %v after replayed events, want %v or later (never backwards)", got.LastUsed, recorded.LastUsed)
+	}
+	if got := usage[unknown.ID()]; got.LastUsed.Before(got.FirstDetected) {
+		t.Errorf("image pulled while away: last used %v before first detected %v", got.LastUsed, got.FirstDetected)
+	}
+}
+
+func writeState(t *testing.T, dir string, usage map[string]images.Usage) {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"version": 1, "images": usage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, images.StateFileName), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNeverUsedImagesInPullOrder: images pulled between two of nodegc's
+// listings share a first-detected time; among never-used images the plan
+// removes them in the order they were pulled (containerd's image record
+// times), whatever their IDs.
+func TestNeverUsedImagesInPullOrder(t *testing.T) {
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			b := newBed(t, v, 0)
+			ctx := t.Context()
+			var imgs []*registry.Image
+			for i := range 4 {
+				img, err := b.node.Registry.Push(ctx, registry.ImageSpec{Repo: repoName(i), Tag: "v1",
+					Layers: []registry.LayerSpec{{Seed: repoName(i), Size: mib}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				imgs = append(imgs, img)
+			}
+			// Pulled in descending ID order: a tie broken by ID is the
+			// reverse of the pull order.
+			slices.SortFunc(imgs, func(a, b *registry.Image) int { return strings.Compare(b.ID(), a.ID()) })
+			var pulled []string
+			for i, img := range imgs {
+				if i > 0 {
+					time.Sleep(time.Second)
+				}
+				if _, err := b.node.PullImage(ctx, img.Ref); err != nil {
+					t.Fatal(err)
+				}
+				pulled = append(pulled, img.ID())
+			}
+			high, low := thresholdsAround(b.diskStats(), 100)
+			m := b.manager(t.TempDir(), clock.RealClock{}, setThresholds(high, low))
+			plan, err := m.Plan(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var order []string
+			for _, d := range plan.Remove {
+				if slices.Contains(pulled, d.Image.ID) {
+					order = append(order, d.Image.ID)
+				}
+			}
+			if !slices.Equal(order, pulled) {
+				t.Errorf("removal order of never-used images pulled a second apart:\n got %v\nwant %v (pull order)", short(order), short(pulled))
+			}
+		})
+	}
+}
+
+func short(ids []string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id[:min(len(id), 19)]
+	}
+	return out
+}
+
+// TestUsageSavedWithinSeconds: the usage records are written to the state
+// directory within seconds of a use, while the manager runs (not only at
+// the end of a GC run or at shutdown), so a crash loses only those seconds.
+func TestUsageSavedWithinSeconds(t *testing.T) {
+	b := newBed(t, testbed.Containerd2, 0)
+	dir := t.TempDir()
+	b.runManager(dir)
+	img := b.pushPull("save/used", 1)
+	removed := b.useAndRemove(img)
+	var saved images.Usage
+	testbed.WaitFor(t, 5*time.Second, "the use in the state file", func() bool {
+		data, err := os.ReadFile(filepath.Join(dir, images.StateFileName))
+		if err != nil {
+			return false
+		}
+		var st struct {
+			Images map[string]images.Usage `json:"images"`
+		}
+		if err := json.Unmarshal(data, &st); err != nil {
+			t.Fatalf("state file: %v", err)
+		}
+		saved = st.Images[img.ID()]
+		return !saved.LastUsed.Before(removed.Add(-time.Second))
+	})
+	t.Logf("container removed at %s, state file says last used %s", removed.Format(time.StampMilli), saved.LastUsed.Format(time.StampMilli))
+}

@@ -1,0 +1,172 @@
+package images
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// containerEvent is a CRI container event of container id, whose status
+// names its image by imageRef (ID or digest) and spec (tag), at the time at.
+func containerEvent(typ runtimeapi.ContainerEventType, id, imageRef, spec string, at time.Time) *runtimeapi.ContainerEventResponse {
+	ev := &runtimeapi.ContainerEventResponse{ContainerId: id, ContainerEventType: typ, CreatedAt: at.UnixNano()}
+	if typ != runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT {
+		ev.ContainersStatuses = []*runtimeapi.ContainerStatus{{Id: id, ImageRef: imageRef, Image: &runtimeapi.ImageSpec{Image: spec}}}
+	}
+	return ev
+}
+
+// TestUseOfUnknownImageIsRecorded: an image pulled after the last image
+// listing, used by a container that is deleted before the next one, counts
+// as used. The tracker asks for an image listing as soon as an event names
+// an image it does not know; whichever order the listing and the events
+// take, the use is kept, and no last-used time predates first-detected.
+const (
+	created = runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT
+	started = runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT
+	stopped = runtimeapi.ContainerEventType_CONTAINER_STOPPED_EVENT
+	deleted = runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
+)
+
+func TestUseOfUnknownImageIsRecorded(t *testing.T) {
+	newImg := criImage("sha256:new", "r/new:1")
+	newImg.RepoDigests = []string{"r/new@sha256:d1"}
+	old := criImage("sha256:old", "r/old:1")
+	use := func(tr *Tracker, ref, spec string, from time.Time) {
+		tr.ObserveEvent(containerEvent(created, "job", ref, spec, from))
+		tr.ObserveEvent(containerEvent(started, "job", ref, spec, from.Add(time.Second)))
+		tr.ObserveEvent(containerEvent(stopped, "job", ref, spec, from.Add(2*time.Second)))
+		tr.ObserveEvent(containerEvent(deleted, "job", "", "", from.Add(3*time.Second)))
+	}
+	for name, tc := range map[string]struct {
+		run  func(tr *Tracker)
+		want Usage
+	}{
+		// The listing comes after the container is gone: the use counts as
+		// made when nodegc first saw the image (no earlier last-used).
+		"listed after the container is gone (by image ID)": {
+			run: func(tr *Tracker) {
+				use(tr, "sha256:new", "r/new:1", t0.Add(10*time.Second))
+				tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
+			},
+			want: Usage{FirstDetected: t0.Add(20 * time.Second), LastUsed: t0.Add(20 * time.Second)},
+		},
+		"listed after the container is gone (by digest)": {
+			run: func(tr *Tracker) {
+				use(tr, "r/new@sha256:d1", "r/new:1", t0.Add(10*time.Second))
+				tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
+			},
+			want: Usage{FirstDetected: t0.Add(20 * time.Second), LastUsed: t0.Add(20 * time.Second)},
+		},
+		"listed after the container is gone (by tag only)": {
+			run: func(tr *Tracker) {
+				use(tr, "", "r/new:1", t0.Add(10*time.Second))
+				tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
+			},
+			want: Usage{FirstDetected: t0.Add(20 * time.Second), LastUsed: t0.Add(20 * time.Second)},
+		},
+		// The listing the tracker asked for comes between the events: the
+		// later ones count to the second.
+		"listed while the container runs": {
+			run: func(tr *Tracker) {
+				tr.ObserveEvent(containerEvent(created, "job", "sha256:new", "r/new:1", t0.Add(10*time.Second)))
+				tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(10500*time.Millisecond))
+				tr.ObserveEvent(containerEvent(started, "job", "sha256:new", "r/new:1", t0.Add(11*time.Second)))
+				tr.ObserveEvent(containerEvent(deleted, "job", "", "", t0.Add(13*time.Second)))
+			},
+			want: Usage{FirstDetected: t0.Add(10500 * time.Millisecond), LastUsed: t0.Add(13 * time.Second)},
+		},
+		// A listing begun before the events (the image was not pulled
+		// yet) and applied after them does not drop what they said: the
+		// next listing applies it.
+		"listing begun before the events, applied after": {
+			run: func(tr *Tracker) {
+				start := tr.beginListing()
+				use(tr, "sha256:new", "r/new:1", t0.Add(10*time.Second))
+				tr.reconcileImages(start, []*runtimeapi.Image{old}, t0.Add(15*time.Second))
+				tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
+			},
+			want: Usage{FirstDetected: t0.Add(20 * time.Second), LastUsed: t0.Add(20 * time.Second)},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr, _ := newTestTracker(t)
+			tr.ReconcileImages([]*runtimeapi.Image{old}, t0)
+			drain(tr.UnknownImages())
+			tc.run(tr)
+			if diff := cmp.Diff(tc.want, tr.Usage()["sha256:new"]); diff != "" {
+				t.Errorf("usage of the image used before it was listed (-want +got):\n%s", diff)
+			}
+			if got := tr.Usage()["sha256:old"]; got.LastUsed != (time.Time{}) {
+				t.Errorf("unused image got last-used %v", got.LastUsed)
+			}
+		})
+	}
+
+	t.Run("the tracker asks for an image listing", func(t *testing.T) {
+		tr, _ := newTestTracker(t)
+		tr.ReconcileImages([]*runtimeapi.Image{old}, t0)
+		drain(tr.UnknownImages())
+		tr.ObserveEvent(containerEvent(created, "c", "sha256:old", "r/old:1", t0.Add(time.Second)))
+		select {
+		case <-tr.UnknownImages():
+			t.Fatal("an event naming a known image asked for an image listing")
+		default:
+		}
+		tr.ObserveEvent(containerEvent(created, "job", "sha256:new", "r/new:1", t0.Add(time.Second)))
+		select {
+		case <-tr.UnknownImages():
+		default:
+			t.Fatal("an event naming an unknown image did not ask for an image listing")
+		}
+		// A reference no listing resolves (the image was removed) is
+		// dropped by the first listing begun after the event.
+		tr.ObserveEvent(containerEvent(deleted, "job", "", "", t0.Add(1500*time.Millisecond)))
+		tr.ReconcileImages([]*runtimeapi.Image{old}, t0.Add(2*time.Second))
+		tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(3*time.Second))
+		if got := tr.Usage()["sha256:new"]; got != (Usage{FirstDetected: t0.Add(3 * time.Second)}) {
+			t.Errorf("image pulled again after the listing that dropped the reference = %+v, want first detected at its listing and never used", got)
+		}
+	})
+}
+
+func drain(c <-chan struct{}) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}
+
+// TestReplayedEventsNeverMoveBack: containerd keeps the container events
+// made while nobody subscribed and delivers them, with their own times,
+// when nodegc subscribes. Such an event never moves a last-used time
+// backwards, and never gives an image a last-used time before nodegc first
+// saw it.
+func TestReplayedEventsNeverMoveBack(t *testing.T) {
+	tr, _ := newTestTracker(t)
+	a, b := criImage("sha256:a", "r/a:1"), criImage("sha256:b", "r/b:1")
+	reconcile(tr, []*runtimeapi.Image{a}, []*runtimeapi.Container{criContainer("ca", "sha256:a", runtimeapi.ContainerState_CONTAINER_RUNNING)}, t0)
+	reconcile(tr, []*runtimeapi.Image{a}, []*runtimeapi.Container{criContainer("ca", "sha256:a", runtimeapi.ContainerState_CONTAINER_RUNNING)}, t0.Add(time.Hour))
+	reconcile(tr, []*runtimeapi.Image{a, b}, nil, t0.Add(2*time.Hour))
+
+	// Events of 30 minutes and of 90 minutes, replayed now.
+	tr.ObserveEvent(containerEvent(stopped, "ca", "sha256:a", "r/a:1", t0.Add(30*time.Minute)))
+	tr.ObserveEvent(containerEvent(stopped, "cb", "sha256:b", "r/b:1", t0.Add(90*time.Minute)))
+	want := map[string]Usage{
+		"sha256:a": {FirstDetected: t0, LastUsed: t0.Add(time.Hour)},                        // not back to 30m
+		"sha256:b": {FirstDetected: t0.Add(2 * time.Hour), LastUsed: t0.Add(2 * time.Hour)}, // not 90m, before it was first seen
+	}
+	if diff := cmp.Diff(want, tr.Usage()); diff != "" {
+		t.Errorf("usage after replayed events (-want +got):\n%s", diff)
+	}
+	for id, u := range tr.Usage() {
+		if !u.LastUsed.IsZero() && u.LastUsed.Before(u.FirstDetected) {
+			t.Errorf("%s: last used %v before first detected %v", id, u.LastUsed, u.FirstDetected)
+		}
+	}
+}
