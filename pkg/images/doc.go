@@ -35,6 +35,20 @@
 //   - A plan-only manager (`nodegc plan`) writes nothing: the state is read,
 //     a corrupt state file left where it is.
 //
+// Last-used times, and what a crash loses:
+//   - Every use is recorded. A container event dates a use to the event;
+//     one that names an image the Tracker has not listed yet (pulled since)
+//     is kept until an image listing holds the image, and UnknownImages
+//     makes the Manager list the images at once.
+//   - A use is never dated before the image's first-detected time, and
+//     never moves a last-used time backwards: containerd replays, with their
+//     own times, the events made while nobody subscribed, and a use before
+//     nodegc saw the image cannot be told from a use of an earlier copy.
+//   - The records are written (atomically) within saveInterval (2 s) of a
+//     change, at once after a quiet interval: kill -9 loses at most that.
+//   - Ties in the LRU order go by first-detected time, then by when the
+//     runtime says the image arrived (Image.Arrived), then by ID.
+//
 // Concurrency: the Tracker is guarded by one mutex, held for short calls
 // only and never across a runtime call; the event stream's reader only
 // applies events, so nodegc reads as fast as the runtime sends (containerd
