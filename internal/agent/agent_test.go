@@ -209,19 +209,8 @@ func TestSIGTERMDuringGC(t *testing.T) {
 		}
 	}
 	stateDir := t.TempDir()
-	cfg := fmt.Sprintf(`apiVersion: nodegc.io/v1alpha1
-kind: NodeGCConfiguration
-containerRuntimeEndpoint: %s
-stateDirectory: %s
-imageGC:
-  highThresholdPercent: 1
-  lowThresholdPercent: 0
-  minimumGCAge: 0s
-  diskCheckInterval: 1s
-containerGC:
-  podLogsDirectory: %s
-  containerLogsDirectory: %s
-`, n.Endpoint, stateDir, t.TempDir(), t.TempDir())
+	cfg := nodeConfig(t, n.Endpoint, stateDir, nil,
+		[]string{"highThresholdPercent: 1", "lowThresholdPercent: 0", "minimumGCAge: 0s", "diskCheckInterval: 1s"}, nil)
 	p := startNodegc(t, "sigterm", cfg, "--owner-gc=off")
 	testbed.WaitFor(t, time.Minute, "the first image removal", func() bool {
 		return p.metric("nodegc_cri_requests_total", "method=RemoveImage") > 0

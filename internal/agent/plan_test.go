@@ -1,12 +1,9 @@
 package agent_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -40,43 +37,23 @@ func TestPlanWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := snapshotDir(t, stateDir)
-	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	cfg := fmt.Sprintf(`apiVersion: nodegc.io/v1alpha1
-kind: NodeGCConfiguration
-containerRuntimeEndpoint: %s
-stateDirectory: %s
-imageGC:
-  highThresholdPercent: 1
-  lowThresholdPercent: 0
-  minimumGCAge: 0s
-containerGC:
-  podLogsDirectory: %s
-  containerLogsDirectory: %s
-`, n.Endpoint, stateDir, podLogs, links)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, nodegcBinary(t), "plan", "-c", cfgPath, "-o", "json")
-	cmd.Env = append(os.Environ(), "KUBECONFIG=/nonexistent", "KUBERNETES_SERVICE_HOST=")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("nodegc plan: %v\n%s", err, stderr.String())
-	}
+	cfg := nodeConfig(t, n.Endpoint, stateDir, nil, []string{"highThresholdPercent: 1", "lowThresholdPercent: 0", "minimumGCAge: 0s"},
+		[]string{"podLogsDirectory: " + podLogs, "containerLogsDirectory: " + links})
+	stdout, stderr := runPlan(t, cfg, "KUBECONFIG=/nonexistent")
 	var view struct {
 		Images []struct {
 			Tags   []string `json:"tags"`
 			Action string   `json:"action"`
 		} `json:"images"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &view); err != nil {
-		t.Fatalf("nodegc plan -o json: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(stdout, &view); err != nil {
+		t.Fatalf("nodegc plan -o json: %v\n%s", err, string(stdout))
 	}
 	if len(view.Images) == 0 {
-		t.Fatalf("the plan lists no image:\n%s", stdout.String())
+		t.Fatalf("the plan lists no image:\n%s", string(stdout))
 	}
 	if diff := cmp.Diff(before, snapshotDir(t, stateDir)); diff != "" {
-		t.Errorf("nodegc plan changed the state directory (-before +after):\n%s\nstderr:\n%s", diff, stderr.String())
+		t.Errorf("nodegc plan changed the state directory (-before +after):\n%s\nstderr:\n%s", diff, stderr)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,4 +182,48 @@ func (p *proc) body(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// nodeConfig is the configuration of a node agent on the runtime at
+// endpoint, with its state in stateDir, pod and container log directories
+// of the test's own unless containerGC sets them, and the extra lines
+// given: top-level fields, then those of imageGC and of containerGC, each
+// a "key: value" line.
+func nodeConfig(t *testing.T, endpoint, stateDir string, top, imageGC, containerGC []string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\ncontainerRuntimeEndpoint: %s\nstateDirectory: %s\n", endpoint, stateDir)
+	for _, l := range top {
+		fmt.Fprintf(&b, "%s\n", l)
+	}
+	b.WriteString("imageGC:\n")
+	for _, l := range imageGC {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	b.WriteString("containerGC:\n")
+	for _, l := range containerGC {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	if !slices.ContainsFunc(containerGC, func(l string) bool { return strings.HasPrefix(l, "podLogsDirectory:") }) {
+		fmt.Fprintf(&b, "  podLogsDirectory: %s\n  containerLogsDirectory: %s\n", t.TempDir(), t.TempDir())
+	}
+	return b.String()
+}
+
+// runPlan runs `nodegc plan -o json` with the configuration text and the
+// extra environment, and returns its standard output and error.
+func runPlan(t *testing.T, configYAML string, env ...string) ([]byte, string) {
+	t.Helper()
+	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(configYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), nodegcBinary(t), "plan", "-c", cfgPath, "-o", "json")
+	cmd.Env = append(append(os.Environ(), "KUBERNETES_SERVICE_HOST="), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("nodegc plan: %v\n%s", err, stderr.String())
+	}
+	return stdout.Bytes(), stderr.String()
 }

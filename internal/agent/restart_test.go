@@ -141,19 +141,8 @@ func TestRuntimeRestartUnderAgent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := fmt.Sprintf(`apiVersion: nodegc.io/v1alpha1
-kind: NodeGCConfiguration
-containerRuntimeEndpoint: %s
-runtimeRequestTimeout: 10s
-stateDirectory: %s
-imageGC:
-  highThresholdPercent: 100
-containerGC:
-  period: %v
-  maxPerPodContainer: 1
-  podLogsDirectory: %s
-  containerLogsDirectory: %s
-`, n.Endpoint, t.TempDir(), period, t.TempDir(), t.TempDir())
+			cfg := nodeConfig(t, n.Endpoint, t.TempDir(), []string{"runtimeRequestTimeout: 10s"},
+				[]string{"highThresholdPercent: 100"}, []string{fmt.Sprintf("period: %v", period), "maxPerPodContainer: 1"})
 			p := startNodegc(t, "restart", cfg, "--owner-gc=off")
 			testbed.WaitFor(t, time.Minute, "the agent to be ready", func() bool {
 				resp, err := http.Get(p.healthz + "/readyz")

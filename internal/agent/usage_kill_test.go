@@ -1,12 +1,7 @@
 package agent_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -34,16 +29,7 @@ func TestUsageSurvivesKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
-	cfg := fmt.Sprintf(`apiVersion: nodegc.io/v1alpha1
-kind: NodeGCConfiguration
-containerRuntimeEndpoint: %s
-stateDirectory: %s
-imageGC:
-  highThresholdPercent: 100
-containerGC:
-  podLogsDirectory: %s
-  containerLogsDirectory: %s
-`, n.Endpoint, stateDir, t.TempDir(), t.TempDir())
+	cfg := nodeConfig(t, n.Endpoint, stateDir, nil, []string{"highThresholdPercent: 100"}, nil)
 	p := startNodegc(t, "kill9", cfg, "--owner-gc=off")
 	testbed.WaitFor(t, time.Minute, "image usage to come from the container event stream", func() bool {
 		return p.metric("nodegc_image_usage_source", "source=events") == 1
@@ -75,25 +61,15 @@ containerGC:
 	}
 
 	// What the next nodegc reads: `nodegc plan` on the same state.
-	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, nodegcBinary(t), "plan", "--config", cfgPath, "-o", "json")
-	cmd.Env = append(os.Environ(), "NODE_NAME=kill9", "KUBERNETES_SERVICE_HOST=")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("nodegc plan: %v\n%s", err, stderr.String())
-	}
+	stdout, _ := runPlan(t, cfg, "NODE_NAME=kill9")
 	var plan struct {
 		Images []struct {
 			ID       string     `json:"id"`
 			LastUsed *time.Time `json:"lastUsed"`
 		} `json:"images"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &plan); err != nil {
-		t.Fatalf("nodegc plan -o json: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(stdout, &plan); err != nil {
+		t.Fatalf("nodegc plan -o json: %v\n%s", err, string(stdout))
 	}
 	for _, row := range plan.Images {
 		if row.ID != img.ID() {
@@ -109,5 +85,5 @@ containerGC:
 		}
 		return
 	}
-	t.Fatalf("image %s not in the plan:\n%s", img.ID(), stdout.String())
+	t.Fatalf("image %s not in the plan:\n%s", img.ID(), string(stdout))
 }
