@@ -170,3 +170,23 @@ func TestReplayedEventsNeverMoveBack(t *testing.T) {
 		}
 	}
 }
+
+// TestOlderImageListingIsDropped: the GC run and the usage watcher list
+// images concurrently; a listing begun before the newest applied one (it
+// lacks an image pulled in between) does not take that image for gone,
+// which would lose its first-detected and last-used times.
+func TestOlderImageListingIsDropped(t *testing.T) {
+	tr, _ := newTestTracker(t)
+	old, pulled := criImage("sha256:old", "r/old:1"), criImage("sha256:new", "r/new:1")
+	tr.ReconcileImages([]*runtimeapi.Image{old}, t0)
+	early := tr.beginListing()
+	tr.ObserveEvent(containerEvent(started, "job", "sha256:new", "r/new:1", t0.Add(time.Second)))
+	tr.ObserveEvent(containerEvent(deleted, "job", "", "", t0.Add(2*time.Second)))
+	late := tr.beginListing()
+	tr.reconcileImages(late, []*runtimeapi.Image{old, pulled}, t0.Add(3*time.Second))
+	tr.reconcileImages(early, []*runtimeapi.Image{old}, t0.Add(4*time.Second))
+	want := Usage{FirstDetected: t0.Add(3 * time.Second), LastUsed: t0.Add(3 * time.Second)}
+	if diff := cmp.Diff(want, tr.Usage()["sha256:new"]); diff != "" {
+		t.Errorf("image pulled between two listings, after the older one was applied last (-want +got):\n%s", diff)
+	}
+}

@@ -63,8 +63,10 @@ type Tracker struct {
 	// has (an image pulled since the last image listing): the next image
 	// listing begun after the event applies them (see reconcileImages).
 	pending map[string]pendingUse
-	dirty   bool
-	saving  sync.Mutex // held while writing the state file
+	// imagesApplied is the start of the newest image listing applied.
+	imagesApplied uint64
+	dirty         bool
+	saving        sync.Mutex // held while writing the state file
 	// unknown is signalled when an event names an image the tracker does
 	// not know, changed when the records change (see UnknownImages and
 	// Changed).
@@ -183,6 +185,13 @@ func (t *Tracker) ReconcileImages(images []*runtimeapi.Image, now time.Time) {
 func (t *Tracker) reconcileImages(start listingStart, images []*runtimeapi.Image, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// Image listings run concurrently (the GC run, the usage watcher): one
+	// begun before the newest applied is older and is dropped, or it would
+	// take an image pulled in between for gone.
+	if start.seq < t.imagesApplied {
+		return
+	}
+	t.imagesApplied = start.seq
 	refs := t.refs
 	t.names, t.lastImages = nil, images
 	for _, img := range images {
