@@ -49,7 +49,7 @@ tools: ## Install or build the test-bed binaries (containerd, runc, etcd, kube-a
 .PHONY: test
 test: tools ## Run every test (unit and integration against real containerd and kube-apiserver) with -race
 	@echo "[test] go test -race ./... (integration tests start containerd 1.6 and 2.x, etcd and kube-apiserver)"
-	$(GO) test -race -count=1 $(TEST_FLAGS) ./...
+	$(GO) test -race -count=1 -timeout 20m $(TEST_FLAGS) ./...
 
 .PHONY: e2e
 e2e: ## End-to-end (root): nodegc's image and deploy/daemonset.yaml on a real single-node cluster (kubelet, containerd, control plane); E2E_RUN=regexp for a subset
