@@ -20,6 +20,19 @@
 // warning too (see internal/imageref), with its field path and line.
 //
 // Validate reports every problem at once as a field.ErrorList with field
-// paths such as imageGC.lowThresholdPercent. Nothing in this package
-// performs I/O except LoadFile.
+// paths such as imageGC.lowThresholdPercent; Loaded.Problems turns it into
+// "line N: ..." lines in line order. Validate is the one validator, and
+// Decode does not call it on a file that decodes: its caller does.
+//
+// A file that does not decode whole still gets every problem reported at
+// once: Decode's *DecodeError lists what failed to decode and, when the
+// NodeGCConfiguration document was found, what Validate says of the fields
+// that did decode (defaulted, and merged with the KubeletConfiguration
+// document when that one decoded without problems), sorted by line. A
+// validation problem about a field that failed to decode is left out (the
+// field holds its default, not the file's value): its path is, or is under,
+// the failed field's, or it is a rule between fields of one struct whose
+// message names the failed field. Unknown fields hide nothing.
+//
+// Nothing in this package performs I/O except LoadFile.
 package config

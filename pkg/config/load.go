@@ -63,7 +63,14 @@ func (l *Loaded) Line(path string) int {
 	}
 }
 
-// DecodeError lists every problem found while decoding, one per line.
+// DecodeError lists every problem of a configuration that could not be
+// decoded whole, one per entry, each starting with "line N: " when its line
+// is known, in line order with those without a line last. Besides what failed
+// to decode (unknown fields, wrong types, duplicate keys, documents that are
+// not a configuration), it lists the validation problems of what could be
+// decoded when the NodeGCConfiguration document was found, in the form
+// "line N: <field.Error>" (see Loaded.Problems); those about a field that
+// failed to decode are left out.
 type DecodeError struct {
 	Problems []string
 }
@@ -96,6 +103,13 @@ func DecodeReader(r io.Reader) (*Loaded, error) {
 // the field and its line. Fields set in the NodeGCConfiguration win over the
 // same fields set in the KubeletConfiguration, which win over defaults.
 // Defaults are applied to what neither document sets.
+//
+// A file that decodes gives a *Loaded and nil, not yet validated: call
+// Validate on its Config. Otherwise the error is a *DecodeError (or, for
+// input too large, a plain error) that lists every problem of the file at
+// once: what failed to decode and, when the NodeGCConfiguration document
+// was found, what Validate says of the fields that did decode, defaulted and
+// merged with a KubeletConfiguration document that decoded without problems.
 func Decode(data []byte) (*Loaded, error) {
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("configuration is larger than %d bytes", MaxFileSize)
@@ -108,6 +122,9 @@ func Decode(data []byte) (*Loaded, error) {
 	var (
 		nodegcDoc, kubeletDoc *document
 		problems              []string
+		// the nodegc field paths that failed to decode: what Validate
+		// says of them is about a value the file did not give
+		nodegcBad []string
 	)
 	for _, d := range docs {
 		switch {
@@ -117,7 +134,9 @@ func Decode(data []byte) (*Loaded, error) {
 				continue
 			}
 			nodegcDoc = d
-			problems = append(problems, d.decodeInto(out.Config, false, &out.Warnings)...)
+			docProblems, bad := d.decodeInto(out.Config, false, &out.Warnings)
+			problems = append(problems, docProblems...)
+			nodegcBad = bad
 			out.lines = d.lines
 		case d.apiVersion == KubeletAPIVersion && d.kind == KubeletKind:
 			if kubeletDoc != nil {
@@ -133,17 +152,30 @@ func Decode(data []byte) (*Loaded, error) {
 	if len(docs) == 0 {
 		problems = append(problems, fmt.Sprintf("no configuration document found: want apiVersion %q kind %q", APIVersion, Kind))
 	}
+	var kc *kubeletconfigv1beta1.KubeletConfiguration
 	if kubeletDoc != nil {
-		kc := &kubeletconfigv1beta1.KubeletConfiguration{}
+		kc = &kubeletconfigv1beta1.KubeletConfiguration{}
 		// A node's own kubelet config may be newer than the type nodegc
 		// knows: its unknown fields are warnings, not errors.
-		problems = append(problems, kubeletDoc.decodeInto(kc, true, &out.Warnings)...)
-		if len(problems) == 0 {
-			out.FromKubelet = mergeKubelet(out.Config, kc, kubeletDoc.lines, out.lines)
+		kubeletProblems, _ := kubeletDoc.decodeInto(kc, true, &out.Warnings)
+		problems = append(problems, kubeletProblems...)
+		if len(kubeletProblems) > 0 {
+			kc = nil // not merged: which of its values were meant is unknown
 		}
 	}
 	if len(problems) > 0 {
+		if nodegcDoc != nil {
+			var kubeletLines map[string]int
+			if kubeletDoc != nil {
+				kubeletLines = kubeletDoc.lines
+			}
+			problems = append(problems, validateDecoded(out.Config, out.lines, kc, kubeletLines, nodegcBad)...)
+		}
+		sortProblems(problems)
 		return nil, &DecodeError{Problems: problems}
+	}
+	if kc != nil {
+		out.FromKubelet = mergeKubelet(out.Config, kc, kubeletDoc.lines, out.lines)
 	}
 	SetDefaults(out.Config)
 	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out.Line)...)
@@ -191,6 +223,9 @@ type document struct {
 	// problems found while reading the YAML (duplicate keys, bad keys);
 	// decoding goes on so that every problem is reported at once.
 	problems []string
+	// bad are the field paths whose value the file gives but the tree
+	// does not hold as given (a duplicate key, a number JSON cannot carry).
+	bad []string
 }
 
 func splitDocuments(data []byte) ([]*document, error) {
@@ -224,7 +259,7 @@ func splitDocuments(data []byte) ([]*document, error) {
 		if !ok {
 			return nil, &DecodeError{Problems: []string{fmt.Sprintf("line %d: a configuration document must be a mapping", root.Line)}}
 		}
-		d := &document{line: root.Line, tree: tree, lines: c.lines, problems: c.problems}
+		d := &document{line: root.Line, tree: tree, lines: c.lines, problems: c.problems, bad: c.bad}
 		d.apiVersion, _ = tree["apiVersion"].(string)
 		d.kind, _ = tree["kind"].(string)
 		docs = append(docs, d)
@@ -236,6 +271,7 @@ func splitDocuments(data []byte) ([]*document, error) {
 type converter struct {
 	lines    map[string]int
 	problems []string
+	bad      []string
 	visited  int
 }
 
@@ -266,6 +302,7 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 			child := joinPath(path, k.Value)
 			if first, dup := firstLine[k.Value]; dup {
 				c.problems = append(c.problems, fmt.Sprintf("line %d: %s: duplicate key (first set at line %d)", k.Line, child, first))
+				c.bad = append(c.bad, child)
 				continue
 			}
 			firstLine[k.Value] = k.Line
@@ -297,6 +334,7 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 		if f, ok := v.(float64); ok {
 			if _, err := json.Marshal(f); err != nil {
 				c.problems = append(c.problems, fmt.Sprintf("line %d: %s: %s is not a valid number here", n.Line, orRoot(path), n.Value))
+				c.bad = append(c.bad, path)
 				return nil, nil
 			}
 		}
@@ -311,21 +349,33 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 
 // decodeInto strictly decodes the document into target. Unknown fields are
 // problems, or warnings when unknownIsWarning is set. Type errors name the
-// field they concern. Problems come sorted by line.
-func (d *document) decodeInto(target any, unknownIsWarning bool, warnings *[]string) []string {
-	problems := slices.Clone(d.problems)
-	tree := d.tree
-	strictErrs, err := unmarshalStrict(tree, target)
+// field they concern. When some fields fail to decode, target holds every
+// other field of the document, and bad lists the field paths (as field.Path
+// prints them) whose value target does not hold as the file gives it: those
+// that failed to decode, duplicate keys, numbers JSON cannot carry. A bad
+// path "" means that what failed could not be told apart from the rest.
+func (d *document) decodeInto(target any, unknownIsWarning bool, warnings *[]string) (problems, bad []string) {
+	problems = slices.Clone(d.problems)
+	bad = slices.Clone(d.bad)
+	strictErrs, err := unmarshalStrict(d.tree, target)
 	if err != nil {
 		// Name every field that fails to decode, then decode the rest
-		// again to find the unknown fields the failure hid.
-		located, bad := d.locate(target, tree, nil)
+		// again into a zeroed target: a failed decode leaves target
+		// partly written, and the second pass also finds the unknown
+		// fields the failure hid.
+		located, badPaths := d.locate(target, d.tree, nil)
 		if len(located) == 0 {
 			located = []string{fmt.Sprintf("line %d: %s", d.line, cleanJSONError(err))}
 		}
 		problems = append(problems, located...)
-		tree = withoutPaths(tree, bad)
-		strictErrs, _ = unmarshalStrict(tree, newOfSameType(target))
+		for _, p := range badPaths {
+			bad = append(bad, strings.Join(p, "."))
+		}
+		reflect.ValueOf(target).Elem().SetZero()
+		strictErrs, err = unmarshalStrict(withoutPaths(d.tree, badPaths), target)
+		if err != nil {
+			bad = append(bad, "")
+		}
 	}
 	for _, se := range strictErrs {
 		msg := se.Error()
@@ -342,8 +392,7 @@ func (d *document) decodeInto(target any, unknownIsWarning bool, warnings *[]str
 		}
 		problems = append(problems, msg)
 	}
-	slices.SortStableFunc(problems, func(a, b string) int { return lineOf(a) - lineOf(b) })
-	return problems
+	return problems, bad
 }
 
 func unmarshalStrict(tree map[string]any, target any) ([]error, error) {
@@ -403,16 +452,6 @@ func withoutPaths(tree map[string]any, paths [][]string) map[string]any {
 		}
 	}
 	return out
-}
-
-// lineOf returns N of a problem starting with "line N:", else 0.
-func lineOf(problem string) int {
-	rest, ok := strings.CutPrefix(problem, "line ")
-	if !ok {
-		return 0
-	}
-	n, _ := strconv.Atoi(rest[:max(0, strings.IndexByte(rest, ':'))])
-	return n
 }
 
 func (d *document) describe(path []string, err error) string {

@@ -344,6 +344,7 @@ func FuzzDecode(f *testing.F) {
 		"- 1\n",
 		"{",
 		header + "ownerGC:\n  gcIgnoredResources: [{group: '', resource: events}]\n",
+		header + "imageGC:\n  highThresholdPercnt: 80\n  lowThresholdPercent: 120\ncontainerGC:\n  maxPerPodContainer: 0\n  period: banana\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -355,6 +356,10 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("error with an empty message")
+			}
+			var de *DecodeError
+			if errors.As(err, &de) && !slices.IsSortedFunc(de.Problems, func(a, b string) int { return sortLine(a) - sortLine(b) }) {
+				t.Fatalf("problems not in line order:\n%s", err)
 			}
 			return
 		}

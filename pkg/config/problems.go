@@ -1,0 +1,142 @@
+package config
+
+import (
+	"cmp"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+// Problems returns errs as nodegc prints them: "line N: <error>" when the
+// file locates the field (see Line), else "<error>"; in line order, those
+// without a line last. l may be nil (no file): then no error has a line.
+func (l *Loaded) Problems(errs field.ErrorList) []string {
+	out := make([]string, 0, len(errs))
+	for _, e := range errs {
+		if line := l.Line(e.Field); line > 0 {
+			out = append(out, "line "+strconv.Itoa(line)+": "+e.Error())
+			continue
+		}
+		out = append(out, e.Error())
+	}
+	sortProblems(out)
+	return out
+}
+
+// validateDecoded returns, as Loaded.Problems does, what Validate says of a
+// NodeGCConfiguration document that did not decode whole: decoded holds the
+// fields that did, lines the document's lines, bad the paths of the fields
+// that did not (see decodeInto). kubeletLines are the lines of the
+// KubeletConfiguration document, nil without one; kc is that document when
+// it decoded without problems, merged first as Decode does, else nil: then
+// the fields it would set hold their defaults, not the file's values, and
+// count as bad. Neither decoded nor lines is modified.
+//
+// A problem about a field that failed to decode is left out: its path is, or
+// is under, a bad path, or it is a rule between fields of one struct whose
+// message names a bad field of that struct (such a field holds its default,
+// not a value the file gives). Unknown fields are not bad: a typo hides no
+// problem of the field it was meant to be.
+func validateDecoded(decoded *NodeGCConfiguration, lines map[string]int, kc *kubeletconfigv1beta1.KubeletConfiguration,
+	kubeletLines map[string]int, bad []string) []string {
+	// A shallow copy is enough: mergeKubelet and SetDefaults assign fields
+	// (pointers included) and never write through a pointer.
+	c := *decoded
+	l := &Loaded{Config: &c, lines: maps.Clone(lines)}
+	switch {
+	case kc != nil:
+		mergeKubelet(&c, kc, kubeletLines, l.lines)
+	case kubeletLines != nil:
+		// Which fields it sets, by merging an empty one into a scratch copy.
+		unmerged := mergeKubelet(&NodeGCConfiguration{}, &kubeletconfigv1beta1.KubeletConfiguration{}, kubeletLines, maps.Clone(lines))
+		bad = append(slices.Clone(bad), unmerged...)
+	}
+	SetDefaults(&c)
+	var errs field.ErrorList
+	for _, e := range Validate(&c) {
+		if !concernsBadField(e, bad) {
+			errs = append(errs, e)
+		}
+	}
+	return l.Problems(errs)
+}
+
+// concernsBadField reports whether the validation error e is about a field at
+// one of the bad paths: see validateDecoded.
+func concernsBadField(e *field.Error, bad []string) bool {
+	for _, b := range bad {
+		if b == "" || e.Field == b || strings.HasPrefix(e.Field, b+".") || strings.HasPrefix(e.Field, b+"[") {
+			return true
+		}
+		parent, name := splitField(b)
+		if name == "" {
+			continue // a list item: no rule names it
+		}
+		if p, _ := splitField(e.Field); p == parent && namesField(e.Detail, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// splitField splits a field path into its parent and the name of its last
+// field: "imageGC.period" gives "imageGC" and "period", "period" gives ""
+// and "period". The name is "" when the path ends with a list index.
+func splitField(path string) (parent, name string) {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return "", path
+	}
+	if path[i] == '[' {
+		return path[:i], ""
+	}
+	return path[:i], path[i+1:]
+}
+
+// namesField reports whether msg contains name as a whole word: "minAge"
+// is named by "greater than minAge (2m)" but not by "minAgeFrom".
+func namesField(msg, name string) bool {
+	for rest, offset := msg, 0; ; {
+		i := strings.Index(rest, name)
+		if i < 0 {
+			return false
+		}
+		start, end := offset+i, offset+i+len(name)
+		if (start == 0 || !isWordByte(msg[start-1])) && (end == len(msg) || !isWordByte(msg[end])) {
+			return true
+		}
+		rest, offset = msg[start+1:], start+1
+	}
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
+}
+
+// sortProblems sorts problems by their "line N: " prefix, keeping the order
+// of those on one line; problems without a line go last.
+func sortProblems(problems []string) {
+	slices.SortStableFunc(problems, func(a, b string) int { return cmp.Compare(sortLine(a), sortLine(b)) })
+}
+
+func sortLine(problem string) int {
+	if n := lineOf(problem); n > 0 {
+		return n
+	}
+	return math.MaxInt
+}
+
+// lineOf returns N of a problem starting with "line N:", else 0.
+func lineOf(problem string) int {
+	rest, ok := strings.CutPrefix(problem, "line ")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(rest[:max(0, strings.IndexByte(rest, ':'))])
+	return n
+}
