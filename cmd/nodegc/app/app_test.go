@@ -117,9 +117,61 @@ func TestValidateDecodeErrors(t *testing.T) {
 	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nimageGC:\n  colour: blue\n  period: 1m\n  period: 2m\n")
 	code, _, errOut := runMain(t, "", "config", "validate", "-f", file)
 	want := file + ": line 4: imageGC.colour: unknown field\n" +
-		file + ": line 6: imageGC.period: duplicate key (first set at line 5)\n"
+		file + ": line 6: imageGC.period: duplicate key (first set at line 5)\n" +
+		file + ": 2 problem(s); the configuration is invalid\n"
 	if code != 1 || errOut != want {
 		t.Errorf("code %d, stderr:\n%s\nwant:\n%s", code, errOut, want)
+	}
+}
+
+// TestDecodeAndValidationProblemsTogether: a file with an unknown field, a
+// value of the wrong type and invalid values gets every problem listed, in
+// line order with the count last, by `config validate` and by `run`, which
+// refuses to start.
+func TestDecodeAndValidationProblemsTogether(t *testing.T) {
+	file := writeFile(t, `apiVersion: nodegc.io/v1alpha1
+kind: NodeGCConfiguration
+imageGC:
+  highThresholdPercnt: 80
+  lowThresholdPercent: 120
+containerGC:
+  maxPerPodContainer: 0
+  period: banana
+`)
+	want := []string{
+		"line 4: imageGC.highThresholdPercnt: unknown field",
+		"line 5: imageGC.lowThresholdPercent: Invalid value: 120: must be between 0 and 100, inclusive",
+		"line 5: imageGC.lowThresholdPercent: Invalid value: 120: must be less than highThresholdPercent (85)",
+		"line 7: containerGC.maxPerPodContainer: Invalid value: 0: must be at least 1",
+		"line 8: containerGC.period: time: invalid duration \"banana\"",
+		"5 problem(s); the configuration is invalid",
+	}
+	cases := map[string][]string{
+		"config validate": {"config", "validate", "-f", file},
+		"run":             {"run", "--config", file, "--metrics-bind-address=0", "--healthz-bind-address=0"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := runMain(t, "", args...)
+			if code != 1 || out != "" {
+				t.Errorf("code %d (want 1), stdout %q", code, out)
+			}
+			var got []string
+			for i, l := range strings.Split(strings.TrimSuffix(errOut, "\n"), "\n") {
+				l, ok := strings.CutPrefix(l, file+": ")
+				if !ok {
+					t.Errorf("stderr line %d %q does not start with the file name", i+1, l)
+				}
+				// Keep the line, path and the start of the message.
+				if i < len(want) && strings.HasPrefix(l, want[i]) {
+					l = want[i]
+				}
+				got = append(got, l)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("stderr (-want +got, each line cut to the wanted prefix):\n%s\nfull stderr:\n%s", diff, errOut)
+			}
+		})
 	}
 }
 

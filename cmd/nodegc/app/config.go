@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -52,7 +53,9 @@ func newConfigCommand(s streams) *cobra.Command {
 
 // loadConfig loads, defaults and validates the configuration in file. It
 // prints warnings, and every problem on a line of its own prefixed with the
-// file name and line; on any problem it returns an exitError(1).
+// file name and line, in line order, then their count; on any problem it
+// returns an exitError(1). A file that does not decode whole gets its
+// decode and validation problems together (see config.DecodeError).
 func loadConfig(file string, s streams) (*config.Loaded, error) {
 	name := displayName(file)
 	var (
@@ -78,25 +81,28 @@ func loadConfig(file string, s streams) (*config.Loaded, error) {
 	return loaded, nil
 }
 
+// printProblems prints err: the problems of a *config.DecodeError, each on
+// its own line after the file name, then their count; any other error as is.
 func printProblems(w io.Writer, name string, err error) {
-	if de, ok := err.(*config.DecodeError); ok {
-		for _, p := range de.Problems {
-			fmt.Fprintf(w, "%s: %s\n", name, p)
-		}
+	var de *config.DecodeError
+	if errors.As(err, &de) {
+		printProblemList(w, name, de.Problems)
 		return
 	}
 	fmt.Fprintf(w, "%s: %v\n", name, err)
 }
 
+// printFieldErrors prints validation errors as printProblems prints a
+// DecodeError: with their lines in the file (loaded may be nil: no file).
 func printFieldErrors(w io.Writer, name string, loaded *config.Loaded, errs field.ErrorList) {
-	for _, e := range errs {
-		if line := loaded.Line(e.Field); line > 0 {
-			fmt.Fprintf(w, "%s: line %d: %s\n", name, line, e.Error())
-			continue
-		}
-		fmt.Fprintf(w, "%s: %s\n", name, e.Error())
+	printProblemList(w, name, loaded.Problems(errs))
+}
+
+func printProblemList(w io.Writer, name string, problems []string) {
+	for _, p := range problems {
+		fmt.Fprintf(w, "%s: %s\n", name, p)
 	}
-	fmt.Fprintf(w, "%s: %d problem(s); the configuration is invalid\n", name, len(errs))
+	fmt.Fprintf(w, "%s: %d problem(s); the configuration is invalid\n", name, len(problems))
 }
 
 func displayName(file string) string {
