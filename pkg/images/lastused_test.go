@@ -1,11 +1,20 @@
 package images
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // containerEvent is a CRI container event of container id, whose status
@@ -189,4 +198,66 @@ func TestOlderImageListingIsDropped(t *testing.T) {
 	if diff := cmp.Diff(want, tr.Usage()["sha256:new"]); diff != "" {
 		t.Errorf("image pulled between two listings, after the older one was applied last (-want +got):\n%s", diff)
 	}
+}
+
+// TestSaveRetryBacksOff: failed writes of the usage records (a full
+// filesystem) are tried again after 2 s, then twice as long each time, up
+// to a minute: not a log line every 2 s for as long as the disk is full.
+func TestSaveRetryBacksOff(t *testing.T) {
+	var got []time.Duration
+	for d := time.Duration(0); len(got) < 8; {
+		d = nextSaveRetry(d)
+		got = append(got, d)
+	}
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute, time.Minute}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("waits between tries (-want +got):\n%s", diff)
+	}
+}
+
+// TestFailedSaveIsRetried: a write of the usage records that fails (here
+// the state directory cannot be made) is counted and tried again without a
+// new change, and the records reach the disk once it can be written.
+func TestFailedSaveIsRetried(t *testing.T) {
+	cfg := config.Defaulted().ImageGC
+	cfg.HighThresholdPercent = ptr.To[int32](100)
+	blocked := filepath.Join(t.TempDir(), "state")
+	if err := os.WriteFile(blocked, nil, 0o600); err != nil { // a file where the directory should be
+		t.Fatal(err)
+	}
+	rt := &imagesRuntime{streamRuntime: &streamRuntime{opened: make(chan struct{})}, images: []*runtimeapi.Image{criImage("sha256:a", "r/a:1")}}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: blocked, Runtime: rt, Disk: fixedDisk{}, Clock: clocktesting.NewFakeClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	// The manager lists the runtime when it finds no event stream: the
+	// image's record is a change to write.
+	saves := func(result string) float64 { return testutil.ToFloat64(m.metrics.stateSaves.WithLabelValues(result)) }
+	testbed.WaitFor(t, 5*time.Second, "a failed write counted", func() bool { return saves(ResultError) >= 1 })
+	if err := os.Remove(blocked); err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitFor(t, 10*time.Second, "the write tried again, without a new change, and done", func() bool { return saves(ResultSuccess) >= 1 })
+	again, warn := NewTracker(blocked, t0.Add(time.Hour))
+	if warn != nil {
+		t.Fatal(warn)
+	}
+	if diff := cmp.Diff(map[string]Usage{"sha256:a": {FirstDetected: t0}}, again.Usage()); diff != "" {
+		t.Errorf("records on disk (-want +got):\n%s", diff)
+	}
+}
+
+// imagesRuntime is a streamRuntime that lists images.
+type imagesRuntime struct {
+	*streamRuntime
+	images []*runtimeapi.Image
+}
+
+func (r *imagesRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) {
+	return r.images, nil
 }

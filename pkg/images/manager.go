@@ -425,21 +425,30 @@ func (m *Manager) syncUsage(ctx context.Context) ([]*runtimeapi.Image, error) {
 // loses at most the usage of the last interval.
 const saveInterval = 2 * time.Second
 
+// maxSaveRetry bounds the wait between tries after failed writes.
+const maxSaveRetry = time.Minute
+
 // saveChanges writes the usage records to the state directory when they
 // change, at most once per saveInterval, until ctx ends (Run saves once
-// more then). A failed write is retried after saveInterval.
+// more then). After a failed write (the state directory's filesystem is
+// full, say: the moment image GC is for) it tries again after
+// nextSaveRetry, changes or not.
 func (m *Manager) saveChanges(ctx context.Context) {
-	var last time.Time
-	retry := false
+	var (
+		last  time.Time
+		retry time.Duration // 0 while the last write succeeded
+	)
 	for {
-		if !retry {
+		wait := retry
+		if retry == 0 {
 			select {
 			case <-ctx.Done():
 				return
 			case <-m.tracker.Changed():
 			}
+			wait = saveInterval - m.waitClock.Since(last)
 		}
-		if wait := saveInterval - m.waitClock.Since(last); wait > 0 {
+		if wait > 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -447,11 +456,20 @@ func (m *Manager) saveChanges(ctx context.Context) {
 			}
 		}
 		last = m.waitClock.Now()
-		err := m.saveState()
-		if retry = err != nil; retry {
-			klog.ErrorS(err, "Saving image GC state; will retry", "retryIn", saveInterval)
+		if err := m.saveState(); err != nil {
+			retry = nextSaveRetry(retry)
+			klog.ErrorS(err, "Saving image GC state; will retry", "retryIn", retry)
+			continue
 		}
+		retry = 0
 	}
+}
+
+// nextSaveRetry returns the wait before the next try after a failed write,
+// given the last one (0 after a success): saveInterval, then doubling up to
+// maxSaveRetry.
+func nextSaveRetry(last time.Duration) time.Duration {
+	return min(max(2*last, saveInterval), maxSaveRetry)
 }
 
 // saveState writes the usage records if they changed, and counts the write.
