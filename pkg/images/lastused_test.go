@@ -130,6 +130,23 @@ func TestUseOfUnknownImageIsRecorded(t *testing.T) {
 		default:
 			t.Fatal("an event naming an unknown image did not ask for an image listing")
 		}
+		// So does a container listing (polling, or the check before a
+		// removal) that names one.
+		drain(tr.UnknownImages())
+		tr.applyContainers(tr.beginListing(), []*runtimeapi.Container{criContainer("c", "sha256:old", runtimeapi.ContainerState_CONTAINER_RUNNING)})
+		select {
+		case <-tr.UnknownImages():
+			t.Fatal("a listing naming known images only asked for an image listing")
+		default:
+		}
+		tr.applyContainers(tr.beginListing(), []*runtimeapi.Container{criContainer("c", "sha256:old", runtimeapi.ContainerState_CONTAINER_RUNNING),
+			criContainer("polled", "r/new@sha256:d1", runtimeapi.ContainerState_CONTAINER_RUNNING)})
+		select {
+		case <-tr.UnknownImages():
+		default:
+			t.Fatal("a container listing naming an unknown image did not ask for an image listing")
+		}
+		tr.applyContainers(tr.beginListing(), nil)
 		// A reference no listing resolves (the image was removed) is
 		// dropped by the first listing begun after the event.
 		tr.ObserveEvent(containerEvent(deleted, "job", "", "", t0.Add(1500*time.Millisecond)))

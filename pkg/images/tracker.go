@@ -95,11 +95,11 @@ func newTracker(dir string, now time.Time, readOnly bool) (*Tracker, error) {
 		pending: map[string]pendingUse{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
 }
 
-// UnknownImages is signalled when a container event names an image the
-// tracker does not know (pulled since the last image listing): list the
-// images then (SyncImages), so that the use is dated from then on to the
-// event. Signals coalesce: one pending signal stands for any number of
-// events.
+// UnknownImages is signalled when a container event or listing names an
+// image the tracker does not know (pulled since the last image listing):
+// list the images then (SyncImages), so that the use is dated from then on
+// to the event. Signals coalesce: one pending signal stands for any number
+// of events.
 func (t *Tracker) UnknownImages() <-chan struct{} { return t.unknown }
 
 // Changed is signalled when the usage records change; Save writes them.
@@ -544,6 +544,22 @@ func (t *Tracker) setContainerLocked(id string, refs imageRefs) {
 	t.countLocked(tc.refs, -1)
 	tc.refs, tc.generation = refs, t.generation
 	t.countLocked(refs, +1)
+	if !t.knownLocked(refs) {
+		// A listing or an event names an image pulled since the last image
+		// listing: list the images, so that it is known (and used) while
+		// the container is.
+		signal(t.unknown)
+	}
+}
+
+// knownLocked reports whether a known image has one of the references.
+func (t *Tracker) knownLocked(refs imageRefs) bool {
+	for _, r := range refs {
+		if _, ok := t.resolveLocked(r); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *Tracker) removeContainerLocked(id string) {
