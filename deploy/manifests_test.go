@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodegc/nodegc/internal/agent"
+	"github.com/nodegc/nodegc/internal/endpoint"
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
 	"github.com/nodegc/nodegc/pkg/config"
 )
@@ -133,8 +134,8 @@ func TestNodeAgentMountsRuntimeSocketDirectory(t *testing.T) {
 	}
 	ctrs, _, _ := unstructured.NestedSlice(spec, "containers")
 	mounts, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "volumeMounts")
-	for field, endpoint := range sockets {
-		socket, err := config.SocketPath(endpoint)
+	for field, ep := range sockets {
+		socket, err := endpoint.SocketPath(ep)
 		if err != nil {
 			t.Fatalf("%s: %v", field, err)
 		}
@@ -162,7 +163,7 @@ func TestNodeAgentMountsRuntimeSocketDirectory(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Errorf("%s %s: no hostPath volume mounted at the socket's directory %s", field, endpoint, dir)
+			t.Errorf("%s %s: no hostPath volume mounted at the socket's directory %s", field, ep, dir)
 		}
 	}
 }

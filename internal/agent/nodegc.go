@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/internal/endpoint"
 	"github.com/nodegc/nodegc/pkg/containers"
 	"github.com/nodegc/nodegc/pkg/cri"
 	"github.com/nodegc/nodegc/pkg/diskstats"
@@ -136,7 +136,7 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool)
 		if info, err := c.ImageFsInfo(ctx); err == nil && len(info.GetImageFilesystems()) > 0 {
 			snapshotter = images.SnapshotterFromMountpoint(info.GetImageFilesystems()[0].GetFsId().GetMountpoint())
 		}
-		path, _ := config.SocketPath(cfg.ContainerRuntimeEndpoint)
+		path, _ := endpoint.SocketPath(cfg.ContainerRuntimeEndpoint)
 		l, err := images.NewContainerdLayers(ctx, path, snapshotter)
 		if err != nil {
 			klog.InfoS("Cannot use containerd's API for exact layer accounting; using CRI sizes", "err", err)

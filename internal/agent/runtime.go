@@ -10,7 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/internal/endpoint"
 )
 
 // RuntimeCheckTimeout bounds how long /readyz waits for the runtime to
@@ -61,7 +61,7 @@ func (r *runtimeLink) explain() string {
 	if !lostAt.IsZero() {
 		s = fmt.Sprintf(" (connection lost at %s, %v ago; redialing)", stamp(lostAt), since(r.clock.Now(), lostAt))
 	}
-	path, err := config.SocketPath(r.endpoint)
+	path, err := endpoint.SocketPath(r.endpoint)
 	if err != nil {
 		return s
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
 
+	"github.com/nodegc/nodegc/internal/endpoint"
 	"github.com/nodegc/nodegc/internal/imageref"
 )
 
@@ -241,29 +242,17 @@ func validateAbsolutePath(p *field.Path, dir string) field.ErrorList {
 
 // validateEndpoint accepts unix:///absolute/path, the only transport CRI
 // runtimes serve on Linux.
-func validateEndpoint(p *field.Path, endpoint string, optional bool) field.ErrorList {
-	if endpoint == "" {
+func validateEndpoint(p *field.Path, ep string, optional bool) field.ErrorList {
+	if ep == "" {
 		if optional {
 			return nil
 		}
 		return field.ErrorList{field.Required(p, "a unix:// endpoint such as "+DefaultContainerRuntimeEndpoint)}
 	}
-	if _, err := SocketPath(endpoint); err != nil {
-		return field.ErrorList{field.Invalid(p, endpoint, err.Error())}
+	if _, err := endpoint.SocketPath(ep); err != nil {
+		return field.ErrorList{field.Invalid(p, ep, err.Error())}
 	}
 	return nil
-}
-
-// SocketPath returns the filesystem path of a unix:// endpoint.
-func SocketPath(endpoint string) (string, error) {
-	rest, ok := strings.CutPrefix(endpoint, "unix://")
-	if !ok {
-		return "", fmt.Errorf("must be a unix:// URL, such as %s", DefaultContainerRuntimeEndpoint)
-	}
-	if !filepath.IsAbs(rest) {
-		return "", fmt.Errorf("must name an absolute socket path after unix://, such as %s", DefaultContainerRuntimeEndpoint)
-	}
-	return rest, nil
 }
 
 // validateBindAddress accepts "host:port", ":port" or "0" (disabled).

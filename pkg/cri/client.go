@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/internal/endpoint"
 )
 
 // maxMsgSize is the largest response accepted, as kubelet's CRI client
@@ -105,10 +105,10 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
-func dial(endpoint string, m *Metrics) (*grpc.ClientConn, error) {
-	path, err := config.SocketPath(endpoint)
+func dial(ep string, m *Metrics) (*grpc.ClientConn, error) {
+	path, err := endpoint.SocketPath(ep)
 	if err != nil {
-		return nil, fmt.Errorf("CRI endpoint %q: %w", endpoint, err)
+		return nil, fmt.Errorf("CRI endpoint %q: %w", ep, err)
 	}
 	bo := backoff.DefaultConfig
 	bo.BaseDelay = 100 * time.Millisecond
@@ -134,7 +134,7 @@ func dial(endpoint string, m *Metrics) (*grpc.ClientConn, error) {
 	}
 	conn, err := grpc.NewClient("unix://"+path, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("CRI endpoint %q: %w", endpoint, err)
+		return nil, fmt.Errorf("CRI endpoint %q: %w", ep, err)
 	}
 	return conn, nil
 }
