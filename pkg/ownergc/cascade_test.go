@@ -138,7 +138,7 @@ func testDryRun(t *testing.T, env *itEnv) {
 	})
 	gc.waitIdle(t)
 	for _, r := range append(gc.recordsFor(d.UID), gc.recordsFor(foreign.UID)...) {
-		if !r.dryRun || r.rec.action != actionDelete {
+		if !r.dryRun || r.rec.action != actDelete {
 			t.Errorf("record %+v; want a dry-run delete", r)
 		}
 	}

@@ -114,16 +114,45 @@ type classifiedRef struct {
 	reason string
 }
 
-// actionKind is what a plan does.
+// actionKind is what the owner GC does to an object: what a plan decides
+// and, for the writes, what a decision record, its log line and the metric
+// label "action" say (String).
 type actionKind uint8
 
 const (
 	actNone            actionKind = iota
+	actWake                       // enqueue plan.wake (blocking dependents); no write
 	actDelete                     // delete the item with plan.policy (after unblocking if plan.unblock)
 	actRemoveRefs                 // patch away plan.refs
+	actUnblockRefs                // set blockOwnerDeletion=false on plan.refs (before a foreground delete)
 	actRemoveFinalizer            // remove plan.finalizer from the item
-	actWake                       // enqueue plan.wake (blocking dependents)
+	actOrphanDependent            // remove the owner's references from a dependent (orphan propagation)
+	numActions
 )
+
+// actionNames are the names of the actions; those of the writes are metric
+// label values.
+var actionNames = [numActions]string{
+	actNone:            "none",
+	actWake:            "wake",
+	actDelete:          "delete",
+	actRemoveRefs:      "remove-owner-references",
+	actUnblockRefs:     "unblock-owner-references",
+	actRemoveFinalizer: "remove-finalizer",
+	actOrphanDependent: "orphan-dependent",
+}
+
+func (a actionKind) String() string {
+	if a < numActions {
+		return actionNames[a]
+	}
+	return "unknown"
+}
+
+// writeActions are the actions that write to the API server.
+func writeActions() []actionKind {
+	return []actionKind{actDelete, actRemoveRefs, actUnblockRefs, actRemoveFinalizer, actOrphanDependent}
+}
 
 // Rules: why a plan does what it does.
 const (

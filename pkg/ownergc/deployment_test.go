@@ -152,7 +152,7 @@ func testDeploymentBackground(t *testing.T, env *itEnv, gc *testCollector) {
 		t.Fatalf("ReplicaSet has %d decision records, want exactly 1: %+v", len(recs), recs)
 	}
 	r := recs[0].rec
-	if r.action != actionDelete || r.policy != metav1.DeletePropagationBackground || r.rule != ruleAllOwnersAbsent ||
+	if r.action != actDelete || r.policy != metav1.DeletePropagationBackground || r.rule != ruleAllOwnersAbsent ||
 		len(r.owners) != 1 || r.owners[0].UID != f.d.UID || r.owners[0].Class != "dangling" || r.owners[0].Reason != reasonDeleted {
 		t.Errorf("ReplicaSet record = %+v; want a Background delete by %s with the Deployment dangling (%s)", r, ruleAllOwnersAbsent, reasonDeleted)
 	}

@@ -24,7 +24,7 @@ func newMetrics(reg prometheus.Registerer, c *Collector) *metrics {
 	m := &metrics{
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodegc_owner_gc_actions_total",
-			Help: "Writes of the owner GC that succeeded, by action (delete, remove-owner-references, unblock-owner-references, remove-finalizer, orphan-dependent) and rule.",
+			Help: "Writes of the owner GC that succeeded, by action (" + writeActionList() + ") and rule.",
 		}, []string{"action", "rule"}),
 		dryRunActions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodegc_owner_gc_dry_run_actions_total",
@@ -175,4 +175,13 @@ func requestVerb(req *http.Request) string {
 	default:
 		return req.Method
 	}
+}
+
+// writeActionList names the write actions, comma-separated.
+func writeActionList() string {
+	names := make([]string, 0, numActions)
+	for _, a := range writeActions() {
+		names = append(names, a.String())
+	}
+	return strings.Join(names, ", ")
 }

@@ -67,7 +67,7 @@ func (r *run) orphanDependents(ctx context.Context, v orphanView) error {
 // orphanDependent removes owner's references from dependent d. If the
 // dependent changed, it re-reads it and tries once more.
 func (r *run) orphanDependent(ctx context.Context, owner objectID, d orphanDependent) error {
-	rec := decisionRecord{action: actionOrphanDependent, rule: ruleOrphanDependents, owners: []ownerRecord{{
+	rec := decisionRecord{action: actOrphanDependent, rule: ruleOrphanDependents, owners: []ownerRecord{{
 		APIVersion: owner.apiVersion, Kind: owner.kind, Name: owner.name, UID: owner.uid,
 		Class: "orphaned", Reason: "owner-deleted-with-orphan",
 	}}}

@@ -45,7 +45,7 @@ func testMultipleOwners(t *testing.T, env *itEnv, gc *testCollector) {
 	env.deleteCM(t, ns, "o1", metav1.DeletePropagationBackground)
 	eventually(t, 30*time.Second, "d to keep only its reference to o2", env.refsAre(ns, "d", d.UID, o2.UID))
 	recs := gc.settledRecords(t, d.UID)[d.UID]
-	if len(recs) != 1 || recs[0].rec.action != actionRemoveRefs || len(recs[0].rec.owners) != 2 ||
+	if len(recs) != 1 || recs[0].rec.action != actRemoveRefs || len(recs[0].rec.owners) != 2 ||
 		recs[0].rec.owners[0].Class != "dangling" || recs[0].rec.owners[1].Class != "solid" {
 		t.Errorf("records of d = %+v; want one removal of references with o1 dangling and o2 solid", recs)
 	}
@@ -115,7 +115,7 @@ func testObjectRecreatedAfterDecision(t *testing.T, env *itEnv, gc *testCollecto
 		fired   = make(chan struct{})
 	)
 	gc.beforeWrite.Store(ns, func(action string, id objectID) {
-		if action != actionDelete || id.name != "victim" {
+		if action != actDelete.String() || id.name != "victim" {
 			return
 		}
 		once.Do(func() {

@@ -11,9 +11,9 @@ import (
 // decisionRecord is the answer to "why was this deleted?": one per action, logged
 // once when the action succeeded (or, in dry-run, when it was decided).
 type decisionRecord struct {
-	action    string
-	policy    metav1.DeletionPropagation // actionDelete
-	finalizer string                     // actionRemoveFinalizer
+	action    actionKind
+	policy    metav1.DeletionPropagation // actDelete
+	finalizer string                     // actRemoveFinalizer
 	rule      string
 	owners    []ownerRecord
 }
@@ -44,7 +44,7 @@ func ownerRecords(refs []classifiedRef) []ownerRecord {
 
 // record counts and logs an action that succeeded.
 func (r *run) record(id objectID, rec decisionRecord) {
-	r.c.metrics.actions.WithLabelValues(rec.action, rec.rule).Inc()
+	r.c.metrics.actions.WithLabelValues(rec.action.String(), rec.rule).Inc()
 	r.logRecord(id, rec, false)
 }
 
@@ -52,19 +52,20 @@ func (r *run) record(id objectID, rec decisionRecord) {
 // and rule in a run.
 func (r *run) recordDryRun(id objectID, rec decisionRecord) {
 	key := struct {
-		uid          types.UID
-		action, rule string
+		uid    types.UID
+		action actionKind
+		rule   string
 	}{id.uid, rec.action, rec.rule}
 	if _, seen := r.recorded.LoadOrStore(key, struct{}{}); seen {
 		return
 	}
-	r.c.metrics.dryRunActions.WithLabelValues(rec.action, rec.rule).Inc()
+	r.c.metrics.dryRunActions.WithLabelValues(rec.action.String(), rec.rule).Inc()
 	r.logRecord(id, rec, true)
 }
 
 func (r *run) logRecord(id objectID, rec decisionRecord, dryRun bool) {
 	kv := []any{"object", klog.KRef(id.namespace, id.name), "apiVersion", id.apiVersion, "kind", id.kind,
-		"uid", id.uid, "action", rec.action}
+		"uid", id.uid, "action", rec.action.String()}
 	if rec.policy != "" {
 		kv = append(kv, "propagationPolicy", string(rec.policy))
 	}

@@ -24,15 +24,6 @@ var (
 	waitForSync = outcome{after: time.Second}
 )
 
-// Action names (metric label and decision records).
-const (
-	actionDelete          = "delete"
-	actionRemoveRefs      = "remove-owner-references"
-	actionUnblockRefs     = "unblock-owner-references"
-	actionRemoveFinalizer = "remove-finalizer"
-	actionOrphanDependent = "orphan-dependent"
-)
-
 func (r *run) deleteWorker(ctx context.Context) {
 	r.work(ctx, r.deletes, "attempt_to_delete", r.attemptToDelete)
 }
@@ -160,7 +151,7 @@ func (r *run) execute(ctx context.Context, v *itemView, p plan, mayReread bool) 
 	case actRemoveFinalizer:
 		return r.removeFinalizer(ctx, v.id, p.finalizer, p.index, p.rule)
 	case actRemoveRefs:
-		rec := decisionRecord{action: actionRemoveRefs, rule: p.rule, owners: ownerRecords(p.owners)}
+		rec := decisionRecord{action: actRemoveRefs, rule: p.rule, owners: ownerRecords(p.owners)}
 		_, err = r.patch(ctx, v.id, rec, func() ([]byte, error) { return removeRefsPatch(v.id.uid, v.rv, indexedUIDs(p.refs)) })
 	case actDelete:
 		err = r.deleteItem(ctx, v, p)
@@ -184,7 +175,7 @@ func (r *run) deleteItem(ctx context.Context, v *itemView, p plan) error {
 	rv := v.rv
 	owners := ownerRecords(p.owners)
 	if p.unblock {
-		rec := decisionRecord{action: actionUnblockRefs, rule: p.rule, owners: owners}
+		rec := decisionRecord{action: actUnblockRefs, rule: p.rule, owners: owners}
 		obj, err := r.patch(ctx, v.id, rec, func() ([]byte, error) { return unblockRefsPatch(v.id.uid, v.rv, indexedUIDs(p.refs)) })
 		if err != nil {
 			return err
@@ -193,7 +184,7 @@ func (r *run) deleteItem(ctx context.Context, v *itemView, p plan) error {
 			rv = obj.ResourceVersion
 		}
 	}
-	rec := decisionRecord{action: actionDelete, policy: p.policy, rule: p.rule, owners: owners}
+	rec := decisionRecord{action: actDelete, policy: p.policy, rule: p.rule, owners: owners}
 	return r.write(ctx, v.id, rec, func() error { return r.deleteObject(ctx, v.id, rv, p.policy) })
 }
 
@@ -239,7 +230,7 @@ func (r *run) reread(ctx context.Context, v *itemView) outcome {
 // removeFinalizer removes finalizer (expected at index) from id. If the
 // object changed, it re-reads it and tries once more at the current index.
 func (r *run) removeFinalizer(ctx context.Context, id objectID, finalizer string, index int, rule string) outcome {
-	rec := decisionRecord{action: actionRemoveFinalizer, finalizer: finalizer, rule: rule}
+	rec := decisionRecord{action: actRemoveFinalizer, finalizer: finalizer, rule: rule}
 	patchAt := func(index int) error {
 		_, err := r.patch(ctx, id, rec, func() ([]byte, error) { return removeFinalizerPatch(id.uid, "", index, finalizer) })
 		return err
@@ -274,7 +265,7 @@ func (r *run) removeFinalizer(ctx context.Context, id objectID, finalizer string
 	case stale(err):
 		return retry
 	default:
-		r.logger.Error(err, "Owner GC action failed; will retry", "object", id, "action", actionRemoveFinalizer)
+		r.logger.Error(err, "Owner GC action failed; will retry", "object", id, "action", actRemoveFinalizer)
 		return retry
 	}
 }
@@ -290,11 +281,11 @@ func (r *run) write(ctx context.Context, id objectID, rec decisionRecord, do fun
 		return ctx.Err()
 	}
 	if h := r.c.hooks.beforeWrite; h != nil {
-		h(ctx, rec.action, id)
+		h(ctx, rec.action.String(), id)
 	}
 	if err := do(); err != nil {
 		if !apierrors.IsNotFound(err) && !stale(err) {
-			r.c.metrics.actionErrors.WithLabelValues(rec.action).Inc()
+			r.c.metrics.actionErrors.WithLabelValues(rec.action.String()).Inc()
 		}
 		return err
 	}
