@@ -86,14 +86,14 @@ func (n *nodeGC) run(ctx context.Context) {
 	// dead and /healthz says so.
 	if imageGC != nil {
 		wg.Go(func() {
-			if err := imageGC.Run(ctx); ctx.Err() == nil {
+			if err := imageGC.Run(withLoggerName(ctx, "image-gc")); ctx.Err() == nil {
 				n.imageWatch.stopped(err)
 			}
 		})
 	}
 	if containerGC != nil {
 		wg.Go(func() {
-			if err := containerGC.Run(ctx); ctx.Err() == nil {
+			if err := containerGC.Run(withLoggerName(ctx, "container-gc")); ctx.Err() == nil {
 				n.containerWatch.stopped(err)
 			}
 		})
@@ -192,4 +192,10 @@ func (n *nodeGC) containerManagerWithPods(ctx context.Context, c *cri.Client) (*
 	}
 	m, err := containers.NewManager(opts)
 	return m, pods, err
+}
+
+// withLoggerName gives the loop run under ctx a logger of its own name, so
+// that its log lines say which collector wrote them.
+func withLoggerName(ctx context.Context, name string) context.Context {
+	return klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), name))
 }

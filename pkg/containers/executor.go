@@ -130,13 +130,13 @@ func Execute(ctx context.Context, rt remover, plan *Plan, paths Paths, dryRun bo
 		if stopped() {
 			return e.out, errors.Join(e.errs...)
 		}
-		e.logDir(d)
+		e.logDir(ctx, d)
 	}
 	for _, d := range plan.RemoveLogLinks {
 		if stopped() {
 			return e.out, errors.Join(e.errs...)
 		}
-		e.logLink(d)
+		e.logLink(ctx, d)
 	}
 	return e.out, errors.Join(e.errs...)
 }
@@ -182,12 +182,12 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 		e.fail(OpContainerStatus, fmt.Errorf("%s: %w", who, err), c.PodUID, c.SandboxID)
 		return
 	case st.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING:
-		klog.V(2).InfoS("Container started after planning, keeping it", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name)
+		klog.FromContext(ctx).V(2).Info("Container started after planning, keeping it", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name)
 		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "container", ID: c.ID, Why: SkipStarted})
 		e.keepPod(c.PodUID, c.SandboxID)
 		return
 	}
-	klog.V(4).InfoS("Removing container", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "reason", d.Reason)
+	klog.FromContext(ctx).V(4).Info("Removing container", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "reason", d.Reason)
 	if d.StopFirst || st.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
 		grace := c.GracePeriod
 		if grace < 0 {
@@ -217,7 +217,7 @@ func (e *executor) sandbox(ctx context.Context, d SandboxDecision) {
 		return
 	}
 	who := fmt.Sprintf("sandbox %s of pod %s/%s", s.ID, s.PodNamespace, s.PodName)
-	klog.V(4).InfoS("Removing sandbox", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName), "reason", d.Reason)
+	klog.FromContext(ctx).V(4).Info("Removing sandbox", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName), "reason", d.Reason)
 	if err := e.rt.StopPodSandbox(ctx, s.ID); err != nil {
 		e.fail(OpStopSandbox, fmt.Errorf("%s: %w", who, err), s.PodUID, "")
 		return
@@ -229,7 +229,7 @@ func (e *executor) sandbox(ctx context.Context, d SandboxDecision) {
 	e.out.Sandboxes = append(e.out.Sandboxes, d)
 }
 
-func (e *executor) logDir(d LogDirDecision) {
+func (e *executor) logDir(ctx context.Context, d LogDirDecision) {
 	if e.failedPods[d.Dir.PodUID] {
 		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "log_dir", ID: d.Dir.Name, Why: SkipPodFailed})
 		return
@@ -238,7 +238,7 @@ func (e *executor) logDir(d LogDirDecision) {
 		e.fail(OpRemoveLogDir, fmt.Errorf("pod log directory %q: not a directory name under %q", d.Dir.Name, e.paths.PodLogs), "", "")
 		return
 	}
-	klog.V(4).InfoS("Removing pod log directory", "directory", d.Dir.Name, "podUID", d.Dir.PodUID, "reason", d.Reason)
+	klog.FromContext(ctx).V(4).Info("Removing pod log directory", "directory", d.Dir.Name, "podUID", d.Dir.PodUID, "reason", d.Reason)
 	if err := os.RemoveAll(filepath.Join(e.paths.PodLogs, d.Dir.Name)); err != nil {
 		e.fail(OpRemoveLogDir, fmt.Errorf("removing pod log directory %s: %w", d.Dir.Name, err), "", "")
 		return
@@ -246,12 +246,12 @@ func (e *executor) logDir(d LogDirDecision) {
 	e.out.LogDirs = append(e.out.LogDirs, d)
 }
 
-func (e *executor) logLink(d LogLinkDecision) {
+func (e *executor) logLink(ctx context.Context, d LogLinkDecision) {
 	if !plainName(d.Link.Name) || e.paths.ContainerLogs == "" {
 		e.fail(OpRemoveLogLink, fmt.Errorf("log link %q: not a file name under %q", d.Link.Name, e.paths.ContainerLogs), "", "")
 		return
 	}
-	klog.V(4).InfoS("Removing dangling container log link", "link", d.Link.Name, "containerID", d.Link.ContainerID)
+	klog.FromContext(ctx).V(4).Info("Removing dangling container log link", "link", d.Link.Name, "containerID", d.Link.ContainerID)
 	if err := os.Remove(filepath.Join(e.paths.ContainerLogs, d.Link.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		e.fail(OpRemoveLogLink, fmt.Errorf("removing log link %s: %w", d.Link.Name, err), "", "")
 		return

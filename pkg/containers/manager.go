@@ -110,7 +110,7 @@ func NewManager(opts Options) (*Manager, error) {
 		opts.Pods = nil // a nil *APIPodSource means node-only too
 	}
 	if opts.Pods == nil {
-		klog.InfoS("Container GC runs node-only: without API access no pod is ever considered gone; count and age limits still apply")
+		klog.Background().Info("Container GC runs node-only: without API access no pod is ever considered gone; count and age limits still apply")
 	}
 	return &Manager{
 		opts: opts, policy: policy, metrics: NewMetrics(reg), clock: opts.Clock,
@@ -137,15 +137,15 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 	r, err := m.GarbageCollect(ctx, trigger)
 	switch {
 	case errors.Is(err, ErrRunInProgress):
-		klog.V(2).InfoS("Container GC run skipped: another is in progress", "trigger", trigger)
+		klog.FromContext(ctx).V(2).Info("Container GC run skipped: another is in progress", "trigger", trigger)
 	case err != nil && ctx.Err() != nil:
-		klog.V(2).InfoS("Container GC run interrupted", "trigger", trigger, "err", err)
+		klog.FromContext(ctx).V(2).Info("Container GC run interrupted", "trigger", trigger, "err", err)
 	case err != nil:
-		klog.ErrorS(err, "Container GC run failed", "trigger", trigger)
+		klog.FromContext(ctx).Error(err, "Container GC run failed", "trigger", trigger)
 	}
 	if r != nil && r.Outcome != nil && !r.Plan.Empty() {
 		o := r.Outcome
-		klog.InfoS("Container GC run done", "trigger", trigger, "dryRun", o.DryRun, "containers", len(o.Containers),
+		klog.FromContext(ctx).Info("Container GC run done", "trigger", trigger, "dryRun", o.DryRun, "containers", len(o.Containers),
 			"sandboxes", len(o.Sandboxes), "logDirectories", len(o.LogDirs), "logLinks", len(o.LogLinks),
 			"skipped", len(o.Skipped), "duration", r.Duration)
 	}
@@ -176,7 +176,7 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 	}
 	r.Plan = plan
 	m.metrics.observePlan(plan)
-	m.logViewChange(plan)
+	m.logViewChange(ctx, plan)
 	out, execErr := Execute(ctx, m.opts.Runtime, plan, m.paths, m.opts.Config.DryRun)
 	r.Outcome = out
 	return errors.Join(err, execErr)
@@ -236,7 +236,7 @@ func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
 			case err != nil:
 				// FinishedAt stays zero: the policy keeps it (min_age).
 				m.metrics.errors.WithLabelValues(OpReadExitTime).Inc()
-				klog.V(2).InfoS("Cannot read a container's exit time; keeping it this run", "containerID", ct.ID, "err", err)
+				klog.FromContext(ctx).V(2).Info("Cannot read a container's exit time; keeping it this run", "containerID", ct.ID, "err", err)
 			default:
 				ct.FinishedAt = unixNanos(st.GetFinishedAt())
 			}
@@ -277,7 +277,7 @@ func podsOnNode(node *NodeState) map[string]bool {
 }
 
 // logViewChange logs, once per change, whether the GC may act on "pod gone".
-func (m *Manager) logViewChange(p *Plan) {
+func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 	reason := p.PodsReason
 	if m.lastView != nil && *m.lastView == reason {
 		return
@@ -286,18 +286,18 @@ func (m *Manager) logViewChange(p *Plan) {
 	m.lastView = &reason
 	switch {
 	case p.PodsAuthoritative && !first:
-		klog.InfoS("Container GC knows which pods exist again: containers, sandboxes and log directories of deleted pods are collected")
+		klog.FromContext(ctx).Info("Container GC knows which pods exist again: containers, sandboxes and log directories of deleted pods are collected")
 	case p.PodsAuthoritative:
 	case reason == ViewNodeOnly:
 		// Said once by NewManager.
 	case reason == ViewNodeNotFound:
-		klog.InfoS("Container GC assumes every pod exists: no Node has this node's name; is it the name the kubelet registered?",
+		klog.FromContext(ctx).Info("Container GC assumes every pod exists: no Node has this node's name; is it the name the kubelet registered?",
 			"node", p.PodsNode)
 	case reason == ViewDisagrees:
-		klog.InfoS("Container GC assumes every pod exists: the API server does not list pods that run on this node; is this node's name the one the kubelet registered?",
+		klog.FromContext(ctx).Info("Container GC assumes every pod exists: the API server does not list pods that run on this node; is this node's name the one the kubelet registered?",
 			"node", p.PodsNode, "missingPods", len(p.PodsMissing), "examples", examplePods(p.PodsMissing))
 	default:
-		klog.InfoS("Container GC assumes every pod exists: nothing is removed because its pod is gone", "reason", reason)
+		klog.FromContext(ctx).Info("Container GC assumes every pod exists: nothing is removed because its pod is gone", "reason", reason)
 	}
 }
 

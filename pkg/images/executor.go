@@ -70,13 +70,13 @@ func Execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image
 	// apply removes d's image; false means it stays (in use, or failed).
 	apply := func(d Decision) bool {
 		if inUse(d.Image) {
-			klog.V(2).InfoS("Image came into use after planning, keeping it", "imageID", d.Image.ID, "tags", d.Image.RepoTags)
+			klog.FromContext(ctx).V(2).Info("Image came into use after planning, keeping it", "imageID", d.Image.ID, "tags", d.Image.RepoTags)
 			out.SkippedInUse = append(out.SkippedInUse, d)
 			held[d.Image.ID] = KeepInUse
 			return false
 		}
 		if !dryRun {
-			klog.V(2).InfoS("Removing image", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "reason", d.Reason, "estimatedBytes", d.Bytes)
+			klog.FromContext(ctx).V(2).Info("Removing image", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "reason", d.Reason, "estimatedBytes", d.Bytes)
 			if err := rt.RemoveImage(ctx, d.Image.ID); err != nil {
 				errs = append(errs, err)
 				out.Failed = append(out.Failed, d)

@@ -154,12 +154,12 @@ func NewManager(opts Options) (*Manager, error) {
 	tracker, warn := newTracker(opts.StateDirectory, opts.Clock.Now(), opts.PlanOnly)
 	switch {
 	case warn != nil && opts.PlanOnly:
-		klog.InfoS("Image GC state is unusable; planning without first-detected and last-used times", "err", warn)
+		klog.Background().Info("Image GC state is unusable; planning without first-detected and last-used times", "err", warn)
 	case warn != nil:
-		klog.InfoS("Image GC state was unusable and has been set aside; first-detected and last-used times start over", "err", warn)
+		klog.Background().Info("Image GC state was unusable and has been set aside; first-detected and last-used times start over", "err", warn)
 	}
 	if opts.Layers == nil {
-		klog.InfoS("Image GC uses CRI image sizes: shared layers are counted once per image, so freed-byte estimates are upper bounds")
+		klog.Background().Info("Image GC uses CRI image sizes: shared layers are counted once per image, so freed-byte estimates are upper bounds")
 	}
 	return &Manager{opts: opts, policy: policy, tracker: tracker, metrics: NewMetrics(reg), clock: opts.Clock, waitClock: clock.RealClock{}}, nil
 }
@@ -182,7 +182,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer func() {
 		wg.Wait()
 		if err := m.saveState(); err != nil {
-			klog.ErrorS(err, "Saving image GC state at shutdown")
+			klog.FromContext(ctx).Error(err, "Saving image GC state at shutdown")
 		}
 	}()
 
@@ -216,14 +216,14 @@ type thresholdBackoff struct {
 func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
 	disk, err := m.diskStats(ctx)
 	if err != nil {
-		klog.V(2).InfoS("Image filesystem check failed; will retry", "err", err)
+		klog.FromContext(ctx).V(2).Info("Image filesystem check failed; will retry", "err", err)
 		return
 	}
 	m.metrics.observeDisk(disk)
 	if !m.policy.OverHighThreshold(disk) || m.clock.Now().Before(b.next) {
 		return
 	}
-	klog.InfoS("Image filesystem usage reached the high threshold, collecting now",
+	klog.FromContext(ctx).Info("Image filesystem usage reached the high threshold, collecting now",
 		"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent)
 	m.collectAndLog(ctx, TriggerThreshold)
 	after, err := m.diskStats(ctx)
@@ -239,15 +239,15 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 	r, err := m.GarbageCollect(ctx, trigger)
 	switch {
 	case errors.Is(err, ErrRunInProgress):
-		klog.V(2).InfoS("Image GC run skipped: another is in progress", "trigger", trigger)
+		klog.FromContext(ctx).V(2).Info("Image GC run skipped: another is in progress", "trigger", trigger)
 	case err != nil && (r == nil || r.Outcome == nil):
-		klog.ErrorS(err, "Image GC run failed", "trigger", trigger)
+		klog.FromContext(ctx).Error(err, "Image GC run failed", "trigger", trigger)
 	case err != nil:
 		o := r.Outcome
-		klog.ErrorS(err, "Image GC run failed", "trigger", trigger, "removed", len(o.Removed), "failed", len(o.Failed),
+		klog.FromContext(ctx).Error(err, "Image GC run failed", "trigger", trigger, "removed", len(o.Removed), "failed", len(o.Failed),
 			"skippedInUse", len(o.SkippedInUse), "replans", o.Replans, "estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed)
 	case r != nil && len(r.Outcome.Removed) > 0:
-		klog.InfoS("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skippedInUse", len(r.Outcome.SkippedInUse),
+		klog.FromContext(ctx).Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skippedInUse", len(r.Outcome.SkippedInUse),
 			"replans", r.Outcome.Replans, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
 			"usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent())
 	}
@@ -270,7 +270,7 @@ func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, 
 	r.Duration = m.clock.Since(r.Start)
 	m.record(r)
 	if err := m.saveState(); err != nil {
-		klog.ErrorS(err, "Saving image GC state")
+		klog.FromContext(ctx).Error(err, "Saving image GC state")
 	}
 	if m.opts.OnRun != nil {
 		m.opts.OnRun(r)
@@ -338,7 +338,7 @@ func (m *Manager) plan(ctx context.Context) (*Plan, []Image, error) {
 	var arrivals map[string]time.Time
 	if m.opts.Arrivals != nil {
 		if arrivals, err = m.opts.Arrivals.Arrivals(ctx, images); err != nil {
-			klog.V(2).InfoS("Cannot read when images arrived from the runtime; first-detected times are nodegc's own", "err", err)
+			klog.FromContext(ctx).V(2).Info("Cannot read when images arrived from the runtime; first-detected times are nodegc's own", "err", err)
 		} else {
 			m.tracker.ObserveArrivals(arrivals)
 		}
@@ -376,7 +376,7 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 		layers, err := m.opts.Layers.Layers(ctx, &in[i])
 		if err != nil {
 			m.layersWarn.Do(func() {
-				klog.InfoS("Cannot read image layers from containerd; planning with CRI sizes for now", "imageID", in[i].ID, "err", err)
+				klog.FromContext(ctx).Info("Cannot read image layers from containerd; planning with CRI sizes for now", "imageID", in[i].ID, "err", err)
 			})
 			for j := range in {
 				in[j].Layers = nil
@@ -399,7 +399,7 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 func (m *Manager) inUseNow(ctx context.Context) func(*Image) bool {
 	return func(img *Image) bool {
 		if _, err := m.tracker.SyncContainers(ctx, m.listContainers); err != nil {
-			klog.InfoS("Cannot list containers before removing an image; keeping it", "imageID", img.ID, "err", err)
+			klog.FromContext(ctx).Info("Cannot list containers before removing an image; keeping it", "imageID", img.ID, "err", err)
 			return true
 		}
 		return m.tracker.InUse(img)
@@ -458,7 +458,7 @@ func (m *Manager) saveChanges(ctx context.Context) {
 		last = m.waitClock.Now()
 		if err := m.saveState(); err != nil {
 			retry = nextSaveRetry(retry)
-			klog.ErrorS(err, "Saving image GC state; will retry", "retryIn", retry)
+			klog.FromContext(ctx).Error(err, "Saving image GC state; will retry", "retryIn", retry)
 			continue
 		}
 		retry = 0
@@ -591,7 +591,7 @@ func (m *Manager) watchUsage(ctx context.Context) {
 		case <-m.tracker.UnknownImages():
 			// An event named an image pulled since the last listing.
 			if _, err := m.tracker.SyncImages(ctx, m.opts.Runtime.ListImages, m.clock.Now); err != nil {
-				klog.V(2).InfoS("Listing images for an image a container event named failed; the next listing dates its use", "err", err)
+				klog.FromContext(ctx).V(2).Info("Listing images for an image a container event named failed; the next listing dates its use", "err", err)
 			}
 		case <-t.C():
 			if !m.eventsLive.Load() {
@@ -626,11 +626,11 @@ func (m *Manager) streamEvents(ctx context.Context, changed chan<- struct{}) {
 		}
 		signal()
 		if errors.Is(err, cri.ErrUnsupported) {
-			klog.InfoS("The runtime has no container event stream; polling containers for image usage",
+			klog.FromContext(ctx).Info("The runtime has no container event stream; polling containers for image usage",
 				"interval", m.opts.Config.DiskCheckInterval.Duration)
 			return
 		}
-		klog.InfoS("Container event stream broke; polling containers until it is reopened", "err", err, "retryIn", delay)
+		klog.FromContext(ctx).Info("Container event stream broke; polling containers until it is reopened", "err", err, "retryIn", delay)
 		select {
 		case <-ctx.Done():
 			return
@@ -642,6 +642,6 @@ func (m *Manager) streamEvents(ctx context.Context, changed chan<- struct{}) {
 
 func (m *Manager) reconcile(ctx context.Context) {
 	if _, err := m.syncUsage(ctx); err != nil {
-		klog.V(2).InfoS("Listing the runtime for usage tracking failed; will retry", "err", err)
+		klog.FromContext(ctx).V(2).Info("Listing the runtime for usage tracking failed; will retry", "err", err)
 	}
 }
