@@ -6,4 +6,17 @@
 // The binaries are built or installed by hack/install-tools.sh into
 // _output/tools (override with NODEGC_TOOLS_DIR). The packages below this
 // one start and tear down throw-away instances of them.
+//
+// It also holds, once, the support every test, harness and the demo
+// (hack/demo) share:
+//
+//   - waiting: Poll, the one polling loop (the deadline is on its context;
+//     for code that is not a test), and WaitFor, Poll for a test (fails it
+//     after a timeout);
+//   - ports: FreePorts, distinct free TCP ports for the servers a test
+//     starts;
+//   - metrics: ParseMetrics and ScrapeMetrics read the Prometheus text
+//     format with expfmt into the families a registry's Gather returns;
+//     MetricSum sums the samples of one name and labels, and Samples lists
+//     them as the format exposes them.
 package testbed

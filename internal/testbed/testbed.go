@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"time"
 )
 
 const module = "module github.com/nodegc/nodegc"
@@ -156,24 +155,4 @@ func Runc(t TB) string {
 func isExecutable(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
-}
-
-// WaitFor polls cond every 10ms until it holds, failing the test (Fatalf)
-// after timeout or when the test's context ends. what names the condition
-// in the failure.
-func WaitFor(t TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }
