@@ -2,38 +2,18 @@ package cluster
 
 import (
 	"fmt"
-	"net"
 	"syscall"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // maxStartAttempts bounds the retries on proc.ErrAddrInUse.
 const maxStartAttempts = 5
 
-// pickPorts is freePorts; tests replace it to simulate a lost race.
-var pickPorts = freePorts
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners
-// are held until every port is picked, so the ports differ from each other;
-// they are closed before returning, so another process may still take one
-// before our child binds it (hence proc.ErrAddrInUse and the retries).
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	listeners := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// pickPorts is testbed.FreePorts; tests replace it to simulate a lost
+// race. The ports are free when picked, not when our child binds them
+// (hence proc.ErrAddrInUse and the retries).
+var pickPorts = testbed.FreePorts
 
 // reservation holds a port bound but not listening: the kernel hands it to
 // no one else (neither bind to port 0 nor connect's choice of a local

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // TestStartRetriesTakenPorts makes the first port picked for etcd and for
@@ -28,7 +30,7 @@ func TestStartRetriesTakenPorts(t *testing.T) {
 	var mu sync.Mutex
 	handedOut := map[int]bool{} // by n: the taken port was handed out once
 	pickPorts = func(n int) ([]int, error) {
-		ports, err := freePorts(n)
+		ports, err := testbed.FreePorts(n)
 		mu.Lock()
 		defer mu.Unlock()
 		if err == nil && !handedOut[n] {
@@ -37,7 +39,7 @@ func TestStartRetriesTakenPorts(t *testing.T) {
 		}
 		return ports, err
 	}
-	t.Cleanup(func() { pickPorts = freePorts })
+	t.Cleanup(func() { pickPorts = testbed.FreePorts })
 
 	var logs []string
 	rec := &recordingTB{TB: t, logs: &logs}
@@ -73,7 +75,7 @@ func (r *recordingTB) Logf(format string, args ...any) {
 // TestReservePortRefusesConnections: a reserved port refuses connections,
 // like a stopped server's, and is free again after release.
 func TestReservePortRefusesConnections(t *testing.T) {
-	ports, err := freePorts(1)
+	ports, err := testbed.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"text/template"
@@ -16,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
@@ -70,7 +70,7 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(2)
+		ports, err := testbed.FreePorts(2)
 		if err != nil {
 			return err
 		}
@@ -159,25 +159,4 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 		return fmt.Errorf("node %s not Ready (%s): %w\n%s", c.NodeName, last, err, c.kubelet.Tail(40))
 	}
 	return nil
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1 (all listeners
-// are held until every port is picked, then closed).
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

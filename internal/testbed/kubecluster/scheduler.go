@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
@@ -21,7 +22,7 @@ func (c *Cluster) startScheduler(ctx context.Context) error {
 		return err
 	}
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(1)
+		ports, err := testbed.FreePorts(1)
 		if err != nil {
 			return err
 		}
