@@ -12,6 +12,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // ContainerSpec describes a container. Image is a reference or image ID of
@@ -152,7 +154,7 @@ func (n *Node) WaitContainerState(ctx context.Context, id string, state runtimea
 	defer cancel()
 	var last *runtimeapi.ContainerStatus
 	var lastErr error
-	err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
+	err := testbed.Poll(ctx, 50*time.Millisecond, func(context.Context) (bool, error) {
 		resp, err := n.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 		if err != nil {
 			lastErr = err

@@ -3,8 +3,8 @@ package node
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -72,16 +72,11 @@ func runWorkload(t *testing.T, n *Node) []proc {
 // reads empty.
 func waitTestbin(t *testing.T, pid int) proc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
 	var found []proc
-	err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
+	testbed.WaitFor(t, 10*time.Second, fmt.Sprintf("container process %d to run testbin", pid), func() bool {
 		found = processes(func(p int, args []string) bool { return p == pid && strings.HasSuffix(args[0], "testbin") })
-		return len(found) == 1, nil
+		return len(found) == 1
 	})
-	if err != nil {
-		t.Fatalf("container process %d running testbin not found: %v", pid, err)
-	}
 	return found[0]
 }
 

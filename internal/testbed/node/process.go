@@ -14,6 +14,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // daemon is one run of containerd.
@@ -82,7 +84,7 @@ func (n *Node) startDaemon(ctx context.Context) error {
 func (n *Node) waitReady(ctx context.Context, d *daemon) error {
 	ctx, cancel := context.WithTimeout(ctx, n.startTimeout)
 	defer cancel()
-	err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
+	err := testbed.Poll(ctx, 10*time.Millisecond, func(context.Context) (bool, error) {
 		if !d.alive() {
 			return false, fmt.Errorf("containerd exited: %v", d.err)
 		}
@@ -94,7 +96,7 @@ func (n *Node) waitReady(ctx context.Context, d *daemon) error {
 	}
 	n.conn.ResetConnectBackoff()
 	var lastErr error
-	err = poll(ctx, 20*time.Millisecond, func() (bool, error) {
+	err = testbed.Poll(ctx, 20*time.Millisecond, func(context.Context) (bool, error) {
 		if !d.alive() {
 			return false, fmt.Errorf("containerd exited: %v", d.err)
 		}
@@ -208,25 +210,4 @@ func withPath(env []string, dir string) []string {
 		out = append(out, kv)
 	}
 	return append(out, "PATH="+dir+":"+path)
-}
-
-// poll calls cond every interval until it returns true or an error, or ctx
-// ends.
-func poll(ctx context.Context, interval time.Duration, cond func() (bool, error)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }

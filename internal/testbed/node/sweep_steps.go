@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // deleteRuncContainers runs `runc --root RUNCROOT/NS delete --force ID`
@@ -80,7 +82,7 @@ func (i instance) killCgroupProcs(ctx context.Context) (int, error) {
 	defer cancel()
 	var left []int
 	killed := map[int]bool{}
-	err = poll(ctx, 20*time.Millisecond, func() (bool, error) {
+	err = testbed.Poll(ctx, 20*time.Millisecond, func(context.Context) (bool, error) {
 		left = left[:0]
 		for _, d := range dirs {
 			left = append(left, cgroupProcsUnder(d)...)
@@ -109,7 +111,7 @@ func (i instance) removeCgroups(ctx context.Context) (int, error) {
 	defer cancel()
 	var lastErr error
 	removed := 0
-	err = poll(ctx, 20*time.Millisecond, func() (bool, error) {
+	err = testbed.Poll(ctx, 20*time.Millisecond, func(context.Context) (bool, error) {
 		lastErr = nil
 		for _, h := range cgroupHierarchies(mounts) {
 			for _, d := range cgroupDirsDeepestFirst(filepath.Join(h, i.cgroupParent())) {
@@ -181,7 +183,7 @@ func killAndWait(ctx context.Context, what string, ps []proc) error {
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
 	var left []int
-	err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
+	err := testbed.Poll(ctx, 10*time.Millisecond, func(context.Context) (bool, error) {
 		left = left[:0]
 		for _, p := range ps {
 			if p.alive() {
