@@ -1,17 +1,16 @@
 package agent_test
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,6 +54,7 @@ func nodegcBinary(t *testing.T) string {
 
 // proc is a running `nodegc` process.
 type proc struct {
+	ctx     context.Context // the test's: scrapes end with it
 	name    string
 	cmd     *exec.Cmd
 	metrics string // http://127.0.0.1:PORT
@@ -64,28 +64,22 @@ type proc struct {
 	exit    error
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startNodegc runs nodegc with the config text and extra args; its output
 // goes to a log file in the test's temp dir.
 func startNodegc(t *testing.T, name, configYAML string, args ...string) *proc {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "config.yaml")
-	mp, hp := freePort(t), freePort(t)
+	ports, err := testbed.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, hp := ports[0], ports[1]
 	full := configYAML + fmt.Sprintf("metricsBindAddress: 127.0.0.1:%d\nhealthzBindAddress: 127.0.0.1:%d\n", mp, hp)
 	if err := os.WriteFile(cfgPath, []byte(full), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, metrics: fmt.Sprintf("http://127.0.0.1:%d", mp), healthz: fmt.Sprintf("http://127.0.0.1:%d", hp),
+	p := &proc{ctx: t.Context(), name: name, metrics: fmt.Sprintf("http://127.0.0.1:%d", mp), healthz: fmt.Sprintf("http://127.0.0.1:%d", hp),
 		logPath: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	logf, err := os.Create(p.logPath)
 	if err != nil {
@@ -125,49 +119,57 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// metric returns the sum of the samples of a metric family whose label
-// set contains every filter ("name=value"), or -1 when /metrics is down.
+// metric returns the sum of the samples of a metric whose labels include
+// every filter ("name=value"; see testbed.MetricSum), 0 when there is none,
+// or -1 when /metrics is down or answers no valid exposition.
 func (p *proc) metric(name string, filters ...string) float64 {
-	resp, err := http.Get(p.metrics + "/metrics")
+	families, err := testbed.ScrapeMetrics(p.ctx, p.metrics+"/metrics")
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	return sumSamples(resp.Body, name, filters...)
+	sum, _ := testbed.MetricSum(families, name, filters...)
+	return sum
 }
 
-func sumSamples(r io.Reader, name string, filters ...string) float64 {
-	sum := 0.0
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") {
-			continue
-		}
-		rest := line[len(name):]
-		if rest != "" && rest[0] != '{' && rest[0] != ' ' {
-			continue // a longer metric name
-		}
-		ok := true
-		for _, f := range filters {
-			k, v, _ := strings.Cut(f, "=")
-			if !strings.Contains(rest, k+`="`+v+`"`) {
-				ok = false
+// TestProcMetric: proc.metric reads a sample as the exposition states it:
+// a filter names a label exactly (not one whose name ends in it), the value
+// is not the timestamp, and a stopped /metrics reads -1.
+func TestProcMetric(t *testing.T) {
+	const exposition = `# TYPE nodegc_owner_gc_api_requests_total counter
+nodegc_owner_gc_api_requests_total{resource="configmaps",verb="DELETE"} 3
+nodegc_owner_gc_api_requests_total{resource="pods",verb="DELETE"} 4
+nodegc_owner_gc_api_requests_total{resource="pods",verb="GET",xverb="DELETE"} 100
+# TYPE nodegc_owner_gc_leader gauge
+nodegc_owner_gc_leader 1 1700000000000
+# TYPE nodegc_owner_gc_leader_changes_total counter
+nodegc_owner_gc_leader_changes_total 9
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, exposition)
+	}))
+	defer srv.Close()
+	stopped := httptest.NewServer(http.NotFoundHandler())
+	stopped.Close()
+	for name, tc := range map[string]struct {
+		url     string
+		metric  string
+		filters []string
+		want    float64
+	}{
+		"every series":                  {srv.URL, "nodegc_owner_gc_api_requests_total", nil, 107},
+		"a label, not one ending in it": {srv.URL, "nodegc_owner_gc_api_requests_total", []string{"verb=DELETE"}, 7},
+		"two labels":                    {srv.URL, "nodegc_owner_gc_api_requests_total", []string{"verb=DELETE", "resource=pods"}, 4},
+		"value, not timestamp":          {srv.URL, "nodegc_owner_gc_leader", nil, 1},
+		"absent":                        {srv.URL, "nodegc_owner_gc_synced", nil, 0},
+		"down":                          {stopped.URL, "nodegc_owner_gc_leader", nil, -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := &proc{ctx: t.Context(), metrics: tc.url}
+			if got := p.metric(tc.metric, tc.filters...); got != tc.want {
+				t.Errorf("metric(%s, %q) = %v, want %v", tc.metric, tc.filters, got, tc.want)
 			}
-		}
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
-			sum += v
-		}
+		})
 	}
-	return sum
 }
 
 func (p *proc) body(t *testing.T, url string) string {
