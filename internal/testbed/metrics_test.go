@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 )
@@ -212,5 +214,28 @@ func TestScrapeMetrics(t *testing.T) {
 				t.Errorf("nodegc_owner_gc_leader = %v (found %t), want 1", v, ok)
 			}
 		})
+	}
+}
+
+// TestScrapeMetricsOfExporter: what client_golang's handler answers (as
+// nodegc's /metrics does, Go runtime collectors included) reads back as
+// the registry holds it.
+func TestScrapeMetricsOfExporter(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "test_removed_total", Help: "h"}, []string{"reason"})
+	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c.WithLabelValues("space").Add(3)
+	c.WithLabelValues("age").Add(4)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	families, err := testbed.ScrapeMetrics(t.Context(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := testbed.MetricSum(families, "test_removed_total", "reason=age"); v != 4 || !ok {
+		t.Errorf("test_removed_total{reason=age} = %v (found %t), want 4", v, ok)
+	}
+	if _, ok := testbed.MetricSum(families, "go_goroutines"); !ok {
+		t.Errorf("no go_goroutines in the scrape")
 	}
 }
