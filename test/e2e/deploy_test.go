@@ -81,7 +81,10 @@ func (s *suite) pushImage(t *testing.T, tarPath string) {
 func (s *suite) renderForNode(t *testing.T) []*unstructured.Unstructured {
 	n := s.kc.Node
 	s.stateDir = filepath.Join(n.Dir, "nodegc-state")
-	ports := freePorts(t, 4)
+	ports, err := testbed.FreePorts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.healthzPort, s.metricsPort, s.ownerHealthzPort, s.ownerMetricsPort = ports[0], ports[1], ports[2], ports[3]
 	env := map[string]string{
 		"NODEGC_RUNTIME_SOCKET":  n.Socket,

@@ -3,155 +3,56 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // poll calls cond every interval until it returns true or an error, or
-// timeout passes.
+// timeout passes (see testbed.Poll).
 func poll(ctx context.Context, timeout, interval time.Duration, cond func(ctx context.Context) (bool, error)) error {
-	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, cond)
-	if wait.Interrupted(err) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := testbed.Poll(ctx, interval, cond)
+	if err != nil && errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("not done within %v", timeout)
 	}
 	return err
 }
 
 // metrics is one scrape of a Prometheus text endpoint.
-type metrics []sample
-
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
+type metrics []*dto.MetricFamily
 
 // scrape reads http://127.0.0.1:port/metrics.
 func scrape(ctx context.Context, port int) (metrics, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return nil, fmt.Errorf("/metrics: %s: %s", resp.Status, body)
-	}
-	return parseMetrics(resp.Body)
-}
-
-// parseMetrics parses the Prometheus text format: enough for the counters
-// and gauges the suite reads (no escapes in label values are needed).
-func parseMetrics(r io.Reader) (metrics, error) {
-	var out metrics
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		var s sample
-		rest := line
-		if i := strings.IndexByte(line, '{'); i >= 0 && i < strings.IndexByte(line, ' ') {
-			j := strings.LastIndexByte(line, '}')
-			if j < i {
-				return nil, fmt.Errorf("metrics: malformed line %q", line)
-			}
-			s.name = line[:i]
-			s.labels = map[string]string{}
-			for pair := range strings.SplitSeq(line[i+1:j], ",") {
-				k, v, ok := strings.Cut(pair, "=")
-				if ok {
-					s.labels[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
-				}
-			}
-			rest = strings.TrimSpace(line[j+1:])
-		} else {
-			name, r, _ := strings.Cut(line, " ")
-			s.name, rest = name, strings.TrimSpace(r)
-		}
-		val, _, _ := strings.Cut(rest, " ")
-		v, err := strconv.ParseFloat(val, 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics: value of %q: %w", line, err)
-		}
-		s.value = v
-		out = append(out, s)
-	}
-	return out, sc.Err()
+	return testbed.ScrapeMetrics(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 }
 
 // sum adds the samples of name whose labels include kv ("k", "v", ...).
 func (m metrics) sum(name string, kv ...string) float64 {
-	var total float64
-	for _, s := range m {
-		if s.name != name {
-			continue
-		}
-		match := true
-		for i := 0; i+1 < len(kv); i += 2 {
-			if s.labels[kv[i]] != kv[i+1] {
-				match = false
-				break
-			}
-		}
-		if match {
-			total += s.value
-		}
+	filters := make([]string, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		filters = append(filters, kv[i]+"="+kv[i+1])
 	}
-	return total
+	sum, _ := testbed.MetricSum(m, name, filters...)
+	return sum
 }
 
 // has reports whether a sample of name exists.
 func (m metrics) has(name string) bool {
-	for _, s := range m {
-		if s.name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// freePorts returns n distinct free TCP ports.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", ":0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
+	_, ok := testbed.MetricSum(m, name)
+	return ok
 }
 
 // table logs rows as aligned columns under a title.

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // testMetrics reads /metrics of the DaemonSet pod and of the owner
@@ -50,9 +52,9 @@ func (s *suite) testMetrics(t *testing.T) {
 		[]string{"AGENT", "METRIC", "VALUE", "CHECK"}, rows)
 	// The removal counters by label, as exported.
 	var all []string
-	for _, smp := range node {
-		if strings.HasSuffix(smp.name, "_removed_total") && smp.value > 0 {
-			all = append(all, fmt.Sprintf("%s%s %v", smp.name, labelMap(smp.labels), smp.value))
+	for _, smp := range testbed.Samples(node) {
+		if strings.HasSuffix(smp.Name, "_removed_total") && smp.Value > 0 {
+			all = append(all, fmt.Sprintf("%s%s %v", smp.Name, labelMap(smp.Labels), smp.Value))
 		}
 	}
 	sort.Strings(all)
