@@ -176,8 +176,15 @@ func (s *suite) testRuntimeRestart(t *testing.T) {
 			probes.lastReadyzFailure)
 	}
 
-	after := s.nodeMetrics(t)
+	// The run that removed them counts its removals when it ends, a moment
+	// after they are gone from the node.
+	var after metrics
 	delta := func(metric string, kv ...string) float64 { return after.sum(metric, kv...) - before.sum(metric, kv...) }
+	_ = poll(ctx, 30*time.Second, 100*time.Millisecond, func(context.Context) (bool, error) {
+		after = s.nodeMetrics(t)
+		return delta("nodegc_container_gc_containers_removed_total", "reason", "pod_gone") >= 1 &&
+			delta("nodegc_container_gc_sandboxes_removed_total", "reason", "pod_gone") >= 1, nil
+	})
 	reasons := map[string]string{}
 	for _, msg := range []string{"Removing container", "Removing sandbox"} {
 		for _, r := range s.agentLog(t, s.nodePod, msg) {
