@@ -3,8 +3,9 @@ package ownergc
 import (
 	"context"
 	"slices"
-	"sync"
+	"strconv"
 
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,37 +73,22 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) 
 	})
 }
 
-// flights lets concurrent lookups of one key share one request.
-type flights struct {
-	mu sync.Mutex
-	m  map[ownerKey]*flight
-}
-
-type flight struct {
-	done chan struct{}
-	res  lookupResult
-	err  error
-}
+// flights lets concurrent lookups of one key share one request: the
+// first runs it, the others wait for its result (its error included). A
+// lookup that starts after it ended makes a new request.
+type flights struct{ g singleflight.Group }
 
 func (f *flights) do(key ownerKey, fn func() (lookupResult, error)) (lookupResult, error) {
-	f.mu.Lock()
-	if fl, ok := f.m[key]; ok {
-		f.mu.Unlock()
-		<-fl.done
-		return fl.res, fl.err
-	}
-	if f.m == nil {
-		f.m = map[ownerKey]*flight{}
-	}
-	fl := &flight{done: make(chan struct{})}
-	f.m[key] = fl
-	f.mu.Unlock()
-	fl.res, fl.err = fn()
-	f.mu.Lock()
-	delete(f.m, key)
-	f.mu.Unlock()
-	close(fl.done)
-	return fl.res, fl.err
+	v, err, _ := f.g.Do(key.String(), func() (any, error) { return fn() })
+	res, _ := v.(lookupResult)
+	return res, err
+}
+
+// String is k as a string that tells every two keys apart (each field
+// quoted): the key of its lookup in flights.
+func (k ownerKey) String() string {
+	return strconv.Quote(string(k.uid)) + " " + strconv.Quote(k.group) + " " + strconv.Quote(k.kind) + " " +
+		strconv.Quote(k.namespace) + " " + strconv.Quote(k.name)
 }
 
 // reportInvalidNamespace records the OwnerRefInvalidNamespace Warning on
