@@ -16,13 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
 	"github.com/nodegc/nodegc/pkg/config"
 )
@@ -125,21 +125,19 @@ func (e *itEnv) countConfigMaps(ctx context.Context, ns, prefix string) (int, er
 	return n, nil
 }
 
-// eventually polls cond until it holds, failing the test after timeout.
+// eventually polls cond (see testbed.Poll) until it holds, failing the
+// test after timeout. An error from cond is retried, the last one reported.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	ctx := context.Background()
-	if tt, ok := t.(interface{ Context() context.Context }); ok {
-		ctx = tt.Context()
-	}
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := testbed.Poll(ctx, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
 		if err != nil {
 			last = err
-			return false, nil
 		}
-		return ok, nil
+		return ok && err == nil, nil
 	})
 	if err != nil {
 		t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
