@@ -14,26 +14,6 @@ import (
 	"github.com/nodegc/nodegc/pkg/cri"
 )
 
-// metricValue returns the value of an unlabelled counter or gauge in reg.
-func metricValue(t *testing.T, reg prometheus.Gatherer, name string) (float64, bool) {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name || len(f.GetMetric()) != 1 {
-			continue
-		}
-		m := f.GetMetric()[0]
-		if m.GetCounter() != nil {
-			return m.GetCounter().GetValue(), true
-		}
-		return m.GetGauge().GetValue(), true
-	}
-	return 0, false
-}
-
 // TestClientSurvivesRuntimeRestart, for each real containerd: one
 // cri.Client, dialed once, across a SIGKILL of containerd and its restart,
 // then a graceful restart (SIGTERM). Each restart removes the socket file
@@ -72,16 +52,20 @@ func TestClientSurvivesRuntimeRestart(t *testing.T) {
 			}
 			waitMetric := func(name string, want float64) {
 				t.Helper()
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					got, ok := metricValue(t, reg, name)
-					if ok && got == want {
-						return
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				var got float64
+				var ok bool
+				err := testbed.Poll(ctx, 20*time.Millisecond, func(context.Context) (bool, error) {
+					families, err := reg.Gather()
+					if err != nil {
+						return false, err
 					}
-					if time.Now().After(deadline) {
-						t.Fatalf("%s = %v (exported: %t), want %v within 10s", name, got, ok, want)
-					}
-					time.Sleep(20 * time.Millisecond)
+					got, ok = testbed.MetricSum(families, name)
+					return ok && got == want, nil
+				})
+				if err != nil {
+					t.Fatalf("%s = %v (exported: %t), want %v within 10s: %v", name, got, ok, want, err)
 				}
 			}
 			waitMetric("nodegc_cri_connected", 1)
