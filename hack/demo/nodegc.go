@@ -1,22 +1,24 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // Thresholds of the demo config: nodegc acts when image filesystem usage
@@ -46,14 +48,11 @@ type agentConfig struct {
 }
 
 func newAgentConfig(dir, binary, endpoint, podLogs, linkDir, kubeconfig string) (*agentConfig, error) {
-	mp, err := freePort()
+	ports, err := testbed.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	hp, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+	mp, hp := ports[0], ports[1]
 	a := &agentConfig{
 		binary: binary, endpoint: endpoint, podLogs: podLogs, linkDir: linkDir, kubeconfig: kubeconfig,
 		metricsAddr: fmt.Sprintf("127.0.0.1:%d", mp), healthzAddr: fmt.Sprintf("127.0.0.1:%d", hp),
@@ -95,15 +94,6 @@ leaderElection:
   resourceNamespace: %[11]s
 `, nodeName, a.stateDir, a.endpoint, a.metricsAddr, a.healthzAddr, highThreshold, lowThreshold, excludePattern,
 		a.podLogs, a.linkDir, nsNodegc)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // env is the environment of every nodegc command: the node's name, and no
@@ -265,36 +255,30 @@ func (a *agent) waitHTTP(ctx context.Context, url string, timeout time.Duration)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last string
-	for {
+	err := testbed.Poll(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		code, body, err := get(ctx, url)
 		switch {
 		case err != nil:
 			last = err.Error()
 		case code == http.StatusOK:
-			return nil
+			return true, nil
 		default:
 			last = fmt.Sprintf("HTTP %d: %s", code, strings.TrimSpace(body))
 		}
-		select {
-		case <-a.done:
-			return fmt.Errorf("nodegc exited (%v) before %s answered; last lines of its log:\n%s", a.err, url, a.logTail(20))
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not answer 200 within %v (last: %s)", url, timeout, last)
-		case <-time.After(200 * time.Millisecond):
+		if a.exited() {
+			return false, fmt.Errorf("nodegc exited (%v) before %s answered; last lines of its log:\n%s", a.err, url, a.logTail(20))
 		}
+		return false, nil
+	})
+	if err != nil && errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("%s did not answer 200 within %v (last: %s)", url, timeout, last)
 	}
+	return err
 }
 
-// metrics returns the agent's /metrics text.
-func (a *agent) metrics(ctx context.Context) (string, error) {
-	code, body, err := get(ctx, a.cfg.metricsURL)
-	if err != nil {
-		return "", err
-	}
-	if code != http.StatusOK {
-		return "", fmt.Errorf("%s: HTTP %d", a.cfg.metricsURL, code)
-	}
-	return body, nil
+// metrics scrapes the agent's /metrics.
+func (a *agent) metrics(ctx context.Context) ([]*dto.MetricFamily, error) {
+	return testbed.ScrapeMetrics(ctx, a.cfg.metricsURL)
 }
 
 func get(ctx context.Context, url string) (int, string, error) {
@@ -311,63 +295,4 @@ func get(ctx context.Context, url string) (int, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
-}
-
-// sample is one line of the Prometheus text format.
-type sample struct {
-	line  string // as exposed
-	name  string
-	value float64
-}
-
-// samples returns the samples of the metric families whose names start
-// with one of prefixes, histogram buckets left out.
-func samples(text string, prefixes ...string) []sample {
-	var out []sample
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, _, _ := strings.Cut(line, " ")
-		name, _, _ = strings.Cut(name, "{")
-		if strings.HasSuffix(name, "_bucket") {
-			continue
-		}
-		match := false
-		for _, p := range prefixes {
-			match = match || strings.HasPrefix(name, p)
-		}
-		if !match {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			continue
-		}
-		out = append(out, sample{line: line, name: name, value: v})
-	}
-	return out
-}
-
-// metricValue sums the samples of one metric whose line contains every
-// filter (e.g. `reason="space"`); ok is false when there is none.
-func metricValue(text, name string, filters ...string) (sum float64, ok bool) {
-	for _, s := range samples(text, name) {
-		if s.name != name {
-			continue
-		}
-		all := true
-		for _, f := range filters {
-			all = all && strings.Contains(s.line, f)
-		}
-		if all {
-			sum += s.value
-			ok = true
-		}
-	}
-	return sum, ok
 }

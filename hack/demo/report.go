@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
 )
 
@@ -193,9 +194,9 @@ func (d *demo) stepReport() {
 	say("[demo]    IMAGE FILESYSTEM (%s, %s): usage %d%% → %d%% (available %s → %s); thresholds: high %d%%, low %d%%",
 		d.node.FSKind, mibs(after.fs.Capacity), before.usage, after.usage, mibs(before.fs.Available), mibs(after.fs.Available),
 		highThreshold, lowThreshold)
-	est, _ := metricValue(d.metrics, "nodegc_image_gc_bytes_estimated_freed_total")
-	meas, _ := metricValue(d.metrics, "nodegc_image_gc_bytes_measured_freed_total")
-	tgt, _ := metricValue(d.metrics, "nodegc_image_gc_bytes_targeted_total")
+	est, _ := testbed.MetricSum(d.metrics, "nodegc_image_gc_bytes_estimated_freed_total")
+	meas, _ := testbed.MetricSum(d.metrics, "nodegc_image_gc_bytes_measured_freed_total")
+	tgt, _ := testbed.MetricSum(d.metrics, "nodegc_image_gc_bytes_targeted_total")
 	info("nodegc targeted %s, estimated %s freed (layers shared with kept images not counted), measured %s on the filesystem",
 		mibs(uint64(tgt)), mibs(uint64(est)), mibs(uint64(meas)))
 
@@ -285,12 +286,14 @@ func (d *demo) stepReport() {
 	// Metrics.
 	say("[demo]")
 	say("[demo]    NODEGC /metrics (non-zero samples of a few families; all at %s)", d.cfg.metricsURL)
-	for _, s := range samples(d.metrics, "nodegc_image_gc_images_removed_total", "nodegc_image_gc_bytes_",
+	shown := []string{"nodegc_image_gc_images_removed_total", "nodegc_image_gc_bytes_",
 		"nodegc_image_gc_runs_total", "nodegc_image_fs_usage_percent", "nodegc_container_gc_containers_removed_total",
 		"nodegc_container_gc_sandboxes_removed_total", "nodegc_container_gc_log_directories_removed_total",
-		"nodegc_container_gc_log_links_removed_total", "nodegc_owner_gc_actions_total", "nodegc_owner_gc_api_requests_total") {
-		if s.value != 0 {
-			say("[demo]    │ %s", s.line)
+		"nodegc_container_gc_log_links_removed_total", "nodegc_owner_gc_actions_total", "nodegc_owner_gc_api_requests_total"}
+	for _, s := range testbed.Samples(d.metrics) {
+		family := slices.ContainsFunc(shown, func(prefix string) bool { return strings.HasPrefix(s.Name, prefix) })
+		if family && s.Value != 0 && !strings.HasSuffix(s.Name, "_bucket") {
+			say("[demo]    │ %s", s)
 		}
 	}
 

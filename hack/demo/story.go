@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -61,7 +62,7 @@ type demo struct {
 	planBefore *planJSON
 	after      *snapshot
 	planAfter  *planJSON
-	metrics    string
+	metrics    []*dto.MetricFamily
 
 	nodeGCTook   time.Duration // nodegc start → node GC done
 	reportGoneIn time.Duration // report pod deleted → its leftovers gone
@@ -282,7 +283,7 @@ func (d *demo) stepRun() {
 		if err != nil {
 			return false, err.Error()
 		}
-		v, ok := metricValue(m, "nodegc_container_gc_pod_view_authoritative")
+		v, ok := testbed.MetricSum(m, "nodegc_container_gc_pod_view_authoritative")
 		return ok && v == 1, fmt.Sprintf("nodegc_container_gc_pod_view_authoritative=%v", v)
 	}), "wait for nodegc's pod view")
 	info("deleting the finished Pod %s from the API (as `kubectl delete pod` would); watching its leftovers on the node:", d.w.report.name())
