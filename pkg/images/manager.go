@@ -416,6 +416,12 @@ func (m *Manager) syncUsage(ctx context.Context) ([]*runtimeapi.Image, error) {
 	if _, err := m.tracker.SyncContainers(ctx, m.listContainers); err != nil {
 		return nil, err
 	}
+	return m.syncImages(ctx)
+}
+
+// syncImages lists the runtime's images and brings the usage records in
+// line with the listing; it returns the listing.
+func (m *Manager) syncImages(ctx context.Context) ([]*runtimeapi.Image, error) {
 	return m.tracker.SyncImages(ctx, m.opts.Runtime.ListImages, m.clock.Now)
 }
 
@@ -589,9 +595,10 @@ func (m *Manager) watchUsage(ctx context.Context) {
 		case <-changed: // opened (list what exists now) or broke (poll at once)
 			m.reconcile(ctx)
 		case <-m.tracker.UnknownImages():
-			// An event named an image pulled since the last listing.
-			if _, err := m.tracker.SyncImages(ctx, m.opts.Runtime.ListImages, m.clock.Now); err != nil {
-				klog.FromContext(ctx).V(2).Info("Listing images for an image a container event named failed; the next listing dates its use", "err", err)
+			// An event or a container listing named an image pulled since
+			// the last image listing.
+			if _, err := m.syncImages(ctx); err != nil {
+				klog.FromContext(ctx).V(2).Info("Listing images for an image a container named failed; the next listing dates its use", "err", err)
 			}
 		case <-t.C():
 			if !m.eventsLive.Load() {

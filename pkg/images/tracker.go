@@ -67,9 +67,9 @@ type Tracker struct {
 	imagesApplied uint64
 	dirty         bool
 	saving        sync.Mutex // held while writing the state file
-	// unknown is signalled when an event names an image the tracker does
-	// not know, changed when the records change (see UnknownImages and
-	// Changed).
+	// unknown is signalled when an event or a container listing names an
+	// image the tracker does not know, changed when the records change (see
+	// UnknownImages and Changed).
 	unknown, changed chan struct{}
 }
 
@@ -206,9 +206,11 @@ func (t *Tracker) reconcileImages(start listingStart, images []*runtimeapi.Image
 			changed = true
 		}
 		if len(t.pending) > 0 {
-			if at, ok := t.takePendingLocked(img); ok && u.LastUsed.Before(latest(at, u.FirstDetected)) {
-				u.LastUsed = latest(at, u.FirstDetected)
-				changed = true
+			if at, ok := t.takePendingLocked(img); ok {
+				if used := latest(at, u.FirstDetected); u.LastUsed.Before(used) {
+					u.LastUsed = used
+					changed = true
+				}
 			}
 		}
 		if changed {
@@ -241,18 +243,11 @@ func (t *Tracker) reconcileImages(start listingStart, images []*runtimeapi.Image
 
 // takePendingLocked removes the pending uses of img's names and returns
 // the latest.
-func (t *Tracker) takePendingLocked(img *runtimeapi.Image) (time.Time, bool) {
-	var (
-		latest time.Time
-		found  bool
-	)
+func (t *Tracker) takePendingLocked(img *runtimeapi.Image) (at time.Time, found bool) {
 	take := func(name string) {
 		if p, ok := t.pending[name]; ok {
 			delete(t.pending, name)
-			if !found || p.at.After(latest) {
-				latest = p.at
-			}
-			found = true
+			at, found = latest(at, p.at), true
 		}
 	}
 	take(img.GetId())
@@ -262,7 +257,7 @@ func (t *Tracker) takePendingLocked(img *runtimeapi.Image) (time.Time, bool) {
 	for _, n := range img.GetRepoDigests() {
 		take(n)
 	}
-	return latest, found
+	return at, found
 }
 
 // setContainersLocked replaces the container set with a listing begun at
