@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/internal/endpoint"
+	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/containers"
 	"github.com/nodegc/nodegc/pkg/cri"
 	"github.com/nodegc/nodegc/pkg/diskstats"
@@ -35,11 +36,8 @@ type nodeGC struct {
 }
 
 func newNodeGC(opts Options, rc *rest.Config, reg prometheus.Registerer, events *nodeEvents, st *status) (*nodeGC, error) {
-	if _, err := images.NewPolicy(opts.Config.ImageGC); err != nil {
-		return nil, err
-	}
-	if _, err := containers.NewPolicy(opts.Config.ContainerGC); err != nil {
-		return nil, err
+	if errs := config.Validate(opts.Config); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
 	}
 	return &nodeGC{opts: opts, rest: rc, reg: reg, events: events, status: st, metrics: cri.NewMetrics(reg)}, nil
 }

@@ -38,11 +38,30 @@ func Validate(c *NodeGCConfiguration) field.ErrorList {
 	errs = append(errs, validateBindAddress(field.NewPath("metricsBindAddress"), c.MetricsBindAddress)...)
 	errs = append(errs, validateBindAddress(field.NewPath("healthzBindAddress"), c.HealthzBindAddress)...)
 	errs = append(errs, validateClientConnection(field.NewPath("clientConnection"), &c.ClientConnection)...)
-	errs = append(errs, validateImageGC(field.NewPath("imageGC"), &c.ImageGC)...)
-	errs = append(errs, validateContainerGC(field.NewPath("containerGC"), &c.ContainerGC)...)
-	errs = append(errs, validateOwnerGC(field.NewPath("ownerGC"), &c.OwnerGC)...)
+	errs = append(errs, ValidateImageGC(&c.ImageGC)...)
+	errs = append(errs, ValidateContainerGC(&c.ContainerGC)...)
+	errs = append(errs, ValidateOwnerGC(&c.OwnerGC)...)
 	errs = append(errs, validateLeaderElection(field.NewPath("leaderElection"), &c.LeaderElection)...)
 	return errs
+}
+
+// ValidateImageGC checks a defaulted imageGC section on its own, as Validate
+// does, with paths under imageGC. The image GC's constructors call it, so a
+// program that embeds a collector gets the agent's rules and messages.
+func ValidateImageGC(c *ImageGCConfiguration) field.ErrorList {
+	return validateImageGC(field.NewPath("imageGC"), c)
+}
+
+// ValidateContainerGC checks a defaulted containerGC section on its own, as
+// Validate does, with paths under containerGC.
+func ValidateContainerGC(c *ContainerGCConfiguration) field.ErrorList {
+	return validateContainerGC(field.NewPath("containerGC"), c)
+}
+
+// ValidateOwnerGC checks a defaulted ownerGC section on its own, as Validate
+// does, with paths under ownerGC.
+func ValidateOwnerGC(c *OwnerGCConfiguration) field.ErrorList {
+	return validateOwnerGC(field.NewPath("ownerGC"), c)
 }
 
 func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
