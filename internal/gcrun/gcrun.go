@@ -1,0 +1,113 @@
+package gcrun
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// ErrInProgress is returned when a run, or a plan that must not interleave
+// with one, is asked for while a run is going on.
+var ErrInProgress = errors.New("a GC run is already in progress")
+
+// Run is the part of a run's report every node collector shares. Embed it
+// in the collector's Report.
+type Run struct {
+	// Trigger says what started the run (a metric label: periodic,
+	// threshold, manual).
+	Trigger  string
+	Start    time.Time
+	Duration time.Duration
+	// Err joins every failure of the run; the rest of the report says what
+	// was done despite them.
+	Err error
+}
+
+// Serial allows one run at a time and times it.
+type Serial struct {
+	mu    sync.Mutex
+	clock clock.PassiveClock
+}
+
+// NewSerial returns a Serial timing runs with c.
+func NewSerial(c clock.PassiveClock) *Serial { return &Serial{clock: c} }
+
+// Do runs body as one run of trigger. If a run holds the lock it returns
+// ErrInProgress at once and calls nothing. Otherwise it fills in run's
+// Trigger and Start, calls body, sets run.Err to what body returned and
+// run.Duration, then calls after (if not nil) still under the lock, and
+// returns nil.
+func (s *Serial) Do(trigger string, run *Run, body func() error, after func()) error {
+	if !s.mu.TryLock() {
+		return ErrInProgress
+	}
+	defer s.mu.Unlock()
+	run.Trigger, run.Start = trigger, s.clock.Now()
+	run.Err = body()
+	run.Duration = s.clock.Since(run.Start)
+	if after != nil {
+		after()
+	}
+	return nil
+}
+
+// Exclusive runs fn under the lock of Do, or returns ErrInProgress at once
+// if a run holds it.
+func (s *Serial) Exclusive(fn func()) error {
+	if !s.mu.TryLock() {
+		return ErrInProgress
+	}
+	defer s.mu.Unlock()
+	fn()
+	return nil
+}
+
+// Supervisor runs one iteration of a collector's loop: it calls work once,
+// with ctx or a context derived from it, and returns when work does. The
+// agent's watchdog is one: it tells a wedged loop from a slow one.
+type Supervisor func(ctx context.Context, work func(context.Context))
+
+// Call runs work through s, or directly when s is nil.
+func (s Supervisor) Call(ctx context.Context, work func(context.Context)) {
+	if s == nil {
+		work(ctx)
+		return
+	}
+	s(ctx, work)
+}
+
+// Every calls work through sup at once and then at every tick, until ctx
+// ends.
+func Every(ctx context.Context, sup Supervisor, tick <-chan time.Time, work func(context.Context)) {
+	for {
+		sup.Call(ctx, work)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		}
+	}
+}
+
+// LogEnd logs how a run of collector (a display name: "Image GC",
+// "Container GC") ended when it did not simply succeed: skipped because
+// another run held the lock and interrupted because ctx ended, both at
+// V(2), failed as an error with kv. It returns whether it logged.
+func LogEnd(ctx context.Context, collector, trigger string, err error, kv ...any) bool {
+	logger := klog.FromContext(ctx)
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrInProgress):
+		logger.V(2).Info(collector+" run skipped: another is in progress", "trigger", trigger)
+	case ctx.Err() != nil:
+		logger.V(2).Info(collector+" run interrupted", append([]any{"trigger", trigger, "err", err}, kv...)...)
+	default:
+		logger.Error(err, collector+" run failed", append([]any{"trigger", trigger}, kv...)...)
+	}
+	return true
+}

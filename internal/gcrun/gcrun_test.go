@@ -1,0 +1,160 @@
+package gcrun
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+// TestSerialOneRunAtATime: a run asked for while another holds the lock is
+// refused at once, leaves its Run untouched and calls nothing; Exclusive is
+// refused the same way; once the first run ends both go through.
+func TestSerialOneRunAtATime(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	s := NewSerial(clk)
+	inside, release := make(chan struct{}), make(chan struct{})
+	var first Run
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Do("periodic", &first, func() error {
+			close(inside)
+			<-release
+			clk.Step(3 * time.Second)
+			return errors.New("boom")
+		}, nil)
+	}()
+	<-inside
+	var second Run
+	called := false
+	if err := s.Do("threshold", &second, func() error { called = true; return nil }, func() { called = true }); !errors.Is(err, ErrInProgress) {
+		t.Errorf("second Do = %v, want ErrInProgress", err)
+	}
+	if err := s.Exclusive(func() { called = true }); !errors.Is(err, ErrInProgress) {
+		t.Errorf("Exclusive during a run = %v, want ErrInProgress", err)
+	}
+	if called || second != (Run{}) {
+		t.Errorf("a refused run ran (called=%v) or left a trace: %+v", called, second)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("first Do = %v", err)
+	}
+	if first.Trigger != "periodic" || !first.Start.Equal(t0) || first.Duration != 3*time.Second || first.Err == nil || first.Err.Error() != "boom" {
+		t.Errorf("first run = %+v, want trigger periodic, start t0, 3s, err boom", first)
+	}
+	if err := s.Exclusive(func() { called = true }); err != nil || !called {
+		t.Errorf("Exclusive after the run = %v (called %v), want it to run", err, called)
+	}
+}
+
+// TestSerialAfterRunsUnderTheLock: what after does (record, save, report)
+// cannot interleave with another run, and it sees the run's end.
+func TestSerialAfterRunsUnderTheLock(t *testing.T) {
+	s := NewSerial(clocktesting.NewFakeClock(t0))
+	var r Run
+	var during error
+	var seen Run
+	if err := s.Do("manual", &r, func() error { return nil }, func() {
+		seen = r
+		during = s.Exclusive(func() {})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(during, ErrInProgress) {
+		t.Errorf("Exclusive from after = %v, want ErrInProgress (after must hold the lock)", during)
+	}
+	if seen.Trigger != "manual" || !seen.Start.Equal(t0) {
+		t.Errorf("after saw %+v, want the finished run", seen)
+	}
+}
+
+// TestEveryRunsAtOnceThenPerTick: the first iteration needs no tick, each
+// tick gives one more, and every iteration goes through the supervisor.
+func TestEveryRunsAtOnceThenPerTick(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	tick := make(chan time.Time)
+	calls := make(chan struct{}, 10)
+	supervised := 0
+	sup := Supervisor(func(ctx context.Context, work func(context.Context)) { supervised++; work(ctx) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Every(ctx, sup, tick, func(context.Context) { calls <- struct{}{} })
+	}()
+	<-calls // at once
+	tick <- t0
+	<-calls
+	tick <- t0
+	<-calls
+	cancel()
+	<-done
+	if supervised != 3 {
+		t.Errorf("%d supervised iterations, want 3", supervised)
+	}
+	if len(calls) != 0 {
+		t.Errorf("%d iterations without a tick", len(calls))
+	}
+}
+
+// TestSupervisorNilCallsDirectly: a nil Supervisor means no watchdog.
+func TestSupervisorNilCallsDirectly(t *testing.T) {
+	var s Supervisor
+	ran := false
+	s.Call(t.Context(), func(context.Context) { ran = true })
+	if !ran {
+		t.Error("a nil Supervisor did not call work")
+	}
+}
+
+// TestLogEnd: only runs that did not simply succeed are logged.
+func TestLogEnd(t *testing.T) {
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	for name, tc := range map[string]struct {
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		"success":     {t.Context(), nil, false},
+		"skipped":     {t.Context(), ErrInProgress, true},
+		"interrupted": {canceled, context.Canceled, true},
+		"failed":      {t.Context(), errors.New("listing failed"), true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := LogEnd(tc.ctx, "Test GC", "periodic", tc.err, "removed", 1); got != tc.want {
+				t.Errorf("LogEnd = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunMetrics: names, Help built from the label values, one observation
+// per run.
+func TestRunMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewRunMetrics(reg, "nodegc_test_gc", "Test GC", "from listing to the last removal", []string{"periodic", "manual"}, []string{"success", "error"})
+	m.Observe("periodic", "success", time.Second)
+	m.Observe("periodic", "error", time.Second)
+	m.Observe("manual", "success", 2*time.Second)
+	want := `
+# HELP nodegc_test_gc_runs_total Test GC runs, by trigger (periodic, manual) and result (success, error).
+# TYPE nodegc_test_gc_runs_total counter
+nodegc_test_gc_runs_total{result="error",trigger="periodic"} 1
+nodegc_test_gc_runs_total{result="success",trigger="manual"} 1
+nodegc_test_gc_runs_total{result="success",trigger="periodic"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nodegc_test_gc_runs_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m.duration); n != 2 {
+		t.Errorf("%d duration series, want 2 (one per trigger)", n)
+	}
+}

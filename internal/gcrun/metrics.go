@@ -1,0 +1,42 @@
+package gcrun
+
+import (
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// RunMetrics count and time a collector's runs:
+// <prefix>_runs_total{trigger,result} and
+// <prefix>_run_duration_seconds{trigger}.
+type RunMetrics struct {
+	runs     *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewRunMetrics creates the run metrics of collector (a display name such
+// as "Image GC") and registers them into reg. span says what a run's
+// duration covers ("from listing to the last removal"); triggers and
+// results are every value of those labels, listed in the Help texts.
+func NewRunMetrics(reg prometheus.Registerer, prefix, collector, span string, triggers, results []string) *RunMetrics {
+	m := &RunMetrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: prefix + "_runs_total",
+			Help: collector + " runs, by trigger (" + strings.Join(triggers, ", ") + ") and result (" + strings.Join(results, ", ") + ").",
+		}, []string{"trigger", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    prefix + "_run_duration_seconds",
+			Help:    "Duration of " + collector + " runs, " + span + ", by trigger.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10), // 10ms .. ~38s
+		}, []string{"trigger"}),
+	}
+	reg.MustRegister(m.runs, m.duration)
+	return m
+}
+
+// Observe records one run.
+func (m *RunMetrics) Observe(trigger, result string, d time.Duration) {
+	m.runs.WithLabelValues(trigger, result).Inc()
+	m.duration.WithLabelValues(trigger).Observe(d.Seconds())
+}
