@@ -40,10 +40,7 @@ func BenchmarkPlan(b *testing.B) {
 	for i := range containers {
 		containers[i] = newContainer(i)
 	}
-	p, err := NewPolicy(policyConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
+	p := NewPolicy(policyConfig())
 	// Layers: a few shared bases, the rest per image.
 	layers := make(map[string][]Layer, nImages)
 	for i, img := range images {

@@ -128,12 +128,12 @@ type Manager struct {
 	layersWarn sync.Once
 }
 
-// NewManager validates the policy, loads the durable state and returns a
-// manager. A corrupt state file is set aside and logged, not fatal.
+// NewManager validates opts.Config (defaulted: config.SetDefaults) with
+// config.ValidateImageGC, loads the durable state and returns a manager. A
+// corrupt state file is set aside and logged, not fatal.
 func NewManager(opts Options) (*Manager, error) {
-	policy, err := NewPolicy(opts.Config)
-	if err != nil {
-		return nil, err
+	if errs := config.ValidateImageGC(&opts.Config); len(errs) > 0 {
+		return nil, fmt.Errorf("image GC: %w", errs.ToAggregate())
 	}
 	if opts.Runtime == nil || opts.Disk == nil {
 		return nil, errors.New("image GC: Runtime and Disk are required")
@@ -161,7 +161,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Layers == nil {
 		klog.Background().Info("Image GC uses CRI image sizes: shared layers are counted once per image, so freed-byte estimates are upper bounds")
 	}
-	return &Manager{opts: opts, policy: policy, tracker: tracker, metrics: NewMetrics(reg), clock: opts.Clock, waitClock: clock.RealClock{}}, nil
+	return &Manager{opts: opts, policy: NewPolicy(opts.Config), tracker: tracker, metrics: NewMetrics(reg), clock: opts.Clock, waitClock: clock.RealClock{}}, nil
 }
 
 // Tracker returns the manager's usage tracker.

@@ -87,37 +87,29 @@ type Policy struct {
 	layers layerMemo
 }
 
-// NewPolicy validates cfg (already defaulted) and returns the policy.
-func NewPolicy(cfg config.ImageGCConfiguration) (*Policy, error) {
-	if cfg.HighThresholdPercent == nil || cfg.LowThresholdPercent == nil || cfg.MinimumGCAge == nil || cfg.MaximumGCAge == nil {
-		return nil, errors.New("image GC policy: thresholds and ages must be set (apply config.SetDefaults first)")
-	}
-	p := &Policy{
+// NewPolicy returns the policy of cfg, which must be defaulted
+// (config.SetDefaults) and valid (config.ValidateImageGC): it checks
+// nothing again. NewManager validates before it calls NewPolicy.
+func NewPolicy(cfg config.ImageGCConfiguration) *Policy {
+	return &Policy{
 		highThresholdPercent: int(*cfg.HighThresholdPercent),
 		lowThresholdPercent:  int(*cfg.LowThresholdPercent),
 		minAge:               cfg.MinimumGCAge.Duration,
 		maxAge:               cfg.MaximumGCAge.Duration,
 		keepNewest:           int(cfg.KeepNewestPerRepository),
+		exclude:              compileExclusions(cfg.Exclude),
 	}
-	switch {
-	case p.highThresholdPercent < 0 || p.highThresholdPercent > 100:
-		return nil, fmt.Errorf("image GC policy: highThresholdPercent %d must be in 0..100", p.highThresholdPercent)
-	case p.lowThresholdPercent < 0 || p.lowThresholdPercent >= p.highThresholdPercent:
-		return nil, fmt.Errorf("image GC policy: lowThresholdPercent %d must be in 0..highThresholdPercent (%d)",
-			p.lowThresholdPercent, p.highThresholdPercent)
-	case p.minAge < 0 || p.maxAge < 0:
-		return nil, errors.New("image GC policy: ages must not be negative")
-	case p.maxAge > 0 && p.maxAge <= p.minAge:
-		return nil, fmt.Errorf("image GC policy: maximumGCAge %s must be greater than minimumGCAge %s", p.maxAge, p.minAge)
-	case p.keepNewest < 0:
-		return nil, errors.New("image GC policy: keepNewestPerRepository must not be negative")
-	}
-	exclude, err := imageref.Compile(cfg.Exclude)
+}
+
+// compileExclusions compiles validated exclusion patterns. Config
+// validation parses every pattern with imageref.Parse, and a parse error is
+// the only way imageref.Compile fails, so an error here is a bug: it panics.
+func compileExclusions(patterns []string) *imageref.Set {
+	set, err := imageref.Compile(patterns)
 	if err != nil {
-		return nil, fmt.Errorf("image GC policy: exclusion %w", err)
+		panic(fmt.Sprintf("image GC policy: exclusion %v (the configuration was not validated)", err))
 	}
-	p.exclude = exclude
-	return p, nil
+	return set
 }
 
 // ThresholdGCEnabled is false when highThresholdPercent is 100, which turns
