@@ -1,136 +1,58 @@
 package images
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
+	"unique"
 )
 
-// StateFileName is the file in stateDirectory that keeps image usage.
-const StateFileName = "images.json"
-
-// stateVersion is the version of the state file format this code writes.
-// A file of another version is set aside, never half-read.
-const stateVersion = 1
-
-// maxStateSize bounds what is read: 100k images take about 20 MB.
-const maxStateSize = 64 << 20
-
-// Usage is what nodegc remembers of one image across restarts.
-type Usage struct {
-	FirstDetected time.Time `json:"firstDetected"`
-	// LastUsed is zero when no container used the image since nodegc knows it.
-	LastUsed time.Time `json:"lastUsed,omitzero"`
+// Layer is a piece of storage an image holds, shared by every image that
+// lists the same Key (a content digest or a snapshot chain ID). Keys are
+// interned (unique.Make) where layers are read, so that planning compares
+// and hashes handles, not long digests.
+type Layer struct {
+	Key  unique.Handle[string]
+	Size uint64
 }
 
-type stateFile struct {
-	Version int              `json:"version"`
-	Images  map[string]Usage `json:"images"`
+// Image is what the planner knows of one image.
+type Image struct {
+	ID          string
+	RepoTags    []string
+	RepoDigests []string
+	// Size is the CRI size: shared layers counted in every image.
+	Size   uint64
+	Pinned bool
+	// Sandbox marks the runtime's sandbox (pause) image.
+	Sandbox bool
+	// InUse: a container the runtime knows, in any state, uses the image.
+	InUse bool
+	// FirstDetected is when nodegc first saw the image.
+	FirstDetected time.Time
+	// LastUsed is when a container last used the image; zero if never
+	// since nodegc knows it.
+	LastUsed time.Time
+	// Arrived is when the runtime says the image arrived (containerd: its
+	// image record's creation); zero if unknown. It orders images that
+	// are equal by last-used and first-detected times (pulled between two
+	// of nodegc's listings).
+	Arrived time.Time
+	// Layers, when known, give exact accounting: removing an image frees
+	// the layers no remaining image holds. Nil means: use Size.
+	Layers []Layer
 }
 
-// loadState reads the usage records in dir, as of now. A missing file gives
-// an empty state; a record with a zero first-detected time counts from now. A corrupt, unreadable or unknown-version file is renamed aside (to
-// images.json.corrupt-<time>) and an empty state is returned with a warning
-// error describing what happened; the caller logs it and goes on.
-//
-// With readOnly, an unusable file is left where it is: the state starts
-// empty and the warning says so.
-func loadState(dir string, now time.Time, readOnly bool) (map[string]Usage, error) {
-	p := filepath.Join(dir, StateFileName)
-	data, err := readLimited(p, maxStateSize)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]Usage{}, nil
-	}
-	var problem error
-	if err != nil {
-		problem = err
-	} else {
-		var sf stateFile
-		switch err := json.Unmarshal(data, &sf); {
-		case err != nil:
-			problem = fmt.Errorf("not valid JSON: %w", err)
-		case sf.Version != stateVersion:
-			problem = fmt.Errorf("unknown version %d (this nodegc reads version %d)", sf.Version, stateVersion)
-		default:
-			if sf.Images == nil {
-				sf.Images = map[string]Usage{}
-			}
-			for id, u := range sf.Images {
-				// A record without a first-detected time gives no age: it
-				// counts from now, so the minimum age protects the image.
-				if u.FirstDetected.IsZero() {
-					u.FirstDetected = now
-					if u.LastUsed.Before(now) {
-						u.LastUsed = time.Time{}
-					}
-					sf.Images[id] = u
-				}
-			}
-			return sf.Images, nil
-		}
-	}
-	if readOnly {
-		return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v); left as it is, image usage read as empty", p, problem)
-	}
-	aside := fmt.Sprintf("%s.corrupt-%s", p, now.UTC().Format("20060102T150405Z"))
-	if err := os.Rename(p, aside); err != nil {
-		return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
-	}
-	return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
+// DiskStats is the capacity and free space of the image filesystem.
+type DiskStats struct {
+	Capacity  uint64
+	Available uint64
 }
 
-// saveState writes the records atomically: a temporary file in dir, fsync,
-// rename over the old file, fsync of the directory. A crash at any point
-// leaves either the old or the new file, whole.
-func saveState(dir string, images map[string]Usage) error {
-	data, err := json.Marshal(stateFile{Version: stateVersion, Images: images})
-	if err != nil {
-		return fmt.Errorf("encoding image state: %w", err)
+// UsagePercent is 100 - available*100/capacity, rounded down in the
+// available part as kubelet does.
+func (d DiskStats) UsagePercent() int {
+	if d.Capacity == 0 {
+		return 0
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating state directory: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, StateFileName+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing image state: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing image state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("syncing image state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing image state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, StateFileName)); err != nil {
-		return fmt.Errorf("replacing image state: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing state directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing state directory: %w", err)
-	}
-	return nil
-}
-
-func readLimited(p string, limit int64) ([]byte, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("larger than %d bytes", limit)
-	}
-	return os.ReadFile(p)
+	avail := min(d.Available, d.Capacity)
+	return 100 - int(avail*100/d.Capacity)
 }

@@ -1,0 +1,232 @@
+package images
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ErrInvalidDiskCapacity is returned when the image filesystem reports a
+// capacity of 0: usage cannot be computed, so no GC runs (kubelet's
+// InvalidDiskCapacity).
+var ErrInvalidDiskCapacity = errors.New("invalid capacity 0 on image filesystem")
+
+// Reasons for removing an image. They are metric label values, the same as
+// kubelet_image_garbage_collected_total's.
+const (
+	ReasonAge   = "age"
+	ReasonSpace = "space"
+)
+
+// Reasons for keeping an image. They are metric label values.
+const (
+	KeepInUse      = "in_use"
+	KeepPinned     = "pinned"
+	KeepSandbox    = "sandbox"
+	KeepExcluded   = "excluded"
+	KeepMinAge     = "min_age"
+	KeepNewestTags = "newest_tags"
+	KeepNotNeeded  = "not_needed"
+	// KeepRemoveFailed: the runtime failed to remove the image in this run;
+	// the run plans without it (see Policy.Replan).
+	KeepRemoveFailed = "remove_failed"
+)
+
+// Decision is what the plan does with one image, and why.
+type Decision struct {
+	Image *Image
+	// Reason is a Reason* constant for removals, a Keep* one otherwise.
+	Reason string
+	// Bytes is, for a removal, what it frees given the removals before it
+	// in the plan; for a kept image, what removing it alone would free.
+	Bytes uint64
+}
+
+// Plan is the outcome of planning: what to remove, in order, and what to
+// keep and why. Plans are what `nodegc plan` and dry-run print.
+type Plan struct {
+	Now  time.Time
+	Disk DiskStats
+	// UsagePercent is the disk usage the plan was made for.
+	UsagePercent int
+	// Target is what the threshold rule asks to free in all (0 under the
+	// high threshold): kubelet's capacity*(100-low)/100 - available.
+	Target uint64
+	// BytesToFree is Target less what the plan's age removals free.
+	BytesToFree uint64
+	// Remove lists the images to remove, age removals first, then space
+	// removals in LRU order, as many as the estimate says are needed.
+	Remove []Decision
+	// Spare lists further eligible images in LRU order that the plan does
+	// not need (Reason KeepNotNeeded). When a planned removal fails or its
+	// image turns out to be in use, the executor plans again (Replan) and
+	// may take some of them.
+	Spare []Decision
+	// Keep lists every other image with the reason it stays.
+	Keep []Decision
+	// EstimatedFreed is the sum of Remove's Bytes.
+	EstimatedFreed uint64
+	// ExactAccounting says whether layer sizes (true) or CRI sizes were used.
+	ExactAccounting bool
+}
+
+// Plan decides, for the images and disk given, at time now, what to remove
+// and what to keep. It is a pure function: it reads no clock and does no I/O.
+// The images' InUse, Pinned and Sandbox flags must be current.
+func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, error) {
+	if disk.Capacity == 0 {
+		return nil, ErrInvalidDiskCapacity
+	}
+	var target uint64
+	if p.OverHighThreshold(disk) {
+		// kubelet: capacity*(100-low)/100 - available.
+		goal := disk.Capacity * uint64(100-p.lowThresholdPercent) / 100
+		target = goal - min(goal, disk.Available)
+	}
+	return p.plan(images, nil, target, disk, now), nil
+}
+
+// Replan plans again within a run, after planned removals that did not
+// happen: images are those still there (the ones removed in this run left
+// out, so that the layers they held count as freed), held names the images
+// that stay for the rest of the run whatever their eligibility, with the
+// Keep* reason (KeepInUse: in use at the last check; KeepRemoveFailed: the
+// runtime failed to remove it), and target is what the threshold rule still
+// asks to free. Like Plan, it is pure.
+func (p *Policy) Replan(images []Image, held map[string]string, target uint64, disk DiskStats, now time.Time) *Plan {
+	return p.plan(images, held, target, disk, now)
+}
+
+func (p *Policy) plan(images []Image, held map[string]string, target uint64, disk DiskStats, now time.Time) *Plan {
+	acct := p.layers.account(images)
+	plan := &Plan{Now: now, Disk: disk, UsagePercent: disk.UsagePercent(), ExactAccounting: acct.exact, Target: target}
+
+	newest := p.newestPerRepository(images)
+	var candidates []int // indexes into images
+	for i := range images {
+		reason := held[images[i].ID]
+		if reason == "" {
+			reason = p.protected(&images[i], newest, now)
+		}
+		if reason != "" {
+			plan.Keep = append(plan.Keep, Decision{Image: &images[i], Reason: reason, Bytes: acct.alone(images, i)})
+			continue
+		}
+		candidates = append(candidates, i)
+	}
+	// LRU first; never-used images (zero LastUsed) before any used one;
+	// ties by first-detected time, then arrival, then ID so plans are
+	// deterministic.
+	slices.SortFunc(candidates, func(i, j int) int {
+		a, b := &images[i], &images[j]
+		return cmp.Or(a.LastUsed.Compare(b.LastUsed), a.FirstDetected.Compare(b.FirstDetected), a.Arrived.Compare(b.Arrived),
+			strings.Compare(a.ID, b.ID))
+	})
+
+	// Images unused for longer than maxAge go whatever the disk usage.
+	rest := candidates[:0:0]
+	for _, i := range candidates {
+		if p.maxAge > 0 && now.Sub(lastActive(&images[i])) > p.maxAge {
+			plan.Remove = append(plan.Remove, Decision{Image: &images[i], Reason: ReasonAge, Bytes: acct.remove(images, i)})
+			continue
+		}
+		rest = append(rest, i)
+	}
+	var freedByAge uint64
+	for _, d := range plan.Remove {
+		freedByAge += d.Bytes
+	}
+
+	plan.BytesToFree = target - min(target, freedByAge)
+	var freed uint64
+	for _, i := range rest {
+		if freed < plan.BytesToFree {
+			b := acct.remove(images, i)
+			plan.Remove = append(plan.Remove, Decision{Image: &images[i], Reason: ReasonSpace, Bytes: b})
+			freed += b
+			continue
+		}
+		plan.Spare = append(plan.Spare, Decision{Image: &images[i], Reason: KeepNotNeeded, Bytes: acct.alone(images, i)})
+	}
+	for _, d := range plan.Remove {
+		plan.EstimatedFreed += d.Bytes
+	}
+	return plan
+}
+
+// protected returns why img must stay whatever the disk usage, or "".
+func (p *Policy) protected(img *Image, newest map[string]bool, now time.Time) string {
+	switch {
+	case img.InUse:
+		return KeepInUse
+	case img.Pinned:
+		return KeepPinned
+	case img.Sandbox:
+		return KeepSandbox
+	case p.excluded(img):
+		return KeepExcluded
+	case now.Sub(img.FirstDetected) < p.minAge:
+		return KeepMinAge
+	case newest[img.ID]:
+		return KeepNewestTags
+	}
+	return ""
+}
+
+// excluded matches the exclusion patterns (see internal/imageref) against
+// the image's tags, digests and ID.
+func (p *Policy) excluded(img *Image) bool {
+	return p.exclude.MatchImage(img.ID, img.RepoTags, img.RepoDigests)
+}
+
+// newestPerRepository returns the IDs of the keepNewest most recently used
+// images of every repository (by tag).
+func (p *Policy) newestPerRepository(images []Image) map[string]bool {
+	if p.keepNewest == 0 {
+		return nil
+	}
+	byRepo := map[string][]*Image{}
+	for i := range images {
+		img := &images[i]
+		seen := map[string]bool{}
+		for _, tag := range img.RepoTags {
+			repo := Repository(tag)
+			if !seen[repo] {
+				seen[repo] = true
+				byRepo[repo] = append(byRepo[repo], img)
+			}
+		}
+	}
+	keep := map[string]bool{}
+	for _, imgs := range byRepo {
+		slices.SortFunc(imgs, func(a, b *Image) int {
+			return cmp.Or(lastActive(b).Compare(lastActive(a)), b.FirstDetected.Compare(a.FirstDetected), b.Arrived.Compare(a.Arrived),
+				strings.Compare(a.ID, b.ID))
+		})
+		for _, img := range imgs[:min(p.keepNewest, len(imgs))] {
+			keep[img.ID] = true
+		}
+	}
+	return keep
+}
+
+// lastActive is when the image was last used, or first seen if never used.
+func lastActive(img *Image) time.Time {
+	if img.LastUsed.After(img.FirstDetected) {
+		return img.LastUsed
+	}
+	return img.FirstDetected
+}
+
+// Repository returns the repository of a "repository:tag" reference:
+// everything before the tag's colon (a colon before the last slash belongs
+// to a registry port).
+func Repository(tag string) string {
+	slash := strings.LastIndexByte(tag, '/')
+	if i := strings.LastIndexByte(tag, ':'); i > slash {
+		return tag[:i]
+	}
+	return tag
+}

@@ -1,0 +1,136 @@
+package images
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// StateFileName is the file in stateDirectory that keeps image usage.
+const StateFileName = "images.json"
+
+// stateVersion is the version of the state file format this code writes.
+// A file of another version is set aside, never half-read.
+const stateVersion = 1
+
+// maxStateSize bounds what is read: 100k images take about 20 MB.
+const maxStateSize = 64 << 20
+
+// Usage is what nodegc remembers of one image across restarts.
+type Usage struct {
+	FirstDetected time.Time `json:"firstDetected"`
+	// LastUsed is zero when no container used the image since nodegc knows it.
+	LastUsed time.Time `json:"lastUsed,omitzero"`
+}
+
+type stateFile struct {
+	Version int              `json:"version"`
+	Images  map[string]Usage `json:"images"`
+}
+
+// loadState reads the usage records in dir, as of now. A missing file gives
+// an empty state; a record with a zero first-detected time counts from now. A corrupt, unreadable or unknown-version file is renamed aside (to
+// images.json.corrupt-<time>) and an empty state is returned with a warning
+// error describing what happened; the caller logs it and goes on.
+//
+// With readOnly, an unusable file is left where it is: the state starts
+// empty and the warning says so.
+func loadState(dir string, now time.Time, readOnly bool) (map[string]Usage, error) {
+	p := filepath.Join(dir, StateFileName)
+	data, err := readLimited(p, maxStateSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]Usage{}, nil
+	}
+	var problem error
+	if err != nil {
+		problem = err
+	} else {
+		var sf stateFile
+		switch err := json.Unmarshal(data, &sf); {
+		case err != nil:
+			problem = fmt.Errorf("not valid JSON: %w", err)
+		case sf.Version != stateVersion:
+			problem = fmt.Errorf("unknown version %d (this nodegc reads version %d)", sf.Version, stateVersion)
+		default:
+			if sf.Images == nil {
+				sf.Images = map[string]Usage{}
+			}
+			for id, u := range sf.Images {
+				// A record without a first-detected time gives no age: it
+				// counts from now, so the minimum age protects the image.
+				if u.FirstDetected.IsZero() {
+					u.FirstDetected = now
+					if u.LastUsed.Before(now) {
+						u.LastUsed = time.Time{}
+					}
+					sf.Images[id] = u
+				}
+			}
+			return sf.Images, nil
+		}
+	}
+	if readOnly {
+		return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v); left as it is, image usage read as empty", p, problem)
+	}
+	aside := fmt.Sprintf("%s.corrupt-%s", p, now.UTC().Format("20060102T150405Z"))
+	if err := os.Rename(p, aside); err != nil {
+		return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
+	}
+	return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
+}
+
+// saveState writes the records atomically: a temporary file in dir, fsync,
+// rename over the old file, fsync of the directory. A crash at any point
+// leaves either the old or the new file, whole.
+func saveState(dir string, images map[string]Usage) error {
+	data, err := json.Marshal(stateFile{Version: stateVersion, Images: images})
+	if err != nil {
+		return fmt.Errorf("encoding image state: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating state directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, StateFileName+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing image state: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing image state: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("syncing image state: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing image state: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, StateFileName)); err != nil {
+		return fmt.Errorf("replacing image state: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing state directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing state directory: %w", err)
+	}
+	return nil
+}
+
+func readLimited(p string, limit int64) ([]byte, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	return os.ReadFile(p)
+}
