@@ -28,8 +28,9 @@ const EventSource = "nodegc-owner-gc"
 
 // Options configures a Collector.
 type Options struct {
-	// Config is the owner GC section of the nodegc configuration. Zero
-	// fields take the defaults of package config.
+	// Config is the owner GC section of the nodegc configuration, defaulted
+	// (config.SetDefaults or config.Defaulted). New checks it with
+	// config.ValidateOwnerGC, the agent's own rules.
 	Config config.OwnerGCConfiguration
 	// RESTConfig reaches the API server. It is copied; the collector sets
 	// its own QPS, burst, user agent and request-counting transport.
@@ -79,14 +80,18 @@ type testHooks struct {
 	onRecord func(id objectID, rec decisionRecord, dryRun bool)
 }
 
-// New returns a Collector. It does no I/O.
+// New returns a Collector, or the configuration's problems, each naming its
+// field. It does no I/O.
 func New(opts Options) (*Collector, error) {
 	if opts.RESTConfig == nil {
 		return nil, errors.New("ownergc: RESTConfig is required")
 	}
 	cfg := opts.Config
+	if errs := config.ValidateOwnerGC(&cfg); len(errs) > 0 {
+		return nil, fmt.Errorf("ownergc: %w", errs.ToAggregate())
+	}
 	c := &Collector{
-		enabled:        cfg.EnableGarbageCollector == nil || *cfg.EnableGarbageCollector,
+		enabled:        *cfg.EnableGarbageCollector,
 		dryRun:         cfg.DryRun,
 		workers:        int(cfg.ConcurrentGCSyncs),
 		period:         cfg.DiscoveryResyncPeriod.Duration,
@@ -97,20 +102,10 @@ func New(opts Options) (*Collector, error) {
 		recorder:       opts.EventRecorder,
 		clock:          opts.Clock,
 	}
-	if c.workers <= 0 {
-		c.workers = config.DefaultConcurrentGCSyncs
-	}
-	if c.period <= 0 {
-		c.period = config.DefaultDiscoveryResyncPeriod
-	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
-	ignored := cfg.GCIgnoredResources
-	if ignored == nil {
-		ignored = config.DefaultIgnoredResources()
-	}
-	for _, gr := range ignored {
+	for _, gr := range cfg.GCIgnoredResources {
 		c.ignored[schema.GroupResource{Group: gr.Group, Resource: gr.Resource}] = struct{}{}
 	}
 	reg := opts.Registerer
@@ -120,12 +115,6 @@ func New(opts Options) (*Collector, error) {
 	c.metrics = newMetrics(reg, c)
 
 	qps, burst := cfg.KubeAPIQPS, int(cfg.KubeAPIBurst)
-	if qps == 0 {
-		qps = config.DefaultOwnerGCQPS
-	}
-	if burst == 0 {
-		burst = config.DefaultOwnerGCBurst
-	}
 	clientConfig := func() *rest.Config {
 		rc := rest.CopyConfig(opts.RESTConfig)
 		rc.QPS, rc.Burst, rc.RateLimiter = qps, burst, nil
