@@ -3,6 +3,7 @@ package containers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -84,17 +85,14 @@ type Manager struct {
 	lastView *string
 }
 
-// NewManager validates the policy and returns a manager.
+// NewManager validates opts.Config (defaulted: config.SetDefaults) with
+// config.ValidateContainerGC and returns a manager.
 func NewManager(opts Options) (*Manager, error) {
-	policy, err := NewPolicy(opts.Config)
-	if err != nil {
-		return nil, err
+	if errs := config.ValidateContainerGC(&opts.Config); len(errs) > 0 {
+		return nil, fmt.Errorf("container GC: %w", errs.ToAggregate())
 	}
 	if opts.Runtime == nil {
 		return nil, errors.New("container GC: Runtime is required")
-	}
-	if opts.Config.Period.Duration <= 0 {
-		return nil, errors.New("container GC: period must be positive")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -113,7 +111,7 @@ func NewManager(opts Options) (*Manager, error) {
 		klog.Background().Info("Container GC runs node-only: without API access no pod is ever considered gone; count and age limits still apply")
 	}
 	return &Manager{
-		opts: opts, policy: policy, metrics: NewMetrics(reg), clock: opts.Clock,
+		opts: opts, policy: NewPolicy(opts.Config), metrics: NewMetrics(reg), clock: opts.Clock,
 		paths: Paths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
 	}, nil
 }

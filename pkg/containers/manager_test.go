@@ -291,3 +291,27 @@ func TestViewThatDisagreesIsNotAuthoritative(t *testing.T) {
 		t.Errorf("pod view authoritative = %v, want 0", got)
 	}
 }
+
+// TestNewManagerRejectsBadConfig: NewManager validates its configuration as
+// the agent does (config.ValidateContainerGC); NewPolicy trusts it.
+func TestNewManagerRejectsBadConfig(t *testing.T) {
+	cases := map[string]func(*config.ContainerGCConfiguration){
+		"unset limits":     func(c *config.ContainerGCConfiguration) { c.MaxContainers = nil },
+		"negative min age": func(c *config.ContainerGCConfiguration) { c.MinAge = &metav1.Duration{Duration: -time.Second} },
+		"max age below min age": func(c *config.ContainerGCConfiguration) {
+			c.MinAge, c.MaxAge = &metav1.Duration{Duration: time.Hour}, &metav1.Duration{Duration: time.Minute}
+		},
+		"unknown age reference": func(c *config.ContainerGCConfiguration) { c.MinAgeFrom = "Started" },
+		// The newest dead container of a live pod's container stays.
+		"zero dead containers per pod container": func(c *config.ContainerGCConfiguration) { c.MaxPerPodContainer = ptr.To[int32](0) },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newManagerFixture(t)
+			mutate(&f.cfg)
+			if _, err := NewManager(Options{Config: f.cfg, Runtime: f.rt}); err == nil {
+				t.Error("NewManager accepted it")
+			}
+		})
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/nodegc/nodegc/pkg/config"
 )
@@ -205,28 +204,6 @@ func TestPlanLogs(t *testing.T) {
 			},
 		},
 	})
-}
-
-func TestNewPolicyRejectsBadConfig(t *testing.T) {
-	cases := map[string]func(*config.ContainerGCConfiguration){
-		"unset limits":     func(c *config.ContainerGCConfiguration) { c.MaxContainers = nil },
-		"negative min age": func(c *config.ContainerGCConfiguration) { c.MinAge = &metav1.Duration{Duration: -time.Second} },
-		"max age below min age": func(c *config.ContainerGCConfiguration) {
-			c.MinAge, c.MaxAge = &metav1.Duration{Duration: time.Hour}, &metav1.Duration{Duration: time.Minute}
-		},
-		"unknown age reference": func(c *config.ContainerGCConfiguration) { c.MinAgeFrom = "Started" },
-		// The newest dead container of a live pod's container stays.
-		"zero dead containers per pod container": func(c *config.ContainerGCConfiguration) { c.MaxPerPodContainer = ptr.To[int32](0) },
-	}
-	for name, mutate := range cases {
-		t.Run(name, func(t *testing.T) {
-			c := config.Defaulted().ContainerGC
-			mutate(&c)
-			if _, err := NewPolicy(c); err == nil {
-				t.Error("NewPolicy accepted it")
-			}
-		})
-	}
 }
 
 // TestPodViewGone checks PodView.Gone point by point.

@@ -1,8 +1,6 @@
 package containers
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/nodegc/nodegc/pkg/config"
@@ -53,7 +51,7 @@ const (
 // between the two calls, or of a start that failed) and is evictable.
 const StartGrace = time.Minute
 
-// Policy is a validated container GC policy.
+// Policy is a container GC policy, made of a validated configuration.
 type Policy struct {
 	minAge             time.Duration
 	maxAge             time.Duration
@@ -62,34 +60,18 @@ type Policy struct {
 	maxContainers      int // negative: no limit
 }
 
-// NewPolicy validates cfg (already defaulted) and returns the policy.
-func NewPolicy(cfg config.ContainerGCConfiguration) (*Policy, error) {
-	if cfg.MinAge == nil || cfg.MaxAge == nil || cfg.MaxPerPodContainer == nil || cfg.MaxContainers == nil {
-		return nil, errors.New("container GC policy: ages and limits must be set (apply config.SetDefaults first)")
-	}
-	p := &Policy{
+// NewPolicy returns the policy cfg describes. cfg must be defaulted
+// (config.SetDefaults) and valid (config.ValidateContainerGC, which
+// NewManager and the agent's config.Validate run): NewPolicy checks and
+// defaults nothing again.
+func NewPolicy(cfg config.ContainerGCConfiguration) *Policy {
+	return &Policy{
 		minAge:             cfg.MinAge.Duration,
 		maxAge:             cfg.MaxAge.Duration,
+		fromExit:           cfg.MinAgeFrom == config.AgeFromExit,
 		maxPerPodContainer: int(*cfg.MaxPerPodContainer),
 		maxContainers:      int(*cfg.MaxContainers),
 	}
-	switch cfg.MinAgeFrom {
-	case config.AgeFromCreation, "":
-	case config.AgeFromExit:
-		p.fromExit = true
-	default:
-		return nil, fmt.Errorf("container GC policy: minAgeFrom %q must be %q or %q", cfg.MinAgeFrom, config.AgeFromCreation, config.AgeFromExit)
-	}
-	switch {
-	case p.minAge < 0 || p.maxAge < 0:
-		return nil, errors.New("container GC policy: ages must not be negative")
-	case p.maxAge > 0 && p.maxAge <= p.minAge:
-		return nil, fmt.Errorf("container GC policy: maxAge %s must be greater than minAge %s", p.maxAge, p.minAge)
-	case p.maxPerPodContainer == 0:
-		return nil, errors.New("container GC policy: maxPerPodContainer must be at least 1, or negative for no limit: " +
-			"nodegc always keeps the newest dead container of a live pod's container")
-	}
-	return p, nil
 }
 
 // AgesFromExit says whether ages count from the containers' exit, which

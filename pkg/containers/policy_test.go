@@ -21,11 +21,10 @@ func policyFor(t *testing.T, mutate func(*config.ContainerGCConfiguration)) *Pol
 	if mutate != nil {
 		mutate(&c)
 	}
-	p, err := NewPolicy(c)
-	if err != nil {
-		t.Fatal(err)
+	if errs := config.ValidateContainerGC(&c); len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
 	}
-	return p
+	return NewPolicy(c)
 }
 
 func limits(perPod, node int32) func(*config.ContainerGCConfiguration) {
