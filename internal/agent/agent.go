@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,89 +45,102 @@ type Options struct {
 	ShutdownTimeout time.Duration
 }
 
-// Run runs the agent until ctx ends.
+// Run runs the agent until ctx ends: it builds its parts (newAgent), starts
+// them as runnables, serves /metrics and /healthz, and on the way out stops
+// the work (at most ShutdownTimeout) before the servers.
 func Run(ctx context.Context, opts Options) error {
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = 8 * time.Second
 	}
-	cfg := opts.Config
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	status := newStatus(reg)
-
-	restCfg, err := restConfig(opts.Kubeconfig, cfg)
+	logger := klog.FromContext(ctx)
+	a, err := newAgent(ctx, opts)
 	if err != nil {
 		return err
 	}
-	if restCfg == nil {
-		klog.InfoS("No kubeconfig and not in a cluster: running node-only (no pod informer, no Node events, no owner GC)")
-		if opts.OwnerGC == OwnerGCOnly {
-			return errors.New("--owner-gc=only needs API access: give --kubeconfig or run in a cluster")
-		}
-	}
-
-	runCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWork()
-	var wg sync.WaitGroup
-	var servers []*server
-
-	var events *nodeEvents
-	if restCfg != nil && opts.OwnerGC != OwnerGCOnly {
-		client, err := kubernetes.NewForConfig(restCfg)
-		if err != nil {
-			return fmt.Errorf("API client: %w", err)
-		}
-		events = newNodeEvents(client, opts.NodeName)
-		defer events.shutdown()
-	}
-
-	if opts.OwnerGC != OwnerGCOnly {
-		node, err := newNodeGC(opts, restCfg, reg, events, status)
-		if err != nil {
-			return err
-		}
-		wg.Go(func() { node.run(runCtx) })
-	}
-
-	var owner *ownerGC
-	if restCfg != nil && opts.OwnerGC != OwnerGCOff && *cfg.OwnerGC.EnableGarbageCollector {
-		if owner, err = newOwnerGC(opts, restCfg, reg, status); err != nil {
-			return err
-		}
-		// The owner GC stops with ctx itself (it releases the lease), not
-		// after the node GC's grace.
-		wg.Go(func() { owner.run(ctx) })
-	}
-
-	servers, err = startServers(ctx, cfg, reg, status, owner)
+	defer a.close()
+	work := startAll(ctx, a.runnables)
+	servers, err := startServers(ctx, opts.Config, a.reg, a.status, a.owner)
 	if err != nil {
-		stopWork()
-		wg.Wait()
+		work.stop(0)
 		return err
 	}
-	klog.InfoS("nodegc agent started", "node", opts.NodeName, "ownerGC", opts.OwnerGC, "nodeOnly", restCfg == nil)
+	logger.Info("nodegc agent started", "node", opts.NodeName, "ownerGC", opts.OwnerGC, "nodeOnly", a.rest == nil)
 
 	<-ctx.Done()
-	klog.InfoS("Shutting down: no new work; in-flight GC runs stop after their current removal", "timeout", opts.ShutdownTimeout)
-	status.watchdog.shutdown() // loops that stop now are not wedged
+	logger.Info("Shutting down: no new work; in-flight GC runs stop after their current removal", "timeout", opts.ShutdownTimeout)
+	a.status.watchdog.shutdown() // loops that stop now are not wedged
 	// The GC loops stop taking work at once. A removal in flight is
 	// cancelled with its context: CRI removals are idempotent, so an
 	// abandoned one is finished by the next run, and the executors never
-	// start another after the context ended.
-	stopWork()
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(opts.ShutdownTimeout):
-		klog.InfoS("Some work did not end in time; abandoning it")
+	// start another after the context ended. The owner GC releases its
+	// lease on the way out.
+	if !work.stop(opts.ShutdownTimeout) {
+		logger.Info("Some work did not end in time; abandoning it")
 	}
 	shutdownServers(ctx, servers)
-	klog.InfoS("nodegc agent stopped")
+	logger.Info("nodegc agent stopped")
 	return nil
+}
+
+// agent holds the parts Run starts: what runs, and what the servers show.
+type agent struct {
+	reg       *prometheus.Registry
+	status    *status
+	rest      *rest.Config // nil: node-only
+	events    *nodeEvents  // nil without API access or without node GC
+	owner     *ownerGC     // nil when the owner GC does not run here
+	runnables []runnable
+}
+
+// newAgent builds every part of the agent, starting nothing: the node GC
+// unless --owner-gc=only, the owner GC where there is API access and it is
+// enabled.
+func newAgent(ctx context.Context, opts Options) (*agent, error) {
+	cfg := opts.Config
+	a := &agent{reg: prometheus.NewRegistry()}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.status = newStatus(a.reg)
+
+	var err error
+	if a.rest, err = restConfig(opts.Kubeconfig, cfg); err != nil {
+		return nil, err
+	}
+	if a.rest == nil {
+		klog.FromContext(ctx).Info("No kubeconfig and not in a cluster: running node-only (no pod informer, no Node events, no owner GC)")
+		if opts.OwnerGC == OwnerGCOnly {
+			return nil, errors.New("--owner-gc=only needs API access: give --kubeconfig or run in a cluster")
+		}
+	}
+	if opts.OwnerGC != OwnerGCOnly {
+		if a.rest != nil {
+			client, err := kubernetes.NewForConfig(a.rest)
+			if err != nil {
+				return nil, fmt.Errorf("API client: %w", err)
+			}
+			a.events = newNodeEvents(client, opts.NodeName)
+		}
+		node, err := newNodeGC(opts, a.rest, a.reg, a.events, a.status)
+		if err != nil {
+			a.close()
+			return nil, err
+		}
+		a.runnables = append(a.runnables, runnable{name: "node-gc", run: node.run})
+	}
+	if a.rest != nil && opts.OwnerGC != OwnerGCOff && *cfg.OwnerGC.EnableGarbageCollector {
+		if a.owner, err = newOwnerGC(opts, a.rest, a.reg, a.status); err != nil {
+			a.close()
+			return nil, err
+		}
+		a.runnables = append(a.runnables, runnable{name: "owner-gc", run: a.owner.run})
+	}
+	return a, nil
+}
+
+// close releases what newAgent holds outside the runnables.
+func (a *agent) close() {
+	if a.events != nil {
+		a.events.shutdown()
+	}
 }
 
 // restConfig returns the API configuration: the kubeconfig given, else the

@@ -50,10 +50,10 @@ func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *pro
 		s := &server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, lis: lis}
 		go func() {
 			if err := s.srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				klog.ErrorS(err, "HTTP server stopped", "address", lis.Addr().String())
+				klog.FromContext(ctx).Error(err, "HTTP server stopped", "address", lis.Addr().String())
 			}
 		}()
-		klog.InfoS("Serving HTTP", "address", lis.Addr().String())
+		klog.FromContext(ctx).Info("Serving HTTP", "address", lis.Addr().String())
 		servers = append(servers, s)
 		return nil
 	}

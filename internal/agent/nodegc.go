@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,7 +43,7 @@ func newNodeGC(opts Options, rc *rest.Config, reg prometheus.Registerer, events 
 
 func (n *nodeGC) run(ctx context.Context) {
 	cfg := n.opts.Config
-	n.link = newRuntimeLink(cfg.ContainerRuntimeEndpoint, n.status.watchdog.clock)
+	n.link = newRuntimeLink(klog.FromContext(ctx), cfg.ContainerRuntimeEndpoint, n.status.watchdog.clock)
 	n.status.setRuntimeCheck(func(context.Context) error {
 		return fmt.Errorf("container runtime not connected yet%s", n.link.explain())
 	})
@@ -71,32 +70,34 @@ func (n *nodeGC) run(ctx context.Context) {
 
 	imageGC, err := n.imageManager(ctx, c, false)
 	if err != nil {
-		klog.ErrorS(err, "Image GC cannot start; container GC goes on")
+		klog.FromContext(ctx).Error(err, "Image GC cannot start; container GC goes on")
 		n.imageWatch.notStarted(err)
 	}
 	containerGC, err := n.containerManager(ctx, c)
 	if err != nil {
-		klog.ErrorS(err, "Container GC cannot start; image GC goes on")
+		klog.FromContext(ctx).Error(err, "Container GC cannot start; image GC goes on")
 		n.containerWatch.notStarted(err)
 	}
-	var wg sync.WaitGroup
-	// Run returns only when ctx ends; if it returns before, the loop is
-	// dead and /healthz says so.
+	var loops []runnable
 	if imageGC != nil {
-		wg.Go(func() {
-			if err := imageGC.Run(withLoggerName(ctx, "image-gc")); ctx.Err() == nil {
-				n.imageWatch.stopped(err)
-			}
-		})
+		loops = append(loops, runnable{name: "image-gc", run: watched(imageGC.Run, n.imageWatch)})
 	}
 	if containerGC != nil {
-		wg.Go(func() {
-			if err := containerGC.Run(withLoggerName(ctx, "container-gc")); ctx.Err() == nil {
-				n.containerWatch.stopped(err)
-			}
-		})
+		loops = append(loops, runnable{name: "container-gc", run: watched(containerGC.Run, n.containerWatch)})
 	}
-	wg.Wait()
+	work := startAll(ctx, loops)
+	<-ctx.Done()
+	work.stop(0)
+}
+
+// watched runs a manager's Run as a runnable. Run returns only when its
+// context ends; if it returns before, the loop is dead and /healthz says so.
+func watched(run func(context.Context) error, w *loopWatch) func(context.Context) {
+	return func(ctx context.Context) {
+		if err := run(ctx); ctx.Err() == nil {
+			w.stopped(err)
+		}
+	}
 }
 
 // connect dials the runtime until it answers or ctx ends.
@@ -110,11 +111,11 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 		})
 		if err == nil {
 			v := c.RuntimeVersion()
-			klog.InfoS("Connected to the container runtime", "endpoint", cfg.ContainerRuntimeEndpoint,
+			klog.FromContext(ctx).Info("Connected to the container runtime", "endpoint", cfg.ContainerRuntimeEndpoint,
 				"runtime", v.GetRuntimeName(), "version", v.GetRuntimeVersion())
 			return c
 		}
-		klog.ErrorS(err, "Cannot reach the container runtime; node GC does nothing until it answers", "retryIn", delay)
+		klog.FromContext(ctx).Error(err, "Cannot reach the container runtime; node GC does nothing until it answers", "retryIn", delay)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -137,7 +138,7 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool)
 		path, _ := endpoint.SocketPath(cfg.ContainerRuntimeEndpoint)
 		l, err := images.NewContainerdLayers(ctx, path, snapshotter)
 		if err != nil {
-			klog.InfoS("Cannot use containerd's API for exact layer accounting; using CRI sizes", "err", err)
+			klog.FromContext(ctx).Info("Cannot use containerd's API for exact layer accounting; using CRI sizes", "err", err)
 		} else {
 			layers = l
 			context.AfterFunc(ctx, func() { l.Close() })
@@ -145,7 +146,7 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool)
 	}
 	var sandboxes []string
 	if s, err := c.SandboxImage(ctx); err != nil {
-		klog.InfoS("Cannot read the runtime's sandbox image; relying on the pinned flag", "err", err)
+		klog.FromContext(ctx).Info("Cannot read the runtime's sandbox image; relying on the pinned flag", "err", err)
 	} else if s != "" {
 		sandboxes = append(sandboxes, s)
 	}
@@ -190,10 +191,4 @@ func (n *nodeGC) containerManagerWithPods(ctx context.Context, c *cri.Client) (*
 	}
 	m, err := containers.NewManager(opts)
 	return m, pods, err
-}
-
-// withLoggerName gives the loop run under ctx a logger of its own name, so
-// that its log lines say which collector wrote them.
-func withLoggerName(ctx context.Context, name string) context.Context {
-	return klog.NewContext(ctx, klog.LoggerWithName(klog.FromContext(ctx), name))
 }

@@ -49,7 +49,7 @@ func newOwnerGC(opts Options, rc *rest.Config, reg prometheus.Registerer, st *st
 func (o *ownerGC) run(ctx context.Context) {
 	le := o.opts.Config.LeaderElection
 	if !*le.LeaderElect {
-		klog.InfoS("Leader election is off: this instance runs the owner GC")
+		klog.FromContext(ctx).Info("Leader election is off: this instance runs the owner GC")
 		o.lead(ctx)
 		return
 	}
@@ -75,7 +75,7 @@ func (o *ownerGC) run(ctx context.Context) {
 				OnStartedLeading: func(leadCtx context.Context) {
 					done = make(chan struct{})
 					defer close(done)
-					klog.InfoS("Acquired the owner GC lease; starting the owner GC", "identity", o.identity)
+					klog.FromContext(ctx).Info("Acquired the owner GC lease; starting the owner GC", "identity", o.identity)
 					o.lead(leadCtx)
 				},
 				OnStoppedLeading: func() {
@@ -85,16 +85,16 @@ func (o *ownerGC) run(ctx context.Context) {
 					}
 					select {
 					case <-done:
-						klog.InfoS("Owner GC stopped: this instance no longer holds the lease", "identity", o.identity)
+						klog.FromContext(ctx).Info("Owner GC stopped: this instance no longer holds the lease", "identity", o.identity)
 					case <-time.After(stopWithin):
 						// Never two writers: exit before the lease can pass on.
-						klog.ErrorS(nil, "Owner GC did not stop before the lease could pass to another instance; exiting", "identity", o.identity)
+						klog.FromContext(ctx).Error(nil, "Owner GC did not stop before the lease could pass to another instance; exiting", "identity", o.identity)
 						klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 					}
 				},
 				OnNewLeader: func(id string) {
 					if id != o.identity {
-						klog.InfoS("Another instance leads the owner GC", "leader", id)
+						klog.FromContext(ctx).Info("Another instance leads the owner GC", "leader", id)
 					}
 				},
 			},
@@ -107,6 +107,6 @@ func (o *ownerGC) lead(ctx context.Context) {
 	o.status.setLeading(true, o.collector.HasSynced)
 	defer o.status.setLeading(false, nil)
 	if err := o.collector.Run(ctx); err != nil {
-		klog.ErrorS(err, "Owner GC stopped with an error")
+		klog.FromContext(ctx).Error(err, "Owner GC stopped with an error")
 	}
 }

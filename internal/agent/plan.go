@@ -72,7 +72,7 @@ func Plan(ctx context.Context, opts Options) (*PlanReport, error) {
 		r.PodsSynced = cache.WaitForCacheSync(syncCtx.Done(), pods.HasSynced)
 		stop()
 		if !r.PodsSynced {
-			klog.InfoS("The pod informer did not sync in time; the plan removes nothing because a pod is gone", "waited", podSyncWait)
+			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone", "waited", podSyncWait)
 		}
 	}
 	r.Containers, r.ContainersErr = cm.Plan(ctx)

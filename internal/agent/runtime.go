@@ -23,14 +23,15 @@ const RuntimeCheckTimeout = 5 * time.Second
 type runtimeLink struct {
 	endpoint string
 	clock    clock.PassiveClock
+	logger   klog.Logger
 
 	mu         sync.Mutex
 	lostAt     time.Time // zero while connected
 	reconnects int
 }
 
-func newRuntimeLink(endpoint string, clk clock.PassiveClock) *runtimeLink {
-	return &runtimeLink{endpoint: endpoint, clock: clk}
+func newRuntimeLink(logger klog.Logger, endpoint string, clk clock.PassiveClock) *runtimeLink {
+	return &runtimeLink{endpoint: endpoint, clock: clk, logger: logger}
 }
 
 // changed is the client's OnConnectionChange: it logs the loss and the
@@ -41,11 +42,11 @@ func (r *runtimeLink) changed(connected bool) {
 	defer r.mu.Unlock()
 	if !connected {
 		r.lostAt = now
-		klog.InfoS("Lost the connection to the container runtime; redialing, node GC fails until it is back", "endpoint", r.endpoint)
+		r.logger.Info("Lost the connection to the container runtime; redialing, node GC fails until it is back", "endpoint", r.endpoint)
 		return
 	}
 	r.reconnects++
-	klog.InfoS("Reconnected to the container runtime", "endpoint", r.endpoint, "downFor", now.Sub(r.lostAt).Round(time.Millisecond), "reconnects", r.reconnects)
+	r.logger.Info("Reconnected to the container runtime", "endpoint", r.endpoint, "downFor", now.Sub(r.lostAt).Round(time.Millisecond), "reconnects", r.reconnects)
 	r.lostAt = time.Time{}
 }
 
