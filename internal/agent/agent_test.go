@@ -140,10 +140,10 @@ func TestLeaderElectionHandover(t *testing.T) {
 	}
 	// Kill the leader in the middle of the cascade.
 	testbed.WaitFor(t, time.Minute, "the cascade to start", func() bool { r := remaining(); return r >= 0 && r < n })
-	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := first.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-first.done
+	<-first.Done()
 	left := remaining()
 	t.Logf("killed %s with %d of %d dependents left", first.name, left, n)
 	second := b
@@ -216,17 +216,17 @@ func TestSIGTERMDuringGC(t *testing.T) {
 		return p.metric("nodegc_cri_requests_total", "method=RemoveImage") > 0
 	})
 	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("nodegc did not exit within 10 s of SIGTERM")
 	}
-	t.Logf("exited %.1f s after SIGTERM (%v), after %v image removals", time.Since(start).Seconds(), p.exit, p.metric("nodegc_cri_requests_total", "method=RemoveImage"))
-	if p.exit != nil {
-		t.Errorf("exit after SIGTERM: %v, want status 0", p.exit)
+	t.Logf("exited %.1f s after SIGTERM (%v), after %v image removals", time.Since(start).Seconds(), p.Err(), p.metric("nodegc_cri_requests_total", "method=RemoveImage"))
+	if p.Err() != nil {
+		t.Errorf("exit after SIGTERM: %v, want status 0", p.Err())
 	}
 	if _, err := os.Stat(filepath.Join(stateDir, images.StateFileName)); err != nil {
 		t.Fatalf("no state file after SIGTERM: %v", err)

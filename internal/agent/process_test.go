@@ -6,62 +6,34 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 
-	"github.com/nodegc/nodegc/internal/testbed"
-)
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
 )
 
 // nodegcBinary builds cmd/nodegc once per test process.
 func nodegcBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := testbed.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "nodegc-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "nodegc")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/nodegc")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/nodegc: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin, err := nodegcproc.Build()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return bin
 }
 
 // proc is a running `nodegc` process.
 type proc struct {
+	*nodegcproc.Agent
 	ctx     context.Context // the test's: scrapes end with it
 	name    string
-	cmd     *exec.Cmd
 	metrics string // http://127.0.0.1:PORT
 	healthz string
 	logPath string
-	done    chan struct{}
-	exit    error
 }
 
 // startNodegc runs nodegc with the config text and extra args; its output
@@ -69,107 +41,32 @@ type proc struct {
 func startNodegc(t *testing.T, name, configYAML string, args ...string) *proc {
 	t.Helper()
 	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "config.yaml")
-	ports, err := testbed.FreePorts(2)
+	cfg, err := nodegcproc.WriteConfig(filepath.Join(dir, "config.yaml"), configYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, hp := ports[0], ports[1]
-	full := configYAML + fmt.Sprintf("metricsBindAddress: 127.0.0.1:%d\nhealthzBindAddress: 127.0.0.1:%d\n", mp, hp)
-	if err := os.WriteFile(cfgPath, []byte(full), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{ctx: t.Context(), name: name, metrics: fmt.Sprintf("http://127.0.0.1:%d", mp), healthz: fmt.Sprintf("http://127.0.0.1:%d", hp),
-		logPath: filepath.Join(dir, name+".log"), done: make(chan struct{})}
-	logf, err := os.Create(p.logPath)
+	logPath := filepath.Join(dir, name+".log")
+	a, err := nodegcproc.Start(nodegcBinary(t), cfg, logPath, []string{"NODE_NAME=" + name}, append([]string{"-v=2"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(nodegcBinary(t), append([]string{"run", "--config", cfgPath, "-v=2"}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.Env = append(os.Environ(), "NODE_NAME="+name, "KUBERNETES_SERVICE_HOST=")
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.exit = p.cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
+	p := &proc{Agent: a, ctx: t.Context(), name: name, metrics: cfg.MetricsURL, healthz: cfg.HealthzURL, logPath: logPath}
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
+		if _, err := a.Stop(0); err != nil {
+			t.Error(err)
 		}
 		if t.Failed() {
-			data, _ := os.ReadFile(p.logPath)
-			t.Logf("%s log (last 4 KiB):\n%s", name, tail(data, 4096))
+			t.Logf("%s log (last 60 lines):\n%s", name, a.Tail(60))
 		}
 	})
 	return p
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }
 
 // metric returns the sum of the samples of a metric whose labels include
 // every filter ("name=value"; see testbed.MetricSum), 0 when there is none,
 // or -1 when /metrics is down or answers no valid exposition.
 func (p *proc) metric(name string, filters ...string) float64 {
-	families, err := testbed.ScrapeMetrics(p.ctx, p.metrics+"/metrics")
-	if err != nil {
-		return -1
-	}
-	sum, _ := testbed.MetricSum(families, name, filters...)
-	return sum
-}
-
-// TestProcMetric: proc.metric reads a sample as the exposition states it:
-// a filter names a label exactly (not one whose name ends in it), the value
-// is not the timestamp, and a stopped /metrics reads -1.
-func TestProcMetric(t *testing.T) {
-	const exposition = `# TYPE nodegc_owner_gc_api_requests_total counter
-nodegc_owner_gc_api_requests_total{resource="configmaps",verb="DELETE"} 3
-nodegc_owner_gc_api_requests_total{resource="pods",verb="DELETE"} 4
-nodegc_owner_gc_api_requests_total{resource="pods",verb="GET",xverb="DELETE"} 100
-# TYPE nodegc_owner_gc_leader gauge
-nodegc_owner_gc_leader 1 1700000000000
-# TYPE nodegc_owner_gc_leader_changes_total counter
-nodegc_owner_gc_leader_changes_total 9
-`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, exposition)
-	}))
-	defer srv.Close()
-	stopped := httptest.NewServer(http.NotFoundHandler())
-	stopped.Close()
-	for name, tc := range map[string]struct {
-		url     string
-		metric  string
-		filters []string
-		want    float64
-	}{
-		"every series":                  {srv.URL, "nodegc_owner_gc_api_requests_total", nil, 107},
-		"a label, not one ending in it": {srv.URL, "nodegc_owner_gc_api_requests_total", []string{"verb=DELETE"}, 7},
-		"two labels":                    {srv.URL, "nodegc_owner_gc_api_requests_total", []string{"verb=DELETE", "resource=pods"}, 4},
-		"value, not timestamp":          {srv.URL, "nodegc_owner_gc_leader", nil, 1},
-		"absent":                        {srv.URL, "nodegc_owner_gc_synced", nil, 0},
-		"down":                          {stopped.URL, "nodegc_owner_gc_leader", nil, -1},
-	} {
-		t.Run(name, func(t *testing.T) {
-			p := &proc{ctx: t.Context(), metrics: tc.url}
-			if got := p.metric(tc.metric, tc.filters...); got != tc.want {
-				t.Errorf("metric(%s, %q) = %v, want %v", tc.metric, tc.filters, got, tc.want)
-			}
-		})
-	}
+	return p.Metric(p.ctx, name, filters...)
 }
 
 func (p *proc) body(t *testing.T, url string) string {

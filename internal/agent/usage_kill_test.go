@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"encoding/json"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,10 +48,10 @@ func TestUsageSurvivesKill9(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	killed := time.Now()
-	if err := p.cmd.Process.Kill(); err != nil {
+	if err := p.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
+	<-p.Done()
 	// Without the container, the plan's listing does not date a use: what
 	// it shows is what the state kept.
 	if err := n.StopPod(ctx, pod); err != nil {

@@ -87,6 +87,19 @@ func Start(name, bin string, args, env []string, logPath string) (*Process, erro
 // PID returns the process ID (also the process group ID).
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
+// Signal sends sig to the process (not its group), as a test that kills
+// or stops it on purpose does.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// ExitCode is the exit code once the process has exited (-1 when a signal
+// ended it, or while it runs).
+func (p *Process) ExitCode() int {
+	if !p.Exited() {
+		return -1
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
 // Done is closed when the process has exited and been reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }
 

@@ -1,0 +1,162 @@
+// Package nodegcproc runs the nodegc binary as its users do, for the tests
+// that need the real process (signals, restarts, kill -9, two agents in a
+// leader election) and for the demo (hack/demo): one harness for both.
+//
+// Build builds ./cmd/nodegc once per test binary. WriteConfig writes a
+// configuration with /metrics and /healthz on free loopback ports. Start
+// runs `nodegc run` on it as a proc.Process (its own process group, output
+// in a log file, SIGKILL if the caller dies); the Agent then reads its
+// /metrics with the testbed's parser and waits for its endpoints.
+package nodegcproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/proc"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Build builds ./cmd/nodegc of this repository once per process, into a
+// temporary directory, and returns the binary's path.
+func Build() (string, error) {
+	buildOnce.Do(func() {
+		root, err := testbed.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "nodegc-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "nodegc")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/nodegc")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/nodegc: %v\n%s", err, out)
+		}
+	})
+	return binPath, buildErr
+}
+
+// Config is a configuration file written by WriteConfig.
+type Config struct {
+	Path string
+	// MetricsURL and HealthzURL are the servers' base URLs
+	// (http://127.0.0.1:PORT), without a path.
+	MetricsURL, HealthzURL string
+}
+
+// WriteConfig writes text to path, followed by metricsBindAddress and
+// healthzBindAddress on two free loopback ports (text must not set them).
+func WriteConfig(path, text string) (*Config, error) {
+	ports, err := testbed.FreePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	m, h := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	text += fmt.Sprintf("metricsBindAddress: %s\nhealthzBindAddress: %s\n", m, h)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		return nil, err
+	}
+	return &Config{Path: path, MetricsURL: "http://" + m, HealthzURL: "http://" + h}, nil
+}
+
+// Agent is a running `nodegc run`.
+type Agent struct {
+	*proc.Process
+	Config *Config
+}
+
+// Start runs `binary run --config cfg.Path args...` with env (appended to
+// this process's environment, with no in-cluster API configuration unless
+// env gives one), its output in logPath.
+func Start(binary string, cfg *Config, logPath string, env []string, args ...string) (*Agent, error) {
+	full := append(append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="), env...)
+	p, err := proc.Start("nodegc", binary, append([]string{"run", "--config", cfg.Path}, args...), full, logPath)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{Process: p, Config: cfg}, nil
+}
+
+// Scrape reads the agent's /metrics.
+func (a *Agent) Scrape(ctx context.Context) ([]*dto.MetricFamily, error) {
+	return testbed.ScrapeMetrics(ctx, a.Config.MetricsURL+"/metrics")
+}
+
+// Metric returns the sum of the samples of a metric whose labels include
+// every filter ("name=value"; see testbed.MetricSum), 0 when there is none,
+// or -1 when /metrics is down or answers no valid exposition.
+func (a *Agent) Metric(ctx context.Context, name string, filters ...string) float64 {
+	families, err := a.Scrape(ctx)
+	if err != nil {
+		return -1
+	}
+	sum, _ := testbed.MetricSum(families, name, filters...)
+	return sum
+}
+
+// WaitHTTP polls url until it answers 200, the agent exits (an error with
+// the end of its log), or ctx ends (an error with the last answer).
+func (a *Agent) WaitHTTP(ctx context.Context, url string) error {
+	var last string
+	err := testbed.Poll(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		code, body, err := Get(ctx, url)
+		switch {
+		case err != nil:
+			last = err.Error()
+		case code == http.StatusOK:
+			return true, nil
+		default:
+			last = fmt.Sprintf("HTTP %d: %s", code, strings.TrimSpace(body))
+		}
+		if a.Exited() {
+			return false, fmt.Errorf("nodegc exited (%v) before %s answered; last lines of its log:\n%s", a.Err(), url, a.Tail(20))
+		}
+		return false, nil
+	})
+	if err != nil && errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("%s did not answer 200 (last: %s): %w", url, last, err)
+	}
+	return err
+}
+
+// Get fetches url, bounded by 5 s, and returns the status code and body.
+func Get(ctx context.Context, url string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
