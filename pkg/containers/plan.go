@@ -337,8 +337,44 @@ func (pl *planner) removeContainer(c *Container, reason string) {
 		ContainerDecision{Container: *c, Reason: reason, StopFirst: c.State == StateUnknown})
 }
 
+// containerPass is one rule of the container GC, as kuberuntime's
+// evictContainers applies them one step after the other. The first pass
+// (evictable) sorts the node's containers into units of evictable ones,
+// newest first, and keeps the others; every later pass removes containers
+// of units (removeContainer) and takes them out, or keeps them for good
+// and takes them out too. What is left in units after the last pass is
+// kept within the limits.
+type containerPass func(pl *planner, all []Container, units map[unit][]*Container)
+
+// containerPasses are the container rules in the order they apply: a new
+// rule is a new pass (and its Reason* or Keep* constant).
+var containerPasses = []struct {
+	name string
+	run  containerPass
+}{
+	{"evictable", (*planner).evictable},                   // kubelet: getEvictableContainers (minAge); running, starting, unmanaged stay
+	{"pod gone", (*planner).podGone},                      // kubelet: the evictable containers of deleted pods
+	{"per-container limit", (*planner).perContainerLimit}, // kubelet: enforceMaxContainersPerEvictUnit(maxPerPodContainer)
+	{"max age", (*planner).maxAge},                        // nodegc: dead for longer than maxAge
+	{"node limit", (*planner).nodeLimit},                  // kubelet: maxContainers, a fair share per unit, then the oldest
+}
+
 func (pl *planner) containers(all []Container) {
 	units := map[unit][]*Container{}
+	for _, pass := range containerPasses {
+		pass.run(pl, all, units)
+	}
+	for _, cs := range units {
+		for _, c := range cs {
+			pl.keepWithinLimit(c)
+		}
+	}
+}
+
+// evictable keeps what is not evictable (unmanaged, running, starting,
+// younger than minAge) and puts the rest in units, newest first. It finds
+// the newest dead instance of every unit, evictable or not.
+func (pl *planner) evictable(all []Container, units map[unit][]*Container) {
 	for i := range all {
 		c := &all[i]
 		switch {
@@ -363,8 +399,14 @@ func (pl *planner) containers(all []Container) {
 		}
 		units[key] = append(units[key], c)
 	}
-	for key, cs := range units {
+	for _, cs := range units {
 		slices.SortFunc(cs, newestFirst)
+	}
+}
+
+// podGone removes every evictable container of a gone pod.
+func (pl *planner) podGone(_ []Container, units map[unit][]*Container) {
+	for key, cs := range units {
 		if gone, _ := pl.gone(key.podUID); gone {
 			for _, c := range cs {
 				pl.removeContainer(c, ReasonPodGone)
@@ -372,62 +414,77 @@ func (pl *planner) containers(all []Container) {
 			delete(units, key)
 		}
 	}
+}
+
+// perContainerLimit cuts every unit to maxPerPodContainer.
+func (pl *planner) perContainerLimit(_ []Container, units map[unit][]*Container) {
 	if pl.p.maxPerPodContainer >= 0 {
 		pl.capUnits(units, pl.p.maxPerPodContainer, ReasonPerContainerLimit)
 	}
-	if pl.p.maxAge > 0 {
-		for key, cs := range units {
-			kept := cs[:0]
-			for _, c := range cs {
-				if age, _ := pl.age(c); age > pl.p.maxAge {
-					if c != pl.newestDead[key] {
-						pl.removeContainer(c, ReasonMaxAge)
-						continue
-					}
-					pl.protected[c] = true
-				}
-				kept = append(kept, c)
-			}
-			units[key] = kept
-		}
+}
+
+// maxAge removes the containers dead for longer than maxAge, except the
+// newest dead instance of each unit.
+func (pl *planner) maxAge(_ []Container, units map[unit][]*Container) {
+	if pl.p.maxAge <= 0 {
+		return
 	}
-	keep := func(c *Container) {
-		if pl.protected[c] {
-			pl.keepContainer(c, KeepNewestDead)
-			return
-		}
-		pl.keepContainer(c, KeepWithinLimit)
-	}
-	if limit := pl.p.maxContainers; limit >= 0 && countUnits(units) > limit {
-		// The kubelet's fairness rule first: an equal share per unit, at
-		// least one; then the oldest across the node.
-		pl.capUnits(units, max(1, limit/len(units)), ReasonNodeLimit)
-		if n := countUnits(units); n > limit {
-			var flat []*Container
-			for key, cs := range units {
-				flat = append(flat, cs...)
-				delete(units, key)
-			}
-			slices.SortFunc(flat, newestFirst)
-			for i, c := range flat {
-				switch {
-				case i < limit:
-					keep(c)
-				case c == pl.newestDead[unit{c.PodUID, c.Name}]:
-					// Safety over the count: the newest dead container of a
-					// live pod's container stays, even above maxContainers.
-					pl.keepContainer(c, KeepNewestDead)
-				default:
-					pl.removeContainer(c, ReasonNodeLimit)
-				}
-			}
-		}
-	}
-	for _, cs := range units {
+	for key, cs := range units {
+		kept := cs[:0]
 		for _, c := range cs {
-			keep(c)
+			if age, _ := pl.age(c); age > pl.p.maxAge {
+				if c != pl.newestDead[key] {
+					pl.removeContainer(c, ReasonMaxAge)
+					continue
+				}
+				pl.protected[c] = true
+			}
+			kept = append(kept, c)
+		}
+		units[key] = kept
+	}
+}
+
+// nodeLimit brings the node down to maxContainers: the kubelet's fairness
+// rule first, an equal share per unit, at least one; then the oldest across
+// the node, except the newest dead instance of each unit.
+func (pl *planner) nodeLimit(_ []Container, units map[unit][]*Container) {
+	limit := pl.p.maxContainers
+	if limit < 0 || countUnits(units) <= limit {
+		return
+	}
+	pl.capUnits(units, max(1, limit/len(units)), ReasonNodeLimit)
+	if n := countUnits(units); n <= limit {
+		return
+	}
+	var flat []*Container
+	for key, cs := range units {
+		flat = append(flat, cs...)
+		delete(units, key)
+	}
+	slices.SortFunc(flat, newestFirst)
+	for i, c := range flat {
+		switch {
+		case i < limit:
+			pl.keepWithinLimit(c)
+		case c == pl.newestDead[unit{c.PodUID, c.Name}]:
+			// Safety over the count: the newest dead container of a
+			// live pod's container stays, even above maxContainers.
+			pl.keepContainer(c, KeepNewestDead)
+		default:
+			pl.removeContainer(c, ReasonNodeLimit)
 		}
 	}
+}
+
+// keepWithinLimit keeps a container no rule removes: within the limits, or
+// the newest dead instance a limit or maxAge would have removed.
+func (pl *planner) keepWithinLimit(c *Container) {
+	if pl.protected[c] {
+		pl.keepContainer(c, KeepNewestDead)
+		return
+	}
+	pl.keepContainer(c, KeepWithinLimit)
 }
 
 // capUnits keeps n (at least 1) containers of every unit (sorted newest
