@@ -54,11 +54,11 @@ func BenchmarkPlan(b *testing.B) {
 	listed := func(context.Context) ([]*runtimeapi.Container, error) { return containers, nil }
 	plan := func(b *testing.B, tr *Tracker) {
 		// As Manager.Plan does: the container listing, then the images.
-		if _, err := tr.SyncContainers(b.Context(), listed); err != nil {
+		if _, err := tr.syncContainers(b.Context(), listed); err != nil {
 			b.Fatal(err)
 		}
-		tr.ReconcileImages(images, t0)
-		in := tr.Images(images, t0)
+		tr.applyImages(images, t0)
+		in := tr.planInput(images, t0)
 		for i := range in {
 			in[i].Layers = layers[in[i].ID]
 		}
@@ -112,7 +112,7 @@ func BenchmarkPlan(b *testing.B) {
 	})
 	b.Run("policy", func(b *testing.B) {
 		tr := newTracker(b)
-		in := tr.Images(images, t0)
+		in := tr.planInput(images, t0)
 		for i := range in {
 			in[i].Layers = layers[in[i].ID]
 		}

@@ -19,9 +19,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ContainerdNamespace is the containerd namespace the CRI plugin keeps
+// containerdNamespace is the containerd namespace the CRI plugin keeps
 // Kubernetes' images in.
-const ContainerdNamespace = "k8s.io"
+const containerdNamespace = "k8s.io"
 
 // DefaultSnapshotter is containerd's default snapshotter.
 const DefaultSnapshotter = "overlayfs"
@@ -46,7 +46,7 @@ type ContainerdLayers struct {
 // in the k8s.io namespace. snapshotter names the snapshotter images are
 // unpacked with; see SnapshotterFromMountpoint.
 func NewContainerdLayers(ctx context.Context, socketPath, snapshotter string) (*ContainerdLayers, error) {
-	c, err := containerd.New(socketPath, containerd.WithDefaultNamespace(ContainerdNamespace))
+	c, err := containerd.New(socketPath, containerd.WithDefaultNamespace(containerdNamespace))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to containerd at %s: %w", socketPath, err)
 	}
@@ -153,7 +153,7 @@ func (c *ContainerdLayers) target(ctx context.Context, img *Image) (ocispec.Desc
 			return ocispec.Descriptor{}, fmt.Errorf("looking up image %s in containerd: %w", name, err)
 		}
 	}
-	return ocispec.Descriptor{}, fmt.Errorf("image %s: %w in containerd namespace %s", img.ID, errdefs.ErrNotFound, ContainerdNamespace)
+	return ocispec.Descriptor{}, fmt.Errorf("image %s: %w in containerd namespace %s", img.ID, errdefs.ErrNotFound, containerdNamespace)
 }
 
 func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) ([]Layer, error) {

@@ -8,7 +8,7 @@
 // Decide, then act. Manager.GarbageCollect lists the runtime (containers,
 // then images), brings the Tracker up to date, joins both into []Image and
 // hands them with the disk statistics to Policy.Plan, a pure function of
-// (images, disk, now). Execute applies the plan.
+// (images, disk, now). execute applies the plan.
 //
 // Safety invariants, each with a test against a real containerd:
 //   - Never an image in use by any container, in any state: the plan keeps
@@ -17,7 +17,7 @@
 //     events, and a CREATED event may still be on its way), so a container
 //     that exists when that check begins is never missed.
 //   - The Tracker never forgets a container it was told of while it
-//     exists. Container listings run one at a time (SyncContainers), and
+//     exists. Container listings run one at a time (syncContainers), and
 //     listings and events are ordered on one timeline: a listing begun
 //     before an event never undoes it (a container created meanwhile stays,
 //     one deleted meanwhile is not brought back).
@@ -30,7 +30,7 @@
 //   - Bytes reported freed are those of removals that happened: each
 //     removal's estimate assumes the ones planned before it, so when one is
 //     skipped (in use at the last check) or fails, the run plans again
-//     without it (Policy.Replan) and goes on; FreeDiskSpaceError whenever the
+//     without it (Policy.replan) and goes on; FreeDiskSpaceError whenever the
 //     removals that happened fall short of what the threshold asked.
 //   - A plan-only manager (`nodegc plan`) writes nothing: the state is read,
 //     a corrupt state file left where it is.
@@ -38,7 +38,7 @@
 // Last-used times, and what a crash loses:
 //   - Every use is recorded. A container event dates a use to the event;
 //     one that names an image the Tracker has not listed yet (pulled since)
-//     is kept until an image listing holds the image, and UnknownImages
+//     is kept until an image listing holds the image, and unknownImages
 //     makes the Manager list the images at once.
 //   - A use is never dated before the image's first-detected time, and
 //     never moves a last-used time backwards: containerd replays, with their

@@ -43,16 +43,16 @@ type Outcome struct {
 	DryRun bool
 }
 
-// Replanner plans again within a run (see Policy.Replan): removed names the
+// replanner plans again within a run (see Policy.replan): removed names the
 // images removed so far in the run, held those that stay and why, and
 // target is what the threshold rule still asks to free.
-type Replanner func(removed map[string]bool, held map[string]string, target uint64) *Plan
+type replanner func(removed map[string]bool, held map[string]string, target uint64) *Plan
 
-// Execute applies plan: it removes the plan's images in order (age removals,
+// execute applies plan: it removes the plan's images in order (age removals,
 // then space removals in LRU order). inUse is asked right before each
 // removal (a container may have started since planning). The estimate of
 // each removal holds only if the ones before it happened: when one is
-// skipped (in use) or fails, Execute plans again with replan, that image
+// skipped (in use) or fails, execute plans again with replan, that image
 // held and what was really removed left out, and goes on with the new plan,
 // until a plan is carried out whole. So the bytes reported freed are those
 // of removals that happened, and FreeDiskSpaceError is returned whenever
@@ -60,7 +60,7 @@ type Replanner func(removed map[string]bool, held map[string]string, target uint
 // failures are joined into the error. A cancelled ctx stops between
 // removals. In dry-run nothing is removed and the outcome lists what would
 // have been.
-func Execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image) bool, replan Replanner, dryRun bool) (*Outcome, error) {
+func execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image) bool, replan replanner, dryRun bool) (*Outcome, error) {
 	out := &Outcome{DryRun: dryRun}
 	var (
 		errs    []error

@@ -30,10 +30,10 @@ func (f *fakeRemover) RemoveImage(_ context.Context, id string) error {
 
 func never(*Image) bool { return false }
 
-// planned is a plan with the replanner the manager would give Execute.
+// planned is a plan with the replanner the manager would give execute.
 type planned struct {
 	*Plan
-	replan Replanner
+	replan replanner
 }
 
 func planFor(t *testing.T, images []Image, disk DiskStats, mutate func(*config.ImageGCConfiguration)) planned {
@@ -50,19 +50,19 @@ func planFor(t *testing.T, images []Image, disk DiskStats, mutate func(*config.I
 				rest = append(rest, img)
 			}
 		}
-		return p.Replan(rest, held, target, disk, t0)
+		return p.replan(rest, held, target, disk, t0)
 	}}
 }
 
-func execute(ctx context.Context, rt imageRemover, p planned, inUse func(*Image) bool, dryRun bool) (*Outcome, error) {
-	return Execute(ctx, rt, p.Plan, inUse, p.replan, dryRun)
+func executePlanned(ctx context.Context, rt imageRemover, p planned, inUse func(*Image) bool, dryRun bool) (*Outcome, error) {
+	return execute(ctx, rt, p.Plan, inUse, p.replan, dryRun)
 }
 
 func TestExecuteStopsWhenEnoughIsFreed(t *testing.T) {
 	images := []Image{img("a", 30, time.Hour, 3*time.Hour), img("b", 30, time.Hour, 2*time.Hour), img("c", 30, time.Hour, time.Hour)}
 	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil) // 50 MiB to free
 	rt := &fakeRemover{}
-	out, err := execute(t.Context(), rt, plan, never, false)
+	out, err := executePlanned(t.Context(), rt, plan, never, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestExecuteFailureTakesSpareAndGoesOn(t *testing.T) {
 	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil)
 	boom := errors.New("boom")
 	rt := &fakeRemover{fail: map[string]error{"a": boom}}
-	out, err := execute(t.Context(), rt, plan, never, false)
+	out, err := executePlanned(t.Context(), rt, plan, never, false)
 	if !errors.Is(err, boom) {
 		t.Fatalf("error = %v, want it to carry the failure", err)
 	}
@@ -103,7 +103,7 @@ func TestExecuteRechecksInUse(t *testing.T) {
 	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil)
 	rt := &fakeRemover{}
 	startedSincePlanning := func(i *Image) bool { return i.ID == "a" }
-	out, err := execute(t.Context(), rt, plan, startedSincePlanning, false)
+	out, err := executePlanned(t.Context(), rt, plan, startedSincePlanning, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestExecuteRechecksInUse(t *testing.T) {
 func TestExecuteNotEnough(t *testing.T) {
 	plan := planFor(t, []Image{img("a", 10, time.Hour, -1)}, DiskStats{Capacity: 1000 * mib, Available: 0}, nil)
 	rt := &fakeRemover{}
-	_, err := execute(t.Context(), rt, plan, never, false)
+	_, err := executePlanned(t.Context(), rt, plan, never, false)
 	var fe *FreeDiskSpaceError
 	if !errors.As(err, &fe) || fe.BytesToFree != 200*mib || fe.Freed != 10*mib {
 		t.Errorf("error = %v, want FreeDiskSpaceError{200 MiB, 10 MiB}", err)
@@ -129,7 +129,7 @@ func TestExecuteDryRunRemovesNothing(t *testing.T) {
 	images := []Image{img("a", 30, time.Hour, 3*time.Hour), img("b", 30, time.Hour, 2*time.Hour)}
 	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil)
 	rt := &fakeRemover{}
-	out, err := execute(t.Context(), rt, plan, never, true)
+	out, err := executePlanned(t.Context(), rt, plan, never, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestExecuteAgeRemovalsWithoutPressure(t *testing.T) {
 		c.MaximumGCAge = &metav1.Duration{Duration: 24 * time.Hour}
 	})
 	rt := &fakeRemover{}
-	if _, err := execute(t.Context(), rt, plan, never, false); err != nil {
+	if _, err := executePlanned(t.Context(), rt, plan, never, false); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"stale"}, rt.removed); diff != "" {
@@ -158,7 +158,7 @@ func TestExecuteStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	rt := &fakeRemover{}
-	_, err := execute(ctx, rt, plan, never, false)
+	_, err := executePlanned(ctx, rt, plan, never, false)
 	if !errors.Is(err, context.Canceled) || len(rt.removed) != 0 {
 		t.Errorf("cancelled: error %v, removed %v", err, rt.removed)
 	}
@@ -213,7 +213,7 @@ func TestExecuteReplansSharedLayers(t *testing.T) {
 				t.Fatalf("first plan %v, want [a:10 b:120]", got)
 			}
 			rt := &fakeRemover{fail: tc.fail}
-			out, err := execute(t.Context(), rt, plan, tc.inUse, false)
+			out, err := executePlanned(t.Context(), rt, plan, tc.inUse, false)
 			if diff := cmp.Diff(tc.want, removalSummary(out.Removed)); diff != "" {
 				t.Errorf("removed, with MiB each freed (-want +got):\n%s", diff)
 			}

@@ -94,17 +94,8 @@ func (b *bed) manager(stateDir string, clk clock.WithTicker, mutate func(*config
 	return b.managerWith(b.runtime, stateDir, clk, mutate)
 }
 
-// gcRuntime is what the image GC calls on the runtime, for test wrappers.
-type gcRuntime interface {
-	ListImages(ctx context.Context) ([]*runtimeapi.Image, error)
-	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
-	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
-	RemoveImage(ctx context.Context, id string) error
-	WatchContainerEvents(ctx context.Context, connected func(), handle func(*runtimeapi.ContainerEventResponse)) error
-}
-
 // managerWith is manager with another runtime (a wrapper of b.cri).
-func (b *bed) managerWith(rt gcRuntime, stateDir string, clk clock.WithTicker, mutate func(*config.ImageGCConfiguration)) *images.Manager {
+func (b *bed) managerWith(rt images.Runtime, stateDir string, clk clock.WithTicker, mutate func(*config.ImageGCConfiguration)) *images.Manager {
 	b.t.Helper()
 	cfg := config.Defaulted().ImageGC
 	cfg.MinimumGCAge = &metav1.Duration{}

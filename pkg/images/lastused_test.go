@@ -44,10 +44,10 @@ func TestUseOfUnknownImageIsRecorded(t *testing.T) {
 	newImg.RepoDigests = []string{"r/new@sha256:d1"}
 	old := criImage("sha256:old", "r/old:1")
 	use := func(tr *Tracker, ref, spec string, from time.Time) {
-		tr.ObserveEvent(containerEvent(created, "job", ref, spec, from))
-		tr.ObserveEvent(containerEvent(started, "job", ref, spec, from.Add(time.Second)))
-		tr.ObserveEvent(containerEvent(stopped, "job", ref, spec, from.Add(2*time.Second)))
-		tr.ObserveEvent(containerEvent(deleted, "job", "", "", from.Add(3*time.Second)))
+		tr.observeEvent(containerEvent(created, "job", ref, spec, from))
+		tr.observeEvent(containerEvent(started, "job", ref, spec, from.Add(time.Second)))
+		tr.observeEvent(containerEvent(stopped, "job", ref, spec, from.Add(2*time.Second)))
+		tr.observeEvent(containerEvent(deleted, "job", "", "", from.Add(3*time.Second)))
 	}
 	for name, tc := range map[string]struct {
 		run  func(tr *Tracker)
@@ -58,21 +58,21 @@ func TestUseOfUnknownImageIsRecorded(t *testing.T) {
 		"listed after the container is gone (by image ID)": {
 			run: func(tr *Tracker) {
 				use(tr, "sha256:new", "r/new:1", t0.Add(10*time.Second))
-				tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
+				tr.applyImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
 			},
 			want: Usage{FirstDetected: t0.Add(20 * time.Second), LastUsed: t0.Add(20 * time.Second)},
 		},
 		"listed after the container is gone (by digest)": {
 			run: func(tr *Tracker) {
 				use(tr, "r/new@sha256:d1", "r/new:1", t0.Add(10*time.Second))
-				tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
+				tr.applyImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
 			},
 			want: Usage{FirstDetected: t0.Add(20 * time.Second), LastUsed: t0.Add(20 * time.Second)},
 		},
 		"listed after the container is gone (by tag only)": {
 			run: func(tr *Tracker) {
 				use(tr, "", "r/new:1", t0.Add(10*time.Second))
-				tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
+				tr.applyImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
 			},
 			want: Usage{FirstDetected: t0.Add(20 * time.Second), LastUsed: t0.Add(20 * time.Second)},
 		},
@@ -80,10 +80,10 @@ func TestUseOfUnknownImageIsRecorded(t *testing.T) {
 		// later ones count to the second.
 		"listed while the container runs": {
 			run: func(tr *Tracker) {
-				tr.ObserveEvent(containerEvent(created, "job", "sha256:new", "r/new:1", t0.Add(10*time.Second)))
-				tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(10500*time.Millisecond))
-				tr.ObserveEvent(containerEvent(started, "job", "sha256:new", "r/new:1", t0.Add(11*time.Second)))
-				tr.ObserveEvent(containerEvent(deleted, "job", "", "", t0.Add(13*time.Second)))
+				tr.observeEvent(containerEvent(created, "job", "sha256:new", "r/new:1", t0.Add(10*time.Second)))
+				tr.applyImages([]*runtimeapi.Image{old, newImg}, t0.Add(10500*time.Millisecond))
+				tr.observeEvent(containerEvent(started, "job", "sha256:new", "r/new:1", t0.Add(11*time.Second)))
+				tr.observeEvent(containerEvent(deleted, "job", "", "", t0.Add(13*time.Second)))
 			},
 			want: Usage{FirstDetected: t0.Add(10500 * time.Millisecond), LastUsed: t0.Add(13 * time.Second)},
 		},
@@ -95,15 +95,15 @@ func TestUseOfUnknownImageIsRecorded(t *testing.T) {
 				start := tr.beginListing()
 				use(tr, "sha256:new", "r/new:1", t0.Add(10*time.Second))
 				tr.reconcileImages(start, []*runtimeapi.Image{old}, t0.Add(15*time.Second))
-				tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
+				tr.applyImages([]*runtimeapi.Image{old, newImg}, t0.Add(20*time.Second))
 			},
 			want: Usage{FirstDetected: t0.Add(20 * time.Second), LastUsed: t0.Add(20 * time.Second)},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr, _ := newTestTracker(t)
-			tr.ReconcileImages([]*runtimeapi.Image{old}, t0)
-			drain(tr.UnknownImages())
+			tr.applyImages([]*runtimeapi.Image{old}, t0)
+			drain(tr.unknownImages())
 			tc.run(tr)
 			if diff := cmp.Diff(tc.want, tr.Usage()["sha256:new"]); diff != "" {
 				t.Errorf("usage of the image used before it was listed (-want +got):\n%s", diff)
@@ -116,42 +116,42 @@ func TestUseOfUnknownImageIsRecorded(t *testing.T) {
 
 	t.Run("the tracker asks for an image listing", func(t *testing.T) {
 		tr, _ := newTestTracker(t)
-		tr.ReconcileImages([]*runtimeapi.Image{old}, t0)
-		drain(tr.UnknownImages())
-		tr.ObserveEvent(containerEvent(created, "c", "sha256:old", "r/old:1", t0.Add(time.Second)))
+		tr.applyImages([]*runtimeapi.Image{old}, t0)
+		drain(tr.unknownImages())
+		tr.observeEvent(containerEvent(created, "c", "sha256:old", "r/old:1", t0.Add(time.Second)))
 		select {
-		case <-tr.UnknownImages():
+		case <-tr.unknownImages():
 			t.Fatal("an event naming a known image asked for an image listing")
 		default:
 		}
-		tr.ObserveEvent(containerEvent(created, "job", "sha256:new", "r/new:1", t0.Add(time.Second)))
+		tr.observeEvent(containerEvent(created, "job", "sha256:new", "r/new:1", t0.Add(time.Second)))
 		select {
-		case <-tr.UnknownImages():
+		case <-tr.unknownImages():
 		default:
 			t.Fatal("an event naming an unknown image did not ask for an image listing")
 		}
 		// So does a container listing (polling, or the check before a
 		// removal) that names one.
-		drain(tr.UnknownImages())
+		drain(tr.unknownImages())
 		tr.applyContainers(tr.beginListing(), []*runtimeapi.Container{criContainer("c", "sha256:old", runtimeapi.ContainerState_CONTAINER_RUNNING)})
 		select {
-		case <-tr.UnknownImages():
+		case <-tr.unknownImages():
 			t.Fatal("a listing naming known images only asked for an image listing")
 		default:
 		}
 		tr.applyContainers(tr.beginListing(), []*runtimeapi.Container{criContainer("c", "sha256:old", runtimeapi.ContainerState_CONTAINER_RUNNING),
 			criContainer("polled", "r/new@sha256:d1", runtimeapi.ContainerState_CONTAINER_RUNNING)})
 		select {
-		case <-tr.UnknownImages():
+		case <-tr.unknownImages():
 		default:
 			t.Fatal("a container listing naming an unknown image did not ask for an image listing")
 		}
 		tr.applyContainers(tr.beginListing(), nil)
 		// A reference no listing resolves (the image was removed) is
 		// dropped by the first listing begun after the event.
-		tr.ObserveEvent(containerEvent(deleted, "job", "", "", t0.Add(1500*time.Millisecond)))
-		tr.ReconcileImages([]*runtimeapi.Image{old}, t0.Add(2*time.Second))
-		tr.ReconcileImages([]*runtimeapi.Image{old, newImg}, t0.Add(3*time.Second))
+		tr.observeEvent(containerEvent(deleted, "job", "", "", t0.Add(1500*time.Millisecond)))
+		tr.applyImages([]*runtimeapi.Image{old}, t0.Add(2*time.Second))
+		tr.applyImages([]*runtimeapi.Image{old, newImg}, t0.Add(3*time.Second))
 		if got := tr.Usage()["sha256:new"]; got != (Usage{FirstDetected: t0.Add(3 * time.Second)}) {
 			t.Errorf("image pulled again after the listing that dropped the reference = %+v, want first detected at its listing and never used", got)
 		}
@@ -181,8 +181,8 @@ func TestReplayedEventsNeverMoveBack(t *testing.T) {
 	reconcile(tr, []*runtimeapi.Image{a, b}, nil, t0.Add(2*time.Hour))
 
 	// Events of 30 minutes and of 90 minutes, replayed now.
-	tr.ObserveEvent(containerEvent(stopped, "ca", "sha256:a", "r/a:1", t0.Add(30*time.Minute)))
-	tr.ObserveEvent(containerEvent(stopped, "cb", "sha256:b", "r/b:1", t0.Add(90*time.Minute)))
+	tr.observeEvent(containerEvent(stopped, "ca", "sha256:a", "r/a:1", t0.Add(30*time.Minute)))
+	tr.observeEvent(containerEvent(stopped, "cb", "sha256:b", "r/b:1", t0.Add(90*time.Minute)))
 	want := map[string]Usage{
 		"sha256:a": {FirstDetected: t0, LastUsed: t0.Add(time.Hour)},                        // not back to 30m
 		"sha256:b": {FirstDetected: t0.Add(2 * time.Hour), LastUsed: t0.Add(2 * time.Hour)}, // not 90m, before it was first seen
@@ -204,10 +204,10 @@ func TestReplayedEventsNeverMoveBack(t *testing.T) {
 func TestOlderImageListingIsDropped(t *testing.T) {
 	tr, _ := newTestTracker(t)
 	old, pulled := criImage("sha256:old", "r/old:1"), criImage("sha256:new", "r/new:1")
-	tr.ReconcileImages([]*runtimeapi.Image{old}, t0)
+	tr.applyImages([]*runtimeapi.Image{old}, t0)
 	early := tr.beginListing()
-	tr.ObserveEvent(containerEvent(started, "job", "sha256:new", "r/new:1", t0.Add(time.Second)))
-	tr.ObserveEvent(containerEvent(deleted, "job", "", "", t0.Add(2*time.Second)))
+	tr.observeEvent(containerEvent(started, "job", "sha256:new", "r/new:1", t0.Add(time.Second)))
+	tr.observeEvent(containerEvent(deleted, "job", "", "", t0.Add(2*time.Second)))
 	late := tr.beginListing()
 	tr.reconcileImages(late, []*runtimeapi.Image{old, pulled}, t0.Add(3*time.Second))
 	tr.reconcileImages(early, []*runtimeapi.Image{old}, t0.Add(4*time.Second))
@@ -255,11 +255,11 @@ func TestFailedSaveIsRetried(t *testing.T) {
 	// The manager lists the runtime when it finds no event stream: the
 	// image's record is a change to write.
 	saves := func(result string) float64 { return testutil.ToFloat64(m.metrics.stateSaves.WithLabelValues(result)) }
-	testbed.WaitFor(t, 5*time.Second, "a failed write counted", func() bool { return saves(ResultError) >= 1 })
+	testbed.WaitFor(t, 5*time.Second, "a failed write counted", func() bool { return saves(resultError) >= 1 })
 	if err := os.Remove(blocked); err != nil {
 		t.Fatal(err)
 	}
-	testbed.WaitFor(t, 10*time.Second, "the write tried again, without a new change, and done", func() bool { return saves(ResultSuccess) >= 1 })
+	testbed.WaitFor(t, 10*time.Second, "the write tried again, without a new change, and done", func() bool { return saves(resultSuccess) >= 1 })
 	again, warn := NewTracker(blocked, t0.Add(time.Hour))
 	if warn != nil {
 		t.Fatal(warn)

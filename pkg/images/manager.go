@@ -18,8 +18,9 @@ import (
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )
 
-// runtimeService is what the image GC needs of the CRI client.
-type runtimeService interface {
+// Runtime is what the image GC needs of the container runtime: a
+// *cri.Client (pkg/cri) is one.
+type Runtime interface {
 	ListImages(ctx context.Context) ([]*runtimeapi.Image, error)
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
@@ -27,29 +28,33 @@ type runtimeService interface {
 	WatchContainerEvents(ctx context.Context, connected func(), handle func(*runtimeapi.ContainerEventResponse)) error
 }
 
-var _ runtimeService = (*cri.Client)(nil)
+var _ Runtime = (*cri.Client)(nil)
 
-// layerSource tells what storage each image holds (containerd).
-type layerSource interface {
+// LayerSource tells what storage each image holds, for exact accounting of
+// shared layers; Forget drops what it keeps of an image the GC removed.
+// *ContainerdLayers is one.
+type LayerSource interface {
 	Layers(ctx context.Context, img *Image) ([]Layer, error)
 	Forget(imageID string)
 }
 
-var _ layerSource = (*ContainerdLayers)(nil)
+var _ LayerSource = (*ContainerdLayers)(nil)
 
-// arrivalSource tells when images arrived on the node (containerd).
-type arrivalSource interface {
+// ArrivalSource tells when images arrived on the node; *ContainerdLayers
+// is one.
+type ArrivalSource interface {
 	Arrivals(ctx context.Context, images []*runtimeapi.Image) (map[string]time.Time, error)
 }
 
-var _ arrivalSource = (*ContainerdLayers)(nil)
+var _ ArrivalSource = (*ContainerdLayers)(nil)
 
-// diskReader reads the statistics of the filesystem holding a path.
-type diskReader interface {
+// DiskReader reads the statistics of the filesystem holding a path; a
+// *diskstats.Reader (pkg/diskstats) is one.
+type DiskReader interface {
 	Stat(path string) (diskstats.Stats, error)
 }
 
-var _ diskReader = (*diskstats.Reader)(nil)
+var _ DiskReader = (*diskstats.Reader)(nil)
 
 // ErrRunInProgress is returned by GarbageCollect while another run is going on.
 var ErrRunInProgress = errors.New("an image GC run is already in progress")
@@ -65,14 +70,14 @@ const (
 type Options struct {
 	Config         config.ImageGCConfiguration
 	StateDirectory string
-	Runtime        runtimeService
+	Runtime        Runtime
 	// Layers, if set, gives exact accounting; nil means CRI sizes.
-	Layers layerSource
+	Layers LayerSource
 	// Arrivals, if set, bounds first-detected times by when the runtime
 	// says each image arrived (an image removed and pulled again while
 	// nodegc was down is young again); nil means nodegc's records alone.
-	Arrivals arrivalSource
-	Disk     diskReader
+	Arrivals ArrivalSource
+	Disk     DiskReader
 	Clock    clock.WithTicker
 	// Registerer receives the image GC metrics; nil means none are exported.
 	Registerer prometheus.Registerer
@@ -116,7 +121,7 @@ type Manager struct {
 	opts    Options
 	policy  *Policy
 	tracker *Tracker
-	metrics *Metrics
+	metrics *metrics
 	clock   clock.WithTicker
 	// waitClock times waits for the real runtime (the cleanup after
 	// removals), which take real time whatever clock decides ages.
@@ -161,7 +166,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Layers == nil {
 		klog.Background().Info("Image GC uses CRI image sizes: shared layers are counted once per image, so freed-byte estimates are upper bounds")
 	}
-	return &Manager{opts: opts, policy: NewPolicy(opts.Config), tracker: tracker, metrics: NewMetrics(reg), clock: opts.Clock, waitClock: clock.RealClock{}}, nil
+	return &Manager{opts: opts, policy: NewPolicy(opts.Config), tracker: tracker, metrics: newMetrics(reg), clock: opts.Clock, waitClock: clock.RealClock{}}, nil
 }
 
 // Tracker returns the manager's usage tracker.
@@ -220,14 +225,14 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
 		return
 	}
 	m.metrics.observeDisk(disk)
-	if !m.policy.OverHighThreshold(disk) || m.clock.Now().Before(b.next) {
+	if !m.policy.overHighThreshold(disk) || m.clock.Now().Before(b.next) {
 		return
 	}
 	klog.FromContext(ctx).Info("Image filesystem usage reached the high threshold, collecting now",
 		"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent)
 	m.collectAndLog(ctx, TriggerThreshold)
 	after, err := m.diskStats(ctx)
-	if err == nil && m.policy.OverHighThreshold(after) {
+	if err == nil && m.policy.overHighThreshold(after) {
 		b.delay = min(max(2*b.delay, m.opts.Config.DiskCheckInterval.Duration), m.opts.Config.Period.Duration)
 		b.next = m.clock.Now().Add(b.delay)
 		return
@@ -292,15 +297,15 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 				rest = append(rest, img)
 			}
 		}
-		return m.policy.Replan(rest, held, target, plan.Disk, plan.Now)
+		return m.policy.replan(rest, held, target, plan.Disk, plan.Now)
 	}
-	outcome, err := Execute(ctx, m.opts.Runtime, plan, m.inUseNow(ctx), replan, m.opts.Config.DryRun)
+	outcome, err := execute(ctx, m.opts.Runtime, plan, m.inUseNow(ctx), replan, m.opts.Config.DryRun)
 	r.Outcome = outcome
 	for _, d := range outcome.Removed {
 		if outcome.DryRun {
 			break
 		}
-		m.tracker.Forget(d.Image.ID)
+		m.tracker.forget(d.Image.ID)
 		if m.opts.Layers != nil {
 			m.opts.Layers.Forget(d.Image.ID)
 		}
@@ -340,10 +345,10 @@ func (m *Manager) plan(ctx context.Context) (*Plan, []Image, error) {
 		if arrivals, err = m.opts.Arrivals.Arrivals(ctx, images); err != nil {
 			klog.FromContext(ctx).V(2).Info("Cannot read when images arrived from the runtime; first-detected times are nodegc's own", "err", err)
 		} else {
-			m.tracker.ObserveArrivals(arrivals)
+			m.tracker.observeArrivals(arrivals)
 		}
 	}
-	in := m.tracker.Images(images, now)
+	in := m.tracker.planInput(images, now)
 	for i := range in {
 		in[i].Arrived = arrivals[in[i].ID]
 	}
@@ -390,7 +395,7 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 	}
 }
 
-// inUseNow returns the check Execute makes right before each removal: the
+// inUseNow returns the check execute makes right before each removal: the
 // containers are listed again, whether or not the event stream is live
 // (the runtime may drop events, and a CREATED event may still be on its
 // way), so no container that exists when the check begins is missed, and
@@ -398,11 +403,11 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // asked, the image counts as in use: nothing is removed on doubt.
 func (m *Manager) inUseNow(ctx context.Context) func(*Image) bool {
 	return func(img *Image) bool {
-		if _, err := m.tracker.SyncContainers(ctx, m.listContainers); err != nil {
+		if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
 			klog.FromContext(ctx).Info("Cannot list containers before removing an image; keeping it", "imageID", img.ID, "err", err)
 			return true
 		}
-		return m.tracker.InUse(img)
+		return m.tracker.inUse(img)
 	}
 }
 
@@ -413,7 +418,7 @@ func (m *Manager) listContainers(ctx context.Context) ([]*runtimeapi.Container, 
 // syncUsage lists the runtime's containers, then its images, and brings
 // the usage records up to date; it returns the image listing.
 func (m *Manager) syncUsage(ctx context.Context) ([]*runtimeapi.Image, error) {
-	if _, err := m.tracker.SyncContainers(ctx, m.listContainers); err != nil {
+	if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
 		return nil, err
 	}
 	return m.syncImages(ctx)
@@ -422,7 +427,7 @@ func (m *Manager) syncUsage(ctx context.Context) ([]*runtimeapi.Image, error) {
 // syncImages lists the runtime's images and brings the usage records in
 // line with the listing; it returns the listing.
 func (m *Manager) syncImages(ctx context.Context) ([]*runtimeapi.Image, error) {
-	return m.tracker.SyncImages(ctx, m.opts.Runtime.ListImages, m.clock.Now)
+	return m.tracker.syncImages(ctx, m.opts.Runtime.ListImages, m.clock.Now)
 }
 
 // saveInterval is the least time between two writes of the usage records
@@ -450,7 +455,7 @@ func (m *Manager) saveChanges(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-m.tracker.Changed():
+			case <-m.tracker.recordsChanged():
 			}
 			wait = saveInterval - m.waitClock.Since(last)
 		}
@@ -546,17 +551,17 @@ func (m *Manager) settle(ctx context.Context, before DiskStats) (DiskStats, bool
 }
 
 func (m *Manager) record(r *Report) {
-	result := ResultSuccess
+	result := resultSuccess
 	var fe *FreeDiskSpaceError
 	switch {
 	case errors.As(r.Err, &fe):
-		result = ResultNotEnough
+		result = resultNotEnough
 	case errors.Is(r.Err, ErrInvalidDiskCapacity):
-		result = ResultNoCapacity
+		result = resultNoCapacity
 	case r.Err != nil:
-		result = ResultError
+		result = resultError
 	case r.Outcome != nil && r.Outcome.DryRun:
-		result = ResultDryRun
+		result = resultDryRun
 	}
 	m.metrics.runs.WithLabelValues(r.Trigger, result).Inc()
 	m.metrics.duration.WithLabelValues(r.Trigger).Observe(r.Duration.Seconds())
@@ -576,7 +581,7 @@ func (m *Manager) record(r *Report) {
 // stream while it is live, else by listing every diskCheckInterval (the
 // runtime has no stream, or it broke and is being reopened with backoff).
 //
-// The stream's reader only applies events (Tracker.ObserveEvent: a moment
+// The stream's reader only applies events (Tracker.observeEvent: a moment
 // under the tracker's lock, never a runtime call), so nodegc reads as fast
 // as the runtime sends: containerd blocks the publishers of container events
 // (CreateContainer, StartContainer) while a subscriber does not read. The
@@ -594,7 +599,7 @@ func (m *Manager) watchUsage(ctx context.Context) {
 			return
 		case <-changed: // opened (list what exists now) or broke (poll at once)
 			m.reconcile(ctx)
-		case <-m.tracker.UnknownImages():
+		case <-m.tracker.unknownImages():
 			// An event or a container listing named an image pulled since
 			// the last image listing.
 			if _, err := m.syncImages(ctx); err != nil {
@@ -625,7 +630,7 @@ func (m *Manager) streamEvents(ctx context.Context, changed chan<- struct{}) {
 			m.metrics.setUsageSource(usageFromEvents)
 			delay = time.Second
 			signal()
-		}, m.tracker.ObserveEvent)
+		}, m.tracker.observeEvent)
 		m.eventsLive.Store(false)
 		m.metrics.setUsageSource(usageFromPolling)
 		if ctx.Err() != nil {

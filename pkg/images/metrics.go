@@ -13,15 +13,15 @@ const (
 
 // Result values of a GC run (metric label).
 const (
-	ResultSuccess    = "success"
-	ResultNotEnough  = "not_enough" // FreeDiskSpaceFailed
-	ResultError      = "error"
-	ResultDryRun     = "dry_run"
-	ResultNoCapacity = "invalid_capacity"
+	resultSuccess    = "success"
+	resultNotEnough  = "not_enough" // FreeDiskSpaceFailed
+	resultError      = "error"
+	resultDryRun     = "dry_run"
+	resultNoCapacity = "invalid_capacity"
 )
 
-// Metrics of the image GC. Create once with NewMetrics.
-type Metrics struct {
+// metrics of the image GC. Create once with newMetrics.
+type metrics struct {
 	removed        *prometheus.CounterVec
 	runs           *prometheus.CounterVec
 	duration       *prometheus.HistogramVec
@@ -36,9 +36,9 @@ type Metrics struct {
 	stateSaves     *prometheus.CounterVec
 }
 
-// NewMetrics creates the image GC metrics and registers them into reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
+// newMetrics creates the image GC metrics and registers them into reg.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
 		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodegc_image_gc_images_removed_total",
 			Help: "Images removed by the image GC, by reason: age (unused longer than maximumGCAge) or space (disk above the high threshold). Same meaning as kubelet_image_garbage_collected_total.",
@@ -96,24 +96,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range []string{ReasonAge, ReasonSpace} {
 		m.removed.WithLabelValues(r)
 	}
-	m.stateSaves.WithLabelValues(ResultSuccess)
-	m.stateSaves.WithLabelValues(ResultError)
+	m.stateSaves.WithLabelValues(resultSuccess)
+	m.stateSaves.WithLabelValues(resultError)
 	for _, trigger := range []string{TriggerThreshold, TriggerPeriodic} {
 		m.duration.WithLabelValues(trigger)
-		for _, result := range []string{ResultSuccess, ResultNotEnough, ResultError, ResultDryRun, ResultNoCapacity} {
+		for _, result := range []string{resultSuccess, resultNotEnough, resultError, resultDryRun, resultNoCapacity} {
 			m.runs.WithLabelValues(trigger, result)
 		}
 	}
 	return m
 }
 
-func (m *Metrics) observeDisk(d DiskStats) {
+func (m *metrics) observeDisk(d DiskStats) {
 	m.capacity.Set(float64(d.Capacity))
 	m.available.Set(float64(d.Available))
 	m.usagePercent.Set(float64(d.UsagePercent()))
 }
 
-func (m *Metrics) observePlan(p *Plan) {
+func (m *metrics) observePlan(p *Plan) {
 	m.skipped.Reset()
 	for _, d := range p.Keep {
 		m.skipped.WithLabelValues(d.Reason).Inc()
@@ -122,7 +122,7 @@ func (m *Metrics) observePlan(p *Plan) {
 	m.bytesTargeted.Add(float64(p.BytesToFree))
 }
 
-func (m *Metrics) setUsageSource(source string) {
+func (m *metrics) setUsageSource(source string) {
 	for _, s := range []string{usageFromEvents, usageFromPolling} {
 		v := 0.0
 		if s == source {
@@ -132,10 +132,10 @@ func (m *Metrics) setUsageSource(source string) {
 	}
 }
 
-func (m *Metrics) observeSave(err error) {
+func (m *metrics) observeSave(err error) {
 	if err != nil {
-		m.stateSaves.WithLabelValues(ResultError).Inc()
+		m.stateSaves.WithLabelValues(resultError).Inc()
 		return
 	}
-	m.stateSaves.WithLabelValues(ResultSuccess).Inc()
+	m.stateSaves.WithLabelValues(resultSuccess).Inc()
 }

@@ -30,7 +30,7 @@ const (
 	KeepNewestTags = "newest_tags"
 	KeepNotNeeded  = "not_needed"
 	// KeepRemoveFailed: the runtime failed to remove the image in this run;
-	// the run plans without it (see Policy.Replan).
+	// the run plans without it (see Policy.replan).
 	KeepRemoveFailed = "remove_failed"
 )
 
@@ -61,7 +61,7 @@ type Plan struct {
 	Remove []Decision
 	// Spare lists further eligible images in LRU order that the plan does
 	// not need (Reason KeepNotNeeded). When a planned removal fails or its
-	// image turns out to be in use, the executor plans again (Replan) and
+	// image turns out to be in use, the executor plans again (replan) and
 	// may take some of them.
 	Spare []Decision
 	// Keep lists every other image with the reason it stays.
@@ -80,7 +80,7 @@ func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, err
 		return nil, ErrInvalidDiskCapacity
 	}
 	var target uint64
-	if p.OverHighThreshold(disk) {
+	if p.overHighThreshold(disk) {
 		// kubelet: capacity*(100-low)/100 - available.
 		goal := disk.Capacity * uint64(100-p.lowThresholdPercent) / 100
 		target = goal - min(goal, disk.Available)
@@ -88,14 +88,14 @@ func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, err
 	return p.plan(images, nil, target, disk, now), nil
 }
 
-// Replan plans again within a run, after planned removals that did not
+// replan plans again within a run, after planned removals that did not
 // happen: images are those still there (the ones removed in this run left
 // out, so that the layers they held count as freed), held names the images
 // that stay for the rest of the run whatever their eligibility, with the
 // Keep* reason (KeepInUse: in use at the last check; KeepRemoveFailed: the
 // runtime failed to remove it), and target is what the threshold rule still
 // asks to free. Like Plan, it is pure.
-func (p *Policy) Replan(images []Image, held map[string]string, target uint64, disk DiskStats, now time.Time) *Plan {
+func (p *Policy) replan(images []Image, held map[string]string, target uint64, disk DiskStats, now time.Time) *Plan {
 	return p.plan(images, held, target, disk, now)
 }
 
@@ -192,7 +192,7 @@ func (p *Policy) newestPerRepository(images []Image) map[string]bool {
 		img := &images[i]
 		seen := map[string]bool{}
 		for _, tag := range img.RepoTags {
-			repo := Repository(tag)
+			repo := repository(tag)
 			if !seen[repo] {
 				seen[repo] = true
 				byRepo[repo] = append(byRepo[repo], img)
@@ -220,10 +220,10 @@ func lastActive(img *Image) time.Time {
 	return img.FirstDetected
 }
 
-// Repository returns the repository of a "repository:tag" reference:
+// repository returns the repository of a "repository:tag" reference:
 // everything before the tag's colon (a colon before the last slash belongs
 // to a registry port).
-func Repository(tag string) string {
+func repository(tag string) string {
 	slash := strings.LastIndexByte(tag, '/')
 	if i := strings.LastIndexByte(tag, ':'); i > slash {
 		return tag[:i]

@@ -332,8 +332,8 @@ func TestRepository(t *testing.T) {
 		"quay.io/org/deep/name:latest":  "quay.io/org/deep/name",
 		"127.0.0.1:41235/ngc/a:padding": "127.0.0.1:41235/ngc/a",
 	} {
-		if got := Repository(in); got != want {
-			t.Errorf("Repository(%q) = %q, want %q", in, got, want)
+		if got := repository(in); got != want {
+			t.Errorf("repository(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -45,14 +45,11 @@ func compileExclusions(patterns []string) *imageref.Set {
 	return set
 }
 
-// ThresholdGCEnabled is false when highThresholdPercent is 100, which turns
+// thresholdGCEnabled is false when highThresholdPercent is 100, which turns
 // disk-driven GC off as in kubelet.
-func (p *Policy) ThresholdGCEnabled() bool { return p.highThresholdPercent < 100 }
+func (p *Policy) thresholdGCEnabled() bool { return p.highThresholdPercent < 100 }
 
-// MaxAgeEnabled reports whether images unused for too long are removed.
-func (p *Policy) MaxAgeEnabled() bool { return p.maxAge > 0 }
-
-// OverHighThreshold reports whether disk usage calls for a GC now.
-func (p *Policy) OverHighThreshold(d DiskStats) bool {
-	return p.ThresholdGCEnabled() && d.Capacity > 0 && d.UsagePercent() >= p.highThresholdPercent
+// overHighThreshold reports whether disk usage calls for a GC now.
+func (p *Policy) overHighThreshold(d DiskStats) bool {
+	return p.thresholdGCEnabled() && d.Capacity > 0 && d.UsagePercent() >= p.highThresholdPercent
 }

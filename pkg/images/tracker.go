@@ -12,9 +12,11 @@ import (
 
 // Tracker knows, for every image the runtime has, when nodegc first saw it
 // and when a container last used it, and which images the runtime's
-// containers reference now. It is fed by listings (SyncContainers,
-// ReconcileImages) and by the container event stream (ObserveEvent), and
-// read by planning (Images, InUse).
+// containers reference now. It is fed by listings (syncContainers,
+// applyImages) and by the container event stream (observeEvent), and
+// read by planning (planInput, inUse). Outside this package a Tracker only
+// reads: NewTracker loads a state directory's records and Usage returns
+// them; the Manager's own tracker (Manager.Tracker) is fed by its loops.
 //
 // One mutex (mu) guards the whole structure: the event reader, the
 // periodic reconciliation and the GC run all go through it, each call being
@@ -56,7 +58,7 @@ type Tracker struct {
 	seeds       [2]maphash.Seed
 	eventsSince bool
 	// names resolves an image tag or digest to the image ID; built when an
-	// event needs it, from the image listing of the last ReconcileImages.
+	// event needs it, from the image listing of the last applyImages.
 	names      map[string]string
 	lastImages []*runtimeapi.Image
 	// pending keeps the uses events reported of references no known image
@@ -69,7 +71,7 @@ type Tracker struct {
 	saving        sync.Mutex // held while writing the state file
 	// unknown is signalled when an event or a container listing names an
 	// image the tracker does not know, changed when the records change (see
-	// UnknownImages and Changed).
+	// unknownImages and recordsChanged).
 	unknown, changed chan struct{}
 }
 
@@ -87,7 +89,7 @@ func NewTracker(dir string, now time.Time) (t *Tracker, warning error) {
 }
 
 // newTracker with readOnly never writes to dir: a corrupt state file is
-// left in place and Save does nothing.
+// left in place and save does nothing.
 func newTracker(dir string, now time.Time, readOnly bool) (*Tracker, error) {
 	usage, warning := loadState(dir, now, readOnly)
 	return &Tracker{dir: dir, readOnly: readOnly, usage: usage, containers: map[string]*trackedContainer{}, refs: map[string]int{},
@@ -95,16 +97,16 @@ func newTracker(dir string, now time.Time, readOnly bool) (*Tracker, error) {
 		pending: map[string]pendingUse{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
 }
 
-// UnknownImages is signalled when a container event or listing names an
+// unknownImages is signalled when a container event or listing names an
 // image the tracker does not know (pulled since the last image listing):
-// list the images then (SyncImages), so that the use is dated from then on
+// list the images then (syncImages), so that the use is dated from then on
 // to the event. Signals coalesce: one pending signal stands for any number
 // of events.
-func (t *Tracker) UnknownImages() <-chan struct{} { return t.unknown }
+func (t *Tracker) unknownImages() <-chan struct{} { return t.unknown }
 
-// Changed is signalled when the usage records change; Save writes them.
+// recordsChanged is signalled when the usage records change; save writes them.
 // Signals coalesce.
-func (t *Tracker) Changed() <-chan struct{} { return t.changed }
+func (t *Tracker) recordsChanged() <-chan struct{} { return t.changed }
 
 func signal(c chan struct{}) {
 	select {
@@ -130,7 +132,7 @@ func (t *Tracker) beginListing() listingStart {
 	return listingStart{seq: t.seq}
 }
 
-// SyncContainers lists the runtime's containers with list and brings what
+// syncContainers lists the runtime's containers with list and brings what
 // the tracker knows of containers in line with the listing, which it
 // returns. One listing runs at a time, so listings begin, are taken by the
 // runtime and are applied in the same order; and they are ordered with the
@@ -139,7 +141,7 @@ func (t *Tracker) beginListing() listingStart {
 // lacks it; one an event deleted then is not brought back). So once the
 // call returns, the tracker knows every container the listing holds, and
 // every one an event reported since.
-func (t *Tracker) SyncContainers(ctx context.Context, list func(context.Context) ([]*runtimeapi.Container, error)) ([]*runtimeapi.Container, error) {
+func (t *Tracker) syncContainers(ctx context.Context, list func(context.Context) ([]*runtimeapi.Container, error)) ([]*runtimeapi.Container, error) {
 	t.listing.Lock()
 	defer t.listing.Unlock()
 	start := t.beginListing()
@@ -157,12 +159,12 @@ func (t *Tracker) applyContainers(start listingStart, containers []*runtimeapi.C
 	return t.setContainersLocked(start, containers)
 }
 
-// SyncImages lists the runtime's images with list and brings the usage
-// records in line with the listing (see ReconcileImages), dated now() as it
+// syncImages lists the runtime's images with list and brings the usage
+// records in line with the listing (see applyImages), dated now() as it
 // returns; it returns the listing. Uses that container events reported of
 // images the tracker did not know yet are applied when the listing holds
 // them; those of events after the listing began wait for the next one.
-func (t *Tracker) SyncImages(ctx context.Context, list func(context.Context) ([]*runtimeapi.Image, error), now func() time.Time) ([]*runtimeapi.Image, error) {
+func (t *Tracker) syncImages(ctx context.Context, list func(context.Context) ([]*runtimeapi.Image, error), now func() time.Time) ([]*runtimeapi.Image, error) {
 	start := t.beginListing()
 	images, err := list(ctx)
 	if err != nil {
@@ -172,13 +174,13 @@ func (t *Tracker) SyncImages(ctx context.Context, list func(context.Context) ([]
 	return images, nil
 }
 
-// ReconcileImages brings the usage records in line with a listing of the
+// applyImages brings the usage records in line with a listing of the
 // runtime's images taken at now: images seen for the first time get
 // FirstDetected = now, images referenced by a container the tracker knows
 // (in any state) get LastUsed = now, and records of images that are gone
 // are dropped. A use an event reported before the image was listed counts
-// from FirstDetected on (see ObserveEvent). Sync the containers first.
-func (t *Tracker) ReconcileImages(images []*runtimeapi.Image, now time.Time) {
+// from FirstDetected on (see observeEvent). Sync the containers first.
+func (t *Tracker) applyImages(images []*runtimeapi.Image, now time.Time) {
 	t.reconcileImages(t.beginListing(), images, now)
 }
 
@@ -262,7 +264,7 @@ func (t *Tracker) takePendingLocked(img *runtimeapi.Image) (at time.Time, found 
 
 // setContainersLocked replaces the container set with a listing begun at
 // start, or drops the listing (false) when one begun later was applied
-// (SyncContainers never lets that happen; the check keeps the rule local).
+// (syncContainers never lets that happen; the check keeps the rule local).
 //
 // A listing with the same entries as the last one (in any order) and no
 // event since changes nothing and costs one hash per entry. Otherwise, when
@@ -367,11 +369,11 @@ func listedRefs(c *runtimeapi.Container) imageRefs {
 	return imageRefs{c.GetImageRef(), c.GetImageId(), c.GetImage().GetImage()}
 }
 
-// ObserveEvent applies one CRI container event: the containers it reports
+// observeEvent applies one CRI container event: the containers it reports
 // reference their images from then on, a deleted container stops doing so,
 // and the images involved count as used at the event's time. An image the
 // tracker does not know yet (pulled since the last image listing) gets the
-// use when a listing first holds it, and UnknownImages asks for one.
+// use when a listing first holds it, and unknownImages asks for one.
 //
 // A use is never dated before nodegc first saw the image, and never moves
 // a last-used time backwards: the runtime may deliver events it kept while
@@ -380,11 +382,11 @@ func listedRefs(c *runtimeapi.Container) imageRefs {
 // a use then, since nodegc cannot tell it from a use of an earlier copy of
 // the image that was removed since.
 //
-// Events are ordered with listings (SyncContainers): a listing begun
+// Events are ordered with listings (syncContainers): a listing begun
 // before an event never undoes it. A container reported after its DELETED event
 // (the runtime builds an event's statuses before it sends it, so events of
 // one sandbox may carry a container that is gone by then) stays deleted.
-func (t *Tracker) ObserveEvent(ev *runtimeapi.ContainerEventResponse) {
+func (t *Tracker) observeEvent(ev *runtimeapi.ContainerEventResponse) {
 	at := time.Unix(0, ev.GetCreatedAt())
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -615,13 +617,13 @@ func latest(a, b time.Time) time.Time {
 	return b
 }
 
-// ObserveArrivals bounds first-detected times by when the runtime says the
+// observeArrivals bounds first-detected times by when the runtime says the
 // images arrived (image ID -> time): an image cannot have been seen before
 // it arrived, so a record that says otherwise is of an earlier copy of the
 // same image, removed and pulled again while nodegc was not watching. Its
 // first-detected time moves to the arrival, and a last-used time from
 // before the arrival is dropped.
-func (t *Tracker) ObserveArrivals(arrivals map[string]time.Time) {
+func (t *Tracker) observeArrivals(arrivals map[string]time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for id, at := range arrivals {
@@ -638,10 +640,10 @@ func (t *Tracker) ObserveArrivals(arrivals map[string]time.Time) {
 	}
 }
 
-// Images joins a listing of the runtime's images with what the tracker
-// knows into the planner's input. Images the tracker has not seen yet count
+// planInput joins a listing of the runtime's images with what the tracker
+// knows into the planner's input. planInput the tracker has not seen yet count
 // as first detected now (so the minimum age protects them).
-func (t *Tracker) Images(images []*runtimeapi.Image, now time.Time) []Image {
+func (t *Tracker) planInput(images []*runtimeapi.Image, now time.Time) []Image {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	refs := t.refs
@@ -665,18 +667,18 @@ func (t *Tracker) Images(images []*runtimeapi.Image, now time.Time) []Image {
 	return out
 }
 
-// InUse reports whether a container the tracker knows references the image
+// inUse reports whether a container the tracker knows references the image
 // (by ID, tag or digest).
-func (t *Tracker) InUse(img *Image) bool {
+func (t *Tracker) inUse(img *Image) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return anyNameIn(t.refs, img.ID, img.RepoTags, img.RepoDigests)
 }
 
-// Forget drops the record of an image nodegc removed, so that the same
+// forget drops the record of an image nodegc removed, so that the same
 // image pulled again counts as first detected then, not when it was first
 // seen before its removal.
-func (t *Tracker) Forget(imageID string) {
+func (t *Tracker) forget(imageID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.usage[imageID]; ok {
@@ -692,14 +694,8 @@ func (t *Tracker) Usage() map[string]Usage {
 	return maps.Clone(t.usage)
 }
 
-// Save writes the usage records to the state directory if they changed
-// (never for a read-only tracker).
-func (t *Tracker) Save() error {
-	_, err := t.save()
-	return err
-}
-
-// save is Save that also says whether it wrote the file.
+// save writes the usage records to the state directory if they changed
+// (never for a read-only tracker), and says whether it wrote the file.
 func (t *Tracker) save() (bool, error) {
 	// One write at a time, so that a write never replaces a newer one.
 	t.saving.Lock()

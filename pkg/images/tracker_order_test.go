@@ -19,9 +19,9 @@ func TestStaleListingAfterCreateEvent(t *testing.T) {
 	reconcile(tr, images, nil, t0)
 	start := tr.beginListing()
 	var stale []*runtimeapi.Container // the listing, taken now: no container yet
-	tr.ObserveEvent(createdEvent("c1", "sha256:a"))
+	tr.observeEvent(createdEvent("c1", "sha256:a"))
 	tr.applyContainers(start, stale) // the listing arrives after the event
-	if !tr.InUse(&Image{ID: "sha256:a"}) {
+	if !tr.inUse(&Image{ID: "sha256:a"}) {
 		t.Fatal("a listing older than a CREATED event wiped the container: its image is not in use")
 	}
 }
@@ -90,7 +90,7 @@ func TestListingOrder(t *testing.T) {
 			case op < 5 && len(queue) > 0: // the next event arrives
 				ev := queue[0]
 				queue = queue[1:]
-				tr.ObserveEvent(ev)
+				tr.observeEvent(ev)
 				if _, ok := live[ev.GetContainerId()]; ok && ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT {
 					known[ev.GetContainerId()] = true
 				}
@@ -131,7 +131,7 @@ func TestListingOrder(t *testing.T) {
 		}
 		// Quiet: every event delivered, a fresh listing applied.
 		for _, ev := range queue {
-			tr.ObserveEvent(ev)
+			tr.observeEvent(ev)
 		}
 		tr.applyContainers(tr.beginListing(), snapshotOf())
 		got := map[string]string{}
@@ -143,7 +143,7 @@ func TestListingOrder(t *testing.T) {
 		}
 		for _, id := range imageIDs {
 			used := slices.Contains(sortedValues(live), id)
-			if tr.InUse(&Image{ID: id}) != used {
+			if tr.inUse(&Image{ID: id}) != used {
 				t.Fatalf("seed %d round %d: image %s in use %v, want %v", seed, round, id, !used, used)
 			}
 		}

@@ -26,7 +26,7 @@ func criContainer(id, imageRef string, state runtimeapi.ContainerState) *runtime
 // now, as Manager.Plan does.
 func reconcile(tr *Tracker, images []*runtimeapi.Image, containers []*runtimeapi.Container, now time.Time) {
 	tr.applyContainers(tr.beginListing(), containers)
-	tr.ReconcileImages(images, now)
+	tr.applyImages(images, now)
 }
 
 func newTestTracker(t *testing.T) (*Tracker, string) {
@@ -58,7 +58,7 @@ func TestTrackerReconcile(t *testing.T) {
 		t.Errorf("usage (-want +got):\n%s", diff)
 	}
 	got := map[string]bool{}
-	for _, img := range tr.Images(images, t0.Add(time.Minute)) {
+	for _, img := range tr.planInput(images, t0.Add(time.Minute)) {
 		got[img.ID] = img.InUse
 	}
 	if diff := cmp.Diff(map[string]bool{"sha256:a": true, "sha256:b": false, "sha256:c": false}, got); diff != "" {
@@ -77,22 +77,22 @@ func TestTrackerEvents(t *testing.T) {
 	images := []*runtimeapi.Image{criImage("sha256:a", "r/a:1"), criImage("sha256:b", "r/b:1")}
 	reconcile(tr, images, nil, t0)
 	at := t0.Add(30 * time.Second)
-	tr.ObserveEvent(&runtimeapi.ContainerEventResponse{
+	tr.observeEvent(&runtimeapi.ContainerEventResponse{
 		ContainerId: "c1", ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT, CreatedAt: at.UnixNano(),
 		ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: "c1", ImageRef: "sha256:a", Image: &runtimeapi.ImageSpec{Image: "r/a:1"}}},
 	})
 	imgA := &Image{ID: "sha256:a", RepoTags: []string{"r/a:1"}}
-	if !tr.InUse(imgA) {
+	if !tr.inUse(imgA) {
 		t.Fatal("image of a started container not in use")
 	}
 	if got := tr.Usage()["sha256:a"].LastUsed; !got.Equal(at) {
 		t.Errorf("LastUsed after start = %v, want %v", got, at)
 	}
 	gone := t0.Add(90 * time.Second)
-	tr.ObserveEvent(&runtimeapi.ContainerEventResponse{
+	tr.observeEvent(&runtimeapi.ContainerEventResponse{
 		ContainerId: "c1", ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT, CreatedAt: gone.UnixNano(),
 	})
-	if tr.InUse(imgA) {
+	if tr.inUse(imgA) {
 		t.Error("image still in use after its only container was deleted")
 	}
 	if got := tr.Usage()["sha256:a"].LastUsed; !got.Equal(gone) {
@@ -106,7 +106,7 @@ func TestTrackerEvents(t *testing.T) {
 func TestTrackerImagesNewImageIsFresh(t *testing.T) {
 	tr, _ := newTestTracker(t)
 	now := t0.Add(time.Hour)
-	imgs := tr.Images([]*runtimeapi.Image{criImage("sha256:new")}, now)
+	imgs := tr.planInput([]*runtimeapi.Image{criImage("sha256:new")}, now)
 	if len(imgs) != 1 || !imgs[0].FirstDetected.Equal(now) {
 		t.Errorf("unseen image = %+v, want FirstDetected = now", imgs)
 	}
@@ -118,7 +118,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	tr, dir := newTestTracker(t)
 	images := []*runtimeapi.Image{criImage("sha256:a"), criImage("sha256:b")}
 	reconcile(tr, images, []*runtimeapi.Container{criContainer("c", "sha256:b", runtimeapi.ContainerState_CONTAINER_EXITED)}, t0)
-	if err := tr.Save(); err != nil {
+	if _, err := tr.save(); err != nil {
 		t.Fatal(err)
 	}
 	again, warn := NewTracker(dir, t0.Add(time.Hour))
@@ -163,7 +163,7 @@ func TestCorruptStateIsSetAside(t *testing.T) {
 			}
 			// The tracker goes on and can save a valid file again.
 			reconcile(tr, []*runtimeapi.Image{criImage("sha256:a")}, nil, t0)
-			if err := tr.Save(); err != nil {
+			if _, err := tr.save(); err != nil {
 				t.Fatal(err)
 			}
 			if _, warn := NewTracker(dir, t0); warn != nil {
@@ -177,7 +177,7 @@ func TestSaveLeavesNoTempFiles(t *testing.T) {
 	tr, dir := newTestTracker(t)
 	reconcile(tr, []*runtimeapi.Image{criImage("sha256:a")}, nil, t0)
 	for range 3 {
-		if err := tr.Save(); err != nil {
+		if _, err := tr.save(); err != nil {
 			t.Fatal(err)
 		}
 		reconcile(tr, []*runtimeapi.Image{criImage("sha256:a")}, []*runtimeapi.Container{criContainer("c", "sha256:a", 0)}, time.Now())
@@ -201,7 +201,7 @@ func TestForgetRemovedImage(t *testing.T) {
 	tr, _ := newTestTracker(t)
 	images := []*runtimeapi.Image{criImage("sha256:a")}
 	reconcile(tr, images, nil, t0)
-	tr.Forget("sha256:a")
+	tr.forget("sha256:a")
 	later := t0.Add(time.Hour)
 	reconcile(tr, images, nil, later)
 	if got := tr.Usage()["sha256:a"].FirstDetected; !got.Equal(later) {
@@ -242,7 +242,7 @@ func TestTrackerListingsProperty(t *testing.T) {
 			live[k] = &runtimeapi.Container{Id: live[k].Id, ImageRef: images[rng.IntN(len(images))]}
 		case op == 8 && len(live) > 0: // an event about a listed container
 			c := live[rng.IntN(len(live))]
-			tr.ObserveEvent(&runtimeapi.ContainerEventResponse{ContainerId: c.Id, ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT,
+			tr.observeEvent(&runtimeapi.ContainerEventResponse{ContainerId: c.Id, ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT,
 				CreatedAt: t0.UnixNano(), ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: c.Id, ImageRef: c.ImageRef}}})
 		}
 		listing := slices.Clone(live)
@@ -283,7 +283,7 @@ func TestArrivalsBoundFirstDetected(t *testing.T) {
 	reconcile(tr, images, []*runtimeapi.Container{criContainer("c", "sha256:repulled", 0), criContainer("d", "sha256:old", 0)}, t0.Add(time.Hour))
 	reconcile(tr, images, nil, t0.Add(2*time.Hour))
 	arrived := t0.Add(90 * time.Minute)
-	tr.ObserveArrivals(map[string]time.Time{"sha256:repulled": arrived, "sha256:old": t0.Add(-time.Hour), "sha256:gone": arrived})
+	tr.observeArrivals(map[string]time.Time{"sha256:repulled": arrived, "sha256:old": t0.Add(-time.Hour), "sha256:gone": arrived})
 	want := map[string]Usage{
 		"sha256:repulled": {FirstDetected: arrived},                         // last used before it arrived: by the earlier copy
 		"sha256:old":      {FirstDetected: t0, LastUsed: t0.Add(time.Hour)}, // arrived before nodegc saw it
