@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodegc/nodegc/internal/gcrun"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/cri"
 )
@@ -36,8 +36,9 @@ type podSource interface {
 
 var _ podSource = (*APIPodSource)(nil)
 
-// ErrRunInProgress is returned by GarbageCollect while another run is going on.
-var ErrRunInProgress = errors.New("a container GC run is already in progress")
+// ErrRunInProgress is returned by GarbageCollect and Plan while a run is
+// going on.
+var ErrRunInProgress = gcrun.ErrInProgress
 
 // Options configure a Manager.
 type Options struct {
@@ -56,19 +57,17 @@ type Options struct {
 	// Supervise, if set, runs each iteration of Run's loop: it calls work
 	// once, with ctx or a context derived from it, and returns when work
 	// does. The agent's watchdog uses it to tell a wedged loop from a slow
-	// one.
+	// one. Nil calls work directly.
 	Supervise func(ctx context.Context, work func(context.Context))
 }
 
-// Report describes one GC run.
+// Report describes one GC run: its trigger, start, duration and error
+// (gcrun.Run), its plan and what applying it did.
 type Report struct {
-	Trigger  string
-	Start    time.Time
-	Duration time.Duration
+	gcrun.Run
 	// Plan is nil when the runtime could not be listed.
 	Plan    *Plan
 	Outcome *Outcome
-	Err     error
 }
 
 // Manager runs the container GC for one node, every period, never two runs
@@ -80,7 +79,7 @@ type Manager struct {
 	clock   clock.WithTicker
 	paths   Paths
 
-	running sync.Mutex // held for the whole of a run; guards lastView
+	serial *gcrun.Serial // one run or plan at a time; guards lastView
 	// lastView is the pod view reason of the previous run, to log changes.
 	lastView *string
 }
@@ -97,9 +96,6 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Supervise == nil {
-		opts.Supervise = func(ctx context.Context, work func(context.Context)) { work(ctx) }
-	}
 	reg := opts.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -111,7 +107,7 @@ func NewManager(opts Options) (*Manager, error) {
 		klog.Background().Info("Container GC runs node-only: without API access no pod is ever considered gone; count and age limits still apply")
 	}
 	return &Manager{
-		opts: opts, policy: NewPolicy(opts.Config), metrics: NewMetrics(reg), clock: opts.Clock,
+		opts: opts, policy: NewPolicy(opts.Config), metrics: NewMetrics(reg), clock: opts.Clock, serial: gcrun.NewSerial(opts.Clock),
 		paths: Paths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
 	}, nil
 }
@@ -121,26 +117,13 @@ func NewManager(opts Options) (*Manager, error) {
 func (m *Manager) Run(ctx context.Context) error {
 	t := m.clock.NewTicker(m.opts.Config.Period.Duration)
 	defer t.Stop()
-	for {
-		m.opts.Supervise(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic) })
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-		}
-	}
+	gcrun.Every(ctx, m.opts.Supervise, t.C(), func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic) })
+	return nil
 }
 
 func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 	r, err := m.GarbageCollect(ctx, trigger)
-	switch {
-	case errors.Is(err, ErrRunInProgress):
-		klog.FromContext(ctx).V(2).Info("Container GC run skipped: another is in progress", "trigger", trigger)
-	case err != nil && ctx.Err() != nil:
-		klog.FromContext(ctx).V(2).Info("Container GC run interrupted", "trigger", trigger, "err", err)
-	case err != nil:
-		klog.FromContext(ctx).Error(err, "Container GC run failed", "trigger", trigger)
-	}
+	gcrun.LogEnd(ctx, "Container GC", trigger, err)
 	if r != nil && r.Outcome != nil && !r.Plan.Empty() {
 		o := r.Outcome
 		klog.FromContext(ctx).Info("Container GC run done", "trigger", trigger, "dryRun", o.DryRun, "containers", len(o.Containers),
@@ -153,16 +136,15 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 // ErrRunInProgress if a run is going on. The error joins every failure; the
 // report says what was done despite them.
 func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, error) {
-	if !m.running.TryLock() {
-		return nil, ErrRunInProgress
-	}
-	defer m.running.Unlock()
-	r := &Report{Trigger: trigger, Start: m.clock.Now()}
-	r.Err = m.collect(ctx, r)
-	r.Duration = m.clock.Since(r.Start)
-	m.record(r)
-	if m.opts.OnRun != nil {
-		m.opts.OnRun(r)
+	r := &Report{}
+	err := m.serial.Do(trigger, &r.Run, func() error { return m.collect(ctx, r) }, func() {
+		m.record(r)
+		if m.opts.OnRun != nil {
+			m.opts.OnRun(r)
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return r, r.Err
 }
@@ -184,11 +166,12 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 // nothing. A non-nil plan may come with an error: the log directories could
 // not all be read, and the plan leaves them alone.
 func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
-	if !m.running.TryLock() {
-		return nil, ErrRunInProgress
+	var plan *Plan
+	var err error
+	if busy := m.serial.Exclusive(func() { plan, err = m.plan(ctx) }); busy != nil {
+		return nil, busy
 	}
-	defer m.running.Unlock()
-	return m.plan(ctx)
+	return plan, err
 }
 
 func (m *Manager) plan(ctx context.Context) (*Plan, error) {
@@ -317,8 +300,7 @@ func (m *Manager) record(r *Report) {
 	case m.opts.Config.DryRun:
 		result = ResultDryRun
 	}
-	m.metrics.runs.WithLabelValues(r.Trigger, result).Inc()
-	m.metrics.duration.WithLabelValues(r.Trigger).Observe(r.Duration.Seconds())
+	m.metrics.runs.Observe(r.Trigger, result, r.Duration)
 	if r.Outcome != nil {
 		m.metrics.observeOutcome(r.Outcome)
 	}

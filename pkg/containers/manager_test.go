@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -65,6 +66,17 @@ func (f *managerFixture) manager(t *testing.T, mutate func(*Options)) *Manager {
 	return m
 }
 
+// runsTotal reads nodegc_container_gc_runs_total{trigger,result} from reg.
+func runsTotal(t *testing.T, reg prometheus.Gatherer, trigger, result string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := testbed.MetricSum(families, "nodegc_container_gc_runs_total", "trigger="+trigger, "result="+result)
+	return n
+}
+
 func planIDs(p *Plan) []string {
 	var ids []string
 	for _, d := range p.RemoveContainers {
@@ -107,7 +119,7 @@ func TestGarbageCollectRemovesAndCounts(t *testing.T) {
 	if got := testutil.ToFloat64(m.metrics.logDirsRemoved.WithLabelValues(ReasonPodGone)); got != 1 {
 		t.Errorf("log directories removed{pod_gone} = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(m.metrics.runs.WithLabelValues(TriggerManual, ResultSuccess)); got != 1 {
+	if got := runsTotal(t, f.reg, TriggerManual, ResultSuccess); got != 1 {
 		t.Errorf("runs{manual,success} = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 1 {
@@ -122,9 +134,10 @@ func TestGarbageCollectRemovesAndCounts(t *testing.T) {
 // reports exactly the plan a real run then carries out.
 func TestGarbageCollectDryRunReportsTheSamePlan(t *testing.T) {
 	f := newManagerFixture(t)
+	dryReg := prometheus.NewRegistry()
 	dry := f.manager(t, func(o *Options) {
 		o.Config.DryRun = true
-		o.Registerer = prometheus.NewRegistry()
+		o.Registerer = dryReg
 	})
 	dr, err := dry.GarbageCollect(t.Context(), TriggerManual)
 	if err != nil {
@@ -136,7 +149,7 @@ func TestGarbageCollectDryRunReportsTheSamePlan(t *testing.T) {
 	if len(f.rt.containerIDs()) != 4 || len(f.rt.sandboxIDSet()) != 2 || !exists(filepath.Join(f.cfg.PodLogsDirectory, "ns_gone_gone")) {
 		t.Fatal("dry run removed something")
 	}
-	if got := testutil.ToFloat64(dry.metrics.runs.WithLabelValues(TriggerManual, ResultDryRun)); got != 1 {
+	if got := runsTotal(t, dryReg, TriggerManual, ResultDryRun); got != 1 {
 		t.Errorf("runs{manual,dry_run} = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(dry.metrics.containersRemoved.WithLabelValues(ReasonPerContainerLimit)); got != 0 {
@@ -261,7 +274,7 @@ func TestListFailureFailsTheRun(t *testing.T) {
 	if len(f.rt.containerIDs()) != 4 {
 		t.Error("a run that could not list removed something")
 	}
-	if got := testutil.ToFloat64(m.metrics.runs.WithLabelValues(TriggerManual, ResultError)); got != 1 {
+	if got := runsTotal(t, f.reg, TriggerManual, ResultError); got != 1 {
 		t.Errorf("runs{manual,error} = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.metrics.errors.WithLabelValues(OpListRuntime)); got != 1 {

@@ -2,6 +2,9 @@ package containers
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodegc/nodegc/internal/gcrun"
+	"github.com/nodegc/nodegc/internal/metricvec"
 )
 
 // Trigger values of a GC run (metric label).
@@ -17,14 +20,27 @@ const (
 	ResultDryRun  = "dry_run"
 )
 
+// The values of each metric label, listed once: they make the Help texts
+// and are exported at 0 from the start.
+var (
+	triggers               = []string{TriggerPeriodic, TriggerManual}
+	results                = []string{ResultSuccess, ResultError, ResultDryRun}
+	containerRemoveReasons = []string{ReasonPodGone, ReasonPerContainerLimit, ReasonNodeLimit, ReasonMaxAge}
+	sandboxRemoveReasons   = []string{ReasonPodGone, ReasonSuperseded}
+	logDirRemoveReasons    = []string{ReasonPodGone}
+	logLinkRemoveReasons   = []string{ReasonDangling}
+	containerKeepReasons   = []string{KeepRunning, KeepMinAge, KeepStarting, KeepWithinLimit, KeepNewestDead, KeepUnmanaged}
+	operations             = []string{OpListRuntime, OpScanLogs, OpReadExitTime, OpContainerStatus, OpStopContainer, OpRemoveLogs,
+		OpRemoveContainer, OpStopSandbox, OpRemoveSandbox, OpRemoveLogDir, OpRemoveLogLink}
+)
+
 // Metrics of the container GC. Create once with NewMetrics.
 type Metrics struct {
 	containersRemoved *prometheus.CounterVec
 	sandboxesRemoved  *prometheus.CounterVec
 	logDirsRemoved    *prometheus.CounterVec
 	logLinksRemoved   *prometheus.CounterVec
-	runs              *prometheus.CounterVec
-	duration          *prometheus.HistogramVec
+	runs              *gcrun.RunMetrics
 	errors            *prometheus.CounterVec
 	containersKept    *prometheus.GaugeVec
 	podsAuthoritative prometheus.Gauge
@@ -33,59 +49,36 @@ type Metrics struct {
 // NewMetrics creates the container GC metrics and registers them into reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		containersRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_container_gc_containers_removed_total",
-			Help: "Dead containers removed by the container GC, by reason (pod_gone, per_container_limit, node_limit, max_age).",
-		}, []string{"reason"}),
-		sandboxesRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_container_gc_sandboxes_removed_total",
-			Help: "Pod sandboxes removed by the container GC, by reason (pod_gone, superseded).",
-		}, []string{"reason"}),
-		logDirsRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_container_gc_log_directories_removed_total",
-			Help: "Pod log directories removed by the container GC, by reason (pod_gone).",
-		}, []string{"reason"}),
-		logLinksRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_container_gc_log_links_removed_total",
-			Help: "Dangling container log links removed by the container GC, by reason (dangling).",
-		}, []string{"reason"}),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_container_gc_runs_total",
-			Help: "Container GC runs, by trigger (periodic, manual) and result (success, error, dry_run).",
-		}, []string{"trigger", "result"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "nodegc_container_gc_run_duration_seconds",
-			Help:    "Duration of container GC runs, from listing to the last removal, by trigger.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10), // 10ms .. ~38s
-		}, []string{"trigger"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_container_gc_errors_total",
-			Help: "Failed container GC operations, by operation (list_runtime, scan_logs, read_exit_time, container_status, stop_container, remove_container_logs, remove_container, stop_sandbox, remove_sandbox, remove_log_dir, remove_log_link).",
-		}, []string{"operation"}),
-		containersKept: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "nodegc_container_gc_containers_kept",
-			Help: "Containers the last container GC plan kept, by reason (running, min_age, starting, within_limit, newest_dead, unmanaged).",
-		}, []string{"reason"}),
+		containersRemoved: metricvec.Counter("nodegc_container_gc_containers_removed_total",
+			"Dead containers removed by the container GC,", "reason", containerRemoveReasons),
+		sandboxesRemoved: metricvec.Counter("nodegc_container_gc_sandboxes_removed_total",
+			"Pod sandboxes removed by the container GC,", "reason", sandboxRemoveReasons),
+		logDirsRemoved: metricvec.Counter("nodegc_container_gc_log_directories_removed_total",
+			"Pod log directories removed by the container GC,", "reason", logDirRemoveReasons),
+		logLinksRemoved: metricvec.Counter("nodegc_container_gc_log_links_removed_total",
+			"Dangling container log links removed by the container GC,", "reason", logLinkRemoveReasons),
+		runs: gcrun.NewRunMetrics(reg, "nodegc_container_gc", "Container GC", "from listing to the last removal", triggers, results),
+		errors: metricvec.Counter("nodegc_container_gc_errors_total",
+			"Failed container GC operations,", "operation", operations),
+		containersKept: metricvec.Gauge("nodegc_container_gc_containers_kept",
+			"Containers the last container GC plan kept,", "reason", containerKeepReasons),
 		podsAuthoritative: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodegc_container_gc_pod_view_authoritative",
 			Help: "1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, and the pods the runtime runs are listed); 0 when every pod was assumed to exist.",
 		}),
 	}
 	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,
-		m.runs, m.duration, m.errors, m.containersKept, m.podsAuthoritative)
-	for _, r := range []string{ReasonPodGone, ReasonPerContainerLimit, ReasonNodeLimit, ReasonMaxAge} {
-		m.containersRemoved.WithLabelValues(r)
-	}
-	for _, r := range []string{ReasonPodGone, ReasonSuperseded} {
-		m.sandboxesRemoved.WithLabelValues(r)
-	}
-	m.logDirsRemoved.WithLabelValues(ReasonPodGone)
-	m.logLinksRemoved.WithLabelValues(ReasonDangling)
+		m.errors, m.containersKept, m.podsAuthoritative)
 	return m
 }
 
+// observePlan sets the kept gauge to the plan's count of each reason (0
+// for a reason the plan has none of).
 func (m *Metrics) observePlan(p *Plan) {
 	m.containersKept.Reset()
+	for _, r := range containerKeepReasons {
+		m.containersKept.WithLabelValues(r).Set(0)
+	}
 	for _, d := range p.KeepContainers {
 		m.containersKept.WithLabelValues(d.Reason).Inc()
 	}
