@@ -104,41 +104,26 @@ func Execute(ctx context.Context, rt remover, plan *Plan, paths Paths, dryRun bo
 		e.out.LogLinks = append(e.out.LogLinks, plan.RemoveLogLinks...)
 		return e.out, nil
 	}
-	total := len(plan.RemoveContainers) + len(plan.RemoveSandboxes) + len(plan.RemoveLogDirs) + len(plan.RemoveLogLinks)
-	done := 0
-	stopped := func() bool {
-		if ctx.Err() == nil {
-			done++
+	e.total = len(plan.RemoveContainers) + len(plan.RemoveSandboxes) + len(plan.RemoveLogDirs) + len(plan.RemoveLogLinks)
+	_ = apply(ctx, e, plan.RemoveContainers, e.container) &&
+		apply(ctx, e, plan.RemoveSandboxes, e.sandbox) &&
+		apply(ctx, e, plan.RemoveLogDirs, e.logDir) &&
+		apply(ctx, e, plan.RemoveLogLinks, e.logLink)
+	return e.out, errors.Join(e.errs...)
+}
+
+// apply does each removal of ds in order. Once ctx has ended it does no
+// more, records how far the run got, and returns false.
+func apply[D any](ctx context.Context, e *executor, ds []D, remove func(context.Context, D)) bool {
+	for _, d := range ds {
+		if ctx.Err() != nil {
+			e.errs = append(e.errs, fmt.Errorf("container GC stopped after %d of %d planned removals: %w", e.done, e.total, ctx.Err()))
 			return false
 		}
-		e.errs = append(e.errs, fmt.Errorf("container GC stopped after %d of %d planned removals: %w", done, total, ctx.Err()))
-		return true
+		e.done++
+		remove(ctx, d)
 	}
-	for _, d := range plan.RemoveContainers {
-		if stopped() {
-			return e.out, errors.Join(e.errs...)
-		}
-		e.container(ctx, d)
-	}
-	for _, d := range plan.RemoveSandboxes {
-		if stopped() {
-			return e.out, errors.Join(e.errs...)
-		}
-		e.sandbox(ctx, d)
-	}
-	for _, d := range plan.RemoveLogDirs {
-		if stopped() {
-			return e.out, errors.Join(e.errs...)
-		}
-		e.logDir(ctx, d)
-	}
-	for _, d := range plan.RemoveLogLinks {
-		if stopped() {
-			return e.out, errors.Join(e.errs...)
-		}
-		e.logLink(ctx, d)
-	}
-	return e.out, errors.Join(e.errs...)
+	return true
 }
 
 type executor struct {
@@ -148,6 +133,7 @@ type executor struct {
 	errs          []error
 	failedPods    map[string]bool // pod UIDs with a failed or skipped removal
 	busySandboxes map[string]bool // sandbox IDs with a container that stays
+	done, total   int             // removals begun, and planned
 }
 
 func (e *executor) fail(op string, err error, podUID, sandboxID string) {

@@ -19,24 +19,34 @@ const maxFileNameLen = 255
 // dir. Entries that are not directories or not named so are ignored. A
 // missing dir is empty.
 func scanPodLogDirs(dir string) ([]PodLogDir, error) {
+	return scanDir(dir, "pod logs directory", func(e fs.DirEntry) (PodLogDir, bool) {
+		uid, ok := podUIDFromLogDir(e.Name())
+		if !ok || !e.IsDir() {
+			return PodLogDir{}, false
+		}
+		info, err := e.Info()
+		if err != nil {
+			return PodLogDir{}, false // removed meanwhile
+		}
+		return PodLogDir{Name: e.Name(), PodUID: uid, ModTime: info.ModTime()}, true
+	})
+}
+
+// scanDir lists dir, the what (for the error), and keeps what parse makes
+// of its entries, in their order. A missing dir is empty.
+func scanDir[T any](dir, what string, parse func(fs.DirEntry) (T, bool)) ([]T, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading pod logs directory %s: %w", dir, err)
+		return nil, fmt.Errorf("reading %s %s: %w", what, dir, err)
 	}
-	var out []PodLogDir
+	var out []T
 	for _, e := range entries {
-		uid, ok := podUIDFromLogDir(e.Name())
-		if !ok || !e.IsDir() {
-			continue
+		if v, ok := parse(e); ok {
+			out = append(out, v)
 		}
-		info, err := e.Info()
-		if err != nil {
-			continue // removed meanwhile
-		}
-		out = append(out, PodLogDir{Name: e.Name(), PodUID: uid, ModTime: info.ModTime()})
 	}
 	return out, nil
 }
@@ -55,26 +65,17 @@ func podUIDFromLogDir(name string) (string, bool) {
 // scanLogLinks lists the *.log symbolic links under dir and whether their
 // target exists. A missing dir is empty.
 func scanLogLinks(dir string) ([]LogLink, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading container logs directory %s: %w", dir, err)
-	}
-	var out []LogLink
-	for _, e := range entries {
+	return scanDir(dir, "container logs directory", func(e fs.DirEntry) (LogLink, bool) {
 		if e.Type()&fs.ModeSymlink == 0 || !strings.HasSuffix(e.Name(), logSuffix) {
-			continue
+			return LogLink{}, false
 		}
 		_, err := os.Stat(filepath.Join(dir, e.Name()))
-		out = append(out, LogLink{
+		return LogLink{
 			Name:        e.Name(),
 			ContainerID: containerIDFromLink(e.Name()),
 			Dangling:    errors.Is(err, fs.ErrNotExist),
-		})
-	}
-	return out, nil
+		}, true
+	})
 }
 
 // containerIDFromLink parses POD_NAMESPACE_CONTAINER-ID.log; "" when the
