@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodegc/nodegc/internal/gcrun"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/cri"
 	"github.com/nodegc/nodegc/pkg/diskstats"
@@ -56,8 +57,10 @@ type DiskReader interface {
 
 var _ DiskReader = (*diskstats.Reader)(nil)
 
-// ErrRunInProgress is returned by GarbageCollect while another run is going on.
-var ErrRunInProgress = errors.New("an image GC run is already in progress")
+// ErrRunInProgress is returned by GarbageCollect while another run is going
+// on. It is the error both node collectors return (errors.Is works with
+// either package's).
+var ErrRunInProgress = gcrun.ErrInProgress
 
 var errPlanOnly = errors.New("image GC: this manager only plans (Options.PlanOnly)")
 
@@ -99,20 +102,18 @@ type Options struct {
 	PlanOnly bool
 }
 
-// Report describes one GC run.
+// Report describes one GC run: what every node collector reports of a run
+// (trigger, start, duration, error), and the image GC's own.
 type Report struct {
-	Trigger  string
-	Start    time.Time
-	Duration time.Duration
-	Plan     *Plan
-	Outcome  *Outcome
+	gcrun.Run
+	Plan    *Plan
+	Outcome *Outcome
 	// Before and After are the image filesystem before planning and after
 	// the runtime's cleanup settled.
 	Before, After DiskStats
 	// MeasuredFreed is After.Available - Before.Available, when Measured.
 	MeasuredFreed int64
 	Measured      bool
-	Err           error
 }
 
 // Manager runs the image GC for one node: usage tracking, the fast disk
@@ -127,7 +128,7 @@ type Manager struct {
 	// removals), which take real time whatever clock decides ages.
 	waitClock clock.Clock
 
-	running    sync.Mutex // held for the whole of a GC run
+	serial     *gcrun.Serial // one GC run at a time
 	eventsLive atomic.Bool
 	mountpoint atomic.Pointer[string]
 	layersWarn sync.Once
@@ -146,9 +147,6 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	if opts.Supervise == nil {
-		opts.Supervise = func(ctx context.Context, work func(context.Context)) { work(ctx) }
-	}
 	if opts.SettleTimeout <= 0 {
 		opts.SettleTimeout = 20 * time.Second
 	}
@@ -166,7 +164,8 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Layers == nil {
 		klog.Background().Info("Image GC uses CRI image sizes: shared layers are counted once per image, so freed-byte estimates are upper bounds")
 	}
-	return &Manager{opts: opts, policy: NewPolicy(opts.Config), tracker: tracker, metrics: newMetrics(reg), clock: opts.Clock, waitClock: clock.RealClock{}}, nil
+	return &Manager{opts: opts, policy: NewPolicy(opts.Config), tracker: tracker, metrics: newMetrics(reg), clock: opts.Clock,
+		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock)}, nil
 }
 
 // Tracker returns the manager's usage tracker.
@@ -195,17 +194,21 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer fast.Stop()
 	sweep := m.clock.NewTicker(m.opts.Config.Period.Duration)
 	defer sweep.Stop()
+	// One loop for both tickers, not gcrun.Every per ticker: a threshold
+	// check never overlaps a sweep (it would be skipped, and back off), and
+	// the first sweep waits a period.
+	supervise := gcrun.Supervisor(m.opts.Supervise)
 	var backoff thresholdBackoff
 	checkDisk := func(ctx context.Context) { m.checkDisk(ctx, &backoff) }
-	m.opts.Supervise(ctx, checkDisk)
+	supervise.Call(ctx, checkDisk)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-fast.C():
-			m.opts.Supervise(ctx, checkDisk)
+			supervise.Call(ctx, checkDisk)
 		case <-sweep.C():
-			m.opts.Supervise(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic) })
+			supervise.Call(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic) })
 		}
 	}
 }
@@ -240,18 +243,20 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
 	*b = thresholdBackoff{}
 }
 
+// collectAndLog runs the GC once and logs how it ended (gcrun.LogEnd), or
+// what it removed.
 func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 	r, err := m.GarbageCollect(ctx, trigger)
-	switch {
-	case errors.Is(err, ErrRunInProgress):
-		klog.FromContext(ctx).V(2).Info("Image GC run skipped: another is in progress", "trigger", trigger)
-	case err != nil && (r == nil || r.Outcome == nil):
-		klog.FromContext(ctx).Error(err, "Image GC run failed", "trigger", trigger)
-	case err != nil:
+	var done []any // what the run did despite the error
+	if r != nil && r.Outcome != nil {
 		o := r.Outcome
-		klog.FromContext(ctx).Error(err, "Image GC run failed", "trigger", trigger, "removed", len(o.Removed), "failed", len(o.Failed),
-			"skippedInUse", len(o.SkippedInUse), "replans", o.Replans, "estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed)
-	case r != nil && len(r.Outcome.Removed) > 0:
+		done = []any{"removed", len(o.Removed), "failed", len(o.Failed), "skippedInUse", len(o.SkippedInUse), "replans", o.Replans,
+			"estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed}
+	}
+	if gcrun.LogEnd(ctx, "Image GC", trigger, err, done...) {
+		return
+	}
+	if len(r.Outcome.Removed) > 0 {
 		klog.FromContext(ctx).Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skippedInUse", len(r.Outcome.SkippedInUse),
 			"replans", r.Outcome.Replans, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
 			"usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent())
@@ -266,19 +271,18 @@ func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, 
 	if m.opts.PlanOnly {
 		return nil, errPlanOnly
 	}
-	if !m.running.TryLock() {
-		return nil, ErrRunInProgress
-	}
-	defer m.running.Unlock()
-	r := &Report{Trigger: trigger, Start: m.clock.Now()}
-	r.Err = m.collect(ctx, r)
-	r.Duration = m.clock.Since(r.Start)
-	m.record(r)
-	if err := m.saveState(); err != nil {
-		klog.FromContext(ctx).Error(err, "Saving image GC state")
-	}
-	if m.opts.OnRun != nil {
-		m.opts.OnRun(r)
+	r := &Report{}
+	err := m.serial.Do(trigger, &r.Run, func() error { return m.collect(ctx, r) }, func() {
+		m.record(r)
+		if err := m.saveState(); err != nil {
+			klog.FromContext(ctx).Error(err, "Saving image GC state")
+		}
+		if m.opts.OnRun != nil {
+			m.opts.OnRun(r)
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return r, r.Err
 }
@@ -322,7 +326,11 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 }
 
 // Plan lists the runtime's images and containers, brings usage up to date
-// and returns the plan for the node as it is now. It removes nothing.
+// and returns the plan for the node as it is now. It removes nothing, and
+// takes no run lock (unlike GarbageCollect): it only reads the runtime, and
+// brings the usage records up to date as the usage watcher does, under the
+// tracker's own lock. So it may run during a GC run, whose removals it may
+// not see yet.
 func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
 	plan, _, err := m.plan(ctx)
 	return plan, err
@@ -550,6 +558,7 @@ func (m *Manager) settle(ctx context.Context, before DiskStats) (DiskStats, bool
 	return last, true
 }
 
+// record counts the run, what it removed and the bytes it freed.
 func (m *Manager) record(r *Report) {
 	result := resultSuccess
 	var fe *FreeDiskSpaceError
@@ -563,8 +572,7 @@ func (m *Manager) record(r *Report) {
 	case r.Outcome != nil && r.Outcome.DryRun:
 		result = resultDryRun
 	}
-	m.metrics.runs.WithLabelValues(r.Trigger, result).Inc()
-	m.metrics.duration.WithLabelValues(r.Trigger).Observe(r.Duration.Seconds())
+	m.metrics.observeRun(r.Trigger, result, r.Duration)
 	if r.Outcome == nil || r.Outcome.DryRun {
 		return
 	}

@@ -1,7 +1,12 @@
 package images
 
 import (
+	"strings"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodegc/nodegc/internal/metricvec"
 )
 
 // Trigger values of a GC run (metric label).
@@ -18,6 +23,23 @@ const (
 	resultError      = "error"
 	resultDryRun     = "dry_run"
 	resultNoCapacity = "invalid_capacity"
+)
+
+// The values of each metric label, listed once: they make the Help texts
+// and the series exported at 0 from the start (so every family is exported,
+// and rates work, before the first run).
+var (
+	triggers = []string{TriggerThreshold, TriggerPeriodic, TriggerManual}
+	// loopTriggers are the triggers of the runs Run starts; their series
+	// start at 0.
+	loopTriggers  = []string{TriggerThreshold, TriggerPeriodic}
+	results       = []string{resultSuccess, resultNotEnough, resultError, resultDryRun, resultNoCapacity}
+	removeReasons = []string{ReasonAge, ReasonSpace}
+	// keepReasons are those a plan's Keep and Spare give (KeepRemoveFailed
+	// only appears in the plans a run makes again, which are not counted).
+	keepReasons  = []string{KeepInUse, KeepPinned, KeepSandbox, KeepExcluded, KeepMinAge, KeepNewestTags, KeepNotNeeded}
+	usageSources = []string{usageFromEvents, usageFromPolling}
+	saveResults  = []string{resultSuccess, resultError}
 )
 
 // metrics of the image GC. Create once with newMetrics.
@@ -39,13 +61,12 @@ type metrics struct {
 // newMetrics creates the image GC metrics and registers them into reg.
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_image_gc_images_removed_total",
-			Help: "Images removed by the image GC, by reason: age (unused longer than maximumGCAge) or space (disk above the high threshold). Same meaning as kubelet_image_garbage_collected_total.",
-		}, []string{"reason"}),
+		removed: metricvec.Counter("nodegc_image_gc_images_removed_total",
+			"Images removed by the image GC (age: unused longer than maximumGCAge; space: disk above the high threshold), with the meaning of kubelet_image_garbage_collected_total,",
+			"reason", removeReasons),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodegc_image_gc_runs_total",
-			Help: "Image GC runs, by trigger (threshold, periodic, manual) and result (success, not_enough, error, dry_run, invalid_capacity).",
+			Help: "Image GC runs, by trigger (" + strings.Join(triggers, ", ") + ") and result (" + strings.Join(results, ", ") + ").",
 		}, []string{"trigger", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nodegc_image_gc_run_duration_seconds",
@@ -64,9 +85,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "nodegc_image_gc_bytes_measured_freed_total",
 			Help: "Growth of the image filesystem's available bytes measured after image removals, summed over runs (negative changes count as 0).",
 		}),
+		// Not at 0 from the start: the gauge holds the last plan's counts.
 		skipped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_image_gc_images_skipped",
-			Help: "Images the last image GC plan kept, by reason (in_use, pinned, sandbox, excluded, min_age, newest_tags, not_needed).",
+			Help: metricvec.Help("Images the last image GC plan kept,", "reason", keepReasons),
 		}, []string{"reason"}),
 		usagePercent: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodegc_image_fs_usage_percent",
@@ -80,31 +102,30 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "nodegc_image_fs_available_bytes",
 			Help: "Available bytes of the image filesystem.",
 		}),
+		// Set once the usage watcher knows whether the stream is open.
 		usageSource: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_image_usage_source",
-			Help: "1 for how image last-used times are kept up to date now: events (CRI container event stream) or polling (ListContainers).",
+			Help: metricvec.Help("1 for how image last-used times are kept up to date now (the CRI container event stream, or polling ListContainers),", "source", usageSources),
 		}, []string{"source"}),
-		stateSaves: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_image_state_saves_total",
-			Help: "Writes of the image usage records (first-detected and last-used times) to the state directory, by result (success, error). They are written within seconds of a change.",
-		}, []string{"result"}),
+		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",
+			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change,",
+			"result", saveResults),
 	}
 	reg.MustRegister(m.removed, m.runs, m.duration, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
 		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves)
-	// Known label values start at 0, so every family is exported (and rates
-	// work) before the first run.
-	for _, r := range []string{ReasonAge, ReasonSpace} {
-		m.removed.WithLabelValues(r)
-	}
-	m.stateSaves.WithLabelValues(resultSuccess)
-	m.stateSaves.WithLabelValues(resultError)
-	for _, trigger := range []string{TriggerThreshold, TriggerPeriodic} {
+	for _, trigger := range loopTriggers {
 		m.duration.WithLabelValues(trigger)
-		for _, result := range []string{resultSuccess, resultNotEnough, resultError, resultDryRun, resultNoCapacity} {
+		for _, result := range results {
 			m.runs.WithLabelValues(trigger, result)
 		}
 	}
 	return m
+}
+
+// observeRun counts a run of trigger that ended with result, and times it.
+func (m *metrics) observeRun(trigger, result string, d time.Duration) {
+	m.runs.WithLabelValues(trigger, result).Inc()
+	m.duration.WithLabelValues(trigger).Observe(d.Seconds())
 }
 
 func (m *metrics) observeDisk(d DiskStats) {
@@ -123,7 +144,7 @@ func (m *metrics) observePlan(p *Plan) {
 }
 
 func (m *metrics) setUsageSource(source string) {
-	for _, s := range []string{usageFromEvents, usageFromPolling} {
+	for _, s := range usageSources {
 		v := 0.0
 		if s == source {
 			v = 1
