@@ -53,8 +53,8 @@ const (
 	SkipSandboxInUse = "sandbox_inuse" // a container of the sandbox could not be removed
 )
 
-// Paths are the log locations the executor cleans.
-type Paths struct {
+// logPaths are the log locations the executor cleans.
+type logPaths struct {
 	// PodLogs is the pod logs directory (/var/log/pods).
 	PodLogs string
 	// ContainerLogs is the directory of the kubelet's log links
@@ -84,7 +84,7 @@ type Outcome struct {
 	Failures map[string]int
 }
 
-// Execute applies plan: containers (stopping those in an unknown state
+// execute applies plan: containers (stopping those in an unknown state
 // first, removing their log files and links as the kubelet does), then
 // sandboxes (stop, then remove), then pod log directories and dangling log
 // links. Right before removing a container it reads the container's status:
@@ -94,7 +94,7 @@ type Outcome struct {
 // failure does not stop the others: failures are joined into the error. A
 // cancelled ctx stops between items. In dry-run the runtime and the
 // filesystem are not touched and the outcome lists what the plan removes.
-func Execute(ctx context.Context, rt remover, plan *Plan, paths Paths, dryRun bool) (*Outcome, error) {
+func execute(ctx context.Context, rt remover, plan *Plan, paths logPaths, dryRun bool) (*Outcome, error) {
 	e := &executor{rt: rt, paths: paths, out: &Outcome{DryRun: dryRun, Failures: map[string]int{}},
 		failedPods: map[string]bool{}, busySandboxes: map[string]bool{}}
 	if dryRun {
@@ -128,7 +128,7 @@ func apply[D any](ctx context.Context, e *executor, ds []D, remove func(context.
 
 type executor struct {
 	rt            remover
-	paths         Paths
+	paths         logPaths
 	out           *Outcome
 	errs          []error
 	failedPods    map[string]bool // pod UIDs with a failed or skipped removal

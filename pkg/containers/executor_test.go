@@ -20,7 +20,7 @@ import (
 // container in a stopped sandbox), on a fake runtime and temp log dirs.
 type execFixture struct {
 	rt           *fakeRuntime
-	paths        Paths
+	paths        logPaths
 	node         NodeState
 	goneDir      string
 	danglingLink string
@@ -29,7 +29,7 @@ type execFixture struct {
 func newExecFixture(t *testing.T) *execFixture {
 	t.Helper()
 	root := t.TempDir()
-	f := &execFixture{rt: newFakeRuntime(), paths: Paths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}}
+	f := &execFixture{rt: newFakeRuntime(), paths: logPaths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}}
 	mkdirs(t, f.paths.ContainerLogs)
 	f.goneDir = filepath.Join(f.paths.PodLogs, "ns_gone_gone")
 	add := func(c Container) {
@@ -79,7 +79,7 @@ func removedIDs(o *Outcome) []string {
 
 func TestExecuteAppliesThePlan(t *testing.T) {
 	f := newExecFixture(t)
-	out, err := Execute(t.Context(), f.rt, f.plan(t), f.paths, false)
+	out, err := execute(t.Context(), f.rt, f.plan(t), f.paths, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +114,9 @@ func TestExecuteNotFoundIsSuccess(t *testing.T) {
 	f := newExecFixture(t)
 	plan := f.plan(t)
 	f.rt = newFakeRuntime() // everything vanished after planning
-	out, err := Execute(t.Context(), f.rt, plan, f.paths, false)
+	out, err := execute(t.Context(), f.rt, plan, f.paths, false)
 	if err != nil {
-		t.Fatalf("Execute: %v, want success", err)
+		t.Fatalf("execute: %v, want success", err)
 	}
 	if got := len(out.Containers) + len(out.Sandboxes); got != 4 {
 		t.Errorf("removed %d containers and sandboxes, want 4: %v", got, removedIDs(out))
@@ -129,9 +129,9 @@ func TestExecuteJoinsErrorsAndGoesOn(t *testing.T) {
 	f := newExecFixture(t)
 	f.rt.fail["RemoveContainer gone/a/0"] = status.Error(codes.Unavailable, "runtime restarting")
 	f.rt.fail["RemoveContainer p/a/0"] = status.Error(codes.Internal, "disk on fire")
-	out, err := Execute(t.Context(), f.rt, f.plan(t), f.paths, false)
+	out, err := execute(t.Context(), f.rt, f.plan(t), f.paths, false)
 	if err == nil {
-		t.Fatal("Execute succeeded, want the joined failures")
+		t.Fatal("execute succeeded, want the joined failures")
 	}
 	for _, want := range []string{"container gone/a/0 (a of pod ns/gone)", "runtime restarting", "container p/a/0", "disk on fire"} {
 		if !strings.Contains(err.Error(), want) {
@@ -159,7 +159,7 @@ func TestExecuteNeverRemovesARunningContainer(t *testing.T) {
 	f := newExecFixture(t)
 	plan := f.plan(t)
 	f.rt.setState("gone/a/0", runtimeapi.ContainerState_CONTAINER_RUNNING)
-	out, err := Execute(t.Context(), f.rt, plan, f.paths, false)
+	out, err := execute(t.Context(), f.rt, plan, f.paths, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,9 +179,9 @@ func TestExecuteNeverRemovesARunningContainer(t *testing.T) {
 func TestExecuteStopFailureKeepsTheContainer(t *testing.T) {
 	f := newExecFixture(t)
 	f.rt.fail["StopContainer gone/b/0"] = status.Error(codes.DeadlineExceeded, "stuck")
-	out, err := Execute(t.Context(), f.rt, f.plan(t), f.paths, false)
+	out, err := execute(t.Context(), f.rt, f.plan(t), f.paths, false)
 	if err == nil || !strings.Contains(err.Error(), "unknown state") {
-		t.Fatalf("Execute: %v, want the stop failure", err)
+		t.Fatalf("execute: %v, want the stop failure", err)
 	}
 	if !f.rt.containerIDs()["gone/b/0"] {
 		t.Error("a container that could not be stopped was removed")
@@ -196,7 +196,7 @@ func TestExecuteStopFailureKeepsTheContainer(t *testing.T) {
 func TestExecuteDryRunTouchesNothing(t *testing.T) {
 	f := newExecFixture(t)
 	plan := f.plan(t)
-	out, err := Execute(t.Context(), f.rt, plan, f.paths, true)
+	out, err := execute(t.Context(), f.rt, plan, f.paths, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,9 +218,9 @@ func TestExecuteStopsWhenCancelled(t *testing.T) {
 	f := newExecFixture(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := Execute(ctx, f.rt, f.plan(t), f.paths, false)
+	_, err := execute(ctx, f.rt, f.plan(t), f.paths, false)
 	if !errors.Is(err, context.Canceled) {
-		t.Errorf("Execute = %v, want context.Canceled", err)
+		t.Errorf("execute = %v, want context.Canceled", err)
 	}
 	if len(f.rt.containerIDs()) != 4 {
 		t.Error("a cancelled run removed containers")

@@ -46,12 +46,12 @@ func (f *fakeRuntime) addContainer(c Container, logPath string) {
 	}[c.State]
 	labels := map[string]string{}
 	if c.Managed {
-		labels = map[string]string{LabelPodUID: c.PodUID, LabelPodName: c.PodName, LabelPodNamespace: c.PodNamespace, LabelContainerName: c.Name}
+		labels = map[string]string{labelPodUID: c.PodUID, labelPodName: c.PodName, labelPodNamespace: c.PodNamespace, labelContainerName: c.Name}
 	}
 	s := &runtimeapi.ContainerStatus{
 		Id: c.ID, Metadata: &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: c.Attempt}, State: st,
 		CreatedAt: c.CreatedAt.UnixNano(), Labels: labels, LogPath: logPath,
-		Annotations: map[string]string{AnnotationGracePeriod: fmt.Sprint(c.GracePeriod)},
+		Annotations: map[string]string{annotationGracePeriod: fmt.Sprint(c.GracePeriod)},
 	}
 	if !c.FinishedAt.IsZero() {
 		s.FinishedAt = c.FinishedAt.UnixNano()
@@ -70,8 +70,8 @@ func (f *fakeRuntime) addSandbox(s Sandbox) {
 	f.sandboxes[s.ID] = &runtimeapi.PodSandbox{
 		Id: s.ID, Metadata: &runtimeapi.PodSandboxMetadata{Name: s.PodName, Namespace: s.PodNamespace, Uid: s.PodUID, Attempt: s.Attempt},
 		State: state, CreatedAt: s.CreatedAt.UnixNano(),
-		Labels:      map[string]string{LabelPodUID: s.PodUID, LabelPodName: s.PodName, LabelPodNamespace: s.PodNamespace},
-		Annotations: map[string]string{AnnotationConfigSource: s.Source},
+		Labels:      map[string]string{labelPodUID: s.PodUID, labelPodName: s.PodName, labelPodNamespace: s.PodNamespace},
+		Annotations: map[string]string{annotationConfigSource: s.Source},
 	}
 }
 

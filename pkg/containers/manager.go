@@ -16,17 +16,25 @@ import (
 	"github.com/nodegc/nodegc/pkg/cri"
 )
 
-// runtimeService is what the container GC needs of the CRI client.
-type runtimeService interface {
+// RuntimeService is what the container GC needs of the runtime: a
+// *cri.Client.
+type RuntimeService interface {
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 	ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error)
-	remover
+	ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error)
+	StopContainer(ctx context.Context, id string, gracePeriodSeconds int64) error
+	RemoveContainer(ctx context.Context, id string) error
+	StopPodSandbox(ctx context.Context, id string) error
+	RemovePodSandbox(ctx context.Context, id string) error
 }
 
-var _ runtimeService = (*cri.Client)(nil)
+var (
+	_ RuntimeService = (*cri.Client)(nil)
+	_ remover        = RuntimeService(nil) // what the executor needs is part of it
+)
 
-// podSource tells which pods exist.
-type podSource interface {
+// PodSource tells which pods exist: an *APIPodSource.
+type PodSource interface {
 	// View returns the pod view at now.
 	View(now time.Time) PodView
 	// Retain forgets remembered deletions of pods that have nothing left on
@@ -34,7 +42,7 @@ type podSource interface {
 	Retain(onNode map[string]bool)
 }
 
-var _ podSource = (*APIPodSource)(nil)
+var _ PodSource = (*APIPodSource)(nil)
 
 // ErrRunInProgress is returned by GarbageCollect and Plan while a run is
 // going on.
@@ -43,11 +51,11 @@ var ErrRunInProgress = gcrun.ErrInProgress
 // Options configure a Manager.
 type Options struct {
 	Config  config.ContainerGCConfiguration
-	Runtime runtimeService
+	Runtime RuntimeService
 	// Pods tells which pods exist (an *APIPodSource). Nil means node-only:
 	// every pod is assumed to exist, so nothing is removed because its pod
 	// is gone; count and age limits still apply.
-	Pods  podSource
+	Pods  PodSource
 	Clock clock.WithTicker
 	// Registerer receives the container GC metrics; nil means none are
 	// exported.
@@ -75,9 +83,9 @@ type Report struct {
 type Manager struct {
 	opts    Options
 	policy  *Policy
-	metrics *Metrics
+	metrics *metrics
 	clock   clock.WithTicker
-	paths   Paths
+	paths   logPaths
 
 	serial *gcrun.Serial // one run or plan at a time; guards lastView
 	// lastView is the pod view reason of the previous run, to log changes.
@@ -107,8 +115,8 @@ func NewManager(opts Options) (*Manager, error) {
 		klog.Background().Info("Container GC runs node-only: without API access no pod is ever considered gone; count and age limits still apply")
 	}
 	return &Manager{
-		opts: opts, policy: NewPolicy(opts.Config), metrics: NewMetrics(reg), clock: opts.Clock, serial: gcrun.NewSerial(opts.Clock),
-		paths: Paths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
+		opts: opts, policy: NewPolicy(opts.Config), metrics: newMetrics(reg), clock: opts.Clock, serial: gcrun.NewSerial(opts.Clock),
+		paths: logPaths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
 	}, nil
 }
 
@@ -157,7 +165,7 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 	r.Plan = plan
 	m.metrics.observePlan(plan)
 	m.logViewChange(ctx, plan)
-	out, execErr := Execute(ctx, m.opts.Runtime, plan, m.paths, m.opts.Config.DryRun)
+	out, execErr := execute(ctx, m.opts.Runtime, plan, m.paths, m.opts.Config.DryRun)
 	r.Outcome = out
 	return errors.Join(err, execErr)
 }
@@ -205,11 +213,11 @@ func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
 	}
 	node := &NodeState{Containers: make([]Container, 0, len(cs)), Sandboxes: make([]Sandbox, 0, len(sbs))}
 	for _, s := range sbs {
-		node.Sandboxes = append(node.Sandboxes, SandboxFromCRI(s))
+		node.Sandboxes = append(node.Sandboxes, sandboxFromCRI(s))
 	}
 	for _, c := range cs {
-		ct := ContainerFromCRI(c)
-		if m.policy.AgesFromExit() && ct.Managed && ct.State == StateExited {
+		ct := containerFromCRI(c)
+		if m.policy.agesFromExit() && ct.Managed && ct.State == StateExited {
 			st, err := m.opts.Runtime.ContainerStatus(ctx, ct.ID)
 			switch {
 			case cri.IsNotFound(err):
@@ -293,12 +301,12 @@ func examplePods(refs []PodRef) []string {
 }
 
 func (m *Manager) record(r *Report) {
-	result := ResultSuccess
+	result := resultSuccess
 	switch {
 	case r.Err != nil:
-		result = ResultError
+		result = resultError
 	case m.opts.Config.DryRun:
-		result = ResultDryRun
+		result = resultDryRun
 	}
 	m.metrics.runs.Observe(r.Trigger, result, r.Duration)
 	if r.Outcome != nil {

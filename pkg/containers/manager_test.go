@@ -119,7 +119,7 @@ func TestGarbageCollectRemovesAndCounts(t *testing.T) {
 	if got := testutil.ToFloat64(m.metrics.logDirsRemoved.WithLabelValues(ReasonPodGone)); got != 1 {
 		t.Errorf("log directories removed{pod_gone} = %v, want 1", got)
 	}
-	if got := runsTotal(t, f.reg, TriggerManual, ResultSuccess); got != 1 {
+	if got := runsTotal(t, f.reg, TriggerManual, resultSuccess); got != 1 {
 		t.Errorf("runs{manual,success} = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 1 {
@@ -149,7 +149,7 @@ func TestGarbageCollectDryRunReportsTheSamePlan(t *testing.T) {
 	if len(f.rt.containerIDs()) != 4 || len(f.rt.sandboxIDSet()) != 2 || !exists(filepath.Join(f.cfg.PodLogsDirectory, "ns_gone_gone")) {
 		t.Fatal("dry run removed something")
 	}
-	if got := runsTotal(t, dryReg, TriggerManual, ResultDryRun); got != 1 {
+	if got := runsTotal(t, dryReg, TriggerManual, resultDryRun); got != 1 {
 		t.Errorf("runs{manual,dry_run} = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(dry.metrics.containersRemoved.WithLabelValues(ReasonPerContainerLimit)); got != 0 {
@@ -274,7 +274,7 @@ func TestListFailureFailsTheRun(t *testing.T) {
 	if len(f.rt.containerIDs()) != 4 {
 		t.Error("a run that could not list removed something")
 	}
-	if got := runsTotal(t, f.reg, TriggerManual, ResultError); got != 1 {
+	if got := runsTotal(t, f.reg, TriggerManual, resultError); got != 1 {
 		t.Errorf("runs{manual,error} = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.metrics.errors.WithLabelValues(OpListRuntime)); got != 1 {

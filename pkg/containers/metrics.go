@@ -15,16 +15,16 @@ const (
 
 // Result values of a GC run (metric label).
 const (
-	ResultSuccess = "success"
-	ResultError   = "error" // listing failed, or some removals failed
-	ResultDryRun  = "dry_run"
+	resultSuccess = "success"
+	resultError   = "error" // listing failed, or some removals failed
+	resultDryRun  = "dry_run"
 )
 
 // The values of each metric label, listed once: they make the Help texts
 // and are exported at 0 from the start.
 var (
 	triggers               = []string{TriggerPeriodic, TriggerManual}
-	results                = []string{ResultSuccess, ResultError, ResultDryRun}
+	results                = []string{resultSuccess, resultError, resultDryRun}
 	containerRemoveReasons = []string{ReasonPodGone, ReasonPerContainerLimit, ReasonNodeLimit, ReasonMaxAge}
 	sandboxRemoveReasons   = []string{ReasonPodGone, ReasonSuperseded}
 	logDirRemoveReasons    = []string{ReasonPodGone}
@@ -34,8 +34,8 @@ var (
 		OpRemoveContainer, OpStopSandbox, OpRemoveSandbox, OpRemoveLogDir, OpRemoveLogLink}
 )
 
-// Metrics of the container GC. Create once with NewMetrics.
-type Metrics struct {
+// metrics of the container GC. Create once with newMetrics.
+type metrics struct {
 	containersRemoved *prometheus.CounterVec
 	sandboxesRemoved  *prometheus.CounterVec
 	logDirsRemoved    *prometheus.CounterVec
@@ -46,9 +46,9 @@ type Metrics struct {
 	podsAuthoritative prometheus.Gauge
 }
 
-// NewMetrics creates the container GC metrics and registers them into reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
+// newMetrics creates the container GC metrics and registers them into reg.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
 		containersRemoved: metricvec.Counter("nodegc_container_gc_containers_removed_total",
 			"Dead containers removed by the container GC,", "reason", containerRemoveReasons),
 		sandboxesRemoved: metricvec.Counter("nodegc_container_gc_sandboxes_removed_total",
@@ -74,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // observePlan sets the kept gauge to the plan's count of each reason (0
 // for a reason the plan has none of).
-func (m *Metrics) observePlan(p *Plan) {
+func (m *metrics) observePlan(p *Plan) {
 	m.containersKept.Reset()
 	for _, r := range containerKeepReasons {
 		m.containersKept.WithLabelValues(r).Set(0)
@@ -89,7 +89,7 @@ func (m *Metrics) observePlan(p *Plan) {
 	m.podsAuthoritative.Set(v)
 }
 
-func (m *Metrics) observeOutcome(o *Outcome) {
+func (m *metrics) observeOutcome(o *Outcome) {
 	for op, n := range o.Failures {
 		m.errors.WithLabelValues(op).Add(float64(n))
 	}

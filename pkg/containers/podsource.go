@@ -17,11 +17,11 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// ListSkew is how much earlier than the start of its last list the source
+// listSkew is how much earlier than the start of its last list the source
 // dates its view (PodView.ListedAt): the API server may answer a list from
 // a cache a little behind etcd, so a pod created just before the list may be
 // missing from it.
-const ListSkew = time.Minute
+const listSkew = time.Minute
 
 // APIPodSource knows which pods are bound to this node, from an informer on
 // the API server (fieldSelector spec.nodeName), and whether that knowledge
@@ -121,16 +121,13 @@ func (s *APIPodSource) Run(ctx context.Context) {
 // once.
 func (s *APIPodSource) HasSynced() bool { return s.pods.HasSynced() && s.node.HasSynced() }
 
-// NodeName is the name of the node whose pods the source watches.
-func (s *APIPodSource) NodeName() string { return s.nodeName }
-
 // View returns which pods exist now, and whether that is known.
 func (s *APIPodSource) View(time.Time) PodView {
 	if !s.HasSynced() {
 		return PodView{Node: s.nodeName, Reason: ViewNotSynced}
 	}
 	s.mu.Lock()
-	v := PodView{Node: s.nodeName, Authoritative: s.podHealth.ok && s.nodeHealth.ok, ListedAt: s.podHealth.listedAt.Add(-ListSkew),
+	v := PodView{Node: s.nodeName, Authoritative: s.podHealth.ok && s.nodeHealth.ok, ListedAt: s.podHealth.listedAt.Add(-listSkew),
 		Deleted: make(map[string]bool, len(s.deleted))}
 	for uid := range s.deleted {
 		v.Deleted[uid] = true
@@ -152,7 +149,7 @@ func (s *APIPodSource) View(time.Time) PodView {
 		}
 		v.Live[string(pod.UID)] = true
 		// A mirror pod stands for a static pod whose UID it names.
-		if uid := pod.Annotations[AnnotationConfigMirror]; uid != "" {
+		if uid := pod.Annotations[annotationConfigMirror]; uid != "" {
 			v.Live[uid] = true
 		}
 	}
@@ -197,8 +194,8 @@ func slimPod(obj any) (any, error) {
 	slim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 	}}
-	if m := pod.Annotations[AnnotationConfigMirror]; m != "" {
-		slim.Annotations = map[string]string{AnnotationConfigMirror: m}
+	if m := pod.Annotations[annotationConfigMirror]; m != "" {
+		slim.Annotations = map[string]string{annotationConfigMirror: m}
 	}
 	return slim, nil
 }

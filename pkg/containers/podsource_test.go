@@ -56,7 +56,7 @@ func TestAPIPodSourceRemembersDeletions(t *testing.T) {
 	// while the pod has something on the node: the kubelet may still be
 	// terminating it, and the view must not take it for a pod it never
 	// listed.
-	s.podHealth.listedAt = t0.Add(ListSkew + 30*time.Second)
+	s.podHealth.listedAt = t0.Add(listSkew + 30*time.Second)
 	s.Retain(map[string]bool{"uid-a": true, "uid-c": true})
 	if diff := cmp.Diff(map[string]time.Time{"uid-a": t0, "uid-c": t0.Add(time.Minute)}, s.deleted); diff != "" {
 		t.Errorf("after a newer list (-want +got):\n%s", diff)
@@ -84,7 +84,7 @@ func TestSlimPodKeepsWhatTheSourceReads(t *testing.T) {
 	in := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "etcd-n1", Namespace: "kube-system", UID: "mirror-uid", ResourceVersion: "42",
 			Labels:      map[string]string{"tier": "control-plane"},
-			Annotations: map[string]string{AnnotationConfigMirror: "static-uid", "other": "x"}},
+			Annotations: map[string]string{annotationConfigMirror: "static-uid", "other": "x"}},
 		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "etcd", Image: "etcd"}}},
 	}
 	got, err := slimPod(in)
@@ -92,7 +92,7 @@ func TestSlimPodKeepsWhatTheSourceReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd-n1", Namespace: "kube-system", UID: "mirror-uid", ResourceVersion: "42",
-		Annotations: map[string]string{AnnotationConfigMirror: "static-uid"}}}
+		Annotations: map[string]string{annotationConfigMirror: "static-uid"}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("slimPod (-want +got):\n%s", diff)
 	}

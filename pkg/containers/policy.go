@@ -29,6 +29,6 @@ func NewPolicy(cfg config.ContainerGCConfiguration) *Policy {
 	}
 }
 
-// AgesFromExit says whether ages count from the containers' exit, which
+// agesFromExit says whether ages count from the containers' exit, which
 // then must be read (Container.FinishedAt).
-func (p *Policy) AgesFromExit() bool { return p.fromExit }
+func (p *Policy) agesFromExit() bool { return p.fromExit }

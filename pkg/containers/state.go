@@ -11,24 +11,25 @@ import (
 // (pkg/kubelet/types/labels.go, kuberuntime/labels.go). Only containers and
 // sandboxes carrying the labels are considered.
 const (
-	LabelPodUID        = "io.kubernetes.pod.uid"
-	LabelPodName       = "io.kubernetes.pod.name"
-	LabelPodNamespace  = "io.kubernetes.pod.namespace"
-	LabelContainerName = "io.kubernetes.container.name"
+	labelPodUID        = "io.kubernetes.pod.uid"
+	labelPodName       = "io.kubernetes.pod.name"
+	labelPodNamespace  = "io.kubernetes.pod.namespace"
+	labelContainerName = "io.kubernetes.container.name"
 
-	// AnnotationGracePeriod is the pod's termination grace period in
+	// annotationGracePeriod is the pod's termination grace period in
 	// seconds, on every container.
-	AnnotationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
-	// AnnotationConfigSource says where the kubelet got the pod from:
+	annotationGracePeriod = "io.kubernetes.pod.terminationGracePeriod"
+	// annotationConfigSource says where the kubelet got the pod from:
 	// "api", or "file" / "http" for static pods. The kubelet copies the
 	// pod's annotations onto its sandbox.
-	AnnotationConfigSource = "kubernetes.io/config.source"
-	// AnnotationConfigMirror, on a mirror pod in the API, holds the UID of
+	annotationConfigSource = "kubernetes.io/config.source"
+	// annotationConfigMirror, on a mirror pod in the API, holds the UID of
 	// the static pod it mirrors: the UID on the static pod's containers.
-	AnnotationConfigMirror = "kubernetes.io/config.mirror"
+	annotationConfigMirror = "kubernetes.io/config.mirror"
 )
 
-// SourceAPI is the AnnotationConfigSource value of pods from the API server.
+// SourceAPI is the Sandbox.Source (kubernetes.io/config.source) of pods
+// from the API server.
 const SourceAPI = "api"
 
 // State is a container's state as the runtime reports it.
@@ -102,40 +103,40 @@ type NodeState struct {
 	LogLinks   []LogLink
 }
 
-// ContainerFromCRI converts a CRI container. It keeps no reference to c.
-func ContainerFromCRI(c *runtimeapi.Container) Container {
+// containerFromCRI converts a CRI container. It keeps no reference to c.
+func containerFromCRI(c *runtimeapi.Container) Container {
 	l := c.GetLabels()
 	out := Container{
 		ID:           c.GetId(),
 		SandboxID:    c.GetPodSandboxId(),
-		PodUID:       l[LabelPodUID],
-		PodName:      l[LabelPodName],
-		PodNamespace: l[LabelPodNamespace],
-		Name:         l[LabelContainerName],
+		PodUID:       l[labelPodUID],
+		PodName:      l[labelPodName],
+		PodNamespace: l[labelPodNamespace],
+		Name:         l[labelContainerName],
 		Attempt:      c.GetMetadata().GetAttempt(),
 		State:        stateFromCRI(c.GetState()),
 		CreatedAt:    unixNanos(c.GetCreatedAt()),
 		GracePeriod:  -1,
 	}
 	out.Managed = out.PodUID != "" && out.Name != ""
-	if g, err := strconv.ParseInt(c.GetAnnotations()[AnnotationGracePeriod], 10, 64); err == nil && g >= 0 {
+	if g, err := strconv.ParseInt(c.GetAnnotations()[annotationGracePeriod], 10, 64); err == nil && g >= 0 {
 		out.GracePeriod = g
 	}
 	return out
 }
 
-// SandboxFromCRI converts a CRI pod sandbox. It keeps no reference to s.
-func SandboxFromCRI(s *runtimeapi.PodSandbox) Sandbox {
+// sandboxFromCRI converts a CRI pod sandbox. It keeps no reference to s.
+func sandboxFromCRI(s *runtimeapi.PodSandbox) Sandbox {
 	l := s.GetLabels()
 	out := Sandbox{
 		ID:           s.GetId(),
-		PodUID:       l[LabelPodUID],
-		PodName:      l[LabelPodName],
-		PodNamespace: l[LabelPodNamespace],
+		PodUID:       l[labelPodUID],
+		PodName:      l[labelPodName],
+		PodNamespace: l[labelPodNamespace],
 		Attempt:      s.GetMetadata().GetAttempt(),
 		Ready:        s.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY,
 		CreatedAt:    unixNanos(s.GetCreatedAt()),
-		Source:       s.GetAnnotations()[AnnotationConfigSource],
+		Source:       s.GetAnnotations()[annotationConfigSource],
 	}
 	out.Managed = out.PodUID != ""
 	return out
