@@ -3,14 +3,31 @@
 // exist and dangling container log links, with the kubelet's semantics
 // (kuberuntime's containerGC) and a few additions.
 //
-// Decide, then act. Manager.GarbageCollect lists the runtime's containers
-// and sandboxes and the log directories (NodeState), takes a PodView from
-// its pod source, and hands both to Policy.Plan, a pure function of
-// (NodeState, PodView, now) that returns a Plan: what to remove and why
-// (pod_gone, per_container_limit, node_limit, max_age, superseded,
-// dangling), what is kept and why, and whether the pod view could be
-// trusted (and if not, why). Execute applies a plan; in dry-run it
-// touches nothing and returns the plan's removals as its outcome.
+// Decide, then act, in the flow config -> policy -> plan -> execute, file
+// by file:
+//   - pkg/config: the containerGC section, defaulted and validated
+//     (config.ValidateContainerGC); NewManager refuses an invalid one.
+//   - policy.go: NewPolicy makes a Policy of it and checks nothing again.
+//   - state.go: what the policy reads of the node (NodeState): containers
+//     and sandboxes converted from CRI, and the pod log directories and
+//     container log links logs.go scans.
+//   - podview.go, podsource.go: which pods exist (PodView), from the API
+//     server (APIPodSource) or not known at all (NodeOnlyView).
+//   - plan.go: Policy.Plan, a pure function of (NodeState, PodView, now)
+//     that returns a Plan: what to remove and why (pod_gone,
+//     per_container_limit, node_limit, max_age, superseded, dangling),
+//     what is kept and why, and whether the pod view could be trusted (and
+//     if not, why). Containers go through containerPasses, one per rule in
+//     kuberuntime's order (evictable, pod gone, per-container limit, max
+//     age, node limit); then sandboxes, log directories and log links. A
+//     new rule is a new pass, its Reason* or Keep* constant and its value
+//     in the lists of metrics.go.
+//   - executor.go: applies a plan through CRI and the filesystem (logs.go
+//     removes a container's logs as the kubelet does); in dry-run it
+//     touches nothing and returns the plan's removals as its outcome.
+//   - manager.go: Manager lists the node, plans and executes, every
+//     period, one run at a time on internal/gcrun's lifecycle, and reports
+//     each run (Report); metrics.go records it.
 //
 // Container states, as this package uses the words:
 //   - running: CONTAINER_RUNNING. Never removed.
@@ -103,8 +120,8 @@
 //     when the watch saw it deleted: the kubelet is still terminating it.
 //   - "Gone" needs more than absence from the cache: the watch saw the pod
 //     deleted, or everything the pod has on the node (sandboxes, containers,
-//     log directory) predates the informer's last complete list, less
-//     ListSkew. A pod created after that list that a lagging or stalled
+//     log directory) predates the informer's last complete list, less a
+//     minute (listSkew). A pod created after that list that a lagging or stalled
 //     watch has not delivered is therefore never taken for gone. A deletion
 //     the watch saw is remembered as long as the pod has anything on the
 //     node.
@@ -127,9 +144,10 @@
 // when its manifest went away, and the kubelet's own GC collects it then.
 // Its dead containers still obey the count and age limits.
 //
-// Concurrency: Manager runs one GC at a time (GarbageCollect returns
-// ErrRunInProgress otherwise) and owns its plan and outcome. An
-// APIPodSource's fields are written by its two informers' goroutines (pods
-// of the node, and the Node itself) and read by View and Retain under one
-// mutex; the caches are the informers' own.
+// Concurrency: Manager runs one GC or plan at a time (GarbageCollect and
+// Plan return ErrRunInProgress otherwise); the run owns its plan, outcome
+// and the last pod view reason it logged. An APIPodSource's fields are
+// written by its two informers' goroutines (pods of the node, and the Node
+// itself) and read by View and Retain under one mutex; the caches are the
+// informers' own.
 package containers

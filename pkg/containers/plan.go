@@ -347,7 +347,8 @@ func (pl *planner) removeContainer(c *Container, reason string) {
 type containerPass func(pl *planner, all []Container, units map[unit][]*Container)
 
 // containerPasses are the container rules in the order they apply: a new
-// rule is a new pass (and its Reason* or Keep* constant).
+// rule is a new pass (with its Reason* or Keep* constant, and that value in
+// the label lists of metrics.go).
 var containerPasses = []struct {
 	name string
 	run  containerPass
