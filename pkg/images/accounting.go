@@ -110,22 +110,15 @@ func sameLayers(a, b []Layer) bool {
 }
 
 // remove marks images[i] as removed and returns the bytes that frees.
-func (a *accounting) remove(images []Image, i int) uint64 {
-	if !a.exact {
-		return images[i].Size
-	}
-	var freed uint64
-	for k, j := range a.idx[i] {
-		a.refs[j]--
-		if a.refs[j] == 0 {
-			freed += a.size[i][k]
-		}
-	}
-	return freed
-}
+func (a *accounting) remove(images []Image, i int) uint64 { return a.free(images, i, true) }
 
 // alone returns what removing images[i] now, and nothing else, would free.
-func (a *accounting) alone(images []Image, i int) uint64 {
+func (a *accounting) alone(images []Image, i int) uint64 { return a.free(images, i, false) }
+
+// free returns what removing images[i] frees, given the images not removed
+// yet: the layers no other of them holds. With remove, the removal counts
+// for the next calls.
+func (a *accounting) free(images []Image, i int, remove bool) uint64 {
 	if !a.exact {
 		return images[i].Size
 	}
@@ -133,6 +126,9 @@ func (a *accounting) alone(images []Image, i int) uint64 {
 	for k, j := range a.idx[i] {
 		if a.refs[j] == 1 {
 			freed += a.size[i][k]
+		}
+		if remove {
+			a.refs[j]--
 		}
 	}
 	return freed

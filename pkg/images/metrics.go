@@ -73,35 +73,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Duration of image GC runs, from listing to the measurement of freed space, by trigger.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10), // 10ms .. ~38s
 		}, []string{"trigger"}),
-		bytesTargeted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nodegc_image_gc_bytes_targeted_total",
-			Help: "Bytes the threshold rule asked the image GC to free, summed over runs.",
-		}),
-		bytesEstimated: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nodegc_image_gc_bytes_estimated_freed_total",
-			Help: "Bytes the image GC estimated it freed (exact layer accounting on containerd, CRI sizes otherwise), summed over runs.",
-		}),
-		bytesMeasured: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nodegc_image_gc_bytes_measured_freed_total",
-			Help: "Growth of the image filesystem's available bytes measured after image removals, summed over runs (negative changes count as 0).",
-		}),
+		bytesTargeted: counter("nodegc_image_gc_bytes_targeted_total", "Bytes the threshold rule asked the image GC to free, summed over runs."),
+		bytesEstimated: counter("nodegc_image_gc_bytes_estimated_freed_total",
+			"Bytes the image GC estimated it freed (exact layer accounting on containerd, CRI sizes otherwise), summed over runs."),
+		bytesMeasured: counter("nodegc_image_gc_bytes_measured_freed_total",
+			"Growth of the image filesystem's available bytes measured after image removals, summed over runs (negative changes count as 0)."),
 		// Not at 0 from the start: the gauge holds the last plan's counts.
 		skipped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_image_gc_images_skipped",
 			Help: metricvec.Help("Images the last image GC plan kept,", "reason", keepReasons),
 		}, []string{"reason"}),
-		usagePercent: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "nodegc_image_fs_usage_percent",
-			Help: "Usage of the image filesystem in percent, as the image GC computes it (100 - available*100/capacity).",
-		}),
-		capacity: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "nodegc_image_fs_capacity_bytes",
-			Help: "Capacity of the image filesystem.",
-		}),
-		available: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "nodegc_image_fs_available_bytes",
-			Help: "Available bytes of the image filesystem.",
-		}),
+		usagePercent: gauge("nodegc_image_fs_usage_percent",
+			"Usage of the image filesystem in percent, as the image GC computes it (100 - available*100/capacity)."),
+		capacity:  gauge("nodegc_image_fs_capacity_bytes", "Capacity of the image filesystem."),
+		available: gauge("nodegc_image_fs_available_bytes", "Available bytes of the image filesystem."),
 		// Set once the usage watcher knows whether the stream is open.
 		usageSource: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_image_usage_source",
@@ -120,6 +105,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}
 	}
 	return m
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 }
 
 // observeRun counts a run of trigger that ended with result, and times it.
