@@ -3,7 +3,7 @@ package containers
 import "time"
 
 // Why a PodView cannot say that a pod is gone. They are log values and the
-// value of Plan.PodView.Reason.
+// value of PodView.Reason and Plan.PodsReason.
 const (
 	ViewNotSynced   = "not_synced"  // the informers have not listed pods and the Node yet
 	ViewUnreachable = "unreachable" // the last list or watch of pods or of the Node failed
