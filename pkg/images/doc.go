@@ -1,14 +1,33 @@
-// Package images is nodegc's image garbage collector: usage tracking
-// (first-detected and last-used times, kept durably in the state
-// directory), disk statistics of the image filesystem, the eviction policy
-// as a pure function that returns a plan (what to remove and what to keep,
-// and why), layer-aware byte accounting for containerd, and the executor
-// that applies a plan through CRI.
+// Package images is nodegc's image garbage collector: kubelet's image GC
+// (LRU, driven by disk thresholds and ages) with durable usage records,
+// exact shared-layer accounting on containerd and measured freed bytes.
 //
-// Decide, then act. Manager.GarbageCollect lists the runtime (containers,
-// then images), brings the Tracker up to date, joins both into []Image and
-// hands them with the disk statistics to Policy.Plan, a pure function of
-// (images, disk, now). execute applies the plan.
+// Decide, then act, in the flow config -> policy -> plan -> execute, file
+// by file:
+//   - pkg/config: the imageGC section, defaulted and validated
+//     (config.ValidateImageGC); NewManager refuses an invalid one.
+//   - policy.go: NewPolicy makes a Policy of it and checks nothing again.
+//   - state.go: what the policy reads: Image (joined from the runtime's
+//     listing and the Tracker's records), Layer and DiskStats.
+//   - tracker.go, statefile.go: the Tracker keeps first-detected and
+//     last-used times from container listings and events, and which images
+//     containers use; statefile.go writes them to the state directory.
+//     accounting.go counts layers shared between images once; containerd.go
+//     reads layers and arrival times from containerd.
+//   - plan.go: Policy.Plan, a pure function of (images, disk, now) that
+//     returns a Plan: images unused longer than maximumGCAge (age), then,
+//     over the high threshold, LRU images down to the low one (space); every
+//     other image kept with its reason (protected: in use, pinned, sandbox,
+//     excluded, min age, newest tags). A new rule is a case there, its
+//     Reason* or Keep* constant and its value in the lists of metrics.go.
+//   - executor.go: execute removes a plan's images in order through CRI,
+//     checking each is still unused, and plans again (Policy.replan) when
+//     one is skipped or fails.
+//   - manager.go: Manager lists the runtime, plans and executes, on a disk
+//     check every diskCheckInterval and a sweep every period, one run at a
+//     time on internal/gcrun's lifecycle, and reports each run (Report);
+//     metrics.go records it. Manager.Plan plans without executing (`nodegc
+//     plan`).
 //
 // Safety invariants, each with a test against a real containerd:
 //   - Never an image in use by any container, in any state: the plan keeps
@@ -54,5 +73,6 @@
 // applies events, so nodegc reads as fast as the runtime sends (containerd
 // blocks the publishers of container events, CreateContainer and
 // StartContainer, while a subscriber does not read). The Manager runs one
-// GC at a time.
+// GC at a time (gcrun.Serial); Manager.Plan takes no run lock and may run
+// beside one.
 package images
