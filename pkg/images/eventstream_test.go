@@ -67,7 +67,7 @@ func TestEventStreamNeverStallsTheRuntime(t *testing.T) {
 		baseline = append(baseline, d)
 	}
 
-	rt := &gatedRuntime{Runtime: b.runtime, entered: make(chan struct{}), gate: make(chan struct{})}
+	rt := &gatedRuntime{RuntimeService: b.runtime, entered: make(chan struct{}), gate: make(chan struct{})}
 	defer rt.open()
 	m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), func(c *config.ImageGCConfiguration) {
 		c.HighThresholdPercent = ptrInt32(100) // no threshold GC: only the usage tracking lists
@@ -109,7 +109,7 @@ func ptrInt32(v int32) *int32 { return &v }
 
 // gatedRuntime holds every ListImages call until open is called.
 type gatedRuntime struct {
-	images.Runtime
+	images.RuntimeService
 	once, openOnce sync.Once
 	entered, gate  chan struct{}
 }
@@ -121,7 +121,7 @@ func (r *gatedRuntime) ListImages(ctx context.Context) ([]*runtimeapi.Image, err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return r.Runtime.ListImages(ctx)
+	return r.RuntimeService.ListImages(ctx)
 }
 
 func (r *gatedRuntime) open() { r.openOnce.Do(func() { close(r.gate) }) }

@@ -95,7 +95,7 @@ func (b *bed) manager(stateDir string, clk clock.WithTicker, mutate func(*config
 }
 
 // managerWith is manager with another runtime (a wrapper of b.cri).
-func (b *bed) managerWith(rt images.Runtime, stateDir string, clk clock.WithTicker, mutate func(*config.ImageGCConfiguration)) *images.Manager {
+func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.WithTicker, mutate func(*config.ImageGCConfiguration)) *images.Manager {
 	b.t.Helper()
 	cfg := config.Defaulted().ImageGC
 	cfg.MinimumGCAge = &metav1.Duration{}

@@ -19,9 +19,9 @@ import (
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )
 
-// Runtime is what the image GC needs of the container runtime: a
+// RuntimeService is what the image GC needs of the container runtime: a
 // *cri.Client (pkg/cri) is one.
-type Runtime interface {
+type RuntimeService interface {
 	ListImages(ctx context.Context) ([]*runtimeapi.Image, error)
 	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
@@ -29,7 +29,7 @@ type Runtime interface {
 	WatchContainerEvents(ctx context.Context, connected func(), handle func(*runtimeapi.ContainerEventResponse)) error
 }
 
-var _ Runtime = (*cri.Client)(nil)
+var _ RuntimeService = (*cri.Client)(nil)
 
 // LayerSource tells what storage each image holds, for exact accounting of
 // shared layers; Forget drops what it keeps of an image the GC removed.
@@ -73,7 +73,7 @@ const (
 type Options struct {
 	Config         config.ImageGCConfiguration
 	StateDirectory string
-	Runtime        Runtime
+	Runtime        RuntimeService
 	// Layers, if set, gives exact accounting; nil means CRI sizes.
 	Layers LayerSource
 	// Arrivals, if set, bounds first-detected times by when the runtime
