@@ -186,7 +186,7 @@ func (d *demo) stepReport() {
 	d.after = after
 	d.planAfter, err = d.cfg.planJSON(d.ctx())
 	d.must(err, "run nodegc plan -o json")
-	d.metrics, err = d.agent.metrics(d.ctx())
+	d.metrics, err = d.agent.Scrape(d.ctx())
 	d.must(err, "read nodegc's /metrics")
 	before := d.before
 

@@ -257,12 +257,12 @@ func (d *demo) stepRun() {
 	d.must(err, "start nodegc")
 	d.agent = a
 	d.t.Cleanup(func() {
-		if !a.exited() {
+		if !a.Exited() {
 			code, _, killed := a.stop(stopTimeout)
-			say("[demo] stopped nodegc (pid %d): exit code %d, killed: %v", a.pid(), code, killed)
+			say("[demo] stopped nodegc (pid %d): exit code %d, killed: %v", a.PID(), code, killed)
 		}
 	})
-	info("nodegc pid %d; log: %s", a.pid(), d.cfg.logPath)
+	info("nodegc pid %d; log: %s", a.PID(), d.cfg.logPath)
 	d.must(a.waitHTTP(d.ctx(), d.cfg.healthzURL, 30*time.Second), "wait for nodegc /healthz")
 	d.must(a.waitHTTP(d.ctx(), d.cfg.readyzURL, readyTimeout), "wait for nodegc /readyz")
 	info("nodegc ready after %v (/readyz: the runtime answers; the owner GC's caches are synced)", time.Since(started).Round(100*time.Millisecond))
@@ -279,7 +279,7 @@ func (d *demo) stepRun() {
 	// The pod view must be authoritative before a Pod's deletion means
 	// "gone" to nodegc; the deletion is then seen by its watch.
 	d.must(d.waitFor("nodegc's view of the node's Pods to be authoritative", 30*time.Second, func() (bool, string) {
-		m, err := a.metrics(d.ctx())
+		m, err := a.Scrape(d.ctx())
 		if err != nil {
 			return false, err.Error()
 		}
@@ -392,7 +392,7 @@ func (d *demo) keepUp() {
 	say("[demo]                   e.g. kubectl --kubeconfig %s get nodes,pods -A", d.cluster.KubeconfigPath())
 	say("[demo]    CRI endpoint:  %s", d.node.Endpoint)
 	say("[demo]                   e.g. %s --runtime-endpoint %s images", filepath.Join(testbed.ToolsDir(), "bin", "crictl"), d.node.Endpoint)
-	say("[demo]    nodegc:        pid %d, log %s, config %s", d.agent.pid(), d.cfg.logPath, d.cfg.configPath)
+	say("[demo]    nodegc:        pid %d, log %s, config %s", d.agent.PID(), d.cfg.logPath, d.cfg.configPath)
 	say("[demo]    metrics:       %s", d.cfg.metricsURL)
 	say("[demo]    health:        %s  %s", d.cfg.healthzURL, d.cfg.readyzURL)
 	say("[demo]    owner graph:   %s", d.cfg.debugURL)
@@ -410,10 +410,10 @@ func (d *demo) stepStop() {
 		detail = fmt.Sprintf("still running %v after SIGTERM: killed", stopTimeout)
 	}
 	d.checks = append(d.checks, check{"nodegc exits 0 on SIGTERM, within " + stopTimeout.String(), ok, detail})
-	info("nodegc (pid %d): %s", d.agent.pid(), detail)
+	info("nodegc (pid %d): %s", d.agent.PID(), detail)
 	if !ok {
 		info("last lines of its log (%s):", d.cfg.logPath)
-		for _, l := range strings.Split(d.agent.logTail(15), "\n") {
+		for _, l := range strings.Split(d.agent.Tail(15), "\n") {
 			say("[demo]    │ %s", l)
 		}
 	}
@@ -429,8 +429,8 @@ func (d *demo) waitFor(what string, timeout time.Duration, cond func() (bool, st
 		if ok {
 			return nil
 		}
-		if d.agent != nil && d.agent.exited() {
-			return fmt.Errorf("nodegc exited (%v) while waiting for %s; last lines of its log (%s):\n%s", d.agent.err, what, d.cfg.logPath, d.agent.logTail(20))
+		if d.agent != nil && d.agent.Exited() {
+			return fmt.Errorf("nodegc exited (%v) while waiting for %s; last lines of its log (%s):\n%s", d.agent.Err(), what, d.cfg.logPath, d.agent.Tail(20))
 		}
 		select {
 		case <-ctx.Done():
@@ -439,7 +439,7 @@ func (d *demo) waitFor(what string, timeout time.Duration, cond func() (bool, st
 			}
 			msg := fmt.Sprintf("timed out after %v waiting for %s; last state: %s", timeout, what, state)
 			if d.agent != nil {
-				msg += fmt.Sprintf("\nnodegc's log is %s; its last lines:\n%s", d.cfg.logPath, d.agent.logTail(20))
+				msg += fmt.Sprintf("\nnodegc's log is %s; its last lines:\n%s", d.cfg.logPath, d.agent.Tail(20))
 			}
 			return fmt.Errorf("%s", msg)
 		case <-time.After(pollEvery):
