@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodegc/nodegc/internal/gcrun"
 	"github.com/nodegc/nodegc/pkg/containers"
 )
 
@@ -26,7 +27,7 @@ func TestPodViewEventOncePerEpisode(t *testing.T) {
 	disagrees := &containers.Report{Plan: &containers.Plan{PodsReason: containers.ViewDisagrees, PodsNode: "node-a", PodsMissing: missing}}
 	agrees := &containers.Report{Plan: &containers.Plan{PodsAuthoritative: true, PodsNode: "node-a"}}
 	noNode := &containers.Report{Plan: &containers.Plan{PodsReason: containers.ViewNodeNotFound, PodsNode: "node-a"}}
-	failed := &containers.Report{Plan: agrees.Plan, Err: errors.New("boom")}
+	failed := &containers.Report{Plan: agrees.Plan, Run: gcrun.Run{Err: errors.New("boom")}}
 
 	var got []string
 	for _, r := range []*containers.Report{disagrees, disagrees, disagrees, noNode, agrees, disagrees, failed} {

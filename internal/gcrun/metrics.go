@@ -27,7 +27,7 @@ func NewRunMetrics(reg prometheus.Registerer, prefix, collector, span string, tr
 		}, []string{"trigger", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    prefix + "_run_duration_seconds",
-			Help:    "Duration of " + collector + " runs, " + span + ", by trigger.",
+			Help:    "Duration of " + strings.ToLower(collector[:1]) + collector[1:] + " runs, " + span + ", by trigger.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10), // 10ms .. ~38s
 		}, []string{"trigger"}),
 	}
