@@ -58,20 +58,16 @@ func DefaultIgnoredResources() []GroupResource {
 func SetDefaults(c *NodeGCConfiguration) {
 	c.APIVersion = APIVersion
 	c.Kind = Kind
-	setString(&c.StateDirectory, DefaultStateDirectory)
-	setString(&c.ContainerRuntimeEndpoint, DefaultContainerRuntimeEndpoint)
+	setZero(&c.StateDirectory, DefaultStateDirectory)
+	setZero(&c.ContainerRuntimeEndpoint, DefaultContainerRuntimeEndpoint)
 	setDuration(&c.RuntimeRequestTimeout, DefaultRuntimeRequestTimeout)
-	setString(&c.MetricsBindAddress, DefaultMetricsBindAddress)
-	setString(&c.HealthzBindAddress, DefaultHealthzBindAddress)
+	setZero(&c.MetricsBindAddress, DefaultMetricsBindAddress)
+	setZero(&c.HealthzBindAddress, DefaultHealthzBindAddress)
 
 	cc := &c.ClientConnection
-	if cc.QPS == 0 {
-		cc.QPS = DefaultClientQPS
-	}
-	if cc.Burst == 0 {
-		cc.Burst = DefaultClientBurst
-	}
-	setString(&cc.ContentType, DefaultClientContentType)
+	setZero(&cc.QPS, DefaultClientQPS)
+	setZero(&cc.Burst, DefaultClientBurst)
+	setZero(&cc.ContentType, DefaultClientContentType)
 
 	ig := &c.ImageGC
 	setPtr(&ig.HighThresholdPercent, DefaultImageGCHighThresholdPercent)
@@ -86,30 +82,22 @@ func SetDefaults(c *NodeGCConfiguration) {
 
 	cg := &c.ContainerGC
 	setPtr(&cg.MinAge, metav1.Duration{})
-	if cg.MinAgeFrom == "" {
-		cg.MinAgeFrom = AgeFromCreation
-	}
+	setZero(&cg.MinAgeFrom, AgeFromCreation)
 	setPtr(&cg.MaxAge, metav1.Duration{})
 	setPtr(&cg.MaxPerPodContainer, DefaultMaxPerPodContainer)
 	setPtr(&cg.MaxContainers, DefaultMaxContainers)
 	setDuration(&cg.Period, DefaultContainerGCPeriod)
-	setString(&cg.PodLogsDirectory, DefaultPodLogsDirectory)
-	setString(&cg.ContainerLogsDirectory, DefaultContainerLogsDirectory)
+	setZero(&cg.PodLogsDirectory, DefaultPodLogsDirectory)
+	setZero(&cg.ContainerLogsDirectory, DefaultContainerLogsDirectory)
 
 	og := &c.OwnerGC
 	setPtr(&og.EnableGarbageCollector, true)
-	if og.ConcurrentGCSyncs == 0 {
-		og.ConcurrentGCSyncs = DefaultConcurrentGCSyncs
-	}
+	setZero(&og.ConcurrentGCSyncs, DefaultConcurrentGCSyncs)
 	if og.GCIgnoredResources == nil {
 		og.GCIgnoredResources = DefaultIgnoredResources()
 	}
-	if og.KubeAPIQPS == 0 {
-		og.KubeAPIQPS = DefaultOwnerGCQPS
-	}
-	if og.KubeAPIBurst == 0 {
-		og.KubeAPIBurst = DefaultOwnerGCBurst
-	}
+	setZero(&og.KubeAPIQPS, DefaultOwnerGCQPS)
+	setZero(&og.KubeAPIBurst, DefaultOwnerGCBurst)
 	setDuration(&og.DiscoveryResyncPeriod, DefaultDiscoveryResyncPeriod)
 
 	le := &c.LeaderElection
@@ -117,9 +105,9 @@ func SetDefaults(c *NodeGCConfiguration) {
 	setDuration(&le.LeaseDuration, DefaultLeaseDuration)
 	setDuration(&le.RenewDeadline, DefaultRenewDeadline)
 	setDuration(&le.RetryPeriod, DefaultRetryPeriod)
-	setString(&le.ResourceLock, DefaultResourceLock)
-	setString(&le.ResourceName, DefaultResourceName)
-	setString(&le.ResourceNamespace, DefaultResourceNamespace)
+	setZero(&le.ResourceLock, DefaultResourceLock)
+	setZero(&le.ResourceName, DefaultResourceName)
+	setZero(&le.ResourceNamespace, DefaultResourceNamespace)
 }
 
 // Defaulted returns a configuration with every field at its default.
@@ -129,17 +117,15 @@ func Defaulted() *NodeGCConfiguration {
 	return c
 }
 
-func setString(s *string, def string) {
-	if *s == "" {
-		*s = def
+// setZero sets *p to def when it is the zero value (unset).
+func setZero[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
 	}
 }
 
-func setDuration(d *metav1.Duration, def time.Duration) {
-	if d.Duration == 0 {
-		d.Duration = def
-	}
-}
+func setDuration(d *metav1.Duration, def time.Duration) { setZero(&d.Duration, def) }
 
 func setPtr[T any](p **T, def T) {
 	if *p == nil {

@@ -147,40 +147,37 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 		for _, ref := range p.PodsMissing {
 			v.PodsMissing = append(v.PodsMissing, ref.String())
 		}
-		for _, ds := range []struct {
-			action string
-			list   []containers.ContainerDecision
-		}{{"remove", p.RemoveContainers}, {"keep", p.KeepContainers}} {
-			for _, d := range ds.list {
-				c := d.Container
-				v.Containers = append(v.Containers, containerRow{Action: ds.action, Reason: d.Reason, ID: short(c.ID),
-					Name: fmt.Sprintf("%s/%s %s #%d (%s)", c.PodNamespace, c.PodName, c.Name, c.Attempt, c.State)})
-			}
-		}
-		for _, ds := range []struct {
-			action string
-			list   []containers.SandboxDecision
-		}{{"remove", p.RemoveSandboxes}, {"keep", p.KeepSandboxes}} {
-			for _, d := range ds.list {
-				sb := d.Sandbox
-				v.Sandboxes = append(v.Sandboxes, containerRow{Action: ds.action, Reason: d.Reason, ID: short(sb.ID),
-					Name: fmt.Sprintf("%s/%s #%d", sb.PodNamespace, sb.PodName, sb.Attempt)})
-			}
-		}
-		for _, d := range p.RemoveLogDirs {
-			v.LogDirs = append(v.LogDirs, containerRow{Action: "remove", Reason: d.Reason, Name: d.Dir.Name})
-		}
-		for _, d := range p.KeepLogDirs {
-			v.LogDirs = append(v.LogDirs, containerRow{Action: "keep", Reason: d.Reason, Name: d.Dir.Name})
-		}
-		for _, d := range p.RemoveLogLinks {
-			v.LogLinks = append(v.LogLinks, containerRow{Action: "remove", Reason: d.Reason, Name: d.Link.Name})
-		}
-		for _, d := range p.KeepLogLinks {
-			v.LogLinks = append(v.LogLinks, containerRow{Action: "keep", Reason: d.Reason, Name: d.Link.Name})
-		}
+		v.Containers = rows(p.RemoveContainers, p.KeepContainers, func(action string, d containers.ContainerDecision) containerRow {
+			c := d.Container
+			return containerRow{Action: action, Reason: d.Reason, ID: short(c.ID),
+				Name: fmt.Sprintf("%s/%s %s #%d (%s)", c.PodNamespace, c.PodName, c.Name, c.Attempt, c.State)}
+		})
+		v.Sandboxes = rows(p.RemoveSandboxes, p.KeepSandboxes, func(action string, d containers.SandboxDecision) containerRow {
+			sb := d.Sandbox
+			return containerRow{Action: action, Reason: d.Reason, ID: short(sb.ID),
+				Name: fmt.Sprintf("%s/%s #%d", sb.PodNamespace, sb.PodName, sb.Attempt)}
+		})
+		v.LogDirs = rows(p.RemoveLogDirs, p.KeepLogDirs, func(action string, d containers.LogDirDecision) containerRow {
+			return containerRow{Action: action, Reason: d.Reason, Name: d.Dir.Name}
+		})
+		v.LogLinks = rows(p.RemoveLogLinks, p.KeepLogLinks, func(action string, d containers.LogLinkDecision) containerRow {
+			return containerRow{Action: action, Reason: d.Reason, Name: d.Link.Name}
+		})
 	}
 	return v
+}
+
+// rows makes one row per decision, those to remove first (nil for none, so
+// that the JSON says null as before).
+func rows[D any](remove, keep []D, row func(action string, d D) containerRow) []containerRow {
+	var out []containerRow
+	for _, d := range remove {
+		out = append(out, row("remove", d))
+	}
+	for _, d := range keep {
+		out = append(out, row("keep", d))
+	}
+	return out
 }
 
 func (v *planView) print(out io.Writer) {
