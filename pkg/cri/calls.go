@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -35,13 +36,10 @@ func (c *Client) ListImages(ctx context.Context) ([]*runtimeapi.Image, error) {
 // RemoveImage removes an image by ID (or any reference of it). An image that
 // is already gone counts as removed.
 func (c *Client) RemoveImage(ctx context.Context, id string) error {
-	ctx, cancel := c.withTimeout(ctx, 0)
-	defer cancel()
-	_, err := c.images.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: id}})
-	if err = ignoreNotFound(err); err != nil {
-		return fmt.Errorf("removing image %s: %w", id, err)
-	}
-	return nil
+	return c.gone(ctx, 0, "removing image "+id, func(ctx context.Context) error {
+		_, err := c.images.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: id}})
+		return err
+	})
 }
 
 // ImageFsInfo returns the filesystems holding images (and, with a split
@@ -113,47 +111,47 @@ func (c *Client) ContainerStatus(ctx context.Context, id string) (*runtimeapi.Co
 // StopContainer stops a container, giving it gracePeriodSeconds before it is
 // killed. A container that is gone counts as stopped.
 func (c *Client) StopContainer(ctx context.Context, id string, gracePeriodSeconds int64) error {
-	ctx, cancel := c.withTimeout(ctx, secondsDuration(gracePeriodSeconds))
-	defer cancel()
-	_, err := c.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: gracePeriodSeconds})
-	if err = ignoreNotFound(err); err != nil {
-		return fmt.Errorf("stopping container %s: %w", id, err)
-	}
-	return nil
+	return c.gone(ctx, secondsDuration(gracePeriodSeconds), "stopping container "+id, func(ctx context.Context) error {
+		_, err := c.runtime.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: gracePeriodSeconds})
+		return err
+	})
 }
 
 // RemoveContainer removes a container. A container that is gone counts as
 // removed.
 func (c *Client) RemoveContainer(ctx context.Context, id string) error {
-	ctx, cancel := c.withTimeout(ctx, 0)
-	defer cancel()
-	_, err := c.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
-	if err = ignoreNotFound(err); err != nil {
-		return fmt.Errorf("removing container %s: %w", id, err)
-	}
-	return nil
+	return c.gone(ctx, 0, "removing container "+id, func(ctx context.Context) error {
+		_, err := c.runtime.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id})
+		return err
+	})
 }
 
 // StopPodSandbox stops a sandbox and its containers. A sandbox that is gone
 // counts as stopped.
 func (c *Client) StopPodSandbox(ctx context.Context, id string) error {
-	ctx, cancel := c.withTimeout(ctx, 0)
-	defer cancel()
-	_, err := c.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
-	if err = ignoreNotFound(err); err != nil {
-		return fmt.Errorf("stopping pod sandbox %s: %w", id, err)
-	}
-	return nil
+	return c.gone(ctx, 0, "stopping pod sandbox "+id, func(ctx context.Context) error {
+		_, err := c.runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+		return err
+	})
 }
 
 // RemovePodSandbox removes a sandbox. A sandbox that is gone counts as
 // removed.
 func (c *Client) RemovePodSandbox(ctx context.Context, id string) error {
-	ctx, cancel := c.withTimeout(ctx, 0)
+	return c.gone(ctx, 0, "removing pod sandbox "+id, func(ctx context.Context) error {
+		_, err := c.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+		return err
+	})
+}
+
+// gone runs one stop or removal with its timeout (0: the default), a
+// NotFound answer counting as done (what is gone is stopped and removed);
+// what names the call and its object in the error.
+func (c *Client) gone(ctx context.Context, timeout time.Duration, what string, call func(context.Context) error) error {
+	ctx, cancel := c.withTimeout(ctx, timeout)
 	defer cancel()
-	_, err := c.runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
-	if err = ignoreNotFound(err); err != nil {
-		return fmt.Errorf("removing pod sandbox %s: %w", id, err)
+	if err := ignoreNotFound(call(ctx)); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
