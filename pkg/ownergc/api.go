@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -65,6 +66,21 @@ func (r *run) getObject(ctx context.Context, id objectID) (*metav1.PartialObject
 	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
 	defer cancel()
 	return rc.Get(ctx, id.name, metav1.GetOptions{})
+}
+
+// getSame reads id's object again after a write was refused. gone is true
+// when that object no longer exists: NotFound, or the name now holds
+// another object (another UID; UIDs are never reused). live is what was
+// read, also when it is another object.
+func (r *run) getSame(ctx context.Context, id objectID) (live *metav1.PartialObjectMetadata, gone bool, err error) {
+	live, err = r.getObject(ctx, id)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return live, live.UID != id.uid, nil
 }
 
 // deleteObject deletes id with UID and resourceVersion preconditions: a

@@ -81,15 +81,9 @@ func (r *run) orphanDependent(ctx context.Context, owner objectID, d orphanDepen
 	}
 	err := patchAt(d.indexes)
 	if stale(err) {
-		var live *metav1.PartialObjectMetadata
-		live, err = r.getObject(ctx, d.id)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		case live.UID != d.id.uid:
-			return nil
+		live, gone, gerr := r.getSame(ctx, d.id)
+		if gone || gerr != nil {
+			return gerr
 		}
 		var indexes []int
 		for i, ref := range live.OwnerReferences {

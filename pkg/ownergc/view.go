@@ -107,12 +107,21 @@ type itemView struct {
 	blocking                    []dependentView // dependents with a blocking reference to the item
 }
 
+// observedLocked returns the node uid if the graph has observed its object,
+// else nil. g.mu must be held.
+func (g *graph) observedLocked(uid types.UID) *node {
+	if n, ok := g.nodes[uid]; ok && n.observed() {
+		return n
+	}
+	return nil
+}
+
 // itemView returns the view of the observed node uid.
 func (g *graph) itemView(uid types.UID) (itemView, bool) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	n, ok := g.nodes[uid]
-	if !ok || !n.observed() {
+	n := g.observedLocked(uid)
+	if n == nil {
 		return itemView{}, false
 	}
 	v := itemView{
@@ -220,8 +229,8 @@ type orphanDependent struct {
 func (g *graph) orphanView(uid types.UID) (orphanView, bool) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	n, ok := g.nodes[uid]
-	if !ok || !n.observed() {
+	n := g.observedLocked(uid)
+	if n == nil {
 		return orphanView{}, false
 	}
 	v := orphanView{id: nodeID(n), orphaning: n.orphaning(), orphanIndex: int(n.orphanIndex)}

@@ -211,13 +211,13 @@ func stale(err error) bool {
 
 // reread reads v's object from the API server and decides again, once.
 func (r *run) reread(ctx context.Context, v *itemView) outcome {
-	live, err := r.getObject(ctx, v.id)
+	live, gone, err := r.getSame(ctx, v.id)
 	switch {
-	case apierrors.IsNotFound(err):
-		return done
 	case err != nil:
 		return retry
-	case live.UID != v.id.uid:
+	case live == nil:
+		return done
+	case gone:
 		// Recreated under the same name: our object is gone, and the new
 		// one will be judged on its own when its monitor delivers it.
 		r.logger.V(4).Info("Object was recreated; the decision no longer applies", "object", v.id, "newUID", live.UID)
@@ -238,12 +238,11 @@ func (r *run) removeFinalizer(ctx context.Context, id objectID, finalizer string
 	err := patchAt(index)
 	if stale(err) {
 		var live *metav1.PartialObjectMetadata
-		live, err = r.getObject(ctx, id)
+		var gone bool
+		live, gone, err = r.getSame(ctx, id)
 		switch {
-		case apierrors.IsNotFound(err):
-			return done
 		case err != nil:
-		case live.UID != id.uid:
+		case gone:
 			return done
 		default:
 			index = -1
