@@ -4,8 +4,7 @@
 //
 // A collector's GarbageCollect is
 //
-//	r := &Report{}
-//	err := serial.Do(trigger, &r.Run, func() error { return collect(ctx, r) }, func() { record(r) })
+//	return gcrun.Collect(serial, trigger, func(r *Report) error { return collect(ctx, r) }, record, onRun)
 //
 // so a run that cannot start (another holds the lock) returns ErrInProgress
 // and leaves no trace, and every run that starts is timed and recorded,

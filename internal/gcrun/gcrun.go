@@ -27,6 +27,31 @@ type Run struct {
 	Err error
 }
 
+// run lets Collect reach the Run a report embeds.
+func (r *Run) run() *Run { return r }
+
+// Collect is a collector's GarbageCollect: a new report of type T, its Run
+// filled in by s.Do around body, then every non-nil after in order, still
+// under the lock (record metrics, save state, hand the report on). It
+// returns the report and its error, or ErrInProgress and no report.
+func Collect[R interface {
+	*T
+	run() *Run
+}, T any](s *Serial, trigger string, body func(R) error, after ...func(R)) (R, error) {
+	r := R(new(T))
+	err := s.Do(trigger, r.run(), func() error { return body(r) }, func() {
+		for _, f := range after {
+			if f != nil {
+				f(r)
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, r.run().Err
+}
+
 // Serial allows one run at a time and times it.
 type Serial struct {
 	mu    sync.Mutex

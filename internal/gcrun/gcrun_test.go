@@ -3,6 +3,8 @@ package gcrun
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +158,45 @@ nodegc_test_gc_runs_total{result="success",trigger="periodic"} 1
 	}
 	if n := testutil.CollectAndCount(m.duration); n != 2 {
 		t.Errorf("%d duration series, want 2 (one per trigger)", n)
+	}
+}
+
+// testReport is a collector's report, as the node collectors embed Run.
+type testReport struct {
+	Run
+	removed int
+}
+
+// TestCollect: the report's Run is filled in, the afters see the finished
+// report in order (nil ones skipped), and a refused run returns no report.
+func TestCollect(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	s := NewSerial(clk)
+	var order []string
+	r, err := Collect(s, "threshold", func(r *testReport) error {
+		r.removed = 2
+		clk.Step(time.Second)
+		return errors.New("one removal failed")
+	}, func(r *testReport) { order = append(order, fmt.Sprintf("record %d", r.removed)) }, nil,
+		func(r *testReport) { order = append(order, "report "+r.Trigger) })
+	if err == nil || err.Error() != "one removal failed" || r == nil || r.Err != err {
+		t.Fatalf("Collect = %+v, %v; want the report and its error", r, err)
+	}
+	if r.Trigger != "threshold" || r.Duration != time.Second || r.removed != 2 {
+		t.Errorf("report %+v, want trigger threshold, 1s, 2 removed", r)
+	}
+	if want := []string{"record 2", "report threshold"}; !slices.Equal(order, want) {
+		t.Errorf("afters ran %q, want %q", order, want)
+	}
+
+	inside, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.Exclusive(func() { close(inside); <-release })
+	}()
+	<-inside
+	defer close(release)
+	r, err = Collect(s, "periodic", func(*testReport) error { t.Error("body ran during another run"); return nil })
+	if !errors.Is(err, ErrInProgress) || r != nil {
+		t.Errorf("Collect during a run = %+v, %v; want nil, ErrInProgress", r, err)
 	}
 }
