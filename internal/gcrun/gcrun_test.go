@@ -142,22 +142,25 @@ func TestLogEnd(t *testing.T) {
 // per run.
 func TestRunMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := NewRunMetrics(reg, "nodegc_test_gc", "Test GC", "from listing to the last removal", []string{"periodic", "manual"}, []string{"success", "error"})
+	m := NewRunMetrics(reg, "nodegc_test_gc", "Test GC", "from listing to the last removal", []string{"threshold", "periodic", "manual"}, []string{"success", "error"})
+	m.Init("threshold")
 	m.Observe("periodic", "success", time.Second)
 	m.Observe("periodic", "error", time.Second)
 	m.Observe("manual", "success", 2*time.Second)
 	want := `
-# HELP nodegc_test_gc_runs_total Test GC runs, by trigger (periodic, manual) and result (success, error).
+# HELP nodegc_test_gc_runs_total Test GC runs, by trigger (threshold, periodic, manual) and result (success, error).
 # TYPE nodegc_test_gc_runs_total counter
 nodegc_test_gc_runs_total{result="error",trigger="periodic"} 1
 nodegc_test_gc_runs_total{result="success",trigger="manual"} 1
 nodegc_test_gc_runs_total{result="success",trigger="periodic"} 1
+nodegc_test_gc_runs_total{result="error",trigger="threshold"} 0
+nodegc_test_gc_runs_total{result="success",trigger="threshold"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nodegc_test_gc_runs_total"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(m.duration); n != 2 {
-		t.Errorf("%d duration series, want 2 (one per trigger)", n)
+	if n := testutil.CollectAndCount(m.duration); n != 3 {
+		t.Errorf("%d duration series, want 3 (one per trigger observed or initialised)", n)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 type RunMetrics struct {
 	runs     *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	results  []string
 }
 
 // NewRunMetrics creates the run metrics of collector (a display name such
@@ -30,9 +31,22 @@ func NewRunMetrics(reg prometheus.Registerer, prefix, collector, span string, tr
 			Help:    "Duration of " + strings.ToLower(collector[:1]) + collector[1:] + " runs, " + span + ", by trigger.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10), // 10ms .. ~38s
 		}, []string{"trigger"}),
+		results: results,
 	}
 	reg.MustRegister(m.runs, m.duration)
 	return m
+}
+
+// Init exports the series of triggers at 0 (every result of runs_total,
+// and run_duration_seconds), so that the families exist and rates work
+// before the first run: the triggers of the runs a collector starts itself.
+func (m *RunMetrics) Init(triggers ...string) {
+	for _, t := range triggers {
+		m.duration.WithLabelValues(t)
+		for _, r := range m.results {
+			m.runs.WithLabelValues(t, r)
+		}
+	}
 }
 
 // Observe records one run.

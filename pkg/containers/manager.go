@@ -144,17 +144,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 // ErrRunInProgress if a run is going on. The error joins every failure; the
 // report says what was done despite them.
 func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, error) {
-	r := &Report{}
-	err := m.serial.Do(trigger, &r.Run, func() error { return m.collect(ctx, r) }, func() {
-		m.record(r)
-		if m.opts.OnRun != nil {
-			m.opts.OnRun(r)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return r, r.Err
+	return gcrun.Collect(m.serial, trigger, func(r *Report) error { return m.collect(ctx, r) }, m.record, m.opts.OnRun)
 }
 
 func (m *Manager) collect(ctx context.Context, r *Report) error {

@@ -271,20 +271,11 @@ func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, 
 	if m.opts.PlanOnly {
 		return nil, errPlanOnly
 	}
-	r := &Report{}
-	err := m.serial.Do(trigger, &r.Run, func() error { return m.collect(ctx, r) }, func() {
-		m.record(r)
+	return gcrun.Collect(m.serial, trigger, func(r *Report) error { return m.collect(ctx, r) }, m.record, func(*Report) {
 		if err := m.saveState(); err != nil {
 			klog.FromContext(ctx).Error(err, "Saving image GC state")
 		}
-		if m.opts.OnRun != nil {
-			m.opts.OnRun(r)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return r, r.Err
+	}, m.opts.OnRun)
 }
 
 func (m *Manager) collect(ctx context.Context, r *Report) error {
@@ -572,7 +563,7 @@ func (m *Manager) record(r *Report) {
 	case r.Outcome != nil && r.Outcome.DryRun:
 		result = resultDryRun
 	}
-	m.metrics.observeRun(r.Trigger, result, r.Duration)
+	m.metrics.runs.Observe(r.Trigger, result, r.Duration)
 	if r.Outcome == nil || r.Outcome.DryRun {
 		return
 	}

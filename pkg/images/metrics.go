@@ -1,11 +1,9 @@
 package images
 
 import (
-	"strings"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodegc/nodegc/internal/gcrun"
 	"github.com/nodegc/nodegc/internal/metricvec"
 )
 
@@ -45,8 +43,7 @@ var (
 // metrics of the image GC. Create once with newMetrics.
 type metrics struct {
 	removed        *prometheus.CounterVec
-	runs           *prometheus.CounterVec
-	duration       *prometheus.HistogramVec
+	runs           *gcrun.RunMetrics
 	bytesTargeted  prometheus.Counter
 	bytesEstimated prometheus.Counter
 	bytesMeasured  prometheus.Counter
@@ -64,15 +61,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		removed: metricvec.Counter("nodegc_image_gc_images_removed_total",
 			"Images removed by the image GC (age: unused longer than maximumGCAge; space: disk above the high threshold), with the meaning of kubelet_image_garbage_collected_total,",
 			"reason", removeReasons),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_image_gc_runs_total",
-			Help: "Image GC runs, by trigger (" + strings.Join(triggers, ", ") + ") and result (" + strings.Join(results, ", ") + ").",
-		}, []string{"trigger", "result"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "nodegc_image_gc_run_duration_seconds",
-			Help:    "Duration of image GC runs, from listing to the measurement of freed space, by trigger.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 10), // 10ms .. ~38s
-		}, []string{"trigger"}),
+		runs:          gcrun.NewRunMetrics(reg, "nodegc_image_gc", "Image GC", "from listing to the measurement of freed space", triggers, results),
 		bytesTargeted: counter("nodegc_image_gc_bytes_targeted_total", "Bytes the threshold rule asked the image GC to free, summed over runs."),
 		bytesEstimated: counter("nodegc_image_gc_bytes_estimated_freed_total",
 			"Bytes the image GC estimated it freed (exact layer accounting on containerd, CRI sizes otherwise), summed over runs."),
@@ -96,14 +85,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change,",
 			"result", saveResults),
 	}
-	reg.MustRegister(m.removed, m.runs, m.duration, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
+	m.runs.Init(loopTriggers...)
+	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
 		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves)
-	for _, trigger := range loopTriggers {
-		m.duration.WithLabelValues(trigger)
-		for _, result := range results {
-			m.runs.WithLabelValues(trigger, result)
-		}
-	}
 	return m
 }
 
@@ -113,12 +97,6 @@ func counter(name, help string) prometheus.Counter {
 
 func gauge(name, help string) prometheus.Gauge {
 	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-}
-
-// observeRun counts a run of trigger that ended with result, and times it.
-func (m *metrics) observeRun(trigger, result string, d time.Duration) {
-	m.runs.WithLabelValues(trigger, result).Inc()
-	m.duration.WithLabelValues(trigger).Observe(d.Seconds())
 }
 
 func (m *metrics) observeDisk(d DiskStats) {
