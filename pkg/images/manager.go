@@ -232,7 +232,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
 		return
 	}
 	klog.FromContext(ctx).Info("Image filesystem usage reached the high threshold, collecting now",
-		"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent)
+		"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent())
 	m.collectAndLog(ctx, TriggerThreshold)
 	after, err := m.diskStats(ctx)
 	if err == nil && m.policy.overHighThreshold(after) {

@@ -32,12 +32,10 @@ var (
 	// start at 0.
 	loopTriggers  = []string{TriggerThreshold, TriggerPeriodic}
 	results       = []string{resultSuccess, resultNotEnough, resultError, resultDryRun, resultNoCapacity}
-	removeReasons = []string{ReasonAge, ReasonSpace}
-	// keepReasons are those a plan's Keep and Spare give (KeepRemoveFailed
-	// only appears in the plans a run makes again, which are not counted).
-	keepReasons  = []string{KeepInUse, KeepPinned, KeepSandbox, KeepExcluded, KeepMinAge, KeepNewestTags, KeepNotNeeded}
-	usageSources = []string{usageFromEvents, usageFromPolling}
-	saveResults  = []string{resultSuccess, resultError}
+	removeReasons = planRemoveReasons()
+	keepReasons   = planKeepReasons()
+	usageSources  = []string{usageFromEvents, usageFromPolling}
+	saveResults   = []string{resultSuccess, resultError}
 )
 
 // metrics of the image GC. Create once with newMetrics.

@@ -82,7 +82,7 @@ func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, err
 	var target uint64
 	if p.overHighThreshold(disk) {
 		// kubelet: capacity*(100-low)/100 - available.
-		goal := disk.Capacity * uint64(100-p.lowThresholdPercent) / 100
+		goal := disk.Capacity * uint64(100-p.lowThresholdPercent()) / 100
 		target = goal - min(goal, disk.Available)
 	}
 	return p.plan(images, nil, target, disk, now), nil
@@ -125,11 +125,11 @@ func (p *Policy) plan(images []Image, held map[string]string, target uint64, dis
 			strings.Compare(a.ID, b.ID))
 	})
 
-	// Images unused for longer than maxAge go whatever the disk usage.
+	// The eviction rules remove what they hold for whatever the disk usage.
 	rest := candidates[:0:0]
 	for _, i := range candidates {
-		if p.maxAge > 0 && now.Sub(lastActive(&images[i])) > p.maxAge {
-			plan.Remove = append(plan.Remove, Decision{Image: &images[i], Reason: ReasonAge, Bytes: acct.remove(images, i)})
+		if reason := p.evicted(&images[i], now); reason != "" {
+			plan.Remove = append(plan.Remove, Decision{Image: &images[i], Reason: reason, Bytes: acct.remove(images, i)})
 			continue
 		}
 		rest = append(rest, i)
@@ -156,23 +156,87 @@ func (p *Policy) plan(images []Image, held map[string]string, target uint64, dis
 	return plan
 }
 
-// protected returns why img must stay whatever the disk usage, or "".
+// protected returns why img must stay whatever the disk usage (the first
+// keep rule that holds), or "".
 func (p *Policy) protected(img *Image, newest map[string]bool, now time.Time) string {
-	switch {
-	case img.InUse:
-		return KeepInUse
-	case img.Pinned:
-		return KeepPinned
-	case img.Sandbox:
-		return KeepSandbox
-	case p.excluded(img):
-		return KeepExcluded
-	case now.Sub(img.FirstDetected) < p.minAge:
-		return KeepMinAge
-	case newest[img.ID]:
-		return KeepNewestTags
+	k := keepContext{now: now, newest: newest}
+	for _, r := range keepRules {
+		if r.holds(p, img, &k) {
+			return r.reason
+		}
 	}
 	return ""
+}
+
+// keepContext is what the keep rules read besides the policy and the image.
+type keepContext struct {
+	now time.Time
+	// newest holds the IDs of the keepNewestPerRepository most recently
+	// used images of every repository.
+	newest map[string]bool
+}
+
+// keepRules keep an image whatever the disk usage, tried in this order: the
+// first that holds gives the reason. A new rule is a new entry here (with
+// its Keep* reason, which the skipped-images metric then lists by itself);
+// a setting it needs is read from p.cfg.
+var keepRules = []struct {
+	reason string
+	holds  func(p *Policy, img *Image, k *keepContext) bool
+}{
+	{KeepInUse, func(_ *Policy, img *Image, _ *keepContext) bool { return img.InUse }},
+	{KeepPinned, func(_ *Policy, img *Image, _ *keepContext) bool { return img.Pinned }},
+	{KeepSandbox, func(_ *Policy, img *Image, _ *keepContext) bool { return img.Sandbox }},
+	{KeepExcluded, func(p *Policy, img *Image, _ *keepContext) bool { return p.excluded(img) }},
+	{KeepMinAge, func(p *Policy, img *Image, k *keepContext) bool { return k.now.Sub(img.FirstDetected) < p.minAge() }},
+	{KeepNewestTags, func(_ *Policy, img *Image, k *keepContext) bool { return k.newest[img.ID] }},
+}
+
+// evicted returns why img, which no keep rule protects, goes whatever the
+// disk usage (the first eviction rule that holds), or "".
+func (p *Policy) evicted(img *Image, now time.Time) string {
+	for _, r := range evictionRules {
+		if r.holds(p, img, now) {
+			return r.reason
+		}
+	}
+	return ""
+}
+
+// evictionRules remove an image that no keep rule protects, whatever the
+// disk usage, before the threshold rule (ReasonSpace) frees what is still
+// needed in LRU order. A new rule is a new entry here (with its Reason*,
+// which the removed-images metric then lists by itself); a setting it needs
+// is read from p.cfg.
+var evictionRules = []struct {
+	reason string
+	holds  func(p *Policy, img *Image, now time.Time) bool
+}{
+	// Unused for longer than maximumGCAge (0: off).
+	{ReasonAge, func(p *Policy, img *Image, now time.Time) bool {
+		return p.maxAge() > 0 && now.Sub(lastActive(img)) > p.maxAge()
+	}},
+}
+
+// planRemoveReasons are the reasons a plan's Remove gives: every eviction
+// rule's and ReasonSpace.
+func planRemoveReasons() []string {
+	out := make([]string, 0, len(evictionRules)+1)
+	for _, r := range evictionRules {
+		out = append(out, r.reason)
+	}
+	return append(out, ReasonSpace)
+}
+
+// planKeepReasons are the reasons a plan's Keep and Spare give: every keep
+// rule's and KeepNotNeeded (KeepRemoveFailed only appears in the plans a
+// run makes again, which are not counted).
+func planKeepReasons() []string {
+	out := make([]string, 0, len(keepRules)+1)
+	for _, r := range keepRules {
+		out = append(out, r.reason)
+	}
+	return append(out, KeepNotNeeded)
 }
 
 // excluded matches the exclusion patterns (see internal/imageref) against
@@ -184,7 +248,8 @@ func (p *Policy) excluded(img *Image) bool {
 // newestPerRepository returns the IDs of the keepNewest most recently used
 // images of every repository (by tag).
 func (p *Policy) newestPerRepository(images []Image) map[string]bool {
-	if p.keepNewest == 0 {
+	keepNewest := int(p.cfg.KeepNewestPerRepository)
+	if keepNewest == 0 {
 		return nil
 	}
 	byRepo := map[string][]*Image{}
@@ -205,7 +270,7 @@ func (p *Policy) newestPerRepository(images []Image) map[string]bool {
 			return cmp.Or(lastActive(b).Compare(lastActive(a)), b.FirstDetected.Compare(a.FirstDetected), b.Arrived.Compare(a.Arrived),
 				strings.Compare(a.ID, b.ID))
 		})
-		for _, img := range imgs[:min(p.keepNewest, len(imgs))] {
+		for _, img := range imgs[:min(keepNewest, len(imgs))] {
 			keep[img.ID] = true
 		}
 	}

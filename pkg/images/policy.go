@@ -8,14 +8,11 @@ import (
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
-// Policy is a validated image GC policy.
+// Policy is a validated image GC policy: the imageGC section it was made
+// from, which its rules read, and what is compiled from it once.
 type Policy struct {
-	highThresholdPercent int
-	lowThresholdPercent  int
-	minAge               time.Duration
-	maxAge               time.Duration
-	exclude              *imageref.Set
-	keepNewest           int
+	cfg     config.ImageGCConfiguration
+	exclude *imageref.Set
 	// layers memoizes layer numbering across plans (see layerMemo).
 	layers layerMemo
 }
@@ -24,15 +21,13 @@ type Policy struct {
 // (config.SetDefaults) and valid (config.ValidateImageGC): it checks
 // nothing again. NewManager validates before it calls NewPolicy.
 func NewPolicy(cfg config.ImageGCConfiguration) *Policy {
-	return &Policy{
-		highThresholdPercent: int(*cfg.HighThresholdPercent),
-		lowThresholdPercent:  int(*cfg.LowThresholdPercent),
-		minAge:               cfg.MinimumGCAge.Duration,
-		maxAge:               cfg.MaximumGCAge.Duration,
-		keepNewest:           int(cfg.KeepNewestPerRepository),
-		exclude:              compileExclusions(cfg.Exclude),
-	}
+	return &Policy{cfg: cfg, exclude: compileExclusions(cfg.Exclude)}
 }
+
+func (p *Policy) highThresholdPercent() int { return int(*p.cfg.HighThresholdPercent) }
+func (p *Policy) lowThresholdPercent() int  { return int(*p.cfg.LowThresholdPercent) }
+func (p *Policy) minAge() time.Duration     { return p.cfg.MinimumGCAge.Duration }
+func (p *Policy) maxAge() time.Duration     { return p.cfg.MaximumGCAge.Duration }
 
 // compileExclusions compiles validated exclusion patterns. Config
 // validation parses every pattern with imageref.Parse, and a parse error is
@@ -47,9 +42,9 @@ func compileExclusions(patterns []string) *imageref.Set {
 
 // thresholdGCEnabled is false when highThresholdPercent is 100, which turns
 // disk-driven GC off as in kubelet.
-func (p *Policy) thresholdGCEnabled() bool { return p.highThresholdPercent < 100 }
+func (p *Policy) thresholdGCEnabled() bool { return p.highThresholdPercent() < 100 }
 
 // overHighThreshold reports whether disk usage calls for a GC now.
 func (p *Policy) overHighThreshold(d DiskStats) bool {
-	return p.thresholdGCEnabled() && d.Capacity > 0 && d.UsagePercent() >= p.highThresholdPercent
+	return p.thresholdGCEnabled() && d.Capacity > 0 && d.UsagePercent() >= p.highThresholdPercent()
 }
