@@ -67,6 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, and the pods the runtime runs are listed); 0 when every pod was assumed to exist.",
 		}),
 	}
+	m.runs.Init(TriggerPeriodic) // the runs Run starts: exported before the first ends
 	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,
 		m.errors, m.containersKept, m.podsAuthoritative)
 	return m
