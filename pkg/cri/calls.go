@@ -16,9 +16,7 @@ import (
 
 // ListImages returns every image the image service knows.
 func (c *Client) ListImages(ctx context.Context) ([]*runtimeapi.Image, error) {
-	ctx, cancel := c.withTimeout(ctx, 0)
-	defer cancel()
-	images, err := listAll(ctx, c,
+	return listAll(ctx, c, "listing images",
 		func(ctx context.Context) (grpc.ServerStreamingClient[runtimeapi.StreamImagesResponse], error) {
 			return c.images.StreamImages(ctx, &runtimeapi.StreamImagesRequest{})
 		},
@@ -27,10 +25,6 @@ func (c *Client) ListImages(ctx context.Context) ([]*runtimeapi.Image, error) {
 			resp, err := c.images.ListImages(ctx, &runtimeapi.ListImagesRequest{})
 			return resp.GetImages(), err
 		})
-	if err != nil {
-		return nil, fmt.Errorf("listing images: %w", err)
-	}
-	return images, nil
 }
 
 // RemoveImage removes an image by ID (or any reference of it). An image that
@@ -57,9 +51,7 @@ func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoRespon
 // ListContainers returns the containers matching filter (nil: all), in
 // every state.
 func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	ctx, cancel := c.withTimeout(ctx, 0)
-	defer cancel()
-	containers, err := listAll(ctx, c,
+	return listAll(ctx, c, "listing containers",
 		func(ctx context.Context) (grpc.ServerStreamingClient[runtimeapi.StreamContainersResponse], error) {
 			return c.runtime.StreamContainers(ctx, &runtimeapi.StreamContainersRequest{Filter: filter})
 		},
@@ -68,17 +60,11 @@ func (c *Client) ListContainers(ctx context.Context, filter *runtimeapi.Containe
 			resp, err := c.runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: filter})
 			return resp.GetContainers(), err
 		})
-	if err != nil {
-		return nil, fmt.Errorf("listing containers: %w", err)
-	}
-	return containers, nil
 }
 
 // ListPodSandboxes returns the sandboxes matching filter (nil: all).
 func (c *Client) ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
-	ctx, cancel := c.withTimeout(ctx, 0)
-	defer cancel()
-	sandboxes, err := listAll(ctx, c,
+	return listAll(ctx, c, "listing pod sandboxes",
 		func(ctx context.Context) (grpc.ServerStreamingClient[runtimeapi.StreamPodSandboxesResponse], error) {
 			return c.runtime.StreamPodSandboxes(ctx, &runtimeapi.StreamPodSandboxesRequest{Filter: filter})
 		},
@@ -87,10 +73,6 @@ func (c *Client) ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSan
 			resp, err := c.runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{Filter: filter})
 			return resp.GetItems(), err
 		})
-	if err != nil {
-		return nil, fmt.Errorf("listing pod sandboxes: %w", err)
-	}
-	return sandboxes, nil
 }
 
 // ContainerStatus returns the status of one container. A container that is
@@ -159,7 +141,22 @@ func (c *Client) gone(ctx context.Context, timeout time.Duration, what string, c
 // listAll lists through the streaming call (CRI list streaming, KEP-5825)
 // and falls back for good to the unary call once the runtime answers
 // Unimplemented, as kubelet's client does.
-func listAll[T any, R any](ctx context.Context, c *Client,
+// The call has the client's timeout; what names it in the error.
+func listAll[T any, R any](ctx context.Context, c *Client, what string,
+	stream func(context.Context) (grpc.ServerStreamingClient[R], error),
+	items func(*R) []T,
+	unary func(context.Context) ([]T, error),
+) ([]T, error) {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	all, err := listEither(ctx, c, stream, items, unary)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return all, nil
+}
+
+func listEither[T any, R any](ctx context.Context, c *Client,
 	stream func(context.Context) (grpc.ServerStreamingClient[R], error),
 	items func(*R) []T,
 	unary func(context.Context) ([]T, error),
