@@ -3,6 +3,12 @@
 // under Lease leader election, Node events, and the HTTP endpoints
 // (/metrics, /healthz, /readyz, the owner GC debug graph).
 //
+// Wiring: newAgent builds every part before anything starts (a part that
+// cannot be built fails the start, and nothing runs); Run then starts each
+// as a runnable (runnable.go: the node GC, which runs the image and
+// container GC loops as runnables of its own, and the owner GC), serves
+// HTTP, and stops them all with one call.
+//
 // Lifecycle: Run blocks until its context ends (SIGTERM), then stops taking
 // new work (a removal in flight is cancelled; CRI removals are idempotent),
 // waits at most ShutdownTimeout for the loops to save their state, releases

@@ -22,7 +22,12 @@
 // Validate reports every problem at once as a field.ErrorList with field
 // paths such as imageGC.lowThresholdPercent; Loaded.Problems turns it into
 // "line N: ..." lines in line order. Validate is the one validator, and
-// Decode does not call it on a file that decodes: its caller does.
+// Decode does not call it on a file that decodes: its caller does. Its
+// per-section forms (ValidateImageGC, ValidateContainerGC, ValidateOwnerGC)
+// are what the collectors' constructors call, so a program embedding one
+// gets the same rules and messages; the collectors' policies then trust the
+// section and re-check nothing. This package is the first step of every
+// collector's flow: config → policy → plan → execute (docs/architecture.md).
 //
 // A file that does not decode whole still gets every problem reported at
 // once: Decode's *DecodeError lists what failed to decode and, when the

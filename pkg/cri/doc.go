@@ -30,4 +30,8 @@
 // installs OpenTelemetry handlers nodegc does not use. The gRPC stubs are
 // cri-api's own; this package only adds deadlines, error classification and
 // metrics on top.
+//
+// In the node collectors' flow (config → policy → plan → execute) this
+// package is both ends: the managers' snapshots are its listings, and the
+// executors' removals are its calls. Planning never calls it.
 package cri

@@ -23,6 +23,11 @@
 //     pure functions (decide.go) and write (api.go, patch.go).
 //   - The debug handler (debug.go) serves the graph as DOT or JSON.
 //
+// In the flow every nodegc collector follows (config → policy → plan →
+// execute): New takes the validated ownerGC section; decide.go is the pure
+// plan for one object (which owners are gone, which one action); api.go and
+// patch.go execute it with preconditions; record.go and metrics.go report.
+//
 // # Single writer
 //
 // The graph is written by exactly one goroutine, the builder's
