@@ -52,37 +52,25 @@ func RequireRoot(t TB) {
 	Require(t, os.Geteuid() == 0, "this test needs root (it runs containerd, mounts filesystems and creates cgroups)")
 }
 
-var (
-	rootOnce sync.Once
-	rootDir  string
-	rootErr  error
-)
-
 // RepoRoot returns the root of the nodegc repository, found by walking up
 // from the working directory to the go.mod of this module.
-func RepoRoot() (string, error) {
-	rootOnce.Do(func() {
-		dir, err := os.Getwd()
-		if err != nil {
-			rootErr = err
-			return
+var RepoRoot = sync.OnceValues(func() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && len(data) >= len(module) && string(data[:len(module)]) == module {
+			return dir, nil
 		}
-		for {
-			data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-			if err == nil && len(data) >= len(module) && string(data[:len(module)]) == module {
-				rootDir = dir
-				return
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				rootErr = fmt.Errorf("no go.mod of github.com/nodegc/nodegc above the working directory")
-				return
-			}
-			dir = parent
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of github.com/nodegc/nodegc above the working directory")
 		}
-	})
-	return rootDir, rootErr
-}
+		dir = parent
+	}
+})
 
 // ToolsDir returns the directory of the test-bed tools: $NODEGC_TOOLS_DIR,
 // else _output/tools in the repository.

@@ -28,35 +28,25 @@ import (
 	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // Build builds ./cmd/nodegc of this repository once per process, into a
 // temporary directory, and returns the binary's path.
-func Build() (string, error) {
-	buildOnce.Do(func() {
-		root, err := testbed.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "nodegc-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "nodegc")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/nodegc")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/nodegc: %v\n%s", err, out)
-		}
-	})
-	return binPath, buildErr
-}
+var Build = sync.OnceValues(func() (string, error) {
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "nodegc-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "nodegc")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/nodegc")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/nodegc: %v\n%s", err, out)
+	}
+	return bin, nil
+})
 
 // Config is a configuration file written by WriteConfig.
 type Config struct {
