@@ -42,7 +42,7 @@ type lookupResult struct {
 // single request.
 func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) (lookupResult, error) {
 	if r.absent.has(key) {
-		r.c.metrics.lookups.WithLabelValues("cached_absent").Inc()
+		r.c.metrics.lookups.WithLabelValues(lookupCachedAbsent).Inc()
 		return lookupResult{class: classDangling, reason: reasonNotFound}, nil
 	}
 	return r.flights.do(key, func() (lookupResult, error) {
@@ -53,7 +53,7 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) 
 		case apierrors.IsNotFound(err):
 			res = lookupResult{class: classDangling, reason: reasonNotFound}
 		case err != nil:
-			r.c.metrics.lookups.WithLabelValues("error").Inc()
+			r.c.metrics.lookups.WithLabelValues(lookupError).Inc()
 			return res, err
 		case obj.UID != key.uid:
 			res = lookupResult{class: classDangling, reason: reasonUIDMismatch}
@@ -63,11 +63,11 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) 
 			res = lookupResult{class: classSolid, reason: reasonPresent}
 		}
 		if res.class == classDangling {
-			r.c.metrics.lookups.WithLabelValues("absent").Inc()
+			r.c.metrics.lookups.WithLabelValues(lookupAbsent).Inc()
 			r.absent.add(key)
 			r.events.push(event{typ: evOwnerAbsent, owner: key})
 		} else {
-			r.c.metrics.lookups.WithLabelValues("present").Inc()
+			r.c.metrics.lookups.WithLabelValues(lookupPresent).Inc()
 		}
 		return res, nil
 	})

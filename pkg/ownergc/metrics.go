@@ -2,10 +2,39 @@ package ownergc
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodegc/nodegc/internal/metricvec"
+)
+
+// Label values, each written once: the code that sets a label and the Help
+// text that lists its values both use these.
+const (
+	lookupPresent      = "present"
+	lookupAbsent       = "absent"
+	lookupCachedAbsent = "cached_absent" // answered without a request
+	lookupError        = "error"
+
+	queueDelete       = "attempt_to_delete"
+	queueOrphan       = "attempt_to_orphan"
+	queueGraphChanges = "graph_changes"
+
+	nodesObserved = "observed"
+	nodesVirtual  = "virtual" // referenced, never observed
+	nodesDeleted  = "deleted" // tombstones still referenced
+)
+
+var (
+	lookupResults = []string{lookupPresent, lookupAbsent, lookupCachedAbsent, lookupError}
+	workQueues    = []string{queueDelete, queueOrphan}
+	allQueues     = append(slices.Clone(workQueues), queueGraphChanges)
+	nodeStates    = []string{nodesObserved, nodesVirtual, nodesDeleted}
+	// monitorStates is indexed by monitorState.
+	monitorStates = []string{stateSyncing: "syncing", stateSynced: "synced", stateFailed: "failed"}
 )
 
 // metrics of the owner GC, registered once by New.
@@ -38,10 +67,8 @@ func newMetrics(reg prometheus.Registerer, c *Collector) *metrics {
 			Name: "nodegc_owner_gc_api_requests_total",
 			Help: "API requests of the owner GC, by verb as the API server counts them (GET, LIST, WATCH, DELETE, PATCH, POST, ...; NONRESOURCE for discovery) and status class (2xx, 4xx, 5xx, error).",
 		}, []string{"verb", "code"}),
-		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_owner_gc_owner_lookups_total",
-			Help: "Verifications of owners the graph has not observed, by result: present, absent, cached_absent (no request), error.",
-		}, []string{"result"}),
+		lookups: metricvec.Counter("nodegc_owner_gc_owner_lookups_total",
+			"Verifications of owners the graph has not observed (cached_absent: no request),", "result", lookupResults),
 		monitorErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodegc_owner_gc_monitor_errors_total",
 			Help: "List or watch failures of resource monitors that have not synced, by API group and resource.",
@@ -52,7 +79,7 @@ func newMetrics(reg prometheus.Registerer, c *Collector) *metrics {
 		}),
 		attemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nodegc_owner_gc_attempt_duration_seconds",
-			Help:    "Time to process one work item, by queue (attempt_to_delete, attempt_to_orphan).",
+			Help:    metricvec.Help("Time to process one work item,", "queue", workQueues),
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5ms .. ~131s
 		}, []string{"queue"}),
 	}
@@ -66,11 +93,11 @@ type stateCollector struct{ c *Collector }
 
 var (
 	descGraphNodes = prometheus.NewDesc("nodegc_owner_gc_graph_nodes",
-		"Nodes of the dependency graph, by state: observed, virtual (referenced, never observed), deleted (tombstones still referenced).", []string{"state"}, nil)
+		metricvec.Help("Nodes of the dependency graph (virtual: referenced, never observed; deleted: tombstones still referenced),", "state", nodeStates), []string{"state"}, nil)
 	descQueueDepth = prometheus.NewDesc("nodegc_owner_gc_queue_depth",
-		"Items waiting in the owner GC's queues (attempt_to_delete, attempt_to_orphan, graph_changes).", []string{"queue"}, nil)
+		metricvec.Help("Items waiting in the owner GC's queues,", "queue", allQueues), []string{"queue"}, nil)
 	descMonitors = prometheus.NewDesc("nodegc_owner_gc_monitors",
-		"Resource monitors by state: synced, syncing, failed (list/watch failing, not holding back collection).", []string{"state"}, nil)
+		metricvec.Help("Resource monitors (failed: list/watch failing, not holding back collection),", "state", monitorStates), []string{"state"}, nil)
 	descSynced = prometheus.NewDesc("nodegc_owner_gc_synced",
 		"1 when the owner GC runs and its graph holds the initial state of every monitored resource.", nil, nil)
 	descRunning = prometheus.NewDesc("nodegc_owner_gc_running",
@@ -96,16 +123,16 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descRunning, 1)
 	gauge(descSynced, b2f(r.synced()))
 	observed, virtual, deleted := r.graph.size()
-	gauge(descGraphNodes, float64(observed), "observed")
-	gauge(descGraphNodes, float64(virtual), "virtual")
-	gauge(descGraphNodes, float64(deleted), "deleted")
-	gauge(descQueueDepth, float64(r.deletes.Len()), "attempt_to_delete")
-	gauge(descQueueDepth, float64(r.orphans.Len()), "attempt_to_orphan")
-	gauge(descQueueDepth, float64(r.events.len()), "graph_changes")
+	gauge(descGraphNodes, float64(observed), nodesObserved)
+	gauge(descGraphNodes, float64(virtual), nodesVirtual)
+	gauge(descGraphNodes, float64(deleted), nodesDeleted)
+	gauge(descQueueDepth, float64(r.deletes.Len()), queueDelete)
+	gauge(descQueueDepth, float64(r.orphans.Len()), queueOrphan)
+	gauge(descQueueDepth, float64(r.events.len()), queueGraphChanges)
 	states := r.monitors.states(s.c.clock.Now())
-	gauge(descMonitors, float64(states[stateSynced]), "synced")
-	gauge(descMonitors, float64(states[stateSyncing]), "syncing")
-	gauge(descMonitors, float64(states[stateFailed]), "failed")
+	for st, name := range monitorStates {
+		gauge(descMonitors, float64(states[monitorState(st)]), name)
+	}
 }
 
 func b2f(b bool) float64 {

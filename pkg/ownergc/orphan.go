@@ -11,7 +11,7 @@ import (
 )
 
 func (r *run) orphanWorker(ctx context.Context) {
-	r.work(ctx, r.orphans, "attempt_to_orphan", r.attemptToOrphan)
+	r.work(ctx, r.orphans, queueOrphan, r.attemptToOrphan)
 }
 
 // attemptToOrphan handles an owner deleted with the orphan finalizer: it

@@ -65,8 +65,8 @@ func newRun(ctx context.Context, c *Collector) *run {
 		absent: newAbsentCache(absentCacheSize),
 	}
 	r.recheck = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, maxRetryDelay)
-	r.deletes = newQueue(c, "attempt_to_delete")
-	r.orphans = newQueue(c, "attempt_to_orphan")
+	r.deletes = newQueue(c, queueDelete)
+	r.orphans = newQueue(c, queueOrphan)
 	r.builder = &builder{g: r.graph, logger: r.logger, enqueueDelete: r.deletes.Add, enqueueOrphan: r.orphans.Add}
 	r.monitors = newMonitorSet(ctx, r)
 	return r

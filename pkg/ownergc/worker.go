@@ -25,7 +25,7 @@ var (
 )
 
 func (r *run) deleteWorker(ctx context.Context) {
-	r.work(ctx, r.deletes, "attempt_to_delete", r.attemptToDelete)
+	r.work(ctx, r.deletes, queueDelete, r.attemptToDelete)
 }
 
 // work runs process on the items of q until q shuts down.
