@@ -33,3 +33,19 @@ func Gauge(name, help, label string, values []string) *prometheus.GaugeVec {
 func Help(help, label string, values []string) string {
 	return help + " by " + label + " (" + strings.Join(values, ", ") + ")."
 }
+
+// CounterOver makes a counter vector over labels whose values are open
+// (methods, resources, codes): nothing to list or start at 0.
+func CounterOver(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// Single makes a counter without labels.
+func Single(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// SingleGauge makes a gauge without labels.
+func SingleGauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}

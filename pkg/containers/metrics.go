@@ -62,10 +62,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Failed container GC operations,", "operation", operations),
 		containersKept: metricvec.Gauge("nodegc_container_gc_containers_kept",
 			"Containers the last container GC plan kept,", "reason", containerKeepReasons),
-		podsAuthoritative: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "nodegc_container_gc_pod_view_authoritative",
-			Help: "1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, and the pods the runtime runs are listed); 0 when every pod was assumed to exist.",
-		}),
+		podsAuthoritative: metricvec.SingleGauge("nodegc_container_gc_pod_view_authoritative",
+			"1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, and the pods the runtime runs are listed); 0 when every pod was assumed to exist."),
 	}
 	m.runs.Init(TriggerPeriodic) // the runs Run starts: exported before the first ends
 	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+
+	"github.com/nodegc/nodegc/internal/metricvec"
 )
 
 // Metrics counts CRI calls and the connection's losses and returns. Create
@@ -22,31 +24,17 @@ type Metrics struct {
 // NewMetrics creates the CRI call metrics and registers them into reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "nodegc",
-			Subsystem: "cri",
-			Name:      "requests_total",
-			Help:      "CRI calls made by nodegc, by method and gRPC result code.",
-		}, []string{"method", "code"}),
+		requests: metricvec.CounterOver("nodegc_cri_requests_total",
+			"CRI calls made by nodegc, by method and gRPC result code.", "method", "code"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "nodegc",
-			Subsystem: "cri",
-			Name:      "request_duration_seconds",
-			Help:      "Latency of unary CRI calls made by nodegc, by method.",
-			Buckets:   prometheus.ExponentialBuckets(0.001, 4, 8), // 1ms .. ~16s
+			Name:    "nodegc_cri_request_duration_seconds",
+			Help:    "Latency of unary CRI calls made by nodegc, by method.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8), // 1ms .. ~16s
 		}, []string{"method"}),
-		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "nodegc",
-			Subsystem: "cri",
-			Name:      "reconnects_total",
-			Help:      "Connections to the container runtime (or image service) re-established after being lost, e.g. by a runtime restart.",
-		}),
-		connected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "nodegc",
-			Subsystem: "cri",
-			Name:      "connected",
-			Help:      "1 while nodegc is connected to the container runtime (and image service), else 0.",
-		}),
+		reconnects: metricvec.Single("nodegc_cri_reconnects_total",
+			"Connections to the container runtime (or image service) re-established after being lost, e.g. by a runtime restart."),
+		connected: metricvec.SingleGauge("nodegc_cri_connected",
+			"1 while nodegc is connected to the container runtime (and image service), else 0."),
 	}
 	reg.MustRegister(m.requests, m.duration, m.reconnects, m.connected)
 	return m

@@ -60,20 +60,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Images removed by the image GC (age: unused longer than maximumGCAge; space: disk above the high threshold), with the meaning of kubelet_image_garbage_collected_total,",
 			"reason", removeReasons),
 		runs:          gcrun.NewRunMetrics(reg, "nodegc_image_gc", "Image GC", "from listing to the measurement of freed space", triggers, results),
-		bytesTargeted: counter("nodegc_image_gc_bytes_targeted_total", "Bytes the threshold rule asked the image GC to free, summed over runs."),
-		bytesEstimated: counter("nodegc_image_gc_bytes_estimated_freed_total",
+		bytesTargeted: metricvec.Single("nodegc_image_gc_bytes_targeted_total", "Bytes the threshold rule asked the image GC to free, summed over runs."),
+		bytesEstimated: metricvec.Single("nodegc_image_gc_bytes_estimated_freed_total",
 			"Bytes the image GC estimated it freed (exact layer accounting on containerd, CRI sizes otherwise), summed over runs."),
-		bytesMeasured: counter("nodegc_image_gc_bytes_measured_freed_total",
+		bytesMeasured: metricvec.Single("nodegc_image_gc_bytes_measured_freed_total",
 			"Growth of the image filesystem's available bytes measured after image removals, summed over runs (negative changes count as 0)."),
 		// Not at 0 from the start: the gauge holds the last plan's counts.
 		skipped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_image_gc_images_skipped",
 			Help: metricvec.Help("Images the last image GC plan kept,", "reason", keepReasons),
 		}, []string{"reason"}),
-		usagePercent: gauge("nodegc_image_fs_usage_percent",
+		usagePercent: metricvec.SingleGauge("nodegc_image_fs_usage_percent",
 			"Usage of the image filesystem in percent, as the image GC computes it (100 - available*100/capacity)."),
-		capacity:  gauge("nodegc_image_fs_capacity_bytes", "Capacity of the image filesystem."),
-		available: gauge("nodegc_image_fs_available_bytes", "Available bytes of the image filesystem."),
+		capacity:  metricvec.SingleGauge("nodegc_image_fs_capacity_bytes", "Capacity of the image filesystem."),
+		available: metricvec.SingleGauge("nodegc_image_fs_available_bytes", "Available bytes of the image filesystem."),
 		// Set once the usage watcher knows whether the stream is open.
 		usageSource: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_image_usage_source",
@@ -87,14 +87,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
 		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves)
 	return m
-}
-
-func counter(name, help string) prometheus.Counter {
-	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-}
-
-func gauge(name, help string) prometheus.Gauge {
-	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 }
 
 func (m *metrics) observeDisk(d DiskStats) {

@@ -51,32 +51,20 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer, c *Collector) *metrics {
 	m := &metrics{
-		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_owner_gc_actions_total",
-			Help: "Writes of the owner GC that succeeded, by action (" + writeActionList() + ") and rule.",
-		}, []string{"action", "rule"}),
-		dryRunActions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_owner_gc_dry_run_actions_total",
-			Help: "Actions the owner GC decided but did not write (dry-run), by action and rule; each object, action and rule counts once per run.",
-		}, []string{"action", "rule"}),
-		actionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_owner_gc_action_errors_total",
-			Help: "Writes of the owner GC that failed for another reason than a changed or missing object, by action.",
-		}, []string{"action"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_owner_gc_api_requests_total",
-			Help: "API requests of the owner GC, by verb as the API server counts them (GET, LIST, WATCH, DELETE, PATCH, POST, ...; NONRESOURCE for discovery) and status class (2xx, 4xx, 5xx, error).",
-		}, []string{"verb", "code"}),
+		actions: metricvec.CounterOver("nodegc_owner_gc_actions_total",
+			"Writes of the owner GC that succeeded, by action ("+writeActionList()+") and rule.", "action", "rule"),
+		dryRunActions: metricvec.CounterOver("nodegc_owner_gc_dry_run_actions_total",
+			"Actions the owner GC decided but did not write (dry-run), by action and rule; each object, action and rule counts once per run.", "action", "rule"),
+		actionErrors: metricvec.CounterOver("nodegc_owner_gc_action_errors_total",
+			"Writes of the owner GC that failed for another reason than a changed or missing object, by action.", "action"),
+		requests: metricvec.CounterOver("nodegc_owner_gc_api_requests_total",
+			"API requests of the owner GC, by verb as the API server counts them (GET, LIST, WATCH, DELETE, PATCH, POST, ...; NONRESOURCE for discovery) and status class (2xx, 4xx, 5xx, error).", "verb", "code"),
 		lookups: metricvec.Counter("nodegc_owner_gc_owner_lookups_total",
 			"Verifications of owners the graph has not observed (cached_absent: no request),", "result", lookupResults),
-		monitorErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodegc_owner_gc_monitor_errors_total",
-			Help: "List or watch failures of resource monitors that have not synced, by API group and resource.",
-		}, []string{"group", "resource"}),
-		discoveryErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nodegc_owner_gc_discovery_errors_total",
-			Help: "API discovery rounds that failed in whole or in part.",
-		}),
+		monitorErrors: metricvec.CounterOver("nodegc_owner_gc_monitor_errors_total",
+			"List or watch failures of resource monitors that have not synced, by API group and resource.", "group", "resource"),
+		discoveryErrors: metricvec.Single("nodegc_owner_gc_discovery_errors_total",
+			"API discovery rounds that failed in whole or in part."),
 		attemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nodegc_owner_gc_attempt_duration_seconds",
 			Help:    metricvec.Help("Time to process one work item,", "queue", workQueues),
