@@ -107,23 +107,27 @@ type itemView struct {
 	blocking                    []dependentView // dependents with a blocking reference to the item
 }
 
-// observedLocked returns the node uid if the graph has observed its object,
-// else nil. g.mu must be held.
-func (g *graph) observedLocked(uid types.UID) *node {
-	if n, ok := g.nodes[uid]; ok && n.observed() {
-		return n
+// viewOf builds a view of the node uid under the graph's read lock, if the
+// graph has observed its object: views copy what they need, and no node is
+// read outside the lock.
+func viewOf[V any](g *graph, uid types.UID, build func(n *node) V) (V, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	n, ok := g.nodes[uid]
+	if !ok || !n.observed() {
+		var none V
+		return none, false
 	}
-	return nil
+	return build(n), true
 }
 
 // itemView returns the view of the observed node uid.
 func (g *graph) itemView(uid types.UID) (itemView, bool) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	n := g.observedLocked(uid)
-	if n == nil {
-		return itemView{}, false
-	}
+	return viewOf(g, uid, g.itemViewLocked)
+}
+
+// itemViewLocked copies the view of n; g.mu must be held.
+func (g *graph) itemViewLocked(n *node) itemView {
 	v := itemView{
 		id:                  nodeID(n),
 		rv:                  n.rv,
@@ -146,7 +150,7 @@ func (g *graph) itemView(uid types.UID) (itemView, bool) {
 		}, l.owner))
 	}
 	g.addDependents(&v, n)
-	return v, true
+	return v
 }
 
 // liveView returns the view of obj as read from the API server: its own
@@ -227,12 +231,12 @@ type orphanDependent struct {
 }
 
 func (g *graph) orphanView(uid types.UID) (orphanView, bool) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	n := g.observedLocked(uid)
-	if n == nil {
-		return orphanView{}, false
-	}
+	return viewOf(g, uid, orphanViewLocked)
+}
+
+// orphanViewLocked copies what orphaning n's dependents needs; the graph's
+// lock must be held.
+func orphanViewLocked(n *node) orphanView {
 	v := orphanView{id: nodeID(n), orphaning: n.orphaning(), orphanIndex: int(n.orphanIndex)}
 	for dep := range n.dependents {
 		d := orphanDependent{id: nodeID(dep)}
@@ -243,7 +247,7 @@ func (g *graph) orphanView(uid types.UID) (orphanView, bool) {
 		}
 		v.dependents = append(v.dependents, d)
 	}
-	return v, true
+	return v
 }
 
 // hasObserved reports whether the graph holds uid as observed at
