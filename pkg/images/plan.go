@@ -103,12 +103,12 @@ func (p *Policy) plan(images []Image, held map[string]string, target uint64, dis
 	acct := p.layers.account(images)
 	plan := &Plan{Now: now, Disk: disk, UsagePercent: disk.UsagePercent(), ExactAccounting: acct.exact, Target: target}
 
-	newest := p.newestPerRepository(images)
+	k := &keepContext{now: now, newest: p.newestPerRepository(images)}
 	var candidates []int // indexes into images
 	for i := range images {
 		reason := held[images[i].ID]
 		if reason == "" {
-			reason = p.protected(&images[i], newest, now)
+			reason = p.protected(&images[i], k)
 		}
 		if reason != "" {
 			plan.Keep = append(plan.Keep, Decision{Image: &images[i], Reason: reason, Bytes: acct.alone(images, i)})
@@ -158,10 +158,9 @@ func (p *Policy) plan(images []Image, held map[string]string, target uint64, dis
 
 // protected returns why img must stay whatever the disk usage (the first
 // keep rule that holds), or "".
-func (p *Policy) protected(img *Image, newest map[string]bool, now time.Time) string {
-	k := keepContext{now: now, newest: newest}
+func (p *Policy) protected(img *Image, k *keepContext) string {
 	for _, r := range keepRules {
-		if r.holds(p, img, &k) {
+		if r.holds(p, img, k) {
 			return r.reason
 		}
 	}
