@@ -12,6 +12,6 @@
 // iteration passed to a Supervisor (the agent's watchdog), and each run's
 // end is logged by LogEnd with the same words in both collectors.
 //
-// Invariant: body and after of one Do never overlap another Do or
+// Invariant: body and after of one Collect never overlap another Collect or
 // Exclusive of the same Serial.
 package gcrun

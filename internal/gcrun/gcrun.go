@@ -30,26 +30,31 @@ type Run struct {
 // run lets Collect reach the Run a report embeds.
 func (r *Run) run() *Run { return r }
 
-// Collect is a collector's GarbageCollect: a new report of type T, its Run
-// filled in by s.Do around body, then every non-nil after in order, still
-// under the lock (record metrics, save state, hand the report on). It
-// returns the report and its error, or ErrInProgress and no report.
+// Collect is a collector's GarbageCollect: one run of trigger under s's
+// lock. If a run holds the lock it returns ErrInProgress at once, calls
+// nothing and makes no report. Otherwise it makes a report of type T, fills
+// in its Run (trigger and start, then body's error and the duration), and
+// calls every non-nil after in order still under the lock (record metrics,
+// save state, hand the report on). It returns the report and its error.
 func Collect[R interface {
 	*T
 	run() *Run
 }, T any](s *Serial, trigger string, body func(R) error, after ...func(R)) (R, error) {
-	r := R(new(T))
-	err := s.Do(trigger, r.run(), func() error { return body(r) }, func() {
-		for _, f := range after {
-			if f != nil {
-				f(r)
-			}
-		}
-	})
-	if err != nil {
-		return nil, err
+	if !s.mu.TryLock() {
+		return nil, ErrInProgress
 	}
-	return r, r.run().Err
+	defer s.mu.Unlock()
+	r := R(new(T))
+	run := r.run()
+	run.Trigger, run.Start = trigger, s.clock.Now()
+	run.Err = body(r)
+	run.Duration = s.clock.Since(run.Start)
+	for _, f := range after {
+		if f != nil {
+			f(r)
+		}
+	}
+	return r, run.Err
 }
 
 // Serial allows one run at a time and times it.
@@ -61,26 +66,7 @@ type Serial struct {
 // NewSerial returns a Serial timing runs with c.
 func NewSerial(c clock.PassiveClock) *Serial { return &Serial{clock: c} }
 
-// Do runs body as one run of trigger. If a run holds the lock it returns
-// ErrInProgress at once and calls nothing. Otherwise it fills in run's
-// Trigger and Start, calls body, sets run.Err to what body returned and
-// run.Duration, then calls after (if not nil) still under the lock, and
-// returns nil.
-func (s *Serial) Do(trigger string, run *Run, body func() error, after func()) error {
-	if !s.mu.TryLock() {
-		return ErrInProgress
-	}
-	defer s.mu.Unlock()
-	run.Trigger, run.Start = trigger, s.clock.Now()
-	run.Err = body()
-	run.Duration = s.clock.Since(run.Start)
-	if after != nil {
-		after()
-	}
-	return nil
-}
-
-// Exclusive runs fn under the lock of Do, or returns ErrInProgress at once
+// Exclusive runs fn under the lock of Collect, or returns ErrInProgress at once
 // if a run holds it.
 func (s *Serial) Exclusive(fn func()) error {
 	if !s.mu.TryLock() {

@@ -17,40 +17,45 @@ import (
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
 // TestSerialOneRunAtATime: a run asked for while another holds the lock is
-// refused at once, leaves its Run untouched and calls nothing; Exclusive is
-// refused the same way; once the first run ends both go through.
+// refused at once, makes no report and calls nothing; Exclusive is refused
+// the same way; once the first run ends both go through.
 func TestSerialOneRunAtATime(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	s := NewSerial(clk)
 	inside, release := make(chan struct{}), make(chan struct{})
-	var first Run
-	done := make(chan error, 1)
+	type result struct {
+		r   *testReport
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		done <- s.Do("periodic", &first, func() error {
+		r, err := Collect(s, "periodic", func(*testReport) error {
 			close(inside)
 			<-release
 			clk.Step(3 * time.Second)
 			return errors.New("boom")
-		}, nil)
+		})
+		done <- result{r, err}
 	}()
 	<-inside
-	var second Run
 	called := false
-	if err := s.Do("threshold", &second, func() error { called = true; return nil }, func() { called = true }); !errors.Is(err, ErrInProgress) {
-		t.Errorf("second Do = %v, want ErrInProgress", err)
+	second, err := Collect(s, "threshold", func(*testReport) error { called = true; return nil }, func(*testReport) { called = true })
+	if !errors.Is(err, ErrInProgress) {
+		t.Errorf("second Collect = %v, want ErrInProgress", err)
 	}
 	if err := s.Exclusive(func() { called = true }); !errors.Is(err, ErrInProgress) {
 		t.Errorf("Exclusive during a run = %v, want ErrInProgress", err)
 	}
-	if called || second != (Run{}) {
+	if called || second != nil {
 		t.Errorf("a refused run ran (called=%v) or left a trace: %+v", called, second)
 	}
 	close(release)
-	if err := <-done; err != nil {
-		t.Fatalf("first Do = %v", err)
+	first := <-done
+	if first.r == nil {
+		t.Fatalf("first Collect = %v, want a report", first.err)
 	}
-	if first.Trigger != "periodic" || !first.Start.Equal(t0) || first.Duration != 3*time.Second || first.Err == nil || first.Err.Error() != "boom" {
-		t.Errorf("first run = %+v, want trigger periodic, start t0, 3s, err boom", first)
+	if r := first.r.Run; r.Trigger != "periodic" || !r.Start.Equal(t0) || r.Duration != 3*time.Second || r.Err == nil || r.Err.Error() != "boom" || first.err != r.Err {
+		t.Errorf("first run = %+v (returned %v), want trigger periodic, start t0, 3s, err boom", r, first.err)
 	}
 	if err := s.Exclusive(func() { called = true }); err != nil || !called {
 		t.Errorf("Exclusive after the run = %v (called %v), want it to run", err, called)
@@ -61,11 +66,10 @@ func TestSerialOneRunAtATime(t *testing.T) {
 // cannot interleave with another run, and it sees the run's end.
 func TestSerialAfterRunsUnderTheLock(t *testing.T) {
 	s := NewSerial(clocktesting.NewFakeClock(t0))
-	var r Run
 	var during error
 	var seen Run
-	if err := s.Do("manual", &r, func() error { return nil }, func() {
-		seen = r
+	if _, err := Collect(s, "manual", func(*testReport) error { return nil }, func(r *testReport) {
+		seen = r.Run
 		during = s.Exclusive(func() {})
 	}); err != nil {
 		t.Fatal(err)
