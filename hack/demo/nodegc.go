@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
+	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
 // Thresholds of the demo config: nodegc acts when image filesystem usage
@@ -186,9 +187,13 @@ func (a *agent) stop(grace time.Duration) (code int, took time.Duration, killed 
 	return a.ExitCode(), time.Since(began), killed
 }
 
-// waitHTTP polls url until it answers 200, the agent exits, or timeout.
+// waitHTTP polls url until it answers 200, the agent exits, or timeout; a
+// failure comes with the end of nodegc's log.
 func (a *agent) waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return a.WaitHTTP(ctx, url)
+	if err := a.WaitReady(ctx, func(ctx context.Context) error { return proc.HealthzOK(ctx, url) }); err != nil {
+		return fmt.Errorf("%w; last lines of nodegc's log:\n%s", err, a.Tail(20))
+	}
+	return nil
 }

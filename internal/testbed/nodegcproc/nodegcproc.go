@@ -6,21 +6,18 @@
 // configuration with /metrics and /healthz on free loopback ports. Start
 // runs `nodegc run` on it as a proc.Process (its own process group, output
 // in a log file, SIGKILL if the caller dies); the Agent then reads its
-// /metrics with the testbed's parser and waits for its endpoints.
+// /metrics with the testbed's parser, and waits for its endpoints as the
+// other test-bed processes do (proc.Process.WaitReady with proc.HealthzOK).
 package nodegcproc
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -107,46 +104,4 @@ func (a *Agent) Metric(ctx context.Context, name string, filters ...string) floa
 	}
 	sum, _ := testbed.MetricSum(families, name, filters...)
 	return sum
-}
-
-// WaitHTTP polls url until it answers 200, the agent exits (an error with
-// the end of its log), or ctx ends (an error with the last answer).
-func (a *Agent) WaitHTTP(ctx context.Context, url string) error {
-	var last string
-	err := testbed.Poll(ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-		code, body, err := Get(ctx, url)
-		switch {
-		case err != nil:
-			last = err.Error()
-		case code == http.StatusOK:
-			return true, nil
-		default:
-			last = fmt.Sprintf("HTTP %d: %s", code, strings.TrimSpace(body))
-		}
-		if a.Exited() {
-			return false, fmt.Errorf("nodegc exited (%v) before %s answered; last lines of its log:\n%s", a.Err(), url, a.Tail(20))
-		}
-		return false, nil
-	})
-	if err != nil && errors.Is(err, ctx.Err()) {
-		return fmt.Errorf("%s did not answer 200 (last: %s): %w", url, last, err)
-	}
-	return err
-}
-
-// Get fetches url, bounded by 5 s, and returns the status code and body.
-func Get(ctx context.Context, url string) (int, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
 }
