@@ -35,6 +35,8 @@ const (
 	DefaultOwnerGCQPS            = 40
 	DefaultOwnerGCBurst          = 60
 	DefaultDiscoveryResyncPeriod = 30 * time.Second
+	DefaultUnsyncedResourceHold  = 10 * time.Minute
+	DefaultStuckDeletion         = 15 * time.Minute
 
 	DefaultLeaseDuration     = 15 * time.Second
 	DefaultRenewDeadline     = 10 * time.Second
@@ -99,6 +101,8 @@ func SetDefaults(c *NodeGCConfiguration) {
 	setZero(&og.KubeAPIQPS, DefaultOwnerGCQPS)
 	setZero(&og.KubeAPIBurst, DefaultOwnerGCBurst)
 	setDuration(&og.DiscoveryResyncPeriod, DefaultDiscoveryResyncPeriod)
+	setPtr(&og.UnsyncedResourceHold, metav1.Duration{Duration: DefaultUnsyncedResourceHold})
+	setPtr(&og.StuckDeletionThreshold, metav1.Duration{Duration: DefaultStuckDeletion})
 
 	le := &c.LeaderElection
 	setPtr(&le.LeaderElect, true)

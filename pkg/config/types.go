@@ -238,4 +238,21 @@ type OwnerGCConfiguration struct {
 	// DryRun decides and records every action but writes nothing.
 	// Default: false.
 	DryRun bool `json:"dryRun"`
+
+	// UnsyncedResourceHold bounds how long the owner GC keeps an owner's
+	// orphan or foregroundDeletion finalizer while a resource that could
+	// hold the owner's dependents cannot be listed or watched, or is not
+	// yet synced: finishing then could miss a dependent (an orphaned one
+	// would later be deleted, a foreground one would outlive its owner).
+	// After the bound the owner GC finishes as kube-controller-manager does,
+	// with a Warning Event. 0 does not hold (kube-controller-manager's
+	// behaviour). Default: 10m.
+	UnsyncedResourceHold *metav1.Duration `json:"unsyncedResourceHold"`
+
+	// StuckDeletionThreshold is how long an object with the
+	// foregroundDeletion or orphan finalizer may make no progress before
+	// the owner GC reports it stuck: a Warning Event naming what blocks it,
+	// and nodegc_owner_gc_stuck_deletions. 0 turns the check off.
+	// Default: 15m.
+	StuckDeletionThreshold *metav1.Duration `json:"stuckDeletionThreshold"`
 }

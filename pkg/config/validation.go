@@ -177,6 +177,8 @@ func validateOwnerGC(p *field.Path, c *OwnerGCConfiguration) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("kubeAPIBurst"), c.KubeAPIBurst, "must be greater than 0"))
 	}
 	errs = append(errs, validatePositive(p.Child("discoveryResyncPeriod"), c.DiscoveryResyncPeriod)...)
+	errs = append(errs, validateNonNegative(p.Child("unsyncedResourceHold"), c.UnsyncedResourceHold)...)
+	errs = append(errs, validateNonNegative(p.Child("stuckDeletionThreshold"), c.StuckDeletionThreshold)...)
 	return errs
 }
 
