@@ -67,6 +67,8 @@ type Collector struct {
 
 	running atomic.Bool
 	current atomic.Pointer[run]
+	// records are the recent decision records (record.go), kept across Runs.
+	records recordStore
 
 	// hooks are set by tests of this package only.
 	hooks testHooks
