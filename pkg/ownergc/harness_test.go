@@ -18,6 +18,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/ptr"
@@ -244,8 +245,15 @@ func testConfig() config.OwnerGCConfiguration {
 // has synced.
 func (e *itEnv) startCollector(t testing.TB, cfg config.OwnerGCConfiguration, tweak ...func(*Collector)) *testCollector {
 	t.Helper()
+	return e.startCollectorVia(t, e.c.RESTConfig(), cfg, tweak...)
+}
+
+// startCollectorVia is startCollector with the collector's own REST config
+// (e.g. through a testbed.Proxy).
+func (e *itEnv) startCollectorVia(t testing.TB, rc *rest.Config, cfg config.OwnerGCConfiguration, tweak ...func(*Collector)) *testCollector {
+	t.Helper()
 	tc := &testCollector{reg: prometheus.NewRegistry(), done: make(chan error, 1), logs: &syncBuffer{}}
-	gc, err := New(Options{Config: cfg, RESTConfig: e.c.RESTConfig(), Registerer: tc.reg})
+	gc, err := New(Options{Config: cfg, RESTConfig: rc, Registerer: tc.reg})
 	if err != nil {
 		t.Fatal(err)
 	}

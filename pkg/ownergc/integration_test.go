@@ -29,6 +29,8 @@ func TestIntegration(t *testing.T) {
 			"owner reference across namespaces":                       testCrossNamespace,
 			"cluster-scoped dependent of a namespaced kind":           testClusterScopedDependent,
 			"CRD created while the collector runs":                    testCRDCreatedWhileRunning,
+			"ghost healed by a failed write":                          testGhostHealedByFailedWrite,
+			"frequently updated dependent":                            testFrequentlyUpdatedDependent,
 		}
 		for name, scenario := range scenarios {
 			t.Run(name, func(t *testing.T) {
@@ -40,5 +42,6 @@ func TestIntegration(t *testing.T) {
 	t.Run("about one request per collected object", func(t *testing.T) { testRequestsPerObject(t, env) })
 	t.Run("restart in the middle of a cascade", func(t *testing.T) { testRestartMidCascade(t, env) })
 	t.Run("dry run decides and writes nothing", func(t *testing.T) { testDryRun(t, env) })
+	t.Run("relist across a delete and recreate", func(t *testing.T) { testRelistAcrossRecreate(t, env) })
 	t.Run("a failing resource does not block the others", func(t *testing.T) { testFailingResource(t, env) })
 }

@@ -152,7 +152,16 @@ func (ms *monitorSet) start(res *resource) (*monitor, error) {
 	}
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.pushObject(evUpsert, obj) },
-		UpdateFunc: func(_, obj any) { m.pushObject(evUpsert, obj) },
+		UpdateFunc: func(old, obj any) {
+			// A relist reports an object deleted and recreated under the
+			// same name as an update: the old UID is gone.
+			if o, ok := old.(*metav1.PartialObjectMetadata); ok {
+				if n, ok := obj.(*metav1.PartialObjectMetadata); ok && o.UID != n.UID {
+					m.pushObject(evDelete, o)
+				}
+			}
+			m.pushObject(evUpsert, obj)
+		},
 		DeleteFunc: func(obj any) { m.pushObject(evDelete, obj) },
 	})
 	if err != nil {
