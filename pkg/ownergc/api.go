@@ -2,6 +2,7 @@ package ownergc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,17 +71,41 @@ func (r *run) getObject(ctx context.Context, id objectID) (*metav1.PartialObject
 
 // getSame reads id's object again after a write was refused. gone is true
 // when that object no longer exists: NotFound, or the name now holds
-// another object (another UID; UIDs are never reused). live is what was
-// read, also when it is another object.
+// another object (another UID; UIDs are never reused); the graph then
+// forgets it (see forget). live is what was read, also when it is another
+// object.
 func (r *run) getSame(ctx context.Context, id objectID) (live *metav1.PartialObjectMetadata, gone bool, err error) {
 	live, err = r.getObject(ctx, id)
 	switch {
 	case apierrors.IsNotFound(err):
+		r.forget(id)
 		return nil, true, nil
 	case err != nil:
 		return nil, false, err
 	}
-	return live, live.UID != id.uid, nil
+	if live.UID != id.uid {
+		r.forget(id)
+		return live, true, nil
+	}
+	return live, false, nil
+}
+
+// forget tells the graph that id's object no longer exists, as the API
+// server just answered (404 on a write, or another UID under its name). The
+// graph may still hold it as observed when its monitor missed the deletion
+// (a relist that found the name reused reports an update); without this its
+// dependents would keep a "live" owner forever. The deletion goes through
+// the FIFO like the monitors' events.
+func (r *run) forget(id objectID) {
+	r.events.push(event{typ: evDelete, obj: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: id.uid}}})
+}
+
+// errGone: the object a write was meant for no longer exists (see getSame).
+var errGone = errors.New("the object no longer exists")
+
+// isGone reports whether err says the object a write was meant for is gone.
+func isGone(err error) bool {
+	return apierrors.IsNotFound(err) || errors.Is(err, errGone)
 }
 
 // deleteObject deletes id with UID and resourceVersion preconditions: a

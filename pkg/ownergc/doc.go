@@ -54,6 +54,21 @@
 // decision depends on the rest of the object, the resourceVersion). A
 // rejected write (409 or 422) re-reads the object and decides once more.
 //
+// A delete refused only because the object changed (409 on its
+// resourceVersion) is sent again with the UID precondition alone when the
+// object's owner references and deletion finalizers are what the decision
+// saw, as kube-controller-manager does: an object updated more often than a
+// round trip is still collected.
+//
+// The graph also learns from the API server's answers. A relist that finds
+// a name reused reports the new object as an update of the old one: the
+// monitors turn an update whose UID changed into the old UID's deletion and
+// the new object's addition. A write answered 404, or a re-read that finds
+// another UID under the name, proves the UID gone: the worker sends its
+// deletion through the FIFO. Otherwise such a "ghost" would stay observed,
+// its dependents would keep a live owner and a foreground deletion waiting
+// for it would wait forever.
+//
 // # Synced
 //
 // A run is synced once discovery succeeded and every monitor's initial list

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 )
 
 // outcome tells a worker what to do with the item it processed.
@@ -157,7 +158,7 @@ func (r *run) execute(ctx context.Context, v *itemView, p plan, mayReread bool) 
 		err = r.deleteItem(ctx, v, p)
 	}
 	switch {
-	case err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil:
+	case err == nil || isGone(err) || ctx.Err() != nil:
 		return done
 	case stale(err) && mayReread:
 		return r.reread(ctx, v)
@@ -185,7 +186,53 @@ func (r *run) deleteItem(ctx context.Context, v *itemView, p plan) error {
 		}
 	}
 	rec := decisionRecord{action: actDelete, policy: p.policy, rule: p.rule, owners: owners}
-	return r.write(ctx, v.id, rec, func() error { return r.deleteObject(ctx, v.id, rv, p.policy) })
+	return r.write(ctx, v.id, rec, func() error {
+		err := r.deleteObject(ctx, v.id, rv, p.policy)
+		if !apierrors.IsConflict(err) || rv == "" || p.unblock {
+			return err
+		}
+		// The object changed since the decision. If what the decision
+		// rests on did not (owner references, the deletion finalizers, not
+		// being deleted), delete with the UID precondition only: an object
+		// that changes more often than a round trip would otherwise never
+		// be collected.
+		live, gone, gerr := r.getSame(ctx, v.id)
+		switch {
+		case gerr != nil:
+			return err
+		case gone:
+			return errGone
+		case !sameDecisionInputs(v, live):
+			return err
+		}
+		return r.deleteObject(ctx, v.id, "", p.policy)
+	})
+}
+
+// sameDecisionInputs reports whether live states exactly what view v's
+// delete decision rests on: the same owner references in the same order,
+// the same orphan and foregroundDeletion finalizers, and no deletion under
+// way.
+func sameDecisionInputs(v *itemView, live *metav1.PartialObjectMetadata) bool {
+	if live.DeletionTimestamp != nil || len(live.OwnerReferences) != len(v.owners) {
+		return false
+	}
+	var orphan, foreground bool
+	for _, f := range live.Finalizers {
+		orphan = orphan || f == metav1.FinalizerOrphanDependents
+		foreground = foreground || f == metav1.FinalizerDeleteDependents
+	}
+	if orphan != v.orphanFinalizer || foreground != v.foregroundFinalizer {
+		return false
+	}
+	for i := range live.OwnerReferences {
+		ref, o := &live.OwnerReferences[i], &v.owners[i]
+		if ref.UID != o.uid || ref.APIVersion != o.apiVersion || ref.Kind != o.kind || ref.Name != o.name ||
+			ptr.Deref(ref.BlockOwnerDeletion, false) != o.block || ptr.Deref(ref.Controller, false) != o.controller {
+			return false
+		}
+	}
+	return true
 }
 
 // patch applies the JSON patch that build returns, as one recorded write.
@@ -283,7 +330,10 @@ func (r *run) write(ctx context.Context, id objectID, rec decisionRecord, do fun
 		h(ctx, rec.action.String(), id)
 	}
 	if err := do(); err != nil {
-		if !apierrors.IsNotFound(err) && !stale(err) {
+		switch {
+		case apierrors.IsNotFound(err):
+			r.forget(id)
+		case !isGone(err) && !stale(err):
 			r.c.metrics.actionErrors.WithLabelValues(rec.action.String()).Inc()
 		}
 		return err
