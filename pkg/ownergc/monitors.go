@@ -151,7 +151,7 @@ func (ms *monitorSet) start(res *resource) (*monitor, error) {
 		return nil, err
 	}
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.pushObject(evUpsert, obj) },
+		AddFunc: func(obj any) { m.pushObject(evUpsert, obj) },
 		UpdateFunc: func(old, obj any) {
 			// A relist reports an object deleted and recreated under the
 			// same name as an update: the old UID is gone.
