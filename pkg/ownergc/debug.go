@@ -3,6 +3,7 @@ package ownergc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -19,13 +20,85 @@ import (
 // application/json) returns JSON instead of Graphviz DOT.
 const DebugGraphPath = "/debug/controllers/garbagecollector/graph"
 
-type debugHandler struct{ c *Collector }
+// ExplainPath is where the debug handler explains one object as JSON
+// (Explanation; ExplainError with 4xx or 5xx). Query: resource (as kubectl
+// takes it: "deployment", "deployments.apps", "cm"), namespace, name.
+const ExplainPath = "/debug/ownergc/explain"
+
+// ExplainError is the JSON body of an explain request that failed.
+type ExplainError struct {
+	// Leader is false when this instance does not run the owner GC.
+	Leader bool `json:"leader"`
+	// LeaderIdentity names the instance that holds the lease, when known.
+	LeaderIdentity string `json:"leaderIdentity,omitempty"`
+	Message        string `json:"message"`
+}
+
+type debugHandler struct {
+	c *Collector
+	// leader returns the identity of the instance that leads, "" when
+	// unknown; nil: unknown.
+	leader func() string
+}
+
+// ExplainHandler is DebugHandler, with leader naming the instance that
+// holds the lease in the answer of an instance that does not.
+func (c *Collector) ExplainHandler(leader func() string) http.Handler {
+	return &debugHandler{c: c, leader: leader}
+}
 
 func (h *debugHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Path != DebugGraphPath {
+	switch req.URL.Path {
+	case DebugGraphPath:
+		h.serveGraph(w, req)
+	case ExplainPath:
+		h.serveExplain(w, req)
+	default:
 		http.NotFound(w, req)
+	}
+}
+
+func (h *debugHandler) serveExplain(w http.ResponseWriter, req *http.Request) {
+	q := req.URL.Query()
+	e, err := h.c.Explain(req.Context(), ExplainQuery{Resource: q.Get("resource"), Namespace: q.Get("namespace"), Name: q.Get("name")})
+	if err == nil {
+		writeJSON(w, http.StatusOK, e)
 		return
 	}
+	body := ExplainError{Leader: true, Message: err.Error()}
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrNotRunning):
+		status, body.Leader = http.StatusServiceUnavailable, false
+		if h.leader != nil {
+			body.LeaderIdentity = h.leader()
+		}
+		if body.LeaderIdentity != "" {
+			body.Message += "; the leader is " + body.LeaderIdentity
+		}
+	case errors.Is(err, ErrNotSynced):
+		status = http.StatusServiceUnavailable
+	case errors.Is(err, ErrInvalidQuery):
+		status = http.StatusBadRequest
+	case errors.Is(err, ErrUnknownResource):
+		status = http.StatusNotFound
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (h *debugHandler) serveGraph(w http.ResponseWriter, req *http.Request) {
 	g := newGraph()
 	if r := h.c.current.Load(); r != nil {
 		g = r.graph

@@ -48,20 +48,14 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) 
 	return r.flights.do(key, func() (lookupResult, error) {
 		id := objectID{uid: key.uid, apiVersion: apiVersion, kind: key.kind, namespace: key.namespace, name: key.name}
 		obj, err := r.getObject(ctx, id)
-		var res lookupResult
-		switch {
-		case apierrors.IsNotFound(err):
-			res = lookupResult{class: classDangling, reason: reasonNotFound}
-		case err != nil:
-			r.c.metrics.lookups.WithLabelValues(lookupError).Inc()
-			return res, err
-		case obj.UID != key.uid:
-			res = lookupResult{class: classDangling, reason: reasonUIDMismatch}
-		case obj.DeletionTimestamp != nil && slices.Contains(obj.Finalizers, metav1.FinalizerDeleteDependents):
-			res = lookupResult{class: classWaiting, reason: reasonWaiting}
-		default:
-			res = lookupResult{class: classSolid, reason: reasonPresent}
+		if apierrors.IsNotFound(err) {
+			obj, err = nil, nil
 		}
+		if err != nil {
+			r.c.metrics.lookups.WithLabelValues(lookupError).Inc()
+			return lookupResult{}, err
+		}
+		res := lookupVerdict(key, obj)
 		if res.class == classDangling {
 			r.c.metrics.lookups.WithLabelValues(lookupAbsent).Inc()
 			r.absent.add(key)
@@ -71,6 +65,21 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) 
 		}
 		return res, nil
 	})
+}
+
+// lookupVerdict classifies the owner at key from what a GET there returned
+// (nil: NotFound).
+func lookupVerdict(key ownerKey, obj *metav1.PartialObjectMetadata) lookupResult {
+	switch {
+	case obj == nil:
+		return lookupResult{class: classDangling, reason: reasonNotFound}
+	case obj.UID != key.uid:
+		return lookupResult{class: classDangling, reason: reasonUIDMismatch}
+	case obj.DeletionTimestamp != nil && slices.Contains(obj.Finalizers, metav1.FinalizerDeleteDependents):
+		return lookupResult{class: classWaiting, reason: reasonWaiting}
+	default:
+		return lookupResult{class: classSolid, reason: reasonPresent}
+	}
 }
 
 // flights lets concurrent lookups of one key share one request: the

@@ -1,0 +1,567 @@
+package ownergc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/restmapper"
+)
+
+// Explain answers "why is this object still here?" (or "why is it gone?")
+// from what the owner GC knows: the object read live, its owners classified
+// with the workers' own functions (judgeRef on the same views), its
+// dependents from the graph, its finalizers, the decision records kept
+// about it, and one plain verdict. It only reads: the requests it makes are
+// GETs (the object, an owner the graph never observed, the blocking
+// dependents' finalizers), and nothing goes back into the graph or the
+// absent-owner cache.
+
+// ExplainQuery names the object to explain.
+type ExplainQuery struct {
+	// Resource is the object's type as kubectl takes it: plural, singular,
+	// Kind or short name, optionally with its group or version and group
+	// ("deployment", "deployments.apps", "Deployment", "cm", "configmap").
+	Resource string
+	// Namespace of a namespaced object; ignored for a cluster-scoped one.
+	Namespace string
+	Name      string
+}
+
+// Errors of Explain; classify them with errors.Is.
+var (
+	// ErrNotRunning: this instance does not run the owner GC (it is not the
+	// leader), so it has no graph to explain from.
+	ErrNotRunning = errors.New("this instance is not running the owner GC (it is not the leader)")
+	// ErrNotSynced: the owner GC runs here but its graph does not hold the
+	// initial state of every resource yet.
+	ErrNotSynced = errors.New("the owner GC has not synced its graph yet")
+	// ErrInvalidQuery: a query without a resource or name, or a namespaced
+	// resource without a namespace.
+	ErrInvalidQuery = errors.New("invalid explain query")
+	// ErrUnknownResource: discovery knows no resource of that name.
+	ErrUnknownResource = errors.New("unknown resource type")
+)
+
+// VerdictCode classifies a verdict; the Verdict text says the same in words.
+type VerdictCode string
+
+// The verdict codes (docs/explain.md says what each means).
+const (
+	CodeKept               VerdictCode = "kept"                 // an owner exists
+	CodeWillBeDeleted      VerdictCode = "will-be-deleted"      // the owner GC deletes it, or lets its deletion finish
+	CodeWaitsForDependents VerdictCode = "waits-for-dependents" // foreground deletion waits for a blocking dependent
+	CodeOrphaning          VerdictCode = "orphaning"            // orphan deletion: references still to remove
+	CodeWaitsForResource   VerdictCode = "waits-for-resource"   // foreground or orphan finish waits for a resource that cannot be listed
+	CodeBeingDeleted       VerdictCode = "being-deleted"        // deletion under way, no finalizer of the owner GC
+	CodeDeleted            VerdictCode = "deleted"              // gone; a decision record says why
+	CodeNotFound           VerdictCode = "not-found"            // gone; no decision record of the owner GC
+	CodeNoOwners           VerdictCode = "no-owners"            // no owner references: never deleted by the owner GC
+	CodeNotInGraph         VerdictCode = "not-in-graph"         // exists, but no monitor has delivered it yet
+	CodeNotWatched         VerdictCode = "not-watched"          // its resource has no monitor (ignored, or no list/watch/delete)
+	CodeNeverDeleted       VerdictCode = "never-deleted"        // a cluster-scoped object names a namespaced owner kind
+	CodeUndecided          VerdictCode = "undecided"            // an owner cannot be classified now
+)
+
+// Owner classes besides the workers' (solid, dangling,
+// waitingForDependentsDeletion).
+const (
+	// classUnverified: the graph never observed the owner and a GET found
+	// it; a worker treats it as solid and checks again later.
+	classUnverified = "unverified"
+	// classUnknown: the reference cannot be classified now.
+	classUnknown = "unknown"
+)
+
+// Bounds of one explanation.
+const (
+	maxExplainDependents = 100 // dependents listed (blocking ones first); DependentsTotal counts all
+	maxExplainReads      = 20  // blocking dependents whose finalizers are read
+	maxExplainRecords    = 20  // newest decision records listed
+)
+
+// Explanation is what the owner GC knows and decided about one object; it
+// is also the JSON answer of ExplainPath.
+type Explanation struct {
+	// Verdict is the plain answer; Code classifies it.
+	Verdict string      `json:"verdict"`
+	Code    VerdictCode `json:"code"`
+	Object  ObjectInfo  `json:"object"`
+	// InGraph: the graph has observed the object (at GraphResourceVersion).
+	InGraph              bool   `json:"inGraph"`
+	GraphResourceVersion string `json:"graphResourceVersion,omitempty"`
+	// DryRun: the owner GC decides and records but writes nothing.
+	DryRun bool         `json:"dryRun,omitempty"`
+	Owners []OwnerState `json:"owners"`
+	// Dependents are the graph's dependents of the object, blocking ones
+	// first, at most 100; DependentsTotal and BlockingTotal count them all.
+	Dependents      []DependentState `json:"dependents"`
+	DependentsTotal int              `json:"dependentsTotal"`
+	BlockingTotal   int              `json:"blockingTotal"`
+	Finalizers      []FinalizerState `json:"finalizers"`
+	// UnsyncedResources could hold dependents of the object and cannot be
+	// trusted now (list/watch failing, or not synced).
+	UnsyncedResources []string `json:"unsyncedResources,omitempty"`
+	// Records are the newest decision records about the object (by UID,
+	// and by name for an object already deleted), oldest first.
+	Records []Record `json:"records"`
+}
+
+// ObjectInfo is the object as read live (one GET).
+type ObjectInfo struct {
+	APIVersion        string       `json:"apiVersion"`
+	Kind              string       `json:"kind"`
+	Resource          string       `json:"resource"`
+	Namespace         string       `json:"namespace,omitempty"`
+	Name              string       `json:"name"`
+	UID               types.UID    `json:"uid,omitempty"`
+	Exists            bool         `json:"exists"`
+	ResourceVersion   string       `json:"resourceVersion,omitempty"`
+	DeletionTimestamp *metav1.Time `json:"deletionTimestamp,omitempty"`
+	Finalizers        []string     `json:"finalizers,omitempty"`
+}
+
+// OwnerState is one owner reference and its class.
+type OwnerState struct {
+	APIVersion         string    `json:"apiVersion"`
+	Kind               string    `json:"kind"`
+	Namespace          string    `json:"namespace,omitempty"`
+	Name               string    `json:"name"`
+	UID                types.UID `json:"uid"`
+	Controller         bool      `json:"controller,omitempty"`
+	BlockOwnerDeletion bool      `json:"blockOwnerDeletion,omitempty"`
+	// Class: solid, dangling, waitingForDependentsDeletion, unverified
+	// (found by a GET, never observed) or unknown; Reason says why.
+	Class  string `json:"class"`
+	Reason string `json:"reason"`
+	// Graph is what the graph holds for the owner's UID: observed,
+	// virtual (referenced, never observed), virtual-absent (a lookup found
+	// nothing), deleted, or none.
+	Graph string `json:"graph"`
+	// Checked says how the class was found: graph, absent-owner-cache, or
+	// get (a read by explain, as a worker's lookup would).
+	Checked string `json:"checked"`
+	Error   string `json:"error,omitempty"`
+}
+
+// DependentState is one dependent of the object in the graph.
+type DependentState struct {
+	APIVersion         string    `json:"apiVersion"`
+	Kind               string    `json:"kind"`
+	Namespace          string    `json:"namespace,omitempty"`
+	Name               string    `json:"name"`
+	UID                types.UID `json:"uid"`
+	BlockOwnerDeletion bool      `json:"blockOwnerDeletion"`
+	BeingDeleted       bool      `json:"beingDeleted,omitempty"`
+	DeletingDependents bool      `json:"deletingDependents,omitempty"`
+	// Finalizers of a blocking dependent, read live; Read says they were
+	// (the first 20 blocking dependents are read), Gone that the read found
+	// no such object any more.
+	Finalizers []string `json:"finalizers,omitempty"`
+	Read       bool     `json:"read,omitempty"`
+	Gone       bool     `json:"gone,omitempty"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// FinalizerState is one finalizer of the object and who removes it.
+type FinalizerState struct {
+	Name string `json:"name"`
+	// RemovedBy is "owner GC" or "another controller".
+	RemovedBy string `json:"removedBy"`
+	Condition string `json:"condition,omitempty"`
+}
+
+// Record is a decision record of the owner GC, as kept for explain.
+type Record struct {
+	Time              time.Time     `json:"time"`
+	APIVersion        string        `json:"apiVersion"`
+	Kind              string        `json:"kind"`
+	Namespace         string        `json:"namespace,omitempty"`
+	Name              string        `json:"name"`
+	UID               types.UID     `json:"uid"`
+	Action            string        `json:"action"`
+	PropagationPolicy string        `json:"propagationPolicy,omitempty"`
+	Finalizer         string        `json:"finalizer,omitempty"`
+	Rule              string        `json:"rule"`
+	Owners            []RecordOwner `json:"owners,omitempty"`
+	DryRun            bool          `json:"dryRun,omitempty"`
+}
+
+// RecordOwner is an owner reference as a decision saw it.
+type RecordOwner struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Namespace  string    `json:"namespace,omitempty"`
+	Name       string    `json:"name"`
+	UID        types.UID `json:"uid"`
+	Class      string    `json:"class"`
+	Reason     string    `json:"reason"`
+}
+
+// Explain explains one object. It needs this instance to run the owner GC
+// with a synced graph (else ErrNotRunning or ErrNotSynced).
+func (c *Collector) Explain(ctx context.Context, q ExplainQuery) (*Explanation, error) {
+	r := c.current.Load()
+	if r == nil {
+		return nil, ErrNotRunning
+	}
+	if !r.synced() {
+		return nil, ErrNotSynced
+	}
+	if q.Resource == "" || q.Name == "" {
+		return nil, fmt.Errorf("%w: resource and name are required", ErrInvalidQuery)
+	}
+	m, err := r.resolveResource(ctx, q.Resource)
+	if err != nil {
+		return nil, err
+	}
+	gvk := m.GroupVersionKind
+	id := objectID{apiVersion: gvk.GroupVersion().String(), kind: gvk.Kind, name: q.Name}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		if q.Namespace == "" {
+			return nil, fmt.Errorf("%w: %s is namespaced: give a namespace", ErrInvalidQuery, m.Resource.GroupResource())
+		}
+		id.namespace = q.Namespace
+	}
+	return r.explain(ctx, id)
+}
+
+// resolveResource maps what a user calls a resource to its REST mapping
+// with the run's discovery snapshot, expanding short names as kubectl does
+// (one discovery read).
+func (r *run) resolveResource(ctx context.Context, resource string) (*meta.RESTMapping, error) {
+	snap := r.snapshot.Load()
+	if snap == nil {
+		return nil, ErrNotSynced
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
+	defer cancel()
+	expander := restmapper.NewShortcutExpanderWithContext(meta.ToRESTMapperWithContext(snap.mapper), r.c.discovery, nil)
+	full, partial := schema.ParseResourceArg(strings.ToLower(resource))
+	var (
+		gvr schema.GroupVersionResource
+		err error
+	)
+	if full != nil {
+		gvr, err = expander.ResourceForWithContext(ctx, *full)
+	}
+	if full == nil || err != nil {
+		gvr, err = expander.ResourceForWithContext(ctx, partial.WithVersion(""))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %v", ErrUnknownResource, resource, err)
+	}
+	gvk, err := snap.mapper.KindFor(gvr)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %v", ErrUnknownResource, resource, err)
+	}
+	m, err := snap.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %v", ErrUnknownResource, resource, err)
+	}
+	return m, nil
+}
+
+// explain builds the explanation of the object at id (its UID, when set,
+// finds records of an object already gone).
+func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
+	m, err := r.mapping(id.apiVersion, id.kind)
+	if err != nil {
+		return nil, err
+	}
+	live, err := r.getObject(ctx, id)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return nil, fmt.Errorf("read %s %s/%s: %w", id.kind, id.namespace, id.name, err)
+	}
+	e := newExplanation(id, m.Resource.GroupResource().String(), live, r.c.dryRun)
+	var d decision
+	if live != nil {
+		id.uid = live.UID
+		v := r.graph.liveView(id, live)
+		d = explainView(e, r.graph, &v, r.scope, func(key ownerKey, apiVersion string) (lookupResult, string, error) {
+			return r.explainLookup(ctx, key, apiVersion)
+		})
+		d.monitored = r.monitored(m.Resource.GroupResource())
+		r.readBlocking(ctx, e.Dependents)
+	}
+	e.Records = r.explainRecords(id, live == nil)
+	if !e.Object.Exists && e.Object.UID == "" && len(e.Records) > 0 {
+		e.Object.UID = e.Records[len(e.Records)-1].UID
+	}
+	e.Code, e.Verdict = verdictOf(e, d)
+	return e, nil
+}
+
+// newExplanation starts the explanation of the object at id, as read live
+// (nil: not found).
+func newExplanation(id objectID, resource string, live *metav1.PartialObjectMetadata, dryRun bool) *Explanation {
+	e := &Explanation{
+		Object: ObjectInfo{APIVersion: id.apiVersion, Kind: id.kind, Resource: resource, Namespace: id.namespace,
+			Name: id.name, UID: id.uid},
+		DryRun: dryRun, Owners: []OwnerState{}, Dependents: []DependentState{}, Finalizers: []FinalizerState{},
+		Records: []Record{},
+	}
+	if live != nil {
+		e.Object.UID, e.Object.Exists, e.Object.ResourceVersion = live.UID, true, live.ResourceVersion
+		e.Object.DeletionTimestamp, e.Object.Finalizers = live.DeletionTimestamp, live.Finalizers
+	}
+	return e
+}
+
+// decision is what the workers' functions say about a live object, beside
+// what the Explanation shows.
+type decision struct {
+	monitored bool  // a monitor watches the object's resource
+	plan      *plan // nil without owner references, or when one cannot be classified
+	err       error // why an owner reference cannot be classified
+}
+
+// ownerLookup classifies an owner that only a live lookup can tell, and
+// says how (checked).
+type ownerLookup func(key ownerKey, apiVersion string) (res lookupResult, checked string, err error)
+
+// explainView fills in what the graph knows about the live object v (its
+// presence, owners, dependents, finalizers) and decides as a worker would:
+// judgeRef for each owner reference, then decide (or
+// decideDeletingDependents). lookup stands in for the worker's lookups.
+func explainView(e *Explanation, g *graph, v *itemView, scope scopeFunc, lookup ownerLookup) decision {
+	var d decision
+	g.mu.RLock()
+	if n, ok := g.nodes[v.id.uid]; ok {
+		e.InGraph = n.observed()
+		if e.InGraph {
+			e.GraphResourceVersion = n.rv
+		}
+		e.Dependents, e.DependentsTotal, e.BlockingTotal = dependentStatesLocked(n)
+	}
+	g.mu.RUnlock()
+	e.Finalizers = finalizerStates(e.Object.Finalizers, e.BlockingTotal, e.DependentsTotal)
+
+	refs := make([]classifiedRef, 0, len(v.owners))
+	for i := range v.owners {
+		o := &v.owners[i]
+		st, class, err := explainOwner(v, o, scope, lookup)
+		e.Owners = append(e.Owners, st)
+		if err != nil && d.err == nil {
+			d.err = err
+		}
+		refs = append(refs, classifiedRef{ownerView: *o, class: class, reason: st.Reason})
+	}
+	switch {
+	case v.deletingDependents:
+		p := decideDeletingDependents(v)
+		d.plan = &p
+	case len(v.owners) > 0 && d.err == nil:
+		p := decide(v, refs)
+		d.plan = &p
+	}
+	return d
+}
+
+// monitored reports whether a monitor watches the resource gr.
+func (r *run) monitored(gr schema.GroupResource) bool {
+	r.monitors.mu.Lock()
+	defer r.monitors.mu.Unlock()
+	for gvr := range r.monitors.byGVR {
+		if gvr.GroupResource() == gr {
+			return true
+		}
+	}
+	return false
+}
+
+// explainOwner classifies owner reference o of v as a worker does:
+// judgeRef on the graph and, where only a lookup can tell, lookup.
+func explainOwner(v *itemView, o *ownerView, scope scopeFunc, lookup ownerLookup) (OwnerState, refClass, error) {
+	st := OwnerState{APIVersion: o.apiVersion, Kind: o.kind, Name: o.name, UID: o.uid, Controller: o.controller,
+		BlockOwnerDeletion: o.block, Graph: graphState(o), Checked: checkedGraph}
+	if namespaced, known := scope(o.apiVersion, o.kind); known && namespaced {
+		st.Namespace = v.id.namespace
+	}
+	vd, err := judgeRef(v, o, scope)
+	switch {
+	case errors.Is(err, errNamespacedOwner):
+		st.Class, st.Reason = classUnknown, reasonNamespacedOwner
+		return st, 0, err
+	case errors.Is(err, errUnknownKind):
+		st.Class, st.Reason = classUnknown, reasonUnknownKind
+		return st, 0, err
+	case err != nil:
+		st.Class, st.Reason, st.Error = classUnknown, reasonLookupFailed, err.Error()
+		return st, 0, err
+	case vd.lookup == nil:
+		st.Class, st.Reason = vd.class.String(), vd.reason
+		return st, vd.class, nil
+	}
+	st.Namespace = vd.lookup.namespace
+	res, checked, err := lookup(*vd.lookup, o.apiVersion)
+	st.Checked = checked
+	if err != nil {
+		st.Class, st.Reason, st.Error = classUnknown, reasonLookupFailed, err.Error()
+		return st, 0, fmt.Errorf("read owner %s %s: %w", o.kind, o.name, err)
+	}
+	st.Class, st.Reason = res.class.String(), res.reason
+	if res.class == classSolid {
+		st.Class = classUnverified
+	}
+	return st, res.class, nil
+}
+
+// Reasons of an owner that cannot be classified (class unknown).
+const (
+	reasonNamespacedOwner = "namespaced-owner-of-cluster-scoped-object"
+	reasonUnknownKind     = "owner-kind-unknown-to-discovery"
+	reasonLookupFailed    = "lookup-failed"
+)
+
+// explainLookup looks an owner up for explain: in the absent-owner cache,
+// else with one GET, which is neither shared with the workers' lookups nor
+// written back.
+func (r *run) explainLookup(ctx context.Context, key ownerKey, apiVersion string) (lookupResult, string, error) {
+	if r.absent.has(key) {
+		return lookupResult{class: classDangling, reason: reasonNotFound}, checkedAbsentCache, nil
+	}
+	obj, err := r.getObject(ctx, objectID{uid: key.uid, apiVersion: apiVersion, kind: key.kind, namespace: key.namespace, name: key.name})
+	if apierrors.IsNotFound(err) {
+		obj, err = nil, nil
+	}
+	if err != nil {
+		return lookupResult{}, checkedGet, err
+	}
+	return lookupVerdict(key, obj), checkedGet, nil
+}
+
+// How an owner's class was found (OwnerState.Checked).
+const (
+	checkedGraph       = "graph"
+	checkedAbsentCache = "absent-owner-cache"
+	checkedGet         = "get"
+)
+
+// graphState names what the graph holds for an owner's UID.
+func graphState(o *ownerView) string {
+	switch o.state {
+	case ownerObserved:
+		return "observed"
+	case ownerDeleted:
+		return "deleted"
+	case ownerAbsentAtIdentity:
+		return "virtual-absent"
+	case ownerVirtual:
+		return "virtual"
+	default:
+		return "none"
+	}
+}
+
+// dependentStatesLocked copies n's dependents, blocking ones first, then
+// by kind, namespace and name; at most maxExplainDependents. The graph's
+// lock must be held.
+func dependentStatesLocked(n *node) (deps []DependentState, total, blocking int) {
+	deps = make([]DependentState, 0, len(n.dependents))
+	for dep := range n.dependents {
+		id := nodeID(dep)
+		ds := DependentState{APIVersion: id.apiVersion, Kind: id.kind, Namespace: id.namespace, Name: id.name, UID: id.uid,
+			BlockOwnerDeletion: dep.blocksOwner(n), BeingDeleted: dep.beingDeleted(), DeletingDependents: dep.deletingDependents()}
+		if ds.BlockOwnerDeletion {
+			blocking++
+		}
+		deps = append(deps, ds)
+	}
+	slices.SortFunc(deps, func(a, b DependentState) int {
+		if a.BlockOwnerDeletion != b.BlockOwnerDeletion {
+			if a.BlockOwnerDeletion {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name),
+			cmp.Compare(a.UID, b.UID))
+	})
+	total = len(deps)
+	if len(deps) > maxExplainDependents {
+		deps = deps[:maxExplainDependents]
+	}
+	return deps, total, blocking
+}
+
+// readBlocking reads the finalizers of the first maxExplainReads blocking
+// dependents (one GET each).
+func (r *run) readBlocking(ctx context.Context, deps []DependentState) {
+	reads := 0
+	for i := range deps {
+		d := &deps[i]
+		if !d.BlockOwnerDeletion || reads == maxExplainReads {
+			break
+		}
+		reads++
+		obj, err := r.getObject(ctx, objectID{uid: d.UID, apiVersion: d.APIVersion, kind: d.Kind, namespace: d.Namespace, name: d.Name})
+		switch {
+		case apierrors.IsNotFound(err) || (err == nil && obj.UID != d.UID):
+			d.Read, d.Gone = true, true
+		case err != nil:
+			d.Error = err.Error()
+		default:
+			d.Read, d.Finalizers, d.BeingDeleted = true, obj.Finalizers, obj.DeletionTimestamp != nil
+		}
+	}
+}
+
+// finalizerStates says who removes each finalizer, and when.
+func finalizerStates(finalizers []string, blocking, dependents int) []FinalizerState {
+	out := make([]FinalizerState, 0, len(finalizers))
+	for _, f := range finalizers {
+		switch f {
+		case metav1.FinalizerDeleteDependents:
+			out = append(out, FinalizerState{Name: f, RemovedBy: "owner GC",
+				Condition: fmt.Sprintf("once no dependent with blockOwnerDeletion=true remains (%d remain)", blocking)})
+		case metav1.FinalizerOrphanDependents:
+			out = append(out, FinalizerState{Name: f, RemovedBy: "owner GC",
+				Condition: fmt.Sprintf("once its owner reference is removed from every dependent (%d left)", dependents)})
+		default:
+			out = append(out, FinalizerState{Name: f, RemovedBy: "another controller"})
+		}
+	}
+	return out
+}
+
+// explainRecords returns the newest records kept about id's UID and, with
+// byName, about every object of its name (for an object already gone, whose
+// UID explain may not know), with the owners' namespaces resolved.
+func (r *run) explainRecords(id objectID, byName bool) []Record {
+	named := objectID{}
+	if byName {
+		named = id
+	}
+	kept := r.c.records.find(r.c.clock.Now(), id.uid, named)
+	if len(kept) > maxExplainRecords {
+		kept = kept[len(kept)-maxExplainRecords:]
+	}
+	out := make([]Record, 0, len(kept))
+	for _, k := range kept {
+		rec := Record{Time: k.at, APIVersion: k.id.apiVersion, Kind: k.id.kind, Namespace: k.id.namespace, Name: k.id.name,
+			UID: k.id.uid, Action: k.rec.action.String(), PropagationPolicy: string(k.rec.policy), Finalizer: k.rec.finalizer,
+			Rule: k.rec.rule, DryRun: k.dryRun}
+		for _, o := range k.rec.owners {
+			ro := RecordOwner{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID, Class: o.Class, Reason: o.Reason}
+			if namespaced, known := r.scope(o.APIVersion, o.Kind); known && namespaced {
+				ro.Namespace = k.id.namespace
+			}
+			rec.Owners = append(rec.Owners, ro)
+		}
+		out = append(out, rec)
+	}
+	return out
+}

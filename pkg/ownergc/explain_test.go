@@ -1,0 +1,506 @@
+package ownergc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+const exampleHold = "example.com/hold"
+
+// explainCase is one object explained from a graph the builder made,
+// without I/O: lookups, the blocking dependents' finalizers, the unsynced
+// resources and the records are given.
+type explainCase struct {
+	graph []event
+	res   *resource
+	// live is the object as read (nil: not found); id names it then.
+	live *metav1.PartialObjectMetadata
+	id   objectID
+	// lookups answer the GETs of owners the graph has not observed, by UID
+	// (absent from the map: not found).
+	lookups      map[types.UID]*metav1.PartialObjectMetadata
+	absentCached bool
+	finalizers   map[types.UID][]string // the blocking dependents' finalizers, as read
+	unsynced     []string
+	records      []Record
+	dryRun       bool
+	unmonitored  bool
+
+	wantCode VerdictCode
+	want     string
+}
+
+// explainPure is Collector.explain with the I/O replaced by tc's answers.
+func explainPure(t *testing.T, tc explainCase) *Explanation {
+	t.Helper()
+	tg := newTestGraph(t)
+	tg.apply(tc.graph...)
+	id := tc.id
+	if tc.live != nil {
+		id = objectID{uid: tc.live.UID, apiVersion: tc.res.apiVersion, kind: tc.res.gvk.Kind, namespace: tc.live.Namespace, name: tc.live.Name}
+	}
+	e := newExplanation(id, tc.res.gvr.GroupResource().String(), tc.live, tc.dryRun)
+	var d decision
+	if tc.live != nil {
+		v := tg.g.liveView(id, tc.live)
+		d = explainView(e, tg.g, &v, testScope, func(key ownerKey, _ string) (lookupResult, string, error) {
+			if tc.absentCached {
+				return lookupResult{class: classDangling, reason: reasonNotFound}, checkedAbsentCache, nil
+			}
+			obj, ok := tc.lookups[key.uid]
+			if !ok {
+				obj = nil
+			}
+			return lookupVerdict(key, obj), checkedGet, nil
+		})
+		d.monitored = !tc.unmonitored
+		for i := range e.Dependents {
+			if f, ok := tc.finalizers[e.Dependents[i].UID]; ok {
+				e.Dependents[i].Read, e.Dependents[i].Finalizers, e.Dependents[i].BeingDeleted = true, f, true
+			}
+		}
+	}
+	e.UnsyncedResources, e.Records = tc.unsynced, tc.records
+	if e.Records == nil {
+		e.Records = []Record{}
+	}
+	e.Code, e.Verdict = verdictOf(e, d)
+	return e
+}
+
+func TestExplainVerdict(t *testing.T) {
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	owner := upsert(resConfigMap, object("ns", "o", "o-1"))
+	// gone: owner g observed, then d (with its owners), then g's deletion:
+	// the graph keeps g's tombstone.
+	gone := func(d *metav1.PartialObjectMetadata, more ...event) []event {
+		return append(append([]event{upsert(resConfigMap, object("ns", "g", "g-1"))}, more...),
+			upsert(resConfigMap, d), del(resConfigMap, object("ns", "g", "g-1")))
+	}
+	fgOwner := func(opts ...objOpt) event {
+		return upsert(resConfigMap, object("ns", "p", "p-1", append(opts, deleting(), withFinalizers(metav1.FinalizerDeleteDependents))...))
+	}
+	orphanOwner := upsert(resConfigMap, object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerOrphanDependents)))
+	child := func(opts ...objOpt) *metav1.PartialObjectMetadata {
+		return object("ns", "c", "c-1", append([]objOpt{ownedBy(resConfigMap, "p", "p-1", true)}, opts...)...)
+	}
+	cmID := objectID{apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "d"}
+	deleteRec := Record{Time: at, APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "d", UID: "d-1",
+		Action: "delete", PropagationPolicy: "Background", Rule: ruleAllOwnersAbsent,
+		Owners: []RecordOwner{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "o", UID: "o-1", Class: "dangling", Reason: reasonDeleted}}}
+
+	tests := map[string]explainCase{
+		"kept: its owner exists": {
+			graph: []event{owner, upsert(resConfigMap, object("ns", "d", "d-1", ownedBy(resConfigMap, "o", "o-1", false)))},
+			res:   resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "o", "o-1", false)),
+			wantCode: CodeKept, want: "kept: owner ConfigMap ns/o (uid o-1) exists",
+		},
+		"no owners": {
+			graph: []event{owner}, res: resConfigMap, live: object("ns", "o", "o-1"),
+			wantCode: CodeNoOwners, want: "no owners: the owner GC never deletes it",
+		},
+		"every owner gone": {
+			graph: gone(object("ns", "d", "d-1", ownedBy(resConfigMap, "g", "g-1", false))),
+			res:   resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "g", "g-1", false)),
+			wantCode: CodeWillBeDeleted,
+			want:     "will be deleted with propagation Background: every owner is gone (rule all-owners-absent): owner ConfigMap ns/g (uid g-1) was deleted",
+		},
+		"one owner gone, one exists": {
+			graph: gone(object("ns", "d", "d-1", ownedBy(resConfigMap, "o", "o-1", false), ownedBy(resConfigMap, "g", "g-1", false)), owner),
+			res:   resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "o", "o-1", false), ownedBy(resConfigMap, "g", "g-1", false)),
+			wantCode: CodeKept,
+			want:     "kept: owner ConfigMap ns/o (uid o-1) exists; the owner GC removes its references to gone owners: owner ConfigMap ns/g (uid g-1) was deleted (rule solid-owner-remains-remove-dangling-references)",
+		},
+		"owner never observed, found by a GET": {
+			res: resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "v", "v-1", false)),
+			graph:    []event{upsert(resConfigMap, object("ns", "d", "d-1", ownedBy(resConfigMap, "v", "v-1", false)))},
+			lookups:  map[types.UID]*metav1.PartialObjectMetadata{"v-1": object("ns", "v", "v-1")},
+			wantCode: CodeKept,
+			want:     "kept: owner ConfigMap ns/v (uid v-1) exists (read live; the graph has not observed it, so the owner GC checks it again later)",
+		},
+		"owner never observed, not found": {
+			res: resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "v", "v-1", false)),
+			graph:    []event{upsert(resConfigMap, object("ns", "d", "d-1", ownedBy(resConfigMap, "v", "v-1", false)))},
+			wantCode: CodeWillBeDeleted,
+			want:     "will be deleted with propagation Background: every owner is gone (rule all-owners-absent): owner ConfigMap ns/v (uid v-1) does not exist",
+		},
+		"owner known absent from the cache": {
+			res: resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "v", "v-1", false)),
+			graph:        []event{upsert(resConfigMap, object("ns", "d", "d-1", ownedBy(resConfigMap, "v", "v-1", false)))},
+			absentCached: true, wantCode: CodeWillBeDeleted,
+			want: "will be deleted with propagation Background: every owner is gone (rule all-owners-absent): owner ConfigMap ns/v (uid v-1) does not exist",
+		},
+		"owner deletes in the foreground": {
+			graph: []event{fgOwner(), upsert(resConfigMap, child())}, res: resConfigMap, live: child(),
+			wantCode: CodeWillBeDeleted,
+			want:     "will be deleted with propagation Background: owner ConfigMap ns/p (uid p-1) is being deleted in the foreground and waits for it (rule owner-deleting-in-foreground)",
+		},
+		"foreground: waits for a dependent held by its own finalizer": {
+			graph: []event{fgOwner(), upsert(resConfigMap, child(deleting(), withFinalizers(exampleHold)))},
+			res:   resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
+			finalizers: map[types.UID][]string{"c-1": {exampleHold}},
+			wantCode:   CodeWaitsForDependents,
+			want:       "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which is held by finalizer example.com/hold",
+		},
+		"foreground: the held dependent is named before the others": {
+			graph: []event{fgOwner(), upsert(resConfigMap, object("ns", "a", "a-1", ownedBy(resConfigMap, "p", "p-1", true))),
+				upsert(resConfigMap, child(deleting(), withFinalizers(exampleHold, "other.example/x")))},
+			res: resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
+			finalizers: map[types.UID][]string{"c-1": {exampleHold, "other.example/x"}, "a-1": nil},
+			wantCode:   CodeWaitsForDependents,
+			want:       "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which is held by finalizers example.com/hold, other.example/x, and for 1 more blocking dependent(s)",
+		},
+		"foreground: a blocking dependent not deleted yet": {
+			graph: []event{fgOwner(), upsert(resConfigMap, child())},
+			res:   resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
+			wantCode: CodeWaitsForDependents,
+			want:     "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which the owner GC deletes first",
+		},
+		"foreground: no blocking dependent, another finalizer": {
+			graph: []event{fgOwner(), upsert(resConfigMap, object("ns", "c", "c-1", ownedBy(resConfigMap, "p", "p-1", false)))},
+			res:   resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents, exampleHold)),
+			wantCode: CodeWillBeDeleted,
+			want:     "will be deleted: no dependent with blockOwnerDeletion=true remains; the owner GC removes the foregroundDeletion finalizer (rule no-blocking-dependents-remain); then finalizer example.com/hold of another controller must go",
+		},
+		"foreground: waits for an unsynced resource": {
+			graph: []event{fgOwner()}, unsynced: []string{"widgets.example.com"},
+			res: resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
+			wantCode: CodeWaitsForResource,
+			want:     "foreground deletion waits: resource widgets.example.com cannot be listed (list/watch failing or not synced yet)",
+		},
+		"orphan: dependents left": {
+			graph: []event{orphanOwner, upsert(resConfigMap, child())},
+			res:   resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerOrphanDependents)),
+			wantCode: CodeOrphaning,
+			want:     "orphaning: the owner GC removes this object's reference from 1 dependent(s) (ConfigMap ns/c (uid c-1) first), then the orphan finalizer",
+		},
+		"orphan: waits for an unsynced resource": {
+			graph: []event{orphanOwner, upsert(resConfigMap, child())}, unsynced: []string{"widgets.example.com", "gadgets.example.com"},
+			res: resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerOrphanDependents)),
+			wantCode: CodeWaitsForResource,
+			want:     "orphaning waits: resources widgets.example.com, gadgets.example.com cannot be listed (list/watch failing or not synced yet)",
+		},
+		"orphan: nothing left": {
+			graph: []event{orphanOwner},
+			res:   resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerOrphanDependents)),
+			wantCode: CodeWillBeDeleted,
+			want:     "will be deleted: no dependent is left to orphan; the owner GC removes the orphan finalizer (rule dependents-orphaned)",
+		},
+		"being deleted, held by another controller": {
+			graph: []event{upsert(resConfigMap, object("ns", "x", "x-1", deleting(), withFinalizers(exampleHold)))},
+			res:   resConfigMap, live: object("ns", "x", "x-1", deleting(), withFinalizers(exampleHold)),
+			wantCode: CodeBeingDeleted,
+			want:     "being deleted: held by finalizer example.com/hold, which another controller must remove",
+		},
+		"deleted by the owner GC": {
+			res: resConfigMap, id: cmID, records: []Record{deleteRec},
+			wantCode: CodeDeleted,
+			want:     "deleted at 2025-01-02T03:04:05Z by rule all-owners-absent because owner ConfigMap ns/o (uid o-1) was deleted (propagation Background)",
+		},
+		"deleted after the owner GC removed its finalizer": {
+			res: resConfigMap, id: cmID, records: []Record{{Time: at, Action: "remove-finalizer", Finalizer: metav1.FinalizerDeleteDependents, Rule: ruleNoBlocking}},
+			wantCode: CodeDeleted,
+			want:     "deleted at 2025-01-02T03:04:05Z: the owner GC removed its foregroundDeletion finalizer by rule no-blocking-dependents-remain, and the API server deleted it",
+		},
+		"gone, the owner GC only decided in dry-run": {
+			res: resConfigMap, id: cmID, records: []Record{func() Record { r := deleteRec; r.DryRun = true; return r }()},
+			wantCode: CodeNotFound,
+			want:     "not found: the owner GC (dry-run) decided at 2025-01-02T03:04:05Z to delete it by rule all-owners-absent because owner ConfigMap ns/o (uid o-1) was deleted, but wrote nothing; another client deleted it",
+		},
+		"gone without a record": {
+			res: resConfigMap, id: cmID, wantCode: CodeNotFound,
+			want: "not found, and the owner GC recorded no deletion of it in the last 1h: another client deleted it, or it was deleted earlier",
+		},
+		"not in the graph yet": {
+			res: resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "o", "o-1", false)), graph: []event{owner},
+			wantCode: CodeNotInGraph,
+			want:     "not in the graph yet: its monitor has not delivered it; the owner GC decides once it has",
+		},
+		"resource not watched": {
+			res: resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "o", "o-1", false)), unmonitored: true,
+			wantCode: CodeNotWatched,
+			want:     "not watched: the owner GC has no monitor for configmaps (it is in ownerGC.gcIgnoredResources, or does not support list, watch and delete), so it never deletes it nor waits for it",
+		},
+		"cluster-scoped object, namespaced owner kind": {
+			graph: []event{upsert(resNode, object("", "n", "n-1", ownedBy(resConfigMap, "o", "o-1", false)))},
+			res:   resNode, live: object("", "n", "n-1", ownedBy(resConfigMap, "o", "o-1", false)),
+			wantCode: CodeNeverDeleted,
+			want:     "never deleted: this cluster-scoped object names the namespaced kind ConfigMap as its owner o (Warning OwnerRefInvalidNamespace)",
+		},
+		"owner kind unknown to discovery": {
+			graph: []event{upsert(resConfigMap, object("ns", "d", "d-1", func(o *metav1.PartialObjectMetadata) {
+				o.OwnerReferences = []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Widget", Name: "w", UID: "w-1"}}
+			}))},
+			res: resConfigMap, live: object("ns", "d", "d-1", func(o *metav1.PartialObjectMetadata) {
+				o.OwnerReferences = []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Widget", Name: "w", UID: "w-1"}}
+			}),
+			wantCode: CodeUndecided,
+			want:     "undecided: the owner kind Widget (example.com/v1) is unknown to discovery; the owner GC decides after a discovery refresh finds it",
+		},
+		"dry-run says so": {
+			graph: gone(object("ns", "d", "d-1", ownedBy(resConfigMap, "g", "g-1", false))),
+			res:   resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "g", "g-1", false)), dryRun: true,
+			wantCode: CodeWillBeDeleted,
+			want:     "will be deleted with propagation Background: every owner is gone (rule all-owners-absent): owner ConfigMap ns/g (uid g-1) was deleted (dry-run: the owner GC decides but writes nothing)",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := explainPure(t, tc)
+			if e.Code != tc.wantCode || e.Verdict != tc.want {
+				t.Errorf("verdict:\n got %s: %s\nwant %s: %s", e.Code, e.Verdict, tc.wantCode, tc.want)
+			}
+		})
+	}
+}
+
+// The explanation lists owners, dependents and finalizers as the graph and
+// the workers' functions see them.
+func TestExplainDetails(t *testing.T) {
+	e := explainPure(t, explainCase{
+		graph: []event{
+			upsert(resConfigMap, object("ns", "o", "o-1")),
+			upsert(resConfigMap, object("ns", "g", "g-1")),
+			upsert(resConfigMap, object("ns", "d", "d-1", withRV("5"), deleting(), withFinalizers(metav1.FinalizerDeleteDependents, exampleHold),
+				ownedBy(resConfigMap, "o", "o-1", true), ownedBy(resConfigMap, "g", "g-1", false))),
+			del(resConfigMap, object("ns", "g", "g-1")),
+			upsert(resConfigMap, object("ns", "b", "b-1", ownedBy(resConfigMap, "d", "d-1", true))),
+			upsert(resPod, object("ns", "a", "a-1", ownedBy(resConfigMap, "d", "d-1", false))),
+		},
+		res: resConfigMap,
+		live: object("ns", "d", "d-1", withRV("6"), deleting(), withFinalizers(metav1.FinalizerDeleteDependents, exampleHold),
+			ownedBy(resConfigMap, "o", "o-1", true), ownedBy(resConfigMap, "g", "g-1", false), ownedBy(resConfigMap, "v", "v-1", false)),
+		finalizers: map[types.UID][]string{"b-1": {exampleHold}},
+	})
+	if !e.InGraph || e.GraphResourceVersion != "5" || e.Object.ResourceVersion != "6" || !e.Object.Exists {
+		t.Errorf("inGraph %t at %q, live at %q, exists %t; want in the graph at 5, live at 6",
+			e.InGraph, e.GraphResourceVersion, e.Object.ResourceVersion, e.Object.Exists)
+	}
+	wantOwners := []OwnerState{
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "o", UID: "o-1", BlockOwnerDeletion: true,
+			Class: "solid", Reason: reasonObserved, Graph: "observed", Checked: checkedGraph},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "g", UID: "g-1",
+			Class: "dangling", Reason: reasonDeleted, Graph: "deleted", Checked: checkedGraph},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "v", UID: "v-1",
+			Class: "dangling", Reason: reasonNotFound, Graph: "none", Checked: checkedGet},
+	}
+	if diff := cmp.Diff(wantOwners, e.Owners); diff != "" {
+		t.Errorf("owners (-want +got):\n%s", diff)
+	}
+	wantDeps := []DependentState{
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "b", UID: "b-1", BlockOwnerDeletion: true,
+			BeingDeleted: true, Finalizers: []string{exampleHold}, Read: true},
+		{APIVersion: "v1", Kind: "Pod", Namespace: "ns", Name: "a", UID: "a-1"},
+	}
+	if diff := cmp.Diff(wantDeps, e.Dependents); diff != "" {
+		t.Errorf("dependents (-want +got):\n%s", diff)
+	}
+	if e.DependentsTotal != 2 || e.BlockingTotal != 1 {
+		t.Errorf("%d dependents, %d blocking; want 2, 1", e.DependentsTotal, e.BlockingTotal)
+	}
+	wantFin := []FinalizerState{
+		{Name: metav1.FinalizerDeleteDependents, RemovedBy: "owner GC", Condition: "once no dependent with blockOwnerDeletion=true remains (1 remain)"},
+		{Name: exampleHold, RemovedBy: "another controller"},
+	}
+	if diff := cmp.Diff(wantFin, e.Finalizers); diff != "" {
+		t.Errorf("finalizers (-want +got):\n%s", diff)
+	}
+}
+
+// At most maxExplainDependents dependents are listed, the blocking ones
+// first; the totals count them all.
+func TestExplainDependentsBound(t *testing.T) {
+	evs := []event{upsert(resConfigMap, object("ns", "o", "o-1"))}
+	for i := range maxExplainDependents + 5 {
+		name := string(rune('a'+i%26)) + string(rune('a'+i/26))
+		evs = append(evs, upsert(resConfigMap, object("ns", name, "u-"+name, ownedBy(resConfigMap, "o", "o-1", i%40 == 7))))
+	}
+	e := explainPure(t, explainCase{graph: evs, res: resConfigMap, live: object("ns", "o", "o-1")})
+	if len(e.Dependents) != maxExplainDependents || e.DependentsTotal != maxExplainDependents+5 || e.BlockingTotal != 3 {
+		t.Fatalf("%d listed of %d, %d blocking; want %d of %d, 3 blocking", len(e.Dependents), e.DependentsTotal, e.BlockingTotal,
+			maxExplainDependents, maxExplainDependents+5)
+	}
+	for i, d := range e.Dependents {
+		if d.BlockOwnerDeletion != (i < 3) {
+			t.Errorf("dependent %d (%s): blockOwnerDeletion %t; blocking ones come first", i, d.Name, d.BlockOwnerDeletion)
+		}
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{time.Hour: "1h", 2 * time.Hour: "2h", 15 * time.Minute: "15m",
+		90 * time.Second: "1m30s", 0: "0s"} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// A collector that does not run answers 503 with JSON saying it is not the
+// leader, and with the leader's identity when the caller knows it.
+func TestExplainHandlerNotRunning(t *testing.T) {
+	tests := map[string]struct {
+		handler  http.Handler
+		wantBody ExplainError
+	}{
+		"debug handler": {handler: (&Collector{}).DebugHandler(),
+			wantBody: ExplainError{Leader: false, Message: "this instance is not running the owner GC (it is not the leader)"}},
+		"with the leader's identity": {handler: (&Collector{}).ExplainHandler(func() string { return "nodegc-owner-7d9f_1234" }),
+			wantBody: ExplainError{Leader: false, LeaderIdentity: "nodegc-owner-7d9f_1234",
+				Message: "this instance is not running the owner GC (it is not the leader); the leader is nodegc-owner-7d9f_1234"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			tc.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, ExplainPath+"?resource=cm&namespace=ns&name=x", nil))
+			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d, content type %q; want 503 and JSON", rec.Code, rec.Header().Get("Content-Type"))
+			}
+			var got ExplainError
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatalf("body %q: %v", rec.Body, err)
+			}
+			if diff := cmp.Diff(tc.wantBody, got); diff != "" {
+				t.Errorf("body (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := (&Collector{}).Explain(t.Context(), ExplainQuery{Resource: "cm", Namespace: "ns", Name: "x"}); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Explain on a collector that does not run: %v, want ErrNotRunning", err)
+	}
+}
+
+// TestExplainOnAPIServer explains objects of a real API server: gone ones
+// from their decision records, kept ones, ones without owners, and the
+// errors of a bad query.
+func TestExplainOnAPIServer(t *testing.T) {
+	env := newEnv(t)
+	gc := env.startCollector(t, testConfig())
+	ns := env.namespace(t, "explain")
+	explain := func(t *testing.T, resource, namespace, name string) *Explanation {
+		t.Helper()
+		e, err := gc.Explain(t.Context(), ExplainQuery{Resource: resource, Namespace: namespace, Name: name})
+		if err != nil {
+			t.Fatalf("Explain %s %s/%s: %v", resource, namespace, name, err)
+		}
+		return e
+	}
+
+	t.Run("deleted object: its rule and owner", func(t *testing.T) {
+		o := env.configMap(t, ns, "o", nil)
+		d := env.configMap(t, ns, "d", []metav1.OwnerReference{cmRef(o, false)})
+		gc.waitObserved(t, d.UID, d.ResourceVersion)
+		env.deleteCM(t, ns, "o", metav1.DeletePropagationBackground)
+		eventually(t, 30*time.Second, "the dependent to be collected", env.cmGone(ns, "d"))
+		gc.settledRecords(t, d.UID)
+
+		e := explain(t, "configmap", ns, "d")
+		if len(e.Records) == 0 {
+			t.Fatalf("no decision record in the explanation: %+v", e)
+		}
+		rec := e.Records[len(e.Records)-1]
+		want := fmt.Sprintf("deleted at %s by rule all-owners-absent because owner ConfigMap %s/o (uid %s) was deleted (propagation Background)",
+			rec.Time.UTC().Format(time.RFC3339), ns, o.UID)
+		if e.Code != CodeDeleted || e.Verdict != want {
+			t.Errorf("verdict:\n got %s: %s\nwant %s: %s", e.Code, e.Verdict, CodeDeleted, want)
+		}
+		if e.Object.Exists || e.Object.UID != d.UID || rec.Action != "delete" || rec.UID != d.UID {
+			t.Errorf("object %+v, last record %+v; want d (uid %s) gone and its delete record", e.Object, rec, d.UID)
+		}
+		logExplanation(t, e)
+	})
+
+	t.Run("kept object, by every name of its kind", func(t *testing.T) {
+		o := env.configMap(t, ns, "owner-2", nil)
+		k := env.configMap(t, ns, "kept", []metav1.OwnerReference{cmRef(o, true)})
+		gc.waitObserved(t, k.UID, k.ResourceVersion)
+		want := fmt.Sprintf("kept: owner ConfigMap %s/owner-2 (uid %s) exists", ns, o.UID)
+		for _, resource := range []string{"cm", "configmap", "configmaps", "ConfigMap", "configmaps.v1."} {
+			e := explain(t, resource, ns, "kept")
+			if e.Code != CodeKept || e.Verdict != want {
+				t.Errorf("%s: verdict:\n got %s: %s\nwant %s: %s", resource, e.Code, e.Verdict, CodeKept, want)
+			}
+			if !e.InGraph || len(e.Owners) != 1 || e.Owners[0].Class != "solid" || e.Owners[0].UID != o.UID {
+				t.Errorf("%s: inGraph %t, owners %+v; want the observed owner, solid", resource, e.InGraph, e.Owners)
+			}
+		}
+		e := explain(t, "cm", ns, "owner-2")
+		if e.Code != CodeNoOwners || len(e.Dependents) != 1 || e.Dependents[0].UID != k.UID || !e.Dependents[0].BlockOwnerDeletion {
+			t.Errorf("the owner: %s (%s), dependents %+v; want no owners and one blocking dependent", e.Code, e.Verdict, e.Dependents)
+		}
+	})
+
+	t.Run("objects of a named group", func(t *testing.T) {
+		fns := env.namespace(t, "explain-apps")
+		f := env.deploymentFamily(t, fns, 0)
+		gc.waitObserved(t, f.rs.UID, f.rs.ResourceVersion)
+		for _, resource := range []string{"deployment", "deployments.apps", "Deployment", "deploy", "deployments.v1.apps"} {
+			e := explain(t, resource, fns, "d1")
+			if e.Code != CodeNoOwners || e.Object.APIVersion != "apps/v1" || e.Object.Resource != "deployments.apps" ||
+				e.DependentsTotal != 1 || e.Dependents[0].UID != f.rs.UID {
+				t.Errorf("%s: %s (%s) for %+v with dependents %+v", resource, e.Code, e.Verdict, e.Object, e.Dependents)
+			}
+		}
+		e := explain(t, "rs", fns, "r1")
+		want := fmt.Sprintf("kept: owner Deployment %s/d1 (uid %s) exists", fns, f.d.UID)
+		if e.Code != CodeKept || e.Verdict != want || !e.Owners[0].Controller {
+			t.Errorf("ReplicaSet: verdict:\n got %s: %s\nwant %s: %s; owners %+v", e.Code, e.Verdict, CodeKept, want, e.Owners)
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		_, err := gc.Explain(t.Context(), ExplainQuery{Resource: "nosuchthing", Namespace: ns, Name: "x"})
+		if !errors.Is(err, ErrUnknownResource) || !strings.Contains(err.Error(), `"nosuchthing"`) {
+			t.Errorf("unknown resource: %v; want ErrUnknownResource naming it", err)
+		}
+		if _, err := gc.Explain(t.Context(), ExplainQuery{Resource: "cm", Name: "x"}); !errors.Is(err, ErrInvalidQuery) {
+			t.Errorf("namespaced resource without a namespace: %v; want ErrInvalidQuery", err)
+		}
+		e := explain(t, "cm", ns, "never-was")
+		if e.Code != CodeNotFound || e.Object.Exists {
+			t.Errorf("an object that never existed: %s (%s)", e.Code, e.Verdict)
+		}
+	})
+
+	t.Run("HTTP", func(t *testing.T) {
+		h := gc.ExplainHandler(func() string { return "me" })
+		get := func(query string) *httptest.ResponseRecorder {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, ExplainPath+"?"+query, nil).WithContext(t.Context()))
+			return rec
+		}
+		rec := get("resource=cm&namespace=" + ns + "&name=kept")
+		var e Explanation
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); rec.Code != http.StatusOK || err != nil || e.Code != CodeKept {
+			t.Errorf("explain over HTTP: status %d, %v, code %q; body %s", rec.Code, err, e.Code, rec.Body)
+		}
+		for query, want := range map[string]int{
+			"resource=nosuchthing&namespace=" + ns + "&name=x": http.StatusNotFound,
+			"resource=cm&name=x": http.StatusBadRequest,
+			"namespace=x":        http.StatusBadRequest,
+		} {
+			rec := get(query)
+			var body ExplainError
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); rec.Code != want || err != nil || !body.Leader || body.Message == "" {
+				t.Errorf("%s: status %d, %v, body %s; want %d with a message", query, rec.Code, err, rec.Body, want)
+			}
+		}
+	})
+}
+
+// logExplanation logs e as JSON (shown with -v and on failure).
+func logExplanation(t *testing.T, e *Explanation) {
+	t.Helper()
+	b, _ := json.MarshalIndent(e, "", "  ")
+	t.Logf("explanation:\n%s", b)
+}

@@ -1,0 +1,295 @@
+package ownergc
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// verdictOf is the plain answer of an explanation: pure, from what explain
+// gathered and what the workers' functions decided. The stuck-deletion
+// check reports the same words.
+func verdictOf(e *Explanation, d decision) (VerdictCode, string) {
+	code, text := verdictText(e, d)
+	if e.DryRun && e.Object.Exists {
+		text += " (dry-run: the owner GC decides but writes nothing)"
+	}
+	return code, text
+}
+
+func verdictText(e *Explanation, d decision) (VerdictCode, string) {
+	o := &e.Object
+	switch {
+	case !o.Exists:
+		return goneVerdict(e)
+	case o.DeletionTimestamp == nil && len(e.Owners) == 0:
+		return CodeNoOwners, "no owners: the owner GC never deletes it"
+	case !e.InGraph && !d.monitored:
+		return CodeNotWatched, fmt.Sprintf("not watched: the owner GC has no monitor for %s (it is in ownerGC.gcIgnoredResources, "+
+			"or does not support list, watch and delete), so it never deletes it nor waits for it", o.Resource)
+	case !e.InGraph:
+		return CodeNotInGraph, "not in the graph yet: its monitor has not delivered it; the owner GC decides once it has"
+	case o.DeletionTimestamp != nil:
+		return deletingVerdict(e)
+	case d.err != nil:
+		return undecidedVerdict(e, d.err)
+	case d.plan == nil:
+		return CodeUndecided, "undecided"
+	}
+	p := d.plan
+	switch p.action {
+	case actNone:
+		return CodeKept, "kept: " + solidOwners(e.Owners)
+	case actRemoveRefs:
+		return CodeKept, fmt.Sprintf("kept: %s; the owner GC removes its references to gone owners: %s (rule %s)",
+			solidOwners(e.Owners), goneOwners(e.Owners), p.rule)
+	case actDelete:
+		var why string
+		switch p.rule {
+		case ruleAllOwnersAbsent:
+			why = "every owner is gone (rule " + p.rule + "): " + goneOwners(e.Owners)
+		case ruleOwnerForeground:
+			why = waitingOwners(e.Owners) + " in the foreground and waits for it (rule " + p.rule + ")"
+		default: // ruleOwnerWaitsDependent, ruleCycle
+			why = waitingOwners(e.Owners) + " in the foreground and waits for it; its own dependents go first (rule " + p.rule + ")"
+		}
+		return CodeWillBeDeleted, fmt.Sprintf("will be deleted with propagation %s: %s", p.policy, why)
+	}
+	return CodeUndecided, "undecided: " + p.action.String() + " (rule " + p.rule + ")"
+}
+
+// deletingVerdict explains an object whose deletion is under way.
+func deletingVerdict(e *Explanation) (VerdictCode, string) {
+	fin := e.Object.Finalizers
+	others := foreignFinalizers(fin)
+	then := ""
+	if len(others) > 0 {
+		then = "; then " + finalizerWords(others) + " of another controller must go"
+	}
+	switch {
+	case slices.Contains(fin, metav1.FinalizerDeleteDependents):
+		if e.BlockingTotal > 0 {
+			return CodeWaitsForDependents, blockingVerdict(e)
+		}
+		if len(e.UnsyncedResources) > 0 {
+			return CodeWaitsForResource, "foreground deletion waits: " + unsyncedWords(e.UnsyncedResources)
+		}
+		return CodeWillBeDeleted, "will be deleted: no dependent with blockOwnerDeletion=true remains; the owner GC removes " +
+			"the foregroundDeletion finalizer (rule " + ruleNoBlocking + ")" + then
+	case slices.Contains(fin, metav1.FinalizerOrphanDependents):
+		if len(e.UnsyncedResources) > 0 {
+			return CodeWaitsForResource, "orphaning waits: " + unsyncedWords(e.UnsyncedResources)
+		}
+		if e.DependentsTotal > 0 {
+			return CodeOrphaning, fmt.Sprintf("orphaning: the owner GC removes this object's reference from %d dependent(s) "+
+				"(%s first), then the orphan finalizer", e.DependentsTotal, depName(&e.Dependents[0]))
+		}
+		return CodeWillBeDeleted, "will be deleted: no dependent is left to orphan; the owner GC removes the orphan finalizer " +
+			"(rule " + ruleDependentsOrphaned + ")" + then
+	case len(others) > 0:
+		return CodeBeingDeleted, "being deleted: held by " + finalizerWords(others) + ", which another controller must remove"
+	default:
+		return CodeBeingDeleted, "being deleted: no finalizer holds it; the API server removes it"
+	}
+}
+
+// blockingVerdict names the dependent a foreground deletion waits for: one
+// held by another controller's finalizer if there is one, else the first.
+func blockingVerdict(e *Explanation) string {
+	var blocker *DependentState
+	for i := range e.Dependents {
+		d := &e.Dependents[i]
+		if !d.BlockOwnerDeletion {
+			break
+		}
+		if blocker == nil || len(foreignFinalizers(d.Finalizers)) > 0 && len(foreignFinalizers(blocker.Finalizers)) == 0 {
+			blocker = d
+		}
+	}
+	if blocker == nil { // more blocking dependents than listed: cannot happen, they come first
+		return fmt.Sprintf("waits for %d dependent(s) with blockOwnerDeletion=true", e.BlockingTotal)
+	}
+	var state string
+	foreign := foreignFinalizers(blocker.Finalizers)
+	switch {
+	case blocker.Gone:
+		state = "which is gone; the graph has not seen its deletion yet"
+	case len(foreign) > 0:
+		state = "which is held by " + finalizerWords(foreign)
+	case blocker.DeletingDependents:
+		state = "which itself waits for its own blocking dependents (foreground)"
+	case blocker.BeingDeleted:
+		state = "which is being deleted"
+	default:
+		state = "which the owner GC deletes first"
+	}
+	text := fmt.Sprintf("waits for dependent %s (blockOwnerDeletion) %s", depName(blocker), state)
+	if more := e.BlockingTotal - 1; more > 0 {
+		text += fmt.Sprintf(", and for %d more blocking dependent(s)", more)
+	}
+	return text
+}
+
+// goneVerdict explains an object that no longer exists, from the newest
+// decision record that deleted it (or let the API server delete it).
+func goneVerdict(e *Explanation) (VerdictCode, string) {
+	for i := len(e.Records) - 1; i >= 0; i-- {
+		rec := &e.Records[i]
+		at := rec.Time.UTC().Format(time.RFC3339)
+		switch {
+		case rec.Action == actDelete.String() && rec.DryRun:
+			return CodeNotFound, fmt.Sprintf("not found: the owner GC (dry-run) decided at %s to delete it by rule %s because %s, "+
+				"but wrote nothing; another client deleted it", at, rec.Rule, recordBecause(rec))
+		case rec.Action == actDelete.String():
+			return CodeDeleted, fmt.Sprintf("deleted at %s by rule %s because %s (propagation %s)", at, rec.Rule,
+				recordBecause(rec), rec.PropagationPolicy)
+		case rec.Action == actRemoveFinalizer.String() && !rec.DryRun:
+			return CodeDeleted, fmt.Sprintf("deleted at %s: the owner GC removed its %s finalizer by rule %s, "+
+				"and the API server deleted it", at, rec.Finalizer, rec.Rule)
+		}
+	}
+	return CodeNotFound, fmt.Sprintf("not found, and the owner GC recorded no deletion of it in the last %s: "+
+		"another client deleted it, or it was deleted earlier", shortDuration(recordKeepAge))
+}
+
+// recordBecause says why a recorded delete happened: its owners that were
+// gone or waiting.
+func recordBecause(rec *Record) string {
+	var parts []string
+	for _, o := range rec.Owners {
+		if o.Class == classSolid.String() {
+			continue
+		}
+		parts = append(parts, "owner "+describe(o.Kind, o.Namespace, o.Name, o.UID)+" "+reasonWords(o.Reason))
+	}
+	if len(parts) == 0 {
+		return "no owner held it"
+	}
+	return strings.Join(parts, " and ")
+}
+
+// reasonWords turns a classification reason into words.
+func reasonWords(reason string) string {
+	switch reason {
+	case reasonDeleted:
+		return "was deleted"
+	case reasonNotFound:
+		return "does not exist"
+	case reasonUIDMismatch:
+		return "was replaced by another object of that name"
+	case reasonOtherNamespace:
+		return "is in another namespace"
+	case reasonWaiting:
+		return "is being deleted in the foreground"
+	default:
+		return "(" + reason + ")"
+	}
+}
+
+// undecidedVerdict explains why the owners cannot be classified now.
+func undecidedVerdict(e *Explanation, err error) (VerdictCode, string) {
+	for _, o := range e.Owners {
+		if o.Class != classUnknown {
+			continue
+		}
+		switch o.Reason {
+		case reasonNamespacedOwner:
+			return CodeNeverDeleted, fmt.Sprintf("never deleted: this cluster-scoped object names the namespaced kind %s as its owner "+
+				"%s (Warning OwnerRefInvalidNamespace)", o.Kind, o.Name)
+		case reasonUnknownKind:
+			return CodeUndecided, fmt.Sprintf("undecided: the owner kind %s (%s) is unknown to discovery; the owner GC decides "+
+				"after a discovery refresh finds it", o.Kind, o.APIVersion)
+		}
+	}
+	return CodeUndecided, "undecided: " + err.Error()
+}
+
+// solidOwners names the owners that hold the object.
+func solidOwners(owners []OwnerState) string {
+	var held []string
+	for _, o := range owners {
+		switch o.Class {
+		case classSolid.String():
+			held = append(held, "owner "+describe(o.Kind, o.Namespace, o.Name, o.UID)+" exists")
+		case classUnverified:
+			held = append(held, "owner "+describe(o.Kind, o.Namespace, o.Name, o.UID)+
+				" exists (read live; the graph has not observed it, so the owner GC checks it again later)")
+		}
+	}
+	return strings.Join(held, " and ")
+}
+
+// goneOwners names the owners whose references go: dangling or waiting.
+func goneOwners(owners []OwnerState) string {
+	var gone []string
+	for _, o := range owners {
+		if o.Class == classDangling.String() || o.Class == classWaiting.String() {
+			gone = append(gone, "owner "+describe(o.Kind, o.Namespace, o.Name, o.UID)+" "+reasonWords(o.Reason))
+		}
+	}
+	return strings.Join(gone, " and ")
+}
+
+// waitingOwners names the owners deleting their dependents in the
+// foreground: "owner X is being deleted" (or "owners X and Y are").
+func waitingOwners(owners []OwnerState) string {
+	var names []string
+	for _, o := range owners {
+		if o.Class == classWaiting.String() {
+			names = append(names, describe(o.Kind, o.Namespace, o.Name, o.UID))
+		}
+	}
+	if len(names) == 1 {
+		return "owner " + names[0] + " is being deleted"
+	}
+	return "owners " + strings.Join(names, " and ") + " are being deleted"
+}
+
+func depName(d *DependentState) string { return describe(d.Kind, d.Namespace, d.Name, d.UID) }
+
+// describe names an object as the records and events do: "Kind ns/name
+// (uid …)".
+func describe(kind, namespace, name string, uid types.UID) string {
+	return objectID{uid: uid, kind: kind, namespace: namespace, name: name}.String()
+}
+
+// foreignFinalizers are the finalizers another controller removes.
+func foreignFinalizers(fin []string) []string {
+	var out []string
+	for _, f := range fin {
+		if f != metav1.FinalizerDeleteDependents && f != metav1.FinalizerOrphanDependents {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func finalizerWords(fin []string) string {
+	if len(fin) == 1 {
+		return "finalizer " + fin[0]
+	}
+	return "finalizers " + strings.Join(fin, ", ")
+}
+
+func unsyncedWords(res []string) string {
+	if len(res) == 1 {
+		return "resource " + res[0] + " cannot be listed (list/watch failing or not synced yet)"
+	}
+	return "resources " + strings.Join(res, ", ") + " cannot be listed (list/watch failing or not synced yet)"
+}
+
+// shortDuration prints whole hours and minutes without the zero parts (1h,
+// not 1h0m0s).
+func shortDuration(d time.Duration) string {
+	switch {
+	case d > 0 && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d > 0 && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
