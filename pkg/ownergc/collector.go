@@ -56,6 +56,7 @@ type Collector struct {
 	requestTimeout time.Duration
 	failureGrace   time.Duration // a monitor whose list/watch fails this long stops holding back the others
 	syncTimeout    time.Duration // so does a monitor that has not synced this long after its start
+	unsyncedHold   time.Duration // ownerGC.unsyncedResourceHold
 	ignored        map[schema.GroupResource]struct{}
 
 	metadata  metadata.Interface
@@ -100,6 +101,7 @@ func New(opts Options) (*Collector, error) {
 		requestTimeout: 30 * time.Second,
 		failureGrace:   10 * time.Second,
 		syncTimeout:    time.Minute,
+		unsyncedHold:   cfg.UnsyncedResourceHold.Duration,
 		ignored:        map[schema.GroupResource]struct{}{},
 		recorder:       opts.EventRecorder,
 		clock:          opts.Clock,

@@ -37,6 +37,8 @@ func (r *run) discoveryLoop(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C():
+		case <-r.kick:
+			t.Stop()
 		}
 	}
 }
@@ -47,6 +49,7 @@ func (r *run) discoveryLoop(ctx context.Context) {
 func (r *run) syncResources(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
 	defer cancel()
+	round := r.roundsStarted.Add(1)
 	groups, failed, err := discoverGroups(ctx, r.c.discovery)
 	if err != nil {
 		r.c.metrics.discoveryErrors.Inc()
@@ -62,6 +65,13 @@ func (r *run) syncResources(ctx context.Context) error {
 		return ok
 	}
 	added, removed := r.monitors.sync(resources, keep)
+	undiscovered := make([]string, 0, len(failed))
+	for gv := range failed {
+		undiscovered = append(undiscovered, gv.String())
+	}
+	slices.Sort(undiscovered)
+	r.undiscovered.Store(&undiscovered)
+	r.roundDone.Store(round)
 	r.discovered.Store(true)
 	if added+removed > 0 {
 		r.logger.Info("Resource monitors changed", "added", added, "removed", removed, "monitors", r.monitors.len())

@@ -1,12 +1,15 @@
 package ownergc
 
 import (
+	"errors"
+	"io"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/restmapper"
@@ -114,7 +117,52 @@ func TestMonitorSetSynced(t *testing.T) {
 	if !ms.synced(clk.Now()) {
 		t.Error("not synced although the other monitor has failed (no sync within the timeout)")
 	}
-	if got := ms.states(clk.Now()); got != [3]int{stateSynced: 1, stateFailed: 1} {
-		t.Errorf("states = %v", got)
+	if got, want := ms.states(clk.Now()), []int{stateSynced: 1, stateFailed: 1, stateFailing: 0}; !slices.Equal(got, want) {
+		t.Errorf("states = %v, want %v", got, want)
+	}
+}
+
+// TestMonitorFailingAfterSync: a synced monitor whose list or watch fails is
+// failing (the graph may miss its changes) until a list or watch succeeds;
+// unsyncedFor names it for owners that could have dependents there.
+func TestMonitorFailingAfterSync(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
+	registry := prometheus.NewRegistry()
+	c.metrics = newMetrics(registry, c)
+	r := &run{c: c, logger: testLogger(t)}
+	ms := &monitorSet{r: r, ctx: t.Context(), byGVR: map[schema.GroupVersionResource]*monitor{}}
+	nodes := newResource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "Node", false)
+	pods := &monitor{started: clk.Now(), res: resPod}
+	cluster := &monitor{started: clk.Now(), res: nodes}
+	ms.byGVR[resPod.gvr], ms.byGVR[nodes.gvr] = pods, cluster
+	pods.markGraphSynced()
+	cluster.markGraphSynced()
+
+	ms.noteError(t.Context(), pods, io.EOF) // a watch that ended: no failure
+	if got := ms.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
+		t.Fatalf("unsyncedFor after a watch ended = %v, want none", got)
+	}
+	ms.noteError(t.Context(), pods, errors.New("connection refused"))
+	ms.noteError(t.Context(), cluster, errors.New("conversion webhook failed"))
+	if got := pods.state(clk.Now(), c.failureGrace, c.syncTimeout); got != stateFailing {
+		t.Errorf("state after a failure = %s, want failing", monitorStates[got])
+	}
+	if got, want := ms.unsyncedFor(clk.Now(), "ns"), []string{"pods (failing)"}; !slices.Equal(got, want) {
+		t.Errorf("unsyncedFor(namespaced owner) = %v, want %v (a cluster-scoped resource cannot hold its dependents)", got, want)
+	}
+	if got, want := ms.unsyncedFor(clk.Now(), ""), []string{"nodes (failing)", "pods (failing)"}; !slices.Equal(got, want) {
+		t.Errorf("unsyncedFor(cluster-scoped owner) = %v, want %v", got, want)
+	}
+	clk.Step(time.Hour) // time alone heals nothing
+	if got := pods.state(clk.Now(), c.failureGrace, c.syncTimeout); got != stateFailing {
+		t.Errorf("state an hour later = %s, want failing", monitorStates[got])
+	}
+	pods.recovered()
+	if got, want := ms.unsyncedFor(clk.Now(), ""), []string{"nodes (failing)"}; !slices.Equal(got, want) {
+		t.Errorf("unsyncedFor after pods recovered = %v, want %v", got, want)
+	}
+	if got := counterByLabel(t, registry, "nodegc_owner_gc_monitor_errors_total", "resource"); got["pods"] != 1 || got["nodes"] != 1 {
+		t.Errorf("monitor errors = %v, want pods 1 and nodes 1 (the EOF is not one)", got)
 	}
 }

@@ -34,7 +34,7 @@ var (
 	allQueues     = append(slices.Clone(workQueues), queueGraphChanges)
 	nodeStates    = []string{nodesObserved, nodesVirtual, nodesDeleted}
 	// monitorStates is indexed by monitorState.
-	monitorStates = []string{stateSyncing: "syncing", stateSynced: "synced", stateFailed: "failed"}
+	monitorStates = []string{stateSyncing: "syncing", stateSynced: "synced", stateFailed: "failed", stateFailing: "failing"}
 )
 
 // metrics of the owner GC, registered once by New.
@@ -62,7 +62,7 @@ func newMetrics(reg prometheus.Registerer, c *Collector) *metrics {
 		lookups: metricvec.Counter("nodegc_owner_gc_owner_lookups_total",
 			"Verifications of owners the graph has not observed (cached_absent: no request),", "result", lookupResults),
 		monitorErrors: metricvec.CounterOver("nodegc_owner_gc_monitor_errors_total",
-			"List or watch failures of resource monitors that have not synced, by API group and resource.", "group", "resource"),
+			"List or watch failures of resource monitors (a watch that simply ended is none), by API group and resource.", "group", "resource"),
 		discoveryErrors: metricvec.Single("nodegc_owner_gc_discovery_errors_total",
 			"API discovery rounds that failed in whole or in part."),
 		attemptDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -85,7 +85,7 @@ var (
 	descQueueDepth = prometheus.NewDesc("nodegc_owner_gc_queue_depth",
 		metricvec.Help("Items waiting in the owner GC's queues,", "queue", allQueues), []string{"queue"}, nil)
 	descMonitors = prometheus.NewDesc("nodegc_owner_gc_monitors",
-		metricvec.Help("Resource monitors (failed: list/watch failing, not holding back collection),", "state", monitorStates), []string{"state"}, nil)
+		metricvec.Help("Resource monitors (failed: never synced, list/watch failing, not holding back collection; failing: synced, list/watch failing now, holding back orphaning and foreground deletions),", "state", monitorStates), []string{"state"}, nil)
 	descSynced = prometheus.NewDesc("nodegc_owner_gc_synced",
 		"1 when the owner GC runs and its graph holds the initial state of every monitored resource.", nil, nil)
 	descRunning = prometheus.NewDesc("nodegc_owner_gc_running",

@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -21,8 +25,9 @@ type monitorState uint8
 
 const (
 	stateSyncing monitorState = iota // initial list not yet in the graph
-	stateSynced                      // initial list applied to the graph
+	stateSynced                      // initial list applied to the graph, list/watch working
 	stateFailed                      // never synced: list/watch failing for longer than the grace period, or no sync within the sync timeout
+	stateFailing                     // synced once, but its list/watch fails now: the graph may miss changes
 )
 
 // monitor runs a metadata-only informer for one resource and feeds its
@@ -42,9 +47,12 @@ type monitor struct {
 	// reported is set once the monitor was logged as failed.
 	reported atomic.Bool
 
-	mu           sync.Mutex // guards the failure fields
+	mu sync.Mutex // guards the failure fields
+	// failing: the last list or watch failed and none succeeded since
+	// (see recovered).
 	failing      bool
 	failingSince time.Time
+	lastLogged   time.Time
 }
 
 func (m *monitor) push(ev event) {
@@ -57,22 +65,32 @@ func (m *monitor) push(ev event) {
 
 func (m *monitor) markGraphSynced() {
 	m.graphSynced.Store(true)
+	m.recovered()
+}
+
+// recovered records that a list, or a watch, succeeded: the informer's
+// cache follows the API server again.
+func (m *monitor) recovered() {
 	m.mu.Lock()
 	m.failing = false
 	m.mu.Unlock()
 }
 
-// state: synced once its initial list is in the graph; failed when its
+// state: synced once its initial list is in the graph, failing when its
+// list/watch fails after that; before the first sync, failed when its
 // list/watch has kept failing for grace, or when it has not synced within
 // timeout (a list that hangs, e.g. a streaming list the API server cannot
 // serve, reports no error); syncing otherwise.
 func (m *monitor) state(now time.Time, grace, timeout time.Duration) monitorState {
-	if m.graphSynced.Load() {
-		return stateSynced
-	}
+	synced := m.graphSynced.Load()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if (m.failing && now.Sub(m.failingSince) >= grace) || now.Sub(m.started) >= timeout {
+	switch {
+	case synced && m.failing:
+		return stateFailing
+	case synced:
+		return stateSynced
+	case (m.failing && now.Sub(m.failingSince) >= grace) || now.Sub(m.started) >= timeout:
 		return stateFailed
 	}
 	return stateSyncing
@@ -137,9 +155,9 @@ func (ms *monitorSet) sync(resources map[schema.GroupVersionResource]*resource, 
 }
 
 func (ms *monitorSet) start(res *resource) (*monitor, error) {
-	inf := metadatainformer.NewFilteredMetadataInformer(ms.r.c.metadata, res.gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	mctx, cancel := context.WithCancel(ms.ctx)
 	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now()}
+	inf := cache.NewSharedIndexInformer(m.listWatch(ms.r.c.metadata), &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
 	if err := inf.SetTransform(slimObject); err != nil {
 		cancel()
 		return nil, err
@@ -182,6 +200,42 @@ func (ms *monitorSet) start(res *resource) (*monitor, error) {
 	return m, nil
 }
 
+// listWatch is the metadata informer's list and watch for m's resource
+// (as metadatainformer builds it), telling m when they succeed: a list, a
+// watch that resumes from a resourceVersion, or the end of a streaming
+// list's initial events. The watch error handler tells the failures.
+func (m *monitor) listWatch(client metadata.Interface) cache.ListerWatcher {
+	rc := client.Resource(m.res.gvr)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			obj, err := rc.List(ctx, opts)
+			if err == nil {
+				m.recovered()
+			}
+			return obj, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			w, err := rc.Watch(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			if opts.SendInitialEvents == nil || !*opts.SendInitialEvents {
+				m.recovered()
+				return w, nil
+			}
+			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+				if e.Type == watch.Bookmark {
+					if o, err := meta.Accessor(e.Object); err == nil && o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+						m.recovered()
+					}
+				}
+				return e, true
+			}), nil
+		},
+	}
+	return cache.ToListWatcherWithWatchListSemantics(lw, client)
+}
+
 func (m *monitor) pushObject(typ eventType, obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -193,30 +247,70 @@ func (m *monitor) pushObject(typ eventType, obj any) {
 	m.push(event{typ: typ, obj: o, res: m.res})
 }
 
-// noteError records a list or watch failure of a monitor that has not
-// synced yet: once it lasts longer than the grace period the monitor counts
-// as failed and stops holding back the collector.
+// monitorErrorLogEvery spaces the error logs of a monitor that keeps
+// failing.
+const monitorErrorLogEvery = time.Minute
+
+// noteError records a list or watch failure of a monitor: counted, logged
+// at error level (the first of a run of failures, then once a minute), and
+// the monitor is failing until a list or watch succeeds again. Before its
+// first sync, once it lasts longer than the grace period the monitor counts
+// as failed and stops holding back the collector; after it, the graph may
+// miss changes of the resource, which holds back what needs every
+// dependent (see holdFinalizer). A watch that simply ended (EOF, or a
+// resourceVersion too old: the informer relists) is no failure.
 func (ms *monitorSet) noteError(ctx context.Context, m *monitor, err error) {
-	logger := klog.FromContext(ctx)
-	if m.graphSynced.Load() || errors.Is(err, io.EOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-		logger.V(4).Info("Resource monitor watch ended", "resource", m.res.gvr.String(), "err", err)
+	if errors.Is(err, io.EOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		klog.FromContext(ctx).V(4).Info("Resource monitor watch ended", "resource", m.res.gvr.String(), "err", err)
 		return
 	}
 	if ms.ctx.Err() != nil {
 		return
 	}
 	ms.r.c.metrics.monitorErrors.WithLabelValues(m.res.gvr.Group, m.res.gvr.Resource).Inc()
+	now := ms.r.c.clock.Now()
 	m.mu.Lock()
 	first := !m.failing
 	if first {
-		m.failing, m.failingSince = true, ms.r.c.clock.Now()
+		m.failing, m.failingSince = true, now
 	}
+	logNow := first || now.Sub(m.lastLogged) >= monitorErrorLogEvery
+	if logNow {
+		m.lastLogged = now
+	}
+	since := m.failingSince
 	m.mu.Unlock()
-	if first {
-		ms.r.logger.Error(err, "Resource monitor cannot list or watch; other resources are collected meanwhile", "resource", m.res.gvr.String())
-	} else {
+	switch {
+	case !logNow:
 		ms.r.logger.V(4).Info("Resource monitor still failing", "resource", m.res.gvr.String(), "err", err)
+	case m.graphSynced.Load():
+		ms.r.logger.Error(err, "Resource monitor cannot list or watch; orphaning and foreground deletions that may involve it wait",
+			"resource", m.res.gvr.String(), "failingFor", now.Sub(since).Round(time.Second))
+	default:
+		ms.r.logger.Error(err, "Resource monitor cannot list or watch; other resources are collected meanwhile",
+			"resource", m.res.gvr.String(), "failingFor", now.Sub(since).Round(time.Second))
 	}
+}
+
+// unsynced names the monitored resources whose graph cannot be trusted now
+// (syncing, failed or failing) and that could hold dependents of an owner
+// in namespace ns: every resource for a cluster-scoped owner (ns ""), the
+// namespaced ones otherwise (a cluster-scoped object cannot depend on a
+// namespaced owner).
+func (ms *monitorSet) unsyncedFor(now time.Time, ns string) []string {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	var out []string
+	for gvr, m := range ms.byGVR {
+		if ns != "" && !m.res.namespaced {
+			continue
+		}
+		if st := m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout); st != stateSynced {
+			out = append(out, gvr.GroupResource().String()+" ("+monitorStates[st]+")")
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // synced reports whether every monitor is synced or failed, and there is
@@ -243,7 +337,8 @@ func (ms *monitorSet) synced(now time.Time) bool {
 }
 
 // states counts the monitors by state.
-func (ms *monitorSet) states(now time.Time) (counts [3]int) {
+func (ms *monitorSet) states(now time.Time) []int {
+	counts := make([]int, len(monitorStates))
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	for _, m := range ms.byGVR {

@@ -22,6 +22,7 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 	}
 	v, ok := r.graph.orphanView(uid)
 	if !ok || !v.orphaning {
+		r.holds.drop(uid)
 		return done
 	}
 	if err := r.orphanDependents(ctx, v); err != nil {
@@ -30,6 +31,9 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 		}
 		r.logger.Error(err, "Cannot orphan every dependent; will retry", "owner", v.id, "dependents", len(v.dependents))
 		return retry
+	}
+	if out, held := r.holdFinalizer(v.id, metav1.FinalizerOrphanDependents); held {
+		return out // the dependents it may not know of yet are orphaned when it looks again
 	}
 	return r.removeFinalizer(ctx, v.id, metav1.FinalizerOrphanDependents, v.orphanIndex, ruleDependentsOrphaned)
 }

@@ -38,6 +38,14 @@ type run struct {
 	monitors   *monitorSet
 	snapshot   atomic.Pointer[discoverySnapshot]
 	discovered atomic.Bool
+	// roundsStarted counts discovery rounds begun; roundDone is the number
+	// of the last one that completed; undiscovered names the group
+	// versions that the last round could not read. kick asks for a round
+	// now.
+	roundsStarted, roundDone atomic.Uint64
+	undiscovered             atomic.Pointer[[]string]
+	kick                     chan struct{}
+	holds                    holdSet
 
 	recorder record.EventRecorder
 	absent   *absentCache
@@ -63,6 +71,7 @@ func newRun(ctx context.Context, c *Collector) *run {
 		graph:  newGraph(),
 		events: newEventQueue(),
 		absent: newAbsentCache(absentCacheSize),
+		kick:   make(chan struct{}, 1),
 	}
 	r.recheck = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, maxRetryDelay)
 	r.deletes = newQueue(c, queueDelete)

@@ -65,6 +65,7 @@ func (r *run) attemptToDelete(ctx context.Context, uid types.UID) outcome {
 	v, ok := r.graph.itemView(uid)
 	if !ok {
 		r.recheck.Forget(uid)
+		r.holds.drop(uid)
 		return done // gone, or virtual: dependents verify virtual owners themselves
 	}
 	return r.process(ctx, &v, true)
@@ -80,7 +81,13 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 		if !r.synced() {
 			return waitForSync // a dependent may still be missing from the graph
 		}
-		return r.execute(ctx, v, decideDeletingDependents(v), mayReread)
+		p := decideDeletingDependents(v)
+		if p.action == actRemoveFinalizer {
+			if out, held := r.holdFinalizer(v.id, p.finalizer); held {
+				return out
+			}
+		}
+		return r.execute(ctx, v, p, mayReread)
 	}
 	if len(v.owners) == 0 {
 		return done

@@ -1,0 +1,145 @@
+package ownergc
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Finishing an orphaning or a foreground deletion (removing the orphan or
+// foregroundDeletion finalizer) is the one decision that needs every
+// dependent of the owner in the graph: a dependent the graph misses is
+// neither orphaned (it would be deleted later, though the user asked to
+// keep it) nor waited for (it would outlive its owner). kube-controller-
+// manager finishes as soon as its own monitors have synced once, failing
+// ones included. nodegc holds the finalizer while the graph may miss a
+// dependent, up to ownerGC.unsyncedResourceHold:
+//
+//   - discovery must have run since the hold began, so that a resource
+//     created just before (a new CRD) has a monitor;
+//   - no monitor of a resource that could hold the owner's dependents may be
+//     syncing, failed or failing (see monitorSet.unsyncedFor), and no group
+//     may have failed discovery.
+//
+// The hold is measured from the first time this run held the owner. While
+// held, the owner gets one Warning Event (DependentsUnknown) naming the
+// resources; when the bound expires the collector finishes as
+// kube-controller-manager would, with a Warning (UnsyncedResourceHoldExpired)
+// and an error log.
+
+// holdRecheck is how often a held finalizer is looked at again.
+const holdRecheck = 5 * time.Second
+
+// holdSet tracks the owners whose finalizer is held.
+type holdSet struct {
+	mu sync.Mutex
+	m  map[types.UID]*hold
+}
+
+type hold struct {
+	since time.Time
+	round uint64 // discovery rounds started when the hold began
+	these string // the resources last reported, to warn again when they change
+}
+
+// get returns uid's hold, beginning it now (after round) if there is none.
+func (s *holdSet) get(uid types.UID, now time.Time, round uint64) hold {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[types.UID]*hold{}
+	}
+	h, ok := s.m[uid]
+	if !ok {
+		h = &hold{since: now, round: round}
+		s.m[uid] = h
+	}
+	return *h
+}
+
+// report records what uid's hold is waiting for and reports whether that
+// changed since the last report.
+func (s *holdSet) report(uid types.UID, these string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.m[uid]
+	if !ok || h.these == these {
+		return false
+	}
+	h.these = these
+	return true
+}
+
+func (s *holdSet) drop(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, uid)
+}
+
+// unsyncedFor names what could hold dependents of an owner in namespace ns
+// ("" for a cluster-scoped owner) and cannot be trusted now: monitors that
+// are syncing, failed or failing, and group versions discovery could not
+// read.
+func (r *run) unsyncedFor(ns string) []string {
+	out := r.monitors.unsyncedFor(r.c.clock.Now(), ns)
+	if gvs := r.undiscovered.Load(); gvs != nil {
+		for _, gv := range *gvs {
+			out = append(out, gv+" (discovery failed)")
+		}
+	}
+	return out
+}
+
+// holdFinalizer reports whether owner id's finalizer (orphan or
+// foregroundDeletion) must stay for now and, if so, when to look again.
+func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
+	bound := r.c.unsyncedHold
+	if bound <= 0 {
+		return done, false
+	}
+	now := r.c.clock.Now()
+	h := r.holds.get(id.uid, now, r.roundsStarted.Load())
+	if r.roundDone.Load() <= h.round {
+		// Not yet a discovery round that began after the hold did.
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+		return outcome{after: 100 * time.Millisecond}, true
+	}
+	unsynced := r.unsyncedFor(id.namespace)
+	if len(unsynced) == 0 {
+		r.holds.drop(id.uid)
+		return done, false
+	}
+	list := strings.Join(unsynced, ", ")
+	held := now.Sub(h.since)
+	if held >= bound {
+		r.holds.drop(id.uid)
+		r.logger.Error(nil, "Finishing a deletion although the graph may miss dependents: the hold expired",
+			"object", id, "finalizer", finalizer, "resources", unsynced, "held", held.Round(time.Second))
+		r.warn(id, "UnsyncedResourceHoldExpired", fmt.Sprintf("removing finalizer %s after %s although these resources "+
+			"cannot be listed or watched: %s; their objects that still reference this owner were not seen", finalizer, bound, list))
+		return done, false
+	}
+	if r.holds.report(id.uid, list) {
+		r.logger.Info("Keeping the finalizer while the graph may miss dependents", "object", id, "finalizer", finalizer,
+			"resources", unsynced, "holdLeft", (bound - held).Round(time.Second))
+		r.warn(id, "DependentsUnknown", fmt.Sprintf("keeping finalizer %s: the owner GC cannot see every possible dependent "+
+			"(resources that cannot be listed or watched, or not synced yet: %s); it waits for them up to %s", finalizer, list, bound))
+	}
+	return outcome{after: min(holdRecheck, bound-held)}, true
+}
+
+// warn records a Warning Event on id (not in dry-run: nothing is written).
+func (r *run) warn(id objectID, reason, message string) {
+	if r.c.dryRun {
+		return
+	}
+	ref := &corev1.ObjectReference{Kind: id.kind, APIVersion: id.apiVersion, Namespace: id.namespace, Name: id.name, UID: id.uid}
+	r.recorder.Event(ref, corev1.EventTypeWarning, reason, message)
+}

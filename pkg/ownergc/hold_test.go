@@ -1,0 +1,150 @@
+package ownergc
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+)
+
+// failingCRD creates a namespaced CRD whose list fails: objects are stored
+// as v1, the collector watches the preferred v2, and converting needs a
+// webhook that does not answer. It returns the group and the v1 resource
+// (which needs no conversion, for creating objects).
+func (e *itEnv) failingCRD(t *testing.T, plural, kind string) (string, schema.GroupVersionResource) {
+	t.Helper()
+	group := "ownergc-" + utilrand.String(5) + ".test.nodegc.io"
+	e.createCRD(t, group, plural, kind,
+		[]any{crdVersion("v1", true), crdVersion("v2", false)},
+		map[string]any{"strategy": "Webhook", "webhook": map[string]any{
+			"conversionReviewVersions": []any{"v1"},
+			"clientConfig":             map[string]any{"url": "https://127.0.0.1:1/convert"},
+		}})
+	return group, schema.GroupVersionResource{Group: group, Version: "v1", Resource: plural}
+}
+
+// healCRD makes the CRD's list work: no conversion webhook any more.
+func (e *itEnv) healCRD(t *testing.T, name string) {
+	t.Helper()
+	patch := []byte(`{"spec":{"conversion":{"strategy":"None","webhook":null}}}`)
+	if _, err := e.dyn.Resource(crdGVR).Patch(t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("heal CRD %s: %v", name, err)
+	}
+}
+
+// hasEvent reports whether obj in ns has an Event with reason whose message
+// contains every one of words.
+func (e *itEnv) hasEvent(ns, obj, reason string, words ...string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		evs, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Name == obj && ev.Reason == reason &&
+				!slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(ev.Message, w) }) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+}
+
+// An owner deleted with the orphan propagation while a resource that could
+// hold its dependents cannot be listed (a CRD whose conversion webhook is
+// down): the collector orphans the dependents it knows, keeps the orphan
+// finalizer and says why in a Warning Event; once the resource lists again,
+// its objects are orphaned too, not deleted, and only then does the owner
+// go. kube-controller-manager removes the finalizer at once and later
+// deletes those objects, though the user asked to keep them.
+func testOrphanHeldWhileResourceFails(t *testing.T, env *itEnv) {
+	ns := env.namespace(t, "orphan-held")
+	group, v1 := env.failingCRD(t, "gizmos", "Gizmo")
+	owner := env.configMap(t, ns, "owner", nil)
+	env.configMap(t, ns, "known", []metav1.OwnerReference{cmRef(owner, true)})
+	env.createCR(t, v1, "Gizmo", ns, "g", []metav1.OwnerReference{cmRef(owner, true)})
+
+	cfg := testConfig()
+	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: 10 * time.Minute}
+	env.startCollector(t, cfg)
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationOrphan)
+
+	eventually(t, 30*time.Second, "the known dependent to be orphaned", func(ctx context.Context) (bool, error) {
+		cm, err := env.cs.CoreV1().ConfigMaps(ns).Get(ctx, "known", metav1.GetOptions{})
+		return err == nil && len(cm.OwnerReferences) == 0, err
+	})
+	eventually(t, 30*time.Second, "a Warning on the owner naming the failing resource",
+		env.hasEvent(ns, "owner", "DependentsUnknown", "orphan", "gizmos."+group))
+	if got := env.getCM(t, ns, "owner"); !slices.Contains(got.Finalizers, metav1.FinalizerOrphanDependents) {
+		t.Fatalf("owner finalizers = %v while gizmos cannot be listed; want orphan kept", got.Finalizers)
+	}
+
+	env.healCRD(t, "gizmos."+group)
+	eventually(t, 90*time.Second, "the owner to go once gizmos list again", env.cmGone(ns, "owner"))
+	g, err := env.dyn.Resource(v1).Namespace(ns).Get(t.Context(), "g", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the gizmo of the orphaning owner: %v; want it kept", err)
+	}
+	if refs := g.GetOwnerReferences(); len(refs) != 0 {
+		t.Errorf("the gizmo still references %v; want it orphaned", refs)
+	}
+}
+
+// The hold is bounded: with unsyncedResourceHold 3s the collector finishes
+// the orphaning after 3s, as kube-controller-manager would, and says so.
+func testOrphanHoldExpires(t *testing.T, env *itEnv) {
+	ns := env.namespace(t, "hold-expires")
+	group, v1 := env.failingCRD(t, "doodads", "Doodad")
+	owner := env.configMap(t, ns, "owner", nil)
+	env.createCR(t, v1, "Doodad", ns, "d", []metav1.OwnerReference{cmRef(owner, true)})
+
+	cfg := testConfig()
+	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: 3 * time.Second}
+	env.startCollector(t, cfg)
+	begin := time.Now()
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationOrphan)
+	eventually(t, 30*time.Second, "the owner to go when the hold expires", env.cmGone(ns, "owner"))
+	if took := time.Since(begin); took < 3*time.Second {
+		t.Errorf("the orphan finalizer went after %s; want it held 3s", took)
+	}
+	eventually(t, 30*time.Second, "a Warning that the hold expired",
+		env.hasEvent(ns, "owner", "UnsyncedResourceHoldExpired", "doodads."+group))
+	// Leave no failing resource behind for the next tests.
+	if err := env.dyn.Resource(crdGVR).Delete(t.Context(), "doodads."+group, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A CRD created shortly before its objects' owner is deleted with the
+// orphan propagation, long before the next discovery refresh: the
+// collector refreshes discovery before it finishes, so the new resource
+// gets a monitor, and its objects are orphaned, not forgotten.
+func testOrphanWithUndiscoveredResource(t *testing.T, env *itEnv) {
+	ns := env.namespace(t, "undiscovered")
+	cfg := testConfig()
+	cfg.DiscoveryResyncPeriod = metav1.Duration{Duration: time.Hour}
+	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: 10 * time.Minute}
+	env.startCollector(t, cfg)
+
+	group := "ownergc-" + utilrand.String(5) + ".test.nodegc.io"
+	env.createCRD(t, group, "thingamajigs", "Thingamajig", []any{crdVersion("v1", true)}, nil)
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "thingamajigs"}
+	owner := env.configMap(t, ns, "owner", nil)
+	env.createCR(t, gvr, "Thingamajig", ns, "t", []metav1.OwnerReference{cmRef(owner, true)})
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationOrphan)
+
+	eventually(t, 30*time.Second, "the owner to go", env.cmGone(ns, "owner"))
+	got, err := env.dyn.Resource(gvr).Namespace(ns).Get(t.Context(), "t", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the new resource's object: %v; want it kept", err)
+	}
+	if refs := got.GetOwnerReferences(); len(refs) != 0 {
+		t.Errorf("the new resource's object still references %v; want it orphaned", refs)
+	}
+}
