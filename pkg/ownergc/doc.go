@@ -77,10 +77,35 @@
 // it has not synced within a minute (a streaming list that the API server
 // cannot serve hangs without an error). A failed monitor is logged and
 // counted (nodegc_owner_gc_monitors{state="failed"}), keeps retrying, and no
-// longer holds back the others. Workers start when the run is first synced. Removing a
-// foregroundDeletion finalizer and orphaning (the two decisions that depend
-// on knowing every dependent) additionally wait while any monitor is still
-// syncing. HasSynced is the readiness of the owner GC.
+// longer holds back the others. Workers start when the run is first
+// synced. HasSynced is the readiness of the owner GC.
+//
+// A monitor that synced can fail later (its list or watch errors: the API
+// server restarts, a conversion webhook goes down). It is then failing
+// (nodegc_owner_gc_monitors{state="failing"}) until a list or a watch
+// succeeds again; every failure is counted
+// (nodegc_owner_gc_monitor_errors_total) and logged at error level (the
+// first of a run, then once a minute); a watch that simply ended is no
+// failure.
+//
+// # Holding finalizers while the graph may miss a dependent
+//
+// Removing a foregroundDeletion finalizer and finishing an orphaning are the
+// two decisions that need every dependent of the owner in the graph (a
+// missed dependent would outlive its owner, or be deleted later although
+// the user asked to orphan it). They wait while any monitor is still
+// syncing; and, going beyond kube-controller-manager (which finishes once
+// its monitors synced, failing ones included), they hold the finalizer
+// while a resource that could hold the owner's dependents (any resource for
+// a cluster-scoped owner, the namespaced ones otherwise) is syncing, failed
+// or failing, or a group failed discovery, and until a discovery round that
+// began after the hold has completed (so that a CRD created just before has
+// a monitor; the round is started at once). The hold lasts at most
+// ownerGC.unsyncedResourceHold (default 10m, 0 turns it off), measured from
+// the first time this run held the owner; the owner gets a Warning Event
+// DependentsUnknown naming the resources, and when the bound expires the
+// collector finishes as kube-controller-manager would, with a Warning
+// UnsyncedResourceHoldExpired and an error log (see hold.go).
 //
 // # Fewer requests
 //
