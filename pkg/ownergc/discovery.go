@@ -21,11 +21,17 @@ type discoverySnapshot struct {
 	mapper meta.RESTMapper
 }
 
+// minKickInterval is the least time between the starts of two discovery
+// rounds asked for by kick (finalizer holds): however many foreground
+// deletions finish, discovery costs at most a round a second.
+const minKickInterval = time.Second
+
 // discoveryLoop refreshes discovery at once and then every period (sooner
-// while it has never succeeded) until ctx ends.
+// while it has never succeeded, or when kicked) until ctx ends.
 func (r *run) discoveryLoop(ctx context.Context) {
 	retry := time.Second
 	for {
+		begin := r.c.clock.Now()
 		wait := r.c.period
 		if err := r.syncResources(ctx); err != nil && !r.discovered.Load() {
 			wait = min(retry, r.c.period)
@@ -39,7 +45,25 @@ func (r *run) discoveryLoop(ctx context.Context) {
 		case <-t.C():
 		case <-r.kick:
 			t.Stop()
+			if !r.sleep(ctx, minKickInterval-r.c.clock.Since(begin)) {
+				return
+			}
 		}
+	}
+}
+
+// sleep waits d on the collector's clock; false if ctx ended first.
+func (r *run) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := r.c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
 	}
 }
 

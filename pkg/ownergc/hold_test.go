@@ -2,15 +2,19 @@ package ownergc
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // failingCRD creates a namespaced CRD whose list fails: objects are stored
@@ -146,5 +150,86 @@ func testOrphanWithUndiscoveredResource(t *testing.T, env *itEnv) {
 	}
 	if refs := got.GetOwnerReferences(); len(refs) != 0 {
 		t.Errorf("the new resource's object still references %v; want it orphaned", refs)
+	}
+}
+
+// TestHoldFinalizer: the hold waits for a discovery round begun after it,
+// then for every resource that could hold dependents; it warns once per
+// set of resources and ends at the bound.
+func TestHoldFinalizer(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, unsyncedHold: time.Minute}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	rec := record.NewFakeRecorder(10)
+	r := &run{c: c, logger: testLogger(t), recorder: rec, kick: make(chan struct{}, 1)}
+	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGVR: map[schema.GroupVersionResource]*monitor{}}
+	pods := &monitor{started: clk.Now(), res: resPod}
+	r.monitors.byGVR[resPod.gvr] = pods
+	pods.markGraphSynced()
+	owner := objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "owner"}
+	events := func() (out []string) {
+		for {
+			select {
+			case e := <-rec.Events:
+				out = append(out, e)
+			default:
+				return out
+			}
+		}
+	}
+
+	out, held := r.holdFinalizer(owner, metav1.FinalizerOrphanDependents)
+	if !held || out.after <= 0 || len(r.kick) != 1 {
+		t.Fatalf("before any discovery round: held %t after %s, kicked %d; want held and a round asked for", held, out.after, len(r.kick))
+	}
+	<-r.kick
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(1) // a round begun after the hold, done; pods are fine
+	if _, held := r.holdFinalizer(owner, metav1.FinalizerOrphanDependents); held {
+		t.Fatal("held although discovery is fresh and every monitor synced")
+	}
+
+	// A second owner while pods fail.
+	owner.uid = "o2"
+	r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
+	r.holdFinalizer(owner, metav1.FinalizerOrphanDependents) // begins the hold (after round 1)
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(2)
+	for range 3 {
+		if _, held := r.holdFinalizer(owner, metav1.FinalizerOrphanDependents); !held {
+			t.Fatal("not held while pods fail")
+		}
+		clk.Step(10 * time.Second)
+	}
+	if got := events(); len(got) != 1 || !strings.Contains(got[0], "DependentsUnknown") || !strings.Contains(got[0], "pods (failing)") {
+		t.Errorf("events while held = %q; want one DependentsUnknown naming pods", got)
+	}
+	clk.Step(time.Minute)
+	if _, held := r.holdFinalizer(owner, metav1.FinalizerOrphanDependents); held {
+		t.Fatal("still held after the bound")
+	}
+	if got := events(); len(got) != 1 || !strings.Contains(got[0], "UnsyncedResourceHoldExpired") {
+		t.Errorf("events at the bound = %q; want UnsyncedResourceHoldExpired", got)
+	}
+
+	// A cluster-scoped resource failing holds no namespaced owner.
+	pods.recovered()
+	nodes := &monitor{started: clk.Now(), res: newResource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "Node", false)}
+	nodes.markGraphSynced()
+	r.monitors.byGVR[nodes.res.gvr] = nodes
+	r.monitors.noteError(t.Context(), nodes, errors.New("connection refused"))
+	owner.uid = "o3"
+	r.holdFinalizer(owner, metav1.FinalizerDeleteDependents)
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(3)
+	if _, held := r.holdFinalizer(owner, metav1.FinalizerDeleteDependents); held {
+		t.Error("a namespaced owner held for a cluster-scoped resource")
+	}
+	cluster := objectID{uid: "c", apiVersion: "v1", kind: "Namespace", name: "x"}
+	r.holdFinalizer(cluster, metav1.FinalizerDeleteDependents)
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(4)
+	if _, held := r.holdFinalizer(cluster, metav1.FinalizerDeleteDependents); !held {
+		t.Error("a cluster-scoped owner not held while nodes fail")
 	}
 }
