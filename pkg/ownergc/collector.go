@@ -57,6 +57,7 @@ type Collector struct {
 	failureGrace   time.Duration // a monitor whose list/watch fails this long stops holding back the others
 	syncTimeout    time.Duration // so does a monitor that has not synced this long after its start
 	unsyncedHold   time.Duration // ownerGC.unsyncedResourceHold
+	stuckThreshold time.Duration // ownerGC.stuckDeletionThreshold (stuck.go); 0: off
 	ignored        map[schema.GroupResource]struct{}
 
 	metadata  metadata.Interface
@@ -102,6 +103,7 @@ func New(opts Options) (*Collector, error) {
 		failureGrace:   10 * time.Second,
 		syncTimeout:    time.Minute,
 		unsyncedHold:   cfg.UnsyncedResourceHold.Duration,
+		stuckThreshold: cfg.StuckDeletionThreshold.Duration,
 		ignored:        map[schema.GroupResource]struct{}{},
 		recorder:       opts.EventRecorder,
 		clock:          opts.Clock,

@@ -295,6 +295,9 @@ func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
 		})
 		d.monitored = r.monitored(m.Resource.GroupResource())
 		r.readBlocking(ctx, e.Dependents)
+		if r.c.unsyncedHold > 0 && v.beingDeleted && (v.foregroundFinalizer || v.orphanFinalizer) {
+			e.UnsyncedResources = r.unsyncedFor(id.namespace) // what holds the finalizer (hold.go)
+		}
 	}
 	e.Records = r.explainRecords(id, live == nil)
 	if !e.Object.Exists && e.Object.UID == "" && len(e.Records) > 0 {

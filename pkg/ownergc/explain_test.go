@@ -173,10 +173,10 @@ func TestExplainVerdict(t *testing.T) {
 			want:     "will be deleted: no dependent with blockOwnerDeletion=true remains; the owner GC removes the foregroundDeletion finalizer (rule no-blocking-dependents-remain); then finalizer example.com/hold of another controller must go",
 		},
 		"foreground: waits for an unsynced resource": {
-			graph: []event{fgOwner()}, unsynced: []string{"widgets.example.com"},
+			graph: []event{fgOwner()}, unsynced: []string{"widgets.example.com (failing)"},
 			res: resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
 			wantCode: CodeWaitsForResource,
-			want:     "foreground deletion waits: resource widgets.example.com cannot be listed (list/watch failing or not synced yet)",
+			want:     "foreground deletion waits: resource widgets.example.com (failing) cannot be listed, so the graph may miss dependents there (the owner GC waits up to ownerGC.unsyncedResourceHold)",
 		},
 		"orphan: dependents left": {
 			graph: []event{orphanOwner, upsert(resConfigMap, child())},
@@ -185,10 +185,10 @@ func TestExplainVerdict(t *testing.T) {
 			want:     "orphaning: the owner GC removes this object's reference from 1 dependent(s) (ConfigMap ns/c (uid c-1) first), then the orphan finalizer",
 		},
 		"orphan: waits for an unsynced resource": {
-			graph: []event{orphanOwner, upsert(resConfigMap, child())}, unsynced: []string{"widgets.example.com", "gadgets.example.com"},
+			graph: []event{orphanOwner, upsert(resConfigMap, child())}, unsynced: []string{"gadgets.example.com (syncing)", "widgets.example.com (failing)"},
 			res: resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerOrphanDependents)),
 			wantCode: CodeWaitsForResource,
-			want:     "orphaning waits: resources widgets.example.com, gadgets.example.com cannot be listed (list/watch failing or not synced yet)",
+			want:     "orphaning waits: resources gadgets.example.com (syncing), widgets.example.com (failing) cannot be listed, so the graph may miss dependents there (the owner GC waits up to ownerGC.unsyncedResourceHold)",
 		},
 		"orphan: nothing left": {
 			graph: []event{orphanOwner},

@@ -47,6 +47,7 @@ type metrics struct {
 	monitorErrors   *prometheus.CounterVec
 	discoveryErrors prometheus.Counter
 	attemptDuration *prometheus.HistogramVec
+	stuck           *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, c *Collector) *metrics {
@@ -70,9 +71,11 @@ func newMetrics(reg prometheus.Registerer, c *Collector) *metrics {
 			Help:    metricvec.Help("Time to process one work item,", "queue", workQueues),
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10), // 0.5ms .. ~131s
 		}, []string{"queue"}),
+		stuck: metricvec.Gauge("nodegc_owner_gc_stuck_deletions",
+			"Objects being deleted with foregroundDeletion or orphan that made no progress for longer than ownerGC.stuckDeletionThreshold,", "reason", stuckReasons),
 	}
 	reg.MustRegister(m.actions, m.dryRunActions, m.actionErrors, m.requests, m.lookups, m.monitorErrors,
-		m.discoveryErrors, m.attemptDuration, &stateCollector{c: c})
+		m.discoveryErrors, m.attemptDuration, m.stuck, &stateCollector{c: c})
 	return m
 }
 
@@ -120,6 +123,13 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	states := r.monitors.states(s.c.clock.Now())
 	for st, name := range monitorStates {
 		gauge(descMonitors, float64(states[monitorState(st)]), name)
+	}
+}
+
+// setStuck sets the stuck deletions by reason; nil: none.
+func (m *metrics) setStuck(counts map[string]int) {
+	for _, r := range stuckReasons {
+		m.stuck.WithLabelValues(r).Set(float64(counts[r]))
 	}
 }
 

@@ -111,6 +111,7 @@ func (r *run) run(ctx context.Context) {
 			loops.Go(func() { r.deleteWorker(ctx) })
 			loops.Go(func() { r.orphanWorker(ctx) })
 		}
+		loops.Go(func() { r.watchStuck(ctx) })
 	}
 	<-ctx.Done()
 

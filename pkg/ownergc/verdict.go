@@ -275,11 +275,15 @@ func finalizerWords(fin []string) string {
 	return "finalizers " + strings.Join(fin, ", ")
 }
 
+// unsyncedWords names the resources a finalizer is held for (hold.go).
 func unsyncedWords(res []string) string {
+	list := strings.Join(res, ", ")
 	if len(res) == 1 {
-		return "resource " + res[0] + " cannot be listed (list/watch failing or not synced yet)"
+		return "resource " + list + " cannot be listed, so the graph may miss dependents there " +
+			"(the owner GC waits up to ownerGC.unsyncedResourceHold)"
 	}
-	return "resources " + strings.Join(res, ", ") + " cannot be listed (list/watch failing or not synced yet)"
+	return "resources " + list + " cannot be listed, so the graph may miss dependents there " +
+		"(the owner GC waits up to ownerGC.unsyncedResourceHold)"
 }
 
 // shortDuration prints whole hours and minutes without the zero parts (1h,
