@@ -73,11 +73,15 @@ func testOrphanHeldWhileResourceFails(t *testing.T, env *itEnv) {
 	owner := env.configMap(t, ns, "owner", nil)
 	env.configMap(t, ns, "known", []metav1.OwnerReference{cmRef(owner, true)})
 	env.createCR(t, v1, "Gizmo", ns, "g", []metav1.OwnerReference{cmRef(owner, true)})
+	// And a foreground deletion whose only blocking dependent is a gizmo.
+	fgOwner := env.configMap(t, ns, "fg-owner", nil)
+	env.createCR(t, v1, "Gizmo", ns, "fg-g", []metav1.OwnerReference{cmRef(fgOwner, true)})
 
 	cfg := testConfig()
 	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: 10 * time.Minute}
 	env.startCollector(t, cfg)
 	env.deleteCM(t, ns, "owner", metav1.DeletePropagationOrphan)
+	env.deleteCM(t, ns, "fg-owner", metav1.DeletePropagationForeground)
 
 	eventually(t, 30*time.Second, "the known dependent to be orphaned", func(ctx context.Context) (bool, error) {
 		cm, err := env.cs.CoreV1().ConfigMaps(ns).Get(ctx, "known", metav1.GetOptions{})
@@ -85,12 +89,22 @@ func testOrphanHeldWhileResourceFails(t *testing.T, env *itEnv) {
 	})
 	eventually(t, 30*time.Second, "a Warning on the owner naming the failing resource",
 		env.hasEvent(ns, "owner", "DependentsUnknown", "orphan", "gizmos."+group))
+	eventually(t, 30*time.Second, "a Warning on the foreground owner naming the failing resource",
+		env.hasEvent(ns, "fg-owner", "DependentsUnknown", "foregroundDeletion", "gizmos."+group))
 	if got := env.getCM(t, ns, "owner"); !slices.Contains(got.Finalizers, metav1.FinalizerOrphanDependents) {
 		t.Fatalf("owner finalizers = %v while gizmos cannot be listed; want orphan kept", got.Finalizers)
+	}
+	if got := env.getCM(t, ns, "fg-owner"); !slices.Contains(got.Finalizers, metav1.FinalizerDeleteDependents) {
+		t.Fatalf("fg-owner finalizers = %v while gizmos cannot be listed; want foregroundDeletion kept", got.Finalizers)
 	}
 
 	env.healCRD(t, "gizmos."+group)
 	eventually(t, 90*time.Second, "the owner to go once gizmos list again", env.cmGone(ns, "owner"))
+	eventually(t, 90*time.Second, "the foreground owner to go once gizmos list again", env.cmGone(ns, "fg-owner"))
+	eventually(t, 30*time.Second, "its gizmo to be gone", gone(func(ctx context.Context) error {
+		_, err := env.dyn.Resource(v1).Namespace(ns).Get(ctx, "fg-g", metav1.GetOptions{})
+		return err
+	}))
 	g, err := env.dyn.Resource(v1).Namespace(ns).Get(t.Context(), "g", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the gizmo of the orphaning owner: %v; want it kept", err)
