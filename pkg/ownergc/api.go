@@ -77,7 +77,7 @@ func (r *run) getObject(ctx context.Context, id objectID) (*metav1.PartialObject
 func (r *run) getSame(ctx context.Context, id objectID) (live *metav1.PartialObjectMetadata, gone bool, err error) {
 	live, err = r.getObject(ctx, id)
 	switch {
-	case apierrors.IsNotFound(err):
+	case objectNotFound(err, id.name):
 		r.forget(id)
 		return nil, true, nil
 	case err != nil:
@@ -98,6 +98,18 @@ func (r *run) getSame(ctx context.Context, id objectID) (live *metav1.PartialObj
 // the FIFO like the monitors' events.
 func (r *run) forget(id objectID) {
 	r.events.push(event{typ: evDelete, obj: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: id.uid}}})
+}
+
+// objectNotFound reports whether err is the API server's 404 about the
+// object named name, not about its resource (a version or a CRD no longer
+// served answers 404 too, although the object may well exist).
+func objectNotFound(err error, name string) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Name == name
 }
 
 // errGone: the object a write was meant for no longer exists (see getSame).

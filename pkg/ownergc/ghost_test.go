@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -176,4 +177,26 @@ func (ms *monitorSet) resourceFor(gvr schema.GroupVersionResource) *resource {
 		return m.res
 	}
 	return nil
+}
+
+// A 404 is proof that an object is gone only when it is about the object:
+// the API server also answers 404 for a resource it does not serve (a CRD
+// version removed, a group gone), and the object may exist.
+func testNotFoundOfResourceIsNoProof(t *testing.T, env *itEnv, gc *testCollector) {
+	ns := env.namespace(t, "notfound")
+	env.configMap(t, ns, "here", nil)
+	cms := gc.metadata.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(ns)
+	_, err := cms.Get(t.Context(), "absent", metav1.GetOptions{})
+	if !objectNotFound(err, "absent") {
+		t.Errorf("GET of a missing ConfigMap: %v; want the object's 404", err)
+	}
+	bogus := gc.metadata.Resource(schema.GroupVersionResource{Group: "nosuch.test.nodegc.io", Version: "v1", Resource: "things"}).Namespace(ns)
+	_, err = bogus.Get(t.Context(), "here", metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) || objectNotFound(err, "here") {
+		t.Errorf("GET through a resource that is not served: %v; want a 404 that is not the object's", err)
+	}
+	_, err = cms.Get(t.Context(), "here", metav1.GetOptions{})
+	if objectNotFound(err, "here") {
+		t.Errorf("GET of an existing object: %v", err)
+	}
 }

@@ -31,6 +31,7 @@ func TestIntegration(t *testing.T) {
 			"CRD created while the collector runs":                    testCRDCreatedWhileRunning,
 			"ghost healed by a failed write":                          testGhostHealedByFailedWrite,
 			"frequently updated dependent":                            testFrequentlyUpdatedDependent,
+			"a 404 about a resource is no proof of absence":           testNotFoundOfResourceIsNoProof,
 		}
 		for name, scenario := range scenarios {
 			t.Run(name, func(t *testing.T) {

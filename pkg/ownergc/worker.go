@@ -338,7 +338,7 @@ func (r *run) write(ctx context.Context, id objectID, rec decisionRecord, do fun
 	}
 	if err := do(); err != nil {
 		switch {
-		case apierrors.IsNotFound(err):
+		case objectNotFound(err, id.name):
 			r.forget(id)
 		case !isGone(err) && !stale(err):
 			r.c.metrics.actionErrors.WithLabelValues(rec.action.String()).Inc()
