@@ -20,7 +20,8 @@ import (
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
-// UserAgent is the user agent of the collector's API clients.
+// UserAgent is the user agent of the collector's API clients, followed by
+// "/" and Options.Identity when that is set.
 const UserAgent = "nodegc-owner-gc"
 
 // EventSource is the component name on the Events the collector records.
@@ -43,6 +44,17 @@ type Options struct {
 	// Clock drives discovery refreshes, retry delays and the failure grace
 	// of monitors. Nil: the real clock.
 	Clock clock.WithTicker
+	// Identity names this instance (its leader election identity). The
+	// collector's requests carry the user agent UserAgent/Identity, so that
+	// the API server's audit log tells the instances apart. Empty:
+	// UserAgent alone.
+	Identity string
+	// MayWrite is asked immediately before every write request (POST, PUT,
+	// PATCH, DELETE) of every client the collector builds (metadata,
+	// discovery, Events); when it returns false the request fails at once
+	// with ErrLeaseLost, without being sent. It must be fast and safe for
+	// concurrent use. Nil: every write may be sent.
+	MayWrite func() bool
 }
 
 // Collector is the ownerReference garbage collector. Create it with New and
@@ -125,6 +137,12 @@ func New(opts Options) (*Collector, error) {
 		rc := rest.CopyConfig(opts.RESTConfig)
 		rc.QPS, rc.Burst, rc.RateLimiter = qps, burst, nil
 		rc.UserAgent = UserAgent
+		if opts.Identity != "" {
+			rc.UserAgent += "/" + opts.Identity
+		}
+		if opts.MayWrite != nil {
+			rc.Wrap(fence(opts.MayWrite)) // inside the counting: a refused write counts as code "error"
+		}
 		rc.Wrap(c.metrics.countRequests)
 		return rc
 	}
