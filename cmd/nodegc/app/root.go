@@ -74,6 +74,6 @@ Without a subcommand, nodegc runs the agent ("nodegc run").`,
 	root.PersistentFlags().AddGoFlagSet(goFlags)
 
 	runOpts.addFlags(root.Flags())
-	root.AddCommand(newRunCommand(s), newPlanCommand(s), newConfigCommand(s), newVersionCommand(s))
+	root.AddCommand(newRunCommand(s), newPlanCommand(s), newExplainCommand(s), newConfigCommand(s), newVersionCommand(s))
 	return root
 }
