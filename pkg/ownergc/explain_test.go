@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
 )
 
 const exampleHold = "example.com/hold"
@@ -418,6 +421,9 @@ func TestExplainOnAPIServer(t *testing.T) {
 			t.Errorf("object %+v, last record %+v; want d (uid %s) gone and its delete record", e.Object, rec, d.UID)
 		}
 		logExplanation(t, e)
+		if out := cliExplain(t, gc, "configmap/d", "-n", ns); !strings.HasPrefix(out, "Verdict: "+want+"\n") {
+			t.Errorf("nodegc explain does not begin with the verdict:\n%s", out)
+		}
 	})
 
 	t.Run("kept object, by every name of its kind", func(t *testing.T) {
@@ -503,4 +509,22 @@ func logExplanation(t *testing.T, e *Explanation) {
 	t.Helper()
 	b, _ := json.MarshalIndent(e, "", "  ")
 	t.Logf("explanation:\n%s", b)
+}
+
+// cliExplain runs the nodegc binary's explain command against gc's explain
+// handler and returns what it printed; its first line is the verdict.
+func cliExplain(t *testing.T, gc *testCollector, args ...string) string {
+	t.Helper()
+	bin, err := nodegcproc.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gc.ExplainHandler(nil))
+	defer srv.Close()
+	out, err := exec.CommandContext(t.Context(), bin, append(append([]string{"explain"}, args...), "--server", srv.URL)...).Output()
+	if err != nil {
+		t.Fatalf("nodegc explain %s: %v", strings.Join(args, " "), err)
+	}
+	t.Logf("$ nodegc explain %s\n%s", strings.Join(args, " "), out)
+	return string(out)
 }

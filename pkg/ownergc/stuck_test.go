@@ -197,6 +197,9 @@ func TestStuckForegroundDeletion(t *testing.T) {
 		t.Errorf("verdict:\n got %s: %s\nwant %s: %s", e.Code, e.Verdict, CodeWaitsForDependents, blocker)
 	}
 	logExplanation(t, e)
+	if out := cliExplain(t, gc, "cm/owner", "-n", ns); !strings.HasPrefix(out, "Verdict: "+blocker+"\n") {
+		t.Errorf("nodegc explain does not begin with the verdict:\n%s", out)
+	}
 
 	stuck := func() map[string]float64 {
 		return counterByLabel(t, gc.reg, "nodegc_owner_gc_stuck_deletions", "reason")
