@@ -200,6 +200,12 @@ func TestStuckForegroundDeletion(t *testing.T) {
 	if out := cliExplain(t, gc, "cm/owner", "-n", ns); !strings.HasPrefix(out, "Verdict: "+blocker+"\n") {
 		t.Errorf("nodegc explain does not begin with the verdict:\n%s", out)
 	}
+	// The dependent: another controller's finalizer holds it, and the owner
+	// GC's record says why it deleted it.
+	heldVerdict := "Verdict: being deleted: held by finalizer " + exampleHold + ", which another controller must remove\n"
+	if out := cliExplain(t, gc, "cm/held", "-n", ns); !strings.HasPrefix(out, heldVerdict) || !strings.Contains(out, ruleOwnerForeground) {
+		t.Errorf("nodegc explain cm/held: want %q and the record of rule %s:\n%s", heldVerdict, ruleOwnerForeground, out)
+	}
 
 	stuck := func() map[string]float64 {
 		return counterByLabel(t, gc.reg, "nodegc_owner_gc_stuck_deletions", "reason")
@@ -220,6 +226,7 @@ func TestStuckForegroundDeletion(t *testing.T) {
 		event = &l.Items[0]
 		return true, nil
 	})
+	t.Logf("Event on the owner: %s %s: %s", event.Type, event.Reason, event.Message)
 	if event.Type != corev1.EventTypeWarning || !strings.HasSuffix(event.Message, ": "+blocker) || event.Count > 1 {
 		t.Errorf("event %s %q (count %d); want one Warning ending in %q", event.Type, event.Message, event.Count, blocker)
 	}
