@@ -126,6 +126,33 @@
 // counted by action and rule. In dry-run the collector decides and records
 // (once per object, action and rule) but writes nothing, Events included.
 //
+// # Explain and stuck deletions
+//
+// The decision records are also kept in memory on the Collector
+// (record.go), so that they survive a new Run: by object UID and by name,
+// for an hour and at most 10,000 of them, the oldest dropped first.
+// Collector.Explain (explain.go, served at ExplainPath and by
+// `nodegc explain`) answers "why is this object still here?": it reads the
+// object live, classifies its owner references with the workers' own
+// functions (judgeRef on its live view, then decide, or
+// decideDeletingDependents), copies its dependents from the graph under the
+// read lock, reads the finalizers of the blocking ones, and turns that and
+// the records into one verdict (verdict.go, pure). It only reads: its GETs
+// (the object, an owner the graph never observed, at most 20 blocking
+// dependents) are neither shared with the workers' lookups nor written
+// back to the graph or the absent-owner cache. It needs this instance to
+// run a synced Run (ErrNotRunning, ErrNotSynced otherwise).
+//
+// While a Run is synced, one goroutine (stuck.go) scans the graph every
+// min(stuckDeletionThreshold/4, 1m) for objects deleted with
+// foregroundDeletion or orphan. Progress is a dependent they wait for
+// going (the blocking ones, or all of them for orphan) or the finalizer
+// going; an object without progress for longer than the threshold gets one
+// DeletionStuck Warning worded as explain's verdict, one error log line,
+// and counts in nodegc_owner_gc_stuck_deletions by reason until it
+// progresses or goes. The scanner's memory is its own; it reads the graph
+// as the workers do.
+//
 // # Namespaces
 //
 // As upstream: a namespaced dependent whose reference names an owner UID
