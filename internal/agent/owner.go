@@ -4,109 +4,205 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nodegc/nodegc/pkg/ownergc"
 )
 
 // ownerGC runs the ownerReference collector while this instance holds the
-// lease (or always, with leaderElect false).
+// lease (or always, with leaderElect false). With leader election the
+// collector writes only while the lease fence is open (lease.go): every
+// write request asks it (ownergc.Options.MayWrite), and the collector's
+// context ends when it closes.
 type ownerGC struct {
 	opts      Options
 	collector *ownergc.Collector
-	client    kubernetes.Interface
 	status    *status
 	identity  string
+	clock     clock.WithTicker
+	// lock is the Lease the instances compete for; fence says whether this
+	// instance may write (nil without leader election).
+	lock  resourcelock.Interface
+	fence *leaseFence
+	// margin is how long after the fence closes the lease can pass to
+	// another instance at the earliest: leaseDuration (in whole seconds,
+	// as the Lease records it) - renewDeadline.
+	margin time.Duration
+	// exit ends the process when the collector did not stop within the
+	// margin (a field so that tests can see it instead).
+	exit func()
+
+	// term is held by the one leadFenced that runs: client-go starts a
+	// term's OnStartedLeading in a goroutine of its own, which may still
+	// run (or not have started) when the next term begins.
+	term    sync.Mutex
+	mu      sync.Mutex
+	stopped chan struct{} // closed when the running collector returns; nil when none runs
 }
 
 func newOwnerGC(opts Options, rc *rest.Config, reg prometheus.Registerer, st *status) (*ownerGC, error) {
-	collector, err := ownergc.New(ownergc.Options{Config: opts.Config.OwnerGC, RESTConfig: rc, Registerer: reg})
-	if err != nil {
-		return nil, fmt.Errorf("owner GC: %w", err)
-	}
-	// The election has its own client: its renewals must not queue behind
-	// the collector's requests.
-	client, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
-	if err != nil {
-		return nil, fmt.Errorf("leader election client: %w", err)
-	}
 	identity := opts.Identity
 	if identity == "" {
 		host, _ := os.Hostname()
 		identity = host + "_" + string(uuid.NewUUID())
 	}
-	return &ownerGC{opts: opts, collector: collector, client: client, status: st, identity: identity}, nil
+	o := &ownerGC{opts: opts, status: st, identity: identity, clock: clock.RealClock{},
+		exit: func() { klog.FlushAndExit(klog.ExitFlushTimeout, 1) }}
+	le := opts.Config.LeaderElection
+	gcOpts := ownergc.Options{Config: opts.Config.OwnerGC, RESTConfig: rc, Registerer: reg, Identity: identity}
+	if *le.LeaderElect {
+		// The others apply the lease's leaseDurationSeconds, whole seconds.
+		o.margin = le.LeaseDuration.Duration.Truncate(time.Second) - le.RenewDeadline.Duration
+		if o.margin <= 0 {
+			return nil, fmt.Errorf("leader election: leaseDuration %s counts as %s (the Lease holds whole seconds), not more than renewDeadline %s",
+				le.LeaseDuration.Duration, le.LeaseDuration.Duration.Truncate(time.Second), le.RenewDeadline.Duration)
+		}
+		o.fence = newLeaseFence(o.clock, le.RenewDeadline.Duration)
+		gcOpts.MayWrite = o.fence.open
+		client, err := leaseClient(rc, identity, le.RenewDeadline.Duration)
+		if err != nil {
+			return nil, fmt.Errorf("leader election client: %w", err)
+		}
+		o.lock = &resourcelock.LeaseLock{
+			LeaseMeta:  metaFor(le.ResourceNamespace, le.ResourceName),
+			Client:     client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+		}
+		// client-go's own checks (renewDeadline > 1.2 x retryPeriod among
+		// them), now rather than as a panic in RunOrDie.
+		if _, err := leaderelection.NewLeaderElector(o.electionConfig(klog.Background(), o.lock)); err != nil {
+			return nil, fmt.Errorf("leader election: %w", err)
+		}
+	}
+	var err error
+	if o.collector, err = ownergc.New(gcOpts); err != nil {
+		return nil, fmt.Errorf("owner GC: %w", err)
+	}
+	return o, nil
 }
 
 func (o *ownerGC) run(ctx context.Context) {
-	le := o.opts.Config.LeaderElection
-	if !*le.LeaderElect {
+	if !*o.opts.Config.LeaderElection.LeaderElect {
 		klog.FromContext(ctx).Info("Leader election is off: this instance runs the owner GC")
 		o.lead(ctx)
 		return
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metaFor(le.ResourceNamespace, le.ResourceName),
-		Client:     o.client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: o.identity},
-	}
-	// After losing the lease the others wait leaseDuration from our last
-	// renewal; we stop trying to renew at renewDeadline. The collector must
-	// have stopped within the difference.
-	stopWithin := le.LeaseDuration.Duration - le.RenewDeadline.Duration
+	lock := &fencedLock{Interface: o.lock, fence: o.fence, clock: o.clock, beforeRelease: o.waitStopped}
 	for ctx.Err() == nil {
-		var done chan struct{}
-		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-			Lock:            lock,
-			LeaseDuration:   le.LeaseDuration.Duration,
-			RenewDeadline:   le.RenewDeadline.Duration,
-			RetryPeriod:     le.RetryPeriod.Duration,
-			ReleaseOnCancel: true,
-			Name:            le.ResourceName,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(leadCtx context.Context) {
-					done = make(chan struct{})
-					defer close(done)
-					klog.FromContext(ctx).Info("Acquired the owner GC lease; starting the owner GC", "identity", o.identity)
-					o.lead(leadCtx)
-				},
-				OnStoppedLeading: func() {
-					o.status.setLeading(false, nil)
-					if done == nil {
-						return
-					}
-					select {
-					case <-done:
-						klog.FromContext(ctx).Info("Owner GC stopped: this instance no longer holds the lease", "identity", o.identity)
-					case <-time.After(stopWithin):
-						// Never two writers: exit before the lease can pass on.
-						klog.FromContext(ctx).Error(nil, "Owner GC did not stop before the lease could pass to another instance; exiting", "identity", o.identity)
-						klog.FlushAndExit(klog.ExitFlushTimeout, 1)
-					}
-				},
-				OnNewLeader: func(id string) {
-					if id != o.identity {
-						klog.FromContext(ctx).Info("Another instance leads the owner GC", "leader", id)
-					}
-				},
+		leaderelection.RunOrDie(ctx, o.electionConfig(klog.FromContext(ctx), lock))
+	}
+}
+
+// electionConfig is the election of one term, on lock. ReleaseOnCancel:
+// on SIGTERM the lease is given up at once (after the collector stopped:
+// fencedLock).
+func (o *ownerGC) electionConfig(logger klog.Logger, lock resourcelock.Interface) leaderelection.LeaderElectionConfig {
+	le := o.opts.Config.LeaderElection
+	return leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   le.LeaseDuration.Duration,
+		RenewDeadline:   le.RenewDeadline.Duration,
+		RetryPeriod:     le.RetryPeriod.Duration,
+		ReleaseOnCancel: true,
+		Name:            le.ResourceName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leadCtx context.Context) {
+				logger.Info("Acquired the owner GC lease", "identity", o.identity)
+				o.leadFenced(leadCtx)
 			},
-		})
+			OnStoppedLeading: func() {
+				o.fence.revoke()
+				logger.Info("This instance no longer holds the owner GC lease", "identity", o.identity)
+			},
+			OnNewLeader: func(id string) {
+				if id != o.identity {
+					logger.Info("Another instance leads the owner GC", "leader", id)
+				}
+			},
+		},
+	}
+}
+
+// leadFenced runs the collector while this instance leads (leadCtx) and
+// its fence is open. The collector's context ends when the fence closes,
+// independently of client-go, which ends leadCtx only after its renew
+// deadline and a release attempt have run out. Should a later renewal of
+// the same term open the fence again, the collector starts again.
+func (o *ownerGC) leadFenced(leadCtx context.Context) {
+	o.term.Lock()
+	defer o.term.Unlock()
+	for o.fence.waitOpen(leadCtx) {
+		ctx, cancel := context.WithCancel(leadCtx)
+		stopped := make(chan struct{})
+		o.mu.Lock()
+		o.stopped = stopped
+		o.mu.Unlock()
+		go o.guard(ctx, cancel, stopped)
+		o.lead(ctx)
+		cancel()
+		o.mu.Lock()
+		o.stopped = nil
+		o.mu.Unlock()
+		close(stopped)
+	}
+}
+
+// guard cancels the collector's context as soon as the fence closes and
+// then gives the collector the margin to stop: after that the lease may
+// have passed to another instance, and the process exits rather than
+// risk two writers (the fence has been refusing its writes meanwhile).
+// The same bound holds when the term ends first (ctx).
+func (o *ownerGC) guard(ctx context.Context, cancel context.CancelFunc, stopped <-chan struct{}) {
+	logger := klog.FromContext(ctx)
+	if o.fence.waitClosed(ctx) {
+		logger.Info("Lease not renewed within renewDeadline: stopping the owner GC before the lease can pass", "identity", o.identity, "margin", o.margin)
+		cancel()
+	}
+	t := o.clock.NewTimer(o.margin)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C():
+		logger.Error(nil, "Owner GC did not stop before the lease could pass to another instance; exiting", "identity", o.identity)
+		o.exit()
+	}
+}
+
+// waitStopped returns once no collector runs, or an error when ctx ends
+// first: fencedLock's beforeRelease. The fence is closed by then, so no
+// collector starts again in this term (and one that would could not
+// write).
+func (o *ownerGC) waitStopped(ctx context.Context) error {
+	o.mu.Lock()
+	stopped := o.stopped
+	o.mu.Unlock()
+	if stopped == nil {
+		return nil
+	}
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the owner GC has not stopped: %w", ctx.Err())
 	}
 }
 
 // lead runs the collector until ctx ends.
 func (o *ownerGC) lead(ctx context.Context) {
+	klog.FromContext(ctx).Info("Starting the owner GC", "identity", o.identity)
 	o.status.setLeading(true, o.collector.HasSynced)
 	defer o.status.setLeading(false, nil)
 	if err := o.collector.Run(ctx); err != nil {
 		klog.FromContext(ctx).Error(err, "Owner GC stopped with an error")
 	}
+	klog.FromContext(ctx).Info("Owner GC stopped", "identity", o.identity)
 }

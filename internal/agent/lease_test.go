@@ -1,0 +1,198 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// TestLeaseFence: the fence is open for renewDeadline from when the last
+// successful renewal was sent, closed once revoked, and a renewal sent
+// before the revocation does not open it again.
+func TestLeaseFence(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	f := newLeaseFence(clk, 10*time.Second)
+	at := func(d time.Duration) time.Time { return start.Add(d) }
+	steps := []struct {
+		name string
+		do   func()
+		now  time.Duration
+		want bool
+	}{
+		{"never renewed", func() {}, 0, false},
+		{"renewal sent now", func() { f.renewedAt(at(0)) }, 0, true},
+		{"just before the deadline", func() {}, 10*time.Second - time.Nanosecond, true},
+		{"at the deadline", func() {}, 10 * time.Second, false},
+		{"renewal sent a second ago, answered now", func() { f.renewedAt(at(9 * time.Second)) }, 10 * time.Second, true},
+		{"an older renewal answered late changes nothing", func() { f.renewedAt(at(5 * time.Second)) }, 19*time.Second - time.Nanosecond, true},
+		{"expired", func() {}, 19 * time.Second, false},
+		{"renewed again", func() { f.renewedAt(at(19 * time.Second)) }, 19 * time.Second, true},
+		{"revoked", f.revoke, 20 * time.Second, false},
+		{"a renewal sent before the revocation", func() { f.renewedAt(at(20*time.Second - time.Millisecond)) }, 20 * time.Second, false},
+		{"a renewal sent after it", func() { f.renewedAt(at(21 * time.Second)) }, 21 * time.Second, true},
+	}
+	for _, s := range steps {
+		clk.SetTime(at(s.now))
+		s.do()
+		if got := f.open(); got != s.want {
+			t.Errorf("%s (t=%v): open = %t, want %t", s.name, s.now, got, s.want)
+		}
+	}
+}
+
+// TestLeaseFenceWaits: waitClosed returns when the deadline passes, or at
+// once on a revocation; waitOpen when a renewal arrives; both return false
+// when their context ends first.
+func TestLeaseFenceWaits(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	f := newLeaseFence(clk, 10*time.Second)
+	f.renewedAt(start)
+
+	closed := make(chan bool)
+	go func() { closed <- f.waitClosed(t.Context()) }()
+	waitForTimer(t, clk)
+	clk.Step(9 * time.Second)
+	f.renewedAt(clk.Now()) // the wait goes on until 19s
+	waitForTimer(t, clk)
+	clk.Step(9 * time.Second)
+	select {
+	case <-closed:
+		t.Fatal("waitClosed returned while the fence was open")
+	default:
+	}
+	clk.Step(time.Second)
+	if !<-closed {
+		t.Error("waitClosed = false at the deadline, want true")
+	}
+
+	opened := make(chan bool)
+	go func() { opened <- f.waitOpen(t.Context()) }()
+	f.renewedAt(clk.Now())
+	if !<-opened {
+		t.Error("waitOpen = false after a renewal, want true")
+	}
+	go func() { closed <- f.waitClosed(t.Context()) }()
+	waitForTimer(t, clk)
+	f.revoke()
+	if !<-closed {
+		t.Error("waitClosed = false after a revocation, want true")
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if f.waitOpen(ctx) {
+		t.Error("waitOpen with an ended context = true")
+	}
+	clk.Step(time.Second)
+	f.renewedAt(clk.Now())
+	if f.waitClosed(ctx) {
+		t.Error("waitClosed with an ended context = true")
+	}
+}
+
+func waitForTimer(t *testing.T, clk *clocktesting.FakeClock) {
+	t.Helper()
+	for !clk.HasWaiters() {
+		select {
+		case <-t.Context().Done():
+			t.Fatal("no timer")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// TestFencedLock: successful writes that make this instance the holder
+// open the fence from when they were sent; client-go's release closes the
+// fence, waits for the collector, and is not sent when the last Get showed
+// another holder.
+func TestFencedLock(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for name, tc := range map[string]struct {
+		holder       string // in the record the last Get returned
+		updateErr    error
+		release      bool
+		stopErr      error
+		wantOpen     bool
+		wantErr      string
+		wantSent     []string
+		wantStopWait bool
+	}{
+		"renewal":                    {holder: "me", wantOpen: true, wantSent: []string{"update me"}},
+		"failed renewal":             {holder: "me", updateErr: errors.New("conflict"), wantErr: "conflict", wantSent: []string{"update me"}},
+		"release":                    {holder: "me", release: true, wantSent: []string{"update "}, wantStopWait: true},
+		"release of another's lease": {holder: "other", release: true, wantErr: `its holder is "other"`},
+		"release, collector wedged":  {holder: "me", release: true, stopErr: context.DeadlineExceeded, wantErr: "not releasing", wantStopWait: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(start)
+			fence := newLeaseFence(clk, 10*time.Second)
+			fence.renewedAt(start.Add(-5 * time.Second)) // open before
+			inner := &fakeLock{holder: tc.holder, err: tc.updateErr, clk: clk}
+			waited := false
+			l := &fencedLock{Interface: inner, fence: fence, clock: clk, beforeRelease: func(context.Context) error {
+				waited = true
+				if fence.open() {
+					t.Error("the collector is waited for with the fence still open")
+				}
+				return tc.stopErr
+			}}
+			if _, _, err := l.Get(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			rec := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
+			if tc.release {
+				rec.HolderIdentity = ""
+			}
+			err := l.Update(t.Context(), rec)
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("Update = %v, want an error with %q", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.wantSent, inner.sent); diff != "" {
+				t.Errorf("updates sent (-want +got):\n%s", diff)
+			}
+			if waited != tc.wantStopWait {
+				t.Errorf("waited for the collector: %t, want %t", waited, tc.wantStopWait)
+			}
+			// The update takes a second: the fence counts from its send.
+			clk.SetTime(start.Add(10*time.Second - time.Nanosecond))
+			if got := fence.open(); got != tc.wantOpen {
+				t.Errorf("fence open just before renewDeadline after the send = %t, want %t", got, tc.wantOpen)
+			}
+		})
+	}
+}
+
+// fakeLock is a Lease whose Get returns holder and whose Update takes a
+// second and fails with err.
+type fakeLock struct {
+	holder string
+	err    error
+	clk    *clocktesting.FakeClock
+	sent   []string
+}
+
+func (l *fakeLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return &resourcelock.LeaderElectionRecord{HolderIdentity: l.holder}, []byte(l.holder), nil
+}
+
+func (l *fakeLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return l.Update(ctx, ler)
+}
+
+func (l *fakeLock) Update(_ context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.sent = append(l.sent, "update "+ler.HolderIdentity)
+	l.clk.Step(time.Second)
+	return l.err
+}
+
+func (l *fakeLock) RecordEvent(string) {}
+func (l *fakeLock) Identity() string   { return "me" }
+func (l *fakeLock) Describe() string   { return "fake" }
