@@ -38,6 +38,57 @@
 // graph: what they learn (an owner a lookup found absent) goes back through
 // the FIFO as an event.
 //
+// # Leader election
+//
+// One collector writes in the cluster: the one of the instance that holds
+// the Lease (internal/agent), and only while no other instance can hold
+// it. Options.MayWrite is asked immediately before every write request of
+// every client the collector builds (fence.go, a transport wrapper); a
+// refused request fails with ErrLeaseLost without being sent. The agent
+// answers it from the lease's own requests, not from client-go's
+// callbacks. Let S be when the last successful renewal of the lease was
+// sent:
+//
+//   - the collector may write until S + renewDeadline;
+//   - another instance counts leaseDuration from when it saw that renewal,
+//     after S, so it leads at S + leaseDuration at the earliest
+//     (leaseDuration in whole seconds: the Lease records seconds);
+//   - so writes stop leaseDuration - renewDeadline before another instance
+//     can lead: 5s with the defaults (leaseDuration 15s, renewDeadline 10s,
+//     retryPeriod 2s). The configuration requires leaseDuration >
+//     renewDeadline > retryPeriod; the agent refuses to start when
+//     leaseDuration in whole seconds is not greater than renewDeadline.
+//
+// retryPeriod is how often the leader renews: normally S is at most 2s old
+// and the fence is far from closing. It closes only when renewals have
+// failed or hung for renewDeadline. When it closes the agent also cancels
+// the collector's context, and exits if the collector has not stopped
+// within leaseDuration - renewDeadline. client-go alone would not keep the
+// bound: with ReleaseOnCancel its renew loop gives up at renewDeadline,
+// then tries to release the lease for up to another renewDeadline, and
+// only then ends the leader's context: writes could go on until about
+// retryPeriod + 2 x renewDeadline (22s) after S, when another instance may
+// lead after 15s. On SIGTERM the lease is released only once the collector
+// has stopped, and never when the last read of the Lease showed another
+// holder (client-go would overwrite the new leader's record).
+//
+// The check is in the transport so that a frozen process (SIGSTOP, a
+// suspended machine) is covered too: on resuming, a worker goes on
+// wherever it was, before anything could cancel it, but its next request
+// still asks. Time since S is the larger of the monotonic and the
+// wall-clock difference, as a suspended machine's monotonic clock stands
+// still. What remains is a request that passed the check in the
+// microseconds before a freeze and is sent after it; like every write it
+// carries the UID (and resourceVersion) its decision saw as preconditions.
+//
+// Lease requests do not queue behind the collector's: the election has a
+// client of its own, with its own rate limiter, a timeout of renewDeadline/2
+// per request, and its own connection (client-go otherwise shares one
+// HTTP/2 connection between clients with equal TLS settings). Its user
+// agent is nodegc-leader-election/<identity>, the collector's is
+// UserAgent/<identity> (Options.Identity), so that the API server's audit
+// log tells the instances apart.
+//
 // # What the graph trusts (safety rules 3 and 4)
 //
 // An owner reference is classified from the graph only when the graph is
