@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -27,7 +28,7 @@ type server struct {
 	lis net.Listener
 }
 
-// startServers serves /metrics (and the owner GC debug graph) on
+// startServers serves /metrics (and the owner GC debug graph and explain) on
 // metricsBindAddress and /healthz, /readyz on healthzBindAddress; one
 // listener when both addresses are equal; none for "0".
 func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *prometheus.Registry, st *status, owner *ownerGC) ([]*server, error) {
@@ -35,6 +36,9 @@ func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *pro
 	metrics.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if owner != nil {
 		metrics.Handle(ownergc.DebugGraphPath, owner.collector.DebugHandler())
+		metrics.Handle(ownergc.ExplainPath, owner.collector.ExplainHandler(owner.leaderIdentity))
+	} else {
+		metrics.HandleFunc(ownergc.ExplainPath, explainWithoutOwnerGC)
 	}
 	health := healthMux(st)
 
@@ -72,6 +76,16 @@ func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *pro
 		return nil, err
 	}
 	return servers, nil
+}
+
+// explainWithoutOwnerGC answers `nodegc explain` in an agent that does not
+// run the owner GC at all.
+func explainWithoutOwnerGC(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_ = json.NewEncoder(w).Encode(ownergc.ExplainError{Message: "the owner GC does not run in this agent " +
+		"(--owner-gc=off, ownerGC.enableGarbageCollector false, or no API access): ask an instance that runs it " +
+		"(in deploy/, the nodegc-owner Deployment)"})
 }
 
 // healthMux serves /healthz (500 while a GC loop is wedged: the kubelet's

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,17 @@ type ownerGC struct {
 	term    sync.Mutex
 	mu      sync.Mutex
 	stopped chan struct{} // closed when the running collector returns; nil when none runs
+
+	leader atomic.Pointer[string] // the leader's identity, as OnNewLeader last said
+}
+
+// leaderIdentity is the identity of the instance that leads, "" while
+// unknown.
+func (o *ownerGC) leaderIdentity() string {
+	if id := o.leader.Load(); id != nil {
+		return *id
+	}
+	return ""
 }
 
 func newOwnerGC(opts Options, rc *rest.Config, reg prometheus.Registerer, st *status) (*ownerGC, error) {
@@ -124,6 +136,7 @@ func (o *ownerGC) electionConfig(logger klog.Logger, lock resourcelock.Interface
 				logger.Info("This instance no longer holds the owner GC lease", "identity", o.identity)
 			},
 			OnNewLeader: func(id string) {
+				o.leader.Store(&id)
 				if id != o.identity {
 					logger.Info("Another instance leads the owner GC", "leader", id)
 				}

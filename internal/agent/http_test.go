@@ -1,0 +1,70 @@
+package agent
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/ownergc"
+)
+
+// explainAt asks the explain endpoint of the metrics server started by
+// startServers and decodes its error answer.
+func explainAt(t *testing.T, owner *ownerGC) (int, ownergc.ExplainError) {
+	t.Helper()
+	cfg := config.Defaulted()
+	cfg.MetricsBindAddress, cfg.HealthzBindAddress = "127.0.0.1:0", "0"
+	reg := prometheus.NewRegistry()
+	servers, err := startServers(t.Context(), cfg, reg, newStatus(reg), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdownServers(t.Context(), servers)
+	resp, err := http.Get("http://" + servers[0].lis.Addr().String() + ownergc.ExplainPath + "?resource=cm&namespace=ns&name=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body ownergc.ExplainError
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("status %d, body not an ExplainError: %v", resp.StatusCode, err)
+	}
+	return resp.StatusCode, body
+}
+
+// An instance that does not lead answers 503 naming the leader it heard of.
+func TestExplainEndpointNotLeader(t *testing.T) {
+	cfg := config.Defaulted()
+	o, err := newOwnerGC(Options{Config: cfg, Identity: "me_1"}, &rest.Config{Host: "https://127.0.0.1:1"}, prometheus.NewRegistry(), newStatus(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := explainAt(t, o)
+	want := ownergc.ExplainError{Message: "this instance is not running the owner GC (it is not the leader)"}
+	if diff := cmp.Diff(want, body); code != http.StatusServiceUnavailable || diff != "" {
+		t.Errorf("before any leader is known: status %d, body (-want +got):\n%s", code, diff)
+	}
+
+	o.electionConfig(klog.Background(), o.lock).Callbacks.OnNewLeader("nodegc-owner-5b7c9-x2x_1f2e3d")
+	code, body = explainAt(t, o)
+	want = ownergc.ExplainError{LeaderIdentity: "nodegc-owner-5b7c9-x2x_1f2e3d",
+		Message: "this instance is not running the owner GC (it is not the leader); the leader is nodegc-owner-5b7c9-x2x_1f2e3d"}
+	if diff := cmp.Diff(want, body); code != http.StatusServiceUnavailable || diff != "" {
+		t.Errorf("another instance leads: status %d, body (-want +got):\n%s", code, diff)
+	}
+}
+
+// An agent without the owner GC (--owner-gc=off) says so.
+func TestExplainEndpointWithoutOwnerGC(t *testing.T) {
+	code, body := explainAt(t, nil)
+	if code != http.StatusServiceUnavailable || body.Leader || !strings.Contains(body.Message, "--owner-gc=off") {
+		t.Errorf("status %d, body %+v; want 503 saying the owner GC does not run here", code, body)
+	}
+}
