@@ -60,7 +60,7 @@ func TestDecodeProblemsWithValidation(t *testing.T) {
 		"a cross-field rule naming a field that decoded is kept": {
 			yaml: header + "leaderElection:\n  renewDeadline: 20s\n  resourceLock: 7\n",
 			want: []string{
-				`line 3: leaderElection.leaseDuration: Invalid value: "15s": must be greater than renewDeadline (20s)`, // not in the file: its parent
+				`line 3: leaderElection.leaseDuration: Invalid value: "15s": must be greater than renewDeadline (20s), in whole seconds (the Lease holds leaseDurationSeconds)`, // not in the file: its parent
 				"line 5: leaderElection.resourceLock: cannot unmarshal number into a value of type string",
 			},
 		},

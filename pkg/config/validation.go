@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -193,6 +194,9 @@ func validateClientConnection(p *field.Path, c *componentbaseconfigv1alpha1.Clie
 	return errs
 }
 
+// leaderElectionJitter is client-go's leaderelection.JitterFactor.
+const leaderElectionJitter = 1.2
+
 func validateLeaderElection(p *field.Path, c *componentbaseconfigv1alpha1.LeaderElectionConfiguration) field.ErrorList {
 	var errs field.ErrorList
 	if c.LeaderElect == nil {
@@ -204,13 +208,17 @@ func validateLeaderElection(p *field.Path, c *componentbaseconfigv1alpha1.Leader
 	errs = append(errs, validatePositive(p.Child("leaseDuration"), c.LeaseDuration)...)
 	errs = append(errs, validatePositive(p.Child("renewDeadline"), c.RenewDeadline)...)
 	errs = append(errs, validatePositive(p.Child("retryPeriod"), c.RetryPeriod)...)
-	if c.LeaseDuration.Duration <= c.RenewDeadline.Duration {
+	// The Lease holds leaseDurationSeconds: the other instances wait whole
+	// seconds, and the leader must stop writing (at renewDeadline) before.
+	if c.LeaseDuration.Duration.Truncate(time.Second) <= c.RenewDeadline.Duration {
 		errs = append(errs, field.Invalid(p.Child("leaseDuration"), c.LeaseDuration.Duration.String(),
-			fmt.Sprintf("must be greater than renewDeadline (%s)", c.RenewDeadline.Duration)))
+			fmt.Sprintf("must be greater than renewDeadline (%s), in whole seconds (the Lease holds leaseDurationSeconds)", c.RenewDeadline.Duration)))
 	}
-	if c.RenewDeadline.Duration <= c.RetryPeriod.Duration {
+	// client-go's leader election retries renewals every retryPeriod with up
+	// to leaderElectionJitter x retryPeriod between them.
+	if c.RenewDeadline.Duration <= time.Duration(leaderElectionJitter*float64(c.RetryPeriod.Duration)) {
 		errs = append(errs, field.Invalid(p.Child("renewDeadline"), c.RenewDeadline.Duration.String(),
-			fmt.Sprintf("must be greater than retryPeriod (%s)", c.RetryPeriod.Duration)))
+			fmt.Sprintf("must be greater than %g x retryPeriod (%s)", leaderElectionJitter, c.RetryPeriod.Duration)))
 	}
 	if c.ResourceLock != DefaultResourceLock {
 		errs = append(errs, field.NotSupported(p.Child("resourceLock"), c.ResourceLock, []string{DefaultResourceLock}))

@@ -180,6 +180,20 @@ func TestValidate(t *testing.T) {
 			},
 			want: []string{"leaderElection.leaseDuration: Invalid value", "leaderElection.renewDeadline: Invalid value"},
 		},
+		"lease duration in whole seconds": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.LeaderElection.LeaseDuration = dur(10900 * time.Millisecond) // the Lease says 10s
+				c.LeaderElection.RenewDeadline = dur(10 * time.Second)
+			},
+			want: []string{"leaderElection.leaseDuration: Invalid value"},
+		},
+		"renew deadline within client-go's jitter of the retry period": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.LeaderElection.RenewDeadline = dur(2300 * time.Millisecond)
+				c.LeaderElection.RetryPeriod = dur(2 * time.Second)
+			},
+			want: []string{"leaderElection.renewDeadline: Invalid value"},
+		},
 		"lease lock and names": {
 			mutate: func(c *NodeGCConfiguration) {
 				c.LeaderElection.ResourceLock = "endpoints"
