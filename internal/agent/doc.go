@@ -12,11 +12,12 @@
 // Lifecycle: Run blocks until its context ends (SIGTERM), then stops taking
 // new work (a removal in flight is cancelled; CRI removals are idempotent),
 // waits at most ShutdownTimeout for the loops to save their state, releases
-// the lease and returns. The owner GC writes only while this instance holds the
-// lease: on losing it, its context is cancelled and Run waits for its
-// workers to stop before the lease can expire for another instance; if they
-// do not stop in that window, the process exits rather than risk two
-// writers.
+// the lease and returns. The owner GC writes only while its lease fence is
+// open (lease.go): renewDeadline from the send of the last successful
+// renewal, asked by every write request in the collector's transport. When
+// the fence closes, the collector's context is cancelled; if it has not
+// stopped leaseDuration - renewDeadline later (before another instance can
+// take the lease), the process exits rather than risk two writers.
 //
 // Health. /healthz fails (500) when a node GC loop is wedged, so that the
 // kubelet's liveness probe restarts the agent; it answers from memory.

@@ -26,7 +26,7 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 		return done
 	}
 	if err := r.orphanDependents(ctx, v); err != nil {
-		if ctx.Err() != nil {
+		if stopping(ctx, err) {
 			return done
 		}
 		r.logger.Error(err, "Cannot orphan every dependent; will retry", "owner", v.id, "dependents", len(v.dependents))

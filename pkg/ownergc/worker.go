@@ -165,7 +165,7 @@ func (r *run) execute(ctx context.Context, v *itemView, p plan, mayReread bool) 
 		err = r.deleteItem(ctx, v, p)
 	}
 	switch {
-	case err == nil || isGone(err) || ctx.Err() != nil:
+	case err == nil || isGone(err) || stopping(ctx, err):
 		return done
 	case stale(err) && mayReread:
 		return r.reread(ctx, v)
@@ -313,7 +313,7 @@ func (r *run) removeFinalizer(ctx context.Context, id objectID, finalizer string
 		}
 	}
 	switch {
-	case err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil:
+	case err == nil || apierrors.IsNotFound(err) || stopping(ctx, err):
 		return done
 	case stale(err):
 		return retry
@@ -340,11 +340,18 @@ func (r *run) write(ctx context.Context, id objectID, rec decisionRecord, do fun
 		switch {
 		case objectNotFound(err, id.name):
 			r.forget(id)
-		case !isGone(err) && !stale(err):
+		case !isGone(err) && !stale(err) && !stopping(ctx, err):
 			r.c.metrics.actionErrors.WithLabelValues(rec.action.String()).Inc()
 		}
 		return err
 	}
 	r.record(id, rec)
 	return nil
+}
+
+// stopping reports whether a write failed because the run is ending: its
+// context ended, or the lease fence refused the request (the context ends
+// right after, see Options.MayWrite). Neither is worth a retry or an error.
+func stopping(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, ErrLeaseLost)
 }
