@@ -105,19 +105,8 @@ func TestLeaderElectionHandover(t *testing.T) {
 	testbed.WaitFor(t, time.Minute, "the leader's owner GC to sync", func() bool { return first.metric("nodegc_owner_gc_synced") == 1 })
 
 	// A cascade: one owner, 300 dependents.
-	owner, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 300
-	ref := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, BlockOwnerDeletion: ptr.To(true)}
-	for i := range n {
-		if _, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("dep-%03d", i), Labels: map[string]string{"cascade": "yes"}, OwnerReferences: []metav1.OwnerReference{ref},
-		}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	owner, ref, remaining := cascade(t, c, n)
 	// A dependent with a live second owner: it must survive the cascade.
 	keeper, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keeper"}}, metav1.CreateOptions{})
 	if err != nil {
@@ -127,13 +116,6 @@ func TestLeaderElectionHandover(t *testing.T) {
 		Name: "two-owners", OwnerReferences: []metav1.OwnerReference{ref, {APIVersion: "v1", Kind: "ConfigMap", Name: keeper.Name, UID: keeper.UID}},
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
-	}
-	remaining := func() int {
-		l, err := c.Client().CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: "cascade=yes"})
-		if err != nil {
-			return -1
-		}
-		return len(l.Items)
 	}
 	if err := c.Client().CoreV1().ConfigMaps("default").Delete(ctx, owner.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 		t.Fatal(err)
@@ -316,4 +298,34 @@ func TestMetricsLint(t *testing.T) {
 	if err := json.Unmarshal([]byte(p.body(t, graphURL+"?format=json")), &dump); err != nil || len(dump.Nodes) != 2 {
 		t.Errorf("debug graph as JSON: %d nodes, %v; want the owner and its dependent", len(dump.Nodes), err)
 	}
+}
+
+// cascade creates, in namespace default, a ConfigMap "owner" and n
+// ConfigMaps dep-NNNN labelled cascade=yes that it owns (blockOwnerDeletion
+// set). It returns the owner, the reference to it, and a count of the
+// dependents left (-1 when the list fails).
+func cascade(t *testing.T, c *cluster.Cluster, n int) (*corev1.ConfigMap, metav1.OwnerReference, func() int) {
+	t.Helper()
+	ctx := t.Context()
+	cms := c.Client().CoreV1().ConfigMaps("default")
+	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, BlockOwnerDeletion: ptr.To(true)}
+	for i := range n {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("dep-%04d", i), Labels: map[string]string{"cascade": "yes"}, OwnerReferences: []metav1.OwnerReference{ref},
+		}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	remaining := func() int {
+		l, err := cms.List(ctx, metav1.ListOptions{LabelSelector: "cascade=yes"})
+		if err != nil {
+			return -1
+		}
+		return len(l.Items)
+	}
+	return owner, ref, remaining
 }

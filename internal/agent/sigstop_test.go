@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -84,25 +83,7 @@ func TestSIGSTOPLeaderMidCascade(t *testing.T) {
 	stoppedIdentity := ptr.Deref(lease.Spec.HolderIdentity, "")
 
 	const n = 1500
-	owner, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}
-	for i := range n {
-		if _, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("dep-%04d", i), Labels: map[string]string{"cascade": "yes"}, OwnerReferences: []metav1.OwnerReference{ref},
-		}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	remaining := func() int {
-		l, err := c.Client().CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: "cascade=yes"})
-		if err != nil {
-			return -1
-		}
-		return len(l.Items)
-	}
+	owner, _, remaining := cascade(t, c, n)
 	if err := c.Client().CoreV1().ConfigMaps("default").Delete(ctx, owner.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 		t.Fatal(err)
 	}
