@@ -91,24 +91,17 @@ func (r *Reader) lookupLocked(path string) (Stats, bool) {
 	if err != nil {
 		return Stats{}, false
 	}
-	fss, err := r.info.GetFsInfoForPath(map[string]struct{}{mnt: {}})
+	// The numbers come from statfs(2) of that mount point, as cadvisor's
+	// vfs plugin reads them, but not through cadvisor's GetFsInfoForPath:
+	// its vfs.GetVfsStats (v0.57.0) runs statfs in a goroutine that writes
+	// the function's named results, and after its 2s timeout returns they
+	// are written twice at once (a data race, seen on a loaded machine).
+	stats, err := Statfs(mnt)
 	if err != nil {
 		return Stats{}, false
 	}
-	for _, fs := range fss {
-		if fs.Device == dev.Device {
-			inodes, free := uint64(0), uint64(0)
-			if fs.Inodes != nil {
-				inodes = *fs.Inodes
-			}
-			if fs.InodesFree != nil {
-				free = *fs.InodesFree
-			}
-			return Stats{Capacity: fs.Capacity, Available: fs.Available, Inodes: inodes, InodesFree: free,
-				Device: dev.Device, Source: SourceCadvisor}, true
-		}
-	}
-	return Stats{}, false
+	stats.Device, stats.Source = dev.Device, SourceCadvisor
+	return stats, true
 }
 
 // Statfs reads the statistics of the filesystem holding path with statfs(2).

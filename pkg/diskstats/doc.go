@@ -3,8 +3,10 @@
 // ImageFsInfo names (CRI gives used bytes, never capacity).
 //
 // It asks cadvisor's fs package first, the library kubelet uses for the same
-// numbers: it resolves the path to its block device and partition and reads
-// that filesystem through its plugins. Where cadvisor cannot resolve the
+// numbers: it resolves the path to its block device and partition, whose
+// mount point statfs(2) then reads, as cadvisor's vfs plugin does (not
+// through cadvisor's GetFsInfoForPath, whose statfs goroutine races with its
+// own timeout). Where cadvisor cannot resolve the
 // device (tmpfs or overlay filesystems, which have no block device, or a
 // filesystem mounted after its mount table was read and not yet seen on
 // refresh) it falls back to statfs(2) on the path itself, and says so in
