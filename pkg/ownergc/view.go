@@ -2,10 +2,12 @@ package ownergc
 
 import (
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 // The views are plain copies of what the workers need from the graph, taken
@@ -157,30 +159,39 @@ func (g *graph) itemViewLocked(n *node) itemView {
 // fields from obj, its owners' and dependents' state from the graph.
 func (g *graph) liveView(id objectID, obj *metav1.PartialObjectMetadata) itemView {
 	id.uid, id.name, id.namespace = obj.UID, obj.Name, obj.Namespace
-	v := itemView{id: id, rv: obj.ResourceVersion, live: true, beingDeleted: obj.DeletionTimestamp != nil,
-		fgIndex: -1, orphanIndex: -1}
-	for i, f := range obj.Finalizers {
-		switch {
-		case f == metav1.FinalizerDeleteDependents && v.fgIndex < 0:
-			v.foregroundFinalizer, v.fgIndex = true, i
-		case f == metav1.FinalizerOrphanDependents && v.orphanIndex < 0:
-			v.orphanFinalizer, v.orphanIndex = true, i
-		}
-	}
+	v := itemView{id: id, rv: obj.ResourceVersion, live: true, beingDeleted: obj.DeletionTimestamp != nil}
+	v.fgIndex, v.orphanIndex = deletionFinalizers(obj.Finalizers)
+	v.foregroundFinalizer, v.orphanFinalizer = v.fgIndex >= 0, v.orphanIndex >= 0
 	v.deletingDependents = v.beingDeleted && v.foregroundFinalizer
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	for i := range obj.OwnerReferences {
-		ref := &obj.OwnerReferences[i]
-		o := ownerView{index: i, uid: ref.UID, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name,
-			block:      ref.BlockOwnerDeletion != nil && *ref.BlockOwnerDeletion,
-			controller: ref.Controller != nil && *ref.Controller}
-		v.owners = append(v.owners, resolveOwner(o, g.nodes[ref.UID]))
+		v.owners = append(v.owners, resolveOwner(refView(i, &obj.OwnerReferences[i]), g.nodes[obj.OwnerReferences[i].UID]))
 	}
 	if n, ok := g.nodes[obj.UID]; ok {
 		g.addDependents(&v, n)
 	}
 	return v
+}
+
+// deletionFinalizers returns the positions of the first foregroundDeletion
+// and orphan finalizers in finalizers (-1: absent).
+func deletionFinalizers(finalizers []string) (fg, orphan int) {
+	return slices.Index(finalizers, metav1.FinalizerDeleteDependents), slices.Index(finalizers, metav1.FinalizerOrphanDependents)
+}
+
+// refView is owner reference ref, at position i, as an ownerView without
+// the graph's knowledge of the owner (see resolveOwner).
+func refView(i int, ref *metav1.OwnerReference) ownerView {
+	return ownerView{index: i, uid: ref.UID, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name,
+		block: ptr.Deref(ref.BlockOwnerDeletion, false), controller: ptr.Deref(ref.Controller, false)}
+}
+
+// sameRef reports whether o and p state the same owner reference (UID,
+// coordinates and flags), whatever the graph knows of the owner.
+func (o *ownerView) sameRef(p *ownerView) bool {
+	return o.uid == p.uid && o.apiVersion == p.apiVersion && o.kind == p.kind && o.name == p.name &&
+		o.block == p.block && o.controller == p.controller
 }
 
 // resolveOwner fills in what the graph knows about the owner node o (nil

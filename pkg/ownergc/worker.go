@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 )
 
 // outcome tells a worker what to do with the item it processed.
@@ -224,18 +223,12 @@ func sameDecisionInputs(v *itemView, live *metav1.PartialObjectMetadata) bool {
 	if live.DeletionTimestamp != nil || len(live.OwnerReferences) != len(v.owners) {
 		return false
 	}
-	var orphan, foreground bool
-	for _, f := range live.Finalizers {
-		orphan = orphan || f == metav1.FinalizerOrphanDependents
-		foreground = foreground || f == metav1.FinalizerDeleteDependents
-	}
-	if orphan != v.orphanFinalizer || foreground != v.foregroundFinalizer {
+	fg, orphan := deletionFinalizers(live.Finalizers)
+	if (orphan >= 0) != v.orphanFinalizer || (fg >= 0) != v.foregroundFinalizer {
 		return false
 	}
 	for i := range live.OwnerReferences {
-		ref, o := &live.OwnerReferences[i], &v.owners[i]
-		if ref.UID != o.uid || ref.APIVersion != o.apiVersion || ref.Kind != o.kind || ref.Name != o.name ||
-			ptr.Deref(ref.BlockOwnerDeletion, false) != o.block || ptr.Deref(ref.Controller, false) != o.controller {
+		if ref := refView(i, &live.OwnerReferences[i]); !ref.sameRef(&v.owners[i]) {
 			return false
 		}
 	}
