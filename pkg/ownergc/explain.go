@@ -436,14 +436,8 @@ func (r *run) explainLookup(ctx context.Context, key ownerKey, apiVersion string
 	if r.absent.has(key) {
 		return lookupResult{class: classDangling, reason: reasonNotFound}, checkedAbsentCache, nil
 	}
-	obj, err := r.getObject(ctx, objectID{uid: key.uid, apiVersion: apiVersion, kind: key.kind, namespace: key.namespace, name: key.name})
-	if apierrors.IsNotFound(err) {
-		obj, err = nil, nil
-	}
-	if err != nil {
-		return lookupResult{}, checkedGet, err
-	}
-	return lookupVerdict(key, obj), checkedGet, nil
+	res, err := r.readOwner(ctx, key, apiVersion)
+	return res, checkedGet, err
 }
 
 // How an owner's class was found (OwnerState.Checked).

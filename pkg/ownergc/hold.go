@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -133,13 +132,4 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 			"(resources that cannot be listed or watched, or not synced yet: %s); it waits for them up to %s", finalizer, list, bound))
 	}
 	return outcome{after: min(holdRecheck, bound-held)}, true
-}
-
-// warn records a Warning Event on id (not in dry-run: nothing is written).
-func (r *run) warn(id objectID, reason, message string) {
-	if r.c.dryRun {
-		return
-	}
-	ref := &corev1.ObjectReference{Kind: id.kind, APIVersion: id.apiVersion, Namespace: id.namespace, Name: id.name, UID: id.uid}
-	r.recorder.Event(ref, corev1.EventTypeWarning, reason, message)
 }

@@ -2,11 +2,11 @@ package ownergc
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 
 	"golang.org/x/sync/singleflight"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,16 +46,11 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) 
 		return lookupResult{class: classDangling, reason: reasonNotFound}, nil
 	}
 	return r.flights.do(key, func() (lookupResult, error) {
-		id := objectID{uid: key.uid, apiVersion: apiVersion, kind: key.kind, namespace: key.namespace, name: key.name}
-		obj, err := r.getObject(ctx, id)
-		if apierrors.IsNotFound(err) {
-			obj, err = nil, nil
-		}
+		res, err := r.readOwner(ctx, key, apiVersion)
 		if err != nil {
 			r.c.metrics.lookups.WithLabelValues(lookupError).Inc()
-			return lookupResult{}, err
+			return res, err
 		}
-		res := lookupVerdict(key, obj)
 		if res.class == classDangling {
 			r.c.metrics.lookups.WithLabelValues(lookupAbsent).Inc()
 			r.absent.add(key)
@@ -65,6 +60,19 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) 
 		}
 		return res, nil
 	})
+}
+
+// readOwner reads the owner at key with one GET and classifies it (NotFound:
+// absent). It records nothing: see lookupOwner.
+func (r *run) readOwner(ctx context.Context, key ownerKey, apiVersion string) (lookupResult, error) {
+	obj, err := r.getObject(ctx, objectID{uid: key.uid, apiVersion: apiVersion, kind: key.kind, namespace: key.namespace, name: key.name})
+	switch {
+	case apierrors.IsNotFound(err):
+		obj = nil
+	case err != nil:
+		return lookupResult{}, err
+	}
+	return lookupVerdict(key, obj), nil
 }
 
 // lookupVerdict classifies the owner at key from what a GET there returned
@@ -110,11 +118,6 @@ func (r *run) reportInvalidNamespace(item objectID, o *ownerView) {
 	}
 	r.logger.V(2).Info("Owner reference does not exist in the object's namespace", "object", item, "owner", o.uid,
 		"ownerKind", o.kind, "ownerName", o.name)
-	if r.c.dryRun {
-		return
-	}
-	ref := &corev1.ObjectReference{Kind: item.kind, APIVersion: item.apiVersion, Namespace: item.namespace, Name: item.name, UID: item.uid}
-	r.recorder.Eventf(ref, corev1.EventTypeWarning, "OwnerRefInvalidNamespace",
-		"ownerRef [%s/%s, namespace: %s, name: %s, uid: %s] does not exist in namespace %q",
-		o.apiVersion, o.kind, item.namespace, o.name, o.uid, item.namespace)
+	r.warn(item, "OwnerRefInvalidNamespace", fmt.Sprintf("ownerRef [%s/%s, namespace: %s, name: %s, uid: %s] does not exist in namespace %q",
+		o.apiVersion, o.kind, item.namespace, o.name, o.uid, item.namespace))
 }

@@ -280,16 +280,15 @@ func (ms *monitorSet) noteError(ctx context.Context, m *monitor, err error) {
 	}
 	since := m.failingSince
 	m.mu.Unlock()
-	switch {
-	case !logNow:
+	if !logNow {
 		ms.r.logger.V(4).Info("Resource monitor still failing", "resource", m.res.gvr.String(), "err", err)
-	case m.graphSynced.Load():
-		ms.r.logger.Error(err, "Resource monitor cannot list or watch; orphaning and foreground deletions that may involve it wait",
-			"resource", m.res.gvr.String(), "failingFor", now.Sub(since).Round(time.Second))
-	default:
-		ms.r.logger.Error(err, "Resource monitor cannot list or watch; other resources are collected meanwhile",
-			"resource", m.res.gvr.String(), "failingFor", now.Sub(since).Round(time.Second))
+		return
 	}
+	msg := "Resource monitor cannot list or watch; other resources are collected meanwhile"
+	if m.graphSynced.Load() {
+		msg = "Resource monitor cannot list or watch; orphaning and foreground deletions that may involve it wait"
+	}
+	ms.r.logger.Error(err, msg, "resource", m.res.gvr.String(), "failingFor", now.Sub(since).Round(time.Second))
 }
 
 // unsynced names the monitored resources whose graph cannot be trusted now

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -212,4 +213,13 @@ func (s *recordStore) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.records)
+}
+
+// warn records a Warning Event on id (not in dry-run: nothing is written).
+func (r *run) warn(id objectID, reason, message string) {
+	if r.c.dryRun {
+		return
+	}
+	ref := &corev1.ObjectReference{Kind: id.kind, APIVersion: id.apiVersion, Namespace: id.namespace, Name: id.name, UID: id.uid}
+	r.recorder.Event(ref, corev1.EventTypeWarning, reason, message)
 }

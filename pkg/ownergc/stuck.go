@@ -2,10 +2,10 @@ package ownergc
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -205,10 +205,5 @@ func (r *run) reportStuck(ctx context.Context, s *stuckTracker, e *stuckEntry) {
 	since := r.c.clock.Since(e.since).Round(time.Second)
 	r.logger.Error(nil, "Deletion stuck", "object", id, "finalizer", e.obj.finalizer, "reason", reason,
 		"noProgressFor", since, "verdict", ex.Verdict)
-	if r.c.dryRun {
-		return
-	}
-	ref := &corev1.ObjectReference{Kind: id.kind, APIVersion: id.apiVersion, Namespace: id.namespace, Name: id.name, UID: id.uid}
-	r.recorder.Eventf(ref, corev1.EventTypeWarning, "DeletionStuck", "Deletion (%s) made no progress for %s: %s",
-		e.obj.finalizer, since, ex.Verdict)
+	r.warn(id, "DeletionStuck", fmt.Sprintf("Deletion (%s) made no progress for %s: %s", e.obj.finalizer, since, ex.Verdict))
 }
