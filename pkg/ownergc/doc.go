@@ -95,9 +95,11 @@
 // certain: the owner was observed alive at the stated coordinates (solid or
 // waiting), or its deletion was observed (dangling: UIDs are never reused).
 // An owner the graph has never observed is a virtual node, and absence from
-// a cache is never taken as proof: a live GET decides (NotFound or another
-// UID: dangling), and its verdict is kept on the virtual node and in a small
-// absent-owner cache so that the owner's other dependents need no request.
+// a cache is never taken as proof: a live GET decides (NotFound about the
+// object itself, or another UID: dangling; a 404 about its resource, such
+// as a version no longer served, proves nothing and the dependent waits),
+// and its verdict is kept on the virtual node and in a small absent-owner
+// cache so that the owner's other dependents need no request.
 // Concurrent lookups of one owner share one request. A stale graph can only
 // delay a deletion, never cause a wrong one: every delete carries the UID
 // and resourceVersion the decision saw as preconditions, and every patch is
@@ -114,9 +116,9 @@
 // The graph also learns from the API server's answers. A relist that finds
 // a name reused reports the new object as an update of the old one: the
 // monitors turn an update whose UID changed into the old UID's deletion and
-// the new object's addition. A write answered 404, or a re-read that finds
-// another UID under the name, proves the UID gone: the worker sends its
-// deletion through the FIFO. Otherwise such a "ghost" would stay observed,
+// the new object's addition. A write answered 404 about the object, or a
+// re-read that finds another UID under the name, proves the UID gone: the
+// worker sends its deletion through the FIFO. Otherwise such a "ghost" would stay observed,
 // its dependents would keep a live owner and a foreground deletion waiting
 // for it would wait forever.
 //

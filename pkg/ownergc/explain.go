@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -280,7 +279,7 @@ func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
 	}
 	live, err := r.getObject(ctx, id)
 	switch {
-	case apierrors.IsNotFound(err):
+	case objectNotFound(err, id.name):
 		live = nil
 	case err != nil:
 		return nil, fmt.Errorf("read %s %s/%s: %w", id.kind, id.namespace, id.name, err)
@@ -506,7 +505,7 @@ func (r *run) readBlocking(ctx context.Context, deps []DependentState) {
 		reads++
 		obj, err := r.getObject(ctx, objectID{uid: d.UID, apiVersion: d.APIVersion, kind: d.Kind, namespace: d.Namespace, name: d.Name})
 		switch {
-		case apierrors.IsNotFound(err) || (err == nil && obj.UID != d.UID):
+		case objectNotFound(err, d.Name) || (err == nil && obj.UID != d.UID):
 			d.Read, d.Gone = true, true
 		case err != nil:
 			d.Error = err.Error()

@@ -11,9 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // Objects deleted and recreated under the same name while the collector
@@ -198,5 +200,47 @@ func testNotFoundOfResourceIsNoProof(t *testing.T, env *itEnv, gc *testCollector
 	_, err = cms.Get(t.Context(), "here", metav1.GetOptions{})
 	if objectNotFound(err, "here") {
 		t.Errorf("GET of an existing object: %v", err)
+	}
+}
+
+// An owner the graph does not watch (its resource is ignored) is looked up
+// through the version its reference states. When the API server stops
+// serving that version (the CRD changed since the last discovery), the GET
+// answers 404 about the resource, not the object: the owner may well exist
+// (here it does), so the lookup fails and the dependent waits; it is not
+// deleted.
+func testOwnerLookupThroughUnservedVersion(t *testing.T, env *itEnv) {
+	ns := env.namespace(t, "unserved")
+	group := "ownergc-" + utilrand.String(5) + ".test.nodegc.io"
+	env.createCRD(t, group, "sprockets", "Sprocket", []any{crdVersion("v1", true), crdVersion("v2", false)}, nil)
+	v1 := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "sprockets"}
+	owner := env.createCR(t, v1, "Sprocket", ns, "s", nil)
+
+	cfg := testConfig()
+	cfg.DiscoveryResyncPeriod = metav1.Duration{Duration: time.Hour} // the collector keeps mapping v1
+	cfg.GCIgnoredResources = append(cfg.GCIgnoredResources, config.GroupResource{Group: group, Resource: "sprockets"})
+	gc := env.startCollector(t, cfg)
+
+	// v2 becomes the storage version and v1 is no longer served.
+	patch := []byte(`{"spec":{"versions":[` +
+		`{"name":"v1","served":false,"storage":false,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}},` +
+		`{"name":"v2","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`)
+	if _, err := env.dyn.Resource(crdGVR).Patch(t.Context(), "sprockets."+group, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "v1 of sprockets to be no longer served", func(ctx context.Context) (bool, error) {
+		_, err := env.dyn.Resource(v1).Namespace(ns).Get(ctx, "s", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && !objectNotFound(err, "s"), nil
+	})
+
+	env.configMap(t, ns, "dep", []metav1.OwnerReference{{APIVersion: group + "/v1", Kind: "Sprocket", Name: "s", UID: owner.GetUID()}})
+	eventually(t, 30*time.Second, "the collector to look the owner up", func(context.Context) (bool, error) {
+		return counterByLabel(t, gc.reg, "nodegc_owner_gc_owner_lookups_total", "result")[lookupError] > 0 ||
+			counterByLabel(t, gc.reg, "nodegc_owner_gc_owner_lookups_total", "result")[lookupAbsent] > 0, nil
+	})
+	time.Sleep(2 * time.Second) // a delete follows its lookup within milliseconds: give a wrong one time to land
+	if _, err := env.cs.CoreV1().ConfigMaps(ns).Get(t.Context(), "dep", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the dependent of an existing owner: %v; want it kept (lookups %v)", err,
+			counterByLabel(t, gc.reg, "nodegc_owner_gc_owner_lookups_total", "result"))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"golang.org/x/sync/singleflight"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/lru"
@@ -62,12 +61,14 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) 
 	})
 }
 
-// readOwner reads the owner at key with one GET and classifies it (NotFound:
-// absent). It records nothing: see lookupOwner.
+// readOwner reads the owner at key with one GET and classifies it. Only a
+// 404 about the object itself means absent: a 404 about its resource (a
+// version no longer served since the last discovery) is an error, and the
+// dependent waits. It records nothing: see lookupOwner.
 func (r *run) readOwner(ctx context.Context, key ownerKey, apiVersion string) (lookupResult, error) {
 	obj, err := r.getObject(ctx, objectID{uid: key.uid, apiVersion: apiVersion, kind: key.kind, namespace: key.namespace, name: key.name})
 	switch {
-	case apierrors.IsNotFound(err):
+	case objectNotFound(err, key.name):
 		obj = nil
 	case err != nil:
 		return lookupResult{}, err
