@@ -199,12 +199,24 @@ func TestSweepStaleAfterCrash(t *testing.T) {
 			}
 			shims := processes(func(_ int, args []string) bool { return isShimOf(args, inst.socket()) })
 
+			// Every Start sweeps: the test process of another package may be
+			// sweeping this node right now, holding its lock, and this
+			// SweepStale then leaves it to that one. Sweep until nothing is
+			// left (or 30s).
 			began := time.Now()
-			if err := SweepStale(t.Context()); err != nil {
-				t.Errorf("SweepStale: %v", err)
+			var left []string
+			for sweeps := 1; ; sweeps++ {
+				if err := SweepStale(t.Context()); err != nil {
+					t.Errorf("SweepStale: %v", err)
+				}
+				left = leftovers(inst, inst.knownShimSockets())
+				if len(left) == 0 || time.Since(began) > 30*time.Second {
+					t.Logf("SweepStale: %d call(s) in %v", sweeps, time.Since(began).Round(time.Millisecond))
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
 			}
-			t.Logf("SweepStale took %v", time.Since(began).Round(time.Millisecond))
-			if left := leftovers(inst, inst.knownShimSockets()); len(left) > 0 {
+			if len(left) > 0 {
 				t.Errorf("left after SweepStale:\n%s", strings.Join(left, "\n"))
 			}
 			for _, s := range shims {
