@@ -233,13 +233,16 @@ func TestMetricsLint(t *testing.T) {
 	cfg = strings.Replace(cfg, "unix:///nonexistent/nodegc-test/cri.sock", n.Endpoint, 1)
 	cfg += fmt.Sprintf("containerGC:\n  podLogsDirectory: %s\n  containerLogsDirectory: %s\n", t.TempDir(), t.TempDir())
 	p := startNodegc(t, "lint", cfg, "--owner-gc=auto", "--kubeconfig", c.KubeconfigPath())
-	testbed.WaitFor(t, time.Minute, "the agent to be ready and leading", func() bool {
+	// Synced, not only leading: a leader's owner GC counts its first
+	// request (discovery) a moment after it starts.
+	testbed.WaitFor(t, time.Minute, "the agent to be ready, leading and its owner GC synced", func() bool {
 		resp, err := http.Get(p.healthz + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK && p.metric("nodegc_owner_gc_leader") == 1
+		return resp.StatusCode == http.StatusOK && p.metric("nodegc_owner_gc_leader") == 1 &&
+			p.metric("nodegc_owner_gc_synced") == 1
 	})
 	text := p.body(t, p.metrics+"/metrics")
 	problems, err := promlint.New(strings.NewReader(text)).Lint()
