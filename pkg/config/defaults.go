@@ -23,7 +23,8 @@ const (
 	DefaultImageGCLowThresholdPercent  = 80
 	DefaultImageMinimumGCAge           = 2 * time.Minute
 	DefaultImageGCPeriod               = 5 * time.Minute
-	DefaultDiskCheckInterval           = 10 * time.Second
+	DefaultDiskCheckInterval           = time.Second
+	DefaultFillRateHorizon             = 30 * time.Second
 
 	DefaultMaxPerPodContainer     = 1
 	DefaultMaxContainers          = -1
@@ -55,6 +56,18 @@ func DefaultIgnoredResources() []GroupResource {
 	}
 }
 
+// Eviction signals of the kubelet that nodegc reads (imageGC.evictionHard).
+const (
+	SignalImageFsAvailable = "imagefs.available"
+	SignalNodeFsAvailable  = "nodefs.available"
+)
+
+// DefaultEvictionHard are the kubelet's default hard eviction thresholds for
+// disk space (KubeletConfiguration evictionHard).
+func DefaultEvictionHard() map[string]string {
+	return map[string]string{SignalImageFsAvailable: "15%", SignalNodeFsAvailable: "10%"}
+}
+
 // SetDefaults fills every unset field of c with its default. Set fields,
 // including pointer fields set to their zero value, are left alone.
 func SetDefaults(c *NodeGCConfiguration) {
@@ -78,6 +91,10 @@ func SetDefaults(c *NodeGCConfiguration) {
 	setPtr(&ig.MaximumGCAge, metav1.Duration{})
 	setDuration(&ig.Period, DefaultImageGCPeriod)
 	setDuration(&ig.DiskCheckInterval, DefaultDiskCheckInterval)
+	setPtr(&ig.FillRateHorizon, metav1.Duration{Duration: DefaultFillRateHorizon})
+	if ig.EvictionHard == nil {
+		ig.EvictionHard = DefaultEvictionHard()
+	}
 	if ig.Exclude == nil {
 		ig.Exclude = []string{}
 	}

@@ -206,6 +206,7 @@ func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfig
 	take("imageGCLowThresholdPercent", "imageGC.lowThresholdPercent", func() { c.ImageGC.LowThresholdPercent = kc.ImageGCLowThresholdPercent })
 	take("imageMinimumGCAge", "imageGC.minimumGCAge", func() { d := kc.ImageMinimumGCAge; c.ImageGC.MinimumGCAge = &d })
 	take("imageMaximumGCAge", "imageGC.maximumGCAge", func() { d := kc.ImageMaximumGCAge; c.ImageGC.MaximumGCAge = &d })
+	take("evictionHard", "imageGC.evictionHard", func() { c.ImageGC.EvictionHard = maps.Clone(kc.EvictionHard) })
 	take("containerRuntimeEndpoint", "containerRuntimeEndpoint", func() { c.ContainerRuntimeEndpoint = kc.ContainerRuntimeEndpoint })
 	take("imageServiceEndpoint", "imageServiceEndpoint", func() { c.ImageServiceEndpoint = kc.ImageServiceEndpoint })
 	take("podLogsDir", "containerGC.podLogsDirectory", func() { c.ContainerGC.PodLogsDirectory = kc.PodLogsDir })

@@ -115,9 +115,31 @@ type ImageGCConfiguration struct {
 	Period metav1.Duration `json:"period"`
 
 	// DiskCheckInterval is how often the image filesystem usage is read; a
-	// GC starts as soon as usage reaches highThresholdPercent. nodegc only.
-	// Default: 10s.
+	// GC starts as soon as usage reaches highThresholdPercent, or earlier
+	// when fillRateHorizon says the kubelet's eviction threshold is near. A
+	// check is one statfs(2). nodegc only. Default: 1s.
 	DiskCheckInterval metav1.Duration `json:"diskCheckInterval"`
+
+	// FillRateHorizon starts a GC before highThresholdPercent is reached
+	// when the image filesystem, filling at the rate of the last seconds,
+	// would reach the kubelet's eviction threshold (evictionHard) within
+	// this horizon (trigger "projected"). Such a run frees down to
+	// lowThresholdPercent as usage is projected to be at the end of the
+	// horizon. 0 turns it off. nodegc only. Default: 30s.
+	FillRateHorizon *metav1.Duration `json:"fillRateHorizon"`
+
+	// EvictionHard are the kubelet's hard eviction thresholds, in the
+	// kubelet's syntax: signal to a percentage ("15%") or a quantity
+	// ("2Gi") of available space. nodegc evicts nothing; it reads
+	// "imagefs.available" and "nodefs.available" (the stricter of the two,
+	// as it cannot always tell whether the image filesystem is the
+	// kubelet's nodefs) to start early (fillRateHorizon) and to warn at
+	// start when highThresholdPercent would let the kubelet evict first.
+	// Other signals are accepted and ignored. Taken from the
+	// KubeletConfiguration document's evictionHard when this is unset; an
+	// empty map means the kubelet does not evict on disk. Default: the
+	// kubelet's, imagefs.available 15% and nodefs.available 10%.
+	EvictionHard map[string]string `json:"evictionHard"`
 
 	// Exclude lists image reference patterns, written as for docker pull,
 	// familiar or fully qualified ("nginx:*", "registry.k8s.io/pause",

@@ -83,6 +83,14 @@ func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
 	}
 	errs = append(errs, validatePositive(p.Child("period"), c.Period)...)
 	errs = append(errs, validatePositive(p.Child("diskCheckInterval"), c.DiskCheckInterval)...)
+	errs = append(errs, validateNonNegative(p.Child("fillRateHorizon"), c.FillRateHorizon)...)
+	for _, s := range diskSignals {
+		if v, ok := c.EvictionHard[s]; ok {
+			if _, err := ParseEvictionThreshold(v); err != nil {
+				errs = append(errs, field.Invalid(p.Child("evictionHard").Key(s), v, err.Error()))
+			}
+		}
+	}
 	for i, pattern := range c.Exclude {
 		ip := p.Child("exclude").Index(i)
 		if strings.TrimSpace(pattern) == "" {

@@ -1,0 +1,91 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestEvictionHardFromKubelet: the kubelet document's evictionHard is taken
+// whole when the nodegc document sets none, a kubelet's memory signal and
+// all; the nodegc document's own map wins; an empty map says the kubelet
+// does not evict on disk, which is not the defaults.
+func TestEvictionHardFromKubelet(t *testing.T) {
+	kubelet := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"evictionHard:\n  memory.available: 100Mi\n  imagefs.available: 20%\n  nodefs.available: 5Gi\n"
+	cases := map[string]struct {
+		doc  string
+		want map[string]string
+	}{
+		"kubelet's": {kubelet, map[string]string{"memory.available": "100Mi", "imagefs.available": "20%", "nodefs.available": "5Gi"}},
+		"nodegc's wins": {kubelet + "---\n" + header + "imageGC:\n  evictionHard:\n    imagefs.available: 12%\n",
+			map[string]string{"imagefs.available": "12%"}},
+		"kubelet evicts on nothing": {"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard: {}\n", map[string]string{}},
+		"neither: kubelet defaults": {header, DefaultEvictionHard()},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := Decode([]byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, loaded.Config.ImageGC.EvictionHard); diff != "" {
+				t.Errorf("evictionHard (-want +got):\n%s", diff)
+			}
+			if errs := Validate(loaded.Config); len(errs) > 0 {
+				t.Errorf("Validate() = %v", errs)
+			}
+		})
+	}
+}
+
+// TestEvictionHardValidation names the signal and the rule; other signals
+// are not nodegc's to check.
+func TestEvictionHardValidation(t *testing.T) {
+	c := Defaulted()
+	c.ImageGC.EvictionHard = map[string]string{
+		"imagefs.available": "115%", "nodefs.available": "lots", "memory.available": "whatever",
+	}
+	errs := Validate(c)
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`imageGC.evictionHard[imagefs.available]: Invalid value: "115%": percentage "115%": must be between 0% and 100%`,
+		`imageGC.evictionHard[nodefs.available]: Invalid value: "lots": "lots": must be a percentage ("15%") or a quantity ("2Gi")`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+	c.ImageGC.FillRateHorizon = nil
+	if errs := Validate(c); !strings.Contains(errs.ToAggregate().Error(), "imageGC.fillRateHorizon: Required value") {
+		t.Errorf("an unset fillRateHorizon is not reported: %v", errs)
+	}
+}
+
+// TestDiskEviction: the stricter threshold wins, whichever form it has.
+func TestDiskEviction(t *testing.T) {
+	const gi = 1 << 30
+	cases := []struct {
+		hard       map[string]string
+		capacity   uint64
+		want       uint64
+		wantSignal string
+		wantOK     bool
+	}{
+		{DefaultEvictionHard(), 100 * gi, 15 * gi, SignalImageFsAvailable, true},
+		{map[string]string{SignalImageFsAvailable: "1Gi", SignalNodeFsAvailable: "10%"}, 100 * gi, 10 * gi, SignalNodeFsAvailable, true},
+		{map[string]string{SignalImageFsAvailable: "20Gi", SignalNodeFsAvailable: "10%"}, 100 * gi, 20 * gi, SignalImageFsAvailable, true},
+		{map[string]string{"memory.available": "100Mi"}, 100 * gi, 0, "", false},
+		{map[string]string{}, 100 * gi, 0, "", false},
+	}
+	for _, tc := range cases {
+		ig := ImageGCConfiguration{EvictionHard: tc.hard}
+		got, signal, _, ok := ig.DiskEviction(tc.capacity)
+		if got != tc.want || signal != tc.wantSignal || ok != tc.wantOK {
+			t.Errorf("DiskEviction(%v, %d) = %d, %q, %v; want %d, %q, %v", tc.hard, tc.capacity, got, signal, ok, tc.want, tc.wantSignal, tc.wantOK)
+		}
+	}
+}
