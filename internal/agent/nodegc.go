@@ -68,15 +68,17 @@ func (n *nodeGC) run(ctx context.Context) {
 	n.imageWatch = n.status.watchdog.add("image GC", min(cfg.ImageGC.DiskCheckInterval.Duration, cfg.ImageGC.Period.Duration), timeout)
 	n.containerWatch = n.status.watchdog.add("container GC", cfg.ContainerGC.Period.Duration, timeout)
 
-	imageGC, err := n.imageManager(ctx, c, false)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Image GC cannot start; container GC goes on")
-		n.imageWatch.notStarted(err)
-	}
-	containerGC, err := n.containerManager(ctx, c)
+	// The container GC first: its pod informer also feeds the image GC's
+	// scheduled rule.
+	containerGC, pods, err := n.containerManagerWithPods(ctx, c)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Container GC cannot start; image GC goes on")
 		n.containerWatch.notStarted(err)
+	}
+	imageGC, err := n.imageManager(ctx, c, false, pods)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Image GC cannot start; container GC goes on")
+		n.imageWatch.notStarted(err)
 	}
 	var loops []runnable
 	if imageGC != nil {
@@ -126,8 +128,9 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 }
 
 // imageManager makes the image GC manager; planOnly makes one for `nodegc
-// plan`, which writes nothing.
-func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool) (*images.Manager, error) {
+// plan`, which writes nothing. pods, the container GC's pod source (nil in
+// node-only mode), gives the images of the pods that have not finished.
+func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool, pods *containers.APIPodSource) (*images.Manager, error) {
 	cfg := n.opts.Config
 	var layers *images.ContainerdLayers
 	if c.RuntimeVersion().GetRuntimeName() == "containerd" {
@@ -160,12 +163,21 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool)
 	if layers != nil {
 		opts.Layers, opts.Arrivals = layers, layers
 	}
+	if pods != nil {
+		opts.Pods = podImages{pods}
+	} else {
+		klog.FromContext(ctx).Info("No API access: image GC cannot know the images of pods about to run (keep reason scheduled is off)")
+	}
 	return images.NewManager(opts)
 }
 
-func (n *nodeGC) containerManager(ctx context.Context, c *cri.Client) (*containers.Manager, error) {
-	m, _, err := n.containerManagerWithPods(ctx, c)
-	return m, err
+// podImages gives the image GC the images of the pods bound to this node
+// that have not finished, from the container GC's pod source.
+type podImages struct{ src *containers.APIPodSource }
+
+func (p podImages) PodImages() images.PodImages {
+	refs, view := p.src.PodImages()
+	return images.PodImages{Authoritative: view.Authoritative, Reason: view.Reason, Refs: refs}
 }
 
 // containerManagerWithPods also returns the pod source it started (nil in

@@ -57,23 +57,25 @@ func Plan(ctx context.Context, opts Options) (*PlanReport, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the pod informer and closes the containerd client
-	if im, err := n.imageManager(ctx, c, true); err != nil {
-		r.ImagesErr = err
-	} else {
-		r.Images, r.ImagesErr = im.Plan(ctx)
-	}
-	cm, pods, err := n.containerManagerWithPods(ctx, c)
-	if err != nil {
-		r.ContainersErr = err
-		return r, nil
-	}
+	// The container GC's pod informer first: the image GC's scheduled rule
+	// reads it too.
+	cm, pods, cmErr := n.containerManagerWithPods(ctx, c)
 	if pods != nil {
 		syncCtx, stop := context.WithTimeout(ctx, podSyncWait)
 		r.PodsSynced = cache.WaitForCacheSync(syncCtx.Done(), pods.HasSynced)
 		stop()
 		if !r.PodsSynced {
-			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone", "waited", podSyncWait)
+			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone, and keeps every image that is not in use", "waited", podSyncWait)
 		}
+	}
+	if im, err := n.imageManager(ctx, c, true, pods); err != nil {
+		r.ImagesErr = err
+	} else {
+		r.Images, r.ImagesErr = im.Plan(ctx)
+	}
+	if cmErr != nil {
+		r.ContainersErr = cmErr
+		return r, nil
 	}
 	r.Containers, r.ContainersErr = cm.Plan(ctx)
 	return r, nil

@@ -185,7 +185,52 @@ func (s *APIPodSource) onDelete(obj any) {
 	s.mu.Unlock()
 }
 
-// slimPod keeps only what the source reads, so that the cache stays small.
+// PodImages returns the image references of the pods bound to this node
+// that have not finished (Finished), mapped to one pod that names each
+// ("namespace/name"): every container's spec image (init, regular and
+// ephemeral) and the image ID the runtime resolved for the containers that
+// ran. The view says whether that can be trusted; when it cannot, the
+// references are those of the pods last known (the informer's cache).
+func (s *APIPodSource) PodImages() (map[string]string, PodView) {
+	view := s.View(s.clock.Now())
+	refs := map[string]string{}
+	for _, o := range s.pods.GetStore().List() {
+		pod, ok := o.(*corev1.Pod)
+		if !ok || Finished(pod) {
+			continue
+		}
+		name := pod.Namespace + "/" + pod.Name
+		for _, c := range pod.Spec.Containers {
+			refs[c.Image] = name
+		}
+		for _, c := range pod.Spec.InitContainers {
+			refs[c.Image] = name
+		}
+		for _, c := range pod.Spec.EphemeralContainers {
+			refs[c.Image] = name
+		}
+		for _, statuses := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+			for _, st := range statuses {
+				if st.ImageID != "" {
+					refs[st.ImageID] = name
+				}
+			}
+		}
+	}
+	delete(refs, "")
+	return refs, view
+}
+
+// Finished says whether a pod will run no container again: it succeeded or
+// failed, or it is being deleted (the kubelet stops its containers and
+// starts none).
+func Finished(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// slimPod keeps only what the source reads, so that the cache stays small:
+// the pod's identity, the mirror annotation, and for the image GC its
+// phase, deletion and the images its containers name.
 func slimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -193,10 +238,40 @@ func slimPod(obj any) (any, error) {
 	}
 	slim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		DeletionTimestamp: pod.DeletionTimestamp,
 	}}
 	if m := pod.Annotations[annotationConfigMirror]; m != "" {
 		slim.Annotations = map[string]string{annotationConfigMirror: m}
 	}
+	slim.Status.Phase = pod.Status.Phase
+	if Finished(pod) {
+		return slim, nil
+	}
+	images := func(cs []corev1.Container) []corev1.Container {
+		var out []corev1.Container
+		for _, c := range cs {
+			out = append(out, corev1.Container{Name: c.Name, Image: c.Image})
+		}
+		return out
+	}
+	slim.Spec.Containers = images(pod.Spec.Containers)
+	slim.Spec.InitContainers = images(pod.Spec.InitContainers)
+	for _, c := range pod.Spec.EphemeralContainers {
+		slim.Spec.EphemeralContainers = append(slim.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: c.Name, Image: c.Image}})
+	}
+	imageIDs := func(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
+		var out []corev1.ContainerStatus
+		for _, st := range ss {
+			if st.ImageID != "" {
+				out = append(out, corev1.ContainerStatus{Name: st.Name, ImageID: st.ImageID})
+			}
+		}
+		return out
+	}
+	slim.Status.ContainerStatuses = imageIDs(pod.Status.ContainerStatuses)
+	slim.Status.InitContainerStatuses = imageIDs(pod.Status.InitContainerStatuses)
+	slim.Status.EphemeralContainerStatuses = imageIDs(pod.Status.EphemeralContainerStatuses)
 	return slim, nil
 }
 

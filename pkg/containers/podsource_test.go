@@ -92,11 +92,64 @@ func TestSlimPodKeepsWhatTheSourceReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd-n1", Namespace: "kube-system", UID: "mirror-uid", ResourceVersion: "42",
-		Annotations: map[string]string{annotationConfigMirror: "static-uid"}}}
+		Annotations: map[string]string{annotationConfigMirror: "static-uid"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "etcd"}}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("slimPod (-want +got):\n%s", diff)
 	}
 	if got, _ := slimPod("tombstone"); got != "tombstone" {
 		t.Errorf("slimPod changed a non-pod: %v", got)
+	}
+}
+
+// TestSlimPodKeepsImagesOfUnfinishedPods: the cache keeps the images a pod
+// that has not finished names, and nothing else of its spec and status; a
+// finished pod keeps none.
+func TestSlimPodKeepsImagesOfUnfinishedPods(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", Labels: map[string]string{"app": "x"}},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "init", Image: "busybox", Command: []string{"sleep", "60"}}},
+			Containers:     []corev1.Container{{Name: "app", Image: "nginx:1.27", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
+			EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+				Name: "debug", Image: "debian"}}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Message: "long", InitContainerStatuses: []corev1.ContainerStatus{
+			{Name: "init", Image: "busybox", ImageID: "docker.io/library/busybox@sha256:1111"},
+		}},
+	}
+	got, err := slimPod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "init", Image: "busybox"}},
+			Containers:     []corev1.Container{{Name: "app", Image: "nginx:1.27"}},
+			EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+				Name: "debug", Image: "debian"}}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodPending,
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", ImageID: "docker.io/library/busybox@sha256:1111"}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("slim pending pod (-want +got):\n%s", diff)
+	}
+	now := metav1.Now()
+	for name, finish := range map[string]func(*corev1.Pod){
+		"succeeded": func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded },
+		"failed":    func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed },
+		"deleted":   func(p *corev1.Pod) { p.DeletionTimestamp = &now },
+	} {
+		p := pod.DeepCopy()
+		finish(p)
+		got, err := slimPod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := got.(*corev1.Pod); len(s.Spec.Containers)+len(s.Spec.InitContainers)+len(s.Status.InitContainerStatuses) > 0 || !Finished(s) {
+			t.Errorf("%s pod: the cache keeps its images (%+v) or no longer knows it finished", name, s.Spec)
+		}
 	}
 }

@@ -35,6 +35,8 @@ type bed struct {
 	runtime *recordingRuntime
 	// settleTimeout, if set, bounds the wait before measuring freed space.
 	settleTimeout time.Duration
+	// onRun, if set, receives the report of every run of the managers.
+	onRun func(*images.Report)
 }
 
 func newBed(t *testing.T, v testbed.ContainerdVersion, smallFS int64) *bed {
@@ -108,7 +110,7 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 	}
 	m, err := images.NewManager(images.Options{
 		Config: cfg, StateDirectory: stateDir, Runtime: rt, Layers: b.layers, Arrivals: b.layers, Disk: b.disk, Clock: clk,
-		SandboxImages: []string{sandbox}, SettleTimeout: b.settleTimeout,
+		SandboxImages: []string{sandbox}, SettleTimeout: b.settleTimeout, OnRun: b.onRun,
 	})
 	if err != nil {
 		b.t.Fatal(err)

@@ -96,6 +96,10 @@ type Options struct {
 	// derived from it, and returns when work does. The agent's watchdog
 	// uses it to tell a wedged loop from a slow one.
 	Supervise func(ctx context.Context, work func(context.Context))
+	// Pods, if set, names the images of the pods bound to this node that
+	// have not finished: they are kept (KeepScheduled). Nil (no API
+	// access) turns that rule off.
+	Pods PodImageSource
 	// PlanOnly makes a manager that only plans (`nodegc plan`): it writes
 	// nothing to the state directory, leaves a corrupt state file where it
 	// is, and refuses to collect.
@@ -129,6 +133,8 @@ type Manager struct {
 	waitClock clock.Clock
 
 	serial     *gcrun.Serial // one GC run at a time
+	guard      *guardian
+	scheduled  scheduled
 	eventsLive atomic.Bool
 	mountpoint atomic.Pointer[string]
 	layersWarn sync.Once
@@ -164,8 +170,9 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Layers == nil {
 		klog.Background().Info("Image GC uses CRI image sizes: shared layers are counted once per image, so freed-byte estimates are upper bounds")
 	}
-	return &Manager{opts: opts, policy: NewPolicy(opts.Config), tracker: tracker, metrics: newMetrics(reg), clock: opts.Clock,
-		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock)}, nil
+	policy := NewPolicy(opts.Config)
+	return &Manager{opts: opts, policy: policy, tracker: tracker, metrics: newMetrics(reg), clock: opts.Clock,
+		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy)}, nil
 }
 
 // Tracker returns the manager's usage tracker.
@@ -208,45 +215,84 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-fast.C():
 			supervise.Call(ctx, checkDisk)
 		case <-sweep.C():
-			supervise.Call(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic) })
+			supervise.Call(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic, 0) })
 		}
 	}
 }
 
-// thresholdBackoff spaces threshold-triggered runs that could not bring
-// usage under the high threshold: the next one waits twice as long, up to
-// the sweep period.
+// thresholdBackoff spaces the runs of the disk check that could not take
+// usage under the high threshold, or away from the kubelet's eviction
+// threshold: the next one waits twice as long, up to the sweep period.
 type thresholdBackoff struct {
 	next  time.Time
 	delay time.Duration
 }
 
+// checkDisk reads the image filesystem and collects at once when usage
+// reached the high threshold (TriggerThreshold) or, at the rate it fills,
+// would reach the kubelet's eviction threshold within fillRateHorizon
+// (TriggerProjected).
 func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
 	disk, err := m.diskStats(ctx)
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("Image filesystem check failed; will retry", "err", err)
 		return
 	}
-	m.metrics.observeDisk(disk)
-	if !m.policy.overHighThreshold(disk) || m.clock.Now().Before(b.next) {
+	m.observeDisk(disk)
+	if msg := m.guard.evictionWarning(disk); msg != "" {
+		klog.FromContext(ctx).Info("Warning: the kubelet may evict pods before image GC starts", "problem", msg)
+	}
+	trigger, ahead := m.diskTrigger(disk)
+	if trigger == "" || m.clock.Now().Before(b.next) {
 		return
 	}
-	klog.FromContext(ctx).Info("Image filesystem usage reached the high threshold, collecting now",
-		"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent())
-	m.collectAndLog(ctx, TriggerThreshold)
+	if trigger == TriggerThreshold {
+		klog.FromContext(ctx).Info("Image filesystem usage reached the high threshold, collecting now",
+			"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent(), "aheadBytes", ahead)
+	} else {
+		klog.FromContext(ctx).Info("Image filesystem fills fast enough to reach the kubelet's eviction threshold soon, collecting now",
+			"usagePercent", disk.UsagePercent(), "fillBytesPerSecond", int64(m.guard.fillRate()), "horizon", m.guard.horizon, "aheadBytes", ahead)
+	}
+	m.collectAndLog(ctx, trigger, ahead)
 	after, err := m.diskStats(ctx)
-	if err == nil && m.policy.overHighThreshold(after) {
-		b.delay = min(max(2*b.delay, m.opts.Config.DiskCheckInterval.Duration), m.opts.Config.Period.Duration)
-		b.next = m.clock.Now().Add(b.delay)
-		return
+	if err == nil {
+		m.observeDisk(after)
+		if t, _ := m.diskTrigger(after); t != "" {
+			b.delay = min(max(2*b.delay, m.opts.Config.DiskCheckInterval.Duration), m.opts.Config.Period.Duration)
+			b.next = m.clock.Now().Add(b.delay)
+			return
+		}
 	}
 	*b = thresholdBackoff{}
 }
 
+// diskTrigger says whether the disk calls for a run now, and how many
+// bytes the fill rate says will arrive within the horizon when the
+// kubelet's eviction threshold is near (0 otherwise).
+func (m *Manager) diskTrigger(disk DiskStats) (trigger string, ahead uint64) {
+	ahead = m.guard.ahead(disk)
+	switch {
+	case m.policy.overHighThreshold(disk):
+		return TriggerThreshold, ahead
+	case ahead > 0:
+		return TriggerProjected, ahead
+	}
+	return "", 0
+}
+
+// observeDisk records a reading of the image filesystem: the gauges, the
+// fill rate, and the reaction histogram.
+func (m *Manager) observeDisk(disk DiskStats) {
+	m.metrics.observeDisk(disk)
+	if r := m.guard.observe(m.clock.Now(), disk); r.belowLow > 0 {
+		m.metrics.reaction.WithLabelValues(phaseBelowLow).Observe(r.belowLow.Seconds())
+	}
+}
+
 // collectAndLog runs the GC once and logs how it ended (gcrun.LogEnd), or
 // what it removed.
-func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
-	r, err := m.GarbageCollect(ctx, trigger)
+func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint64) {
+	r, err := m.collectAhead(ctx, trigger, ahead)
 	var done []any // what the run did despite the error
 	if r != nil && r.Outcome != nil {
 		o := r.Outcome
@@ -268,18 +314,23 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 // means the threshold rule could not be met; ErrInvalidDiskCapacity means no
 // GC ran.
 func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, error) {
+	return m.collectAhead(ctx, trigger, 0)
+}
+
+// collectAhead runs the GC once, planning for ahead more bytes (Policy.PlanAhead).
+func (m *Manager) collectAhead(ctx context.Context, trigger string, ahead uint64) (*Report, error) {
 	if m.opts.PlanOnly {
 		return nil, errPlanOnly
 	}
-	return gcrun.Collect(m.serial, trigger, func(r *Report) error { return m.collect(ctx, r) }, m.record, func(*Report) {
+	return gcrun.Collect(m.serial, trigger, func(r *Report) error { return m.collect(ctx, r, ahead) }, m.record, func(*Report) {
 		if err := m.saveState(); err != nil {
 			klog.FromContext(ctx).Error(err, "Saving image GC state")
 		}
 	}, m.opts.OnRun)
 }
 
-func (m *Manager) collect(ctx context.Context, r *Report) error {
-	plan, in, err := m.plan(ctx)
+func (m *Manager) collect(ctx context.Context, r *Report, ahead uint64) error {
+	plan, in, err := m.plan(ctx, ahead)
 	if err != nil {
 		return err
 	}
@@ -294,8 +345,15 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 		}
 		return m.policy.replan(rest, held, target, plan.Disk, plan.Now)
 	}
-	outcome, err := execute(ctx, m.opts.Runtime, plan, m.inUseNow(ctx), replan, m.opts.Config.DryRun)
+	rm := &firstRemoval{rt: m.opts.Runtime, clock: m.clock}
+	outcome, err := execute(ctx, rm, plan, m.inUseNow(ctx), replan, m.opts.Config.DryRun)
 	r.Outcome = outcome
+	if !rm.at.IsZero() {
+		if d := m.guard.removed(rm.at); d > 0 {
+			m.metrics.reaction.WithLabelValues(phaseFirstRemoval).Observe(d.Seconds())
+		}
+		m.guard.restart()
+	}
 	for _, d := range outcome.Removed {
 		if outcome.DryRun {
 			break
@@ -323,12 +381,13 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 // tracker's own lock. So it may run during a GC run, whose removals it may
 // not see yet.
 func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
-	plan, _, err := m.plan(ctx)
+	plan, _, err := m.plan(ctx, 0)
 	return plan, err
 }
 
-// plan also returns the images the plan was made from.
-func (m *Manager) plan(ctx context.Context) (*Plan, []Image, error) {
+// plan also returns the images the plan was made from; it plans for ahead
+// more bytes (Policy.PlanAhead).
+func (m *Manager) plan(ctx context.Context, ahead uint64) (*Plan, []Image, error) {
 	images, err := m.syncUsage(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -338,7 +397,7 @@ func (m *Manager) plan(ctx context.Context) (*Plan, []Image, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	m.metrics.observeDisk(disk)
+	m.observeDisk(disk)
 	var arrivals map[string]time.Time
 	if m.opts.Arrivals != nil {
 		if arrivals, err = m.opts.Arrivals.Arrivals(ctx, images); err != nil {
@@ -352,8 +411,15 @@ func (m *Manager) plan(ctx context.Context) (*Plan, []Image, error) {
 		in[i].Arrived = arrivals[in[i].ID]
 	}
 	m.markSandbox(in)
+	podsOK, podsReason := m.markScheduled(in, now)
 	m.addLayers(ctx, in)
-	plan, err := m.policy.Plan(in, disk, now)
+	plan, err := m.policy.PlanAhead(in, disk, now, ahead)
+	if plan != nil && m.opts.Pods != nil {
+		plan.PodsView = PodsAuthoritative
+		if !podsOK {
+			plan.PodsView = podsReason
+		}
+	}
 	return plan, in, err
 }
 
@@ -541,6 +607,7 @@ func (m *Manager) settle(ctx context.Context, before DiskStats) (DiskStats, bool
 		if err != nil {
 			return last, true
 		}
+		m.observeDisk(cur)
 		if cur.Available > best+noise {
 			best, progressAt = cur.Available, m.waitClock.Now()
 		}
@@ -655,4 +722,20 @@ func (m *Manager) reconcile(ctx context.Context) {
 	if _, err := m.syncUsage(ctx); err != nil {
 		klog.FromContext(ctx).V(2).Info("Listing the runtime for usage tracking failed; will retry", "err", err)
 	}
+}
+
+// firstRemoval passes removals on to the runtime and notes when the first
+// one succeeded.
+type firstRemoval struct {
+	rt    imageRemover
+	clock clock.PassiveClock
+	at    time.Time
+}
+
+func (f *firstRemoval) RemoveImage(ctx context.Context, id string) error {
+	err := f.rt.RemoveImage(ctx, id)
+	if err == nil && f.at.IsZero() {
+		f.at = f.clock.Now()
+	}
+	return err
 }

@@ -10,6 +10,7 @@ import (
 // Trigger values of a GC run (metric label).
 const (
 	TriggerThreshold = "threshold" // the fast disk check saw usage at or above the high threshold
+	TriggerProjected = "projected" // the fill rate would take the disk to the kubelet's eviction threshold within fillRateHorizon
 	TriggerPeriodic  = "periodic"  // the periodic sweep
 	TriggerManual    = "manual"    // asked for (tests, future API)
 )
@@ -27,16 +28,29 @@ const (
 // and the series exported at 0 from the start (so every family is exported,
 // and rates work, before the first run).
 var (
-	triggers = []string{TriggerThreshold, TriggerPeriodic, TriggerManual}
+	triggers = []string{TriggerThreshold, TriggerProjected, TriggerPeriodic, TriggerManual}
 	// loopTriggers are the triggers of the runs Run starts; their series
 	// start at 0.
-	loopTriggers  = []string{TriggerThreshold, TriggerPeriodic}
+	loopTriggers  = []string{TriggerThreshold, TriggerProjected, TriggerPeriodic}
 	results       = []string{resultSuccess, resultNotEnough, resultError, resultDryRun, resultNoCapacity}
 	removeReasons = planRemoveReasons()
 	keepReasons   = planKeepReasons()
 	usageSources  = []string{usageFromEvents, usageFromPolling}
 	saveResults   = []string{resultSuccess, resultError}
+	phases        = []string{phaseFirstRemoval, phaseBelowLow}
 )
+
+// Phases of the reaction to a crossing of the high threshold (metric
+// label).
+const (
+	phaseFirstRemoval = "first_removal"
+	phaseBelowLow     = "below_low"
+)
+
+// reactionBuckets are the reaction histogram's buckets, in seconds: a
+// second's resolution where the guarantee lives, minutes for a GC that
+// could not keep up.
+var reactionBuckets = []float64{0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600}
 
 // metrics of the image GC. Create once with newMetrics.
 type metrics struct {
@@ -51,6 +65,7 @@ type metrics struct {
 	available      prometheus.Gauge
 	usageSource    *prometheus.GaugeVec
 	stateSaves     *prometheus.CounterVec
+	reaction       *prometheus.HistogramVec
 }
 
 // newMetrics creates the image GC metrics and registers them into reg.
@@ -79,13 +94,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "nodegc_image_usage_source",
 			Help: metricvec.Help("1 for how image last-used times are kept up to date now (the CRI container event stream, or polling ListContainers),", "source", usageSources),
 		}, []string{"source"}),
+		reaction: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "nodegc_image_gc_reaction_seconds",
+			Help: metricvec.Help("Time from a reading that saw the image filesystem at or above the high threshold to the image GC's first removal (first_removal) and to a reading under the low threshold (below_low), once per crossing,",
+				"phase", phases),
+			Buckets: reactionBuckets,
+		}, []string{"phase"}),
 		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",
 			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change,",
 			"result", saveResults),
 	}
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
-		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves)
+		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction)
+	for _, p := range phases {
+		m.reaction.WithLabelValues(p)
+	}
 	return m
 }
 

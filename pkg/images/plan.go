@@ -25,6 +25,7 @@ const (
 	KeepInUse      = "in_use"
 	KeepPinned     = "pinned"
 	KeepSandbox    = "sandbox"
+	KeepScheduled  = "scheduled"
 	KeepExcluded   = "excluded"
 	KeepMinAge     = "min_age"
 	KeepNewestTags = "newest_tags"
@@ -52,8 +53,13 @@ type Plan struct {
 	// UsagePercent is the disk usage the plan was made for.
 	UsagePercent int
 	// Target is what the threshold rule asks to free in all (0 under the
-	// high threshold): kubelet's capacity*(100-low)/100 - available.
+	// high threshold): kubelet's capacity*(100-low)/100 - available, with
+	// Ahead counted as already written.
 	Target uint64
+	// Ahead is what the fill rate says will be written within
+	// fillRateHorizon, when it would take the filesystem to the kubelet's
+	// eviction threshold (PlanAhead); 0 otherwise.
+	Ahead uint64
 	// BytesToFree is Target less what the plan's age removals free.
 	BytesToFree uint64
 	// Remove lists the images to remove, age removals first, then space
@@ -70,22 +76,41 @@ type Plan struct {
 	EstimatedFreed uint64
 	// ExactAccounting says whether layer sizes (true) or CRI sizes were used.
 	ExactAccounting bool
+	// PodsView says how the scheduled rule saw the pods bound to this node:
+	// "" without a pod source (the rule is off), PodsAuthoritative, or why
+	// the view was not (then the rule kept more: Manager.markScheduled).
+	PodsView string
 }
+
+// PodsAuthoritative is Plan.PodsView for a pod view that could be trusted.
+const PodsAuthoritative = "authoritative"
 
 // Plan decides, for the images and disk given, at time now, what to remove
 // and what to keep. It is a pure function: it reads no clock and does no I/O.
 // The images' InUse, Pinned and Sandbox flags must be current.
 func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, error) {
+	return p.PlanAhead(images, disk, now, 0)
+}
+
+// PlanAhead plans as Plan does for the disk as it will be once ahead more
+// bytes are written: with ahead > 0 (the fill rate says the kubelet's
+// eviction threshold is near), the threshold rule frees down to the low
+// threshold from there, even under the high threshold now. It is pure.
+func (p *Policy) PlanAhead(images []Image, disk DiskStats, now time.Time, ahead uint64) (*Plan, error) {
 	if disk.Capacity == 0 {
 		return nil, ErrInvalidDiskCapacity
 	}
+	projected := disk
+	projected.Available -= min(ahead, disk.Available)
 	var target uint64
-	if p.overHighThreshold(disk) {
+	if p.overHighThreshold(disk) || (ahead > 0 && p.thresholdGCEnabled()) {
 		// kubelet: capacity*(100-low)/100 - available.
 		goal := disk.Capacity * uint64(100-p.lowThresholdPercent()) / 100
-		target = goal - min(goal, disk.Available)
+		target = goal - min(goal, projected.Available)
 	}
-	return p.plan(images, nil, target, disk, now), nil
+	plan := p.plan(images, nil, target, disk, now)
+	plan.Ahead = ahead
+	return plan, nil
 }
 
 // replan plans again within a run, after planned removals that did not
@@ -186,6 +211,7 @@ var keepRules = []struct {
 	{KeepInUse, func(_ *Policy, img *Image, _ *keepContext) bool { return img.InUse }},
 	{KeepPinned, func(_ *Policy, img *Image, _ *keepContext) bool { return img.Pinned }},
 	{KeepSandbox, func(_ *Policy, img *Image, _ *keepContext) bool { return img.Sandbox }},
+	{KeepScheduled, func(_ *Policy, img *Image, _ *keepContext) bool { return img.Scheduled }},
 	{KeepExcluded, func(p *Policy, img *Image, _ *keepContext) bool { return p.excluded(img) }},
 	{KeepMinAge, func(p *Policy, img *Image, k *keepContext) bool { return k.now.Sub(img.FirstDetected) < p.minAge() }},
 	{KeepNewestTags, func(_ *Policy, img *Image, k *keepContext) bool { return k.newest[img.ID] }},

@@ -26,6 +26,11 @@ type Image struct {
 	Sandbox bool
 	// InUse: a container the runtime knows, in any state, uses the image.
 	InUse bool
+	// Scheduled: a pod bound to this node that has not finished may still
+	// run the image (or the pod view cannot say it will not); ScheduledBy
+	// says which pod, or why.
+	Scheduled   bool
+	ScheduledBy string
 	// FirstDetected is when nodegc first saw the image.
 	FirstDetected time.Time
 	// LastUsed is when a container last used the image; zero if never

@@ -1,0 +1,120 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/cluster"
+	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
+)
+
+// TestPlanKeepsScheduledImages: on a real containerd node and API server,
+// with every image unused, old enough and the disk far above the high
+// threshold, `nodegc plan` keeps the images the pods bound to the node may
+// still run (keep reason scheduled): a pending pod's container and init
+// container, and the image ID a pod's status names although its spec names
+// a tag that is gone. A finished pod's image and an image of no pod go. With
+// a node name the API does not know (an operator's typo) the pod view is
+// not authoritative and no image goes at all.
+func TestPlanKeepsScheduledImages(t *testing.T) {
+	testbed.RequireRoot(t)
+	n := node.Start(t, node.Options{Version: testbed.Containerd2, SmallFS: 128 << 20})
+	c := cluster.Start(t, cluster.Options{})
+	ctx := t.Context()
+	client := c.Client()
+
+	ids := map[string]string{} // repo -> image ID
+	refs := map[string]string{}
+	for _, repo := range []string{"sched/main", "sched/init", "sched/ran", "sched/done", "sched/free"} {
+		img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: repo, Tag: "v1", Layers: []registry.LayerSpec{{Seed: repo, Size: 1 << 20}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids[repo], err = n.PullImage(ctx, img.Ref); err != nil {
+			t.Fatal(err)
+		}
+		refs[repo] = img.Ref
+	}
+
+	const nodeName = "sched-node"
+	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string, init, main string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PodSpec{
+			NodeName:   nodeName,
+			Containers: []corev1.Container{{Name: "app", Image: main}},
+		}}
+		if init != "" {
+			p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: init}}
+		}
+		p, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Pending: its init container has not run, its container not started.
+	pod("pending", refs["sched/init"], refs["sched/main"])
+	// Running a container whose spec tag was re-pointed since: the status
+	// names the image it runs by ID.
+	ran := pod("ran", "", "127.0.0.1:1/gone/tag:v1")
+	ran.Status.Phase = corev1.PodRunning
+	ran.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Image: "127.0.0.1:1/gone/tag:v1", ImageID: ids["sched/ran"]}}
+	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, ran, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := pod("done", "", refs["sched/done"])
+	done.Status.Phase = corev1.PodSucceeded
+	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	plan := func(name string) map[string]string {
+		t.Helper()
+		cfg := nodeConfig(t, n.Endpoint, t.TempDir(), []string{"nodeName: " + name, "clientConnection:", "  kubeconfig: " + c.KubeconfigPath()},
+			[]string{"highThresholdPercent: 1", "lowThresholdPercent: 0", "minimumGCAge: 0s"}, nil)
+		stdout, stderr := runPlan(t, cfg)
+		var view struct {
+			Images []struct {
+				ID     string `json:"id"`
+				Action string `json:"action"`
+				Reason string `json:"reason"`
+			} `json:"images"`
+		}
+		if err := json.Unmarshal(stdout, &view); err != nil {
+			t.Fatalf("nodegc plan -o json: %v\n%s", err, stdout)
+		}
+		got := map[string]string{}
+		for repo, id := range ids {
+			got[repo] = "absent from the plan"
+			for _, row := range view.Images {
+				if row.ID == id {
+					got[repo] = row.Action + " " + row.Reason
+				}
+			}
+		}
+		t.Logf("plan for node %q: %v\nstderr:\n%s", name, got, stderr)
+		return got
+	}
+
+	want := map[string]string{
+		"sched/main": "keep scheduled", "sched/init": "keep scheduled", "sched/ran": "keep scheduled",
+		"sched/done": "remove space", "sched/free": "remove space",
+	}
+	if diff := cmp.Diff(want, plan(nodeName)); diff != "" {
+		t.Errorf("plan for the node (-want +got):\n%s", diff)
+	}
+	for repo := range want {
+		want[repo] = "keep scheduled"
+	}
+	if diff := cmp.Diff(want, plan("sched-node-typo")); diff != "" {
+		t.Errorf("plan for a node name the API does not know (-want +got):\n%s", diff)
+	}
+}

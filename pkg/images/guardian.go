@@ -1,0 +1,158 @@
+package images
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+// fillWindow is how far back the fill rate looks: long enough to span a few
+// disk checks, short enough that a burst of pulls shows within seconds.
+const fillWindow = 5 * time.Second
+
+// diskSample is one reading of the image filesystem's available bytes.
+type diskSample struct {
+	at        time.Time
+	available uint64
+}
+
+// guardian watches the image filesystem between and during runs, from the
+// readings the manager takes: how fast it fills, whether the kubelet's
+// eviction threshold is near, and how long the GC takes to react to a
+// crossing of the high threshold. Safe for concurrent use (a plan for
+// `nodegc plan` reads the disk beside the loop).
+type guardian struct {
+	policy  *Policy
+	horizon time.Duration
+	cfg     *config.ImageGCConfiguration
+
+	mu sync.Mutex
+
+	samples []diskSample // the last fillWindow, oldest first
+
+	// The reaction to the current episode over the high threshold: when a
+	// reading first saw usage at or above it (zero outside an episode), and
+	// whether the first removal since was timed.
+	crossedAt    time.Time
+	removalTimed bool
+
+	// warned says the start-up comparison with the kubelet's eviction
+	// threshold was made.
+	warned bool
+}
+
+func newGuardian(p *Policy) *guardian {
+	return &guardian{policy: p, cfg: &p.cfg, horizon: p.cfg.FillRateHorizon.Duration}
+}
+
+// reaction is what one reading says about the current episode: the
+// crossing it started, or how long it took usage to come back under the low
+// threshold (belowLow > 0).
+type reaction struct {
+	crossed  bool
+	belowLow time.Duration
+}
+
+// observe records a reading.
+func (g *guardian) observe(now time.Time, d DiskStats) reaction {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	keep := 0
+	for keep < len(g.samples) && now.Sub(g.samples[keep].at) > fillWindow {
+		keep++
+	}
+	g.samples = append(g.samples[keep:], diskSample{at: now, available: d.Available})
+
+	var r reaction
+	switch {
+	case g.crossedAt.IsZero() && g.policy.overHighThreshold(d):
+		g.crossedAt, g.removalTimed, r.crossed = now, false, true
+	case !g.crossedAt.IsZero() && d.UsagePercent() < g.policy.lowThresholdPercent():
+		r.belowLow = max(now.Sub(g.crossedAt), time.Nanosecond)
+		g.crossedAt = time.Time{}
+	}
+	return r
+}
+
+// removed is told when a run removed its first image; it returns the time
+// since the crossing, the first time in an episode, else 0.
+func (g *guardian) removed(at time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.crossedAt.IsZero() || g.removalTimed || at.Before(g.crossedAt) {
+		return 0
+	}
+	g.removalTimed = true
+	return max(at.Sub(g.crossedAt), time.Nanosecond)
+}
+
+// restart forgets the fill rate: after removals the available bytes jumped,
+// which says nothing about how fast the filesystem fills.
+func (g *guardian) restart() {
+	g.mu.Lock()
+	g.samples = g.samples[:0]
+	g.mu.Unlock()
+}
+
+// fillRate is how many bytes per second the available space shrank over the
+// readings of the last fillWindow; 0 if it did not, or with less than a
+// second of readings.
+func (g *guardian) fillRate() float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.samples) < 2 {
+		return 0
+	}
+	first, last := g.samples[0], g.samples[len(g.samples)-1]
+	span := last.at.Sub(first.at)
+	if span < time.Second || last.available >= first.available {
+		return 0
+	}
+	return float64(first.available-last.available) / span.Seconds()
+}
+
+// ahead returns what the fill rate says will be written within the horizon
+// if that would take the filesystem to the kubelet's eviction threshold,
+// else 0. Off with fillRateHorizon 0, with disk-threshold GC off, or when
+// the kubelet does not evict on disk.
+func (g *guardian) ahead(d DiskStats) uint64 {
+	if g.horizon <= 0 || !g.policy.thresholdGCEnabled() {
+		return 0
+	}
+	evictAt, _, _, ok := g.cfg.DiskEviction(d.Capacity)
+	if !ok {
+		return 0
+	}
+	bytes := uint64(g.fillRate() * g.horizon.Seconds())
+	if bytes == 0 || (d.Available > evictAt && d.Available-evictAt > bytes) {
+		return 0
+	}
+	return bytes
+}
+
+// evictionWarning says, once, whether the high threshold lets the kubelet
+// evict pods first: it is at or above the usage at which the kubelet's
+// eviction threshold is met. "" when it does not, or there is nothing to
+// compare with.
+func (g *guardian) evictionWarning(d DiskStats) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.warned || d.Capacity == 0 {
+		return ""
+	}
+	g.warned = true
+	evictAt, signal, t, ok := g.cfg.DiskEviction(d.Capacity)
+	if !ok || !g.policy.thresholdGCEnabled() {
+		return ""
+	}
+	evictUsage := 100 - float64(evictAt)*100/float64(d.Capacity)
+	high := g.policy.highThresholdPercent()
+	if float64(high) < evictUsage {
+		return ""
+	}
+	return fmt.Sprintf("imageGC.highThresholdPercent (%d) lets the kubelet evict pods first: its evictionHard %s<%s is met at %.1f%% usage of the image filesystem; "+
+		"set highThresholdPercent below %.0f (a few points of margin), or keep fillRateHorizon on to start early when the disk fills fast",
+		high, signal, t, evictUsage, evictUsage)
+}

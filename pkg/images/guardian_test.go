@@ -1,0 +1,181 @@
+package images
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+const gib = 1 << 30
+
+// fill feeds g readings one second apart, from t0, of a 100 GiB filesystem
+// whose available bytes go through avail (GiB).
+func fill(g *guardian, avail ...float64) (last DiskStats, at time.Time) {
+	for i, a := range avail {
+		at = t0.Add(time.Duration(i) * time.Second)
+		last = DiskStats{Capacity: 100 * gib, Available: uint64(a * gib)}
+		g.observe(at, last)
+	}
+	return last, at
+}
+
+// TestProjection: the fill rate of the last seconds, over the horizon,
+// against the kubelet's eviction threshold (defaults: imagefs.available 15%,
+// horizon 30s, high 85).
+func TestProjection(t *testing.T) {
+	cases := map[string]struct {
+		mutate    func(*config.ImageGCConfiguration)
+		avail     []float64 // GiB, one reading per second
+		wantAhead uint64
+	}{
+		"1 GiB/s with 15 GiB to the threshold: 30 GiB ahead": {avail: []float64{33, 32, 31, 30}, wantAhead: 30 * gib},
+		"0.4 GiB/s: 12 GiB ahead, 15 to go":                  {avail: []float64{31.2, 30.8, 30.4, 30}},
+		"0.6 GiB/s: 18 GiB ahead, 15 to go":                  {avail: []float64{31.8, 31.2, 30.6, 30}, wantAhead: 18 * gib},
+		// 90→30.4 would be 8.5 GiB/s; the window holds 0.1 GiB/s.
+		"only the last 5 s count":                       {avail: []float64{90, 31, 30.9, 30.8, 30.7, 30.6, 30.5, 30.4}},
+		"the disk freed: no rate":                       {avail: []float64{20, 25, 30}},
+		"one reading: no rate":                          {avail: []float64{10}},
+		"under the eviction threshold already, filling": {avail: []float64{10, 9.9, 9.8}, wantAhead: uint64(0.1 * 30 * gib)},
+		"horizon 0: off": {mutate: func(c *config.ImageGCConfiguration) { c.FillRateHorizon = &metav1.Duration{} },
+			avail: []float64{33, 32, 31, 30}},
+		"the kubelet evicts on nothing: off": {mutate: func(c *config.ImageGCConfiguration) { c.EvictionHard = map[string]string{} },
+			avail: []float64{33, 32, 31, 30}},
+		"threshold GC off (high 100): off": {mutate: func(c *config.ImageGCConfiguration) {
+			c.HighThresholdPercent = ptrTo[int32](100)
+			c.LowThresholdPercent = ptrTo[int32](99)
+		},
+			avail: []float64{33, 32, 31, 30}},
+		"a quantity threshold, the stricter: 40 GiB to go": {mutate: func(c *config.ImageGCConfiguration) {
+			c.EvictionHard = map[string]string{config.SignalImageFsAvailable: "5%", config.SignalNodeFsAvailable: "25Gi"}
+		}, avail: []float64{33, 32, 31, 30}, wantAhead: 30 * gib},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := newGuardian(policyFor(t, tc.mutate))
+			disk, _ := fill(g, tc.avail...)
+			got := g.ahead(disk)
+			// The rate is a float: a few bytes either way.
+			if diff := int64(got) - int64(tc.wantAhead); diff < -1024 || diff > 1024 {
+				t.Errorf("ahead = %d bytes (%.2f GiB), want %.2f GiB (rate %.3f GiB/s)", got, float64(got)/gib, float64(tc.wantAhead)/gib, g.fillRate()/gib)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// TestReactionTimes: one first_removal and one below_low per crossing,
+// timed from the first reading at or above the high threshold.
+func TestReactionTimes(t *testing.T) {
+	g := newGuardian(policyFor(t, nil)) // high 85, low 80
+	disk := func(usage float64) DiskStats {
+		return DiskStats{Capacity: 100 * gib, Available: uint64((100 - usage) * gib)}
+	}
+
+	if r := g.observe(t0, disk(84)); r.crossed || r.belowLow != 0 {
+		t.Fatalf("under high: %+v", r)
+	}
+	if d := g.removed(t0.Add(time.Second)); d != 0 {
+		t.Errorf("a removal outside an episode timed %v", d)
+	}
+	if r := g.observe(t0.Add(2*time.Second), disk(86)); !r.crossed {
+		t.Fatal("the crossing was not seen")
+	}
+	if r := g.observe(t0.Add(3*time.Second), disk(90)); r.crossed {
+		t.Error("a second crossing within the episode")
+	}
+	if d := g.removed(t0.Add(2*time.Second + 700*time.Millisecond)); d != 700*time.Millisecond {
+		t.Errorf("first removal after %v, want 700ms", d)
+	}
+	if d := g.removed(t0.Add(4 * time.Second)); d != 0 {
+		t.Errorf("a second removal timed %v", d)
+	}
+	if r := g.observe(t0.Add(4*time.Second), disk(82)); r.belowLow != 0 {
+		t.Errorf("under high but above low ended the episode: %+v", r)
+	}
+	if r := g.observe(t0.Add(5*time.Second+500*time.Millisecond), disk(79)); r.belowLow != 3500*time.Millisecond {
+		t.Errorf("below low after %v, want 3.5s", r.belowLow)
+	}
+	if r := g.observe(t0.Add(6*time.Second), disk(79)); r.belowLow != 0 {
+		t.Errorf("below low timed twice: %+v", r)
+	}
+	// A new episode times from its own crossing.
+	g.observe(t0.Add(10*time.Second), disk(85))
+	if d := g.removed(t0.Add(11 * time.Second)); d != time.Second {
+		t.Errorf("second episode's first removal after %v, want 1s", d)
+	}
+}
+
+// TestEvictionWarning: warned once, when the high threshold is at or
+// above the usage at which the kubelet evicts.
+func TestEvictionWarning(t *testing.T) {
+	disk := DiskStats{Capacity: 100 * gib, Available: 50 * gib}
+	cases := map[string]struct {
+		mutate func(*config.ImageGCConfiguration)
+		want   string
+	}{
+		"defaults: 85 against imagefs.available 15%": {want: "imageGC.highThresholdPercent (85) lets the kubelet evict pods first: its evictionHard imagefs.available<15% is met at 85.0% usage"},
+		"80 against 15%": {mutate: func(c *config.ImageGCConfiguration) {
+			c.HighThresholdPercent = ptrTo[int32](80)
+			c.LowThresholdPercent = ptrTo[int32](75)
+		}},
+		"80 against 20Gi of 100Gi": {mutate: func(c *config.ImageGCConfiguration) {
+			c.HighThresholdPercent, c.LowThresholdPercent = ptrTo[int32](80), ptrTo[int32](75)
+			c.EvictionHard = map[string]string{config.SignalNodeFsAvailable: "20Gi"}
+		}, want: "evictionHard nodefs.available<20Gi is met at 80.0% usage"},
+		"no disk eviction": {mutate: func(c *config.ImageGCConfiguration) { c.EvictionHard = map[string]string{} }},
+		"threshold GC off": {mutate: func(c *config.ImageGCConfiguration) {
+			c.HighThresholdPercent = ptrTo[int32](100)
+			c.LowThresholdPercent = ptrTo[int32](99)
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := newGuardian(policyFor(t, tc.mutate))
+			got := g.evictionWarning(disk)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("warning %q, want one containing %q", got, tc.want)
+			}
+			if again := g.evictionWarning(disk); again != "" {
+				t.Errorf("warned twice: %q", again)
+			}
+		})
+	}
+}
+
+// TestPlanAhead: under the high threshold now, a plan for bytes ahead frees
+// down to the low threshold as usage will be then; a plan without is
+// kubelet's.
+func TestPlanAhead(t *testing.T) {
+	p := policyFor(t, nil) // low 80
+	images := []Image{img("a", 4096, time.Hour, time.Hour), img("b", 4096, time.Hour, 2*time.Hour), img("c", 4096, time.Hour, 3*time.Hour)}
+	disk := DiskStats{Capacity: 100 * gib, Available: 25 * gib} // 75%
+	plain, err := p.Plan(images, disk, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Target != 0 || len(plain.Remove) != 0 {
+		t.Fatalf("under high, no ahead: target %d, %d removals", plain.Target, len(plain.Remove))
+	}
+	ahead, err := p.PlanAhead(images, disk, t0, 10*gib) // 85% in the horizon: free 5 GiB to be at 80
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ahead.Target != 5*gib || ahead.Ahead != 10*gib {
+		t.Errorf("target %d, ahead %d; want 5 GiB and 10 GiB", ahead.Target, ahead.Ahead)
+	}
+	var ids []string
+	for _, d := range ahead.Remove {
+		ids = append(ids, d.Image.ID)
+	}
+	if strings.Join(ids, ",") != "c,b" {
+		t.Errorf("removes %v, want the two least recently used (c,b)", ids)
+	}
+	if _, err := p.PlanAhead(images, DiskStats{}, t0, gib); err != ErrInvalidDiskCapacity {
+		t.Errorf("capacity 0: %v", err)
+	}
+}

@@ -1,0 +1,108 @@
+package images
+
+import (
+	"sync"
+	"time"
+
+	"github.com/nodegc/nodegc/internal/imageref"
+)
+
+// PodImages is what the pods bound to this node that have not finished may
+// still run, as a pod source sees them now.
+type PodImages struct {
+	// Authoritative says the view is synced and current and the Node of
+	// its name exists (the container GC's pod view rules).
+	Authoritative bool
+	// Reason says why it is not (a log value).
+	Reason string
+	// Refs maps every image reference the pods' containers name (spec
+	// image, and the image ID the runtime resolved for a container that
+	// ran) to one pod that names it ("namespace/name"). When the view is
+	// not authoritative it holds the last pods known, if any.
+	Refs map[string]string
+}
+
+// PodImageSource gives the images of the pods bound to this node that have
+// not finished. The agent's is the container GC's pod informer.
+type PodImageSource interface {
+	PodImages() PodImages
+}
+
+// scheduledSince is what markScheduled remembers between plans.
+type scheduled struct {
+	mu sync.Mutex
+	// lastAuthoritative is when the pod view was last authoritative; zero
+	// if never since start.
+	lastAuthoritative time.Time
+	// refs are the references the last authoritative view gave, kept while
+	// the view is not: a pod source that lost the API may have dropped
+	// nothing, or everything.
+	refs map[string]string
+}
+
+// markScheduled marks the images that the pods bound to this node that
+// have not finished may still run (keep reason KeepScheduled), matched by
+// fully qualified reference (imageref.Forms) against the image's tags,
+// digests and ID. Where the pod view is not authoritative nodegc protects
+// more, never less: the images of the last pods known, and every image that
+// arrived since the view was last authoritative (all of them, if it never
+// was since the agent started). Without a pod source (no API access) the
+// rule is off.
+func (m *Manager) markScheduled(in []Image, now time.Time) (authoritative bool, reason string) {
+	if m.opts.Pods == nil {
+		return false, ""
+	}
+	view := m.opts.Pods.PodImages()
+	s := &m.scheduled
+	s.mu.Lock()
+	refs := view.Refs
+	if view.Authoritative {
+		s.lastAuthoritative, s.refs = now, view.Refs
+	} else {
+		merged := make(map[string]string, len(view.Refs)+len(s.refs))
+		for _, src := range []map[string]string{s.refs, view.Refs} {
+			for ref, pod := range src {
+				merged[ref] = pod
+			}
+		}
+		refs = merged
+	}
+	since := s.lastAuthoritative
+	s.mu.Unlock()
+
+	forms := make(map[string]string, len(refs))
+	for ref, pod := range refs {
+		for _, f := range imageref.Forms(ref) {
+			forms[f] = pod
+		}
+	}
+	for i := range in {
+		img := &in[i]
+		if pod, ok := scheduledBy(img, forms); ok {
+			img.Scheduled, img.ScheduledBy = true, "pod "+pod
+			continue
+		}
+		if !view.Authoritative && (since.IsZero() || !img.FirstDetected.Before(since) || img.Arrived.After(since)) {
+			img.Scheduled, img.ScheduledBy = true, "pod view not authoritative ("+view.Reason+"): arrived since it last was"
+		}
+	}
+	return view.Authoritative, view.Reason
+}
+
+// scheduledBy returns the pod that names img, if any.
+func scheduledBy(img *Image, forms map[string]string) (string, bool) {
+	if len(forms) == 0 {
+		return "", false
+	}
+	if pod, ok := forms[img.ID]; ok {
+		return pod, true
+	}
+	for _, names := range [][]string{img.RepoTags, img.RepoDigests} {
+		for _, n := range names {
+			if pod, ok := forms[imageref.Normalize(n)]; ok {
+				return pod, true
+			}
+		}
+	}
+	return "", false
+}

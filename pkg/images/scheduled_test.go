@@ -1,0 +1,139 @@
+package images
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakePods is a pod source whose answer the test sets.
+type fakePods struct{ view PodImages }
+
+func (f *fakePods) PodImages() PodImages { return f.view }
+
+const (
+	digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	idB     = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+// scheduledImages returns, for each image, its ScheduledBy ("" when not
+// scheduled).
+func scheduledImages(m *Manager, in []Image, now time.Time) map[string]string {
+	m.markScheduled(in, now)
+	out := map[string]string{}
+	for _, img := range in {
+		if img.Scheduled != (img.ScheduledBy != "") {
+			panic("Scheduled and ScheduledBy disagree")
+		}
+		out[img.ID] = img.ScheduledBy
+	}
+	return out
+}
+
+// nodeImages are images as containerd's CRI lists them: fully qualified
+// tags and digests.
+func nodeImages() []Image {
+	return []Image{
+		{ID: "sha256:01", RepoTags: []string{"docker.io/library/nginx:latest"}, FirstDetected: t0.Add(-time.Hour)},
+		{ID: "sha256:02", RepoTags: []string{"docker.io/library/nginx:1.27"}, FirstDetected: t0.Add(-time.Hour)},
+		{ID: "sha256:03", RepoDigests: []string{"quay.io/team/app@" + digestA}, FirstDetected: t0.Add(-time.Hour)},
+		{ID: "sha256:04", RepoTags: []string{"127.0.0.1:5000/e2e/init:v1"}, FirstDetected: t0.Add(-time.Hour)},
+		{ID: idB, RepoTags: []string{"registry.k8s.io/other:v1"}, FirstDetected: t0.Add(-time.Hour)},
+		{ID: "sha256:06", RepoTags: []string{"docker.io/team/late:v1"}, FirstDetected: t0.Add(time.Minute)},
+	}
+}
+
+// TestScheduledMatchesReferencesAsWritten: pod spec references in familiar
+// and qualified forms, digests, and the image IDs of statuses.
+func TestScheduledMatchesReferencesAsWritten(t *testing.T) {
+	pods := &fakePods{view: PodImages{Authoritative: true, Refs: map[string]string{
+		"nginx":                          "web/front", // nginx:latest, not nginx:1.27
+		"quay.io/team/app:v2@" + digestA: "web/app",   // tag and digest: the digest is what was pulled
+		"127.0.0.1:5000/e2e/init:v1":     "jobs/slow",
+		"docker-pullable://registry.k8s.io/x@" + digestA[:7] + "bad": "jobs/bad", // does not parse: matches nothing
+		idB: "jobs/ran", // a status imageID
+	}}}
+	m := &Manager{opts: Options{Pods: pods}}
+	got := scheduledImages(m, nodeImages(), t0)
+	want := map[string]string{
+		"sha256:01": "pod web/front", "sha256:02": "", "sha256:03": "pod web/app", "sha256:04": "pod jobs/slow",
+		idB: "pod jobs/ran", "sha256:06": "",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scheduled (-want +got):\n%s", diff)
+	}
+}
+
+// TestScheduledProtectsMoreWithoutAuthority: a view that cannot be trusted
+// never protects less than the last one that could, plus whatever arrived
+// since; before any, every image.
+func TestScheduledProtectsMoreWithoutAuthority(t *testing.T) {
+	pods := &fakePods{view: PodImages{Reason: "not_synced"}}
+	m := &Manager{opts: Options{Pods: pods}}
+
+	got := scheduledImages(m, nodeImages(), t0)
+	for id, by := range got {
+		if by == "" {
+			t.Errorf("never authoritative: %s not kept", id)
+		}
+	}
+
+	// Authoritative at t0: only the pods' images.
+	pods.view = PodImages{Authoritative: true, Refs: map[string]string{"nginx:latest": "web/front"}}
+	got = scheduledImages(m, nodeImages(), t0)
+	want := map[string]string{"sha256:01": "pod web/front", "sha256:02": "", "sha256:03": "", "sha256:04": "", idB: "", "sha256:06": ""}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("authoritative (-want +got):\n%s", diff)
+	}
+
+	// The API is lost and the source's cache was emptied (or never had
+	// the pod): the last authoritative refs stay, and sha256:06, first
+	// seen after t0, is kept too.
+	pods.view = PodImages{Reason: "unreachable"}
+	got = scheduledImages(m, nodeImages(), t0.Add(5*time.Minute))
+	want["sha256:06"] = "pod view not authoritative (unreachable): arrived since it last was"
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unreachable (-want +got):\n%s", diff)
+	}
+	// An image whose runtime arrival is after t0 though nodegc dated it
+	// earlier (removed and pulled again) is kept too.
+	in := nodeImages()
+	in[1].Arrived = t0.Add(time.Second)
+	if got := scheduledImages(m, in, t0.Add(5*time.Minute)); got["sha256:02"] == "" {
+		t.Error("an image that arrived again since the view was lost is not kept")
+	}
+}
+
+// TestScheduledOffWithoutSource: node-only, the rule is off and the plan
+// says nothing about pods.
+func TestScheduledOffWithoutSource(t *testing.T) {
+	m := &Manager{}
+	for id, by := range scheduledImages(m, nodeImages(), t0) {
+		if by != "" {
+			t.Errorf("%s kept as %q without a pod source", id, by)
+		}
+	}
+}
+
+// TestScheduledKeepRule: the keep rule's place among the others.
+func TestScheduledKeepRule(t *testing.T) {
+	p := policyFor(t, nil)
+	in := []Image{
+		with(img("sched", 10, time.Hour, time.Hour), func(i *Image) { i.Scheduled = true }),
+		with(img("both", 10, time.Hour, time.Hour), func(i *Image) { i.Scheduled, i.InUse = true, true }),
+		img("free", 10, time.Hour, time.Hour),
+	}
+	plan, err := p.Plan(in, DiskStats{Capacity: 100 * mib, Available: 0}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range append(plan.Keep, plan.Remove...) {
+		got[d.Image.ID] = d.Reason
+	}
+	want := map[string]string{"sched": KeepScheduled, "both": KeepInUse, "free": ReasonSpace}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("decisions (-want +got):\n%s", diff)
+	}
+}
