@@ -20,8 +20,8 @@ import (
 
 // The thresholds of deploy/daemonset.yaml's configuration.
 const (
-	highThreshold = 85.0
-	lowThreshold  = 80.0
+	highThreshold = 80.0
+	lowThreshold  = 75.0
 )
 
 // usage is the image filesystem's usage in percent, as nodegc and the
