@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/ptr"
 	testclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )

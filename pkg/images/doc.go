@@ -18,13 +18,21 @@
 //     returns a Plan: images unused longer than maximumGCAge (age), then,
 //     over the high threshold, LRU images down to the low one (space); every
 //     other image kept with its reason (protected: in use, pinned, sandbox,
-//     excluded, min age, newest tags). A new rule is a case there, its
+//     scheduled, excluded, min age, newest tags). Policy.PlanAhead plans for
+//     the disk as it will be once more bytes arrive (the projected trigger). A new rule is a case there, its
 //     Reason* or Keep* constant and its value in the lists of metrics.go.
 //   - executor.go: execute removes a plan's images in order through CRI,
 //     checking each is still unused, and plans again (Policy.replan) when
 //     one is skipped or fails.
+//   - scheduled.go: marks the images that pods bound to the node and not
+//     finished may still run (PodImageSource, the agent's pod informer).
+//   - guardian.go: the fill rate of the last readings of the image
+//     filesystem, the projection against the kubelet's eviction threshold
+//     (evictionHard) over fillRateHorizon, the warning when the high
+//     threshold lets the kubelet evict first, and the reaction times.
 //   - manager.go: Manager lists the runtime, plans and executes, on a disk
-//     check every diskCheckInterval and a sweep every period, one run at a
+//     check every diskCheckInterval (trigger threshold, or projected) and a
+//     sweep every period, one run at a
 //     time on internal/gcrun's lifecycle, and reports each run (Report);
 //     metrics.go records it. Manager.Plan plans without executing (`nodegc
 //     plan`).
@@ -40,6 +48,11 @@
 //     listings and events are ordered on one timeline: a listing begun
 //     before an event never undoes it (a container created meanwhile stays,
 //     one deleted meanwhile is not brought back).
+//   - Never an image a pod bound to this node that has not finished names
+//     (by reference, normalised, or by the image ID its status gives). When
+//     the pod view is not authoritative, more is kept, never less: the last
+//     known pods' images, and every image that arrived since the view last
+//     was (all, if it never was since start).
 //   - Never a pinned image, the sandbox image, an excluded image, or one
 //     first detected less than minimumGCAge ago. First-detected times are
 //     bounded by when the runtime says the image arrived (containerd's
