@@ -9,16 +9,27 @@
 //
 // Responsibilities and invariants:
 //
-//   - Start composes the harnesses and returns once the Node is Ready. The
-//     kubelet runs with its own image GC off (imageGCHighThresholdPercent
-//     100, imageMaximumGCAge 0s) and its container GC held back (deprecated
+//   - Start composes the harnesses and returns once the Node is Ready. By
+//     default the kubelet runs with its own image GC off
+//     (imageGCHighThresholdPercent 100, imageMaximumGCAge 0s), no eviction
+//     (evictionHard {}), and its container GC held back (deprecated
 //     --maximum-dead-containers-per-container and
 //     --minimum-container-ttl-duration raised), so that what a test sees
 //     removed is the doing of the collector under test; cgroupfs without
 //     QoS cgroups, the node's cgroup parent as cgroupRoot (so containerd's
 //     teardown sweeps every pod cgroup), no eviction, podLogsDir under the
 //     node's directory, its API on 127.0.0.1 only, and CrashLoopBackOff
-//     capped at 1s (KubeletCrashLoopBackOffMax).
+//     capped at 1s (KubeletCrashLoopBackOffMax). Options.Kubelet
+//     (KubeletSettings) sets its image GC thresholds and minimum age and
+//     its eviction thresholds and pressure transition period instead.
+//   - RestartKubelet stops the kubelet and starts it again with other
+//     KubeletSettings (and back), on the same ports, root directory and
+//     certificates; it returns once the new kubelet has posted the Node's
+//     status, Ready. Pods keep running across it: the kubelet does not stop
+//     them when it exits and the new one adopts their containers.
+//     KubeletConfigPath is the file it runs with, KubeletConfigz what it
+//     says it runs with (/configz). Each start logs to its own
+//     kubelet.N.log; KubeletLogPath is the running one's.
 //   - Pods get API credentials as in a real cluster: kube-apiserver runs
 //     with the ServiceAccount admission plugin, the controller manager's
 //     serviceaccount and root-ca-certificate-publisher controllers make the

@@ -65,6 +65,10 @@ type Options struct {
 	// 1s to 300s); default 1s, so a restarting container leaves dead
 	// instances within seconds instead of minutes.
 	MaxRestartBackoff time.Duration
+	// Kubelet are the kubelet's image GC and eviction settings at start;
+	// the zero value turns its image GC and eviction off (RestartKubelet
+	// changes them later).
+	Kubelet KubeletSettings
 	// StartTimeout bounds each start step; default 2m.
 	StartTimeout time.Duration
 }
@@ -117,8 +121,13 @@ type Cluster struct {
 	opts Options
 	bins map[string]string
 
-	mu        sync.Mutex
-	kubelet   *proc.Process
+	// restartMu serializes RestartKubelet calls.
+	restartMu sync.Mutex
+
+	mu              sync.Mutex
+	kubelet         *proc.Process
+	kubeletSettings KubeletSettings
+	kubeletStarts   int // numbers the kubelet's log files
 	scheduler *proc.Process
 	lock      *machineLock
 	apiPIDs   map[string]int
@@ -216,10 +225,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err := c.Node.CreateCgroupParent(); err != nil {
 		t.Fatalf("kubecluster: %v", err)
 	}
-	if err := c.startKubelet(ctx); err != nil {
+	if err := c.startKubelet(ctx, opts.Kubelet, nil); err != nil {
 		t.Fatalf("kubecluster: %v", err)
 	}
-	if err := c.waitNodeReady(ctx); err != nil {
+	if err := c.waitNodeReady(ctx, time.Time{}); err != nil {
 		t.Fatalf("kubecluster: %v", err)
 	}
 	// The ServiceAccount admission plugin refuses pods until their

@@ -217,3 +217,78 @@ func logLinksInto(dir string) []string {
 	}
 	return out
 }
+
+// TestRestartKubelet: the kubelet restarts with other image GC and
+// eviction settings and back, on the same cluster; its /configz shows each
+// configuration, the Node is Ready after each restart, and a running pod
+// keeps its container (same ID, no restart) throughout.
+func TestRestartKubelet(t *testing.T) {
+	c := kubecluster.Start(t, kubecluster.Options{ImageFSSize: 64 << 20})
+	ctx := t.Context()
+	runSleepPod(t, c, "survivor")
+	before := podContainer(t, c, "survivor")
+
+	check := func(want kubecluster.KubeletSettings, high, low int32, evictionHard map[string]string) {
+		t.Helper()
+		kc, err := c.KubeletConfigz(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := fmt.Sprintf("high %v low %v minAge %v evictionHard %v transition %v", ptr.Deref(kc.ImageGCHighThresholdPercent, -1), ptr.Deref(kc.ImageGCLowThresholdPercent, -1),
+			kc.ImageMinimumGCAge.Duration, kc.EvictionHard, kc.EvictionPressureTransitionPeriod.Duration)
+		minAge, transition := want.ImageMinimumGCAge, want.EvictionPressureTransitionPeriod
+		if minAge == 0 {
+			minAge = 2 * time.Minute // the kubelet's defaults
+		}
+		if transition == 0 {
+			transition = 5 * time.Minute
+		}
+		wantStr := fmt.Sprintf("high %v low %v minAge %v evictionHard %v transition %v", high, low, minAge, evictionHard, transition)
+		if got != wantStr {
+			t.Errorf("kubelet /configz after starting with %v:\n got %s\nwant %s", want, got, wantStr)
+		}
+		if after := podContainer(t, c, "survivor"); after != before {
+			t.Errorf("pod survivor: container %s after the restart, %s before", after, before)
+		}
+		t.Logf("kubelet (pid %d) with %v: /configz %s; pod survivor still runs container %s", c.KubeletPID(), c.KubeletSettings(), got, before)
+	}
+	check(kubecluster.KubeletSettings{}, 100, 99, map[string]string{})
+
+	eviction := kubecluster.KubeletSettings{
+		ImageGCHighThresholdPercent:      85,
+		ImageGCLowThresholdPercent:       80,
+		ImageMinimumGCAge:                30 * time.Second,
+		EvictionHard:                     map[string]string{"imagefs.available": "15%", "nodefs.available": "10%"},
+		EvictionPressureTransitionPeriod: 30 * time.Second,
+	}
+	pid := c.KubeletPID()
+	began := time.Now()
+	if err := c.RestartKubelet(ctx, eviction); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubelet restarted (pid %d -> %d) and the Node Ready again in %v", pid, c.KubeletPID(), time.Since(began).Round(time.Millisecond))
+	if c.KubeletPID() == pid {
+		t.Fatalf("the kubelet was not restarted (pid %d)", pid)
+	}
+	check(eviction, 85, 80, eviction.EvictionHard)
+
+	if err := c.RestartKubelet(ctx, kubecluster.KubeletSettings{}); err != nil {
+		t.Fatal(err)
+	}
+	check(kubecluster.KubeletSettings{}, 100, 99, map[string]string{})
+}
+
+// podContainer returns the ID of a default-namespace pod's only container
+// with its restart count, as the API reports them.
+func podContainer(t *testing.T, c *kubecluster.Cluster, name string) string {
+	t.Helper()
+	p, err := c.Client().CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Status.ContainerStatuses) != 1 || p.Status.Phase != corev1.PodRunning {
+		t.Fatalf("pod %s: phase %s, %d container statuses", name, p.Status.Phase, len(p.Status.ContainerStatuses))
+	}
+	cs := p.Status.ContainerStatuses[0]
+	return fmt.Sprintf("%s (restarts %d)", cs.ContainerID, cs.RestartCount)
+}
