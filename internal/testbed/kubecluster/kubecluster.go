@@ -128,9 +128,9 @@ type Cluster struct {
 	kubelet         *proc.Process
 	kubeletSettings KubeletSettings
 	kubeletStarts   int // numbers the kubelet's log files
-	scheduler *proc.Process
-	lock      *machineLock
-	apiPIDs   map[string]int
+	scheduler       *proc.Process
+	lock            *machineLock
+	apiPIDs         map[string]int
 
 	artifacts    string // where the teardown saves logs; "" for none
 	teardownOnce sync.Once
