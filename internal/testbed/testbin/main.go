@@ -9,23 +9,45 @@ import (
 	"time"
 )
 
-const usage = "usage: testbin sleep | exit CODE [AFTER] | write PATH BYTES"
+const usage = "usage: testbin sleep | exit CODE [AFTER] | write PATH BYTES [COMMAND...] | log BYTES [COMMAND...]"
 
 func main() {
 	if len(os.Args) < 2 {
 		fail(usage)
 	}
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	run(os.Args[1:])
+}
+
+// run runs the command args[0]. write and log run the command that follows
+// their arguments, or sleep when none does.
+func run(args []string) {
+	switch cmd, args := args[0], args[1:]; cmd {
 	case "sleep":
 		sleep()
 	case "exit":
 		exit(args)
 	case "write":
-		write(args)
-		sleep()
+		if len(args) < 2 {
+			fail(usage)
+		}
+		write(args[:2])
+		next(args[2:])
+	case "log":
+		if len(args) < 1 {
+			fail(usage)
+		}
+		logBytes(args[0])
+		next(args[1:])
 	default:
 		fail(fmt.Sprintf("unknown command %q; %s", cmd, usage))
 	}
+}
+
+func next(args []string) {
+	if len(args) == 0 {
+		sleep()
+	}
+	run(args)
 }
 
 // sleep blocks until SIGTERM or SIGINT and exits 0.
@@ -85,6 +107,31 @@ func write(args []string) {
 		fail(fmt.Sprintf("close %s: %v", args[0], err))
 	}
 	fmt.Printf("testbin: wrote %s bytes to %s\n", args[1], args[0])
+}
+
+// logBytes writes count bytes to standard output, in lines of at most 4 KiB
+// (newline included), so that the runtime's log file holds them with little
+// overhead (its timestamp and stream prefix per line).
+func logBytes(count string) {
+	n, err := strconv.ParseInt(count, 10, 64)
+	if err != nil || n < 0 {
+		fail(fmt.Sprintf("byte count %q: want a non-negative integer", count))
+	}
+	const lineLen = 4096
+	line := make([]byte, lineLen)
+	for i := range line {
+		line[i] = 'a' + byte(i%26)
+	}
+	for n > 0 {
+		l := min(n, lineLen)
+		out := line[:l]
+		out[l-1] = '\n'
+		if _, err := os.Stdout.Write(out); err != nil {
+			fail(fmt.Sprintf("write to stdout: %v", err))
+		}
+		out[l-1] = 'a' + byte((l-1)%26)
+		n -= l
+	}
 }
 
 func fail(msg string) {
