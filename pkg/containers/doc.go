@@ -25,9 +25,41 @@
 //   - executor.go: applies a plan through CRI and the filesystem (logs.go
 //     removes a container's logs as the kubelet does); in dry-run it
 //     touches nothing and returns the plan's removals as its outcome.
+//   - bytes.go: right after planning, the Manager counts what each removal
+//     frees (see Bytes below); containerd.go reads writable layers through
+//     containerd's API.
 //   - manager.go: Manager lists the node, plans and executes, every
 //     period, one run at a time on internal/gcrun's lifecycle, and reports
-//     each run (Report); metrics.go records it.
+//     each run (Report); measure.go measures the filesystems it freed space
+//     on, and metrics.go records it.
+//
+// Bytes. Every removal carries the bytes it frees, counted when the plan is
+// made, while everything counted still exists (Policy.Plan stays pure: the
+// Manager fills them in):
+//   - a container's writable layer: the usage of its rootfs snapshot
+//     (ContainerdWritableLayers: the snapshot its containerd record names,
+//     keyed by the container ID in the CRI plugin's snapshotter); a
+//     sandbox's likewise (its pause container's). With another runtime, or
+//     containerd's API unreachable, 0: said once in the log and in every
+//     plan (Plan.WritableLayersUnknown).
+//   - a container's logs: the allocated blocks (st_blocks*512) of the files
+//     removeContainerLogs removes (LOGPATH* under podLogsDirectory, rotated
+//     and compressed ones included).
+//   - a pod log directory: the allocated blocks of everything in it except
+//     the log files already counted with the plan's containers, so that no
+//     byte counts twice.
+//
+// What cannot be read counts 0 (errors_total{operation="read_bytes"}). A
+// run reports what the removals that succeeded free, as counted
+// (Report.Freed, nodegc_container_gc_bytes_freed_total{kind}); a container
+// that is gone by the time of its removal frees nothing of nodegc's doing
+// and counts 0. With Options.Disk the Manager also measures the free space
+// of the filesystem holding writable layers (the runtime's container, else
+// image, filesystem) and of the one holding podLogsDirectory (once if they
+// are one) before planning and, after a run that removed something, once
+// it settled (Report.Filesystems,
+// nodegc_container_gc_measured_bytes_freed_total{filesystem}): that
+// includes whatever else changed on those filesystems meanwhile.
 //
 // Container states, as this package uses the words:
 //   - running: CONTAINER_RUNNING. Never removed.

@@ -38,6 +38,7 @@ const (
 	OpListRuntime     = "list_runtime"
 	OpScanLogs        = "scan_logs"
 	OpReadExitTime    = "read_exit_time"
+	OpReadBytes       = "read_bytes" // a writable layer, log path or log directory could not be sized: counted 0
 )
 
 // Grace periods, in seconds, for stopping a container in an unknown state.
@@ -162,6 +163,8 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 			e.fail(OpRemoveLogs, err, c.PodUID, c.SandboxID)
 			return
 		}
+		// Whoever removed it freed its layer; its logs stay (or went with it).
+		d.WritableLayerBytes, d.LogBytes = 0, 0
 		e.out.Containers = append(e.out.Containers, d)
 		return
 	case err != nil:

@@ -25,6 +25,8 @@ type fakeRuntime struct {
 	// listing, if set, receives a value when ListContainers starts and
 	// ListContainers then waits for release.
 	listing, release chan struct{}
+	// imageFs is the image filesystem mountpoint ImageFsInfo reports.
+	imageFs string
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -211,6 +213,17 @@ func (f *fakeRuntime) RemovePodSandbox(_ context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+func (f *fakeRuntime) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("ImageFsInfo", ""); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{
+		{FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: f.imageFs}},
+	}}, nil
 }
 
 // fakePods is a pod source that returns a set view and remembers Retain.

@@ -34,8 +34,14 @@ type testNode struct {
 
 func startNode(t *testing.T, v testbed.ContainerdVersion, reg *registry.Registry) *testNode {
 	t.Helper()
+	return startNodeWith(t, node.Options{Version: v, Registry: reg})
+}
+
+// startNodeWith starts a node with opts (Version and Registry set).
+func startNodeWith(t *testing.T, opts node.Options) *testNode {
+	t.Helper()
 	ctx := t.Context()
-	n := node.Start(t, node.Options{Version: v, Registry: reg})
+	n := node.Start(t, opts)
 	img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: "gc/app"})
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,8 @@ type RuntimeService interface {
 	RemoveContainer(ctx context.Context, id string) error
 	StopPodSandbox(ctx context.Context, id string) error
 	RemovePodSandbox(ctx context.Context, id string) error
+	// ImageFsInfo says where writable layers are (Options.Disk).
+	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
 }
 
 var (
@@ -67,6 +69,21 @@ type Options struct {
 	// does. The agent's watchdog uses it to tell a wedged loop from a slow
 	// one. Nil calls work directly.
 	Supervise func(ctx context.Context, work func(context.Context))
+	// WritableLayers, if set, reads the bytes of the writable layers of
+	// the containers and sandboxes a plan removes (containerd:
+	// *ContainerdWritableLayers). Nil: they count 0, and NoWritableLayers
+	// says why, once in the log and in every plan.
+	WritableLayers WritableLayerSource
+	// NoWritableLayers says why WritableLayers is nil, e.g. "runtime
+	// cri-o" or "containerd's API unreachable: ...".
+	NoWritableLayers string
+	// Disk, if set, measures the free space of the filesystems holding
+	// writable layers and pod logs before planning and after a run that
+	// removed something (Report.Filesystems). Nil: nothing is measured.
+	Disk DiskReader
+	// SettleTimeout bounds the wait for the runtime's asynchronous cleanup
+	// before freed space is measured. Default 20s.
+	SettleTimeout time.Duration
 }
 
 // Report describes one GC run: its trigger, start, duration and error
@@ -76,6 +93,13 @@ type Report struct {
 	// Plan is nil when the runtime could not be listed.
 	Plan    *Plan
 	Outcome *Outcome
+	// Freed is what the removals done free, as the plan counted them
+	// (Outcome.Bytes; in dry-run, what they would free).
+	Freed Bytes
+	// Filesystems are the filesystems measured (Options.Disk): their free
+	// space before planning, and after the removals settled when the run
+	// removed something (not in dry-run).
+	Filesystems []FilesystemChange
 }
 
 // Manager runs the container GC for one node, every period, never two runs
@@ -86,6 +110,9 @@ type Manager struct {
 	metrics *metrics
 	clock   clock.WithTicker
 	paths   logPaths
+	// waitClock times waits for the real runtime (settling), which take
+	// real time whatever clock decides ages.
+	waitClock clock.Clock
 
 	serial *gcrun.Serial // one run or plan at a time; guards lastView
 	// lastView is the pod view reason of the previous run, to log changes.
@@ -114,9 +141,21 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Pods == nil {
 		klog.Background().Info("Container GC runs node-only: without API access no pod is ever considered gone; count and age limits still apply")
 	}
+	if opts.WritableLayers == nil {
+		if opts.NoWritableLayers == "" {
+			opts.NoWritableLayers = "no snapshot source"
+		}
+		klog.Background().Info("Container GC: writable-layer bytes unknown; removed containers' writable layers count 0 bytes", "reason", opts.NoWritableLayers)
+	} else {
+		opts.NoWritableLayers = ""
+	}
+	if opts.SettleTimeout <= 0 {
+		opts.SettleTimeout = 20 * time.Second
+	}
 	return &Manager{
-		opts: opts, policy: NewPolicy(opts.Config), metrics: newMetrics(reg), clock: opts.Clock, serial: gcrun.NewSerial(opts.Clock),
-		paths: logPaths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
+		opts: opts, policy: NewPolicy(opts.Config), metrics: newMetrics(reg), clock: opts.Clock, waitClock: clock.RealClock{},
+		serial: gcrun.NewSerial(opts.Clock),
+		paths:  logPaths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
 	}, nil
 }
 
@@ -134,10 +173,31 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 	gcrun.LogEnd(ctx, "Container GC", trigger, err)
 	if r != nil && r.Outcome != nil && !r.Plan.Empty() {
 		o := r.Outcome
-		klog.FromContext(ctx).Info("Container GC run done", "trigger", trigger, "dryRun", o.DryRun, "containers", len(o.Containers),
+		kv := []any{"trigger", trigger, "dryRun", o.DryRun, "containers", len(o.Containers),
 			"sandboxes", len(o.Sandboxes), "logDirectories", len(o.LogDirs), "logLinks", len(o.LogLinks),
-			"skipped", len(o.Skipped), "duration", r.Duration)
+			"skipped", len(o.Skipped), "duration", r.Duration,
+			"estimatedFreedBytes", r.Freed.Total(), "writableLayerBytes", r.Freed.WritableLayer,
+			"containerLogBytes", r.Freed.ContainerLogs, "podLogDirectoryBytes", r.Freed.PodLogDirectory}
+		if why := r.Plan.WritableLayersUnknown; why != "" {
+			kv = append(kv, "writableLayersUnknown", why)
+		}
+		if measured := measuredFreed(r.Filesystems); len(measured) > 0 {
+			kv = append(kv, "measuredFreedBytes", measured)
+		}
+		klog.FromContext(ctx).Info("Container GC run done", kv...)
 	}
+}
+
+// measuredFreed maps each filesystem measured after the run to the growth
+// of its free space.
+func measuredFreed(fss []FilesystemChange) map[string]int64 {
+	out := map[string]int64{}
+	for _, f := range fss {
+		if f.Measured {
+			out[f.Filesystem] = f.MeasuredFreed
+		}
+	}
+	return out
 }
 
 // GarbageCollect runs the container GC once: list, plan, remove. It returns
@@ -148,6 +208,10 @@ func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, 
 }
 
 func (m *Manager) collect(ctx context.Context, r *Report) error {
+	var fss []FilesystemChange
+	if m.opts.Disk != nil {
+		fss = m.filesystems(ctx)
+	}
 	plan, err := m.plan(ctx)
 	if plan == nil {
 		return err
@@ -156,7 +220,11 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 	m.metrics.observePlan(plan)
 	m.logViewChange(ctx, plan)
 	out, execErr := execute(ctx, m.opts.Runtime, plan, m.paths, m.opts.Config.DryRun)
-	r.Outcome = out
+	r.Outcome, r.Freed = out, out.Bytes()
+	if !out.DryRun && len(out.Containers)+len(out.Sandboxes)+len(out.LogDirs) > 0 {
+		m.settle(ctx, fss)
+	}
+	r.Filesystems = fss
 	return errors.Join(err, execErr)
 }
 
@@ -185,7 +253,14 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 		view = m.opts.Pods.View(now)
 		m.opts.Pods.Retain(podsOnNode(node))
 	}
-	return m.policy.Plan(*node, view, now), err
+	plan := m.policy.Plan(*node, view, now)
+	plan.WritableLayersUnknown = m.opts.NoWritableLayers
+	s := sizer{rt: m.opts.Runtime, layers: m.opts.WritableLayers, paths: m.paths}
+	s.size(ctx, plan)
+	if s.failed > 0 {
+		m.metrics.errors.WithLabelValues(OpReadBytes).Add(float64(s.failed))
+	}
+	return plan, err
 }
 
 // snapshot lists what the policy looks at. Failing to list the runtime is
@@ -302,4 +377,5 @@ func (m *Manager) record(r *Report) {
 	if r.Outcome != nil {
 		m.metrics.observeOutcome(r.Outcome)
 	}
+	m.metrics.observeFilesystems(r.Filesystems)
 }

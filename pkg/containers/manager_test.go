@@ -143,8 +143,13 @@ func TestGarbageCollectDryRunReportsTheSamePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if calls := f.rt.callLog(); !cmp.Equal(calls, []string{"ListContainers ", "ListPodSandboxes "}) {
-		t.Errorf("dry run made runtime calls beyond listing: %v", calls)
+	for _, call := range f.rt.callLog() {
+		// Listing, and reading the planned containers' log paths to count
+		// their bytes.
+		if !strings.HasPrefix(call, "List") && !strings.HasPrefix(call, "ContainerStatus ") {
+			t.Errorf("dry run made runtime calls beyond reading: %v", f.rt.callLog())
+			break
+		}
 	}
 	if len(f.rt.containerIDs()) != 4 || len(f.rt.sandboxIDSet()) != 2 || !exists(filepath.Join(f.cfg.PodLogsDirectory, "ns_gone_gone")) {
 		t.Fatal("dry run removed something")

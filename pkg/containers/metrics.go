@@ -30,8 +30,10 @@ var (
 	logDirRemoveReasons    = []string{ReasonPodGone}
 	logLinkRemoveReasons   = []string{ReasonDangling}
 	containerKeepReasons   = []string{KeepRunning, KeepMinAge, KeepStarting, KeepWithinLimit, KeepNewestDead, KeepUnmanaged}
-	operations             = []string{OpListRuntime, OpScanLogs, OpReadExitTime, OpContainerStatus, OpStopContainer, OpRemoveLogs,
+	operations             = []string{OpListRuntime, OpScanLogs, OpReadExitTime, OpReadBytes, OpContainerStatus, OpStopContainer, OpRemoveLogs,
 		OpRemoveContainer, OpStopSandbox, OpRemoveSandbox, OpRemoveLogDir, OpRemoveLogLink}
+	byteKinds   = []string{KindWritableLayer, KindContainerLogs, KindPodLogDirectory}
+	filesystems = []string{FSWritableLayers, FSPodLogs, FSWritableLayersAndPodLogs}
 )
 
 // metrics of the container GC. Create once with newMetrics.
@@ -44,6 +46,8 @@ type metrics struct {
 	errors            *prometheus.CounterVec
 	containersKept    *prometheus.GaugeVec
 	podsAuthoritative prometheus.Gauge
+	bytesFreed        *prometheus.CounterVec
+	bytesMeasured     *prometheus.CounterVec
 }
 
 // newMetrics creates the container GC metrics and registers them into reg.
@@ -64,10 +68,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Containers the last container GC plan kept,", "reason", containerKeepReasons),
 		podsAuthoritative: metricvec.SingleGauge("nodegc_container_gc_pod_view_authoritative",
 			"1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, and the pods the runtime runs are listed); 0 when every pod was assumed to exist."),
+		bytesFreed: metricvec.Counter("nodegc_container_gc_bytes_freed_total",
+			"Bytes freed by the container GC's removals that succeeded, as estimated when planning (writable layers: the runtime's snapshot usage, 0 where it is unknown; logs and pod log directories: allocated blocks),",
+			"kind", byteKinds),
+		bytesMeasured: metricvec.Counter("nodegc_container_gc_measured_bytes_freed_total",
+			"Growth of a filesystem's available bytes from before a container GC run planned to after its removals settled, summed over runs that removed something (negative changes count as 0); it includes whatever else changed on that filesystem meanwhile,",
+			"filesystem", filesystems),
 	}
 	m.runs.Init(TriggerPeriodic) // the runs Run starts: exported before the first ends
 	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,
-		m.errors, m.containersKept, m.podsAuthoritative)
+		m.errors, m.containersKept, m.podsAuthoritative, m.bytesFreed, m.bytesMeasured)
 	return m
 }
 
@@ -106,5 +116,18 @@ func (m *metrics) observeOutcome(o *Outcome) {
 	}
 	for _, d := range o.LogLinks {
 		m.logLinksRemoved.WithLabelValues(d.Reason).Inc()
+	}
+	for kind, n := range o.Bytes().ByKind() {
+		m.bytesFreed.WithLabelValues(kind).Add(float64(n))
+	}
+}
+
+// observeFilesystems counts the measured growth of free space (none for a
+// run that did not remove anything, or in dry-run: not measured).
+func (m *metrics) observeFilesystems(fss []FilesystemChange) {
+	for _, f := range fss {
+		if f.Measured && f.MeasuredFreed > 0 {
+			m.bytesMeasured.WithLabelValues(f.Filesystem).Add(float64(f.MeasuredFreed))
+		}
 	}
 }

@@ -68,6 +68,11 @@ type ContainerDecision struct {
 	// StopFirst: the container's state is unknown, so it may still run; it
 	// is stopped before it is removed, as the kubelet does.
 	StopFirst bool
+	// WritableLayerBytes and LogBytes are what removing the container
+	// frees: its writable layer, and its log file with its rotated
+	// siblings. Counted for removals only, by the Manager right after
+	// planning (Policy.Plan leaves them 0).
+	WritableLayerBytes, LogBytes uint64
 }
 
 // SandboxDecision is what the plan does with one sandbox, and why. Removed
@@ -75,12 +80,19 @@ type ContainerDecision struct {
 type SandboxDecision struct {
 	Sandbox Sandbox
 	Reason  string
+	// WritableLayerBytes is what removing the sandbox frees of its own
+	// writable layer (its pause container's), counted as for containers.
+	WritableLayerBytes uint64
 }
 
 // LogDirDecision is what the plan does with one pod log directory.
 type LogDirDecision struct {
 	Dir    PodLogDir
 	Reason string
+	// Bytes is what removing the directory frees beyond the log files
+	// counted with the plan's container removals; counted as for
+	// containers.
+	Bytes uint64
 }
 
 // LogLinkDecision is what the plan does with one dangling log link.
@@ -113,6 +125,10 @@ type Plan struct {
 	RemoveLogDirs, KeepLogDirs       []LogDirDecision
 	// RemoveLogLinks and KeepLogLinks list dangling links only.
 	RemoveLogLinks, KeepLogLinks []LogLinkDecision
+
+	// WritableLayersUnknown, when not empty, says why writable layers
+	// count 0 bytes (e.g. "runtime cri-o": no snapshot source for it).
+	WritableLayersUnknown string
 }
 
 // Empty says the plan removes nothing.

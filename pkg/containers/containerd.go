@@ -1,0 +1,79 @@
+package containers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+)
+
+// containerdNamespace is the containerd namespace the CRI plugin keeps
+// Kubernetes' containers and sandboxes in.
+const containerdNamespace = "k8s.io"
+
+// ContainerdWritableLayers reads, through containerd's own API on the
+// runtime's socket, how many bytes each container's writable layer holds:
+// the usage of the rootfs snapshot its containerd container record names
+// (the CRI plugin keys it by the container's ID, in the snapshotter the
+// container was created with; a sandbox's pause container likewise). For
+// the overlayfs snapshotter that is the allocated size of the layer's own
+// files (its upper directory). Safe for concurrent use.
+type ContainerdWritableLayers struct {
+	client  *containerd.Client
+	timeout time.Duration
+}
+
+// NewContainerdWritableLayers connects to containerd at socketPath (the CRI
+// socket) in the k8s.io namespace. Each WritableLayer call is bounded by
+// timeout (0: only by its context).
+func NewContainerdWritableLayers(ctx context.Context, socketPath string, timeout time.Duration) (*ContainerdWritableLayers, error) {
+	c, err := containerd.New(socketPath, containerd.WithDefaultNamespace(containerdNamespace))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to containerd at %s: %w", socketPath, err)
+	}
+	vctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.Version(vctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("containerd at %s does not answer: %w", socketPath, err)
+	}
+	return &ContainerdWritableLayers{client: c, timeout: timeout}, nil
+}
+
+// Close closes the connection.
+func (c *ContainerdWritableLayers) Close() error { return c.client.Close() }
+
+// WritableLayer returns the usage of the rootfs snapshot of the container
+// or sandbox id; 0 when containerd has no such container or snapshot.
+func (c *ContainerdWritableLayers) WritableLayer(ctx context.Context, id string) (uint64, error) {
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
+	rec, err := c.client.ContainerService().Get(ctx, id)
+	switch {
+	case errdefs.IsNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("containerd record of %s: %w", id, err)
+	case rec.SnapshotKey == "" || rec.Snapshotter == "":
+		return 0, nil // no rootfs snapshot of containerd's
+	}
+	u, err := c.client.SnapshotService(rec.Snapshotter).Usage(ctx, rec.SnapshotKey)
+	switch {
+	case errdefs.IsNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("usage of snapshot %s/%s of %s: %w", rec.Snapshotter, rec.SnapshotKey, id, err)
+	case u.Size < 0:
+		return 0, nil
+	}
+	return uint64(u.Size), nil
+}
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}

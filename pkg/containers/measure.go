@@ -1,0 +1,141 @@
+package containers
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/sys/unix"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/pkg/diskstats"
+)
+
+// The filesystems whose free space the container GC measures (the
+// filesystem label of nodegc_container_gc_measured_bytes_freed_total).
+const (
+	// FSWritableLayers holds containers' writable layers: the runtime's
+	// container filesystem (CRI ImageFsInfo), or its image filesystem when
+	// it reports none apart (containerd: its snapshotter's directory).
+	FSWritableLayers = "writable_layers"
+	// FSPodLogs holds the pod logs directory.
+	FSPodLogs = "pod_logs"
+	// FSWritableLayersAndPodLogs is one filesystem holding both, measured
+	// once.
+	FSWritableLayersAndPodLogs = "writable_layers_and_pod_logs"
+)
+
+// DiskReader reads a filesystem's statistics: a *diskstats.Reader.
+type DiskReader interface {
+	Stat(path string) (diskstats.Stats, error)
+}
+
+var _ DiskReader = (*diskstats.Reader)(nil)
+
+// FilesystemChange is the free space of one filesystem the container GC
+// frees space on, before planning and after the run's removals settled.
+type FilesystemChange struct {
+	// Filesystem is an FS* value; Path the directory it was measured at.
+	Filesystem, Path string
+	Before, After    diskstats.Stats
+	// Measured says After was read after the removals; MeasuredFreed is
+	// then After.Available - Before.Available, which includes whatever
+	// else changed on the filesystem meanwhile.
+	Measured      bool
+	MeasuredFreed int64
+}
+
+// Settling: the runtime may free a removed container's layer after
+// RemoveContainer returns (a snapshotter that removes asynchronously), so
+// free space is read until it stopped growing for settleQuiet (growth
+// under settleNoise is not progress), within Options.SettleTimeout.
+const (
+	settlePoll  = 250 * time.Millisecond
+	settleQuiet = 1500 * time.Millisecond
+	settleNoise = 256 << 10
+)
+
+// filesystems returns the filesystems to measure, with their free space
+// now: the one holding writable layers (where the runtime reports it) and
+// the one holding the pod logs directory, once if they are the same. A
+// filesystem that cannot be read is left out.
+func (m *Manager) filesystems(ctx context.Context) []FilesystemChange {
+	var out []FilesystemChange
+	var devs []uint64
+	add := func(name, path string) {
+		var st unix.Stat_t
+		if path == "" || unix.Stat(path, &st) != nil {
+			return
+		}
+		for i, d := range devs {
+			if d == st.Dev {
+				out[i].Filesystem = FSWritableLayersAndPodLogs
+				return
+			}
+		}
+		stats, err := m.opts.Disk.Stat(path)
+		if err != nil {
+			return
+		}
+		devs = append(devs, st.Dev)
+		out = append(out, FilesystemChange{Filesystem: name, Path: path, Before: stats})
+	}
+	add(FSWritableLayers, m.writableLayersPath(ctx))
+	add(FSPodLogs, m.paths.PodLogs)
+	return out
+}
+
+// writableLayersPath is where the runtime says containers' writable layers
+// are: its container filesystem, else its image filesystem; "" when it says
+// neither.
+func (m *Manager) writableLayersPath(ctx context.Context) string {
+	info, err := m.opts.Runtime.ImageFsInfo(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, fss := range [][]*runtimeapi.FilesystemUsage{info.GetContainerFilesystems(), info.GetImageFilesystems()} {
+		for _, fs := range fss {
+			if mp := fs.GetFsId().GetMountpoint(); mp != "" {
+				return mp
+			}
+		}
+	}
+	return ""
+}
+
+// settle reads the filesystems again until their free space stopped
+// growing (see settleQuiet), and sets After and MeasuredFreed.
+func (m *Manager) settle(ctx context.Context, fss []FilesystemChange) {
+	wait := m.waitClock
+	deadline := wait.Now().Add(m.opts.SettleTimeout)
+	best := make([]uint64, len(fss))
+	read := func() (grew bool) {
+		for i := range fss {
+			st, err := m.opts.Disk.Stat(fss[i].Path)
+			if err != nil {
+				continue // keep the last reading
+			}
+			if st.Available > best[i]+settleNoise {
+				grew = true
+			}
+			best[i] = max(best[i], st.Available)
+			fss[i].After, fss[i].Measured = st, true
+			fss[i].MeasuredFreed = int64(st.Available) - int64(fss[i].Before.Available)
+		}
+		return grew
+	}
+	for i := range fss {
+		best[i] = fss[i].Before.Available
+	}
+	read()
+	progressAt := wait.Now()
+	for wait.Now().Before(deadline) && wait.Since(progressAt) < settleQuiet {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait.After(settlePoll):
+		}
+		if read() {
+			progressAt = wait.Now()
+		}
+	}
+}
