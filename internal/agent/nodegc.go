@@ -185,9 +185,22 @@ func (p podImages) PodImages() images.PodImages {
 func (n *nodeGC) containerManagerWithPods(ctx context.Context, c *cri.Client) (*containers.Manager, *containers.APIPodSource, error) {
 	opts := containers.Options{
 		Config: n.opts.Config.ContainerGC, Runtime: c, Registerer: n.reg, OnRun: n.events.containerGCReport,
+		Disk: diskstats.NewReader(),
 	}
 	if n.containerWatch != nil {
 		opts.Supervise = n.containerWatch.iteration
+	}
+	// Writable layers' bytes come from containerd's snapshots; other
+	// runtimes have no source for them (counted 0, and said so).
+	if name := c.RuntimeVersion().GetRuntimeName(); name != "containerd" {
+		opts.NoWritableLayers = "runtime " + name
+	} else if path, err := endpoint.SocketPath(n.opts.Config.ContainerRuntimeEndpoint); err != nil {
+		opts.NoWritableLayers = "containerd's API unreachable: " + err.Error()
+	} else if l, err := containers.NewContainerdWritableLayers(ctx, path, n.opts.Config.RuntimeRequestTimeout.Duration); err != nil {
+		opts.NoWritableLayers = "containerd's API unreachable: " + err.Error()
+	} else {
+		opts.WritableLayers = l
+		context.AfterFunc(ctx, func() { l.Close() })
 	}
 	var pods *containers.APIPodSource
 	if n.rest != nil {

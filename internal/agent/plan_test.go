@@ -5,9 +5,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
@@ -55,6 +59,92 @@ func TestPlanWritesNothing(t *testing.T) {
 	if diff := cmp.Diff(before, snapshotDir(t, stateDir)); diff != "" {
 		t.Errorf("nodegc plan changed the state directory (-before +after):\n%s\nstderr:\n%s", diff, stderr)
 	}
+}
+
+// TestPlanShowsContainerBytes: `nodegc plan` on a real containerd node
+// shows, for a dead container the per-container limit removes, the bytes of
+// its writable layer (containerd's snapshot usage) and of its log, within
+// 5% of what it wrote, and the container collector's totals.
+func TestPlanShowsContainerBytes(t *testing.T) {
+	testbed.RequireRoot(t)
+	n := node.Start(t, node.Options{Version: testbed.Containerd2})
+	ctx := t.Context()
+	img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: "plan/bytes", Tag: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PullImage(ctx, img.Ref); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := n.RunPod(ctx, node.PodSpec{Name: "bytes", Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const layer, log = 4 << 20, 512 << 10
+	var ids []string
+	for attempt, args := range [][]string{{"write", "/data", strconv.Itoa(layer), "log", strconv.Itoa(log), "exit", "0"}, {"exit", "0"}} {
+		id, err := n.RunContainer(ctx, pod, node.ContainerSpec{Name: "app", Image: img.Ref, Args: args, Attempt: uint32(attempt)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.WaitContainerState(ctx, id, runtimeapi.ContainerState_CONTAINER_EXITED, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	cfg := nodeConfig(t, n.Endpoint, t.TempDir(), nil, []string{"highThresholdPercent: 100"},
+		[]string{"podLogsDirectory: " + n.PodLogs, "containerLogsDirectory: " + t.TempDir(), "maxPerPodContainer: 1", "minAge: 0s"})
+	stdout, _ := runPlan(t, cfg, "KUBECONFIG=/nonexistent")
+	var view struct {
+		Containers []struct {
+			Action             string  `json:"action"`
+			ID                 string  `json:"id"`
+			Bytes              *uint64 `json:"bytes"`
+			WritableLayerBytes *uint64 `json:"writableLayerBytes"`
+			LogBytes           *uint64 `json:"logBytes"`
+		} `json:"containers"`
+		ContainerBytes struct {
+			WritableLayerBytes    uint64 `json:"writableLayerBytes"`
+			ContainerLogBytes     uint64 `json:"containerLogBytes"`
+			TotalBytes            uint64 `json:"totalBytes"`
+			WritableLayersUnknown string `json:"writableLayersUnknown"`
+		} `json:"containerBytes"`
+	}
+	if err := json.Unmarshal(stdout, &view); err != nil {
+		t.Fatalf("nodegc plan -o json: %v\n%s", err, string(stdout))
+	}
+	near := func(what string, got uint64, want int) {
+		t.Helper()
+		if d := float64(got)/float64(want) - 1; d > 0.05 || d < -0.05 {
+			t.Errorf("%s: %d bytes, want %d within 5%%\n%s", what, got, want, string(stdout))
+		}
+	}
+	var removed int
+	for _, c := range view.Containers {
+		if c.Action != "remove" {
+			continue
+		}
+		removed++
+		if !strings.HasPrefix(ids[0], c.ID) || c.Bytes == nil || c.WritableLayerBytes == nil || c.LogBytes == nil {
+			t.Fatalf("removal %+v, want attempt 0 (%s) with its bytes\n%s", c, ids[0], string(stdout))
+		}
+		t.Logf("nodegc plan: container %s frees %d bytes (writable layer %d for %d written, log %d for %d written)",
+			c.ID, *c.Bytes, *c.WritableLayerBytes, layer, *c.LogBytes, log)
+		near("writable layer", *c.WritableLayerBytes, layer)
+		near("log", *c.LogBytes, log)
+		if *c.Bytes != *c.WritableLayerBytes+*c.LogBytes {
+			t.Errorf("bytes %d, want writable layer + log = %d", *c.Bytes, *c.WritableLayerBytes+*c.LogBytes)
+		}
+	}
+	if removed != 1 {
+		t.Fatalf("%d removals, want attempt 0 only\n%s", removed, string(stdout))
+	}
+	b := view.ContainerBytes
+	if b.WritableLayersUnknown != "" {
+		t.Errorf("writable layers unknown on containerd: %s", b.WritableLayersUnknown)
+	}
+	near("total writable layers", b.WritableLayerBytes, layer)
+	near("total", b.TotalBytes, layer+log)
 }
 
 // snapshotDir maps every file under dir to its content.

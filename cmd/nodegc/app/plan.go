@@ -54,18 +54,29 @@ func newPlanCommand(s streams) *cobra.Command {
 
 // planView is the printable form of a plan, also its JSON.
 type planView struct {
-	Node         string         `json:"node"`
-	Runtime      string         `json:"runtime"`
-	Disk         *diskView      `json:"imageFilesystem,omitempty"`
-	Images       []imageRow     `json:"images"`
-	ImagesErr    string         `json:"imagesError,omitempty"`
-	PodsView     string         `json:"podsView"`
-	PodsMissing  []string       `json:"podsMissingFromAPI,omitempty"`
-	Containers   []containerRow `json:"containers"`
-	Sandboxes    []containerRow `json:"sandboxes"`
-	LogDirs      []containerRow `json:"logDirectories"`
-	LogLinks     []containerRow `json:"logLinks"`
-	ContainerErr string         `json:"containersError,omitempty"`
+	Node        string         `json:"node"`
+	Runtime     string         `json:"runtime"`
+	Disk        *diskView      `json:"imageFilesystem,omitempty"`
+	Images      []imageRow     `json:"images"`
+	ImagesErr   string         `json:"imagesError,omitempty"`
+	PodsView    string         `json:"podsView"`
+	PodsMissing []string       `json:"podsMissingFromAPI,omitempty"`
+	Containers  []containerRow `json:"containers"`
+	Sandboxes   []containerRow `json:"sandboxes"`
+	LogDirs     []containerRow `json:"logDirectories"`
+	LogLinks    []containerRow `json:"logLinks"`
+	// ContainerBytes totals what the container GC's planned removals free.
+	ContainerBytes *containerBytesView `json:"containerBytes,omitempty"`
+	ContainerErr   string              `json:"containersError,omitempty"`
+}
+
+type containerBytesView struct {
+	WritableLayerBytes   uint64 `json:"writableLayerBytes"`
+	ContainerLogBytes    uint64 `json:"containerLogBytes"`
+	PodLogDirectoryBytes uint64 `json:"podLogDirectoryBytes"`
+	TotalBytes           uint64 `json:"totalBytes"`
+	// WritableLayersUnknown says why writable layers count 0.
+	WritableLayersUnknown string `json:"writableLayersUnknown,omitempty"`
 }
 
 type diskView struct {
@@ -95,8 +106,15 @@ type imageRow struct {
 type containerRow struct {
 	Action string `json:"action"`
 	Reason string `json:"reason"`
-	Name   string `json:"name"`
-	ID     string `json:"id,omitempty"`
+	// Bytes is what a removal frees: for a container its writable layer
+	// and its logs, for a sandbox its writable layer, for a pod log
+	// directory what its containers' logs leave; nil for what is kept and
+	// for log links.
+	Bytes              *uint64 `json:"bytes,omitempty"`
+	WritableLayerBytes *uint64 `json:"writableLayerBytes,omitempty"`
+	LogBytes           *uint64 `json:"logBytes,omitempty"`
+	Name               string  `json:"name"`
+	ID                 string  `json:"id,omitempty"`
 }
 
 func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
@@ -147,19 +165,31 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 		for _, ref := range p.PodsMissing {
 			v.PodsMissing = append(v.PodsMissing, ref.String())
 		}
+		removal := func(action string, n uint64) *uint64 {
+			if action != "remove" {
+				return nil
+			}
+			return &n
+		}
 		v.Containers = rows(p.RemoveContainers, p.KeepContainers, func(action string, d containers.ContainerDecision) containerRow {
 			c := d.Container
 			return containerRow{Action: action, Reason: d.Reason, ID: short(c.ID),
-				Name: fmt.Sprintf("%s/%s %s #%d (%s)", c.PodNamespace, c.PodName, c.Name, c.Attempt, c.State)}
+				Bytes: removal(action, d.WritableLayerBytes+d.LogBytes), WritableLayerBytes: removal(action, d.WritableLayerBytes),
+				LogBytes: removal(action, d.LogBytes),
+				Name:     fmt.Sprintf("%s/%s %s #%d (%s)", c.PodNamespace, c.PodName, c.Name, c.Attempt, c.State)}
 		})
 		v.Sandboxes = rows(p.RemoveSandboxes, p.KeepSandboxes, func(action string, d containers.SandboxDecision) containerRow {
 			sb := d.Sandbox
 			return containerRow{Action: action, Reason: d.Reason, ID: short(sb.ID),
+				Bytes: removal(action, d.WritableLayerBytes), WritableLayerBytes: removal(action, d.WritableLayerBytes),
 				Name: fmt.Sprintf("%s/%s #%d", sb.PodNamespace, sb.PodName, sb.Attempt)}
 		})
 		v.LogDirs = rows(p.RemoveLogDirs, p.KeepLogDirs, func(action string, d containers.LogDirDecision) containerRow {
-			return containerRow{Action: action, Reason: d.Reason, Name: d.Dir.Name}
+			return containerRow{Action: action, Reason: d.Reason, Name: d.Dir.Name, Bytes: removal(action, d.Bytes)}
 		})
+		b := p.Bytes()
+		v.ContainerBytes = &containerBytesView{WritableLayerBytes: b.WritableLayer, ContainerLogBytes: b.ContainerLogs,
+			PodLogDirectoryBytes: b.PodLogDirectory, TotalBytes: b.Total(), WritableLayersUnknown: p.WritableLayersUnknown}
 		v.LogLinks = rows(p.RemoveLogLinks, p.KeepLogLinks, func(action string, d containers.LogLinkDecision) containerRow {
 			return containerRow{Action: action, Reason: d.Reason, Name: d.Link.Name}
 		})
@@ -211,14 +241,25 @@ func (v *planView) print(out io.Writer) {
 	if len(v.PodsMissing) > 0 {
 		fmt.Fprintf(out, "  the runtime runs pods the API server does not list for this node: %s\n", strings.Join(v.PodsMissing, ", "))
 	}
+	if b := v.ContainerBytes; b != nil {
+		fmt.Fprintf(out, "CONTAINER GC: planned removals free %s (writable layers %s, container logs %s, pod log directories %s)\n",
+			bytesString(b.TotalBytes), bytesString(b.WritableLayerBytes), bytesString(b.ContainerLogBytes), bytesString(b.PodLogDirectoryBytes))
+		if b.WritableLayersUnknown != "" {
+			fmt.Fprintf(out, "  writable-layer bytes unknown: %s\n", b.WritableLayersUnknown)
+		}
+	}
 	fmt.Fprintln(out)
 	for _, t := range []struct {
 		title string
 		rows  []containerRow
 	}{{"CONTAINERS", v.Containers}, {"SANDBOXES", v.Sandboxes}, {"POD LOG DIRECTORIES", v.LogDirs}, {"CONTAINER LOG LINKS", v.LogLinks}} {
 		rows := t.rows
-		table(out, t.title, []string{"ACTION", "REASON", "ID", "NAME"}, len(rows), func(i int) []string {
-			return []string{rows[i].Action, rows[i].Reason, rows[i].ID, rows[i].Name}
+		table(out, t.title, []string{"ACTION", "REASON", "BYTES", "ID", "NAME"}, len(rows), func(i int) []string {
+			bytes := "-"
+			if b := rows[i].Bytes; b != nil {
+				bytes = bytesString(*b)
+			}
+			return []string{rows[i].Action, rows[i].Reason, bytes, rows[i].ID, rows[i].Name}
 		})
 	}
 }

@@ -1,0 +1,78 @@
+package app
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/internal/agent"
+	"github.com/nodegc/nodegc/pkg/containers"
+)
+
+// TestPlanViewContainerBytes: every container GC removal shows the bytes
+// it frees (a container's writable layer and logs, a sandbox's layer, a pod
+// log directory's rest), what is kept and log links show none, the
+// collector's totals add them up, and a runtime without writable-layer
+// bytes says why.
+func TestPlanViewContainerBytes(t *testing.T) {
+	c := containers.Container{ID: "c1", PodNamespace: "ns", PodName: "p", Name: "app", State: containers.StateExited}
+	p := &containers.Plan{
+		PodsAuthoritative: true,
+		RemoveContainers: []containers.ContainerDecision{{Container: c, Reason: containers.ReasonPodGone,
+			WritableLayerBytes: 8 << 20, LogBytes: 1 << 20}},
+		KeepContainers:  []containers.ContainerDecision{{Container: containers.Container{ID: "c2"}, Reason: containers.KeepRunning}},
+		RemoveSandboxes: []containers.SandboxDecision{{Sandbox: containers.Sandbox{ID: "s1"}, Reason: containers.ReasonPodGone, WritableLayerBytes: 4096}},
+		RemoveLogDirs:   []containers.LogDirDecision{{Dir: containers.PodLogDir{Name: "ns_p_u"}, Reason: containers.ReasonPodGone, Bytes: 2 << 20}},
+		RemoveLogLinks:  []containers.LogLinkDecision{{Link: containers.LogLink{Name: "x.log"}, Reason: containers.ReasonDangling}},
+	}
+	v := newPlanView(&agent.PlanReport{Node: "n", Runtime: "containerd 2", Containers: p}, ptr.To[int32](85), ptr.To[int32](80))
+	type row struct {
+		Bytes, Layer, Logs *uint64
+	}
+	got := map[string]row{}
+	for _, rs := range [][]containerRow{v.Containers, v.Sandboxes, v.LogDirs, v.LogLinks} {
+		for _, r := range rs {
+			got[r.Action+" "+r.ID+r.Name] = row{r.Bytes, r.WritableLayerBytes, r.LogBytes}
+		}
+	}
+	u := func(n uint64) *uint64 { return &n }
+	want := map[string]row{
+		"remove c1ns/p app #0 (exited)": {u(9 << 20), u(8 << 20), u(1 << 20)},
+		"keep c2/  #0 ()":               {},
+		"remove s1/ #0":                 {u(4096), u(4096), nil},
+		"remove ns_p_u":                 {Bytes: u(2 << 20)},
+		"remove x.log":                  {},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	wantTotals := &containerBytesView{WritableLayerBytes: 8<<20 + 4096, ContainerLogBytes: 1 << 20, PodLogDirectoryBytes: 2 << 20,
+		TotalBytes: 11<<20 + 4096}
+	if diff := cmp.Diff(wantTotals, v.ContainerBytes); diff != "" {
+		t.Errorf("totals (-want +got):\n%s", diff)
+	}
+	var out bytes.Buffer
+	v.print(&out)
+	for _, line := range []string{
+		"CONTAINER GC: planned removals free 11.0 MiB (writable layers 8.0 MiB, container logs 1.0 MiB, pod log directories 2.0 MiB)",
+		"remove  pod_gone  9.0 MiB  c1",
+		"keep    running   -        c2",
+	} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("the printed plan lacks %q:\n%s", line, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "unknown") {
+		t.Errorf("the printed plan says writable-layer bytes are unknown:\n%s", out.String())
+	}
+
+	p.WritableLayersUnknown = "runtime cri-o"
+	out.Reset()
+	newPlanView(&agent.PlanReport{Containers: p}, ptr.To[int32](85), ptr.To[int32](80)).print(&out)
+	if !strings.Contains(out.String(), "writable-layer bytes unknown: runtime cri-o") {
+		t.Errorf("the printed plan does not say why writable layers count 0:\n%s", out.String())
+	}
+}
