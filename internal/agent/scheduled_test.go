@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -83,9 +84,10 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 		stdout, stderr := runPlan(t, cfg)
 		var view struct {
 			Images []struct {
-				ID     string `json:"id"`
-				Action string `json:"action"`
-				Reason string `json:"reason"`
+				ID          string `json:"id"`
+				Action      string `json:"action"`
+				Reason      string `json:"reason"`
+				ScheduledBy string `json:"scheduledBy"`
 			} `json:"images"`
 		}
 		if err := json.Unmarshal(stdout, &view); err != nil {
@@ -97,6 +99,9 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 			for _, row := range view.Images {
 				if row.ID == id {
 					got[repo] = row.Action + " " + row.Reason
+					if by, _, _ := strings.Cut(row.ScheduledBy, ":"); by != "" {
+						got[repo] += ": " + by
+					}
 				}
 			}
 		}
@@ -105,14 +110,14 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 	}
 
 	want := map[string]string{
-		"sched/main": "keep scheduled", "sched/init": "keep scheduled", "sched/ran": "keep scheduled",
-		"sched/done": "remove space", "sched/free": "remove space",
+		"sched/main": "keep scheduled: pod default/pending", "sched/init": "keep scheduled: pod default/pending",
+		"sched/ran": "keep scheduled: pod default/ran", "sched/done": "remove space", "sched/free": "remove space",
 	}
 	if diff := cmp.Diff(want, plan(nodeName)); diff != "" {
 		t.Errorf("plan for the node (-want +got):\n%s", diff)
 	}
 	for repo := range want {
-		want[repo] = "keep scheduled"
+		want[repo] = "keep scheduled: pod view not authoritative (node_not_found)"
 	}
 	if diff := cmp.Diff(want, plan("sched-node-typo")); diff != "" {
 		t.Errorf("plan for a node name the API does not know (-want +got):\n%s", diff)

@@ -89,6 +89,9 @@ type diskView struct {
 	EstimatedFreedBytes  uint64 `json:"estimatedFreedBytes"`
 	ExpectedUsagePercent int    `json:"expectedUsagePercent"`
 	Accounting           string `json:"accounting"`
+	// ScheduledPods says how the scheduled rule saw the node's pods: off
+	// (no API access), authoritative, or not (it then keeps more).
+	ScheduledPods string `json:"scheduledPods"`
 }
 
 type imageRow struct {
@@ -101,6 +104,9 @@ type imageRow struct {
 	LastUsed      *time.Time `json:"lastUsed,omitempty"`
 	// Arrived is when the runtime says the image arrived (containerd).
 	Arrived *time.Time `json:"arrived,omitempty"`
+	// ScheduledBy names the pod that may still run a scheduled image, or
+	// why the image is kept as such.
+	ScheduledBy string `json:"scheduledBy,omitempty"`
 }
 
 type containerRow struct {
@@ -132,10 +138,14 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 			CapacityBytes: p.Disk.Capacity, AvailableBytes: p.Disk.Available, UsagePercent: p.UsagePercent,
 			HighThresholdPercent: *high, LowThresholdPercent: *low, BytesToFree: p.BytesToFree,
 			EstimatedFreedBytes: p.EstimatedFreed, ExpectedUsagePercent: after.UsagePercent(), Accounting: acct,
+			ScheduledPods: scheduledPods(p.PodsView),
 		}
 		add := func(action string, ds []images.Decision) {
 			for _, d := range ds {
 				row := imageRow{Action: action, Reason: d.Reason, Bytes: d.Bytes, ID: d.Image.ID, Tags: d.Image.RepoTags, FirstDetected: d.Image.FirstDetected}
+				if d.Reason == images.KeepScheduled {
+					row.ScheduledBy = d.Image.ScheduledBy
+				}
 				if !d.Image.Arrived.IsZero() {
 					at := d.Image.Arrived
 					row.Arrived = &at
@@ -218,8 +228,9 @@ func (v *planView) print(out io.Writer) {
 	if d := v.Disk; d != nil {
 		fmt.Fprintf(out, "IMAGE FILESYSTEM: %s of %s available, usage %d%% (high %d%%, low %d%%)\n",
 			bytesString(d.AvailableBytes), bytesString(d.CapacityBytes), d.UsagePercent, d.HighThresholdPercent, d.LowThresholdPercent)
-		fmt.Fprintf(out, "  to free now: %s; planned removals free %s; usage after: %d%%; accounting: %s\n\n",
+		fmt.Fprintf(out, "  to free now: %s; planned removals free %s; usage after: %d%%; accounting: %s\n",
 			bytesString(d.BytesToFree), bytesString(d.EstimatedFreedBytes), d.ExpectedUsagePercent, d.Accounting)
+		fmt.Fprintf(out, "  images of pods about to run (scheduled): %s\n\n", d.ScheduledPods)
 		table(out, "IMAGES", []string{"ACTION", "REASON", "BYTES", "LAST USED", "FIRST SEEN", "IMAGE"}, len(v.Images), func(i int) []string {
 			r := v.Images[i]
 			lastUsed := "never"
@@ -230,7 +241,11 @@ func (v *planView) print(out io.Writer) {
 			if len(r.Tags) > 0 {
 				name = strings.Join(r.Tags, ",") + " (" + short(r.ID) + ")"
 			}
-			return []string{r.Action, r.Reason, bytesString(r.Bytes), lastUsed, ago(r.FirstDetected), name}
+			reason := r.Reason
+			if r.ScheduledBy != "" {
+				reason += " (" + r.ScheduledBy + ")"
+			}
+			return []string{r.Action, reason, bytesString(r.Bytes), lastUsed, ago(r.FirstDetected), name}
 		})
 	}
 	if v.ContainerErr != "" {
@@ -305,4 +320,16 @@ func bytesString(b uint64) string {
 	default:
 		return fmt.Sprintf("%d B", b)
 	}
+}
+
+// scheduledPods says in words how the image GC's scheduled rule saw the
+// node's pods (images.Plan.PodsView).
+func scheduledPods(view string) string {
+	switch view {
+	case "":
+		return "off (no API access)"
+	case images.PodsAuthoritative:
+		return "kept, from the pods bound to this node"
+	}
+	return "pod view not authoritative (" + view + "): the last known pods' images and every image that arrived since are kept"
 }
