@@ -56,7 +56,7 @@ type replanner func(removed map[string]bool, held map[string]string, target uint
 // held and what was really removed left out, and goes on with the new plan,
 // until a plan is carried out whole. So the bytes reported freed are those
 // of removals that happened, and FreeDiskSpaceError is returned whenever
-// they fall short of plan.Target. One failure does not stop the others:
+// they fall short of plan.Required. One failure does not stop the others:
 // failures are joined into the error. A cancelled ctx stops between
 // removals. In dry-run nothing is removed and the outcome lists what would
 // have been.
@@ -105,8 +105,10 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image
 		}
 		current = next
 	}
-	if plan.Target > 0 && out.EstimatedFreed < plan.Target {
-		errs = append(errs, &FreeDiskSpaceError{BytesToFree: plan.Target, Freed: out.EstimatedFreed})
+	// Only what the high threshold asks now must be freed: the bytes a
+	// projection adds (Plan.Ahead) are freed when images allow.
+	if plan.Required > 0 && out.EstimatedFreed < plan.Required {
+		errs = append(errs, &FreeDiskSpaceError{BytesToFree: plan.Required, Freed: out.EstimatedFreed})
 	}
 	return out, errors.Join(errs...)
 }

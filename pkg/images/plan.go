@@ -56,6 +56,10 @@ type Plan struct {
 	// high threshold): kubelet's capacity*(100-low)/100 - available, with
 	// Ahead counted as already written.
 	Target uint64
+	// Required is the part of Target the high threshold asks for now
+	// (kubelet's rule, without Ahead): a run that frees less fails
+	// (FreeDiskSpaceError); what Ahead adds is freed as images allow.
+	Required uint64
 	// Ahead is what the fill rate says will be written within
 	// fillRateHorizon, when it would take the filesystem to the kubelet's
 	// eviction threshold (PlanAhead); 0 otherwise.
@@ -102,14 +106,18 @@ func (p *Policy) PlanAhead(images []Image, disk DiskStats, now time.Time, ahead 
 	}
 	projected := disk
 	projected.Available -= min(ahead, disk.Available)
-	var target uint64
-	if p.overHighThreshold(disk) || (ahead > 0 && p.thresholdGCEnabled()) {
-		// kubelet: capacity*(100-low)/100 - available.
-		goal := disk.Capacity * uint64(100-p.lowThresholdPercent()) / 100
+	// kubelet: capacity*(100-low)/100 - available.
+	goal := disk.Capacity * uint64(100-p.lowThresholdPercent()) / 100
+	var target, required uint64
+	if p.overHighThreshold(disk) {
+		required = goal - min(goal, disk.Available)
+		target = required
+	}
+	if ahead > 0 && p.thresholdGCEnabled() {
 		target = goal - min(goal, projected.Available)
 	}
 	plan := p.plan(images, nil, target, disk, now)
-	plan.Ahead = ahead
+	plan.Ahead, plan.Required = ahead, required
 	return plan, nil
 }
 
