@@ -132,16 +132,21 @@ func (s *suite) testContainerGCRestarts(t *testing.T) {
 			newestDead = c
 		}
 	}
-	after := s.nodeMetrics(t)
-	removedMetric := after.sum("nodegc_container_gc_containers_removed_total", "reason", "per_container_limit") -
-		before.sum("nodegc_container_gc_containers_removed_total", "reason", "per_container_limit")
-
 	removedByNodegc := map[string]string{}
 	for _, r := range s.agentLog(t, s.nodePod, "Removing container") {
 		if r.kv["pod"] == ns+"/restarts" {
 			removedByNodegc[r.kv["containerID"]] = r.kv["reason"]
 		}
 	}
+	// The counters grow when the run ends, after its removals settled on
+	// the filesystems (seconds after the last removal).
+	var removedMetric float64
+	poll(ctx, 30*time.Second, 250*time.Millisecond, func(context.Context) (bool, error) {
+		after := s.nodeMetrics(t)
+		removedMetric = after.sum("nodegc_container_gc_containers_removed_total", "reason", "per_container_limit") -
+			before.sum("nodegc_container_gc_containers_removed_total", "reason", "per_container_limit")
+		return removedMetric >= float64(len(removedByNodegc)), nil
+	})
 	var all []*seenContainer
 	for _, sc := range seen {
 		all = append(all, sc)
@@ -270,14 +275,20 @@ func (s *suite) deletedPodOnce(t *testing.T, ns, name string) (attributed bool) 
 		t.Fatalf("deleted pod %s: still on the node: %v", name, left)
 	}
 	allGone := time.Since(began)
-	after := s.nodeMetrics(t)
+	// The counters grow when the run ends, after its removals settled on
+	// the filesystems (seconds after the last removal); a log directory the
+	// kubelet removed never counts.
+	var after metrics
 	delta := func(metric string, kv ...string) float64 { return after.sum(metric, kv...) - before.sum(metric, kv...) }
+	if err := poll(ctx, 30*time.Second, 250*time.Millisecond, func(context.Context) (bool, error) {
+		after = s.nodeMetrics(t)
+		return delta("nodegc_container_gc_log_directories_removed_total") >= 1, nil
+	}); err != nil {
+		return false
+	}
 	dContainers := delta("nodegc_container_gc_containers_removed_total", "reason", "pod_gone")
 	dSandboxes := delta("nodegc_container_gc_sandboxes_removed_total", "reason", "pod_gone")
 	dLogDirs := delta("nodegc_container_gc_log_directories_removed_total")
-	if dLogDirs < 1 {
-		return false
-	}
 
 	reasons := map[string]string{}
 	for _, msg := range []string{"Removing container", "Removing sandbox", "Removing pod log directory"} {

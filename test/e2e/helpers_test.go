@@ -146,3 +146,20 @@ func describePod(p *corev1.Pod) string {
 	}
 	return b.String()
 }
+
+// runsDelta lists the image GC runs between two scrapes by trigger and
+// result.
+func runsDelta(before, after metrics) string {
+	var runs []string
+	for _, trig := range []string{"threshold", "projected", "periodic"} {
+		for _, res := range []string{"success", "not_enough", "error"} {
+			if d := after.sum("nodegc_image_gc_runs_total", "trigger", trig, "result", res) - before.sum("nodegc_image_gc_runs_total", "trigger", trig, "result", res); d > 0 {
+				runs = append(runs, fmt.Sprintf("%s/%s +%v", trig, res, d))
+			}
+		}
+	}
+	if len(runs) == 0 {
+		return "none"
+	}
+	return strings.Join(runs, ", ")
+}

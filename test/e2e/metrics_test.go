@@ -25,8 +25,8 @@ func (s *suite) testMetrics(t *testing.T) {
 	}
 	checks := []check{
 		{node, "node", "nodegc_image_gc_images_removed_total", []string{"reason", "space"}, 2},
-		{node, "node", "nodegc_image_gc_runs_total", []string{"trigger", "threshold", "result", "success"}, 1},
-		{node, "node", "nodegc_image_gc_runs_total", []string{"trigger", "threshold", "result", "not_enough"}, 1},
+		{node, "node", "nodegc_image_gc_runs_total", []string{"result", "success"}, 1},
+		{node, "node", "nodegc_image_gc_runs_total", []string{"result", "not_enough"}, 1},
 		{node, "node", "nodegc_image_gc_bytes_measured_freed_total", nil, 1},
 		{node, "node", "nodegc_image_fs_capacity_bytes", nil, 1},
 		{node, "node", "nodegc_container_gc_containers_removed_total", []string{"reason", "per_container_limit"}, 1},
