@@ -13,8 +13,11 @@
 #
 # Usage: hack/e2e.sh [-run REGEXP]
 #   A smoke subset: -run 'TestE2E/^(OwnerGC|ImageGCThreshold)$' (the cluster comes up and nodegc is deployed and
-#   checked before any case runs). Cases: OwnerGC ContainerGCRestarts ContainerGCDeletedPod ImageGCInUseTooBig
-#   ImageGCThreshold Metrics Events (these two read what the others did) RuntimeRestart (restarts containerd).
+#   checked before any case runs). Cases: DiskPressureKubelet (first, before nodegc is deployed: the kubelet's own
+#   image GC and eviction, the baseline) OwnerGC ContainerGCRestarts ContainerGCDeletedPod ContainerGCBytes
+#   ImageGCInUseTooBig ImageGCThreshold ScheduledImageKept Metrics Events (these two read what the others did)
+#   RuntimeRestart (restarts containerd) DiskPressureNodegc (last: restarts the kubelet and nodegc with other
+#   settings, and prints the side-by-side table with the baseline); -run 'TestE2E/DiskPressure' runs both sides.
 # Env:   E2E_TEST_FLAGS  more `go test` flags (default: -v);  NODEGC_SKIP_APT=1 as for install-tools.sh.
 #
 # Needs root (containerd, a loop-mounted ext4, cgroups, the kubelet). One kubelet per machine: concurrent runs

@@ -31,7 +31,6 @@ import (
 
 // The tuned timings of the e2e configuration (see adaptForTestNode).
 const (
-	e2eDiskCheckInterval = "2s"
 	e2eContainerGCPeriod = "2s"
 	e2eImageMinimumGCAge = "0s"
 )
@@ -121,8 +120,9 @@ func (s *suite) renderForNode(t *testing.T) []*unstructured.Unstructured {
 //     containerPorts), and 1 replica (a second one would need the same host
 //     ports on the same node and stay Pending).
 //   - The ConfigMap's configuration: imageGC.minimumGCAge 0s (2m: the suite
-//     pulls images and wants them eligible at once), imageGC.diskCheckInterval
-//     2s (10s) and containerGC.period 2s (1m), so each check takes seconds.
+//     pulls images and wants them eligible at once) and containerGC.period
+//     2s (1m), so each check takes seconds; imageGC.diskCheckInterval stays
+//     the manifest's 1s.
 //   - The DaemonSet's agent logs at -v=4, where nodegc logs every removal
 //     with its reason; the report quotes them.
 func (s *suite) adaptForTestNode(t *testing.T, objs []*unstructured.Unstructured) {
@@ -142,7 +142,8 @@ func (s *suite) adaptForTestNode(t *testing.T, objs []*unstructured.Unstructured
 			if err := unstructured.SetNestedField(o.Object, tuned, "data", "config.yaml"); err != nil {
 				t.Fatal(err)
 			}
-			changes = append(changes, "ConfigMap: imageGC.minimumGCAge "+e2eImageMinimumGCAge+", imageGC.diskCheckInterval "+e2eDiskCheckInterval+", containerGC.period "+e2eContainerGCPeriod)
+			s.nodegcConfig = tuned
+			changes = append(changes, "ConfigMap: imageGC.minimumGCAge "+e2eImageMinimumGCAge+", containerGC.period "+e2eContainerGCPeriod)
 		case o.GetKind() == "DaemonSet" && o.GetName() == "nodegc-node":
 			editContainer(t, o, func(c map[string]any) {
 				c["env"] = append(c["env"].([]any), apiEnv...)
@@ -194,7 +195,6 @@ func tuneConfig(data string) (string, error) {
 		return m
 	}
 	section("imageGC")["minimumGCAge"] = e2eImageMinimumGCAge
-	section("imageGC")["diskCheckInterval"] = e2eDiskCheckInterval
 	section("containerGC")["period"] = e2eContainerGCPeriod
 	out, err := yaml.Marshal(doc)
 	if err != nil {

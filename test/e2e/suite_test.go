@@ -38,8 +38,15 @@ type suite struct {
 	healthzPort, metricsPort, ownerHealthzPort, ownerMetricsPort int
 	nodePod, ownerPod                                            *corev1.Pod
 
+	// nodegcConfig is the configuration the suite deployed (the
+	// ConfigMap's config.yaml after adaptForTestNode).
+	nodegcConfig string
+
 	// Test images in the node's registry.
 	sleepImage, crashImage *registry.Image
+
+	// dpA is run (a) of the disk pressure comparison, when it ran.
+	dpA *dpResult
 }
 
 // TestE2E deploys nodegc on a real single-node cluster and checks its three
@@ -52,25 +59,34 @@ func TestE2E(t *testing.T) {
 	s := &suite{kc: kc, client: kc.Client()}
 	clusterUp := time.Since(began)
 
+	s.pushTestImages(t)
+	// First, before nodegc is deployed: the kubelet's own image GC and
+	// eviction as the baseline of the disk pressure comparison.
+	t.Run("DiskPressureKubelet", s.testDiskPressureKubelet)
+
 	deployBegan := time.Now()
 	s.pushImage(t, tarPath)
 	objs := s.renderForNode(t)
 	s.adaptForTestNode(t, objs)
 	s.apply(t, objs)
 	s.waitDeployed(t)
-	s.pushTestImages(t)
 	t.Logf("cluster up in %v, nodegc deployed and running in %v", clusterUp.Round(time.Millisecond), time.Since(deployBegan).Round(time.Millisecond))
 
 	t.Run("OwnerGC", s.testOwnerGC)
 	t.Run("ContainerGCRestarts", s.testContainerGCRestarts)
 	t.Run("ContainerGCDeletedPod", s.testContainerGCDeletedPod)
+	t.Run("ContainerGCBytes", s.testContainerGCBytes)
 	t.Run("ImageGCInUseTooBig", s.testImageGCInUseTooBig)
 	t.Run("ImageGCThreshold", s.testImageGCThreshold)
+	t.Run("ScheduledImageKept", s.testScheduledImageKept)
 	t.Run("Metrics", s.testMetrics)
 	t.Run("Events", s.testEvents)
-	// Last: the runtime's outage fails container GC runs (ContainerGCFailed
+	// The runtime's outage fails container GC runs (ContainerGCFailed
 	// Events, as the kubelet's), which the cases above must not see.
 	t.Run("RuntimeRestart", s.testRuntimeRestart)
+	// Last: it restarts the kubelet and nodegc with other settings (and
+	// back).
+	t.Run("DiskPressureNodegc", s.testDiskPressureNodegc)
 	t.Logf("e2e cases done %v after start", time.Since(began).Round(time.Millisecond))
 }
 
@@ -164,6 +180,8 @@ func (s *suite) ownerMetrics(t *testing.T) metrics {
 type logRecord struct {
 	msg string
 	kv  map[string]string
+	// at is when the runtime wrote the line (the CRI log line's timestamp).
+	at time.Time
 }
 
 // agentLog reads the log of a pod's container from the node's pod logs
@@ -189,7 +207,11 @@ func (s *suite) agentLog(t *testing.T, pod *corev1.Pod, msg string) []logRecord 
 			if i < 0 {
 				continue
 			}
-			out = append(out, logRecord{msg: msg, kv: parseKV(line[i+2+len(q):])})
+			rec := logRecord{msg: msg, kv: parseKV(line[i+2+len(q):])}
+			if ts, _, ok := strings.Cut(line, " "); ok {
+				rec.at, _ = time.Parse(time.RFC3339Nano, ts)
+			}
+			out = append(out, rec)
 		}
 		fh.Close()
 	}
