@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // fillWindow is how far back the fill rate looks: long enough to span a few
@@ -24,9 +22,7 @@ type diskSample struct {
 // crossing of the high threshold. Safe for concurrent use (a plan for
 // `nodegc plan` reads the disk beside the loop).
 type guardian struct {
-	policy  *Policy
-	horizon time.Duration
-	cfg     *config.ImageGCConfiguration
+	policy *Policy
 
 	mu sync.Mutex
 
@@ -44,7 +40,7 @@ type guardian struct {
 }
 
 func newGuardian(p *Policy) *guardian {
-	return &guardian{policy: p, cfg: &p.cfg, horizon: p.cfg.FillRateHorizon.Duration}
+	return &guardian{policy: p}
 }
 
 // reaction is what one reading says about the current episode: the
@@ -118,14 +114,15 @@ func (g *guardian) fillRate() float64 {
 // else 0. Off with fillRateHorizon 0, with disk-threshold GC off, or when
 // the kubelet does not evict on disk.
 func (g *guardian) ahead(d DiskStats) uint64 {
-	if g.horizon <= 0 || !g.policy.thresholdGCEnabled() {
+	horizon := g.policy.fillRateHorizon()
+	if horizon <= 0 || !g.policy.thresholdGCEnabled() {
 		return 0
 	}
-	evictAt, _, _, ok := g.cfg.DiskEviction(d.Capacity)
+	evictAt, _, _, ok := g.policy.cfg.DiskEviction(d.Capacity)
 	if !ok {
 		return 0
 	}
-	bytes := uint64(g.fillRate() * g.horizon.Seconds())
+	bytes := uint64(g.fillRate() * horizon.Seconds())
 	if bytes == 0 || (d.Available > evictAt && d.Available-evictAt > bytes) {
 		return 0
 	}
@@ -143,7 +140,7 @@ func (g *guardian) evictionWarning(d DiskStats) string {
 		return ""
 	}
 	g.warned = true
-	evictAt, signal, t, ok := g.cfg.DiskEviction(d.Capacity)
+	evictAt, signal, t, ok := g.policy.cfg.DiskEviction(d.Capacity)
 	if !ok || !g.policy.thresholdGCEnabled() {
 		return ""
 	}

@@ -251,7 +251,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
 			"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent(), "aheadBytes", ahead)
 	} else {
 		klog.FromContext(ctx).Info("Image filesystem fills fast enough to reach the kubelet's eviction threshold soon, collecting now",
-			"usagePercent", disk.UsagePercent(), "fillBytesPerSecond", int64(m.guard.fillRate()), "horizon", m.guard.horizon, "aheadBytes", ahead)
+			"usagePercent", disk.UsagePercent(), "fillBytesPerSecond", int64(m.guard.fillRate()), "horizon", m.policy.fillRateHorizon(), "aheadBytes", ahead)
 	}
 	m.collectAndLog(ctx, trigger, ahead)
 	after, err := m.diskStats(ctx)
@@ -411,14 +411,11 @@ func (m *Manager) plan(ctx context.Context, ahead uint64) (*Plan, []Image, error
 		in[i].Arrived = arrivals[in[i].ID]
 	}
 	m.markSandbox(in)
-	podsOK, podsReason := m.markScheduled(in, now)
+	podsView := m.markScheduled(in, now)
 	m.addLayers(ctx, in)
 	plan, err := m.policy.PlanAhead(in, disk, now, ahead)
-	if plan != nil && m.opts.Pods != nil {
-		plan.PodsView = PodsAuthoritative
-		if !podsOK {
-			plan.PodsView = podsReason
-		}
+	if plan != nil {
+		plan.PodsView = podsView
 	}
 	return plan, in, err
 }

@@ -29,6 +29,10 @@ func (p *Policy) lowThresholdPercent() int  { return int(*p.cfg.LowThresholdPerc
 func (p *Policy) minAge() time.Duration     { return p.cfg.MinimumGCAge.Duration }
 func (p *Policy) maxAge() time.Duration     { return p.cfg.MaximumGCAge.Duration }
 
+// fillRateHorizon is how far ahead the disk check projects the fill rate
+// (0: it does not).
+func (p *Policy) fillRateHorizon() time.Duration { return p.cfg.FillRateHorizon.Duration }
+
 // compileExclusions compiles validated exclusion patterns. Config
 // validation parses every pattern with imageref.Parse, and a parse error is
 // the only way imageref.Compile fails, so an error here is a bug: it panics.

@@ -28,7 +28,7 @@ type PodImageSource interface {
 	PodImages() PodImages
 }
 
-// scheduledSince is what markScheduled remembers between plans.
+// scheduled is what markScheduled remembers between plans.
 type scheduled struct {
 	mu sync.Mutex
 	// lastAuthoritative is when the pod view was last authoritative; zero
@@ -47,10 +47,10 @@ type scheduled struct {
 // more, never less: the images of the last pods known, and every image that
 // arrived since the view was last authoritative (all of them, if it never
 // was since the agent started). Without a pod source (no API access) the
-// rule is off.
-func (m *Manager) markScheduled(in []Image, now time.Time) (authoritative bool, reason string) {
+// rule is off. It returns how it saw the pods, as Plan.PodsView says it.
+func (m *Manager) markScheduled(in []Image, now time.Time) (podsView string) {
 	if m.opts.Pods == nil {
-		return false, ""
+		return ""
 	}
 	view := m.opts.Pods.PodImages()
 	s := &m.scheduled
@@ -86,7 +86,10 @@ func (m *Manager) markScheduled(in []Image, now time.Time) (authoritative bool, 
 			img.Scheduled, img.ScheduledBy = true, "pod view not authoritative ("+view.Reason+"): arrived since it last was"
 		}
 	}
-	return view.Authoritative, view.Reason
+	if view.Authoritative {
+		return PodsAuthoritative
+	}
+	return view.Reason
 }
 
 // scheduledBy returns the pod that names img, if any.
