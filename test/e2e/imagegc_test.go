@@ -109,8 +109,10 @@ func imageName(img *runtimeapi.Image) string {
 
 // imageTable logs every image that was on the node at some point of a case:
 // what nodegc removed (with the reason from its log) and what it kept, and
-// why (the pods using it, the sandbox image, or not needed).
-func (s *suite) imageTable(t *testing.T, title string, before, after map[string]*runtimeapi.Image, users map[string][]string, removals map[string]string) (removed []string) {
+// why: keptWhy's answer when it is given, else the pods using it, the
+// sandbox image, or not needed.
+func (s *suite) imageTable(t *testing.T, title string, before, after map[string]*runtimeapi.Image, users map[string][]string, removals map[string]string,
+	keptWhy func(id string) string) (removed []string) {
 	ids := make([]string, 0, len(before))
 	for id := range before {
 		ids = append(ids, id)
@@ -127,6 +129,8 @@ func (s *suite) imageTable(t *testing.T, title string, before, after map[string]
 				why = "not in nodegc's log"
 			}
 			removed = append(removed, id)
+		case keptWhy != nil:
+			why = keptWhy(id)
 		case img.GetPinned() || strings.Contains(imageName(img), registry.PauseRepo+":"):
 			why = "pinned sandbox image"
 		case len(users[id]) > 0:
@@ -237,9 +241,9 @@ func (s *suite) testImageGCInUseTooBig(t *testing.T) {
 	}
 	removals := s.imageRemovals(t)
 	s.imageTable(t, fmt.Sprintf("image GC, in-use image too big to free: while pod %s/hog ran (%.1f%%), nodegc kept its image and reported FreeDiskSpaceFailed; %v after the pod was deleted the image was removed (%.1f%% now). Images at the failure:",
-		ns, pctHog, time.Since(deleted).Round(time.Millisecond), pctAfter), atFailure, atFailure, usersHog, removals)
+		ns, pctHog, time.Since(deleted).Round(time.Millisecond), pctAfter), atFailure, atFailure, usersHog, removals, nil)
 	final := s.nodeImages(t)
-	s.imageTable(t, "... and after the pod was deleted:", mergeImages(imagesBefore, atFailure), final, s.imageUsers(t), removals)
+	s.imageTable(t, "... and after the pod was deleted:", mergeImages(imagesBefore, atFailure), final, s.imageUsers(t), removals, nil)
 	if removals[hog.ID()] != "space" {
 		t.Errorf("nodegc's log has reason %q for %s, want space", removals[hog.ID()], hog.Ref)
 	}
@@ -332,7 +336,7 @@ func (s *suite) testImageGCThreshold(t *testing.T) {
 	removed := s.imageTable(t, fmt.Sprintf("image GC of a burst of unused images (%.1f%% if nothing reclaimed): peak %.1f%% -> %.1f%% within %v of the burst's start; runs %s; nodegc_image_gc_images_removed_total{reason=space} +%v, bytes targeted +%s, estimated freed +%s, measured freed +%s",
 		pct0+float64(need)*100/float64(capacity), pctPeak, pctNow, reacted.Round(time.Millisecond), runsDelta(before, after), delta("nodegc_image_gc_images_removed_total", "reason", "space"),
 		mib(delta("nodegc_image_gc_bytes_targeted_total")), mib(delta("nodegc_image_gc_bytes_estimated_freed_total")), mib(delta("nodegc_image_gc_bytes_measured_freed_total"))),
-		imagesBefore, imagesAfter, usersBefore, removals)
+		imagesBefore, imagesAfter, usersBefore, removals, nil)
 
 	if len(removed) == 0 {
 		t.Fatalf("no image removed")

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -178,28 +177,18 @@ func (s *suite) testScheduledImageKept(t *testing.T) {
 		}
 	}
 
-	ids := make([]string, 0, len(imagesBefore))
-	for id := range imagesBefore {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return imageName(imagesBefore[ids[i]]) < imageName(imagesBefore[ids[j]]) })
-	var rows [][]string
-	for _, id := range ids {
-		img := imagesBefore[id]
-		outcome, why := "kept", "nodegc plan: "+plan[id].Action+" ("+plan[id].Reason+")"
-		switch {
-		case imagesAfter[id] == nil:
-			outcome, why = "REMOVED", "nodegc: "+removals[id]
-		case id == app.ID():
-			why += ": pod " + ns + "/held, init container running, app container not started"
-		case len(usersBefore[id]) > 0:
-			why += ": " + strings.Join(usersBefore[id], ", ")
-		}
-		rows = append(rows, []string{imageName(img), shortID(id), mib(float64(img.GetSize())), outcome, why})
-	}
-	table(t, fmt.Sprintf("image GC with a scheduled image: %.1f%% -> %.1f%%, every unused image removed within %v of the last one's pull, the scheduled one kept; runs %s, nodegc_image_gc_images_skipped{reason=scheduled} %v; nodegc plan (pods view %q) at %.1f%%:",
+	s.imageTable(t, fmt.Sprintf("image GC with a scheduled image: %.1f%% -> %.1f%%, every unused image removed within %v of the last one's pull, the scheduled one kept; runs %s, nodegc_image_gc_images_skipped{reason=scheduled} %v; nodegc plan (pods view %q) at %.1f%%:",
 		pctPeak, pctPlan, removedAfter.Round(time.Millisecond), strings.Join(runs, ", "), mid.sum("nodegc_image_gc_images_skipped", "reason", "scheduled"), podsView, pctPlan),
-		[]string{"IMAGE", "ID", "SIZE (CRI)", "OUTCOME", "WHY"}, rows)
+		imagesBefore, imagesAfter, usersBefore, removals, func(id string) string {
+			why := "nodegc plan: " + plan[id].Action + " (" + plan[id].Reason + ")"
+			switch {
+			case id == app.ID():
+				why += ": pod " + ns + "/held, init container running, app container not started"
+			case len(usersBefore[id]) > 0:
+				why += ": " + strings.Join(usersBefore[id], ", ")
+			}
+			return why
+		})
 	if r := plan[app.ID()]; r.Action != "keep" || r.Reason != "scheduled" {
 		t.Errorf("nodegc plan: %s is %q (%q), want keep (scheduled)", app.Ref, r.Action, r.Reason)
 	}
