@@ -117,7 +117,7 @@ func (s *sizer) size(ctx context.Context, p *Plan) {
 			klog.FromContext(ctx).V(2).Info("Cannot read a container's log path; counting its logs as 0 bytes", "containerID", d.Container.ID, "err", err)
 			continue
 		}
-		files := containerLogFiles(st.GetLogPath(), s.paths.PodLogs)
+		files, _ := containerLogFiles(st.GetLogPath(), s.paths.PodLogs) // a bad pattern: no file to count
 		for _, f := range files {
 			if n, ok := allocated(f); ok && !counted[f] {
 				counted[f] = true
@@ -158,14 +158,13 @@ func (s *sizer) writableLayer(ctx context.Context, id string) uint64 {
 
 // containerLogFiles lists a container's log file and its rotated siblings
 // (LOGPATH*: LOGPATH.TIMESTAMP, LOGPATH.TIMESTAMP.gz, and the kubelet's
-// .tmp while it compresses), as removeContainerLogs removes them: none when
+// .tmp while it compresses): the files removeContainerLogs removes; none when
 // the log path lies outside podLogsDir.
-func containerLogFiles(logPath, podLogsDir string) []string {
+func containerLogFiles(logPath, podLogsDir string) ([]string, error) {
 	if logPath == "" || podLogsDir == "" || !within(logPath, podLogsDir) {
-		return nil
+		return nil, nil
 	}
-	files, _ := filepath.Glob(logPath + "*") // only ErrBadPattern, for a path with [ or \
-	return files
+	return filepath.Glob(logPath + "*") // errs only with ErrBadPattern, for a path with [ or \
 }
 
 // allocated returns the bytes a file's blocks take (st_blocks*512); false

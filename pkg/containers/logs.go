@@ -118,15 +118,13 @@ func plainName(name string) bool {
 // kubelet keeps logs. Files already gone are fine.
 func removeContainerLogs(logPath, podLogsDir, containerLogsDir string, c *Container) error {
 	var errs []error
-	if logPath != "" && podLogsDir != "" && within(logPath, podLogsDir) {
-		files, err := filepath.Glob(logPath + "*")
-		if err != nil {
-			errs = append(errs, fmt.Errorf("log files of container %s: %w", c.ID, err))
-		}
-		for _, f := range files {
-			if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("removing log file of container %s: %w", c.ID, err))
-			}
+	files, err := containerLogFiles(logPath, podLogsDir)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("log files of container %s: %w", c.ID, err))
+	}
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing log file of container %s: %w", c.ID, err))
 		}
 	}
 	if containerLogsDir != "" && c.PodName != "" && c.PodNamespace != "" {
