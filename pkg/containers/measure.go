@@ -2,11 +2,11 @@ package containers
 
 import (
 	"context"
-	"time"
 
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodegc/nodegc/internal/gcrun"
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )
 
@@ -43,16 +43,6 @@ type FilesystemChange struct {
 	Measured      bool
 	MeasuredFreed int64
 }
-
-// Settling: the runtime may free a removed container's layer after
-// RemoveContainer returns (a snapshotter that removes asynchronously), so
-// free space is read until it stopped growing for settleQuiet (growth
-// under settleNoise is not progress), within Options.SettleTimeout.
-const (
-	settlePoll  = 250 * time.Millisecond
-	settleQuiet = 1500 * time.Millisecond
-	settleNoise = 256 << 10
-)
 
 // filesystems returns the filesystems to measure, with their free space
 // now: the one holding writable layers (where the runtime reports it) and
@@ -103,39 +93,27 @@ func (m *Manager) writableLayersPath(ctx context.Context) string {
 }
 
 // settle reads the filesystems again until their free space stopped
-// growing (see settleQuiet), and sets After and MeasuredFreed.
+// growing, within Options.SettleTimeout (gcrun.Settle: the runtime may free
+// a removed container's layer after RemoveContainer returns, a snapshotter
+// that removes asynchronously), and sets After and MeasuredFreed.
 func (m *Manager) settle(ctx context.Context, fss []FilesystemChange) {
-	wait := m.waitClock
-	deadline := wait.Now().Add(m.opts.SettleTimeout)
 	best := make([]uint64, len(fss))
-	read := func() (grew bool) {
+	for i := range fss {
+		best[i] = fss[i].Before.Available
+	}
+	gcrun.Settle(ctx, m.waitClock, m.opts.SettleTimeout, func() (grew, more bool) {
 		for i := range fss {
 			st, err := m.opts.Disk.Stat(fss[i].Path)
 			if err != nil {
 				continue // keep the last reading
 			}
-			if st.Available > best[i]+settleNoise {
+			if st.Available > best[i]+gcrun.SettleNoise {
 				grew = true
 			}
 			best[i] = max(best[i], st.Available)
 			fss[i].After, fss[i].Measured = st, true
 			fss[i].MeasuredFreed = int64(st.Available) - int64(fss[i].Before.Available)
 		}
-		return grew
-	}
-	for i := range fss {
-		best[i] = fss[i].Before.Available
-	}
-	read()
-	progressAt := wait.Now()
-	for wait.Now().Before(deadline) && wait.Since(progressAt) < settleQuiet {
-		select {
-		case <-ctx.Done():
-			return
-		case <-wait.After(settlePoll):
-		}
-		if read() {
-			progressAt = wait.Now()
-		}
-	}
+		return grew, true
+	})
 }

@@ -583,32 +583,32 @@ func (m *Manager) diskStats(ctx context.Context) (DiskStats, error) {
 
 // settle waits, within SettleTimeout, for the runtime's asynchronous cleanup
 // (containerd removes content and snapshots after the image record) and
-// returns the disk once available bytes stopped growing for a while. Only
-// growth counts as progress: other writers on a shared filesystem keep
-// available bytes moving down, which must not hold the run open.
+// returns the disk once available bytes stopped growing for a while
+// (gcrun.Settle). false: the disk could not be read at all.
 func (m *Manager) settle(ctx context.Context, before DiskStats) (DiskStats, bool) {
-	const poll, quiet, noise = 250 * time.Millisecond, 1500 * time.Millisecond, 256 << 10
-	deadline := m.waitClock.Now().Add(m.opts.SettleTimeout)
-	last, err := m.diskStats(ctx)
-	if err != nil {
-		return before, false
-	}
-	best, progressAt := last.Available, m.waitClock.Now()
-	for m.waitClock.Now().Before(deadline) && m.waitClock.Since(progressAt) < quiet {
-		select {
-		case <-ctx.Done():
-			return last, true
-		case <-m.waitClock.After(poll):
-		}
+	var (
+		last     DiskStats
+		best     uint64
+		measured bool
+	)
+	gcrun.Settle(ctx, m.waitClock, m.opts.SettleTimeout, func() (grew, more bool) {
 		cur, err := m.diskStats(ctx)
 		if err != nil {
-			return last, true
+			return false, false // keep the last reading
+		}
+		if !measured {
+			last, best, measured = cur, cur.Available, true
+			return false, true
 		}
 		m.observeDisk(cur)
-		if cur.Available > best+noise {
-			best, progressAt = cur.Available, m.waitClock.Now()
+		if grew = cur.Available > best+gcrun.SettleNoise; grew {
+			best = cur.Available
 		}
 		last = cur
+		return grew, true
+	})
+	if !measured {
+		return before, false
 	}
 	return last, true
 }
