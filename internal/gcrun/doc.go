@@ -10,7 +10,9 @@
 // and leaves no trace, and every run that starts is timed and recorded,
 // whatever it ends with. Its Run method is Every over a ticker, each
 // iteration passed to a Supervisor (the agent's watchdog), and each run's
-// end is logged by LogEnd with the same words in both collectors.
+// end is logged by LogEnd with the same words in both collectors. Before a
+// run measures the space it freed, Settle waits for the runtime's
+// asynchronous cleanup the same way in both.
 //
 // Invariant: body and after of one Collect never overlap another Collect or
 // Exclusive of the same Serial.
