@@ -40,6 +40,13 @@ func (m *ControllerManager) PID() int { return m.proc.PID() }
 // LogPath returns the file holding its stdout and stderr.
 func (m *ControllerManager) LogPath() string { return m.proc.LogPath }
 
+// WaitLogLine waits until a line of its log contains one of substrs (see
+// proc.Process.WaitLogLine), e.g. its garbage collector's
+// "all resource monitors have synced".
+func (m *ControllerManager) WaitLogLine(ctx context.Context, interval time.Duration, substrs ...string) (line string, which int, err error) {
+	return m.proc.WaitLogLine(ctx, interval, substrs...)
+}
+
 // Stop stops it now (SIGTERM, SIGKILL after Options.StopTimeout) instead
 // of at cleanup, e.g. to start another with different flags.
 func (m *ControllerManager) Stop(t testbed.TB) {

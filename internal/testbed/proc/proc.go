@@ -4,6 +4,10 @@
 // binary if it dies, stopped with SIGTERM and, after a grace period,
 // SIGKILL to the whole group. Processes are only ever signalled by the PIDs
 // this package started.
+//
+// For the benchmarks it also reads what the kernel says of a process
+// (ReadMemory: VmRSS and VmHWM; ReadCPUTime: user + system time) and waits
+// for a line in a process's log (Process.WaitLogLine).
 package proc
 
 import (
