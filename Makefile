@@ -64,9 +64,14 @@ fuzz: ## Fuzz the configuration decoder for FUZZTIME (default 2m)
 	$(GO) test ./pkg/config -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 
 .PHONY: bench
-bench: ## Run the benchmarks
+bench: tools ## Run the benchmarks (about 45 minutes: BenchmarkOwnerGC takes most of it)
 	@echo "[bench] go test -bench . ./..."
-	$(GO) test -run '^$$' -bench . -benchmem -timeout 30m ./...
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 90m ./...
+
+.PHONY: bench-ownergc
+bench-ownergc: tools ## Only the owner GC vs kube-controller-manager vs a DELETE loop table (NODEGC_BENCH_SCALE, NODEGC_BENCH_CASCADES, NODEGC_BENCH_OBJECTS, NODEGC_BENCH_IDLE)
+	@echo "[bench] BenchmarkOwnerGC (test/ownergcbench)"
+	$(GO) test -run '^$$' -bench '^BenchmarkOwnerGC$$' -timeout 90m ./test/ownergcbench/
 
 $(TOOLS_BIN)/staticcheck-$(STATICCHECK_VERSION):
 	@echo "[lint] installing staticcheck $(STATICCHECK_VERSION) from the Go module proxy"

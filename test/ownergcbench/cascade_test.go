@@ -1,0 +1,201 @@
+package ownergcbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/watch"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/cluster"
+	"github.com/nodegc/nodegc/internal/testbed/proc"
+)
+
+// loopWorkers is how many goroutines the plain DELETE loop runs.
+const loopWorkers = 20
+
+// cascadeTimeout bounds one cascade.
+const cascadeTimeout = 30 * time.Minute
+
+// cascadeResult is one measured deletion of n ConfigMaps.
+type cascadeResult struct {
+	n         int
+	took      time.Duration
+	requests  cluster.RequestCounts // on configmaps, as kube-apiserver counts them, of the deleter only
+	perObject float64               // requests per deleted object
+	perSecond float64               // objects deleted per second
+	// cpu is the CPU time the processes used during the deletion: the
+	// deleter ("collector"; the bench itself for the loop), kube-apiserver,
+	// etcd.
+	cpu map[string]time.Duration
+}
+
+// cascade measures one Background cascade of n ConfigMaps owned by one
+// ConfigMap under the collector col: the collector is started on the
+// cluster as it is (n dependents and the rest), waited for until it has
+// synced and has collected a warm-up probe; then the owner is deleted and
+// the time runs until a watch has seen every dependent deleted.
+func (e *benchEnv) cascade(n int, col collector) cascadeResult {
+	e.b.Helper()
+	ctx := e.b.Context()
+	ns, cms := e.cascadeObjects(n)
+	r := col.start(e)
+	defer r.stop()
+	r.sync(e)
+
+	// Warm-up: a probe with a made-up owner is collected once the
+	// collector's workers run.
+	probe := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "ghost", UID: uuid.NewUUID()}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", OwnerReferences: []metav1.OwnerReference{probe}}}, metav1.CreateOptions{}); err != nil {
+		e.b.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := testbed.Poll(pctx, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		_, err := cms.Get(ctx, "probe", metav1.GetOptions{})
+		return err != nil, nil
+	}); err != nil {
+		e.b.Fatalf("%s never collected the warm-up probe in %s: %v", col.name, ns, err)
+	}
+
+	return e.timeDeletion(ns, n, r.pid, func() {
+		if err := cms.Delete(ctx, "owner", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+			e.b.Fatal(err)
+		}
+	}, 1)
+}
+
+// deleteLoop measures the plain DELETE loop: n ConfigMaps shaped as a
+// cascade's dependents, deleted by name by loopWorkers goroutines on an
+// unthrottled client, timed as a cascade is.
+func (e *benchEnv) deleteLoop(n int) cascadeResult {
+	e.b.Helper()
+	ctx := e.b.Context()
+	ns, _ := e.cascadeObjects(n)
+	cms := e.fast.CoreV1().ConfigMaps(ns)
+	return e.timeDeletion(ns, n, os.Getpid(), func() {
+		if err := runParallel(ctx, loopWorkers, n, func(ctx context.Context, i int) error {
+			return cms.Delete(ctx, dependentName(i), metav1.DeleteOptions{})
+		}); err != nil {
+			e.b.Fatalf("plain DELETE loop in %s: %v", ns, err)
+		}
+	}, 0)
+}
+
+// dependentName is the name of a cascade's i-th dependent.
+func dependentName(i int) string { return fmt.Sprintf("d-%06d", i) }
+
+// cascadeObjects creates a namespace holding the ConfigMap "owner" and n
+// ConfigMaps dependentName(0..n-1) that it owns (blockOwnerDeletion, as
+// ReplicaSets own Pods).
+func (e *benchEnv) cascadeObjects(n int) (string, typedcorev1.ConfigMapInterface) {
+	e.b.Helper()
+	ctx := e.b.Context()
+	ns := "cascade-" + strings.ToLower(string(uuid.NewUUID())[:8])
+	if _, err := e.fast.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		e.b.Fatal(err)
+	}
+	cms := e.fast.CoreV1().ConfigMaps(ns)
+	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	refs := []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	e.parallel(fmt.Sprintf("cascade objects in %s", ns), n, func(ctx context.Context, i int) error {
+		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: dependentName(i), OwnerReferences: refs}}, metav1.CreateOptions{})
+		return err
+	})
+	return ns, cms
+}
+
+// timeDeletion runs del and returns how long it took until a watch on the
+// namespace's ConfigMaps had seen the n ConfigMaps dependentName(*)
+// deleted, with the ConfigMap requests kube-apiserver counted meanwhile
+// (minus LIST and WATCH, and minus ownDeletes: the bench's DELETE of the
+// owner) and the CPU time of deleterPID, kube-apiserver and
+// etcd.
+func (e *benchEnv) timeDeletion(ns string, n, deleterPID int, del func(), ownDeletes int64) cascadeResult {
+	e.b.Helper()
+	ctx := e.b.Context()
+	cms := e.fast.CoreV1().ConfigMaps(ns)
+	list, err := cms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	defer w.Stop()
+	var deleted atomic.Int64
+	allGone := make(chan time.Time, 1)
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Deleted {
+				continue
+			}
+			if obj, ok := ev.Object.(metav1.Object); ok && strings.HasPrefix(obj.GetName(), "d-") {
+				if deleted.Add(1) == int64(n) {
+					allGone <- time.Now()
+					return
+				}
+			}
+		}
+	}()
+
+	before, err := e.c.APIServerRequests(ctx, "configmaps")
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	pids := map[string]int{"collector": deleterPID, "kube-apiserver": e.c.PIDs()["kube-apiserver"], "etcd": e.c.PIDs()["etcd"]}
+	cpuBefore := e.cpuTimes(pids)
+	begin := time.Now()
+	del()
+	var end time.Time
+	select {
+	case end = <-allGone:
+	case <-time.After(cascadeTimeout):
+		e.b.Fatalf("deletion in %s not finished after %s: %d of %d deleted", ns, cascadeTimeout, deleted.Load(), n)
+	}
+	cpuAfter := e.cpuTimes(pids)
+	after, err := e.c.APIServerRequests(ctx, "configmaps")
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	// The deleter's requests: everything but the bench's own DELETE of the
+	// owner, LIST and WATCH (collectors list and watch once at start; the
+	// bench's watch is open).
+	reqs := after.Sub(before)
+	reqs["DELETE"] -= ownDeletes
+	delete(reqs, "LIST")
+	delete(reqs, "WATCH")
+	cpu := map[string]time.Duration{}
+	for name := range pids {
+		cpu[name] = cpuAfter[name] - cpuBefore[name]
+	}
+	took := end.Sub(begin)
+	return cascadeResult{n: n, took: took, requests: reqs, cpu: cpu,
+		perObject: float64(reqs.Total()) / float64(n), perSecond: float64(n) / took.Seconds()}
+}
+
+func (e *benchEnv) cpuTimes(pids map[string]int) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, pid := range pids {
+		t, err := proc.ReadCPUTime(pid)
+		if err != nil {
+			e.b.Fatalf("CPU time of %s (pid %d): %v", name, pid, err)
+		}
+		out[name] = t
+	}
+	return out
+}

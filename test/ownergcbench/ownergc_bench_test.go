@@ -1,0 +1,186 @@
+package ownergcbench
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodegc/nodegc/internal/testbed/cluster"
+	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
+)
+
+// BenchmarkOwnerGC prints one table, from one run on one real
+// kube-apiserver + etcd, of nodegc's owner GC (the `nodegc run
+// --owner-gc=only` process built from this tree), kube-controller-manager
+// with only its garbage collector (--controllers=garbagecollector) and a
+// plain loop of DELETE requests, with the ratios issue 18 sets as goals:
+//
+//   - Rate, unthrottled: a Background cascade of each size of
+//     $NODEGC_BENCH_CASCADES (default 5000,50000) ConfigMaps owned by one
+//     ConfigMap, timed from the owner's DELETE until a watch has seen every
+//     dependent deleted; nodegc at kubeAPIQPS 5000 / burst 10000,
+//     kube-controller-manager at --kube-api-qps=500 --kube-api-burst=1000;
+//     the plain loop deletes as many such ConfigMaps by name from 20
+//     goroutines on an unthrottled client, timed from its start the same
+//     way. Requests per object are kube-apiserver's own
+//     apiserver_request_total on configmaps (minus LIST, WATCH and the
+//     bench's DELETE of the owner). Goals: nodegc/loop >= 0.95,
+//     nodegc/kcm >= 2.
+//   - Rate at equal QPS: a cascade of $NODEGC_BENCH_OBJECTS (default 5000)
+//     with nodegc at 40 QPS / burst 60 and kube-controller-manager at
+//     --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both).
+//     Goals: nodegc/kcm >= 2, nodegc <= 1.1 requests per object.
+//   - Memory and start-up: a population of two sizes,
+//     $NODEGC_BENCH_SCALE (default 10000,100000) objects (ConfigMaps,
+//     Secrets, ServiceAccounts in 50 namespaces, one owner per 10 objects;
+//     see population_test.go). At each size each collector runs alone, as a
+//     process of its own (the other one stopped): start-up is from just
+//     before the process is started until it says it has synced, polled
+//     every 100 ms (nodegc: nodegc_owner_gc_synced 1 on its /metrics;
+//     kube-controller-manager: its log line "Garbage collector: all
+//     resource monitors have synced"). Then it idles for $NODEGC_BENCH_IDLE
+//     (default 15s) and its resident memory is the median of 5 readings of
+//     VmRSS in /proc/PID/status 1 s apart; VmHWM (the peak) is read after
+//     the last. The memory per object is the slope between the two sizes,
+//     (RSS(large) - RSS(small)) / (large - small). Goals: nodegc/kcm <= 0.5
+//     for both the slope and the start-up at the large size.
+//
+// The rates are measured first, while the cluster holds nothing but the
+// cascades' objects: a collector lists every object of every resource
+// before it collects, so with the population in place each of the six
+// collectors started for a cascade would first sync 100,000 objects
+// (minutes of the run), and the cascades would be measured on a graph ten
+// times bigger than the one they delete from, not comparable with earlier
+// runs. The population only grows (small, then large), so it is created
+// once.
+//
+// nodegc runs without leader election, as kube-controller-manager does
+// here (--leader-elect=false); its container runtime endpoint does not
+// exist, which --owner-gc=only never dials. The table also says when each
+// collector's log shows it started collecting (what the process does
+// before: flags, configuration, clients), the CPU time nodegc,
+// kube-controller-manager, kube-apiserver and etcd used during each
+// deletion, and whether anything wrote to the population while the
+// collectors synced and idled (nothing should: no controller of a
+// garbage-collector-only kube-controller-manager handles these kinds).
+func BenchmarkOwnerGC(b *testing.B) {
+	begin := time.Now()
+	sizes := readSizes(b)
+	bin, err := nodegcproc.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := newBenchEnv(b, sizes, bin)
+	var res results
+	res.kcmVersion, res.idle = kcmVersion(e), sizes.idle
+
+	for _, n := range sizes.cascades {
+		fmt.Printf("[bench] unthrottled, %d dependents: nodegc\n", n)
+		row := rateRow{n: n, nodegc: e.cascade(n, nodegc(5000, 10000))}
+		fmt.Printf("[bench] unthrottled, %d dependents: kube-controller-manager\n", n)
+		row.kcm = e.cascade(n, kcm(500, 1000))
+		fmt.Printf("[bench] unthrottled, %d dependents: plain DELETE loop\n", n)
+		row.loop = e.deleteLoop(n)
+		res.unthrottled = append(res.unthrottled, row)
+	}
+	fmt.Printf("[bench] equal QPS, %d dependents: nodegc\n", sizes.equalQPS)
+	res.equal = rateRow{n: sizes.equalQPS, nodegc: e.cascade(sizes.equalQPS, nodegc(40, 60))}
+	fmt.Printf("[bench] equal QPS, %d dependents: kube-controller-manager\n", sizes.equalQPS)
+	res.equal.kcm = e.cascade(sizes.equalQPS, kcm(20, 30))
+
+	from := 0
+	for i, n := range sizes.scale {
+		e.populate(from, n)
+		from = n
+		res.scale[i].n = n
+		res.scale[i].nodegc = e.synced(nodegc(5000, 10000))
+		res.scale[i].kcm = e.synced(kcm(500, 1000))
+	}
+	res.took = time.Since(begin)
+
+	table := res.table()
+	// Printed directly: a benchmark's log is shown only with -v or when
+	// it fails.
+	fmt.Print(table.String())
+	for _, r := range table.ratios {
+		b.ReportMetric(r.value, r.unit)
+	}
+	b.ReportMetric(0, "ns/op") // one observation of many things: ns/op says nothing
+}
+
+// sizes are the bench's knobs.
+type sizes struct {
+	cascades []int         // $NODEGC_BENCH_CASCADES: dependents of each unthrottled cascade
+	equalQPS int           // $NODEGC_BENCH_OBJECTS: dependents of the equal-QPS cascade
+	scale    [2]int        // $NODEGC_BENCH_SCALE: the population's two sizes
+	idle     time.Duration // $NODEGC_BENCH_IDLE: how long a synced collector idles before its memory is read
+}
+
+func readSizes(b *testing.B) sizes {
+	s := sizes{cascades: intsEnv(b, "NODEGC_BENCH_CASCADES", "5000,50000", 1),
+		equalQPS: intsEnv(b, "NODEGC_BENCH_OBJECTS", "5000", 1)[0]}
+	scale := intsEnv(b, "NODEGC_BENCH_SCALE", "10000,100000", groupSize)
+	if len(scale) != 2 || scale[0] >= scale[1] {
+		b.Fatalf("NODEGC_BENCH_SCALE=%v: want two sizes, the smaller first", scale)
+	}
+	s.scale = [2]int{scale[0], scale[1]}
+	s.idle = 15 * time.Second
+	if v := os.Getenv("NODEGC_BENCH_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			b.Fatalf("NODEGC_BENCH_IDLE=%q: want a duration", v)
+		}
+		s.idle = d
+	}
+	return s
+}
+
+// intsEnv reads $name (default def), a comma-separated list of positive
+// multiples of unit.
+func intsEnv(b *testing.B, name, def string, unit int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		v = def
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 || n%unit != 0 {
+			b.Fatalf("%s=%q: want positive integers (multiples of %d), comma-separated", name, v, unit)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// benchEnv is the cluster the bench runs on and what it needs to run the
+// collectors.
+type benchEnv struct {
+	b         *testing.B
+	c         *cluster.Cluster
+	fast      kubernetes.Interface // unthrottled, protobuf: the bench's own requests
+	nodegcBin string
+	sizes     sizes
+	dir       string // for nodegc's configuration, state and logs
+}
+
+func newBenchEnv(b *testing.B, s sizes, nodegcBin string) *benchEnv {
+	c := cluster.Start(b, cluster.Options{})
+	rc := c.RESTConfig()
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	fast, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Join(b.TempDir(), "nodegc")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	return &benchEnv{b: b, c: c, fast: fast, nodegcBin: nodegcBin, sizes: s, dir: dir}
+}

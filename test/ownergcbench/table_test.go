@@ -1,0 +1,180 @@
+package ownergcbench
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// results is everything one run measured.
+type results struct {
+	kcmVersion  string
+	unthrottled []rateRow
+	equal       rateRow
+	scale       [2]scaleRow
+	idle        time.Duration // how long each synced collector idled before its RSS was read
+	took        time.Duration
+}
+
+// rateRow is one size of cascade under each deleter (loop: zero when not
+// measured).
+type rateRow struct {
+	n                 int
+	nodegc, kcm, loop cascadeResult
+}
+
+// scaleRow is one size of the population under each collector.
+type scaleRow struct {
+	n           int
+	nodegc, kcm syncedResult
+}
+
+// ratio is one ratio the table checks against its goal.
+type ratio struct {
+	value float64
+	max   bool    // the goal is an upper bound (else a lower bound)
+	goal  float64 // 0: no goal
+	unit  string  // its name in b.ReportMetric
+}
+
+func (r ratio) String() string { return fmt.Sprintf("%.2f", r.value) }
+
+// mark is the goal and whether the ratio meets it.
+func (r ratio) mark() string {
+	switch {
+	case r.goal == 0:
+		return ""
+	case r.max && r.value <= r.goal, !r.max && r.value >= r.goal:
+		return fmt.Sprintf("%s %.2f  ok", r.op(), r.goal)
+	default:
+		return fmt.Sprintf("%s %.2f  FAIL", r.op(), r.goal)
+	}
+}
+
+func (r ratio) op() string {
+	if r.max {
+		return "<="
+	}
+	return ">="
+}
+
+// table is the printed table and the ratios it checked.
+type table struct {
+	strings.Builder
+	ratios []ratio
+}
+
+const rowFormat = "%-50s %14s %16s %12s  %-20s %s\n"
+
+// row writes one row; rt may be nil (no ratio), and a row with several
+// ratios is continued on lines of its own.
+func (t *table) row(name, nodegc, kcm, loop string, what []string, rs ...ratio) {
+	if len(rs) == 0 {
+		fmt.Fprintf(t, rowFormat, name, nodegc, kcm, loop, "", "")
+		return
+	}
+	for i, r := range rs {
+		if i > 0 {
+			name, nodegc, kcm, loop = "", "", "", ""
+		}
+		fmt.Fprintf(t, rowFormat, name, nodegc, kcm, loop, what[i]+" "+r.String(), r.mark())
+		if r.goal != 0 {
+			t.ratios = append(t.ratios, r)
+		}
+	}
+}
+
+func mb(bytes uint64) string { return fmt.Sprintf("%.1f MB", float64(bytes)/1e6) }
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
+
+// table writes the run's table: the rows of issue 18, then the details
+// they come from.
+func (res *results) table() *table {
+	t := &table{}
+	small, large := res.scale[0], res.scale[1]
+	fmt.Fprintf(t, "\nOwner GC at scale: nodegc (`nodegc run --owner-gc=only`, this tree) vs kube-controller-manager (%s) --controllers=garbagecollector (kcm)\nvs a plain DELETE loop, ", res.kcmVersion)
+	fmt.Fprintf(t, "on one kube-apiserver + etcd, one run (%s)\n\n", res.took.Round(time.Second))
+	fmt.Fprintf(t, rowFormat, "row", "nodegc", "kcm (GC only)", "DELETE loop", "ratio", "goal")
+
+	t.row(fmt.Sprintf("memory: RSS synced, %d objects", small.n), mb(small.nodegc.rss), mb(small.kcm.rss), "-",
+		[]string{"nodegc/kcm"}, ratio{value: float64(small.nodegc.rss) / float64(small.kcm.rss)})
+	t.row(fmt.Sprintf("memory: RSS synced, %d objects", large.n), mb(large.nodegc.rss), mb(large.kcm.rss), "-",
+		[]string{"nodegc/kcm"}, ratio{value: float64(large.nodegc.rss) / float64(large.kcm.rss)})
+	slope := func(small, large syncedResult) float64 {
+		return (float64(large.rss) - float64(small.rss)) / float64(res.scale[1].n-res.scale[0].n)
+	}
+	sn, sk := slope(small.nodegc, large.nodegc), slope(small.kcm, large.kcm)
+	t.row(fmt.Sprintf("memory: bytes/object (RSS slope %d->%d)", small.n, large.n), fmt.Sprintf("%.0f", sn), fmt.Sprintf("%.0f", sk), "-",
+		[]string{"nodegc/kcm"}, ratio{value: sn / sk, max: true, goal: 0.5, unit: "memory-slope-nodegc/kcm"})
+	t.row(fmt.Sprintf("memory: peak (VmHWM), %d objects", large.n), mb(large.nodegc.hwm), mb(large.kcm.hwm), "-",
+		[]string{"nodegc/kcm"}, ratio{value: float64(large.nodegc.hwm) / float64(large.kcm.hwm)})
+	t.row(fmt.Sprintf("start-up to synced, %d objects", large.n), secs(large.nodegc.synced), secs(large.kcm.synced), "-",
+		[]string{"nodegc/kcm"}, ratio{value: large.nodegc.synced.Seconds() / large.kcm.synced.Seconds(), max: true, goal: 0.5, unit: "startup-nodegc/kcm"})
+
+	for _, r := range res.unthrottled {
+		t.row(fmt.Sprintf("rate unthrottled, %d dependents: objects/s", r.n),
+			fmt.Sprintf("%.0f", r.nodegc.perSecond), fmt.Sprintf("%.0f", r.kcm.perSecond), fmt.Sprintf("%.0f", r.loop.perSecond),
+			[]string{"nodegc/loop", "nodegc/kcm"},
+			ratio{value: r.nodegc.perSecond / r.loop.perSecond, goal: 0.95, unit: fmt.Sprintf("rate%d-nodegc/loop", r.n)},
+			ratio{value: r.nodegc.perSecond / r.kcm.perSecond, goal: 2, unit: fmt.Sprintf("rate%d-nodegc/kcm", r.n)})
+		t.row(fmt.Sprintf("rate unthrottled, %d dependents: requests/object", r.n),
+			fmt.Sprintf("%.2f", r.nodegc.perObject), fmt.Sprintf("%.2f", r.kcm.perObject), fmt.Sprintf("%.2f", r.loop.perObject), nil)
+	}
+	e := res.equal
+	t.row(fmt.Sprintf("rate at equal QPS, %d dependents: objects/s", e.n), fmt.Sprintf("%.1f", e.nodegc.perSecond), fmt.Sprintf("%.1f", e.kcm.perSecond), "-",
+		[]string{"nodegc/kcm"}, ratio{value: e.nodegc.perSecond / e.kcm.perSecond, goal: 2, unit: "equal-qps-rate-nodegc/kcm"})
+	t.row(fmt.Sprintf("rate at equal QPS, %d dependents: requests/object", e.n), fmt.Sprintf("%.2f", e.nodegc.perObject), fmt.Sprintf("%.2f", e.kcm.perObject), "-",
+		[]string{"nodegc"}, ratio{value: e.nodegc.perObject, max: true, goal: 1.1, unit: "equal-qps-nodegc-requests/object"})
+	failed := 0
+	for _, r := range t.ratios {
+		if strings.HasSuffix(r.mark(), "FAIL") {
+			failed++
+		}
+	}
+	fmt.Fprintf(t, "goals met: %d of %d\n", len(t.ratios)-failed, len(t.ratios))
+
+	fmt.Fprintf(t, "\nEqual QPS: nodegc kubeAPIQPS 40 / burst 60; kcm --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both). Unthrottled: nodegc 5000/10000, kcm 500/1000, the loop %d goroutines, no client limit.\n", loopWorkers)
+	fmt.Fprintf(t, "Deletions (requests: kube-apiserver's apiserver_request_total on configmaps; CPU: user+system during the deletion, on %s):\n", "2 cores shared by all")
+	deletion := func(what string, r cascadeResult) {
+		if r.n == 0 {
+			return
+		}
+		verbs := slices.Sorted(maps.Keys(r.requests))
+		var rq []string
+		for _, v := range verbs {
+			rq = append(rq, fmt.Sprintf("%s %d", v, r.requests[v]))
+		}
+		fmt.Fprintf(t, "  %-44s %6d in %8s  %7.1f/s  %5.2f req/obj (%s)  CPU: deleter %s, kube-apiserver %s, etcd %s\n",
+			what, r.n, secs(r.took), r.perSecond, r.perObject, strings.Join(rq, ", "), secs(r.cpu["collector"]), secs(r.cpu["kube-apiserver"]), secs(r.cpu["etcd"]))
+	}
+	for _, r := range res.unthrottled {
+		deletion("nodegc unthrottled", r.nodegc)
+		deletion("kcm unthrottled", r.kcm)
+		deletion("DELETE loop (deleter: the bench process)", r.loop)
+	}
+	deletion("nodegc at equal QPS", e.nodegc)
+	deletion("kcm at equal QPS", e.kcm)
+
+	fmt.Fprintf(t, "Start-up and memory (each collector alone; RSS: median of %d VmRSS readings %s apart after %s idle once synced):\n", rssSamples, rssInterval, res.idle)
+	for _, s := range res.scale {
+		for _, c := range []struct {
+			name string
+			r    syncedResult
+		}{{"nodegc", s.nodegc}, {"kcm", s.kcm}} {
+			started := "not found in its log"
+			if c.r.gcStarted > 0 {
+				started = secs(c.r.gcStarted)
+			}
+			var samples []string
+			for _, v := range c.r.rssAll {
+				samples = append(samples, fmt.Sprintf("%.1f", float64(v)/1e6))
+			}
+			fmt.Fprintf(t, "  %-6s %6d objects: collector started after %s, synced after %s; RSS %s (samples MB: %s), VmHWM %s; writes to the population meanwhile: %d\n",
+				c.name, s.n, started, secs(c.r.synced), mb(c.r.rss), strings.Join(samples, " "), mb(c.r.hwm), c.r.writes)
+		}
+	}
+	return t
+}
