@@ -168,9 +168,16 @@ func (e *benchEnv) timeDeletion(ns string, n, deleterPID int, del func(), ownDel
 		e.b.Fatalf("deletion in %s not finished after %s: %d of %d deleted", ns, cascadeTimeout, deleted.Load(), n)
 	}
 	cpuAfter := e.cpuTimes(pids)
-	after, err := e.c.APIServerRequests(ctx, "configmaps")
-	if err != nil {
-		e.b.Fatal(err)
+	// kube-apiserver counts a request once it has answered it, after the
+	// watch saw its effect: wait until it counts a DELETE per object.
+	var after cluster.RequestCounts
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := testbed.Poll(sctx, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
+		after, err = e.c.APIServerRequests(ctx, "configmaps")
+		return err == nil && after["DELETE"]-before["DELETE"] >= int64(n)+ownDeletes, err
+	}); err != nil {
+		e.b.Fatalf("kube-apiserver's request count of configmaps DELETE: %v (counted %d, want %d)", err, after["DELETE"]-before["DELETE"], int64(n)+ownDeletes)
 	}
 	// The deleter's requests: everything but the bench's own DELETE of the
 	// owner, LIST and WATCH (collectors list and watch once at start; the
