@@ -29,6 +29,8 @@ func (b *builder) apply(ev *event) {
 		b.ownerAbsent(ev.owner)
 	case evResourceGone:
 		b.resourceGone(ev.res)
+	case evRelisted:
+		b.relisted(ev.res, ev.uids)
 	case evSynced:
 		ev.mon.markGraphSynced()
 	case evBarrier:
@@ -281,6 +283,16 @@ func (b *builder) ownerAbsent(k ownerKey) {
 func identityMatches(n *node, k ownerKey) bool {
 	return n.kind.group == k.group && n.kind.kind == k.kind && n.name == k.name &&
 		(k.namespace == "" || n.namespace == k.namespace)
+}
+
+// relisted deletes the observed nodes of res that a new list of it does
+// not hold: they were deleted while the watch was down.
+func (b *builder) relisted(res *resource, listed map[types.UID]struct{}) {
+	for uid, n := range b.g.nodes {
+		if _, ok := listed[uid]; !ok && n.observed() && n.kind.group == res.gvk.Group && n.kind.kind == res.gvk.Kind {
+			b.observeDelete(uid)
+		}
+	}
 }
 
 // resourceGone turns the observed nodes of a resource that left discovery

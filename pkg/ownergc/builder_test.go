@@ -200,6 +200,29 @@ func TestBuilder(t *testing.T) {
 			wantNodes:   map[types.UID]string{"rs": "virtual deps=p", "p": "observed"},
 			wantDeletes: []types.UID{"p"},
 		},
+		"relist: observed objects of the resource missing from the list were deleted": {
+			setup: []event{
+				upsert(resReplicaSet, object("ns", "rs", "rs")),
+				upsert(resPod, object("ns", "p", "p", ownedBy(resReplicaSet, "rs", "rs", true))),
+				upsert(resReplicaSet, object("ns", "kept", "k")),
+				upsert(resPod, object("ns", "other-kind", "x")),
+			},
+			events: []event{
+				upsert(resReplicaSet, object("ns", "kept", "k")),
+				upsert(resReplicaSet, object("ns", "rs", "rs2")), // recreated under its name
+				{typ: evRelisted, res: resReplicaSet, uids: map[types.UID]struct{}{"k": {}, "rs2": {}}},
+			},
+			wantNodes: map[types.UID]string{"rs": "deleted deps=p", "p": "observed", "k": "observed",
+				"rs2": "observed", "x": "observed"},
+			wantDeletes: []types.UID{"p"},
+		},
+		"relist: a virtual owner of the resource is no observed object and stays": {
+			setup: []event{
+				upsert(resPod, object("ns", "p", "p", ownedBy(resReplicaSet, "rs", "rs", true))),
+			},
+			events:    []event{{typ: evRelisted, res: resReplicaSet, uids: map[types.UID]struct{}{}}},
+			wantNodes: map[types.UID]string{"rs": "virtual deps=p", "p": "observed"},
+		},
 		"reference with other coordinates than the observed owner needs attention": {
 			setup:       []event{upsert(resConfigMap, owner)},
 			events:      []event{upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "renamed", "o", true)))},

@@ -10,9 +10,11 @@
 //     the resources that support list, watch and delete (preferred version,
 //     minus gcIgnoredResources) to the monitor set. Groups that fail
 //     discovery keep their monitors.
-//   - Monitors (monitors.go) are metadata-only informers, one per resource,
-//     with cached objects stripped of managed fields, labels and
-//     annotations. Their events go, in order, into one unbounded FIFO.
+//   - Monitors (monitors.go) list and watch one resource each, metadata
+//     only, with a client-go reflector whose queue is a feed (feed.go):
+//     each change becomes an event, in order, in one unbounded FIFO, and
+//     the object is forgotten. No informer cache: the graph is the only
+//     copy of the objects (see "# Memory").
 //   - The graph builder (builder.go) applies the FIFO to the graph
 //     (graph.go): uid → node with identity, owner links, dependents and the
 //     flags observed / deleted / virtual, beingDeleted, deletingDependents.
@@ -218,6 +220,6 @@
 //
 // Run blocks until its context ends. Cancelling the context cancels every
 // in-flight request and starts none; Run then shuts the queues down, lets
-// the workers finish their current item, stops the informers, drains the
+// the workers finish their current item, stops the monitors, drains the
 // FIFO and returns. The next Run starts from an empty graph.
 package ownergc

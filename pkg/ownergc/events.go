@@ -38,6 +38,10 @@ const (
 	evSynced
 	// evBarrier: closes done once every earlier event is applied.
 	evBarrier
+	// evRelisted: a monitor listed its resource again; uids are the
+	// objects of the list (whose upserts came before). Observed objects
+	// of the resource not among them were deleted.
+	evRelisted
 )
 
 // ownerKey names a live lookup: the owner's UID at the coordinates a
@@ -54,14 +58,15 @@ type ownerKey struct {
 type event struct {
 	typ   eventType
 	obj   *metav1.PartialObjectMetadata // evUpsert, evDelete
-	res   *resource                     // evUpsert, evDelete, evResourceGone
+	res   *resource                     // evUpsert, evDelete, evResourceGone, evRelisted
+	uids  map[types.UID]struct{}        // evRelisted
 	mon   *monitor                      // evSynced
 	owner ownerKey                      // evOwnerAbsent
 	done  chan struct{}                 // evBarrier
 }
 
 // eventQueue is the unbounded FIFO between the monitors (and workers) and
-// the graph builder. push never blocks, so informer handlers never stall.
+// the graph builder. push never blocks, so reflectors never stall.
 type eventQueue struct {
 	mu     sync.Mutex
 	items  []event

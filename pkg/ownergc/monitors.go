@@ -30,8 +30,8 @@ const (
 	stateFailing                     // synced once, but its list/watch fails now: the graph may miss changes
 )
 
-// monitor runs a metadata-only informer for one resource and feeds its
-// events to the graph builder.
+// monitor lists and watches one resource, metadata only, and feeds what
+// it sees to the graph builder (see feed).
 type monitor struct {
 	res    *resource
 	cancel context.CancelFunc
@@ -68,8 +68,8 @@ func (m *monitor) markGraphSynced() {
 	m.recovered()
 }
 
-// recovered records that a list, or a watch, succeeded: the informer's
-// cache follows the API server again.
+// recovered records that a list, or a watch, succeeded: the graph
+// follows the API server again.
 func (m *monitor) recovered() {
 	m.mu.Lock()
 	m.failing = false
@@ -96,7 +96,7 @@ func (m *monitor) state(now time.Time, grace, timeout time.Duration) monitorStat
 	return stateSyncing
 }
 
-// stop stops the informer; with gone, the graph forgets what the monitor
+// stop stops the reflector; with gone, the graph forgets what the monitor
 // observed (the resource left discovery).
 func (m *monitor) stop(gone bool) {
 	m.cancel()
@@ -157,51 +157,26 @@ func (ms *monitorSet) sync(resources map[schema.GroupVersionResource]*resource, 
 func (ms *monitorSet) start(res *resource) (*monitor, error) {
 	mctx, cancel := context.WithCancel(ms.ctx)
 	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now()}
-	inf := cache.NewSharedIndexInformer(m.listWatch(ms.r.c.metadata), &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
-	if err := inf.SetTransform(slimObject); err != nil {
-		cancel()
-		return nil, err
-	}
-	if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
-		ms.noteError(ctx, m, err)
-	}); err != nil {
-		cancel()
-		return nil, err
-	}
-	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { m.pushObject(evUpsert, obj) },
-		UpdateFunc: func(old, obj any) {
-			// A relist reports an object deleted and recreated under the
-			// same name as an update: the old UID is gone.
-			if o, ok := old.(*metav1.PartialObjectMetadata); ok {
-				if n, ok := obj.(*metav1.PartialObjectMetadata); ok && o.UID != n.UID {
-					m.pushObject(evDelete, o)
-				}
-			}
-			m.pushObject(evUpsert, obj)
+	ctrl := cache.New(&cache.Config{
+		Queue:             newFeed(m),
+		ListerWatcher:     m.listWatch(ms.r.c.metadata),
+		ObjectType:        &metav1.PartialObjectMetadata{},
+		ObjectDescription: res.gvr.String(),
+		Process:           func(any, bool) error { return nil }, // the feed queues nothing
+		WatchErrorHandlerWithContext: func(ctx context.Context, _ *cache.Reflector, err error) {
+			ms.noteError(ctx, m, err)
 		},
-		DeleteFunc: func(obj any) { m.pushObject(evDelete, obj) },
 	})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	ms.wg.Add(2)
+	ms.wg.Add(1)
 	go func() {
 		defer ms.wg.Done()
-		inf.RunWithContext(mctx)
-	}()
-	go func() {
-		defer ms.wg.Done()
-		if cache.WaitForCacheSync(mctx.Done(), reg.HasSynced) {
-			m.push(event{typ: evSynced, mon: m})
-		}
+		ctrl.RunWithContext(mctx)
 	}()
 	return m, nil
 }
 
-// listWatch is the metadata informer's list and watch for m's resource
-// (as metadatainformer builds it), telling m when they succeed: a list, a
+// listWatch is the list and watch of m's resource (as metadatainformer
+// builds them), telling m when they succeed: a list, a
 // watch that resumes from a resourceVersion, or the end of a streaming
 // list's initial events. The watch error handler tells the failures.
 func (m *monitor) listWatch(client metadata.Interface) cache.ListerWatcher {
@@ -237,14 +212,9 @@ func (m *monitor) listWatch(client metadata.Interface) cache.ListerWatcher {
 }
 
 func (m *monitor) pushObject(typ eventType, obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+	if o := slimMeta(obj); o != nil {
+		m.push(event{typ: typ, obj: o, res: m.res})
 	}
-	o, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok || o.UID == "" {
-		return
-	}
-	m.push(event{typ: typ, obj: o, res: m.res})
 }
 
 // monitorErrorLogEvery spaces the error logs of a monitor that keeps
@@ -258,7 +228,7 @@ const monitorErrorLogEvery = time.Minute
 // as failed and stops holding back the collector; after it, the graph may
 // miss changes of the resource, which holds back what needs every
 // dependent (see holdFinalizer). A watch that simply ended (EOF, or a
-// resourceVersion too old: the informer relists) is no failure.
+// resourceVersion too old: the reflector relists) is no failure.
 func (ms *monitorSet) noteError(ctx context.Context, m *monitor, err error) {
 	if errors.Is(err, io.EOF) || apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 		klog.FromContext(ctx).V(4).Info("Resource monitor watch ended", "resource", m.res.gvr.String(), "err", err)
@@ -376,8 +346,9 @@ func (ms *monitorSet) stopAll() {
 	ms.wg.Wait()
 }
 
-// slimObject drops what the collector never reads from cached objects
-// (managed fields, labels, annotations), which is most of their size.
+// slimObject drops what the collector never reads (managed fields, labels,
+// annotations), which is most of an object's size, from an object on its
+// way to the graph.
 func slimObject(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		m.ManagedFields = nil

@@ -115,7 +115,7 @@ func (r *run) run(ctx context.Context) {
 	}
 	<-ctx.Done()
 
-	// Stop: no new work, in-flight requests end with ctx, informers stop,
+	// Stop: no new work, in-flight requests end with ctx, monitors stop,
 	// then the graph builder drains what is left and exits.
 	r.deletes.ShutDown()
 	r.orphans.ShutDown()
