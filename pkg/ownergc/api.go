@@ -21,6 +21,16 @@ func (r *run) mapping(apiVersion, kind string) (*meta.RESTMapping, error) {
 	if snap == nil {
 		return nil, fmt.Errorf("%s %s: %w", apiVersion, kind, errUnknownKind)
 	}
+	key := mappingKey{apiVersion, kind}
+	if res, ok := snap.mappings.Load(key); ok {
+		return res.(mappingResult).m, res.(mappingResult).err
+	}
+	m, err := snap.mapping(apiVersion, kind)
+	snap.mappings.Store(key, mappingResult{m, err})
+	return m, err
+}
+
+func (snap *discoverySnapshot) mapping(apiVersion, kind string) (*meta.RESTMapping, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", apiVersion, kind, errUnknownKind)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,6 +20,17 @@ import (
 // whole, never mutated.
 type discoverySnapshot struct {
 	mapper meta.RESTMapper
+	// mappings caches mapping's answers (mappingKey → mappingResult): a
+	// REST mapper's lookup allocates and costs more than a map read, and
+	// every write asks.
+	mappings sync.Map
+}
+
+type mappingKey struct{ apiVersion, kind string }
+
+type mappingResult struct {
+	m   *meta.RESTMapping
+	err error
 }
 
 // minKickInterval is the least time between the starts of two discovery
