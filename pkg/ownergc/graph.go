@@ -78,9 +78,9 @@ func (l *ownerLink) blocks() bool { return l.flags&refBlockOwnerDeletion != 0 }
 
 // node is one object of the graph. Only the graph builder writes nodes
 // (holding graph.mu for writing); workers and the debug handler read them
-// holding graph.mu for reading. Strings (uid, name, resourceVersion) share
-// their bytes with the informer's cached object; namespace and kind are
-// interned.
+// holding graph.mu for reading. The node is the only copy of the object
+// that the collector keeps (see the package doc, # Memory); namespace and
+// kind are interned.
 type node struct {
 	uid       types.UID
 	name      string
