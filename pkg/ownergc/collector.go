@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -72,7 +73,11 @@ type Collector struct {
 	stuckThreshold time.Duration // ownerGC.stuckDeletionThreshold (stuck.go); 0: off
 	ignored        map[schema.GroupResource]struct{}
 
+	// metadata is the workers' client (reads and writes of single
+	// objects); watches is the monitors' (lists and watches), on a
+	// connection of its own.
 	metadata  metadata.Interface
+	watches   metadata.Interface
 	discovery discovery.DiscoveryInterfaceWithContext
 	kube      kubernetes.Interface // for Events, nil when a recorder is given
 	recorder  record.EventRecorder
@@ -148,6 +153,17 @@ func New(opts Options) (*Collector, error) {
 	}
 	var err error
 	if c.metadata, err = metadata.NewForConfig(clientConfig()); err != nil {
+		return nil, fmt.Errorf("ownergc: metadata client: %w", err)
+	}
+	// The monitors' lists and watches get a connection of their own: on
+	// one shared HTTP/2 connection, every object a cascade deletes comes
+	// back as a watch event on the connection that carries the deletes
+	// and delays their answers. client-go shares a transport, hence a
+	// connection, between clients with equal TLS settings; a Dial of their
+	// own makes the key differ (k8s.io/client-go/transport/cache.go).
+	wc := clientConfig()
+	wc.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if c.watches, err = metadata.NewForConfig(wc); err != nil {
 		return nil, fmt.Errorf("ownergc: metadata client: %w", err)
 	}
 	if c.discovery, err = discovery.NewDiscoveryClientForConfig(clientConfig()); err != nil {

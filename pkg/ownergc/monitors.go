@@ -159,7 +159,7 @@ func (ms *monitorSet) start(res *resource) (*monitor, error) {
 	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now()}
 	ctrl := cache.New(&cache.Config{
 		Queue:             newFeed(m),
-		ListerWatcher:     m.listWatch(ms.r.c.metadata),
+		ListerWatcher:     m.listWatch(ms.r.c.watches),
 		ObjectType:        &metav1.PartialObjectMetadata{},
 		ObjectDescription: res.gvr.String(),
 		Process:           func(any, bool) error { return nil }, // the feed queues nothing

@@ -2,6 +2,7 @@ package ownergc
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,12 @@ func (r *run) run(ctx context.Context) {
 	loops.Go(func() { r.discoveryLoop(ctx) })
 	if r.waitForSync(ctx) {
 		logger.Info("All resource monitors synced; collecting garbage", "monitors", r.monitors.len())
+		// The initial lists were the run's largest allocation and are
+		// garbage now that the graph holds what it needs of them. Give
+		// their memory back to the system at once: the runtime would
+		// otherwise keep it until its periodic collection (two minutes)
+		// and return it slowly after that.
+		loops.Go(debug.FreeOSMemory)
 		for range r.c.workers {
 			loops.Go(func() { r.deleteWorker(ctx) })
 			loops.Go(func() { r.orphanWorker(ctx) })
