@@ -37,6 +37,9 @@ type cascadeResult struct {
 	// deleter ("collector"; the bench itself for the loop), kube-apiserver,
 	// etcd.
 	cpu map[string]time.Duration
+	// rates are the objects/s of every round when the result is the median
+	// of several (see median), in the order they ran.
+	rates []float64
 }
 
 // cascade measures one Background cascade of n ConfigMaps owned by one

@@ -1,9 +1,11 @@
 package ownergcbench
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,7 +30,10 @@ import (
 //     kube-controller-manager at --kube-api-qps=500 --kube-api-burst=1000;
 //     the plain loop deletes as many such ConfigMaps by name from 20
 //     goroutines on an unthrottled client, timed from its start the same
-//     way. Requests per object are kube-apiserver's own
+//     way. A cascade of at most 10,000 dependents takes seconds, so each
+//     such row is the median of $NODEGC_BENCH_ROUNDS (default 3) rounds,
+//     run in turn (nodegc, kube-controller-manager, loop, nodegc, ...);
+//     larger ones run once. Requests per object are kube-apiserver's own
 //     apiserver_request_total on configmaps (minus LIST, WATCH and the
 //     bench's DELETE of the owner). Goals: nodegc/loop >= 0.95,
 //     nodegc/kcm >= 2.
@@ -81,13 +86,17 @@ func BenchmarkOwnerGC(b *testing.B) {
 	res.kcmVersion, res.idle = kcmVersion(e), sizes.idle
 
 	for _, n := range sizes.cascades {
-		fmt.Printf("[bench] unthrottled, %d dependents: nodegc\n", n)
-		row := rateRow{n: n, nodegc: e.cascade(n, nodegc(5000, 10000))}
-		fmt.Printf("[bench] unthrottled, %d dependents: kube-controller-manager\n", n)
-		row.kcm = e.cascade(n, kcm(500, 1000))
-		fmt.Printf("[bench] unthrottled, %d dependents: plain DELETE loop\n", n)
-		row.loop = e.deleteLoop(n)
-		res.unthrottled = append(res.unthrottled, row)
+		rounds := sizes.rounds(n)
+		var ng, kc, lp []cascadeResult
+		for i := range rounds {
+			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: nodegc\n", n, i+1, rounds)
+			ng = append(ng, e.cascade(n, nodegc(5000, 10000)))
+			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: kube-controller-manager\n", n, i+1, rounds)
+			kc = append(kc, e.cascade(n, kcm(500, 1000)))
+			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: plain DELETE loop\n", n, i+1, rounds)
+			lp = append(lp, e.deleteLoop(n))
+		}
+		res.unthrottled = append(res.unthrottled, rateRow{n: n, nodegc: median(ng), kcm: median(kc), loop: median(lp)})
 	}
 	fmt.Printf("[bench] equal QPS, %d dependents: nodegc\n", sizes.equalQPS)
 	res.equal = rateRow{n: sizes.equalQPS, nodegc: e.cascade(sizes.equalQPS, nodegc(40, 60))}
@@ -116,10 +125,15 @@ func BenchmarkOwnerGC(b *testing.B) {
 
 // sizes are the bench's knobs.
 type sizes struct {
-	cascades []int         // $NODEGC_BENCH_CASCADES: dependents of each unthrottled cascade
-	equalQPS int           // $NODEGC_BENCH_OBJECTS: dependents of the equal-QPS cascade
-	scale    [2]int        // $NODEGC_BENCH_SCALE: the population's two sizes
-	idle     time.Duration // $NODEGC_BENCH_IDLE: how long a synced collector idles before its memory is read
+	cascades []int // $NODEGC_BENCH_CASCADES: dependents of each unthrottled cascade
+	// roundsSmall is $NODEGC_BENCH_ROUNDS (default 3): how many times each
+	// unthrottled cascade of at most smallCascade dependents is measured,
+	// the rows showing the median (a few seconds long, one sample is at the
+	// mercy of whatever else the two cores do then); larger ones run once.
+	roundsSmall int
+	equalQPS    int           // $NODEGC_BENCH_OBJECTS: dependents of the equal-QPS cascade
+	scale       [2]int        // $NODEGC_BENCH_SCALE: the population's two sizes
+	idle        time.Duration // $NODEGC_BENCH_IDLE: how long a synced collector idles before its memory is read
 }
 
 func readSizes(b *testing.B) sizes {
@@ -130,6 +144,7 @@ func readSizes(b *testing.B) sizes {
 		b.Fatalf("NODEGC_BENCH_SCALE=%v: want two sizes, the smaller first", scale)
 	}
 	s.scale = [2]int{scale[0], scale[1]}
+	s.roundsSmall = intsEnv(b, "NODEGC_BENCH_ROUNDS", "3", 1)[0]
 	s.idle = 15 * time.Second
 	if v := os.Getenv("NODEGC_BENCH_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -183,4 +198,27 @@ func newBenchEnv(b *testing.B, s sizes, nodegcBin string) *benchEnv {
 		b.Fatal(err)
 	}
 	return &benchEnv{b: b, c: c, fast: fast, nodegcBin: nodegcBin, sizes: s, dir: dir}
+}
+
+// smallCascade is the largest cascade measured roundsSmall times.
+const smallCascade = 10000
+
+// rounds is how many times a cascade of n dependents is measured.
+func (s sizes) rounds(n int) int {
+	if n <= smallCascade {
+		return s.roundsSmall
+	}
+	return 1
+}
+
+// median returns the result with the median rate (the lower middle one of
+// an even count), with every round's rate in rates.
+func median(rs []cascadeResult) cascadeResult {
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b cascadeResult) int { return cmp.Compare(a.perSecond, b.perSecond) })
+	m := sorted[(len(sorted)-1)/2]
+	for _, r := range rs {
+		m.rates = append(m.rates, r.perSecond)
+	}
+	return m
 }

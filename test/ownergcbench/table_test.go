@@ -149,6 +149,13 @@ func (res *results) table() *table {
 		}
 		fmt.Fprintf(t, "  %-44s %6d in %8s  %7.1f/s  %5.2f req/obj (%s)  CPU: deleter %s, kube-apiserver %s, etcd %s\n",
 			what, r.n, secs(r.took), r.perSecond, r.perObject, strings.Join(rq, ", "), secs(r.cpu["collector"]), secs(r.cpu["kube-apiserver"]), secs(r.cpu["etcd"]))
+		if len(r.rates) > 1 {
+			var rates []string
+			for _, v := range r.rates {
+				rates = append(rates, fmt.Sprintf("%.0f", v))
+			}
+			fmt.Fprintf(t, "  %-44s the median of %d rounds (objects/s: %s); its requests and CPU\n", "", len(r.rates), strings.Join(rates, ", "))
+		}
 	}
 	for _, r := range res.unthrottled {
 		deletion("nodegc unthrottled", r.nodegc)
