@@ -239,14 +239,19 @@
 // annotations, managed fields, timestamps and the finalizers other than
 // foregroundDeletion and orphan are dropped before the object reaches the
 // builder. TestGraphMemory measures about 300 bytes per object for a
-// cluster-shaped graph of 100,000 objects (one owner per ten objects);
-// `make bench` compares the process's resident memory per object with
-// kube-controller-manager's.
+// cluster-shaped graph of 100,000 objects (one owner per ten objects).
+// BenchmarkOwnerGC (test/ownergcbench) measures the process: its resident
+// memory once synced grows by about 1.1 KB per object between 10,000 and
+// 100,000 objects (the live graph plus the Go heap's headroom and the
+// fragmentation the initial lists leave), kube-controller-manager's by
+// 5.5 KB.
 //
 // The transient peak is the initial list: the reflector holds a resource's
 // list (streamed and slimmed by the feed's transformer when the API server
 // serves watch lists) until it is complete, and the FIFO holds the list's
-// events until the builder applied them.
+// events until the builder applied them. Once the run has synced, that
+// memory is handed back to the system at once (debug.FreeOSMemory), not
+// after the runtime's periodic collection.
 //
 // # More than one instance (on paper)
 //
