@@ -279,7 +279,9 @@
 //     after each shard has reported, for that owner UID and a
 //     resourceVersion at or after the owner's deletion, that it holds no
 //     blocking dependent (foreground) or no dependent still referencing it
-//     (orphan); the reports live in one Lease-like object per shard.
+//     (orphan). A shard reports on its own Lease (below), in an annotation
+//     listing the cluster-scoped owners being deleted that it has finished
+//     with; shard 0 reads the n Leases.
 //   - The shards are assigned with Leases: one coordination.k8s.io Lease
 //     per shard (nodegc-ownergc-<k>), held through client-go leader
 //     election as the single collector's Lease is today, each instance
