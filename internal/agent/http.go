@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +29,8 @@ type server struct {
 	lis net.Listener
 }
 
-// startServers serves /metrics (and the owner GC debug graph and explain) on
+// startServers serves /metrics (and the owner GC debug graph and explain,
+// and Go's profiles when enableProfilingHandler is set) on
 // metricsBindAddress and /healthz, /readyz on healthzBindAddress; one
 // listener when both addresses are equal; none for "0".
 func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *prometheus.Registry, st *status, owner *ownerGC) ([]*server, error) {
@@ -39,6 +41,13 @@ func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *pro
 		metrics.Handle(ownergc.ExplainPath, owner.collector.ExplainHandler(owner.leaderIdentity))
 	} else {
 		metrics.HandleFunc(ownergc.ExplainPath, explainWithoutOwnerGC)
+	}
+	if cfg.EnableProfilingHandler {
+		metrics.HandleFunc("/debug/pprof/", pprof.Index)
+		metrics.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		metrics.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		metrics.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		metrics.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	health := healthMux(st)
 

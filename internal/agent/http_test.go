@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -66,5 +67,42 @@ func TestExplainEndpointWithoutOwnerGC(t *testing.T) {
 	code, body := explainAt(t, nil)
 	if code != http.StatusServiceUnavailable || body.Leader || !strings.Contains(body.Message, "--owner-gc=off") {
 		t.Errorf("status %d, body %+v; want 503 saying the owner GC does not run here", code, body)
+	}
+}
+
+// Go's profiles are served on the metrics address only when
+// enableProfilingHandler is set.
+func TestProfilingHandler(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		cfg := config.Defaulted()
+		cfg.MetricsBindAddress, cfg.HealthzBindAddress = "127.0.0.1:0", "0"
+		cfg.EnableProfilingHandler = enabled
+		reg := prometheus.NewRegistry()
+		servers, err := startServers(t.Context(), cfg, reg, newStatus(reg), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := "http://" + servers[0].lis.Addr().String()
+		for path, want := range map[string]string{"/debug/pprof/": "goroutine", "/debug/pprof/heap?debug=1": "heap profile"} {
+			resp, err := http.Get(base + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			served := resp.StatusCode == http.StatusOK && strings.Contains(string(body), want)
+			if served != enabled {
+				t.Errorf("enableProfilingHandler=%t: GET %s: status %d, served %t", enabled, path, resp.StatusCode, served)
+			}
+		}
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("enableProfilingHandler=%t: /metrics status %d", enabled, resp.StatusCode)
+		}
+		shutdownServers(t.Context(), servers)
 	}
 }

@@ -61,6 +61,12 @@ type NodeGCConfiguration struct {
 	// disables it. Default: :10280.
 	HealthzBindAddress string `json:"healthzBindAddress"`
 
+	// EnableProfilingHandler serves Go's profiles (net/http/pprof) under
+	// /debug/pprof/ on metricsBindAddress. Mirrors kubelet's
+	// enableProfilingHandler, but off by default: the metrics port is often
+	// reachable from the whole cluster. Default: false.
+	EnableProfilingHandler bool `json:"enableProfilingHandler"`
+
 	// ClientConnection configures access to the API server for the node
 	// agent (pod informer, Node events). An empty kubeconfig means the
 	// in-cluster config; with neither the agent runs node-only. The owner GC
