@@ -1,18 +1,15 @@
 package agent_test
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
 	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
+	procfs "github.com/nodegc/nodegc/internal/testbed/proc"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
 )
 
@@ -74,60 +71,28 @@ func BenchmarkIdleAgent(b *testing.B) {
 			var cpu float64
 			for b.Loop() {
 				time.Sleep(10 * time.Second) // start-up: dial, first listings, state file
-				t0, err := cpuTicks(a.PID())
+				t0, err := procfs.ReadCPUTime(a.PID())
 				if err != nil {
 					b.Fatal(err)
 				}
 				time.Sleep(idleWindow)
-				t1, err := cpuTicks(a.PID())
+				t1, err := procfs.ReadCPUTime(a.PID())
 				if err != nil {
 					b.Fatal(err)
 				}
-				cpu = float64(t1-t0) / 100 / idleWindow.Seconds() * 100 // USER_HZ is 100 on Linux
+				cpu = (t1 - t0).Seconds() / idleWindow.Seconds() * 100
 			}
-			rss, hwm := memKiB(b, a.PID(), "VmRSS:"), memKiB(b, a.PID(), "VmHWM:")
+			mem, err := procfs.ReadMemory(a.PID())
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.ReportMetric(cpu, "%cpu")
-			b.ReportMetric(float64(rss)/1024, "RSS-MiB")
-			b.ReportMetric(float64(hwm)/1024, "peakRSS-MiB")
+			b.ReportMetric(float64(mem.RSS)/(1<<20), "RSS-MiB")
+			b.ReportMetric(float64(mem.HWM)/(1<<20), "peakRSS-MiB")
 			b.ReportMetric(0, "ns/op") // one 70 s observation: ns/op says nothing
 			if a.Exited() {
 				b.Fatalf("the agent exited during the window; log %s", a.LogPath)
 			}
 		})
 	}
-}
-
-// cpuTicks returns a process's user + system time in clock ticks.
-func cpuTicks(pid int) (uint64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: count from its ")".
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+2:]))
-	utime, err := strconv.ParseUint(fields[11], 10, 64) // field 14
-	if err != nil {
-		return 0, err
-	}
-	stime, err := strconv.ParseUint(fields[12], 10, 64) // field 15
-	return utime + stime, err
-}
-
-// memKiB reads one "Vm...:  N kB" line of /proc/PID/status.
-func memKiB(b *testing.B, pid int, key string) uint64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, key); ok {
-			v, err := strconv.ParseUint(strings.Fields(rest)[0], 10, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return v
-		}
-	}
-	b.Fatalf("/proc/%d/status has no %s", pid, key)
-	return 0
 }
