@@ -143,18 +143,14 @@ func (ms *monitorSet) sync(resources map[schema.GroupVersionResource]*resource, 
 		if _, ok := ms.byGVR[gvr]; ok {
 			continue
 		}
-		m, err := ms.start(res)
-		if err != nil {
-			ms.r.logger.Error(err, "Cannot start resource monitor", "resource", gvr.String())
-			continue
-		}
-		ms.byGVR[gvr] = m
+		ms.byGVR[gvr] = ms.start(res)
 		added++
 	}
 	return added, removed
 }
 
-func (ms *monitorSet) start(res *resource) (*monitor, error) {
+// start starts a monitor of res.
+func (ms *monitorSet) start(res *resource) *monitor {
 	mctx, cancel := context.WithCancel(ms.ctx)
 	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now()}
 	ctrl := cache.New(&cache.Config{
@@ -172,7 +168,7 @@ func (ms *monitorSet) start(res *resource) (*monitor, error) {
 		defer ms.wg.Done()
 		ctrl.RunWithContext(mctx)
 	}()
-	return m, nil
+	return m
 }
 
 // listWatch is the list and watch of m's resource (as metadatainformer
