@@ -36,9 +36,10 @@ import (
 type feed struct {
 	m *monitor
 
-	mu     sync.Mutex
-	listed bool // a list was delivered
 	closed chan struct{}
+	// synced is closed at the end of the first list. Only the reflector's
+	// goroutine calls Replace, so it also tells Replace whether a list
+	// came before.
 	synced chan struct{}
 	once   sync.Once
 }
@@ -57,10 +58,7 @@ func (f *feed) Delete(obj any) error { f.m.pushObject(evDelete, obj); return nil
 
 // Replace delivers a complete list of the resource.
 func (f *feed) Replace(list []any, _ string) error {
-	f.mu.Lock()
-	relist := f.listed
-	f.listed = true
-	f.mu.Unlock()
+	relist := f.HasSynced()
 	var uids map[types.UID]struct{}
 	if relist {
 		uids = make(map[types.UID]struct{}, len(list))
