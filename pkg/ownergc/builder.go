@@ -289,7 +289,7 @@ func identityMatches(n *node, k ownerKey) bool {
 // not hold: they were deleted while the watch was down.
 func (b *builder) relisted(res *resource, listed map[types.UID]struct{}) {
 	for uid, n := range b.g.nodes {
-		if _, ok := listed[uid]; !ok && n.observed() && n.kind.group == res.gvk.Group && n.kind.kind == res.gvk.Kind {
+		if _, ok := listed[uid]; !ok && n.observedAs(res) {
 			b.observeDelete(uid)
 		}
 	}
@@ -301,7 +301,7 @@ func (b *builder) relisted(res *resource, listed map[types.UID]struct{}) {
 func (b *builder) resourceGone(res *resource) {
 	g := b.g
 	for _, n := range g.nodes {
-		if !n.observed() || n.kind.group != res.gvk.Group || n.kind.kind != res.gvk.Kind {
+		if !n.observedAs(res) {
 			continue
 		}
 		b.unlinkOwners(n)

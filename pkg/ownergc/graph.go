@@ -105,6 +105,12 @@ func (n *node) deleted() bool      { return n.flags&flagDeleted != 0 }
 func (n *node) virtual() bool      { return n.flags&(flagObserved|flagDeleted) == 0 }
 func (n *node) beingDeleted() bool { return n.observed() && n.flags&flagBeingDeleted != 0 }
 
+// observedAs reports whether n is an observed object of res's group and
+// kind (whatever the version: the objects are the same in every version).
+func (n *node) observedAs(res *resource) bool {
+	return n.observed() && n.kind.group == res.gvk.Group && n.kind.kind == res.gvk.Kind
+}
+
 // deletingDependents: being deleted in the foreground, waiting for its
 // blocking dependents to go.
 func (n *node) deletingDependents() bool {
