@@ -3,10 +3,10 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
+	"github.com/nodegc/nodegc/internal/kubeconn"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -208,14 +208,6 @@ func leaseClient(rc *rest.Config, identity string, renewDeadline time.Duration) 
 	lc.UserAgent = leaseUserAgent + "/" + identity
 	lc.RateLimiter = nil // a token bucket of its own, from QPS and Burst
 	lc.Timeout = max(time.Second, renewDeadline/2)
-	// client-go shares one http.Transport (one HTTP/2 connection per
-	// server) between clients whose TLS settings are equal: its cache
-	// (k8s.io/client-go/transport/cache.go, tlsConfigKey) keys transports
-	// by those settings and the dialer holder. rest.Config.TransportConfig
-	// wraps a set Dial in a new transport.DialHolder for every client
-	// built, so this key matches no other client's and the election gets
-	// a transport, hence a connection, of its own. The collector's clients
-	// (no Dial) share one.
-	lc.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	kubeconn.Own(lc)
 	return kubernetes.NewForConfig(lc)
 }

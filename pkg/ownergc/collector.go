@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/nodegc/nodegc/internal/kubeconn"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -158,11 +158,9 @@ func New(opts Options) (*Collector, error) {
 	// The monitors' lists and watches get a connection of their own: on
 	// one shared HTTP/2 connection, every object a cascade deletes comes
 	// back as a watch event on the connection that carries the deletes
-	// and delays their answers. client-go shares a transport, hence a
-	// connection, between clients with equal TLS settings; a Dial of their
-	// own makes the key differ (k8s.io/client-go/transport/cache.go).
+	// and delays their answers.
 	wc := clientConfig()
-	wc.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	kubeconn.Own(wc)
 	if c.watches, err = metadata.NewForConfig(wc); err != nil {
 		return nil, fmt.Errorf("ownergc: metadata client: %w", err)
 	}
