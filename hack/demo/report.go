@@ -194,6 +194,7 @@ func (d *demo) stepReport() {
 	say("[demo]    IMAGE FILESYSTEM (%s, %s): usage %d%% → %d%% (available %s → %s); thresholds: high %d%%, low %d%%",
 		d.node.FSKind, mibs(after.fs.Capacity), before.usage, after.usage, mibs(before.fs.Available), mibs(after.fs.Available),
 		highThreshold, lowThreshold)
+	d.writePlot()
 	est, _ := testbed.MetricSum(d.metrics, "nodegc_image_gc_bytes_estimated_freed_total")
 	meas, _ := testbed.MetricSum(d.metrics, "nodegc_image_gc_bytes_measured_freed_total")
 	tgt, _ := testbed.MetricSum(d.metrics, "nodegc_image_gc_bytes_targeted_total")
@@ -307,6 +308,35 @@ func (d *demo) stepReport() {
 		}
 		info("  [%s] %s: %s", mark, c.name, c.detail)
 	}
+}
+
+// writePlot ends the usage recording and writes the plot into the run's
+// directory; that it exists and is not empty is one of the checks.
+func (d *demo) writePlot() {
+	tr := d.usage.stop()
+	d.plotPath = filepath.Join(d.dir, "usage.svg")
+	err := writeUsagePlot(d.plotPath, tr)
+	if err == nil {
+		var st os.FileInfo
+		if st, err = os.Stat(d.plotPath); err == nil && st.Size() == 0 {
+			err = fmt.Errorf("%s is empty", d.plotPath)
+		}
+	}
+	images := 0
+	for _, r := range tr.runs {
+		if r.collector == "image" {
+			images++
+		}
+	}
+	detail := ""
+	if err != nil {
+		detail = err.Error()
+	} else {
+		detail = fmt.Sprintf("%s: %d readings over %.0fs, %d image GC runs and %d container GC runs marked",
+			d.plotPath, len(tr.points), tr.points[len(tr.points)-1].at.Seconds(), images, len(tr.runs)-images)
+	}
+	d.checks = append(d.checks, check{"the usage plot was written", err == nil && images > 0, detail})
+	info("usage over the run (SVG, open it in a browser): %s", d.plotPath)
 }
 
 // verify checks the claims of the report against the node and the API.
@@ -427,6 +457,7 @@ func (d *demo) summary() {
 	if failed == 0 {
 		say("[demo] PASS: all %d checks hold (disk %d%% → %d%%, %d images removed, owner cascade in %v); demo took %v; tearing down",
 			len(d.checks), d.before.usage, d.after.usage, len(d.before.images)-len(d.after.images), d.cascadeTook.Round(100*time.Millisecond), el)
+		say("[demo] usage plot: %s", d.plotPath)
 		return
 	}
 	say("[demo] FAIL: %d of %d checks failed (see above); nodegc's log: %s; demo took %v; tearing down", failed, len(d.checks), d.cfg.logPath, el)

@@ -69,6 +69,9 @@ type demo struct {
 	cascadeTook  time.Duration // Deployment deleted → ReplicaSet and Pods gone
 	webCleanTook time.Duration // Deployment deleted → web pods' leftovers gone on the node
 	checks       []check
+
+	usage    *usageRecorder // the image filesystem's usage and nodegc's GC runs, for the plot
+	plotPath string         // the usage plot, written by the report
 }
 
 func (d *demo) ctx() context.Context { return d.t.Context() }
@@ -155,6 +158,8 @@ func (d *demo) stepWorkload() {
 	d.step(2, "Create a realistic workload",
 		fmt.Sprintf("%d images of varied sizes sharing base layers (an OS base, Python, Node.js, a JRE, a CI toolchain),", len(catalog)),
 		"pulled onto the node; Pods in the API bound to the node, whose sandboxes carry the Pods' UIDs.")
+	d.usage = startUsageRecorder(d.ctx(), d.node, fmt.Sprintf("nodegc demo: image filesystem usage (%s, %s)", d.node.FSKind, d.node.Root))
+	d.t.Cleanup(func() { d.usage.stop() })
 	began := time.Now()
 	imgs, err := pushImages(d.ctx(), d.node.Registry)
 	d.must(err, "push the images to the local registry")
@@ -256,6 +261,8 @@ func (d *demo) stepRun() {
 	a, err := startAgent(d.cfg)
 	d.must(err, "start nodegc")
 	d.agent = a
+	d.usage.event("nodegc started")
+	d.usage.watchRuns(a.Scrape)
 	d.t.Cleanup(func() {
 		if !a.Exited() {
 			code, _, killed := a.stop(stopTimeout)
@@ -288,6 +295,7 @@ func (d *demo) stepRun() {
 	}), "wait for nodegc's pod view")
 	info("deleting the finished Pod %s from the API (as `kubectl delete pod` would); watching its leftovers on the node:", d.w.report.name())
 	deleted := time.Now()
+	d.usage.event("Pod " + d.w.report.obj.Name + " deleted")
 	d.must(d.cluster.Client().CoreV1().Pods(d.w.report.obj.Namespace).Delete(d.ctx(), d.w.report.obj.Name, metav1.DeleteOptions{}),
 		"delete the report Pod")
 	d.must(d.watchNode("the deleted Pod's leftovers to be removed", deleted, func(s *snapshot) (bool, string) {
@@ -325,6 +333,7 @@ func (d *demo) stepCascade() {
 	c := d.cluster.Client()
 	rs, pods := d.w.replicaSet, d.w.web
 	began := time.Now()
+	d.usage.event("Deployment web deleted")
 	d.must(c.AppsV1().Deployments(nsShop).Delete(d.ctx(), d.w.deployment.Name, metav1.DeleteOptions{
 		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
 	}), "delete the Deployment")
