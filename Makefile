@@ -23,7 +23,7 @@ help: ## List the targets
 
 ## Demo
 .PHONY: demo
-demo: build tools ## Start here (root): a throw-away node + control plane, a full disk, nodegc cleaning up, a checked report; DEMO_KEEP=1 keeps it up
+demo: build tools ## Start here (root): a throw-away node + control plane, a full disk, nodegc cleaning up, a checked report and a usage plot; DEMO_KEEP=1 keeps it up
 	@if [ "$$(id -u)" != 0 ]; then echo "[demo] make demo needs root: it runs containerd, loop-mounts a small ext4 filesystem and creates cgroups. Run: sudo make demo"; exit 1; fi
 	@echo "[demo] building hack/demo -> $(BIN)/nodegc-demo"
 	$(GO) build -o $(BIN)/nodegc-demo ./hack/demo
