@@ -264,6 +264,9 @@ func TestMetricsLint(t *testing.T) {
 			t.Errorf("/metrics lacks %s", family)
 		}
 	}
+	// The dashboard and alert rules of deploy/monitoring select what the
+	// agent exports, and Prometheus evaluates them over this scrape.
+	t.Run("monitoring", func(t *testing.T) { checkMonitoring(t, text, cfg, c.KubeconfigPath(), "lint") })
 	// The README's metrics reference names every nodegc family exported.
 	root, err := testbed.RepoRoot()
 	if err != nil {

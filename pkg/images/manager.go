@@ -171,7 +171,9 @@ func NewManager(opts Options) (*Manager, error) {
 		klog.Background().Info("Image GC uses CRI image sizes: shared layers are counted once per image, so freed-byte estimates are upper bounds")
 	}
 	policy := NewPolicy(opts.Config)
-	return &Manager{opts: opts, policy: policy, tracker: tracker, metrics: newMetrics(reg), clock: opts.Clock,
+	metrics := newMetrics(reg)
+	metrics.setThresholds(policy.highThresholdPercent(), policy.lowThresholdPercent())
+	return &Manager{opts: opts, policy: policy, tracker: tracker, metrics: metrics, clock: opts.Clock,
 		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy)}, nil
 }
 
@@ -284,6 +286,8 @@ func (m *Manager) diskTrigger(disk DiskStats) (trigger string, ahead uint64) {
 // fill rate, and the reaction histogram.
 func (m *Manager) observeDisk(disk DiskStats) {
 	m.metrics.observeDisk(disk)
+	evictAt, _, _, ok := m.policy.cfg.DiskEviction(disk.Capacity)
+	m.metrics.observeEviction(disk.Capacity, evictAt, ok)
 	if r := m.guard.observe(m.clock.Now(), disk); r.belowLow > 0 {
 		m.metrics.reaction.WithLabelValues(phaseBelowLow).Observe(r.belowLow.Seconds())
 	}

@@ -38,6 +38,14 @@ var (
 	usageSources  = []string{usageFromEvents, usageFromPolling}
 	saveResults   = []string{resultSuccess, resultError}
 	phases        = []string{phaseFirstRemoval, phaseBelowLow}
+	thresholds    = []string{thresholdHigh, thresholdLow, thresholdEviction}
+)
+
+// Thresholds the image filesystem's usage is compared with (metric label).
+const (
+	thresholdHigh     = "high"     // imageGC.highThresholdPercent: a GC starts
+	thresholdLow      = "low"      // imageGC.lowThresholdPercent: the GC frees down to it
+	thresholdEviction = "eviction" // the usage at which the kubelet's evictionHard (imagefs/nodefs.available) is met
 )
 
 // Phases of the reaction to a crossing of the high threshold (metric
@@ -66,6 +74,7 @@ type metrics struct {
 	usageSource    *prometheus.GaugeVec
 	stateSaves     *prometheus.CounterVec
 	reaction       *prometheus.HistogramVec
+	thresholds     *prometheus.GaugeVec
 }
 
 // newMetrics creates the image GC metrics and registers them into reg.
@@ -100,13 +109,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 				"phase", phases),
 			Buckets: reactionBuckets,
 		}, []string{"phase"}),
+		// high and low set from the configuration; eviction on every disk
+		// reading (a threshold in bytes is a percentage of the capacity),
+		// absent while evictionHard sets none.
+		thresholds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodegc_image_gc_threshold_percent",
+			Help: metricvec.Help("Image filesystem usage in percent at which the image GC starts (high), down to which it frees (low), and at which the kubelet's evictionHard is met (eviction), to compare with nodegc_image_fs_usage_percent,",
+				"threshold", thresholds),
+		}, []string{"threshold"}),
 		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",
 			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change,",
 			"result", saveResults),
 	}
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
-		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction)
+		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds)
 	for _, p := range phases {
 		m.reaction.WithLabelValues(p)
 	}
@@ -126,6 +143,31 @@ func (m *metrics) observePlan(p *Plan) {
 	}
 	m.skipped.WithLabelValues(KeepNotNeeded).Add(float64(len(p.Spare)))
 	m.bytesTargeted.Add(float64(p.BytesToFree))
+}
+
+// setThresholds exports the high and low thresholds of the configuration.
+func (m *metrics) setThresholds(high, low int) {
+	m.thresholds.WithLabelValues(thresholdHigh).Set(float64(high))
+	m.thresholds.WithLabelValues(thresholdLow).Set(float64(low))
+}
+
+// observeEviction exports the usage at which the kubelet's eviction
+// threshold is met on a filesystem of that capacity: the series is removed
+// when there is none (no evictionHard on the image filesystem, or no
+// capacity).
+func (m *metrics) observeEviction(capacity, evictAt uint64, ok bool) {
+	if !ok || capacity == 0 {
+		m.thresholds.DeleteLabelValues(thresholdEviction)
+		return
+	}
+	m.thresholds.WithLabelValues(thresholdEviction).Set(evictionUsagePercent(capacity, evictAt))
+}
+
+// evictionUsagePercent is the usage in percent, as UsagePercent computes it
+// but not rounded, at which available bytes fall under evictAt.
+func evictionUsagePercent(capacity, evictAt uint64) float64 {
+	evictAt = min(evictAt, capacity)
+	return 100 - float64(evictAt)*100/float64(capacity)
 }
 
 func (m *metrics) setUsageSource(source string) {

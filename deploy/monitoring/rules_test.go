@@ -1,0 +1,141 @@
+package monitoring
+
+import (
+	"flag"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
+)
+
+var update = flag.Bool("update", false, "write prometheusrule.yaml from prometheus-rules.yaml")
+
+// TestRulesParse: prometheus-rules.yaml loads with Prometheus's own rule
+// loader, and every alert has a for duration, a severity, and summary,
+// description and runbook annotations: the description names a metric its
+// expression selects, the runbook a section of README.md.
+func TestRulesParse(t *testing.T) {
+	groups, err := ParseRules(RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := readmeAnchors(string(readme))
+	alerts := 0
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			alerts++
+			t.Run(r.Alert, func(t *testing.T) {
+				if r.For == 0 {
+					t.Error("no for: a single bad evaluation would page")
+				}
+				if s := r.Labels["severity"]; s != "warning" && s != "critical" {
+					t.Errorf("severity %q, want warning or critical", s)
+				}
+				for _, a := range []string{"summary", "description", "runbook"} {
+					if r.Annotations[a] == "" {
+						t.Errorf("no %s annotation", a)
+					}
+				}
+				expr, err := PromQL.ParseExpr(r.Expr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				names := MetricNames(expr, nil)
+				if !slices.ContainsFunc(names, func(n string) bool { return strings.Contains(r.Annotations["description"], n) }) {
+					t.Errorf("description names none of the metrics %v", names)
+				}
+				for _, m := range regexp.MustCompile(`README\.md#([a-z0-9-]+)`).FindAllStringSubmatch(r.Annotations["runbook"], -1) {
+					if !anchors[m[1]] {
+						t.Errorf("runbook points to README.md#%s, which has no such section", m[1])
+					}
+				}
+				if !strings.Contains(r.Annotations["runbook"], "README.md#") {
+					t.Errorf("runbook %q points to no README.md section", r.Annotations["runbook"])
+				}
+			})
+		}
+	}
+	if alerts == 0 {
+		t.Fatal("no alerts")
+	}
+}
+
+// readmeAnchors returns the anchors of README.md's headings, made as GitHub
+// makes them.
+func readmeAnchors(readme string) map[string]bool {
+	anchors := map[string]bool{}
+	for line := range strings.Lines(readme) {
+		title, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+		if !ok || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(title)) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || ('a' <= r && r <= 'z') || ('0' <= r && r <= '9'):
+				b.WriteRune(r)
+			}
+		}
+		anchors[b.String()] = true
+	}
+	return anchors
+}
+
+// TestPrometheusRule: prometheusrule.yaml is what PrometheusRule renders
+// from prometheus-rules.yaml (-update writes it), and its spec loads with
+// Prometheus's rule loader as the same groups.
+func TestPrometheusRule(t *testing.T) {
+	want, err := PrometheusRule(RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile("prometheusrule.yaml", want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if diff := cmp.Diff(string(want), string(PrometheusRuleFile())); diff != "" {
+		t.Fatalf("prometheusrule.yaml is not generated from prometheus-rules.yaml; run\n"+
+			"  go test ./deploy/monitoring -run TestPrometheusRule -update\n(-want +got):\n%s", diff)
+	}
+	var obj struct {
+		APIVersion string    `yaml:"apiVersion"`
+		Kind       string    `yaml:"kind"`
+		Spec       yaml.Node `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(PrometheusRuleFile(), &obj); err != nil {
+		t.Fatal(err)
+	}
+	if obj.APIVersion != "monitoring.coreos.com/v1" || obj.Kind != "PrometheusRule" {
+		t.Errorf("apiVersion %q kind %q, want monitoring.coreos.com/v1 PrometheusRule", obj.APIVersion, obj.Kind)
+	}
+	spec, err := yaml.Marshal(&obj.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseRules(spec)
+	if err != nil {
+		t.Fatalf("spec: %v", err)
+	}
+	source, err := ParseRules(RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(source.Groups, got.Groups); diff != "" {
+		t.Errorf("PrometheusRule spec groups (-prometheus-rules.yaml +prometheusrule.yaml):\n%s", diff)
+	}
+}

@@ -1,0 +1,216 @@
+package agent_test
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/teststorage"
+
+	"github.com/nodegc/nodegc/deploy/monitoring"
+	"github.com/nodegc/nodegc/internal/agent"
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+// checkMonitoring checks deploy/monitoring's dashboard and alert rules
+// against a running agent: scrape is its /metrics, configYAML its
+// configuration, node its node name. Every metric they select is one the
+// agent exports: a family in the scrape, or one the agent registers (a
+// vector without children is absent from a scrape; see
+// agent.RegisteredFamilies). Every expression, evaluated once by
+// Prometheus's engine over the scrape loaded as series (four samples 15s
+// apart, counters growing to their scraped values, so that rate() has
+// something to work with), gives no error; the usage and threshold gauges
+// the dashboard plots have data, and the alerts whose condition the agent is
+// known not to meet (it is connected, leading and synced) select nothing.
+func checkMonitoring(t *testing.T, scrape, configYAML, kubeconfig, node string) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(scrape))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := config.Decode([]byte(configYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported, err := agent.RegisteredFamilies(t.Context(), agent.Options{Config: loaded.Config, Kubeconfig: kubeconfig,
+		OwnerGC: agent.OwnerGCAuto, NodeName: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unscraped []string // registered, no series yet
+	for name := range exported {
+		if families[name] == nil && strings.HasPrefix(name, "nodegc_") {
+			unscraped = append(unscraped, name)
+		}
+	}
+	for name := range families {
+		exported[name] = true
+	}
+
+	rules, err := monitoring.RuleQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := maps.Clone(monitoring.DashboardVars)
+	vars["$node"] = node
+	panels, err := monitoring.DashboardQueries(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	now := time.Unix(1_800_000_000, 0)
+	db := teststorage.New(t)
+	target := map[string]string{"job": "nodegc", "instance": "127.0.0.1:8080", "namespace": "kube-system", "pod": "nodegc-" + node, "node": node}
+	if err := loadScrape(t, db, families, target, now, 4, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 1_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	t.Cleanup(func() { engine.Close() })
+	eval := func(q monitoring.Query) (promql.Vector, error) {
+		query, err := engine.NewInstantQuery(t.Context(), db, nil, q.Expr, now)
+		if err != nil {
+			return nil, err
+		}
+		defer query.Close()
+		res := query.Exec(t.Context())
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Vector()
+	}
+
+	mustHaveData := map[string]bool{
+		`panel "Image filesystem usage and thresholds" target A`:        true,
+		`panel "Image filesystem usage and thresholds" target B`:        true,
+		`panel "Runtime connected and pod view authoritative" target A`: true,
+		`panel "Owner GC leader and synced" target C`:                   true,
+	}
+	mustNotFire := map[string]bool{"rule NodegcRuntimeUnreachable": true, "rule NodegcOwnerGCNoSyncedLeader": true,
+		"rule NodegcImageGCFailing": true, "rule NodegcOwnerGCActionErrors": true}
+	var empty []string
+	for _, q := range append(rules, panels...) {
+		expr, err := monitoring.PromQL.ParseExpr(q.Expr)
+		if err != nil {
+			t.Errorf("%s: %v", q.Where, err)
+			continue
+		}
+		for _, name := range monitoring.MetricNames(expr, exported) {
+			if !exported[name] {
+				t.Errorf("%s selects %s, which the agent does not export", q.Where, name)
+			}
+		}
+		v, err := eval(q)
+		switch {
+		case err != nil:
+			t.Errorf("%s: evaluating %s: %v", q.Where, q.Expr, err)
+		case len(v) == 0:
+			empty = append(empty, q.Where)
+			if mustHaveData[q.Where] {
+				t.Errorf("%s: no data from %s", q.Where, q.Expr)
+			}
+		case mustNotFire[q.Where]:
+			t.Errorf("%s fires on a healthy agent: %v", q.Where, v)
+		}
+	}
+	if thresholds := families["nodegc_image_gc_threshold_percent"]; len(thresholds.GetMetric()) != 3 {
+		t.Errorf("nodegc_image_gc_threshold_percent has %d series, want high, low and eviction (evictionHard's default)", len(thresholds.GetMetric()))
+	}
+	slices.Sort(unscraped)
+	t.Logf("nodegc families registered but not in the scrape: %s", strings.Join(unscraped, ", "))
+	t.Logf("%d rule and %d dashboard expressions evaluated; empty on this agent: %s", len(rules), len(panels), strings.Join(empty, "; "))
+}
+
+// loadScrape appends the scraped families to db as series with the target's
+// labels: n samples step apart ending at end. Gauges keep their value;
+// counters, histograms and summaries (but quantiles) grow linearly from
+// 1/n of their value to it.
+func loadScrape(t *testing.T, db storage.Appendable, families map[string]*dto.MetricFamily, target map[string]string, end time.Time, n int, step time.Duration) error {
+	app := db.Appender(t.Context())
+	for i := range n {
+		ts := end.Add(-time.Duration(n-1-i) * step).UnixMilli()
+		grow := float64(i+1) / float64(n)
+		add := func(name string, m *dto.Metric, v float64, extra ...string) error {
+			b := labels.NewBuilder(labels.FromMap(target))
+			b.Set(model.MetricNameLabel, name)
+			for _, l := range m.GetLabel() {
+				b.Set(l.GetName(), l.GetValue())
+			}
+			for j := 0; j+1 < len(extra); j += 2 {
+				b.Set(extra[j], extra[j+1])
+			}
+			_, err := app.Append(0, b.Labels(), ts, v)
+			return err
+		}
+		for _, name := range slices.Sorted(maps.Keys(families)) {
+			f := families[name]
+			for _, m := range f.GetMetric() {
+				var err error
+				switch f.GetType() {
+				case dto.MetricType_COUNTER:
+					err = add(name, m, m.GetCounter().GetValue()*grow)
+				case dto.MetricType_GAUGE:
+					err = add(name, m, m.GetGauge().GetValue())
+				case dto.MetricType_UNTYPED:
+					err = add(name, m, m.GetUntyped().GetValue())
+				case dto.MetricType_HISTOGRAM:
+					h := m.GetHistogram()
+					inf := false
+					for _, b := range h.GetBucket() {
+						inf = inf || math.IsInf(b.GetUpperBound(), 1)
+						if err = add(name+"_bucket", m, float64(b.GetCumulativeCount())*grow, "le", formatLE(b.GetUpperBound())); err != nil {
+							break
+						}
+					}
+					if err == nil && !inf {
+						err = add(name+"_bucket", m, float64(h.GetSampleCount())*grow, "le", "+Inf")
+					}
+					if err == nil {
+						err = add(name+"_sum", m, h.GetSampleSum()*grow)
+					}
+					if err == nil {
+						err = add(name+"_count", m, float64(h.GetSampleCount())*grow)
+					}
+				case dto.MetricType_SUMMARY:
+					s := m.GetSummary()
+					for _, q := range s.GetQuantile() {
+						if err = add(name, m, q.GetValue(), "quantile", strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64)); err != nil {
+							break
+						}
+					}
+					if err == nil {
+						err = add(name+"_sum", m, s.GetSampleSum()*grow)
+					}
+					if err == nil {
+						err = add(name+"_count", m, float64(s.GetSampleCount())*grow)
+					}
+				default:
+					err = fmt.Errorf("type %s not loaded", f.GetType())
+				}
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+			}
+		}
+	}
+	return app.Commit()
+}
+
+// formatLE writes a bucket bound as Prometheus's exposition does.
+func formatLE(v float64) string {
+	if math.IsInf(v, 1) {
+		return "+Inf"
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
