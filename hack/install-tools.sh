@@ -318,8 +318,9 @@ sync_helm_module() {
 }
 
 install_helm() {
-	local v="$HELM_VERSION"
-	if up_to_date helm "$BIN_DIR/helm" "$v"; then
+	# The stamp holds kube's version too: hack/tools/helm follows hack/tools/kube's module versions.
+	local v="$HELM_VERSION" stamp="$HELM_VERSION kube $KUBERNETES_VERSION"
+	if up_to_date helm "$BIN_DIR/helm" "$stamp"; then
 		log "helm $v: cached"
 		return
 	fi
@@ -332,7 +333,7 @@ install_helm() {
 		-ldflags "-X helm.sh/helm/v3/internal/version.version=$v -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
 		-o "$WORK/helm" helm.sh/helm/v3/cmd/helm)
 	smoke "$WORK/helm" "Version:\"$v\"" version
-	place helm "$WORK/helm" "$BIN_DIR/helm" "$v"
+	place helm "$WORK/helm" "$BIN_DIR/helm" "$stamp"
 	log "built helm $v in $(elapsed "$t0")"
 }
 

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,22 +124,8 @@ func (s *suite) testHelmInstall(t *testing.T) {
 		t.Fatal("no kubectl-applied manifest to remove")
 	}
 	began := time.Now()
-	kubectl := testbed.Binary(t, "kubectl")
-	// The namespace's deletion removes the pods too (no garbage collector in
-	// kube-controller-manager, and the owner collector goes with the rest).
-	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig="+s.kc.API.KubeconfigPath(), "delete", "-f", s.manifest, "--wait", "--timeout=3m").CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl delete -f %s: %v\n%s", s.manifest, err, out)
-	}
-	for _, component := range []string{"node", "owner"} {
-		if err := poll(ctx, 2*time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
-			pods, err := s.client.CoreV1().Pods("nodegc").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + component})
-			return err == nil && len(pods.Items) == 0, nil
-		}); err != nil {
-			t.Fatalf("the kubectl-applied %s pods are not gone: %v", component, err)
-		}
-	}
-	t.Logf("kubectl delete -f %s: objects and pods gone after %v", s.manifest, time.Since(began).Round(time.Millisecond))
+	s.removeManifest(t)
+	t.Logf("kubectl delete of %s: objects and pods gone after %v", s.manifest, time.Since(began).Round(time.Millisecond))
 
 	root, err := testbed.RepoRoot()
 	if err != nil {
@@ -178,9 +166,9 @@ func (s *suite) testHelmInstall(t *testing.T) {
 	args := []string{"install", "nodegc", filepath.Join(root, "deploy", "helm", "nodegc"),
 		"--namespace", helmNamespace, "--create-namespace", "--post-renderer", self}
 	var desc []string
-	for k, v := range values {
-		args = append(args, "--set", k+"="+v)
-		desc = append(desc, k+"="+v)
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		args = append(args, "--set", k+"="+values[k])
+		desc = append(desc, k+"="+values[k])
 	}
 	installBegan := time.Now()
 	if out, err := helmCmd(args...); err != nil {
@@ -278,17 +266,60 @@ func (s *suite) testHelmInstall(t *testing.T) {
 	})
 	t.Logf("helm uninstall: the release's objects gone after %v", time.Since(uninstallBegan).Round(time.Millisecond))
 
-	// The namespace --create-namespace made is not the release's: removing
-	// it removes the pods the uninstall orphaned (this cluster has no
-	// garbage collector but nodegc's, which was uninstalled with the rest).
-	if err := s.client.CoreV1().Namespaces().Delete(ctx, helmNamespace, metav1.DeleteOptions{}); err != nil {
+	// The pods of the uninstalled workloads are orphans: this cluster has no
+	// garbage collector but nodegc's, uninstalled with the rest.
+	s.deletePods(t, helmNamespace)
+}
+
+// removeManifest deletes the objects of the kubectl-applied manifest but
+// its Namespace (the test cluster runs no namespace controller to finish a
+// namespace's deletion), then the workloads' ReplicaSets and pods, which
+// only a garbage collector would delete, and waits for the pods to be gone.
+func (s *suite) removeManifest(t *testing.T) {
+	data, err := os.ReadFile(s.manifest)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, 3*time.Minute, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
-		_, err := s.client.CoreV1().Namespaces().Get(ctx, helmNamespace, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+	var buf bytes.Buffer
+	for _, o := range decodeObjects(t, data) {
+		if o.GetKind() == "Namespace" {
+			continue
+		}
+		js, err := sigsyaml.Marshal(o.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.WriteString("---\n")
+		buf.Write(js)
+	}
+	objs := filepath.Join(t.TempDir(), "nodegc-e2e-objects.yaml")
+	if err := os.WriteFile(objs, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, testbed.Binary(t, "kubectl"), "--kubeconfig="+s.kc.API.KubeconfigPath(), "delete", "-f", objs, "--wait", "--timeout=1m").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl delete -f %s: %v\n%s", objs, err, out)
+	}
+	s.deletePods(t, "nodegc")
+}
+
+// deletePods deletes the ReplicaSets and pods of namespace ns and waits
+// for the pods to be gone (their containers stopped: the host ports free).
+func (s *suite) deletePods(t *testing.T, ns string) {
+	ctx := t.Context()
+	if err := s.client.AppsV1().ReplicaSets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, 2*time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
+		pods, err := s.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0, nil
 	}); err != nil {
-		t.Errorf("namespace %s not gone: %v", helmNamespace, err)
+		t.Fatalf("the pods of namespace %s are not gone: %v", ns, err)
 	}
 }
 
