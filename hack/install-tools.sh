@@ -327,7 +327,7 @@ install_helm() {
 	local t0
 	t0=$(date +%s)
 	sync_helm_module
-	log "building helm $v (cold: ~1 min once the kube binaries are built, ~3 min without) ..."
+	log "building helm $v (cold: ~35 s once the kube binaries are built, ~4 min without) ..."
 	# -X of helm's version only: link-time, so the compiled packages stay those of the kube build.
 	(cd "$ROOT/hack/tools/helm" && go build "${GO_BUILD_FLAGS[@]}" \
 		-ldflags "-X helm.sh/helm/v3/internal/version.version=$v -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
