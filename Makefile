@@ -42,8 +42,13 @@ image: build ## Build the container image without Docker: _output/image/nodegc.t
 	@echo "[image] $(IMAGE)"
 	$(GO) run ./hack/image --binary $(BIN)/nodegc --ref $(IMAGE) --out $(OUT)/image --version $(VERSION) --revision $(COMMIT)
 
+.PHONY: manifests
+manifests: ## Regenerate deploy/daemonset.yaml from the Helm chart deploy/helm/nodegc (needs make tools: helm)
+	@echo "[manifests] deploy/helm/nodegc -> deploy/daemonset.yaml"
+	hack/gen-deploy.sh
+
 .PHONY: tools
-tools: ## Install or build the test-bed binaries (containerd, runc, etcd, kube-apiserver, ...), cached in _output/tools
+tools: ## Install or build the test-bed binaries (containerd, runc, etcd, kube-apiserver, helm, ...), cached in _output/tools
 	hack/install-tools.sh
 
 .PHONY: test

@@ -40,6 +40,13 @@ func readObjects(t *testing.T) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return decodeObjects(t, data)
+}
+
+// decodeObjects splits a multi-document manifest into its objects, skipping
+// empty documents.
+func decodeObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
 	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var objs []*unstructured.Unstructured
 	for {

@@ -17,7 +17,9 @@
 #   image GC and eviction, the baseline) OwnerGC ContainerGCRestarts ContainerGCDeletedPod ContainerGCBytes
 #   ImageGCInUseTooBig ImageGCThreshold ScheduledImageKept Metrics Events (these two read what the others did)
 #   RuntimeRestart (restarts containerd) DiskPressureNodegc (last: restarts the kubelet and nodegc with other
-#   settings, and prints the side-by-side table with the baseline); -run 'TestE2E/DiskPressure' runs both sides.
+#   settings, and prints the side-by-side table with the baseline) HelmInstall (after all the others: the manifest
+#   is removed and the chart deploy/helm/nodegc installed with helm, checked and uninstalled); -run
+#   'TestE2E/DiskPressure' runs both sides.
 # Env:   E2E_TEST_FLAGS  more `go test` flags (default: -v);  NODEGC_SKIP_APT=1 as for install-tools.sh.
 #
 # Needs root (containerd, a loop-mounted ext4, cgroups, the kubelet). One kubelet per machine: concurrent runs

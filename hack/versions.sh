@@ -19,6 +19,12 @@ KUBE_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubelet kub
 # (`go list -m -versions go.etcd.io/etcd/server/v3`).
 ETCD_VERSION=v3.5.35
 
+# helm v3 (hack/tools/helm), for the chart deploy/helm/nodegc: its tests (helm lint/template), make manifests
+# (deploy/daemonset.yaml is rendered from the chart) and the e2e suite's helm install. A v3.19.x: it is built
+# against Kubernetes 1.34 libraries, which hack/tools/helm pins to KUBERNETES_VERSION's so that the Go build
+# cache shares them with the kube build.
+HELM_VERSION=v3.19.5
+
 # crictl, built from sigs.k8s.io/cri-tools (debugging aid).
 CRICTL_VERSION=v1.36.0
 

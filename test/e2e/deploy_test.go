@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -126,57 +127,86 @@ func (s *suite) renderForNode(t *testing.T) []*unstructured.Unstructured {
 //   - The DaemonSet's agent logs at -v=4, where nodegc logs every removal
 //     with its reason; the report quotes them.
 func (s *suite) adaptForTestNode(t *testing.T, objs []*unstructured.Unstructured) {
+	tuned, changes, err := s.adaptation().apply(objs)
+	if err != nil {
+		t.Fatalf("adapting the manifest for the test node: %v", err)
+	}
+	s.nodegcConfig = tuned
+	t.Logf("adapted for the test node (no kube-proxy, no pod network; faster timings):\n  %s", strings.Join(changes, "\n  "))
+}
+
+// adaptation is what adaptForTestNode needs to know about the test node.
+// The helm install case hands it to the post-renderer (the test binary
+// itself, see TestMain) as JSON.
+type adaptation struct {
+	APIServerPort    int `json:"apiServerPort"`
+	OwnerHealthzPort int `json:"ownerHealthzPort"`
+	OwnerMetricsPort int `json:"ownerMetricsPort"`
+}
+
+func (s *suite) adaptation() adaptation {
+	return adaptation{APIServerPort: s.kc.API.APIServerPort, OwnerHealthzPort: s.ownerHealthzPort, OwnerMetricsPort: s.ownerMetricsPort}
+}
+
+// apply makes the changes adaptForTestNode describes to objs, in place, and
+// returns the tuned configuration and what it changed. The ConfigMap
+// nodegc-config, the DaemonSet nodegc-node and the Deployment nodegc-owner
+// must all be there.
+func (a adaptation) apply(objs []*unstructured.Unstructured) (tunedConfig string, changes []string, err error) {
 	apiEnv := []any{
 		map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": strconv.Itoa(s.kc.API.APIServerPort)},
+		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": strconv.Itoa(a.APIServerPort)},
 	}
-	var changes []string
 	for _, o := range objs {
 		switch {
 		case o.GetKind() == "ConfigMap" && o.GetName() == "nodegc-config":
 			data, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
-			tuned, err := tuneConfig(data)
-			if err != nil {
-				t.Fatalf("tune the configuration: %v", err)
+			if tunedConfig, err = tuneConfig(data); err != nil {
+				return "", nil, fmt.Errorf("tune the configuration: %w", err)
 			}
-			if err := unstructured.SetNestedField(o.Object, tuned, "data", "config.yaml"); err != nil {
-				t.Fatal(err)
+			if err := unstructured.SetNestedField(o.Object, tunedConfig, "data", "config.yaml"); err != nil {
+				return "", nil, err
 			}
-			s.nodegcConfig = tuned
 			changes = append(changes, "ConfigMap: imageGC.minimumGCAge "+e2eImageMinimumGCAge+", containerGC.period "+e2eContainerGCPeriod)
 		case o.GetKind() == "DaemonSet" && o.GetName() == "nodegc-node":
-			editContainer(t, o, func(c map[string]any) {
+			if err := editContainer(o, func(c map[string]any) {
 				c["env"] = append(c["env"].([]any), apiEnv...)
 				c["args"] = append(c["args"].([]any), "-v=4")
-			})
+			}); err != nil {
+				return "", nil, err
+			}
 			changes = append(changes, "DaemonSet: API on 127.0.0.1 via KUBERNETES_SERVICE_HOST/PORT, -v=4")
 		case o.GetKind() == "Deployment" && o.GetName() == "nodegc-owner":
-			must(t, unstructured.SetNestedField(o.Object, int64(1), "spec", "replicas"))
-			must(t, unstructured.SetNestedField(o.Object, true, "spec", "template", "spec", "hostNetwork"))
-			must(t, unstructured.SetNestedField(o.Object, "ClusterFirstWithHostNet", "spec", "template", "spec", "dnsPolicy"))
-			editContainer(t, o, func(c map[string]any) {
-				env, _ := c["env"].([]any)
-				c["env"] = append(env, apiEnv...)
-				c["args"] = append(c["args"].([]any),
-					fmt.Sprintf("--healthz-bind-address=:%d", s.ownerHealthzPort),
-					fmt.Sprintf("--metrics-bind-address=:%d", s.ownerMetricsPort))
-				for _, p := range c["ports"].([]any) {
-					pm := p.(map[string]any)
-					switch pm["name"] {
-					case "healthz":
-						pm["containerPort"] = int64(s.ownerHealthzPort)
-					case "metrics":
-						pm["containerPort"] = int64(s.ownerMetricsPort)
+			err := errors.Join(
+				unstructured.SetNestedField(o.Object, int64(1), "spec", "replicas"),
+				unstructured.SetNestedField(o.Object, true, "spec", "template", "spec", "hostNetwork"),
+				unstructured.SetNestedField(o.Object, "ClusterFirstWithHostNet", "spec", "template", "spec", "dnsPolicy"),
+				editContainer(o, func(c map[string]any) {
+					env, _ := c["env"].([]any)
+					c["env"] = append(env, apiEnv...)
+					c["args"] = append(c["args"].([]any),
+						fmt.Sprintf("--healthz-bind-address=:%d", a.OwnerHealthzPort),
+						fmt.Sprintf("--metrics-bind-address=:%d", a.OwnerMetricsPort))
+					for _, p := range c["ports"].([]any) {
+						pm := p.(map[string]any)
+						switch pm["name"] {
+						case "healthz":
+							pm["containerPort"] = int64(a.OwnerHealthzPort)
+						case "metrics":
+							pm["containerPort"] = int64(a.OwnerMetricsPort)
+						}
 					}
-				}
-			})
-			changes = append(changes, fmt.Sprintf("Deployment: 1 replica, hostNetwork, ports %d/%d, API on 127.0.0.1", s.ownerHealthzPort, s.ownerMetricsPort))
+				}))
+			if err != nil {
+				return "", nil, err
+			}
+			changes = append(changes, fmt.Sprintf("Deployment: 1 replica, hostNetwork, ports %d/%d, API on 127.0.0.1", a.OwnerHealthzPort, a.OwnerMetricsPort))
 		}
 	}
 	if len(changes) != 3 {
-		t.Fatalf("adapting the manifest for the test node: expected the ConfigMap, the DaemonSet and the Deployment, changed only: %v", changes)
+		return "", nil, fmt.Errorf("expected the ConfigMap, the DaemonSet and the Deployment, changed only: %v", changes)
 	}
-	t.Logf("adapted for the test node (no kube-proxy, no pod network; faster timings):\n  %s", strings.Join(changes, "\n  "))
+	return tunedConfig, changes, nil
 }
 
 // tuneConfig sets the e2e timings in the configuration and checks that it
@@ -210,21 +240,13 @@ func tuneConfig(data string) (string, error) {
 	return string(out), nil
 }
 
-func editContainer(t *testing.T, o *unstructured.Unstructured, edit func(map[string]any)) {
-	t.Helper()
+func editContainer(o *unstructured.Unstructured, edit func(map[string]any)) error {
 	ctrs, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 	if err != nil || len(ctrs) != 1 {
-		t.Fatalf("%s %s: want one container (%v)", o.GetKind(), o.GetName(), err)
+		return fmt.Errorf("%s %s: want one container (%v)", o.GetKind(), o.GetName(), err)
 	}
 	edit(ctrs[0].(map[string]any))
-	must(t, unstructured.SetNestedSlice(o.Object, ctrs, "spec", "template", "spec", "containers"))
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	return unstructured.SetNestedSlice(o.Object, ctrs, "spec", "template", "spec", "containers")
 }
 
 // apply writes the rendered and adapted objects to one manifest file and
@@ -245,6 +267,7 @@ func (s *suite) apply(t *testing.T, objs []*unstructured.Unstructured) {
 	if err := os.WriteFile(manifest, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	s.manifest = manifest
 	kubectl := testbed.Binary(t, "kubectl")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

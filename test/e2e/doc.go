@@ -59,6 +59,16 @@
 //     container GC reports for its removals
 //     (nodegc_container_gc_bytes_freed_total by kind) match within 5%.
 //
+// Last, HelmInstall: the kubectl-applied manifest is deleted (and its pods
+// gone), and the chart deploy/helm/nodegc installed with `helm install
+// --create-namespace` and values for the node (image, socket, containerd
+// root, pod logs and state directories, ports). The test node's
+// adaptations are made by Helm's post-renderer, which is this test binary
+// itself (TestMain, with NODEGC_E2E_POST_RENDER set), through the same code
+// as for the manifest. The node agent must connect to the runtime, the owner
+// collector lead and sync and collect one ConfigMap whose owner is deleted;
+// `helm uninstall` must then remove the release's objects.
+//
 // The tests need root and the test-bed binaries (`make tools`) and carry the
 // e2e build tag, so `make test` leaves them out. Run them with
 //

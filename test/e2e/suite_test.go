@@ -41,6 +41,9 @@ type suite struct {
 	// nodegcConfig is the configuration the suite deployed (the
 	// ConfigMap's config.yaml after adaptForTestNode).
 	nodegcConfig string
+	// manifest is the file the suite applied with kubectl (the rendered and
+	// adapted deploy/daemonset.yaml).
+	manifest string
 
 	// Test images in the node's registry.
 	sleepImage, crashImage *registry.Image
@@ -87,6 +90,9 @@ func TestE2E(t *testing.T) {
 	// Last: it restarts the kubelet and nodegc with other settings (and
 	// back).
 	t.Run("DiskPressureNodegc", s.testDiskPressureNodegc)
+	// After every case of the kubectl-applied manifest: the same node agent
+	// and owner collector installed with helm from deploy/helm/nodegc.
+	t.Run("HelmInstall", s.testHelmInstall)
 	t.Logf("e2e cases done %v after start", time.Since(began).Round(time.Millisecond))
 }
 

@@ -1,0 +1,362 @@
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/pkg/config"
+)
+
+// chart is the Helm chart deploy/daemonset.yaml is generated from.
+const chart = "helm/nodegc"
+
+// presets are the chart's distribution values files (presets/NAME.yaml).
+var presets = []string{"k3s", "rke2", "kind", "containerd-custom-root"}
+
+// ownerGCModes are the values of ownerGC.mode.
+var ownerGCModes = []string{"deployment", "auto", "off"}
+
+// helm runs the helm binary the test bed built (make tools) with args and
+// returns its stdout; stderr is in the error.
+func helm(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), testbed.Binary(t, "helm"), args...)
+	// No user or repository configuration: helm's caches go to the test's own directory.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out, nil
+}
+
+// render runs helm template for release nodegc in namespace ns with the
+// given extra arguments (-f, --set) and returns the objects.
+func render(t *testing.T, ns string, args ...string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := helm(t, append([]string{"template", "nodegc", chart, "--namespace", ns}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeObjects(t, out)
+}
+
+func presetFile(name string) string { return filepath.Join(chart, "presets", name+".yaml") }
+
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// renderedConfig decodes and validates the ConfigMap's config.yaml.
+func renderedConfig(t *testing.T, objs []*unstructured.Unstructured) *config.NodeGCConfiguration {
+	t.Helper()
+	cm := find(objs, "ConfigMap", "nodegc-config")
+	if cm == nil {
+		t.Fatal("no ConfigMap nodegc-config")
+	}
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
+	loaded, err := config.Decode([]byte(data))
+	if err != nil {
+		t.Fatalf("ConfigMap nodegc-config: %v\n%s", err, data)
+	}
+	if errs := config.Validate(loaded.Config); len(errs) > 0 {
+		t.Fatalf("ConfigMap nodegc-config: %v\n%s", errs, data)
+	}
+	return loaded.Config
+}
+
+func subjects(o *unstructured.Unstructured) []string {
+	var out []string
+	subs, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+	for _, s := range subs {
+		m := s.(map[string]any)
+		out = append(out, fmt.Sprintf("%s/%s/%s", m["kind"], m["namespace"], m["name"]))
+	}
+	return out
+}
+
+func containerArgs(t *testing.T, o *unstructured.Unstructured) []string {
+	t.Helper()
+	ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	if len(ctrs) != 1 {
+		t.Fatalf("%s %s: %d containers, want 1", o.GetKind(), o.GetName(), len(ctrs))
+	}
+	args, _, _ := unstructured.NestedStringSlice(ctrs[0].(map[string]any), "args")
+	return args
+}
+
+// TestChartLint: helm lint --strict passes with the defaults, every preset,
+// every owner GC mode and the scrape objects enabled.
+func TestChartLint(t *testing.T) {
+	cases := map[string][]string{"defaults": nil, "namespace.create": {"--set", "namespace.create=true"}}
+	for _, p := range presets {
+		cases["preset "+p] = []string{"-f", presetFile(p)}
+	}
+	for _, m := range ownerGCModes {
+		cases["ownerGC.mode "+m] = []string{"--set", "ownerGC.mode=" + m,
+			"--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"}
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := helm(t, append([]string{"lint", "--strict", chart, "--namespace", "nodegc"}, args...)...); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestChartOwnerGCModes: what each ownerGC.mode renders: where the owner GC
+// runs (the Deployment or the node agents' --owner-gc=auto) and who holds
+// its rights.
+func TestChartOwnerGCModes(t *testing.T) {
+	const ns = "gc-system"
+	type want struct {
+		deployment bool
+		nodeArg    string
+		ownerSA    bool
+		// Subjects of the owner ClusterRoleBinding and of the leader-election
+		// RoleBinding; nil: no owner RBAC at all.
+		ownerSubjects []string
+	}
+	cases := map[string]want{
+		"deployment": {deployment: true, nodeArg: "--owner-gc=off", ownerSA: true, ownerSubjects: []string{"ServiceAccount/" + ns + "/nodegc-owner"}},
+		"auto":       {nodeArg: "--owner-gc=auto", ownerSubjects: []string{"ServiceAccount/" + ns + "/nodegc-node"}},
+		"off":        {nodeArg: "--owner-gc=off"},
+	}
+	for mode, w := range cases {
+		t.Run(mode, func(t *testing.T) {
+			objs := render(t, ns, "--set", "ownerGC.mode="+mode)
+			ds := find(objs, "DaemonSet", "nodegc-node")
+			if ds == nil {
+				t.Fatal("no DaemonSet nodegc-node")
+			}
+			if args := containerArgs(t, ds); !cmp.Equal(args[len(args)-1], w.nodeArg) {
+				t.Errorf("DaemonSet args %v, want the last %s", args, w.nodeArg)
+			}
+			dep := find(objs, "Deployment", "nodegc-owner")
+			if (dep != nil) != w.deployment {
+				t.Errorf("Deployment nodegc-owner rendered: %v, want %v", dep != nil, w.deployment)
+			}
+			if dep != nil {
+				if args := containerArgs(t, dep); args[len(args)-1] != "--owner-gc=only" {
+					t.Errorf("Deployment args %v, want the last --owner-gc=only", args)
+				}
+				if r, _, _ := unstructured.NestedFieldNoCopy(dep.Object, "spec", "replicas"); toInt64(r) != 2 {
+					t.Errorf("Deployment replicas %d, want 2", r)
+				}
+			}
+			if sa := find(objs, "ServiceAccount", "nodegc-owner"); (sa != nil) != w.ownerSA {
+				t.Errorf("ServiceAccount nodegc-owner rendered: %v, want %v", sa != nil, w.ownerSA)
+			}
+			for _, kind := range []string{"ClusterRole", "Role"} {
+				name := map[string]string{"ClusterRole": "nodegc-owner", "Role": "nodegc-owner-leader-election"}[kind]
+				if r := find(objs, kind, name); (r != nil) != (w.ownerSubjects != nil) {
+					t.Errorf("%s %s rendered: %v, want %v", kind, name, r != nil, w.ownerSubjects != nil)
+				}
+				b := find(objs, kind+"Binding", name)
+				if (b != nil) != (w.ownerSubjects != nil) {
+					t.Errorf("%sBinding %s rendered: %v, want %v", kind, name, b != nil, w.ownerSubjects != nil)
+					continue
+				}
+				if b != nil {
+					if diff := cmp.Diff(w.ownerSubjects, subjects(b)); diff != "" {
+						t.Errorf("%sBinding %s subjects (-want +got):\n%s", kind, name, diff)
+					}
+				}
+			}
+			// The node agent's own rights are there in every mode.
+			if b := find(objs, "ClusterRoleBinding", "nodegc-node"); b == nil {
+				t.Error("no ClusterRoleBinding nodegc-node")
+			} else if diff := cmp.Diff([]string{"ServiceAccount/" + ns + "/nodegc-node"}, subjects(b)); diff != "" {
+				t.Errorf("ClusterRoleBinding nodegc-node subjects (-want +got):\n%s", diff)
+			}
+			if cfg := renderedConfig(t, objs); cfg.LeaderElection.ResourceNamespace != ns {
+				t.Errorf("leaderElection.resourceNamespace %q, want the release's namespace %q", cfg.LeaderElection.ResourceNamespace, ns)
+			}
+			for _, o := range objs {
+				if o.GetKind() == "Namespace" {
+					t.Errorf("Namespace %s rendered without namespace.create", o.GetName())
+				}
+				if n := o.GetNamespace(); n != "" && n != ns {
+					t.Errorf("%s %s in namespace %q, want the release's %q", o.GetKind(), o.GetName(), n, ns)
+				}
+			}
+		})
+	}
+}
+
+// TestChartInvalidOwnerGCMode: an unknown ownerGC.mode fails the render and
+// says which value and which choices.
+func TestChartInvalidOwnerGCMode(t *testing.T) {
+	_, err := helm(t, "template", "nodegc", chart, "--set", "ownerGC.mode=leader")
+	const want = `ownerGC.mode "leader" is not one of deployment, auto, off`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("helm template with ownerGC.mode=leader: %v; want an error saying %s", err, want)
+	}
+}
+
+// TestChartConfigValid: the ConfigMap's configuration decodes strictly and
+// validates with every preset in every owner GC mode.
+func TestChartConfigValid(t *testing.T) {
+	for _, p := range append([]string{""}, presets...) {
+		for _, m := range ownerGCModes {
+			name := p + "/" + m
+			if p == "" {
+				name = "defaults/" + m
+			}
+			t.Run(name, func(t *testing.T) {
+				args := []string{"--set", "ownerGC.mode=" + m}
+				if p != "" {
+					args = append(args, "-f", presetFile(p))
+				}
+				renderedConfig(t, render(t, "nodegc", args...))
+			})
+		}
+	}
+}
+
+// TestChartPresetPaths: each preset's node paths land, identical, in the
+// agent's hostPath volumes, its volume mounts and the configuration (CRI
+// reports host paths), and the socket's directory is what is mounted.
+func TestChartPresetPaths(t *testing.T) {
+	type paths struct{ socket, root, podLogs, containerLogs, state string }
+	std := paths{"/run/containerd/containerd.sock", "/var/lib/containerd", "/var/log/pods", "/var/log/containers", "/var/lib/nodegc"}
+	cases := map[string]paths{
+		"":                       std,
+		"kind":                   std,
+		"k3s":                    {"/run/k3s/containerd/containerd.sock", "/var/lib/rancher/k3s/agent/containerd", "/var/log/pods", "/var/log/containers", "/var/lib/nodegc"},
+		"rke2":                   {"/run/k3s/containerd/containerd.sock", "/var/lib/rancher/rke2/agent/containerd", "/var/log/pods", "/var/log/containers", "/var/lib/nodegc"},
+		"containerd-custom-root": {"/data/containerd/run/containerd.sock", "/data/containerd", "/data/kubelet/pod-logs", "/var/log/containers", "/data/nodegc"},
+	}
+	if len(cases) != len(presets)+1 {
+		t.Fatalf("the test covers %d presets, the chart has %d (%v)", len(cases)-1, len(presets), presets)
+	}
+	for p, want := range cases {
+		name := p
+		if p == "" {
+			name = "defaults"
+		}
+		t.Run(name, func(t *testing.T) {
+			var args []string
+			if p != "" {
+				args = []string{"-f", presetFile(p)}
+			}
+			objs := render(t, "nodegc", args...)
+			cfg := renderedConfig(t, objs)
+			gotCfg := paths{cfg.ContainerRuntimeEndpoint, "", cfg.ContainerGC.PodLogsDirectory, cfg.ContainerGC.ContainerLogsDirectory, cfg.StateDirectory}
+			wantCfg := want
+			wantCfg.socket, wantCfg.root = "unix://"+want.socket, ""
+			if diff := cmp.Diff(wantCfg, gotCfg, cmp.AllowUnexported(paths{})); diff != "" {
+				t.Errorf("configuration paths (-want +got):\n%s", diff)
+			}
+			ds := find(objs, "DaemonSet", "nodegc-node")
+			if ds == nil {
+				t.Fatal("no DaemonSet nodegc-node")
+			}
+			spec, _, _ := unstructured.NestedMap(ds.Object, "spec", "template", "spec")
+			hostPaths := map[string]string{}
+			vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+			for _, v := range vols {
+				vm := v.(map[string]any)
+				if p, ok, _ := unstructured.NestedString(vm, "hostPath", "path"); ok {
+					hostPaths[vm["name"].(string)] = p
+				}
+			}
+			mounts := map[string]string{}
+			ctrs, _, _ := unstructured.NestedSlice(spec, "containers")
+			ms, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "volumeMounts")
+			for _, m := range ms {
+				mm := m.(map[string]any)
+				mounts[mm["name"].(string)] = mm["mountPath"].(string)
+			}
+			wantVols := map[string]string{
+				"runtime-dir":     filepath.Dir(want.socket),
+				"containerd-root": want.root,
+				"pod-logs":        want.podLogs,
+				"container-logs":  want.containerLogs,
+				"state":           want.state,
+			}
+			if diff := cmp.Diff(wantVols, hostPaths); diff != "" {
+				t.Errorf("hostPath volumes (-want +got):\n%s", diff)
+			}
+			wantVols["config"] = "/etc/nodegc"
+			if diff := cmp.Diff(wantVols, mounts); diff != "" {
+				t.Errorf("volume mounts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestChartPorts: ports.healthz and ports.metrics are the containers' ports
+// and the configuration's bind addresses.
+func TestChartPorts(t *testing.T) {
+	objs := render(t, "nodegc", "--set", "ports.healthz=19280", "--set", "ports.metrics=19281")
+	cfg := renderedConfig(t, objs)
+	if cfg.HealthzBindAddress != ":19280" || cfg.MetricsBindAddress != ":19281" {
+		t.Errorf("bind addresses healthz %q, metrics %q; want :19280, :19281", cfg.HealthzBindAddress, cfg.MetricsBindAddress)
+	}
+	for _, o := range []*unstructured.Unstructured{find(objs, "DaemonSet", "nodegc-node"), find(objs, "Deployment", "nodegc-owner")} {
+		ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		ports, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "ports")
+		got := map[string]int64{}
+		for _, p := range ports {
+			pm := p.(map[string]any)
+			got[pm["name"].(string)] = toInt64(pm["containerPort"])
+		}
+		if diff := cmp.Diff(map[string]int64{"healthz": 19280, "metrics": 19281}, got); diff != "" {
+			t.Errorf("%s %s ports (-want +got):\n%s", o.GetKind(), o.GetName(), diff)
+		}
+	}
+}
+
+// toInt64 reads a number of a decoded manifest (YAML numbers decode as
+// float64); -1 if it is none.
+func toInt64(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return -1
+}
+
+// TestChartLabels: Helm's labels are on the objects of a helm install but
+// never in selectors, which stay those of deploy/daemonset.yaml.
+func TestChartLabels(t *testing.T) {
+	objs := render(t, "nodegc")
+	for _, o := range objs {
+		if o.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" || o.GetLabels()["app.kubernetes.io/name"] != "nodegc" {
+			t.Errorf("%s %s labels %v: want app.kubernetes.io/name: nodegc and Helm's", o.GetKind(), o.GetName(), o.GetLabels())
+		}
+	}
+	for kind, component := range map[string]string{"DaemonSet": "node", "Deployment": "owner"} {
+		o := find(objs, kind, "nodegc-"+component)
+		sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+		want := map[string]string{"app.kubernetes.io/name": "nodegc", "app.kubernetes.io/component": component}
+		if diff := cmp.Diff(want, sel); diff != "" {
+			t.Errorf("%s selector (-want +got):\n%s", kind, diff)
+		}
+		pod, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+		if diff := cmp.Diff(want, pod); diff != "" {
+			t.Errorf("%s pod labels (-want +got):\n%s", kind, diff)
+		}
+	}
+}

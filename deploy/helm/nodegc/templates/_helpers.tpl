@@ -1,0 +1,78 @@
+{{/*
+The prefix of every object name: fullnameOverride, else the release name if it holds the chart's name
+(nameOverride), else "<release>-<name>". Release "nodegc" gives nodegc-node, nodegc-owner, nodegc-config.
+*/}}
+{{- define "nodegc.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "nodegc.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "nodegc.name" . }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Metadata labels: app.kubernetes.io/name always, Helm's standard labels when helmLabels (not in the
+generated deploy/daemonset.yaml). Selectors use nodegc.selectorLabels only.
+*/}}
+{{- define "nodegc.labels" -}}
+app.kubernetes.io/name: {{ include "nodegc.name" . }}
+{{- if .Values.helmLabels }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of a workload: include "nodegc.selectorLabels" (list . "node") */}}
+{{- define "nodegc.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "nodegc.name" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* ownerGC.mode, validated: deployment, auto or off. */}}
+{{- define "nodegc.ownerGCMode" -}}
+{{- $mode := toString .Values.ownerGC.mode }}
+{{- if not (has $mode (list "deployment" "auto" "off")) }}
+{{- fail (printf "ownerGC.mode %q is not one of deployment, auto, off" $mode) }}
+{{- end }}
+{{- $mode }}
+{{- end }}
+
+{{/* The ServiceAccount the owner GC runs as: the owner collector's, or the node agent's in mode auto. */}}
+{{- define "nodegc.ownerServiceAccount" -}}
+{{- if eq (include "nodegc.ownerGCMode" .) "auto" }}
+{{- include "nodegc.fullname" . }}-node
+{{- else }}
+{{- include "nodegc.fullname" . }}-owner
+{{- end }}
+{{- end }}
+
+{{/* The image reference of both workloads. */}}
+{{- define "nodegc.image" -}}
+{{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) }}
+{{- end }}
+
+{{/*
+The socket's directory, which the node agent mounts (never the socket file). A socket in / would mount
+the whole host: refused.
+*/}}
+{{- define "nodegc.socketDir" -}}
+{{- $s := .Values.runtime.socket }}
+{{- if not (isAbs $s) }}
+{{- fail (printf "runtime.socket %q is not an absolute path" $s) }}
+{{- end }}
+{{- $d := dir $s }}
+{{- if eq $d "/" }}
+{{- fail (printf "runtime.socket %q: its directory is mounted, and a socket in / would mount the whole host" $s) }}
+{{- end }}
+{{- $d }}
+{{- end }}

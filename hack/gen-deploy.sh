@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+#
+# hack/gen-deploy.sh: generate deploy/daemonset.yaml from the Helm chart deploy/helm/nodegc (make manifests).
+# The chart is the one source of the manifests; deploy/daemonset.yaml is the chart rendered with
+#
+#   helm template nodegc deploy/helm/nodegc --namespace nodegc --set namespace.create=true --set helmLabels=false
+#
+# (a plain manifest creates its namespace, and carries no release-specific labels), without Helm's "# Source:"
+# lines, under the header comment below. deploy's tests fail when the file drifts from the chart.
+#
+# Usage: hack/gen-deploy.sh [OUT]   OUT defaults to deploy/daemonset.yaml; - prints to stdout
+# Env:   HELM  the helm binary (default _output/tools/bin/helm, built by make tools)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+case "${1:-}" in
+-h | --help)
+	sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"
+	exit 0
+	;;
+esac
+OUT="${1:-$ROOT/deploy/daemonset.yaml}"
+HELM="${HELM:-$ROOT/_output/tools/bin/helm}"
+[[ -x "$HELM" ]] || { echo "gen-deploy: $HELM not found; run make tools (or set HELM)" >&2; exit 1; }
+
+header() {
+	cat <<'HEADER'
+# nodegc: node-level garbage collection for Kubernetes.
+#
+#   kubectl apply -f deploy/daemonset.yaml
+#
+# Generated from the Helm chart deploy/helm/nodegc by hack/gen-deploy.sh (make manifests): edit the chart,
+# not this file. `helm install nodegc deploy/helm/nodegc -n nodegc --create-namespace` installs the same
+# objects (plus Helm's labels); the chart's values.yaml and presets/ (k3s, RKE2, kind, ...) adapt them.
+#
+# Two workloads share one image and one ConfigMap:
+#   - DaemonSet nodegc-node (--owner-gc=off): image and dead-container GC on every node, through the
+#     node's CRI socket. Its ServiceAccount reads pods and nodes and writes events; it can delete nothing
+#     in the API, so a compromised node holds no cluster-wide delete rights.
+#   - Deployment nodegc-owner (--owner-gc=only, 2 replicas, leader-elected through a Lease): the
+#     cluster's ownerReference garbage collector. Its ServiceAccount lists, watches, patches and deletes
+#     what it collects, as kube-controller-manager's collector does.
+#
+# Single-workload alternative for small clusters (the chart's ownerGC.mode=auto): drop the Deployment, run
+# the DaemonSet with --owner-gc=auto and bind the nodegc-owner ClusterRole and Role to the nodegc-node
+# ServiceAccount. Every node then joins the election and the elected one runs the owner GC. The trade-off:
+# every node's agent holds delete rights on every resource in the cluster, so taking over any one node (the
+# agent reaches the runtime socket) gives cluster-wide delete rights.
+#
+# Image: ghcr.io/nodegc/nodegc:latest below is the default; `make image` builds it without Docker and
+# hack/render-deploy.sh IMAGE renders this file with another image (tested by the e2e suite).
+#
+# Running beside kubelet: set kubelet's imageGCHighThresholdPercent: 100 and imageMaximumGCAge: 0 so
+# only nodegc removes images, and keep nodegc's thresholds below the kubelet's eviction thresholds.
+HEADER
+}
+
+rendered="$("$HELM" template nodegc "$ROOT/deploy/helm/nodegc" --namespace nodegc \
+	--set namespace.create=true --set helmLabels=false)"
+# Drop Helm's "# Source: nodegc/templates/..." lines and the "---" before the first object.
+body="$(sed -e '/^# Source: /d' <<<"$rendered" | sed -e '1{/^---$/d}')"
+if [[ "$OUT" == - ]]; then
+	header
+	printf '%s\n' "$body"
+else
+	{
+		header
+		printf '%s\n' "$body"
+	} >"$OUT.tmp"
+	mv -f "$OUT.tmp" "$OUT"
+fi
