@@ -1,0 +1,144 @@
+package deploy
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+)
+
+// readmeSections are the README sections whose commands this test runs.
+var readmeSections = []string{"### Install with Helm", "### Distribution presets", "## Monitoring"}
+
+// readmeCommands returns the commands of the ```sh blocks of a README
+// section (from its heading to the next heading of its level or above),
+// continuation lines joined.
+func readmeCommands(t *testing.T, readme, heading string) []string {
+	t.Helper()
+	start := strings.Index(readme, "\n"+heading+"\n")
+	if start < 0 {
+		t.Fatalf("README.md has no section %q", heading)
+	}
+	body := readme[start+len(heading)+2:]
+	level := strings.Fields(heading)[0]
+	if end := regexp.MustCompile(`\n#{1,` + strconv.Itoa(len(level)) + `} `).FindStringIndex(body); end != nil {
+		body = body[:end[0]]
+	}
+	var cmds []string
+	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(body, -1) {
+		cmd := ""
+		for _, line := range strings.Split(block[1], "\n") {
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			cmd += strings.TrimSpace(line)
+			if strings.HasSuffix(cmd, `\`) {
+				cmd = strings.TrimSuffix(cmd, `\`)
+				continue
+			}
+			cmds = append(cmds, cmd)
+			cmd = ""
+		}
+	}
+	return cmds
+}
+
+// TestReadmeCommands runs the commands the README shows for Helm, the
+// presets and monitoring, as far as a cluster is not needed: each `helm
+// install` rendered with `helm template` (make e2e runs a real helm
+// install), `helm lint` as it is, a pipeline into `kubectl apply -f -`
+// without its last stage, and each file a `kubectl apply -f FILE` names
+// decoded. A command of another shape fails the test, so the README shows
+// nothing untested.
+func TestReadmeCommands(t *testing.T) {
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Dir(testbed.Binary(t, "helm"))
+	testbed.Binary(t, "kubectl")
+	home := t.TempDir()
+	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	run := func(t *testing.T, cmd string) []byte {
+		t.Helper()
+		c := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", cmd)
+		c.Dir, c.Env = root, env
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", cmd, err, stderr.String())
+		}
+		return out
+	}
+	applyFile := regexp.MustCompile(`^kubectl apply( -n [a-z0-9-]+)? -f ([^ |]+)$`)
+	seen := map[string]int{}
+	for _, heading := range readmeSections {
+		cmds := readmeCommands(t, string(data), heading)
+		if len(cmds) == 0 {
+			t.Errorf("README.md section %q shows no command", heading)
+		}
+		for _, cmd := range cmds {
+			t.Run(cmd, func(t *testing.T) {
+				switch {
+				case strings.HasPrefix(cmd, "helm install "):
+					seen["helm install"]++
+					objs := decodeObjects(t, run(t, "helm template "+strings.TrimPrefix(cmd, "helm install ")))
+					if find(objs, "DaemonSet", "nodegc-node") == nil {
+						t.Errorf("renders no DaemonSet nodegc-node")
+					}
+					renderedConfig(t, objs)
+				case strings.HasPrefix(cmd, "helm lint "):
+					seen["helm lint"]++
+					run(t, cmd)
+				case strings.HasSuffix(cmd, " | kubectl apply -f -"):
+					seen["pipeline"]++
+					if objs := decodeObjects(t, run(t, strings.TrimSuffix(cmd, " | kubectl apply -f -"))); len(objs) == 0 {
+						t.Errorf("makes no object")
+					}
+				case applyFile.MatchString(cmd):
+					seen["apply"]++
+					file := applyFile.FindStringSubmatch(cmd)[2]
+					raw, err := os.ReadFile(filepath.Join(root, file))
+					if err != nil {
+						t.Fatal(err)
+					}
+					objs := decodeObjects(t, raw)
+					if len(objs) == 0 {
+						t.Fatalf("%s holds no object", file)
+					}
+					for _, o := range objs {
+						if o.GetAPIVersion() == "" || o.GetKind() == "" || o.GetName() == "" {
+							t.Errorf("%s: an object without apiVersion, kind or name", file)
+						}
+					}
+				default:
+					t.Errorf("a command this test does not know how to run: keep the README to commands that are tested")
+				}
+			})
+		}
+	}
+	// What the README must keep showing: installs (with every preset),
+	// lint, the dashboard's ConfigMap and the PrometheusRule.
+	for _, p := range presets {
+		if !strings.Contains(string(data), "-f deploy/helm/nodegc/presets/"+p+".yaml") {
+			t.Errorf("README.md shows no install with the %s preset", p)
+		}
+	}
+	for what, least := range map[string]int{"helm install": 1 + len(presets), "helm lint": 1, "pipeline": 1, "apply": 1} {
+		if seen[what] < least {
+			t.Errorf("README.md shows %d %s command(s), want at least %d", seen[what], what, least)
+		}
+	}
+}
