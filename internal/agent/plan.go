@@ -36,12 +36,17 @@ const podSyncWait = 20 * time.Second
 // Plan connects to the runtime (and the API server, if reachable) as Run
 // does and returns the plans, without acting on them.
 func Plan(ctx context.Context, opts Options) (*PlanReport, error) {
+	reg := prometheus.NewRegistry()
+	return plan(ctx, opts, reg, newStatus(reg))
+}
+
+// plan is Plan with the node GC's metrics registered in reg.
+func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *status) (*PlanReport, error) {
 	restCfg, err := restConfig(opts.Kubeconfig, opts.Config)
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	n, err := newNodeGC(opts, restCfg, reg, nil, newStatus(reg))
+	n, err := newNodeGC(opts, restCfg, reg, nil, st)
 	if err != nil {
 		return nil, err
 	}
