@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
 # hack/install-tools.sh: idempotent, cached installer of the test-bed binaries (containerd 1.6
-# and runc from Debian, containerd 2.x, etcd and the Kubernetes binaries built from the Go module proxy). Versions are pinned in hack/versions.sh. Layout (relied on by the Go test harnesses):
+# and runc from Debian, containerd 2.x, etcd, the Kubernetes binaries, helm and crictl built from the Go module proxy). Versions are pinned in hack/versions.sh. Layout (relied on by the Go test harnesses):
 #
 #   _output/tools/bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,helm,crictl}
 #   _output/tools/containerd2/bin/{containerd,containerd-shim-runc-v2}   (own dir: the daemon finds its shim via PATH)
