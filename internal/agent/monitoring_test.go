@@ -3,9 +3,7 @@ package agent_test
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/nodegc/nodegc/deploy/monitoring"
 	"github.com/nodegc/nodegc/internal/agent"
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -133,84 +132,38 @@ func checkMonitoring(t *testing.T, scrape, configYAML, kubeconfig, node string) 
 }
 
 // loadScrape appends the scraped families to db as series with the target's
-// labels: n samples step apart ending at end. Gauges keep their value;
-// counters, histograms and summaries (but quantiles) grow linearly from
-// 1/n of their value to it.
+// labels: n samples step apart ending at end. Gauges (and summaries'
+// quantiles) keep their value; counters, histograms and summaries grow
+// linearly from 1/n of their value to it. The series are the text format's,
+// as testbed.Samples lists them (a histogram's +Inf bucket included).
 func loadScrape(t *testing.T, db storage.Appendable, families map[string]*dto.MetricFamily, target map[string]string, end time.Time, n int, step time.Duration) error {
 	app := db.Appender(t.Context())
 	for i := range n {
 		ts := end.Add(-time.Duration(n-1-i) * step).UnixMilli()
 		grow := float64(i+1) / float64(n)
-		add := func(name string, m *dto.Metric, v float64, extra ...string) error {
-			b := labels.NewBuilder(labels.FromMap(target))
-			b.Set(model.MetricNameLabel, name)
-			for _, l := range m.GetLabel() {
-				b.Set(l.GetName(), l.GetValue())
-			}
-			for j := 0; j+1 < len(extra); j += 2 {
-				b.Set(extra[j], extra[j+1])
-			}
-			_, err := app.Append(0, b.Labels(), ts, v)
-			return err
-		}
 		for _, name := range slices.Sorted(maps.Keys(families)) {
 			f := families[name]
-			for _, m := range f.GetMetric() {
-				var err error
-				switch f.GetType() {
-				case dto.MetricType_COUNTER:
-					err = add(name, m, m.GetCounter().GetValue()*grow)
-				case dto.MetricType_GAUGE:
-					err = add(name, m, m.GetGauge().GetValue())
-				case dto.MetricType_UNTYPED:
-					err = add(name, m, m.GetUntyped().GetValue())
-				case dto.MetricType_HISTOGRAM:
-					h := m.GetHistogram()
-					inf := false
-					for _, b := range h.GetBucket() {
-						inf = inf || math.IsInf(b.GetUpperBound(), 1)
-						if err = add(name+"_bucket", m, float64(b.GetCumulativeCount())*grow, "le", formatLE(b.GetUpperBound())); err != nil {
-							break
-						}
-					}
-					if err == nil && !inf {
-						err = add(name+"_bucket", m, float64(h.GetSampleCount())*grow, "le", "+Inf")
-					}
-					if err == nil {
-						err = add(name+"_sum", m, h.GetSampleSum()*grow)
-					}
-					if err == nil {
-						err = add(name+"_count", m, float64(h.GetSampleCount())*grow)
-					}
-				case dto.MetricType_SUMMARY:
-					s := m.GetSummary()
-					for _, q := range s.GetQuantile() {
-						if err = add(name, m, q.GetValue(), "quantile", strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64)); err != nil {
-							break
-						}
-					}
-					if err == nil {
-						err = add(name+"_sum", m, s.GetSampleSum()*grow)
-					}
-					if err == nil {
-						err = add(name+"_count", m, float64(s.GetSampleCount())*grow)
-					}
-				default:
-					err = fmt.Errorf("type %s not loaded", f.GetType())
+			switch f.GetType() {
+			case dto.MetricType_COUNTER, dto.MetricType_GAUGE, dto.MetricType_UNTYPED, dto.MetricType_HISTOGRAM, dto.MetricType_SUMMARY:
+			default:
+				return fmt.Errorf("%s: type %s not loaded", name, f.GetType())
+			}
+			for _, s := range testbed.Samples([]*dto.MetricFamily{f}) {
+				v := s.Value
+				_, quantile := s.Labels[model.QuantileLabel]
+				if typ := f.GetType(); typ != dto.MetricType_GAUGE && typ != dto.MetricType_UNTYPED && !quantile {
+					v *= grow
 				}
-				if err != nil {
-					return fmt.Errorf("%s: %w", name, err)
+				b := labels.NewBuilder(labels.FromMap(target))
+				for k, lv := range s.Labels {
+					b.Set(k, lv)
+				}
+				b.Set(model.MetricNameLabel, s.Name)
+				if _, err := app.Append(0, b.Labels(), ts, v); err != nil {
+					return fmt.Errorf("%s: %w", s.Name, err)
 				}
 			}
 		}
 	}
 	return app.Commit()
-}
-
-// formatLE writes a bucket bound as Prometheus's exposition does.
-func formatLE(v float64) string {
-	if math.IsInf(v, 1) {
-		return "+Inf"
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
 }
