@@ -30,9 +30,7 @@ var ownerGCModes = []string{"deployment", "auto", "off"}
 func helm(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), testbed.Binary(t, "helm"), args...)
-	// No user or repository configuration: helm's caches go to the test's own directory.
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	cmd.Env = helmEnv(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -40,6 +38,13 @@ func helm(t *testing.T, args ...string) ([]byte, error) {
 		return out, fmt.Errorf("helm %s: %w: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	return out, nil
+}
+
+// helmEnv is the environment of a helm command: no user or repository
+// configuration, helm's caches in the test's own directory.
+func helmEnv(t *testing.T) []string {
+	home := t.TempDir()
+	return append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
 }
 
 // render runs helm template for release nodegc in namespace ns with the

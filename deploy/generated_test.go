@@ -20,7 +20,7 @@ func TestManifestGeneratedFromChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(t.Context(), filepath.Join(root, "hack", "gen-deploy.sh"), "-")
-	cmd.Env = append(os.Environ(), "HELM="+testbed.Binary(t, "helm"), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	cmd.Env = append(helmEnv(t), "HELM="+testbed.Binary(t, "helm"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	want, err := cmd.Output()

@@ -67,9 +67,7 @@ func TestReadmeCommands(t *testing.T) {
 	}
 	bin := filepath.Dir(testbed.Binary(t, "helm"))
 	testbed.Binary(t, "kubectl")
-	home := t.TempDir()
-	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	env := append(helmEnv(t), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	run := func(t *testing.T, cmd string) []byte {
 		t.Helper()
 		c := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", cmd)
