@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
@@ -253,18 +251,13 @@ func editContainer(o *unstructured.Unstructured, edit func(map[string]any)) erro
 // applies it with `kubectl apply -f`, as an operator applies
 // deploy/daemonset.yaml. The manifest is kept with the run's artifacts.
 func (s *suite) apply(t *testing.T, objs []*unstructured.Unstructured) {
-	var buf bytes.Buffer
-	for _, o := range objs {
-		data, err := sigsyaml.Marshal(o.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf.WriteString("---\n")
-		buf.Write(data)
+	data, err := encodeObjects(objs)
+	if err != nil {
+		t.Fatal(err)
 	}
 	dir := t.ArtifactDir()
 	manifest := filepath.Join(dir, "nodegc-e2e.yaml")
-	if err := os.WriteFile(manifest, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(manifest, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s.manifest = manifest

@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -24,9 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 )
@@ -65,43 +60,19 @@ func postRender(spec string, in io.Reader, out io.Writer) error {
 	if err := json.Unmarshal([]byte(spec), &ps); err != nil {
 		return fmt.Errorf("%s: %w", postRenderEnv, err)
 	}
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLReader(bufio.NewReader(in))
-	for {
-		doc, err := dec.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		js, err := sigsyaml.YAMLToJSON(doc)
-		if err != nil {
-			return err
-		}
-		if t := string(bytes.TrimSpace(js)); t == "" || t == "null" {
-			continue
-		}
-		o := &unstructured.Unstructured{}
-		if err := o.UnmarshalJSON(js); err != nil {
-			return err
-		}
-		objs = append(objs, o)
+	objs, err := parseObjects(in)
+	if err != nil {
+		return err
 	}
 	_, changes, err := ps.adaptation.apply(objs)
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	for _, o := range objs {
-		data, err := sigsyaml.Marshal(o.Object)
-		if err != nil {
-			return err
-		}
-		buf.WriteString("---\n")
-		buf.Write(data)
+	data, err := encodeObjects(objs)
+	if err != nil {
+		return err
 	}
-	if _, err := out.Write(buf.Bytes()); err != nil {
+	if _, err := out.Write(data); err != nil {
 		return err
 	}
 	if ps.Log != "" {
@@ -280,20 +251,13 @@ func (s *suite) removeManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	for _, o := range decodeObjects(t, data) {
-		if o.GetKind() == "Namespace" {
-			continue
-		}
-		js, err := sigsyaml.Marshal(o.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf.WriteString("---\n")
-		buf.Write(js)
+	kept := slices.DeleteFunc(decodeObjects(t, data), func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
+	encoded, err := encodeObjects(kept)
+	if err != nil {
+		t.Fatal(err)
 	}
 	objs := filepath.Join(t.TempDir(), "nodegc-e2e-objects.yaml")
-	if err := os.WriteFile(objs, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(objs, encoded, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)

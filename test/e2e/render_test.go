@@ -44,29 +44,53 @@ func renderManifest(t testing.TB, image string, env map[string]string) ([]byte, 
 
 func decodeObjects(t testing.TB, data []byte) []*unstructured.Unstructured {
 	t.Helper()
-	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	objs, err := parseObjects(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// parseObjects reads the objects of a multi-document YAML manifest, empty
+// documents skipped.
+func parseObjects(r io.Reader) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLReader(bufio.NewReader(r))
 	var objs []*unstructured.Unstructured
 	for {
 		doc, err := dec.Read()
 		if errors.Is(err, io.EOF) {
-			return objs
+			return objs, nil
 		}
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		js, err := sigsyaml.YAMLToJSON(doc)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		if len(bytes.TrimSpace(js)) == 0 || string(bytes.TrimSpace(js)) == "null" {
 			continue
 		}
 		o := &unstructured.Unstructured{}
 		if err := o.UnmarshalJSON(js); err != nil { // integers as int64, as the API machinery has them
-			t.Fatal(err)
+			return nil, err
 		}
 		objs = append(objs, o)
 	}
+}
+
+// encodeObjects writes objs as a multi-document YAML manifest.
+func encodeObjects(objs []*unstructured.Unstructured) ([]byte, error) {
+	var buf bytes.Buffer
+	for _, o := range objs {
+		data, err := sigsyaml.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString("---\n")
+		buf.Write(data)
+	}
+	return buf.Bytes(), nil
 }
 
 func findObject(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
