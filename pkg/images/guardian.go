@@ -144,7 +144,7 @@ func (g *guardian) evictionWarning(d DiskStats) string {
 	if !ok || !g.policy.thresholdGCEnabled() {
 		return ""
 	}
-	evictUsage := 100 - float64(evictAt)*100/float64(d.Capacity)
+	evictUsage := evictionUsagePercent(d.Capacity, evictAt)
 	high := g.policy.highThresholdPercent()
 	if float64(high) < evictUsage {
 		return ""
@@ -152,4 +152,11 @@ func (g *guardian) evictionWarning(d DiskStats) string {
 	return fmt.Sprintf("imageGC.highThresholdPercent (%d) lets the kubelet evict pods first: its evictionHard %s<%s is met at %.1f%% usage of the image filesystem; "+
 		"set highThresholdPercent below %.0f (a few points of margin), or keep fillRateHorizon on to start early when the disk fills fast",
 		high, signal, t, evictUsage, evictUsage)
+}
+
+// evictionUsagePercent is the usage in percent, as UsagePercent computes it
+// but not rounded, at which available bytes fall under evictAt.
+func evictionUsagePercent(capacity, evictAt uint64) float64 {
+	evictAt = min(evictAt, capacity)
+	return 100 - float64(evictAt)*100/float64(capacity)
 }

@@ -163,13 +163,6 @@ func (m *metrics) observeEviction(capacity, evictAt uint64, ok bool) {
 	m.thresholds.WithLabelValues(thresholdEviction).Set(evictionUsagePercent(capacity, evictAt))
 }
 
-// evictionUsagePercent is the usage in percent, as UsagePercent computes it
-// but not rounded, at which available bytes fall under evictAt.
-func evictionUsagePercent(capacity, evictAt uint64) float64 {
-	evictAt = min(evictAt, capacity)
-	return 100 - float64(evictAt)*100/float64(capacity)
-}
-
 func (m *metrics) setUsageSource(source string) {
 	for _, s := range usageSources {
 		v := 0.0
