@@ -59,13 +59,13 @@ rendered="$("$HELM" template nodegc "$ROOT/deploy/helm/nodegc" --namespace nodeg
 	--set namespace.create=true --set helmLabels=false)"
 # Drop Helm's "# Source: nodegc/templates/..." lines and the "---" before the first object.
 body="$(sed -e '/^# Source: /d' <<<"$rendered" | sed -e '1{/^---$/d}')"
-if [[ "$OUT" == - ]]; then
+manifest() {
 	header
 	printf '%s\n' "$body"
+}
+if [[ "$OUT" == - ]]; then
+	manifest
 else
-	{
-		header
-		printf '%s\n' "$body"
-	} >"$OUT.tmp"
+	manifest >"$OUT.tmp"
 	mv -f "$OUT.tmp" "$OUT"
 fi
