@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
@@ -245,6 +247,20 @@ func editContainer(o *unstructured.Unstructured, edit func(map[string]any)) erro
 	}
 	edit(ctrs[0].(map[string]any))
 	return unstructured.SetNestedSlice(o.Object, ctrs, "spec", "template", "spec", "containers")
+}
+
+// encodeObjects writes objs as a multi-document YAML manifest.
+func encodeObjects(objs []*unstructured.Unstructured) ([]byte, error) {
+	var buf bytes.Buffer
+	for _, o := range objs {
+		data, err := sigsyaml.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString("---\n")
+		buf.Write(data)
+	}
+	return buf.Bytes(), nil
 }
 
 // apply writes the rendered and adapted objects to one manifest file and

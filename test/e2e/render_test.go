@@ -79,20 +79,6 @@ func parseObjects(r io.Reader) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// encodeObjects writes objs as a multi-document YAML manifest.
-func encodeObjects(objs []*unstructured.Unstructured) ([]byte, error) {
-	var buf bytes.Buffer
-	for _, o := range objs {
-		data, err := sigsyaml.Marshal(o.Object)
-		if err != nil {
-			return nil, err
-		}
-		buf.WriteString("---\n")
-		buf.Write(data)
-	}
-	return buf.Bytes(), nil
-}
-
 func findObject(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
 	for _, o := range objs {
 		if o.GetKind() == kind && o.GetName() == name {
