@@ -75,9 +75,9 @@ type Collector struct {
 
 	// metadata is the workers' client (reads and writes of single
 	// objects); watches is the monitors' (lists and watches), on a
-	// connection of its own.
+	// connection of its own, with the slim codec (codec.go).
 	metadata  metadata.Interface
-	watches   metadata.Interface
+	watches   *watchClient
 	discovery discovery.DiscoveryInterfaceWithContext
 	kube      kubernetes.Interface // for Events, nil when a recorder is given
 	recorder  record.EventRecorder
@@ -161,7 +161,7 @@ func New(opts Options) (*Collector, error) {
 	// and delays their answers.
 	wc := clientConfig()
 	kubeconn.Own(wc)
-	if c.watches, err = metadata.NewForConfig(wc); err != nil {
+	if c.watches, err = newWatchClient(wc); err != nil {
 		return nil, fmt.Errorf("ownergc: metadata client: %w", err)
 	}
 	if c.discovery, err = discovery.NewDiscoveryClientForConfig(clientConfig()); err != nil {

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -175,18 +174,19 @@ func (ms *monitorSet) start(res *resource) *monitor {
 // builds them), telling m when they succeed: a list, a
 // watch that resumes from a resourceVersion, or the end of a streaming
 // list's initial events. The watch error handler tells the failures.
-func (m *monitor) listWatch(client metadata.Interface) cache.ListerWatcher {
-	rc := client.Resource(m.res.gvr)
+func (m *monitor) listWatch(client *watchClient) cache.ListerWatcher {
+	gvr := m.res.gvr
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			obj, err := rc.List(ctx, opts)
-			if err == nil {
-				m.recovered()
+			list, err := client.list(ctx, gvr, opts)
+			if err != nil {
+				return nil, err
 			}
-			return obj, err
+			m.recovered()
+			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			w, err := rc.Watch(ctx, opts)
+			w, err := client.watch(ctx, gvr, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -204,7 +204,7 @@ func (m *monitor) listWatch(client metadata.Interface) cache.ListerWatcher {
 			}), nil
 		},
 	}
-	return cache.ToListWatcherWithWatchListSemantics(lw, client)
+	return cache.ToListWatcherWithWatchListSemantics(lw, client) // the client supports streaming lists
 }
 
 func (m *monitor) pushObject(typ eventType, obj any) {
