@@ -16,6 +16,13 @@ type builder struct {
 	// and attempt-to-orphan queues. They must not block.
 	enqueueDelete func(types.UID)
 	enqueueOrphan func(types.UID)
+	// initial: the run has not synced yet (until evRunSynced). Its initial
+	// lists arrive in any order, so most dependents are inserted before
+	// their owners; the checks that a dependent's owners are observed
+	// wait for the end of the lists (see runSynced) instead of queueing
+	// nearly every dependent while the lists stream in, and again when its
+	// owner arrives.
+	initial bool
 }
 
 // apply applies one event. The caller holds b.g.mu for writing.
@@ -26,13 +33,15 @@ func (b *builder) apply(ev *event) {
 	case evDelete:
 		b.observeDelete(ev.obj.UID)
 	case evOwnerAbsent:
-		b.ownerAbsent(ev.owner)
+		b.ownerAbsent(*ev.owner)
 	case evResourceGone:
 		b.resourceGone(ev.res)
 	case evRelisted:
 		b.relisted(ev.res, ev.uids)
 	case evSynced:
 		ev.mon.markGraphSynced()
+	case evRunSynced:
+		b.runSynced()
 	case evBarrier:
 		close(ev.done)
 	}
@@ -69,7 +78,9 @@ func (b *builder) upsert(obj *metav1.PartialObjectMetadata, res *resource) {
 			}
 			// The owner is known now: let each dependent re-check (most
 			// find a solid owner and do nothing).
-			b.enqueueDelete(dep.uid)
+			if !b.initial {
+				b.enqueueDelete(dep.uid)
+			}
 		}
 		isNew = true
 	default:
@@ -84,7 +95,7 @@ func (b *builder) upsert(obj *metav1.PartialObjectMetadata, res *resource) {
 	b.setObjectFlags(n, obj)
 
 	linksChanged := b.updateOwners(n, obj.OwnerReferences)
-	if (isNew || linksChanged) && b.needsAttention(n) {
+	if (isNew || linksChanged) && !b.initial && b.needsAttention(n) {
 		b.enqueueDelete(n.uid)
 	}
 	if n.orphaning() && !wasOrphaning {
@@ -204,6 +215,17 @@ func (b *builder) sameOwners(n *node, refs []metav1.OwnerReference) bool {
 		}
 	}
 	return true
+}
+
+// runSynced ends the initial lists: every observed dependent whose owners
+// need a worker's look is queued, once.
+func (b *builder) runSynced() {
+	b.initial = false
+	for _, n := range b.g.nodes {
+		if n.observed() && len(n.owners) > 0 && b.needsAttention(n) {
+			b.enqueueDelete(n.uid)
+		}
+	}
 }
 
 // needsAttention reports whether a worker should look at n: some owner is

@@ -175,19 +175,19 @@ func TestBuilder(t *testing.T) {
 			setup: []event{
 				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
 			},
-			events:    []event{{typ: evOwnerAbsent, owner: ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: "ns"}}},
+			events:    []event{{typ: evOwnerAbsent, owner: &ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: "ns"}}},
 			wantNodes: map[types.UID]string{"o": "virtual,absent deps=d", "d": "observed"},
 		},
 		"lookup at other coordinates leaves the virtual owner unverified": {
 			setup: []event{
 				upsert(resConfigMap, object("ns", "d", "d", ownedBy(resConfigMap, "owner", "o", true))),
 			},
-			events:    []event{{typ: evOwnerAbsent, owner: ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: "other"}}},
+			events:    []event{{typ: evOwnerAbsent, owner: &ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: "other"}}},
 			wantNodes: map[types.UID]string{"o": "virtual deps=d", "d": "observed"},
 		},
 		"lookup verdicts never touch an observed owner": {
 			setup:     []event{upsert(resConfigMap, owner)},
-			events:    []event{{typ: evOwnerAbsent, owner: ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: "ns"}}},
+			events:    []event{{typ: evOwnerAbsent, owner: &ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: "ns"}}},
 			wantNodes: map[types.UID]string{"o": "observed"},
 		},
 		"resource gone: its observed objects become virtual, none is assumed deleted": {
@@ -299,7 +299,7 @@ func TestBuilderRandomEvents(t *testing.T) {
 		case 0, 1:
 			tg.apply(del(res, object(ns, u, u)))
 		case 2:
-			tg.apply(event{typ: evOwnerAbsent, owner: ownerKey{uid: types.UID(uids[next(objects)]), kind: "ConfigMap", name: uids[next(objects)], namespace: ns}})
+			tg.apply(event{typ: evOwnerAbsent, owner: &ownerKey{uid: types.UID(uids[next(objects)]), kind: "ConfigMap", name: uids[next(objects)], namespace: ns}})
 		case 3:
 			tg.apply(event{typ: evResourceGone, res: res})
 		default:
@@ -330,5 +330,56 @@ func TestBuilderRandomEvents(t *testing.T) {
 	}
 	if got := summarize(tg.g); len(got) != 0 {
 		t.Errorf("graph not empty after every object was deleted: %v", slices.Sorted(maps.Keys(got)))
+	}
+}
+
+// TestBuilderInitialLists: while a run's initial lists stream in, a
+// dependent inserted before its owner is not queued, nor re-queued when
+// the owner arrives; the end of the lists (evRunSynced) queues, once, every
+// dependent whose owners still need a look (owner never observed, a
+// reference whose coordinates differ from the owner's, an owner in another
+// namespace, an owner deleting its dependents) and none whose owners are
+// fine. Transitions that need a worker whatever the graph holds
+// (an object being deleted in the foreground or orphaning) are queued at
+// once. After that, upserts queue at once again.
+func TestBuilderInitialLists(t *testing.T) {
+	tg := newTestGraph(t)
+	tg.b.initial = true
+	fgOwner := object("ns", "fg", "fg", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
+	tg.apply(
+		upsert(resPod, object("ns", "fine", "fine", ownedBy(resConfigMap, "owner", "o", true))),
+		upsert(resPod, object("ns", "missing", "missing", ownedBy(resConfigMap, "gone", "g", true))),
+		upsert(resPod, object("ns", "renamed", "renamed", ownedBy(resConfigMap, "old-name", "o2", true))),
+		upsert(resPod, object("other", "cross", "cross", ownedBy(resConfigMap, "owner", "o", false))),
+		upsert(resPod, object("ns", "under-fg", "under-fg", ownedBy(resConfigMap, "fg", "fg", true))),
+		upsert(resConfigMap, object("ns", "owner", "o")),
+		upsert(resConfigMap, object("ns", "new-name", "o2")),
+		upsert(resConfigMap, object("ns", "orphaning", "orph", deleting(), withFinalizers(metav1.FinalizerOrphanDependents))),
+	)
+	deletes, orphans := tg.takeQueues()
+	if len(deletes) != 0 {
+		t.Errorf("queued for deletion checks during the initial lists: %v", slices.Sorted(maps.Keys(deletes)))
+	}
+	if diff := cmp.Diff(uidSet("orph"), orphans); diff != "" {
+		t.Errorf("orphan queue during the initial lists (-want +got):\n%s", diff)
+	}
+	tg.apply(upsert(resConfigMap, fgOwner))
+	deletes, _ = tg.takeQueues()
+	if diff := cmp.Diff(uidSet("fg", "under-fg"), deletes); diff != "" {
+		t.Errorf("a foreground deletion during the initial lists (-want +got):\n%s", diff)
+	}
+
+	tg.apply(event{typ: evRunSynced})
+	deletes, orphans = tg.takeQueues()
+	if diff := cmp.Diff(uidSet("missing", "renamed", "cross", "under-fg"), deletes); diff != "" {
+		t.Errorf("queued at the end of the initial lists (-want +got):\n%s", diff)
+	}
+	if len(orphans) != 0 {
+		t.Errorf("orphan queue at the end of the lists: %v", orphans)
+	}
+
+	tg.apply(upsert(resPod, object("ns", "late", "late", ownedBy(resConfigMap, "gone2", "g2", true))))
+	if deletes, _ = tg.takeQueues(); !deletes["late"] {
+		t.Errorf("an upsert after the initial lists was not queued: %v", deletes)
 	}
 }

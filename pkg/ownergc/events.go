@@ -38,6 +38,9 @@ const (
 	evSynced
 	// evBarrier: closes done once every earlier event is applied.
 	evBarrier
+	// evRunSynced: every monitor synced (or failed) for the first time in
+	// this run; the workers start.
+	evRunSynced
 	// evRelisted: a monitor listed its resource again; uids are the
 	// objects of the list (whose upserts came before). Observed objects
 	// of the resource not among them were deleted.
@@ -54,22 +57,30 @@ type ownerKey struct {
 	namespace string
 }
 
-// event is one change for the graph builder.
+// event is one change for the graph builder. It is kept small (the
+// initial lists queue one per object); the rare events' data is behind
+// pointers.
 type event struct {
 	typ   eventType
 	obj   *metav1.PartialObjectMetadata // evUpsert, evDelete
 	res   *resource                     // evUpsert, evDelete, evResourceGone, evRelisted
 	uids  map[types.UID]struct{}        // evRelisted
 	mon   *monitor                      // evSynced
-	owner ownerKey                      // evOwnerAbsent
+	owner *ownerKey                     // evOwnerAbsent
 	done  chan struct{}                 // evBarrier
 }
 
+// eventChunk is how many events the queue allocates at a time.
+const eventChunk = 512
+
 // eventQueue is the unbounded FIFO between the monitors (and workers) and
-// the graph builder. push never blocks, so reflectors never stall.
+// the graph builder. push never blocks, so reflectors never stall. It
+// holds events in chunks of eventChunk: a backlog of a whole initial list
+// grows chunk by chunk, never copying what is queued.
 type eventQueue struct {
 	mu     sync.Mutex
-	items  []event
+	chunks [][]event // each of capacity eventChunk; events are taken from the first
+	n      int
 	wake   chan struct{}
 	closed bool
 }
@@ -79,12 +90,27 @@ func newEventQueue() *eventQueue {
 }
 
 func (q *eventQueue) push(ev event) {
+	q.pushAll([]event{ev})
+}
+
+// pushAll queues evs, in order.
+func (q *eventQueue) pushAll(evs []event) {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
 		return
 	}
-	q.items = append(q.items, ev)
+	for len(evs) > 0 {
+		last := len(q.chunks) - 1
+		if last < 0 || len(q.chunks[last]) == eventChunk {
+			q.chunks = append(q.chunks, make([]event, 0, eventChunk))
+			last++
+		}
+		n := min(len(evs), eventChunk-len(q.chunks[last]))
+		q.chunks[last] = append(q.chunks[last], evs[:n]...)
+		q.n += n
+		evs = evs[n:]
+	}
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -97,15 +123,22 @@ func (q *eventQueue) push(ev event) {
 func (q *eventQueue) pop(buf []event, max int) (_ []event, ok bool) {
 	for {
 		q.mu.Lock()
-		if n := len(q.items); n > 0 {
-			if n > max {
-				n = max
+		if q.n > 0 {
+			for len(buf) < max && q.n > 0 {
+				first := q.chunks[0]
+				n := min(len(first), max-len(buf))
+				buf = append(buf, first[:n]...)
+				clear(first[:n])
+				q.n -= n
+				if n == len(first) {
+					q.chunks[0] = nil
+					q.chunks = q.chunks[1:]
+				} else {
+					q.chunks[0] = first[n:]
+				}
 			}
-			buf = append(buf, q.items[:n]...)
-			clear(q.items[:n])
-			q.items = q.items[n:]
-			if len(q.items) == 0 {
-				q.items = nil // let the backing array go
+			if q.n == 0 {
+				q.chunks = nil // let the backing arrays go
 			}
 			q.mu.Unlock()
 			return buf, true
@@ -122,7 +155,7 @@ func (q *eventQueue) pop(buf []event, max int) (_ []event, ok bool) {
 func (q *eventQueue) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.items)
+	return q.n
 }
 
 // close ends the queue: later pushes are dropped, pop drains what is left.

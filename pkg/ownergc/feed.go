@@ -56,23 +56,30 @@ func (f *feed) Add(obj any) error    { f.m.pushObject(evUpsert, obj); return nil
 func (f *feed) Update(obj any) error { f.m.pushObject(evUpsert, obj); return nil }
 func (f *feed) Delete(obj any) error { f.m.pushObject(evDelete, obj); return nil }
 
-// Replace delivers a complete list of the resource.
+// Replace delivers a complete list of the resource, queued for the graph
+// in batches.
 func (f *feed) Replace(list []any, _ string) error {
 	relist := f.HasSynced()
 	var uids map[types.UID]struct{}
 	if relist {
 		uids = make(map[types.UID]struct{}, len(list))
 	}
+	batch := make([]event, 0, min(len(list), replaceBatch))
 	for _, obj := range list {
 		o := slimMeta(obj)
 		if o == nil {
 			continue
 		}
-		f.m.push(event{typ: evUpsert, obj: o, res: f.m.res})
+		batch = append(batch, event{typ: evUpsert, obj: o, res: f.m.res})
+		if len(batch) == cap(batch) {
+			f.m.pushAll(batch)
+			batch = batch[:0]
+		}
 		if relist {
 			uids[o.UID] = struct{}{}
 		}
 	}
+	f.m.pushAll(batch)
 	if relist {
 		f.m.push(event{typ: evRelisted, res: f.m.res, uids: uids})
 		return nil
@@ -81,6 +88,9 @@ func (f *feed) Replace(list []any, _ string) error {
 	close(f.synced)
 	return nil
 }
+
+// replaceBatch is how many of a list's objects are queued at a time.
+const replaceBatch = 256
 
 // Resync is never called: the reflector runs without a resync period.
 func (f *feed) Resync() error { return nil }

@@ -2,6 +2,7 @@ package ownergc
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,5 +85,69 @@ func TestFeed(t *testing.T) {
 	f.Close()
 	if _, err := f.Pop(nil); err != cache.ErrFIFOClosed {
 		t.Errorf("Pop after Close = %v, want ErrFIFOClosed", err)
+	}
+}
+
+// TestEventQueue: events come out in the order they went in, across chunk
+// boundaries, whatever the sizes of pushes and pops; pop blocks until
+// there is an event; after close, pushes are dropped and what is left
+// drains before pop reports the end.
+func TestEventQueue(t *testing.T) {
+	q := newEventQueue()
+	mon := make([]monitor, 3*eventChunk+7) // distinct pointers to tell events apart
+	next := 0
+	for _, n := range []int{1, eventChunk - 1, 2, eventChunk + 3, 0, 5, len(mon)} {
+		var evs []event
+		for ; len(evs) < n && next < len(mon); next++ {
+			evs = append(evs, event{typ: evSynced, mon: &mon[next]})
+		}
+		q.pushAll(evs)
+	}
+	if q.len() != len(mon) {
+		t.Fatalf("len %d, want %d", q.len(), len(mon))
+	}
+	got := 0
+	for _, max := range []int{1, 3, eventChunk, eventChunk + 1, 2 * eventChunk} {
+		batch, ok := q.pop(nil, max)
+		if !ok || len(batch) != min(max, len(mon)-got) {
+			t.Fatalf("pop(%d) after %d: %d events, ok %v", max, got, len(batch), ok)
+		}
+		for _, ev := range batch {
+			if ev.mon != &mon[got] {
+				t.Fatalf("event %d out of order", got)
+			}
+			got++
+		}
+		if q.len() != len(mon)-got {
+			t.Fatalf("len %d after %d popped, want %d", q.len(), got, len(mon)-got)
+		}
+	}
+	if got != len(mon) {
+		t.Fatalf("popped %d of %d", got, len(mon))
+	}
+
+	popped := make(chan []event)
+	go func() {
+		batch, _ := q.pop(nil, 10)
+		popped <- batch
+	}()
+	select {
+	case b := <-popped:
+		t.Fatalf("pop on an empty queue returned %d events", len(b))
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.push(event{typ: evBarrier})
+	if b := <-popped; len(b) != 1 || b[0].typ != evBarrier {
+		t.Fatalf("pop after a push: %+v", b)
+	}
+
+	q.push(event{typ: evSynced})
+	q.close()
+	q.push(event{typ: evBarrier})
+	if b, ok := q.pop(nil, 10); !ok || len(b) != 1 || b[0].typ != evSynced {
+		t.Fatalf("pop after close: %+v, %v; want the event pushed before close", b, ok)
+	}
+	if b, ok := q.pop(nil, 10); ok || len(b) != 0 {
+		t.Fatalf("pop of a closed, drained queue: %+v, %v", b, ok)
 	}
 }

@@ -53,7 +53,7 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) 
 		if res.class == classDangling {
 			r.c.metrics.lookups.WithLabelValues(lookupAbsent).Inc()
 			r.absent.add(key)
-			r.events.push(event{typ: evOwnerAbsent, owner: key})
+			r.events.push(event{typ: evOwnerAbsent, owner: &key})
 		} else {
 			r.c.metrics.lookups.WithLabelValues(lookupPresent).Inc()
 		}

@@ -55,10 +55,14 @@ type monitor struct {
 }
 
 func (m *monitor) push(ev event) {
+	m.pushAll([]event{ev})
+}
+
+func (m *monitor) pushAll(evs []event) {
 	m.pushMu.Lock()
 	defer m.pushMu.Unlock()
-	if !m.stopped {
-		m.queue.push(ev)
+	if !m.stopped && len(evs) > 0 {
+		m.queue.pushAll(evs)
 	}
 }
 

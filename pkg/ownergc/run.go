@@ -77,7 +77,7 @@ func newRun(ctx context.Context, c *Collector) *run {
 	r.recheck = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, maxRetryDelay)
 	r.deletes = newQueue(c, queueDelete)
 	r.orphans = newQueue(c, queueOrphan)
-	r.builder = &builder{g: r.graph, logger: r.logger, enqueueDelete: r.deletes.Add, enqueueOrphan: r.orphans.Add}
+	r.builder = &builder{g: r.graph, logger: r.logger, enqueueDelete: r.deletes.Add, enqueueOrphan: r.orphans.Add, initial: true}
 	r.monitors = newMonitorSet(ctx, r)
 	return r
 }
@@ -108,6 +108,7 @@ func (r *run) run(ctx context.Context) {
 	loops.Go(func() { r.discoveryLoop(ctx) })
 	if r.waitForSync(ctx) {
 		logger.Info("All resource monitors synced; collecting garbage", "monitors", r.monitors.len())
+		r.events.push(event{typ: evRunSynced})
 		// The initial lists were the run's largest allocation and are
 		// garbage now that the graph holds what it needs of them. Give
 		// their memory back to the system at once: the runtime would
