@@ -58,15 +58,28 @@ func (r *run) scope(apiVersion, kind string) (namespaced, known bool) {
 // resourceClient returns the metadata client for id's resource and
 // namespace.
 func (r *run) resourceClient(id objectID) (metadata.ResourceInterface, error) {
-	m, err := r.mapping(id.apiVersion, id.kind)
+	gvr, ns, err := r.location(id)
 	if err != nil {
 		return nil, err
 	}
-	c := r.c.metadata.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return c.Namespace(id.namespace), nil
+	c := r.c.metadata.Resource(gvr)
+	if ns != "" {
+		return c.Namespace(ns), nil
 	}
 	return c, nil
+}
+
+// location returns id's resource, and its namespace if the resource is
+// namespaced.
+func (r *run) location(id objectID) (schema.GroupVersionResource, string, error) {
+	m, err := r.mapping(id.apiVersion, id.kind)
+	if err != nil {
+		return schema.GroupVersionResource{}, "", err
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return m.Resource, id.namespace, nil
+	}
+	return m.Resource, "", nil
 }
 
 func (r *run) getObject(ctx context.Context, id objectID) (*metav1.PartialObjectMetadata, error) {
@@ -134,7 +147,7 @@ func isGone(err error) bool {
 // recreated object (new UID) or a changed one (new resourceVersion) is left
 // alone and the API server answers 409 Conflict.
 func (r *run) deleteObject(ctx context.Context, id objectID, rv string, policy metav1.DeletionPropagation) error {
-	rc, err := r.resourceClient(id)
+	gvr, ns, err := r.location(id)
 	if err != nil {
 		return err
 	}
@@ -145,7 +158,7 @@ func (r *run) deleteObject(ctx context.Context, id objectID, rv string, policy m
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
 	defer cancel()
-	return rc.Delete(ctx, id.name, metav1.DeleteOptions{Preconditions: pre, PropagationPolicy: &policy})
+	return r.c.writes.delete(ctx, gvr, ns, id.name, metav1.DeleteOptions{Preconditions: pre, PropagationPolicy: &policy})
 }
 
 // patchObject applies a guarded JSON patch to id.

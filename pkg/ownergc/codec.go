@@ -3,20 +3,15 @@ package ownergc
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"slices"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 )
 
 // The monitors read every object of every resource: at start-up, and for
@@ -49,75 +44,6 @@ const watchReadBuffer = 64 << 10
 
 // protobufPrefix starts every protobuf-encoded Kubernetes object.
 var protobufPrefix = []byte{0x6b, 0x38, 0x73, 0x00}
-
-// watchClient lists and watches the metadata of a resource's objects in
-// every namespace, as client-go's metadata client does (same requests,
-// same answers), decoding them with the slim codec. The metadata client
-// cannot take another codec: it sets its own.
-type watchClient struct {
-	rest *rest.RESTClient
-}
-
-// watchParams encodes list options as the metadata client does.
-var watchParams = func() runtime.ParameterCodec {
-	s := runtime.NewScheme()
-	metav1.AddToGroupVersion(s, versionV1)
-	return runtime.NewParameterCodec(s)
-}()
-
-var versionV1 = schema.GroupVersion{Version: "v1"}
-
-// The Accept headers of the metadata client's list and watch.
-const (
-	acceptPartialList = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1," +
-		"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
-	acceptPartial = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," +
-		"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-)
-
-// newWatchClient returns a watchClient for rc (as for
-// metadata.NewForConfig).
-func newWatchClient(rc *rest.Config) (*watchClient, error) {
-	config := metadata.ConfigFor(rc)
-	config.NegotiatedSerializer = newSlimCodecs(config.NegotiatedSerializer)
-	config.GroupVersion = &schema.GroupVersion{} // paths are absolute
-	config.APIPath = "/this-value-should-never-be-sent"
-	client, err := rest.RESTClientFor(config)
-	if err != nil {
-		return nil, err
-	}
-	return &watchClient{rest: client}, nil
-}
-
-func resourcePath(gvr schema.GroupVersionResource) []string {
-	if gvr.Group == "" {
-		return []string{"api", gvr.Version, gvr.Resource}
-	}
-	return []string{"apis", gvr.Group, gvr.Version, gvr.Resource}
-}
-
-func (c *watchClient) list(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-	obj, err := c.rest.Get().AbsPath(resourcePath(gvr)...).SetHeader("Accept", acceptPartialList).
-		SpecificallyVersionedParams(&opts, watchParams, versionV1).Do(ctx).Get()
-	if err != nil {
-		return nil, err
-	}
-	list, ok := obj.(*metav1.PartialObjectMetadataList)
-	if !ok {
-		return nil, fmt.Errorf("list %s: got %T, want a PartialObjectMetadataList", gvr, obj)
-	}
-	return list, nil
-}
-
-func (c *watchClient) watch(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (watch.Interface, error) {
-	var timeout time.Duration
-	if opts.TimeoutSeconds != nil {
-		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
-	}
-	opts.Watch = true
-	return c.rest.Get().AbsPath(resourcePath(gvr)...).SetHeader("Accept", acceptPartial).
-		SpecificallyVersionedParams(&opts, watchParams, versionV1).Timeout(timeout).Watch(ctx)
-}
 
 // slimCodecs is a negotiated serializer whose protobuf decoders are the
 // slim ones; everything else is ns's.

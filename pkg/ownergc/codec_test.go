@@ -3,12 +3,14 @@ package ownergc
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,6 +85,10 @@ func withKind[T interface {
 	obj.SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind(kind))
 	return obj
 }
+
+// protobufAccept is the Accept header of the metadata client's other
+// requests.
+const protobufAccept = "application/vnd.kubernetes.protobuf,application/json"
 
 // TestSlimDecoder: object metadata and lists of it decode to the fields the
 // collector reads, equal to what the metadata client's decoder reads of
@@ -227,14 +233,16 @@ func FuzzSlimDecoder(f *testing.F) {
 	})
 }
 
-// TestWatchClient: the monitors' client, through client-go's REST client
-// and watch decoder, against a server answering as kube-apiserver does
-// (protobuf list; a watch stream of length-prefixed events whose objects
-// are protobuf object metadata or a Status): every event's object is whole
-// although the envelopes' object bytes are not copied out of the stream's
-// frame buffer, which the next event overwrites; the requests are the
-// metadata client's.
-func TestWatchClient(t *testing.T) {
+// TestMetaClient: the collector's list, watch and delete client, through
+// client-go's REST client and watch decoder, against a server answering as
+// kube-apiserver does (protobuf list; a watch stream of length-prefixed
+// events whose objects are protobuf object metadata or a Status; a Status
+// for a refused delete): every event's object is whole although the
+// envelopes' object bytes are not copied out of the stream's frame buffer,
+// which the next event overwrites; lists and watches are the metadata
+// client's requests; a delete sends its options in protobuf, and its
+// refusal is the API error.
+func TestMetaClient(t *testing.T) {
 	objs := []*metav1.PartialObjectMetadata{fullObject("web-1"), fullObject("web-22"), fullObject("web-333")}
 	objs[1].OwnerReferences = nil
 	bookmark := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "500",
@@ -268,8 +276,28 @@ func TestWatchClient(t *testing.T) {
 		Items: []metav1.PartialObjectMetadata{*objs[0], *objs[1]}}, "PartialObjectMetadataList"))
 
 	var requests []string
+	var deleted []*metav1.DeleteOptions
+	std := protobufInfo(t, metainternalversionscheme.Codecs.WithoutConversion()).Serializer
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests = append(requests, r.URL.String()+" "+r.Header.Get("Accept"))
+		requests = append(requests, r.Method+" "+r.URL.String()+" "+r.Header.Get("Accept")+" "+r.Header.Get("Content-Type"))
+		if r.Method == http.MethodDelete {
+			body, _ := io.ReadAll(r.Body)
+			obj, _, err := std.Decode(body, nil, nil)
+			if err != nil {
+				t.Errorf("delete body: %v", err)
+			}
+			opts, _ := obj.(*metav1.DeleteOptions)
+			deleted = append(deleted, opts)
+			w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+			if len(deleted) == 2 {
+				w.WriteHeader(http.StatusConflict)
+				_, _ = w.Write(encodeProtobuf(t, withKind(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusConflict,
+					Reason: metav1.StatusReasonConflict, Message: "precondition failed"}, "Status")))
+				return
+			}
+			_, _ = w.Write(encodeProtobuf(t, withKind(&metav1.Status{Status: metav1.StatusSuccess}, "Status")))
+			return
+		}
 		if r.URL.Query().Get("watch") == "true" {
 			w.Header().Set("Content-Type", runtime.ContentTypeProtobuf+";stream=watch")
 			_, _ = w.Write(stream.Bytes())
@@ -279,7 +307,7 @@ func TestWatchClient(t *testing.T) {
 		_, _ = w.Write(list)
 	}))
 	defer srv.Close()
-	c, err := newWatchClient(&rest.Config{Host: srv.URL})
+	c, err := newMetaClient(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,9 +351,25 @@ func TestWatchClient(t *testing.T) {
 		}
 	}
 
+	pre := &metav1.Preconditions{UID: ptr.To(objs[0].UID), ResourceVersion: ptr.To("77")}
+	opts := metav1.DeleteOptions{Preconditions: pre, PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
+	if err := c.delete(t.Context(), gvr, "team-a", "web-1", opts); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	if err := c.delete(t.Context(), schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", "node-1", opts); !apierrors.IsConflict(err) {
+		t.Errorf("refused delete: %v, want a Conflict", err)
+	}
+	for i, got := range deleted {
+		if got == nil || !cmp.Equal(opts.Preconditions, got.Preconditions) || !cmp.Equal(opts.PropagationPolicy, got.PropagationPolicy) {
+			t.Errorf("delete %d sent %+v, want %+v", i, got, opts)
+		}
+	}
+
 	wantRequests := []string{
-		"/apis/apps/v1/replicasets?resourceVersion=0 " + acceptPartialList,
-		"/apis/apps/v1/replicasets?allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeout=1m0s&timeoutSeconds=60&watch=true " + acceptPartial,
+		"GET /apis/apps/v1/replicasets?resourceVersion=0 " + acceptPartialList + " ",
+		"GET /apis/apps/v1/replicasets?allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeout=1m0s&timeoutSeconds=60&watch=true " + acceptPartial + " ",
+		"DELETE /apis/apps/v1/namespaces/team-a/replicasets/web-1 " + protobufAccept + " " + runtime.ContentTypeProtobuf,
+		"DELETE /api/v1/nodes/node-1 " + protobufAccept + " " + runtime.ContentTypeProtobuf,
 	}
 	if diff := cmp.Diff(wantRequests, requests); diff != "" {
 		t.Errorf("requests (-want +got):\n%s", diff)

@@ -73,11 +73,13 @@ type Collector struct {
 	stuckThreshold time.Duration // ownerGC.stuckDeletionThreshold (stuck.go); 0: off
 	ignored        map[schema.GroupResource]struct{}
 
-	// metadata is the workers' client (reads and writes of single
-	// objects); watches is the monitors' (lists and watches), on a
-	// connection of its own, with the slim codec (codec.go).
+	// metadata and writes are the workers' clients (reads and writes of
+	// single objects: writes deletes, metadata the rest); watches is the
+	// monitors' (lists and watches), on a connection of its own. See
+	// metaClient.
 	metadata  metadata.Interface
-	watches   *watchClient
+	writes    *metaClient
+	watches   *metaClient
 	discovery discovery.DiscoveryInterfaceWithContext
 	kube      kubernetes.Interface // for Events, nil when a recorder is given
 	recorder  record.EventRecorder
@@ -155,13 +157,16 @@ func New(opts Options) (*Collector, error) {
 	if c.metadata, err = metadata.NewForConfig(clientConfig()); err != nil {
 		return nil, fmt.Errorf("ownergc: metadata client: %w", err)
 	}
+	if c.writes, err = newMetaClient(clientConfig()); err != nil {
+		return nil, fmt.Errorf("ownergc: metadata client: %w", err)
+	}
 	// The monitors' lists and watches get a connection of their own: on
 	// one shared HTTP/2 connection, every object a cascade deletes comes
 	// back as a watch event on the connection that carries the deletes
 	// and delays their answers.
 	wc := clientConfig()
 	kubeconn.Own(wc)
-	if c.watches, err = newWatchClient(wc); err != nil {
+	if c.watches, err = newMetaClient(wc); err != nil {
 		return nil, fmt.Errorf("ownergc: metadata client: %w", err)
 	}
 	if c.discovery, err = discovery.NewDiscoveryClientForConfig(clientConfig()); err != nil {

@@ -178,7 +178,7 @@ func (ms *monitorSet) start(res *resource) *monitor {
 // builds them), telling m when they succeed: a list, a
 // watch that resumes from a resourceVersion, or the end of a streaming
 // list's initial events. The watch error handler tells the failures.
-func (m *monitor) listWatch(client *watchClient) cache.ListerWatcher {
+func (m *monitor) listWatch(client *metaClient) cache.ListerWatcher {
 	gvr := m.res.gvr
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {

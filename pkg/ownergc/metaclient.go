@@ -1,0 +1,114 @@
+package ownergc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+)
+
+// metaClient makes the collector's requests that read or write many
+// objects: the monitors' lists and watches (every namespace), decoded with
+// the slim codec (codec.go), and the workers' deletes, whose options it
+// sends in protobuf. Its requests are otherwise those of client-go's
+// metadata client, which can take neither: it sets its own codec, and it
+// always sends delete options in JSON, which costs kube-apiserver about
+// 60 us more per DELETE to decode (a fifth more than it spends to
+// delete the object), measured in its profile during a cascade.
+type metaClient struct {
+	rest *rest.RESTClient
+}
+
+// metaParams encodes list options as the metadata client does.
+var metaParams = func() runtime.ParameterCodec {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, versionV1)
+	return runtime.NewParameterCodec(s)
+}()
+
+var versionV1 = schema.GroupVersion{Version: "v1"}
+
+// The Accept headers of the metadata client's list and watch.
+const (
+	acceptPartialList = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1," +
+		"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+	acceptPartial = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1," +
+		"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+)
+
+// newMetaClient returns a metaClient for rc (as for
+// metadata.NewForConfig).
+func newMetaClient(rc *rest.Config) (*metaClient, error) {
+	config := metadata.ConfigFor(rc)
+	config.NegotiatedSerializer = newSlimCodecs(config.NegotiatedSerializer)
+	config.GroupVersion = &schema.GroupVersion{} // paths are absolute
+	config.APIPath = "/this-value-should-never-be-sent"
+	client, err := rest.RESTClientFor(config)
+	if err != nil {
+		return nil, err
+	}
+	return &metaClient{rest: client}, nil
+}
+
+// resourcePath is the path of gvr's objects in namespace (every namespace,
+// or cluster-scoped, when ""), with the object's name when given.
+func resourcePath(gvr schema.GroupVersionResource, namespace, name string) []string {
+	p := []string{"apis", gvr.Group, gvr.Version}
+	if gvr.Group == "" {
+		p = []string{"api", gvr.Version}
+	}
+	if namespace != "" {
+		p = append(p, "namespaces", namespace)
+	}
+	p = append(p, gvr.Resource)
+	if name != "" {
+		p = append(p, name)
+	}
+	return p
+}
+
+func (c *metaClient) list(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	obj, err := c.rest.Get().AbsPath(resourcePath(gvr, "", "")...).SetHeader("Accept", acceptPartialList).
+		SpecificallyVersionedParams(&opts, metaParams, versionV1).Do(ctx).Get()
+	if err != nil {
+		return nil, err
+	}
+	list, ok := obj.(*metav1.PartialObjectMetadataList)
+	if !ok {
+		return nil, fmt.Errorf("list %s: got %T, want a PartialObjectMetadataList", gvr, obj)
+	}
+	return list, nil
+}
+
+func (c *metaClient) watch(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (watch.Interface, error) {
+	var timeout time.Duration
+	if opts.TimeoutSeconds != nil {
+		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	opts.Watch = true
+	return c.rest.Get().AbsPath(resourcePath(gvr, "", "")...).SetHeader("Accept", acceptPartial).
+		SpecificallyVersionedParams(&opts, metaParams, versionV1).Timeout(timeout).Watch(ctx)
+}
+
+// deleteOptionsEncoder writes delete options as a protobuf object.
+var deleteOptionsEncoder = protobuf.NewSerializer(nil, nil)
+
+// delete deletes the named object of gvr in namespace ("" if
+// cluster-scoped) with opts.
+func (c *metaClient) delete(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, opts metav1.DeleteOptions) error {
+	opts.TypeMeta = metav1.TypeMeta{APIVersion: metav1.SchemeGroupVersion.String(), Kind: "DeleteOptions"}
+	var body bytes.Buffer
+	if err := deleteOptionsEncoder.Encode(&opts, &body); err != nil {
+		return fmt.Errorf("encode delete options: %w", err)
+	}
+	return c.rest.Delete().AbsPath(resourcePath(gvr, namespace, name)...).
+		SetHeader("Content-Type", runtime.ContentTypeProtobuf).Body(body.Bytes()).Do(ctx).Error()
+}
