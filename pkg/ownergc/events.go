@@ -76,10 +76,16 @@ const eventChunk = 512
 // eventQueue is the unbounded FIFO between the monitors (and workers) and
 // the graph builder. push never blocks, so reflectors never stall. It
 // holds events in chunks of eventChunk: a backlog of a whole initial list
-// grows chunk by chunk, never copying what is queued.
+// grows chunk by chunk, never copying what is queued, and the chunks go
+// as they are drained, but for one that stays for the next events (most
+// of the time the queue holds a few events, and would otherwise allocate
+// a chunk for each).
 type eventQueue struct {
-	mu     sync.Mutex
-	chunks [][]event // each of capacity eventChunk; events are taken from the first
+	mu sync.Mutex
+	// chunks hold the queued events: chunks[0][head:], then the others
+	// whole; each chunk has capacity eventChunk.
+	chunks [][]event
+	head   int
 	n      int
 	wake   chan struct{}
 	closed bool
@@ -126,19 +132,23 @@ func (q *eventQueue) pop(buf []event, max int) (_ []event, ok bool) {
 		if q.n > 0 {
 			for len(buf) < max && q.n > 0 {
 				first := q.chunks[0]
-				n := min(len(first), max-len(buf))
-				buf = append(buf, first[:n]...)
-				clear(first[:n])
+				n := min(len(first)-q.head, max-len(buf))
+				buf = append(buf, first[q.head:q.head+n]...)
+				clear(first[q.head : q.head+n])
+				q.head += n
 				q.n -= n
-				if n == len(first) {
+				if q.head < len(first) {
+					continue
+				}
+				// The first chunk is drained: reuse it if it is the only one,
+				// let it go otherwise.
+				q.head = 0
+				if len(q.chunks) == 1 {
+					q.chunks[0] = first[:0]
+				} else {
 					q.chunks[0] = nil
 					q.chunks = q.chunks[1:]
-				} else {
-					q.chunks[0] = first[n:]
 				}
-			}
-			if q.n == 0 {
-				q.chunks = nil // let the backing arrays go
 			}
 			q.mu.Unlock()
 			return buf, true

@@ -89,11 +89,20 @@ func TestFeed(t *testing.T) {
 }
 
 // TestEventQueue: events come out in the order they went in, across chunk
-// boundaries, whatever the sizes of pushes and pops; pop blocks until
+// boundaries, whatever the sizes of pushes and pops; a queue that holds a
+// few events at a time allocates nothing per event; pop blocks until
 // there is an event; after close, pushes are dropped and what is left
 // drains before pop reports the end.
 func TestEventQueue(t *testing.T) {
 	q := newEventQueue()
+	buf := make([]event, 0, 8)
+	if allocs := testing.AllocsPerRun(1000, func() {
+		q.push(event{typ: evBarrier})
+		q.push(event{typ: evBarrier})
+		buf, _ = q.pop(buf[:0], 8)
+	}); allocs != 0 {
+		t.Errorf("a push and pop of a few events allocate %.1f times, want 0", allocs)
+	}
 	mon := make([]monitor, 3*eventChunk+7) // distinct pointers to tell events apart
 	next := 0
 	for _, n := range []int{1, eventChunk - 1, 2, eventChunk + 3, 0, 5, len(mon)} {
