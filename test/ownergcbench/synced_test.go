@@ -33,6 +33,7 @@ type syncedResult struct {
 // synced, lets it idle for e.sizes.idle, samples its memory and stops it.
 func (e *benchEnv) synced(col collector) syncedResult {
 	e.b.Helper()
+	e.quiesce()
 	writesBefore := e.populationWrites()
 	r := col.start(e)
 	defer r.stop()
@@ -60,4 +61,51 @@ func (e *benchEnv) synced(col collector) syncedResult {
 	res.rss = sorted[len(sorted)/2]
 	res.writes = e.populationWrites() - writesBefore
 	return res
+}
+
+// startup starts col alone on the cluster as it is, waits until it has
+// synced and stops it: how long it took to sync.
+func (e *benchEnv) startup(col collector) time.Duration {
+	e.b.Helper()
+	e.quiesce()
+	r := col.start(e)
+	defer r.stop()
+	d := r.sync(e).synced
+	fmt.Printf("[bench] %s synced in %s\n", col.name, d.Round(time.Millisecond))
+	return d
+}
+
+// Quiet is what quiesce waits for: kube-apiserver and etcd together using
+// at most quietCPU of CPU time over quietWindow, up to quietMax.
+const (
+	quietWindow = 500 * time.Millisecond
+	quietCPU    = 50 * time.Millisecond
+	quietMax    = 20 * time.Second
+)
+
+// quiesce waits until the cluster is quiet (see quietCPU): a collector
+// stopped just before leaves kube-apiserver tearing down its watches and
+// collecting the garbage of its lists, which would otherwise be charged to
+// the next collector's start-up.
+func (e *benchEnv) quiesce() {
+	e.b.Helper()
+	pids := e.c.PIDs()
+	total := func() time.Duration {
+		var sum time.Duration
+		for _, d := range e.cpuTimes(pids) {
+			sum += d
+		}
+		return sum
+	}
+	deadline := time.Now().Add(quietMax)
+	last := total()
+	for time.Now().Before(deadline) {
+		time.Sleep(quietWindow)
+		now := total()
+		if now-last <= quietCPU {
+			return
+		}
+		last = now
+	}
+	fmt.Printf("[bench] the cluster did not quiet down within %s (kube-apiserver and etcd above %s of CPU per %s); going on\n", quietMax, quietCPU, quietWindow)
 }
