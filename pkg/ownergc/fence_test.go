@@ -92,18 +92,26 @@ func TestNewFencesWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms := c.metadata.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("default")
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	cms := c.metadata.Resource(gvr).Namespace("default")
 	if err := cms.Delete(t.Context(), "refused", metav1.DeleteOptions{}); !errors.Is(err, ErrLeaseLost) {
 		t.Errorf("DELETE with the fence closed: %v, want ErrLeaseLost", err)
+	}
+	// The workers' deletes go through the writes client.
+	if err := c.writes.delete(t.Context(), gvr, "default", "refused", metav1.DeleteOptions{}); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("DELETE of the writes client with the fence closed: %v, want ErrLeaseLost", err)
 	}
 	may.Store(true)
 	if err := cms.Delete(t.Context(), "sent", metav1.DeleteOptions{}); err != nil {
 		t.Errorf("DELETE with the fence open: %v", err)
 	}
-	if diff := cmp.Diff([]string{"DELETE nodegc-owner-gc/node-a_1234"}, agents); diff != "" {
+	if err := c.writes.delete(t.Context(), gvr, "default", "sent", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("DELETE of the writes client with the fence open: %v", err)
+	}
+	if diff := cmp.Diff([]string{"DELETE nodegc-owner-gc/node-a_1234", "DELETE nodegc-owner-gc/node-a_1234"}, agents); diff != "" {
 		t.Errorf("requests the server saw (-want +got):\n%s", diff)
 	}
-	if got := testutil.ToFloat64(c.metrics.requests.WithLabelValues("DELETE", "error")); got != 1 {
-		t.Errorf("DELETE requests with code error = %v, want 1 (the refused one)", got)
+	if got := testutil.ToFloat64(c.metrics.requests.WithLabelValues("DELETE", "error")); got != 2 {
+		t.Errorf("DELETE requests with code error = %v, want 2 (the refused ones)", got)
 	}
 }
