@@ -262,20 +262,21 @@
 // Namespaces and apiVersion/kind pairs are interned: a node points at them.
 // An owner link states its owner's coordinates only when they differ from
 // the owner node's (a pointer, nil in the normal case). Labels,
-// annotations, managed fields, timestamps and the finalizers other than
-// foregroundDeletion and orphan are dropped before the object reaches the
-// builder. TestGraphMemory measures about 300 bytes per object for a
-// cluster-shaped graph of 100,000 objects (one owner per ten objects).
-// BenchmarkOwnerGC (test/ownergcbench) measures the process: its resident
-// memory once synced grows by about 1.1 KB per object between 10,000 and
-// 100,000 objects (the live graph plus the Go heap's headroom and the
-// fragmentation the initial lists leave), kube-controller-manager's by
-// 5.5 KB.
+// annotations, managed fields and timestamps are never decoded (codec.go);
+// the finalizers other than foregroundDeletion and orphan are dropped
+// before the object reaches the builder. TestGraphMemory measures about
+// 300 bytes per object for a cluster-shaped graph of 100,000 objects (one
+// owner per ten objects). BenchmarkOwnerGC (test/ownergcbench) measures
+// the process: its resident memory once synced grows by about 0.5-0.6 KB
+// per object between 10,000 and 100,000 objects (the live graph plus the Go
+// heap's headroom and the fragmentation the initial lists leave; 1.1 KB
+// while the objects were decoded whole), kube-controller-manager's by
+// about 5 KB.
 //
 // The transient peak is the initial list: the reflector holds a resource's
-// list (streamed and slimmed by the feed's transformer when the API server
-// serves watch lists) until it is complete, and the FIFO holds the list's
-// events until the builder applied them. Once the run has synced, that
+// list (streamed and decoded slim when the API server serves watch lists)
+// until it is complete, and the FIFO holds the list's events until the
+// builder applied them. Once the run has synced, that
 // memory is handed back to the system at once (debug.FreeOSMemory), not
 // after the runtime's periodic collection.
 //

@@ -57,11 +57,11 @@ import (
 //     large size is the median of $NODEGC_BENCH_STARTUPS (default 5)
 //     rounds: the memory runs, then start-ups alone (start, synced, stop),
 //     each round alternating which collector goes first. Before each
-//     collector starts, the bench waits until kube-apiserver and etcd are
-//     quiet (see quiesce). One sample says little even so: the CPU time
-//     kube-apiserver spends to serve the same 100,000 objects to the same
-//     client varies from about 2 to 7 seconds here between two identical
-//     reads. Goals: nodegc/kcm <= 0.5 for both the slope and the start-up.
+//     collector starts, the bench has kube-apiserver collect its garbage
+//     and waits until it and etcd are quiet (see quiesce): the CPU time
+//     kube-apiserver spent to serve the same 100,000 objects to the same
+//     client varied from about 2 to 7 seconds without that. Goals:
+//     nodegc/kcm <= 0.5 for both the slope and the start-up.
 //
 // The rates are measured first, while the cluster holds nothing but the
 // cascades' objects: a collector lists every object of every resource
