@@ -159,9 +159,9 @@ type sizes struct {
 	// collector's start-up at the large size is measured (the row shows
 	// the median).
 	startups int
-	equalQPS    int           // $NODEGC_BENCH_OBJECTS: dependents of the equal-QPS cascade
-	scale       [2]int        // $NODEGC_BENCH_SCALE: the population's two sizes
-	idle        time.Duration // $NODEGC_BENCH_IDLE: how long a synced collector idles before its memory is read
+	equalQPS int           // $NODEGC_BENCH_OBJECTS: dependents of the equal-QPS cascade
+	scale    [2]int        // $NODEGC_BENCH_SCALE: the population's two sizes
+	idle     time.Duration // $NODEGC_BENCH_IDLE: how long a synced collector idles before its memory is read
 }
 
 func readSizes(b *testing.B) sizes {

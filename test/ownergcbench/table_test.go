@@ -19,7 +19,7 @@ type results struct {
 	// collector's median.
 	startups struct{ nodegc, kcm []time.Duration }
 	idle     time.Duration // how long each synced collector idled before its RSS was read
-	took        time.Duration
+	took     time.Duration
 }
 
 // rateRow is one size of cascade under each deleter (loop: zero when not
