@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversionscheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +28,7 @@ func fullObject(name string) *metav1.PartialObjectMetadata {
 	deleted := metav1.NewTime(time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC))
 	return &metav1.PartialObjectMetadata{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, GenerateName: "web-", Namespace: "team-a", SelfLink: "/api/v1/namespaces/team-a/pods/" + name,
+			Name: name, GenerateName: "web-", Namespace: "team-a",
 			UID: types.UID("6f1c2f1e-3b7a-4c55-9a1d-" + name), ResourceVersion: "123456", Generation: 7,
 			CreationTimestamp:          metav1.NewTime(time.Date(2026, 11, 23, 6, 0, 0, 0, time.UTC)),
 			DeletionTimestamp:          &deleted,
@@ -40,7 +41,7 @@ func fullObject(name string) *metav1.PartialObjectMetadata {
 			},
 			Finalizers: []string{metav1.FinalizerDeleteDependents, "example.com/keep"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
-				APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}}},
+				APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:labels":{}}}`)}},
 		},
 	}
 }
@@ -185,9 +186,9 @@ func TestSlimDecoder(t *testing.T) {
 			}
 		}
 		// A field the collector reads with another wire type: the name as
-		// a varint (tag 1<<3|0).
-		meta := []byte{1<<3 | 0, 5}
-		obj := append([]byte{1<<3 | 2, byte(len(meta))}, meta...)
+		// a varint.
+		meta := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 5)
+		obj := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), meta)
 		if err := decodePartial(obj, &metav1.PartialObjectMetadata{}); err == nil {
 			t.Error("a name with the varint wire type decoded")
 		}
