@@ -140,40 +140,42 @@ var (
 
 func (d slimDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	gvk, raw, ok := slimKind(data)
+	var obj runtime.Object
+	var err error
+	switch {
+	case !ok:
+	case gvk == partialObjectMetadataGVK:
+		obj, ok, err = decodeSlimInto(into, gvk, raw, decodePartial)
+	case gvk == partialObjectMetadataListGVK:
+		obj, ok, err = decodeSlimInto(into, gvk, raw, decodePartialList)
+	}
 	if !ok {
 		return d.Serializer.Decode(data, defaults, into)
 	}
-	switch gvk {
-	case partialObjectMetadataGVK:
-		obj, ok := into.(*metav1.PartialObjectMetadata)
-		if into != nil && !ok {
-			break
-		}
-		if obj == nil {
-			obj = &metav1.PartialObjectMetadata{}
-		}
-		*obj = metav1.PartialObjectMetadata{}
-		if err := decodePartial(raw, obj); err != nil {
-			return nil, &gvk, err
-		}
-		obj.SetGroupVersionKind(gvk)
-		return obj, &gvk, nil
-	case partialObjectMetadataListGVK:
-		list, ok := into.(*metav1.PartialObjectMetadataList)
-		if into != nil && !ok {
-			break
-		}
-		if list == nil {
-			list = &metav1.PartialObjectMetadataList{}
-		}
-		*list = metav1.PartialObjectMetadataList{}
-		if err := decodePartialList(raw, list); err != nil {
-			return nil, &gvk, err
-		}
-		list.SetGroupVersionKind(gvk)
-		return list, &gvk, nil
+	return obj, &gvk, err
+}
+
+// decodeSlimInto decodes raw with decode into into, a *T, or into a new T
+// when into is nil, and sets its kind to gvk. ok is false when into is of
+// another type: the wrapped decoder's business.
+func decodeSlimInto[T any, P interface {
+	*T
+	runtime.Object
+	SetGroupVersionKind(schema.GroupVersionKind)
+}](into runtime.Object, gvk schema.GroupVersionKind, raw []byte, decode func([]byte, P) error) (_ runtime.Object, ok bool, _ error) {
+	obj, ok := into.(P)
+	if into != nil && !ok {
+		return nil, false, nil
 	}
-	return d.Serializer.Decode(data, defaults, into)
+	if obj == nil {
+		obj = new(T)
+	}
+	*obj = *new(T)
+	if err := decode(raw, obj); err != nil {
+		return nil, true, err
+	}
+	obj.SetGroupVersionKind(gvk)
+	return obj, true, nil
 }
 
 // The fields each slim decoder reads, by message (see the generated.proto
