@@ -13,7 +13,6 @@ import (
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
-	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
@@ -69,9 +68,8 @@ func TestEventStreamNeverStallsTheRuntime(t *testing.T) {
 
 	rt := &gatedRuntime{RuntimeService: b.runtime, entered: make(chan struct{}), gate: make(chan struct{})}
 	defer rt.open()
-	m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), func(c *config.ImageGCConfiguration) {
-		c.HighThresholdPercent = ptrInt32(100) // no threshold GC: only the usage tracking lists
-	})
+	// No threshold GC: only the usage tracking lists.
+	m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), noThresholdGC)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = m.Run(runCtx) }()
@@ -104,8 +102,6 @@ func median(ds []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2].Round(time.Millisecond)
 }
-
-func ptrInt32(v int32) *int32 { return &v }
 
 // gatedRuntime holds every ListImages call until open is called.
 type gatedRuntime struct {

@@ -173,6 +173,13 @@ func thresholdsAround(d images.DiskStats, freePercent int) (high, low int32) {
 	return u, max(0, u-int32(freePercent))
 }
 
+// noThresholdGC turns the threshold GC off (a high threshold of 100%). A
+// node started without a small filesystem has its image filesystem on the
+// host's root filesystem, whose usage is the machine's, not the test's (a
+// CI machine's disk can be 85% full): a test there that does not mean to
+// free space must not collect on it.
+func noThresholdGC(c *config.ImageGCConfiguration) { c.HighThresholdPercent = ptr.To[int32](100) }
+
 func setThresholds(high, low int32) func(*config.ImageGCConfiguration) {
 	return func(c *config.ImageGCConfiguration) {
 		c.HighThresholdPercent = ptr.To(high)

@@ -154,7 +154,7 @@ func TestStateSurvivesManagerRestart(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	dir := t.TempDir()
 	a := b.pushPull(repoName(0), 1)
-	first := b.manager(dir, clk, nil)
+	first := b.manager(dir, clk, noThresholdGC)
 	if _, err := first.GarbageCollect(t.Context(), images.TriggerManual); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestStateSurvivesManagerRestart(t *testing.T) {
 	}
 
 	clk.Step(time.Hour)
-	second := b.manager(dir, clk, nil)
+	second := b.manager(dir, clk, noThresholdGC)
 	if got := second.Tracker().Usage()[a.ID()]; !got.FirstDetected.Equal(want.FirstDetected) || !got.LastUsed.Equal(want.LastUsed) {
 		t.Errorf("usage after restart = %+v, want %+v", got, want)
 	}
@@ -185,7 +185,7 @@ func TestStateSurvivesManagerRestart(t *testing.T) {
 	if err := os.WriteFile(statePath, []byte(`{"version": 1, "images": {"x": `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	third := b.manager(dir, clk, nil)
+	third := b.manager(dir, clk, noThresholdGC)
 	if len(third.Tracker().Usage()) != 0 {
 		t.Error("usage kept from a corrupt file")
 	}

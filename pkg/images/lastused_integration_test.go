@@ -14,7 +14,6 @@ import (
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
-	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
@@ -22,7 +21,7 @@ import (
 // until the test ends, and waits until it listed the runtime once.
 func (b *bed) runManager(stateDir string) *images.Manager {
 	b.t.Helper()
-	m := b.manager(stateDir, clock.RealClock{}, func(c *config.ImageGCConfiguration) { c.HighThresholdPercent = ptrInt32(100) })
+	m := b.manager(stateDir, clock.RealClock{}, noThresholdGC)
 	ctx, cancel := context.WithCancel(b.t.Context())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
