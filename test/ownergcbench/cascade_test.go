@@ -70,7 +70,7 @@ func (e *benchEnv) cascade(n int, col collector) cascadeResult {
 		e.b.Fatalf("%s never collected the warm-up probe in %s: %v", col.name, ns, err)
 	}
 
-	return e.timeDeletion(ns, n, r.pid, func() {
+	return e.timeDeletion(ns, n, deleter{name: col.short, pid: r.pid, profileURL: r.profileURL}, func() {
 		if err := cms.Delete(ctx, "owner", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 			e.b.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func (e *benchEnv) deleteLoop(n int) cascadeResult {
 	ctx := e.b.Context()
 	ns, _ := e.cascadeObjects(n)
 	cms := e.fast.CoreV1().ConfigMaps(ns)
-	return e.timeDeletion(ns, n, os.Getpid(), func() {
+	return e.timeDeletion(ns, n, deleter{name: "loop", pid: os.Getpid(), self: true}, func() {
 		if err := runParallel(ctx, loopWorkers, n, func(ctx context.Context, i int) error {
 			return cms.Delete(ctx, dependentName(i), metav1.DeleteOptions{})
 		}); err != nil {
@@ -125,9 +125,9 @@ func (e *benchEnv) cascadeObjects(n int) (string, typedcorev1.ConfigMapInterface
 // namespace's ConfigMaps had seen the n ConfigMaps dependentName(*)
 // deleted, with the ConfigMap requests kube-apiserver counted meanwhile
 // (minus LIST and WATCH, and minus ownDeletes: the bench's DELETE of the
-// owner) and the CPU time of deleterPID, kube-apiserver and
-// etcd.
-func (e *benchEnv) timeDeletion(ns string, n, deleterPID int, del func(), ownDeletes int64) cascadeResult {
+// owner) and the CPU time of the deleter, kube-apiserver and etcd; with
+// profiles (see profiler) when asked.
+func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDeletes int64) cascadeResult {
 	e.b.Helper()
 	ctx := e.b.Context()
 	cms := e.fast.CoreV1().ConfigMaps(ns)
@@ -156,12 +156,17 @@ func (e *benchEnv) timeDeletion(ns string, n, deleterPID int, del func(), ownDel
 		}
 	}()
 
+	// Each deletion starts on a quiet cluster: not while kube-apiserver
+	// still digests the objects just created (the loop's come right
+	// before it) or a collector's list, or collects its garbage.
+	e.quiesce()
 	before, err := e.c.APIServerRequests(ctx, "configmaps")
 	if err != nil {
 		e.b.Fatal(err)
 	}
-	pids := map[string]int{"collector": deleterPID, "kube-apiserver": e.c.PIDs()["kube-apiserver"], "etcd": e.c.PIDs()["etcd"]}
+	pids := map[string]int{"collector": d.pid, "kube-apiserver": e.c.PIDs()["kube-apiserver"], "etcd": e.c.PIDs()["etcd"]}
 	cpuBefore := e.cpuTimes(pids)
+	profiled := e.prof.start(e, d, n)
 	begin := time.Now()
 	del()
 	var end time.Time
@@ -171,6 +176,7 @@ func (e *benchEnv) timeDeletion(ns string, n, deleterPID int, del func(), ownDel
 		e.b.Fatalf("deletion in %s not finished after %s: %d of %d deleted", ns, cascadeTimeout, deleted.Load(), n)
 	}
 	cpuAfter := e.cpuTimes(pids)
+	profiled()
 	// kube-apiserver counts a request once it has answered it, after the
 	// watch saw its effect: wait until it counts a DELETE per object.
 	var after cluster.RequestCounts

@@ -42,6 +42,7 @@ var (
 // collector is one way to start a garbage collector on the bench's cluster.
 type collector struct {
 	name  string // as the table names it
+	short string // in file names: nodegc, kcm
 	start func(e *benchEnv) *running
 }
 
@@ -56,6 +57,9 @@ type running struct {
 	// begins with.
 	gcStartLine []string
 	stop        func()
+	// profileURL is where it serves Go's profiles, if it does (see
+	// profiler).
+	profileURL string
 }
 
 // startup is how long a collector took from its process's start to synced.
@@ -89,7 +93,8 @@ func (r *running) sync(e *benchEnv) startup {
 // exist: with --owner-gc=only no node GC runs and nothing dials it.
 func nodegc(qps float32, burst int32) collector {
 	return collector{
-		name: fmt.Sprintf("nodegc qps=%g burst=%d", qps, burst),
+		name:  fmt.Sprintf("nodegc qps=%g burst=%d", qps, burst),
+		short: "nodegc",
 		start: func(e *benchEnv) *running {
 			e.b.Helper()
 			dir, err := os.MkdirTemp(e.dir, "nodegc-")
@@ -106,6 +111,9 @@ ownerGC:
   kubeAPIQPS: %g
   kubeAPIBurst: %d
 `, filepath.Join(dir, "state"), qps, burst)
+			if e.prof != nil {
+				text += "enableProfilingHandler: true\n"
+			}
 			cfg, err := nodegcproc.WriteConfig(filepath.Join(dir, "config.yaml"), text)
 			if err != nil {
 				e.b.Fatal(err)
@@ -128,7 +136,7 @@ ownerGC:
 				}
 			}
 			e.b.Cleanup(stop)
-			return &running{pid: a.PID(), logPath: logPath, began: began, gcStartLine: nodegcGCStart, stop: stop,
+			r := &running{pid: a.PID(), logPath: logPath, began: began, gcStartLine: nodegcGCStart, stop: stop,
 				waitSynced: func(ctx context.Context) (time.Time, error) {
 					var at time.Time
 					err := testbed.Poll(ctx, syncPoll, func(ctx context.Context) (bool, error) {
@@ -140,6 +148,10 @@ ownerGC:
 					})
 					return at, err
 				}}
+			if e.prof != nil {
+				r.profileURL = cfg.MetricsURL
+			}
+			return r
 		},
 	}
 }
@@ -149,7 +161,8 @@ ownerGC:
 // gets twice the QPS).
 func kcm(qps float32, burst int32) collector {
 	return collector{
-		name: fmt.Sprintf("kube-controller-manager qps=%gx2 burst=%d", qps, burst),
+		name:  fmt.Sprintf("kube-controller-manager qps=%gx2 burst=%d", qps, burst),
+		short: "kcm",
 		start: func(e *benchEnv) *running {
 			e.b.Helper()
 			began := time.Now()

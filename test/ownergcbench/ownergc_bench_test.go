@@ -33,10 +33,11 @@ import (
 //     way. A cascade of at most 10,000 dependents takes seconds, so each
 //     such row is the median of $NODEGC_BENCH_ROUNDS (default 3) rounds,
 //     run in turn (nodegc, kube-controller-manager, loop, nodegc, ...);
-//     larger ones run once. Requests per object are kube-apiserver's own
-//     apiserver_request_total on configmaps (minus LIST, WATCH and the
-//     bench's DELETE of the owner). Goals: nodegc/loop >= 0.95,
-//     nodegc/kcm >= 2.
+//     larger ones run once. Each deletion starts once kube-apiserver and
+//     etcd are quiet (see quiesce). Requests per object are
+//     kube-apiserver's own apiserver_request_total on configmaps (minus
+//     LIST, WATCH and the bench's DELETE of the owner). Goals:
+//     nodegc/loop >= 0.95, nodegc/kcm >= 2.
 //   - Rate at equal QPS: a cascade of $NODEGC_BENCH_OBJECTS (default 5000)
 //     with nodegc at 40 QPS / burst 60 and kube-controller-manager at
 //     --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both).
@@ -81,6 +82,8 @@ import (
 // deletion, and whether anything wrote to the population while the
 // collectors synced and idled (nothing should: no controller of a
 // garbage-collector-only kube-controller-manager handles these kinds).
+// With $NODEGC_BENCH_PROFILE, it writes CPU profiles of the deletions
+// (see profiler).
 func BenchmarkOwnerGC(b *testing.B) {
 	begin := time.Now()
 	sizes := readSizes(b)
@@ -211,7 +214,8 @@ type benchEnv struct {
 	fast      kubernetes.Interface // unthrottled, protobuf: the bench's own requests
 	nodegcBin string
 	sizes     sizes
-	dir       string // for nodegc's configuration, state and logs
+	dir       string    // for nodegc's configuration, state and logs
+	prof      *profiler // nil: no profiles
 }
 
 func newBenchEnv(b *testing.B, s sizes, nodegcBin string) *benchEnv {
@@ -226,7 +230,11 @@ func newBenchEnv(b *testing.B, s sizes, nodegcBin string) *benchEnv {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	return &benchEnv{b: b, c: c, fast: fast, nodegcBin: nodegcBin, sizes: s, dir: dir}
+	prof, err := newProfiler()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &benchEnv{b: b, c: c, fast: fast, nodegcBin: nodegcBin, sizes: s, dir: dir, prof: prof}
 }
 
 // smallCascade is the largest cascade measured roundsSmall times.

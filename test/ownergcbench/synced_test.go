@@ -84,7 +84,8 @@ const (
 )
 
 // quiesce has kube-apiserver collect its garbage, then waits until the
-// cluster is quiet (see quietCPU). A collector run just before leaves
+// cluster is quiet (see quietCPU): before each start-up and each timed
+// deletion. A collector run just before leaves
 // kube-apiserver tearing down its watches and holding the garbage of the
 // 100,000 objects it served, whose collection would otherwise fall into
 // the next collector's start-up: nodegc right after kube-controller-manager
