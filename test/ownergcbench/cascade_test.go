@@ -28,8 +28,12 @@ const cascadeTimeout = 30 * time.Minute
 
 // cascadeResult is one measured deletion of n ConfigMaps.
 type cascadeResult struct {
-	n         int
-	took      time.Duration
+	n    int
+	took time.Duration
+	// first is when the watch saw the first dependent deleted: what the
+	// deleter took to start (for a collector: the owner's DELETE, its
+	// watch event, its graph and queues).
+	first     time.Duration
 	requests  cluster.RequestCounts // on configmaps, as kube-apiserver counts them, of the deleter only
 	perObject float64               // requests per deleted object
 	perSecond float64               // objects deleted per second
@@ -142,12 +146,14 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 	defer w.Stop()
 	var deleted atomic.Int64
 	allGone := make(chan time.Time, 1)
+	var first atomic.Int64 // unix nanoseconds
 	go func() {
 		for ev := range w.ResultChan() {
 			if ev.Type != watch.Deleted {
 				continue
 			}
 			if obj, ok := ev.Object.(metav1.Object); ok && strings.HasPrefix(obj.GetName(), "d-") {
+				first.CompareAndSwap(0, time.Now().UnixNano())
 				if deleted.Add(1) == int64(n) {
 					allGone <- time.Now()
 					return
@@ -200,7 +206,7 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 		cpu[name] = cpuAfter[name] - cpuBefore[name]
 	}
 	took := end.Sub(begin)
-	return cascadeResult{n: n, took: took, requests: reqs, cpu: cpu,
+	return cascadeResult{n: n, took: took, first: time.Unix(0, first.Load()).Sub(begin), requests: reqs, cpu: cpu,
 		perObject: float64(reqs.Total()) / float64(n), perSecond: float64(n) / took.Seconds()}
 }
 

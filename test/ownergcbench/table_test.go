@@ -152,8 +152,8 @@ func (res *results) table() *table {
 		for _, v := range verbs {
 			rq = append(rq, fmt.Sprintf("%s %d", v, r.requests[v]))
 		}
-		fmt.Fprintf(t, "  %-44s %6d in %8s  %7.1f/s  %5.2f req/obj (%s)  CPU: deleter %s, kube-apiserver %s, etcd %s\n",
-			what, r.n, secs(r.took), r.perSecond, r.perObject, strings.Join(rq, ", "), secs(r.cpu["collector"]), secs(r.cpu["kube-apiserver"]), secs(r.cpu["etcd"]))
+		fmt.Fprintf(t, "  %-44s %6d in %8s (first after %s)  %7.1f/s  %5.2f req/obj (%s)  CPU: deleter %s, kube-apiserver %s, etcd %s\n",
+			what, r.n, secs(r.took), secs(r.first), r.perSecond, r.perObject, strings.Join(rq, ", "), secs(r.cpu["collector"]), secs(r.cpu["kube-apiserver"]), secs(r.cpu["etcd"]))
 		if len(r.rates) > 1 {
 			var rates []string
 			for _, v := range r.rates {
