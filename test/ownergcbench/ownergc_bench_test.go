@@ -31,7 +31,7 @@ import (
 //     the plain loop deletes as many such ConfigMaps by name from 20
 //     goroutines on an unthrottled client, timed from its start the same
 //     way. A cascade of at most 10,000 dependents takes seconds, so each
-//     such row is the median of $NODEGC_BENCH_ROUNDS (default 3) rounds,
+//     such row is the median of $NODEGC_BENCH_ROUNDS (default 5) rounds,
 //     run in turn (nodegc, kube-controller-manager, loop, nodegc, ...);
 //     larger ones run once. Each deletion starts once kube-apiserver and
 //     etcd are quiet (see quiesce). Requests per object are
@@ -153,7 +153,7 @@ func BenchmarkOwnerGC(b *testing.B) {
 // sizes are the bench's knobs.
 type sizes struct {
 	cascades []int // $NODEGC_BENCH_CASCADES: dependents of each unthrottled cascade
-	// roundsSmall is $NODEGC_BENCH_ROUNDS (default 3): how many times each
+	// roundsSmall is $NODEGC_BENCH_ROUNDS (default 5): how many times each
 	// unthrottled cascade of at most smallCascade dependents is measured,
 	// the rows showing the median (a few seconds long, one sample is at the
 	// mercy of whatever else the two cores do then); larger ones run once.
@@ -175,7 +175,7 @@ func readSizes(b *testing.B) sizes {
 		b.Fatalf("NODEGC_BENCH_SCALE=%v: want two sizes, the smaller first", scale)
 	}
 	s.scale = [2]int{scale[0], scale[1]}
-	s.roundsSmall = intsEnv(b, "NODEGC_BENCH_ROUNDS", "3", 1)[0]
+	s.roundsSmall = intsEnv(b, "NODEGC_BENCH_ROUNDS", "5", 1)[0]
 	s.startups = intsEnv(b, "NODEGC_BENCH_STARTUPS", "5", 1)[0]
 	s.idle = 15 * time.Second
 	if v := os.Getenv("NODEGC_BENCH_IDLE"); v != "" {
