@@ -252,10 +252,15 @@ type OwnerGCConfiguration struct {
 
 	// KubeAPIQPS is the sustained request rate of the owner GC's API client.
 	// kube-controller-manager's collector runs at twice its --kube-api-qps
-	// (20), so the default matches its effective rate. Default: 40.
+	// (20), so the default matches its effective rate. A negative value
+	// turns the client-side rate limit off, as client-go's rest.Config
+	// does: the API server's Priority and Fairness then paces the collector
+	// (what SIG API Machinery recommends, and what controller-runtime now
+	// does by default). Default: 40.
 	KubeAPIQPS float32 `json:"kubeAPIQPS"`
 
-	// KubeAPIBurst is the burst of the owner GC's API client. Default: 60.
+	// KubeAPIBurst is the burst of the owner GC's API client; unused when
+	// kubeAPIQPS is negative. Default: 60.
 	KubeAPIBurst int32 `json:"kubeAPIBurst"`
 
 	// DiscoveryResyncPeriod is how often API discovery is refreshed so that

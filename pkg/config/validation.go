@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -179,8 +180,11 @@ func validateOwnerGC(p *field.Path, c *OwnerGCConfiguration) field.ErrorList {
 		}
 		seen[gr] = true
 	}
-	if c.KubeAPIQPS <= 0 {
-		errs = append(errs, field.Invalid(p.Child("kubeAPIQPS"), c.KubeAPIQPS, "must be greater than 0"))
+	switch q := float64(c.KubeAPIQPS); {
+	case math.IsNaN(q) || math.IsInf(q, 0):
+		errs = append(errs, field.Invalid(p.Child("kubeAPIQPS"), c.KubeAPIQPS, "must be a finite number"))
+	case q == 0:
+		errs = append(errs, field.Invalid(p.Child("kubeAPIQPS"), c.KubeAPIQPS, "must be greater than 0, or negative to turn the client-side rate limit off"))
 	}
 	if c.KubeAPIBurst <= 0 {
 		errs = append(errs, field.Invalid(p.Child("kubeAPIBurst"), c.KubeAPIBurst, "must be greater than 0"))

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -157,12 +158,19 @@ func TestValidate(t *testing.T) {
 		"owner GC workers, client and discovery": {
 			mutate: func(c *NodeGCConfiguration) {
 				c.OwnerGC.ConcurrentGCSyncs = -1
-				c.OwnerGC.KubeAPIQPS = -1
+				c.OwnerGC.KubeAPIQPS = 0
 				c.OwnerGC.KubeAPIBurst = -1
 				c.OwnerGC.DiscoveryResyncPeriod = dur(-time.Second)
 			},
 			want: []string{"ownerGC.concurrentGCSyncs: Invalid value", "ownerGC.kubeAPIQPS: Invalid value",
 				"ownerGC.kubeAPIBurst: Invalid value", "ownerGC.discoveryResyncPeriod: Invalid value"},
+		},
+		"negative kubeAPIQPS turns the client-side rate limit off": {
+			mutate: func(c *NodeGCConfiguration) { c.OwnerGC.KubeAPIQPS = -1 },
+		},
+		"kubeAPIQPS not a number": {
+			mutate: func(c *NodeGCConfiguration) { c.OwnerGC.KubeAPIQPS = float32(math.NaN()) },
+			want:   []string{"ownerGC.kubeAPIQPS: Invalid value"},
 		},
 		"ignored resources": {
 			mutate: func(c *NodeGCConfiguration) {

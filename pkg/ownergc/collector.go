@@ -72,6 +72,8 @@ type Collector struct {
 	unsyncedHold   time.Duration // ownerGC.unsyncedResourceHold
 	stuckThreshold time.Duration // ownerGC.stuckDeletionThreshold (stuck.go); 0: off
 	ignored        map[schema.GroupResource]struct{}
+	qps            float32 // of each client; negative: no client-side rate limit
+	burst          int
 
 	// metadata and writes are the workers' clients (reads and writes of
 	// single objects: writes deletes, metadata the rest); watches is the
@@ -139,10 +141,11 @@ func New(opts Options) (*Collector, error) {
 	}
 	c.metrics = newMetrics(reg, c)
 
-	qps, burst := cfg.KubeAPIQPS, int(cfg.KubeAPIBurst)
+	c.qps, c.burst = cfg.KubeAPIQPS, int(cfg.KubeAPIBurst)
 	clientConfig := func() *rest.Config {
 		rc := rest.CopyConfig(opts.RESTConfig)
-		rc.QPS, rc.Burst, rc.RateLimiter = qps, burst, nil
+		// A negative QPS turns client-go's rate limiter off.
+		rc.QPS, rc.Burst, rc.RateLimiter = c.qps, c.burst, nil
 		rc.UserAgent = UserAgent
 		if opts.Identity != "" {
 			rc.UserAgent += "/" + opts.Identity

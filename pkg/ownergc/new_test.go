@@ -21,7 +21,7 @@ func TestNewRejectsWhatValidationRejects(t *testing.T) {
 	}{
 		"zero section":      {func(c *config.OwnerGCConfiguration) { *c = config.OwnerGCConfiguration{} }, "ownerGC.concurrentGCSyncs"},
 		"no workers":        {func(c *config.OwnerGCConfiguration) { c.ConcurrentGCSyncs = 0 }, "ownerGC.concurrentGCSyncs"},
-		"negative QPS":      {func(c *config.OwnerGCConfiguration) { c.KubeAPIQPS = -1 }, "ownerGC.kubeAPIQPS"},
+		"zero QPS":          {func(c *config.OwnerGCConfiguration) { c.KubeAPIQPS = 0 }, "ownerGC.kubeAPIQPS"},
 		"no resync period":  {func(c *config.OwnerGCConfiguration) { c.DiscoveryResyncPeriod.Duration = 0 }, "ownerGC.discoveryResyncPeriod"},
 		"unnamed ignorance": {func(c *config.OwnerGCConfiguration) { c.GCIgnoredResources = []config.GroupResource{{Group: "x"}} }, "ownerGC.gcIgnoredResources[0].resource"},
 	} {
@@ -36,5 +36,42 @@ func TestNewRejectsWhatValidationRejects(t *testing.T) {
 	}
 	if _, err := New(Options{Config: config.Defaulted().OwnerGC, RESTConfig: rc}); err != nil {
 		t.Errorf("New with the defaults = %v", err)
+	}
+}
+
+// TestNewClientRateLimit: the workers' clients are limited to kubeAPIQPS
+// (and so are the monitors' and discovery's), and a negative kubeAPIQPS
+// leaves them without a client-side limit.
+func TestNewClientRateLimit(t *testing.T) {
+	rc := &rest.Config{Host: "https://127.0.0.1:1"}
+	for name, tc := range map[string]struct {
+		qps  float32
+		want float32 // 0: no rate limiter
+	}{
+		"default":    {qps: config.DefaultOwnerGCQPS, want: config.DefaultOwnerGCQPS},
+		"set":        {qps: 500, want: 500},
+		"off (-1)":   {qps: -1},
+		"off (-0.5)": {qps: -0.5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := config.Defaulted().OwnerGC
+			cfg.KubeAPIQPS = tc.qps
+			c, err := New(Options{Config: cfg, RESTConfig: rc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for client, rl := range map[string]interface{ QPS() float32 }{
+				"writes": c.writes.rest.GetRateLimiter(), "watches": c.watches.rest.GetRateLimiter(),
+			} {
+				switch {
+				case tc.want == 0 && rl != nil:
+					t.Errorf("%s client: rate limiter at %v QPS, want none", client, rl.QPS())
+				case tc.want != 0 && rl == nil:
+					t.Errorf("%s client: no rate limiter, want %v QPS", client, tc.want)
+				case tc.want != 0 && rl.QPS() != tc.want:
+					t.Errorf("%s client: rate limiter at %v QPS, want %v", client, rl.QPS(), tc.want)
+				}
+			}
+		})
 	}
 }

@@ -93,7 +93,7 @@ func newQueue(c *Collector, name string) workqueue.TypedRateLimitingInterface[ty
 func (r *run) run(ctx context.Context) {
 	logger := r.logger
 	logger.Info("Starting owner garbage collector", "workers", r.c.workers, "dryRun", r.c.dryRun,
-		"discoveryResyncPeriod", r.c.period)
+		"discoveryResyncPeriod", r.c.period, "kubeAPIQPS", r.c.qps, "kubeAPIBurst", r.c.burst)
 	defer logger.Info("Stopped owner garbage collector")
 
 	if r.recorder = r.c.recorder; r.recorder == nil {
