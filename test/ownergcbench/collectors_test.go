@@ -87,13 +87,21 @@ func (r *running) sync(e *benchEnv) startup {
 	return s
 }
 
+// unlimited is the kubeAPIQPS that turns nodegc's client-side rate limit
+// off.
+const unlimited = -1
+
 // nodegc runs `nodegc run --owner-gc=only` with its owner GC client at
-// qps and burst and no leader election (kube-controller-manager runs with
-// --leader-elect=false too). The container runtime endpoint does not
+// qps (unlimited: no client-side limit) and burst, and no leader election
+// (kube-controller-manager runs with --leader-elect=false too). The container runtime endpoint does not
 // exist: with --owner-gc=only no node GC runs and nothing dials it.
 func nodegc(qps float32, burst int32) collector {
+	name := fmt.Sprintf("nodegc qps=%g burst=%d", qps, burst)
+	if qps < 0 {
+		name = "nodegc (no client-side rate limit)"
+	}
 	return collector{
-		name:  fmt.Sprintf("nodegc qps=%g burst=%d", qps, burst),
+		name:  name,
 		short: "nodegc",
 		start: func(e *benchEnv) *running {
 			e.b.Helper()

@@ -26,7 +26,8 @@ import (
 //   - Rate, unthrottled: a Background cascade of each size of
 //     $NODEGC_BENCH_CASCADES (default 5000,50000) ConfigMaps owned by one
 //     ConfigMap, timed from the owner's DELETE until a watch has seen every
-//     dependent deleted; nodegc at kubeAPIQPS 5000 / burst 10000,
+//     dependent deleted; nodegc without a client-side rate limit
+//     (kubeAPIQPS -1, like the loop's client),
 //     kube-controller-manager at --kube-api-qps=500 --kube-api-burst=1000;
 //     the plain loop deletes as many such ConfigMaps by name from 20
 //     goroutines on an unthrottled client, timed from its start the same
@@ -100,7 +101,7 @@ func BenchmarkOwnerGC(b *testing.B) {
 		var ng, kc, lp []cascadeResult
 		for i := range rounds {
 			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: nodegc\n", n, i+1, rounds)
-			ng = append(ng, e.cascade(n, nodegc(5000, 10000)))
+			ng = append(ng, e.cascade(n, nodegc(unlimited, 0)))
 			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: kube-controller-manager\n", n, i+1, rounds)
 			kc = append(kc, e.cascade(n, kcm(500, 1000)))
 			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: plain DELETE loop\n", n, i+1, rounds)
@@ -118,7 +119,7 @@ func BenchmarkOwnerGC(b *testing.B) {
 		e.populate(from, n)
 		from = n
 		res.scale[i].n = n
-		res.scale[i].nodegc = e.synced(nodegc(5000, 10000))
+		res.scale[i].nodegc = e.synced(nodegc(unlimited, 0))
 		res.scale[i].kcm = e.synced(kcm(500, 1000))
 	}
 	large := res.scale[1]
@@ -129,7 +130,7 @@ func BenchmarkOwnerGC(b *testing.B) {
 			col collector
 			out *[]time.Duration
 		}
-		order := []entrant{{kcm(500, 1000), &res.startups.kcm}, {nodegc(5000, 10000), &res.startups.nodegc}}
+		order := []entrant{{kcm(500, 1000), &res.startups.kcm}, {nodegc(unlimited, 0), &res.startups.nodegc}}
 		if round%2 == 1 {
 			order[0], order[1] = order[1], order[0]
 		}

@@ -141,7 +141,7 @@ func (res *results) table() *table {
 	}
 	fmt.Fprintf(t, "goals met: %d of %d\n", len(t.ratios)-failed, len(t.ratios))
 
-	fmt.Fprintf(t, "\nEqual QPS: nodegc kubeAPIQPS 40 / burst 60; kcm --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both). Unthrottled: nodegc 5000/10000, kcm 500/1000, the loop %d goroutines, no client limit.\n", loopWorkers)
+	fmt.Fprintf(t, "\nEqual QPS: nodegc kubeAPIQPS 40 / burst 60; kcm --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both). Unthrottled: nodegc kubeAPIQPS -1 (no client-side limit), kcm 500/1000, the loop %d goroutines, no client limit.\n", loopWorkers)
 	fmt.Fprintf(t, "Deletions (requests: kube-apiserver's apiserver_request_total on configmaps; CPU: user+system during the deletion, on %s):\n", "2 cores shared by all")
 	deletion := func(what string, r cascadeResult) {
 		if r.n == 0 {
