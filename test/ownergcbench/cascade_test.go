@@ -172,7 +172,7 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 	}
 	pids := map[string]int{"collector": d.pid, "kube-apiserver": e.c.PIDs()["kube-apiserver"], "etcd": e.c.PIDs()["etcd"]}
 	cpuBefore := e.cpuTimes(pids)
-	profiled := e.prof.start(e, d, n)
+	profiled := e.prof.start(e, d, fmt.Sprintf("%s-%d", d.name, n))
 	begin := time.Now()
 	del()
 	var end time.Time

@@ -20,11 +20,15 @@ import (
 // meanwhile, its /debug/pprof/allocs over the same seconds), or the bench
 // process's own for the plain DELETE loop (it runs in the bench, beside
 // the bench's watch). kube-controller-manager is not profiled. A remote profile lasts
-// $NODEGC_BENCH_PROFILE_SECONDS (default 4; a cascade of 5,000 takes about
-// 5 s), from just before the deletion starts; the bench's own lasts the
-// deletion. The profiles are named after the deletion, in the order they
-// ran: 001-nodegc-5000-kube-apiserver.pprof, 001-nodegc-5000-nodegc.pprof,
-// ...; read them with `go tool pprof`.
+// $NODEGC_BENCH_PROFILE_SECONDS (default 4; a cascade of 5,000 takes 2-5
+// s), from just before the deletion starts; the bench's own lasts the
+// deletion. Each start-up round at the large size is profiled the same
+// way, from just after the collector's process started (nodegc's own
+// profile once its HTTP server answers, a few milliseconds later). The
+// profiles are named after what they cover, in the order they ran:
+// 001-nodegc-5000-kube-apiserver.pprof, 001-nodegc-5000-nodegc.pprof,
+// 002-..., 031-nodegc-startup-100000-nodegc.pprof; read them with `go tool
+// pprof`.
 type profiler struct {
 	dir     string
 	seconds int
@@ -52,7 +56,8 @@ func newProfiler() (*profiler, error) {
 	return p, nil
 }
 
-// deleter is who deletes in a timed deletion.
+// deleter is who deletes in a timed deletion, or the collector starting
+// up: the process profiled beside kube-apiserver.
 type deleter struct {
 	name string // in the profiles' file names
 	pid  int    // whose CPU time is counted
@@ -63,15 +68,16 @@ type deleter struct {
 	self       bool
 }
 
-// start starts the profiles of one deletion; stop waits for them and
-// writes them. A profile that fails is reported and the bench goes on.
-func (p *profiler) start(e *benchEnv, d deleter, n int) (stop func()) {
+// start starts the profiles of one deletion or start-up (what names it);
+// stop waits for them and writes them. A profile that fails is reported and
+// the bench goes on.
+func (p *profiler) start(e *benchEnv, d deleter, what string) (stop func()) {
 	if p == nil {
 		return func() {}
 	}
 	p.mu.Lock()
 	p.seq++
-	prefix := filepath.Join(p.dir, fmt.Sprintf("%03d-%s-%d-", p.seq, d.name, n))
+	prefix := filepath.Join(p.dir, fmt.Sprintf("%03d-%s-", p.seq, what))
 	p.mu.Unlock()
 	ctx := e.b.Context()
 	var wg sync.WaitGroup
@@ -97,7 +103,12 @@ func (p *profiler) start(e *benchEnv, d deleter, n int) (stop func()) {
 				if err != nil {
 					return nil, err
 				}
+				// A process just started may not listen yet.
 				resp, err := http.DefaultClient.Do(req)
+				for deadline := time.Now().Add(2 * time.Second); err != nil && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+					resp, err = http.DefaultClient.Do(req)
+				}
 				if err != nil {
 					return nil, err
 				}

@@ -70,7 +70,9 @@ func (e *benchEnv) startup(col collector) time.Duration {
 	e.quiesce()
 	r := col.start(e)
 	defer r.stop()
+	profiled := e.prof.start(e, deleter{name: col.short, profileURL: r.profileURL}, fmt.Sprintf("%s-startup-%d", col.short, e.sizes.scale[1]))
 	d := r.sync(e).synced
+	profiled()
 	fmt.Printf("[bench] %s synced in %s\n", col.name, d.Round(time.Millisecond))
 	return d
 }
