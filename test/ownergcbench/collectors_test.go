@@ -93,8 +93,9 @@ const unlimited = -1
 
 // nodegc runs `nodegc run --owner-gc=only` with its owner GC client at
 // qps (unlimited: no client-side limit) and burst, and no leader election
-// (kube-controller-manager runs with --leader-elect=false too). The container runtime endpoint does not
-// exist: with --owner-gc=only no node GC runs and nothing dials it.
+// (kube-controller-manager runs with --leader-elect=false too). The
+// container runtime endpoint does not exist: with --owner-gc=only no node
+// GC runs and nothing dials it.
 func nodegc(qps float32, burst int32) collector {
 	name := fmt.Sprintf("nodegc qps=%g burst=%d", qps, burst)
 	if qps < 0 {

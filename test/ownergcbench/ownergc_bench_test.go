@@ -83,8 +83,8 @@ import (
 // deletion, and whether anything wrote to the population while the
 // collectors synced and idled (nothing should: no controller of a
 // garbage-collector-only kube-controller-manager handles these kinds).
-// With $NODEGC_BENCH_PROFILE, it writes CPU profiles of the deletions
-// (see profiler).
+// With $NODEGC_BENCH_PROFILE, it writes CPU profiles of the deletions and
+// of the start-ups (see profiler).
 func BenchmarkOwnerGC(b *testing.B) {
 	begin := time.Now()
 	sizes := readSizes(b)

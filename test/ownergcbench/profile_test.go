@@ -19,10 +19,10 @@ import (
 // enableProfilingHandler is then turned on; with what it allocated
 // meanwhile, its /debug/pprof/allocs over the same seconds), or the bench
 // process's own for the plain DELETE loop (it runs in the bench, beside
-// the bench's watch). kube-controller-manager is not profiled. A remote profile lasts
-// $NODEGC_BENCH_PROFILE_SECONDS (default 4; a cascade of 5,000 takes 2-5
-// s), from just before the deletion starts; the bench's own lasts the
-// deletion. Each start-up round at the large size is profiled the same
+// the bench's watch). kube-controller-manager is not profiled. A remote
+// profile lasts $NODEGC_BENCH_PROFILE_SECONDS (default 4; a cascade of
+// 5,000 takes 2-5 s), from just before the deletion starts; the bench's
+// own lasts the deletion. Each start-up round at the large size is profiled the same
 // way, from just after the collector's process started (nodegc's own
 // profile once its HTTP server answers, a few milliseconds later). The
 // profiles are named after what they cover, in the order they ran:
