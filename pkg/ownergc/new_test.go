@@ -39,9 +39,9 @@ func TestNewRejectsWhatValidationRejects(t *testing.T) {
 	}
 }
 
-// TestNewClientRateLimit: the workers' clients are limited to kubeAPIQPS
-// (and so are the monitors' and discovery's), and a negative kubeAPIQPS
-// leaves them without a client-side limit.
+// TestNewClientRateLimit: the workers' deletes client and the monitors'
+// client are limited to kubeAPIQPS, and a negative kubeAPIQPS leaves them
+// without a client-side limit.
 func TestNewClientRateLimit(t *testing.T) {
 	rc := &rest.Config{Host: "https://127.0.0.1:1"}
 	for name, tc := range map[string]struct {
