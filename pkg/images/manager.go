@@ -224,10 +224,24 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // thresholdBackoff spaces the runs of the disk check that could not take
 // usage under the high threshold, or away from the kubelet's eviction
-// threshold: the next one waits twice as long, up to the sweep period.
+// threshold: the next one waits twice as long, up to the sweep period. The
+// episode, and the backoff with it, ends when usage is back under the low
+// threshold with no run called for: a later crossing is met at once, however
+// long the last episode lasted. Between the thresholds it goes on, so usage
+// that hovers around the high threshold with nothing to remove does not
+// run (and post FreeDiskSpaceFailed) at every check.
 type thresholdBackoff struct {
 	next  time.Time
 	delay time.Duration
+}
+
+// due says whether a run may start at now. next is counted from the start
+// of the check that ran last, on the grid of the check ticker; a tick fires
+// a little early or late against it, so one that comes within half an
+// interval of next is due (else a run that took a few milliseconds would
+// push every later run a whole tick back).
+func (b *thresholdBackoff) due(now time.Time, interval time.Duration) bool {
+	return !now.Add(interval / 2).Before(b.next)
 }
 
 // checkDisk reads the image filesystem and collects at once when usage
@@ -235,24 +249,35 @@ type thresholdBackoff struct {
 // would reach the kubelet's eviction threshold within fillRateHorizon
 // (TriggerProjected).
 func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
+	logger := klog.FromContext(ctx)
+	start := m.clock.Now()
 	disk, err := m.diskStats(ctx)
 	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Image filesystem check failed; will retry", "err", err)
+		logger.V(2).Info("Image filesystem check failed; will retry", "err", err)
 		return
 	}
 	m.observeDisk(disk)
 	if msg := m.guard.evictionWarning(disk); msg != "" {
-		klog.FromContext(ctx).Info("Warning: the kubelet may evict pods before image GC starts", "problem", msg)
+		logger.Info("Warning: the kubelet may evict pods before image GC starts", "problem", msg)
 	}
+	interval := m.opts.Config.DiskCheckInterval.Duration
 	trigger, ahead := m.diskTrigger(disk)
-	if trigger == "" || m.clock.Now().Before(b.next) {
+	if trigger == "" {
+		if b.delay > 0 && disk.UsagePercent() < m.policy.lowThresholdPercent() {
+			*b = thresholdBackoff{}
+		}
+		return
+	}
+	if !b.due(start, interval) {
+		logger.V(4).Info("Image filesystem still calls for a run, waiting: the last one could not relieve it",
+			"trigger", trigger, "usagePercent", disk.UsagePercent(), "aheadBytes", ahead, "backoff", b.delay, "runIn", b.next.Sub(start).Round(time.Millisecond))
 		return
 	}
 	if trigger == TriggerThreshold {
-		klog.FromContext(ctx).Info("Image filesystem usage reached the high threshold, collecting now",
+		logger.Info("Image filesystem usage reached the high threshold, collecting now",
 			"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent(), "aheadBytes", ahead)
 	} else {
-		klog.FromContext(ctx).Info("Image filesystem fills fast enough to reach the kubelet's eviction threshold soon, collecting now",
+		logger.Info("Image filesystem fills fast enough to reach the kubelet's eviction threshold soon, collecting now",
 			"usagePercent", disk.UsagePercent(), "fillBytesPerSecond", int64(m.guard.fillRate()), "horizon", m.policy.fillRateHorizon(), "aheadBytes", ahead)
 	}
 	m.collectAndLog(ctx, trigger, ahead)
@@ -260,8 +285,8 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
 	if err == nil {
 		m.observeDisk(after)
 		if t, _ := m.diskTrigger(after); t != "" {
-			b.delay = min(max(2*b.delay, m.opts.Config.DiskCheckInterval.Duration), m.opts.Config.Period.Duration)
-			b.next = m.clock.Now().Add(b.delay)
+			b.delay = min(max(2*b.delay, interval), m.opts.Config.Period.Duration)
+			b.next = start.Add(b.delay)
 			return
 		}
 	}
@@ -306,11 +331,15 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint6
 	if gcrun.LogEnd(ctx, "Image GC", trigger, err, done...) {
 		return
 	}
-	if len(r.Outcome.Removed) > 0 {
-		klog.FromContext(ctx).Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skippedInUse", len(r.Outcome.SkippedInUse),
-			"replans", r.Outcome.Replans, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
-			"usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent())
+	// A run that removed nothing (none was needed, or what was needed is
+	// kept: in use, young, pinned...) is worth a line when asked for.
+	logger := klog.FromContext(ctx)
+	if len(r.Outcome.Removed) == 0 {
+		logger = logger.V(2)
 	}
+	logger.Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skippedInUse", len(r.Outcome.SkippedInUse),
+		"replans", r.Outcome.Replans, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
+		"usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent(), "duration", r.Duration.Round(time.Millisecond))
 }
 
 // GarbageCollect runs the image GC once: plan, remove, measure. It returns

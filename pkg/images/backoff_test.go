@@ -1,0 +1,147 @@
+package images
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/pkg/diskstats"
+)
+
+// slowRuntime has no image to remove, so a threshold run cannot relieve
+// the disk; each listing of images takes runTime of the fake clock, as a
+// run's calls to the runtime take a few milliseconds.
+type slowRuntime struct {
+	streamRuntime
+	clk     *clocktesting.FakeClock
+	runTime time.Duration
+}
+
+func (r *slowRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) {
+	r.clk.Step(r.runTime)
+	return nil, nil
+}
+
+// scriptedDisk is an image filesystem of 100 bytes whose usage the test
+// sets.
+type scriptedDisk struct {
+	mu    sync.Mutex
+	usage uint64
+}
+
+func (d *scriptedDisk) set(usagePercent uint64) {
+	d.mu.Lock()
+	d.usage = usagePercent
+	d.mu.Unlock()
+}
+
+func (d *scriptedDisk) Stat(string) (diskstats.Stats, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return diskstats.Stats{Capacity: 100, Available: 100 - d.usage}, nil
+}
+
+// backoffBed drives checkDisk as Run's ticker does: one check per second
+// of the fake clock, on a fixed grid; the runs it started are counted.
+type backoffBed struct {
+	t       *testing.T
+	clk     *clocktesting.FakeClock
+	disk    *scriptedDisk
+	m       *Manager
+	backoff thresholdBackoff
+	tick    time.Time
+	runs    int
+}
+
+func newBackoffBed(t *testing.T) *backoffBed {
+	cfg := policyConfig()
+	cfg.HighThresholdPercent, cfg.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](75)
+	cfg.DiskCheckInterval = metav1.Duration{Duration: time.Second}
+	cfg.FillRateHorizon = &metav1.Duration{} // threshold runs only
+	clk := clocktesting.NewFakeClock(t0)
+	b := &backoffBed{t: t, clk: clk, disk: &scriptedDisk{}, tick: t0}
+	rt := &slowRuntime{streamRuntime: streamRuntime{opened: make(chan struct{})}, clk: clk, runTime: 7 * time.Millisecond}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: clk,
+		OnRun: func(*Report) { b.runs++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.m = m
+	return b
+}
+
+// check runs the check of the next tick and says whether it started a run.
+func (b *backoffBed) check() bool {
+	b.tick = b.tick.Add(time.Second)
+	b.clk.SetTime(b.tick)
+	before := b.runs
+	b.m.checkDisk(context.Background(), &b.backoff)
+	return b.runs > before
+}
+
+// checks runs n ticks and returns the ones (1-based) that started a run.
+func (b *backoffBed) checks(n int) []int {
+	var ran []int
+	for i := 1; i <= n; i++ {
+		if b.check() {
+			ran = append(ran, i)
+		}
+	}
+	return ran
+}
+
+// TestThresholdBackoffDoubles: over the high threshold with nothing to
+// remove, runs are spaced 1, 2, 4, 8 ticks apart, counted from the tick
+// that ran: the few milliseconds a run takes do not push the next one a
+// tick later (it did: 2, 3, 5, 9 ticks apart).
+func TestThresholdBackoffDoubles(t *testing.T) {
+	b := newBackoffBed(t)
+	b.disk.set(90)
+	got := b.checks(16)
+	want := []int{1, 2, 4, 8, 16}
+	if !slices.Equal(got, want) {
+		t.Errorf("runs at ticks %v, want %v", got, want)
+	}
+}
+
+// TestThresholdBackoffEndsUnderLow: a long episode over the high threshold
+// built a long backoff; usage went back under the low threshold (the disk
+// was cleaned by other means); the next crossing is met at the first check
+// that sees it, not when the old backoff runs out. Usage between the
+// thresholds does not end the episode: the backoff goes on.
+func TestThresholdBackoffEndsUnderLow(t *testing.T) {
+	b := newBackoffBed(t)
+	b.disk.set(90)
+	for i := 0; b.backoff.delay < 16*time.Second; i++ {
+		if i == 64 {
+			t.Fatalf("backoff %v after 64 checks over the high threshold, want 16s", b.backoff.delay)
+		}
+		b.check()
+	}
+
+	b.disk.set(78) // under high, over low: the same episode
+	if b.check() {
+		t.Fatal("a run at 78%")
+	}
+	b.disk.set(90)
+	if b.check() {
+		t.Errorf("usage came back over the high threshold from 78%% (over the low threshold): ran at once, want the backoff kept")
+	}
+
+	b.disk.set(20) // under low: the episode is over
+	if b.check() {
+		t.Fatal("a run at 20%")
+	}
+	b.disk.set(90)
+	if !b.check() {
+		t.Errorf("a new crossing after usage went under the low threshold waited for the last episode's backoff (%v, next run in %v)",
+			b.backoff.delay, b.backoff.next.Sub(b.tick))
+	}
+}
