@@ -239,9 +239,21 @@ func (s *suite) testImageGCInUseTooBig(t *testing.T) {
 	}); err != nil {
 		t.Errorf("image filesystem at %.1f%% after the hog image went, want at most %.0f%%", pctAfter, lowThreshold)
 	}
+	// The run that removed the hog image is the only one writing to the
+	// filesystem's available bytes (no pull runs beside it), so what it
+	// measured is the image: at least its blob (size), with its unpacked
+	// snapshot about twice that. It is counted when the run ends, after
+	// containerd's cleanup settled.
+	var measured float64
+	if err := poll(ctx, 45*time.Second, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		measured = s.nodeMetrics(t).sum("nodegc_image_gc_bytes_measured_freed_total") - mid.sum("nodegc_image_gc_bytes_measured_freed_total")
+		return measured >= float64(size), nil
+	}); err != nil {
+		t.Errorf("nodegc_image_gc_bytes_measured_freed_total grew by %s after the hog image (%s) was removed, want at least its size: %v", mib(measured), mib(float64(size)), err)
+	}
 	removals := s.imageRemovals(t)
-	s.imageTable(t, fmt.Sprintf("image GC, in-use image too big to free: while pod %s/hog ran (%.1f%%), nodegc kept its image and reported FreeDiskSpaceFailed; %v after the pod was deleted the image was removed (%.1f%% now). Images at the failure:",
-		ns, pctHog, time.Since(deleted).Round(time.Millisecond), pctAfter), atFailure, atFailure, usersHog, removals, nil)
+	s.imageTable(t, fmt.Sprintf("image GC, in-use image too big to free: while pod %s/hog ran (%.1f%%), nodegc kept its image and reported FreeDiskSpaceFailed; %v after the pod was deleted the image was removed (%.1f%% now, nodegc_image_gc_bytes_measured_freed_total +%s). Images at the failure:",
+		ns, pctHog, time.Since(deleted).Round(time.Millisecond), pctAfter, mib(measured)), atFailure, atFailure, usersHog, removals, nil)
 	final := s.nodeImages(t)
 	s.imageTable(t, "... and after the pod was deleted:", mergeImages(imagesBefore, atFailure), final, s.imageUsers(t), removals, nil)
 	if removals[hog.ID()] != "space" {
@@ -318,19 +330,29 @@ func (s *suite) testImageGCThreshold(t *testing.T) {
 		pctNow, _, _ = s.usage(t)
 		return pctNow <= lowThreshold, nil
 	}); err != nil {
-		t.Fatalf("image filesystem still at %.1f%%, want at most %.0f%%: %v", pctNow, lowThreshold, err)
+		t.Fatalf("image filesystem still at %.1f%%, want at most %.0f%%: %v; nodegc's image GC log, last lines: %s", pctNow, lowThreshold, err, s.agentLogTail(t, s.nodePod, "node-gc.image-gc", 8))
 	}
 	reacted := time.Since(crossed)
-	// Let the run finish (it measures the freed bytes after containerd's
-	// asynchronous cleanup) before reading the counters.
-	var after metrics
-	if err := poll(ctx, 30*time.Second, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
-		after = s.nodeMetrics(t)
-		return after.sum("nodegc_image_gc_bytes_measured_freed_total") > before.sum("nodegc_image_gc_bytes_measured_freed_total"), nil
-	}); err != nil {
-		t.Errorf("nodegc_image_gc_bytes_measured_freed_total did not grow: %v", err)
-	}
+	// Let the runs finish before reading the counters: a run counts its
+	// removals when it ends, after measuring the freed bytes once
+	// containerd's asynchronous cleanup settled. The measured bytes are
+	// reported, not checked: a run that starts during the burst measures
+	// the pulls that go on beside it too (the net change can be negative,
+	// counted as 0). ImageGCInUseTooBig checks them on a run alone.
 	imagesAfter := s.nodeImages(t)
+	gone := 0
+	for id := range imagesBefore {
+		if imagesAfter[id] == nil {
+			gone++
+		}
+	}
+	var after metrics
+	if err := poll(ctx, 45*time.Second, 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		after = s.nodeMetrics(t)
+		return after.sum("nodegc_image_gc_images_removed_total", "reason", "space")-before.sum("nodegc_image_gc_images_removed_total", "reason", "space") >= float64(gone), nil
+	}); err != nil {
+		t.Errorf("nodegc_image_gc_images_removed_total{reason=space} grew by less than the %d images gone from the node: %v", gone, err)
+	}
 	removals := s.imageRemovals(t)
 	delta := func(metric string, kv ...string) float64 { return after.sum(metric, kv...) - before.sum(metric, kv...) }
 	removed := s.imageTable(t, fmt.Sprintf("image GC of a burst of unused images (%.1f%% if nothing reclaimed): peak %.1f%% -> %.1f%% within %v of the burst's start; runs %s; nodegc_image_gc_images_removed_total{reason=space} +%v, bytes targeted +%s, estimated freed +%s, measured freed +%s",
@@ -358,8 +380,5 @@ func (s *suite) testImageGCThreshold(t *testing.T) {
 		if imagesAfter[must.id] == nil {
 			t.Errorf("image %s was removed", must.what)
 		}
-	}
-	if got := delta("nodegc_image_gc_images_removed_total", "reason", "space"); got < float64(len(removed)) {
-		t.Errorf("nodegc_image_gc_images_removed_total{reason=space} grew by %v, %d images are gone", got, len(removed))
 	}
 }

@@ -149,7 +149,7 @@ func (s *suite) testScheduledImageKept(t *testing.T) {
 		}
 		return len(left) == 0, nil
 	}); err != nil {
-		t.Fatalf("unused images %v not removed by nodegc: %v", left, err)
+		t.Fatalf("unused images %v not removed by nodegc: %v; nodegc's image GC log, last lines: %s", left, err, s.agentLogTail(t, s.nodePod, "node-gc.image-gc", 8))
 	}
 	removedAfter := time.Since(filled)
 	imagesAfter := s.nodeImages(t)

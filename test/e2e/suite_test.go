@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -222,6 +223,44 @@ func (s *suite) agentLog(t *testing.T, pod *corev1.Pod, msg string) []logRecord 
 		fh.Close()
 	}
 	return out
+}
+
+// agentLogTail returns the last n lines of one of pod's klog loggers (e.g.
+// node-gc.image-gc), each cut to its time, message and values (at most
+// 200 characters), on one line: what a failure message quotes so that the
+// agent's side of it shows in CI's summary.
+func (s *suite) agentLogTail(t *testing.T, pod *corev1.Pod, logger string, n int) string {
+	t.Helper()
+	dir := filepath.Join(s.kc.PodLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), pod.Spec.Containers[0].Name)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	sort.Strings(files)
+	var tail []string
+	tag := ` logger="` + logger + `"`
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(data)) {
+			if !strings.Contains(line, tag) {
+				continue
+			}
+			// "<CRI time> stderr F I1126 13:14:40.322156       1 manager.go:255] "msg" logger=... k=v"
+			_, klogLine, _ := strings.Cut(strings.TrimSpace(line), " F ")
+			fields := strings.Fields(klogLine)
+			_, rest, ok := strings.Cut(klogLine, "] ")
+			if !ok || len(fields) < 2 {
+				continue
+			}
+			rec := fields[1] + " " + strings.Replace(rest, tag, "", 1)
+			if len(rec) > 200 {
+				rec = rec[:200] + "..."
+			}
+			tail = append(tail, rec)
+		}
+	}
+	tail = tail[max(0, len(tail)-n):]
+	return strings.Join(tail, " | ")
 }
 
 // parseKV parses klog's ` key="value" key=value` pairs.
