@@ -50,6 +50,30 @@ if ((EUID != 0)); then
 	exit 1
 fi
 
+# failure_summary LOG: for every failed test that has no failed subtest, its last lines from test code ("file.go:N: ...",
+# where t.Fatal and most t.Error messages are), short enough to stay in view at the end of a CI log.
+failure_summary() {
+	awk -v keep=4 -v width=2000 '
+	/^=== (RUN|NAME|CONT|PAUSE) / { cur = $3; next }
+	/^ *--- FAIL: / { failed[++nf] = $3; next }
+	/^ +[A-Za-z0-9_.-]+\.go:[0-9]+: / {
+		sub(/^ +/, "")
+		n[cur]++
+		msg[cur, n[cur]] = substr($0, 1, width)
+	}
+	END {
+		if (nf == 0) exit
+		print "[e2e] failed tests, last lines of each:"
+		for (i = 1; i <= nf; i++) {
+			name = failed[i]; leaf = 1
+			for (j = 1; j <= nf; j++) if (index(failed[j], name "/") == 1) leaf = 0
+			if (!leaf) continue
+			printf "[e2e]   %s\n", name
+			for (k = (n[name] > keep ? n[name] - keep + 1 : 1); k <= n[name]; k++) printf "[e2e]     %s\n", msg[name, k]
+		}
+	}' "$1"
+}
+
 START=$(date +%s)
 log "tools (kubelet, kube-scheduler, kube-apiserver, kube-controller-manager, etcd, containerd) ..."
 hack/install-tools.sh
@@ -69,6 +93,7 @@ mkdir -p "$ARTIFACTS"
 # The test output, with the report (what each collector removed and kept, and why), is also kept in e2e.log.
 if ! go test -race -tags e2e -count=1 -p 1 -timeout 20m -artifacts -outputdir "$ARTIFACTS" ${E2E_TEST_FLAGS:--v} "${RUN[@]}" \
 	./internal/testbed/kubecluster/ ./test/e2e/ 2>&1 | tee "$ARTIFACTS/e2e.log"; then
+	failure_summary "$ARTIFACTS/e2e.log"
 	log "FAILED after $(elapsed "$t"); output in $ARTIFACTS/e2e.log, logs of the run under $ARTIFACTS/_artifacts"
 	exit 1
 fi
