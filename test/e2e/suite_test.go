@@ -4,11 +4,13 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,10 +199,8 @@ type logRecord struct {
 // records whose message is msg.
 func (s *suite) agentLog(t *testing.T, pod *corev1.Pod, msg string) []logRecord {
 	t.Helper()
-	dir := filepath.Join(s.kc.PodLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), pod.Spec.Containers[0].Name)
-	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	var out []logRecord
-	for _, f := range files {
+	for _, f := range s.agentLogFiles(pod) {
 		fh, err := os.Open(f)
 		if err != nil {
 			continue
@@ -225,18 +225,33 @@ func (s *suite) agentLog(t *testing.T, pod *corev1.Pod, msg string) []logRecord 
 	return out
 }
 
+// agentLogFiles returns the CRI log files of pod's first container, one
+// per run of it (0.log, 1.log, ... after restarts), oldest first.
+func (s *suite) agentLogFiles(pod *corev1.Pod) []string {
+	dir := filepath.Join(s.kc.PodLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), pod.Spec.Containers[0].Name)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	slices.SortFunc(files, func(a, b string) int { return cmp.Compare(logIndex(a), logIndex(b)) })
+	return files
+}
+
+// logIndex is N of a CRI log file N.log (-1 if it is not one).
+func logIndex(path string) int {
+	n, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(path), ".log"))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 // agentLogTail returns the last n lines of one of pod's klog loggers (e.g.
 // node-gc.image-gc), each cut to its time, message and values (at most
 // 200 characters), on one line: what a failure message quotes so that the
 // agent's side of it shows in CI's summary.
 func (s *suite) agentLogTail(t *testing.T, pod *corev1.Pod, logger string, n int) string {
 	t.Helper()
-	dir := filepath.Join(s.kc.PodLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), pod.Spec.Containers[0].Name)
-	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	sort.Strings(files)
 	var tail []string
 	tag := ` logger="` + logger + `"`
-	for _, f := range files {
+	for _, f := range s.agentLogFiles(pod) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			continue
