@@ -34,7 +34,9 @@
 //     are pulled back to back, which would take it to 92%, past the kubelet's
 //     eviction threshold (its defaults imagefs.available<15%,
 //     nodefs.available<10%, on in both runs, with
-//     evictionPressureTransitionPeriod 30s), if nothing reclaimed. Two
+//     evictionPressureTransitionPeriod 30s; the kubelet's root directory,
+//     its nodefs, is a 256 MiB filesystem of its own, so the host disk's
+//     usage plays no part), if nothing reclaimed. Two
 //     ordinary pods run. Every 200ms the runs sample usage (statfs), the
 //     Node's DiskPressure condition and evicted pods. Run (a), first, before
 //     nodegc is deployed: the kubelet's own image GC with its defaults

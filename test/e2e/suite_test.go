@@ -30,6 +30,12 @@ import (
 // (about 80 MB unpacked plus its blob) and the test images.
 const imageFSSize = 768 << 20
 
+// nodeFSSize is the size of the kubelet's root directory's filesystem (its
+// nodefs): the disk pressure cases give the kubelet evictionHard
+// nodefs.available<10%, which on the host's disk would depend on how full
+// the machine is (a CI machine's disk can be 85% full), not on the test.
+const nodeFSSize = 256 << 20
+
 // suite is the state the e2e cases share: one cluster, nodegc deployed on
 // it once.
 type suite struct {
@@ -61,7 +67,7 @@ type suite struct {
 func TestE2E(t *testing.T) {
 	tarPath := imageTarball(t)
 	began := time.Now()
-	kc := kubecluster.Start(t, kubecluster.Options{ImageFSSize: imageFSSize})
+	kc := kubecluster.Start(t, kubecluster.Options{ImageFSSize: imageFSSize, NodeFSSize: nodeFSSize})
 	s := &suite{kc: kc, client: kc.Client()}
 	clusterUp := time.Since(began)
 

@@ -4,8 +4,10 @@
 // the controllers a Node, Deployments, ReplicaSets and DaemonSets need and
 // never the garbage collector, kube-scheduler, a throw-away containerd 2.x
 // (internal/testbed/node, optionally with its image filesystem on a small
-// filesystem of its own) and a kubelet, all on free loopback ports and
-// under the node's short instance directory /tmp/ngc-*.
+// filesystem of its own) and a kubelet (optionally with its root
+// directory, its nodefs, on one too: Options.NodeFSSize, so that nodefs
+// eviction thresholds do not depend on the host's disk), all on free
+// loopback ports and under the node's short instance directory /tmp/ngc-*.
 //
 // Responsibilities and invariants:
 //

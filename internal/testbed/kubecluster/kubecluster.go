@@ -49,6 +49,11 @@ type Options struct {
 	// filesystem) on a filesystem of its own of that many bytes
 	// (node.Options.SmallFS), so that disk pressure is reachable.
 	ImageFSSize int64
+	// NodeFSSize, when positive, puts the kubelet's root directory (its
+	// nodefs: the filesystem its nodefs.available signal reads) on a
+	// filesystem of its own of that many bytes, so that eviction
+	// thresholds on nodefs do not depend on how full the host's disk is.
+	NodeFSSize int64
 	// Controllers replaces DefaultControllers. "garbage-collector-controller"
 	// is refused.
 	Controllers []string
@@ -204,6 +209,15 @@ func Start(t testing.TB, opts Options) *Cluster {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatalf("kubecluster: %v", err)
 		}
+	}
+	if opts.NodeFSSize > 0 {
+		// Under the node's directory: its teardown unmounts it and
+		// detaches the loop device, after this cluster's own teardown.
+		kind, err := node.MountSmallFS(t.Context(), filepath.Join(c.Node.Dir, "nodefs.img"), c.KubeletDir, opts.NodeFSSize, "", t.Logf)
+		if err != nil {
+			t.Fatalf("kubecluster: the kubelet's root directory: %v", err)
+		}
+		t.Logf("kubecluster: the kubelet's root directory (nodefs) on a %s of %d MiB", kind, opts.NodeFSSize>>20)
 	}
 	caPath := filepath.Join(c.Dir, "ca.crt")
 	if err := os.WriteFile(caPath, c.API.CACert(), 0o644); err != nil {

@@ -223,7 +223,9 @@ func logLinksInto(dir string) []string {
 // configuration, the Node is Ready after each restart, and a running pod
 // keeps its container (same ID, no restart) throughout.
 func TestRestartKubelet(t *testing.T) {
-	c := kubecluster.Start(t, kubecluster.Options{ImageFSSize: 64 << 20})
+	// nodefs.available<10% below: on a filesystem of its own, not the
+	// host's disk, whose usage is the machine's.
+	c := kubecluster.Start(t, kubecluster.Options{ImageFSSize: 64 << 20, NodeFSSize: 64 << 20})
 	ctx := t.Context()
 	runSleepPod(t, c, "survivor")
 	before := podContainer(t, c, "survivor")

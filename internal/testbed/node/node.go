@@ -198,7 +198,7 @@ func (n *Node) setup(ctx context.Context, opts Options) error {
 		}
 	}
 	if opts.SmallFS > 0 {
-		kind, err := mountSmallFS(ctx, n.Dir, n.Root, opts.SmallFS, opts.SmallFSKind, n.t.Logf)
+		kind, err := MountSmallFS(ctx, filepath.Join(n.Dir, "fs.img"), n.Root, opts.SmallFS, opts.SmallFSKind, n.t.Logf)
 		if err != nil {
 			return err
 		}

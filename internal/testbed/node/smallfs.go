@@ -5,21 +5,21 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// mountSmallFS mounts a filesystem of size bytes on mountPoint: an ext4
-// image file DIR/fs.img on a loop device, or, when that fails (no loop
-// devices, e.g. in an unprivileged container) or kind is "tmpfs", a
-// size-limited tmpfs. It returns "loop-ext4" or "tmpfs".
-func mountSmallFS(ctx context.Context, dir, mountPoint string, size int64, kind string, logf func(string, ...any)) (string, error) {
+// MountSmallFS mounts a filesystem of size bytes on mountPoint: an ext4
+// image file img on a loop device, or, when that fails (no loop devices,
+// e.g. in an unprivileged container) or kind is "tmpfs", a size-limited
+// tmpfs. It returns "loop-ext4" or "tmpfs". With img under a node's Dir,
+// the node's teardown unmounts it and detaches the loop device.
+func MountSmallFS(ctx context.Context, img, mountPoint string, size int64, kind string, logf func(string, ...any)) (string, error) {
 	var loopErr error
 	switch kind {
 	case "":
-		loopErr = mountLoopExt4(ctx, dir, mountPoint, size)
+		loopErr = mountLoopExt4(ctx, img, mountPoint, size)
 		if loopErr == nil {
 			return "loop-ext4", nil
 		}
@@ -36,8 +36,7 @@ func mountSmallFS(ctx context.Context, dir, mountPoint string, size int64, kind 
 	return "tmpfs", nil
 }
 
-func mountLoopExt4(ctx context.Context, dir, mountPoint string, size int64) error {
-	img := filepath.Join(dir, "fs.img")
+func mountLoopExt4(ctx context.Context, img, mountPoint string, size int64) error {
 	f, err := os.OpenFile(img, os.O_CREATE|os.O_RDWR|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
