@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -52,16 +53,16 @@ func TestLeaseFence(t *testing.T) {
 // when their context ends first.
 func TestLeaseFenceWaits(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := clocktesting.NewFakeClock(start)
+	clk := armClock{FakeClock: clocktesting.NewFakeClock(start), armed: make(chan time.Time, 16)}
 	f := newLeaseFence(clk, 10*time.Second)
 	f.renewedAt(start)
 
 	closed := make(chan bool)
 	go func() { closed <- f.waitClosed(t.Context()) }()
-	waitForTimer(t, clk)
+	clk.waitArmed(t, start.Add(10*time.Second))
 	clk.Step(9 * time.Second)
 	f.renewedAt(clk.Now()) // the wait goes on until 19s
-	waitForTimer(t, clk)
+	clk.waitArmed(t, start.Add(19*time.Second))
 	clk.Step(9 * time.Second)
 	select {
 	case <-closed:
@@ -80,7 +81,7 @@ func TestLeaseFenceWaits(t *testing.T) {
 		t.Error("waitOpen = false after a renewal, want true")
 	}
 	go func() { closed <- f.waitClosed(t.Context()) }()
-	waitForTimer(t, clk)
+	clk.waitArmed(t, clk.Now().Add(10*time.Second))
 	f.revoke()
 	if !<-closed {
 		t.Error("waitClosed = false after a revocation, want true")
@@ -98,13 +99,36 @@ func TestLeaseFenceWaits(t *testing.T) {
 	}
 }
 
-func waitForTimer(t *testing.T, clk *clocktesting.FakeClock) {
+// armClock is a fake clock that reports when each timer it arms fires, so
+// that a test steps time only once the waiter it means has armed its timer
+// (HasWaiters also sees a timer about to be stopped and armed again; a step
+// in between makes the new one fire a step later).
+type armClock struct {
+	*clocktesting.FakeClock
+	armed chan time.Time
+}
+
+func (c armClock) NewTimer(d time.Duration) clock.Timer {
+	tm := c.FakeClock.NewTimer(d)
+	select {
+	case c.armed <- c.FakeClock.Now().Add(d):
+	default: // more timers than the test waits for
+	}
+	return tm
+}
+
+// waitArmed waits for a timer firing at want; timers armed for other times
+// (a wait that woke and has not yet seen the change) are skipped.
+func (c armClock) waitArmed(t *testing.T, want time.Time) {
 	t.Helper()
-	for !clk.HasWaiters() {
+	for {
 		select {
-		case <-t.Context().Done():
-			t.Fatal("no timer")
-		case <-time.After(time.Millisecond):
+		case at := <-c.armed:
+			if at.Equal(want) {
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no timer armed for %v", want)
 		}
 	}
 }
