@@ -180,6 +180,9 @@ func thresholdsAround(d images.DiskStats, freePercent int) (high, low int32) {
 // free space must not collect on it.
 func noThresholdGC(c *config.ImageGCConfiguration) { c.HighThresholdPercent = ptr.To[int32](100) }
 
+// noProjection turns the fill-rate trigger (projected) off.
+func noProjection(c *config.ImageGCConfiguration) { c.FillRateHorizon = &metav1.Duration{} }
+
 func setThresholds(high, low int32) func(*config.ImageGCConfiguration) {
 	return func(c *config.ImageGCConfiguration) {
 		c.HighThresholdPercent = ptr.To(high)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
@@ -204,7 +205,9 @@ func TestStateSurvivesManagerRestart(t *testing.T) {
 
 // TestReactionToThreshold: with the default 1 s disk check, the first
 // removal follows the moment usage crosses the high threshold within 5 s
-// (a second, and room for a loaded machine).
+// (a second, and room for a loaded machine). The fill-rate trigger is off:
+// a check that lands during the pull would start a run before the
+// crossing (TestProjectedTrigger covers that one).
 func TestReactionToThreshold(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
@@ -216,7 +219,7 @@ func TestReactionToThreshold(t *testing.T) {
 			now := b.diskStats().UsagePercent()
 			high, low := int32(now+10), int32(now)
 			ctx, cancel := context.WithCancel(t.Context())
-			runner := b.manager(t.TempDir(), clock.RealClock{}, setThresholds(high, low))
+			runner := b.manager(t.TempDir(), clock.RealClock{}, func(c *config.ImageGCConfiguration) { setThresholds(high, low)(c); noProjection(c) })
 			done := make(chan error, 1)
 			go func() { done <- runner.Run(ctx) }()
 			defer func() { cancel(); <-done }()
