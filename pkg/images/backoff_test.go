@@ -67,7 +67,7 @@ func newBackoffBed(t *testing.T) *backoffBed {
 	cfg.FillRateHorizon = &metav1.Duration{} // threshold runs only
 	clk := clocktesting.NewFakeClock(t0)
 	b := &backoffBed{t: t, clk: clk, disk: &scriptedDisk{}, tick: t0}
-	rt := &slowRuntime{streamRuntime: streamRuntime{opened: make(chan struct{})}, clk: clk, runTime: 7 * time.Millisecond}
+	rt := &slowRuntime{clk: clk, runTime: 7 * time.Millisecond} // its event stream is never opened: checkDisk alone runs
 	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: clk,
 		OnRun: func(*Report) { b.runs++ }})
 	if err != nil {
