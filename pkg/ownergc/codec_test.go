@@ -47,16 +47,11 @@ func fullObject(name string) *metav1.PartialObjectMetadata {
 }
 
 // slimmed is what the slim decoder must make of obj: the fields the
-// collector reads, and of the annotations only the one ending a watch's
-// initial events.
+// collector reads.
 func slimmed(obj *metav1.PartialObjectMetadata) metav1.ObjectMeta {
 	m := obj.ObjectMeta
-	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
 		DeletionTimestamp: m.DeletionTimestamp, OwnerReferences: m.OwnerReferences, Finalizers: m.Finalizers}
-	if v, ok := m.Annotations[metav1.InitialEventsAnnotationKey]; ok {
-		out.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: v}
-	}
-	return out
 }
 
 // protobufInfo is the metadata client's protobuf serializer, and the
@@ -93,7 +88,7 @@ const protobufAccept = "application/vnd.kubernetes.protobuf,application/json"
 
 // TestSlimDecoder: object metadata and lists of it decode to the fields the
 // collector reads, equal to what the metadata client's decoder reads of
-// them; a bookmark keeps its initial-events annotation; other objects (a
+// them (a bookmark's annotations are dropped too); other objects (a
 // Status) decode as the metadata client decodes them.
 func TestSlimDecoder(t *testing.T) {
 	std := protobufInfo(t, metainternalversionscheme.Codecs.WithoutConversion()).Serializer
@@ -279,8 +274,11 @@ func TestMetaClient(t *testing.T) {
 	var requests []string
 	var deleted []*metav1.DeleteOptions
 	std := protobufInfo(t, metainternalversionscheme.Codecs.WithoutConversion()).Serializer
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests = append(requests, r.Method+" "+r.URL.String()+" "+r.Header.Get("Accept")+" "+r.Header.Get("Content-Type"))
+		if enc := r.Header.Get("Accept-Encoding"); enc != "" {
+			t.Errorf("%s %s: Accept-Encoding %q, want none (responses uncompressed)", r.Method, r.URL, enc)
+		}
 		if r.Method == http.MethodDelete {
 			body, _ := io.ReadAll(r.Body)
 			obj, _, err := std.Decode(body, nil, nil)
@@ -308,7 +306,7 @@ func TestMetaClient(t *testing.T) {
 		_, _ = w.Write(list)
 	}))
 	defer srv.Close()
-	c, err := newMetaClient(&rest.Config{Host: srv.URL})
+	c, err := newMetaClient(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,8 +320,8 @@ func TestMetaClient(t *testing.T) {
 		t.Errorf("list: %+v", l)
 	}
 
-	w, err := c.watch(t.Context(), gvr, metav1.ListOptions{SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true,
-		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, TimeoutSeconds: ptr.To[int64](60)})
+	w, err := c.watch(t.Context(), gvr, metav1.ListOptions{ResourceVersion: "400", AllowWatchBookmarks: true,
+		TimeoutSeconds: ptr.To[int64](60)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +366,7 @@ func TestMetaClient(t *testing.T) {
 
 	wantRequests := []string{
 		"GET /apis/apps/v1/replicasets?resourceVersion=0 " + acceptPartialList + " ",
-		"GET /apis/apps/v1/replicasets?allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeout=1m0s&timeoutSeconds=60&watch=true " + acceptPartial + " ",
+		"GET /apis/apps/v1/replicasets?allowWatchBookmarks=true&resourceVersion=400&timeout=1m0s&timeoutSeconds=60&watch=true " + acceptPartial + " ",
 		"DELETE /apis/apps/v1/namespaces/team-a/replicasets/web-1 " + protobufAccept + " " + runtime.ContentTypeProtobuf,
 		"DELETE /api/v1/nodes/node-1 " + protobufAccept + " " + runtime.ContentTypeProtobuf,
 	}

@@ -135,9 +135,9 @@ func testFailingResource(t *testing.T, env *itEnv) {
 	env.createCR(t, schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gadgets"}, "Gadget", ns, "g", nil)
 
 	gc := env.startCollector(t, testConfig()) // returns once synced
-	// Depending on how the list fails (an error, or a streaming list that
-	// hangs while the API server's watch cache cannot initialize), the
-	// monitor counts as failed after the failure grace or the sync timeout.
+	// Depending on how the list fails (an error, or a list that hangs
+	// while the API server's watch cache cannot initialize), the monitor
+	// counts as failed after the failure grace or the sync timeout.
 	states := counterByLabel(t, gc.reg, "nodegc_owner_gc_monitors", "state")
 	if states["failed"] != 1 {
 		t.Errorf("monitors by state = %v; want exactly the gadgets monitor failed", states)

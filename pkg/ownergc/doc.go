@@ -130,11 +130,21 @@
 // A run is synced once discovery succeeded and every monitor's initial list
 // has been applied to the graph (a marker event follows the list through
 // the FIFO), or the monitor failed: its list/watch kept failing for 10s, or
-// it has not synced within a minute (a streaming list that the API server
-// cannot serve hangs without an error). A failed monitor is logged and
-// counted (nodegc_owner_gc_monitors{state="failed"}), keeps retrying, and no
+// it has not synced within a minute (a list can hang without an error). A
+// failed monitor is logged and counted
+// (nodegc_owner_gc_monitors{state="failed"}), keeps retrying, and no
 // longer holds back the others. Workers start when the run is first
 // synced. HasSynced is the readiness of the owner GC.
+//
+// An initial list is a consistent list (no resourceVersion), never one of
+// "any version" (resourceVersion=0, what client-go's reflector asks for
+// first): kube-apiserver answers the latter from its watch cache even when
+// that cache cannot initialize (a CRD whose conversion webhook is down),
+// with an empty list and no error. The monitor would count as synced on a
+// graph without a single object of the resource, and an orphaning or a
+// foreground deletion would miss its dependents there. A consistent list
+// of such a resource fails, and the monitor counts as failing, then
+// failed.
 //
 // A monitor that synced can fail later (its list or watch errors: the API
 // server restarts, a conversion webhook goes down). It is then failing
@@ -149,34 +159,40 @@
 // Until it has synced the collector can do nothing, so the time to read
 // every object of every resource is its start-up. On 2 cores, with 100,000
 // objects, that is two processes busy: kube-apiserver encoding the
-// objects' metadata (about 2 s of CPU at best) and the collector reading
-// them. What the collector does per object:
-//   - decode it: the monitors' client (codec.go) decodes the API server's
-//     protobuf straight into the fields the graph keeps, skipping labels,
-//     annotations and managed fields unread (the metadata client decodes
-//     everything: 3.5 times the CPU in a profile), and reads the watch stream in
-//     64 KiB reads (one HTTP/2 WINDOW_UPDATE per read of 4 KiB or more);
-//   - hold it in the reflector's store until the list is complete (the
-//     streaming list's contract: a list is applied whole or not at all);
+// objects' metadata and the collector reading them. What each monitor
+// does:
+//   - list its resource once, consistent (see "# Synced") and whole (no
+//     limit), then watch from the list's resourceVersion. kube-apiserver
+//     1.31 and later serve such a list from the watch cache once the cache
+//     is as recent as etcd; older versions read it from etcd. Not a
+//     streaming list (a watch that sends every object as an initial
+//     event: client-go's default since 1.35, and kube-controller-manager's
+//     way): kube-apiserver deep-copies each object it streams to a
+//     watcher, which was a third of its CPU time in a start-up, and a list
+//     costs it no copy. Not in pages of 500 either: one request per 500
+//     objects, in turn, made the start-up half as long again (1.2 s
+//     against 0.8 s).
+//   - ask for it uncompressed (metaclient.go): gzip was a fifth of
+//     kube-apiserver's CPU time for a list, and inflating it a fifth of
+//     the collector's; a streaming list was never compressed either.
+//   - decode it as it arrives (codec.go): the API server's protobuf goes
+//     straight into the fields the graph keeps, one object at a time,
+//     skipping labels, annotations and managed fields unread (the metadata
+//     client decodes everything: 3.5 times the CPU in a profile). The
+//     response's bytes, mostly managed fields, are never held whole.
 //   - queue it for the builder, in batches, in a queue of fixed-size
 //     chunks (a backlog of a whole list never gets copied);
-//   - insert it into the graph. While the run's initial lists stream in
-//     (in any order across resources), a dependent inserted before its
-//     owner is not queued for a worker, nor when the owner arrives: at the
-//     end of the lists (evRunSynced) one pass queues the dependents whose
+//   - insert it into the graph. While the run's initial lists come in (in
+//     any order across resources), a dependent inserted before its owner
+//     is not queued for a worker, nor when the owner arrives: at the end
+//     of the lists (evRunSynced) one pass queues the dependents whose
 //     owners still need a look.
 //
-// Where the time goes, with 100,000 objects in three resources (traced
-// and profiled in BenchmarkOwnerGC): the three lists stream in parallel
-// and are complete after 1.0-1.2 s; kube-apiserver spends about 1.5 s of
-// CPU serving them (a third of it deep-copying each object for the watch,
-// which the watch cache does for every streamed object of every watcher),
-// the collector about 1 s. The reflector hands a streamed list over only
-// once it is whole, so the builder applies each list after it completed:
-// about 0.15 s for the last one, the tail of the start-up. Applying the
-// objects as they stream in (tried, from the watch's event filter) was no
-// faster on 2 cores: the builder then takes its CPU from the decoding and
-// from kube-apiserver while the lists stream (median 1.7 s, 1.3-1.9 s).
+// Where the time goes, with 100,000 objects in three resources (profiled
+// in BenchmarkOwnerGC): kube-apiserver spends 0.7-0.9 s of CPU serving the
+// three lists (1.3-1.6 s for the streaming lists before), the collector
+// 0.5-0.6 s (about 1 s), a fifth of it in its garbage collector; the
+// start-up went from 1.3-1.5 s to 0.7-1.0 s.
 //
 // BenchmarkOwnerGC measures the start-up side by side with
 // kube-controller-manager's garbage collector.
@@ -312,9 +328,8 @@
 // about 5 KB.
 //
 // The transient peak is the initial list: the reflector holds a resource's
-// list (streamed and decoded slim when the API server serves watch lists)
-// until it is complete, and the FIFO holds the list's events until the
-// builder applied them. Once the run has synced, that
+// list (decoded slim as it arrives) until it is complete, and the FIFO
+// holds the list's events until the builder applied them. Once the run has synced, that
 // memory is handed back to the system at once (debug.FreeOSMemory), not
 // after the runtime's periodic collection.
 //

@@ -45,7 +45,6 @@ type feed struct {
 }
 
 var _ cache.Queue = (*feed)(nil)
-var _ cache.TransformingStore = (*feed)(nil)
 
 func newFeed(m *monitor) *feed {
 	return &feed{m: m, closed: make(chan struct{}), synced: make(chan struct{})}
@@ -94,10 +93,6 @@ const replaceBatch = 256
 
 // Resync is never called: the reflector runs without a resync period.
 func (f *feed) Resync() error { return nil }
-
-// Transformer slims the objects of a streaming list while the reflector
-// holds them all, until the list is complete.
-func (f *feed) Transformer() cache.TransformFunc { return slimObject }
 
 // Pop waits until the feed is closed: nothing is ever queued in it.
 func (f *feed) Pop(cache.PopProcessFunc) (any, error) {

@@ -49,6 +49,12 @@ const (
 func newMetaClient(rc *rest.Config) (*metaClient, error) {
 	config := metadata.ConfigFor(rc)
 	config.NegotiatedSerializer = newSlimCodecs(config.NegotiatedSerializer)
+	// Lists uncompressed: kube-apiserver gzips a large list response for a
+	// client that accepts it, which cost it a fifth of its CPU time in a
+	// start-up on 100,000 objects (and the collector a fifth of its own to
+	// inflate). Uncompressed, a list takes the bytes a watch list of the
+	// same objects took (watches are never compressed).
+	config.DisableCompression = true
 	config.GroupVersion = &schema.GroupVersion{} // paths are absolute
 	config.APIPath = "/this-value-should-never-be-sent"
 	client, err := rest.RESTClientFor(config)
@@ -75,15 +81,18 @@ func resourcePath(gvr schema.GroupVersionResource, namespace, name string) []str
 	return p
 }
 
+// list lists gvr's objects in every namespace, decoding the response as it
+// arrives (readPartialList).
 func (c *metaClient) list(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-	obj, err := c.rest.Get().AbsPath(resourcePath(gvr, "", "")...).SetHeader("Accept", acceptPartialList).
-		SpecificallyVersionedParams(&opts, metaParams, versionV1).Do(ctx).Get()
+	body, err := c.rest.Get().AbsPath(resourcePath(gvr, "", "")...).SetHeader("Accept", acceptPartialList).
+		SpecificallyVersionedParams(&opts, metaParams, versionV1).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	list, ok := obj.(*metav1.PartialObjectMetadataList)
-	if !ok {
-		return nil, fmt.Errorf("list %s: got %T, want a PartialObjectMetadataList", gvr, obj)
+	defer func() { _ = body.Close() }()
+	list, err := readPartialList(body)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", gvr, err)
 	}
 	return list, nil
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -82,8 +81,7 @@ func (m *monitor) recovered() {
 // state: synced once its initial list is in the graph, failing when its
 // list/watch fails after that; before the first sync, failed when its
 // list/watch has kept failing for grace, or when it has not synced within
-// timeout (a list that hangs, e.g. a streaming list the API server cannot
-// serve, reports no error); syncing otherwise.
+// timeout (a list that hangs reports no error); syncing otherwise.
 func (m *monitor) state(now time.Time, grace, timeout time.Duration) monitorState {
 	synced := m.graphSynced.Load()
 	m.mu.Lock()
@@ -175,13 +173,24 @@ func (ms *monitorSet) start(res *resource) *monitor {
 }
 
 // listWatch is the list and watch of m's resource (as metadatainformer
-// builds them), telling m when they succeed: a list, a
-// watch that resumes from a resourceVersion, or the end of a streaming
-// list's initial events. The watch error handler tells the failures.
+// builds them), telling m when a list or a watch succeeds; the watch error
+// handler tells the failures.
+//
+// Every list is a plain list, consistent and whole (see "# Synced" and
+// "# Start-up" in doc.go): not one of any version (resourceVersion=0,
+// which a watch cache that cannot initialize answers with an empty list),
+// not in pages, and not a streaming list (a watch that sends the objects
+// as initial events, client-go's default since 1.35), which costs
+// kube-apiserver a deep copy of each object. The collector decodes the
+// list as it arrives (readPartialList).
 func (m *monitor) listWatch(client *metaClient) cache.ListerWatcher {
 	gvr := m.res.gvr
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			if opts.ResourceVersion == "0" {
+				opts.ResourceVersion = "" // consistent, not any version
+			}
+			opts.Limit = 0 // whole, not in pages
 			list, err := client.list(ctx, gvr, opts)
 			if err != nil {
 				return nil, err
@@ -194,22 +203,17 @@ func (m *monitor) listWatch(client *metaClient) cache.ListerWatcher {
 			if err != nil {
 				return nil, err
 			}
-			if opts.SendInitialEvents == nil || !*opts.SendInitialEvents {
-				m.recovered()
-				return w, nil
-			}
-			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-				if e.Type == watch.Bookmark {
-					if o, err := meta.Accessor(e.Object); err == nil && o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-						m.recovered()
-					}
-				}
-				return e, true
-			}), nil
+			m.recovered()
+			return w, nil
 		},
 	}
-	return cache.ToListWatcherWithWatchListSemantics(lw, client) // the client supports streaming lists
+	return cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{})
 }
+
+// listThenWatch tells the reflector to list, then watch (see listWatch).
+type listThenWatch struct{}
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 func (m *monitor) pushObject(typ eventType, obj any) {
 	if o := slimMeta(obj); o != nil {
