@@ -321,7 +321,7 @@
 // before the object reaches the builder. TestGraphMemory measures about
 // 300 bytes per object for a cluster-shaped graph of 100,000 objects (one
 // owner per ten objects). BenchmarkOwnerGC (test/ownergcbench) measures
-// the process: its resident memory once synced grows by about 0.5-0.6 KB
+// the process: its resident memory once synced grows by about 0.4-0.6 KB
 // per object between 10,000 and 100,000 objects (the live graph plus the Go
 // heap's headroom and the fragmentation the initial lists leave; 1.1 KB
 // while the objects were decoded whole), kube-controller-manager's by
