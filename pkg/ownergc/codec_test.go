@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -274,7 +272,7 @@ func TestMetaClient(t *testing.T) {
 	var requests []string
 	var deleted []*metav1.DeleteOptions
 	std := protobufInfo(t, metainternalversionscheme.Codecs.WithoutConversion()).Serializer
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := testMetaClient(t, func(w http.ResponseWriter, r *http.Request) {
 		requests = append(requests, r.Method+" "+r.URL.String()+" "+r.Header.Get("Accept")+" "+r.Header.Get("Content-Type"))
 		if enc := r.Header.Get("Accept-Encoding"); enc != "" {
 			t.Errorf("%s %s: Accept-Encoding %q, want none (responses uncompressed)", r.Method, r.URL, enc)
@@ -304,12 +302,7 @@ func TestMetaClient(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
 		_, _ = w.Write(list)
-	}))
-	defer srv.Close()
-	c, err := newMetaClient(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
 
 	l, err := c.list(t.Context(), gvr, metav1.ListOptions{ResourceVersion: "0"})

@@ -53,6 +53,19 @@ func wantList(list *metav1.PartialObjectMetadataList) *metav1.PartialObjectMetad
 	return out
 }
 
+// testMetaClient is a metaClient of a TLS test server that answers with
+// handler (TLS: client-go ignores DisableCompression over plain HTTP).
+func testMetaClient(t *testing.T, handler http.HandlerFunc) *metaClient {
+	t.Helper()
+	srv := httptest.NewTLSServer(handler)
+	t.Cleanup(srv.Close)
+	c, err := newMetaClient(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestReadPartialList: a list response decodes, as it arrives, to the
 // fields the collector reads of each object, however the stream splits it
 // (one byte per read, half reads, all at once); a JSON response (an API
@@ -219,7 +232,7 @@ func FuzzReadPartialList(f *testing.F) {
 // relist from scratch); a server that stops mid-list fails the list.
 func TestMetaClientList(t *testing.T) {
 	list, data := bigList(t, 200)
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := testMetaClient(t, func(w http.ResponseWriter, r *http.Request) {
 		if enc := r.Header.Get("Accept-Encoding"); enc != "" {
 			t.Errorf("%s: Accept-Encoding %q, want none (responses uncompressed)", r.URL, enc)
 		}
@@ -237,12 +250,7 @@ func TestMetaClientList(t *testing.T) {
 			w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
 			_, _ = w.Write(data)
 		}
-	}))
-	defer srv.Close()
-	c, err := newMetaClient(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 	got, err := c.list(t.Context(), gvr, metav1.ListOptions{ResourceVersion: "0"})
@@ -274,7 +282,7 @@ func TestMonitorListsConsistently(t *testing.T) {
 	data := encodeProtobuf(t, withKind(list, "PartialObjectMetadataList"))
 	var mu sync.Mutex
 	var queries []string
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	c := testMetaClient(t, func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		queries = append(queries, r.URL.RawQuery)
 		mu.Unlock()
@@ -286,12 +294,7 @@ func TestMonitorListsConsistently(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
 		_, _ = w.Write(data)
-	}))
-	defer srv.Close()
-	c, err := newMetaClient(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	m := &monitor{res: newResource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "ConfigMap", true)}
 	lw := m.listWatch(c)
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
