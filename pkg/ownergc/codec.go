@@ -38,7 +38,6 @@ import (
 //     not one frame at a time: each read of an HTTP/2 response body of 4
 //     KiB or more makes the transport send a WINDOW_UPDATE, one write on
 //     the connection per few objects otherwise.
-//
 //   - a list response is decoded as it arrives (readPartialList), one
 //     object at a time through a buffer of watchReadBuffer bytes: its
 //     bytes, most of them managed fields the collector skips, are never
@@ -200,6 +199,51 @@ var (
 	objectMetaFields = fieldSet(1, 3, 5, 6, 9, 13, 14)
 )
 
+// envelope is what the slim decoders read of an object's envelope
+// (runtime.Unknown) besides the object's bytes: its type, and whether the
+// bytes are anything but plain protobuf.
+type envelope struct {
+	apiVersion, kind []byte
+	encoded          bool // a contentEncoding, or a contentType other than protobuf
+}
+
+// field reads the envelope's field num (typeMeta, contentEncoding or
+// contentType) of value v; the envelope keeps subslices of v.
+func (e *envelope) field(num protowire.Number, v []byte) error {
+	switch num {
+	case 1: // TypeMeta
+		return eachField(v, typeMetaFields, func(num protowire.Number, v []byte) error {
+			switch num {
+			case 1:
+				e.apiVersion = v
+			case 2:
+				e.kind = v
+			}
+			return nil
+		})
+	case 3: // contentEncoding
+		e.encoded = e.encoded || len(v) != 0
+	case 4: // contentType
+		e.encoded = e.encoded || (len(v) != 0 && string(v) != runtime.ContentTypeProtobuf)
+	}
+	return nil
+}
+
+// metadataKind is the kind of the object, ok only for object metadata or
+// a list of it.
+func (e *envelope) metadataKind() (schema.GroupVersionKind, bool) {
+	if string(e.apiVersion) != metav1.SchemeGroupVersion.String() {
+		return schema.GroupVersionKind{}, false
+	}
+	switch string(e.kind) {
+	case partialObjectMetadataGVK.Kind:
+		return partialObjectMetadataGVK, true
+	case partialObjectMetadataListGVK.Kind:
+		return partialObjectMetadataListGVK, true
+	}
+	return schema.GroupVersionKind{}, false
+}
+
 // slimKind reads the envelope (runtime.Unknown) of a protobuf object: its
 // kind and its bytes, ok only for object metadata in plain protobuf.
 func slimKind(data []byte) (gvk schema.GroupVersionKind, raw []byte, ok bool) {
@@ -207,52 +251,40 @@ func slimKind(data []byte) (gvk schema.GroupVersionKind, raw []byte, ok bool) {
 	if !found {
 		return gvk, nil, false
 	}
-	var apiVersion, kind []byte
-	plain := true
+	var env envelope
 	err := eachField(body, unknownFields, func(num protowire.Number, v []byte) error {
-		switch num {
-		case 1: // TypeMeta
-			return eachField(v, typeMetaFields, func(num protowire.Number, v []byte) error {
-				switch num {
-				case 1:
-					apiVersion = v
-				case 2:
-					kind = v
-				}
-				return nil
-			})
-		case 2:
+		if num == 2 {
 			raw = v
-		case 3: // contentEncoding
-			plain = plain && len(v) == 0
-		case 4: // contentType
-			plain = plain && (len(v) == 0 || string(v) == runtime.ContentTypeProtobuf)
+			return nil
 		}
-		return nil
+		return env.field(num, v)
 	})
-	if err != nil || !plain || string(apiVersion) != metav1.SchemeGroupVersion.String() {
+	if err != nil || env.encoded {
 		return gvk, nil, false
 	}
-	switch string(kind) {
-	case partialObjectMetadataGVK.Kind:
-		return partialObjectMetadataGVK, raw, true
-	case partialObjectMetadataListGVK.Kind:
-		return partialObjectMetadataListGVK, raw, true
+	if gvk, ok = env.metadataKind(); !ok {
+		return gvk, nil, false
 	}
-	return gvk, nil, false
+	return gvk, raw, true
 }
 
 func decodePartialList(data []byte, list *metav1.PartialObjectMetadataList) error {
 	return eachField(data, listFields, func(num protowire.Number, v []byte) error {
-		switch num {
-		case 1:
-			return list.ListMeta.Unmarshal(v)
-		case 2:
-			list.Items = append(list.Items, metav1.PartialObjectMetadata{})
-			return decodePartial(v, &list.Items[len(list.Items)-1])
-		}
-		return nil
+		return decodeListField(list, num, v)
 	})
+}
+
+// decodeListField decodes the list's field num of value v: its ListMeta,
+// or one more item (slim).
+func decodeListField(list *metav1.PartialObjectMetadataList, num protowire.Number, v []byte) error {
+	switch num {
+	case 1:
+		return list.ListMeta.Unmarshal(v)
+	case 2:
+		list.Items = append(list.Items, metav1.PartialObjectMetadata{})
+		return decodePartial(v, &list.Items[len(list.Items)-1])
+	}
+	return nil
 }
 
 func decodePartial(data []byte, obj *metav1.PartialObjectMetadata) error {
@@ -395,8 +427,8 @@ func readPartialList(r io.Reader) (*metav1.PartialObjectMetadataList, error) {
 	_, _ = br.Discard(len(protobufPrefix))
 	p := &protoReader{r: br}
 	list := &metav1.PartialObjectMetadataList{}
-	var apiVersion, kind []byte
-	plain, listed := true, false
+	var env envelope
+	listed := false
 	for {
 		num, typ, err := p.tag()
 		if errors.Is(err, io.EOF) {
@@ -412,7 +444,7 @@ func readPartialList(r io.Reader) (*metav1.PartialObjectMetadataList, error) {
 			continue
 		}
 		if num == 2 { // raw: the list itself, after its type
-			if err := checkListType(apiVersion, kind); err != nil {
+			if err := checkListType(&env); err != nil {
 				return nil, err
 			}
 			if err := p.readList(list); err != nil {
@@ -425,30 +457,17 @@ func readPartialList(r io.Reader) (*metav1.PartialObjectMetadataList, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch num {
-		case 1: // TypeMeta
-			err = eachField(v, typeMetaFields, func(num protowire.Number, v []byte) error {
-				switch num {
-				case 1:
-					apiVersion = slices.Clone(v)
-				case 2:
-					kind = slices.Clone(v)
-				}
-				return nil
-			})
-		case 3: // contentEncoding
-			plain = plain && len(v) == 0
-		case 4: // contentType
-			plain = plain && (len(v) == 0 || string(v) == runtime.ContentTypeProtobuf)
+		if num == 1 {
+			v = slices.Clone(v) // the envelope keeps the type; p's buffer is reused
 		}
-		if err != nil {
+		if err := env.field(num, v); err != nil {
 			return nil, fmt.Errorf("decode list: %w", err)
 		}
 	}
-	if !plain {
+	if env.encoded {
 		return nil, fmt.Errorf("decode list: an encoded or non-protobuf envelope, which the API server never sends")
 	}
-	if err := checkListType(apiVersion, kind); err != nil {
+	if err := checkListType(&env); err != nil {
 		return nil, err
 	}
 	if !listed {
@@ -459,9 +478,9 @@ func readPartialList(r io.Reader) (*metav1.PartialObjectMetadataList, error) {
 	return list, nil
 }
 
-func checkListType(apiVersion, kind []byte) error {
-	if string(apiVersion) != metav1.SchemeGroupVersion.String() || string(kind) != partialObjectMetadataListGVK.Kind {
-		return fmt.Errorf("decode list: got apiVersion %q kind %q, want %s", apiVersion, kind, partialObjectMetadataListGVK)
+func checkListType(env *envelope) error {
+	if gvk, ok := env.metadataKind(); !ok || gvk != partialObjectMetadataListGVK {
+		return fmt.Errorf("decode list: got apiVersion %q kind %q, want %s", env.apiVersion, env.kind, partialObjectMetadataListGVK)
 	}
 	return nil
 }
@@ -551,8 +570,8 @@ func (p *protoReader) skip(num protowire.Number, typ protowire.Type, left int64)
 	return noEOF(err)
 }
 
-// readList decodes the list (field raw of the envelope) into list: its
-// ListMeta, and each item slim as decodePartial does.
+// readList decodes the list (field raw of the envelope) into list, as
+// decodePartialList does.
 func (p *protoReader) readList(list *metav1.PartialObjectMetadataList) error {
 	size, err := p.length(-1, math.MaxInt64)
 	if err != nil {
@@ -574,14 +593,7 @@ func (p *protoReader) readList(list *metav1.PartialObjectMetadataList) error {
 		if err != nil {
 			return err
 		}
-		switch num {
-		case 1:
-			err = list.ListMeta.Unmarshal(v)
-		case 2:
-			list.Items = append(list.Items, metav1.PartialObjectMetadata{})
-			err = decodePartial(v, &list.Items[len(list.Items)-1])
-		}
-		if err != nil {
+		if err := decodeListField(list, num, v); err != nil {
 			return fmt.Errorf("decode list: %w", err)
 		}
 	}
