@@ -3,16 +3,20 @@ package ownergcbench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -39,8 +43,13 @@ type cascadeResult struct {
 	perSecond float64               // objects deleted per second
 	// cpu is the CPU time the processes used during the deletion: the
 	// deleter ("collector"; the bench itself for the loop), kube-apiserver,
-	// etcd.
+	// etcd, and the bench ("bench", when it is not the deleter: its watch
+	// of the deletions runs whoever deletes).
 	cpu map[string]time.Duration
+	// cpuPerObject is the CPU time of each process above per deleted
+	// object, in microseconds; for a median of several rounds, pooled over
+	// all of them (their CPU time over their objects).
+	cpuPerObject map[string]float64
 	// rates are the objects/s of every round when the result is the median
 	// of several (see median), in the order they ran.
 	rates []float64
@@ -83,19 +92,71 @@ func (e *benchEnv) cascade(n int, col collector) cascadeResult {
 
 // deleteLoop measures the plain DELETE loop: n ConfigMaps shaped as a
 // cascade's dependents, deleted by name by loopWorkers goroutines on an
-// unthrottled client, timed as a cascade is.
-func (e *benchEnv) deleteLoop(n int) cascadeResult {
+// unthrottled client, timed as a cascade is. With watching, the loop also
+// watches what a collector must: the metadata of the ConfigMaps of every
+// namespace (client-go's metadata client, as kube-controller-manager's
+// collector watches), every event decoded. That costs kube-apiserver the
+// encoding of each deletion for one more watcher, and the loop the reading
+// of it: the least any collector that learns of deletions by a watch
+// spends beyond the loop.
+func (e *benchEnv) deleteLoop(n int, watching bool) cascadeResult {
 	e.b.Helper()
 	ctx := e.b.Context()
 	ns, _ := e.cascadeObjects(n)
 	cms := e.fast.CoreV1().ConfigMaps(ns)
-	return e.timeDeletion(ns, n, deleter{name: "loop", pid: os.Getpid(), self: true}, func() {
+	name := "loop"
+	if watching {
+		name = "loopwatch"
+		stop := e.watchMetadata(corev1.SchemeGroupVersion.WithResource("configmaps"))
+		defer stop()
+	}
+	return e.timeDeletion(ns, n, deleter{name: name, pid: os.Getpid(), self: true}, func() {
 		if err := runParallel(ctx, loopWorkers, n, func(ctx context.Context, i int) error {
 			return cms.Delete(ctx, dependentName(i), metav1.DeleteOptions{})
 		}); err != nil {
 			e.b.Fatalf("plain DELETE loop in %s: %v", ns, err)
 		}
 	}, 0)
+}
+
+// watchMetadata watches the metadata of gvr's objects in every namespace
+// from now on, reading every event, until the function it returns is
+// called.
+func (e *benchEnv) watchMetadata(gvr schema.GroupVersionResource) (stop func()) {
+	e.b.Helper()
+	ctx, cancel := context.WithCancel(e.b.Context())
+	mc, err := metadata.NewForConfig(e.c.RESTConfig())
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	res := mc.Resource(gvr)
+	list, err := res.List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	var stopped atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error && !stopped.Load() { // stopping may end the stream with an error
+				e.b.Errorf("metadata watch of %s: %v", gvr, ev.Object)
+			}
+		}
+		if !stopped.Load() {
+			e.b.Errorf("metadata watch of %s ended before the deletion did: the loop watched only part of it", gvr)
+		}
+	}()
+	return func() {
+		stopped.Store(true)
+		w.Stop()
+		cancel()
+		<-done
+	}
 }
 
 // dependentName is the name of a cascade's i-th dependent.
@@ -171,8 +232,12 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 		e.b.Fatal(err)
 	}
 	pids := map[string]int{"collector": d.pid, "kube-apiserver": e.c.PIDs()["kube-apiserver"], "etcd": e.c.PIDs()["etcd"]}
+	if !d.self {
+		pids["bench"] = os.Getpid()
+	}
 	cpuBefore := e.cpuTimes(pids)
 	profiled := e.prof.start(e, d, fmt.Sprintf("%s-%d", d.name, n))
+	traced := e.trace(pids, &deleted)
 	begin := time.Now()
 	del()
 	var end time.Time
@@ -182,6 +247,7 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 		e.b.Fatalf("deletion in %s not finished after %s: %d of %d deleted", ns, cascadeTimeout, deleted.Load(), n)
 	}
 	cpuAfter := e.cpuTimes(pids)
+	traced(fmt.Sprintf("%s-%d", d.name, n))
 	profiled()
 	// kube-apiserver counts a request once it has answered it, after the
 	// watch saw its effect: wait until it counts a DELETE per object.
@@ -202,12 +268,82 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 	delete(reqs, "LIST")
 	delete(reqs, "WATCH")
 	cpu := map[string]time.Duration{}
+	perObject := map[string]float64{}
 	for name := range pids {
 		cpu[name] = cpuAfter[name] - cpuBefore[name]
+		perObject[name] = float64(cpu[name].Microseconds()) / float64(n)
 	}
 	took := end.Sub(begin)
 	return cascadeResult{n: n, took: took, first: time.Unix(0, first.Load()).Sub(begin), requests: reqs, cpu: cpu,
-		perObject: float64(reqs.Total()) / float64(n), perSecond: float64(n) / took.Seconds()}
+		cpuPerObject: perObject, perObject: float64(reqs.Total()) / float64(n), perSecond: float64(n) / took.Seconds()}
+}
+
+// cpuAll is the CPU time of every process per deleted object, in
+// microseconds: what one deletion cost the machine.
+func (r cascadeResult) cpuAll() float64 {
+	var sum float64
+	for _, v := range r.cpuPerObject {
+		sum += v
+	}
+	return sum
+}
+
+// trace, with $NODEGC_BENCH_TRACE set, samples every 100 ms of a deletion
+// the objects deleted so far and the CPU time of each process of pids;
+// the function it returns stops it and prints, per 100 ms, the objects
+// deleted and each process's CPU milliseconds, under what. The CPU times
+// come in the kernel's 10 ms ticks. It shows how a deletion went
+// (a slow start, a slow end, a dip in the middle and who was busy then),
+// where the table shows only its whole.
+func (e *benchEnv) trace(pids map[string]int, deleted *atomic.Int64) func(what string) {
+	if os.Getenv("NODEGC_BENCH_TRACE") == "" {
+		return func(string) {}
+	}
+	type sample struct {
+		deleted int64
+		cpu     map[string]time.Duration
+	}
+	var samples []sample
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			cpu := map[string]time.Duration{}
+			for name, pid := range pids {
+				cpu[name], _ = proc.ReadCPUTime(pid) // a sample missed reads as 0: a trace, not a figure of the table
+			}
+			samples = append(samples, sample{deleted.Load(), cpu})
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func(what string) {
+		close(stop)
+		<-done
+		lines := []string{"deleted"}
+		names := slices.Sorted(maps.Keys(pids))
+		lines = append(lines, names...)
+		for i, line := range lines {
+			var b strings.Builder
+			for j := 1; j < len(samples); j++ {
+				if i == 0 {
+					fmt.Fprintf(&b, " %d", samples[j].deleted-samples[j-1].deleted)
+				} else {
+					fmt.Fprintf(&b, " %d", (samples[j].cpu[line] - samples[j-1].cpu[line]).Milliseconds())
+				}
+			}
+			unit := "CPU ms"
+			if i == 0 {
+				unit = "objects"
+			}
+			fmt.Printf("[trace] %s, %s per 100 ms, %s:%s\n", what, unit, line, b.String())
+		}
+	}
 }
 
 func (e *benchEnv) cpuTimes(pids map[string]int) map[string]time.Duration {

@@ -31,14 +31,27 @@ import (
 //     kube-controller-manager at --kube-api-qps=500 --kube-api-burst=1000;
 //     the plain loop deletes as many such ConfigMaps by name from 20
 //     goroutines on an unthrottled client, timed from its start the same
-//     way. A cascade of at most 10,000 dependents takes seconds, so each
+//     way; the loop that watches does the same while it watches the
+//     metadata of every ConfigMap, as a collector must to learn of
+//     deletions (client-go's metadata client, as kube-controller-manager's
+//     collector), which bounds what any such collector can reach. A cascade of at most 10,000 dependents takes seconds, so each
 //     such row is the median of $NODEGC_BENCH_ROUNDS (default 5) rounds,
-//     run in turn (nodegc, kube-controller-manager, loop, nodegc, ...);
+//     run in turn (nodegc, kube-controller-manager, loop, loop that
+//     watches, nodegc, ...);
 //     larger ones run once. Each deletion starts once kube-apiserver and
 //     etcd are quiet (see quiesce). Requests per object are
 //     kube-apiserver's own apiserver_request_total on configmaps (minus
 //     LIST, WATCH and the bench's DELETE of the owner). Goals:
-//     nodegc/loop >= 0.95, nodegc/kcm >= 2.
+//     nodegc/loop >= 0.95, nodegc/kcm >= 2. The CPU per object row is
+//     what a deletion cost the machine: the CPU time of the deleter,
+//     kube-apiserver, etcd and the bench (whose watch times every
+//     deletion) over the objects, pooled over the rounds. On 2 cores
+//     shared by all, the rate follows it; a round's rate also follows
+//     kube-apiserver's own background work (dips of a few hundred
+//     milliseconds at half the rate, while its CPU time rises, whoever
+//     deletes), so the table also prints the ratio of every round.
+//     $NODEGC_BENCH_TRACE prints each deletion per 100 ms (objects
+//     deleted, each process's CPU time).
 //   - Rate at equal QPS: a cascade of $NODEGC_BENCH_OBJECTS (default 5000)
 //     with nodegc at 40 QPS / burst 60 and kube-controller-manager at
 //     --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both).
@@ -98,16 +111,18 @@ func BenchmarkOwnerGC(b *testing.B) {
 
 	for _, n := range sizes.cascades {
 		rounds := sizes.rounds(n)
-		var ng, kc, lp []cascadeResult
+		var ng, kc, lp, lw []cascadeResult
 		for i := range rounds {
 			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: nodegc\n", n, i+1, rounds)
 			ng = append(ng, e.cascade(n, nodegc(unlimited, 0)))
 			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: kube-controller-manager\n", n, i+1, rounds)
 			kc = append(kc, e.cascade(n, kcm(500, 1000)))
 			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: plain DELETE loop\n", n, i+1, rounds)
-			lp = append(lp, e.deleteLoop(n))
+			lp = append(lp, e.deleteLoop(n, false))
+			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: DELETE loop that watches\n", n, i+1, rounds)
+			lw = append(lw, e.deleteLoop(n, true))
 		}
-		res.unthrottled = append(res.unthrottled, rateRow{n: n, nodegc: median(ng), kcm: median(kc), loop: median(lp)})
+		res.unthrottled = append(res.unthrottled, rateRow{n: n, nodegc: median(ng), kcm: median(kc), loop: median(lp), loopWatch: median(lw)})
 	}
 	fmt.Printf("[bench] equal QPS, %d dependents: nodegc\n", sizes.equalQPS)
 	res.equal = rateRow{n: sizes.equalQPS, nodegc: e.cascade(sizes.equalQPS, nodegc(40, 60))}
@@ -255,8 +270,18 @@ func median(rs []cascadeResult) cascadeResult {
 	sorted := slices.Clone(rs)
 	slices.SortFunc(sorted, func(a, b cascadeResult) int { return cmp.Compare(a.perSecond, b.perSecond) })
 	m := sorted[(len(sorted)-1)/2]
+	cpu := map[string]float64{}
+	objects := 0
 	for _, r := range rs {
 		m.rates = append(m.rates, r.perSecond)
+		for name, v := range r.cpuPerObject {
+			cpu[name] += v * float64(r.n)
+		}
+		objects += r.n
 	}
+	for name := range cpu {
+		cpu[name] /= float64(objects)
+	}
+	m.cpuPerObject = cpu
 	return m
 }

@@ -27,6 +27,7 @@ type results struct {
 type rateRow struct {
 	n                 int
 	nodegc, kcm, loop cascadeResult
+	loopWatch         cascadeResult // the loop that watches (see deleteLoop)
 }
 
 // scaleRow is one size of the population under each collector.
@@ -70,7 +71,7 @@ type table struct {
 	ratios []ratio
 }
 
-const rowFormat = "%-50s %14s %16s %12s  %-20s %s\n"
+const rowFormat = "%-62s %14s %16s %12s  %-26s %s\n"
 
 // row writes one row; rt may be nil (no ratio), and a row with several
 // ratios is continued on lines of its own.
@@ -125,8 +126,16 @@ func (res *results) table() *table {
 			[]string{"nodegc/loop", "nodegc/kcm"},
 			ratio{value: r.nodegc.perSecond / r.loop.perSecond, goal: 0.95, unit: fmt.Sprintf("rate%d-nodegc/loop", r.n)},
 			ratio{value: r.nodegc.perSecond / r.kcm.perSecond, goal: 2, unit: fmt.Sprintf("rate%d-nodegc/kcm", r.n)})
+		t.row(fmt.Sprintf("rate unthrottled, %d dependents: loop watching, objects/s", r.n), "-", "-", fmt.Sprintf("%.0f", r.loopWatch.perSecond),
+			[]string{"loop watching/loop", "nodegc/loop watching"},
+			ratio{value: r.loopWatch.perSecond / r.loop.perSecond},
+			ratio{value: r.nodegc.perSecond / r.loopWatch.perSecond})
 		t.row(fmt.Sprintf("rate unthrottled, %d dependents: requests/object", r.n),
 			fmt.Sprintf("%.2f", r.nodegc.perObject), fmt.Sprintf("%.2f", r.kcm.perObject), fmt.Sprintf("%.2f", r.loop.perObject), nil)
+		t.row(fmt.Sprintf("rate unthrottled, %d dependents: CPU us/object", r.n),
+			fmt.Sprintf("%.0f", r.nodegc.cpuAll()), fmt.Sprintf("%.0f", r.kcm.cpuAll()), fmt.Sprintf("%.0f", r.loop.cpuAll()),
+			[]string{"nodegc/loop", "loop watching/loop"}, ratio{value: r.nodegc.cpuAll() / r.loop.cpuAll()},
+			ratio{value: r.loopWatch.cpuAll() / r.loop.cpuAll()})
 	}
 	e := res.equal
 	t.row(fmt.Sprintf("rate at equal QPS, %d dependents: objects/s", e.n), fmt.Sprintf("%.1f", e.nodegc.perSecond), fmt.Sprintf("%.1f", e.kcm.perSecond), "-",
@@ -142,7 +151,8 @@ func (res *results) table() *table {
 	fmt.Fprintf(t, "goals met: %d of %d\n", len(t.ratios)-failed, len(t.ratios))
 
 	fmt.Fprintf(t, "\nEqual QPS: nodegc kubeAPIQPS 40 / burst 60; kcm --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both). Unthrottled: nodegc kubeAPIQPS -1 (no client-side limit), kcm 500/1000, the loop %d goroutines, no client limit.\n", loopWorkers)
-	fmt.Fprintf(t, "Deletions (requests: kube-apiserver's apiserver_request_total on configmaps; CPU: user+system during the deletion, on %s):\n", "2 cores shared by all")
+	fmt.Fprintf(t, "Deletions (requests: kube-apiserver's apiserver_request_total on configmaps; CPU: user+system during the deletion, on %s;\n", "2 cores shared by all")
+	fmt.Fprintf(t, "CPU us/object: deleter, kube-apiserver, etcd and the bench (its watch of the deletions), pooled over the rounds):\n")
 	deletion := func(what string, r cascadeResult) {
 		if r.n == 0 {
 			return
@@ -152,8 +162,12 @@ func (res *results) table() *table {
 		for _, v := range verbs {
 			rq = append(rq, fmt.Sprintf("%s %d", v, r.requests[v]))
 		}
-		fmt.Fprintf(t, "  %-44s %6d in %8s (first after %s)  %7.1f/s  %5.2f req/obj (%s)  CPU: deleter %s, kube-apiserver %s, etcd %s\n",
-			what, r.n, secs(r.took), secs(r.first), r.perSecond, r.perObject, strings.Join(rq, ", "), secs(r.cpu["collector"]), secs(r.cpu["kube-apiserver"]), secs(r.cpu["etcd"]))
+		bench := ""
+		if d, ok := r.cpu["bench"]; ok {
+			bench = ", bench " + secs(d)
+		}
+		fmt.Fprintf(t, "  %-44s %6d in %8s (first after %s)  %7.1f/s  %5.2f req/obj (%s)  CPU: deleter %s, kube-apiserver %s, etcd %s%s\n",
+			what, r.n, secs(r.took), secs(r.first), r.perSecond, r.perObject, strings.Join(rq, ", "), secs(r.cpu["collector"]), secs(r.cpu["kube-apiserver"]), secs(r.cpu["etcd"]), bench)
 		if len(r.rates) > 1 {
 			var rates []string
 			for _, v := range r.rates {
@@ -161,11 +175,39 @@ func (res *results) table() *table {
 			}
 			fmt.Fprintf(t, "  %-44s the median of %d rounds (objects/s: %s); its requests and CPU\n", "", len(r.rates), strings.Join(rates, ", "))
 		}
+		var per []string
+		for _, name := range []string{"collector", "kube-apiserver", "etcd", "bench"} {
+			if v, ok := r.cpuPerObject[name]; ok {
+				if name == "collector" {
+					name = "deleter"
+				}
+				per = append(per, fmt.Sprintf("%s %.0f", name, v))
+			}
+		}
+		pooled := ""
+		if len(r.rates) > 1 {
+			pooled = ", pooled over the rounds"
+		}
+		fmt.Fprintf(t, "  %-44s CPU us/object%s: %s\n", "", pooled, strings.Join(per, ", "))
 	}
 	for _, r := range res.unthrottled {
 		deletion("nodegc unthrottled", r.nodegc)
 		deletion("kcm unthrottled", r.kcm)
 		deletion("DELETE loop (deleter: the bench process)", r.loop)
+		deletion("DELETE loop that watches (the bench process)", r.loopWatch)
+		for _, p := range []struct {
+			what string
+			a, b cascadeResult
+		}{{"nodegc/loop", r.nodegc, r.loop}, {"loop watching/loop", r.loopWatch, r.loop}} {
+			if len(p.a.rates) < 2 || len(p.a.rates) != len(p.b.rates) {
+				continue
+			}
+			var paired []string
+			for i := range p.a.rates {
+				paired = append(paired, fmt.Sprintf("%.2f", p.a.rates[i]/p.b.rates[i]))
+			}
+			fmt.Fprintf(t, "  %-44s round by round (each round deletes in turn on the same cluster): %s\n", p.what, strings.Join(paired, ", "))
+		}
 	}
 	deletion("nodegc at equal QPS", e.nodegc)
 	deletion("kcm at equal QPS", e.kcm)
