@@ -34,11 +34,13 @@ import (
 //     way; the loop that watches does the same while it watches the
 //     metadata of every ConfigMap, as a collector must to learn of
 //     deletions (client-go's metadata client, as kube-controller-manager's
-//     collector), which bounds what any such collector can reach. A cascade of at most 10,000 dependents takes seconds, so each
-//     such row is the median of $NODEGC_BENCH_ROUNDS (default 5) rounds,
-//     run in turn (nodegc, kube-controller-manager, loop, loop that
-//     watches, nodegc, ...);
-//     larger ones run once. Each deletion starts once kube-apiserver and
+//     collector), which bounds what any such collector can reach. A
+//     cascade of at most 10,000 dependents takes seconds, so each such
+//     row is the median of $NODEGC_BENCH_ROUNDS (default 5) rounds, in
+//     each of which the four deleters run in turn, each round starting
+//     with the next one (a deleter that always ran first, or always after
+//     the same other, would carry what that position does to the
+//     cluster); larger ones run once. Each deletion starts once kube-apiserver and
 //     etcd are quiet (see quiesce). Requests per object are
 //     kube-apiserver's own apiserver_request_total on configmaps (minus
 //     LIST, WATCH and the bench's DELETE of the owner). Goals:
@@ -112,15 +114,24 @@ func BenchmarkOwnerGC(b *testing.B) {
 	for _, n := range sizes.cascades {
 		rounds := sizes.rounds(n)
 		var ng, kc, lp, lw []cascadeResult
+		deleters := []struct {
+			name string
+			out  *[]cascadeResult
+			run  func() cascadeResult
+		}{
+			{"nodegc", &ng, func() cascadeResult { return e.cascade(n, nodegc(unlimited, 0)) }},
+			{"kube-controller-manager", &kc, func() cascadeResult { return e.cascade(n, kcm(500, 1000)) }},
+			{"plain DELETE loop", &lp, func() cascadeResult { return e.deleteLoop(n, false) }},
+			{"DELETE loop that watches", &lw, func() cascadeResult { return e.deleteLoop(n, true) }},
+		}
 		for i := range rounds {
-			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: nodegc\n", n, i+1, rounds)
-			ng = append(ng, e.cascade(n, nodegc(unlimited, 0)))
-			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: kube-controller-manager\n", n, i+1, rounds)
-			kc = append(kc, e.cascade(n, kcm(500, 1000)))
-			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: plain DELETE loop\n", n, i+1, rounds)
-			lp = append(lp, e.deleteLoop(n, false))
-			fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: DELETE loop that watches\n", n, i+1, rounds)
-			lw = append(lw, e.deleteLoop(n, true))
+			// Each round starts with the next deleter, so that none always
+			// follows the same one (or always runs first).
+			for j := range deleters {
+				d := deleters[(i+j)%len(deleters)]
+				fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: %s\n", n, i+1, rounds, d.name)
+				*d.out = append(*d.out, d.run())
+			}
 		}
 		res.unthrottled = append(res.unthrottled, rateRow{n: n, nodegc: median(ng), kcm: median(kc), loop: median(lp), loopWatch: median(lw)})
 	}

@@ -206,7 +206,7 @@ func (res *results) table() *table {
 			for i := range p.a.rates {
 				paired = append(paired, fmt.Sprintf("%.2f", p.a.rates[i]/p.b.rates[i]))
 			}
-			fmt.Fprintf(t, "  %-44s round by round (each round deletes in turn on the same cluster): %s\n", p.what, strings.Join(paired, ", "))
+			fmt.Fprintf(t, "  %-44s round by round: %s\n", p.what, strings.Join(paired, ", "))
 		}
 	}
 	deletion("nodegc at equal QPS", e.nodegc)
