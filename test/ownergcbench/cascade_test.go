@@ -268,14 +268,22 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 	delete(reqs, "LIST")
 	delete(reqs, "WATCH")
 	cpu := map[string]time.Duration{}
-	perObject := map[string]float64{}
 	for name := range pids {
 		cpu[name] = cpuAfter[name] - cpuBefore[name]
-		perObject[name] = float64(cpu[name].Microseconds()) / float64(n)
 	}
 	took := end.Sub(begin)
 	return cascadeResult{n: n, took: took, first: time.Unix(0, first.Load()).Sub(begin), requests: reqs, cpu: cpu,
-		cpuPerObject: perObject, perObject: float64(reqs.Total()) / float64(n), perSecond: float64(n) / took.Seconds()}
+		cpuPerObject: microsPerObject(cpu, n), perObject: float64(reqs.Total()) / float64(n), perSecond: float64(n) / took.Seconds()}
+}
+
+// microsPerObject is each process's CPU time in cpu over n objects, in
+// microseconds.
+func microsPerObject(cpu map[string]time.Duration, n int) map[string]float64 {
+	out := map[string]float64{}
+	for name, d := range cpu {
+		out[name] = float64(d.Microseconds()) / float64(n)
+	}
+	return out
 }
 
 // cpuAll is the CPU time of every process per deleted object, in
@@ -310,11 +318,11 @@ func (e *benchEnv) trace(pids map[string]int, deleted *atomic.Int64) func(what s
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			cpu := map[string]time.Duration{}
-			for name, pid := range pids {
-				cpu[name], _ = proc.ReadCPUTime(pid) // a sample missed reads as 0: a trace, not a figure of the table
+			// A sample that cannot be read is left out: this is a trace,
+			// not a figure of the table.
+			if cpu, err := readCPUTimes(pids); err == nil {
+				samples = append(samples, sample{deleted.Load(), cpu})
 			}
-			samples = append(samples, sample{deleted.Load(), cpu})
 			select {
 			case <-stop:
 				return
@@ -325,35 +333,38 @@ func (e *benchEnv) trace(pids map[string]int, deleted *atomic.Int64) func(what s
 	return func(what string) {
 		close(stop)
 		<-done
-		lines := []string{"deleted"}
-		names := slices.Sorted(maps.Keys(pids))
-		lines = append(lines, names...)
-		for i, line := range lines {
-			var b strings.Builder
+		var b strings.Builder
+		for j := 1; j < len(samples); j++ {
+			fmt.Fprintf(&b, " %d", samples[j].deleted-samples[j-1].deleted)
+		}
+		fmt.Printf("[trace] %s, objects per 100 ms, deleted:%s\n", what, b.String())
+		for _, name := range slices.Sorted(maps.Keys(pids)) {
+			b.Reset()
 			for j := 1; j < len(samples); j++ {
-				if i == 0 {
-					fmt.Fprintf(&b, " %d", samples[j].deleted-samples[j-1].deleted)
-				} else {
-					fmt.Fprintf(&b, " %d", (samples[j].cpu[line] - samples[j-1].cpu[line]).Milliseconds())
-				}
+				fmt.Fprintf(&b, " %d", (samples[j].cpu[name] - samples[j-1].cpu[name]).Milliseconds())
 			}
-			unit := "CPU ms"
-			if i == 0 {
-				unit = "objects"
-			}
-			fmt.Printf("[trace] %s, %s per 100 ms, %s:%s\n", what, unit, line, b.String())
+			fmt.Printf("[trace] %s, CPU ms per 100 ms, %s:%s\n", what, name, b.String())
 		}
 	}
 }
 
 func (e *benchEnv) cpuTimes(pids map[string]int) map[string]time.Duration {
+	out, err := readCPUTimes(pids)
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	return out
+}
+
+// readCPUTimes reads the CPU time of each process of pids.
+func readCPUTimes(pids map[string]int) (map[string]time.Duration, error) {
 	out := map[string]time.Duration{}
 	for name, pid := range pids {
 		t, err := proc.ReadCPUTime(pid)
 		if err != nil {
-			e.b.Fatalf("CPU time of %s (pid %d): %v", name, pid, err)
+			return nil, fmt.Errorf("CPU time of %s (pid %d): %w", name, pid, err)
 		}
 		out[name] = t
 	}
-	return out
+	return out, nil
 }

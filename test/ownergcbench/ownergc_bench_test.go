@@ -40,8 +40,8 @@ import (
 //     each of which the four deleters run in turn, each round starting
 //     with the next one (a deleter that always ran first, or always after
 //     the same other, would carry what that position does to the
-//     cluster); larger ones run once. Each deletion starts once kube-apiserver and
-//     etcd are quiet (see quiesce). Requests per object are
+//     cluster); larger ones run once. Each deletion starts once
+//     kube-apiserver and etcd are quiet (see quiesce). Requests per object are
 //     kube-apiserver's own apiserver_request_total on configmaps (minus
 //     LIST, WATCH and the bench's DELETE of the owner). Goals:
 //     nodegc/loop >= 0.95, nodegc/kcm >= 2. The CPU per object row is
@@ -281,18 +281,15 @@ func median(rs []cascadeResult) cascadeResult {
 	sorted := slices.Clone(rs)
 	slices.SortFunc(sorted, func(a, b cascadeResult) int { return cmp.Compare(a.perSecond, b.perSecond) })
 	m := sorted[(len(sorted)-1)/2]
-	cpu := map[string]float64{}
+	cpu := map[string]time.Duration{}
 	objects := 0
 	for _, r := range rs {
 		m.rates = append(m.rates, r.perSecond)
-		for name, v := range r.cpuPerObject {
-			cpu[name] += v * float64(r.n)
+		for name, d := range r.cpu {
+			cpu[name] += d
 		}
 		objects += r.n
 	}
-	for name := range cpu {
-		cpu[name] /= float64(objects)
-	}
-	m.cpuPerObject = cpu
+	m.cpuPerObject = microsPerObject(cpu, objects)
 	return m
 }
