@@ -134,11 +134,12 @@ func TestAPIServerRequests(t *testing.T) {
 	cs := c.Client()
 	ctx := t.Context()
 	ns := createNamespace(t, cs, "metrics")
-	before, err := c.APIServerRequests(ctx, "podtemplates")
+	before, secondsBefore, err := c.APIServerRequestStats(ctx, "podtemplates")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const n = 7
+	began := time.Now()
 	for i := range n {
 		pt := &corev1.PodTemplate{
 			ObjectMeta: metav1.ObjectMeta{GenerateName: "pt-"},
@@ -151,12 +152,18 @@ func TestAPIServerRequests(t *testing.T) {
 	if _, err := cs.CoreV1().PodTemplates(ns).List(ctx, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	after, err := c.APIServerRequests(ctx, "podtemplates")
+	after, secondsAfter, err := c.APIServerRequestStats(ctx, "podtemplates")
 	if err != nil {
 		t.Fatal(err)
 	}
+	took := time.Since(began)
 	if diff := cmp.Diff(cluster.RequestCounts{"POST": n, "LIST": 1}, after.Sub(before)); diff != "" {
 		t.Errorf("podtemplates requests (-want +got):\n%s", diff)
+	}
+	// The creates ran one after another: kube-apiserver took some time for
+	// them, and no more than the client waited.
+	if d := secondsAfter["POST"] - secondsBefore["POST"]; d <= 0 || d > took.Seconds() {
+		t.Errorf("podtemplates POST took %.6fs in kube-apiserver; want more than 0 and at most the %s the client took", d, took)
 	}
 	all, err := c.APIServerRequests(ctx, "")
 	if err != nil {

@@ -18,27 +18,48 @@ apiserver_request_total{code="200",component="",dry_run="",group="",resource="",
 apiserver_request_total_other{verb="POST",resource="configmaps"} 100
 # HELP apiserver_request_duration_seconds whatever
 # TYPE apiserver_request_duration_seconds histogram
-apiserver_request_duration_seconds_bucket{verb="POST",resource="configmaps",le="+Inf"} 4
+apiserver_request_duration_seconds_bucket{verb="POST",resource="configmaps",subresource="",le="0.1"} 3
+apiserver_request_duration_seconds_bucket{verb="POST",resource="configmaps",subresource="",le="+Inf"} 4
+apiserver_request_duration_seconds_sum{verb="POST",resource="configmaps",subresource=""} 0.5
+apiserver_request_duration_seconds_count{verb="POST",resource="configmaps",subresource=""} 4
+apiserver_request_duration_seconds_bucket{verb="DELETE",resource="configmaps",subresource="",le="+Inf"} 2
+apiserver_request_duration_seconds_sum{verb="DELETE",resource="configmaps",subresource=""} 0.25
+apiserver_request_duration_seconds_count{verb="DELETE",resource="configmaps",subresource=""} 2
+apiserver_request_duration_seconds_bucket{verb="PATCH",resource="pods",subresource="status",le="+Inf"} 2
+apiserver_request_duration_seconds_sum{verb="PATCH",resource="pods",subresource="status"} 0.125
+apiserver_request_duration_seconds_count{verb="PATCH",resource="pods",subresource="status"} 2
+apiserver_request_duration_seconds_bucket{verb="GET",resource="",subresource="/metrics",le="+Inf"} 9
+apiserver_request_duration_seconds_sum{verb="GET",resource="",subresource="/metrics"} 1
+apiserver_request_duration_seconds_count{verb="GET",resource="",subresource="/metrics"} 9
+# HELP apiserver_request_duration_seconds_other not ours
+# TYPE apiserver_request_duration_seconds_other gauge
+apiserver_request_duration_seconds_other{verb="POST",resource="configmaps"} 100
 `
 
-func TestParseRequestCounts(t *testing.T) {
+func TestParseRequestStats(t *testing.T) {
 	tests := map[string]struct {
-		resource string
-		want     RequestCounts
+		resource    string
+		want        RequestCounts
+		wantSeconds RequestSeconds
 	}{
-		"all resources, no non-resource URLs": {want: RequestCounts{"POST": 4, "PATCH": 2, "LIST": 5}},
-		"one resource, any code":              {resource: "configmaps", want: RequestCounts{"POST": 4}},
-		"any subresource":                     {resource: "pods", want: RequestCounts{"PATCH": 2}},
-		"no such resource":                    {resource: "secrets", want: RequestCounts{}},
+		"all resources, no non-resource URLs": {want: RequestCounts{"POST": 4, "PATCH": 2, "LIST": 5},
+			wantSeconds: RequestSeconds{"POST": 0.5, "DELETE": 0.25, "PATCH": 0.125}},
+		"one resource, any code": {resource: "configmaps", want: RequestCounts{"POST": 4},
+			wantSeconds: RequestSeconds{"POST": 0.5, "DELETE": 0.25}},
+		"any subresource":  {resource: "pods", want: RequestCounts{"PATCH": 2}, wantSeconds: RequestSeconds{"PATCH": 0.125}},
+		"no such resource": {resource: "secrets", want: RequestCounts{}, wantSeconds: RequestSeconds{}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := parseRequestCounts([]byte(sampleMetrics), tc.resource)
+			got, seconds, err := parseRequestStats([]byte(sampleMetrics), tc.resource)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
+				t.Errorf("counts (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantSeconds, seconds); diff != "" {
+				t.Errorf("seconds (-want +got):\n%s", diff)
 			}
 		})
 	}
