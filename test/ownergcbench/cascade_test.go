@@ -53,6 +53,12 @@ type cascadeResult struct {
 	// rates are the objects/s of every round when the result is the median
 	// of several (see median), in the order they ran.
 	rates []float64
+	// serverDeleting is how many DELETEs of ConfigMaps kube-apiserver was
+	// handling at a time, on average over the deletion (the time it spent
+	// in them, apiserver_request_duration_seconds, over the deletion's;
+	// pooled over the rounds for a median): the concurrency the deleter
+	// keeps up, as the server sees it.
+	serverDeleting float64
 }
 
 // cascade measures one Background cascade of n ConfigMaps owned by one
@@ -227,7 +233,7 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 	// still digests the objects just created (the loop's come right
 	// before it) or a collector's list, or collects its garbage.
 	e.quiesce()
-	before, err := e.c.APIServerRequests(ctx, "configmaps")
+	before, secondsBefore, err := e.c.APIServerRequestStats(ctx, "configmaps")
 	if err != nil {
 		e.b.Fatal(err)
 	}
@@ -252,10 +258,11 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 	// kube-apiserver counts a request once it has answered it, after the
 	// watch saw its effect: wait until it counts a DELETE per object.
 	var after cluster.RequestCounts
+	var secondsAfter cluster.RequestSeconds
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := testbed.Poll(sctx, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
-		after, err = e.c.APIServerRequests(ctx, "configmaps")
+		after, secondsAfter, err = e.c.APIServerRequestStats(ctx, "configmaps")
 		return err == nil && after["DELETE"]-before["DELETE"] >= int64(n)+ownDeletes, err
 	}); err != nil {
 		e.b.Fatalf("kube-apiserver's request count of configmaps DELETE: %v (counted %d, want %d)", err, after["DELETE"]-before["DELETE"], int64(n)+ownDeletes)
@@ -273,7 +280,8 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 	}
 	took := end.Sub(begin)
 	return cascadeResult{n: n, took: took, first: time.Unix(0, first.Load()).Sub(begin), requests: reqs, cpu: cpu,
-		cpuPerObject: microsPerObject(cpu, n), perObject: float64(reqs.Total()) / float64(n), perSecond: float64(n) / took.Seconds()}
+		cpuPerObject: microsPerObject(cpu, n), perObject: float64(reqs.Total()) / float64(n), perSecond: float64(n) / took.Seconds(),
+		serverDeleting: (secondsAfter["DELETE"] - secondsBefore["DELETE"]) / took.Seconds()}
 }
 
 // microsPerObject is each process's CPU time in cpu over n objects, in

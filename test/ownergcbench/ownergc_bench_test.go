@@ -43,7 +43,10 @@ import (
 //     cluster); larger ones run once. Each deletion starts once
 //     kube-apiserver and etcd are quiet (see quiesce). Requests per object are
 //     kube-apiserver's own apiserver_request_total on configmaps (minus
-//     LIST, WATCH and the bench's DELETE of the owner). Goals:
+//     LIST, WATCH and the bench's DELETE of the owner); the details also
+//     give how many DELETEs kube-apiserver was handling at a time, on
+//     average (the time it spent in them, apiserver_request_duration_seconds,
+//     over the deletion's), the concurrency a deleter keeps up. Goals:
 //     nodegc/loop >= 0.95, nodegc/kcm >= 2. The CPU per object row is
 //     what a deletion cost the machine: the CPU time of the deleter,
 //     kube-apiserver, etcd and the bench (whose watch times every
@@ -51,7 +54,10 @@ import (
 //     shared by all, the rate follows it; a round's rate also follows
 //     kube-apiserver's own background work (dips of a few hundred
 //     milliseconds at half the rate, while its CPU time rises, whoever
-//     deletes), so the table also prints the ratio of every round.
+//     deletes), so the table also prints the ratio of every round, with
+//     their geometric mean and its 95% confidence interval (see
+//     ratioInterval): a goal outside the interval is met, or missed,
+//     beyond the rounds' noise.
 //     $NODEGC_BENCH_TRACE prints each deletion per 100 ms (objects
 //     deleted, each process's CPU time).
 //   - Rate at equal QPS: a cascade of $NODEGC_BENCH_OBJECTS (default 5000)
@@ -283,13 +289,17 @@ func median(rs []cascadeResult) cascadeResult {
 	m := sorted[(len(sorted)-1)/2]
 	cpu := map[string]time.Duration{}
 	objects := 0
+	var busy, took float64 // kube-apiserver's seconds in the DELETEs, the rounds' seconds
 	for _, r := range rs {
 		m.rates = append(m.rates, r.perSecond)
 		for name, d := range r.cpu {
 			cpu[name] += d
 		}
 		objects += r.n
+		busy += r.serverDeleting * r.took.Seconds()
+		took += r.took.Seconds()
 	}
 	m.cpuPerObject = microsPerObject(cpu, objects)
+	m.serverDeleting = busy / took
 	return m
 }

@@ -188,7 +188,7 @@ func (res *results) table() *table {
 		if len(r.rates) > 1 {
 			pooled = ", pooled over the rounds"
 		}
-		fmt.Fprintf(t, "  %-44s CPU us/object%s: %s\n", "", pooled, strings.Join(per, ", "))
+		fmt.Fprintf(t, "  %-44s CPU us/object%s: %s; DELETEs in kube-apiserver at a time: %.1f\n", "", pooled, strings.Join(per, ", "), r.serverDeleting)
 	}
 	for _, r := range res.unthrottled {
 		deletion("nodegc unthrottled", r.nodegc)
@@ -203,10 +203,13 @@ func (res *results) table() *table {
 				continue
 			}
 			var paired []string
+			ratios := make([]float64, 0, len(p.a.rates))
 			for i := range p.a.rates {
-				paired = append(paired, fmt.Sprintf("%.2f", p.a.rates[i]/p.b.rates[i]))
+				ratios = append(ratios, p.a.rates[i]/p.b.rates[i])
+				paired = append(paired, fmt.Sprintf("%.2f", ratios[i]))
 			}
-			fmt.Fprintf(t, "  %-44s round by round: %s\n", p.what, strings.Join(paired, ", "))
+			mean, lo, hi := ratioInterval(ratios)
+			fmt.Fprintf(t, "  %-44s round by round: %s; geometric mean %.2f, 95%% interval %.2f-%.2f\n", p.what, strings.Join(paired, ", "), mean, lo, hi)
 		}
 	}
 	deletion("nodegc at equal QPS", e.nodegc)
