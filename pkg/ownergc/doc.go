@@ -257,12 +257,16 @@
 //     than when the loop does (in a 20-round run 731 and 274 us against
 //     656 and 250). Not for want of concurrency: kube-apiserver handles
 //     12.5 of nodegc's DELETEs at a time, as many as the loop's (the
-//     table's details give it). Not for the preconditions either: a loop
-//     sending nodegc's delete options (UID and resourceVersion
-//     preconditions, Background) ran at the plain loop's rate. The CPU
-//     profiles of kube-apiserver show the same work per DELETE for both,
-//     and the extra in none of its functions in particular: it is not
-//     explained yet.
+//     table's details give it). One-off experiments (not in the bench)
+//     ruled out more: a loop sending nodegc's delete options (UID and
+//     resourceVersion preconditions, Background) ran at the plain loop's
+//     rate and cost; a loop beside a process burning a tenth of a core
+//     cost kube-apiserver and etcd no more per object; a loop watching
+//     the metadata of all 57 resources that can be listed, watched and
+//     deleted, as a collector does, cost kube-apiserver about a third of
+//     nodegc's extra. The CPU profiles of kube-apiserver show the same
+//     work per DELETE for both, and the extra in none of its functions in
+//     particular: it is not explained yet.
 //   - More concurrent DELETEs lower every deleter's cost per object (the
 //     loop with 40 goroutines ran at 1.09x its rate with 20), so the goal
 //     compares 20 workers, kube-controller-manager's concurrent-gc-syncs,
