@@ -89,7 +89,7 @@ func parseRequestStats(raw []byte, resource string) (RequestCounts, RequestSecon
 					rest, _ = bytes.CutPrefix(rest, []byte(suffix))
 				}
 			}
-			if rest[0] == '{' || rest[0] == ' ' {
+			if len(rest) > 0 && (rest[0] == '{' || rest[0] == ' ') {
 				return true
 			}
 		}
