@@ -53,11 +53,12 @@ type cascadeResult struct {
 	// rates are the objects/s of every round when the result is the median
 	// of several (see median), in the order they ran.
 	rates []float64
-	// serverDeleting is how many DELETEs of ConfigMaps kube-apiserver was
-	// handling at a time, on average over the deletion (the time it spent
-	// in them, apiserver_request_duration_seconds, over the deletion's;
-	// pooled over the rounds for a median): the concurrency the deleter
-	// keeps up, as the server sees it.
+	// deleteSeconds is the time kube-apiserver spent in the deletion's
+	// DELETEs of ConfigMaps (apiserver_request_duration_seconds).
+	deleteSeconds float64
+	// serverDeleting is how many of them it was handling at a time, on
+	// average over the deletion (see atATime; pooled over the rounds for a
+	// median): the concurrency the deleter keeps up, as the server sees it.
 	serverDeleting float64
 }
 
@@ -279,10 +280,15 @@ func (e *benchEnv) timeDeletion(ns string, n int, d deleter, del func(), ownDele
 		cpu[name] = cpuAfter[name] - cpuBefore[name]
 	}
 	took := end.Sub(begin)
+	deleteSeconds := secondsAfter["DELETE"] - secondsBefore["DELETE"]
 	return cascadeResult{n: n, took: took, first: time.Unix(0, first.Load()).Sub(begin), requests: reqs, cpu: cpu,
 		cpuPerObject: microsPerObject(cpu, n), perObject: float64(reqs.Total()) / float64(n), perSecond: float64(n) / took.Seconds(),
-		serverDeleting: (secondsAfter["DELETE"] - secondsBefore["DELETE"]) / took.Seconds()}
+		deleteSeconds: deleteSeconds, serverDeleting: atATime(deleteSeconds, took)}
 }
+
+// atATime is how many requests were handled at a time, on average, when
+// they took seconds in all over a span of took.
+func atATime(seconds float64, took time.Duration) float64 { return seconds / took.Seconds() }
 
 // microsPerObject is each process's CPU time in cpu over n objects, in
 // microseconds.

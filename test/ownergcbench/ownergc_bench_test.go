@@ -289,17 +289,18 @@ func median(rs []cascadeResult) cascadeResult {
 	m := sorted[(len(sorted)-1)/2]
 	cpu := map[string]time.Duration{}
 	objects := 0
-	var busy, took float64 // kube-apiserver's seconds in the DELETEs, the rounds' seconds
+	var deleteSeconds float64
+	var took time.Duration
 	for _, r := range rs {
 		m.rates = append(m.rates, r.perSecond)
 		for name, d := range r.cpu {
 			cpu[name] += d
 		}
 		objects += r.n
-		busy += r.serverDeleting * r.took.Seconds()
-		took += r.took.Seconds()
+		deleteSeconds += r.deleteSeconds
+		took += r.took
 	}
 	m.cpuPerObject = microsPerObject(cpu, objects)
-	m.serverDeleting = busy / took
+	m.serverDeleting = atATime(deleteSeconds, took)
 	return m
 }
