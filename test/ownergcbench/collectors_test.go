@@ -91,19 +91,31 @@ func (r *running) sync(e *benchEnv) startup {
 // off.
 const unlimited = -1
 
-// nodegc runs `nodegc run --owner-gc=only` with its owner GC client at
-// qps (unlimited: no client-side limit) and burst, and no leader election
-// (kube-controller-manager runs with --leader-elect=false too). The
-// container runtime endpoint does not exist: with --owner-gc=only no node
-// GC runs and nothing dials it.
+// nodegc runs `nodegc run --owner-gc=only`, built from this tree, with
+// its owner GC client at qps (unlimited: no client-side limit) and burst,
+// and no leader election (kube-controller-manager runs with
+// --leader-elect=false too). The container runtime endpoint does not
+// exist: with --owner-gc=only no node GC runs and nothing dials it.
 func nodegc(qps float32, burst int32) collector {
 	name := fmt.Sprintf("nodegc qps=%g burst=%d", qps, burst)
 	if qps < 0 {
 		name = "nodegc (no client-side rate limit)"
 	}
+	return nodegcBinary(name, "nodegc", "", qps, burst)
+}
+
+// comparedNodegc is nodegc run from the binary at bin (see
+// sizes.compare) rather than from this tree's, unthrottled.
+func comparedNodegc(bin string) collector {
+	return nodegcBinary("nodegc built elsewhere ("+bin+")", "nodegc-compared", bin, unlimited, 0)
+}
+
+// nodegcBinary is nodegc as the collector name (short in file names), run
+// from the binary at bin ("": this tree's).
+func nodegcBinary(name, short, bin string, qps float32, burst int32) collector {
 	return collector{
 		name:  name,
-		short: "nodegc",
+		short: short,
 		start: func(e *benchEnv) *running {
 			e.b.Helper()
 			dir, err := os.MkdirTemp(e.dir, "nodegc-")
@@ -129,7 +141,11 @@ ownerGC:
 			}
 			logPath := filepath.Join(dir, "nodegc.log")
 			began := time.Now()
-			a, err := nodegcproc.Start(e.nodegcBin, cfg, logPath, []string{"NODE_NAME=bench-node"},
+			path := bin
+			if path == "" {
+				path = e.nodegcBin
+			}
+			a, err := nodegcproc.Start(path, cfg, logPath, []string{"NODE_NAME=bench-node"},
 				"--owner-gc=only", "--kubeconfig", e.c.KubeconfigPath())
 			if err != nil {
 				e.b.Fatal(err)

@@ -59,7 +59,12 @@ import (
 //     ratioInterval): a goal outside the interval is met, or missed,
 //     beyond the rounds' noise.
 //     $NODEGC_BENCH_TRACE prints each deletion per 100 ms (objects
-//     deleted, each process's CPU time).
+//     deleted, each process's CPU time). $NODEGC_BENCH_COMPARE=PATH adds
+//     a fifth deleter to every round: the nodegc binary at PATH (another
+//     build: main's, or an experiment's), run as this tree's is; the
+//     details then give this tree's rate over that build's, round by
+//     round, with its interval. A change worth a few percent is within
+//     one round's noise, not within that interval's.
 //   - Rate at equal QPS: a cascade of $NODEGC_BENCH_OBJECTS (default 5000)
 //     with nodegc at 40 QPS / burst 60 and kube-controller-manager at
 //     --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both).
@@ -119,16 +124,21 @@ func BenchmarkOwnerGC(b *testing.B) {
 
 	for _, n := range sizes.cascades {
 		rounds := sizes.rounds(n)
-		var ng, kc, lp, lw []cascadeResult
-		deleters := []struct {
+		var ng, kc, lp, lw, other []cascadeResult
+		type entry struct {
 			name string
 			out  *[]cascadeResult
 			run  func() cascadeResult
-		}{
+		}
+		deleters := []entry{
 			{"nodegc", &ng, func() cascadeResult { return e.cascade(n, nodegc(unlimited, 0)) }},
 			{"kube-controller-manager", &kc, func() cascadeResult { return e.cascade(n, kcm(500, 1000)) }},
 			{"plain DELETE loop", &lp, func() cascadeResult { return e.deleteLoop(n, false) }},
 			{"DELETE loop that watches", &lw, func() cascadeResult { return e.deleteLoop(n, true) }},
+		}
+		if sizes.compare != "" {
+			deleters = append(deleters, entry{"nodegc built elsewhere", &other,
+				func() cascadeResult { return e.cascade(n, comparedNodegc(sizes.compare)) }})
 		}
 		for i := range rounds {
 			// Each round starts with the next deleter, so that none always
@@ -139,7 +149,11 @@ func BenchmarkOwnerGC(b *testing.B) {
 				*d.out = append(*d.out, d.run())
 			}
 		}
-		res.unthrottled = append(res.unthrottled, rateRow{n: n, nodegc: median(ng), kcm: median(kc), loop: median(lp), loopWatch: median(lw)})
+		row := rateRow{n: n, nodegc: median(ng), kcm: median(kc), loop: median(lp), loopWatch: median(lw)}
+		if len(other) > 0 {
+			row.compared = median(other)
+		}
+		res.unthrottled = append(res.unthrottled, row)
 	}
 	fmt.Printf("[bench] equal QPS, %d dependents: nodegc\n", sizes.equalQPS)
 	res.equal = rateRow{n: sizes.equalQPS, nodegc: e.cascade(sizes.equalQPS, nodegc(40, 60))}
@@ -198,6 +212,11 @@ type sizes struct {
 	equalQPS int           // $NODEGC_BENCH_OBJECTS: dependents of the equal-QPS cascade
 	scale    [2]int        // $NODEGC_BENCH_SCALE: the population's two sizes
 	idle     time.Duration // $NODEGC_BENCH_IDLE: how long a synced collector idles before its memory is read
+	// compare is $NODEGC_BENCH_COMPARE: the path of another nodegc binary
+	// (another build: main's, or an experiment's), which then deletes each
+	// unthrottled cascade too, in every round beside this tree's; the
+	// table gives their ratio round by round. "": none.
+	compare string
 }
 
 func readSizes(b *testing.B) sizes {
@@ -211,6 +230,11 @@ func readSizes(b *testing.B) sizes {
 	s.roundsSmall = intsEnv(b, "NODEGC_BENCH_ROUNDS", "5", 1)[0]
 	s.startups = intsEnv(b, "NODEGC_BENCH_STARTUPS", "5", 1)[0]
 	s.idle = 15 * time.Second
+	if s.compare = os.Getenv("NODEGC_BENCH_COMPARE"); s.compare != "" {
+		if fi, err := os.Stat(s.compare); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			b.Fatalf("NODEGC_BENCH_COMPARE=%q: want the path of a nodegc binary (go build -o PATH ./cmd/nodegc in the tree to compare with)", s.compare)
+		}
+	}
 	if v := os.Getenv("NODEGC_BENCH_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {

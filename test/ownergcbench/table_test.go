@@ -28,6 +28,7 @@ type rateRow struct {
 	n                 int
 	nodegc, kcm, loop cascadeResult
 	loopWatch         cascadeResult // the loop that watches (see deleteLoop)
+	compared          cascadeResult // nodegc built elsewhere (sizes.compare); zero when not run
 }
 
 // scaleRow is one size of the population under each collector.
@@ -195,10 +196,12 @@ func (res *results) table() *table {
 		deletion("kcm unthrottled", r.kcm)
 		deletion("DELETE loop (deleter: the bench process)", r.loop)
 		deletion("DELETE loop that watches (the bench process)", r.loopWatch)
+		deletion("nodegc built elsewhere (NODEGC_BENCH_COMPARE)", r.compared)
 		for _, p := range []struct {
 			what string
 			a, b cascadeResult
-		}{{"nodegc/loop", r.nodegc, r.loop}, {"loop watching/loop", r.loopWatch, r.loop}} {
+		}{{"nodegc/loop", r.nodegc, r.loop}, {"loop watching/loop", r.loopWatch, r.loop},
+			{"nodegc/nodegc built elsewhere", r.nodegc, r.compared}} {
 			if len(p.a.rates) < 2 || len(p.a.rates) != len(p.b.rates) {
 				continue
 			}
