@@ -53,6 +53,9 @@ type cascadeResult struct {
 	// rates are the objects/s of every round when the result is the median
 	// of several (see median), in the order they ran.
 	rates []float64
+	// deleterCPU is the deleter's CPU time per object, in microseconds, of
+	// every round, as rates.
+	deleterCPU []float64
 	// deleteSeconds is the time kube-apiserver spent in the deletion's
 	// DELETEs of ConfigMaps (apiserver_request_duration_seconds).
 	deleteSeconds float64

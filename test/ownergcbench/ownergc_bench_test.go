@@ -317,6 +317,7 @@ func median(rs []cascadeResult) cascadeResult {
 	var took time.Duration
 	for _, r := range rs {
 		m.rates = append(m.rates, r.perSecond)
+		m.deleterCPU = append(m.deleterCPU, r.cpuPerObject["collector"])
 		for name, d := range r.cpu {
 			cpu[name] += d
 		}
