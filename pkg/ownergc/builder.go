@@ -1,6 +1,9 @@
 package ownergc
 
 import (
+	"cmp"
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -76,11 +79,11 @@ func (b *builder) upsert(obj *metav1.PartialObjectMetadata, res *resource) {
 					l.alt = nil
 				}
 			}
-			// The owner is known now: let each dependent re-check (most
-			// find a solid owner and do nothing).
-			if !b.initial {
-				b.enqueueDelete(dep.uid)
-			}
+		}
+		// The owner is known now: let each dependent re-check (most find
+		// a solid owner and do nothing).
+		if !b.initial {
+			b.enqueueDependents(n)
 		}
 		isNew = true
 	default:
@@ -102,9 +105,7 @@ func (b *builder) upsert(obj *metav1.PartialObjectMetadata, res *resource) {
 		b.enqueueOrphan(n.uid)
 	}
 	if n.deletingDependents() && !wasDeletingDependents {
-		for dep := range n.dependents {
-			b.enqueueDelete(dep.uid)
-		}
+		b.enqueueDependents(n)
 		b.enqueueDelete(n.uid)
 	}
 }
@@ -259,9 +260,43 @@ func (b *builder) observeDelete(uid types.UID) {
 		g.remove(n)
 		return
 	}
+	b.enqueueDependents(n)
+}
+
+// enqueueDependents queues n's dependents for attempt-to-delete in the
+// order the API server stores them: by kind, then namespace and name.
+// When an owner goes, its cascade then deletes each object next to the
+// one before, and kube-apiserver's watch cache and etcd find each key
+// beside the last one they touched. In the order of a Go map (random), a
+// cascade of 50,000 cost kube-apiserver and etcd 10-45% more CPU per
+// object (see the package doc, # Rate). Sorting costs the builder about
+// 0.3 us per dependent (BenchmarkEnqueueDependents).
+func (b *builder) enqueueDependents(n *node) {
+	deps := make([]*node, 0, len(n.dependents))
 	for dep := range n.dependents {
+		deps = append(deps, dep)
+	}
+	slices.SortFunc(deps, storageOrder)
+	for _, dep := range deps {
 		b.enqueueDelete(dep.uid)
 	}
+}
+
+// storageOrder orders nodes as the API server's storage does: by kind
+// (group and kind), then namespace and name.
+func storageOrder(a, b *node) int {
+	if a.kind != b.kind {
+		if c := cmp.Compare(a.kind.group, b.kind.group); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.kind.kind, b.kind.kind); c != 0 {
+			return c
+		}
+	}
+	if c := cmp.Compare(a.namespace, b.namespace); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.name, b.name)
 }
 
 // unlinkOwners removes n from its owners' dependents.
@@ -333,8 +368,6 @@ func (b *builder) resourceGone(res *resource) {
 			g.remove(n)
 			continue
 		}
-		for dep := range n.dependents {
-			b.enqueueDelete(dep.uid)
-		}
+		b.enqueueDependents(n)
 	}
 }

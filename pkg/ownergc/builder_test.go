@@ -1,6 +1,7 @@
 package ownergc
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -381,5 +382,81 @@ func TestBuilderInitialLists(t *testing.T) {
 	tg.apply(upsert(resPod, object("ns", "late", "late", ownedBy(resConfigMap, "gone2", "g2", true))))
 	if deletes, _ = tg.takeQueues(); !deletes["late"] {
 		t.Errorf("an upsert after the initial lists was not queued: %v", deletes)
+	}
+}
+
+// TestBuilderQueuesDependentsInStorageOrder: when an owner goes, in the
+// background or in the foreground, or a virtual owner is observed, its
+// dependents are queued in the order the API server stores them (kind,
+// namespace, name), whatever order they came in.
+func TestBuilderQueuesDependentsInStorageOrder(t *testing.T) {
+	node := object("", "owner", "o")
+	dependents := []event{ // shuffled on purpose
+		upsert(resPod, object("b", "p-2", "pod-b2", ownedBy(resNode, "owner", "o", true))),
+		upsert(resConfigMap, object("b", "c-1", "cm-b1", ownedBy(resNode, "owner", "o", true))),
+		upsert(resPod, object("a", "p-9", "pod-a9", ownedBy(resNode, "owner", "o", true))),
+		upsert(resConfigMap, object("a", "c-2", "cm-a2", ownedBy(resNode, "owner", "o", true))),
+		upsert(resPod, object("b", "p-10", "pod-b10", ownedBy(resNode, "owner", "o", true))),
+		upsert(resConfigMap, object("a", "c-1", "cm-a1", ownedBy(resNode, "owner", "o", true))),
+	}
+	// ConfigMap before Pod; in a kind, namespace a before b; in a
+	// namespace, by name (as strings: p-10 before p-2).
+	want := []types.UID{"cm-a1", "cm-a2", "cm-b1", "pod-a9", "pod-b10", "pod-b2"}
+	for name, tc := range map[string]struct {
+		setup  []event
+		event  event
+		extras []types.UID // queued after the dependents
+	}{
+		"owner deleted": {
+			setup: append([]event{upsert(resNode, node)}, dependents...),
+			event: del(resNode, node),
+		},
+		"owner deleted in the foreground": {
+			setup:  append([]event{upsert(resNode, node)}, dependents...),
+			event:  upsert(resNode, object("", "owner", "o", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))),
+			extras: []types.UID{"o"},
+		},
+		"virtual owner observed": {
+			setup: dependents,
+			event: upsert(resNode, node),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tg := newTestGraph(t)
+			tg.apply(tc.setup...)
+			tg.takeQueues()
+			tg.apply(tc.event)
+			if diff := cmp.Diff(append(slices.Clone(want), tc.extras...), tg.deletes); diff != "" {
+				t.Errorf("attempt-to-delete queue, in order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// BenchmarkEnqueueDependents measures queueing the 50,000 dependents of one
+// owner in storage order, as the builder does when the owner goes (it
+// holds the graph's lock meanwhile).
+func BenchmarkEnqueueDependents(b *testing.B) {
+	tg := newTestGraph(b)
+	owner := object("ns", "owner", "o")
+	evs := []event{upsert(resConfigMap, owner)}
+	for i := range 50000 {
+		uid := fmt.Sprintf("d-%06d", i)
+		evs = append(evs, upsert(resConfigMap, object("ns", fmt.Sprintf("d-%06d", (i*7919)%50000), uid, ownedBy(resConfigMap, "owner", "o", true))))
+	}
+	tg.g.mu.Lock()
+	for i := range evs {
+		tg.b.apply(&evs[i])
+	}
+	n := tg.g.nodes["o"]
+	tg.g.mu.Unlock()
+	queued := 0
+	tg.b.enqueueDelete = func(types.UID) { queued++ }
+	b.ReportAllocs()
+	for b.Loop() {
+		tg.b.enqueueDependents(n)
+	}
+	if queued != 50000*b.N {
+		b.Fatalf("queued %d, want %d", queued, 50000*b.N)
 	}
 }
