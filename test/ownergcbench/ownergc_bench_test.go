@@ -63,8 +63,10 @@ import (
 //     a fifth deleter to every round: the nodegc binary at PATH (another
 //     build: main's, or an experiment's), run as this tree's is; the
 //     details then give this tree's rate over that build's, round by
-//     round, with its interval. A change worth a few percent is within
-//     one round's noise, not within that interval's.
+//     round, with its interval, and the same for the two processes' own
+//     CPU time per object. One round's rate varies by 10-20%; over 10
+//     rounds the interval is about 9% either side, so a change of a few
+//     percent needs many more.
 //   - Rate at equal QPS: a cascade of $NODEGC_BENCH_OBJECTS (default 5000)
 //     with nodegc at 40 QPS / burst 60 and kube-controller-manager at
 //     --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both).
