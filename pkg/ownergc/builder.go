@@ -268,8 +268,8 @@ func (b *builder) observeDelete(uid types.UID) {
 // When an owner goes, its cascade then deletes each object next to the
 // one before, and kube-apiserver's watch cache and etcd find each key
 // beside the last one they touched. In the order of a Go map (random), a
-// cascade of 50,000 cost kube-apiserver 11-26% and etcd 4-45% more CPU
-// per object in two runs (see the package doc, # Rate). Sorting costs the
+// cascade of 50,000 cost kube-apiserver 3-34% and etcd 4-52% more CPU
+// per object in four runs (see the package doc, # Rate). Sorting costs the
 // builder about 0.3 us per dependent (BenchmarkEnqueueDependents).
 func (b *builder) enqueueDependents(n *node) {
 	deps := make([]*node, 0, len(n.dependents))

@@ -264,12 +264,14 @@
 //     50,000, its B-tree lookups took 0.31 s of 22 s of CPU in random order,
 //     too little to sample in the loop's order. The collector now queues the
 //     dependents of an owner in storage order (kind, namespace, name:
-//     enqueueDependents). Two runs of the 50,000 cascade, each build once, in
-//     both orders of the two (NODEGC_BENCH_COMPARE): 1.28x and 1.10x the rate
-//     of the random order; kube-apiserver 635 and 719 us per object against
-//     801 and 796, etcd 208 and 261 against 302 and 272. At 5,000 the B-tree
-//     and the pages fit in the caches: 0.97x over 10 rounds (interval
-//     0.86-1.10), no difference.
+//     enqueueDependents). Four runs of the 50,000 cascade, each build once
+//     per run (NODEGC_BENCH_COMPARE; the random order ran before the storage
+//     order in the second, after it in the others): 1.28x, 1.10x, 1.34x and
+//     1.04x the rate of the random order, geometric mean 1.18x (95% interval
+//     0.98-1.43); kube-apiserver 635, 719, 674 and 731 us per object against
+//     801, 796, 900 and 754, etcd 208, 261, 225 and 245 against 302, 272, 341
+//     and 279. At 5,000 the B-tree and the pages fit in the caches: 0.97x
+//     over 10 rounds (interval 0.86-1.10), no difference.
 //   - kube-apiserver and etcd spent more per object when nodegc deleted
 //     than when the loop did (in a 20-round run of 5,000, before the
 //     order above, 731 and 274 us against 656 and 250). Not for want of
