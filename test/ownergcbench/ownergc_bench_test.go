@@ -34,13 +34,17 @@ import (
 //     way; the loop that watches does the same while it watches the
 //     metadata of every ConfigMap, as a collector must to learn of
 //     deletions (client-go's metadata client, as kube-controller-manager's
-//     collector), which bounds what any such collector can reach. A
-//     cascade of at most 10,000 dependents takes seconds, so each such
-//     row is the median of $NODEGC_BENCH_ROUNDS (default 5) rounds, in
-//     each of which the four deleters run in turn, each round starting
-//     with the next one (a deleter that always ran first, or always after
-//     the same other, would carry what that position does to the
-//     cluster); larger ones run once. Each deletion starts once
+//     collector), which bounds what any such collector can reach. Each
+//     row is the median of several rounds, in each of which the deleters
+//     run in turn, each round starting with the next one (a deleter that
+//     always ran first, or always after the same other, would carry what
+//     that position does to the cluster): $NODEGC_BENCH_ROUNDS (default
+//     5) rounds of a cascade of at most 10,000 dependents, which takes
+//     seconds, and $NODEGC_BENCH_ROUNDS_LARGE (default 3) of a larger
+//     one, which takes a minute; kube-controller-manager, whose rate its
+//     client-side limit holds (555/s in each of 10 rounds of 5,000),
+//     deletes a larger cascade in the first round only (100 s at 50,000).
+//     Each deletion starts once
 //     kube-apiserver and etcd are quiet (see quiesce). Requests per object are
 //     kube-apiserver's own apiserver_request_total on configmaps (minus
 //     LIST, WATCH and the bench's DELETE of the owner); the details also
@@ -131,22 +135,28 @@ func BenchmarkOwnerGC(b *testing.B) {
 			name string
 			out  *[]cascadeResult
 			run  func() cascadeResult
+			once bool // in the first round only
 		}
 		deleters := []entry{
-			{"nodegc", &ng, func() cascadeResult { return e.cascade(n, nodegc(unlimited, 0)) }},
-			{"kube-controller-manager", &kc, func() cascadeResult { return e.cascade(n, kcm(500, 1000)) }},
-			{"plain DELETE loop", &lp, func() cascadeResult { return e.deleteLoop(n, false) }},
-			{"DELETE loop that watches", &lw, func() cascadeResult { return e.deleteLoop(n, true) }},
+			{name: "nodegc", out: &ng, run: func() cascadeResult { return e.cascade(n, nodegc(unlimited, 0)) }},
+			// Its client-side limit holds its rate (555/s in each of 10
+			// rounds of 5,000), and a large cascade takes it minutes: once.
+			{name: "kube-controller-manager", out: &kc, run: func() cascadeResult { return e.cascade(n, kcm(500, 1000)) },
+				once: n > smallCascade},
+			{name: "plain DELETE loop", out: &lp, run: func() cascadeResult { return e.deleteLoop(n, false) }},
+			{name: "DELETE loop that watches", out: &lw, run: func() cascadeResult { return e.deleteLoop(n, true) }},
 		}
 		if sizes.compare != "" {
-			deleters = append(deleters, entry{"nodegc built elsewhere", &other,
-				func() cascadeResult { return e.cascade(n, comparedNodegc(sizes.compare)) }})
+			deleters = append(deleters, entry{name: "nodegc built elsewhere", out: &other,
+				run: func() cascadeResult { return e.cascade(n, comparedNodegc(sizes.compare)) }})
+		}
+		once := make([]bool, len(deleters))
+		for i, d := range deleters {
+			once[i] = d.once
 		}
 		for i := range rounds {
-			// Each round starts with the next deleter, so that none always
-			// follows the same one (or always runs first).
-			for j := range deleters {
-				d := deleters[(i+j)%len(deleters)]
+			for _, j := range roundOrder(i, once) {
+				d := deleters[j]
 				fmt.Printf("[bench] unthrottled, %d dependents, round %d of %d: %s\n", n, i+1, rounds, d.name)
 				*d.out = append(*d.out, d.run())
 			}
@@ -205,8 +215,12 @@ type sizes struct {
 	// roundsSmall is $NODEGC_BENCH_ROUNDS (default 5): how many times each
 	// unthrottled cascade of at most smallCascade dependents is measured,
 	// the rows showing the median (a few seconds long, one sample is at the
-	// mercy of whatever else the two cores do then); larger ones run once.
+	// mercy of whatever else the two cores do then).
 	roundsSmall int
+	// roundsLarge is $NODEGC_BENCH_ROUNDS_LARGE (default 3): the same for
+	// larger cascades (a minute or more a deletion, kube-controller-manager's
+	// in the first round only).
+	roundsLarge int
 	// startups is $NODEGC_BENCH_STARTUPS (default 5): how many times each
 	// collector's start-up at the large size is measured (the row shows
 	// the median).
@@ -230,6 +244,7 @@ func readSizes(b *testing.B) sizes {
 	}
 	s.scale = [2]int{scale[0], scale[1]}
 	s.roundsSmall = intsEnv(b, "NODEGC_BENCH_ROUNDS", "5", 1)[0]
+	s.roundsLarge = intsEnv(b, "NODEGC_BENCH_ROUNDS_LARGE", "3", 1)[0]
 	s.startups = intsEnv(b, "NODEGC_BENCH_STARTUPS", "5", 1)[0]
 	s.idle = 15 * time.Second
 	if s.compare = os.Getenv("NODEGC_BENCH_COMPARE"); s.compare != "" {
@@ -296,7 +311,8 @@ func newBenchEnv(b *testing.B, s sizes, nodegcBin string) *benchEnv {
 	return &benchEnv{b: b, c: c, fast: fast, nodegcBin: nodegcBin, sizes: s, dir: dir, prof: prof}
 }
 
-// smallCascade is the largest cascade measured roundsSmall times.
+// smallCascade is the largest cascade measured roundsSmall times; larger
+// ones are measured roundsLarge times.
 const smallCascade = 10000
 
 // rounds is how many times a cascade of n dependents is measured.
@@ -304,7 +320,26 @@ func (s sizes) rounds(n int) int {
 	if n <= smallCascade {
 		return s.roundsSmall
 	}
-	return 1
+	return s.roundsLarge
+}
+
+// roundOrder is the order in which the deleters run in round i (from 0):
+// every deleter in the first round, then those not run once only; each
+// round starts with the next of them, so that none always runs first or
+// always follows the same other (the cluster a deletion leaves behind,
+// its etcd and its caches, is the next one's).
+func roundOrder(i int, once []bool) []int {
+	var in []int
+	for j, o := range once {
+		if i == 0 || !o {
+			in = append(in, j)
+		}
+	}
+	order := make([]int, 0, len(in))
+	for k := range in {
+		order = append(order, in[(i+k)%len(in)])
+	}
+	return order
 }
 
 // median returns the result with the median rate (the lower middle one of
