@@ -311,9 +311,11 @@
 // order, in seven runs, nodegc ran at 0.89x the loop (interval
 // 0.79-1.00), and the loop that watches, over 14 rounds in ten runs, at
 // 0.96x (0.90-1.03): at that size the goal is most likely missed, by
-// about what the collector spends beyond the watch (its process: about
-// 245 us per object against the watching loop's 155 us, besides the
-// bench's watch).
+// about what the collector spends beyond the watch (its process: 175-245
+// us per object in these runs, the watching loop's 125-155 us besides
+// the bench's watch). The record takes about 20 us of it; the Go garbage
+// collector 20-30 us (GODEBUG=gctrace=1), about half of that in mark
+// workers that run while the process would be idle.
 //
 // # Decision records and dry-run
 //
