@@ -44,9 +44,9 @@ import (
 //     one, which takes a minute; kube-controller-manager, whose rate its
 //     client-side limit holds (555/s in each of 10 rounds of 5,000),
 //     deletes a larger cascade in the first round only (100 s at 50,000).
-//     Each deletion starts once
-//     kube-apiserver and etcd are quiet (see quiesce). Requests per object are
-//     kube-apiserver's own apiserver_request_total on configmaps (minus
+//     Each deletion starts once kube-apiserver and etcd are quiet (see
+//     quiesce). Requests per object are kube-apiserver's own
+//     apiserver_request_total on configmaps (minus
 //     LIST, WATCH and the bench's DELETE of the owner); the details also
 //     give how many DELETEs kube-apiserver was handling at a time, on
 //     average (the time it spent in them, apiserver_request_duration_seconds,
