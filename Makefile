@@ -69,7 +69,7 @@ fuzz: ## Fuzz the configuration decoder for FUZZTIME (default 2m)
 	$(GO) test ./pkg/config -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZTIME)
 
 .PHONY: bench
-bench: tools ## Run the benchmarks (BenchmarkOwnerGC alone takes about 16 minutes)
+bench: tools ## Run the benchmarks (BenchmarkOwnerGC alone takes about 25 minutes)
 	@echo "[bench] go test -bench . ./..."
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
