@@ -69,8 +69,9 @@ func (r *run) recordDryRun(id objectID, rec decisionRecord) {
 }
 
 func (r *run) logRecord(id objectID, rec decisionRecord, dryRun bool) {
-	kv := []any{"object", klog.KRef(id.namespace, id.name), "apiVersion", id.apiVersion, "kind", id.kind,
-		"uid", id.uid, "action", rec.action.String()}
+	kv := make([]any, 0, 20) // room for every pair: appending never copies
+	kv = append(kv, "object", klog.KRef(id.namespace, id.name), "apiVersion", id.apiVersion, "kind", id.kind,
+		"uid", id.uid, "action", rec.action.String())
 	if rec.policy != "" {
 		kv = append(kv, "propagationPolicy", string(rec.policy))
 	}

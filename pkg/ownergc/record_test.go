@@ -1,9 +1,11 @@
 package ownergc
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/clock"
 )
 
@@ -153,5 +156,43 @@ func BenchmarkRecord(b *testing.B) {
 	for b.Loop() {
 		r.record(ids[i%len(ids)], rec)
 		i++
+	}
+}
+
+// The record line carries every field of the decision, as klog writes it:
+// the object, its identity, the action with its policy or finalizer, the
+// rule, the owners as JSON and dryRun. The policy and the finalizer appear
+// only with the actions that have them.
+func TestRecordLine(t *testing.T) {
+	var out bytes.Buffer
+	c := &Collector{clock: clock.RealClock{}}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	r := &run{c: c, logger: textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&out)))}
+	id := testRecordID("cascade", "d-000001", "d-uid")
+
+	r.record(id, deleteRecord("owner-absent"))
+	r.recordDryRun(id, decisionRecord{action: actRemoveFinalizer, finalizer: metav1.FinalizerDeleteDependents, rule: "dependents-gone"})
+
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines logged, want 2:\n%s", len(lines), out.String())
+	}
+	want := [][]string{
+		{`"Owner GC action"`, `object="cascade/d-000001"`, `apiVersion="v1"`, `kind="ConfigMap"`, `uid="d-uid"`,
+			`action="delete"`, `propagationPolicy="Background"`, `rule="owner-absent"`,
+			`owners=[{"apiVersion":"v1","kind":"ConfigMap","name":"o","uid":"o-1","class":"dangling","reason":"` + reasonDeleted + `"}]`,
+			`dryRun=false`},
+		{`"Owner GC action"`, `action="remove-finalizer"`, `finalizer="foregroundDeletion"`, `rule="dependents-gone"`,
+			`owners=null`, `dryRun=true`}, // no owner decides the removal of a finalizer
+	}
+	for i, line := range lines {
+		for _, w := range want[i] {
+			if !strings.Contains(line, w) {
+				t.Errorf("line %d lacks %s:\n%s", i+1, w, line)
+			}
+		}
+	}
+	if strings.Contains(lines[0], "finalizer=") || strings.Contains(lines[1], "propagationPolicy=") {
+		t.Errorf("a field of another action was logged:\n%s", out.String())
 	}
 }
