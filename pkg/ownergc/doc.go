@@ -247,10 +247,11 @@
 //   - The watch: kube-apiserver encodes each deletion for one more watcher,
 //     and the watcher reads, decrypts and decodes it. The loop that
 //     watches cost the machine 1-10% more per object than the plain loop.
-//   - The collector's own work adds about 60 us more (its process spends
-//     180-215 us per object): the decision record (record.go), one klog
-//     line per action (BenchmarkRecord: about 9 us, 4.1 KB in 25 allocations
-//     alone; 20-30 us in place, among 20 workers on a busy machine);
+//   - The collector's own work adds about 50-90 us more (its process
+//     spends 175-245 us per object): the decision record (record.go), one
+//     klog line per action (BenchmarkRecord: about 9 us, 4.1 KB in 25
+//     allocations alone; 20-30 us in place, among 20 workers on a busy
+//     machine);
 //     the graph and the queues; its metrics; and the Go runtime's
 //     scheduling and collection of all that.
 //   - The order of the deletions. The loop deletes its objects by name, in
