@@ -159,10 +159,11 @@ func BenchmarkRecord(b *testing.B) {
 	}
 }
 
-// The record line carries every field of the decision, as klog writes it:
-// the object, its identity, the action with its policy or finalizer, the
-// rule, the owners as JSON and dryRun. The policy and the finalizer appear
-// only with the actions that have them.
+// The record line carries every field of the decision, in klog's text
+// format (textlogger shares klog's serialization of values): the object,
+// its identity, the action with its policy or finalizer, the rule, the
+// owners as JSON and dryRun. The policy and the finalizer appear only with
+// the actions that have them.
 func TestRecordLine(t *testing.T) {
 	var out bytes.Buffer
 	c := &Collector{clock: clock.RealClock{}}
