@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // sweepTimeout bounds each waiting step of a sweep.
@@ -73,6 +75,9 @@ func (i instance) sweep(ctx context.Context) (sweepReport, error) {
 		rep.loopDevices++
 		addErr(detachLoop(ctx, dev))
 	}
+	if rep.loopDevices > 0 {
+		addErr(waitLoopsDetached(ctx, i.dir))
+	}
 	rep.cgroups, err = i.removeCgroups(ctx)
 	addErr(err)
 
@@ -99,4 +104,20 @@ func dedupe(s []string) []string {
 		}
 	}
 	return out
+}
+
+// waitLoopsDetached waits, for sweepTimeout at most, until no loop device
+// is backed by a file under dir. losetup --detach of a device that another
+// process holds open (udev probing it after the unmount, say) only marks
+// it: the kernel detaches it when that process closes it (autoclear).
+func waitLoopsDetached(ctx context.Context, dir string) error {
+	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
+	defer cancel()
+	err := testbed.Poll(ctx, 10*time.Millisecond, func(context.Context) (bool, error) {
+		return len(loopDevicesBackedBy(dir)) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("loop devices %v still attached %s after losetup --detach: %w", loopDevicesBackedBy(dir), sweepTimeout, err)
+	}
+	return nil
 }
