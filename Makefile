@@ -74,7 +74,7 @@ bench: tools ## Run the benchmarks (BenchmarkOwnerGC alone takes about 25 minute
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 .PHONY: bench-ownergc
-bench-ownergc: tools ## Only the owner GC vs kube-controller-manager vs a DELETE loop table (NODEGC_BENCH_SCALE, NODEGC_BENCH_CASCADES, NODEGC_BENCH_OBJECTS, NODEGC_BENCH_ROUNDS, NODEGC_BENCH_ROUNDS_LARGE, NODEGC_BENCH_STARTUPS, NODEGC_BENCH_IDLE, NODEGC_BENCH_PROFILE, NODEGC_BENCH_TRACE, NODEGC_BENCH_COMPARE)
+bench-ownergc: tools ## Only the owner GC vs kube-controller-manager vs a DELETE loop table (NODEGC_BENCH_SCALE, NODEGC_BENCH_CASCADES, NODEGC_BENCH_OBJECTS, NODEGC_BENCH_ROUNDS, NODEGC_BENCH_ROUNDS_LARGE, NODEGC_BENCH_STARTUPS, NODEGC_BENCH_IDLE, NODEGC_BENCH_PROFILE, NODEGC_BENCH_TRACE, NODEGC_BENCH_COMPARE, NODEGC_BENCH_SERVER_CPUS)
 	@echo "[bench] BenchmarkOwnerGC (test/ownergcbench)"
 	$(GO) test -run '^$$' -bench '^BenchmarkOwnerGC$$' -timeout 60m ./test/ownergcbench/
 

@@ -71,6 +71,11 @@ import (
 //     CPU time per object. One round's rate varies by 10-20%; over 10
 //     rounds the interval is about 9% either side, so a change of a few
 //     percent needs many more.
+//     $NODEGC_BENCH_SERVER_CPUS=0 runs kube-apiserver and etcd on CPU 0
+//     and everything else (the deleters, the bench and its watch) on the
+//     other CPUs (see serverCPUs), as in a cluster, where the collector
+//     runs on a node of its own: the rates then say how fast each deleter
+//     drives the server, without its own CPU time taken from the server's.
 //   - Rate at equal QPS: a cascade of $NODEGC_BENCH_OBJECTS (default 5000)
 //     with nodegc at 40 QPS / burst 60 and kube-controller-manager at
 //     --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both).
@@ -126,6 +131,7 @@ func BenchmarkOwnerGC(b *testing.B) {
 	}
 	e := newBenchEnv(b, sizes, bin)
 	var res results
+	res.cpus = e.pin()
 	res.kcmVersion, res.idle = kcmVersion(e), sizes.idle
 
 	for _, n := range sizes.cascades {
