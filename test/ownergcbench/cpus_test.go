@@ -82,7 +82,7 @@ func (e *benchEnv) pin() string {
 		e.b.Fatal(err)
 	}
 	if !ok {
-		return fmt.Sprintf("%d CPUs shared by all", clients.Count())
+		return fmt.Sprintf("on %d CPUs shared by all", clients.Count())
 	}
 	for name, pid := range e.c.PIDs() {
 		if err := pinProcess(pid, server); err != nil {
@@ -97,6 +97,7 @@ func (e *benchEnv) pin() string {
 	return how
 }
 
+// cpuList writes the CPUs of s as a comma-separated list ("0,1").
 func cpuList(s unix.CPUSet) string {
 	var cpus []string
 	for i := range len(s) * 64 {

@@ -1,6 +1,7 @@
 package ownergcbench
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -40,5 +41,39 @@ func TestSplitCPUs(t *testing.T) {
 		if got := cpuList(server); got != tc.server || cpuList(clients) != tc.clients || ok != tc.ok {
 			t.Errorf("splitCPUs(%q) = server %q, clients %q, ok %v; want %q, %q, %v", tc.v, got, cpuList(clients), ok, tc.server, tc.clients, tc.ok)
 		}
+	}
+}
+
+// TestPinProcess pins a child process to one of the bench's CPUs and reads
+// the affinity of its thread back.
+func TestPinProcess(t *testing.T) {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	var one unix.CPUSet
+	for i := range len(all) * 64 {
+		if all.IsSet(i) {
+			one.Set(i)
+			break
+		}
+	}
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = child.Process.Kill()
+		_ = child.Wait()
+	})
+	if err := pinProcess(child.Process.Pid, one); err != nil {
+		t.Fatal(err)
+	}
+	var got unix.CPUSet
+	if err := unix.SchedGetaffinity(child.Process.Pid, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got != one {
+		t.Fatalf("child's CPUs after pinProcess: %s, want %s", cpuList(got), cpuList(one))
 	}
 }
