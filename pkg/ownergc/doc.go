@@ -333,17 +333,19 @@
 // (NODEGC_BENCH_SERVER_CPUS=0: as in a cluster, where the collector runs
 // on a node, not beside kube-apiserver), no deleter takes CPU from the
 // server, whose CPU then bounds every rate (about 1,100 objects per
-// second). Over three such runs (two with the 50,000 cascade) the
-// collector ran at 0.97x the loop at 50,000 (8 rounds, interval
-// 0.91-1.04; the loop that watches 0.98x, 0.91-1.06), but at 0.91x at
-// 5,000 (17 rounds, 0.85-0.97; the loop that watches 0.99x, 0.92-1.06).
-// At 5,000, kube-apiserver and etcd spent 983 us per object when the
-// collector deleted, against 868 and 907 when the loop did (two runs),
-// and kube-apiserver's profiles during the collector's and the loop's
-// deletions (four of each, normalized) differ by about 1% of the samples
-// at most in any function: the server did the same work, more of it per
-// object. The watches of every resource account for about a third of that
-// (above); the rest is not explained.
+// second). Over four such runs the collector ran at 0.97x the loop at
+// 50,000 (8 rounds in two runs, interval 0.91-1.04; the loop that watches
+// 0.98x, 0.91-1.06) and at 0.93x at 5,000 (23 rounds, 0.88-0.99; the loop
+// that watches 0.99x, 0.93-1.05). At 5,000, kube-apiserver and etcd spent
+// 0-13% more CPU per object when the collector deleted than when the loop
+// did (983, 983, 1,069 and 888 us against 907, 868, 990 and 887; the
+// third run was profiled), and kube-apiserver's profiles during the
+// collector's and the loop's deletions (four of each, normalized) differ
+// by about 1% of the samples at most in any function: the server did the
+// same work, more of it per object. The watches of every resource are
+// part of it: the plain loop beside a synced collector that collects
+// nothing ran at 0.95x the loop alone (6 rounds, 0.86-1.06, one-off). The
+// rest is not explained.
 //
 // # Decision records and dry-run
 //
