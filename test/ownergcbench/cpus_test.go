@@ -100,10 +100,19 @@ func (e *benchEnv) pin() string {
 // cpuList writes the CPUs of s as a comma-separated list ("0,1").
 func cpuList(s unix.CPUSet) string {
 	var cpus []string
-	for i := range len(s) * 64 {
-		if s.IsSet(i) {
-			cpus = append(cpus, strconv.Itoa(i))
-		}
+	for _, cpu := range cpuNumbers(s) {
+		cpus = append(cpus, strconv.Itoa(cpu))
 	}
 	return strings.Join(cpus, ",")
+}
+
+// cpuNumbers lists the CPUs of s in ascending order.
+func cpuNumbers(s unix.CPUSet) []int {
+	var cpus []int
+	for i := range len(s) * 64 {
+		if s.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+	}
+	return cpus
 }

@@ -52,12 +52,7 @@ func TestPinProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	var one unix.CPUSet
-	for i := range len(all) * 64 {
-		if all.IsSet(i) {
-			one.Set(i)
-			break
-		}
-	}
+	one.Set(cpuNumbers(all)[0])
 	child := exec.Command("sleep", "30")
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
