@@ -14,6 +14,17 @@ import (
 type configParams struct {
 	Dir, Root, State, Socket, RuncRoot, Runc, CNIConf, Opt string
 	SandboxImage, Snapshotter                              string
+	// GCPauseThreshold is the GC scheduler's pause_threshold.
+	GCPauseThreshold string
+}
+
+// gcPauseThreshold is containerd's default pause_threshold, or with rare
+// set the one of Options.RareGC.
+func gcPauseThreshold(rare bool) string {
+	if rare {
+		return "0.0001"
+	}
+	return "0.02"
 }
 
 // config2 is containerd 2.x's config (version 3), as checked on these
@@ -51,6 +62,8 @@ imports = []
   path = "{{.Opt}}"
 [plugins."io.containerd.nri.v1.nri"]
   disable = true
+[plugins."io.containerd.gc.v1.scheduler"]
+  pause_threshold = {{.GCPauseThreshold}}
 `))
 
 // config16 is containerd 1.6's config (version 2): the same settings under
@@ -85,6 +98,8 @@ imports = []
   path = "{{.Opt}}"
 [plugins."io.containerd.nri.v1.nri"]
   disable = true
+[plugins."io.containerd.gc.v1.scheduler"]
+  pause_threshold = {{.GCPauseThreshold}}
 `))
 
 // loopbackCNI is a loopback-only CNI network: enough for containerd to

@@ -35,6 +35,13 @@ type Options struct {
 	Snapshotter string
 	// StartTimeout bounds the wait for CRI to answer; default 60s.
 	StartTimeout time.Duration
+	// RareGC makes containerd collect garbage rarely, as a containerd
+	// whose collections take long does: its GC scheduler may spend only
+	// 0.01% of the time collecting (pause_threshold 0.0001; default 2%), so
+	// after its first collection a deletion waits at least 50 s for the
+	// next one, unless a client asks for a collection. A removed
+	// container's snapshot stays on disk until then.
+	RareGC bool
 }
 
 // Node is a running throw-away containerd. Its exported fields are set by
@@ -211,7 +218,7 @@ func (n *Node) setup(ctx context.Context, opts Options) error {
 	cfg, err := writeConfig(n.Version, configParams{
 		Dir: n.Dir, Root: n.Root, State: n.State, Socket: n.Socket, RuncRoot: n.RuncRoot, Runc: n.runc,
 		CNIConf: filepath.Join(n.Dir, "cni"), Opt: filepath.Join(n.Dir, "opt"),
-		SandboxImage: n.Pause.Ref, Snapshotter: snapshotter,
+		SandboxImage: n.Pause.Ref, Snapshotter: snapshotter, GCPauseThreshold: gcPauseThreshold(opts.RareGC),
 	})
 	if err != nil {
 		return err
