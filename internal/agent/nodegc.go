@@ -190,8 +190,9 @@ func (n *nodeGC) containerManagerWithPods(ctx context.Context, c *cri.Client) (*
 	if n.containerWatch != nil {
 		opts.Supervise = n.containerWatch.iteration
 	}
-	// Writable layers' bytes come from containerd's snapshots; other
-	// runtimes have no source for them (counted 0, and said so).
+	// Writable layers' bytes come from containerd's snapshots, and
+	// containerd is made to free the removed ones at once; other runtimes
+	// have no source for them (counted 0, and said so).
 	if name := c.RuntimeVersion().GetRuntimeName(); name != "containerd" {
 		opts.NoWritableLayers = "runtime " + name
 	} else if path, err := endpoint.SocketPath(n.opts.Config.ContainerRuntimeEndpoint); err != nil {
@@ -199,7 +200,7 @@ func (n *nodeGC) containerManagerWithPods(ctx context.Context, c *cri.Client) (*
 	} else if l, err := containers.NewContainerdWritableLayers(ctx, path, n.opts.Config.RuntimeRequestTimeout.Duration); err != nil {
 		opts.NoWritableLayers = "containerd's API unreachable: " + err.Error()
 	} else {
-		opts.WritableLayers = l
+		opts.WritableLayers, opts.Reclaimer = l, l
 		context.AfterFunc(ctx, func() { l.Close() })
 	}
 	var pods *containers.APIPodSource

@@ -82,6 +82,16 @@ type WritableLayerSource interface {
 
 var _ WritableLayerSource = (*ContainerdWritableLayers)(nil)
 
+// Reclaimer has the runtime free now what removals released, and returns
+// once it did. A runtime may free a removed container's writable layer
+// later than RemoveContainer returns: containerd at its next garbage
+// collection, which it may schedule minutes later.
+type Reclaimer interface {
+	Reclaim(ctx context.Context) error
+}
+
+var _ Reclaimer = (*ContainerdWritableLayers)(nil)
+
 // statusReader is what sizing needs of the runtime: a container's log path.
 type statusReader interface {
 	ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error)

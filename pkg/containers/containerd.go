@@ -6,6 +6,7 @@ import (
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/errdefs"
 )
 
@@ -19,7 +20,8 @@ const containerdNamespace = "k8s.io"
 // (the CRI plugin keys it by the container's ID, in the snapshotter the
 // container was created with; a sandbox's pause container likewise). For
 // the overlayfs snapshotter that is the allocated size of the layer's own
-// files (its upper directory). Safe for concurrent use.
+// files (its upper directory). It is also the Reclaimer of containerd.
+// Safe for concurrent use.
 type ContainerdWritableLayers struct {
 	client  *containerd.Client
 	timeout time.Duration
@@ -69,6 +71,33 @@ func (c *ContainerdWritableLayers) WritableLayer(ctx context.Context, id string)
 		return 0, nil
 	}
 	return uint64(u.Size), nil
+}
+
+// reclaimLeaseTTL bounds the life of the empty lease Reclaim creates, should
+// the agent stop between creating and deleting it (containerd removes an
+// expired lease itself).
+const reclaimLeaseTTL = time.Hour
+
+// Reclaim has containerd collect its garbage now and returns once the
+// collection ended. A container removed through CRI leaves its snapshot
+// to containerd's next collection, which containerd schedules on its own:
+// after as many deletions as it is configured to wait for, or after an
+// interval it sets at 49 times its average collection time. Reclaim asks
+// for one the way `ctr leases delete --sync` does: it creates an empty
+// lease and deletes it synchronously.
+func (c *ContainerdWritableLayers) Reclaim(ctx context.Context) error {
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
+	ls := c.client.LeasesService()
+	l, err := ls.Create(ctx, leases.WithRandomID(), leases.WithExpiration(reclaimLeaseTTL),
+		leases.WithLabel("nodegc.io/purpose", "reclaim"))
+	if err != nil {
+		return fmt.Errorf("creating the lease whose deletion has containerd collect garbage: %w", err)
+	}
+	if err := ls.Delete(ctx, l, leases.SynchronousDelete); err != nil {
+		return fmt.Errorf("containerd's garbage collection (deleting lease %s synchronously): %w", l.ID, err)
+	}
+	return nil
 }
 
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

@@ -60,6 +60,14 @@
 // it settled (Report.Filesystems,
 // nodegc_container_gc_measured_bytes_freed_total{filesystem}): that
 // includes whatever else changed on those filesystems meanwhile.
+// containerd frees a removed container's snapshot only at its next garbage
+// collection, which it schedules itself (by default up to 49 times its
+// average collection time after the last one; a loaded containerd's may
+// be minutes away). So with Options.Reclaimer (ContainerdWritableLayers) a run that
+// removed containers or sandboxes has containerd collect at once, waits for
+// it, and only then settles: the space is free when the run ends, and the
+// measurement sees it. A failure of that is counted
+// (errors_total{operation="reclaim"}) and logged; the run still succeeds.
 //
 // Container states, as this package uses the words:
 //   - running: CONTAINER_RUNNING. Never removed.

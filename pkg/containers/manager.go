@@ -77,6 +77,11 @@ type Options struct {
 	// NoWritableLayers says why WritableLayers is nil, e.g. "runtime
 	// cri-o" or "containerd's API unreachable: ...".
 	NoWritableLayers string
+	// Reclaimer, if set, is asked after a run removed containers or
+	// sandboxes to have the runtime free their writable layers at once
+	// (containerd: *ContainerdWritableLayers). Nil: the runtime frees them
+	// in its own time, and a run's measurement may miss them.
+	Reclaimer Reclaimer
 	// Disk, if set, measures the free space of the filesystems holding
 	// writable layers and pod logs before planning and after a run that
 	// removed something (Report.Filesystems). Nil: nothing is measured.
@@ -221,6 +226,9 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 	m.logViewChange(ctx, plan)
 	out, execErr := execute(ctx, m.opts.Runtime, plan, m.paths, m.opts.Config.DryRun)
 	r.Outcome, r.Freed = out, out.Bytes()
+	if !out.DryRun && len(out.Containers)+len(out.Sandboxes) > 0 && m.opts.Reclaimer != nil {
+		m.reclaim(ctx, out)
+	}
 	if !out.DryRun && len(out.Containers)+len(out.Sandboxes)+len(out.LogDirs) > 0 {
 		m.settle(ctx, fss)
 	}

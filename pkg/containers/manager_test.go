@@ -3,9 +3,12 @@ package containers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/diskstats"
 )
 
 type managerFixture struct {
@@ -329,6 +333,120 @@ func TestNewManagerRejectsBadConfig(t *testing.T) {
 			mutate(&f.cfg)
 			if _, err := NewManager(Options{Config: f.cfg, Runtime: f.rt}); err == nil {
 				t.Error("NewManager accepted it")
+			}
+		})
+	}
+}
+
+// steps is an ordered record of calls from several fakes.
+type steps struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (s *steps) add(step string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = append(s.log, step)
+}
+
+func (s *steps) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.log)
+}
+
+// stepDisk is fixedDisk that records each read.
+type stepDisk struct {
+	fixedDisk
+	steps *steps
+}
+
+func (d stepDisk) Stat(path string) (diskstats.Stats, error) {
+	d.steps.add("stat")
+	return d.fixedDisk.Stat(path)
+}
+
+// stepReclaimer records each Reclaim with the containers the runtime still
+// has at that moment, and fails with err.
+type stepReclaimer struct {
+	steps *steps
+	rt    *fakeRuntime
+	err   error
+}
+
+func (r stepReclaimer) Reclaim(context.Context) error {
+	r.steps.add(fmt.Sprintf("reclaim with %d containers, %d sandboxes left", len(r.rt.containerIDs()), len(r.rt.sandboxIDSet())))
+	return r.err
+}
+
+// TestReclaimAfterRemovalsBeforeMeasuring: a run that removed containers
+// or sandboxes asks the runtime to free their writable layers once, after
+// the last removal and before the filesystems are read again; a dry run, a
+// run that removes nothing and a run that removes only log directories do
+// not ask. A failed Reclaim is counted and logged, and the run succeeds.
+func TestReclaimAfterRemovalsBeforeMeasuring(t *testing.T) {
+	for name, tc := range map[string]struct {
+		dryRun, empty bool
+		err           error
+		want          []string
+	}{
+		// The fake runtime reports no writable-layer mountpoint: the pod
+		// logs' filesystem is read before planning, and once or more
+		// after (settling), compacted to one "stat" here.
+		"removals":           {want: []string{"stat", "reclaim with 1 containers, 1 sandboxes left", "stat"}},
+		"reclaim fails":      {err: errors.New("containerd unreachable"), want: []string{"stat", "reclaim with 1 containers, 1 sandboxes left", "stat"}},
+		"dry run":            {dryRun: true, want: []string{"stat"}},
+		"log directory only": {empty: true, want: []string{"stat"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newManagerFixture(t)
+			if tc.empty {
+				f.rt = newFakeRuntime() // only the gone pod's log directory is left to remove
+			}
+			s := &steps{}
+			m := f.manager(t, func(o *Options) {
+				o.Config.DryRun = tc.dryRun
+				o.Disk = stepDisk{fixedDisk{available: 1 << 30}, s}
+				o.Reclaimer = stepReclaimer{s, f.rt, tc.err}
+				o.SettleTimeout = time.Millisecond
+			})
+			r, err := m.GarbageCollect(t.Context(), TriggerManual)
+			if err != nil {
+				t.Fatalf("run failed: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, slices.Compact(s.list())); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			wantFailures := 0.0
+			if tc.err != nil {
+				wantFailures = 1
+			}
+			if got := testutil.ToFloat64(m.metrics.errors.WithLabelValues(OpReclaim)); got != wantFailures {
+				t.Errorf("errors_total{operation=%q} = %v, want %v", OpReclaim, got, wantFailures)
+			}
+			result := resultSuccess
+			if tc.dryRun {
+				result = resultDryRun
+			}
+			if got := runsTotal(t, f.reg, TriggerManual, result); got != 1 {
+				t.Errorf("runs{manual,%s} = %v, want 1", result, got)
+			}
+			if !tc.dryRun && len(r.Outcome.LogDirs) != 1 {
+				t.Errorf("log directories removed: %+v, want the gone pod's", r.Outcome.LogDirs)
+			}
+			// A second run finds nothing left to remove: no reclaim.
+			if tc.dryRun {
+				return
+			}
+			before := len(s.list())
+			if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+				t.Fatal(err)
+			}
+			for _, step := range s.list()[before:] {
+				if strings.HasPrefix(step, "reclaim") {
+					t.Errorf("a run that removed nothing asked to reclaim: %v", s.list()[before:])
+				}
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/internal/gcrun"
 	"github.com/nodegc/nodegc/pkg/diskstats"
@@ -90,6 +91,19 @@ func (m *Manager) writableLayersPath(ctx context.Context) string {
 		}
 	}
 	return ""
+}
+
+// reclaim has the runtime free the writable layers of the containers and
+// sandboxes out removed (Options.Reclaimer), so that they are free when
+// settle measures. A failure is counted (Failures[OpReclaim]) and logged,
+// and does not fail the run: the removals are done, and the runtime frees
+// the layers in its own time.
+func (m *Manager) reclaim(ctx context.Context, out *Outcome) {
+	if err := m.opts.Reclaimer.Reclaim(ctx); err != nil {
+		out.Failures[OpReclaim]++
+		klog.FromContext(ctx).Error(err, "Container GC: the runtime did not free the removed writable layers at once; it frees them in its own time, and this run's measured freed bytes may miss them",
+			"containers", len(out.Containers), "sandboxes", len(out.Sandboxes))
+	}
 }
 
 // settle reads the filesystems again until their free space stopped
