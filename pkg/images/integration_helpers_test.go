@@ -41,9 +41,15 @@ type bed struct {
 
 func newBed(t *testing.T, v testbed.ContainerdVersion, smallFS int64) *bed {
 	t.Helper()
+	return newBedWith(t, node.Options{Version: v, SmallFS: smallFS})
+}
+
+// newBedWith is newBed on a node started with opts.
+func newBedWith(t *testing.T, opts node.Options) *bed {
+	t.Helper()
 	testbed.RequireRoot(t)
 	ctx := t.Context()
-	n := node.Start(t, node.Options{Version: v, SmallFS: smallFS})
+	n := node.Start(t, opts)
 	c, err := cri.Dial(ctx, cri.Options{RuntimeEndpoint: n.Endpoint, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -615,9 +615,13 @@ func (m *Manager) diskStats(ctx context.Context) (DiskStats, error) {
 }
 
 // settle waits, within SettleTimeout, for the runtime's asynchronous cleanup
-// (containerd removes content and snapshots after the image record) and
-// returns the disk once available bytes stopped growing for a while
-// (gcrun.Settle). false: the disk could not be read at all.
+// and returns the disk once available bytes stopped growing for a while
+// (gcrun.Settle). false: the disk could not be read at all. containerd
+// removes content and snapshots at a garbage collection after the image
+// record; its CRI plugin deletes an image's last reference synchronously
+// (it has containerd collect and waits), so there the layers are free when
+// RemoveImage returns, however rarely containerd collects on its own
+// (TestSharedLayerAccounting runs on such a containerd).
 func (m *Manager) settle(ctx context.Context, before DiskStats) (DiskStats, bool) {
 	var (
 		last     DiskStats
