@@ -66,7 +66,10 @@
 // be minutes away). So with Options.Reclaimer (ContainerdWritableLayers) a run that
 // removed containers or sandboxes has containerd collect at once, waits for
 // it, and only then settles: the space is free when the run ends, and the
-// measurement sees it. A failure of that is counted
+// measurement sees it. That is one collection per run that removed
+// something, as containerd's CRI plugin does for every image it removes; a
+// collection holds containerd's metadata lock while it marks, so it is
+// never asked for per container. A failure of it is counted
 // (errors_total{operation="reclaim"}) and logged; the run still succeeds.
 //
 // Container states, as this package uses the words:
