@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -122,7 +123,9 @@ func containersLeft(ctx context.Context, n *node.Node, ids []string) ([]string, 
 // three new dead containers, the two oldest are gone within two container
 // GC periods (and the time the client needs to redial, at most its 3s
 // backoff), the agent logs the loss and the return, and counts one
-// reconnect.
+// reconnect. Its containerd client keeps working: no writable layer's
+// bytes go unread, and no removal's reclaim fails but one the kill cut
+// short, which leaves at most an expiring lease.
 func TestRuntimeRestartUnderAgent(t *testing.T) {
 	testbed.RequireRoot(t)
 	const period = time.Second
@@ -213,6 +216,33 @@ func TestRuntimeRestartUnderAgent(t *testing.T) {
 			}
 			if got := p.metric("nodegc_cri_connected"); got != 1 {
 				t.Errorf("nodegc_cri_connected = %v, want 1", got)
+			}
+			// The agent's containerd client (writable layers' bytes, and
+			// reclaiming them) works across the restart: one reclaim may
+			// fail, the one the kill cut short, and it leaves at most a
+			// lease that expires.
+			if got := p.metric("nodegc_container_gc_errors_total", "operation=reclaim"); got > 1 {
+				t.Errorf("nodegc_container_gc_errors_total{operation=reclaim} = %v, want at most the one the kill interrupted", got)
+			}
+			if got := p.metric("nodegc_container_gc_errors_total", "operation=read_bytes"); got != 0 {
+				t.Errorf("nodegc_container_gc_errors_total{operation=read_bytes} = %v, want 0", got)
+			}
+			cd, err := containerd.New(n.Socket, containerd.WithDefaultNamespace("k8s.io"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cd.Close()
+			leases, err := cd.LeasesService().List(ctx, `labels."nodegc.io/purpose"`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range leases {
+				if l.Labels["containerd.io/gc.expire"] == "" {
+					t.Errorf("lease %s of the agent's is left without an expiry: %v", l.ID, l.Labels)
+				}
+			}
+			if len(leases) > 1 {
+				t.Errorf("%d leases of the agent's are left, want at most the one the kill interrupted", len(leases))
 			}
 			t.Logf("containerd %s killed and restarted: /readyz said %q; the new dead containers were made %v after containerd answered again, and collected %v later; /healthz ok in all %d polls",
 				v, said, made.Sub(back).Round(time.Millisecond), collected.Round(time.Millisecond), probes.polls)
