@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -227,12 +226,7 @@ func TestRuntimeRestartUnderAgent(t *testing.T) {
 			if got := p.metric("nodegc_container_gc_errors_total", "operation=read_bytes"); got != 0 {
 				t.Errorf("nodegc_container_gc_errors_total{operation=read_bytes} = %v, want 0", got)
 			}
-			cd, err := containerd.New(n.Socket, containerd.WithDefaultNamespace("k8s.io"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cd.Close()
-			leases, err := cd.LeasesService().List(ctx, `labels."nodegc.io/purpose"`)
+			leases, err := n.Leases(ctx, `labels."nodegc.io/purpose"`)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -207,12 +206,7 @@ func bytesScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName strin
 		t.Errorf("nodegc_container_gc_errors_total{operation=%q} = %v, want 0", containers.OpReclaim, got)
 	}
 	// The lease whose deletion made containerd collect is gone.
-	cd, err := containerd.New(n.Socket, containerd.WithDefaultNamespace("k8s.io"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cd.Close()
-	left, err := cd.LeasesService().List(ctx, `labels."nodegc.io/purpose"`)
+	left, err := n.Leases(ctx, `labels."nodegc.io/purpose"`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,8 @@ import (
 // through CRI keeps its writable layer on disk for longer than the GC's
 // measurement waits (2x gcrun's SettleQuiet here), until a client deletes
 // a lease synchronously, which has containerd collect at once. Tests that
-// need a containerd slow to free space rely on both.
+// need a containerd slow to free space rely on both. Node.Leases finds the
+// lease by its label.
 func TestRareGC(t *testing.T) {
 	const layer = 8 << 20
 	reg := registry.Start(t)
@@ -64,12 +65,21 @@ func TestRareGC(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			l, err := c.LeasesService().Create(ctx, leases.WithRandomID())
+			const label = "testbed.nodegc.io/purpose"
+			l, err := c.LeasesService().Create(ctx, leases.WithRandomID(), leases.WithLabel(label, "rare-gc"))
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Leases finds a lease by its label (tests check with it that
+			// none of theirs is left).
+			if got, err := n.Leases(ctx, `labels."`+label+`"`); err != nil || len(got) != 1 || got[0].ID != l.ID {
+				t.Fatalf("Leases by label: %+v, %v; want lease %s", got, err, l.ID)
+			}
 			if err := c.LeasesService().Delete(ctx, l, leases.SynchronousDelete); err != nil {
 				t.Fatal(err)
+			}
+			if got, err := n.Leases(ctx, `labels."`+label+`"`); err != nil || len(got) != 0 {
+				t.Fatalf("Leases by label after the deletion: %+v, %v; want none", got, err)
 			}
 			after, err := n.FSStats()
 			if err != nil {
