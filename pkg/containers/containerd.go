@@ -81,10 +81,10 @@ const reclaimLeaseTTL = time.Hour
 // Reclaim has containerd collect its garbage now and returns once the
 // collection ended. A container removed through CRI leaves its snapshot
 // to containerd's next collection, which containerd schedules on its own:
-// after as many deletions as it is configured to wait for, or after an
-// interval it sets at 49 times its average collection time. Reclaim asks
-// for one the way `ctr leases delete --sync` does: it creates an empty
-// lease and deletes it synchronously.
+// by default at once if none is scheduled, else at the scheduled one, up
+// to 49 times its average collection time after the last. Reclaim asks for
+// one the way `ctr leases delete --sync` does: it creates an empty lease
+// and deletes it synchronously.
 func (c *ContainerdWritableLayers) Reclaim(ctx context.Context) error {
 	ctx, cancel := withTimeout(ctx, c.timeout)
 	defer cancel()

@@ -62,14 +62,14 @@
 // includes whatever else changed on those filesystems meanwhile.
 // containerd frees a removed container's snapshot only at its next garbage
 // collection, which it schedules itself (by default up to 49 times its
-// average collection time after the last one; a loaded containerd's may
-// be minutes away). So with Options.Reclaimer (ContainerdWritableLayers) a run that
-// removed containers or sandboxes has containerd collect at once, waits for
-// it, and only then settles: the space is free when the run ends, and the
-// measurement sees it. That is one collection per run that removed
-// something, as containerd's CRI plugin does for every image it removes; a
-// collection holds containerd's metadata lock while it marks, so it is
-// never asked for per container. A failure of it is counted
+// average collection time after the last one; a loaded containerd's may be
+// minutes away). So with Options.Reclaimer (ContainerdWritableLayers) a
+// run that removed containers or sandboxes has containerd collect at once,
+// waits for it, and only then settles: the space is free when the run
+// ends, and the measurement sees it. That is one collection per run that
+// removed something, as containerd's CRI plugin asks for one per image it
+// removes; a collection holds containerd's metadata lock, so it is never
+// asked for per container. A failure of it is counted
 // (errors_total{operation="reclaim"}) and logged; the run still succeeds.
 //
 // Container states, as this package uses the words:

@@ -451,3 +451,21 @@ func TestReclaimAfterRemovalsBeforeMeasuring(t *testing.T) {
 		})
 	}
 }
+
+// TestReclaimNotAskedOnceStopping: once the run's context ended (the agent
+// stops) the runtime is not asked to reclaim, and nothing is counted as
+// failed.
+func TestReclaimNotAskedOnceStopping(t *testing.T) {
+	f := newManagerFixture(t)
+	s := &steps{}
+	m := f.manager(t, func(o *Options) {
+		o.Reclaimer = stepReclaimer{s, f.rt, errors.New("context canceled")}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	out := &Outcome{Containers: []ContainerDecision{{}}, Failures: map[string]int{}}
+	m.reclaim(ctx, out)
+	if got := s.list(); len(got) != 0 || out.Failures[OpReclaim] != 0 {
+		t.Errorf("reclaim with an ended context: calls %v, failures %v; want none", got, out.Failures)
+	}
+}

@@ -97,8 +97,12 @@ func (m *Manager) writableLayersPath(ctx context.Context) string {
 // sandboxes out removed (Options.Reclaimer), so that they are free when
 // settle measures. A failure is counted (Failures[OpReclaim]) and logged,
 // and does not fail the run: the removals are done, and the runtime frees
-// the layers in its own time.
+// the layers in its own time. Once ctx ended (the agent stops) it does not
+// ask.
 func (m *Manager) reclaim(ctx context.Context, out *Outcome) {
+	if ctx.Err() != nil {
+		return
+	}
 	if err := m.opts.Reclaimer.Reclaim(ctx); err != nil {
 		out.Failures[OpReclaim]++
 		klog.FromContext(ctx).Error(err, "Container GC: the runtime did not free the removed writable layers at once; it frees them in its own time, and this run's measured freed bytes may miss them",
