@@ -69,7 +69,9 @@
 // ends, and the measurement sees it. That is one collection per run that
 // removed something, as containerd's CRI plugin asks for one per image it
 // removes; a collection holds containerd's metadata lock, so it is never
-// asked for per container. A failure of it is counted
+// asked for per container. A collection removes nothing containerd would
+// not remove at its own: only content and snapshots that no image,
+// container or lease references. A failure of it is counted
 // (errors_total{operation="reclaim"}) and logged; the run still succeeds.
 //
 // Container states, as this package uses the words:
