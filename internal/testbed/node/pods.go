@@ -93,25 +93,58 @@ func hostNetwork() *runtimeapi.NamespaceOption {
 
 // StopPod stops a pod sandbox and its containers.
 func (n *Node) StopPod(ctx context.Context, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	if _, err := n.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
-		return fmt.Errorf("stop pod %s: %w", id, err)
-	}
-	return nil
+	return retryPodCall(ctx, "stop pod "+id, func(ctx context.Context) error {
+		_, err := n.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+		return err
+	})
 }
 
 // RemovePod removes a pod sandbox and its containers.
 func (n *Node) RemovePod(ctx context.Context, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	if _, err := n.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
-		return fmt.Errorf("remove pod %s: %w", id, err)
+	if err := retryPodCall(ctx, "remove pod "+id, func(ctx context.Context) error {
+		_, err := n.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+		return err
+	}); err != nil {
+		return err
 	}
 	n.mu.Lock()
 	delete(n.pods, id)
 	n.mu.Unlock()
 	return nil
+}
+
+// podCallTries bounds the tries of a pod's stop or removal; the waits
+// between them double from podCallRetryDelay (1.5 s in all).
+const (
+	podCallTries      = 5
+	podCallRetryDelay = 100 * time.Millisecond
+)
+
+// retryPodCall makes call, an idempotent stop or removal of a pod sandbox,
+// and tries it again when it fails, as kubelet does at the pod's next sync.
+// containerd 1.6 can fail to kill a container whose process exits right
+// then ("failed to kill container: ttrpc: closed", when a pod is stopped
+// just after its container ran "exit 1"); the next try finds it stopped.
+func retryPodCall(ctx context.Context, what string, call func(context.Context) error) error {
+	delay := podCallRetryDelay
+	var err error
+	for try := 1; ; try++ {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		err = call(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if try == podCallTries {
+			return fmt.Errorf("%s (%d tries): %w", what, try, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (then %w)", what, err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
 }
 
 // newUID returns a random UUID (version 4), like a pod's metadata.uid.
