@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -113,12 +114,9 @@ func (n *Node) RemovePod(ctx context.Context, id string) error {
 	return nil
 }
 
-// podCallTries bounds the tries of a pod's stop or removal; the waits
-// between them double from podCallRetryDelay (1.5 s in all).
-const (
-	podCallTries      = 5
-	podCallRetryDelay = 100 * time.Millisecond
-)
+// podCallBackoff spaces the tries of a pod's stop or removal: 5 tries, the
+// waits between them doubling from 100 ms (1.5 s in all).
+var podCallBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 5}
 
 // retryPodCall makes call, an idempotent stop or removal of a pod sandbox,
 // and tries it again when it fails, as kubelet does at the pod's next sync.
@@ -126,25 +124,24 @@ const (
 // then ("failed to kill container: ttrpc: closed", when a pod is stopped
 // just after its container ran "exit 1"); the next try finds it stopped.
 func retryPodCall(ctx context.Context, what string, call func(context.Context) error) error {
-	delay := podCallRetryDelay
-	var err error
-	for try := 1; ; try++ {
+	tries := 0
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, podCallBackoff, func(ctx context.Context) (bool, error) {
+		tries++
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		err = call(cctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if try == podCallTries {
-			return fmt.Errorf("%s (%d tries): %w", what, try, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (then %w)", what, err, ctx.Err())
-		case <-time.After(delay):
-		}
-		delay *= 2
+		defer cancel()
+		last = call(cctx)
+		return last == nil, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case last == nil: // ctx ended before the first try
+		return fmt.Errorf("%s: %w", what, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w (then %w)", what, last, ctx.Err())
 	}
+	return fmt.Errorf("%s (%d tries): %w", what, tries, last)
 }
 
 // newUID returns a random UUID (version 4), like a pod's metadata.uid.

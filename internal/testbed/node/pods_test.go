@@ -52,7 +52,7 @@ func TestStopRemovePodRetry(t *testing.T) {
 	}{
 		{"succeeds at once", 0, false},
 		{"fails once, then succeeds", 1, false},
-		{"fails on every try", podCallTries, true},
+		{"fails on every try", podCallBackoff.Steps, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := &failingRuntime{failures: tc.failures, err: errTTRPCClosed}
@@ -69,7 +69,7 @@ func TestStopRemovePodRetry(t *testing.T) {
 				if tc.wantErr && !strings.Contains(err.Error(), "ttrpc: closed") {
 					t.Errorf("%s: err = %v, want the runtime's last error", c.what, err)
 				}
-				want := min(tc.failures+1, podCallTries)
+				want := min(tc.failures+1, podCallBackoff.Steps)
 				if *c.calls != want {
 					t.Errorf("%s: %d calls to the runtime, want %d", c.what, *c.calls, want)
 				}
@@ -82,7 +82,7 @@ func TestStopRemovePodRetry(t *testing.T) {
 func TestStopPodGivesUpWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	rt := &failingRuntime{failures: podCallTries, err: errTTRPCClosed}
+	rt := &failingRuntime{failures: podCallBackoff.Steps, err: errTTRPCClosed}
 	n := &Node{Runtime: rt}
 	if err := n.StopPod(ctx, "p1"); err == nil {
 		t.Fatal("StopPod with an ended context: no error")
