@@ -356,7 +356,7 @@
 // pinned run at 50,000 gave 1.02x (4 rounds: 1.30x, 0.98x, 0.91x and 0.95x,
 // interval 0.79-1.33), kube-apiserver and etcd spending 972 us per object
 // when the collector deleted and 991 when the loop did; the 12 pinned rounds
-// at 50,000 pooled, 0.99x. Four more leads are not the gap (one-offs, not in
+// at 50,000 pooled, 0.99x. Four more leads were followed (one-offs, not in
 // the bench):
 //   - At rest, a synced collector costs kube-apiserver nothing measurable.
 //     Over 20 s of idle beside 5,000 ConfigMaps, kube-apiserver used
@@ -373,14 +373,16 @@
 //     starts: under 1% of a deletion of 4.6 s.
 //   - The Go garbage collector's pace. A build collecting its garbage a tenth
 //     as often (the GC percent at 1,000 instead of 100), run beside the
-//     collector in those two pinned runs (NODEGC_BENCH_COMPARE, 32 rounds):
+//     collector in the last two pinned runs at 5,000 (NODEGC_BENCH_COMPARE,
+//     32 rounds):
 //     the collector ran at 0.97x its rate (0.91-1.03) and spent 1.03x its
 //     CPU per object (0.98-1.09); kube-apiserver spent 908 and 912 us per
 //     object when the collector deleted, 862 and 891 when that build did, 862
-//     and 883 when the loop did. So its heap scans, which share the CPU's
-//     caches with the server, explain at most a few percent; and such a build
-//     lets its heap grow to eleven times what is live before it collects,
-//     which the memory goal could not afford.
+//     and 883 when the loop did. So the heap scans, which share the CPU's
+//     caches with the server, may cost the collector about 3% of its rate
+//     (the interval allows from none to 9%); the one cure measured lets the
+//     heap grow to eleven times what is live before each collection, which
+//     the memory goal could not afford.
 //
 // The collector and the loops use the same credentials, so authorization
 // and Priority and Fairness treat their DELETEs alike.
