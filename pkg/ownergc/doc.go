@@ -374,15 +374,14 @@
 //   - The Go garbage collector's pace. A build collecting its garbage a tenth
 //     as often (the GC percent at 1,000 instead of 100), run beside the
 //     collector in the last two pinned runs at 5,000 (NODEGC_BENCH_COMPARE,
-//     32 rounds):
-//     the collector ran at 0.97x its rate (0.91-1.03) and spent 1.03x its
-//     CPU per object (0.98-1.09); kube-apiserver spent 908 and 912 us per
-//     object when the collector deleted, 862 and 891 when that build did, 862
-//     and 883 when the loop did. So the heap scans, which share the CPU's
-//     caches with the server, may cost the collector about 3% of its rate
-//     (the interval allows from none to 9%); the one cure measured lets the
-//     heap grow to eleven times what is live before each collection, which
-//     the memory goal could not afford.
+//     32 rounds): the collector ran at 0.97x its rate (0.91-1.03) and spent
+//     1.03x its CPU per object (0.98-1.09); kube-apiserver spent 908 and 912
+//     us per object when the collector deleted, 862 and 891 when that build
+//     did, 862 and 883 when the loop did. So the heap scans, which share the
+//     CPU's caches with the server, may cost the collector about 3% of its
+//     rate (the interval allows from none to 9%); the one cure measured lets
+//     the heap grow to eleven times what is live before each collection,
+//     which the memory goal could not afford.
 //
 // The collector and the loops use the same credentials, so authorization
 // and Priority and Fairness treat their DELETEs alike.
