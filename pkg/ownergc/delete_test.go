@@ -107,8 +107,9 @@ func BenchmarkDelete(b *testing.B) {
 		mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
 		r := &run{c: c}
 		r.snapshot.Store(&discoverySnapshot{mapper: mapper})
+		uid := uuid.NewUUID()
 		benchDeletes(b, s, func(ctx context.Context, name string) error {
-			id := objectID{uid: uuid.NewUUID(), apiVersion: "v1", kind: "ConfigMap", namespace: deleteNamespace, name: name}
+			id := objectID{uid: uid, apiVersion: "v1", kind: "ConfigMap", namespace: deleteNamespace, name: name}
 			return r.deleteObject(ctx, id, "123456", metav1.DeletePropagationBackground)
 		})
 	})
@@ -133,8 +134,8 @@ func BenchmarkDelete(b *testing.B) {
 		}
 		res := mc.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(deleteNamespace)
 		policy := metav1.DeletePropagationBackground
+		uid := uuid.NewUUID()
 		benchDeletes(b, s, func(ctx context.Context, name string) error {
-			uid := uuid.NewUUID()
 			return res.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &policy})
 		})
 	})

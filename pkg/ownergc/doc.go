@@ -244,12 +244,11 @@
 //   - The plain loop spends 105-125 us of its own, nearly all of it in the
 //     DELETE through client-go (request, transports, HTTP/2, TLS). The
 //     collector's DELETE costs about as much: in BenchmarkDelete, 20 at a
-//     time against a server that only answers, its client side took 1.02x
-//     the time of the loop's typed client (12 runs, interval 0.96-1.09)
-//     and 0.98x that of client-go's metadata client (0.92-1.04), with
-//     0.97x the loop's bytes and 0.92x its allocations. In place it took
-//     more (44 us against 27 in one profiled run): the same call, on a
-//     busier process.
+//     time against a server that only answers, its client side took 0.95x
+//     the time of the loop's typed client (16 runs, interval 0.92-1.00) and
+//     0.99x that of client-go's metadata client (0.93-1.04), with 0.96x the
+//     loop's bytes and 0.91x its allocations. In place it took more (44 us
+//     against 27 in one profiled run): the same call, on a busier process.
 //   - The watch: kube-apiserver encodes each deletion for one more watcher,
 //     and the watcher reads, decrypts and decodes it. The loop that
 //     watches cost the machine 1-10% more per object than the plain loop.
