@@ -241,14 +241,15 @@
 // this work:
 //   - kube-apiserver spends 620-900 us and etcd 220-340 us, depending on
 //     the run and on who deletes (below).
-//   - The plain loop spends 105-125 us of its own, nearly all of it in the
-//     DELETE through client-go (request, transports, HTTP/2, TLS). The
-//     collector's DELETE costs about as much: in BenchmarkDelete, 20 at a
-//     time against a server that only answers, its client side took 0.95x
-//     the time of the loop's typed client (16 runs, interval 0.92-1.00) and
-//     0.99x that of client-go's metadata client (0.93-1.04), with 0.96x the
-//     loop's bytes and 0.91x its allocations. In place it took more (44 us
-//     against 27 in one profiled run): the same call, on a busier process.
+//   - The plain loop spends 105-125 us of its own, nearly all of it in
+//     the DELETE through client-go (request, transports, HTTP/2, TLS).
+//     The collector's DELETE costs about as much: in BenchmarkDelete, 20
+//     at a time against a server that only answers, its client side took
+//     1.02x the time of the loop's typed client (16 runs, interval
+//     0.99-1.05) and 1.03x that of client-go's metadata client
+//     (0.98-1.08), with 0.96x the loop's bytes and 0.91x its allocations.
+//     In place it took more (44 us against 27 in one profiled run): the
+//     same call, on a busier process.
 //   - The watch: kube-apiserver encodes each deletion for one more watcher,
 //     and the watcher reads, decrypts and decodes it. The loop that
 //     watches cost the machine 1-10% more per object than the plain loop.
@@ -393,17 +394,18 @@
 //   - The start. The bench's watch sees the first dependent deleted 0.02 s
 //     after the owner's DELETE, and the loop's first 0.01-0.02 s after it
 //     starts: under 1% of a deletion of 4.6 s.
-//   - The Go garbage collector's pace. A build collecting its garbage a tenth
-//     as often (the GC percent at 1,000 instead of 100), run beside the
-//     collector in the last two pinned runs at 5,000 (NODEGC_BENCH_COMPARE,
-//     32 rounds): the collector ran at 0.97x its rate (0.91-1.03) and spent
-//     1.03x its CPU per object (0.98-1.09); kube-apiserver spent 908 and 912
-//     us per object when the collector deleted, 862 and 891 when that build
-//     did, 862 and 883 when the loop did. So the heap scans, which share the
-//     CPU's caches with the server, may cost the collector about 3% of its
-//     rate (the interval allows from none to 9%); the one cure measured lets
-//     the heap grow to eleven times what is live before each collection,
-//     which the memory goal could not afford.
+//   - The Go garbage collector's pace. A build collecting its garbage a
+//     tenth as often (the GC percent at 1,000 instead of 100), run beside
+//     the collector in the 8- and 24-round pinned runs at 5,000
+//     (NODEGC_BENCH_COMPARE, 32 rounds): the collector ran at 0.97x its
+//     rate (0.91-1.03) and spent 1.03x its CPU per object (0.98-1.09);
+//     kube-apiserver spent 908 and 912 us per object when the collector
+//     deleted, 862 and 891 when that build did, 862 and 883 when the loop
+//     did. So the heap scans, which share the CPU's caches with the
+//     server, may cost the collector about 3% of its rate (the interval
+//     allows from none to 9%); the one cure measured lets the heap grow
+//     to eleven times what is live before each collection, which the
+//     memory goal could not afford.
 //
 // The collector and the loops use the same credentials, so authorization
 // and Priority and Fairness treat their DELETEs alike.
