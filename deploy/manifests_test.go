@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,9 +15,12 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -330,4 +334,63 @@ func TestApplyAndRBAC(t *testing.T) {
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("node agent deleting a Deployment: %v, want Forbidden", err)
 	}
+}
+
+// TestGOMAXPROCSFollowsCPULimit: both workloads set GOMAXPROCS to their CPU
+// limit rounded up, as the kubelet resolves a resourceFieldRef (500m and 1
+// give 1). Go's own default never goes below 2, so under a limit of one
+// CPU two Ps would share it, at more CPU per collected object.
+func TestGOMAXPROCSFollowsCPULimit(t *testing.T) {
+	seen := map[string]bool{}
+	for _, o := range readObjects(t) {
+		if o.GetKind() != "DaemonSet" && o.GetKind() != "Deployment" {
+			continue
+		}
+		var spec corev1.PodSpec
+		m, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec); err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		for _, c := range spec.Containers {
+			seen[o.GetKind()] = true
+			procs, err := gomaxprocs(c)
+			if err != nil {
+				t.Errorf("%s %s, container %s: %v", o.GetKind(), o.GetName(), c.Name, err)
+				continue
+			}
+			if procs != 1 {
+				t.Errorf("%s %s, container %s: GOMAXPROCS resolves to %d with limits.cpu %s; the limits were chosen for one P", o.GetKind(), o.GetName(), c.Name, procs, c.Resources.Limits.Cpu())
+			}
+		}
+	}
+	if !seen["DaemonSet"] || !seen["Deployment"] {
+		t.Fatalf("%s lacks the DaemonSet or the Deployment (found %v)", manifest, seen)
+	}
+}
+
+// gomaxprocs is the GOMAXPROCS the kubelet gives c: its env's
+// resourceFieldRef on its own limits.cpu, rounded up to the divisor.
+func gomaxprocs(c corev1.Container) (int64, error) {
+	for _, e := range c.Env {
+		if e.Name != "GOMAXPROCS" {
+			continue
+		}
+		ref := (*corev1.ResourceFieldSelector)(nil)
+		if e.ValueFrom != nil {
+			ref = e.ValueFrom.ResourceFieldRef
+		}
+		if ref == nil || ref.Resource != "limits.cpu" || (ref.ContainerName != "" && ref.ContainerName != c.Name) {
+			return 0, fmt.Errorf("GOMAXPROCS is not taken from the container's own limits.cpu: %+v", e)
+		}
+		limit, ok := c.Resources.Limits[corev1.ResourceCPU]
+		if !ok {
+			return 0, errors.New("no CPU limit: GOMAXPROCS would be the node's CPU count")
+		}
+		divisor := ref.Divisor
+		if divisor.IsZero() {
+			divisor = resource.MustParse("1")
+		}
+		return (limit.MilliValue() + divisor.MilliValue() - 1) / divisor.MilliValue(), nil
+	}
+	return 0, errors.New("no GOMAXPROCS in env: Go would run 2 Ps under a limit of one CPU")
 }
