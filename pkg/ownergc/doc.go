@@ -254,7 +254,8 @@
 //     and the watcher reads, decrypts and decodes it. The loop that
 //     watches cost the machine 1-10% more per object than the plain loop.
 //   - The collector's own work adds about 50-90 us more (its process
-//     spends 175-245 us per object): the decision record (record.go), one
+//     spends 175-245 us per object with 2 Ps, 168-175 with 1 P, below):
+//     the decision record (record.go), one
 //     klog line per action (BenchmarkRecord: about 9 us, 4.1 KB in 25
 //     allocations alone; 20-30 us in place, among 20 workers on a busy
 //     machine);
@@ -345,6 +346,23 @@
 // format of Kubernetes components, writes the same line in 0.65x the time
 // and 0.58x the bytes alone, but was no cheaper in place (the collector
 // used 0.90x its CPU per object, 0.68-1.18).
+//
+// GOMAXPROCS. Go gives a process at least 2 Ps, even under a CPU limit of
+// one CPU, where the two share it; the manifests set GOMAXPROCS from the
+// limit (1), and BenchmarkOwnerGC runs the collector so. The same binary
+// with Go's default (2 Ps on the bench's 2 CPUs), run beside it on shared
+// cores, spent more CPU per object for the same deletions: over four runs
+// 1 P spent 0.85x, 0.87x, 0.91x and 0.78x the CPU per object of 2 Ps
+// (intervals 0.83-0.88, 0.84-0.92, 0.79-1.04 and 0.70-0.87; 24, 16 and 5
+// rounds of 5,000 and 3 of 50,000) at 1.04x, 0.99x, 0.99x and 1.15x its
+// rate (1.01-1.08, 0.95-1.03, 0.84-1.16, 0.96-1.38). The collector's
+// process then spends 168-175 us per object, about what the loop's
+// process does with the bench's watch in it (165-172 us), against 192-225
+// us with 2 Ps. The second P most likely costs thread wake-ups between
+// the DELETEs' responses and the workers (not profiled). It does not close
+// the gap: over 16 rounds of 5,000 the collector with 1 P ran at 0.90x the
+// loop (0.86-0.95). In the pinned runs below, every client already ran
+// with 1 P, Go's default on one CPU.
 //
 // The collector's own CPU time is not all of the gap. With kube-apiserver
 // and etcd on one CPU and the deleters on the other
