@@ -63,7 +63,7 @@ func BenchmarkIdleAgent(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			a, err := nodegcproc.Start(bin, cfg, filepath.Join(dir, "nodegc.log"), []string{"NODE_NAME=idle-node"}, "--owner-gc=off")
+			a, err := nodegcproc.Start(bin, cfg, filepath.Join(dir, "nodegc.log"), []string{"NODE_NAME=idle-node", "GOMAXPROCS=" + nodegcproc.DeployedGOMAXPROCS}, "--owner-gc=off")
 			if err != nil {
 				b.Fatal(err)
 			}

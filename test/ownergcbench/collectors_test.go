@@ -110,13 +110,6 @@ func comparedNodegc(bin string) collector {
 	return nodegcBinary("nodegc built elsewhere ("+bin+")", "nodegc-compared", bin, unlimited, 0)
 }
 
-// deployedGOMAXPROCS is the GOMAXPROCS nodegc runs with as deployed: the
-// manifests set it from the container's CPU limit, which resolves to 1
-// (deploy's TestGOMAXPROCSFollowsCPULimit). Go's own default would be 2 on
-// the bench's 2 CPUs; kube-controller-manager runs with its default, as on
-// a control-plane node.
-const deployedGOMAXPROCS = "1"
-
 // nodegcBinary is nodegc as the collector name (short in file names), run
 // from the binary at bin ("": this tree's).
 func nodegcBinary(name, short, bin string, qps float32, burst int32) collector {
@@ -152,7 +145,7 @@ ownerGC:
 			if path == "" {
 				path = e.nodegcBin
 			}
-			a, err := nodegcproc.Start(path, cfg, logPath, []string{"NODE_NAME=bench-node", "GOMAXPROCS=" + deployedGOMAXPROCS},
+			a, err := nodegcproc.Start(path, cfg, logPath, []string{"NODE_NAME=bench-node", "GOMAXPROCS=" + nodegcproc.DeployedGOMAXPROCS},
 				"--owner-gc=only", "--kubeconfig", e.c.KubeconfigPath())
 			if err != nil {
 				e.b.Fatal(err)

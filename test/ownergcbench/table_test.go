@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
 )
 
 // results is everything one run measured.
@@ -153,7 +155,7 @@ func (res *results) table() *table {
 	fmt.Fprintf(t, "goals met: %d of %d\n", len(t.ratios)-failed, len(t.ratios))
 
 	fmt.Fprintf(t, "\nEqual QPS: nodegc kubeAPIQPS 40 / burst 60; kcm --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both). Unthrottled: nodegc kubeAPIQPS -1 (no client-side limit), kcm 500/1000, the loop %d goroutines, no client limit.\n", loopWorkers)
-	fmt.Fprintf(t, "nodegc runs with GOMAXPROCS=%s, as its manifests set it from its CPU limit; kcm and the bench with Go's default.\n", deployedGOMAXPROCS)
+	fmt.Fprintf(t, "nodegc runs with GOMAXPROCS=%s, as its manifests set it from its CPU limit; kcm and the bench with Go's default.\n", nodegcproc.DeployedGOMAXPROCS)
 	fmt.Fprintf(t, "Deletions (requests: kube-apiserver's apiserver_request_total on configmaps; CPU: user+system during the deletion, %s;\n", res.cpus)
 	fmt.Fprintf(t, "CPU us/object: deleter, kube-apiserver, etcd and the bench (its watch of the deletions), pooled over the rounds):\n")
 	deletion := func(what string, r cascadeResult) {

@@ -71,6 +71,13 @@ func WriteConfig(path, text string) (*Config, error) {
 	return &Config{Path: path, MetricsURL: "http://" + m, HealthzURL: "http://" + h}, nil
 }
 
+// DeployedGOMAXPROCS is the GOMAXPROCS nodegc runs with as deployed: the
+// manifests set it from the container's CPU limit, which resolves to 1
+// (deploy's TestGOMAXPROCSFollowsCPULimit). Go's own default would be at
+// least 2. Benchmarks start nodegc with it (Start's env), to measure it as
+// it runs.
+const DeployedGOMAXPROCS = "1"
+
 // Agent is a running `nodegc run`.
 type Agent struct {
 	*proc.Process
