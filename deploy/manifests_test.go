@@ -384,7 +384,7 @@ func gomaxprocs(c corev1.Container) (int64, error) {
 			ref = e.ValueFrom.ResourceFieldRef
 		}
 		if ref == nil || ref.Resource != "limits.cpu" || (ref.ContainerName != "" && ref.ContainerName != c.Name) {
-			return 0, fmt.Errorf("GOMAXPROCS is not taken from the container's own limits.cpu: %+v", e)
+			return 0, fmt.Errorf("GOMAXPROCS is not taken from the container's own limits.cpu (value %q, resourceFieldRef %+v)", e.Value, ref)
 		}
 		limit, ok := c.Resources.Limits[corev1.ResourceCPU]
 		if !ok {

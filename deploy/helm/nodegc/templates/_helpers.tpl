@@ -80,8 +80,8 @@ the whole host: refused.
 {{/*
 GOMAXPROCS from the container's CPU limit, rounded up (500m and 1 give 1). Go's own default never goes
 below 2 Ps, which under a limit of one CPU or less share that one CPU: the second P only adds thread
-wake-ups (with 2 Ps the owner GC spent 1.15-1.17x the CPU per collected object it spent with 1, at the
-same rate, in two runs of the owner GC benchmark).
+wake-ups (with 2 Ps the owner GC spent 1.10-1.28x the CPU per collected object it spent with 1, at the
+same rate, in four runs of its benchmark; README, Owner GC at scale).
 Without a limit, Kubernetes gives the node's allocatable CPUs, as Go would.
 */}}
 {{- define "nodegc.gomaxprocs" -}}
