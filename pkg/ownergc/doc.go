@@ -255,10 +255,9 @@
 //     watches cost the machine 1-10% more per object than the plain loop.
 //   - The collector's own work adds about 50-90 us more (its process
 //     spends 175-245 us per object with 2 Ps, 168-175 with 1 P, below):
-//     the decision record (record.go), one
-//     klog line per action (BenchmarkRecord: about 9 us, 4.1 KB in 25
-//     allocations alone; 20-30 us in place, among 20 workers on a busy
-//     machine);
+//     the decision record (record.go), one klog line per action
+//     (BenchmarkRecord: about 9 us, 4.1 KB in 25 allocations alone; 20-30
+//     us in place, among 20 workers on a busy machine);
 //     the graph and the queues; its metrics; and the Go runtime's
 //     scheduling and collection of all that.
 //   - The order of the deletions. The loop deletes its objects by name, in
@@ -362,9 +361,9 @@
 // 4 s of each deletion) 2 Ps took 3.81 s against 3.29 s: the scheduler
 // (runtime.schedule) 0.31 s against 0.15, waking a second thread
 // (runtime.wakep) 0.11 s against none, socket writes 0.34 s against 0.19.
-// It does not close the gap: over 16 rounds of 5,000 the collector with 1 P ran at 0.90x the
-// loop (0.86-0.95). In the pinned runs below, every client already ran
-// with 1 P, Go's default on one CPU.
+// It does not close the gap: over 16 rounds of 5,000 the collector with
+// 1 P ran at 0.90x the loop (0.86-0.95). In the pinned runs below, every
+// client already ran with 1 P, Go's default on one CPU.
 //
 // The collector's own CPU time is not all of the gap. With kube-apiserver
 // and etcd on one CPU and the deleters on the other
