@@ -184,6 +184,8 @@ func (s *suite) testHelmInstall(t *testing.T) {
 		t.Fatalf("after helm install: node agent nodegc_cri_connected %v, owner collector nodegc_owner_gc_leader %v, nodegc_owner_gc_synced %v; want 1, 1, 1: %v",
 			nm.sum("nodegc_cri_connected"), om.sum("nodegc_owner_gc_leader"), om.sum("nodegc_owner_gc_synced"), err)
 	}
+	checkGOMAXPROCS(t, "helm DaemonSet pod", nm)
+	checkGOMAXPROCS(t, "helm owner collector", om)
 	lease, err := s.client.CoordinationV1().Leases(helmNamespace).Get(ctx, "nodegc-owner-gc", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the owner collector's Lease in the release's namespace: %v", err)

@@ -17,6 +17,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
 )
 
 // poll calls cond every interval until it returns true or an error, or
@@ -53,6 +54,23 @@ func (m metrics) sum(name string, kv ...string) float64 {
 func (m metrics) has(name string) bool {
 	_, ok := testbed.MetricSum(m, name)
 	return ok
+}
+
+// checkGOMAXPROCS wants an agent's Go runtime to run with the GOMAXPROCS
+// its manifest sets from its CPU limit, which the kubelet resolves
+// (resourceFieldRef limits.cpu), as deploy's test computes it and the
+// benchmarks run nodegc: the Prometheus client's Go collector exports it
+// as go_sched_gomaxprocs_threads. It returns the value read.
+func checkGOMAXPROCS(t testing.TB, where string, m metrics) string {
+	t.Helper()
+	got := "none"
+	if m.has("go_sched_gomaxprocs_threads") {
+		got = fmt.Sprint(m.sum("go_sched_gomaxprocs_threads"))
+	}
+	if got != nodegcproc.DeployedGOMAXPROCS {
+		t.Errorf("%s /metrics: go_sched_gomaxprocs_threads %s, want %s: the kubelet did not resolve the manifest's GOMAXPROCS (resourceFieldRef limits.cpu) as deploy's test expects", where, got, nodegcproc.DeployedGOMAXPROCS)
+	}
+	return got
 }
 
 // table logs rows as aligned columns under a title.

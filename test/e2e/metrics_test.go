@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
 )
 
 // testMetrics reads /metrics of the DaemonSet pod and of the owner
@@ -47,6 +48,17 @@ func (s *suite) testMetrics(t *testing.T) {
 			t.Errorf("%s /metrics: %s%s = %v, want at least %v", c.where, c.metric, labelString(c.labels), v, c.min)
 		}
 		rows = append(rows, []string{c.where, c.metric + labelString(c.labels), fmt.Sprintf("%v", v), ok})
+	}
+	for _, a := range []struct {
+		m     metrics
+		where string
+	}{{node, "node"}, {owner, "owner"}} {
+		got := checkGOMAXPROCS(t, a.where, a.m)
+		ok := "ok"
+		if got != nodegcproc.DeployedGOMAXPROCS {
+			ok = "WRONG"
+		}
+		rows = append(rows, []string{a.where, "go_sched_gomaxprocs_threads", got, ok + " (= " + nodegcproc.DeployedGOMAXPROCS + ", from limits.cpu)"})
 	}
 	table(t, fmt.Sprintf("/metrics of nodegc on the node (DaemonSet pod on 127.0.0.1:%d, owner collector on 127.0.0.1:%d)", s.metricsPort, s.ownerMetricsPort),
 		[]string{"AGENT", "METRIC", "VALUE", "CHECK"}, rows)
