@@ -60,7 +60,7 @@ import (
 //     milliseconds at half the rate, while its CPU time rises, whoever
 //     deletes), so the table also prints the ratio of every round, with
 //     their geometric mean and its 95% confidence interval (see
-//     ratioInterval): a goal outside the interval is met, or missed,
+//     testbed.RatioInterval): a goal outside the interval is met, or missed,
 //     beyond the rounds' noise.
 //     $NODEGC_BENCH_TRACE prints each deletion per 100 ms (objects
 //     deleted, each process's CPU time). $NODEGC_BENCH_COMPARE=PATH adds

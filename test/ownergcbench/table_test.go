@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
 )
 
@@ -219,7 +220,7 @@ func (res *results) table() *table {
 				ratios = append(ratios, p.a[i]/p.b[i])
 				paired = append(paired, fmt.Sprintf("%.2f", ratios[i]))
 			}
-			mean, lo, hi := ratioInterval(ratios)
+			mean, lo, hi := testbed.RatioInterval(ratios)
 			fmt.Fprintf(t, "  %-44s round by round: %s; geometric mean %.2f, 95%% interval %.2f-%.2f\n", p.what, strings.Join(paired, ", "), mean, lo, hi)
 		}
 	}
