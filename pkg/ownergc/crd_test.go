@@ -16,7 +16,7 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 
 // createCRD creates a namespaced CRD (group/plural, kind) with the given
 // versions and conversion, and waits until it is established.
-func (e *itEnv) createCRD(t *testing.T, group, plural, kind string, versions []any, conversion map[string]any) {
+func (e *itEnv) createCRD(t testing.TB, group, plural, kind string, versions []any, conversion map[string]any) {
 	t.Helper()
 	spec := map[string]any{
 		"group": group,
