@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/dynamic"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -54,7 +53,7 @@ func BenchmarkDeleteAnswer(b *testing.B) {
 
 	b.Run("Pod", func(b *testing.B) {
 		benchDeleteAnswer(b, env, corev1.SchemeGroupVersion.WithResource("pods"), objects, rounds, func(ns string, n int) []objectRef {
-			return createReplicaSetPods(b, env.cs.CoreV1(), ns, n)
+			return createReplicaSetPods(b, env.cs, ns, n)
 		})
 	})
 	b.Run("held-custom-resource", func(b *testing.B) {
@@ -74,14 +73,7 @@ type objectRef struct {
 // namespace ns and n objects of gvr in it.
 func benchDeleteAnswer(b *testing.B, env *itEnv, gvr schema.GroupVersionResource, objects, rounds int, create func(ns string, n int) []objectRef) {
 	pids := env.c.PIDs()
-	rec := &answerRecorder{}
-	rc := env.c.RESTConfig()
-	rc.QPS = -1
-	rc.Wrap(rec.wrap)
-	mc, err := newMetaClient(rc)
-	if err != nil {
-		b.Fatal(err)
-	}
+	mc, rec := env.recordingMetaClient(b, false)
 	ctx := b.Context()
 
 	type way struct {
@@ -108,9 +100,11 @@ func benchDeleteAnswer(b *testing.B, env *itEnv, gvr schema.GroupVersionResource
 	cpu := func() (apiserver, etcd, client time.Duration) {
 		var out [3]time.Duration
 		for i, pid := range []int{pids["kube-apiserver"], pids["etcd"], os.Getpid()} {
-			if out[i], err = proc.ReadCPUTime(pid); err != nil {
+			t, err := proc.ReadCPUTime(pid)
+			if err != nil {
 				b.Fatal(err)
 			}
+			out[i] = t
 		}
 		return out[0], out[1], out[2]
 	}
@@ -176,11 +170,7 @@ func envInt(b *testing.B, name string, def int) int {
 // (labels, an owner reference, one container with ports, env, resources
 // and probes, a ConfigMap volume), not bound to a node: kube-apiserver
 // deletes them at once, answering with the Pod.
-func createReplicaSetPods(b *testing.B, core corev1client.CoreV1Interface, ns string, n int) []objectRef {
-	ctx := b.Context()
-	if _, err := core.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
+func createReplicaSetPods(b *testing.B, cs kubernetes.Interface, ns string, n int) []objectRef {
 	owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "checkout-7d9f8b6c5d", UID: types.UID(uuid.NewUUID()),
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
 	labels := map[string]string{"app.kubernetes.io/name": "checkout", "app.kubernetes.io/part-of": "shop", "pod-template-hash": "7d9f8b6c5d"}
@@ -191,46 +181,31 @@ func createReplicaSetPods(b *testing.B, core corev1client.CoreV1Interface, ns st
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}},
 			PeriodSeconds: 10, FailureThreshold: 3}
 	}
-	var (
-		mu   sync.Mutex
-		made []objectRef
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(20)
-	for i := range n {
-		g.Go(func() error {
-			p, err := core.Pods(ns).Create(gctx, &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("checkout-7d9f8b6c5d-%05d", i), Labels: labels,
-					Annotations:     map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
-					OwnerReferences: []metav1.OwnerReference{owner}},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name: "checkout", Image: "registry.example.com/shop/checkout:v2.14.3", Args: []string{"--config=/etc/checkout/config.yaml"},
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}},
-						Env:   env,
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: apiresource.MustParse("250m"), corev1.ResourceMemory: apiresource.MustParse("256Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: apiresource.MustParse("512Mi")}},
-						ReadinessProbe: probe("/ready"), LivenessProbe: probe("/healthz"),
-						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/checkout", ReadOnly: true}},
-					}},
-					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "checkout-config"}}}}},
-				},
-			}, metav1.CreateOptions{})
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			made = append(made, objectRef{p.Name, p.UID})
-			mu.Unlock()
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		b.Fatalf("create Pods in %s: %v", ns, err)
-	}
-	return made
+	return createInNamespace(b, cs, ns, n, func(ctx context.Context, i int) (objectRef, error) {
+		p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("checkout-7d9f8b6c5d-%05d", i), Labels: labels,
+				Annotations:     map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
+				OwnerReferences: []metav1.OwnerReference{owner}},
+			Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{
+					Name: "checkout", Image: "registry.example.com/shop/checkout:v2.14.3", Args: []string{"--config=/etc/checkout/config.yaml"},
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}},
+					Env:   env,
+					Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceCPU: apiresource.MustParse("250m"), corev1.ResourceMemory: apiresource.MustParse("256Mi")},
+						Limits:   corev1.ResourceList{corev1.ResourceMemory: apiresource.MustParse("512Mi")}},
+					ReadinessProbe: probe("/ready"), LivenessProbe: probe("/healthz"),
+					VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/checkout", ReadOnly: true}},
+				}},
+				Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+					ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "checkout-config"}}}}},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return objectRef{}, err
+		}
+		return objectRef{p.Name, p.UID}, nil
+	})
 }
 
 // createHeldWidgets creates namespace ns and n Widgets (gvr) in it, each
@@ -238,41 +213,45 @@ func createReplicaSetPods(b *testing.B, core corev1client.CoreV1Interface, ns st
 // bytes, a resource listing what it manages): kube-apiserver answers their
 // deletes with the object, marked for deletion, in JSON.
 func createHeldWidgets(b *testing.B, env *itEnv, gvr schema.GroupVersionResource, ns string, n int) []objectRef {
-	ctx := b.Context()
-	if _, err := env.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
 	entries := make([]any, 128)
 	for i := range entries {
 		entries[i] = map[string]any{"name": fmt.Sprintf("endpoint-%03d", i), "address": fmt.Sprintf("10.%d.%d.%d", i/64, i%64, i),
 			"port": int64(8000 + i), "zone": "eu-west-1" + string(rune('a'+i%3)), "weight": int64(i % 10),
 			"checksum": fmt.Sprintf("%040x", i*7919)}
 	}
-	var (
-		mu   sync.Mutex
-		made []objectRef
-	)
+	return createInNamespace(b, env.cs, ns, n, func(ctx context.Context, i int) (objectRef, error) {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": gvr.GroupVersion().String(), "kind": "Widget",
+			"metadata": map[string]any{"name": fmt.Sprintf("widget-%05d", i), "finalizers": []any{"operator.example.com/cleanup"}},
+			"spec":     map[string]any{"replicas": int64(3), "endpoints": entries},
+		}}
+		got, err := env.dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+		if err != nil {
+			return objectRef{}, err
+		}
+		return objectRef{got.GetName(), got.GetUID()}, nil
+	})
+}
+
+// createInNamespace creates namespace ns, then calls create for 0..n-1, 20
+// at a time, and returns what they made.
+func createInNamespace(b *testing.B, cs kubernetes.Interface, ns string, n int, create func(ctx context.Context, i int) (objectRef, error)) []objectRef {
+	ctx := b.Context()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	made := make([]objectRef, n)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(20)
 	for i := range n {
 		g.Go(func() error {
-			u := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": gvr.GroupVersion().String(), "kind": "Widget",
-				"metadata": map[string]any{"name": fmt.Sprintf("widget-%05d", i), "finalizers": []any{"operator.example.com/cleanup"}},
-				"spec":     map[string]any{"replicas": int64(3), "endpoints": entries},
-			}}
-			got, err := env.dyn.Resource(gvr).Namespace(ns).Create(gctx, u, metav1.CreateOptions{})
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			made = append(made, objectRef{got.GetName(), got.GetUID()})
-			mu.Unlock()
-			return nil
+			var err error
+			made[i], err = create(gctx, i)
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
-		b.Fatalf("create Widgets in %s: %v", ns, err)
+		b.Fatalf("create objects in %s: %v", ns, err)
 	}
 	return made
 }

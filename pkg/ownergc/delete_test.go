@@ -151,6 +151,21 @@ type answerRecorder struct {
 	total       int64
 }
 
+// recordingMetaClient returns an unthrottled metaClient of env's cluster
+// whose DELETEs' answers go through the returned recorder.
+func (e *itEnv) recordingMetaClient(tb testing.TB, keep bool) (*metaClient, *answerRecorder) {
+	tb.Helper()
+	rec := &answerRecorder{keep: keep}
+	rc := e.c.RESTConfig()
+	rc.QPS = -1
+	rc.Wrap(rec.wrap)
+	mc, err := newMetaClient(rc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return mc, rec
+}
+
 func (a *answerRecorder) wrap(next http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
@@ -224,14 +239,7 @@ func (a *answerRecorder) last() (kind, contentType string, size int) {
 func testDeleteAnswer(t *testing.T, env *itEnv) {
 	ctx := t.Context()
 	ns := env.namespace(t, "answer")
-	rec := &answerRecorder{keep: true}
-	rc := env.c.RESTConfig()
-	rc.QPS = -1
-	rc.Wrap(rec.wrap)
-	mc, err := newMetaClient(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mc, rec := env.recordingMetaClient(t, true)
 	pods := corev1.SchemeGroupVersion.WithResource("pods")
 	cms := corev1.SchemeGroupVersion.WithResource("configmaps")
 	pod := func(name string) *corev1.Pod {

@@ -233,17 +233,17 @@
 // collector reads only the answer's status, so kube-apiserver need not
 // convert and encode the rest, nor the collector receive it; a Status, and
 // every error, come back as before. kube-controller-manager's deletes get
-// the whole object. BenchmarkDeleteAnswer (one run, 8 rounds of 1,000
+// the whole object. BenchmarkDeleteAnswer (two runs of 8 rounds of 1,000
 // deletes each way, 20 at a time): a ReplicaSet's Pods answered with 2,453
 // bytes against 3,255 (the metadata keeps the managed fields), the
-// client's CPU per delete unchanged (298 against 303 us); custom resources
-// with 16 KiB of spec, held by a finalizer, answered with 404 bytes against
-// 19,137 of JSON, the client spending 0.72x the CPU per delete (303
-// against 420 us). kube-apiserver's CPU per delete did not measurably
-// change: 0.89x-1.03x for the Pods in five runs (95% intervals of 10-22%
-// either side), 0.86x-1.09x for the custom resources in three (33-42%):
-// its background work moves a round of a few seconds by more than the
-// answer costs.
+// client's CPU per delete unchanged (298 and 365 us against 303 and 373);
+// custom resources with 16 KiB of spec, held by a finalizer, answered with
+// 404 bytes against 19,137 of JSON, the client spending 0.72x and 0.68x
+// the CPU per delete (303 and 340 us against 420 and 501).
+// kube-apiserver's CPU per delete did not measurably change: 0.89x-1.03x
+// for the Pods in six runs (95% intervals of 10-22% either side),
+// 0.86x-1.09x for the custom resources in four (25-42%): its background
+// work moves a round of a few seconds by more than the answer costs.
 //
 // # Rate
 //
