@@ -242,7 +242,7 @@
 // the CPU per delete (303 and 340 us against 420 and 501).
 // kube-apiserver's CPU per delete did not measurably change: 0.89x-1.03x
 // for the Pods in six runs (95% intervals of 10-22% either side),
-// 0.86x-1.09x for the custom resources in four (25-42%): its background
+// 0.86x-1.09x for the custom resources in four (33-43%): its background
 // work moves a round of a few seconds by more than the answer costs.
 //
 // # Rate
