@@ -27,19 +27,20 @@ import (
 )
 
 // BenchmarkDeleteAnswer measures what asking for a delete's answer as
-// metadata saves kube-apiserver, in two cases where a delete answers with
-// the object: Pods (a ReplicaSet's, as a cascade collects them; a Pod's
-// storage answers a delete with the deleted Pod, in protobuf) and custom
-// resources held by a finalizer of their own (an operator's, as many put;
-// the answer is the object as updated, in JSON: custom resources have no
-// protobuf), each with 16 KiB of spec. The collector's deletes, 20 at a
-// time, run against the same deletes without its Accept header. Each round
-// deletes $NODEGC_BENCH_ANSWER_OBJECTS (1,000) objects each way, in turn,
-// on a real kube-apiserver + etcd; $NODEGC_BENCH_ANSWER_ROUNDS (8) rounds.
-// It reports kube-apiserver's, etcd's and the client's (this process's)
-// CPU time and the answer's bytes per delete each way, and the ratio of kube-apiserver's CPU time per
-// delete (metadata over object) with its geometric mean over the rounds
-// and 95% interval (testbed.RatioInterval).
+// metadata saves kube-apiserver and the collector, in two cases where a
+// delete answers with the object: Pods (a ReplicaSet's, as a cascade
+// collects them; a Pod's storage answers a delete with the deleted Pod, in
+// protobuf), and custom resources with 16 KiB of spec, held by a finalizer
+// of their own (an operator's, as many put; the answer is the object as
+// updated, in JSON: custom resources have no protobuf). The collector's
+// deletes, 20 at a time, run against the same deletes without its Accept
+// header. Each round deletes $NODEGC_BENCH_ANSWER_OBJECTS (1,000) objects
+// each way, in turn, on a real kube-apiserver + etcd;
+// $NODEGC_BENCH_ANSWER_ROUNDS (8) rounds. It reports the CPU time of
+// kube-apiserver, etcd and the client (this process) and the answer's bytes
+// per delete each way, and the ratio of kube-apiserver's CPU time per
+// delete (metadata over object): its geometric mean over the rounds, and
+// the rounds and the 95% interval in the log (testbed.RatioInterval).
 func BenchmarkDeleteAnswer(b *testing.B) {
 	objects, rounds := envInt(b, "NODEGC_BENCH_ANSWER_OBJECTS", 1000), envInt(b, "NODEGC_BENCH_ANSWER_ROUNDS", 8)
 	c := cluster.Start(b, cluster.Options{})
