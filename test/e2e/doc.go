@@ -18,7 +18,8 @@
 // GC (the image filesystem above the high threshold comes back under the low
 // one, images of running pods stay; an in-use image too big to free gets
 // FreeDiskSpaceFailed on the Node), and reads /metrics of the agents on the
-// node's loopback. Then it restarts containerd under the running DaemonSet
+// node's loopback (both must run with the GOMAXPROCS their manifest sets
+// from the CPU limit, as the kubelet resolves it). Then it restarts containerd under the running DaemonSet
 // (a new process and a new socket file): nodegc must collect a deleted
 // pod's dead container and sandbox within two container GC periods, as
 // before, without its own pod being restarted and with /healthz ok
@@ -68,7 +69,8 @@
 // adaptations are made by Helm's post-renderer, which is this test binary
 // itself (TestMain, with NODEGC_E2E_POST_RENDER set), through the same code
 // as for the manifest. The node agent must connect to the runtime, the owner
-// collector lead and sync and collect one ConfigMap whose owner is deleted;
+// collector lead and sync and collect one ConfigMap whose owner is deleted,
+// both at the GOMAXPROCS of their CPU limit;
 // `helm uninstall` must then remove the release's objects.
 //
 // The tests need root and the test-bed binaries (`make tools`) and carry the
