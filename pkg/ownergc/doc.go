@@ -243,7 +243,12 @@
 // kube-apiserver's CPU per delete did not measurably change: 0.89x-1.03x
 // for the Pods in six runs (95% intervals of 10-22% either side),
 // 0.86x-1.09x for the custom resources in four (33-43%): its background
-// work moves a round of a few seconds by more than the answer costs.
+// work moves a round of a few seconds by more than the answer costs. The
+// longer header costs kube-apiserver about a microsecond per delete to
+// negotiate, answers with a Status (the ConfigMaps of BenchmarkOwnerGC)
+// included: 1.3 us against 0.4 in a micro-benchmark of its
+// NegotiateOutputMediaType (apiserver 0.34, not in this repository), about
+// 0.1% of what it spends on a delete.
 //
 // # Rate
 //
