@@ -269,7 +269,7 @@ func (b *builder) observeDelete(uid types.UID) {
 // one before, and kube-apiserver's watch cache and etcd find each key
 // beside the last one they touched. In the order of a Go map (random), a
 // cascade of 50,000 cost kube-apiserver 3-34% and etcd 4-52% more CPU
-// per object in four runs (see the package doc, # Rate). Sorting costs the
+// per object in four runs (docs/ownergc-at-scale.md). Sorting costs the
 // builder about 0.3 us per dependent (BenchmarkEnqueueDependents).
 func (b *builder) enqueueDependents(n *node) {
 	deps := make([]*node, 0, len(n.dependents))

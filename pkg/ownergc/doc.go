@@ -259,200 +259,37 @@
 // kubeAPIQPS -1 (Priority and Fairness then paces the collector); the
 // default, 40, is kube-controller-manager's effective limit.
 //
-// BenchmarkOwnerGC reads each process's CPU time per collected object in
-// cascades of 5,000 and 50,000, beside a plain loop of DELETEs and the
-// same loop holding the metadata watch a collector needs (2 cores;
-// NODEGC_BENCH_PROFILE for the profiles). Per object, over the runs of
-// this work:
-//   - kube-apiserver spends 620-900 us and etcd 220-340 us, depending on
-//     the run and on who deletes (below).
-//   - The plain loop spends 105-125 us of its own, nearly all of it in
-//     the DELETE through client-go (request, transports, HTTP/2, TLS).
-//     The collector's DELETE costs about as much: in BenchmarkDelete, 20
-//     at a time against a server that only answers, its client side took
-//     1.02x the time of the loop's typed client (16 runs, interval
-//     0.99-1.05) and 1.03x that of client-go's metadata client
-//     (0.98-1.08), with 0.96x the loop's bytes and 0.91x its allocations.
-//     In place it took more (44 us against 27 in one profiled run): the
-//     same call, on a busier process.
-//   - The watch: kube-apiserver encodes each deletion for one more watcher,
-//     and the watcher reads, decrypts and decodes it. The loop that
-//     watches cost the machine 1-10% more per object than the plain loop.
-//   - The collector's own work adds about 50-90 us more (its process
-//     spends 175-245 us per object with 2 Ps, 168-175 with 1 P, below):
-//     the decision record (record.go), one klog line per action
-//     (BenchmarkRecord: about 9 us, 4.1 KB in 25 allocations alone; 20-30
-//     us in place, among 20 workers on a busy machine);
-//     the graph and the queues; its metrics; and the Go runtime's
-//     scheduling and collection of all that.
-//   - The order of the deletions. The loop deletes its objects by name, in
-//     order; the collector used to delete an owner's dependents in the order
-//     of a Go map, at random (as kube-controller-manager still does). Each
-//     DELETE looks its object up in kube-apiserver's watch cache (a B-tree of
-//     every object of the resource) and deep-copies it, and etcd looks its
-//     key up in its index and in the pages of its database (etcd was not
-//     profiled): neighbours find all that in the CPU's caches, random keys do
-//     not. In kube-apiserver's profile over 20 seconds of a cascade of
-//     50,000, its B-tree lookups took 0.31 s of 22 s of CPU in random order,
-//     too little to sample in the loop's order. The collector now queues the
-//     dependents of an owner in storage order (kind, namespace, name:
-//     enqueueDependents). Four runs of the 50,000 cascade, each build once
-//     per run (NODEGC_BENCH_COMPARE; the random order ran before the storage
-//     order in the second, after it in the others): 1.28x, 1.10x, 1.34x and
-//     1.04x the rate of the random order, geometric mean 1.18x (95% interval
-//     0.98-1.43); kube-apiserver 635, 719, 674 and 731 us per object against
-//     801, 796, 900 and 754, etcd 208, 261, 225 and 245 against 302, 272, 341
-//     and 279. At 5,000 the B-tree and the pages fit in the caches: 0.97x
-//     over 10 rounds (interval 0.86-1.10), no difference.
-//   - kube-apiserver and etcd spent more per object when nodegc deleted
-//     than when the loop did (in a 20-round run of 5,000, before the
-//     order above, 731 and 274 us against 656 and 250). Not for want of
-//     concurrency: kube-apiserver handles 12.5 of nodegc's DELETEs at a
-//     time, as many as the loop's (the table's details give it). One-off
-//     experiments (not in the bench) ruled out more: a loop sending
-//     nodegc's delete options (UID and resourceVersion preconditions,
-//     Background) ran at the plain loop's rate and cost; a loop beside a
-//     process burning a tenth of a core cost kube-apiserver and etcd no
-//     more per object; a loop watching the metadata of all 57 resources
-//     that can be listed, watched and deleted, as a collector does, cost
-//     kube-apiserver about a third of nodegc's extra. At 5,000 the rest is
-//     not explained.
-//   - More concurrent DELETEs lower every deleter's cost per object (the
-//     loop with 40 goroutines ran at 1.09x its rate with 20), so the goal
-//     compares 20 workers, kube-controller-manager's concurrent-gc-syncs,
-//     with the loop's 20 goroutines.
+// What keeps the collector's cost per object near that of a plain loop of
+// DELETEs:
+//   - one request per collected object (# Fewer requests), built and sent
+//     about as cheaply as by client-go's typed client (BenchmarkDelete:
+//     1.02x its client time, 0.96x its bytes, 0.91x its allocations);
+//   - an owner's dependents queued in storage order (kind, namespace,
+//     name: enqueueDependents), the order in which kube-apiserver's watch
+//     cache and etcd keep them. In random order (a Go map's, as
+//     kube-controller-manager deletes) a large cascade's lookups miss the
+//     CPU's caches: a cascade of 50,000 ran at about 0.85x the rate (at
+//     5,000 everything fits in the caches and the order makes no
+//     difference);
+//   - the monitors' lists and watches on a connection of their own
+//     (collector.go), so a cascade's watch events do not delay the answers
+//     to its deletes;
+//   - GOMAXPROCS from the CPU limit (1, set by the manifests): with Go's
+//     default of 2 Ps sharing one CPU's worth of time, scheduling and
+//     waking a second thread cost 10-28% more CPU per object.
 //
-// The rate goal, at least 0.95x the plain loop's rate, leaves 5% of the
-// machine's CPU for watching and for all the collector does. Over 20 rounds
-// of the 5,000 cascade, the rate of nodegc was 0.87x the loop's (geometric
-// mean; 95% confidence interval 0.83-0.91), the loop that watches 0.99x
-// (0.93-1.05): the watch is within the noise, and nodegc's own cost is the
-// gap. Two later runs of 10 rounds gave 0.89x (0.83-0.96) and 0.96x
-// (0.89-1.03): runs differ by more than their intervals. In those runs, a
-// loop run as a process of its own, as the collector is, ran at 1.04x the
-// bench's in-process loop (0.94-1.14), and the collector with its watches
-// on its deletes' connection at 1.00x the collector as it is (0.91-1.09,
-// NODEGC_BENCH_COMPARE): neither is the gap. kube-apiserver's own
-// background work halves any deleter's rate for a few hundred milliseconds
-// at a time, so a round of a few seconds varies by 10-20%, and a whole
-// run's figures by as much (kube-apiserver's cost per object moved from
-// about 620 to 780 us between runs); hence the interval, from rounds run
-// side by side. A cascade of 50,000 runs in three rounds
-// ($NODEGC_BENCH_ROUNDS_LARGE), and one round can differ from the next by
-// 40%. Pooled over the 19 rounds of 50,000 measured since the storage
-// order, in nine runs, nodegc ran at 0.94x the loop (interval
-// 0.86-1.02), and the loop that watches, over 22 rounds in twelve runs,
-// at 1.00x (0.95-1.06): at that size the goal is not shown met either
-// way, and the collector runs about 6% behind the loop that watches,
-// about what it spends beyond the watch (its process: 175-245 us per
-// object in these runs, the watching loop's 125-155 us besides the
-// bench's watch). The record's klog line takes 20-30 us of it; the Go
-// garbage collector 20-30 us (GODEBUG=gctrace=1), about half of that in
-// mark workers that run while the process would be idle.
+// Beyond the loop, the collector pays for the watch every collector needs
+// (kube-apiserver encodes each deletion once more, the collector reads
+// it) and for its own work: the decision record's log line (20-30 us in
+// place), the graph and the queues, its metrics and the Go runtime, about
+// 50-90 us per object in all. On shared cores each of those microseconds
+// costs kube-apiserver and etcd 2-4.5 more. The 20 workers match
+// kube-controller-manager's concurrent-gc-syncs; more concurrent DELETEs
+// lower any deleter's cost per object.
 //
-// The record does not decide the goal. A build without its klog line, run
-// beside the collector (NODEGC_BENCH_COMPARE, four rounds of 50,000),
-// spent 0.90x the collector's CPU per object (interval 0.79-1.01) and ran
-// at its rate (1.00x, 0.86-1.16). At 5,000 on shared cores (24 rounds) it
-// spent 0.86x the collector's CPU per object (234 against 273 us; the
-// collector 1.16x it, 1.08-1.24) and ran at 1.06x its rate (the collector
-// 0.94x it, 0.87-1.01): the line costs about 6% of the rate there, and
-// without it the goal is still missed (that build 0.88x the loop,
-// 0.82-0.95; the collector 0.83x, 0.76-0.90, in the same run). In that run
-// kube-apiserver's CPU per object followed the deleter's: 869 us when the
-// loop deleted (its process 209 us), 890 with the loop that watches (222),
-// 964 with that build (234), 1,018 with the collector (273); etcd 352,
-// 357, 370 and 391. Each microsecond a deleter spent beyond the plain loop
-// came with 1.6-3.8 us more in kube-apiserver and 0.4-0.7 in etcd, likely
-// the processes contending for the two CPUs and their caches: on shared
-// cores the collector's own cost counts 3-5.5 times in its rate. A build
-// logging through klog's textlogger, as component-base sets up the text
-// format of Kubernetes components, writes the same line in 0.65x the time
-// and 0.58x the bytes alone, but was no cheaper in place (the collector
-// used 0.90x its CPU per object, 0.68-1.18).
-//
-// GOMAXPROCS. Go gives a process at least 2 Ps, even under a CPU limit of
-// one CPU, where the two share it; the manifests set GOMAXPROCS from the
-// limit (1), and BenchmarkOwnerGC runs the collector so. The same binary
-// with Go's default (2 Ps on the bench's 2 CPUs), run beside it on shared
-// cores, spent more CPU per object for the same deletions: over four runs
-// 1 P spent 0.85x, 0.87x, 0.91x and 0.78x the CPU per object of 2 Ps
-// (intervals 0.83-0.88, 0.84-0.92, 0.79-1.04 and 0.70-0.87; 24, 16 and 5
-// rounds of 5,000 and 3 of 50,000) at 1.04x, 0.99x, 0.99x and 1.15x its
-// rate (1.01-1.08, 0.95-1.03, 0.84-1.16, 0.96-1.38). The collector's
-// process then spends 168-175 us per object, about what the loop's
-// process does with the bench's watch in it (165-172 us), against 192-225
-// us with 2 Ps. In the two processes' CPU profiles (4 rounds of 5,000,
-// 4 s of each deletion) 2 Ps took 3.81 s against 3.29 s: the scheduler
-// (runtime.schedule) 0.31 s against 0.15, waking a second thread
-// (runtime.wakep) 0.11 s against none, socket writes 0.34 s against 0.19.
-// It does not close the gap: over 16 rounds of 5,000 the collector with
-// 1 P ran at 0.90x the loop (0.86-0.95). In the pinned runs below, every
-// client already ran with 1 P, Go's default on one CPU.
-//
-// The collector's own CPU time is not all of the gap. With kube-apiserver
-// and etcd on one CPU and the deleters on the other
-// (NODEGC_BENCH_SERVER_CPUS=0: as in a cluster, where the collector runs
-// on a node, not beside kube-apiserver), no deleter takes CPU from the
-// server, whose CPU then bounds every rate (about 1,100 objects per
-// second). Over four such runs the collector ran at 0.97x the loop at
-// 50,000 (8 rounds in two runs, interval 0.91-1.04; the loop that watches
-// 0.98x, 0.91-1.06) and at 0.93x at 5,000 (23 rounds, 0.88-0.99; the loop
-// that watches 0.99x, 0.93-1.05). At 5,000, kube-apiserver and etcd spent
-// 0-13% more CPU per object when the collector deleted than when the loop
-// did (983, 983, 1,069 and 888 us against 907, 868, 990 and 887; the
-// third run was profiled), and kube-apiserver's profiles during the
-// collector's and the loop's deletions (four of each, normalized) differ
-// by about 1% of the samples at most in any function: the server did the
-// same work, more of it per object. The watches of every resource are
-// part of it: the plain loop beside a synced collector that collects
-// nothing ran at 0.95x the loop alone (6 rounds, 0.86-1.06, one-off). The
-// rest is not explained.
-//
-// Later pinned runs at 5,000 differ from one another as much: 0.89x,
-// 0.87x, 0.96x, 0.97x, 0.98x, 0.95x, 0.97x and 0.96x the loop (8, 8, 16,
-// 8, 16, 8, 24 and 20 rounds; the 8- and 24-round runs, on one day, 0.97x
-// together, interval 0.91-1.03; the last, 0.96x, 0.93-1.00). Over all
-// twelve pinned runs (131 rounds) the collector ran at 0.95x the loop;
-// taking each of the eight later runs as one measurement, at 0.94x
-// (0.91-0.98). So at 5,000 the goal is not shown met either. In the last
-// of them a build without the record's klog line ran at 0.95x the loop
-// (0.91-0.99) and the collector at 1.01x that build (0.98-1.05), spending
-// 1.16x its CPU per object (218 against 187 us): with the collector on a
-// CPU of its own, the record costs CPU but not rate. A later pinned run at
-// 50,000 gave 1.02x (4 rounds: 1.30x, 0.98x, 0.91x and 0.95x, interval
-// 0.79-1.33), kube-apiserver and etcd spending 972 us per object when the
-// collector deleted and 991 when the loop did; the 12 pinned rounds at
-// 50,000 pooled, 0.99x. Four more leads were followed (one-offs, not in
-// the bench):
-//   - At rest, a synced collector costs kube-apiserver nothing measurable.
-//     Over 20 s of idle beside 5,000 ConfigMaps, kube-apiserver used
-//     270-320 ms of CPU with the collector, with one metadata watcher or
-//     with nothing, and the collector made no request.
-//   - The watch encoding. kube-apiserver encodes each event once per
-//     encoding and shares the bytes among the watchers that ask for it;
-//     the bench's watch gets full objects, the collector's metadata. Watches
-//     that asked for full protobuf objects (custom resources have none)
-//     ran at 1.01x the metadata watches (16 rounds, 0.96-1.06), and would
-//     have sent the collector every Secret's data.
-//   - The start. The bench's watch sees the first dependent deleted 0.02 s
-//     after the owner's DELETE, and the loop's first 0.01-0.02 s after it
-//     starts: under 1% of a deletion of 4.6 s.
-//   - The Go garbage collector's pace. A build collecting its garbage a
-//     tenth as often (the GC percent at 1,000 instead of 100), run beside
-//     the collector in the 8- and 24-round pinned runs at 5,000
-//     (NODEGC_BENCH_COMPARE, 32 rounds): the collector ran at 0.97x its
-//     rate (0.91-1.03) and spent 1.03x its CPU per object (0.98-1.09);
-//     kube-apiserver spent 908 and 912 us per object when the collector
-//     deleted, 862 and 891 when that build did, 862 and 883 when the loop
-//     did. So the heap scans, which share the CPU's caches with the
-//     server, may cost the collector about 3% of its rate (the interval
-//     allows from none to 9%); the one cure measured lets the heap grow
-//     to eleven times what is live before each collection, which the
-//     memory goal could not afford.
-//
-// The collector and the loops use the same credentials, so authorization
-// and Priority and Fairness treat their DELETEs alike.
+// BenchmarkOwnerGC measures the rate beside kube-controller-manager and
+// the loop; docs/ownergc-at-scale.md holds the measurements, where a
+// deletion's CPU goes, and every lead followed with what it found.
 //
 // # Decision records and dry-run
 //
