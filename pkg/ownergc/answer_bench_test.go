@@ -70,8 +70,8 @@ type objectRef struct {
 	uid  types.UID
 }
 
-// benchDeleteAnswer is one case of BenchmarkDeleteAnswer: create makes
-// namespace ns and n objects of gvr in it.
+// benchDeleteAnswer is one case of BenchmarkDeleteAnswer: create makes n
+// objects of gvr in namespace ns.
 func benchDeleteAnswer(b *testing.B, env *itEnv, gvr schema.GroupVersionResource, objects, rounds int, create func(ns string, n int) []objectRef) {
 	pids := env.c.PIDs()
 	mc, rec := env.recordingMetaClient(b, false)
@@ -115,7 +115,7 @@ func benchDeleteAnswer(b *testing.B, env *itEnv, gvr schema.GroupVersionResource
 		per := map[*way]float64{}
 		for i := range ways {
 			w := ways[(i+round)%len(ways)] // alternate which goes first
-			ns := fmt.Sprintf("answer-%s-%s-%d", gvr.Resource, w.name, round)
+			ns := env.namespace(b, fmt.Sprintf("answer-%s-%s-%d", gvr.Resource, w.name, round))
 			made := create(ns, objects)
 			time.Sleep(time.Second) // let kube-apiserver settle after the creates
 			bytes0 := rec.bytes()
@@ -167,7 +167,7 @@ func envInt(b *testing.B, name string, def int) int {
 	return n
 }
 
-// createReplicaSetPods creates namespace ns and n Pods in it as a
+// createReplicaSetPods creates n Pods in namespace ns as a
 // ReplicaSet's controller makes them from a typical Deployment's template
 // (labels, an owner reference, one container with ports, env, resources
 // and probes, a ConfigMap volume), not bound to a node: kube-apiserver
@@ -183,7 +183,7 @@ func createReplicaSetPods(b *testing.B, cs kubernetes.Interface, ns string, n in
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}},
 			PeriodSeconds: 10, FailureThreshold: 3}
 	}
-	return createInNamespace(b, cs, ns, n, func(ctx context.Context, i int) (objectRef, error) {
+	return createEach(b, ns, n, func(ctx context.Context, i int) (objectRef, error) {
 		p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("checkout-7d9f8b6c5d-%05d", i), Labels: labels,
 				Annotations:     map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
@@ -210,7 +210,7 @@ func createReplicaSetPods(b *testing.B, cs kubernetes.Interface, ns string, n in
 	})
 }
 
-// createHeldWidgets creates namespace ns and n Widgets (gvr) in it, each
+// createHeldWidgets creates n Widgets (gvr) in namespace ns, each
 // with an operator's finalizer and 16 KiB of spec (128 entries of 128
 // bytes, a resource listing what it manages): kube-apiserver answers their
 // deletes with the object, marked for deletion, in JSON.
@@ -221,7 +221,7 @@ func createHeldWidgets(b *testing.B, env *itEnv, gvr schema.GroupVersionResource
 			"port": int64(8000 + i), "zone": "eu-west-1" + string(rune('a'+i%3)), "weight": int64(i % 10),
 			"checksum": fmt.Sprintf("%040x", i*7919)}
 	}
-	return createInNamespace(b, env.cs, ns, n, func(ctx context.Context, i int) (objectRef, error) {
+	return createEach(b, ns, n, func(ctx context.Context, i int) (objectRef, error) {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": gvr.GroupVersion().String(), "kind": "Widget",
 			"metadata": map[string]any{"name": fmt.Sprintf("widget-%05d", i), "finalizers": []any{"operator.example.com/cleanup"}},
@@ -235,15 +235,11 @@ func createHeldWidgets(b *testing.B, env *itEnv, gvr schema.GroupVersionResource
 	})
 }
 
-// createInNamespace creates namespace ns, then calls create for 0..n-1, 20
-// at a time, and returns what they made.
-func createInNamespace(b *testing.B, cs kubernetes.Interface, ns string, n int, create func(ctx context.Context, i int) (objectRef, error)) []objectRef {
-	ctx := b.Context()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
+// createEach calls create for 0..n-1, 20 at a time, and returns what they
+// made in namespace ns.
+func createEach(b *testing.B, ns string, n int, create func(ctx context.Context, i int) (objectRef, error)) []objectRef {
 	made := make([]objectRef, n)
-	g, gctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(b.Context())
 	g.SetLimit(20)
 	for i := range n {
 		g.Go(func() error {

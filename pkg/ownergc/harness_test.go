@@ -46,7 +46,7 @@ func newEnv(t *testing.T) *itEnv {
 
 // namespace creates a fresh namespace. No namespace controller runs, so it
 // is never deleted; the cluster goes at the end.
-func (e *itEnv) namespace(t *testing.T, prefix string) string {
+func (e *itEnv) namespace(t testing.TB, prefix string) string {
 	t.Helper()
 	name := prefix + "-" + utilrand.String(5)
 	_, err := e.cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
