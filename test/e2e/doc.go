@@ -19,11 +19,11 @@
 // one, images of running pods stay; an in-use image too big to free gets
 // FreeDiskSpaceFailed on the Node), and reads /metrics of the agents on the
 // node's loopback (both must run with the GOMAXPROCS their manifest sets
-// from the CPU limit, as the kubelet resolves it). Then it restarts containerd under the running DaemonSet
-// (a new process and a new socket file): nodegc must collect a deleted
-// pod's dead container and sandbox within two container GC periods, as
-// before, without its own pod being restarted and with /healthz ok
-// throughout. It logs, for each collector, what was removed and what was
+// from the CPU limit, as the kubelet resolves it). Then it restarts
+// containerd under the running DaemonSet (a new process and a new socket
+// file): nodegc must collect a deleted pod's dead container and sandbox
+// within two container GC periods, as before, without its own pod being
+// restarted and with /healthz ok throughout. It logs, for each collector, what was removed and what was
 // kept and why.
 //
 // The disk guardian's proofs:

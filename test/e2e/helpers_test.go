@@ -60,17 +60,18 @@ func (m metrics) has(name string) bool {
 // its manifest sets from its CPU limit, which the kubelet resolves
 // (resourceFieldRef limits.cpu), as deploy's test computes it and the
 // benchmarks run nodegc: the Prometheus client's Go collector exports it
-// as go_sched_gomaxprocs_threads. It returns the value read.
-func checkGOMAXPROCS(t testing.TB, where string, m metrics) string {
+// as go_sched_gomaxprocs_threads. It returns the value read and whether
+// it is the one wanted.
+func checkGOMAXPROCS(t testing.TB, where string, m metrics) (got string, ok bool) {
 	t.Helper()
-	got := "none"
+	got = "none"
 	if m.has("go_sched_gomaxprocs_threads") {
 		got = fmt.Sprint(m.sum("go_sched_gomaxprocs_threads"))
 	}
-	if got != nodegcproc.DeployedGOMAXPROCS {
+	if ok = got == nodegcproc.DeployedGOMAXPROCS; !ok {
 		t.Errorf("%s /metrics: go_sched_gomaxprocs_threads %s, want %s: the kubelet did not resolve the manifest's GOMAXPROCS (resourceFieldRef limits.cpu) as deploy's test expects", where, got, nodegcproc.DeployedGOMAXPROCS)
 	}
-	return got
+	return got, ok
 }
 
 // table logs rows as aligned columns under a title.

@@ -53,12 +53,12 @@ func (s *suite) testMetrics(t *testing.T) {
 		m     metrics
 		where string
 	}{{node, "node"}, {owner, "owner"}} {
-		got := checkGOMAXPROCS(t, a.where, a.m)
-		ok := "ok"
-		if got != nodegcproc.DeployedGOMAXPROCS {
-			ok = "WRONG"
+		got, ok := checkGOMAXPROCS(t, a.where, a.m)
+		verdict := "ok"
+		if !ok {
+			verdict = "WRONG"
 		}
-		rows = append(rows, []string{a.where, "go_sched_gomaxprocs_threads", got, ok + " (= " + nodegcproc.DeployedGOMAXPROCS + ", from limits.cpu)"})
+		rows = append(rows, []string{a.where, "go_sched_gomaxprocs_threads", got, verdict + " (= " + nodegcproc.DeployedGOMAXPROCS + ", from limits.cpu)"})
 	}
 	table(t, fmt.Sprintf("/metrics of nodegc on the node (DaemonSet pod on 127.0.0.1:%d, owner collector on 127.0.0.1:%d)", s.metricsPort, s.ownerMetricsPort),
 		[]string{"AGENT", "METRIC", "VALUE", "CHECK"}, rows)
