@@ -108,7 +108,11 @@ func TestCrashChild(t *testing.T) {
 // and cgroups, the kubelet's files and log links in the fixed host paths.
 func TestStartAfterCrash(t *testing.T) {
 	testbed.RequireRoot(t)
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
+	// The child's artifact directory (Start asks for one) goes under this
+	// test's temp dir: the child dies before its own cleanup would remove it.
+	outDir := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestCrashChild$", "-test.v",
+		"-test.artifacts", "-test.outputdir="+outDir)
 	cmd.Env = append(os.Environ(), crashChildEnv+"=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -117,11 +121,14 @@ func TestStartAfterCrash(t *testing.T) {
 	if !errors.As(err, &exitErr) || exitErr.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("crash child: want death by SIGKILL, got %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
 	}
-	var nodeDir, apiDir string
+	var nodeDir, apiDir, artifacts string
 	pids := map[string]int{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := sc.Text()
+		if d, ok := strings.CutPrefix(line, "=== ARTIFACTS TestCrashChild "); ok {
+			artifacts = d
+		}
 		if d, ok := strings.CutPrefix(line, "NODE_DIR="); ok {
 			nodeDir = d
 		}
@@ -137,6 +144,9 @@ func TestStartAfterCrash(t *testing.T) {
 	}
 	if nodeDir == "" || apiDir == "" || pids["kubelet"] == 0 || pids["kube-apiserver"] == 0 {
 		t.Fatalf("crash child printed no node directory or PIDs:\n%s", out)
+	}
+	if !strings.HasPrefix(artifacts, outDir+"/") {
+		t.Errorf("crash child's artifact directory %q is not under %s, so nothing removes it", artifacts, outDir)
 	}
 	// What died with the test process: every process the harnesses started.
 	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
