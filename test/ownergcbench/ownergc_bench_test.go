@@ -35,15 +35,16 @@ import (
 //     metadata of every ConfigMap, as a collector must to learn of
 //     deletions (client-go's metadata client, as kube-controller-manager's
 //     collector), which bounds what any such collector can reach. Each
-//     row is the median of several rounds, in each of which the deleters
-//     run in turn, each round starting with the next one (a deleter that
-//     always ran first, or always after the same other, would carry what
-//     that position does to the cluster): $NODEGC_BENCH_ROUNDS (default
-//     5) rounds of a cascade of at most 10,000 dependents, which takes
-//     seconds, and $NODEGC_BENCH_ROUNDS_LARGE (default 3) of a larger
-//     one, which takes a minute; kube-controller-manager, whose rate its
-//     client-side limit holds (555/s in each of 10 rounds of 5,000),
-//     deletes a larger cascade in the first round only (100 s at 50,000).
+//     row's rate is the median of several rounds, in each of which the
+//     deleters run in turn, each round starting with the next one (a
+//     deleter that always ran first, or always after the same other,
+//     would carry what that position does to the cluster):
+//     $NODEGC_BENCH_ROUNDS (default 5) rounds of a cascade of at most
+//     10,000 dependents, which takes seconds, and
+//     $NODEGC_BENCH_ROUNDS_LARGE (default 3) of a larger one, which takes
+//     a minute; kube-controller-manager, whose rate its client-side limit
+//     holds (555/s in each of 10 rounds of 5,000), deletes a larger
+//     cascade in the first round only (100 s at 50,000).
 //     Each deletion starts once kube-apiserver and etcd are quiet (see
 //     quiesce). Requests per object are kube-apiserver's own
 //     apiserver_request_total on configmaps (minus
@@ -58,10 +59,14 @@ import (
 //     shared by all, the rate follows it; a round's rate also follows
 //     kube-apiserver's own background work (dips of a few hundred
 //     milliseconds at half the rate, while its CPU time rises, whoever
-//     deletes), so the table also prints the ratio of every round, with
-//     their geometric mean and its 95% confidence interval (see
-//     testbed.RatioInterval): a goal outside the interval is met, or missed,
-//     beyond the rounds' noise.
+//     deletes), so a ratio of two deleters' rates is the geometric mean of
+//     the rounds' ratios (each deleter's rate over the other's in the same
+//     round), with its 95% confidence interval (see testbed.RatioInterval),
+//     and the details print every round's. A goal is met when the whole
+//     interval meets it, missed when the whole interval misses it, and
+//     otherwise "not shown" either way; a deleter measured once
+//     (kube-controller-manager at a large size) is compared by the ratio of
+//     the rates, nodegc's being its median.
 //     $NODEGC_BENCH_TRACE prints each deletion per 100 ms (objects
 //     deleted, each process's CPU time). $NODEGC_BENCH_COMPARE=PATH adds
 //     a fifth deleter to every round: the nodegc binary at PATH (another

@@ -44,23 +44,63 @@ type scaleRow struct {
 // ratio is one ratio the table checks against its goal.
 type ratio struct {
 	value float64
-	max   bool    // the goal is an upper bound (else a lower bound)
-	goal  float64 // 0: no goal
-	unit  string  // its name in b.ReportMetric
+	// lo and hi bound value's 95% confidence interval when it is the
+	// geometric mean of several rounds' ratios (see roundsRatio); both 0
+	// when it is one measurement's.
+	lo, hi float64
+	max    bool    // the goal is an upper bound (else a lower bound)
+	goal   float64 // 0: no goal
+	unit   string  // its name in b.ReportMetric
 }
 
-func (r ratio) String() string { return fmt.Sprintf("%.2f", r.value) }
-
-// mark is the goal and whether the ratio meets it.
-func (r ratio) mark() string {
-	switch {
-	case r.goal == 0:
-		return ""
-	case r.max && r.value <= r.goal, !r.max && r.value >= r.goal:
-		return fmt.Sprintf("%s %.2f  ok", r.op(), r.goal)
-	default:
-		return fmt.Sprintf("%s %.2f  FAIL", r.op(), r.goal)
+func (r ratio) String() string {
+	if r.lo == 0 && r.hi == 0 {
+		return fmt.Sprintf("%.2f", r.value)
 	}
+	return fmt.Sprintf("%.2f (%.2f-%.2f)", r.value, r.lo, r.hi)
+}
+
+// The verdicts of a ratio on its goal.
+const (
+	met      = "ok"
+	missed   = "FAIL"
+	notShown = "not shown" // the interval holds values on both sides of the goal
+)
+
+// verdict says whether the ratio meets its goal. A ratio with an interval
+// meets it only if all of the interval does, and misses it only if all of
+// the interval does: a round's rate moves by 10-20%, so a mean a little
+// past the goal says neither.
+func (r ratio) verdict() string {
+	worst, best := r.value, r.value
+	if r.lo != 0 || r.hi != 0 {
+		worst, best = r.lo, r.hi
+		if r.max {
+			worst, best = r.hi, r.lo
+		}
+	}
+	meets := func(v float64) bool {
+		if r.max {
+			return v <= r.goal
+		}
+		return v >= r.goal
+	}
+	switch {
+	case meets(worst):
+		return met
+	case !meets(best):
+		return missed
+	default:
+		return notShown
+	}
+}
+
+// mark is the goal and the ratio's verdict on it.
+func (r ratio) mark() string {
+	if r.goal == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s %.2f  %s", r.op(), r.goal, r.verdict())
 }
 
 func (r ratio) op() string {
@@ -70,13 +110,40 @@ func (r ratio) op() string {
 	return ">="
 }
 
+// roundsRatio is the ratio of a's rate to b's. When both were measured in
+// the same rounds, it is the geometric mean of the rounds' ratios (a's
+// rate over b's in the same round, so that what a round did to the
+// cluster, it did to both) with its 95% interval; else (a deleter measured
+// once) the ratio of their medians.
+func roundsRatio(a, b []float64, medians float64) ratio {
+	ratios, ok := pairedRatios(a, b)
+	if !ok {
+		return ratio{value: medians}
+	}
+	mean, lo, hi := testbed.RatioInterval(ratios)
+	return ratio{value: mean, lo: lo, hi: hi}
+}
+
+// pairedRatios is a[i]/b[i] for each round i, ok when a and b hold the
+// same two or more rounds.
+func pairedRatios(a, b []float64) ([]float64, bool) {
+	if len(a) < 2 || len(a) != len(b) {
+		return nil, false
+	}
+	ratios := make([]float64, len(a))
+	for i := range a {
+		ratios[i] = a[i] / b[i]
+	}
+	return ratios, true
+}
+
 // table is the printed table and the ratios it checked.
 type table struct {
 	strings.Builder
 	ratios []ratio
 }
 
-const rowFormat = "%-62s %14s %16s %12s  %-26s %s\n"
+const rowFormat = "%-62s %14s %16s %12s  %-38s %s\n"
 
 // row writes one row; rt may be nil (no ratio), and a row with several
 // ratios is continued on lines of its own.
@@ -126,15 +193,17 @@ func (res *results) table() *table {
 		[]string{"nodegc/kcm"}, ratio{value: ns.Seconds() / ks.Seconds(), max: true, goal: 0.5, unit: "startup-nodegc/kcm"})
 
 	for _, r := range res.unthrottled {
+		vsLoop := roundsRatio(r.nodegc.rates, r.loop.rates, r.nodegc.perSecond/r.loop.perSecond)
+		vsLoop.goal, vsLoop.unit = 0.95, fmt.Sprintf("rate%d-nodegc/loop", r.n)
+		vsKcm := roundsRatio(r.nodegc.rates, r.kcm.rates, r.nodegc.perSecond/r.kcm.perSecond)
+		vsKcm.goal, vsKcm.unit = 2, fmt.Sprintf("rate%d-nodegc/kcm", r.n)
 		t.row(fmt.Sprintf("rate unthrottled, %d dependents: objects/s", r.n),
 			fmt.Sprintf("%.0f", r.nodegc.perSecond), fmt.Sprintf("%.0f", r.kcm.perSecond), fmt.Sprintf("%.0f", r.loop.perSecond),
-			[]string{"nodegc/loop", "nodegc/kcm"},
-			ratio{value: r.nodegc.perSecond / r.loop.perSecond, goal: 0.95, unit: fmt.Sprintf("rate%d-nodegc/loop", r.n)},
-			ratio{value: r.nodegc.perSecond / r.kcm.perSecond, goal: 2, unit: fmt.Sprintf("rate%d-nodegc/kcm", r.n)})
+			[]string{"nodegc/loop", "nodegc/kcm"}, vsLoop, vsKcm)
 		t.row(fmt.Sprintf("rate unthrottled, %d dependents: loop watching, objects/s", r.n), "-", "-", fmt.Sprintf("%.0f", r.loopWatch.perSecond),
 			[]string{"loop watching/loop", "nodegc/loop watching"},
-			ratio{value: r.loopWatch.perSecond / r.loop.perSecond},
-			ratio{value: r.nodegc.perSecond / r.loopWatch.perSecond})
+			roundsRatio(r.loopWatch.rates, r.loop.rates, r.loopWatch.perSecond/r.loop.perSecond),
+			roundsRatio(r.nodegc.rates, r.loopWatch.rates, r.nodegc.perSecond/r.loopWatch.perSecond))
 		t.row(fmt.Sprintf("rate unthrottled, %d dependents: requests/object", r.n),
 			fmt.Sprintf("%.2f", r.nodegc.perObject), fmt.Sprintf("%.2f", r.kcm.perObject), fmt.Sprintf("%.2f", r.loop.perObject), nil)
 		t.row(fmt.Sprintf("rate unthrottled, %d dependents: CPU us/object", r.n),
@@ -147,13 +216,13 @@ func (res *results) table() *table {
 		[]string{"nodegc/kcm"}, ratio{value: e.nodegc.perSecond / e.kcm.perSecond, goal: 2, unit: "equal-qps-rate-nodegc/kcm"})
 	t.row(fmt.Sprintf("rate at equal QPS, %d dependents: requests/object", e.n), fmt.Sprintf("%.2f", e.nodegc.perObject), fmt.Sprintf("%.2f", e.kcm.perObject), "-",
 		[]string{"nodegc"}, ratio{value: e.nodegc.perObject, max: true, goal: 1.1, unit: "equal-qps-nodegc-requests/object"})
-	failed := 0
+	verdicts := map[string]int{}
 	for _, r := range t.ratios {
-		if strings.HasSuffix(r.mark(), "FAIL") {
-			failed++
-		}
+		verdicts[r.verdict()]++
 	}
-	fmt.Fprintf(t, "goals met: %d of %d\n", len(t.ratios)-failed, len(t.ratios))
+	fmt.Fprintf(t, "goals met: %d of %d (missed: %d; not shown either way, the interval of the rounds' ratios holding the goal: %d)\n",
+		verdicts[met], len(t.ratios), verdicts[missed], verdicts[notShown])
+	fmt.Fprintf(t, "A ratio of rates measured in several rounds is the geometric mean of the rounds' ratios, with its 95%% interval; the objects/s are the medians.\n")
 
 	fmt.Fprintf(t, "\nEqual QPS: nodegc kubeAPIQPS 40 / burst 60; kcm --kube-api-qps=20 --kube-api-burst=30 (its collector doubles both). Unthrottled: nodegc kubeAPIQPS -1 (no client-side limit), kcm 500/1000, the loop %d goroutines, no client limit.\n", loopWorkers)
 	fmt.Fprintf(t, "nodegc runs with GOMAXPROCS=%s, as its manifests set it from its CPU limit; kcm and the bench with Go's default.\n", nodegcproc.DeployedGOMAXPROCS)
@@ -211,14 +280,13 @@ func (res *results) table() *table {
 			// CPU time without kube-apiserver's and etcd's share; over 10
 			// rounds its interval was about 7% either side, the rate's 9%.
 			{"its CPU us/object: nodegc/built elsewhere", r.nodegc.deleterCPU, r.compared.deleterCPU}} {
-			if len(p.a) < 2 || len(p.a) != len(p.b) {
+			ratios, ok := pairedRatios(p.a, p.b)
+			if !ok {
 				continue
 			}
-			var paired []string
-			ratios := make([]float64, 0, len(p.a))
-			for i := range p.a {
-				ratios = append(ratios, p.a[i]/p.b[i])
-				paired = append(paired, fmt.Sprintf("%.2f", ratios[i]))
+			paired := make([]string, len(ratios))
+			for i, v := range ratios {
+				paired[i] = fmt.Sprintf("%.2f", v)
 			}
 			mean, lo, hi := testbed.RatioInterval(ratios)
 			fmt.Fprintf(t, "  %-44s round by round: %s; geometric mean %.2f, 95%% interval %.2f-%.2f\n", p.what, strings.Join(paired, ", "), mean, lo, hi)
