@@ -23,8 +23,8 @@
 // containerd under the running DaemonSet (a new process and a new socket
 // file): nodegc must collect a deleted pod's dead container and sandbox
 // within two container GC periods, as before, without its own pod being
-// restarted and with /healthz ok throughout. It logs, for each collector, what was removed and what was
-// kept and why.
+// restarted and with /healthz ok throughout. It logs, for each collector,
+// what was removed and what was kept and why.
 //
 // The disk guardian's proofs:
 //
