@@ -53,8 +53,11 @@ type ratio struct {
 	unit   string  // its name in b.ReportMetric
 }
 
+// hasInterval says whether value is a mean of rounds, bounded by lo and hi.
+func (r ratio) hasInterval() bool { return r.lo != 0 || r.hi != 0 }
+
 func (r ratio) String() string {
-	if r.lo == 0 && r.hi == 0 {
+	if !r.hasInterval() {
 		return fmt.Sprintf("%.2f", r.value)
 	}
 	return fmt.Sprintf("%.2f (%.2f-%.2f)", r.value, r.lo, r.hi)
@@ -73,7 +76,7 @@ const (
 // past the goal says neither.
 func (r ratio) verdict() string {
 	worst, best := r.value, r.value
-	if r.lo != 0 || r.hi != 0 {
+	if r.hasInterval() {
 		worst, best = r.lo, r.hi
 		if r.max {
 			worst, best = r.hi, r.lo
