@@ -98,6 +98,14 @@ func normalize(comps []string) (normalized, string) {
 	if hasWildcard(comps[0]) {
 		out.segments[0] = newSegment(comps[0])
 	}
+	if n > 1 && len(full) > n && comps[1] == "**" {
+		// The library put "library" before a path that starts with "**"
+		// (docker.io/** read as an official image), but "**" may stand
+		// for "library/..." as well as for a user's "team/app": keep the
+		// path as written.
+		out.segments = append(out.segments[:1], asWritten.segments[1:]...)
+		return out, ""
+	}
 	for i := 1; i < n; i++ {
 		out.segments[len(full)-n+i] = newSegment(comps[i])
 	}

@@ -64,6 +64,11 @@ func TestExcludedAsOperatorsWriteThem(t *testing.T) {
 		"double star middle, other host": {"registry.example/**/app:*", "other.example/a/app:1", false},
 		"double star last":               {"registry.example/team/**", "registry.example/team/x/y:1", true},
 		"double star alone":              {"**", "quay.io/any/thing:1", true},
+		"hub, double star: a user's":     {"docker.io/**", "docker.io/bitnami/redis:7", true},
+		"hub, double star: official":     {"docker.io/**", "docker.io/library/redis:7", true},
+		"hub, double star: familiar":     {"docker.io/**", "bitnami/redis:7", true},
+		"hub, double star: elsewhere":    {"docker.io/**", "quay.io/bitnami/redis:7", false},
+		"legacy hub, double star":        {"index.docker.io/**:*", "docker.io/bitnami/redis:7", true},
 		"double star with a tag":         {"**:v1", "quay.io/any/thing:v1", true},
 		"double star, other tag":         {"**:v1", "quay.io/any/thing:v2", false},
 
