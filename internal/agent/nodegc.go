@@ -161,7 +161,7 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool,
 		opts.Supervise = n.imageWatch.iteration
 	}
 	if layers != nil {
-		opts.Layers, opts.Arrivals = layers, layers
+		opts.Layers, opts.Arrivals, opts.Sandboxes = layers, layers, layers
 	}
 	if pods != nil {
 		opts.Pods = podImages{pods}

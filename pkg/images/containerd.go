@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +102,27 @@ func (c *ContainerdLayers) Forget(imageID string) {
 	c.mu.Lock()
 	delete(c.cache, imageID)
 	c.mu.Unlock()
+}
+
+// SandboxImages returns the image names of the pod sandboxes containerd
+// holds, in any state: the containerd container record the CRI plugin
+// makes for each sandbox (its pause container, labelled
+// io.cri-containerd.kind=sandbox) names the image its root filesystem was
+// made from. CRI lists no sandbox's image, and containerd 2.x neither
+// reports its configured sandbox image nor pins it unless the image was
+// pulled under exactly the name configured. One listing.
+func (c *ContainerdLayers) SandboxImages(ctx context.Context) ([]string, error) {
+	recs, err := c.client.ContainerService().List(ctx, `labels."io.cri-containerd.kind"==sandbox`)
+	if err != nil {
+		return nil, fmt.Errorf("listing containerd's sandbox containers: %w", err)
+	}
+	var names []string
+	for _, r := range recs {
+		if r.Image != "" && !slices.Contains(names, r.Image) {
+			names = append(names, r.Image)
+		}
+	}
+	return names, nil
 }
 
 // Arrivals returns, for each of the images given (by CRI image ID), when it

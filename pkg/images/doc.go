@@ -55,7 +55,13 @@
 //     the pod view is not authoritative, more is kept, never less: the last
 //     known pods' images, and every image that arrived since the view last
 //     was (all, if it never was since start).
-//   - Never a pinned image, the sandbox image, an excluded image, or one
+//   - Never a sandbox image: the runtime's, as its config writes it, in
+//     any form (normalised as pod references are), and the image of any
+//     pod sandbox containerd holds (Options.Sandboxes), listed again right
+//     before each removal. containerd 2.x does not report its sandbox
+//     image, and pins it only when it was pulled under exactly the name
+//     configured, so the sandboxes are what tells.
+//   - Never a pinned image, an excluded image, or one
 //     first detected less than minimumGCAge ago. First-detected times are
 //     bounded by when the runtime says the image arrived (containerd's
 //     image record): an image removed and pulled again while nodegc was down

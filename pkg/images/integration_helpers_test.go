@@ -116,7 +116,7 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 	}
 	m, err := images.NewManager(images.Options{
 		Config: cfg, StateDirectory: stateDir, Runtime: rt, Layers: b.layers, Arrivals: b.layers, Disk: b.disk, Clock: clk,
-		SandboxImages: []string{sandbox}, SettleTimeout: b.settleTimeout, OnRun: b.onRun,
+		SandboxImages: []string{sandbox}, Sandboxes: b.layers, SettleTimeout: b.settleTimeout, OnRun: b.onRun,
 	})
 	if err != nil {
 		b.t.Fatal(err)

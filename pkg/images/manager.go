@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodegc/nodegc/internal/gcrun"
+	"github.com/nodegc/nodegc/internal/imageref"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/cri"
 	"github.com/nodegc/nodegc/pkg/diskstats"
@@ -48,6 +50,14 @@ type ArrivalSource interface {
 }
 
 var _ ArrivalSource = (*ContainerdLayers)(nil)
+
+// SandboxSource names the images the runtime's pod sandboxes run, in any
+// state; *ContainerdLayers is one.
+type SandboxSource interface {
+	SandboxImages(ctx context.Context) ([]string, error)
+}
+
+var _ SandboxSource = (*ContainerdLayers)(nil)
 
 // DiskReader reads the statistics of the filesystem holding a path; a
 // *diskstats.Reader (pkg/diskstats) is one.
@@ -84,8 +94,13 @@ type Options struct {
 	Clock    clock.WithTicker
 	// Registerer receives the image GC metrics; nil means none are exported.
 	Registerer prometheus.Registerer
-	// SandboxImages name the runtime's sandbox image (tags or IDs).
+	// SandboxImages name the runtime's sandbox image as its config writes
+	// it (a reference in any form, or an ID).
 	SandboxImages []string
+	// Sandboxes, if set, names the images of the pod sandboxes the runtime
+	// holds: they are kept as the sandbox image, and checked again before
+	// each removal. A plan fails when it cannot be asked.
+	Sandboxes SandboxSource
 	// SettleTimeout bounds the wait for the runtime's asynchronous cleanup
 	// before freed space is measured. Default 20s.
 	SettleTimeout time.Duration
@@ -443,7 +458,9 @@ func (m *Manager) plan(ctx context.Context, ahead uint64) (*Plan, []Image, error
 	for i := range in {
 		in[i].Arrived = arrivals[in[i].ID]
 	}
-	m.markSandbox(in)
+	if err := m.markSandbox(ctx, in); err != nil {
+		return nil, nil, err
+	}
 	podsView := m.markScheduled(in, now)
 	m.addLayers(ctx, in)
 	plan, err := m.policy.PlanAhead(in, disk, now, ahead)
@@ -453,17 +470,38 @@ func (m *Manager) plan(ctx context.Context, ahead uint64) (*Plan, []Image, error
 	return plan, in, err
 }
 
-func (m *Manager) markSandbox(in []Image) {
-	if len(m.opts.SandboxImages) == 0 {
-		return
-	}
-	names := make(map[string]int, len(m.opts.SandboxImages))
-	for _, s := range m.opts.SandboxImages {
-		names[s] = 1
+// markSandbox marks the sandbox images: the runtime's, written in its
+// config as operators write references ("rancher/mirrored-pause:3.6",
+// "registry.k8s.io/pause:3.10@sha256:..."), and those of the sandboxes the
+// runtime holds, in whichever form CRI lists them.
+func (m *Manager) markSandbox(ctx context.Context, in []Image) error {
+	forms, err := m.sandboxForms(ctx)
+	if err != nil {
+		return err
 	}
 	for i := range in {
-		in[i].Sandbox = anyNameIn(names, in[i].ID, in[i].RepoTags, in[i].RepoDigests)
+		_, in[i].Sandbox = namedBy(&in[i], forms)
 	}
+	return nil
+}
+
+// sandboxForms returns the forms (imageref.Forms) of the sandbox images.
+func (m *Manager) sandboxForms(ctx context.Context) (map[string]string, error) {
+	names := m.opts.SandboxImages
+	if m.opts.Sandboxes != nil {
+		running, err := m.opts.Sandboxes.SandboxImages(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("cannot tell which images the pod sandboxes run: %w", err)
+		}
+		names = append(slices.Clip(names), running...)
+	}
+	forms := make(map[string]string, len(names))
+	for _, s := range names {
+		for _, f := range imageref.Forms(s) {
+			forms[f] = s
+		}
+	}
+	return forms, nil
 }
 
 // addLayers fills every image's layers, or none: a partial set would make
@@ -502,7 +540,19 @@ func (m *Manager) inUseNow(ctx context.Context) func(*Image) bool {
 			klog.FromContext(ctx).Info("Cannot list containers before removing an image; keeping it", "imageID", img.ID, "err", err)
 			return true
 		}
-		return m.tracker.inUse(img)
+		if m.tracker.inUse(img) {
+			return true
+		}
+		if m.opts.Sandboxes == nil {
+			return false
+		}
+		forms, err := m.sandboxForms(ctx)
+		if err != nil {
+			klog.FromContext(ctx).Info("Cannot list the pod sandboxes before removing an image; keeping it", "imageID", img.ID, "err", err)
+			return true
+		}
+		_, sandbox := namedBy(img, forms)
+		return sandbox
 	}
 }
 

@@ -78,7 +78,7 @@ func (m *Manager) markScheduled(in []Image, now time.Time) (podsView string) {
 	}
 	for i := range in {
 		img := &in[i]
-		if pod, ok := scheduledBy(img, forms); ok {
+		if pod, ok := namedBy(img, forms); ok {
 			img.Scheduled, img.ScheduledBy = true, "pod "+pod
 			continue
 		}
@@ -92,8 +92,10 @@ func (m *Manager) markScheduled(in []Image, now time.Time) (podsView string) {
 	return view.Reason
 }
 
-// scheduledBy returns the pod that names img, if any.
-func scheduledBy(img *Image, forms map[string]string) (string, bool) {
+// namedBy returns the value of the first of img's ID and names that forms
+// holds (forms: imageref.Forms of references, to what named them), and
+// whether there is one.
+func namedBy(img *Image, forms map[string]string) (string, bool) {
 	if len(forms) == 0 {
 		return "", false
 	}

@@ -42,6 +42,10 @@ type Options struct {
 	// next one, unless a client asks for a collection. A removed
 	// container's snapshot stays on disk until then.
 	RareGC bool
+	// SandboxImageByDigest writes the sandbox image in containerd's config
+	// with its tag and manifest digest (REF@DIGEST), as operators pin it;
+	// CRI lists the image by its tag and by NAME@DIGEST, never as written.
+	SandboxImageByDigest bool
 }
 
 // Node is a running throw-away containerd. Its exported fields are set by
@@ -77,6 +81,9 @@ type Node struct {
 	Registry *registry.Registry
 	// Pause is the sandbox image, pinned in containerd's config.
 	Pause *registry.Image
+	// SandboxImage is the sandbox image as containerd's config names it:
+	// Pause.Ref, or Pause.Ref@DIGEST (Options.SandboxImageByDigest).
+	SandboxImage string
 
 	t            testbed.TB
 	bin, shimDir string
@@ -131,7 +138,10 @@ func Start(t testbed.TB, opts Options) *Node {
 	if err != nil {
 		t.Fatalf("create node: %v", err)
 	}
-	n.Registry, n.Pause = reg, pause
+	n.Registry, n.Pause, n.SandboxImage = reg, pause, pause.Ref
+	if opts.SandboxImageByDigest {
+		n.SandboxImage = pause.Ref + "@" + pause.ManifestDigest
+	}
 	t.Cleanup(func() {
 		if err := n.Teardown(); err != nil {
 			t.Errorf("teardown of containerd %s node %s: %v", n.Version, n.Dir, err)
@@ -218,7 +228,7 @@ func (n *Node) setup(ctx context.Context, opts Options) error {
 	cfg, err := writeConfig(n.Version, configParams{
 		Dir: n.Dir, Root: n.Root, State: n.State, Socket: n.Socket, RuncRoot: n.RuncRoot, Runc: n.runc,
 		CNIConf: filepath.Join(n.Dir, "cni"), Opt: filepath.Join(n.Dir, "opt"),
-		SandboxImage: n.Pause.Ref, Snapshotter: snapshotter, GCPauseThreshold: gcPauseThreshold(opts.RareGC),
+		SandboxImage: n.SandboxImage, Snapshotter: snapshotter, GCPauseThreshold: gcPauseThreshold(opts.RareGC),
 	})
 	if err != nil {
 		return err

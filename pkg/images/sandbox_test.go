@@ -1,0 +1,127 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// TestSandboxMatchesEveryForm: the runtime's sandbox image is written in
+// its config the way operators write references (familiar, tag and
+// digest, an ID), while CRI lists the image fully qualified, by tag or by
+// digest only: the sandbox image is recognised in every form, and no
+// other image is taken for it.
+func TestSandboxMatchesEveryForm(t *testing.T) {
+	const (
+		id     = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+		digest = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+		other  = "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+	)
+	for name, tc := range map[string]struct {
+		sandbox       string
+		tags, digests []string
+		want          bool
+	}{
+		"as listed":                      {"registry.k8s.io/pause:3.10", []string{"registry.k8s.io/pause:3.10"}, nil, true},
+		"hub user, familiar":             {"rancher/mirrored-pause:3.6", []string{"docker.io/rancher/mirrored-pause:3.6"}, nil, true},
+		"hub official, familiar":         {"pause:3.6", []string{"docker.io/library/pause:3.6"}, nil, true},
+		"legacy hub":                     {"index.docker.io/rancher/mirrored-pause:3.6", []string{"docker.io/rancher/mirrored-pause:3.6"}, nil, true},
+		"no tag is latest":               {"registry.example/pause", []string{"registry.example/pause:latest"}, nil, true},
+		"tag and digest, listed by both": {"registry.k8s.io/pause:3.10@" + digest, []string{"registry.k8s.io/pause:3.10"}, []string{"registry.k8s.io/pause@" + digest}, true},
+		"tag and digest, digest only":    {"registry.k8s.io/pause:3.10@" + digest, nil, []string{"registry.k8s.io/pause@" + digest}, true},
+		"digest":                         {"registry.k8s.io/pause@" + digest, nil, []string{"registry.k8s.io/pause@" + digest}, true},
+		"image ID":                       {id, []string{"registry.example/anything:1"}, nil, true},
+		"image ID without algorithm":     {id[len("sha256:"):], nil, nil, true},
+		"other tag":                      {"registry.k8s.io/pause:3.10", []string{"registry.k8s.io/pause:3.9"}, nil, false},
+		"other registry":                 {"rancher/mirrored-pause:3.6", []string{"quay.io/rancher/mirrored-pause:3.6"}, nil, false},
+		"other digest":                   {"registry.k8s.io/pause@" + other, nil, []string{"registry.k8s.io/pause@" + digest}, false},
+		"latest is only the untagged":    {"registry.example/pause", []string{"registry.example/pause:3.10"}, nil, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := &Manager{opts: Options{SandboxImages: []string{tc.sandbox}}}
+			in := []Image{{ID: id, RepoTags: tc.tags, RepoDigests: tc.digests}}
+			if err := m.markSandbox(t.Context(), in); err != nil {
+				t.Fatal(err)
+			}
+			if in[0].Sandbox != tc.want {
+				t.Errorf("sandbox image %q, image %s tags %q digests %q: Sandbox = %v, want %v",
+					tc.sandbox, in[0].ID, tc.tags, tc.digests, in[0].Sandbox, tc.want)
+			}
+		})
+	}
+}
+
+// fakeSandboxes is a sandbox source whose answer the test sets.
+type fakeSandboxes struct {
+	mu    sync.Mutex
+	names []string
+	err   error
+}
+
+func (f *fakeSandboxes) SandboxImages(context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.names), f.err
+}
+
+func (f *fakeSandboxes) set(names []string, err error) {
+	f.mu.Lock()
+	f.names, f.err = names, err
+	f.mu.Unlock()
+}
+
+// TestSandboxesOfTheRuntime: the images the runtime's sandboxes run are
+// sandbox images whatever the runtime's config says (containerd 2.x says
+// nothing); when the runtime cannot say, no plan is made; and a sandbox
+// that appears after the plan keeps its image at the check before the
+// removal.
+func TestSandboxesOfTheRuntime(t *testing.T) {
+	const pauseID = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	src := &fakeSandboxes{}
+	m, err := NewManager(Options{Config: policyConfig(), StateDirectory: t.TempDir(), Runtime: &streamRuntime{},
+		Disk: &scriptedDisk{}, Sandboxes: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause := func() []Image {
+		return []Image{
+			{ID: pauseID, RepoTags: []string{"docker.io/rancher/mirrored-pause:3.6"}},
+			{ID: "sha256:22", RepoTags: []string{"docker.io/library/nginx:1.27"}},
+		}
+	}
+	ctx := t.Context()
+	for _, names := range [][]string{{"rancher/mirrored-pause:3.6"}, {pauseID}, {"docker.io/rancher/mirrored-pause:3.6"}} {
+		src.set(names, nil)
+		in := pause()
+		if err := m.markSandbox(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		if !in[0].Sandbox || in[1].Sandbox {
+			t.Errorf("a sandbox runs %q: Sandbox flags %v, %v; want true, false", names, in[0].Sandbox, in[1].Sandbox)
+		}
+	}
+
+	injected := errors.New("containerd: connection refused")
+	src.set(nil, injected)
+	if err := m.markSandbox(ctx, pause()); !errors.Is(err, injected) {
+		t.Errorf("sandboxes unknown: markSandbox error %v, want %v", err, injected)
+	}
+	inUse := m.inUseNow(ctx)
+	if img := &pause()[0]; !inUse(img) {
+		t.Error("sandboxes unknown at the check before a removal: the image may be removed, want kept")
+	}
+
+	src.set(nil, nil)
+	if img := &pause()[0]; inUse(img) {
+		t.Error("no sandbox, no container: the image counts as in use")
+	}
+	src.set([]string{"docker.io/rancher/mirrored-pause:3.6"}, nil) // a pod started after the plan
+	if img := &pause()[0]; !inUse(img) {
+		t.Error("a sandbox started after the plan: its image may be removed, want kept")
+	}
+	if img := &pause()[1]; inUse(img) {
+		t.Error("an image no sandbox runs counts as in use")
+	}
+}
