@@ -20,19 +20,20 @@ import (
 // threshold, `nodegc plan` keeps the images the pods bound to the node may
 // still run (keep reason scheduled): a pending pod's container and init
 // container, and the image ID a pod's status names although its spec names
-// a tag that is gone. A finished pod's image and an image of no pod go. With
-// a node name the API does not know (an operator's typo) the pod view is
-// not authoritative and no image goes at all.
+// a tag that is gone; a pod's image volume. A finished pod's image and an
+// image of no pod go. With a node name the API does not know (an operator's typo)
+// the pod view is not authoritative and no image goes at all.
 func TestPlanKeepsScheduledImages(t *testing.T) {
 	testbed.RequireRoot(t)
 	n := node.Start(t, node.Options{Version: testbed.Containerd2, SmallFS: 128 << 20})
-	c := cluster.Start(t, cluster.Options{})
+	// Image volumes are beta, off by default, in Kubernetes 1.34.
+	c := cluster.Start(t, cluster.Options{APIServerFlags: []string{"--feature-gates=ImageVolume=true"}})
 	ctx := t.Context()
 	client := c.Client()
 
 	ids := map[string]string{} // repo -> image ID
 	refs := map[string]string{}
-	for _, repo := range []string{"sched/main", "sched/init", "sched/ran", "sched/done", "sched/free"} {
+	for _, repo := range []string{"sched/main", "sched/init", "sched/ran", "sched/done", "sched/free", "sched/volume"} {
 		img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: repo, Tag: "v1", Layers: []registry.LayerSpec{{Seed: repo, Size: 1 << 20}}})
 		if err != nil {
 			t.Fatal(err)
@@ -70,6 +71,22 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 	ran.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Image: "127.0.0.1:1/gone/tag:v1", ImageID: ids["sched/ran"]}}
 	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, ran, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// An image volume's image. (A volume's image is also named by its status
+	// with the ImageVolumeWithDigest feature, from Kubernetes 1.35.)
+	volume := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "volume", Namespace: "default"}, Spec: corev1.PodSpec{
+		NodeName: nodeName,
+		Containers: []corev1.Container{{Name: "app", Image: "127.0.0.1:1/gone/app:v1",
+			VolumeMounts: []corev1.VolumeMount{{Name: "models", MountPath: "/models", ReadOnly: true}}}},
+		Volumes: []corev1.Volume{{Name: "models", VolumeSource: corev1.VolumeSource{
+			Image: &corev1.ImageVolumeSource{Reference: refs["sched/volume"]}}}},
+	}}
+	volume, err := client.CoreV1().Pods("default").Create(ctx, volume, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(volume.Spec.Volumes) != 1 || volume.Spec.Volumes[0].Image == nil {
+		t.Fatalf("the API server dropped the pod's image volume (feature gate ImageVolume off?): %+v", volume.Spec.Volumes)
 	}
 	done := pod("done", "", refs["sched/done"])
 	done.Status.Phase = corev1.PodSucceeded
@@ -112,6 +129,7 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 	want := map[string]string{
 		"sched/main": "keep scheduled: pod default/pending", "sched/init": "keep scheduled: pod default/pending",
 		"sched/ran": "keep scheduled: pod default/ran", "sched/done": "remove space", "sched/free": "remove space",
+		"sched/volume": "keep scheduled: pod default/volume",
 	}
 	if diff := cmp.Diff(want, plan(nodeName)); diff != "" {
 		t.Errorf("plan for the node (-want +got):\n%s", diff)

@@ -188,8 +188,8 @@ func (s *APIPodSource) onDelete(obj any) {
 // PodImages returns the image references of the pods bound to this node
 // that have not finished (Finished), mapped to one pod that names each
 // ("namespace/name"): every container's spec image (init, regular and
-// ephemeral) and the image ID the runtime resolved for the containers that
-// ran. The view says whether that can be trusted; when it cannot, the
+// ephemeral), every image volume's reference, and the image IDs the
+// runtime resolved for the containers that ran and their image volumes. The view says whether that can be trusted; when it cannot, the
 // references are those of the pods last known (the informer's cache).
 func (s *APIPodSource) PodImages() (map[string]string, PodView) {
 	view := s.View(s.clock.Now())
@@ -209,10 +209,20 @@ func (s *APIPodSource) PodImages() (map[string]string, PodView) {
 		for _, c := range pod.Spec.EphemeralContainers {
 			refs[c.Image] = name
 		}
+		for _, v := range pod.Spec.Volumes {
+			if v.Image != nil {
+				refs[v.Image.Reference] = name
+			}
+		}
 		for _, statuses := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses, pod.Status.EphemeralContainerStatuses} {
 			for _, st := range statuses {
 				if st.ImageID != "" {
 					refs[st.ImageID] = name
+				}
+				for _, m := range st.VolumeMounts {
+					if m.VolumeStatus != nil && m.VolumeStatus.Image != nil {
+						refs[m.VolumeStatus.Image.ImageRef] = name
+					}
 				}
 			}
 		}
@@ -260,11 +270,24 @@ func slimPod(obj any) (any, error) {
 		slim.Spec.EphemeralContainers = append(slim.Spec.EphemeralContainers, corev1.EphemeralContainer{
 			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: c.Name, Image: c.Image}})
 	}
+	for _, v := range pod.Spec.Volumes {
+		if v.Image != nil {
+			slim.Spec.Volumes = append(slim.Spec.Volumes, corev1.Volume{Name: v.Name,
+				VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: v.Image.Reference}}})
+		}
+	}
 	imageIDs := func(ss []corev1.ContainerStatus) []corev1.ContainerStatus {
 		var out []corev1.ContainerStatus
 		for _, st := range ss {
-			if st.ImageID != "" {
-				out = append(out, corev1.ContainerStatus{Name: st.Name, ImageID: st.ImageID})
+			slimSt := corev1.ContainerStatus{Name: st.Name, ImageID: st.ImageID}
+			for _, m := range st.VolumeMounts {
+				if m.VolumeStatus != nil && m.VolumeStatus.Image != nil {
+					slimSt.VolumeMounts = append(slimSt.VolumeMounts, corev1.VolumeMountStatus{Name: m.Name,
+						VolumeStatus: &corev1.VolumeStatus{Image: &corev1.ImageVolumeStatus{ImageRef: m.VolumeStatus.Image.ImageRef}}})
+				}
+			}
+			if slimSt.ImageID != "" || len(slimSt.VolumeMounts) > 0 {
+				out = append(out, slimSt)
 			}
 		}
 		return out

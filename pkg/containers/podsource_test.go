@@ -103,8 +103,9 @@ func TestSlimPodKeepsWhatTheSourceReads(t *testing.T) {
 }
 
 // TestSlimPodKeepsImagesOfUnfinishedPods: the cache keeps the images a pod
-// that has not finished names, and nothing else of its spec and status; a
-// finished pod keeps none.
+// that has not finished names (its containers' and its image volumes', as
+// the spec writes them and as the status resolved them), and nothing else
+// of its spec and status; a finished pod keeps none.
 func TestSlimPodKeepsImagesOfUnfinishedPods(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", Labels: map[string]string{"app": "x"}},
@@ -113,9 +114,18 @@ func TestSlimPodKeepsImagesOfUnfinishedPods(t *testing.T) {
 			Containers:     []corev1.Container{{Name: "app", Image: "nginx:1.27", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
 			EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 				Name: "debug", Image: "debian"}}},
+			Volumes: []corev1.Volume{
+				{Name: "models", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+					Reference: "registry.example/models:v3", PullPolicy: corev1.PullIfNotPresent}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodPending, Message: "long", InitContainerStatuses: []corev1.ContainerStatus{
-			{Name: "init", Image: "busybox", ImageID: "docker.io/library/busybox@sha256:1111"},
+			{Name: "init", Image: "busybox", ImageID: "docker.io/library/busybox@sha256:1111", VolumeMounts: []corev1.VolumeMountStatus{
+				{Name: "models", MountPath: "/models", ReadOnly: true, VolumeStatus: &corev1.VolumeStatus{
+					Image: &corev1.ImageVolumeStatus{ImageRef: "registry.example/models@sha256:2222"}}},
+				{Name: "tmp", MountPath: "/tmp"},
+			}},
 		}},
 	}
 	got, err := slimPod(pod)
@@ -129,9 +139,13 @@ func TestSlimPodKeepsImagesOfUnfinishedPods(t *testing.T) {
 			Containers:     []corev1.Container{{Name: "app", Image: "nginx:1.27"}},
 			EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
 				Name: "debug", Image: "debian"}}},
+			Volumes: []corev1.Volume{{Name: "models", VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+				Reference: "registry.example/models:v3"}}}},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodPending,
-			InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", ImageID: "docker.io/library/busybox@sha256:1111"}}},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "init", ImageID: "docker.io/library/busybox@sha256:1111",
+				VolumeMounts: []corev1.VolumeMountStatus{{Name: "models", VolumeStatus: &corev1.VolumeStatus{
+					Image: &corev1.ImageVolumeStatus{ImageRef: "registry.example/models@sha256:2222"}}}}}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("slim pending pod (-want +got):\n%s", diff)
@@ -148,8 +162,50 @@ func TestSlimPodKeepsImagesOfUnfinishedPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s := got.(*corev1.Pod); len(s.Spec.Containers)+len(s.Spec.InitContainers)+len(s.Status.InitContainerStatuses) > 0 || !Finished(s) {
+		if s := got.(*corev1.Pod); len(s.Spec.Containers)+len(s.Spec.InitContainers)+len(s.Spec.Volumes)+len(s.Status.InitContainerStatuses) > 0 || !Finished(s) {
 			t.Errorf("%s pod: the cache keeps its images (%+v) or no longer knows it finished", name, s.Spec)
 		}
+	}
+}
+
+// TestPodImagesNamesImageVolumes: the images of a pod that has not
+// finished include its image volumes', as the spec names them and as the
+// status resolved them (Kubernetes 1.35's ImageVolumeWithDigest); a
+// finished pod's are not.
+func TestPodImagesNamesImageVolumes(t *testing.T) {
+	s, err := NewAPIPodSource(fake.NewClientset(), "n1", clocktesting.NewFakeClock(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	volumePod := func(name string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: k8stypes.UID("uid-" + name)},
+			Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "app", Image: "registry.example/" + name + "/app:1"}},
+				Volumes: []corev1.Volume{{Name: "models", VolumeSource: corev1.VolumeSource{
+					Image: &corev1.ImageVolumeSource{Reference: "registry.example/" + name + "/models:v3"}}}},
+			},
+			Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{Name: "app",
+				VolumeMounts: []corev1.VolumeMountStatus{{Name: "models", VolumeStatus: &corev1.VolumeStatus{
+					Image: &corev1.ImageVolumeStatus{ImageRef: "registry.example/" + name + "/models@sha256:2222"}}}}}}},
+		}
+	}
+	for _, p := range []*corev1.Pod{volumePod("running", corev1.PodRunning), volumePod("done", corev1.PodSucceeded)} {
+		slim, err := slimPod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.pods.GetStore().Add(slim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refs, _ := s.PodImages()
+	want := map[string]string{
+		"registry.example/running/app:1":              "ns/running",
+		"registry.example/running/models:v3":          "ns/running",
+		"registry.example/running/models@sha256:2222": "ns/running",
+	}
+	if diff := cmp.Diff(want, refs); diff != "" {
+		t.Errorf("PodImages (-want +got):\n%s", diff)
 	}
 }

@@ -51,7 +51,8 @@
 //     before an event never undoes it (a container created meanwhile stays,
 //     one deleted meanwhile is not brought back).
 //   - Never an image a pod bound to this node that has not finished names
-//     (by reference, normalised, or by the image ID its status gives). When
+//     (by reference, normalised, or by the image ID its status gives), in
+//     a container or an image volume (whose image no CRI container names). When
 //     the pod view is not authoritative, more is kept, never less: the last
 //     known pods' images, and every image that arrived since the view last
 //     was (all, if it never was since start).
