@@ -30,9 +30,11 @@ type Outcome struct {
 	// order, with the reason and the bytes each freed given the removals
 	// that really happened before it.
 	Removed []Decision
-	// SkippedInUse lists planned images a container started to use after
-	// planning; they were kept.
-	SkippedInUse []Decision
+	// Skipped lists planned images the check right before their removal
+	// kept, each with its keep reason: a container started to use it
+	// (in_use), a sandbox to run it (sandbox), or a pod bound since names
+	// it (scheduled).
+	Skipped []Decision
 	// Failed lists planned images the runtime failed to remove.
 	Failed []Decision
 	// EstimatedFreed sums the Bytes of Removed.
@@ -43,14 +45,22 @@ type Outcome struct {
 	DryRun bool
 }
 
+// removalCheck is asked right before each removal: keep is the reason to
+// keep the image after all ("" to remove it), and an error says the check
+// could not be made (the runtime did not answer).
+type removalCheck func(*Image) (keep string, err error)
+
 // replanner plans again within a run (see Policy.replan): removed names the
 // images removed so far in the run, held those that stay and why, and
 // target is what the threshold rule still asks to free.
 type replanner func(removed map[string]bool, held map[string]string, target uint64) *Plan
 
 // execute applies plan: it removes the plan's images in order (age removals,
-// then space removals in LRU order). inUse is asked right before each
-// removal (a container may have started since planning). The estimate of
+// then space removals in LRU order). check is asked right before each
+// removal (a container may have started since planning); when it cannot be
+// made, the run stops there with its error: nothing is removed on doubt,
+// and a runtime that does not answer is not asked again for every other
+// candidate. The estimate of
 // each removal holds only if the ones before it happened: when one is
 // skipped (in use) or fails, execute plans again with replan, that image
 // held and what was really removed left out, and goes on with the new plan,
@@ -60,20 +70,26 @@ type replanner func(removed map[string]bool, held map[string]string, target uint
 // failures are joined into the error. A cancelled ctx stops between
 // removals. In dry-run nothing is removed and the outcome lists what would
 // have been.
-func execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image) bool, replan replanner, dryRun bool) (*Outcome, error) {
+func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalCheck, replan replanner, dryRun bool) (*Outcome, error) {
 	out := &Outcome{DryRun: dryRun}
 	var (
 		errs    []error
 		removed = map[string]bool{}
 		held    = map[string]string{}
 	)
-	// apply removes d's image; false means it stays (in use, or failed).
-	apply := func(d Decision) bool {
-		if inUse(d.Image) {
-			klog.FromContext(ctx).V(2).Info("Image came into use after planning, keeping it", "imageID", d.Image.ID, "tags", d.Image.RepoTags)
-			out.SkippedInUse = append(out.SkippedInUse, d)
-			held[d.Image.ID] = KeepInUse
-			return false
+	// apply removes d's image; false means it stays (kept at the check, or
+	// failed). A check that cannot be made is returned.
+	apply := func(d Decision) (bool, error) {
+		keep, err := check(d.Image)
+		if err != nil {
+			return false, fmt.Errorf("image GC stopped after %d removals: cannot check image %s before removing it: %w", len(out.Removed), d.Image.ID, err)
+		}
+		if keep != "" {
+			klog.FromContext(ctx).V(2).Info("Image kept at the check before its removal", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "reason", keep)
+			d.Reason = keep
+			out.Skipped = append(out.Skipped, d)
+			held[d.Image.ID] = keep
+			return false, nil
 		}
 		if !dryRun {
 			klog.FromContext(ctx).V(2).Info("Removing image", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "reason", d.Reason, "estimatedBytes", d.Bytes)
@@ -81,13 +97,13 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image
 				errs = append(errs, err)
 				out.Failed = append(out.Failed, d)
 				held[d.Image.ID] = KeepRemoveFailed
-				return false
+				return false, nil
 			}
 		}
 		removed[d.Image.ID] = true
 		out.Removed = append(out.Removed, d)
 		out.EstimatedFreed += d.Bytes
-		return true
+		return true, nil
 	}
 	for current := plan; current != nil; {
 		next := (*Plan)(nil)
@@ -96,7 +112,11 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, inUse func(*Image
 				errs = append(errs, fmt.Errorf("image GC stopped after %d removals: %w", len(out.Removed), ctx.Err()))
 				return out, errors.Join(errs...)
 			}
-			if !apply(d) {
+			ok, err := apply(d)
+			if err != nil {
+				return out, errors.Join(append(errs, err)...)
+			}
+			if !ok {
 				// Later estimates assumed this removal: plan again.
 				out.Replans++
 				next = replan(removed, held, plan.Target-min(plan.Target, out.EstimatedFreed))

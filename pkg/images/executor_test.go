@@ -28,7 +28,7 @@ func (f *fakeRemover) RemoveImage(_ context.Context, id string) error {
 	return nil
 }
 
-func never(*Image) bool { return false }
+func never(*Image) (string, error) { return "", nil }
 
 // planned is a plan with the replanner the manager would give execute.
 type planned struct {
@@ -54,8 +54,8 @@ func planFor(t *testing.T, images []Image, disk DiskStats, mutate func(*config.I
 	}}
 }
 
-func executePlanned(ctx context.Context, rt imageRemover, p planned, inUse func(*Image) bool, dryRun bool) (*Outcome, error) {
-	return execute(ctx, rt, p.Plan, inUse, p.replan, dryRun)
+func executePlanned(ctx context.Context, rt imageRemover, p planned, check removalCheck, dryRun bool) (*Outcome, error) {
+	return execute(ctx, rt, p.Plan, check, p.replan, dryRun)
 }
 
 func TestExecuteStopsWhenEnoughIsFreed(t *testing.T) {
@@ -102,7 +102,12 @@ func TestExecuteRechecksInUse(t *testing.T) {
 	images := []Image{img("a", 30, time.Hour, 3*time.Hour), img("b", 30, time.Hour, 2*time.Hour), img("c", 30, time.Hour, time.Hour)}
 	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil)
 	rt := &fakeRemover{}
-	startedSincePlanning := func(i *Image) bool { return i.ID == "a" }
+	startedSincePlanning := func(i *Image) (string, error) {
+		if i.ID == "a" {
+			return KeepInUse, nil
+		}
+		return "", nil
+	}
 	out, err := executePlanned(t.Context(), rt, plan, startedSincePlanning, false)
 	if err != nil {
 		t.Fatal(err)
@@ -110,8 +115,43 @@ func TestExecuteRechecksInUse(t *testing.T) {
 	if diff := cmp.Diff([]string{"b", "c"}, rt.removed); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
-	if len(out.SkippedInUse) != 1 || out.SkippedInUse[0].Image.ID != "a" {
-		t.Errorf("skipped = %v, want a", out.SkippedInUse)
+	if len(out.Skipped) != 1 || out.Skipped[0].Image.ID != "a" || out.Skipped[0].Reason != KeepInUse {
+		t.Errorf("skipped = %v, want a (in use)", out.Skipped)
+	}
+}
+
+// TestExecuteStopsWhenTheCheckCannotBeMade: when the check before a
+// removal cannot ask the runtime (it went down after planning), the run
+// keeps that image and stops with the runtime's error: it does not go
+// through every other candidate, one failed listing (each up to the
+// request timeout) after another, nor report "not enough removable
+// images" for a runtime that was not asked.
+func TestExecuteStopsWhenTheCheckCannotBeMade(t *testing.T) {
+	images := []Image{img("a", 30, time.Hour, 3*time.Hour), img("b", 30, time.Hour, 2*time.Hour), img("c", 30, time.Hour, time.Hour)}
+	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil)
+	rt := &fakeRemover{}
+	down := errors.New("rpc error: code = Unavailable desc = connection refused")
+	checks := 0
+	runtimeDown := func(i *Image) (string, error) {
+		checks++
+		if i.ID == "a" {
+			return "", nil
+		}
+		return "", down
+	}
+	out, err := executePlanned(t.Context(), rt, plan, runtimeDown, false)
+	if !errors.Is(err, down) {
+		t.Fatalf("error = %v, want the runtime's", err)
+	}
+	var fe *FreeDiskSpaceError
+	if errors.As(err, &fe) {
+		t.Errorf("the runtime could not be asked, yet the error says not enough could be freed: %v", err)
+	}
+	if diff := cmp.Diff([]string{"a"}, rt.removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	if checks != 2 || len(out.Skipped) != 0 || out.Replans != 0 {
+		t.Errorf("%d checks, skipped %v, %d replans; want 2 checks, none skipped, no replan", checks, out.Skipped, out.Replans)
 	}
 }
 
@@ -184,26 +224,31 @@ func TestExecuteReplansSharedLayers(t *testing.T) {
 	boom := errors.New("boom")
 	for name, tc := range map[string]struct {
 		fail      map[string]error
-		inUse     func(*Image) bool
+		check     removalCheck
 		images    []Image
 		want      []string
 		wantFreed uint64
 		notEnough bool
 	}{
 		"a's removal fails": {
-			fail: map[string]error{"a": boom}, inUse: never, images: images,
+			fail: map[string]error{"a": boom}, check: never, images: images,
 			want: []string{"b:20", "c:60", "d:60"}, wantFreed: 140,
 		},
 		"a comes into use": {
-			inUse: func(i *Image) bool { return i.ID == "a" }, images: images,
+			check: func(i *Image) (string, error) {
+				if i.ID == "a" {
+					return KeepInUse, nil
+				}
+				return "", nil
+			}, images: images,
 			want: []string{"b:20", "c:60", "d:60"}, wantFreed: 140,
 		},
 		"not enough without a": {
-			fail: map[string]error{"a": boom}, inUse: never, images: images[:3],
+			fail: map[string]error{"a": boom}, check: never, images: images[:3],
 			want: []string{"b:20", "c:60"}, wantFreed: 80, notEnough: true,
 		},
 		"nothing fails": {
-			inUse: never, images: images,
+			check: never, images: images,
 			want: []string{"a:10", "b:120"}, wantFreed: 130,
 		},
 	} {
@@ -213,7 +258,7 @@ func TestExecuteReplansSharedLayers(t *testing.T) {
 				t.Fatalf("first plan %v, want [a:10 b:120]", got)
 			}
 			rt := &fakeRemover{fail: tc.fail}
-			out, err := executePlanned(t.Context(), rt, plan, tc.inUse, false)
+			out, err := executePlanned(t.Context(), rt, plan, tc.check, false)
 			if diff := cmp.Diff(tc.want, removalSummary(out.Removed)); diff != "" {
 				t.Errorf("removed, with MiB each freed (-want +got):\n%s", diff)
 			}

@@ -340,7 +340,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint6
 	var done []any // what the run did despite the error
 	if r != nil && r.Outcome != nil {
 		o := r.Outcome
-		done = []any{"removed", len(o.Removed), "failed", len(o.Failed), "skippedInUse", len(o.SkippedInUse), "replans", o.Replans,
+		done = []any{"removed", len(o.Removed), "failed", len(o.Failed), "skipped", len(o.Skipped), "replans", o.Replans,
 			"estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed}
 	}
 	if gcrun.LogEnd(ctx, "Image GC", trigger, err, done...) {
@@ -352,7 +352,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint6
 	if len(r.Outcome.Removed) == 0 {
 		logger = logger.V(2)
 	}
-	logger.Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skippedInUse", len(r.Outcome.SkippedInUse),
+	logger.Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skipped", len(r.Outcome.Skipped),
 		"replans", r.Outcome.Replans, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
 		"usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent(), "duration", r.Duration.Round(time.Millisecond))
 }
@@ -394,7 +394,7 @@ func (m *Manager) collect(ctx context.Context, r *Report, ahead uint64) error {
 		return m.policy.replan(rest, held, target, plan.Disk, plan.Now)
 	}
 	rm := &firstRemoval{rt: m.opts.Runtime, clock: m.clock}
-	outcome, err := execute(ctx, rm, plan, m.inUseNow(ctx), replan, m.opts.Config.DryRun)
+	outcome, err := execute(ctx, rm, plan, m.checkBeforeRemoval(ctx), replan, m.opts.Config.DryRun)
 	r.Outcome = outcome
 	if !rm.at.IsZero() {
 		if d := m.guard.removed(rm.at); d > 0 {
@@ -528,31 +528,38 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 	}
 }
 
-// inUseNow returns the check execute makes right before each removal: the
-// containers are listed again, whether or not the event stream is live
-// (the runtime may drop events, and a CREATED event may still be on its
-// way), so no container that exists when the check begins is missed, and
-// the tracker adds what events reported since. When the runtime cannot be
-// asked, the image counts as in use: nothing is removed on doubt.
-func (m *Manager) inUseNow(ctx context.Context) func(*Image) bool {
-	return func(img *Image) bool {
+// checkBeforeRemoval returns the check execute makes right before each
+// removal: the runtime's containers are listed again, whether or not the
+// event stream is live (the runtime may drop events, and a CREATED event
+// may still be on its way), so no container that exists when the check
+// begins is missed, and the tracker adds what events reported since; the
+// runtime's sandboxes are listed again (Options.Sandboxes); and the pod
+// view is read again, so a pod bound since the plan keeps the images it
+// names. When the runtime cannot be asked, the check fails and the run
+// stops: nothing is removed on doubt.
+func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
+	return func(img *Image) (string, error) {
 		if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
-			klog.FromContext(ctx).Info("Cannot list containers before removing an image; keeping it", "imageID", img.ID, "err", err)
-			return true
+			return "", err
 		}
 		if m.tracker.inUse(img) {
-			return true
+			return KeepInUse, nil
 		}
-		if m.opts.Sandboxes == nil {
-			return false
+		if m.opts.Sandboxes != nil {
+			forms, err := m.sandboxForms(ctx)
+			if err != nil {
+				return "", err
+			}
+			if _, ok := namedBy(img, forms); ok {
+				return KeepSandbox, nil
+			}
 		}
-		forms, err := m.sandboxForms(ctx)
-		if err != nil {
-			klog.FromContext(ctx).Info("Cannot list the pod sandboxes before removing an image; keeping it", "imageID", img.ID, "err", err)
-			return true
+		one := []Image{*img}
+		m.markScheduled(one, m.clock.Now())
+		if one[0].Scheduled {
+			return KeepScheduled, nil
 		}
-		_, sandbox := namedBy(img, forms)
-		return sandbox
+		return "", nil
 	}
 }
 

@@ -108,20 +108,20 @@ func TestSandboxesOfTheRuntime(t *testing.T) {
 	if err := m.markSandbox(ctx, pause()); !errors.Is(err, injected) {
 		t.Errorf("sandboxes unknown: markSandbox error %v, want %v", err, injected)
 	}
-	inUse := m.inUseNow(ctx)
-	if img := &pause()[0]; !inUse(img) {
-		t.Error("sandboxes unknown at the check before a removal: the image may be removed, want kept")
+	check := m.checkBeforeRemoval(ctx)
+	if _, err := check(&pause()[0]); !errors.Is(err, injected) {
+		t.Errorf("sandboxes unknown at the check before a removal: error %v, want %v (the run stops)", err, injected)
 	}
 
 	src.set(nil, nil)
-	if img := &pause()[0]; inUse(img) {
-		t.Error("no sandbox, no container: the image counts as in use")
+	if keep, err := check(&pause()[0]); keep != "" || err != nil {
+		t.Errorf("no sandbox, no container: check = %q, %v; want it removable", keep, err)
 	}
 	src.set([]string{"docker.io/rancher/mirrored-pause:3.6"}, nil) // a pod started after the plan
-	if img := &pause()[0]; !inUse(img) {
-		t.Error("a sandbox started after the plan: its image may be removed, want kept")
+	if keep, err := check(&pause()[0]); keep != KeepSandbox || err != nil {
+		t.Errorf("a sandbox started after the plan: check = %q, %v; want kept as %q", keep, err, KeepSandbox)
 	}
-	if img := &pause()[1]; inUse(img) {
-		t.Error("an image no sandbox runs counts as in use")
+	if keep, err := check(&pause()[1]); keep != "" || err != nil {
+		t.Errorf("an image no sandbox runs: check = %q, %v; want it removable", keep, err)
 	}
 }

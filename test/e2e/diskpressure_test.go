@@ -459,7 +459,7 @@ func (s *suite) nodegcEvents(t *testing.T, began time.Time) []tlEvent {
 				continue
 			}
 			var kv []string
-			for _, k := range []string{"trigger", "usagePercent", "usage", "projected", "removed", "skippedInUse", "result", "duration", "reason"} {
+			for _, k := range []string{"trigger", "usagePercent", "usage", "projected", "removed", "skipped", "result", "duration", "reason"} {
 				if v, ok := r.kv[k]; ok {
 					kv = append(kv, k+"="+v)
 				}

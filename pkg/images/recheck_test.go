@@ -1,0 +1,112 @@
+package images
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/pkg/diskstats"
+)
+
+// removalsRuntime lists a fixed set of images and no container; each
+// removal calls onRemove first.
+type removalsRuntime struct {
+	streamRuntime
+	mu       sync.Mutex
+	images   []*runtimeapi.Image
+	removed  []string
+	onRemove func(id string)
+}
+
+func (r *removalsRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*runtimeapi.Image
+	for _, img := range r.images {
+		if !slices.Contains(r.removed, img.GetId()) {
+			out = append(out, img)
+		}
+	}
+	return out, nil
+}
+
+func (r *removalsRuntime) RemoveImage(_ context.Context, id string) error {
+	if r.onRemove != nil {
+		r.onRemove(id)
+	}
+	r.mu.Lock()
+	r.removed = append(r.removed, id)
+	r.mu.Unlock()
+	return nil
+}
+
+// statsDisk is an image filesystem whose usage never changes.
+type statsDisk diskstats.Stats
+
+func (d statsDisk) Stat(string) (diskstats.Stats, error) { return diskstats.Stats(d), nil }
+
+// lockedPods is a pod source whose answer the test changes while a run
+// goes on.
+type lockedPods struct {
+	mu   sync.Mutex
+	view PodImages
+}
+
+func (p *lockedPods) PodImages() PodImages {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.view
+}
+
+// TestScheduledRecheckedBeforeEachRemoval: a pod bound to the node after
+// the plan was made names an image the plan means to remove. The check
+// right before each removal asks the pod view again (as it lists the
+// containers again), so the image is kept as scheduled: between the
+// kubelet seeing the image present and creating the container, only the
+// pod names it.
+func TestScheduledRecheckedBeforeEachRemoval(t *testing.T) {
+	rt := &removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+	}}
+	pods := &lockedPods{view: PodImages{Authoritative: true, Refs: map[string]string{}}}
+	rt.onRemove = func(id string) {
+		if id == "sha256:aa" { // meanwhile, a pod naming b is bound here
+			pods.mu.Lock()
+			pods.view = PodImages{Authoritative: true, Refs: map[string]string{"registry.example/b:1": "web/late"}}
+			pods.mu.Unlock()
+		}
+	}
+	cfg := policyConfig()
+	cfg.MinimumGCAge = &metav1.Duration{}
+	cfg.HighThresholdPercent, cfg.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
+	disk := statsDisk{Capacity: 100 * mib, Available: 10 * mib} // a, b and c are all needed
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: disk,
+		Clock: clocktesting.NewFakeClock(t0.Add(time.Hour)), Pods: pods})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if r == nil || r.Outcome == nil {
+		t.Fatalf("no run: %v", err)
+	}
+	if diff := cmp.Diff([]string{"sha256:aa", "sha256:cc"}, rt.removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	var skipped []string
+	for _, d := range r.Outcome.Skipped {
+		skipped = append(skipped, d.Image.ID+" "+d.Reason)
+	}
+	if diff := cmp.Diff([]string{"sha256:bb " + KeepScheduled}, skipped); diff != "" {
+		t.Errorf("skipped at the check before removal (-want +got):\n%s", diff)
+	}
+}

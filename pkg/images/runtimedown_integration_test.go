@@ -1,0 +1,111 @@
+package images_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+// killingRuntime kills containerd right after the first image removal
+// succeeds, and counts the container listings made after that.
+type killingRuntime struct {
+	*recordingRuntime
+	kill func() error
+
+	mu          sync.Mutex
+	killed      bool
+	listsAfter  int
+	killErr     error
+	removedOnce bool
+}
+
+func (r *killingRuntime) RemoveImage(ctx context.Context, id string) error {
+	err := r.recordingRuntime.RemoveImage(ctx, id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil && !r.removedOnce {
+		r.removedOnce = true
+		r.killErr, r.killed = r.kill(), true
+	}
+	return err
+}
+
+func (r *killingRuntime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	r.mu.Lock()
+	if r.killed {
+		r.listsAfter++
+	}
+	r.mu.Unlock()
+	return r.recordingRuntime.ListContainers(ctx, f)
+}
+
+// TestRuntimeDownMidRun, on a real containerd of each version: containerd
+// dies (SIGKILL) right after the first removal of a run that means to
+// remove four images. The check before the next removal cannot list the
+// containers, so the run stops there with the runtime's error: one
+// listing, no other removal tried, and not "not enough removable images"
+// (which would raise a FreeDiskSpaceFailed event blaming the images).
+// Once containerd is back, the next run removes the rest.
+func TestRuntimeDownMidRun(t *testing.T) {
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			b := newBed(t, v, 256*mib)
+			ctx := t.Context()
+			for i := range 4 {
+				b.pushPull(repoName(i), 2)
+			}
+			rt := &killingRuntime{recordingRuntime: b.runtime, kill: b.node.Kill9}
+			m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
+			began := time.Now()
+			r, err := m.GarbageCollect(ctx, images.TriggerManual)
+			took := time.Since(began)
+			if rt.killErr != nil {
+				t.Fatal(rt.killErr)
+			}
+			if r == nil || r.Outcome == nil {
+				t.Fatalf("no run made: %v", err)
+			}
+			t.Logf("run: removed %d, skipped %d, failed %d, replans %d in %v; error: %v",
+				len(r.Outcome.Removed), len(r.Outcome.Skipped), len(r.Outcome.Failed), r.Outcome.Replans, took.Round(time.Millisecond), err)
+			var fe *images.FreeDiskSpaceError
+			switch {
+			case err == nil:
+				t.Fatal("the run succeeded with containerd down")
+			case errors.As(err, &fe):
+				t.Errorf("the run blames the images (%v), not the runtime", err)
+			case !strings.Contains(err.Error(), codes.Unavailable.String()):
+				t.Errorf("the run's error does not say the runtime is unavailable: %v", err)
+			}
+			if len(r.Outcome.Removed) != 1 || len(r.Outcome.Skipped) != 0 || len(r.Outcome.Failed) != 0 || rt.listsAfter != 1 {
+				t.Errorf("removed %d, skipped %d, failed %d, %d listings after the kill; want 1 removed, none skipped or failed, 1 listing",
+					len(r.Outcome.Removed), len(r.Outcome.Skipped), len(r.Outcome.Failed), rt.listsAfter)
+			}
+
+			if err := b.node.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			testbed.WaitFor(t, 30*time.Second, "nodegc's CRI client to reconnect", func() bool {
+				_, err := b.cri.ListContainers(ctx, nil)
+				return err == nil
+			})
+			r, err = m.GarbageCollect(ctx, images.TriggerManual)
+			var fe2 *images.FreeDiskSpaceError
+			if err != nil && !errors.As(err, &fe2) {
+				t.Fatalf("the run after containerd came back: %v", err)
+			}
+			if len(r.Outcome.Removed) != 3 {
+				t.Errorf("the run after containerd came back removed %d images, want the 3 left", len(r.Outcome.Removed))
+			}
+		})
+	}
+}
