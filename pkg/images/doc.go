@@ -44,7 +44,11 @@
 //     images in use, and right before each removal the executor lists the
 //     runtime's containers again (events live or not: the runtime may drop
 //     events, and a CREATED event may still be on its way), so a container
-//     that exists when that check begins is never missed.
+//     that exists when that check begins is never missed. The same check
+//     reads the sandboxes and the pod view again (a pod bound since the
+//     plan keeps its images as scheduled). When the runtime does not
+//     answer it, the run stops there with the runtime's error: it neither
+//     removes on doubt nor asks a dead runtime again for every candidate.
 //   - The Tracker never forgets a container it was told of while it
 //     exists. Container listings run one at a time (syncContainers), and
 //     listings and events are ordered on one timeline: a listing begun
@@ -67,7 +71,8 @@
 //     bounded by when the runtime says the image arrived (containerd's
 //     image record): an image removed and pulled again while nodegc was down
 //     is young again, whatever the state file says; a state record without
-//     a first-detected time counts from the load.
+//     a first-detected time, or with times after the clock's (saved while
+//     the clock ran ahead), counts from the load.
 //   - Bytes reported freed are those of removals that happened: each
 //     removal's estimate assumes the ones planned before it, so when one is
 //     skipped (in use at the last check) or fails, the run plans again

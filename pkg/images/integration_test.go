@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -264,5 +265,37 @@ func TestReactionToThreshold(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStateDatedAheadOfTheClock, on a real containerd: the state file was
+// saved while the wall clock ran 30 days ahead, and the clock has been
+// stepped back since. The image's record counts from the load: it is young
+// for the minimum age (one hour here), then removable, not for 30 days.
+func TestStateDatedAheadOfTheClock(t *testing.T) {
+	b := newBed(t, testbed.Containerd2, 64*mib)
+	clk := clocktesting.NewFakeClock(time.Now())
+	dir := t.TempDir()
+	a := b.pushPull(repoName(0), 1)
+	ahead := clk.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339Nano)
+	state := `{"version": 1, "images": {"` + a.ID() + `": {"firstDetected": "` + ahead + `", "lastUsed": "` + ahead + `"}}}`
+	if err := os.WriteFile(filepath.Join(dir, images.StateFileName), []byte(state), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := b.manager(dir, clk, func(c *config.ImageGCConfiguration) {
+		setThresholds(1, 0)(c)
+		c.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
+	})
+	if u := m.Tracker().Usage()[a.ID()]; u.FirstDetected.After(clk.Now()) || u.LastUsed.After(clk.Now()) {
+		t.Errorf("usage after the load = %+v: dated after the clock (%v)", u, clk.Now())
+	}
+	clk.Step(2 * time.Hour)
+	r, err := m.GarbageCollect(t.Context(), images.TriggerManual)
+	var fe *images.FreeDiskSpaceError
+	if err != nil && !errors.As(err, &fe) {
+		t.Fatal(err)
+	}
+	if b.imageIDs()[a.ID()] {
+		t.Errorf("image %s, last used and first detected two hours ago by the clock, was kept: plan keep %v", a.Ref, r.Plan.Keep)
 	}
 }

@@ -177,6 +177,8 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	tracker, warn := newTracker(opts.StateDirectory, opts.Clock.Now(), opts.PlanOnly)
 	switch {
+	case errors.Is(warn, errDatedAhead):
+		klog.Background().Info("Image GC state has times after the clock's; those count from now", "err", warn)
 	case warn != nil && opts.PlanOnly:
 		klog.Background().Info("Image GC state is unusable; planning without first-detected and last-used times", "err", warn)
 	case warn != nil:

@@ -32,8 +32,14 @@ type stateFile struct {
 	Images  map[string]Usage `json:"images"`
 }
 
+// errDatedAhead marks loadState's warning about records dated after now:
+// the state was read, and those records count from now.
+var errDatedAhead = errors.New("records dated ahead of the clock")
+
 // loadState reads the usage records in dir, as of now. A missing file gives
-// an empty state; a record with a zero first-detected time counts from now. A corrupt, unreadable or unknown-version file is renamed aside (to
+// an empty state; a record with a zero first-detected time counts from now,
+// and so do times after now, with a warning error. A corrupt, unreadable or
+// unknown-version file is renamed aside (to
 // images.json.corrupt-<time>) and an empty state is returned with a warning
 // error describing what happened; the caller logs it and goes on.
 //
@@ -59,16 +65,32 @@ func loadState(dir string, now time.Time, readOnly bool) (map[string]Usage, erro
 			if sf.Images == nil {
 				sf.Images = map[string]Usage{}
 			}
+			future := 0
 			for id, u := range sf.Images {
-				// A record without a first-detected time gives no age: it
-				// counts from now, so the minimum age protects the image.
-				if u.FirstDetected.IsZero() {
+				switch {
+				case u.FirstDetected.IsZero():
+					// A record without a first-detected time gives no age:
+					// it counts from now, so the minimum age protects the
+					// image.
 					u.FirstDetected = now
 					if u.LastUsed.Before(now) {
 						u.LastUsed = time.Time{}
 					}
-					sf.Images[id] = u
+				case u.FirstDetected.After(now) || u.LastUsed.After(now):
+					// Saved while the clock ran ahead: kept as it is, the
+					// record would hold the image younger than the minimum
+					// age, or as the most recently used, until the clock
+					// caught up. It counts from now.
+					u.FirstDetected, u.LastUsed = earliest(u.FirstDetected, now), earliest(u.LastUsed, now)
+					future++
+				default:
+					continue
 				}
+				sf.Images[id] = u
+			}
+			if future > 0 {
+				return sf.Images, fmt.Errorf("state file %s: %w: %d image records dated after the clock (%s; was it ahead, and stepped back since?) count from now",
+					p, errDatedAhead, future, now.UTC().Format(time.RFC3339))
 			}
 			return sf.Images, nil
 		}
@@ -133,4 +155,12 @@ func readLimited(p string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", limit)
 	}
 	return os.ReadFile(p)
+}
+
+// earliest returns the earlier of two times.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

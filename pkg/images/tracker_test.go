@@ -315,3 +315,32 @@ func TestZeroFirstDetectedInState(t *testing.T) {
 		t.Errorf("usage (-want +got):\n%s", diff)
 	}
 }
+
+// TestFutureDatedStateIsClamped: records saved while the wall clock ran
+// ahead (a bad RTC or time source, stepped back since) would keep every
+// image they date younger than the minimum age, and rank the images used
+// then as the most recently used, for as long as the clock was ahead. Times
+// after the load count from the load, with a warning that says why.
+func TestFutureDatedStateIsClamped(t *testing.T) {
+	dir := t.TempDir()
+	data := `{"version": 1, "images": {` +
+		`"sha256:a": {"firstDetected": "2027-03-01T00:00:00Z", "lastUsed": "2027-03-02T00:00:00Z"}, ` +
+		`"sha256:b": {"firstDetected": "2026-01-01T00:00:00Z", "lastUsed": "2027-03-02T00:00:00Z"}, ` +
+		`"sha256:c": {"firstDetected": "2026-01-01T00:00:00Z", "lastUsed": "2026-02-01T00:00:00Z"}}}`
+	if err := os.WriteFile(filepath.Join(dir, StateFileName), []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, warn := NewTracker(dir, t0)
+	if warn == nil || !strings.Contains(warn.Error(), "2 image records") || !strings.Contains(warn.Error(), "clock") {
+		t.Errorf("warning = %v, want one saying 2 image records were dated after the clock", warn)
+	}
+	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	want := map[string]Usage{
+		"sha256:a": {FirstDetected: t0, LastUsed: t0},
+		"sha256:b": {FirstDetected: jan, LastUsed: t0},
+		"sha256:c": {FirstDetected: jan, LastUsed: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	if diff := cmp.Diff(want, tr.Usage()); diff != "" {
+		t.Errorf("usage (-want +got):\n%s", diff)
+	}
+}
