@@ -89,7 +89,8 @@ func normalize(comps []string) (normalized, string) {
 		case n == 1:
 			out.onlyWildcards = literals == 0 && hasWildcard(comps[0])
 		case hasWildcard(comps[0]):
-			out.registryReading = asWritten.segments
+			out.registryReading = slices.Clone(asWritten.segments)
+			out.registryReading[0] = hostSegment(out.registryReading[0])
 		}
 		return out, ""
 	}
@@ -98,6 +99,7 @@ func normalize(comps []string) (normalized, string) {
 	if hasWildcard(comps[0]) {
 		out.segments[0] = newSegment(comps[0])
 	}
+	out.segments[0] = hostSegment(out.segments[0])
 	if n > 1 && len(full) > n && comps[1] == "**" {
 		// The library put "library" before a path that starts with "**"
 		// (docker.io/** read as an official image), but "**" may stand
@@ -110,6 +112,14 @@ func normalize(comps []string) (normalized, string) {
 		out.segments[len(full)-n+i] = newSegment(comps[i])
 	}
 	return out, ""
+}
+
+// hostSegment makes the registry's segment match regardless of case, as
+// host names do: names are matched with their registry in lower case
+// (parseName).
+func hostSegment(s segment) segment {
+	s.glob = strings.ToLower(s.glob)
+	return s
 }
 
 func newSegment(c string) segment {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -97,6 +98,10 @@ func Parse(pattern string) (*Pattern, error) {
 			break
 		}
 	}
+	if why == "" && len(comps) == 1 && shortIDRegexp.MatchString(comps[0]) {
+		p.warnings = append(p.warnings, fmt.Sprintf("is a Docker Hub name of hexadecimal digits (%s), which looks like a short image ID "+
+			"as crictl images shows it: an image ID pattern is sha256:%s*", p, comps[0]))
+	}
 	if why == "" && n.onlyWildcards {
 		p.warnings = append(p.warnings, fmt.Sprintf("is a name of one component, so it matches Docker Hub's official images only (%s): "+
 			"write %s for any repository, or %s for this meaning", p, "**"+pattern[len(comps[0]):], p))
@@ -105,6 +110,10 @@ func Parse(pattern string) (*Pattern, error) {
 }
 
 const neverMatches = "can never match an image reference: "
+
+// shortIDRegexp matches the start of an image ID written without its
+// algorithm: 12 to 63 hexadecimal digits (64 are refused as a name).
+var shortIDRegexp = regexp.MustCompile(`^[0-9a-f]{12,63}$`)
 
 // Warnings says why the pattern can never match a valid image reference,
 // or means something other than it seems to; nil when neither.
@@ -211,8 +220,10 @@ type name struct {
 	tag, digest string
 }
 
-// parseName normalises an image name with the reference library. A name
-// the library refuses (no runtime should list one) is split as written.
+// parseName normalises an image name with the reference library, its
+// registry in lower case (host names are compared regardless of case). A
+// name the library refuses (no runtime should list one) is split as
+// written.
 func parseName(s string) name {
 	named, err := reference.ParseNormalizedNamed(s)
 	if err != nil {
@@ -220,7 +231,7 @@ func parseName(s string) name {
 		n, tag, _ := splitTag(rest)
 		return name{components: strings.Split(n, "/"), tag: tag, digest: digest}
 	}
-	r := name{components: append([]string{reference.Domain(named)}, strings.Split(reference.Path(named), "/")...)}
+	r := name{components: append([]string{strings.ToLower(reference.Domain(named))}, strings.Split(reference.Path(named), "/")...)}
 	if t, ok := named.(reference.Tagged); ok {
 		r.tag = t.Tag()
 	}

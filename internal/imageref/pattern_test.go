@@ -102,6 +102,10 @@ func TestMatch(t *testing.T) {
 		"name pattern, image ID":             {"*", "id:" + id, false},
 		"double star, image ID":              {"**", "id:" + id, false},
 		"invalid name matched as written":    {"registry.example/Team/app:v1", "registry.example/Team/app:v1", true},
+		"registry in upper case":             {"Registry.Example/team/app:v1", "registry.example/team/app:v1", true},
+		"registry listed in upper case":      {"registry.example/team/app:v1", "REGISTRY.example/team/app:v1", true},
+		"wildcard registry in upper case":    {"*.EXAMPLE/team/app:v1", "registry.example/team/app:v1", true},
+		"path case still matters":            {"registry.example/team/app:v1", "registry.example/Team/app:v1", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p, err := Parse(tc.pattern)
@@ -203,6 +207,11 @@ func TestWarnings(t *testing.T) {
 		"digest too long":                    {"nginx@sha256:" + strings.Repeat("a", 65) + "*", true},
 		"short literal ID":                   {"sha256:pinned", true},
 		"bare 64 hex":                        {strings.Repeat("ab", 32), true},
+		"short image ID, as crictl shows":    {"0123abcd0123a", true},
+		"short image ID, 12":                 {"0123abcd0123", true},
+		"hex name with a tag":                {"0123abcd0123a:v1", true},
+		"hex-looking hub user":               {"0123abcd0123a/app", false},
+		"short hex name":                     {"abc123", false},
 		"no name":                            {":v1", true},
 		"path too long":                      {"registry.example/" + strings.Repeat("a", 256), true},
 		"path of 255":                        {"registry.example/" + strings.Repeat("a", 255), false},
