@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 )
 
@@ -147,4 +148,79 @@ func testFailingResource(t *testing.T, env *itEnv) {
 	env.configMap(t, ns, "d", []metav1.OwnerReference{cmRef(owner, true)})
 	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
 	eventually(t, 30*time.Second, "the rest to be collected", env.cmGone(ns, "d"))
+}
+
+// testVersionFailingDiscovery: a CRD serves widgets in v2 (preferred) and
+// v1. While example.com/v2 fails discovery, the collector keeps its v2
+// monitor and starts no v1 monitor beside it. Otherwise, once v2 is back,
+// stopping the v1 monitor would take every widget out of the graph
+// although the v2 monitor still watches them, and an owner deleted in the
+// foreground would no longer wait for its blocking widget.
+func testVersionFailingDiscovery(t *testing.T, env *itEnv) {
+	ns := env.namespace(t, "versions")
+	group := "ownergc-" + utilrand.String(5) + ".test.nodegc.io"
+	env.createCRD(t, group, "widgets", "Widget", []any{crdVersion("v1", false), crdVersion("v2", true)}, nil)
+	v1 := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
+	v2 := schema.GroupVersionResource{Group: group, Version: "v2", Resource: "widgets"}
+	owner := env.configMap(t, ns, "owner", nil)
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v2.GroupVersion().String(), "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "finalizers": []any{"test.nodegc.io/hold"}},
+	}}
+	w.SetOwnerReferences([]metav1.OwnerReference{cmRef(owner, true)})
+	widgets := env.dyn.Resource(v2).Namespace(ns)
+	if _, err := widgets.Create(t.Context(), w, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	fd := &failingDiscovery{}
+	cfg := testConfig()
+	// A resource an earlier test left failing would hold the owner's
+	// finalizer; what this test looks at is the graph's dependents.
+	cfg.UnsyncedResourceHold = &metav1.Duration{}
+	gc := env.startCollector(t, cfg, func(c *Collector) {
+		fd.DiscoveryInterfaceWithContext = c.discovery
+		c.discovery = fd
+	})
+	eventually(t, 30*time.Second, "a monitor of widgets at v2", func(context.Context) (bool, error) { return gc.hasMonitor(v2), nil })
+	// nextRound waits until a discovery round begun now has completed.
+	nextRound := func(what string) {
+		t.Helper()
+		r := gc.current.Load()
+		begun := r.roundsStarted.Load()
+		eventually(t, 30*time.Second, "a discovery round "+what, func(context.Context) (bool, error) { return r.roundDone.Load() > begun, nil })
+		gc.waitIdle(t)
+	}
+
+	fd.failing(v2.GroupVersion())
+	nextRound("while v2 fails")
+	if gc.hasMonitor(v1) || !gc.hasMonitor(v2) {
+		t.Errorf("while v2 fails discovery: monitors of widgets v1 %t, v2 %t; want v2 alone", gc.hasMonitor(v1), gc.hasMonitor(v2))
+	}
+	fd.failing()
+	nextRound("after v2 is back")
+	if gc.hasMonitor(v1) || !gc.hasMonitor(v2) {
+		t.Errorf("after v2 is back: monitors of widgets v1 %t, v2 %t; want v2 alone", gc.hasMonitor(v1), gc.hasMonitor(v2))
+	}
+
+	// The owner waits for its blocking widget: the collector deletes the
+	// widget, whose own finalizer keeps it.
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationForeground)
+	eventually(t, 30*time.Second, "the owner to go or its widget to be deleted", func(ctx context.Context) (bool, error) {
+		ownerGone, err := env.cmGone(ns, "owner")(ctx)
+		if err != nil || ownerGone {
+			return ownerGone, err
+		}
+		got, err := widgets.Get(ctx, "w", metav1.GetOptions{})
+		return err == nil && got.GetDeletionTimestamp() != nil, err
+	})
+	gc.waitIdle(t)
+	if _, err := env.cs.CoreV1().ConfigMaps(ns).Get(t.Context(), "owner", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the owner, deleted in the foreground while its blocking widget exists: %v; want it kept", err)
+	}
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := widgets.Patch(t.Context(), "w", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the owner to go after its widget", env.cmGone(ns, "owner"))
 }

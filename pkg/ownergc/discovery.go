@@ -81,7 +81,9 @@ func (r *run) sleep(ctx context.Context, d time.Duration) bool {
 
 // syncResources runs one discovery round: it replaces the REST mapper and
 // starts and stops monitors so that exactly the deletable resources are
-// watched. Resources of groups that failed discovery keep their monitors.
+// watched. Resources of groups that failed discovery keep their monitors,
+// also when another version of the resource is served: a resource has one
+// monitor (see monitorSet).
 func (r *run) syncResources(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
 	defer cancel()
@@ -152,9 +154,8 @@ func discoverGroups(ctx context.Context, dc discovery.DiscoveryInterfaceWithCont
 // in preference order that serves it with the list, watch and delete verbs,
 // minus the ignored resources and subresources (as upstream's
 // GetDeletableResources).
-func deletableResources(groups []*restmapper.APIGroupResources, ignored map[schema.GroupResource]struct{}) map[schema.GroupVersionResource]*resource {
-	out := map[schema.GroupVersionResource]*resource{}
-	seen := map[schema.GroupResource]bool{}
+func deletableResources(groups []*restmapper.APIGroupResources, ignored map[schema.GroupResource]struct{}) map[schema.GroupResource]*resource {
+	out := map[schema.GroupResource]*resource{}
 	for _, g := range groups {
 		versions := []string{g.Group.PreferredVersion.Version}
 		for _, v := range g.Group.Versions {
@@ -168,12 +169,10 @@ func deletableResources(groups []*restmapper.APIGroupResources, ignored map[sche
 					continue
 				}
 				gr := schema.GroupResource{Group: g.Group.Name, Resource: ar.Name}
-				if _, skip := ignored[gr]; skip || seen[gr] {
+				if _, skip := ignored[gr]; skip || out[gr] != nil {
 					continue
 				}
-				seen[gr] = true
-				gvr := gr.WithVersion(v)
-				out[gvr] = newResource(gvr, ar.Kind, ar.Namespaced)
+				out[gr] = newResource(gr.WithVersion(v), ar.Kind, ar.Namespaced)
 			}
 		}
 	}

@@ -1,17 +1,25 @@
 package ownergc
 
 import (
+	"context"
 	"errors"
 	"io"
+	"log"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -45,8 +53,11 @@ func TestDeletableResources(t *testing.T) {
 	}
 	ignored := map[schema.GroupResource]struct{}{{Resource: "events"}: {}}
 	got := map[string]bool{}
-	for gvr, res := range deletableResources(groups, ignored) {
-		got[gvr.String()+" "+res.gvk.Kind] = res.namespaced
+	for gr, res := range deletableResources(groups, ignored) {
+		if gr != res.gvr.GroupResource() {
+			t.Errorf("resource %s picked as %s", res.gvr, gr)
+		}
+		got[res.gvr.String()+" "+res.gvk.Kind] = res.namespaced
 	}
 	want := map[string]bool{
 		"/v1, Resource=configmaps ConfigMap":      true,
@@ -102,13 +113,13 @@ func TestMonitorSetSynced(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
 	r := &run{c: c, logger: testLogger(t)}
-	ms := &monitorSet{r: r, byGVR: map[schema.GroupVersionResource]*monitor{}}
+	ms := &monitorSet{r: r, byGR: map[schema.GroupResource]*monitor{}}
 	if ms.synced(clk.Now()) {
 		t.Error("synced without monitors")
 	}
 	a := &monitor{started: clk.Now(), res: resConfigMap}
 	b := &monitor{started: clk.Now(), res: resPod}
-	ms.byGVR[resConfigMap.gvr], ms.byGVR[resPod.gvr] = a, b
+	ms.byGR[resConfigMap.gvr.GroupResource()], ms.byGR[resPod.gvr.GroupResource()] = a, b
 	a.markGraphSynced()
 	if ms.synced(clk.Now()) {
 		t.Error("synced while a monitor is syncing")
@@ -131,11 +142,11 @@ func TestMonitorFailingAfterSync(t *testing.T) {
 	registry := prometheus.NewRegistry()
 	c.metrics = newMetrics(registry, c)
 	r := &run{c: c, logger: testLogger(t)}
-	ms := &monitorSet{r: r, ctx: t.Context(), byGVR: map[schema.GroupVersionResource]*monitor{}}
+	ms := &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
 	nodes := newResource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "Node", false)
 	pods := &monitor{started: clk.Now(), res: resPod}
 	cluster := &monitor{started: clk.Now(), res: nodes}
-	ms.byGVR[resPod.gvr], ms.byGVR[nodes.gvr] = pods, cluster
+	ms.byGR[resPod.gvr.GroupResource()], ms.byGR[nodes.gvr.GroupResource()] = pods, cluster
 	pods.markGraphSynced()
 	cluster.markGraphSynced()
 
@@ -164,5 +175,179 @@ func TestMonitorFailingAfterSync(t *testing.T) {
 	}
 	if got := counterByLabel(t, registry, "nodegc_owner_gc_monitor_errors_total", "resource"); got["pods"] != 1 || got["nodes"] != 1 {
 		t.Errorf("monitor errors = %v, want pods 1 and nodes 1 (the EOF is not one)", got)
+	}
+}
+
+// staticDiscovery is a discovery client that serves fixed groups and
+// resources.
+type staticDiscovery struct {
+	discovery.DiscoveryInterfaceWithContext
+	mu        sync.Mutex
+	groups    []*metav1.APIGroup
+	resources []*metav1.APIResourceList
+}
+
+func (d *staticDiscovery) set(groups []*metav1.APIGroup, resources []*metav1.APIResourceList) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.groups, d.resources = groups, resources
+}
+
+func (d *staticDiscovery) ServerGroupsAndResourcesWithContext(context.Context) ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.groups, d.resources, nil
+}
+
+// failingDiscovery is a discovery client whose chosen group versions fail,
+// as client-go reports a group version it could not read: the group still
+// lists the version, the version's resources are missing, and the error
+// names it.
+type failingDiscovery struct {
+	discovery.DiscoveryInterfaceWithContext
+	mu   sync.Mutex
+	fail map[schema.GroupVersion]bool
+}
+
+// failing makes exactly gvs fail from now on.
+func (d *failingDiscovery) failing(gvs ...schema.GroupVersion) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fail = map[schema.GroupVersion]bool{}
+	for _, gv := range gvs {
+		d.fail[gv] = true
+	}
+}
+
+func (d *failingDiscovery) ServerGroupsAndResourcesWithContext(ctx context.Context) ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	groups, resources, err := d.DiscoveryInterfaceWithContext.ServerGroupsAndResourcesWithContext(ctx)
+	failed, partial := discovery.GroupDiscoveryFailedErrorGroups(err)
+	if err != nil && !partial {
+		return groups, resources, err
+	}
+	failed = maps.Clone(failed)
+	if failed == nil {
+		failed = map[schema.GroupVersion]error{}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var kept []*metav1.APIResourceList
+	for _, l := range resources {
+		gv, _ := schema.ParseGroupVersion(l.GroupVersion)
+		if d.fail[gv] {
+			failed[gv] = errors.New("the server is currently unable to handle the request")
+			continue
+		}
+		kept = append(kept, l)
+	}
+	if len(failed) == 0 {
+		return groups, kept, nil
+	}
+	return groups, kept, &discovery.ErrGroupDiscoveryFailed{Groups: failed}
+}
+
+// emptyResourceServer is a metaClient of a server whose every resource is
+// empty: lists answer no object, watches stay open and quiet.
+func emptyResourceServer(t *testing.T) *metaClient {
+	t.Helper()
+	empty := encodeProtobuf(t, withKind(&metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, "PartialObjectMetadataList"))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Query().Get("watch") == "true" {
+			w.Header().Set("Content-Type", runtime.ContentTypeProtobuf+";stream=watch")
+			w.WriteHeader(http.StatusOK)
+			<-req.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+		_, _ = w.Write(empty)
+	}))
+	// A monitor stopped while it connects leaves the server a handshake
+	// error to log: nothing to see.
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c, err := newMetaClient(&rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestOneMonitorPerResource: however discovery fails, a group and resource
+// never has two monitors. example.com serves widgets in v2 (preferred) and
+// v1. When example.com/v2 fails discovery, the v2 monitor is kept and no v1
+// monitor starts beside it (its relist would delete from the graph the
+// widgets the v2 monitor saw created after the v1 list, and its removal
+// would turn every widget virtual while v2 still watches them). Only when
+// discovery prefers another version, without a failure, does the monitor
+// move to that version.
+func TestOneMonitorPerResource(t *testing.T) {
+	all := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
+	widgets := func(gv string) *metav1.APIResourceList {
+		return &metav1.APIResourceList{GroupVersion: gv, APIResources: []metav1.APIResource{
+			{Name: "widgets", Kind: "Widget", Namespaced: true, Verbs: all}}}
+	}
+	group := func(preferred string) *metav1.APIGroup {
+		return &metav1.APIGroup{Name: "example.com",
+			Versions: []metav1.GroupVersionForDiscovery{
+				{GroupVersion: "example.com/v2", Version: "v2"}, {GroupVersion: "example.com/v1", Version: "v1"}},
+			PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: "example.com/" + preferred, Version: preferred}}
+	}
+	static := &staticDiscovery{}
+	static.set([]*metav1.APIGroup{group("v2")}, []*metav1.APIResourceList{widgets("example.com/v2"), widgets("example.com/v1")})
+	d := &failingDiscovery{DiscoveryInterfaceWithContext: static}
+
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, requestTimeout: time.Minute, discovery: d}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	c.watches = emptyResourceServer(t)
+	r := &run{c: c, logger: testLogger(t), events: newEventQueue()}
+	r.monitors = newMonitorSet(t.Context(), r)
+	t.Cleanup(r.monitors.stopAll) // before the server closes: its watches wait for the monitors
+
+	// round runs a discovery round and returns the monitored resources and
+	// the resources whose objects the graph was told to forget.
+	round := func() (monitored, forgotten []string) {
+		t.Helper()
+		_ = r.syncResources(t.Context())
+		r.monitors.mu.Lock()
+		for _, m := range r.monitors.byGR {
+			monitored = append(monitored, m.res.gvr.String())
+		}
+		r.monitors.mu.Unlock()
+		slices.Sort(monitored)
+		if n := r.events.len(); n > 0 {
+			evs, _ := r.events.pop(nil, n)
+			for _, ev := range evs {
+				if ev.typ == evResourceGone {
+					forgotten = append(forgotten, ev.res.gvr.String())
+				}
+			}
+		}
+		return monitored, forgotten
+	}
+	v1 := "example.com/v1, Resource=widgets"
+	v2 := "example.com/v2, Resource=widgets"
+	steps := []struct {
+		name      string
+		do        func()
+		monitored []string
+		forgotten []string
+	}{
+		{name: "both versions served", do: func() {}, monitored: []string{v2}},
+		{name: "the preferred version fails discovery", do: func() { d.failing(schema.GroupVersion{Group: "example.com", Version: "v2"}) },
+			monitored: []string{v2}},
+		{name: "and keeps failing", do: func() {}, monitored: []string{v2}},
+		{name: "the preferred version is back", do: func() { d.failing() }, monitored: []string{v2}},
+		{name: "discovery prefers v1", do: func() {
+			static.set([]*metav1.APIGroup{group("v1")}, []*metav1.APIResourceList{widgets("example.com/v2"), widgets("example.com/v1")})
+		}, monitored: []string{v1}, forgotten: []string{v2}},
+	}
+	for _, s := range steps {
+		s.do()
+		monitored, forgotten := round()
+		if !slices.Equal(monitored, s.monitored) || !slices.Equal(forgotten, s.forgotten) {
+			t.Errorf("%s: monitors %q, objects forgotten of %q; want monitors %q, forgotten %q", s.name, monitored, forgotten, s.monitored, s.forgotten)
+		}
 	}
 }

@@ -9,7 +9,11 @@
 //     discoveryResyncPeriod, keeps a REST mapper of that snapshot, and hands
 //     the resources that support list, watch and delete (preferred version,
 //     minus gcIgnoredResources) to the monitor set. Groups that fail
-//     discovery keep their monitors.
+//     discovery keep their monitors, and a kept monitor is not joined by
+//     one of another version of its resource that discovery still serves:
+//     a resource has one monitor, at one version (the relist or removal of
+//     either of two would act on the other's objects, which the graph
+//     tells apart by group and kind only).
 //   - Monitors (monitors.go) list and watch one resource each, metadata
 //     only, with a client-go reflector whose queue is a feed (feed.go):
 //     each change becomes an event, in order, in one unbounded FIFO, and

@@ -376,12 +376,8 @@ func explainView(e *Explanation, g *graph, v *itemView, scope scopeFunc, lookup 
 func (r *run) monitored(gr schema.GroupResource) bool {
 	r.monitors.mu.Lock()
 	defer r.monitors.mu.Unlock()
-	for gvr := range r.monitors.byGVR {
-		if gvr.GroupResource() == gr {
-			return true
-		}
-	}
-	return false
+	_, ok := r.monitors.byGR[gr]
+	return ok
 }
 
 // explainOwner classifies owner reference o of v as a worker does:

@@ -175,7 +175,7 @@ func testFrequentlyUpdatedDependent(t *testing.T, env *itEnv, gc *testCollector)
 func (ms *monitorSet) resourceFor(gvr schema.GroupVersionResource) *resource {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	if m, ok := ms.byGVR[gvr]; ok {
+	if m, ok := ms.byGR[gvr.GroupResource()]; ok && m.res.gvr == gvr {
 		return m.res
 	}
 	return nil

@@ -107,6 +107,8 @@ func (n *node) beingDeleted() bool { return n.observed() && n.flags&flagBeingDel
 
 // observedAs reports whether n is an observed object of res's group and
 // kind (whatever the version: the objects are the same in every version).
+// A monitor's relist and removal act on these nodes, which only that
+// monitor delivers: a resource has one monitor at a time (see monitorSet).
 func (n *node) observedAs(res *resource) bool {
 	return n.observed() && n.kind.group == res.gvk.Group && n.kind.kind == res.gvk.Kind
 }

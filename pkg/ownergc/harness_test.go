@@ -394,8 +394,8 @@ func (tc *testCollector) hasMonitor(gvr schema.GroupVersionResource) bool {
 	}
 	r.monitors.mu.Lock()
 	defer r.monitors.mu.Unlock()
-	_, ok := r.monitors.byGVR[gvr]
-	return ok
+	m, ok := r.monitors.byGR[gvr.GroupResource()]
+	return ok && m.res.gvr == gvr
 }
 
 // requests returns the collector's API requests by verb.

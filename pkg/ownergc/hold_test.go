@@ -176,9 +176,9 @@ func TestHoldFinalizer(t *testing.T) {
 	c.metrics = newMetrics(prometheus.NewRegistry(), c)
 	rec := record.NewFakeRecorder(10)
 	r := &run{c: c, logger: testLogger(t), recorder: rec, kick: make(chan struct{}, 1)}
-	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGVR: map[schema.GroupVersionResource]*monitor{}}
+	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
 	pods := &monitor{started: clk.Now(), res: resPod}
-	r.monitors.byGVR[resPod.gvr] = pods
+	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
 	pods.markGraphSynced()
 	owner := objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "owner"}
 	events := func() (out []string) {
@@ -230,7 +230,7 @@ func TestHoldFinalizer(t *testing.T) {
 	pods.recovered()
 	nodes := &monitor{started: clk.Now(), res: newResource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "Node", false)}
 	nodes.markGraphSynced()
-	r.monitors.byGVR[nodes.res.gvr] = nodes
+	r.monitors.byGR[nodes.res.gvr.GroupResource()] = nodes
 	r.monitors.noteError(t.Context(), nodes, errors.New("connection refused"))
 	owner.uid = "o3"
 	r.holdFinalizer(owner, metav1.FinalizerDeleteDependents)

@@ -50,4 +50,5 @@ func TestIntegration(t *testing.T) {
 	t.Run("the wait for a resource that cannot be listed is bounded", func(t *testing.T) { testOrphanHoldExpires(t, env) })
 	t.Run("orphaning refreshes discovery first", func(t *testing.T) { testOrphanWithUndiscoveredResource(t, env) })
 	t.Run("a failing resource does not block the others", func(t *testing.T) { testFailingResource(t, env) })
+	t.Run("a version that fails discovery keeps its monitor, alone", func(t *testing.T) { testVersionFailingDiscovery(t, env) })
 }

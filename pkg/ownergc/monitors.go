@@ -111,40 +111,59 @@ func (m *monitor) stop(gone bool) {
 
 // monitorSet is the set of running monitors. The discovery loop changes it;
 // anything may read it; mu guards it whole.
+//
+// It holds at most one monitor per group and resource, whatever its
+// version: the graph tells a monitor's objects by group and kind (see
+// node.observedAs), so a monitor's relist or removal acts on every object
+// of its resource. Two monitors of one resource at two versions would each
+// act on the other's objects: a relist would delete from the graph an
+// object created after its list that the other monitor delivered first
+// (and its dependents would be collected although it exists), and the
+// removal of one would turn every object of the resource virtual while the
+// other still watches them (a foreground deletion would stop waiting for
+// a blocking dependent that exists).
 type monitorSet struct {
 	r   *run
 	ctx context.Context
 	wg  sync.WaitGroup
 
 	mu     sync.Mutex
-	byGVR  map[schema.GroupVersionResource]*monitor
+	byGR   map[schema.GroupResource]*monitor
 	closed bool
 }
 
 func newMonitorSet(ctx context.Context, r *run) *monitorSet {
-	return &monitorSet{r: r, ctx: ctx, byGVR: map[schema.GroupVersionResource]*monitor{}}
+	return &monitorSet{r: r, ctx: ctx, byGR: map[schema.GroupResource]*monitor{}}
 }
 
-// sync starts monitors for new resources and stops those of resources that
-// are gone, except where keep says the resource only failed discovery.
-func (ms *monitorSet) sync(resources map[schema.GroupVersionResource]*resource, keep func(schema.GroupVersionResource) bool) (added, removed int) {
+// sync makes the monitors watch resources (one version of each group and
+// resource): it starts monitors for new resources and stops those of
+// resources that are gone or now picked at another version, except where
+// keep says that the monitor's version only failed discovery. A kept
+// monitor stays in place of the version discovery picked meanwhile (the
+// preferred version failed, another one did not): the monitor of the
+// failed version still works, and none starts beside it.
+func (ms *monitorSet) sync(resources map[schema.GroupResource]*resource, keep func(schema.GroupVersionResource) bool) (added, removed int) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	if ms.closed {
 		return 0, 0
 	}
-	for gvr, m := range ms.byGVR {
-		if _, ok := resources[gvr]; !ok && !keep(gvr) {
-			m.stop(true)
-			delete(ms.byGVR, gvr)
-			removed++
-		}
-	}
-	for gvr, res := range resources {
-		if _, ok := ms.byGVR[gvr]; ok {
+	for gr, m := range ms.byGR {
+		if res, ok := resources[gr]; (ok && res.gvr == m.res.gvr) || keep(m.res.gvr) {
 			continue
 		}
-		ms.byGVR[gvr] = ms.start(res)
+		// Its events so far, then evResourceGone, reach the graph before
+		// anything of a monitor started below for another version.
+		m.stop(true)
+		delete(ms.byGR, gr)
+		removed++
+	}
+	for gr, res := range resources {
+		if _, ok := ms.byGR[gr]; ok {
+			continue
+		}
+		ms.byGR[gr] = ms.start(res)
 		added++
 	}
 	return added, removed
@@ -274,12 +293,12 @@ func (ms *monitorSet) unsyncedFor(now time.Time, ns string) []string {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	var out []string
-	for gvr, m := range ms.byGVR {
+	for gr, m := range ms.byGR {
 		if ns != "" && !m.res.namespaced {
 			continue
 		}
 		if st := m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout); st != stateSynced {
-			out = append(out, gvr.GroupResource().String()+" ("+monitorStates[st]+")")
+			out = append(out, gr.String()+" ("+monitorStates[st]+")")
 		}
 	}
 	slices.Sort(out)
@@ -291,17 +310,17 @@ func (ms *monitorSet) unsyncedFor(now time.Time, ns string) []string {
 func (ms *monitorSet) synced(now time.Time) bool {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	if ms.closed || len(ms.byGVR) == 0 {
+	if ms.closed || len(ms.byGR) == 0 {
 		return false
 	}
 	synced := true
-	for gvr, m := range ms.byGVR {
+	for _, m := range ms.byGR {
 		switch m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout) {
 		case stateSyncing:
 			synced = false
 		case stateFailed:
 			if !m.reported.Swap(true) {
-				ms.r.logger.Info("Resource monitor has not synced; collecting without it", "resource", gvr.String(),
+				ms.r.logger.Info("Resource monitor has not synced; collecting without it", "resource", m.res.gvr.String(),
 					"since", now.Sub(m.started).Round(time.Second))
 			}
 		}
@@ -314,7 +333,7 @@ func (ms *monitorSet) states(now time.Time) []int {
 	counts := make([]int, len(monitorStates))
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	for _, m := range ms.byGVR {
+	for _, m := range ms.byGR {
 		counts[m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout)]++
 	}
 	return counts
@@ -325,9 +344,9 @@ func (ms *monitorSet) unsynced(now time.Time) []string {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	var out []string
-	for gvr, m := range ms.byGVR {
+	for _, m := range ms.byGR {
 		if m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout) == stateSyncing {
-			out = append(out, gvr.String())
+			out = append(out, m.res.gvr.String())
 		}
 	}
 	return out
@@ -336,14 +355,14 @@ func (ms *monitorSet) unsynced(now time.Time) []string {
 func (ms *monitorSet) len() int {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
-	return len(ms.byGVR)
+	return len(ms.byGR)
 }
 
 // stopAll stops every monitor and waits for their goroutines.
 func (ms *monitorSet) stopAll() {
 	ms.mu.Lock()
 	ms.closed = true
-	for _, m := range ms.byGVR {
+	for _, m := range ms.byGR {
 		m.stop(false)
 	}
 	ms.mu.Unlock()
