@@ -3,9 +3,11 @@ package ownergc
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,10 +21,17 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // versions and conversion, and waits until it is established.
 func (e *itEnv) createCRD(t testing.TB, group, plural, kind string, versions []any, conversion map[string]any) {
 	t.Helper()
+	e.createScopedCRD(t, group, plural, kind, "Namespaced", versions, conversion)
+}
+
+// createScopedCRD is createCRD with the CRD's scope (Namespaced or
+// Cluster).
+func (e *itEnv) createScopedCRD(t testing.TB, group, plural, kind, scope string, versions []any, conversion map[string]any) {
+	t.Helper()
 	spec := map[string]any{
 		"group": group,
 		"names": map[string]any{"plural": plural, "singular": strings.ToLower(kind), "kind": kind, "listKind": kind + "List"},
-		"scope": "Namespaced", "versions": versions,
+		"scope": scope, "versions": versions,
 	}
 	if conversion != nil {
 		spec["conversion"] = conversion
@@ -223,4 +232,71 @@ func testVersionFailingDiscovery(t *testing.T, env *itEnv) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the owner to go after its widget", env.cmGone(ns, "owner"))
+}
+
+// testOwnerKindLeftDiscovery: a cluster-scoped custom resource owns a
+// ClusterRole, and its CRD is deleted. The API server deletes the custom
+// resource (the collector observes the deletion), then the kind leaves
+// discovery. The ClusterRole, which the collector looks at only after that
+// (its one worker is busy until then), is collected all the same: the
+// owner's deletion was observed, and the graph saw that the owner was
+// cluster-scoped.
+func testOwnerKindLeftDiscovery(t *testing.T, env *itEnv) {
+	group := "ownergc-" + utilrand.String(5) + ".test.nodegc.io"
+	env.createScopedCRD(t, group, "gizmos", "Gizmo", "Cluster", []any{crdVersion("v1", true)}, nil)
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}
+	owner := env.createCR(t, gvr, "Gizmo", "", "g", nil)
+	roles := env.cs.RbacV1().ClusterRoles()
+	role, err := roles.Create(t.Context(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{
+		Name:            "ownergc-gizmo-" + utilrand.String(5),
+		OwnerReferences: []metav1.OwnerReference{ref(gvr.GroupVersion().String(), "Gizmo", owner, false)},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = roles.Delete(context.Background(), role.Name, metav1.DeleteOptions{}) })
+	ns := env.namespace(t, "kindgone")
+	env.configMap(t, ns, "blocker", nil)
+	held := env.configMap(t, ns, "held", []metav1.OwnerReference{cmRef(env.getCM(t, ns, "blocker"), false)})
+
+	cfg := testConfig()
+	cfg.ConcurrentGCSyncs = 1
+	gc := env.startCollector(t, cfg)
+	gc.waitObserved(t, role.UID, "")
+	gc.waitObserved(t, held.UID, "")
+	// The worker waits in the delete of "held" until the kind has left
+	// discovery.
+	entered, release := make(chan struct{}), make(chan struct{})
+	enter, unblock := sync.OnceFunc(func() { close(entered) }), sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock)
+	gc.beforeWrite.Store(ns, func(_ string, id objectID) {
+		if id.uid == held.UID {
+			enter()
+			<-release
+		}
+	})
+	env.deleteCM(t, ns, "blocker", metav1.DeletePropagationBackground)
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the collector did not delete the blocker's dependent")
+	}
+
+	if err := env.dyn.Resource(crdGVR).Delete(t.Context(), "gizmos."+group, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gc.waitGraph(t, "the Gizmo's deletion to be observed", func(g *graph) bool {
+		n := g.nodes[owner.GetUID()]
+		return n != nil && n.deleted()
+	})
+	r := gc.current.Load()
+	eventually(t, 30*time.Second, "Gizmo to leave the collector's discovery", func(context.Context) (bool, error) {
+		_, known := r.scope(gvr.GroupVersion().String(), "Gizmo")
+		return !known, nil
+	})
+	unblock()
+	eventually(t, 30*time.Second, "the ClusterRole of the deleted Gizmo to be collected", gone(func(ctx context.Context) error {
+		_, err := roles.Get(ctx, role.Name, metav1.GetOptions{})
+		return err
+	}))
 }

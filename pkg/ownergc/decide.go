@@ -67,13 +67,34 @@ type scopeFunc func(apiVersion, kind string) (namespaced, known bool)
 // the graph only where the graph is certain: an observed owner at the stated
 // coordinates, or an observed deletion (UIDs are never reused). Anything
 // not observed needs a lookup: absence from a cache is never proof.
+//
+// What the graph proved holds whether or not discovery knows the owner's
+// kind: a kind that left discovery (a CRD deleted, and its objects with it)
+// still classifies an owner whose deletion was observed, or that a lookup
+// found absent, as dangling. Only what needs the kind's scope, and the
+// graph cannot tell, waits for discovery.
 func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
-	matches := o.state == ownerObserved && o.node.groupKind().Group == o.group() &&
-		o.node.kind == o.kind && o.node.name == o.name
+	sameKind := o.state != ownerUnknown && o.node.groupKind().Group == o.group() && o.node.kind == o.kind
+	matches := o.state == ownerObserved && sameKind && o.node.name == o.name
+	// absentHere: a lookup at the stated kind and name found no object
+	// with the UID, cluster-wide or in the item's namespace (ownerAbsent
+	// marks a virtual node only after a lookup that was cluster-wide or in
+	// the node's namespace), which proves the owner absent for the item
+	// whatever its kind's scope.
+	absentHere := o.state == ownerAbsentAtIdentity && sameKind && o.node.name == o.name && o.node.namespace == item.id.namespace
 	if item.id.namespace == "" {
 		namespaced, known := scope(o.apiVersion, o.kind)
-		if !known && matches {
-			namespaced, known = o.node.namespace != "", true
+		if !known {
+			// The owner's scope as the graph saw it: the namespace it was
+			// observed in, alive or deleted, at the stated kind; none when
+			// a lookup found it absent cluster-wide (only a cluster-scoped
+			// kind is looked up without a namespace).
+			switch {
+			case matches || (o.state == ownerDeleted && sameKind):
+				namespaced, known = o.node.namespace != "", true
+			case absentHere:
+				namespaced, known = false, true
+			}
 		}
 		if !known {
 			return verdict{}, errUnknownKind
@@ -91,6 +112,8 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 		return verdict{class: classSolid, reason: reasonObserved}, nil
 	case o.state == ownerDeleted:
 		return verdict{class: classDangling, reason: reasonDeleted}, nil
+	case absentHere:
+		return verdict{class: classDangling, reason: reasonNotFound}, nil
 	}
 	namespaced, known := scope(o.apiVersion, o.kind)
 	if !known {
@@ -100,8 +123,9 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 	if namespaced {
 		key.namespace = item.id.namespace
 	}
-	if o.state == ownerAbsentAtIdentity && o.node.groupKind().Group == key.group && o.node.kind == key.kind &&
-		o.node.name == key.name && (key.namespace == "" || o.node.namespace == key.namespace) {
+	if o.state == ownerAbsentAtIdentity && sameKind && o.node.name == key.name && key.namespace == "" {
+		// Found absent at a cluster-scoped kind, wherever the virtual node
+		// took its namespace from.
 		return verdict{class: classDangling, reason: reasonNotFound}, nil
 	}
 	return verdict{lookup: &key}, nil

@@ -24,6 +24,12 @@ func TestJudgeRef(t *testing.T) {
 	key := func(ns string) *ownerKey {
 		return &ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: ns}
 	}
+	// thing is a reference to a Thing, a kind discovery does not know, whose
+	// node the graph holds in state at namespace ns.
+	thing := func(state ownerState, ns string) ownerView {
+		return ownerView{uid: "o", apiVersion: "example.com/v1", kind: "Thing", name: "t", state: state,
+			node: objectID{uid: "o", apiVersion: "example.com/v1", kind: "Thing", namespace: ns, name: "t"}}
+	}
 	tests := map[string]struct {
 		itemNS  string
 		owner   ownerView
@@ -83,6 +89,48 @@ func TestJudgeRef(t *testing.T) {
 		"unknown kind: wait for discovery": {
 			itemNS:  "ns",
 			owner:   ownerView{uid: "o", apiVersion: "example.com/v1", kind: "Thing", name: "t", state: ownerVirtual},
+			wantErr: errUnknownKind,
+		},
+		// The owner's kind left discovery (its CRD was deleted, and with it
+		// the owner): what the graph proved about the owner still holds.
+		"kind left discovery, namespaced item, owner's deletion observed: dangling": {
+			itemNS: "ns", owner: thing(ownerDeleted, "ns"),
+			want: verdict{class: classDangling, reason: reasonDeleted},
+		},
+		"kind left discovery, cluster-scoped item, cluster-scoped owner's deletion observed: dangling": {
+			itemNS: "", owner: thing(ownerDeleted, ""),
+			want: verdict{class: classDangling, reason: reasonDeleted},
+		},
+		"kind left discovery, cluster-scoped item, namespaced owner's deletion observed: never collected": {
+			itemNS: "", owner: thing(ownerDeleted, "ns"), wantErr: errNamespacedOwner,
+		},
+		"kind left discovery, cluster-scoped item, deletion observed of the UID as another kind: wait": {
+			itemNS: "",
+			owner: ownerView{uid: "o", apiVersion: "example.com/v1", kind: "Thing", name: "t", state: ownerDeleted,
+				node: objectID{uid: "o", apiVersion: "example.com/v1", kind: "Other", name: "t"}},
+			wantErr: errUnknownKind,
+		},
+		"kind left discovery, namespaced item, owner verified absent in its namespace: dangling": {
+			itemNS: "ns", owner: thing(ownerAbsentAtIdentity, "ns"),
+			want: verdict{class: classDangling, reason: reasonNotFound},
+		},
+		"kind left discovery, namespaced item, owner verified absent in another namespace: wait": {
+			itemNS: "ns", owner: thing(ownerAbsentAtIdentity, "other"), wantErr: errUnknownKind,
+		},
+		"kind left discovery, cluster-scoped item, owner verified absent cluster-wide: dangling": {
+			itemNS: "", owner: thing(ownerAbsentAtIdentity, ""),
+			want: verdict{class: classDangling, reason: reasonNotFound},
+		},
+		// The virtual node took its namespace from a namespaced dependent:
+		// the lookup may have been in that namespace, which proves nothing
+		// about a cluster-scoped owner.
+		"kind left discovery, cluster-scoped item, owner verified absent in a namespace: wait": {
+			itemNS: "", owner: thing(ownerAbsentAtIdentity, "ns"), wantErr: errUnknownKind,
+		},
+		"kind left discovery, owner verified absent under another name: wait": {
+			itemNS: "ns",
+			owner: ownerView{uid: "o", apiVersion: "example.com/v1", kind: "Thing", name: "t", state: ownerAbsentAtIdentity,
+				node: objectID{uid: "o", apiVersion: "example.com/v1", kind: "Thing", namespace: "ns", name: "renamed"}},
 			wantErr: errUnknownKind,
 		},
 	}

@@ -107,7 +107,15 @@
 // as a version no longer served, proves nothing and the dependent waits),
 // and its verdict is kept on the virtual node and in a small absent-owner
 // cache so that the owner's other dependents need no request.
-// Concurrent lookups of one owner share one request. A stale graph can only
+// Concurrent lookups of one owner share one request.
+// What the graph proved holds also once the owner's kind has left discovery
+// (its CRD deleted, and the owner with it): an owner whose deletion was
+// observed, or that a lookup found absent at the stated coordinates, is
+// dangling all the same, and a cluster-scoped dependent takes the owner's
+// scope from the graph (the namespace the owner was observed in, alive or
+// deleted), as kube-controller-manager consults its absent-owner cache
+// before discovery. Only a reference the graph cannot classify waits for a
+// discovery round that knows its kind. A stale graph can only
 // delay a deletion, never cause a wrong one: every delete carries the UID
 // and resourceVersion the decision saw as preconditions, and every patch is
 // an RFC 6902 JSON patch whose test operations check the UID (and, where the

@@ -51,4 +51,5 @@ func TestIntegration(t *testing.T) {
 	t.Run("orphaning refreshes discovery first", func(t *testing.T) { testOrphanWithUndiscoveredResource(t, env) })
 	t.Run("a failing resource does not block the others", func(t *testing.T) { testFailingResource(t, env) })
 	t.Run("a version that fails discovery keeps its monitor, alone", func(t *testing.T) { testVersionFailingDiscovery(t, env) })
+	t.Run("a dependent of an owner whose kind left discovery", func(t *testing.T) { testOwnerKindLeftDiscovery(t, env) })
 }
