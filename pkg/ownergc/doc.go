@@ -120,7 +120,13 @@
 // and resourceVersion the decision saw as preconditions, and every patch is
 // an RFC 6902 JSON patch whose test operations check the UID (and, where the
 // decision depends on the rest of the object, the resourceVersion). A
-// rejected write (409 or 422) re-reads the object and decides once more.
+// write refused because the object changed (a failed precondition, 409; a
+// JSON patch whose test failed, 422 with kube-apiserver's generic message
+// and no details) re-reads the object and decides once more. Any other
+// refusal is an action error, a 422 included (an admission policy or
+// webhook that denies the write, a CRD's validation rule): logged at error
+// level with the object and the server's message, counted in
+// nodegc_owner_gc_action_errors_total, and retried with the item's backoff.
 //
 // A delete refused only because the object changed (409 on its
 // resourceVersion) is sent again with the UID precondition alone when the

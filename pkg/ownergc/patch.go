@@ -2,9 +2,13 @@ package ownergc
 
 import (
 	"encoding/json"
+	"errors"
+	"net/http"
 	"slices"
 	"strconv"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -15,6 +19,33 @@ import (
 // fails, so a patch built from a stale cache can never change the wrong
 // reference or the wrong object. JSON patch works for built-in types and
 // custom resources alike (a strategic merge patch does not work on CRDs).
+
+// patchFailedMessage is kube-apiserver's message when it cannot apply a
+// JSON patch to the object as it is (a test operation that fails, a path
+// that is not there).
+const patchFailedMessage = "the server rejected our request due to an error in our request"
+
+// patchTestFailed reports whether err is kube-apiserver's answer to a JSON
+// patch it could not apply: 422 Invalid with patchFailedMessage and no
+// details (the patch library's own words, such as "testing value
+// /metadata/uid failed", are not sent). The collector's patches test the
+// UID, and what they change, before they change it, so this answer means
+// that the object is not the one the decision saw. A 422 that denies the
+// write names the object and says who denied it: an admission policy
+// (configmaps "x" is forbidden: ValidatingAdmissionPolicy 'p' ... denied
+// request), a webhook (admission webhook "w" denied the request), a
+// validation rule (Widget.example.com "x" is invalid). So does the 422
+// that client-go makes up for an answer it cannot decode.
+func patchTestFailed(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	s := status.Status()
+	d := s.Details
+	return s.Code == http.StatusUnprocessableEntity && s.Reason == metav1.StatusReasonInvalid && s.Message == patchFailedMessage &&
+		(d == nil || (d.Name == "" && d.Group == "" && d.Kind == "" && d.UID == "" && len(d.Causes) == 0))
+}
 
 type patchOp struct {
 	Op    string `json:"op"`

@@ -171,7 +171,7 @@ func (r *run) execute(ctx context.Context, v *itemView, p plan, mayReread bool) 
 	case stale(err):
 		return retry
 	default:
-		r.logger.Error(err, "Owner GC action failed; will retry", "object", v.id)
+		r.logger.Error(err, "Owner GC action failed; will retry", "object", v.id, "action", p.action, "rule", p.rule)
 		return retry
 	}
 }
@@ -250,10 +250,13 @@ func (r *run) patch(ctx context.Context, id objectID, rec decisionRecord, build 
 }
 
 // stale reports whether a write was refused because the object is not the
-// one the decision saw: a failed precondition (409) or a failed patch test
-// (422).
+// one the decision saw: a failed precondition (409), or a JSON patch whose
+// test operation failed (422, see patchTestFailed). Every other refusal is
+// an error, 422 included: an admission policy or webhook that denies the
+// write, a CRD's validation rule. A DELETE is stale only as a 409: its
+// preconditions fail with a 409, and its 422 is always such a denial.
 func stale(err error) bool {
-	return apierrors.IsConflict(err) || apierrors.IsInvalid(err)
+	return apierrors.IsConflict(err) || patchTestFailed(err)
 }
 
 // reread reads v's object from the API server and decides again, once.

@@ -1,0 +1,387 @@
+package ownergc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+	"k8s.io/utils/ptr"
+)
+
+// The answers of kube-apiserver (1.34) to refused writes, as it sends them.
+var (
+	// A JSON patch whose test operation failed: 422 Invalid, a generic
+	// message and no details.
+	answerPatchTestFailed = metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity,
+		Reason: metav1.StatusReasonInvalid, Message: "the server rejected our request due to an error in our request",
+		Details: &metav1.StatusDetails{}}
+	// A delete whose resourceVersion precondition failed.
+	answerPreconditionFailed = metav1.Status{Status: metav1.StatusFailure, Code: http.StatusConflict,
+		Reason: metav1.StatusReasonConflict, Message: `Operation cannot be fulfilled on configmaps "d": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record (2). The object might have been modified`,
+		Details: &metav1.StatusDetails{Name: "d", Kind: "configmaps"}}
+)
+
+// answerPolicyDenied is a ValidatingAdmissionPolicy's denial of a write of
+// ConfigMap name: 422 Invalid, naming the object and the policy.
+func answerPolicyDenied(name string) metav1.Status {
+	denied := "ValidatingAdmissionPolicy 'protect' with binding 'protect' denied request: protected by policy"
+	return metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
+		Message: fmt.Sprintf("configmaps %q is forbidden: %s", name, denied),
+		Details: &metav1.StatusDetails{Name: name, Kind: "configmaps", Causes: []metav1.StatusCause{{Message: denied}}}}
+}
+
+// TestStale: a write counts as refused because the object changed only on
+// a failed precondition (409) or a JSON patch whose test failed. Every other
+// 422 is an error: an admission policy's or a webhook's denial, a
+// validation error, or an answer client-go could not decode.
+func TestStale(t *testing.T) {
+	statusErr := func(s metav1.Status) error { return &apierrors.StatusError{ErrStatus: s} }
+	webhook := metav1.Status{Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
+		Message: `admission webhook "deny.example.com" denied the request: the server rejected our request due to an error in our request`}
+	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "example.com", Kind: "Widget"}, "w", nil)
+	undecoded := apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, http.MethodPatch,
+		schema.GroupResource{Resource: "configmaps"}, "d", "not a Status", 0, true)
+	for name, tc := range map[string]struct {
+		err  error
+		want bool
+	}{
+		"a failed precondition (409)":                   {err: statusErr(answerPreconditionFailed), want: true},
+		"a JSON patch whose test failed (422)":          {err: statusErr(answerPatchTestFailed), want: true},
+		"the same without details":                      {err: statusErr(metav1.Status{Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid, Message: answerPatchTestFailed.Message}), want: true},
+		"wrapped":                                       {err: fmt.Errorf("patch: %w", statusErr(answerPatchTestFailed)), want: true},
+		"an admission policy's denial (422)":            {err: statusErr(answerPolicyDenied("d"))},
+		"a webhook's denial (422)":                      {err: statusErr(webhook)},
+		"a validation error (422)":                      {err: invalid},
+		"a 422 whose answer client-go could not decode": {err: undecoded},
+		"forbidden (403)":                               {err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "d", fmt.Errorf("no"))},
+		"not found (404)":                               {err: apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "d")},
+		"no API error":                                  {err: io.EOF},
+	} {
+		if got := stale(tc.err); got != tc.want {
+			t.Errorf("%s: stale(%v) = %t, want %t", name, tc.err, got, tc.want)
+		}
+	}
+}
+
+// rejectServer is an API server of ConfigMaps in namespace "reject" that
+// refuses every write: a DELETE or a PATCH of a ConfigMap gets the answer
+// set for its name, a GET the object set for its name. It counts the
+// requests by method and name.
+type rejectServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	answers  map[string]metav1.Status
+	objects  map[string]*metav1.PartialObjectMetadata
+	requests map[string]int // "METHOD name"
+}
+
+const rejectNamespace = "reject"
+
+func newRejectServer(t *testing.T) *rejectServer {
+	t.Helper()
+	s := &rejectServer{answers: map[string]metav1.Status{}, objects: map[string]*metav1.PartialObjectMetadata{}, requests: map[string]int{}}
+	prefix := "/api/v1/namespaces/" + rejectNamespace + "/configmaps/"
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		name, ok := strings.CutPrefix(req.URL.Path, prefix)
+		if !ok {
+			http.Error(w, "not a ConfigMap in "+rejectNamespace, http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.requests[req.Method+" "+name]++
+		answer, refuse := s.answers[name]
+		obj := s.objects[name]
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case req.Method == http.MethodGet && obj != nil:
+			_ = json.NewEncoder(w).Encode(obj)
+		case (req.Method == http.MethodDelete || req.Method == http.MethodPatch) && refuse:
+			answer.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}
+			w.WriteHeader(int(answer.Code))
+			_ = json.NewEncoder(w).Encode(answer)
+		default:
+			http.Error(w, "unexpected "+req.Method+" of "+name, http.StatusBadRequest)
+		}
+	}))
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// refuse makes the server answer every write of name with answer, and a
+// GET with obj (the object as it is now).
+func (s *rejectServer) refuse(name string, answer metav1.Status, obj *metav1.PartialObjectMetadata) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answers[name] = answer
+	if obj != nil {
+		obj = obj.DeepCopy()
+		obj.TypeMeta = metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadata"}
+		s.objects[name] = obj
+	}
+}
+
+func (s *rejectServer) count(method, name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests[method+" "+name]
+}
+
+// rejectRun is a run whose clients reach s, logging into logs and counting
+// into reg, with the ConfigMaps of the graph tg.
+func rejectRun(t *testing.T, s *rejectServer) (r *run, tg *testGraph, reg *prometheus.Registry, logs *syncBuffer) {
+	t.Helper()
+	reg, logs = prometheus.NewRegistry(), &syncBuffer{}
+	c := &Collector{requestTimeout: 10 * time.Second, workers: 1}
+	c.metrics = newMetrics(reg, c)
+	rc := &rest.Config{Host: s.URL, BearerToken: "token", QPS: -1, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	var err error
+	if c.writes, err = newMetaClient(rc); err != nil {
+		t.Fatal(err)
+	}
+	if c.metadata, err = metadata.NewForConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(logs), textlogger.Verbosity(4)))
+	r = newRun(klog.NewContext(t.Context(), logger), c)
+	t.Cleanup(func() {
+		r.deletes.ShutDown()
+		r.orphans.ShutDown()
+		if t.Failed() {
+			t.Logf("--- the run's log ---\n%s", logs.tail(40))
+		}
+	})
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	r.snapshot.Store(&discoverySnapshot{mapper: mapper})
+	tg = newTestGraph(t)
+	tg.g, tg.b.g = r.graph, r.graph
+	tg.b.initial = false
+	return r, tg, reg, logs
+}
+
+// TestRefusedWrites: a write the API server refuses for another reason
+// than a changed object (here a ValidatingAdmissionPolicy's 422) is an
+// action error: counted by action, logged as an error with the object and
+// the server's message, and retried with the item's backoff, without
+// re-reading the object. A JSON patch whose test failed is the object
+// having changed: it re-reads the object and decides once more, and counts
+// no error.
+func TestRefusedWrites(t *testing.T) {
+	s := newRejectServer(t)
+	r, tg, reg, logs := rejectRun(t, s)
+	ns := rejectNamespace
+	owner := object(ns, "owner", "owner")
+	live := object(ns, "live", "live")
+	deleteDenied := object(ns, "delete-denied", "delete-denied", ownedBy(resConfigMap, "owner", "owner", true))
+	patchDenied := object(ns, "patch-denied", "patch-denied", ownedBy(resConfigMap, "live", "live", false), ownedBy(resConfigMap, "owner", "owner", false))
+	patchStale := object(ns, "patch-stale", "patch-stale", ownedBy(resConfigMap, "live", "live", false), ownedBy(resConfigMap, "owner", "owner", false))
+	fgDenied := object(ns, "fg-denied", "fg-denied", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
+	orphanDenied := object(ns, "orphan-denied", "orphan-denied", ownedBy(resConfigMap, "live", "live", false))
+	for _, o := range []*metav1.PartialObjectMetadata{owner, live, deleteDenied, patchDenied, patchStale, fgDenied, orphanDenied} {
+		tg.apply(upsert(resConfigMap, o))
+	}
+	tg.apply(del(resConfigMap, owner)) // the dependents' owner is gone
+	s.refuse("delete-denied", answerPolicyDenied("delete-denied"), deleteDenied)
+	s.refuse("patch-denied", answerPolicyDenied("patch-denied"), patchDenied)
+	s.refuse("patch-stale", answerPatchTestFailed, patchStale)
+	s.refuse("fg-denied", answerPolicyDenied("fg-denied"), fgDenied)
+	s.refuse("orphan-denied", answerPolicyDenied("orphan-denied"), orphanDenied)
+
+	process := func(name string) outcome {
+		t.Helper()
+		v, ok := r.graph.itemView(types.UID(name))
+		if !ok {
+			t.Fatalf("%s not in the graph", name)
+		}
+		return r.process(t.Context(), &v, true)
+	}
+	for _, tc := range []struct {
+		name   string
+		act    func() outcome
+		action actionKind
+	}{
+		{name: "delete-denied", act: func() outcome { return process("delete-denied") }, action: actDelete},
+		{name: "patch-denied", act: func() outcome { return process("patch-denied") }, action: actRemoveRefs},
+		{name: "fg-denied", action: actRemoveFinalizer, act: func() outcome {
+			return r.removeFinalizer(t.Context(), nodeID(r.graph.nodes["fg-denied"]), metav1.FinalizerDeleteDependents, 0, ruleNoBlocking)
+		}},
+		{name: "orphan-denied", action: actOrphanDependent, act: func() outcome {
+			err := r.orphanDependent(t.Context(), objectID{uid: "live", apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "live"},
+				orphanDependent{id: nodeID(r.graph.nodes["orphan-denied"]), indexes: []int{0}})
+			if err == nil {
+				return done
+			}
+			return retry
+		}},
+	} {
+		before := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[tc.action.String()]
+		out := tc.act()
+		failed := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[tc.action.String()] - before
+		if out != retry || failed != 1 || s.count(http.MethodGet, tc.name) != 0 {
+			t.Errorf("%s, denied by a policy: outcome %+v, %v action errors %v, %d GETs; want a retry with backoff, 1 error, no GET",
+				tc.name, out, tc.action, failed, s.count(http.MethodGet, tc.name))
+		}
+		// orphanDependent returns its error; orphanDependents logs it.
+		if tc.action != actOrphanDependent && !errorLogged(logs, tc.name, "ValidatingAdmissionPolicy 'protect' with binding 'protect' denied request") {
+			t.Errorf("%s, denied by a policy: no error logged with the object and the policy's message", tc.name)
+		}
+	}
+
+	// The JSON patch whose test failed: the object changed. It is read
+	// again and decided once more (the same patch, refused the same way),
+	// then retried, and no error is counted or logged.
+	out := process("patch-stale")
+	if got := s.count(http.MethodGet, "patch-stale"); out != retry || got != 1 || s.count(http.MethodPatch, "patch-stale") != 2 {
+		t.Errorf("patch-stale: outcome %+v, %d GETs, %d PATCHes; want a retry after one re-read and a second patch", out, got, s.count(http.MethodPatch, "patch-stale"))
+	}
+	if got := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[actRemoveRefs.String()]; got != 1 {
+		t.Errorf("remove-owner-references errors = %v, want only patch-denied's", got)
+	}
+	if errorLogged(logs, "patch-stale") {
+		t.Error("patch-stale: an error logged for an object that changed")
+	}
+}
+
+// errorLogged reports whether an error line of logs holds every one of
+// texts.
+func errorLogged(logs *syncBuffer, texts ...string) bool {
+	for line := range strings.SplitSeq(logs.tail(1000), "\n") {
+		if !strings.HasPrefix(line, "E") {
+			continue
+		}
+		found := true
+		for _, text := range texts {
+			found = found && strings.Contains(line, text)
+		}
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// testRefusedWrites: against kube-apiserver, a JSON patch whose test fails
+// is answered as patchTestFailed expects (stale), and a
+// ValidatingAdmissionPolicy's denial of a DELETE or a patch is not. The
+// collector reports such denials (action errors by action, an error log
+// line with the object and the policy's message) and retries them, and
+// collects the objects once the policy no longer applies.
+func testRefusedWrites(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	ns := env.namespace(t, "refused")
+	label := "ownergc.test.nodegc.io/deny"
+	patch := []byte(`{"metadata":{"labels":{"` + label + `":"` + ns + `"}}}`)
+	if _, err := env.cs.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The policy denies deleting and updating the ConfigMaps named
+	// protected-* in this namespace.
+	ar := env.cs.AdmissionregistrationV1()
+	name := "ownergc-" + ns
+	_, err := ar.ValidatingAdmissionPolicies().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "!oldObject.metadata.name.startsWith('protected-')", Message: "protected by the test policy"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ar.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	bindings := ar.ValidatingAdmissionPolicyBindings()
+	_, err = bindings.Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: ns}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bindings.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	canary := env.configMap(t, ns, "protected-canary", nil)
+	eventually(t, 30*time.Second, "the policy to deny", func(ctx context.Context) (bool, error) {
+		err := env.cs.CoreV1().ConfigMaps(ns).Delete(ctx, canary.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err), nil
+	})
+
+	gc := env.startCollector(t, testConfig())
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	plain := env.configMap(t, ns, "plain", nil)
+	testUID := func(uid types.UID) []byte {
+		return []byte(`[{"op":"test","path":"/metadata/uid","value":"` + string(uid) + `"},` +
+			`{"op":"add","path":"/metadata/labels","value":{"touched":"yes"}}]`)
+	}
+	_, err = gc.metadata.Resource(cms).Namespace(ns).Patch(ctx, plain.Name, types.JSONPatchType, testUID("not-"+plain.UID), metav1.PatchOptions{})
+	if !stale(err) {
+		t.Errorf("a JSON patch whose test fails: %#v; want it taken as stale", err)
+	}
+	t.Logf("a JSON patch whose test fails: %v", err)
+	_, err = gc.metadata.Resource(cms).Namespace(ns).Patch(ctx, canary.Name, types.JSONPatchType, testUID(canary.UID), metav1.PatchOptions{})
+	if !apierrors.IsInvalid(err) || stale(err) {
+		t.Errorf("a JSON patch the policy denies: %v; want a 422 not taken as stale", err)
+	}
+	err = gc.writes.delete(ctx, cms, ns, canary.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &canary.UID, ResourceVersion: &canary.ResourceVersion}})
+	if !apierrors.IsInvalid(err) || stale(err) {
+		t.Errorf("a DELETE the policy denies: %v; want a 422 not taken as stale", err)
+	}
+	t.Logf("a write the policy denies: %v", err)
+
+	owner := env.configMap(t, ns, "owner", nil)
+	keep := env.configMap(t, ns, "keep", nil)
+	env.configMap(t, ns, "protected-d", []metav1.OwnerReference{cmRef(owner, false)})
+	env.configMap(t, ns, "protected-p", []metav1.OwnerReference{cmRef(keep, false), cmRef(owner, false)})
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
+	eventually(t, 30*time.Second, "the denied delete and patch to count as action errors", func(context.Context) (bool, error) {
+		failed := counterByLabel(t, gc.reg, "nodegc_owner_gc_action_errors_total", "action")
+		return failed[actDelete.String()] >= 1 && failed[actRemoveRefs.String()] >= 1, nil
+	})
+	for _, obj := range []string{"protected-d", "protected-p"} {
+		if !errorLogged(gc.logs, obj, "protected by the test policy") {
+			t.Errorf("no error logged for %s with the policy's message", obj)
+		}
+	}
+
+	if err := bindings.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "protected-d to be collected once the policy no longer applies", env.cmGone(ns, "protected-d"))
+	eventually(t, 60*time.Second, "protected-p to lose the dangling reference", func(ctx context.Context) (bool, error) {
+		got, err := env.cs.CoreV1().ConfigMaps(ns).Get(ctx, "protected-p", metav1.GetOptions{})
+		return err == nil && len(got.OwnerReferences) == 1 && got.OwnerReferences[0].UID == keep.UID, err
+	})
+}
