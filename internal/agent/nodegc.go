@@ -186,6 +186,10 @@ func (n *nodeGC) containerManagerWithPods(ctx context.Context, c *cri.Client) (*
 	opts := containers.Options{
 		Config: n.opts.Config.ContainerGC, Runtime: c, Registerer: n.reg, OnRun: n.events.containerGCReport,
 		Disk: diskstats.NewReader(),
+		// The kubelet's deadline for a container's start, which
+		// runtimeRequestTimeout mirrors: a created container is not a
+		// leftover before it.
+		RuntimeRequestTimeout: n.opts.Config.RuntimeRequestTimeout.Duration,
 	}
 	if n.containerWatch != nil {
 		opts.Supervise = n.containerWatch.iteration

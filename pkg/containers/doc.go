@@ -101,9 +101,9 @@
 //     maxContainers remain on the node, each group is cut to max(1,
 //     maxContainers/groups), then the oldest across the node go until
 //     maxContainers remain. Containers in an unknown state are stopped
-//     before removal. Like the kubelet, nodegc removes a container's log
-//     file (and its rotated siblings) and its /var/log/containers link
-//     right before the container.
+//     before removal. Like the kubelet, nodegc removes an exited
+//     container's log file (and its rotated siblings) and its
+//     /var/log/containers link right before the container.
 //   - A sandbox is active while ready or while a container that stays
 //     belongs to it. A gone pod loses every inactive sandbox; a live pod
 //     keeps its newest sandbox (whatever its state, as the kubelet) and
@@ -125,8 +125,17 @@
 //     removes the oldest across the node whatever their group.
 //   - A created, never started instance younger than max(minAge,
 //     StartGrace) is not evictable (kept as "starting"): the kubelet may be
-//     about to start it. An older one is a leftover and is evictable, but
-//     never displaces the newest dead instance.
+//     about to start it, or its start may be in flight, which the kubelet
+//     gives runtimeRequestTimeout (StartGrace is that, at least the
+//     kubelet's default, plus StartMargin). An older one is a leftover and
+//     is evictable, but never displaces the newest dead instance. The
+//     kubelet keeps no such instance: it evicts created containers like
+//     exited ones, by age alone.
+//   - The logs of a container that has not exited (created, or unknown)
+//     are removed only once the runtime removed it: containerd refuses to
+//     remove a container whose start is in flight, and its log must
+//     outlive such a refusal. The kubelet removes every container's logs
+//     first.
 //
 // Beyond the kubelet (options, off by default): minAgeFrom=Exited counts ages
 // (minimum and maximum) from the container's exit; maxAge removes dead
@@ -140,7 +149,9 @@
 //     container may have been started since planning).
 //   - The newest dead instance of a live pod's container is never removed
 //     (kubectl logs --previous and restart counts need it), nor an instance
-//     created less than max(minAge, StartGrace) ago and never started.
+//     created less than max(minAge, StartGrace) ago and never started
+//     (Options.RuntimeRequestTimeout sets StartGrace), nor the logs of an
+//     instance that has not exited before the runtime removed it.
 //   - Nothing is removed because its pod is gone unless the PodView is
 //     authoritative: the pod and node informers have synced, their last list
 //     or watch requests succeeded (and the watches they opened are still

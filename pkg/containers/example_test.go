@@ -16,7 +16,7 @@ import (
 // (NodeOnlyView) no pod is ever gone, so old stays; with a view from the
 // API server that no longer lists it, old goes.
 func Example() {
-	policy := containers.NewPolicy(config.Defaulted().ContainerGC)
+	policy := containers.NewPolicy(config.Defaulted().ContainerGC, config.Defaulted().RuntimeRequestTimeout.Duration)
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ctr := func(pod, name string, attempt uint32, state containers.State, age time.Duration) containers.Container {
 		return containers.Container{ID: fmt.Sprintf("%s-%s-%d", pod, name, attempt), SandboxID: pod + "-sandbox", Managed: true,

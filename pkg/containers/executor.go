@@ -87,7 +87,8 @@ type Outcome struct {
 }
 
 // execute applies plan: containers (stopping those in an unknown state
-// first, removing their log files and links as the kubelet does), then
+// first, removing their log files and links as the kubelet does, but only
+// after the container itself unless it had exited), then
 // sandboxes (stop, then remove), then pod log directories and dangling log
 // links. Right before removing a container it reads the container's status:
 // a container that runs by then is skipped, so a running container is never
@@ -188,13 +189,29 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 			return
 		}
 	}
-	if err := removeContainerLogs(st.GetLogPath(), e.paths.PodLogs, e.paths.ContainerLogs, c); err != nil {
-		e.fail(OpRemoveLogs, err, c.PodUID, c.SandboxID)
-		return
+	// An exited container's logs go first, as the kubelet removes them: if
+	// that fails, the container stays and the next run tries both again.
+	// Any other container may still be starting (listed as created while
+	// its start is in flight, which containerd refuses to remove) or
+	// writing: its logs go only once the runtime removed it.
+	exited := st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED
+	if exited {
+		if err := removeContainerLogs(st.GetLogPath(), e.paths.PodLogs, e.paths.ContainerLogs, c); err != nil {
+			e.fail(OpRemoveLogs, err, c.PodUID, c.SandboxID)
+			return
+		}
 	}
 	if err := e.rt.RemoveContainer(ctx, c.ID); err != nil {
 		e.fail(OpRemoveContainer, fmt.Errorf("%s: %w", who, err), c.PodUID, c.SandboxID)
 		return
+	}
+	if !exited {
+		if err := removeContainerLogs(st.GetLogPath(), e.paths.PodLogs, e.paths.ContainerLogs, c); err != nil {
+			// The container is gone (its sandbox may go), its logs are
+			// not: its pod's log directory waits for the next run.
+			e.fail(OpRemoveLogs, err, c.PodUID, "")
+			d.LogBytes = 0
+		}
 	}
 	e.out.Containers = append(e.out.Containers, d)
 }

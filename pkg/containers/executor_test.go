@@ -226,3 +226,89 @@ func TestExecuteStopsWhenCancelled(t *testing.T) {
 		t.Error("a cancelled run removed containers")
 	}
 }
+
+// TestExecuteStartInFlightKeepsLogs: a container the runtime lists as
+// created may be starting (containerd refuses to remove it then: "container
+// is in starting state"), and one in an unknown state may still write its
+// log. Their logs go only once the runtime removed them: a removal refused
+// leaves the log file, its rotated siblings and its link in place. An exited
+// container's logs go first, as the kubelet removes them.
+func TestExecuteStartInFlightKeepsLogs(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		state    State
+		refuse   bool
+		wantLogs bool
+		wantErr  string
+	}{
+		{name: "created, its start in flight: the removal is refused", state: StateCreated, refuse: true, wantLogs: true, wantErr: "starting state"},
+		{name: "created, removed", state: StateCreated},
+		{name: "unknown, stopped, its removal refused", state: StateUnknown, refuse: true, wantLogs: true, wantErr: "starting state"},
+		{name: "unknown, stopped and removed", state: StateUnknown},
+		{name: "exited, removed", state: StateExited},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			paths := logPaths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}
+			rt := newFakeRuntime()
+			c := with(ctr("p", "app", 5, tc.state, 4*time.Minute), func(c *Container) { c.ID = "c5" })
+			logPath := filepath.Join(paths.PodLogs, "ns_p_p", "app", "5.log")
+			link := filepath.Join(paths.ContainerLogs, legacyLinkName("p", "ns", "app", c.ID))
+			touch(t, logPath, logPath+".20261121-115900", link)
+			rt.addContainer(c, logPath)
+			if tc.refuse {
+				rt.fail["RemoveContainer "+c.ID] = status.Error(codes.Unknown, `failed to set removing state for container: container is in starting state, can't be removed`)
+			}
+			plan := &Plan{RemoveContainers: []ContainerDecision{{Container: c, Reason: ReasonPerContainerLimit, StopFirst: tc.state == StateUnknown}}}
+			out, err := execute(t.Context(), rt, plan, paths, false)
+			if (err != nil) != (tc.wantErr != "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("execute: %v, want error %q", err, tc.wantErr)
+			}
+			for _, p := range []string{logPath, logPath + ".20261121-115900", link} {
+				if exists(p) != tc.wantLogs {
+					t.Errorf("%s exists: %t, want %t", p, exists(p), tc.wantLogs)
+				}
+			}
+			if removed := len(out.Containers) == 1; removed == tc.refuse {
+				t.Errorf("outcome lists %d removed containers, refused %t", len(out.Containers), tc.refuse)
+			}
+		})
+	}
+}
+
+// TestExecuteLogsFailAfterRemoval: a created container removed whose logs
+// then cannot be removed counts as removed, freeing no log bytes; the
+// failure is counted and its pod's log directory waits for the next run,
+// but its sandbox, which no container holds any more, goes.
+func TestExecuteLogsFailAfterRemoval(t *testing.T) {
+	root := t.TempDir()
+	paths := logPaths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}
+	rt := newFakeRuntime()
+	c := with(ctr("gone", "app", 0, StateCreated, time.Hour), func(c *Container) { c.ID = "c0" })
+	logPath := filepath.Join(paths.PodLogs, "ns_gone_gone", "app", "0.log")
+	touch(t, filepath.Join(logPath, "in-the-way")) // a non-empty directory where the log file should be: it cannot be removed
+	rt.addContainer(c, logPath)
+	sb := sbx("gone", 0, false, time.Hour)
+	rt.addSandbox(sb)
+	plan := &Plan{
+		RemoveContainers: []ContainerDecision{{Container: c, Reason: ReasonPodGone, LogBytes: 4096}},
+		RemoveSandboxes:  []SandboxDecision{{Sandbox: sb, Reason: ReasonPodGone}},
+		RemoveLogDirs:    []LogDirDecision{{Dir: PodLogDir{Name: "ns_gone_gone", PodUID: "gone"}, Reason: ReasonPodGone}},
+	}
+	out, err := execute(t.Context(), rt, plan, paths, false)
+	if err == nil || !strings.Contains(err.Error(), "log file of container c0") {
+		t.Fatalf("execute: %v, want the log removal's failure", err)
+	}
+	if diff := cmp.Diff([]string{"c0", "gone/sb0"}, removedIDs(out)); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	if got := out.Containers[0].LogBytes; got != 0 {
+		t.Errorf("log bytes freed = %d, want 0", got)
+	}
+	if diff := cmp.Diff(map[string]int{OpRemoveLogs: 1}, out.Failures); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Skip{{Kind: "log_dir", ID: "ns_gone_gone", Why: SkipPodFailed}}, out.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+}

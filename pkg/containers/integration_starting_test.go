@@ -1,13 +1,19 @@
 package containers_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -91,7 +97,7 @@ func createdNeverStartedScenario(t *testing.T, n *testNode, mutate func(*config.
 		t.Errorf("containers after a run within the grace (-want +got):\n%s", diff)
 	}
 
-	clk.Step(2 * time.Minute) // past the grace: the created instance is a leftover
+	clk.Step(containers.StartGrace(0) + time.Second) // past the grace: the created instance is a leftover
 	if diff := cmp.Diff([]string{createdID + ":" + staleGoes}, gc()); diff != "" {
 		t.Errorf("past the grace: removed (-want +got):\n%s", diff)
 	}
@@ -100,5 +106,166 @@ func createdNeverStartedScenario(t *testing.T, n *testNode, mutate func(*config.
 	}
 	if _, err := os.Stat(filepath.Join(n.PodLogs, "team_starting_"+podUID(t, n, sb), "app", "0.log")); err != nil {
 		t.Errorf("the exited instance's log: %v", err)
+	}
+}
+
+// TestStartInFlightKeepsLog, on a real containerd of each version: the
+// kubelet's start of a pod's new container instance is in flight, and
+// containerd lists the instance as created meanwhile. Here its start
+// blocks on purpose: containerd opens the container's log file before it
+// creates the task, and the log path is a FIFO nobody reads yet. A GC run
+// that takes the instance for a leftover (its clock past the grace) tries
+// to remove it; containerd refuses ("starting state"), and the log stays
+// where the container will write it. Once the start goes on the container
+// runs, its log in place.
+func TestStartInFlightKeepsLog(t *testing.T) {
+	testbed.RequireRoot(t)
+	reg := registry.Start(t)
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			n := startNode(t, v, reg)
+			ctx := t.Context()
+			sb, err := n.RunPod(ctx, node.PodSpec{Name: "slow", Namespace: "team"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := n.RemovePod(context.WithoutCancel(ctx), sb); err != nil {
+					t.Error(err)
+				}
+			})
+			exitedID := n.runDead(t, sb, "slow", "team", "app", 1)[0]
+			startingID, err := n.CreateContainer(ctx, sb, node.ContainerSpec{Name: "app", Image: n.image, Attempt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			logPath := filepath.Join(n.PodLogs, "team_slow_"+podUID(t, n, sb), "app", "1.log")
+			if err := unix.Mkfifo(logPath, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			// A second name for the FIFO, outside the pod's log directory
+			// and not one the GC reads: the start can be let go on even if
+			// the log path was unlinked.
+			handle := filepath.Join(n.PodLogs, "fifo-"+startingID[:12])
+			if err := os.Link(logPath, handle); err != nil {
+				t.Fatal(err)
+			}
+			var reader *os.File
+			drained := make(chan struct{})
+			release := func() {
+				if reader != nil {
+					return
+				}
+				f, err := os.OpenFile(handle, os.O_RDONLY|unix.O_NONBLOCK, 0)
+				if err != nil {
+					t.Errorf("opening the FIFO to let the start go on: %v", err)
+					close(drained)
+					return
+				}
+				reader = f
+				go func() {
+					defer close(drained)
+					_, _ = io.Copy(io.Discard, f)
+				}()
+			}
+			t.Cleanup(func() {
+				release()
+				if reader != nil {
+					reader.Close()
+				}
+				<-drained
+			})
+			started := make(chan error, 1)
+			go func() { started <- n.StartContainer(context.WithoutCancel(ctx), startingID) }()
+			waitBlockedOpening(t, n.PID(), logPath)
+			if diff := cmp.Diff(map[string]runtimeapi.ContainerState{
+				exitedID: runtimeapi.ContainerState_CONTAINER_EXITED, startingID: runtimeapi.ContainerState_CONTAINER_CREATED,
+			}, n.containerStates(t)); diff != "" {
+				t.Fatalf("containers while the start is in flight (-want +got):\n%s", diff)
+			}
+
+			clk := clocktesting.NewFakeClock(time.Now().Add(containers.StartGrace(0) + time.Minute))
+			m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: n.client, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := m.GarbageCollect(ctx, containers.TriggerManual)
+			if err == nil || !strings.Contains(err.Error(), "starting state") {
+				t.Errorf("GC run: %v, want containerd's refusal to remove a container whose start is in flight", err)
+			}
+			if diff := cmp.Diff([]string{startingID + ":per_container_limit"}, removals(r.Plan)); diff != "" {
+				t.Errorf("planned removals (-want +got):\n%s", diff)
+			}
+			if len(r.Outcome.Containers) != 0 || r.Outcome.Failures[containers.OpRemoveContainer] != 1 {
+				t.Errorf("outcome: removed %d containers, failures %v; want none removed, 1 removal refused", len(r.Outcome.Containers), r.Outcome.Failures)
+			}
+			if fi, err := os.Lstat(logPath); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+				t.Errorf("the starting container's log path after the run: %v, %v; want the FIFO left in place", fi, err)
+			}
+
+			release()
+			if err := <-started; err != nil {
+				t.Fatalf("the start, let go on: %v", err)
+			}
+			if _, err := n.WaitContainerState(ctx, startingID, runtimeapi.ContainerState_CONTAINER_RUNNING, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if !exists(logPath) {
+				t.Errorf("the running container's log %s is gone", logPath)
+			}
+		})
+	}
+}
+
+// waitBlockedOpening waits until a thread of process pid is in the
+// openat system call for path: for a FIFO without a reader, blocked there.
+// It reads each thread's current system call and its path argument from
+// the process's memory (root reads both).
+func waitBlockedOpening(t *testing.T, pid int, path string) {
+	t.Helper()
+	want := append([]byte(path), 0)
+	blocked := func() (bool, error) {
+		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err != nil {
+			return false, err
+		}
+		defer mem.Close()
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return false, err
+		}
+		for _, task := range tasks {
+			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/syscall", pid, task.Name()))
+			if err != nil {
+				continue // the thread ended
+			}
+			f := strings.Fields(string(raw)) // NR ARG0 ARG1 ...; "running" or "-1 ..." outside a system call
+			if len(f) < 3 || f[0] != strconv.Itoa(unix.SYS_OPENAT) {
+				continue
+			}
+			addr, err := strconv.ParseUint(strings.TrimPrefix(f[2], "0x"), 16, 64)
+			if err != nil {
+				continue
+			}
+			got := make([]byte, len(want))
+			if _, err := mem.ReadAt(got, int64(addr)); err == nil && bytes.Equal(got, want) {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, err := blocked()
+		if err != nil {
+			t.Fatalf("reading the system calls of process %d: %v", pid, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no thread of process %d blocked opening %s after 30s", pid, path)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -54,6 +54,12 @@ var ErrRunInProgress = gcrun.ErrInProgress
 type Options struct {
 	Config  config.ContainerGCConfiguration
 	Runtime RuntimeService
+	// RuntimeRequestTimeout is the kubelet's runtimeRequestTimeout (the
+	// agent's runtimeRequestTimeout mirrors it): the deadline the kubelet
+	// gives a container's start, which sets how long a container created
+	// but never started is kept as starting (StartGrace). Zero (or less
+	// than the kubelet's default) counts as the kubelet's default.
+	RuntimeRequestTimeout time.Duration
 	// Pods tells which pods exist (an *APIPodSource). Nil means node-only:
 	// every pod is assumed to exist, so nothing is removed because its pod
 	// is gone; count and age limits still apply.
@@ -158,7 +164,8 @@ func NewManager(opts Options) (*Manager, error) {
 		opts.SettleTimeout = 20 * time.Second
 	}
 	return &Manager{
-		opts: opts, policy: NewPolicy(opts.Config), metrics: newMetrics(reg), clock: opts.Clock, waitClock: clock.RealClock{},
+		opts: opts, policy: NewPolicy(opts.Config, opts.RuntimeRequestTimeout), metrics: newMetrics(reg),
+		clock: opts.Clock, waitClock: clock.RealClock{},
 		serial: gcrun.NewSerial(opts.Clock),
 		paths:  logPaths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
 	}, nil

@@ -469,3 +469,37 @@ func TestReclaimNotAskedOnceStopping(t *testing.T) {
 		t.Errorf("reclaim with an ended context: calls %v, failures %v; want none", got, out.Failures)
 	}
 }
+
+// TestManagerStartGraceFollowsRuntimeRequestTimeout: Options'
+// RuntimeRequestTimeout (the kubelet's, from the agent's configuration) is
+// the deadline the plan gives a created container's start: with 10m, an
+// instance created 5m ago is still starting; without it, the kubelet's
+// default (2m) and the margin make it a leftover.
+func TestManagerStartGraceFollowsRuntimeRequestTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		timeout time.Duration
+		want    string
+	}{
+		{10 * time.Minute, KeepStarting},
+		{0, ReasonPerContainerLimit},
+	} {
+		t.Run(fmt.Sprint(tc.timeout), func(t *testing.T) {
+			f := newManagerFixture(t)
+			f.rt.addContainer(ctr("p", "app", 3, StateCreated, 5*time.Minute), "")
+			m := f.manager(t, func(o *Options) { o.RuntimeRequestTimeout = tc.timeout })
+			plan, err := m.Plan(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, d := range slices.Concat(plan.RemoveContainers, plan.KeepContainers) {
+				if d.Container.ID == "p/app/3" {
+					got = d.Reason
+				}
+			}
+			if got != tc.want {
+				t.Errorf("the instance created 5m ago: %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

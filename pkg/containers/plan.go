@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // Reasons for removing something. They are metric label values.
@@ -45,12 +47,26 @@ const (
 	KeepNotExited     = "not_exited"     // dangling log link of a container that has not exited
 )
 
+// StartMargin is how long, beyond the deadline the kubelet gives a
+// container's start, an instance created but never started may still be
+// starting (see StartGrace): the kubelet's work between CreateContainer and
+// StartContainer, and the runtime's after the deadline, until it lists the
+// container as running or exited.
+const StartMargin = time.Minute
+
 // StartGrace is how long an instance created but never started is not
-// evictable, whatever minAge says (it is max(minAge, StartGrace)): the
-// kubelet creates a container, then starts it, and the runtime lists it as
-// created in between. An older one is a leftover (of a kubelet that crashed
-// between the two calls, or of a start that failed) and is evictable.
-const StartGrace = time.Minute
+// evictable, whatever minAge says (it is max(minAge, StartGrace)), given the
+// kubelet's runtimeRequestTimeout: the kubelet creates a container, then
+// starts it with that deadline, and the runtime lists it as created until
+// the start is done, which on a node under I/O pressure may take that long.
+// It is the timeout, counted as at least the kubelet's default
+// (config.DefaultRuntimeRequestTimeout: the agent's own may be set lower
+// than the kubelet's), plus StartMargin. An older one is a leftover (of a
+// kubelet that crashed between the two calls, or of a start that failed)
+// and is evictable.
+func StartGrace(runtimeRequestTimeout time.Duration) time.Duration {
+	return max(runtimeRequestTimeout, config.DefaultRuntimeRequestTimeout) + StartMargin
+}
 
 // PodRef names a pod on the node, from the kubelet's labels.
 type PodRef struct {
@@ -173,12 +189,13 @@ type planner struct {
 //
 // Containers, with kubelet's rules: evictable are managed containers that
 // are not running, at least minAge old, and, if created but never started,
-// at least StartGrace old; the evictable containers of a gone pod are all
-// removed; the others are grouped by (pod UID, container name) and each
-// group keeps its maxPerPodContainer newest (by creation); dead containers
-// older than maxAge are removed; when more than maxContainers remain, each
-// group is cut to max(1, maxContainers/groups), then the oldest on the node
-// go until maxContainers remain. Whatever the limits and maxAge, the newest
+// at least StartGrace old (the kubelet may have their start in flight); the
+// evictable containers of a gone pod are all removed; the others are
+// grouped by (pod UID, container name) and each group keeps its
+// maxPerPodContainer newest (by creation); dead containers older than
+// maxAge are removed; when more than maxContainers remain, each group is cut
+// to max(1, maxContainers/groups), then the oldest on the node go until
+// maxContainers remain. Whatever the limits and maxAge, the newest
 // dead instance of each group of a live pod stays (the newest that ran, or
 // if none ran, the newest created), and counts as one of the group's kept.
 //
@@ -406,7 +423,7 @@ func (pl *planner) evictable(all []Container, units map[unit][]*Container) {
 		if n := pl.newestDead[key]; n == nil || deadFirst(c, n) < 0 {
 			pl.newestDead[key] = c
 		}
-		if c.State == StateCreated && pl.now.Sub(c.CreatedAt) < max(pl.p.minAge, StartGrace) {
+		if c.State == StateCreated && pl.now.Sub(c.CreatedAt) < max(pl.p.minAge, pl.p.startGrace) {
 			pl.keepContainer(c, KeepStarting)
 			continue
 		}

@@ -17,6 +17,12 @@ var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 func policyFor(t *testing.T, mutate func(*config.ContainerGCConfiguration)) *Policy {
 	t.Helper()
+	return policyWithTimeout(t, mutate, config.DefaultRuntimeRequestTimeout)
+}
+
+// policyWithTimeout is policyFor with the kubelet's runtimeRequestTimeout.
+func policyWithTimeout(t *testing.T, mutate func(*config.ContainerGCConfiguration), runtimeRequestTimeout time.Duration) *Policy {
+	t.Helper()
 	c := config.Defaulted().ContainerGC
 	if mutate != nil {
 		mutate(&c)
@@ -24,7 +30,7 @@ func policyFor(t *testing.T, mutate func(*config.ContainerGCConfiguration)) *Pol
 	if errs := config.ValidateContainerGC(&c); len(errs) > 0 {
 		t.Fatal(errs.ToAggregate())
 	}
-	return NewPolicy(c)
+	return NewPolicy(c, runtimeRequestTimeout)
 }
 
 func limits(perPod, node int32) func(*config.ContainerGCConfiguration) {

@@ -199,6 +199,7 @@ func TestPlanNewestExitedStays(t *testing.T) {
 	pair := func(pod, name string, age time.Duration) []Container {
 		return []Container{dead(pod, name, 0, 2*time.Hour), created(pod, name, 1, age)}
 	}
+	grace := StartGrace(config.DefaultRuntimeRequestTimeout)
 	minAge := func(d time.Duration, then func(*config.ContainerGCConfiguration)) func(*config.ContainerGCConfiguration) {
 		return func(c *config.ContainerGCConfiguration) {
 			then(c)
@@ -226,7 +227,7 @@ func TestPlanNewestExitedStays(t *testing.T) {
 		},
 		"just under the grace it is starting; just over it, a stale created instance goes and the exited one stays": {
 			mutate: limits(1, -1),
-			node:   NodeState{Containers: append(pair("p", "a", StartGrace-time.Second), pair("p", "b", StartGrace+time.Second)...)},
+			node:   NodeState{Containers: append(pair("p", "a", grace-time.Second), pair("p", "b", grace+time.Second)...)},
 			pods:   live("p"),
 			want: summary{
 				Remove: []string{"p/b/1:per_container_limit"},
@@ -235,20 +236,20 @@ func TestPlanNewestExitedStays(t *testing.T) {
 		},
 		"maxContainers 0 past the grace: the stale created instance goes, the exited one stays": {
 			mutate: limits(-1, 0),
-			node:   NodeState{Containers: pair("p", "app", 2*time.Minute)},
+			node:   NodeState{Containers: pair("p", "app", grace+time.Minute)},
 			pods:   live("p"),
 			want:   summary{Remove: []string{"p/app/1:node_limit"}, Keep: []string{"p/app/0:newest_dead"}},
 		},
 		"the grace is at least minAge": {
-			mutate: minAge(5*time.Minute, limits(1, -1)),
-			node:   NodeState{Containers: pair("p", "app", 3*time.Minute)},
+			mutate: minAge(2*grace, limits(1, -1)),
+			node:   NodeState{Containers: pair("p", "app", grace+time.Minute)},
 			pods:   live("p"),
 			want:   summary{Keep: []string{"p/app/0:within_limit", "p/app/1:starting"}},
 		},
 		"maxPerPodContainer 2 keeps the exited one and the newest other": {
 			mutate: limits(2, -1),
 			node: NodeState{Containers: append(restarts("p", "app", 3),
-				created("p", "app", 3, 2*time.Minute), created("p", "app", 4, 3*time.Minute))},
+				created("p", "app", 3, grace+time.Minute), created("p", "app", 4, grace+2*time.Minute))},
 			pods: live("p"),
 			want: summary{
 				Remove: []string{"p/app/0:per_container_limit", "p/app/1:per_container_limit", "p/app/4:per_container_limit"},
@@ -257,13 +258,13 @@ func TestPlanNewestExitedStays(t *testing.T) {
 		},
 		"an instance in an unknown state counts as one that ran": {
 			mutate: limits(1, -1),
-			node:   NodeState{Containers: []Container{ctr("p", "app", 0, StateUnknown, time.Hour), created("p", "app", 1, 2*time.Minute)}},
+			node:   NodeState{Containers: []Container{ctr("p", "app", 0, StateUnknown, time.Hour), created("p", "app", 1, grace+time.Minute)}},
 			pods:   live("p"),
 			want:   summary{Remove: []string{"p/app/1:per_container_limit"}, Keep: []string{"p/app/0:newest_dead"}},
 		},
 		"node limit shares: each unit keeps its exited instance, not its newer created one": {
 			mutate: limits(-1, 2),
-			node: NodeState{Containers: append(append(pair("p", "a", 2*time.Minute), pair("q", "b", 2*time.Minute)...),
+			node: NodeState{Containers: append(append(pair("p", "a", grace+time.Minute), pair("q", "b", grace+time.Minute)...),
 				dead("r", "c", 0, 2*time.Hour))},
 			pods: live("p", "q", "r"),
 			want: summary{
@@ -279,7 +280,7 @@ func TestPlanNewestExitedStays(t *testing.T) {
 		},
 		"a container with only a created instance: past the grace it is the newest dead instance": {
 			mutate: limits(1, 0),
-			node:   NodeState{Containers: []Container{created("p", "app", 0, 2*time.Minute)}},
+			node:   NodeState{Containers: []Container{created("p", "app", 0, grace+time.Minute)}},
 			pods:   live("p"),
 			want:   summary{Keep: []string{"p/app/0:newest_dead"}},
 		},
@@ -296,4 +297,58 @@ func TestPlanNewestExitedStays(t *testing.T) {
 			},
 		},
 	})
+}
+
+// TestPlanStartInFlightStays: the kubelet creates a container and then
+// starts it, and gives StartContainer its runtimeRequestTimeout (2m by
+// default); a start slowed down (a node under I/O pressure) leaves the
+// container listed as created for up to that long. Pod p's container app
+// exited as attempt 4 and the kubelet created attempt 5: while its start
+// may still be in flight attempt 5 is kept as starting, whatever the
+// limits; only past the kubelet's deadline and a margin is it a leftover.
+func TestPlanStartInFlightStays(t *testing.T) {
+	node := func(age time.Duration) NodeState {
+		return NodeState{Containers: append(restarts("p", "app", 5), ctr("p", "app", 5, StateCreated, age))}
+	}
+	older := []string{"p/app/0:per_container_limit", "p/app/1:per_container_limit", "p/app/2:per_container_limit", "p/app/3:per_container_limit"}
+	starting := summary{Remove: older, Keep: []string{"p/app/4:within_limit", "p/app/5:starting"}}
+	runPlanCases(t, map[string]planCase{
+		"61s after its creation, its start in flight": {
+			node: node(61 * time.Second), pods: live("p"), want: starting,
+		},
+		"just within the kubelet's deadline (runtimeRequestTimeout 2m) and the margin": {
+			node: node(3*time.Minute - time.Second), pods: live("p"), want: starting,
+		},
+		"the node limit does not remove it either": {
+			mutate: limits(-1, 0),
+			node:   node(2 * time.Minute), pods: live("p"),
+			want: summary{
+				Remove: []string{"p/app/0:node_limit", "p/app/1:node_limit", "p/app/2:node_limit", "p/app/3:node_limit"},
+				Keep:   []string{"p/app/4:newest_dead", "p/app/5:starting"},
+			},
+		},
+		"past the deadline and the margin it is a leftover; the exited one stays": {
+			node: node(3*time.Minute + time.Second), pods: live("p"),
+			want: summary{Remove: append(slices.Clone(older), "p/app/5:per_container_limit"), Keep: []string{"p/app/4:newest_dead"}},
+		},
+	})
+	leftover := summary{Remove: append(slices.Clone(older), "p/app/5:per_container_limit"), Keep: []string{"p/app/4:newest_dead"}}
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // the kubelet's runtimeRequestTimeout
+		age     time.Duration
+		want    summary
+	}{
+		{"a longer runtimeRequestTimeout (10m): still starting at 10m59s", 10 * time.Minute, 11*time.Minute - time.Second, starting},
+		{"a longer runtimeRequestTimeout (10m): a leftover at 11m1s", 10 * time.Minute, 11*time.Minute + time.Second, leftover},
+		{"a shorter one (30s) counts as the kubelet's default: still starting at 2m59s", 30 * time.Second, 3*time.Minute - time.Second, starting},
+		{"unset counts as the kubelet's default: still starting at 2m59s", 0, 3*time.Minute - time.Second, starting},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := summarize(policyWithTimeout(t, nil, tc.timeout).Plan(node(tc.age), live("p"), t0))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
