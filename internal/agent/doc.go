@@ -27,13 +27,17 @@
 // A loop (the image GC: its disk checks and sweeps; the container GC: its
 // runs) is wedged when
 //   - one iteration has neither started nor ended a runtime call for longer
-//     than the stall bound runtimeRequestTimeout + 1m. Every runtime call
-//     ends by runtimeRequestTimeout, and the minute covers the work between
-//     calls (planning, the 20s wait for the runtime's cleanup after image
-//     removals, statfs, removing log directories, reading containerd's
-//     content store), so the iteration is blocked on something without a
-//     deadline, or deadlocked. An iteration that keeps making calls is
-//     never wedged, however long it runs;
+//     than the stall bound runtimeRequestTimeout + 1m, and has no call in
+//     flight whose own deadline + 1m is still ahead. Every runtime call
+//     ends by its deadline: runtimeRequestTimeout, plus the pod's grace
+//     period for stopping a container in an unknown state (a pod's
+//     terminationGracePeriodSeconds of 600 makes that 12m). The minute
+//     covers the work between calls (planning, the 20s wait for the
+//     runtime's cleanup after image removals, statfs, removing log
+//     directories, reading containerd's content store), so the iteration
+//     is blocked on something without a deadline, or deadlocked. An
+//     iteration that keeps making calls is never wedged, however long it
+//     runs, nor one that waits on a call within its deadline;
 //   - or no iteration began for longer than the loop's wait (containerGC.
 //     period; imageGC.diskCheckInterval, or period if shorter) plus the
 //     stall bound;
@@ -42,9 +46,10 @@
 // With the defaults (runtimeRequestTimeout 2m) that is 3m without a runtime
 // call in an iteration, 4m without a container GC run, 3m10s without an
 // image GC disk check; the liveness probe adds up to a minute. The
-// iterations' calls are seen through cri.WithActivity on the context the
-// managers' Supervise hook gives each iteration; the image GC's usage
-// watcher and event stream run outside iterations and count for nothing.
+// iterations' calls, with their deadlines, are seen through
+// cri.WithActivity on the context the managers' Supervise hook gives each
+// iteration; the image GC's usage watcher and event stream run outside
+// iterations and count for nothing.
 // A runtime that is down is no wedge: calls fail at once, the loops go on,
 // /readyz says so, and the CRI client redials the socket path until the
 // runtime is back (the DaemonSet mounts the socket's directory, so a

@@ -17,7 +17,9 @@ import (
 // runtime's own cleanup after image removals (images.Options.SettleTimeout,
 // 20s), statfs, removing pod log directories, reading containerd's content
 // store for layer accounting. With runtimeRequestTimeout (the deadline of
-// every runtime call) it makes the stall bound; see the package comment.
+// most runtime calls) it makes the stall bound, and a call in flight whose
+// deadline is later (stopping a container, with its grace period) has until
+// its deadline plus stallMargin; see the package comment.
 const stallMargin = time.Minute
 
 // watchdog follows the node's GC loops for /healthz and /readyz. Each loop
@@ -86,7 +88,7 @@ func (w *watchdog) notReady() error {
 // loopWatch follows one GC loop: the loop runs each iteration through
 // iteration (the managers' Supervise hook), and every runtime call the
 // iteration makes reports through the iteration's context
-// (cri.WithActivity).
+// (cri.WithActivity: loopWatch is the cri.Activity).
 type loopWatch struct {
 	name    string
 	wait    time.Duration // the longest wait between two iterations
@@ -102,6 +104,10 @@ type loopWatch struct {
 	// progress is, while busy, when the iteration began or last started
 	// or finished a runtime call.
 	progress time.Time
+	// inflight holds the deadline of each runtime call in flight (the
+	// zero time for a call without one), by a number of its own.
+	inflight map[uint64]time.Time
+	calls    uint64
 	// stoppedAt is when Run returned while the agent was running; err is
 	// what it returned.
 	stoppedAt time.Time
@@ -127,17 +133,64 @@ func (l *loopWatch) iteration(ctx context.Context, work func(context.Context)) {
 		l.busy, l.since = false, now
 		l.mu.Unlock()
 	}()
-	work(cri.WithActivity(ctx, l.activity))
+	work(cri.WithActivity(ctx, l))
 }
 
-// activity records a runtime call starting or returning.
-func (l *loopWatch) activity() {
+var _ cri.Activity = (*loopWatch)(nil)
+
+// Start records a runtime call starting, with the time left until its
+// deadline (0: none), and returns what records its end. The deadline is
+// kept on the watchdog's clock.
+func (l *loopWatch) Start(timeout time.Duration) func() {
+	now := l.clock.Now()
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = now.Add(timeout)
+	}
+	l.mu.Lock()
+	l.progressed(now)
+	if l.inflight == nil {
+		l.inflight = map[uint64]time.Time{}
+	}
+	l.calls++
+	id := l.calls
+	l.inflight[id] = deadline
+	l.mu.Unlock()
+	return sync.OnceFunc(func() {
+		now := l.clock.Now()
+		l.mu.Lock()
+		l.progressed(now)
+		delete(l.inflight, id)
+		l.mu.Unlock()
+	})
+}
+
+// Progress records a message of a streamed list arriving.
+func (l *loopWatch) Progress() {
 	now := l.clock.Now()
 	l.mu.Lock()
+	l.progressed(now)
+	l.mu.Unlock()
+}
+
+// progressed records progress at now. l.mu is held.
+func (l *loopWatch) progressed(now time.Time) {
 	if l.busy && now.After(l.progress) {
 		l.progress = now
 	}
-	l.mu.Unlock()
+}
+
+// lastDeadline returns the latest deadline of the runtime calls in flight
+// and how many there are; the zero time when none has a deadline. l.mu is
+// held.
+func (l *loopWatch) lastDeadline() (time.Time, int) {
+	var last time.Time
+	for _, d := range l.inflight {
+		if d.After(last) {
+			last = d
+		}
+	}
+	return last, len(l.inflight)
 }
 
 // stopped records that the loop's Run returned. While the agent runs, that
@@ -166,23 +219,27 @@ func (l *loopWatch) notStarted(err error) {
 // wedged says why the loop is wedged at now, or returns nil:
 //   - its Run returned while the agent runs;
 //   - an iteration has made no runtime call (and began none) for longer
-//     than the stall bound, runtimeRequestTimeout + stallMargin: a call
-//     ends by its deadline, so the iteration is blocked on something that
-//     is not a runtime call, or that has no deadline;
+//     than the stall bound, runtimeRequestTimeout + stallMargin, nor has a
+//     call in flight whose deadline plus stallMargin is still ahead: a
+//     call ends by its deadline, so the iteration is blocked on something
+//     that is not a runtime call, or that has no deadline;
 //   - no iteration began for longer than the loop's wait plus the stall
 //     bound.
 func (l *loopWatch) wedged(now time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	bound := fmt.Sprintf("bound %v: runtimeRequestTimeout %v + %v", l.stall(), l.timeout, stallMargin)
+	deadline, inflight := l.lastDeadline()
 	switch {
 	case l.startErr != nil:
 		return nil
 	case !l.stoppedAt.IsZero():
 		return fmt.Errorf("%s loop stopped at %s (%v ago): %v", l.name, stamp(l.stoppedAt), since(now, l.stoppedAt), l.err)
+	case l.busy && now.Sub(l.progress) > l.stall() && !deadline.IsZero() && !now.After(deadline.Add(stallMargin)):
+		return nil // a call in flight may still return by its own deadline
 	case l.busy && now.Sub(l.progress) > l.stall():
-		return fmt.Errorf("%s loop wedged: iteration running since %s (%v ago), no runtime call for %v (%s)",
-			l.name, stamp(l.since), since(now, l.since), since(now, l.progress), bound)
+		return fmt.Errorf("%s loop wedged: iteration running since %s (%v ago), no runtime call for %v%s (%s)",
+			l.name, stamp(l.since), since(now, l.since), since(now, l.progress), inFlight(now, inflight, deadline), bound)
 	case !l.busy && now.Sub(l.since) > l.wait+l.stall():
 		return fmt.Errorf("%s loop wedged: no iteration since %s (%v ago; it waits at most %v between iterations, %s)",
 			l.name, stamp(l.since), since(now, l.since), l.wait, bound)
@@ -191,5 +248,21 @@ func (l *loopWatch) wedged(now time.Time) error {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// inFlight describes the n runtime calls in flight whose latest deadline is
+// deadline (zero: none has one) for a wedged loop's message.
+func inFlight(now time.Time, n int, deadline time.Time) string {
+	calls := "1 runtime call"
+	if n != 1 {
+		calls = fmt.Sprintf("%d runtime calls", n)
+	}
+	switch {
+	case n == 0:
+		return ""
+	case deadline.IsZero():
+		return ", " + calls + " in flight without a deadline"
+	}
+	return fmt.Sprintf(", %s in flight past the latest deadline %s (%v ago) + %v", calls, stamp(deadline), since(now, deadline), stallMargin)
+}
 
 func since(now, t time.Time) time.Duration { return now.Sub(t).Round(time.Second) }

@@ -33,6 +33,29 @@ func (versionOnly) Version(context.Context, *runtimeapi.VersionRequest) (*runtim
 
 func dialVersionOnly(t *testing.T) *cri.Client {
 	t.Helper()
+	return dialServer(t, versionOnly{})
+}
+
+// slowStop is a CRI runtime whose StopContainer says on stopping that it
+// began and then lasts until the call's deadline or the end of the test: a
+// container that ignores SIGTERM for its pod's whole grace period.
+type slowStop struct {
+	versionOnly
+	stopping chan struct{}
+	done     <-chan struct{}
+}
+
+func (s slowStop) StopContainer(ctx context.Context, _ *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	s.stopping <- struct{}{}
+	select {
+	case <-ctx.Done():
+	case <-s.done:
+	}
+	return nil, ctx.Err()
+}
+
+func dialServer(t *testing.T, rt runtimeapi.RuntimeServiceServer) *cri.Client {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "wd")
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +66,7 @@ func dialVersionOnly(t *testing.T) *cri.Client {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, versionOnly{})
+	runtimeapi.RegisterRuntimeServiceServer(srv, rt)
 	go func() { _ = srv.Serve(lis) }()
 	c, err := cri.Dial(t.Context(), cri.Options{RuntimeEndpoint: "unix://" + sock, Timeout: 5 * time.Second})
 	if err != nil {
@@ -177,6 +200,48 @@ func TestWatchdog(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWatchdogLongStop: a runtime call in flight is given its own deadline.
+// The container GC stops a container in an unknown state with its pod's
+// grace period (terminationGracePeriodSeconds 600), and the call's deadline
+// is runtimeRequestTimeout plus that grace; a container that ignores
+// SIGTERM makes it last that long. The loop is not wedged while the call
+// may still return, however long past the stall bound; once the call's
+// deadline plus the margin has passed with the call still in flight, it
+// is.
+func TestWatchdogLongStop(t *testing.T) {
+	const grace = 600 // seconds
+	clk := testingclock.NewFakeClock(t0)
+	st := newStatusWithClock(prometheus.NewRegistry(), clk)
+	lw := st.watchdog.add("container GC", testWait, testTimeout)
+	rt := slowStop{stopping: make(chan struct{}, 1), done: t.Context().Done()}
+	c := dialServer(t, rt)
+	// The client's own deadline is 5s: the call's is 5s + the grace.
+	callDeadline := 5*time.Second + grace*time.Second
+	go lw.iteration(t.Context(), func(ctx context.Context) {
+		if err := c.StopContainer(ctx, "ignores-sigterm", grace); err != nil && t.Context().Err() == nil {
+			t.Errorf("StopContainer: %v", err)
+		}
+		<-t.Context().Done()
+	})
+	<-rt.stopping
+	for _, d := range []time.Duration{testTimeout + stallMargin + time.Second, 5 * time.Minute, callDeadline + stallMargin - time.Second} {
+		clk.SetTime(t0.Add(d))
+		if err := st.healthy(); err != nil {
+			t.Errorf("%v into a StopContainer whose deadline is %v: healthy() = %v, want nil", d, callDeadline, err)
+		}
+	}
+	clk.SetTime(t0.Add(callDeadline + stallMargin + 2*time.Second))
+	err := st.healthy()
+	if err == nil {
+		t.Fatalf("past the StopContainer's deadline and the margin, the call still in flight: healthy() = nil, want wedged")
+	}
+	for _, want := range []string{"container GC loop wedged", "1 runtime call in flight"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("healthy() = %q, want it to say %q", err, want)
+		}
 	}
 }
 

@@ -155,9 +155,10 @@ func (c *Client) Close() error {
 // RuntimeVersion returns what the runtime answered to Version at Dial.
 func (c *Client) RuntimeVersion() *runtimeapi.VersionResponse { return c.version }
 
-// withTimeout bounds a call by the client's timeout plus extra.
+// withTimeout bounds a call by the client's timeout plus extra (at most
+// the longest time.Duration).
 func (c *Client) withTimeout(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, c.timeout+extra)
+	return context.WithTimeout(ctx, addDurations(c.timeout, extra))
 }
 
 // Version calls CRI Version; readiness probes use it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -343,5 +344,32 @@ func TestMetricsCountCalls(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "nodegc_cri_requests_total", "nodegc_cri_request_duration_seconds"); err != nil || n == 0 {
 		t.Errorf("GatherAndCount = %d, %v", n, err)
+	}
+}
+
+// TestStopContainerLongGrace: a container stopped with its pod's grace
+// period gets that grace on top of the client's timeout, however long:
+// a grace beyond what a time.Duration holds (about 292 years) is not
+// wrapped into a deadline in the past, which would fail the call at once.
+func TestStopContainerLongGrace(t *testing.T) {
+	f := newFakeRuntime()
+	f.containers["c1"] = &runtimeapi.Container{Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+	c := dialFake(t, f, Options{})
+	for _, grace := range []int64{0, 600, 1 << 33, 1 << 40, math.MaxInt64} {
+		if err := c.StopContainer(t.Context(), "c1", grace); err != nil {
+			t.Errorf("StopContainer with a grace of %ds: %v", grace, err)
+		}
+	}
+	for _, tc := range []struct {
+		seconds int64
+		want    time.Duration
+	}{
+		{-1, 0}, {0, 0}, {600, 10 * time.Minute},
+		{math.MaxInt64 / int64(time.Second), time.Duration(math.MaxInt64/int64(time.Second)) * time.Second},
+		{math.MaxInt64/int64(time.Second) + 1, math.MaxInt64}, {1 << 40, math.MaxInt64}, {math.MaxInt64, math.MaxInt64},
+	} {
+		if got := secondsDuration(tc.seconds); got != tc.want {
+			t.Errorf("secondsDuration(%d) = %v, want %v", tc.seconds, got, tc.want)
+		}
 	}
 }

@@ -7,7 +7,8 @@
 //
 // Invariants:
 //   - Every call is bounded by the caller's context and by the configured
-//     runtimeRequestTimeout (stopping a container adds its grace period).
+//     runtimeRequestTimeout (stopping a container adds its grace period;
+//     the sum is at most the longest time.Duration, about 292 years).
 //   - Removal and stop calls are idempotent: NotFound counts as success.
 //   - Errors are wrapped with the object's identity and keep their gRPC
 //     status: classify them with IsNotFound, IsUnavailable and
@@ -20,9 +21,9 @@
 //     counts every return in nodegc_cri_reconnects_total, keeps
 //     nodegc_cri_connected current and reports losses and returns to
 //     Options.OnConnectionChange. Close stops the watchers.
-//   - Calls made under a context from WithActivity report as they start
-//     and return; that is how the agent tells a slow GC loop from a stuck
-//     one.
+//   - Calls made under a context from WithActivity report as they start,
+//     with their deadline, and as they return; that is how the agent tells
+//     a slow GC loop, or one waiting on a long stop, from a stuck one.
 //   - This package does not log; the loop that owns the work does, once.
 //
 // Why not k8s.io/cri-client: it logs every failed call at error level,

@@ -172,48 +172,102 @@ func TestCloseStopsWatching(t *testing.T) {
 	}
 }
 
+// activityLog is an Activity that records what it hears.
+type activityLog struct {
+	mu                     sync.Mutex
+	starts, ends, progress int
+	timeouts               []time.Duration
+}
+
+func (l *activityLog) Start(timeout time.Duration) func() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.starts++
+	l.timeouts = append(l.timeouts, timeout)
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.ends++
+	}
+}
+
+func (l *activityLog) Progress() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.progress++
+}
+
+// counts returns the starts, ends and progress reports so far.
+func (l *activityLog) counts() [3]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return [3]int{l.starts, l.ends, l.progress}
+}
+
+func (l *activityLog) lastTimeout() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.timeouts[len(l.timeouts)-1]
+}
+
 // TestActivity: every call made under a context from WithActivity reports
-// as it starts and as it returns, also when it fails; streamed lists report
-// each message; calls without it report nothing.
+// as it starts, with the time left until its deadline, and as it returns,
+// also when it fails; streamed lists report each message; calls without it
+// report nothing. Stopping a container has its grace period on top of the
+// client's timeout, and says so.
 func TestActivity(t *testing.T) {
 	for name, streaming := range map[string]bool{"unary lists": false, "streamed lists": true} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeRuntime()
 			f.streaming = streaming
 			f.images["sha256:a"] = &runtimeapi.Image{Id: "sha256:a"}
-			c := dialFake(t, f, Options{})
-			var mu sync.Mutex
-			n := 0
-			ctx := WithActivity(t.Context(), func() { mu.Lock(); n++; mu.Unlock() })
-			count := func() int { mu.Lock(); defer mu.Unlock(); return n }
+			f.containers["c1"] = &runtimeapi.Container{Id: "c1", State: runtimeapi.ContainerState_CONTAINER_RUNNING}
+			const timeout = 10 * time.Second
+			c := dialFake(t, f, Options{Timeout: timeout})
+			log := &activityLog{}
+			ctx := WithActivity(t.Context(), log)
+			within := func(what string, got, want time.Duration) {
+				t.Helper()
+				if got > want || got < want-time.Second {
+					t.Errorf("%s: %v until the deadline, want %v (less the time to send it)", what, got, want)
+				}
+			}
 
 			if _, err := c.Version(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if got := count(); got != 2 {
-				t.Errorf("Version: %d reports, want 2 (start, return)", got)
+			if got := log.counts(); got != [3]int{1, 1, 0} {
+				t.Errorf("Version: %v starts, ends, progress reports; want [1 1 0]", got)
 			}
+			within("Version", log.lastTimeout(), timeout)
 			if _, err := c.ListImages(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if got := count(); got < 4 {
-				t.Errorf("after ListImages: %d reports, want at least 4", got)
+			// The first list tries the stream; a runtime without it answers
+			// Unimplemented and the list is asked again, unary.
+			wantStarts := map[bool]int{true: 2, false: 3}[streaming]
+			if got := log.counts(); got[0] != wantStarts || got[1] != wantStarts || streaming != (got[2] > 0) {
+				t.Errorf("after ListImages: %v starts, ends, progress reports; want %d, %[2]d, progress only when streamed", got, wantStarts)
 			}
-			before := count()
+			if err := c.StopContainer(ctx, "c1", 600); err != nil {
+				t.Fatal(err)
+			}
+			within("StopContainer with a grace of 600s", log.lastTimeout(), timeout+600*time.Second)
+			before := log.counts()
 			canceled, cancel := context.WithCancel(ctx)
 			cancel()
 			if _, err := c.Version(canceled); err == nil {
 				t.Fatal("Version with a canceled context succeeded")
 			}
-			if got := count() - before; got != 2 {
-				t.Errorf("failed Version: %d reports, want 2", got)
+			if got := log.counts(); got[0]-before[0] != 1 || got[1]-before[1] != 1 {
+				t.Errorf("failed Version: %v starts, ends, progress reports after %v; want one more start and end", got, before)
 			}
-			before = count()
+			before = log.counts()
 			if _, err := c.Version(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			if got := count() - before; got != 0 {
-				t.Errorf("a call without WithActivity reported %d times", got)
+			if got := log.counts(); got != before {
+				t.Errorf("a call without WithActivity reported: %v after %v", got, before)
 			}
 		})
 	}
