@@ -40,7 +40,8 @@ type PodSource interface {
 	// View returns the pod view at now.
 	View(now time.Time) PodView
 	// Retain forgets remembered deletions of pods that have nothing left on
-	// the node (onNode holds the UIDs that do).
+	// the node (onNode holds the UIDs that do). The Manager calls it only
+	// with a complete snapshot of the node.
 	Retain(onNode map[string]bool)
 }
 
@@ -266,7 +267,12 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 		// After listing the node: a pod that has anything on the node
 		// existed before this view was taken.
 		view = m.opts.Pods.View(now)
-		m.opts.Pods.Retain(podsOnNode(node))
+		// Only a complete snapshot says which pods have nothing left on
+		// the node: one whose log directories could not be read would
+		// forget the deletion of a pod that has only its log directory.
+		if err == nil {
+			m.opts.Pods.Retain(podsOnNode(node))
+		}
 	}
 	plan := m.policy.Plan(*node, view, now)
 	plan.WritableLayersUnknown = m.opts.NoWritableLayers

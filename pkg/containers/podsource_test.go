@@ -1,6 +1,7 @@
 package containers
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // The informer side of APIPodSource runs against a real kube-apiserver in
@@ -207,5 +210,38 @@ func TestPodImagesNamesImageVolumes(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, refs); diff != "" {
 		t.Errorf("PodImages (-want +got):\n%s", diff)
+	}
+}
+
+// TestDeletionOutlivesAFailedLogScan: a pod whose only remains on the node
+// are its log directory stays remembered as deleted when a run cannot read
+// the pod logs directory: the run's snapshot lacks the log directories, so
+// it cannot tell that the pod still has something on the node, and it must
+// not make the source forget (the directory would then be kept as pod_live
+// until a relist dates it).
+func TestDeletionOutlivesAFailedLogScan(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	s, err := NewAPIPodSource(fake.NewClientset(), "n1", clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.onDelete(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"}})
+	root := t.TempDir()
+	notADir := filepath.Join(root, "pods")
+	touch(t, notADir) // a regular file: reading it as a directory fails
+	cfg := config.Defaulted().ContainerGC
+	cfg.PodLogsDirectory, cfg.ContainerLogsDirectory = notADir, filepath.Join(root, "containers")
+	m, err := NewManager(Options{Config: cfg, Runtime: newFakeRuntime(), Pods: s, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err == nil {
+		t.Fatal("GarbageCollect read a regular file as the pod logs directory")
+	}
+	s.mu.Lock()
+	_, remembered := s.deleted["uid-p"]
+	s.mu.Unlock()
+	if !remembered {
+		t.Error("a run that could not read the pod logs directory made the source forget a deleted pod")
 	}
 }
