@@ -237,7 +237,9 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 	if !out.DryRun && len(out.Containers)+len(out.Sandboxes) > 0 && m.opts.Reclaimer != nil {
 		m.reclaim(ctx, out)
 	}
-	if !out.DryRun && len(out.Containers)+len(out.Sandboxes)+len(out.LogDirs) > 0 {
+	// Settling only serves the measurement: without a filesystem to
+	// measure (no Options.Disk, or none could be read) there is no wait.
+	if len(fss) > 0 && !out.DryRun && len(out.Containers)+len(out.Sandboxes)+len(out.LogDirs) > 0 {
 		m.settle(ctx, fss)
 	}
 	r.Filesystems = fss

@@ -503,3 +503,38 @@ func TestManagerStartGraceFollowsRuntimeRequestTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestNoSettleWithoutDisk: a run that removed something waits for the
+// runtime's cleanup only to measure the freed space; without Options.Disk
+// there is nothing to measure, and it does not wait.
+func TestNoSettleWithoutDisk(t *testing.T) {
+	f := newManagerFixture(t)
+	m := f.manager(t, nil)
+	wait := clocktesting.NewFakeClock(t0)
+	m.waitClock = wait // a wait would block until the test steps it
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan *Report, 1)
+	go func() {
+		r, err := m.GarbageCollect(ctx, TriggerManual)
+		if err != nil {
+			t.Errorf("GarbageCollect: %v", err)
+		}
+		done <- r
+	}()
+	for {
+		select {
+		case r := <-done:
+			if r == nil || r.Outcome == nil || len(r.Outcome.Containers) == 0 {
+				t.Fatalf("the run removed nothing: %+v", r)
+			}
+			return
+		case <-time.After(10 * time.Millisecond):
+			if wait.HasWaiters() {
+				cancel()
+				<-done
+				t.Fatal("a run without Options.Disk waited for its removals to settle")
+			}
+		}
+	}
+}
