@@ -178,9 +178,15 @@
 //     deleted, or everything the pod has on the node (sandboxes, containers,
 //     log directory) predates the informer's last complete list, less a
 //     minute (listSkew). A pod created after that list that a lagging or stalled
-//     watch has not delivered is therefore never taken for gone. A deletion
-//     the watch saw is remembered as long as the pod has anything on the
-//     node.
+//     watch has not delivered is therefore never taken for gone. Nor is a
+//     pod that list returned, from the moment the list returns: the
+//     informer fills its cache from the list only later, so the view counts
+//     the list's pods live itself until the watch sees them deleted (and
+//     PodImages, which reads images from the cache, is not authoritative
+//     until the cache holds them). A deletion the watch saw is remembered
+//     as long as the pod has anything on the node or the last list names
+//     it, and only a complete snapshot of the node makes the source forget
+//     one.
 //   - A gone pod's log directory is removed only once the plan leaves none
 //     of its containers or sandboxes on the node, and only if every removal
 //     of that pod succeeded; a sandbox is removed only if every container

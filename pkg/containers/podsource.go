@@ -50,6 +50,11 @@ type listHealth struct {
 	listStart time.Time // start of the list in progress (first page)
 	listedAt  time.Time // start of the last complete list
 	watchGen  uint64    // identifies the latest request; only the current watch may end health
+	// listed maps the UID of each pod the last complete list returned
+	// (pods only) to the static pod UID it mirrors, if any (kubernetes.io/
+	// config.mirror); listing, those of the pages of the list in progress.
+	// A map, once in listed, is never written again.
+	listed, listing map[string]string
 }
 
 // NewAPIPodSource returns a source of the pods bound to nodeName. Run must be
@@ -65,7 +70,7 @@ func NewAPIPodSource(client kubernetes.Interface, nodeName string, clk clock.Pas
 	pods := client.CoreV1().Pods(metav1.NamespaceAll)
 	var err error
 	s.pods, err = s.informer(&corev1.Pod{}, "pods on node "+nodeName, &s.podHealth,
-		fields.OneTermEqualSelector("spec.nodeName", nodeName).String(), slimPod,
+		fields.OneTermEqualSelector("spec.nodeName", nodeName).String(), slimPod, podUID,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
 		pods.Watch)
 	if err != nil {
@@ -76,7 +81,7 @@ func NewAPIPodSource(client kubernetes.Interface, nodeName string, clk clock.Pas
 	}
 	nodes := client.CoreV1().Nodes()
 	s.node, err = s.informer(&corev1.Node{}, "node "+nodeName, &s.nodeHealth,
-		fields.OneTermEqualSelector(metav1.ObjectNameField, nodeName).String(), slimNode,
+		fields.OneTermEqualSelector(metav1.ObjectNameField, nodeName).String(), slimNode, nil,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return nodes.List(ctx, o) },
 		nodes.Watch)
 	if err != nil {
@@ -86,12 +91,14 @@ func NewAPIPodSource(client kubernetes.Interface, nodeName string, clk clock.Pas
 }
 
 // informer builds an informer whose list and watch requests, restricted to
-// selector, report to health.
+// selector, report to health; uid, if set, gives a listed object's UID and
+// the UID it mirrors (health.listed).
 func (s *APIPodSource) informer(obj runtime.Object, desc string, health *listHealth, selector string, transform cache.TransformFunc,
+	uid func(runtime.Object) (string, string),
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) (cache.SharedIndexInformer, error) {
-	lw := &trackingListWatch{list: list, watch: watchFn, selector: selector, source: s, health: health}
+	lw := &trackingListWatch{list: list, watch: watchFn, selector: selector, uid: uid, source: s, health: health}
 	// The context-free List and Watch the interface still asks for.
 	lw.ListWatch = &cache.ListWatch{ListWithContextFunc: lw.ListWithContext, WatchFuncWithContext: lw.WatchWithContext}
 	inf := cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{ObjectDescription: desc})
@@ -122,6 +129,14 @@ func (s *APIPodSource) Run(ctx context.Context) {
 func (s *APIPodSource) HasSynced() bool { return s.pods.HasSynced() && s.node.HasSynced() }
 
 // View returns which pods exist now, and whether that is known.
+//
+// The view is dated by the start of the last complete list as soon as that
+// list returns, but the informer's cache holds the list only later: the
+// reflector hands it to the informer's queue, and the informer then fills
+// the cache. So a pod counts as live if the cache holds it, or if the last
+// complete list returned it and the watch has not seen it deleted since: a
+// pod created while the watch was down, which the relist returned, is
+// never gone for a cache that has not caught up yet.
 func (s *APIPodSource) View(time.Time) PodView {
 	if !s.HasSynced() {
 		return PodView{Node: s.nodeName, Reason: ViewNotSynced}
@@ -132,6 +147,7 @@ func (s *APIPodSource) View(time.Time) PodView {
 	for uid := range s.deleted {
 		v.Deleted[uid] = true
 	}
+	listed := s.podHealth.listed // never written again
 	s.mu.Unlock()
 	if !v.Authoritative {
 		return PodView{Node: s.nodeName, Reason: ViewUnreachable}
@@ -141,7 +157,16 @@ func (s *APIPodSource) View(time.Time) PodView {
 		return PodView{Node: s.nodeName, Reason: ViewNodeNotFound}
 	}
 	pods := s.pods.GetStore().List()
-	v.Live = make(map[string]bool, len(pods))
+	v.Live = make(map[string]bool, max(len(pods), len(listed)))
+	for uid, mirrored := range listed {
+		if v.Deleted[uid] {
+			continue
+		}
+		v.Live[uid] = true
+		if mirrored != "" {
+			v.Live[mirrored] = true
+		}
+	}
 	for _, o := range pods {
 		pod, ok := o.(*corev1.Pod)
 		if !ok {
@@ -161,15 +186,27 @@ func (s *APIPodSource) View(time.Time) PodView {
 // even once a later list no longer returns the pod: while the kubelet
 // still terminates it (its sandbox ready, a container running) the view
 // must know that the pod was deleted rather than never listed, or it would
-// disagree with the runtime (Policy.Plan).
+// disagree with the runtime (Policy.Plan). It is also remembered as long as
+// the last complete list names the pod, which View would otherwise count
+// live again.
 func (s *APIPodSource) Retain(onNode map[string]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for uid := range s.deleted {
-		if !onNode[uid] {
+		if _, listed := s.podHealth.listed[uid]; !onNode[uid] && !listed {
 			delete(s.deleted, uid)
 		}
 	}
+}
+
+// podUID is a listed pod's UID and, for a mirror pod, the UID of the static
+// pod it mirrors (as View reads the cache).
+func podUID(obj runtime.Object) (uid, mirrored string) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return "", ""
+	}
+	return string(pod.UID), pod.Annotations[annotationConfigMirror]
 }
 
 func (s *APIPodSource) onDelete(obj any) {
@@ -189,14 +226,23 @@ func (s *APIPodSource) onDelete(obj any) {
 // that have not finished (Finished), mapped to one pod that names each
 // ("namespace/name"): every container's spec image (init, regular and
 // ephemeral), every image volume's reference, and the image IDs the
-// runtime resolved for the containers that ran and their image volumes. The view says whether that can be trusted; when it cannot, the
-// references are those of the pods last known (the informer's cache).
+// runtime resolved for the containers that ran and their image volumes.
+// The view says whether that can be trusted; when it cannot, the
+// references are those of the pods last known (the informer's cache). The
+// images are read from the cache, so while it lacks a pod the view counts
+// live (a relist returned it, and the cache has not caught up yet), the
+// view is not authoritative (ViewCacheBehind).
 func (s *APIPodSource) PodImages() (map[string]string, PodView) {
 	view := s.View(s.clock.Now())
 	refs := map[string]string{}
+	cached := map[string]bool{}
 	for _, o := range s.pods.GetStore().List() {
 		pod, ok := o.(*corev1.Pod)
-		if !ok || Finished(pod) {
+		if !ok {
+			continue
+		}
+		cached[string(pod.UID)] = true
+		if Finished(pod) {
 			continue
 		}
 		name := pod.Namespace + "/" + pod.Name
@@ -228,6 +274,17 @@ func (s *APIPodSource) PodImages() (map[string]string, PodView) {
 		}
 	}
 	delete(refs, "")
+	if !view.Authoritative {
+		return refs, view
+	}
+	s.mu.Lock()
+	listed := s.podHealth.listed // never written again
+	s.mu.Unlock()
+	for uid := range listed {
+		if !cached[uid] && !view.Deleted[uid] {
+			return refs, PodView{Node: s.nodeName, Reason: ViewCacheBehind}
+		}
+	}
 	return refs, view
 }
 
@@ -318,6 +375,7 @@ type trackingListWatch struct {
 	list     func(context.Context, metav1.ListOptions) (runtime.Object, error)
 	watch    func(context.Context, metav1.ListOptions) (watch.Interface, error)
 	selector string
+	uid      func(runtime.Object) (string, string) // nil: the list's UIDs are not kept
 	source   *APIPodSource
 	health   *listHealth // guarded by source.mu
 }
@@ -342,14 +400,26 @@ func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.Li
 	h.watchGen++ // a watch still ending now must not undo this list
 	if opts.Continue == "" {
 		h.listStart = start
+		h.listing = map[string]string{}
 	}
 	if err != nil {
 		h.ok = false
 		return list, err
 	}
-	if m, merr := meta.ListAccessor(list); merr == nil && m.GetContinue() == "" { // the last page
+	if lw.uid != nil && h.listing != nil {
+		if err := meta.EachListItem(list, func(o runtime.Object) error {
+			if uid, mirrored := lw.uid(o); uid != "" {
+				h.listing[uid] = mirrored
+			}
+			return nil
+		}); err != nil {
+			h.listing = nil // this list cannot count: the view keeps the last one's date
+		}
+	}
+	if m, merr := meta.ListAccessor(list); merr == nil && m.GetContinue() == "" && h.listing != nil { // the last page
 		h.ok = true
-		h.listedAt = h.listStart
+		h.listedAt, h.listed = h.listStart, h.listing
+		h.listing = nil
 	}
 	return list, nil
 }

@@ -1,7 +1,11 @@
 package containers
 
 import (
+	"context"
+	"net/http"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,10 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -243,5 +250,110 @@ func TestDeletionOutlivesAFailedLogScan(t *testing.T) {
 	s.mu.Unlock()
 	if !remembered {
 		t.Error("a run that could not read the pod logs directory made the source forget a deleted pod")
+	}
+}
+
+// TestRelistCountsBeforeTheCacheHoldsIt: after a relist, the view is dated
+// by the new list as soon as the list returns, but the informer's cache
+// holds the list only once it has been queued and processed. Pod p was
+// created while the watch was down (its sandbox and containers are two
+// hours old): the relist returns it, and the view must count it live from
+// then on, not take it for gone because the cache has not caught up. The
+// cache's catching up is held back here, deterministically, in the
+// informer's transform of p.
+func TestRelistCountsBeforeTheCacheHoldsIt(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	watches := make(chan *watch.RaceFreeFakeWatcher, 8)
+	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewRaceFreeFake() // not the tracker's: what happens to pods meanwhile is not told
+		watches <- w
+		return true, w, nil
+	})
+	s, err := NewAPIPodSource(client, "n1", clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hold atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	if err := s.pods.SetTransform(func(obj any) (any, error) {
+		if p, ok := obj.(*corev1.Pod); ok && p.UID == "uid-p" && hold.CompareAndSwap(true, false) {
+			close(held)
+			<-release
+		}
+		return slimPod(obj)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	var releaseOnce sync.Once
+	t.Cleanup(func() {
+		releaseOnce.Do(func() { close(release) })
+		cancel()
+		<-done
+	})
+	if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
+		t.Fatal("the informers did not sync")
+	}
+	first := <-watches
+
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
+		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
+	if err := client.Tracker().Add(p); err != nil {
+		t.Fatal(err)
+	}
+	hold.Store(true)
+	// The watch ends as one that was down too long does: the reflector lists again.
+	first.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the relist did not reach pod p")
+	}
+	onNode := t0.Add(-2 * time.Hour)
+	v := s.View(t0)
+	if !v.Authoritative || !v.ListedAt.Equal(t0.Add(-listSkew)) {
+		t.Fatalf("view after the relist returned: authoritative %t (%s), listed at %v; want authoritative, %v", v.Authoritative, v.Reason, v.ListedAt, t0.Add(-listSkew))
+	}
+	if v.Gone("uid-p", onNode) {
+		t.Error("pod p, which the relist returned, is gone while the cache has not caught up with the list")
+	}
+	// The image GC reads the pods' images from the cache: while it lacks
+	// a pod the list returned, what the pods may run is not known.
+	if refs, v := s.PodImages(); v.Authoritative || v.Reason != ViewCacheBehind {
+		t.Errorf("PodImages while the cache lacks pod p: authoritative %t (%q), images %v; want not authoritative (%q)", v.Authoritative, v.Reason, refs, ViewCacheBehind)
+	}
+
+	releaseOnce.Do(func() { close(release) })
+	testbed.WaitFor(t, 30*time.Second, "the cache to hold pod p", func() bool { _, ok, _ := s.pods.GetStore().GetByKey("ns/p"); return ok })
+	if v := s.View(t0); v.Gone("uid-p", onNode) {
+		t.Error("pod p is gone once the cache holds it")
+	}
+	if refs, v := s.PodImages(); !v.Authoritative || refs["registry.example/app:1"] != "ns/p" {
+		t.Errorf("PodImages once the cache holds pod p: authoritative %t (%q), images %v; want authoritative, with p's image", v.Authoritative, v.Reason, refs)
+	}
+
+	// The new watch sees p deleted; once p has nothing left on the node
+	// the source may forget the deletion, but not count p live again
+	// because the last list returned it.
+	var second *watch.RaceFreeFakeWatcher
+	select {
+	case second = <-watches:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no watch after the relist")
+	}
+	second.Delete(p)
+	testbed.WaitFor(t, 30*time.Second, "the source to see pod p deleted", func() bool { return s.View(t0).Deleted["uid-p"] })
+	s.Retain(map[string]bool{})
+	if v := s.View(t0); v.Live["uid-p"] {
+		t.Error("pod p is live again once its deletion was forgotten")
+	}
+	if refs, v := s.PodImages(); !v.Authoritative {
+		t.Errorf("PodImages after pod p was deleted: authoritative %t (%q), images %v; want authoritative", v.Authoritative, v.Reason, refs)
 	}
 }

@@ -13,6 +13,11 @@ const (
 	// nodeName or host name), or the Node was deleted: the informer would
 	// list no pod and every pod would look gone.
 	ViewNodeNotFound = "node_not_found"
+	// ViewCacheBehind: the informer's cache has not caught up with the last
+	// complete list yet (a relist just returned): it lacks pods the list
+	// returned, whose images are not known. Set by PodImages only: View
+	// counts those pods live from the list.
+	ViewCacheBehind = "cache_behind"
 	// ViewDisagrees: the view lacks pods the runtime runs although its last
 	// complete list should have returned them (Plan.PodsMissing names them).
 	// Set by Policy.Plan, not by a source.
@@ -40,7 +45,9 @@ type PodView struct {
 	// Reason says why the view is not authoritative (View* constants).
 	Reason string
 	// Live holds the UIDs of the pods bound to this node and the static pod
-	// UIDs that mirror pods name (kubernetes.io/config.mirror).
+	// UIDs that mirror pods name (kubernetes.io/config.mirror): those the
+	// informer's cache holds, and those the last complete list returned
+	// that the watch has not seen deleted since.
 	Live map[string]bool
 	// Deleted holds the UIDs of pods the watch saw deleted since ListedAt.
 	Deleted map[string]bool
