@@ -63,9 +63,11 @@
 //   - Never a sandbox image: the runtime's, as its config writes it, in
 //     any form (normalised as pod references are), and the image of any
 //     pod sandbox containerd holds (Options.Sandboxes), listed again right
-//     before each removal. containerd 2.x does not report its sandbox
-//     image, and pins it only when it was pulled under exactly the name
-//     configured, so the sandboxes are what tells.
+//     before each removal; while it holds none, the image its sandboxes
+//     last ran (Usage.Sandbox, kept in the state file). containerd 2.x
+//     does not report its sandbox image, and pins it only when it was
+//     pulled under exactly the name configured, so the sandboxes are what
+//     tells.
 //   - Never a pinned image, an excluded image, or one
 //     first detected less than minimumGCAge ago. First-detected times are
 //     bounded by when the runtime says the image arrived (containerd's

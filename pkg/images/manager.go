@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -474,36 +473,56 @@ func (m *Manager) plan(ctx context.Context, ahead uint64) (*Plan, []Image, error
 
 // markSandbox marks the sandbox images: the runtime's, written in its
 // config as operators write references ("rancher/mirrored-pause:3.6",
-// "registry.k8s.io/pause:3.10@sha256:..."), and those of the sandboxes the
-// runtime holds, in whichever form CRI lists them.
+// "registry.k8s.io/pause:3.10@sha256:..."), in whichever form CRI lists it;
+// those of the sandboxes the runtime holds (Options.Sandboxes); and, while
+// it holds none, those its sandboxes last ran, which the tracker remembers
+// across restarts (containerd 2.x names its sandbox image nowhere else
+// when its config writes it in another form than it lists).
 func (m *Manager) markSandbox(ctx context.Context, in []Image) error {
-	forms, err := m.sandboxForms(ctx)
+	configured := refForms(m.opts.SandboxImages)
+	if m.opts.Sandboxes == nil {
+		for i := range in {
+			_, in[i].Sandbox = namedBy(&in[i], configured)
+		}
+		return nil
+	}
+	running, err := m.runningSandboxForms(ctx)
 	if err != nil {
 		return err
 	}
+	ran := map[string]bool{}
 	for i := range in {
-		_, in[i].Sandbox = namedBy(&in[i], forms)
+		if _, ok := namedBy(&in[i], running); ok {
+			ran[in[i].ID] = true
+		}
+	}
+	m.tracker.rememberSandboxes(ran)
+	for i := range in {
+		_, byConfig := namedBy(&in[i], configured)
+		in[i].Sandbox = byConfig || ran[in[i].ID] || (len(ran) == 0 && in[i].RanSandboxes)
 	}
 	return nil
 }
 
-// sandboxForms returns the forms (imageref.Forms) of the sandbox images.
-func (m *Manager) sandboxForms(ctx context.Context) (map[string]string, error) {
-	names := m.opts.SandboxImages
-	if m.opts.Sandboxes != nil {
-		running, err := m.opts.Sandboxes.SandboxImages(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("cannot tell which images the pod sandboxes run: %w", err)
-		}
-		names = append(slices.Clip(names), running...)
+// runningSandboxForms returns the forms (imageref.Forms) of the images the
+// runtime's sandboxes run (Options.Sandboxes).
+func (m *Manager) runningSandboxForms(ctx context.Context) (map[string]string, error) {
+	names, err := m.opts.Sandboxes.SandboxImages(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell which images the pod sandboxes run: %w", err)
 	}
-	forms := make(map[string]string, len(names))
-	for _, s := range names {
-		for _, f := range imageref.Forms(s) {
-			forms[f] = s
+	return refForms(names), nil
+}
+
+// refForms maps the forms (imageref.Forms) of each reference to it.
+func refForms(refs []string) map[string]string {
+	forms := make(map[string]string, len(refs))
+	for _, r := range refs {
+		for _, f := range imageref.Forms(r) {
+			forms[f] = r
 		}
 	}
-	return forms, nil
+	return forms
 }
 
 // addLayers fills every image's layers, or none: a partial set would make
@@ -548,7 +567,7 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 			return KeepInUse, nil
 		}
 		if m.opts.Sandboxes != nil {
-			forms, err := m.sandboxForms(ctx)
+			forms, err := m.runningSandboxForms(ctx)
 			if err != nil {
 				return "", err
 			}

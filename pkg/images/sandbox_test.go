@@ -6,6 +6,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // TestSandboxMatchesEveryForm: the runtime's sandbox image is written in
@@ -123,5 +126,72 @@ func TestSandboxesOfTheRuntime(t *testing.T) {
 	}
 	if keep, err := check(&pause()[1]); keep != "" || err != nil {
 		t.Errorf("an image no sandbox runs: check = %q, %v; want it removable", keep, err)
+	}
+}
+
+// TestSandboxImageRemembered: while no sandbox runs, the image the
+// sandboxes last ran is still the sandbox image (containerd 2.x names it
+// nowhere else when its config writes it in another form), also for a
+// manager started again on the same state; once sandboxes run another
+// image (the pause image was upgraded), the old one is not.
+func TestSandboxImageRemembered(t *testing.T) {
+	const (
+		oldID = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+		newID = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	)
+	listing := []*runtimeapi.Image{
+		{Id: oldID, RepoTags: []string{"registry.k8s.io/pause:3.9"}},
+		{Id: newID, RepoTags: []string{"registry.k8s.io/pause:3.10"}},
+		{Id: "sha256:33", RepoTags: []string{"docker.io/library/nginx:1.27"}},
+	}
+	dir := t.TempDir()
+	src := &fakeSandboxes{}
+	newManager := func() *Manager {
+		m, err := NewManager(Options{Config: policyConfig(), StateDirectory: dir, Runtime: &streamRuntime{},
+			Disk: &scriptedDisk{}, Sandboxes: src, Clock: clocktesting.NewFakeClock(t0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.tracker.applyImages(listing, t0)
+		return m
+	}
+	sandboxes := func(m *Manager) []string {
+		t.Helper()
+		in := m.tracker.planInput(listing, t0)
+		if err := m.markSandbox(t.Context(), in); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, img := range in {
+			if img.Sandbox {
+				out = append(out, img.RepoTags[0])
+			}
+		}
+		return out
+	}
+	m := newManager()
+	if got := sandboxes(m); got != nil {
+		t.Errorf("no sandbox ever seen: sandbox images %q, want none", got)
+	}
+	src.set([]string{"registry.k8s.io/pause:3.9"}, nil)
+	if got := sandboxes(m); !slices.Equal(got, []string{"registry.k8s.io/pause:3.9"}) {
+		t.Errorf("a sandbox runs pause:3.9: sandbox images %q", got)
+	}
+	src.set(nil, nil) // its pod is gone
+	if got := sandboxes(m); !slices.Equal(got, []string{"registry.k8s.io/pause:3.9"}) {
+		t.Errorf("no sandbox left: sandbox images %q, want the one the sandboxes last ran", got)
+	}
+	if err := m.saveState(); err != nil {
+		t.Fatal(err)
+	}
+	m = newManager() // the agent restarted
+	if got := sandboxes(m); !slices.Equal(got, []string{"registry.k8s.io/pause:3.9"}) {
+		t.Errorf("after a restart, no sandbox: sandbox images %q, want the remembered one", got)
+	}
+	src.set([]string{"registry.k8s.io/pause:3.10"}, nil) // upgraded
+	sandboxes(m)
+	src.set(nil, nil)
+	if got := sandboxes(m); !slices.Equal(got, []string{"registry.k8s.io/pause:3.10"}) {
+		t.Errorf("after an upgrade, no sandbox: sandbox images %q, want only the new one", got)
 	}
 }

@@ -24,6 +24,9 @@ type Image struct {
 	Pinned bool
 	// Sandbox marks the runtime's sandbox (pause) image.
 	Sandbox bool
+	// RanSandboxes: the runtime's sandboxes ran this image when last seen
+	// running (Usage.Sandbox); markSandbox reads it.
+	RanSandboxes bool
 	// InUse: a container the runtime knows, in any state, uses the image.
 	InUse bool
 	// Scheduled: a pod bound to this node that has not finished may still

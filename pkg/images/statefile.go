@@ -25,6 +25,10 @@ type Usage struct {
 	FirstDetected time.Time `json:"firstDetected"`
 	// LastUsed is zero when no container used the image since nodegc knows it.
 	LastUsed time.Time `json:"lastUsed,omitzero"`
+	// Sandbox: the runtime's pod sandboxes ran this image when last seen
+	// running (Options.Sandboxes). It stays the sandbox image while no
+	// sandbox runs.
+	Sandbox bool `json:"sandbox,omitempty"`
 }
 
 type stateFile struct {

@@ -662,9 +662,29 @@ func (t *Tracker) planInput(images []*runtimeapi.Image, now time.Time) []Image {
 			InUse:         usedBy(img, refs),
 			FirstDetected: u.FirstDetected,
 			LastUsed:      u.LastUsed,
+			RanSandboxes:  u.Sandbox,
 		})
 	}
 	return out
+}
+
+// rememberSandboxes records ran, the IDs of the images the sandboxes run
+// now, as the sandbox images (Usage.Sandbox), in place of those remembered
+// before; an empty ran changes nothing: the images the sandboxes last ran
+// stay remembered.
+func (t *Tracker) rememberSandboxes(ran map[string]bool) {
+	if len(ran) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, u := range t.usage {
+		if u.Sandbox != ran[id] {
+			u.Sandbox = ran[id]
+			t.usage[id] = u
+			t.markDirtyLocked()
+		}
+	}
 }
 
 // inUse reports whether a container the tracker knows references the image
