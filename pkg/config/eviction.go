@@ -41,6 +41,13 @@ func ParseEvictionThreshold(v string) (EvictionThreshold, error) {
 	return EvictionThreshold{Bytes: uint64(q.Value())}, nil
 }
 
+// Disabled reports whether an evictionHard value turns its signal off: the
+// kubelet reads "0%" and "100%" so (not as "evict always").
+func Disabled(v string) bool {
+	v = strings.TrimSpace(v)
+	return v == "0%" || v == "100%"
+}
+
 // Available returns the available bytes under which the threshold is met on
 // a filesystem of that capacity.
 func (t EvictionThreshold) Available(capacity uint64) uint64 {
@@ -66,12 +73,12 @@ var diskSignals = []string{SignalImageFsAvailable, SignalNodeFsAvailable}
 // DiskEviction returns the stricter of the evictionHard thresholds on the
 // image filesystem's available space for a filesystem of that capacity:
 // the available bytes under which the kubelet evicts, and the signal and
-// threshold that say so. ok is false when evictionHard sets none. Values
-// must be valid (Validate).
+// threshold that say so. ok is false when evictionHard sets none (or turns
+// them off: Disabled). Values must be valid (Validate).
 func (c *ImageGCConfiguration) DiskEviction(capacity uint64) (available uint64, signal string, t EvictionThreshold, ok bool) {
 	for _, s := range diskSignals {
 		v, set := c.EvictionHard[s]
-		if !set {
+		if !set || Disabled(v) {
 			continue
 		}
 		th, err := ParseEvictionThreshold(v)

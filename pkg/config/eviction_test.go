@@ -89,3 +89,71 @@ func TestDiskEviction(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeletMeaningOfItsFields: a KubeletConfiguration's fields mean what
+// the kubelet makes of them. kubeadm writes imageMinimumGCAge: 0s into every
+// node's kubelet config, which the kubelet reads as its default of 2m, not
+// as "no minimum age"; mergeDefaultEvictionSettings fills the default
+// thresholds a partial evictionHard leaves out; and "0%" or "100%" turns a
+// threshold off.
+func TestKubeletMeaningOfItsFields(t *testing.T) {
+	kubelet := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	const gi = 1 << 30
+	for name, tc := range map[string]struct {
+		doc          string
+		wantMinAge   string
+		wantEviction map[string]string
+		wantAt       uint64 // DiskEviction of 100 GiB; 0: none
+	}{
+		"kubeadm's zero minimum age is the kubelet's 2m": {
+			doc:        kubelet + "imageMinimumGCAge: 0s\nimageMaximumGCAge: 0s\n",
+			wantMinAge: "2m0s", wantEviction: DefaultEvictionHard(), wantAt: 15 * gi,
+		},
+		"nodegc's own zero minimum age stays": {
+			doc:        kubelet + "imageMinimumGCAge: 5m\n---\n" + header + "imageGC:\n  minimumGCAge: 0s\n",
+			wantMinAge: "0s", wantEviction: DefaultEvictionHard(), wantAt: 15 * gi,
+		},
+		"partial evictionHard merged with the defaults": {
+			doc:        kubelet + "mergeDefaultEvictionSettings: true\nevictionHard:\n  memory.available: 200Mi\n  nodefs.available: 5%\n",
+			wantMinAge: "2m0s",
+			wantEviction: map[string]string{"memory.available": "200Mi", "nodefs.available": "5%", "imagefs.available": "15%"},
+			wantAt: 15 * gi,
+		},
+		"partial evictionHard without the merge": {
+			doc:          kubelet + "evictionHard:\n  memory.available: 200Mi\n",
+			wantMinAge:   "2m0s",
+			wantEviction: map[string]string{"memory.available": "200Mi"},
+		},
+		"100% turns a threshold off": {
+			doc:          kubelet + "evictionHard:\n  imagefs.available: 100%\n  nodefs.available: 0%\n",
+			wantMinAge:   "2m0s",
+			wantEviction: map[string]string{"imagefs.available": "100%", "nodefs.available": "0%"},
+		},
+		"100% beside a threshold that holds": {
+			doc:          header + "imageGC:\n  evictionHard:\n    imagefs.available: 100%\n    nodefs.available: 10%\n",
+			wantMinAge:   "2m0s",
+			wantEviction: map[string]string{"imagefs.available": "100%", "nodefs.available": "10%"}, wantAt: 10 * gi,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := Decode([]byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ig := loaded.Config.ImageGC
+			if got := ig.MinimumGCAge.Duration.String(); got != tc.wantMinAge {
+				t.Errorf("minimumGCAge = %s, want %s", got, tc.wantMinAge)
+			}
+			if diff := cmp.Diff(tc.wantEviction, ig.EvictionHard); diff != "" {
+				t.Errorf("evictionHard (-want +got):\n%s", diff)
+			}
+			at, _, _, ok := ig.DiskEviction(100 * gi)
+			if ok != (tc.wantAt > 0) || at != tc.wantAt {
+				t.Errorf("DiskEviction(100 GiB) = %d, %v; want %d, %v", at, ok, tc.wantAt, tc.wantAt > 0)
+			}
+			if errs := Validate(loaded.Config); len(errs) > 0 {
+				t.Errorf("Validate() = %v", errs)
+			}
+		})
+	}
+}

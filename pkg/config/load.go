@@ -204,9 +204,25 @@ func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfig
 	}
 	take("imageGCHighThresholdPercent", "imageGC.highThresholdPercent", func() { c.ImageGC.HighThresholdPercent = kc.ImageGCHighThresholdPercent })
 	take("imageGCLowThresholdPercent", "imageGC.lowThresholdPercent", func() { c.ImageGC.LowThresholdPercent = kc.ImageGCLowThresholdPercent })
-	take("imageMinimumGCAge", "imageGC.minimumGCAge", func() { d := kc.ImageMinimumGCAge; c.ImageGC.MinimumGCAge = &d })
+	take("imageMinimumGCAge", "imageGC.minimumGCAge", func() {
+		// The kubelet reads 0 as its default (kubeadm writes
+		// imageMinimumGCAge: 0s into every node's config), not as "none".
+		if d := kc.ImageMinimumGCAge; d.Duration != 0 {
+			c.ImageGC.MinimumGCAge = &d
+		}
+	})
 	take("imageMaximumGCAge", "imageGC.maximumGCAge", func() { d := kc.ImageMaximumGCAge; c.ImageGC.MaximumGCAge = &d })
-	take("evictionHard", "imageGC.evictionHard", func() { c.ImageGC.EvictionHard = maps.Clone(kc.EvictionHard) })
+	take("evictionHard", "imageGC.evictionHard", func() {
+		c.ImageGC.EvictionHard = maps.Clone(kc.EvictionHard)
+		if kc.MergeDefaultEvictionSettings != nil && *kc.MergeDefaultEvictionSettings {
+			// The kubelet fills the default thresholds the map leaves out.
+			for signal, v := range DefaultEvictionHard() {
+				if _, set := c.ImageGC.EvictionHard[signal]; !set {
+					c.ImageGC.EvictionHard[signal] = v
+				}
+			}
+		}
+	})
 	take("containerRuntimeEndpoint", "containerRuntimeEndpoint", func() { c.ContainerRuntimeEndpoint = kc.ContainerRuntimeEndpoint })
 	take("imageServiceEndpoint", "imageServiceEndpoint", func() { c.ImageServiceEndpoint = kc.ImageServiceEndpoint })
 	take("podLogsDir", "containerGC.podLogsDirectory", func() { c.ContainerGC.PodLogsDirectory = kc.PodLogsDir })
