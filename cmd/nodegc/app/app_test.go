@@ -244,3 +244,16 @@ func TestKlogFlags(t *testing.T) {
 		t.Errorf("--help lacks klog's -v: code %d\n%s", code, out)
 	}
 }
+
+// TestRunAutoNeedsLeaderElection: --owner-gc=auto (every DaemonSet pod
+// joins the election) with leader election off would run the owner GC in
+// every agent of the cluster, each watching every resource and deleting:
+// refused, naming the field and the flag. Without an owner GC to run
+// (enableGarbageCollector: false) there is nothing to elect.
+func TestRunAutoNeedsLeaderElection(t *testing.T) {
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nleaderElection:\n  leaderElect: false\n")
+	code, _, errOut := runMain(t, "", "run", "--config", file, "--owner-gc=auto", "--metrics-bind-address=0", "--healthz-bind-address=0")
+	if code != 1 || !strings.Contains(errOut, "leaderElection.leaderElect") || !strings.Contains(errOut, "--owner-gc=auto") {
+		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}

@@ -55,6 +55,11 @@ func (o *runOptions) run(cmd *cobra.Command, s streams) error {
 	if err != nil {
 		return err
 	}
+	if mode == agent.OwnerGCAuto && *cfg.OwnerGC.EnableGarbageCollector && !*cfg.LeaderElection.LeaderElect {
+		return fmt.Errorf("--owner-gc=auto with leaderElection.leaderElect: false would run the owner GC in every agent that runs " +
+			"with it (every node of a DaemonSet), each deleting on its own: set leaderElect: true, or run the owner GC in one " +
+			"instance with --owner-gc=only (and the node agents with --owner-gc=off)")
+	}
 	nodeName, err := resolveNodeName(cfg.NodeName)
 	if err != nil && mode != agent.OwnerGCOnly {
 		return err
