@@ -39,6 +39,18 @@ type Loaded struct {
 	Warnings []string
 
 	lines map[string]int
+	// flags maps the field paths a command-line flag set (SetByFlag) to it.
+	flags map[string]string
+}
+
+// SetByFlag records that flag (such as "--metrics-bind-address") gave the
+// field at path its value after the file was read: problems with it are
+// the flag's, not the file's.
+func (l *Loaded) SetByFlag(path, flag string) {
+	if l.flags == nil {
+		l.flags = map[string]string{}
+	}
+	l.flags[path] = flag
 }
 
 // Line returns the line of the file that set the field at path (as printed

@@ -18,14 +18,31 @@ import (
 func (l *Loaded) Problems(errs field.ErrorList) []string {
 	out := make([]string, 0, len(errs))
 	for _, e := range errs {
-		if line := l.Line(e.Field); line > 0 {
-			out = append(out, "line "+strconv.Itoa(line)+": "+e.Error())
+		if flag, ok := l.flagOf(e.Field); ok {
+			out = append(out, flag+": "+e.Error())
 			continue
 		}
-		out = append(out, e.Error())
+		msg := e.Error()
+		if l != nil && slices.Contains(l.FromKubelet, e.Field) {
+			msg += " (value from the KubeletConfiguration document)"
+		}
+		if line := l.Line(e.Field); line > 0 {
+			out = append(out, "line "+strconv.Itoa(line)+": "+msg)
+			continue
+		}
+		out = append(out, msg)
 	}
 	sortProblems(out)
 	return out
+}
+
+// flagOf returns the flag that set the field at path, if one did.
+func (l *Loaded) flagOf(path string) (string, bool) {
+	if l == nil {
+		return "", false
+	}
+	flag, ok := l.flags[path]
+	return flag, ok
 }
 
 // validateDecoded returns, as Loaded.Problems does, what Validate says of a

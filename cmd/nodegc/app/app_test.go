@@ -257,3 +257,25 @@ func TestRunAutoNeedsLeaderElection(t *testing.T) {
 		t.Errorf("code %d, stderr %q", code, errOut)
 	}
 }
+
+// TestProblemsSayWhereTheValueCameFrom: a value a flag gave is blamed on
+// the flag, not on the file's line for the same field; a value taken from
+// the KubeletConfiguration document says so. Following nodegc's own advice
+// (a high threshold in the nodegc document beside a kubelet whose image GC
+// is off, 100/99) must not leave the operator wondering where the 99 came
+// from.
+func TestProblemsSayWhereTheValueCameFrom(t *testing.T) {
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nmetricsBindAddress: \":10281\"\n")
+	code, _, errOut := runMain(t, "", "run", "--config", file, "--metrics-bind-address=10281")
+	if code != 1 || strings.Contains(errOut, "line 3") || !strings.Contains(errOut, "--metrics-bind-address") {
+		t.Errorf("a bad flag value: code %d, stderr %q; want it blamed on --metrics-bind-address, not line 3", code, errOut)
+	}
+
+	file = writeFile(t, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
+		"imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n---\n"+
+		"apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nimageGC:\n  highThresholdPercent: 85\n")
+	code, _, errOut = runMain(t, "", "config", "validate", "-f", file)
+	if code != 1 || !strings.Contains(errOut, "imageGC.lowThresholdPercent") || !strings.Contains(errOut, "KubeletConfiguration") {
+		t.Errorf("a low threshold taken from the kubelet: code %d, stderr %q; want it to name the KubeletConfiguration", code, errOut)
+	}
+}

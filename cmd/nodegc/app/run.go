@@ -71,7 +71,7 @@ func (o *runOptions) run(cmd *cobra.Command, s streams) error {
 // override it applied before validation.
 func (o *runOptions) load(s streams) (*config.NodeGCConfiguration, error) {
 	cfg := config.Defaulted()
-	var loaded *config.Loaded
+	loaded := &config.Loaded{Config: cfg}
 	if o.configFile != "" {
 		var err error
 		if loaded, err = loadConfig(o.configFile, s); err != nil {
@@ -84,9 +84,11 @@ func (o *runOptions) load(s streams) (*config.NodeGCConfiguration, error) {
 	}
 	if o.metricsBindAddress != "" {
 		cfg.MetricsBindAddress = o.metricsBindAddress
+		loaded.SetByFlag("metricsBindAddress", "--metrics-bind-address")
 	}
 	if o.healthzBindAddress != "" {
 		cfg.HealthzBindAddress = o.healthzBindAddress
+		loaded.SetByFlag("healthzBindAddress", "--healthz-bind-address")
 	}
 	if errs := config.Validate(cfg); len(errs) > 0 {
 		printFieldErrors(s.err, displayName(o.configFile), loaded, errs)
