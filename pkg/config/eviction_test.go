@@ -114,10 +114,10 @@ func TestKubeletMeaningOfItsFields(t *testing.T) {
 			wantMinAge: "0s", wantEviction: DefaultEvictionHard(), wantAt: 15 * gi,
 		},
 		"partial evictionHard merged with the defaults": {
-			doc:        kubelet + "mergeDefaultEvictionSettings: true\nevictionHard:\n  memory.available: 200Mi\n  nodefs.available: 5%\n",
-			wantMinAge: "2m0s",
+			doc:          kubelet + "mergeDefaultEvictionSettings: true\nevictionHard:\n  memory.available: 200Mi\n  nodefs.available: 5%\n",
+			wantMinAge:   "2m0s",
 			wantEviction: map[string]string{"memory.available": "200Mi", "nodefs.available": "5%", "imagefs.available": "15%"},
-			wantAt: 15 * gi,
+			wantAt:       15 * gi,
 		},
 		"partial evictionHard without the merge": {
 			doc:          kubelet + "evictionHard:\n  memory.available: 200Mi\n",
