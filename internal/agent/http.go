@@ -29,26 +29,11 @@ type server struct {
 	lis net.Listener
 }
 
-// startServers serves /metrics (and the owner GC debug graph and explain,
-// and Go's profiles when enableProfilingHandler is set) on
+// startServers serves metricsMux on
 // metricsBindAddress and /healthz, /readyz on healthzBindAddress; one
 // listener when both addresses are equal; none for "0".
 func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *prometheus.Registry, st *status, owner *ownerGC) ([]*server, error) {
-	metrics := http.NewServeMux()
-	metrics.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	if owner != nil {
-		metrics.Handle(ownergc.DebugGraphPath, owner.collector.DebugHandler())
-		metrics.Handle(ownergc.ExplainPath, owner.collector.ExplainHandler(owner.leaderIdentity))
-	} else {
-		metrics.HandleFunc(ownergc.ExplainPath, explainWithoutOwnerGC)
-	}
-	if cfg.EnableProfilingHandler {
-		metrics.HandleFunc("/debug/pprof/", pprof.Index)
-		metrics.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		metrics.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		metrics.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		metrics.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
+	metrics := metricsMux(cfg, reg, owner)
 	health := healthMux(st)
 
 	var servers []*server
@@ -89,6 +74,49 @@ func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *pro
 
 // explainWithoutOwnerGC answers `nodegc explain` in an agent that does not
 // run the owner GC at all.
+// metricsMux serves /metrics, the owner GC's debug graph and explain (to
+// loopback clients only), and Go's profiles when enableProfilingHandler is
+// set.
+func metricsMux(cfg *config.NodeGCConfiguration, reg *prometheus.Registry, owner *ownerGC) *http.ServeMux {
+	metrics := http.NewServeMux()
+	metrics.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if owner != nil {
+		metrics.Handle(ownergc.DebugGraphPath, loopbackOnly(owner.collector.DebugHandler()))
+		metrics.Handle(ownergc.ExplainPath, loopbackOnly(owner.collector.ExplainHandler(owner.leaderIdentity)))
+	} else {
+		metrics.Handle(ownergc.ExplainPath, loopbackOnly(http.HandlerFunc(explainWithoutOwnerGC)))
+	}
+	if cfg.EnableProfilingHandler {
+		metrics.HandleFunc("/debug/pprof/", pprof.Index)
+		metrics.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		metrics.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		metrics.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		metrics.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return metrics
+}
+
+// loopbackOnly serves h to clients on the loopback only. The metrics
+// address is often reachable from the whole cluster, but the owner GC's
+// debug graph names every object it watches, Secrets included, and each
+// explain request reads the API server with the collector's rights
+// (kube-controller-manager serves its graph only behind authentication).
+// nodegc explain asks 127.0.0.1 by default: run it in the agent's pod, or
+// through kubectl port-forward, whose connections arrive on the loopback.
+func loopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_ = json.NewEncoder(w).Encode(ownergc.ExplainError{Message: "the owner GC's debug endpoints answer clients on the " +
+				"loopback only: run nodegc explain in the agent's pod (kubectl exec), or through kubectl port-forward"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 func explainWithoutOwnerGC(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusServiceUnavailable)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -104,5 +105,47 @@ func TestProfilingHandler(t *testing.T) {
 			t.Errorf("enableProfilingHandler=%t: /metrics status %d", enabled, resp.StatusCode)
 		}
 		shutdownServers(t.Context(), servers)
+	}
+}
+
+// TestOwnerGCDebugOnlyOnLoopback: the metrics address is often reachable
+// from the whole cluster (Prometheus scrapes it), but the owner GC's debug
+// graph names every object it watches, Secrets included, and each explain
+// request reads the API server with the collector's rights. Both answer
+// only clients on the loopback (nodegc explain in the agent's pod, or
+// through kubectl port-forward); others get 403 saying how to ask.
+func TestOwnerGCDebugOnlyOnLoopback(t *testing.T) {
+	cfg := config.Defaulted()
+	o, err := newOwnerGC(Options{Config: cfg, Identity: "me_1"}, &rest.Config{Host: "https://127.0.0.1:1"}, prometheus.NewRegistry(), newStatus(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, owner := range []*ownerGC{o, nil} {
+		h := metricsMux(cfg, prometheus.NewRegistry(), owner)
+		for _, tc := range []struct {
+			path, remote string
+			want         int
+		}{
+			{ownergc.ExplainPath + "?resource=cm&namespace=ns&name=x", "10.1.2.3:40000", http.StatusForbidden},
+			{ownergc.ExplainPath + "?resource=cm&namespace=ns&name=x", "[fd00::7]:40000", http.StatusForbidden},
+			{ownergc.ExplainPath + "?resource=cm&namespace=ns&name=x", "127.0.0.1:40000", http.StatusServiceUnavailable}, // not the leader
+			{ownergc.ExplainPath + "?resource=cm&namespace=ns&name=x", "[::1]:40000", http.StatusServiceUnavailable},
+			{ownergc.DebugGraphPath, "10.1.2.3:40000", http.StatusForbidden},
+			{"/metrics", "10.1.2.3:40000", http.StatusOK},
+		} {
+			if owner == nil && tc.path == ownergc.DebugGraphPath {
+				continue // served only with an owner GC
+			}
+			req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+			req.RemoteAddr = tc.remote
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Errorf("owner GC %v: GET %s from %s: status %d, want %d (%s)", owner != nil, tc.path, tc.remote, rec.Code, tc.want, rec.Body)
+			}
+			if rec.Code == http.StatusForbidden && !strings.Contains(rec.Body.String(), "port-forward") {
+				t.Errorf("GET %s from %s: the refusal does not say how to ask: %s", tc.path, tc.remote, rec.Body)
+			}
+		}
 	}
 }
