@@ -231,6 +231,25 @@ func TestResolveNodeName(t *testing.T) {
 	}
 }
 
+// TestNodeNameWarning: a nodeName in the config that is not the node the
+// pod runs on (NODE_NAME) is warned about; either alone, or both equal, is
+// not.
+func TestNodeNameWarning(t *testing.T) {
+	t.Setenv("NODE_NAME", "node-a")
+	if w := nodeNameWarning("node-b"); !strings.Contains(w, `"node-b"`) || !strings.Contains(w, `"node-a"`) {
+		t.Errorf("nodeName node-b on node-a: warning %q", w)
+	}
+	for _, fromConfig := range []string{"", "node-a"} {
+		if w := nodeNameWarning(fromConfig); w != "" {
+			t.Errorf("nodeName %q on node-a: warning %q, want none", fromConfig, w)
+		}
+	}
+	t.Setenv("NODE_NAME", "")
+	if w := nodeNameWarning("node-b"); w != "" {
+		t.Errorf("nodeName node-b, no NODE_NAME: warning %q, want none", w)
+	}
+}
+
 func TestRunOwnerGCFlag(t *testing.T) {
 	code, _, errOut := runMain(t, "", "run", "--owner-gc=sometimes")
 	if code != 1 || !strings.Contains(errOut, "--owner-gc must be one of auto, only, off") {

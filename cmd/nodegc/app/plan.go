@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/internal/agent"
 	"github.com/nodegc/nodegc/pkg/containers"
@@ -31,6 +32,9 @@ func newPlanCommand(s streams) *cobra.Command {
 				return err
 			}
 			node, _ := resolveNodeName(cfg.NodeName)
+			if w := nodeNameWarning(cfg.NodeName); w != "" {
+				klog.Warning(w)
+			}
 			r, err := agent.Plan(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, NodeName: node})
 			if err != nil {
 				return err

@@ -64,6 +64,9 @@ func (o *runOptions) run(cmd *cobra.Command, s streams) error {
 	if err != nil && mode != agent.OwnerGCOnly {
 		return err
 	}
+	if w := nodeNameWarning(cfg.NodeName); w != "" {
+		klog.Warning(w)
+	}
 	return agent.Run(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, OwnerGC: mode, NodeName: nodeName})
 }
 
@@ -95,6 +98,19 @@ func (o *runOptions) load(s streams) (*config.NodeGCConfiguration, error) {
 		return nil, &exitError{code: 1}
 	}
 	return cfg, nil
+}
+
+// nodeNameWarning says when nodeName in the config and $NODE_NAME (the
+// downward API's spec.nodeName in the DaemonSet) name different nodes:
+// nodeName wins, and a nodeName in a ConfigMap that every node's agent
+// reads is wrong on every node but one.
+func nodeNameWarning(fromConfig string) string {
+	env := os.Getenv("NODE_NAME")
+	if fromConfig == "" || env == "" || env == fromConfig {
+		return ""
+	}
+	return fmt.Sprintf("nodeName %q in the config is not NODE_NAME %q, the node this pod runs on; the config wins: "+
+		"remove nodeName from a config that several nodes read", fromConfig, env)
 }
 
 // resolveNodeName returns the node this agent collects for: nodeName from
