@@ -140,6 +140,9 @@ func testFailingResource(t *testing.T, env *itEnv) {
 			"conversionReviewVersions": []any{"v1"},
 			"clientConfig":             map[string]any{"url": "https://127.0.0.1:1/convert"},
 		}})
+	// Healed on the way out, so that the tests after this one do not meet
+	// a resource that fails (while t.Context is live: before Cleanup).
+	defer env.healCRD(t, "gadgets."+group)
 	// Stored as v1; the collector watches the preferred v2, which needs the
 	// webhook for every object.
 	env.createCR(t, schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gadgets"}, "Gadget", ns, "g", nil)
@@ -183,11 +186,7 @@ func testVersionFailingDiscovery(t *testing.T, env *itEnv) {
 	}
 
 	fd := &failingDiscovery{}
-	cfg := testConfig()
-	// A resource an earlier test left failing would hold the owner's
-	// finalizer; what this test looks at is the graph's dependents.
-	cfg.UnsyncedResourceHold = &metav1.Duration{}
-	gc := env.startCollector(t, cfg, func(c *Collector) {
+	gc := env.startCollector(t, testConfig(), func(c *Collector) {
 		fd.DiscoveryInterfaceWithContext = c.discovery
 		c.discovery = fd
 	})
