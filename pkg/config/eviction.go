@@ -41,9 +41,9 @@ func ParseEvictionThreshold(v string) (EvictionThreshold, error) {
 	return EvictionThreshold{Bytes: uint64(q.Value())}, nil
 }
 
-// Disabled reports whether an evictionHard value turns its signal off: the
+// signalOff reports whether an evictionHard value turns its signal off: the
 // kubelet reads "0%" and "100%" so (not as "evict always").
-func Disabled(v string) bool {
+func signalOff(v string) bool {
 	v = strings.TrimSpace(v)
 	return v == "0%" || v == "100%"
 }
@@ -74,11 +74,11 @@ var diskSignals = []string{SignalImageFsAvailable, SignalNodeFsAvailable}
 // image filesystem's available space for a filesystem of that capacity:
 // the available bytes under which the kubelet evicts, and the signal and
 // threshold that say so. ok is false when evictionHard sets none (or turns
-// them off: Disabled). Values must be valid (Validate).
+// them off: signalOff). Values must be valid (Validate).
 func (c *ImageGCConfiguration) DiskEviction(capacity uint64) (available uint64, signal string, t EvictionThreshold, ok bool) {
 	for _, s := range diskSignals {
 		v, set := c.EvictionHard[s]
-		if !set || Disabled(v) {
+		if !set || signalOff(v) {
 			continue
 		}
 		th, err := ParseEvictionThreshold(v)

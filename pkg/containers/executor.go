@@ -195,8 +195,9 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 	// its start is in flight, which containerd refuses to remove) or
 	// writing: its logs go only once the runtime removed it.
 	exited := st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED
+	removeLogs := func() error { return removeContainerLogs(st.GetLogPath(), e.paths.PodLogs, e.paths.ContainerLogs, c) }
 	if exited {
-		if err := removeContainerLogs(st.GetLogPath(), e.paths.PodLogs, e.paths.ContainerLogs, c); err != nil {
+		if err := removeLogs(); err != nil {
 			e.fail(OpRemoveLogs, err, c.PodUID, c.SandboxID)
 			return
 		}
@@ -206,7 +207,7 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 		return
 	}
 	if !exited {
-		if err := removeContainerLogs(st.GetLogPath(), e.paths.PodLogs, e.paths.ContainerLogs, c); err != nil {
+		if err := removeLogs(); err != nil {
 			// The container is gone (its sandbox may go), its logs are
 			// not: its pod's log directory waits for the next run.
 			e.fail(OpRemoveLogs, err, c.PodUID, "")

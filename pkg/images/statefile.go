@@ -160,11 +160,3 @@ func readLimited(p string, limit int64) ([]byte, error) {
 	}
 	return os.ReadFile(p)
 }
-
-// earliest returns the earlier of two times.
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}

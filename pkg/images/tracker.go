@@ -610,11 +610,19 @@ func (t *Tracker) touchLocked(refs imageRefs, at time.Time) {
 	}
 }
 
+// latest returns the later of two times, earliest the earlier.
 func latest(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}
 	return b
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // observeArrivals bounds first-detected times by when the runtime says the
