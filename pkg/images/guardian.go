@@ -92,9 +92,17 @@ func (g *guardian) restart() {
 	g.mu.Unlock()
 }
 
+// minFillSpan is the shortest run of readings a fill rate is taken from:
+// one step between two readings is not yet a fill (a pull that just ended,
+// or the first readings after a run, which forgets the rate).
+const minFillSpan = 2 * time.Second
+
 // fillRate is how many bytes per second the available space shrank over the
-// readings of the last fillWindow; 0 if it did not, or with less than a
-// second of readings.
+// readings of the last fillWindow, at the pace the fill kept up: the slower
+// of its rate over the whole window and over the window's latter half, so a
+// burst that stopped no longer counts, and a burst followed by a slow fill
+// counts at the slow rate. 0 if the space did not shrink in either, or with
+// less than minFillSpan of readings.
 func (g *guardian) fillRate() float64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -103,10 +111,29 @@ func (g *guardian) fillRate() float64 {
 	}
 	first, last := g.samples[0], g.samples[len(g.samples)-1]
 	span := last.at.Sub(first.at)
-	if span < time.Second || last.available >= first.available {
+	if span < minFillSpan {
 		return 0
 	}
-	return float64(first.available-last.available) / span.Seconds()
+	// The latter half starts at the latest reading taken at least half the
+	// span before the last: at least a second, as minFillSpan is 2 s.
+	mid := first
+	for _, s := range g.samples {
+		if last.at.Sub(s.at) < span/2 {
+			break
+		}
+		mid = s
+	}
+	return min(shrinkRate(first, last), shrinkRate(mid, last))
+}
+
+// shrinkRate is how many bytes per second the available space shrank from
+// a to b; 0 if it did not.
+func shrinkRate(a, b diskSample) float64 {
+	span := b.at.Sub(a.at)
+	if span <= 0 || b.available >= a.available {
+		return 0
+	}
+	return float64(a.available-b.available) / span.Seconds()
 }
 
 // ahead returns what the fill rate says will be written within the horizon

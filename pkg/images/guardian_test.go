@@ -37,8 +37,19 @@ func TestProjection(t *testing.T) {
 		"0.4 GiB/s: 12 GiB ahead, 15 to go":                  {avail: []float64{31.2, 30.8, 30.4, 30}},
 		"0.6 GiB/s: 18 GiB ahead, 15 to go":                  {avail: []float64{31.8, 31.2, 30.6, 30}, wantAhead: 18 * gib},
 		// 90→30.4 would be 8.5 GiB/s; the window holds 0.1 GiB/s.
-		"only the last 5 s count":                       {avail: []float64{90, 31, 30.9, 30.8, 30.7, 30.6, 30.5, 30.4}},
-		"the disk freed: no rate":                       {avail: []float64{20, 25, 30}},
+		"only the last 5 s count": {avail: []float64{90, 31, 30.9, 30.8, 30.7, 30.6, 30.5, 30.4}},
+		"the disk freed: no rate": {avail: []float64{20, 25, 30}},
+		// A burst that stopped: 1.2 GiB in the first second, nothing since.
+		// Its average over the window (0.24 GiB/s) says nothing of the
+		// next 30 s.
+		"a burst that stopped: no rate": {avail: []float64{23, 21.8, 21.8, 21.8, 21.8, 21.8}},
+		// One second of readings (as right after a run, which forgets the
+		// rate): one step is not yet a fill.
+		"one second of readings: no rate":      {avail: []float64{17, 16}},
+		"two seconds at 1 GiB/s: 30 GiB ahead": {avail: []float64{18, 17, 16}, wantAhead: 30 * gib},
+		// 5 GiB at once, then 0.2 GiB/s: the pace kept up is 0.2 (6 GiB
+		// ahead, 1.2 to go), not the window's 1.16 GiB/s.
+		"a burst, then a slow fill: the slow rate":      {avail: []float64{22, 17, 16.8, 16.6, 16.4, 16.2}, wantAhead: 6 * gib},
 		"one reading: no rate":                          {avail: []float64{10}},
 		"under the eviction threshold already, filling": {avail: []float64{10, 9.9, 9.8}, wantAhead: uint64(0.1 * 30 * gib)},
 		"horizon 0: off": {mutate: func(c *config.ImageGCConfiguration) { c.FillRateHorizon = &metav1.Duration{} },
