@@ -145,3 +145,56 @@ func TestThresholdBackoffEndsUnderLow(t *testing.T) {
 			b.backoff.delay, b.backoff.next.Sub(b.tick))
 	}
 }
+
+// shrinkingRuntime holds unused images of 20 bytes; each removal takes one
+// away. Listings take runTime of the fake clock, as slowRuntime's.
+type shrinkingRuntime struct {
+	slowRuntime
+	mu     sync.Mutex
+	images []*runtimeapi.Image
+}
+
+func (r *shrinkingRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) {
+	r.clk.Step(r.runTime)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.images), nil
+}
+
+func (r *shrinkingRuntime) RemoveImage(_ context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.images = slices.DeleteFunc(r.images, func(i *runtimeapi.Image) bool { return i.Id == id })
+	return nil
+}
+
+// TestThresholdBackoffOnlyWhenNothingRemoved: the disk fills faster than
+// the runs free it (usage stays at 90%), but each run removes images: the
+// next check runs again, as long as there is something to remove. Only
+// runs that removed nothing are spaced out. (Before, every run that left
+// the disk over the threshold doubled the wait: runs at ticks 1, 2, 4, 8,
+// with images left to remove.)
+func TestThresholdBackoffOnlyWhenNothingRemoved(t *testing.T) {
+	b := newBackoffBed(t)
+	cfg := b.m.opts.Config
+	cfg.MinimumGCAge = &metav1.Duration{}
+	rt := &shrinkingRuntime{slowRuntime: slowRuntime{clk: b.clk, runTime: 7 * time.Millisecond}}
+	for i := range 4 {
+		rt.images = append(rt.images, &runtimeapi.Image{Id: "sha256:" + string(rune('a'+i)), Size: 20, RepoTags: []string{"x/" + string(rune('a'+i)) + ":1"}})
+	}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
+		OnRun: func(*Report) { b.runs++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.m = m
+	b.disk.set(90) // 15 bytes to free per run (down to 75%): one image each time
+
+	got := b.checks(12)
+	// Four runs remove the four images; the fifth removes nothing and the
+	// backoff starts: the sixth run 2 ticks later, the seventh 4 later.
+	want := []int{1, 2, 3, 4, 5, 6, 8, 12}
+	if !slices.Equal(got, want) {
+		t.Errorf("runs at ticks %v, want %v (images left %d)", got, want, len(rt.images))
+	}
+}

@@ -32,9 +32,9 @@
 //     threshold lets the kubelet evict first, and the reaction times.
 //   - manager.go: Manager lists the runtime, plans and executes, on a disk
 //     check every diskCheckInterval (trigger threshold, or projected; a run
-//     that leaves the disk calling for another is followed by the next after
-//     1, 2, 4, ... checks, up to period, until usage is under the low
-//     threshold: thresholdBackoff) and a sweep every period, one run at a
+//     that removed nothing and leaves the disk calling for another is
+//     followed by the next after 1, 2, 4, ... checks, up to period, until
+//     usage is under the low threshold: thresholdBackoff) and a sweep every period, one run at a
 //     time on internal/gcrun's lifecycle, and reports each run (Report);
 //     metrics.go records it. Manager.Plan plans without executing (`nodegc
 //     plan`).

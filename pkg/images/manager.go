@@ -238,9 +238,12 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-// thresholdBackoff spaces the runs of the disk check that could not take
-// usage under the high threshold, or away from the kubelet's eviction
-// threshold: the next one waits twice as long, up to the sweep period. The
+// thresholdBackoff spaces the runs of the disk check that removed nothing
+// while usage stayed over the high threshold, or near the kubelet's eviction
+// threshold (what is left is in use, pinned or young): the next one waits
+// twice as long, up to the sweep period. A run that removed images is
+// followed by another at the next check that calls for one: the disk fills
+// faster than one run frees it, and there is more to remove. The
 // episode, and the backoff with it, ends when usage is back under the low
 // threshold with no run called for: a later crossing is met at once, however
 // long the last episode lasted. Between the thresholds it goes on, so usage
@@ -296,11 +299,11 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
 		logger.Info("Image filesystem fills fast enough to reach the kubelet's eviction threshold soon, collecting now",
 			"usagePercent", disk.UsagePercent(), "fillBytesPerSecond", int64(m.guard.fillRate()), "horizon", m.policy.fillRateHorizon(), "aheadBytes", ahead)
 	}
-	m.collectAndLog(ctx, trigger, ahead)
+	removed := m.collectAndLog(ctx, trigger, ahead)
 	after, err := m.diskStats(ctx)
 	if err == nil {
 		m.observeDisk(after)
-		if t, _ := m.diskTrigger(after); t != "" {
+		if t, _ := m.diskTrigger(after); t != "" && removed == 0 {
 			b.delay = min(max(2*b.delay, interval), m.opts.Config.Period.Duration)
 			b.next = start.Add(b.delay)
 			return
@@ -336,8 +339,12 @@ func (m *Manager) observeDisk(disk DiskStats) {
 
 // collectAndLog runs the GC once and logs how it ended (gcrun.LogEnd), or
 // what it removed.
-func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint64) {
+// It returns how many images the run removed.
+func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint64) (removed int) {
 	r, err := m.collectAhead(ctx, trigger, ahead)
+	if r != nil && r.Outcome != nil {
+		removed = len(r.Outcome.Removed)
+	}
 	var done []any // what the run did despite the error
 	if r != nil && r.Outcome != nil {
 		o := r.Outcome
@@ -345,7 +352,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint6
 			"estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed}
 	}
 	if gcrun.LogEnd(ctx, "Image GC", trigger, err, done...) {
-		return
+		return removed
 	}
 	// A run that removed nothing (none was needed, or what was needed is
 	// kept: in use, young, pinned...) is worth a line when asked for.
@@ -356,6 +363,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint6
 	logger.Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skipped", len(r.Outcome.Skipped),
 		"replans", r.Outcome.Replans, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
 		"usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent(), "duration", r.Duration.Round(time.Millisecond))
+	return removed
 }
 
 // GarbageCollect runs the image GC once: plan, remove, measure. It returns
