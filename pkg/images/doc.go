@@ -11,7 +11,11 @@
 //     listing and the Tracker's records), Layer and DiskStats.
 //   - tracker.go, statefile.go: the Tracker keeps first-detected and
 //     last-used times from container listings and events, and which images
-//     containers use; statefile.go writes them to the state directory.
+//     containers use; statefile.go writes them to the state directory,
+//     within saveInterval of a change, except a last-used time that moved
+//     less than lastUsedSaveStep (every listing moves those of the images
+//     in use, where containers are polled): it waits for the next write, or
+//     the save at shutdown.
 //     accounting.go counts layers shared between images once; containerd.go
 //     reads layers and arrival times from containerd.
 //   - plan.go: Policy.Plan, a pure function of (images, disk, now) that

@@ -210,7 +210,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	wg.Go(func() { m.saveChanges(ctx) })
 	defer func() {
 		wg.Wait()
-		if err := m.saveState(); err != nil {
+		if err := m.saveState(true); err != nil {
 			klog.FromContext(ctx).Error(err, "Saving image GC state at shutdown")
 		}
 	}()
@@ -380,7 +380,7 @@ func (m *Manager) collectAhead(ctx context.Context, trigger string, ahead uint64
 		return nil, errPlanOnly
 	}
 	return gcrun.Collect(m.serial, trigger, func(r *Report) error { return m.collect(ctx, r, ahead) }, m.record, func(*Report) {
-		if err := m.saveState(); err != nil {
+		if err := m.saveState(false); err != nil {
 			klog.FromContext(ctx).Error(err, "Saving image GC state")
 		}
 	}, m.opts.OnRun)
@@ -648,7 +648,7 @@ func (m *Manager) saveChanges(ctx context.Context) {
 			}
 		}
 		last = m.waitClock.Now()
-		if err := m.saveState(); err != nil {
+		if err := m.saveState(false); err != nil {
 			retry = nextSaveRetry(retry)
 			klog.FromContext(ctx).Error(err, "Saving image GC state; will retry", "retryIn", retry)
 			continue
@@ -664,9 +664,14 @@ func nextSaveRetry(last time.Duration) time.Duration {
 	return min(max(2*last, saveInterval), maxSaveRetry)
 }
 
-// saveState writes the usage records if they changed, and counts the write.
-func (m *Manager) saveState() error {
-	wrote, err := m.tracker.save()
+// saveState writes the usage records if they changed (all: also when only
+// recent last-used times did, Tracker.saveAll), and counts the write.
+func (m *Manager) saveState(all bool) error {
+	save := m.tracker.save
+	if all {
+		save = m.tracker.saveAll
+	}
+	wrote, err := save()
 	if wrote || err != nil {
 		m.metrics.observeSave(err)
 	}

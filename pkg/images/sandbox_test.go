@@ -181,7 +181,7 @@ func TestSandboxImageRemembered(t *testing.T) {
 	if got := sandboxes(m); !slices.Equal(got, []string{"registry.k8s.io/pause:3.9"}) {
 		t.Errorf("no sandbox left: sandbox images %q, want the one the sandboxes last ran", got)
 	}
-	if err := m.saveState(); err != nil {
+	if err := m.saveState(true); err != nil {
 		t.Fatal(err)
 	}
 	m = newManager() // the agent restarted

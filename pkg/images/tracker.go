@@ -67,8 +67,13 @@ type Tracker struct {
 	pending map[string]pendingUse
 	// imagesApplied is the start of the newest image listing applied.
 	imagesApplied uint64
-	dirty         bool
-	saving        sync.Mutex // held while writing the state file
+	// dirty says the records differ from the state file and are to be
+	// saved; lagging that they differ only by last-used times less than
+	// lastUsedSaveStep past the file's (onDisk: each image's last-used time
+	// as the file holds it), saved with the next write or at shutdown.
+	dirty, lagging bool
+	onDisk         map[string]time.Time
+	saving         sync.Mutex // held while writing the state file
 	// unknown is signalled when an event or a container listing names an
 	// image the tracker does not know, changed when the records change (see
 	// unknownImages and recordsChanged).
@@ -92,7 +97,7 @@ func NewTracker(dir string, now time.Time) (t *Tracker, warning error) {
 // left in place and save does nothing.
 func newTracker(dir string, now time.Time, readOnly bool) (*Tracker, error) {
 	usage, warning := loadState(dir, now, readOnly)
-	return &Tracker{dir: dir, readOnly: readOnly, usage: usage, containers: map[string]*trackedContainer{}, refs: map[string]int{},
+	return &Tracker{dir: dir, readOnly: readOnly, usage: usage, onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
 		tombstones: map[string]uint64{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		pending: map[string]pendingUse{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
 }
@@ -119,6 +124,35 @@ func signal(c chan struct{}) {
 func (t *Tracker) markDirtyLocked() {
 	t.dirty = true
 	signal(t.changed)
+}
+
+// lastUsedSaveStep is how far an image's last-used time may run ahead of
+// the state file's before the records are saved for it. Where containers
+// are polled (no event stream), every listing sees each container again
+// and moves its image's last-used time to now: saved at once, that is a
+// synced write every saveInterval for ever. A crash loses at most this
+// much of a last-used time (the shutdown save writes the latest).
+const lastUsedSaveStep = time.Minute
+
+// usedLocked stores u, whose LastUsed moved later, as the record of image
+// id: dirty when the state file's last-used time for it is
+// lastUsedSaveStep or more behind (or it has none), else lagging.
+func (t *Tracker) usedLocked(id string, u Usage) {
+	t.usage[id] = u
+	if u.LastUsed.Sub(t.onDisk[id]) >= lastUsedSaveStep {
+		t.markDirtyLocked()
+		return
+	}
+	t.lagging = true
+}
+
+// lastUses maps each image of records to its last-used time.
+func lastUses(records map[string]Usage) map[string]time.Time {
+	m := make(map[string]time.Time, len(records))
+	for id, u := range records {
+		m[id] = u.LastUsed
+	}
+	return m
 }
 
 // listingStart marks the start of a container listing on the timeline of
@@ -199,25 +233,26 @@ func (t *Tracker) reconcileImages(start listingStart, images []*runtimeapi.Image
 	for _, img := range images {
 		id := img.GetId()
 		u, known := t.usage[id]
-		changed := !known
+		before := u.LastUsed
 		if !known {
 			u = Usage{FirstDetected: now}
 		}
 		if usedBy(img, refs) && u.LastUsed.Before(now) {
 			u.LastUsed = now
-			changed = true
 		}
 		if len(t.pending) > 0 {
 			if at, ok := t.takePendingLocked(img); ok {
 				if used := latest(at, u.FirstDetected); u.LastUsed.Before(used) {
 					u.LastUsed = used
-					changed = true
 				}
 			}
 		}
-		if changed {
+		switch {
+		case !known:
 			t.usage[id] = u
 			t.markDirtyLocked()
+		case !u.LastUsed.Equal(before):
+			t.usedLocked(id, u)
 		}
 	}
 	// What the listing did not resolve names no image, unless the event
@@ -592,8 +627,7 @@ func (t *Tracker) touchLocked(refs imageRefs, at time.Time) {
 		u := t.usage[id]
 		if used := latest(at, u.FirstDetected); u.LastUsed.Before(used) {
 			u.LastUsed = used
-			t.usage[id] = u
-			t.markDirtyLocked()
+			t.usedLocked(id, u)
 		}
 	}
 	if resolved {
@@ -723,25 +757,37 @@ func (t *Tracker) Usage() map[string]Usage {
 }
 
 // save writes the usage records to the state directory if they changed
-// (never for a read-only tracker), and says whether it wrote the file.
-func (t *Tracker) save() (bool, error) {
+// (never for a read-only tracker), and says whether it wrote the file. Last-
+// used times less than lastUsedSaveStep past the file's are written with
+// other changes only; saveAll (at shutdown) writes them too.
+func (t *Tracker) save() (bool, error) { return t.write(false) }
+
+// saveAll is save, also when the records differ from the file only by
+// recent last-used times.
+func (t *Tracker) saveAll() (bool, error) { return t.write(true) }
+
+func (t *Tracker) write(all bool) (bool, error) {
 	// One write at a time, so that a write never replaces a newer one.
 	t.saving.Lock()
 	defer t.saving.Unlock()
 	t.mu.Lock()
-	if !t.dirty || t.readOnly {
+	if t.readOnly || !(t.dirty || all && t.lagging) {
 		t.mu.Unlock()
 		return false, nil
 	}
 	snapshot := maps.Clone(t.usage)
-	t.dirty = false
+	dirty, lagging := t.dirty, t.lagging
+	t.dirty, t.lagging = false, false
 	t.mu.Unlock()
 	if err := saveState(t.dir, snapshot); err != nil {
 		t.mu.Lock()
-		t.dirty = true
+		t.dirty, t.lagging = t.dirty || dirty, t.lagging || lagging
 		t.mu.Unlock()
 		return false, err
 	}
+	t.mu.Lock()
+	t.onDisk = lastUses(snapshot)
+	t.mu.Unlock()
 	return true, nil
 }
 

@@ -1,6 +1,7 @@
 package images
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -342,5 +343,68 @@ func TestFutureDatedStateIsClamped(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, tr.Usage()); diff != "" {
 		t.Errorf("usage (-want +got):\n%s", diff)
+	}
+}
+
+// TestPollingSavesLastUseEveryStep: where containers are polled (no event
+// stream: containerd 1.6, or while the stream is down), every listing sees
+// the containers again and moves their images' last-used time to now. The
+// state file is written once per lastUsedSaveStep for that, not at every
+// listing (it was: a synced write every saveInterval, for ever, on the disk
+// nodegc is there to relieve); a save at shutdown writes the latest times.
+func TestPollingSavesLastUseEveryStep(t *testing.T) {
+	dir := t.TempDir()
+	tr, warn := NewTracker(dir, t0)
+	if warn != nil {
+		t.Fatal(warn)
+	}
+	imgs := []*runtimeapi.Image{{Id: "sha256:a", RepoTags: []string{"example.com/a:1"}}}
+	ctrs := []*runtimeapi.Container{{Id: "c1", ImageRef: "sha256:a", Image: &runtimeapi.ImageSpec{Image: "sha256:a"},
+		State: runtimeapi.ContainerState_CONTAINER_RUNNING}}
+	poll := func(at time.Time) (wrote bool) {
+		t.Helper()
+		if _, err := tr.syncContainers(t.Context(), func(context.Context) ([]*runtimeapi.Container, error) { return ctrs, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.syncImages(t.Context(), func(context.Context) ([]*runtimeapi.Image, error) { return imgs, nil },
+			func() time.Time { return at }); err != nil {
+			t.Fatal(err)
+		}
+		wrote, err := tr.save()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wrote
+	}
+	onDisk := func() Usage {
+		t.Helper()
+		again, warn := NewTracker(dir, t0.Add(time.Hour))
+		if warn != nil {
+			t.Fatal(warn)
+		}
+		return again.Usage()["sha256:a"]
+	}
+
+	var writes []int // seconds after t0
+	for s := range 150 {
+		if poll(t0.Add(time.Duration(s) * time.Second)) {
+			writes = append(writes, s)
+		}
+	}
+	if want := []int{0, 60, 120}; !slices.Equal(writes, want) {
+		t.Errorf("state file written at seconds %v of 150 polls one second apart, want %v", writes, want)
+	}
+	if got, want := onDisk().LastUsed, t0.Add(120*time.Second); !got.Equal(want) {
+		t.Errorf("last use on disk %v, want %v", got, want)
+	}
+
+	if wrote, err := tr.saveAll(); err != nil || !wrote {
+		t.Fatalf("saveAll (at shutdown) wrote %v, err %v; want the latest last use written", wrote, err)
+	}
+	if got, want := onDisk().LastUsed, t0.Add(149*time.Second); !got.Equal(want) {
+		t.Errorf("last use on disk after saveAll %v, want %v", got, want)
+	}
+	if wrote, err := tr.saveAll(); err != nil || wrote {
+		t.Errorf("saveAll with nothing new wrote %v, err %v; want nothing written", wrote, err)
 	}
 }
