@@ -36,6 +36,22 @@ func (c *Client) RemoveImage(ctx context.Context, id string) error {
 	})
 }
 
+// ImageStatus returns the image with the given ID, or nil when the runtime
+// does not have it (CRI answers so with no image, some runtimes with
+// NotFound).
+func (c *Client) ImageStatus(ctx context.Context, id string) (*runtimeapi.Image, error) {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	resp, err := c.images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: id}})
+	if status.Code(err) == codes.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("status of image %s: %w", id, err)
+	}
+	return resp.GetImage(), nil
+}
+
 // ImageFsInfo returns the filesystems holding images (and, with a split
 // image filesystem, containers). Runtimes refresh it every few seconds.
 func (c *Client) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {

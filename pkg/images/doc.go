@@ -50,7 +50,9 @@
 //     events, and a CREATED event may still be on its way), so a container
 //     that exists when that check begins is never missed. The same check
 //     reads the sandboxes and the pod view again (a pod bound since the
-//     plan keeps its images as scheduled). When the runtime does not
+//     plan keeps its images as scheduled), and asks the runtime for the
+//     image (ImageLookup): one another removed since the plan is reported
+//     gone, not removed (the runtime answers its removal with success). When the runtime does not
 //     answer it, the run stops there with the runtime's error: it neither
 //     removes on doubt nor asks a dead runtime again for every candidate.
 //   - The Tracker never forgets a container it was told of while it

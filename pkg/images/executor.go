@@ -37,6 +37,11 @@ type Outcome struct {
 	Skipped []Decision
 	// Failed lists planned images the runtime failed to remove.
 	Failed []Decision
+	// Gone lists planned images the runtime no longer had at the check
+	// right before their removal: another removed them since the plan.
+	// Neither EstimatedFreed nor the removal metrics count them; what the
+	// run had to free does (the disk got their bytes back).
+	Gone []Decision
 	// EstimatedFreed sums the Bytes of Removed.
 	EstimatedFreed uint64
 	// Replans counts the plans made again after a skip or a failure.
@@ -46,9 +51,14 @@ type Outcome struct {
 }
 
 // removalCheck is asked right before each removal: keep is the reason to
-// keep the image after all ("" to remove it), and an error says the check
-// could not be made (the runtime did not answer).
+// keep the image after all ("" to remove it; checkGone when the runtime no
+// longer has it), and an error says the check could not be made (the
+// runtime did not answer).
 type removalCheck func(*Image) (keep string, err error)
+
+// checkGone is what a removalCheck answers for an image the runtime no
+// longer has.
+const checkGone = "gone"
 
 // replanner plans again within a run (see Policy.replan): removed names the
 // images removed so far in the run, held those that stay and why, and
@@ -74,8 +84,9 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 	out := &Outcome{DryRun: dryRun}
 	var (
 		errs    []error
-		removed = map[string]bool{}
+		removed = map[string]bool{} // by nodegc, or gone
 		held    = map[string]string{}
+		gone    uint64 // the bytes of out.Gone
 	)
 	// apply removes d's image; false means it stays (kept at the check, or
 	// failed). A check that cannot be made is returned.
@@ -83,6 +94,14 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 		keep, err := check(d.Image)
 		if err != nil {
 			return false, fmt.Errorf("image GC stopped after %d removals: cannot check image %s before removing it: %w", len(out.Removed), d.Image.ID, err)
+		}
+		if keep == checkGone {
+			// Its layers went as the plan assumed: later estimates hold.
+			klog.FromContext(ctx).V(2).Info("Image already gone at the check before its removal: another removed it since the plan", "imageID", d.Image.ID, "tags", d.Image.RepoTags)
+			removed[d.Image.ID] = true
+			out.Gone = append(out.Gone, d)
+			gone += d.Bytes
+			return true, nil
 		}
 		if keep != "" {
 			klog.FromContext(ctx).V(2).Info("Image kept at the check before its removal", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "reason", keep)
@@ -119,7 +138,7 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 			if !ok {
 				// Later estimates assumed this removal: plan again.
 				out.Replans++
-				next = replan(removed, held, plan.Target-min(plan.Target, out.EstimatedFreed))
+				next = replan(removed, held, plan.Target-min(plan.Target, out.EstimatedFreed+gone))
 				break
 			}
 		}
@@ -127,7 +146,7 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 	}
 	// Only what the high threshold asks now must be freed: the bytes a
 	// projection adds (Plan.Ahead) are freed when images allow.
-	if plan.Required > 0 && out.EstimatedFreed < plan.Required {
+	if plan.Required > 0 && out.EstimatedFreed+gone < plan.Required {
 		errs = append(errs, &FreeDiskSpaceError{BytesToFree: plan.Required, Freed: out.EstimatedFreed})
 	}
 	return out, errors.Join(errs...)

@@ -283,3 +283,36 @@ func removalSummary(ds []Decision) []string {
 	}
 	return out
 }
+
+// TestExecuteGoneCountsTowardsTheTarget: an image another removed since
+// the plan is reported gone, not removed, and its bytes are not counted as
+// freed by the run; but the disk got them back, so no other image is
+// removed in its place and the run did free what it had to.
+func TestExecuteGoneCountsTowardsTheTarget(t *testing.T) {
+	images := []Image{img("a", 30, time.Hour, 3*time.Hour), img("b", 30, time.Hour, 2*time.Hour), img("c", 30, time.Hour, time.Hour)}
+	plan := planFor(t, images, DiskStats{Capacity: 1000 * mib, Available: 150 * mib}, nil) // 50 MiB to free
+	rt := &fakeRemover{}
+	goneB := func(i *Image) (string, error) {
+		if i.ID == "b" {
+			return checkGone, nil
+		}
+		return "", nil
+	}
+	out, err := executePlanned(t.Context(), rt, plan, goneB, false)
+	if err != nil {
+		t.Fatalf("the run did not free what it had to: %v", err)
+	}
+	if diff := cmp.Diff([]string{"a"}, rt.removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	var gone []string
+	for _, d := range out.Gone {
+		gone = append(gone, d.Image.ID)
+	}
+	if diff := cmp.Diff([]string{"b"}, gone); diff != "" {
+		t.Errorf("gone (-want +got):\n%s", diff)
+	}
+	if len(out.Removed) != 1 || out.EstimatedFreed != 30*mib || out.Replans != 0 {
+		t.Errorf("removed %d, estimated freed %d MiB, replans %d; want 1, 30 MiB (a's alone), 0", len(out.Removed), out.EstimatedFreed/mib, out.Replans)
+	}
+}

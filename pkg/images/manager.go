@@ -32,6 +32,18 @@ type RuntimeService interface {
 
 var _ RuntimeService = (*cri.Client)(nil)
 
+// ImageLookup is what the check right before each removal asks, when the
+// runtime offers it, of the image planned for removal: whether the runtime
+// still has it (nil when not). The runtime answers the removal of an image
+// it does not have with success, so without it an image another removed
+// since the plan (the kubelet's eviction manager, `crictl rmi`) counts as
+// removed by nodegc, its bytes as freed. A *cri.Client is one.
+type ImageLookup interface {
+	ImageStatus(ctx context.Context, id string) (*runtimeapi.Image, error)
+}
+
+var _ ImageLookup = (*cri.Client)(nil)
+
 // LayerSource tells what storage each image holds, for exact accounting of
 // shared layers; Forget drops what it keeps of an image the GC removed.
 // *ContainerdLayers is one.
@@ -348,7 +360,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint6
 	var done []any // what the run did despite the error
 	if r != nil && r.Outcome != nil {
 		o := r.Outcome
-		done = []any{"removed", len(o.Removed), "failed", len(o.Failed), "skipped", len(o.Skipped), "replans", o.Replans,
+		done = []any{"removed", len(o.Removed), "failed", len(o.Failed), "skipped", len(o.Skipped), "gone", len(o.Gone), "replans", o.Replans,
 			"estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed}
 	}
 	if gcrun.LogEnd(ctx, "Image GC", trigger, err, done...) {
@@ -360,7 +372,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint6
 	if len(r.Outcome.Removed) == 0 {
 		logger = logger.V(2)
 	}
-	logger.Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skipped", len(r.Outcome.Skipped),
+	logger.Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skipped", len(r.Outcome.Skipped), "gone", len(r.Outcome.Gone),
 		"replans", r.Outcome.Replans, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
 		"usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent(), "duration", r.Duration.Round(time.Millisecond))
 	return removed
@@ -567,7 +579,17 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // names. When the runtime cannot be asked, the check fails and the run
 // stops: nothing is removed on doubt.
 func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
+	lookup, _ := m.opts.Runtime.(ImageLookup)
 	return func(img *Image) (string, error) {
+		if lookup != nil {
+			got, err := lookup.ImageStatus(ctx, img.ID)
+			if err != nil {
+				return "", err
+			}
+			if got == nil {
+				return checkGone, nil
+			}
+		}
 		if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
 			return "", err
 		}
