@@ -139,7 +139,7 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool,
 			snapshotter = images.SnapshotterFromMountpoint(info.GetImageFilesystems()[0].GetFsId().GetMountpoint())
 		}
 		path, _ := endpoint.SocketPath(cfg.ContainerRuntimeEndpoint)
-		l, err := images.NewContainerdLayers(ctx, path, snapshotter)
+		l, err := images.NewContainerdLayers(ctx, path, snapshotter, cfg.RuntimeRequestTimeout.Duration)
 		if err != nil {
 			klog.FromContext(ctx).Info("Cannot use containerd's API for exact layer accounting; using CRI sizes", "err", err)
 		} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,10 +35,13 @@ const DefaultSnapshotter = "overlayfs"
 // a base layer share those keys and the planner counts them once.
 //
 // Images are immutable, so layers are cached by image ID; Forget drops the
-// entry of a removed image. Safe for concurrent use.
+// entry of a removed image, Retain those of images gone otherwise. Each call
+// to containerd ends by the runtime request timeout, as CRI calls do. Safe
+// for concurrent use.
 type ContainerdLayers struct {
 	client      *containerd.Client
 	snapshotter string
+	timeout     time.Duration
 
 	mu    sync.Mutex
 	cache map[string][]Layer
@@ -45,20 +49,31 @@ type ContainerdLayers struct {
 
 // NewContainerdLayers connects to containerd at socketPath (the CRI socket)
 // in the k8s.io namespace. snapshotter names the snapshotter images are
-// unpacked with; see SnapshotterFromMountpoint.
-func NewContainerdLayers(ctx context.Context, socketPath, snapshotter string) (*ContainerdLayers, error) {
+// unpacked with; see SnapshotterFromMountpoint. Each call ends after timeout
+// (the runtime request timeout; 0: only by its context).
+func NewContainerdLayers(ctx context.Context, socketPath, snapshotter string, timeout time.Duration) (*ContainerdLayers, error) {
 	c, err := containerd.New(socketPath, containerd.WithDefaultNamespace(containerdNamespace))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to containerd at %s: %w", socketPath, err)
 	}
-	if _, err := c.Version(ctx); err != nil {
+	vctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.Version(vctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("containerd at %s does not answer: %w", socketPath, err)
 	}
 	if snapshotter == "" {
 		snapshotter = DefaultSnapshotter
 	}
-	return &ContainerdLayers{client: c, snapshotter: snapshotter, cache: map[string][]Layer{}}, nil
+	return &ContainerdLayers{client: c, snapshotter: snapshotter, timeout: timeout, cache: map[string][]Layer{}}, nil
+}
+
+// withTimeout bounds ctx by d; d <= 0 leaves it as it is.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // Close closes the connection.
@@ -83,6 +98,8 @@ func (c *ContainerdLayers) Layers(ctx context.Context, img *Image) ([]Layer, err
 	if ok {
 		return cached, nil
 	}
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
 	target, err := c.target(ctx, img)
 	if err != nil {
 		return nil, err
@@ -104,6 +121,14 @@ func (c *ContainerdLayers) Forget(imageID string) {
 	c.mu.Unlock()
 }
 
+// Retain drops the cached layers of every image but those listed (by ID):
+// images the kubelet or an operator removed leave no entry behind.
+func (c *ContainerdLayers) Retain(imageIDs map[string]bool) {
+	c.mu.Lock()
+	maps.DeleteFunc(c.cache, func(id string, _ []Layer) bool { return !imageIDs[id] })
+	c.mu.Unlock()
+}
+
 // SandboxImages returns the image names of the pod sandboxes containerd
 // holds, in any state: the containerd container record the CRI plugin
 // makes for each sandbox (its pause container, labelled
@@ -112,6 +137,8 @@ func (c *ContainerdLayers) Forget(imageID string) {
 // reports its configured sandbox image nor pins it unless the image was
 // pulled under exactly the name configured. One listing.
 func (c *ContainerdLayers) SandboxImages(ctx context.Context) ([]string, error) {
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
 	recs, err := c.client.ContainerService().List(ctx, `labels."io.cri-containerd.kind"==sandbox`)
 	if err != nil {
 		return nil, fmt.Errorf("listing containerd's sandbox containers: %w", err)
@@ -132,6 +159,8 @@ func (c *ContainerdLayers) SandboxImages(ctx context.Context) ([]string, error) 
 // records named by its tags and digests. An image with no record is left
 // out. One listing of containerd's image store.
 func (c *ContainerdLayers) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
 	records, err := c.client.ImageService().List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing containerd's images: %w", err)

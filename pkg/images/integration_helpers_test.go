@@ -60,7 +60,7 @@ func newBedWith(t *testing.T, opts node.Options) *bed {
 		t.Fatal(err)
 	}
 	layers, err := images.NewContainerdLayers(ctx, n.Socket,
-		images.SnapshotterFromMountpoint(info.GetImageFilesystems()[0].GetFsId().GetMountpoint()))
+		images.SnapshotterFromMountpoint(info.GetImageFilesystems()[0].GetFsId().GetMountpoint()), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

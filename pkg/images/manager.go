@@ -45,11 +45,13 @@ type ImageLookup interface {
 var _ ImageLookup = (*cri.Client)(nil)
 
 // LayerSource tells what storage each image holds, for exact accounting of
-// shared layers; Forget drops what it keeps of an image the GC removed.
+// shared layers; Forget drops what it keeps of an image the GC removed, and
+// Retain what it keeps of every image but those listed (by ID).
 // *ContainerdLayers is one.
 type LayerSource interface {
 	Layers(ctx context.Context, img *Image) ([]Layer, error)
 	Forget(imageID string)
+	Retain(imageIDs map[string]bool)
 }
 
 var _ LayerSource = (*ContainerdLayers)(nil)
@@ -196,7 +198,7 @@ func NewManager(opts Options) (*Manager, error) {
 		klog.Background().Info("Image GC state was unusable and has been set aside; first-detected and last-used times start over", "err", warn)
 	}
 	if opts.Layers == nil {
-		klog.Background().Info("Image GC uses CRI image sizes: shared layers are counted once per image, so freed-byte estimates are upper bounds")
+		klog.Background().Info("Image GC uses CRI image sizes: shared layers are counted once per image, and on containerd only the compressed content (not the unpacked layers) is, so freed-byte estimates may be off either way")
 	}
 	policy := NewPolicy(opts.Config)
 	metrics := newMetrics(reg)
@@ -551,6 +553,11 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 	if m.opts.Layers == nil {
 		return
 	}
+	listed := make(map[string]bool, len(in))
+	for i := range in {
+		listed[in[i].ID] = true
+	}
+	m.opts.Layers.Retain(listed)
 	for i := range in {
 		layers, err := m.opts.Layers.Layers(ctx, &in[i])
 		if err != nil {

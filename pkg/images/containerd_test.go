@@ -1,0 +1,106 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	versionapi "github.com/containerd/containerd/api/services/version/v1"
+	"github.com/containerd/errdefs"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// hungContainerd serves containerd's API on a unix socket: it answers
+// Version, and every other call hangs until its caller gives up, as a
+// containerd stuck on its metadata store or a disk under pressure would.
+func hungContainerd(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "containerd.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+		method, _ := grpc.MethodFromServerStream(stream)
+		if method == "/containerd.services.version.v1.Version/Version" {
+			return stream.SendMsg(&versionapi.VersionResponse{Version: "v2.4.2-hung"})
+		}
+		<-stream.Context().Done()
+		return status.FromContextError(stream.Context().Err()).Err()
+	}))
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return sock
+}
+
+// TestContainerdCallsHaveDeadlines: every call the image GC makes to
+// containerd's own API ends by the runtime request timeout, as its CRI
+// calls do; they waited for ever, and a plan or a removal check stuck in
+// one made no runtime call the watchdog could see, so the liveness probe
+// restarted the agent.
+func TestContainerdCallsHaveDeadlines(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	l, err := NewContainerdLayers(t.Context(), hungContainerd(t), "", timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	img := &Image{ID: "sha256:aa", RepoTags: []string{"example.com/a:1"}}
+	calls := map[string]func(context.Context) error{
+		"Layers": func(ctx context.Context) error { _, err := l.Layers(ctx, img); return err },
+		"SandboxImages": func(ctx context.Context) error {
+			_, err := l.SandboxImages(ctx)
+			return err
+		},
+		"Arrivals": func(ctx context.Context) error {
+			_, err := l.Arrivals(ctx, []*runtimeapi.Image{{Id: img.ID, RepoTags: img.RepoTags}})
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			done := make(chan error, 1)
+			// The test's own context, which never ends before the test: the
+			// deadline must come from the timeout.
+			go func() { done <- call(context.WithoutCancel(t.Context())) }()
+			select {
+			case err := <-done:
+				if !errdefs.IsDeadlineExceeded(err) && !errors.Is(err, context.DeadlineExceeded) && !containsCode(err, codes.DeadlineExceeded) {
+					t.Errorf("%s: %v, want a deadline exceeded", name, err)
+				}
+			case <-time.After(20 * timeout):
+				t.Fatalf("%s still waiting on a hung containerd after %v (timeout %v)", name, 20*timeout, timeout)
+			}
+		})
+	}
+}
+
+// containsCode says whether err, or an error it wraps, is a gRPC status
+// with code c.
+func containsCode(err error, c codes.Code) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if s, ok := status.FromError(err); ok && s.Code() == c {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLayerCacheRetainsListedImages: the cache of layers keeps only images
+// the last listing named; those the kubelet or an operator removed were
+// kept for the life of the process.
+func TestLayerCacheRetainsListedImages(t *testing.T) {
+	l := &ContainerdLayers{cache: map[string][]Layer{"sha256:a": {}, "sha256:b": {}, "sha256:c": {}}}
+	l.Retain(map[string]bool{"sha256:b": true, "sha256:d": true})
+	if len(l.cache) != 1 || l.cache["sha256:b"] == nil {
+		t.Errorf("cache after Retain(b, d) holds %v, want b only", slices.Collect(maps.Keys(l.cache)))
+	}
+}
