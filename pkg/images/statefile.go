@@ -50,6 +50,9 @@ var errDatedAhead = errors.New("records dated ahead of the clock")
 // With readOnly, an unusable file is left where it is: the state starts
 // empty and the warning says so.
 func loadState(dir string, now time.Time, readOnly bool) (map[string]Usage, error) {
+	if !readOnly {
+		removeStaleTemps(dir, now)
+	}
 	p := filepath.Join(dir, StateFileName)
 	data, err := readLimited(p, maxStateSize)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -107,6 +110,22 @@ func loadState(dir string, now time.Time, readOnly bool) (map[string]Usage, erro
 		return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
 	}
 	return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
+}
+
+// staleTempAge is how old a temporary state file must be to count as left
+// by a write that was killed: a younger one may be another agent's write
+// under way (a DaemonSet pod and its replacement, side by side).
+const staleTempAge = time.Minute
+
+// removeStaleTemps removes the temporary files of writes killed between
+// their creation and the rename (saveState removes its own otherwise).
+func removeStaleTemps(dir string, now time.Time) {
+	temps, _ := filepath.Glob(filepath.Join(dir, StateFileName+".tmp-*"))
+	for _, p := range temps {
+		if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() && now.Sub(st.ModTime()) > staleTempAge {
+			os.Remove(p)
+		}
+	}
 }
 
 // saveState writes the records atomically: a temporary file in dir, fsync,

@@ -408,3 +408,47 @@ func TestPollingSavesLastUseEveryStep(t *testing.T) {
 		t.Errorf("saveAll with nothing new wrote %v, err %v; want nothing written", wrote, err)
 	}
 }
+
+// TestStaleTempFilesRemovedAtLoad: a write killed between creating its
+// temporary file and the rename (a kill -9, the OOM killer, the liveness
+// probe) left the file in the state directory for good. Loading the state
+// removes those older than a minute; a younger one may be another agent's
+// write under way (a DaemonSet pod and its replacement, side by side).
+func TestStaleTempFilesRemovedAtLoad(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	old := filepath.Join(dir, StateFileName+".tmp-123")
+	fresh := filepath.Join(dir, StateFileName+".tmp-456")
+	other := filepath.Join(dir, "notes.tmp-1")
+	for _, p := range []string{old, fresh, other} {
+		if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if p != fresh {
+			if err := os.Chtimes(p, now.Add(-time.Hour), now.Add(-time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, warn := NewTracker(dir, now); warn != nil {
+		t.Fatal(warn)
+	}
+	for p, want := range map[string]bool{old: false, fresh: true, other: true} {
+		if _, err := os.Stat(p); (err == nil) != want {
+			t.Errorf("%s present %v after the load, want %v", filepath.Base(p), err == nil, want)
+		}
+	}
+	// Read-only (nodegc plan) writes nothing, removes nothing.
+	if err := os.WriteFile(old, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(old, now.Add(-time.Hour), now.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, warn := newTracker(dir, now, true); warn != nil {
+		t.Fatal(warn)
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Errorf("a read-only load removed %s: %v", filepath.Base(old), err)
+	}
+}
