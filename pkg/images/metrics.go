@@ -88,7 +88,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		bytesEstimated: metricvec.Single("nodegc_image_gc_bytes_estimated_freed_total",
 			"Bytes the image GC estimated it freed (exact layer accounting on containerd, CRI sizes otherwise), summed over runs."),
 		bytesMeasured: metricvec.Single("nodegc_image_gc_bytes_measured_freed_total",
-			"Growth of the image filesystem's available bytes measured after image removals, summed over runs (negative changes count as 0)."),
+			"Growth of the image filesystem's available bytes from before a run's removals to after they settled, summed over runs (negative changes count as 0); includes whatever else changed there meanwhile, the container GC's removals among them, so it is not to be added to nodegc_container_gc_measured_bytes_freed_total."),
 		// Not at 0 from the start: the gauge holds the last plan's counts.
 		skipped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_image_gc_images_skipped",
