@@ -13,7 +13,10 @@ import (
 	"unique"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/platforms"
 	"github.com/opencontainers/image-spec/identity"
@@ -189,6 +192,116 @@ func (c *ContainerdLayers) Arrivals(ctx context.Context, imgs []*runtimeapi.Imag
 		}
 	}
 	return out, nil
+}
+
+// Held returns the storage keys (as Layer.Key) that removing images of the
+// k8s.io namespace cannot free, because something else holds them:
+//   - the blobs of images in containerd's other namespaces (`ctr`,
+//     nerdctl, buildkit): containerd keeps one copy of a blob for every
+//     namespace that has it;
+//   - the blobs and snapshots a lease holds, in any namespace (a pull or
+//     an unpack under way), with the snapshots under them;
+//   - the snapshots under the k8s.io namespace's active snapshots (a
+//     container's root filesystem, also of a container CRI does not list).
+//
+// A few listings per call, and a walk of each other namespace's image.
+func (c *ContainerdLayers) Held(ctx context.Context) (map[unique.Handle[string]]bool, error) {
+	ctx, cancel := withTimeout(ctx, c.timeout)
+	defer cancel()
+	held := map[unique.Handle[string]]bool{}
+	blob := func(d string) { held[unique.Make("blob:"+d)] = true }
+
+	// The snapshots of the k8s.io namespace, each with its parent.
+	parent := map[string]string{}
+	var active []string
+	err := c.client.SnapshotService(c.snapshotter).Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		parent[info.Name] = info.Parent
+		if info.Kind != snapshots.KindCommitted {
+			active = append(active, info.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing containerd's %s snapshots: %w", c.snapshotter, err)
+	}
+	under := func(name string) {
+		for ; name != ""; name = parent[name] {
+			k := unique.Make("snapshot:" + c.snapshotter + "/" + name)
+			if held[k] {
+				return
+			}
+			held[k] = true
+		}
+	}
+	for _, name := range active {
+		under(parent[name])
+	}
+
+	nss, err := c.client.NamespaceService().List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing containerd's namespaces: %w", err)
+	}
+	cs := c.client.ContentStore()
+	for _, ns := range nss {
+		nctx := namespaces.WithNamespace(ctx, ns)
+		ls := c.client.LeasesService()
+		all, err := ls.List(nctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing containerd's leases in namespace %s: %w", ns, err)
+		}
+		for _, l := range all {
+			res, err := ls.ListResources(nctx, l)
+			if err != nil {
+				return nil, fmt.Errorf("listing what lease %s holds in namespace %s: %w", l.ID, ns, err)
+			}
+			for _, r := range res {
+				switch {
+				case r.Type == "content":
+					blob(r.ID)
+				case r.Type == "snapshots/"+c.snapshotter && ns == containerdNamespace:
+					under(r.ID)
+				}
+			}
+		}
+		if ns == containerdNamespace {
+			continue
+		}
+		imgs, err := c.client.ImageService().List(nctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing containerd's images in namespace %s: %w", ns, err)
+		}
+		for _, img := range imgs {
+			// Every blob of every platform that the namespace has.
+			record := images.HandlerFunc(func(ctx context.Context, desc ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+				switch _, err := cs.Info(ctx, desc.Digest); {
+				case err == nil:
+					blob(desc.Digest.String())
+				case !errdefs.IsNotFound(err):
+					return nil, err
+				}
+				return nil, nil
+			})
+			err := images.Walk(nctx, images.Handlers(record, presentChildren(cs)), img.Target)
+			if err != nil {
+				return nil, fmt.Errorf("reading image %s in containerd namespace %s: %w", img.Name, ns, err)
+			}
+		}
+	}
+	return held, nil
+}
+
+// presentChildren is images.ChildrenHandler for content that may be
+// partly absent (another platform's manifests, layers discarded after
+// unpack): a blob the store lacks has no children to read.
+func presentChildren(cs content.Store) images.HandlerFunc {
+	children := images.ChildrenHandler(cs)
+	return func(ctx context.Context, desc ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+		out, err := children(ctx, desc)
+		if errdefs.IsNotFound(err) {
+			return nil, nil
+		}
+		return out, err
+	}
 }
 
 func (c *ContainerdLayers) target(ctx context.Context, img *Image) (ocispec.Descriptor, error) {

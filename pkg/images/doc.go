@@ -17,7 +17,9 @@
 //     in use, where containers are polled): it waits for the next write, or
 //     the save at shutdown.
 //     accounting.go counts layers shared between images once; containerd.go
-//     reads layers and arrival times from containerd.
+//     reads layers and arrival times from containerd, and what else holds
+//     image storage there (ContainerdLayers.Held: other namespaces' images,
+//     leases, active snapshots), which removals cannot free.
 //   - plan.go: Policy.Plan, a pure function of (images, disk, now) that
 //     returns a Plan: images unused longer than maximumGCAge (age), then,
 //     over the high threshold, LRU images down to the low one (space); every

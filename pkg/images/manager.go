@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	"github.com/prometheus/client_golang/prometheus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -45,11 +47,13 @@ type ImageLookup interface {
 var _ ImageLookup = (*cri.Client)(nil)
 
 // LayerSource tells what storage each image holds, for exact accounting of
-// shared layers; Forget drops what it keeps of an image the GC removed, and
-// Retain what it keeps of every image but those listed (by ID).
-// *ContainerdLayers is one.
+// shared layers, and which of it something other than the images holds
+// (Held: removing images cannot free it); Forget drops what it keeps of an
+// image the GC removed, and Retain what it keeps of every image but those
+// listed (by ID). *ContainerdLayers is one.
 type LayerSource interface {
 	Layers(ctx context.Context, img *Image) ([]Layer, error)
+	Held(ctx context.Context) (map[unique.Handle[string]]bool, error)
 	Forget(imageID string)
 	Retain(imageIDs map[string]bool)
 }
@@ -548,10 +552,17 @@ func refForms(refs []string) map[string]string {
 }
 
 // addLayers fills every image's layers, or none: a partial set would make
-// the accounting count some bytes twice.
+// the accounting count some bytes twice. Storage something else holds
+// (LayerSource.Held) is left out: removing the images frees none of it.
+// When that cannot be read, it is left in (estimates may then be high), and
+// said at -v=2.
 func (m *Manager) addLayers(ctx context.Context, in []Image) {
 	if m.opts.Layers == nil {
 		return
+	}
+	held, err := m.opts.Layers.Held(ctx)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Cannot read what else holds image storage in containerd; estimates count it as freed", "err", err)
 	}
 	listed := make(map[string]bool, len(in))
 	for i := range in {
@@ -568,6 +579,9 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 				in[j].Layers = nil
 			}
 			return
+		}
+		if len(held) > 0 && slices.ContainsFunc(layers, func(l Layer) bool { return held[l.Key] }) {
+			layers = slices.DeleteFunc(slices.Clone(layers), func(l Layer) bool { return held[l.Key] })
 		}
 		if layers == nil {
 			layers = []Layer{}
