@@ -498,7 +498,7 @@ var goStructField = regexp.MustCompile(`into Go (?:struct field \S+|value) of ty
 func cleanJSONError(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	msg = goStructField.ReplaceAllString(msg, "into a value of type $1")
-	if strings.HasPrefix(msg, "time: invalid duration") {
+	if strings.HasPrefix(msg, "time: ") {
 		msg += ` (want a duration such as "90s", "2m" or "12h45m")`
 	}
 	return msg

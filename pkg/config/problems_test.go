@@ -51,6 +51,12 @@ func TestDecodeProblemsWithValidation(t *testing.T) {
 				`line 5: metricsBindAddress: Invalid value: "nowhere": must be "host:port", ":port", or "0" to disable`,
 			},
 		},
+		"a duration in a unit Go does not read (days) gets the hint too": {
+			yaml: header + "imageGC:\n  maximumGCAge: 7d\n",
+			want: []string{
+				`line 4: imageGC.maximumGCAge: time: unknown unit "d" in duration "7d" (want a duration such as "90s", "2m" or "12h45m")`,
+			},
+		},
 		"a cross-field rule naming a field that failed to decode is left out": {
 			yaml: header + "imageGC:\n  highThresholdPercent: high\n  lowThresholdPercent: 90\n",
 			want: []string{
