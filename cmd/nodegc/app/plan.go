@@ -31,7 +31,10 @@ func newPlanCommand(s streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			node, _ := resolveNodeName(cfg.NodeName)
+			node, err := resolveNodeName(cfg.NodeName)
+			if err != nil {
+				return err
+			}
 			if w := nodeNameWarning(cfg.NodeName); w != "" {
 				klog.Warning(w)
 			}
@@ -40,6 +43,7 @@ func newPlanCommand(s streams) *cobra.Command {
 				return err
 			}
 			view := newPlanView(r, cfg.ImageGC.HighThresholdPercent, cfg.ImageGC.LowThresholdPercent)
+			view.setDryRun(cfg.ImageGC.DryRun, cfg.ContainerGC.DryRun)
 			if output == "json" {
 				enc := json.NewEncoder(s.out)
 				enc.SetIndent("", "  ")
@@ -58,8 +62,11 @@ func newPlanCommand(s streams) *cobra.Command {
 
 // planView is the printable form of a plan, also its JSON.
 type planView struct {
-	Node        string         `json:"node"`
-	Runtime     string         `json:"runtime"`
+	Node    string `json:"node"`
+	Runtime string `json:"runtime"`
+	// DryRun names the collectors whose dryRun is on: `run` logs their
+	// removals and makes none.
+	DryRun      []string       `json:"dryRun,omitempty"`
 	Disk        *diskView      `json:"imageFilesystem,omitempty"`
 	Images      []imageRow     `json:"images"`
 	ImagesErr   string         `json:"imagesError,omitempty"`
@@ -224,8 +231,23 @@ func rows[D any](remove, keep []D, row func(action string, d D) containerRow) []
 	return out
 }
 
+// setDryRun notes which collectors have dryRun on.
+func (v *planView) setDryRun(images, containers bool) {
+	v.DryRun = nil
+	if images {
+		v.DryRun = append(v.DryRun, "imageGC.dryRun")
+	}
+	if containers {
+		v.DryRun = append(v.DryRun, "containerGC.dryRun")
+	}
+}
+
 func (v *planView) print(out io.Writer) {
-	fmt.Fprintf(out, "Node %s, runtime %s\n\n", v.Node, v.Runtime)
+	fmt.Fprintf(out, "Node %s, runtime %s\n", v.Node, v.Runtime)
+	if len(v.DryRun) > 0 {
+		fmt.Fprintf(out, "%s on: `nodegc run` logs these removals and makes none\n", strings.Join(v.DryRun, " and "))
+	}
+	fmt.Fprintln(out)
 	if v.ImagesErr != "" {
 		fmt.Fprintf(out, "IMAGES: no plan: %s\n\n", v.ImagesErr)
 	}

@@ -76,3 +76,37 @@ func TestPlanViewContainerBytes(t *testing.T) {
 		t.Errorf("the printed plan does not say why writable layers count 0:\n%s", out.String())
 	}
 }
+
+// TestPlanSaysWhenRunWouldRemoveNothing: with imageGC.dryRun or
+// containerGC.dryRun on, `nodegc run` logs its removals and makes none, so
+// a plan that lists "remove" rows says so, in the tables and the JSON.
+func TestPlanSaysWhenRunWouldRemoveNothing(t *testing.T) {
+	for name, tc := range map[string]struct {
+		image, containers bool
+		want              []string
+	}{
+		"neither":    {},
+		"image GC":   {image: true, want: []string{"imageGC.dryRun"}},
+		"both":       {image: true, containers: true, want: []string{"imageGC.dryRun", "containerGC.dryRun"}},
+		"containers": {containers: true, want: []string{"containerGC.dryRun"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := newPlanView(&agent.PlanReport{Node: "n", Runtime: "containerd 2"}, ptr.To[int32](85), ptr.To[int32](80))
+			v.setDryRun(tc.image, tc.containers)
+			if diff := cmp.Diff(tc.want, v.DryRun); diff != "" {
+				t.Errorf("dryRun (-want +got):\n%s", diff)
+			}
+			var out bytes.Buffer
+			v.print(&out)
+			first, _, _ := strings.Cut(out.String(), "\n\n")
+			for _, f := range tc.want {
+				if !strings.Contains(first, f) {
+					t.Errorf("the plan's head does not name %s:\n%s", f, first)
+				}
+			}
+			if len(tc.want) == 0 && strings.Contains(first, "dryRun") {
+				t.Errorf("the plan's head speaks of dry run with none on:\n%s", first)
+			}
+		})
+	}
+}
