@@ -101,7 +101,10 @@
 //     own times, the events made while nobody subscribed, and a use before
 //     nodegc saw the image cannot be told from a use of an earlier copy.
 //   - The records are written (atomically) within saveInterval (2 s) of a
-//     change, at once after a quiet interval: kill -9 loses at most that.
+//     change, at once after a quiet interval: kill -9 loses at most that;
+//     except a last-used time that moved less than lastUsedSaveStep (1m),
+//     written with the next other change, once it is that far, or at
+//     shutdown (Tracker.saveAll).
 //   - Ties in the LRU order go by first-detected time, then by when the
 //     runtime says the image arrived (Image.Arrived), then by ID.
 //
