@@ -276,11 +276,18 @@ func TestMetricsLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A row of the reference table names it, not a mention in prose.
+	var rows strings.Builder
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(line, "| `nodegc_") {
+			rows.WriteString(line + "\n")
+		}
+	}
 	for _, line := range strings.Split(text, "\n") {
 		if f, ok := strings.CutPrefix(line, "# TYPE nodegc_"); ok {
 			name := "nodegc_" + strings.Fields(f)[0]
-			if !strings.Contains(string(readme), "`"+name) {
-				t.Errorf("README.md's metrics reference lacks %s", name)
+			if !strings.Contains(rows.String(), "`"+name+"`") && !strings.Contains(rows.String(), "`"+name+"{") {
+				t.Errorf("README.md's metrics reference has no row for %s", name)
 			}
 		}
 	}
