@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 func dialFake(t *testing.T, f *fakeRuntime, opts Options) *Client {
@@ -372,4 +374,83 @@ func TestStopContainerLongGrace(t *testing.T) {
 			t.Errorf("secondsDuration(%d) = %v, want %v", tc.seconds, got, tc.want)
 		}
 	}
+}
+
+// TestMetricsCountStreamsWhenTheyEnd: a streamed call's status arrives
+// with its messages, not when it opens. A runtime without list streaming
+// answers Unimplemented: that is what is counted, once, and never OK; a
+// stream read to its end counts OK once; an event stream ended by its
+// caller counts Canceled; a stream its caller stops reading counts the
+// end of its context.
+func TestMetricsCountStreamsWhenTheyEnd(t *testing.T) {
+	count := func(m *Metrics, method, code string) float64 {
+		return testutil.ToFloat64(m.requests.WithLabelValues(method, code))
+	}
+
+	t.Run("unimplemented", func(t *testing.T) {
+		m := NewMetrics(prometheus.NewPedanticRegistry())
+		f := newFakeRuntime()
+		f.images["sha256:a"] = &runtimeapi.Image{Id: "sha256:a"}
+		c := dialFake(t, f, Options{Metrics: m})
+		if _, err := c.ListImages(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for code, want := range map[string]float64{"Unimplemented": 1, "OK": 0} {
+			if got := count(m, "StreamImages", code); got != want {
+				t.Errorf("nodegc_cri_requests_total{method=StreamImages,code=%s} = %v, want %v", code, got, want)
+			}
+		}
+		if got := count(m, "ListImages", "OK"); got != 1 {
+			t.Errorf("nodegc_cri_requests_total{method=ListImages,code=OK} = %v, want 1 (the fallback)", got)
+		}
+	})
+
+	t.Run("read to its end", func(t *testing.T) {
+		m := NewMetrics(prometheus.NewPedanticRegistry())
+		f := newFakeRuntime()
+		f.streaming = true
+		f.images["sha256:a"] = &runtimeapi.Image{Id: "sha256:a"}
+		f.images["sha256:b"] = &runtimeapi.Image{Id: "sha256:b"}
+		c := dialFake(t, f, Options{Metrics: m})
+		if _, err := c.ListImages(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := count(m, "StreamImages", "OK"); got != 1 {
+			t.Errorf("nodegc_cri_requests_total{method=StreamImages,code=OK} = %v, want 1", got)
+		}
+		if got := count(m, "StreamImages", "Canceled"); got != 0 {
+			t.Errorf("a stream read to its end also counted Canceled (%v) when its context ended", got)
+		}
+	})
+
+	t.Run("event stream ended by its caller", func(t *testing.T) {
+		m := NewMetrics(prometheus.NewPedanticRegistry())
+		c := dialFake(t, newFakeRuntime(), Options{Metrics: m})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- c.WatchContainerEvents(ctx, cancel, func(*runtimeapi.ContainerEventResponse) {}) }()
+		<-done
+		testbed.WaitFor(t, 10*time.Second, "the event stream to be counted", func() bool { return count(m, "GetContainerEvents", "Canceled") == 1 })
+		if got := count(m, "GetContainerEvents", "OK"); got != 0 {
+			t.Errorf("nodegc_cri_requests_total{method=GetContainerEvents,code=OK} = %v, want 0", got)
+		}
+	})
+
+	t.Run("abandoned", func(t *testing.T) {
+		m := NewMetrics(prometheus.NewPedanticRegistry())
+		f := newFakeRuntime()
+		f.streaming = true
+		f.images["sha256:a"] = &runtimeapi.Image{Id: "sha256:a"}
+		c := dialFake(t, f, Options{Metrics: m})
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if _, err := c.images.StreamImages(ctx, &runtimeapi.StreamImagesRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		// Never read: the call ends with its context.
+		testbed.WaitFor(t, 10*time.Second, "the abandoned stream to be counted", func() bool { return count(m, "StreamImages", "DeadlineExceeded") == 1 })
+		if got := count(m, "StreamImages", "OK"); got != 0 {
+			t.Errorf("nodegc_cri_requests_total{method=StreamImages,code=OK} = %v, want 0", got)
+		}
+	})
 }

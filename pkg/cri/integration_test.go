@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -218,7 +219,9 @@ func waitImageFsUsed(t *testing.T, c *cri.Client, ok func(uint64) bool) uint64 {
 
 // TestEventsAgainstContainerd: containerd 2.x streams container events;
 // 1.6 (without the event stream) answers in a way pkg/cri classifies as
-// ErrUnsupported, or streams as well. Either way the call is classified.
+// ErrUnsupported, or streams as well. Either way the call is classified,
+// and counted in nodegc_cri_requests_total with how it ended, as are the
+// streamed lists.
 func TestEventsAgainstContainerd(t *testing.T) {
 	testbed.RequireRoot(t)
 	for _, v := range testbed.ContainerdVersions {
@@ -226,11 +229,35 @@ func TestEventsAgainstContainerd(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			n := node.Start(t, node.Options{Version: v})
-			c, err := cri.Dial(ctx, cri.Options{RuntimeEndpoint: n.Endpoint, Timeout: 30 * time.Second})
+			reg := prometheus.NewPedanticRegistry()
+			c, err := cri.Dial(ctx, cri.Options{RuntimeEndpoint: n.Endpoint, Timeout: 30 * time.Second, Metrics: cri.NewMetrics(reg)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
+			requests := func(method, code string) float64 {
+				t.Helper()
+				families, err := reg.Gather()
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, _ := testbed.MetricSum(families, "nodegc_cri_requests_total", "method="+method, "code="+code)
+				return n
+			}
+			// A runtime with list streaming streams every list; one without
+			// answers Unimplemented once, counted as such and never as OK,
+			// and is asked with the unary call from then on.
+			for range 2 {
+				if _, err := c.ListImages(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			streamed, unimplemented, unary := requests("StreamImages", "OK"), requests("StreamImages", "Unimplemented"), requests("ListImages", "OK")
+			t.Logf("StreamImages: OK %v, Unimplemented %v; ListImages: OK %v", streamed, unimplemented, unary)
+			if !(streamed == 2 && unimplemented == 0 && unary == 0) && !(streamed == 0 && unimplemented == 1 && unary == 2) {
+				t.Errorf("two image lists counted StreamImages OK %v, Unimplemented %v and ListImages OK %v; want 2, 0, 0 or 0, 1, 2",
+					streamed, unimplemented, unary)
+			}
 			img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: "cri/events", Tag: "v1"})
 			if err != nil {
 				t.Fatal(err)
@@ -253,6 +280,10 @@ func TestEventsAgainstContainerd(t *testing.T) {
 			case <-connected:
 			case err := <-done: // 1.6 without its event feature says so at once
 				if v == testbed.Containerd16 && errors.Is(err, cri.ErrUnsupported) {
+					if ok := requests("GetContainerEvents", "OK"); ok != 0 {
+						t.Errorf("an event stream the runtime does not offer counted OK %v times", ok)
+					}
+					t.Logf("containerd %s: %v", v, err)
 					return
 				}
 				t.Fatalf("WatchContainerEvents ended before it subscribed: %v", err)
@@ -284,6 +315,12 @@ func TestEventsAgainstContainerd(t *testing.T) {
 						stop()
 						if err := <-done; !errors.Is(err, context.Canceled) {
 							t.Errorf("WatchContainerEvents after cancel = %v", err)
+						}
+						testbed.WaitFor(t, 10*time.Second, "the ended event stream counted Canceled", func() bool {
+							return requests("GetContainerEvents", "Canceled") == 1
+						})
+						if ok := requests("GetContainerEvents", "OK"); ok != 0 {
+							t.Errorf("an event stream nodegc ended counted OK %v times", ok)
 						}
 						return
 					}

@@ -2,11 +2,15 @@ package cri
 
 import (
 	"context"
+	"errors"
+	"io"
 	"path"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/nodegc/nodegc/internal/metricvec"
@@ -25,7 +29,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: metricvec.CounterOver("nodegc_cri_requests_total",
-			"CRI calls made by nodegc, by method and gRPC result code.", "method", "code"),
+			"CRI calls made by nodegc, by method and gRPC result code. A streamed call (a list, the container event stream) counts once, when it ends: OK at its clean end, Canceled or DeadlineExceeded when its caller's context ended first.", "method", "code"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "nodegc_cri_request_duration_seconds",
 			Help:    "Latency of unary CRI calls made by nodegc, by method.",
@@ -50,9 +54,58 @@ func (m *Metrics) unaryInterceptor(ctx context.Context, method string, req, repl
 	return err
 }
 
+// streamInterceptor counts a streamed call (a list, the container event
+// stream) once, when it ends: a server-streaming call's status arrives at
+// its first failed receive, not when it opens (a runtime without the call
+// answers Unimplemented there). A receive's io.EOF is the clean end, OK;
+// a stream whose caller stops reading before its end counts the end of its
+// context (Canceled, DeadlineExceeded), as a unary call cut short does.
 func (m *Metrics) streamInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	name := path.Base(method)
 	s, err := streamer(ctx, desc, cc, method, opts...)
-	m.requests.WithLabelValues(path.Base(method), status.Code(err).String()).Inc()
-	return s, err
+	if err != nil {
+		m.requests.WithLabelValues(name, status.Code(err).String()).Inc()
+		return nil, err
+	}
+	cs := &countedStream{ClientStream: s, count: func(code codes.Code) { m.requests.WithLabelValues(name, code.String()).Inc() }}
+	cs.stop = context.AfterFunc(ctx, func() { cs.end(status.FromContextError(ctx.Err()).Code()) })
+	return cs, nil
+}
+
+// countedStream counts its call's result once, at the first of: a failed
+// receive, a failed send, the end of its context.
+type countedStream struct {
+	grpc.ClientStream
+	once  sync.Once
+	count func(codes.Code)
+	stop  func() bool // cancels the count at the end of the context
+}
+
+func (s *countedStream) end(code codes.Code) {
+	s.once.Do(func() { s.count(code) })
+}
+
+func (s *countedStream) RecvMsg(msg any) error {
+	err := s.ClientStream.RecvMsg(msg)
+	if err != nil {
+		s.stop()
+		if errors.Is(err, io.EOF) {
+			s.end(codes.OK)
+		} else {
+			s.end(status.Code(err))
+		}
+	}
+	return err
+}
+
+// SendMsg counts a failed send, which ends the call for its caller; io.EOF
+// from a send only says the stream ended, and its receive says how.
+func (s *countedStream) SendMsg(msg any) error {
+	err := s.ClientStream.SendMsg(msg)
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.stop()
+		s.end(status.Code(err))
+	}
+	return err
 }
