@@ -292,6 +292,44 @@ func TestWatchContainerEventsUnsupported(t *testing.T) {
 	}
 }
 
+// TestWatchContainerEventsSwitchedOff: a runtime that ends the event stream
+// cleanly at once, before any event (CRI-O with enable_pod_events = false
+// returns nil: the client reads io.EOF), has no event stream: that is
+// ErrUnsupported, so that the caller polls instead of reopening it forever.
+func TestWatchContainerEventsSwitchedOff(t *testing.T) {
+	f := newFakeRuntime()
+	f.eventsOff = true
+	c := dialFake(t, f, Options{})
+	err := c.WatchContainerEvents(t.Context(), func() {
+		t.Error("a stream that ended at once taken as subscribed")
+	}, func(*runtimeapi.ContainerEventResponse) {
+		t.Error("handler called by a runtime that sent no event")
+	})
+	if !errors.Is(err, ErrUnsupported) {
+		t.Errorf("WatchContainerEvents = %v, want ErrUnsupported", err)
+	}
+}
+
+// TestWatchContainerEventsClosedLater: a stream that ends cleanly once it
+// was subscribed, with or without events first (a runtime shutting down),
+// broke: it is not ErrUnsupported, and the caller reopens it.
+func TestWatchContainerEventsClosedLater(t *testing.T) {
+	for _, withEvent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("event first: %v", withEvent), func(t *testing.T) {
+			f := newFakeRuntime()
+			f.endEvents = make(chan struct{})
+			if withEvent {
+				f.events <- &runtimeapi.ContainerEventResponse{ContainerId: "a", ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_STARTED_EVENT}
+			}
+			c := dialFake(t, f, Options{})
+			err := c.WatchContainerEvents(t.Context(), func() { close(f.endEvents) }, func(*runtimeapi.ContainerEventResponse) {})
+			if err == nil || errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "closed the stream") {
+				t.Errorf("WatchContainerEvents = %v, want the runtime's close of the stream, not ErrUnsupported", err)
+			}
+		})
+	}
+}
+
 // TestWatchContainerEventsSubscribedWithoutEvents: a runtime sends nothing
 // back before its first event; a stream that stays open counts as
 // subscribed after a moment, so that the caller lists what exists.

@@ -32,7 +32,11 @@ const subscribeSettle = 500 * time.Millisecond
 //
 // When the runtime does not offer the stream (containerd 1.6 without it
 // enabled), the error wraps ErrUnsupported; callers then poll
-// ListContainers.
+// ListContainers. So it does when the runtime ends the stream cleanly before
+// its first event, before it could count as subscribed: the stream is
+// switched off (CRI-O with enable_pod_events = false returns at once, and
+// would do so again at every reopening). A stream that ends cleanly later
+// was closed by the runtime (a shutdown): the caller reopens it.
 func (c *Client) WatchContainerEvents(ctx context.Context, connected func(), handle func(*runtimeapi.ContainerEventResponse)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -79,6 +83,9 @@ func (c *Client) WatchContainerEvents(ctx context.Context, connected func(), han
 			if r.err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
+				}
+				if errors.Is(r.err, io.EOF) && !subscribed {
+					return fmt.Errorf("container events: the runtime ended the stream at once, without an event (CRI-O does with enable_pod_events = false): %w", ErrUnsupported)
 				}
 				return classifyStreamError(r.err)
 			}

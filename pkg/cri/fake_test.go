@@ -20,16 +20,21 @@ type fakeRuntime struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	runtimeapi.UnimplementedImageServiceServer
 
-	mu          sync.Mutex
-	apiVersion  string
-	images      map[string]*runtimeapi.Image
-	containers  map[string]*runtimeapi.Container
-	sandboxes   map[string]*runtimeapi.PodSandbox
-	streaming   bool // offer the Stream* list calls
-	removeErr   error
-	block       chan struct{} // ListImages waits on it (or on the deadline) when set
-	events      chan *runtimeapi.ContainerEventResponse
-	noEvents    bool
+	mu         sync.Mutex
+	apiVersion string
+	images     map[string]*runtimeapi.Image
+	containers map[string]*runtimeapi.Container
+	sandboxes  map[string]*runtimeapi.PodSandbox
+	streaming  bool // offer the Stream* list calls
+	removeErr  error
+	block      chan struct{} // ListImages waits on it (or on the deadline) when set
+	events     chan *runtimeapi.ContainerEventResponse
+	noEvents   bool
+	// eventsOff makes GetContainerEvents return at once, cleanly, as CRI-O
+	// does with enable_pod_events = false; endEvents, when closed, ends an
+	// open event stream cleanly, as a runtime shutting down does.
+	eventsOff   bool
+	endEvents   chan struct{}
 	calls       map[string]int
 	streamCalls int
 }
@@ -227,8 +232,13 @@ func (f *fakeRuntime) GetContainerEvents(_ *runtimeapi.GetEventsRequest, s grpc.
 	if f.noEvents {
 		return status.Error(codes.Unimplemented, "no events")
 	}
+	if f.eventsOff {
+		return nil
+	}
 	for {
 		select {
+		case <-f.endEvents:
+			return nil
 		case ev := <-f.events:
 			if err := s.Send(ev); err != nil {
 				return err
