@@ -17,6 +17,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/nodegc/nodegc/internal/endpoint"
 )
 
 // MaxFileSize bounds what Load reads: a configuration is a few KiB.
@@ -191,11 +193,37 @@ func Decode(data []byte) (*Loaded, error) {
 	}
 	SetDefaults(out.Config)
 	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out.Line)...)
+	out.Warnings = append(out.Warnings, out.endpointWarnings()...)
 	if slices.Contains(out.FromKubelet, "imageGC.highThresholdPercent") && *out.Config.ImageGC.HighThresholdPercent == 100 {
 		out.Warnings = append(out.Warnings, "imageGC.highThresholdPercent is 100, taken from the KubeletConfiguration: disk-threshold image GC is off; "+
 			"set imageGC.highThresholdPercent in the NodeGCConfiguration document to run it while kubelet's is off")
 	}
 	return out, nil
+}
+
+// endpointWarnings returns a warning for each runtime endpoint written in a
+// form the kubelet accepts but calls deprecated (a bare path), with its
+// line and, when it came from there, the KubeletConfiguration document.
+func (l *Loaded) endpointWarnings() []string {
+	var out []string
+	for _, f := range []struct{ path, value string }{
+		{"containerRuntimeEndpoint", l.Config.ContainerRuntimeEndpoint},
+		{"imageServiceEndpoint", l.Config.ImageServiceEndpoint},
+	} {
+		w := endpoint.Warning(f.value)
+		if w == "" {
+			continue
+		}
+		msg := fmt.Sprintf("%s: %q is %s", f.path, f.value, w)
+		if slices.Contains(l.FromKubelet, f.path) {
+			msg += " (value from the KubeletConfiguration document)"
+		}
+		if n := l.Line(f.path); n > 0 {
+			msg = fmt.Sprintf("line %d: %s", n, msg)
+		}
+		out = append(out, msg)
+	}
+	return out
 }
 
 // mergeKubelet copies the KubeletConfiguration fields nodegc honours into c

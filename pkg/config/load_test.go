@@ -188,6 +188,41 @@ func TestKubeletPrecedence(t *testing.T) {
 	}
 }
 
+// TestEndpointsAsTheKubeletReadsThem: a KubeletConfiguration the kubelet
+// accepts is accepted: containerRuntimeEndpoint written as unix:/path or as
+// a bare path (which the kubelet reads as unix:///path). The bare path is a
+// warning naming its line and where it came from, and how to write it.
+func TestEndpointsAsTheKubeletReadsThem(t *testing.T) {
+	kubelet := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"containerRuntimeEndpoint: /run/containerd/containerd.sock\nimageServiceEndpoint: unix:/run/images.sock\n"
+	loaded, err := Decode([]byte(kubelet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := Validate(loaded.Config); len(errs) > 0 {
+		t.Fatalf("Validate() = %v; the kubelet accepts these endpoints", errs)
+	}
+	want := []string{`line 3: containerRuntimeEndpoint: "/run/containerd/containerd.sock" is a bare path, ` +
+		`which the kubelet reads as unix:///run/containerd/containerd.sock and its CRI client calls deprecated; ` +
+		`write unix:///run/containerd/containerd.sock (value from the KubeletConfiguration document)`}
+	if diff := cmp.Diff(want, loaded.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+
+	loaded, err = Decode([]byte(header + "imageServiceEndpoint: /run/images.sock\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := Validate(loaded.Config); len(errs) > 0 {
+		t.Fatalf("Validate() = %v", errs)
+	}
+	want = []string{`line 3: imageServiceEndpoint: "/run/images.sock" is a bare path, ` +
+		`which the kubelet reads as unix:///run/images.sock and its CRI client calls deprecated; write unix:///run/images.sock`}
+	if diff := cmp.Diff(want, loaded.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+}
+
 func TestKubeletOnlyDocument(t *testing.T) {
 	loaded, err := Decode([]byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
 		"imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\nsomeFutureField: true\n"))

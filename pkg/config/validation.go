@@ -281,8 +281,9 @@ func validateAbsolutePath(p *field.Path, dir string) field.ErrorList {
 	return nil
 }
 
-// validateEndpoint accepts unix:///absolute/path, the only transport CRI
-// runtimes serve on Linux.
+// validateEndpoint accepts a unix socket endpoint as the kubelet reads it
+// (endpoint.SocketPath): unix:///absolute/path, the only transport CRI
+// runtimes serve on Linux, and the forms the kubelet also accepts.
 func validateEndpoint(p *field.Path, ep string, optional bool) field.ErrorList {
 	if ep == "" {
 		if optional {

@@ -35,7 +35,14 @@ func TestValidate(t *testing.T) {
 			want:   []string{"stateDirectory: Invalid value"},
 		},
 		"runtime endpoint must be unix://": {
+			mutate: func(c *NodeGCConfiguration) { c.ContainerRuntimeEndpoint = "tcp://127.0.0.1:1234" },
+			want:   []string{"containerRuntimeEndpoint: Invalid value"},
+		},
+		"runtime endpoint as a bare path, as the kubelet reads it": {
 			mutate: func(c *NodeGCConfiguration) { c.ContainerRuntimeEndpoint = "/run/containerd/containerd.sock" },
+		},
+		"runtime endpoint as a relative bare path": {
+			mutate: func(c *NodeGCConfiguration) { c.ContainerRuntimeEndpoint = "run/containerd/containerd.sock" },
 			want:   []string{"containerRuntimeEndpoint: Invalid value"},
 		},
 		"runtime endpoint needs an absolute path": {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,7 +133,9 @@ func dial(ep string, m *Metrics) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(m.unaryInterceptor),
 			grpc.WithChainStreamInterceptor(m.streamInterceptor))
 	}
-	conn, err := grpc.NewClient("unix://"+path, opts...)
+	// gRPC reads its target as a URL: the path goes escaped, so that a
+	// socket path holding %, ? or # is the one dialed.
+	conn, err := grpc.NewClient("unix://"+(&url.URL{Path: path}).EscapedPath(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("CRI endpoint %q: %w", ep, err)
 	}

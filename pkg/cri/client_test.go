@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -68,6 +73,33 @@ func TestDialErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDialEscapedPath: an endpoint is read as the kubelet reads it, escapes
+// decoded (unix:///run/my%20runtime.sock is the socket "my runtime.sock"),
+// and the socket so named is the one dialed, whatever characters its path
+// holds.
+func TestDialEscapedPath(t *testing.T) {
+	dir, err := os.MkdirTemp("", "cri 100%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "a?b#c.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(srv, newFakeRuntime())
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	ep := "unix://" + (&url.URL{Path: sock}).EscapedPath()
+	c, err := Dial(t.Context(), Options{RuntimeEndpoint: ep, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("Dial(%s), the socket %q: %v", ep, sock, err)
+	}
+	c.Close()
 }
 
 func TestDialNeedsTimeout(t *testing.T) {

@@ -76,7 +76,7 @@ func TestValidateExample(t *testing.T) {
 func TestValidateFiveMistakes(t *testing.T) {
 	file := writeFile(t, `apiVersion: nodegc.io/v1alpha1
 kind: NodeGCConfiguration
-containerRuntimeEndpoint: /run/containerd/containerd.sock
+containerRuntimeEndpoint: unix://run/containerd/containerd.sock
 imageGC:
   lowThresholdPercent: 90
   maximumGCAge: 1m
