@@ -51,9 +51,12 @@
 //
 // What cannot be read counts 0 (errors_total{operation="read_bytes"}). A
 // run reports what the removals that succeeded free, as counted
-// (Report.Freed, nodegc_container_gc_bytes_freed_total{kind}); a container
-// that is gone by the time of its removal frees nothing of nodegc's doing
-// and counts 0. With Options.Disk the Manager also measures the free space
+// (Report.Freed, nodegc_container_gc_bytes_freed_total{kind}); a container,
+// sandbox or pod log directory that is gone by the time of its removal (the
+// kubelet's GC removed it since planning) frees nothing of nodegc's doing
+// and counts 0: the executor reads the container's or sandbox's status, or
+// the directory's, right before (the runtime's removals succeed for what is
+// gone, and so does removing a missing directory). With Options.Disk the Manager also measures the free space
 // of the filesystem holding writable layers (the runtime's container, else
 // image, filesystem) and of the one holding podLogsDirectory (once if they
 // are one) before planning and, after a run that removed something, once

@@ -19,6 +19,7 @@ type remover interface {
 	ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error)
 	StopContainer(ctx context.Context, id string, gracePeriodSeconds int64) error
 	RemoveContainer(ctx context.Context, id string) error
+	PodSandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error)
 	StopPodSandbox(ctx context.Context, id string) error
 	RemovePodSandbox(ctx context.Context, id string) error
 }
@@ -31,6 +32,7 @@ const (
 	OpStopContainer   = "stop_container"
 	OpRemoveLogs      = "remove_container_logs"
 	OpRemoveContainer = "remove_container"
+	OpSandboxStatus   = "sandbox_status"
 	OpStopSandbox     = "stop_sandbox"
 	OpRemoveSandbox   = "remove_sandbox"
 	OpRemoveLogDir    = "remove_log_dir"
@@ -74,7 +76,8 @@ type Outcome struct {
 	// DryRun says nothing was removed: the lists say what would have been.
 	DryRun bool
 	// Containers, Sandboxes, LogDirs and LogLinks list what was removed
-	// (NotFound counts as removed), with the plan's reasons.
+	// (NotFound counts as removed, freeing 0 bytes), with the plan's
+	// reasons.
 	Containers []ContainerDecision
 	Sandboxes  []SandboxDecision
 	LogDirs    []LogDirDecision
@@ -92,7 +95,8 @@ type Outcome struct {
 // sandboxes (stop, then remove), then pod log directories and dangling log
 // links. Right before removing a container it reads the container's status:
 // a container that runs by then is skipped, so a running container is never
-// removed. A sandbox one of whose containers could not be removed is kept,
+// removed. A container or sandbox gone by then (status NotFound), and a log
+// directory gone by then, count as removed and free 0 bytes. A sandbox one of whose containers could not be removed is kept,
 // and so is the log directory of a pod any removal of which failed. One
 // failure does not stop the others: failures are joined into the error. A
 // cancelled ctx stops between items. In dry-run the runtime and the
@@ -225,6 +229,20 @@ func (e *executor) sandbox(ctx context.Context, d SandboxDecision) {
 		return
 	}
 	who := fmt.Sprintf("sandbox %s of pod %s/%s", s.ID, s.PodNamespace, s.PodName)
+	// StopPodSandbox and RemovePodSandbox succeed for a sandbox that is
+	// gone (the kubelet's GC removed it since planning): only its status
+	// tells. Removed meanwhile, it is done, and whoever removed it freed
+	// its layer.
+	switch _, err := e.rt.PodSandboxStatus(ctx, s.ID); {
+	case cri.IsNotFound(err):
+		klog.FromContext(ctx).V(4).Info("Sandbox removed since planning", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName))
+		d.WritableLayerBytes = 0
+		e.out.Sandboxes = append(e.out.Sandboxes, d)
+		return
+	case err != nil:
+		e.fail(OpSandboxStatus, fmt.Errorf("%s: %w", who, err), s.PodUID, "")
+		return
+	}
 	klog.FromContext(ctx).V(4).Info("Removing sandbox", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName), "reason", d.Reason)
 	if err := e.rt.StopPodSandbox(ctx, s.ID); err != nil {
 		e.fail(OpStopSandbox, fmt.Errorf("%s: %w", who, err), s.PodUID, "")
@@ -246,8 +264,17 @@ func (e *executor) logDir(ctx context.Context, d LogDirDecision) {
 		e.fail(OpRemoveLogDir, fmt.Errorf("pod log directory %q: not a directory name under %q", d.Dir.Name, e.paths.PodLogs), "", "")
 		return
 	}
+	dir := filepath.Join(e.paths.PodLogs, d.Dir.Name)
+	// os.RemoveAll succeeds for a directory that is gone (removed by the
+	// kubelet since planning): it frees nothing of nodegc's doing.
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		klog.FromContext(ctx).V(4).Info("Pod log directory removed since planning", "directory", d.Dir.Name, "podUID", d.Dir.PodUID)
+		d.Bytes = 0
+		e.out.LogDirs = append(e.out.LogDirs, d)
+		return
+	}
 	klog.FromContext(ctx).V(4).Info("Removing pod log directory", "directory", d.Dir.Name, "podUID", d.Dir.PodUID, "reason", d.Reason)
-	if err := os.RemoveAll(filepath.Join(e.paths.PodLogs, d.Dir.Name)); err != nil {
+	if err := os.RemoveAll(dir); err != nil {
 		e.fail(OpRemoveLogDir, fmt.Errorf("removing pod log directory %s: %w", d.Dir.Name, err), "", "")
 		return
 	}

@@ -88,7 +88,8 @@ func TestExecuteAppliesThePlan(t *testing.T) {
 		"ContainerStatus p/a/0", "RemoveContainer p/a/0",
 		"ContainerStatus gone/a/0", "RemoveContainer gone/a/0",
 		"ContainerStatus gone/b/0", "StopContainer gone/b/0", "RemoveContainer gone/b/0",
-		"StopPodSandbox gone/sb0", "RemovePodSandbox gone/sb0",
+		// The sandbox's too: one removed meanwhile frees nothing.
+		"PodSandboxStatus gone/sb0", "StopPodSandbox gone/sb0", "RemovePodSandbox gone/sb0",
 	}
 	if diff := cmp.Diff(wantCalls, f.rt.callLog()); diff != "" {
 		t.Errorf("runtime calls (-want +got):\n%s", diff)
@@ -120,6 +121,95 @@ func TestExecuteNotFoundIsSuccess(t *testing.T) {
 	}
 	if got := len(out.Containers) + len(out.Sandboxes); got != 4 {
 		t.Errorf("removed %d containers and sandboxes, want 4: %v", got, removedIDs(out))
+	}
+}
+
+// TestExecuteGoneBeforeRemovalFreesNothing: a sandbox the kubelet removed
+// between plan and removal (StopPodSandbox and RemovePodSandbox succeed for
+// an unknown ID) and a pod log directory already gone (os.RemoveAll of a
+// missing directory returns nil) free nothing of nodegc's doing: they count
+// 0 bytes, as a container gone meanwhile does, and nothing more is asked of
+// the runtime. What still exists frees what the plan counted.
+func TestExecuteGoneBeforeRemovalFreesNothing(t *testing.T) {
+	root := t.TempDir()
+	paths := logPaths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}
+	rt := newFakeRuntime()
+	gone, kept := sbx("gone", 0, false, time.Hour), sbx("here", 0, false, time.Hour)
+	rt.addSandbox(gone)
+	rt.addSandbox(kept)
+	touch(t, filepath.Join(paths.PodLogs, "ns_gone_gone", "app", "0.log"), filepath.Join(paths.PodLogs, "ns_here_here", "app", "0.log"))
+	plan := &Plan{
+		RemoveSandboxes: []SandboxDecision{
+			{Sandbox: gone, Reason: ReasonPodGone, WritableLayerBytes: 1 << 20},
+			{Sandbox: kept, Reason: ReasonPodGone, WritableLayerBytes: 2 << 20},
+		},
+		RemoveLogDirs: []LogDirDecision{
+			{Dir: PodLogDir{Name: "ns_gone_gone", PodUID: "gone"}, Reason: ReasonPodGone, Bytes: 4096},
+			{Dir: PodLogDir{Name: "ns_here_here", PodUID: "here"}, Reason: ReasonPodGone, Bytes: 8192},
+		},
+	}
+	// The kubelet's container GC, between plan and removal.
+	rt.mu.Lock()
+	delete(rt.sandboxes, gone.ID)
+	rt.mu.Unlock()
+	if err := os.RemoveAll(filepath.Join(paths.PodLogs, "ns_gone_gone")); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := execute(t.Context(), rt, plan, paths, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"gone/sb0", "here/sb0", "ns_gone_gone", "ns_here_here"}, removedIDs(out)); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	got := map[string]uint64{}
+	for _, d := range out.Sandboxes {
+		got[d.Sandbox.ID] = d.WritableLayerBytes
+	}
+	for _, d := range out.LogDirs {
+		got[d.Dir.Name] = d.Bytes
+	}
+	want := map[string]uint64{"gone/sb0": 0, "here/sb0": 2 << 20, "ns_gone_gone": 0, "ns_here_here": 8192}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bytes freed (-want +got):\n%s", diff)
+	}
+	if b := out.Bytes(); b.WritableLayer != 2<<20 || b.PodLogDirectory != 8192 {
+		t.Errorf("outcome bytes %+v, want writable layers %d and pod log directories 8192", b, 2<<20)
+	}
+	wantCalls := []string{"PodSandboxStatus gone/sb0", "PodSandboxStatus here/sb0", "StopPodSandbox here/sb0", "RemovePodSandbox here/sb0"}
+	if diff := cmp.Diff(wantCalls, rt.callLog()); diff != "" {
+		t.Errorf("runtime calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestExecuteSandboxStatusFails: a sandbox whose status cannot be read is
+// not removed (what it would free is unknown, and the runtime is likely
+// not answering); the failure is counted and its pod's log directory waits.
+func TestExecuteSandboxStatusFails(t *testing.T) {
+	root := t.TempDir()
+	paths := logPaths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}
+	rt := newFakeRuntime()
+	sb := sbx("gone", 0, false, time.Hour)
+	rt.addSandbox(sb)
+	rt.fail["PodSandboxStatus "+sb.ID] = status.Error(codes.Unavailable, "runtime restarting")
+	touch(t, filepath.Join(paths.PodLogs, "ns_gone_gone", "app", "0.log"))
+	plan := &Plan{
+		RemoveSandboxes: []SandboxDecision{{Sandbox: sb, Reason: ReasonPodGone, WritableLayerBytes: 1 << 20}},
+		RemoveLogDirs:   []LogDirDecision{{Dir: PodLogDir{Name: "ns_gone_gone", PodUID: "gone"}, Reason: ReasonPodGone}},
+	}
+	out, err := execute(t.Context(), rt, plan, paths, false)
+	if err == nil || !strings.Contains(err.Error(), "sandbox gone/sb0 of pod ns/gone") || !strings.Contains(err.Error(), "runtime restarting") {
+		t.Fatalf("execute: %v, want the status failure naming the sandbox", err)
+	}
+	if len(out.Sandboxes) != 0 || !rt.sandboxIDSet()[sb.ID] {
+		t.Errorf("a sandbox whose status failed was removed: %v", removedIDs(out))
+	}
+	if diff := cmp.Diff(map[string]int{OpSandboxStatus: 1}, out.Failures); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Skip{{Kind: "log_dir", ID: "ns_gone_gone", Why: SkipPodFailed}}, out.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
 	}
 }
 

@@ -188,6 +188,19 @@ func (f *fakeRuntime) RemoveContainer(_ context.Context, id string) error {
 	return nil
 }
 
+func (f *fakeRuntime) PodSandboxStatus(_ context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("PodSandboxStatus", id); err != nil {
+		return nil, err
+	}
+	s, ok := f.sandboxes[id]
+	if !ok {
+		return nil, fmt.Errorf("status of pod sandbox %s: %w", id, status.Error(codes.NotFound, "not found"))
+	}
+	return &runtimeapi.PodSandboxStatus{Id: s.Id, Metadata: s.Metadata, State: s.State, CreatedAt: s.CreatedAt, Labels: s.Labels, Annotations: s.Annotations}, nil
+}
+
 func (f *fakeRuntime) StopPodSandbox(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

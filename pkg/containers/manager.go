@@ -24,6 +24,7 @@ type RuntimeService interface {
 	ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error)
 	StopContainer(ctx context.Context, id string, gracePeriodSeconds int64) error
 	RemoveContainer(ctx context.Context, id string) error
+	PodSandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error)
 	StopPodSandbox(ctx context.Context, id string) error
 	RemovePodSandbox(ctx context.Context, id string) error
 	// ImageFsInfo says where writable layers are (Options.Disk).

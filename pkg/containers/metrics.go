@@ -31,7 +31,7 @@ var (
 	logLinkRemoveReasons   = []string{ReasonDangling}
 	containerKeepReasons   = []string{KeepRunning, KeepMinAge, KeepStarting, KeepWithinLimit, KeepNewestDead, KeepUnmanaged}
 	operations             = []string{OpListRuntime, OpScanLogs, OpReadExitTime, OpReadBytes, OpContainerStatus, OpStopContainer, OpRemoveLogs,
-		OpRemoveContainer, OpStopSandbox, OpRemoveSandbox, OpRemoveLogDir, OpRemoveLogLink, OpReclaim}
+		OpRemoveContainer, OpSandboxStatus, OpStopSandbox, OpRemoveSandbox, OpRemoveLogDir, OpRemoveLogLink, OpReclaim}
 	byteKinds   = []string{KindWritableLayer, KindContainerLogs, KindPodLogDirectory}
 	filesystems = []string{FSWritableLayers, FSPodLogs, FSWritableLayersAndPodLogs}
 )

@@ -106,6 +106,22 @@ func (c *Client) ContainerStatus(ctx context.Context, id string) (*runtimeapi.Co
 	return resp.GetStatus(), nil
 }
 
+// PodSandboxStatus returns the status of one pod sandbox. A sandbox that is
+// gone gives an error for which IsNotFound is true (StopPodSandbox and
+// RemovePodSandbox succeed for it: this is how to tell).
+func (c *Client) PodSandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
+	ctx, cancel := c.withTimeout(ctx, 0)
+	defer cancel()
+	resp, err := c.runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	if err != nil {
+		return nil, fmt.Errorf("status of pod sandbox %s: %w", id, err)
+	}
+	if resp.GetStatus() == nil {
+		return nil, fmt.Errorf("status of pod sandbox %s: the runtime returned no status", id)
+	}
+	return resp.GetStatus(), nil
+}
+
 // StopContainer stops a container, giving it gracePeriodSeconds before it is
 // killed. A container that is gone counts as stopped.
 func (c *Client) StopContainer(ctx context.Context, id string, gracePeriodSeconds int64) error {

@@ -152,6 +152,20 @@ func TestContainerStatusNotFound(t *testing.T) {
 	}
 }
 
+func TestPodSandboxStatusNotFound(t *testing.T) {
+	f := newFakeRuntime()
+	f.sandboxes["s1"] = &runtimeapi.PodSandbox{Id: "s1", State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY}
+	c := dialFake(t, f, Options{})
+	st, err := c.PodSandboxStatus(t.Context(), "s1")
+	if err != nil || st.GetState() != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+		t.Fatalf("PodSandboxStatus(s1) = %v, %v", st, err)
+	}
+	_, err = c.PodSandboxStatus(t.Context(), "s2")
+	if !IsNotFound(err) || !strings.Contains(err.Error(), "pod sandbox s2") {
+		t.Errorf("PodSandboxStatus(missing) = %v, want a NotFound error naming it", err)
+	}
+}
+
 // TestCallDeadline: a runtime that does not answer makes the call fail with
 // DeadlineExceeded once the client's timeout has passed, and a cancelled
 // caller context ends the call too.

@@ -186,6 +186,16 @@ func (f *fakeRuntime) ContainerStatus(_ context.Context, req *runtimeapi.Contain
 	return &runtimeapi.ContainerStatusResponse{Status: &runtimeapi.ContainerStatus{Id: c.Id, State: c.State, ImageRef: c.ImageRef}}, nil
 }
 
+func (f *fakeRuntime) PodSandboxStatus(_ context.Context, req *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sandboxes[req.PodSandboxId]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "sandbox %q not found", req.PodSandboxId)
+	}
+	return &runtimeapi.PodSandboxStatusResponse{Status: &runtimeapi.PodSandboxStatus{Id: s.Id, State: s.State}}, nil
+}
+
 func (f *fakeRuntime) StopContainer(_ context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

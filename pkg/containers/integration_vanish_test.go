@@ -1,0 +1,129 @@
+package containers_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/pkg/containers"
+)
+
+// TestSandboxRemovedBehindOurBack, on a real containerd of each version: a
+// pod's superseded sandbox that the kubelet's own GC removes after nodegc
+// planned its removal (and counted its writable layer) but before nodegc
+// reaches it. containerd's StopPodSandbox and RemovePodSandbox succeed for
+// the unknown ID; its PodSandboxStatus says NotFound. The run succeeds and
+// frees 0 bytes of writable layer: nodegc freed nothing.
+func TestSandboxRemovedBehindOurBack(t *testing.T) {
+	testbed.RequireRoot(t)
+	reg := registry.Start(t)
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			ctx := t.Context()
+			n := startNode(t, v, reg)
+			pod := node.PodSpec{Name: "moved", Namespace: "team", UID: "uid-moved"}
+			old, err := n.RunPod(ctx, pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := n.StopPod(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			pod.Attempt = 1
+			if _, err := n.RunPod(ctx, pod); err != nil {
+				t.Fatal(err)
+			}
+			// containerd's API answers the unknown ID as the kubelet's would
+			// see it: removals succeed, the status is NotFound.
+			for _, call := range []func(context.Context, string) error{n.client.StopPodSandbox, n.client.RemovePodSandbox} {
+				if err := call(ctx, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"); err != nil {
+					t.Fatalf("stopping or removing an unknown sandbox: %v, want success", err)
+				}
+			}
+
+			layers, err := containers.NewContainerdWritableLayers(ctx, n.Socket, 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { layers.Close() })
+			rt := &kubeletFirst{RuntimeService: n.client, sandbox: old, remove: func() {
+				if err := n.RemovePod(ctx, old); err != nil {
+					t.Errorf("the kubelet's removal of sandbox %s: %v", old, err)
+				}
+			}}
+			// Node-only: the pod counts as live, and its older, stopped
+			// sandbox is superseded.
+			m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: rt, WritableLayers: layers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := m.GarbageCollect(ctx, containers.TriggerManual)
+			if err != nil {
+				t.Fatalf("GC run: %v", err)
+			}
+			if got := removals(r.Plan); !slices.Equal(got, []string{old + ":superseded"}) {
+				t.Fatalf("plan: %v, want the superseded sandbox %s", got, old)
+			}
+			planned := r.Plan.RemoveSandboxes[0].WritableLayerBytes
+			t.Logf("planned: sandbox %s frees %d bytes of writable layer", old[:12], planned)
+			if planned == 0 {
+				t.Fatal("the plan counted no writable layer for the sandbox: the test shows nothing")
+			}
+			if !rt.removed() {
+				t.Fatal("the sandbox was not removed behind nodegc's back: the test shows nothing")
+			}
+			if r.Freed.WritableLayer != 0 {
+				t.Errorf("run freed %d bytes of writable layer, want 0: the kubelet removed the sandbox", r.Freed.WritableLayer)
+			}
+			if len(r.Outcome.Sandboxes) != 1 || r.Outcome.Sandboxes[0].WritableLayerBytes != 0 {
+				t.Errorf("outcome sandboxes %+v, want the sandbox, freeing 0 bytes", r.Outcome.Sandboxes)
+			}
+			if sbs, err := n.client.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{Id: old}); err != nil || len(sbs) != 0 {
+				t.Errorf("sandbox %s listed after the run: %v, %v", old, sbs, err)
+			}
+		})
+	}
+}
+
+// kubeletFirst is the runtime as nodegc's executor meets it when the
+// kubelet's GC removes sandbox right before nodegc's first call about it.
+type kubeletFirst struct {
+	containers.RuntimeService
+	sandbox string
+	remove  func()
+	once    sync.Once
+	done    bool
+}
+
+func (k *kubeletFirst) before(id string) {
+	if id == k.sandbox {
+		k.once.Do(func() { k.remove(); k.done = true })
+	}
+}
+
+func (k *kubeletFirst) removed() bool {
+	k.once.Do(func() {}) // no later removal; orders the read after one that ran
+	return k.done
+}
+
+func (k *kubeletFirst) PodSandboxStatus(ctx context.Context, id string) (*runtimeapi.PodSandboxStatus, error) {
+	k.before(id)
+	return k.RuntimeService.PodSandboxStatus(ctx, id)
+}
+
+func (k *kubeletFirst) StopPodSandbox(ctx context.Context, id string) error {
+	k.before(id)
+	return k.RuntimeService.StopPodSandbox(ctx, id)
+}
+
+func (k *kubeletFirst) RemovePodSandbox(ctx context.Context, id string) error {
+	k.before(id)
+	return k.RuntimeService.RemovePodSandbox(ctx, id)
+}
