@@ -117,7 +117,7 @@ func newAgent(ctx context.Context, opts Options) (*agent, error) {
 			if err != nil {
 				return nil, fmt.Errorf("API client: %w", err)
 			}
-			a.events = newNodeEvents(client, opts.NodeName)
+			a.events = newNodeEvents(klog.FromContext(ctx), client, opts.NodeName)
 		}
 		node, err := newNodeGC(opts, a.rest, a.reg, a.events, a.status)
 		if err != nil {

@@ -1,16 +1,20 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/pkg/containers"
 	"github.com/nodegc/nodegc/pkg/images"
@@ -37,16 +41,18 @@ type nodeEvents struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 	node        *corev1.ObjectReference
+	logger      klog.Logger
 
 	// disagreed says the last container GC plan's pod view disagreed with
 	// the runtime; written by the container GC loop only.
 	disagreed bool
 }
 
-func newNodeEvents(client kubernetes.Interface, nodeName string) *nodeEvents {
+func newNodeEvents(logger klog.Logger, client kubernetes.Interface, nodeName string) *nodeEvents {
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return &nodeEvents{
+		logger:      logger,
 		broadcaster: b,
 		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodegc", Host: nodeName}),
 		// As the kubelet does, the Node is referred to by name, with its
@@ -63,7 +69,7 @@ func (e *nodeEvents) shutdown() {
 
 // imageGCReport turns a failed image GC run into the kubelet's events.
 func (e *nodeEvents) imageGCReport(r *images.Report) {
-	if e == nil || r.Err == nil {
+	if e == nil || r.Err == nil || e.interrupted("Image GC", r.Err) {
 		return
 	}
 	var fe *images.FreeDiskSpaceError
@@ -93,9 +99,43 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 		}
 		e.disagreed = disagrees
 	}
-	if r.Err != nil {
+	if r.Err != nil && !e.interrupted("Container GC", r.Err) {
 		e.recorder.Event(e.node, corev1.EventTypeWarning, EventContainerGCFailed, r.Err.Error())
 	}
+}
+
+// interrupted says, at V(2), that a run of collector failed because the
+// agent is stopping, so that no Warning says "context canceled" on the Node
+// at every rollout: the stop (SIGTERM) cancels the loops' context, and a
+// run cut short ends with context.Canceled, or with the Canceled status of
+// the runtime call it interrupted, which does not wrap it. Nothing else
+// cancels a run, so this is no failure of the node's; whatever else failed
+// in the run, the next agent's runs see again.
+func (e *nodeEvents) interrupted(collector string, err error) bool {
+	if !errors.Is(err, context.Canceled) && !hasCode(err, codes.Canceled) {
+		return false
+	}
+	e.logger.V(2).Info(collector+" run interrupted by the agent's stop: no Node event", "err", err)
+	return true
+}
+
+// hasCode says whether err, or any error it wraps or joins, is a gRPC
+// status of code.
+func hasCode(err error, code codes.Code) bool {
+	if s, ok := err.(interface{ GRPCStatus() *grpcstatus.Status }); ok && s.GRPCStatus().Code() == code {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return hasCode(u.Unwrap(), code)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if hasCode(e, code) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func podViewMessage(p *containers.Plan) string {

@@ -1,15 +1,22 @@
 package agent
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/textlogger"
 
 	"github.com/nodegc/nodegc/internal/gcrun"
 	"github.com/nodegc/nodegc/pkg/containers"
+	"github.com/nodegc/nodegc/pkg/images"
 )
 
 // TestPodViewEventOncePerEpisode: a container GC plan whose pod view
@@ -54,5 +61,51 @@ func TestPodViewEventOncePerEpisode(t *testing.T) {
 	}
 	if !strings.HasPrefix(got[2], "Warning "+EventContainerGCFailed) {
 		t.Errorf("last event %q, want ContainerGCFailed", got[2])
+	}
+}
+
+// TestInterruptedRunsPostNoEvent: a run the agent's stop cancelled (SIGTERM,
+// at every rollout) ends with context.Canceled, or with the Canceled status
+// of the runtime call it cut short, which does not wrap it. That is no
+// failure of the node: no ImageGCFailed or ContainerGCFailed Warning on the
+// Node, a V(2) line instead. A run that failed for another reason still
+// posts its event.
+func TestInterruptedRunsPostNoEvent(t *testing.T) {
+	var logs bytes.Buffer
+	rec := record.NewFakeRecorder(20)
+	e := &nodeEvents{recorder: rec, node: &corev1.ObjectReference{Kind: "Node", Name: "node-a"},
+		logger: textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(2), textlogger.Output(&logs)))}
+	canceledCall := grpcstatus.Error(codes.Canceled, "context canceled")
+	interrupted := []error{
+		fmt.Errorf("image GC stopped after 2 removals: %w", context.Canceled),
+		fmt.Errorf("listing images: %w", canceledCall),
+		errors.Join(fmt.Errorf("container c1: removing container c1: %w", canceledCall),
+			fmt.Errorf("container GC stopped after 3 of 9 planned removals: %w", context.Canceled)),
+	}
+	for _, err := range interrupted {
+		e.imageGCReport(&images.Report{Run: gcrun.Run{Err: err}})
+		e.containerGCReport(&containers.Report{Run: gcrun.Run{Err: err}})
+	}
+	select {
+	case ev := <-rec.Events:
+		t.Errorf("event %q for a run the agent's stop interrupted", ev)
+	default:
+	}
+	if n := strings.Count(logs.String(), "run interrupted by the agent's stop: no Node event"); n != 2*len(interrupted) {
+		t.Errorf("%d V(2) lines saying so, want %d:\n%s", n, 2*len(interrupted), logs.String())
+	}
+
+	failed := grpcstatus.Error(codes.DeadlineExceeded, "context deadline exceeded")
+	e.imageGCReport(&images.Report{Run: gcrun.Run{Err: fmt.Errorf("listing images: %w", failed)}})
+	e.containerGCReport(&containers.Report{Run: gcrun.Run{Err: errors.Join(errors.New("disk on fire"))}})
+	for _, want := range []string{"Warning " + EventImageGCFailed, "Warning " + EventContainerGCFailed} {
+		select {
+		case ev := <-rec.Events:
+			if !strings.HasPrefix(ev, want) {
+				t.Errorf("event %q, want %s", ev, want)
+			}
+		default:
+			t.Errorf("no %s event for a run that failed", want)
+		}
 	}
 }
