@@ -14,8 +14,10 @@ import (
 
 func main() {
 	// SIGTERM (kubelet stopping the pod) and SIGINT end the context: the
-	// agent stops taking work, lets in-flight removals end, releases its
-	// lease and exits 0.
+	// agent stops taking work, cancels the runtime calls and API requests
+	// in flight without waiting for them (the runtime may still complete a
+	// cancelled removal; the next run finishes what is left), saves its
+	// state, releases its lease and exits 0.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	code := app.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

@@ -67,13 +67,17 @@ func Run(ctx context.Context, opts Options) error {
 	logger.Info("nodegc agent started", "node", opts.NodeName, "ownerGC", opts.OwnerGC, "nodeOnly", a.rest == nil)
 
 	<-ctx.Done()
-	logger.Info("Shutting down: no new work; in-flight GC runs stop after their current removal", "timeout", opts.ShutdownTimeout)
+	logger.Info("Shutting down: no new work; GC runs stop now, a runtime call in flight is cancelled, not awaited", "timeout", opts.ShutdownTimeout)
 	a.status.watchdog.shutdown() // loops that stop now are not wedged
-	// The GC loops stop taking work at once. A removal in flight is
-	// cancelled with its context: CRI removals are idempotent, so an
-	// abandoned one is finished by the next run, and the executors never
-	// start another after the context ended. The owner GC releases its
-	// lease on the way out.
+	// The GC loops stop taking work at once. A runtime call in flight is
+	// cancelled with its context: it returns Canceled at once, and gRPC
+	// cancels it on the runtime's side too, which may still complete it
+	// or stop partway (containerd, in a StopContainer's grace period,
+	// stops waiting without the SIGKILL that would end it). CRI removals
+	// are idempotent, so the next run finishes what was left, and the
+	// executors never start another removal after the context ended. The
+	// owner GC's API requests are cancelled the same way, and it releases
+	// its lease on the way out.
 	if !work.stop(opts.ShutdownTimeout) {
 		logger.Info("Some work did not end in time; abandoning it")
 	}

@@ -10,7 +10,8 @@
 // HTTP, and stops them all with one call.
 //
 // Lifecycle: Run blocks until its context ends (SIGTERM), then stops taking
-// new work (a removal in flight is cancelled; CRI removals are idempotent),
+// new work (a runtime call in flight is cancelled, not awaited: the runtime
+// may still complete it, and CRI removals are idempotent),
 // waits at most ShutdownTimeout for the loops to save their state, releases
 // the lease and returns. The owner GC writes only while its lease fence is
 // open (lease.go): renewDeadline from the send of the last successful

@@ -188,6 +188,34 @@ func TestCallDeadline(t *testing.T) {
 	}
 }
 
+// TestCancelledCallInFlight: what the agent's stop (SIGTERM) does to a
+// runtime call in flight. The caller's context ends it: the call returns
+// Canceled at once, without waiting for the runtime, and the runtime's
+// handler sees its own context end (gRPC cancels the call there too); what
+// the runtime then does with the work is its own.
+func TestCancelledCallInFlight(t *testing.T) {
+	f := newFakeRuntime()
+	f.block = make(chan struct{})
+	defer close(f.block)
+	c := dialFake(t, f, Options{Timeout: time.Minute}) // the fake lists unary, and ListImages blocks
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := c.ListImages(ctx); done <- err }()
+	testbed.WaitFor(t, 10*time.Second, "the call to reach the runtime", func() bool { return f.callCount("ListImages") == 1 })
+	cancelled := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("ListImages = %v, want Canceled", err)
+		}
+		t.Logf("returned %v after the cancel", time.Since(cancelled))
+	case <-time.After(5 * time.Second):
+		t.Fatal("a cancelled call did not return: it waits for the runtime")
+	}
+	testbed.WaitFor(t, 10*time.Second, "the runtime's handler to see the cancel", func() bool { return f.callCount("ListImages cancelled") == 1 })
+}
+
 // TestListsStreamOrFallBack: lists gather every streamed message, and a
 // runtime without streaming is asked with the unary call, once it said so.
 func TestListsStreamOrFallBack(t *testing.T) {

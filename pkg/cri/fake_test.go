@@ -98,6 +98,7 @@ func (f *fakeRuntime) ListImages(ctx context.Context, _ *runtimeapi.ListImagesRe
 		select {
 		case <-f.block:
 		case <-ctx.Done():
+			f.count("ListImages cancelled") // seen by the runtime
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 	}
