@@ -566,3 +566,40 @@ func TestMetricsCountStreamsWhenTheyEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestNoEventStreamFromASharedQueue: containerd before 2.0 hands each
+// container event to one of its subscribers only (they all read one queue),
+// so subscribing would take events from the kubelet's evented PLEG, and
+// miss those the kubelet takes. nodegc does not subscribe there: the error
+// wraps ErrUnsupported (callers poll) and names why. containerd 2.x, and
+// other runtimes, are subscribed.
+func TestNoEventStreamFromASharedQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name, version string
+		subscribe     bool
+	}{
+		{"containerd", "v1.7.29", false},
+		{"containerd", "1.7.20~ds1", false},
+		{"containerd", "v2.0.0", true},
+		{"containerd", "v2.4.2", true},
+		{"containerd", "not-a-version", true},
+		{"cri-o", "1.29.0", true},
+	} {
+		t.Run(tc.name+" "+tc.version, func(t *testing.T) {
+			f := newFakeRuntime()
+			f.name, f.version = tc.name, tc.version
+			f.eventsOff = true // a stream, when opened, ends at once
+			c := dialFake(t, f, Options{})
+			err := c.WatchContainerEvents(t.Context(), nil, func(*runtimeapi.ContainerEventResponse) {})
+			if !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("WatchContainerEvents = %v, want ErrUnsupported", err)
+			}
+			if opened := f.callCount("GetContainerEvents") > 0; opened != tc.subscribe {
+				t.Errorf("stream opened %v, want %v (err %v)", opened, tc.subscribe, err)
+			}
+			if !tc.subscribe && !strings.Contains(err.Error(), "one of its subscribers") {
+				t.Errorf("the error does not say why: %v", err)
+			}
+		})
+	}
+}

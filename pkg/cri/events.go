@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -36,8 +38,12 @@ const subscribeSettle = 500 * time.Millisecond
 // its first event, before it could count as subscribed: the stream is
 // switched off (CRI-O with enable_pod_events = false returns at once, and
 // would do so again at every reopening). A stream that ends cleanly later
-// was closed by the runtime (a shutdown): the caller reopens it.
+// was closed by the runtime (a shutdown): the caller reopens it. containerd
+// before 2.0 is not subscribed at all (sharedEventQueue).
 func (c *Client) WatchContainerEvents(ctx context.Context, connected func(), handle func(*runtimeapi.ContainerEventResponse)) error {
+	if why := sharedEventQueue(c.version); why != "" {
+		return fmt.Errorf("container events: %s: %w", why, ErrUnsupported)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.runtime.GetContainerEvents(ctx, &runtimeapi.GetEventsRequest{})
@@ -93,6 +99,23 @@ func (c *Client) WatchContainerEvents(ctx context.Context, connected func(), han
 			handle(r.ev)
 		}
 	}
+}
+
+// sharedEventQueue says why the runtime's container event stream is not to
+// be subscribed, "" when it may be: containerd before 2.0 hands each event
+// to one of its subscribers only (they all read one queue; containerd
+// issue 7318, fixed in 2.0), so a subscription would take events from the
+// kubelet's evented PLEG, and miss those the kubelet takes.
+func sharedEventQueue(v *runtimeapi.VersionResponse) string {
+	if v.GetRuntimeName() != "containerd" {
+		return ""
+	}
+	major, _, _ := strings.Cut(strings.TrimPrefix(v.GetRuntimeVersion(), "v"), ".")
+	if n, err := strconv.Atoi(major); err != nil || n >= 2 {
+		return ""
+	}
+	return fmt.Sprintf("containerd %s hands each container event to one of its subscribers only (all read one queue, until containerd 2.0), "+
+		"so nodegc would take events from the kubelet; listing containers instead", v.GetRuntimeVersion())
 }
 
 func classifyStreamError(err error) error {

@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"os"
@@ -22,14 +23,17 @@ type fakeRuntime struct {
 
 	mu         sync.Mutex
 	apiVersion string
-	images     map[string]*runtimeapi.Image
-	containers map[string]*runtimeapi.Container
-	sandboxes  map[string]*runtimeapi.PodSandbox
-	streaming  bool // offer the Stream* list calls
-	removeErr  error
-	block      chan struct{} // ListImages waits on it (or on the deadline) when set
-	events     chan *runtimeapi.ContainerEventResponse
-	noEvents   bool
+	// name and version are what Version reports of the runtime ("fake",
+	// "1.0" when empty).
+	name, version string
+	images        map[string]*runtimeapi.Image
+	containers    map[string]*runtimeapi.Container
+	sandboxes     map[string]*runtimeapi.PodSandbox
+	streaming     bool // offer the Stream* list calls
+	removeErr     error
+	block         chan struct{} // ListImages waits on it (or on the deadline) when set
+	events        chan *runtimeapi.ContainerEventResponse
+	noEvents      bool
 	// eventsOff makes GetContainerEvents return at once, cleanly, as CRI-O
 	// does with enable_pod_events = false; endEvents, when closed, ends an
 	// open event stream cleanly, as a runtime shutting down does.
@@ -89,7 +93,8 @@ func (f *fakeRuntime) callCount(method string) int {
 func (f *fakeRuntime) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: "fake", RuntimeVersion: "1.0", RuntimeApiVersion: f.apiVersion}, nil
+	name, version := cmp.Or(f.name, "fake"), cmp.Or(f.version, "1.0")
+	return &runtimeapi.VersionResponse{Version: "0.1.0", RuntimeName: name, RuntimeVersion: version, RuntimeApiVersion: f.apiVersion}, nil
 }
 
 func (f *fakeRuntime) ListImages(ctx context.Context, _ *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
@@ -240,6 +245,7 @@ func (f *fakeRuntime) RemovePodSandbox(_ context.Context, req *runtimeapi.Remove
 }
 
 func (f *fakeRuntime) GetContainerEvents(_ *runtimeapi.GetEventsRequest, s grpc.ServerStreamingServer[runtimeapi.ContainerEventResponse]) error {
+	f.count("GetContainerEvents")
 	if f.noEvents {
 		return status.Error(codes.Unimplemented, "no events")
 	}
