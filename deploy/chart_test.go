@@ -365,3 +365,52 @@ func TestChartLabels(t *testing.T) {
 		}
 	}
 }
+
+// podSpec returns a workload's pod template spec.
+func podSpec(t *testing.T, o *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	spec, ok, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+	if !ok {
+		t.Fatalf("%s %s has no pod template spec", o.GetKind(), o.GetName())
+	}
+	return spec
+}
+
+// TestChartPriorityClass: with the defaults and every preset, the node agent
+// runs as system-node-critical and the owner collector as
+// system-cluster-critical. Under DiskPressure the kubelet admits only
+// critical pods, so a replaced agent (new image, new configuration) could
+// not start on the node that needs it, and a non-critical agent may be
+// evicted there. An empty value drops the field (for providers whose
+// ResourceQuota keeps critical classes to kube-system).
+func TestChartPriorityClass(t *testing.T) {
+	want := map[string]string{"DaemonSet/nodegc-node": "system-node-critical", "Deployment/nodegc-owner": "system-cluster-critical"}
+	for _, p := range append([]string{""}, presets...) {
+		name, args := p, []string{"-f", presetFile(p)}
+		if p == "" {
+			name, args = "defaults", nil
+		}
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, "nodegc", args...)
+			for ref, class := range want {
+				kind, objName, _ := strings.Cut(ref, "/")
+				o := find(objs, kind, objName)
+				if o == nil {
+					t.Fatalf("no %s", ref)
+				}
+				if got := podSpec(t, o)["priorityClassName"]; got != class {
+					t.Errorf("%s priorityClassName %v, want %s", ref, got, class)
+				}
+			}
+		})
+	}
+	t.Run("empty", func(t *testing.T) {
+		objs := render(t, "nodegc", "--set", "node.priorityClassName=", "--set", "owner.priorityClassName=")
+		for ref := range want {
+			kind, objName, _ := strings.Cut(ref, "/")
+			if got, ok := podSpec(t, find(objs, kind, objName))["priorityClassName"]; ok {
+				t.Errorf("%s priorityClassName %v with the value set empty, want none", ref, got)
+			}
+		}
+	})
+}

@@ -398,3 +398,26 @@ func gomaxprocs(c corev1.Container) (int64, error) {
 	}
 	return 0, errors.New("no GOMAXPROCS in env: Go would run 2 Ps under a limit of one CPU")
 }
+
+// TestPriorityClass: the node agent is system-node-critical, the owner
+// collector system-cluster-critical: under DiskPressure the kubelet admits
+// only critical pods and evicts them last, and a node agent replaced there
+// must start. Both classes exist in every kube-apiserver (TestApplyAndRBAC
+// applies them).
+func TestPriorityClass(t *testing.T) {
+	want := map[string]string{"DaemonSet": "system-node-critical", "Deployment": "system-cluster-critical"}
+	seen := 0
+	for _, o := range readObjects(t) {
+		class, ok := want[o.GetKind()]
+		if !ok {
+			continue
+		}
+		seen++
+		if got, _, _ := unstructured.NestedString(o.Object, "spec", "template", "spec", "priorityClassName"); got != class {
+			t.Errorf("%s %s priorityClassName %q, want %s", o.GetKind(), o.GetName(), got, class)
+		}
+	}
+	if seen != len(want) {
+		t.Fatalf("%s: %d workloads, want the DaemonSet and the Deployment", manifest, seen)
+	}
+}
