@@ -1,10 +1,16 @@
 package deploy
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/nodegc/nodegc/deploy/monitoring"
 )
 
 // nodeRelabeling is the relabeling every scrape object must carry: the
@@ -99,5 +105,79 @@ func TestChartScrapeObjects(t *testing.T) {
 				t.Errorf("metrics Services by component (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// componentRelabeling is the relabeling that names a target's workload:
+// component, from the pod's app.kubernetes.io/component label.
+var componentRelabeling = map[string]any{"sourceLabels": []any{"__meta_kubernetes_pod_label_app_kubernetes_io_component"}, "targetLabel": "component"}
+
+// TestUpAlertsMatchScrapeLabels: the alerts on the targets' up series (an
+// agent not running, or not scraped) select nodegc's targets by labels
+// the chart's PodMonitor and ServiceMonitor give them: component, relabeled
+// from the pods' app.kubernetes.io/component, with the values the
+// DaemonSet's and the Deployment's pods carry. Alerts built only on the
+// agent's own series are silent when the agent is gone.
+func TestUpAlertsMatchScrapeLabels(t *testing.T) {
+	objs := render(t, "nodegc", "--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true")
+	for kind, field := range map[string]string{"PodMonitor": "podMetricsEndpoints", "ServiceMonitor": "endpoints"} {
+		o := find(objs, kind, "nodegc")
+		if o == nil {
+			t.Fatalf("no %s nodegc", kind)
+		}
+		eps, _, _ := unstructured.NestedSlice(o.Object, "spec", field)
+		for _, ep := range eps {
+			rels, _, _ := unstructured.NestedSlice(ep.(map[string]any), "relabelings")
+			if !slices.ContainsFunc(rels, func(r any) bool { return cmp.Equal(componentRelabeling, r) }) {
+				t.Errorf("%s relabelings %v lack %v", kind, rels, componentRelabeling)
+			}
+		}
+	}
+	components := map[string]bool{}
+	for _, kind := range []string{"DaemonSet", "Deployment"} {
+		for _, o := range objs {
+			if o.GetKind() == kind {
+				c, _, _ := unstructured.NestedString(o.Object, "spec", "template", "metadata", "labels", "app.kubernetes.io/component")
+				components[c] = true
+			}
+		}
+	}
+
+	queries, err := monitoring.RuleQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	selected := map[string]bool{} // components whose up some alert selects
+	for _, q := range queries {
+		expr, err := monitoring.PromQL.ParseExpr(q.Expr)
+		if err != nil {
+			t.Fatalf("%s: %v", q.Where, err)
+		}
+		parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+			vs, ok := node.(*parser.VectorSelector)
+			if !ok || vs.Name != "up" {
+				return nil
+			}
+			var component string
+			for _, m := range vs.LabelMatchers {
+				switch {
+				case m.Name == model.MetricNameLabel:
+				case m.Name == "component" && m.Type == labels.MatchEqual && components[m.Value]:
+					component = m.Value
+				default:
+					t.Errorf("%s: up selected by %s, which the chart's scrape objects do not set (component: %v)", q.Where, m, components)
+				}
+			}
+			if component == "" {
+				t.Errorf("%s: %s selects the up of targets that are not nodegc's: select component (%v)", q.Where, vs, components)
+			}
+			selected[component] = true
+			return nil
+		})
+	}
+	for c := range components {
+		if !selected[c] {
+			t.Errorf("no alert on up{component=%q}: nothing fires when that workload's agents are not running or not scraped", c)
+		}
 	}
 }

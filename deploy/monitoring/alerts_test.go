@@ -9,9 +9,10 @@ import (
 )
 
 // TestAlertsFire: each alert's expression, evaluated by Prometheus's engine
-// after 30 minutes of synthetic series (one sample a minute, promqltest's
-// load syntax), selects something when the condition holds and nothing on a
-// healthy node or cluster. Its `for` is not evaluated here.
+// at the end of synthetic series (most 30 minutes long, one sample a minute, promqltest's
+// load syntax; some cases end a series earlier, or run it longer, to show
+// what is gone), selects something when the condition holds and nothing on
+// a healthy node or cluster. Its `for` is not evaluated here.
 func TestAlertsFire(t *testing.T) {
 	cases := map[string]struct {
 		firing  []string
@@ -75,6 +76,20 @@ func TestAlertsFire(t *testing.T) {
 				nodegc_owner_gc_synced{pod="a"} 0x30
 				nodegc_owner_gc_leader{pod="b"} 0x30
 				nodegc_owner_gc_synced{pod="b"} 1x30`,
+				// ownerGC.mode deployment, every owner collector crashing: only
+				// the node agents (--owner-gc=off) export, their leader gauge
+				// at 0, and the owner targets are down.
+				`nodegc_owner_gc_leader{component="node",pod="n"} 0x30
+				up{component="node",pod="n"} 1x30
+				up{component="owner",pod="a"} 0x30
+				up{component="owner",pod="b"} 0x30`,
+				// The owner collectors led and were synced, then went away
+				// (evicted, unschedulable, scaled to 0): no owner target left.
+				`nodegc_owner_gc_leader{component="owner",pod="a"} 1x10
+				nodegc_owner_gc_synced{component="owner",pod="a"} 1x10
+				up{component="owner",pod="a"} 1x10
+				nodegc_owner_gc_leader{component="node",pod="n"} 0x30
+				up{component="node",pod="n"} 1x30`,
 			},
 			healthy: []string{
 				`nodegc_owner_gc_leader{pod="a"} 1x30
@@ -84,6 +99,51 @@ func TestAlertsFire(t *testing.T) {
 				// The owner GC runs nowhere (--owner-gc=off, or no API access):
 				// only the leader gauge, at 0.
 				`nodegc_owner_gc_leader{pod="a"} 0x30`,
+				// ownerGC.mode off: node agents only, no owner target.
+				`nodegc_owner_gc_leader{component="node",pod="n"} 0x30
+				up{component="node",pod="n"} 1x30`,
+				// Turned off (mode off) more than an hour ago.
+				`nodegc_owner_gc_leader{component="owner",pod="a"} 1x10
+				nodegc_owner_gc_synced{component="owner",pod="a"} 1x10
+				up{component="owner",pod="a"} 1x10
+				nodegc_owner_gc_leader{component="node",pod="n"} 0x90
+				up{component="node",pod="n"} 1x90`,
+			},
+		},
+		// Prometheus's own up series of each scrape target; the chart's
+		// PodMonitor and ServiceMonitor add component (node or owner).
+		"NodegcNodeAgentDown": {
+			firing: []string{`up{component="node",node="n1",pod="nodegc-node-a"} 0x30
+				up{component="node",node="n2",pod="nodegc-node-b"} 1x30`},
+			healthy: []string{
+				`up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
+				// Another component's target is none of this alert's.
+				`up{component="owner",node="n1",pod="nodegc-owner-a"} 0x30
+				up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
+			},
+		},
+		"NodegcNodeAgentsAbsent": {
+			firing: []string{
+				// No node agent is a target at all.
+				`up{component="owner",pod="nodegc-owner-a"} 1x30`,
+				// They were, and are gone.
+				`up{component="node",node="n1",pod="nodegc-node-a"} 1x10
+				up{job="other"} 1x30`,
+			},
+			healthy: []string{
+				`up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
+				// Down, but a target: NodegcNodeAgentDown's case.
+				`up{component="node",node="n1",pod="nodegc-node-a"} 0x30`,
+			},
+		},
+		"NodegcOwnerCollectorDown": {
+			firing: []string{`up{component="owner",node="n1",pod="nodegc-owner-a"} 0x30
+				up{component="owner",node="n2",pod="nodegc-owner-b"} 1x30`},
+			healthy: []string{
+				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1x30
+				up{component="node",node="n1",pod="nodegc-node-a"} 0x30`,
+				// ownerGC.mode auto or off: no owner target.
+				`up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
 			},
 		},
 		"NodegcOwnerGCActionErrors": {
@@ -102,7 +162,6 @@ func TestAlertsFire(t *testing.T) {
 		t.Fatal(err)
 	}
 	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
-	at := time.Unix(0, 0).Add(30 * time.Minute)
 	for _, q := range queries {
 		name := q.Where[len("rule "):]
 		tc, ok := cases[name]
@@ -113,12 +172,12 @@ func TestAlertsFire(t *testing.T) {
 		delete(cases, name)
 		t.Run(name, func(t *testing.T) {
 			for i, series := range tc.firing {
-				if got := evalAt(t, engine, series, q.Expr, at); len(got) == 0 {
+				if got := evalAtEnd(t, engine, series, q.Expr); len(got) == 0 {
 					t.Errorf("firing case %d: nothing selected", i)
 				}
 			}
 			for i, series := range tc.healthy {
-				if got := evalAt(t, engine, series, q.Expr, at); len(got) != 0 {
+				if got := evalAtEnd(t, engine, series, q.Expr); len(got) != 0 {
 					t.Errorf("healthy case %d: selected %v", i, got)
 				}
 			}
@@ -129,12 +188,13 @@ func TestAlertsFire(t *testing.T) {
 	}
 }
 
-// evalAt loads series (promqltest's load syntax, one sample a minute) and
-// evaluates expr at at.
-func evalAt(t *testing.T, engine *promql.Engine, series, expr string, at time.Time) promql.Vector {
+// evalAtEnd loads series (promqltest's load syntax, one sample a minute)
+// and evaluates expr at the time of the last sample loaded.
+func evalAtEnd(t *testing.T, engine *promql.Engine, series, expr string) promql.Vector {
 	t.Helper()
 	storage := promqltest.LoadedStorage(t, "load 1m\n  "+series+"\n")
 	t.Cleanup(func() { storage.Close() })
+	at := time.UnixMilli(storage.Head().MaxTime())
 	q, err := engine.NewInstantQuery(t.Context(), storage, nil, expr, at)
 	if err != nil {
 		t.Fatal(err)

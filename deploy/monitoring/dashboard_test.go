@@ -12,7 +12,8 @@ import (
 // (no __inputs; the data source is the variable datasource, the node
 // variable comes from the image filesystem gauge); every panel queries
 // ${datasource}; every target parses with Prometheus's parser, and selects
-// only nodegc metrics that README.md's metrics reference lists.
+// only nodegc metrics that README.md's metrics reference lists (the rules
+// also up, which Prometheus writes for every target).
 func TestDashboard(t *testing.T) {
 	d, err := ParseDashboard()
 	if err != nil {
@@ -70,7 +71,7 @@ func TestDashboard(t *testing.T) {
 			continue
 		}
 		for _, name := range MetricNames(expr, documented) {
-			if !documented[name] {
+			if !documented[name] && !TargetSeries[name] {
 				t.Errorf("%s selects %s, which README.md's metrics reference does not list", q.Where, name)
 			}
 		}

@@ -57,6 +57,9 @@ func checkMonitoring(t *testing.T, scrape, configYAML, kubeconfig, node string) 
 	for name := range families {
 		exported[name] = true
 	}
+	for name := range monitoring.TargetSeries { // Prometheus's own, loaded below
+		exported[name] = true
+	}
 
 	rules, err := monitoring.RuleQueries()
 	if err != nil {
@@ -71,7 +74,9 @@ func checkMonitoring(t *testing.T, scrape, configYAML, kubeconfig, node string) 
 
 	now := time.Unix(1_800_000_000, 0)
 	db := teststorage.New(t)
-	target := map[string]string{"job": "nodegc", "instance": "127.0.0.1:8080", "namespace": "kube-system", "pod": "nodegc-" + node, "node": node}
+	// The target labels the chart's PodMonitor gives a node agent.
+	target := map[string]string{"job": "nodegc", "instance": "127.0.0.1:8080", "namespace": "kube-system", "pod": "nodegc-" + node, "node": node,
+		"component": "node"}
 	if err := loadScrape(t, db, families, target, now, 4, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +102,8 @@ func checkMonitoring(t *testing.T, scrape, configYAML, kubeconfig, node string) 
 		`panel "Owner GC leader and synced" target C`:                   true,
 	}
 	mustNotFire := map[string]bool{"rule NodegcRuntimeUnreachable": true, "rule NodegcOwnerGCNoSyncedLeader": true,
-		"rule NodegcImageGCFailing": true, "rule NodegcOwnerGCActionErrors": true}
+		"rule NodegcImageGCFailing": true, "rule NodegcOwnerGCActionErrors": true,
+		"rule NodegcNodeAgentDown": true, "rule NodegcNodeAgentsAbsent": true}
 	var empty []string
 	for _, q := range append(rules, panels...) {
 		expr, err := monitoring.PromQL.ParseExpr(q.Expr)
@@ -132,7 +138,8 @@ func checkMonitoring(t *testing.T, scrape, configYAML, kubeconfig, node string) 
 }
 
 // loadScrape appends the scraped families to db as series with the target's
-// labels: n samples step apart ending at end. Gauges (and summaries'
+// labels, and the target's up at 1 (Prometheus writes it for every scrape):
+// n samples step apart ending at end. Gauges (and summaries'
 // quantiles) keep their value; counters, histograms and summaries grow
 // linearly from 1/n of their value to it. The series are the text format's,
 // as testbed.Samples lists them (a histogram's +Inf bucket included).
@@ -141,6 +148,11 @@ func loadScrape(t *testing.T, db storage.Appendable, families map[string]*dto.Me
 	for i := range n {
 		ts := end.Add(-time.Duration(n-1-i) * step).UnixMilli()
 		grow := float64(i+1) / float64(n)
+		up := labels.NewBuilder(labels.FromMap(target))
+		up.Set(model.MetricNameLabel, "up")
+		if _, err := app.Append(0, up.Labels(), ts, 1); err != nil {
+			return fmt.Errorf("up: %w", err)
+		}
 		for _, name := range slices.Sorted(maps.Keys(families)) {
 			f := families[name]
 			switch f.GetType() {
