@@ -414,3 +414,44 @@ func TestChartPriorityClass(t *testing.T) {
 		}
 	})
 }
+
+// TestChartConfigChecksum: both workloads' pod templates carry
+// checksum/config, the digest of the rendered ConfigMap, so that a helm
+// upgrade that changes the configuration rolls the pods (the agent reads
+// its configuration once, at start); the same values give the same digest,
+// and podAnnotations are kept beside it.
+func TestChartConfigChecksum(t *testing.T) {
+	checksums := func(args ...string) map[string]string {
+		t.Helper()
+		objs := render(t, "nodegc", append([]string{"--set", "podAnnotations.team=storage"}, args...)...)
+		out := map[string]string{}
+		for _, ref := range []string{"DaemonSet/nodegc-node", "Deployment/nodegc-owner"} {
+			kind, name, _ := strings.Cut(ref, "/")
+			o := find(objs, kind, name)
+			if o == nil {
+				t.Fatalf("no %s", ref)
+			}
+			ann, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "annotations")
+			if ann["team"] != "storage" {
+				t.Errorf("%s pod annotations %v lack podAnnotations' team: storage", ref, ann)
+			}
+			if ann["checksum/config"] == "" {
+				t.Errorf("%s pod annotations %v: no checksum/config", ref, ann)
+			}
+			out[ref] = ann["checksum/config"]
+		}
+		return out
+	}
+	base := checksums()
+	if again := checksums(); !cmp.Equal(base, again) {
+		t.Errorf("the same values give other checksums: %v, then %v", base, again)
+	}
+	for _, set := range []string{"config.imageGC.highThresholdPercent=70", "ports.metrics=19281", "stateDirectory=/data/nodegc"} {
+		changed := checksums("--set", set)
+		for ref, sum := range changed {
+			if sum == base[ref] {
+				t.Errorf("--set %s: %s checksum/config unchanged (%s): a helm upgrade would leave the pods on the old configuration", set, ref, sum)
+			}
+		}
+	}
+}

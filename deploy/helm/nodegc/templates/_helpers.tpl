@@ -91,3 +91,13 @@ Without a limit, Kubernetes gives the node's allocatable CPUs, as Go would.
       resource: limits.cpu
       divisor: "1"
 {{- end }}
+
+{{/*
+The pod annotations of both workloads: podAnnotations, and checksum/config, the digest of the rendered
+ConfigMap. The agent reads its configuration once, at start: a helm upgrade (or an apply of the
+regenerated manifest) that changes the configuration changes the digest, and so rolls the pods.
+*/}}
+{{- define "nodegc.podAnnotations" -}}
+{{- $checksum := include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
+{{- toYaml (merge (dict "checksum/config" $checksum) (deepCopy (.Values.podAnnotations | default dict))) }}
+{{- end }}
