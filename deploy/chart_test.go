@@ -455,3 +455,29 @@ func TestChartConfigChecksum(t *testing.T) {
 		}
 	}
 }
+
+// renderError runs helm template with args, which must fail, and returns
+// its error text.
+func renderError(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := helm(t, append([]string{"template", "nodegc", chart, "--namespace", "nodegc"}, args...)...)
+	if err == nil {
+		t.Fatalf("helm template %s rendered, want a failure:\n%s", strings.Join(args, " "), out)
+	}
+	return err.Error()
+}
+
+// TestChartAutoNeedsLeaderElection: ownerGC.mode auto without leader
+// election fails the render, naming both values and what to do: every node
+// agent would refuse --owner-gc=auto and crash-loop on every node. With the
+// owner GC disabled in the configuration the agents accept it, and so does
+// the chart.
+func TestChartAutoNeedsLeaderElection(t *testing.T) {
+	msg := renderError(t, "--set", "ownerGC.mode=auto", "--set", "config.leaderElection.leaderElect=false")
+	for _, want := range []string{"ownerGC.mode auto", "config.leaderElection.leaderElect false", "set config.leaderElection.leaderElect true", "ownerGC.mode deployment"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	render(t, "nodegc", "--set", "ownerGC.mode=auto", "--set", "config.leaderElection.leaderElect=false", "--set", "config.ownerGC.enableGarbageCollector=false")
+}

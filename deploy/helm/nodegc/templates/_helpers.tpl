@@ -38,11 +38,28 @@ app.kubernetes.io/name: {{ include "nodegc.name" (index . 0) }}
 app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 
-{{/* ownerGC.mode, validated: deployment, auto or off. */}}
+{{/* config.leaderElection.leaderElect: "true" unless set false (the agent's default is true). */}}
+{{- define "nodegc.leaderElect" -}}
+{{- ne (toString (dig "leaderElection" "leaderElect" true (.Values.config | default dict))) "false" }}
+{{- end }}
+
+{{/* config.ownerGC.enableGarbageCollector: "true" unless set false (the agent's default is true). */}}
+{{- define "nodegc.ownerGCEnabled" -}}
+{{- ne (toString (dig "ownerGC" "enableGarbageCollector" true (.Values.config | default dict))) "false" }}
+{{- end }}
+
+{{/*
+ownerGC.mode, validated: deployment, auto or off. auto needs leader election, as the agent does (it
+refuses --owner-gc=auto without it while the owner GC is enabled): refused here rather than in a crash
+loop on every node.
+*/}}
 {{- define "nodegc.ownerGCMode" -}}
 {{- $mode := toString .Values.ownerGC.mode }}
 {{- if not (has $mode (list "deployment" "auto" "off")) }}
 {{- fail (printf "ownerGC.mode %q is not one of deployment, auto, off" $mode) }}
+{{- end }}
+{{- if and (eq $mode "auto") (eq (include "nodegc.leaderElect" .) "false") (eq (include "nodegc.ownerGCEnabled" .) "true") }}
+{{- fail "ownerGC.mode auto with config.leaderElection.leaderElect false: every node agent would run the owner GC on its own, so each refuses to start (a crash loop on every node). Either set config.leaderElection.leaderElect true, or run the owner GC in one instance: ownerGC.mode deployment (with ownerGC.replicas 1 without leader election), or ownerGC.mode off" }}
 {{- end }}
 {{- $mode }}
 {{- end }}
