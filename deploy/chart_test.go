@@ -481,3 +481,43 @@ func TestChartAutoNeedsLeaderElection(t *testing.T) {
 	}
 	render(t, "nodegc", "--set", "ownerGC.mode=auto", "--set", "config.leaderElection.leaderElect=false", "--set", "config.ownerGC.enableGarbageCollector=false")
 }
+
+// TestChartOwnerReplicas: without leader election only one owner collector
+// may run, also during a rollout: more than one replica fails the render,
+// naming both values, and one replica is replaced with strategy Recreate
+// (a RollingUpdate would start the new pod beside the old one). With leader
+// election the replicas stand by and roll as usual. No replica at all is
+// refused too: ownerGC.mode off says that.
+func TestChartOwnerReplicas(t *testing.T) {
+	noLE := []string{"--set", "config.leaderElection.leaderElect=false"}
+	msg := renderError(t, noLE...)
+	for _, want := range []string{"ownerGC.replicas 2", "config.leaderElection.leaderElect false", "ownerGC.replicas 1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	msg = renderError(t, "--set", "ownerGC.replicas=0")
+	for _, want := range []string{"ownerGC.replicas 0", "ownerGC.mode off"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	strategy := func(args ...string) (int64, string) {
+		t.Helper()
+		dep := find(render(t, "nodegc", args...), "Deployment", "nodegc-owner")
+		if dep == nil {
+			t.Fatal("no Deployment nodegc-owner")
+		}
+		r, _, _ := unstructured.NestedFieldNoCopy(dep.Object, "spec", "replicas")
+		s, _, _ := unstructured.NestedString(dep.Object, "spec", "strategy", "type")
+		return toInt64(r), s
+	}
+	if r, s := strategy(append(noLE, "--set", "ownerGC.replicas=1")...); r != 1 || s != "Recreate" {
+		t.Errorf("without leader election, ownerGC.replicas 1: replicas %d, strategy %q; want 1, Recreate", r, s)
+	}
+	if r, s := strategy(); r != 2 || s == "Recreate" {
+		t.Errorf("defaults: replicas %d, strategy %q; want 2, rolling", r, s)
+	}
+	// ownerGC.mode off or auto: no Deployment, so nothing to refuse.
+	render(t, "nodegc", append(noLE, "--set", "ownerGC.mode=off")...)
+}
