@@ -56,6 +56,40 @@ func TestAlertsFire(t *testing.T) {
 				nodegc_image_gc_threshold_percent{node="n1",threshold="high"} 85x30`,
 			},
 		},
+		"NodegcImageStateSavesFailing": {
+			firing: []string{`nodegc_image_state_saves_total{node="n1",result="error"} 0+1x30
+				nodegc_image_state_saves_total{node="n1",result="success"} 5x30`},
+			healthy: []string{
+				`nodegc_image_state_saves_total{node="n1",result="error"} 1x30
+				nodegc_image_state_saves_total{node="n1",result="success"} 0+1x30`,
+				// A save failed, the next one went through.
+				`nodegc_image_state_saves_total{node="n1",result="error"} 0+1x30
+				nodegc_image_state_saves_total{node="n1",result="success"} 0+1x30`,
+				// Nothing to save (no container event).
+				`nodegc_image_state_saves_total{node="n1",result="error"} 0x30
+				nodegc_image_state_saves_total{node="n1",result="success"} 0x30`,
+			},
+		},
+		"NodegcContainerGCFailing": {
+			firing: []string{`nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="error"} 0+1x30
+				nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="success"} 0x30`},
+			healthy: []string{`nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="error"} 2x30
+				nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="success"} 0+1x30`},
+		},
+		"NodegcContainerGCOperationsFailing": {
+			firing: []string{
+				`nodegc_container_gc_errors_total{node="n1",operation="read_exit_time"} 0+1x30`,
+				`nodegc_container_gc_errors_total{node="n1",operation="reclaim"} 0+1x30`,
+			},
+			healthy: []string{
+				`nodegc_container_gc_errors_total{node="n1",operation="reclaim"} 3x30
+				nodegc_container_gc_errors_total{node="n1",operation="read_exit_time"} 0x30`,
+				// Only the byte counters miss something.
+				`nodegc_container_gc_errors_total{node="n1",operation="read_bytes"} 0+1x30`,
+				// A failing removal fails its run: NodegcContainerGCFailing's case.
+				`nodegc_container_gc_errors_total{node="n1",operation="remove_container"} 0+1x30`,
+			},
+		},
 		"NodegcRuntimeUnreachable": {
 			firing:  []string{`nodegc_cri_connected{node="n1"} 0x30`},
 			healthy: []string{`nodegc_cri_connected{node="n1"} 1x30`},
