@@ -521,3 +521,48 @@ func TestChartOwnerReplicas(t *testing.T) {
 	// ownerGC.mode off or auto: no Deployment, so nothing to refuse.
 	render(t, "nodegc", append(noLE, "--set", "ownerGC.mode=off")...)
 }
+
+// TestChartLinuxNodes: both workloads run on Linux nodes only, beside any
+// nodeSelector of the values. The node agent tolerates every taint, so
+// without the selector it would land on Windows and virtual nodes, where it
+// never runs, and helm install --wait would never complete.
+func TestChartLinuxNodes(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want map[string]map[string]string // kind/name: nodeSelector
+	}{
+		"defaults": {want: map[string]map[string]string{
+			"DaemonSet/nodegc-node":   {"kubernetes.io/os": "linux"},
+			"Deployment/nodegc-owner": {"kubernetes.io/os": "linux"},
+		}},
+		"with the values' nodeSelector": {
+			args: []string{"--set", "node.nodeSelector.pool=gc", "--set", "owner.nodeSelector.node-role\\.kubernetes\\.io/infra="},
+			want: map[string]map[string]string{
+				"DaemonSet/nodegc-node":   {"kubernetes.io/os": "linux", "pool": "gc"},
+				"Deployment/nodegc-owner": {"kubernetes.io/os": "linux", "node-role.kubernetes.io/infra": ""},
+			},
+		},
+	}
+	for _, p := range presets {
+		cases["preset "+p] = struct {
+			args []string
+			want map[string]map[string]string
+		}{[]string{"-f", presetFile(p)}, cases["defaults"].want}
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, "nodegc", tc.args...)
+			for ref, want := range tc.want {
+				kind, objName, _ := strings.Cut(ref, "/")
+				o := find(objs, kind, objName)
+				if o == nil {
+					t.Fatalf("no %s", ref)
+				}
+				got, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "spec", "nodeSelector")
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s nodeSelector (-want +got):\n%s", ref, diff)
+				}
+			}
+		})
+	}
+}

@@ -421,3 +421,22 @@ func TestPriorityClass(t *testing.T) {
 		t.Fatalf("%s: %d workloads, want the DaemonSet and the Deployment", manifest, seen)
 	}
 }
+
+// TestLinuxNodesOnly: both workloads select Linux nodes: the node agent
+// tolerates every taint, and would otherwise be scheduled onto Windows and
+// virtual nodes, where it never runs.
+func TestLinuxNodesOnly(t *testing.T) {
+	seen := 0
+	for _, o := range readObjects(t) {
+		if o.GetKind() != "DaemonSet" && o.GetKind() != "Deployment" {
+			continue
+		}
+		seen++
+		if sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "spec", "nodeSelector"); sel["kubernetes.io/os"] != "linux" {
+			t.Errorf("%s %s nodeSelector %v, want kubernetes.io/os: linux", o.GetKind(), o.GetName(), sel)
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("%s: %d workloads, want the DaemonSet and the Deployment", manifest, seen)
+	}
+}

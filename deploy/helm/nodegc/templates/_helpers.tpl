@@ -118,3 +118,13 @@ regenerated manifest) that changes the configuration changes the digest, and so 
 {{- $checksum := include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
 {{- toYaml (merge (dict "checksum/config" $checksum) (deepCopy (.Values.podAnnotations | default dict))) }}
 {{- end }}
+
+{{/*
+A workload's nodeSelector: kubernetes.io/os: linux beside the values' (include "nodegc.nodeSelector"
+.Values.node.nodeSelector). nodegc is a Linux program, and the node agent tolerates every taint: without
+it, it would land on Windows nodes, where it never runs (and helm install --wait never ends). Virtual
+nodes that report linux are not left out by it (values.yaml, node.nodeSelector).
+*/}}
+{{- define "nodegc.nodeSelector" -}}
+{{- toYaml (merge (deepCopy (. | default dict)) (dict "kubernetes.io/os" "linux")) }}
+{{- end }}
