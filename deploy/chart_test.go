@@ -566,3 +566,17 @@ func TestChartLinuxNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestChartRefusesNodeName: config.nodeName fails the render, saying that
+// NODE_NAME names each node: the one ConfigMap is every node's, so any
+// name in it is wrong on every node but one.
+func TestChartRefusesNodeName(t *testing.T) {
+	msg := renderError(t, "--set", "config.nodeName=worker-1")
+	for _, want := range []string{"config.nodeName", `"worker-1"`, "NODE_NAME"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+	// Empty is unset.
+	renderedConfig(t, render(t, "nodegc", "--set", "config.nodeName="))
+}
