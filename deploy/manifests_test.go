@@ -213,7 +213,9 @@ func TestNodeAgentProbes(t *testing.T) {
 // TestApplyAndRBAC applies the manifests to a real kube-apiserver, with
 // server-side dry-run first and then for real, and checks the RBAC with
 // SubjectAccessReviews: the node agent cannot delete Deployments nor read
-// Secrets, the owner collector can delete Deployments.
+// Secrets, and has only what its code uses (list and watch of pods and
+// nodes, core/v1 events); the owner collector can delete Deployments, and
+// writes no events.k8s.io events either.
 func TestApplyAndRBAC(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	ctx := t.Context()
@@ -301,8 +303,17 @@ func TestApplyAndRBAC(t *testing.T) {
 		{node, authorizationv1.ResourceAttributes{Resource: "pods", Verb: "delete", Namespace: "default"}, false},
 		{node, authorizationv1.ResourceAttributes{Resource: "pods", Verb: "list"}, true},
 		{node, authorizationv1.ResourceAttributes{Resource: "pods", Verb: "watch"}, true},
-		{node, authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "get"}, true},
+		// Informers only: list and watch, never get.
+		{node, authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "list"}, true},
+		{node, authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "watch"}, true},
+		{node, authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "get"}, false},
+		{node, authorizationv1.ResourceAttributes{Resource: "pods", Verb: "get", Namespace: "default"}, false},
+		// Events through core/v1 only.
 		{node, authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "default"}, true},
+		{node, authorizationv1.ResourceAttributes{Resource: "events", Verb: "patch", Namespace: "default"}, true},
+		{node, authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "create", Namespace: "default"}, false},
+		{owner, authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "default"}, true},
+		{owner, authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "create", Namespace: "default"}, false},
 		{node, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "nodegc"}, false},
 		{owner, authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "delete", Namespace: "default"}, true},
 		{owner, authorizationv1.ResourceAttributes{Group: "apps", Resource: "replicasets", Verb: "patch", Namespace: "default"}, true},

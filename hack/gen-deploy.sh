@@ -35,8 +35,8 @@ header() {
 #
 # Two workloads share one image and one ConfigMap:
 #   - DaemonSet nodegc-node (--owner-gc=off): image and dead-container GC on every node, through the
-#     node's CRI socket. Its ServiceAccount reads pods and nodes and writes events; it can delete nothing
-#     in the API, so a compromised node holds no cluster-wide delete rights.
+#     node's CRI socket. Its ServiceAccount lists and watches pods and nodes and writes events; it can
+#     delete nothing in the API, so a compromised node holds no cluster-wide delete rights.
 #   - Deployment nodegc-owner (--owner-gc=only, 2 replicas, leader-elected through a Lease): the
 #     cluster's ownerReference garbage collector. Its ServiceAccount lists, watches, patches and deletes
 #     what it collects, as kube-controller-manager's collector does.
