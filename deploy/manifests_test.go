@@ -451,3 +451,49 @@ func TestLinuxNodesOnly(t *testing.T) {
 		t.Fatalf("%s: %d workloads, want the DaemonSet and the Deployment", manifest, seen)
 	}
 }
+
+// TestGOMEMLIMITFollowsMemoryLimit: both workloads set GOMEMLIMIT to their
+// memory limit, in bytes (a resourceFieldRef on their own limits.memory,
+// as GOMAXPROCS on limits.cpu), so that Go collects harder as the heap
+// nears the limit instead of growing into the cgroup's OOM kill: the
+// owner GC's start-up lists are its peak (README, Owner GC at scale), and
+// in ownerGC.mode auto the elected node agent holds them under the node
+// agent's limit.
+func TestGOMEMLIMITFollowsMemoryLimit(t *testing.T) {
+	seen := map[string]bool{}
+	for _, o := range readObjects(t) {
+		if o.GetKind() != "DaemonSet" && o.GetKind() != "Deployment" {
+			continue
+		}
+		var spec corev1.PodSpec
+		m, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec); err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		for _, c := range spec.Containers {
+			seen[o.GetKind()] = true
+			if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
+				t.Errorf("%s %s, container %s: no memory limit (GOMEMLIMIT would be the node's memory)", o.GetKind(), o.GetName(), c.Name)
+			}
+			i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
+			if i < 0 {
+				t.Errorf("%s %s, container %s: no GOMEMLIMIT in env", o.GetKind(), o.GetName(), c.Name)
+				continue
+			}
+			e := c.Env[i]
+			var ref *corev1.ResourceFieldSelector
+			if e.ValueFrom != nil {
+				ref = e.ValueFrom.ResourceFieldRef
+			}
+			// A divisor of 1 (or none): the value in bytes, which Go reads as bytes.
+			if ref == nil || ref.Resource != "limits.memory" || (ref.ContainerName != "" && ref.ContainerName != c.Name) ||
+				!(ref.Divisor.IsZero() || ref.Divisor.Cmp(resource.MustParse("1")) == 0) {
+				t.Errorf("%s %s, container %s: GOMEMLIMIT is not the container's own limits.memory in bytes (value %q, resourceFieldRef %+v)",
+					o.GetKind(), o.GetName(), c.Name, e.Value, ref)
+			}
+		}
+	}
+	if !seen["DaemonSet"] || !seen["Deployment"] {
+		t.Fatalf("%s lacks the DaemonSet or the Deployment (found %v)", manifest, seen)
+	}
+}

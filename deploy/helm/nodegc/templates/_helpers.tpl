@@ -110,6 +110,21 @@ Without a limit, Kubernetes gives the node's allocatable CPUs, as Go would.
 {{- end }}
 
 {{/*
+GOMEMLIMIT from the container's memory limit, in bytes: Go collects harder as its memory nears the limit
+rather than growing into the cgroup's OOM kill. The owner GC's peak is the start-up lists (README, Owner GC
+at scale); in ownerGC.mode auto the elected node agent holds them under the node agent's limit. A soft
+limit: a live heap above it still grows, and is then OOM-killed. Without a limit, the node's allocatable
+memory.
+*/}}
+{{- define "nodegc.gomemlimit" -}}
+- name: GOMEMLIMIT
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.memory
+      divisor: "1"
+{{- end }}
+
+{{/*
 The pod annotations of both workloads: podAnnotations, and checksum/config, the digest of the rendered
 ConfigMap. The agent reads its configuration once, at start: a helm upgrade (or an apply of the
 regenerated manifest) that changes the configuration changes the digest, and so rolls the pods.
