@@ -44,8 +44,9 @@ header() {
 # Single-workload alternative for small clusters (the chart's ownerGC.mode=auto): drop the Deployment, run
 # the DaemonSet with --owner-gc=auto and bind the nodegc-owner ClusterRole and Role to the nodegc-node
 # ServiceAccount. Every node then joins the election and the elected one runs the owner GC. The trade-off:
-# every node's agent holds delete rights on every resource in the cluster, so taking over any one node (the
-# agent reaches the runtime socket) gives cluster-wide delete rights.
+# every node's agent can get, list and watch every object of every resource (every Secret included) and
+# patch and delete any, so taking over any one node (the agent reaches the runtime socket) gives all of that;
+# and the elected agent runs the owner GC within the node agent's memory limit (README, Deploy).
 #
 # Image: ghcr.io/nodegc/nodegc:latest below is the default; `make image` builds it without Docker and
 # hack/render-deploy.sh IMAGE renders this file with another image (tested by the e2e suite).
