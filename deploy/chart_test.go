@@ -580,3 +580,39 @@ func TestChartRefusesNodeName(t *testing.T) {
 	// Empty is unset.
 	renderedConfig(t, render(t, "nodegc", "--set", "config.nodeName="))
 }
+
+// TestChartMountPathsDistinct: node paths that coincide (a runtime socket
+// in the containerd root, whose directory is then mounted twice; a state
+// directory that is the pod logs directory) fail the render, naming both
+// values: the API server refuses a pod with two volume mounts at one path.
+func TestChartMountPathsDistinct(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want []string
+	}{
+		"socket in the containerd root": {
+			args: []string{"--set", "runtime.socket=/var/lib/containerd/containerd.sock"},
+			want: []string{"runtime.socket", "runtime.containerdRoot", "/var/lib/containerd"},
+		},
+		"state in the pod logs": {
+			args: []string{"--set", "stateDirectory=/var/log/pods/"},
+			want: []string{"stateDirectory", "podLogsDirectory", "/var/log/pods"},
+		},
+		"pod logs at the configuration's mount": {
+			args: []string{"--set", "podLogsDirectory=/etc/nodegc"},
+			want: []string{"podLogsDirectory", "/etc/nodegc"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			msg := renderError(t, tc.args...)
+			for _, want := range tc.want {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error %q does not say %q", msg, want)
+				}
+			}
+		})
+	}
+	// Nested paths are distinct mounts, which the API server takes.
+	render(t, "nodegc", "--set", "runtime.socket=/var/lib/containerd/run/containerd.sock")
+}

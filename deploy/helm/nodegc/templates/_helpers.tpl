@@ -95,6 +95,33 @@ the whole host: refused.
 {{- end }}
 
 {{/*
+The node agent's mount paths, each the value it comes from, refused where two coincide (compared
+cleaned: /var/log/pods/ is /var/log/pods): the API server refuses a pod with two volume mounts at one
+path. Nested paths are distinct mounts, and fine.
+*/}}
+{{- define "nodegc.checkMountPaths" -}}
+{{- $mounts := list
+  (list "runtime.socket's directory (the agent mounts the socket's directory)" (include "nodegc.socketDir" .))
+  (list "runtime.containerdRoot" .Values.runtime.containerdRoot)
+  (list "stateDirectory" .Values.stateDirectory)
+  (list "podLogsDirectory" .Values.podLogsDirectory)
+  (list "containerLogsDirectory" .Values.containerLogsDirectory)
+  (list "the configuration's own mount" "/etc/nodegc") }}
+{{- $seen := dict }}
+{{- range $m := $mounts }}
+{{- $path := clean (toString (index $m 1)) }}
+{{- with get $seen $path }}
+{{- $hint := "Give each its own path" }}
+{{- if hasPrefix "runtime.socket" . }}
+{{- $hint = "Give each its own path: a runtime socket in a directory of its own (e.g. <containerdRoot>/run/containerd.sock, not in containerdRoot itself)" }}
+{{- end }}
+{{- fail (printf "%s and %s are both %s: the node agent would mount two volumes at one path, which the API server refuses. %s" . (index $m 0) $path $hint) }}
+{{- end }}
+{{- $_ := set $seen $path (index $m 0) }}
+{{- end }}
+{{- end }}
+
+{{/*
 GOMAXPROCS from the container's CPU limit, rounded up (500m and 1 give 1). Go's own default never goes
 below 2 Ps, which under a limit of one CPU or less share that one CPU: the second P only adds thread
 wake-ups (with 2 Ps the owner GC spent 1.10-1.28x the CPU per collected object it spent with 1, at the
