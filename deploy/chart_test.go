@@ -616,3 +616,19 @@ func TestChartMountPathsDistinct(t *testing.T) {
 	// Nested paths are distinct mounts, which the API server takes.
 	render(t, "nodegc", "--set", "runtime.socket=/var/lib/containerd/run/containerd.sock")
 }
+
+// TestChartConfigNull: config null (or empty) renders the agent's defaults
+// beside the fields the chart owns, NOTES.txt included (it names the
+// election's Lease).
+func TestChartConfigNull(t *testing.T) {
+	for _, set := range []string{"config=null", "config=", "config.leaderElection=null"} {
+		t.Run(set, func(t *testing.T) {
+			objs := render(t, "nodegc", "--set", set)
+			cfg := renderedConfig(t, objs)
+			if cfg.LeaderElection.ResourceNamespace != "nodegc" || cfg.StateDirectory != "/var/lib/nodegc" {
+				t.Errorf("leaderElection.resourceNamespace %q, stateDirectory %q: want nodegc, /var/lib/nodegc",
+					cfg.LeaderElection.ResourceNamespace, cfg.StateDirectory)
+			}
+		})
+	}
+}
