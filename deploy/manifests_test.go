@@ -354,6 +354,24 @@ func TestApplyAndRBAC(t *testing.T) {
 // goes below 2, so under a limit of one CPU two Ps would share it, at more
 // CPU per collected object.
 func TestGOMAXPROCSFollowsCPULimit(t *testing.T) {
+	eachWorkloadContainer(t, func(kind, name string, c corev1.Container) {
+		procs, err := gomaxprocs(c)
+		if err != nil {
+			t.Errorf("%s %s, container %s: %v", kind, name, c.Name, err)
+			return
+		}
+		// The benchmarks run nodegc with this value, to measure it as deployed.
+		if fmt.Sprint(procs) != nodegcproc.DeployedGOMAXPROCS {
+			t.Errorf("%s %s, container %s: GOMAXPROCS resolves to %d with limits.cpu %s; the benchmarks run nodegc with %s (nodegcproc.DeployedGOMAXPROCS)",
+				kind, name, c.Name, procs, c.Resources.Limits.Cpu(), nodegcproc.DeployedGOMAXPROCS)
+		}
+	})
+}
+
+// eachWorkloadContainer calls f with each container of the manifest's
+// DaemonSet and Deployment, and fails the test when either is missing.
+func eachWorkloadContainer(t *testing.T, f func(kind, name string, c corev1.Container)) {
+	t.Helper()
 	seen := map[string]bool{}
 	for _, o := range readObjects(t) {
 		if o.GetKind() != "DaemonSet" && o.GetKind() != "Deployment" {
@@ -366,16 +384,7 @@ func TestGOMAXPROCSFollowsCPULimit(t *testing.T) {
 		}
 		for _, c := range spec.Containers {
 			seen[o.GetKind()] = true
-			procs, err := gomaxprocs(c)
-			if err != nil {
-				t.Errorf("%s %s, container %s: %v", o.GetKind(), o.GetName(), c.Name, err)
-				continue
-			}
-			// The benchmarks run nodegc with this value, to measure it as deployed.
-			if fmt.Sprint(procs) != nodegcproc.DeployedGOMAXPROCS {
-				t.Errorf("%s %s, container %s: GOMAXPROCS resolves to %d with limits.cpu %s; the benchmarks run nodegc with %s (nodegcproc.DeployedGOMAXPROCS)",
-					o.GetKind(), o.GetName(), c.Name, procs, c.Resources.Limits.Cpu(), nodegcproc.DeployedGOMAXPROCS)
-			}
+			f(o.GetKind(), o.GetName(), c)
 		}
 	}
 	if !seen["DaemonSet"] || !seen["Deployment"] {
@@ -460,40 +469,25 @@ func TestLinuxNodesOnly(t *testing.T) {
 // in ownerGC.mode auto the elected node agent holds them under the node
 // agent's limit.
 func TestGOMEMLIMITFollowsMemoryLimit(t *testing.T) {
-	seen := map[string]bool{}
-	for _, o := range readObjects(t) {
-		if o.GetKind() != "DaemonSet" && o.GetKind() != "Deployment" {
-			continue
+	eachWorkloadContainer(t, func(kind, name string, c corev1.Container) {
+		if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
+			t.Errorf("%s %s, container %s: no memory limit (GOMEMLIMIT would be the node's memory)", kind, name, c.Name)
 		}
-		var spec corev1.PodSpec
-		m, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &spec); err != nil {
-			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
+		if i < 0 {
+			t.Errorf("%s %s, container %s: no GOMEMLIMIT in env", kind, name, c.Name)
+			return
 		}
-		for _, c := range spec.Containers {
-			seen[o.GetKind()] = true
-			if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
-				t.Errorf("%s %s, container %s: no memory limit (GOMEMLIMIT would be the node's memory)", o.GetKind(), o.GetName(), c.Name)
-			}
-			i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" })
-			if i < 0 {
-				t.Errorf("%s %s, container %s: no GOMEMLIMIT in env", o.GetKind(), o.GetName(), c.Name)
-				continue
-			}
-			e := c.Env[i]
-			var ref *corev1.ResourceFieldSelector
-			if e.ValueFrom != nil {
-				ref = e.ValueFrom.ResourceFieldRef
-			}
-			// A divisor of 1 (or none): the value in bytes, which Go reads as bytes.
-			if ref == nil || ref.Resource != "limits.memory" || (ref.ContainerName != "" && ref.ContainerName != c.Name) ||
-				!(ref.Divisor.IsZero() || ref.Divisor.Cmp(resource.MustParse("1")) == 0) {
-				t.Errorf("%s %s, container %s: GOMEMLIMIT is not the container's own limits.memory in bytes (value %q, resourceFieldRef %+v)",
-					o.GetKind(), o.GetName(), c.Name, e.Value, ref)
-			}
+		e := c.Env[i]
+		var ref *corev1.ResourceFieldSelector
+		if e.ValueFrom != nil {
+			ref = e.ValueFrom.ResourceFieldRef
 		}
-	}
-	if !seen["DaemonSet"] || !seen["Deployment"] {
-		t.Fatalf("%s lacks the DaemonSet or the Deployment (found %v)", manifest, seen)
-	}
+		// A divisor of 1 (or none): the value in bytes, which Go reads as bytes.
+		if ref == nil || ref.Resource != "limits.memory" || (ref.ContainerName != "" && ref.ContainerName != c.Name) ||
+			!(ref.Divisor.IsZero() || ref.Divisor.Cmp(resource.MustParse("1")) == 0) {
+			t.Errorf("%s %s, container %s: GOMEMLIMIT is not the container's own limits.memory in bytes (value %q, resourceFieldRef %+v)",
+				kind, name, c.Name, e.Value, ref)
+		}
+	})
 }
