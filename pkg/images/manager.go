@@ -356,16 +356,13 @@ func (m *Manager) observeDisk(disk DiskStats) {
 }
 
 // collectAndLog runs the GC once and logs how it ended (gcrun.LogEnd), or
-// what it removed.
-// It returns how many images the run removed.
+// what it removed; it returns how many images the run removed.
 func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint64) (removed int) {
 	r, err := m.collectAhead(ctx, trigger, ahead)
-	if r != nil && r.Outcome != nil {
-		removed = len(r.Outcome.Removed)
-	}
 	var done []any // what the run did despite the error
 	if r != nil && r.Outcome != nil {
 		o := r.Outcome
+		removed = len(o.Removed)
 		done = []any{"removed", len(o.Removed), "failed", len(o.Failed), "skipped", len(o.Skipped), "gone", len(o.Gone), "replans", o.Replans,
 			"estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed}
 	}
