@@ -43,6 +43,7 @@ func Validate(c *NodeGCConfiguration) field.ErrorList {
 	errs = append(errs, ValidateImageGC(&c.ImageGC)...)
 	errs = append(errs, ValidateContainerGC(&c.ContainerGC)...)
 	errs = append(errs, ValidateOwnerGC(&c.OwnerGC)...)
+	errs = append(errs, validateFloors(c)...)
 	errs = append(errs, validateLeaderElection(field.NewPath("leaderElection"), &c.LeaderElection)...)
 	return errs
 }
@@ -252,6 +253,31 @@ func validatePercent(p *field.Path, v *int32) field.ErrorList {
 		return field.ErrorList{field.Invalid(p, *v, "must be between 0 and 100, inclusive")}
 	}
 	return nil
+}
+
+// validateFloors refuses, in a configuration an operator writes, an
+// interval or a timeout above 0 but so short that a loop would spin on a
+// core, or every runtime call time out. (Values at or under 0 are refused
+// by the collectors' own validation, which tests and embedders call with
+// shorter intervals than a node wants.)
+func validateFloors(c *NodeGCConfiguration) field.ErrorList {
+	var errs field.ErrorList
+	for _, f := range []struct {
+		path  *field.Path
+		d     metav1.Duration
+		floor time.Duration
+	}{
+		{field.NewPath("runtimeRequestTimeout"), c.RuntimeRequestTimeout, time.Second},
+		{field.NewPath("imageGC", "period"), c.ImageGC.Period, time.Second},
+		{field.NewPath("imageGC", "diskCheckInterval"), c.ImageGC.DiskCheckInterval, 100 * time.Millisecond},
+		{field.NewPath("containerGC", "period"), c.ContainerGC.Period, time.Second},
+		{field.NewPath("ownerGC", "discoveryResyncPeriod"), c.OwnerGC.DiscoveryResyncPeriod, time.Second},
+	} {
+		if f.d.Duration > 0 && f.d.Duration < f.floor {
+			errs = append(errs, field.Invalid(f.path, f.d.Duration.String(), "must be at least "+f.floor.String()))
+		}
+	}
+	return errs
 }
 
 func validatePositive(p *field.Path, d metav1.Duration) field.ErrorList {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,6 +113,34 @@ func TestValidate(t *testing.T) {
 		},
 		"max age above min age": {
 			mutate: func(c *NodeGCConfiguration) { c.ImageGC.MaximumGCAge = ptr.To(dur(time.Hour)) },
+		},
+		// An interval of 1ns makes a statfs (or list) loop of every core,
+		// a timeout of 1ns fails every runtime call: refused with a bound
+		// that says what is sane.
+		"intervals under their floor": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.RuntimeRequestTimeout = dur(time.Nanosecond)
+				c.ImageGC.Period = dur(999 * time.Millisecond)
+				c.ImageGC.DiskCheckInterval = dur(99 * time.Millisecond)
+				c.ContainerGC.Period = dur(time.Nanosecond)
+				c.OwnerGC.DiscoveryResyncPeriod = dur(time.Millisecond)
+			},
+			want: []string{
+				"runtimeRequestTimeout: Invalid value",
+				"imageGC.period: Invalid value",
+				"imageGC.diskCheckInterval: Invalid value",
+				"containerGC.period: Invalid value",
+				"ownerGC.discoveryResyncPeriod: Invalid value",
+			},
+		},
+		"intervals at their floor": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.RuntimeRequestTimeout = dur(time.Second)
+				c.ImageGC.Period = dur(time.Second)
+				c.ImageGC.DiskCheckInterval = dur(100 * time.Millisecond)
+				c.ContainerGC.Period = dur(time.Second)
+				c.OwnerGC.DiscoveryResyncPeriod = dur(time.Second)
+			},
 		},
 		"image periods must be positive": {
 			mutate: func(c *NodeGCConfiguration) {
@@ -275,5 +304,22 @@ func TestLowThresholdMessageNamesHigh(t *testing.T) {
 	want := "imageGC.lowThresholdPercent: Invalid value: 90: must be less than highThresholdPercent (85)"
 	if got := errs[0].Error(); got != want {
 		t.Errorf("error = %q, want %q", got, want)
+	}
+}
+
+// TestIntervalFloorsSayTheFloor: a too-short interval's problem names the
+// least value accepted.
+func TestIntervalFloorsSayTheFloor(t *testing.T) {
+	c := Defaulted()
+	c.ImageGC.DiskCheckInterval = dur(99 * time.Millisecond)
+	c.RuntimeRequestTimeout = dur(time.Nanosecond)
+	got := Validate(c).ToAggregate().Error()
+	for _, want := range []string{
+		`imageGC.diskCheckInterval: Invalid value: "99ms": must be at least 100ms`,
+		`runtimeRequestTimeout: Invalid value: "1ns": must be at least 1s`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Validate() = %s; want it to say %s", got, want)
+		}
 	}
 }
