@@ -110,3 +110,26 @@ func TestPlanSaysWhenRunWouldRemoveNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanNamesPodsTheAPIDoesNotList: when the runtime runs pods that the
+// API server does not list for this node (a wrong node name), the plan says
+// the pod view is not authoritative and names those pods, in the tables
+// and the JSON, so the operator sees which node name is wrong.
+func TestPlanNamesPodsTheAPIDoesNotList(t *testing.T) {
+	p := &containers.Plan{PodsReason: containers.ViewDisagrees, PodsNode: "node-b",
+		PodsMissing: []containers.PodRef{{UID: "u1", Namespace: "ns", Name: "web-0"}, {UID: "u2", Namespace: "kube-system", Name: "proxy"}}}
+	v := newPlanView(&agent.PlanReport{Node: "node-b", Runtime: "containerd 2", Containers: p}, ptr.To[int32](85), ptr.To[int32](80))
+	if diff := cmp.Diff([]string{"ns/web-0 (u1)", "kube-system/proxy (u2)"}, v.PodsMissing); diff != "" {
+		t.Errorf("podsMissingFromAPI (-want +got):\n%s", diff)
+	}
+	var out bytes.Buffer
+	v.print(&out)
+	for _, want := range []string{
+		`POD VIEW: not authoritative (` + containers.ViewDisagrees + `): nothing is removed because its pod is gone [node "node-b"]`,
+		"the runtime runs pods the API server does not list for this node: ns/web-0 (u1), kube-system/proxy (u2)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
