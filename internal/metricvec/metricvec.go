@@ -49,3 +49,11 @@ func Single(name, help string) prometheus.Counter {
 func SingleGauge(name, help string) prometheus.Gauge {
 	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 }
+
+// Bool is a gauge's value for b: 1 or 0.
+func Bool(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -62,19 +62,20 @@ var reactionBuckets = []float64{0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300, 600}
 
 // metrics of the image GC. Create once with newMetrics.
 type metrics struct {
-	removed        *prometheus.CounterVec
-	runs           *gcrun.RunMetrics
-	bytesTargeted  prometheus.Counter
-	bytesEstimated prometheus.Counter
-	bytesMeasured  prometheus.Counter
-	skipped        *prometheus.GaugeVec
-	usagePercent   prometheus.Gauge
-	capacity       prometheus.Gauge
-	available      prometheus.Gauge
-	usageSource    *prometheus.GaugeVec
-	stateSaves     *prometheus.CounterVec
-	reaction       *prometheus.HistogramVec
-	thresholds     *prometheus.GaugeVec
+	removed         *prometheus.CounterVec
+	runs            *gcrun.RunMetrics
+	bytesTargeted   prometheus.Counter
+	bytesEstimated  prometheus.Counter
+	bytesMeasured   prometheus.Counter
+	skipped         *prometheus.GaugeVec
+	exactAccounting prometheus.Gauge
+	usagePercent    prometheus.Gauge
+	capacity        prometheus.Gauge
+	available       prometheus.Gauge
+	usageSource     *prometheus.GaugeVec
+	stateSaves      *prometheus.CounterVec
+	reaction        *prometheus.HistogramVec
+	thresholds      *prometheus.GaugeVec
 }
 
 // newMetrics creates the image GC metrics and registers them into reg.
@@ -94,6 +95,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "nodegc_image_gc_images_skipped",
 			Help: metricvec.Help("Images the last image GC plan kept,", "reason", keepReasons),
 		}, []string{"reason"}),
+		exactAccounting: metricvec.SingleGauge("nodegc_image_gc_exact_accounting",
+			"1 when the last image GC run's plan counted each image's layers through containerd (shared layers once, storage held elsewhere left out), 0 when it used CRI image sizes (no containerd API, or a layer could not be read: the first such plan logs why)."),
 		usagePercent: metricvec.SingleGauge("nodegc_image_fs_usage_percent",
 			"Usage of the image filesystem in percent, as the image GC computes it (100 - available*100/capacity)."),
 		capacity:  metricvec.SingleGauge("nodegc_image_fs_capacity_bytes", "Capacity of the image filesystem."),
@@ -118,12 +121,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 				"threshold", thresholds),
 		}, []string{"threshold"}),
 		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",
-			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change,",
+			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change (a last-used time that moved less than a minute waits for the next),",
 			"result", saveResults),
 	}
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
-		m.skipped, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds)
+		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds)
 	for _, p := range phases {
 		m.reaction.WithLabelValues(p)
 	}
@@ -143,6 +146,7 @@ func (m *metrics) observePlan(p *Plan) {
 	}
 	m.skipped.WithLabelValues(KeepNotNeeded).Add(float64(len(p.Spare)))
 	m.bytesTargeted.Add(float64(p.BytesToFree))
+	m.exactAccounting.Set(metricvec.Bool(p.ExactAccounting))
 }
 
 // setThresholds exports the high and low thresholds of the configuration.

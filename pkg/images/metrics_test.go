@@ -1,10 +1,15 @@
 package images
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"unique"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodegc/nodegc/pkg/config"
@@ -72,4 +77,49 @@ func thresholdGauges(t *testing.T, reg *prometheus.Registry) map[string]float64 
 		}
 	}
 	return got
+}
+
+// layersFailing is a LayerSource whose layers cannot be read (err), or, with
+// err nil, every image holds one layer of its own.
+type layersFailing struct{ err error }
+
+func (l layersFailing) Layers(_ context.Context, img *Image) ([]Layer, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	return []Layer{{Key: unique.Make("blob:" + img.ID), Size: uint64(img.Size)}}, nil
+}
+func (layersFailing) Held(context.Context) (map[unique.Handle[string]]bool, error) { return nil, nil }
+func (layersFailing) Forget(string)                                                {}
+func (layersFailing) Retain(map[string]bool)                                       {}
+
+// TestExactAccountingGauge: nodegc_image_gc_exact_accounting says whether
+// the last run's plan counted layers through containerd (1) or fell back to
+// CRI sizes (0): a layer that cannot be read turns the exact accounting off
+// for that plan, which the log says only once per process.
+func TestExactAccountingGauge(t *testing.T) {
+	for name, tc := range map[string]struct {
+		layers LayerSource
+		want   float64
+	}{
+		"layers read":        {layers: layersFailing{}, want: 1},
+		"a layer unreadable": {layers: layersFailing{err: errors.New("no config for this platform")}, want: 0},
+		"no containerd API":  {want: 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			rt := &imagesRuntime{streamRuntime: &streamRuntime{}, images: []*runtimeapi.Image{{Id: "sha256:a", Size: 10, RepoTags: []string{"example.com/a:1"}}}}
+			m, err := NewManager(Options{Config: config.Defaulted().ImageGC, StateDirectory: t.TempDir(), Runtime: rt, Disk: fixedDisk{},
+				Layers: tc.layers, Clock: clocktesting.NewFakeClock(t0), Registerer: reg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+				t.Fatal(err)
+			}
+			if got := testutil.ToFloat64(m.metrics.exactAccounting); got != tc.want {
+				t.Errorf("nodegc_image_gc_exact_accounting = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -112,7 +112,7 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(descRunning, 1)
-	gauge(descSynced, b2f(r.synced()))
+	gauge(descSynced, metricvec.Bool(r.synced()))
 	observed, virtual, deleted := r.graph.size()
 	gauge(descGraphNodes, float64(observed), nodesObserved)
 	gauge(descGraphNodes, float64(virtual), nodesVirtual)
@@ -131,13 +131,6 @@ func (m *metrics) setStuck(counts map[string]int) {
 	for _, r := range stuckReasons {
 		m.stuck.WithLabelValues(r).Set(float64(counts[r]))
 	}
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // countRequests wraps the API client transport to count requests by verb.
