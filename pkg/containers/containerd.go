@@ -8,11 +8,9 @@ import (
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/errdefs"
-)
 
-// containerdNamespace is the containerd namespace the CRI plugin keeps
-// Kubernetes' containers and sandboxes in.
-const containerdNamespace = "k8s.io"
+	"github.com/nodegc/nodegc/internal/containerdapi"
+)
 
 // ContainerdWritableLayers reads, through containerd's own API on the
 // runtime's socket, how many bytes each container's writable layer holds:
@@ -31,15 +29,9 @@ type ContainerdWritableLayers struct {
 // socket) in the k8s.io namespace. Each WritableLayer call is bounded by
 // timeout (0: only by its context).
 func NewContainerdWritableLayers(ctx context.Context, socketPath string, timeout time.Duration) (*ContainerdWritableLayers, error) {
-	c, err := containerd.New(socketPath, containerd.WithDefaultNamespace(containerdNamespace))
+	c, err := containerdapi.Dial(ctx, socketPath, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to containerd at %s: %w", socketPath, err)
-	}
-	vctx, cancel := withTimeout(ctx, timeout)
-	defer cancel()
-	if _, err := c.Version(vctx); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("containerd at %s does not answer: %w", socketPath, err)
+		return nil, err
 	}
 	return &ContainerdWritableLayers{client: c, timeout: timeout}, nil
 }
@@ -50,7 +42,7 @@ func (c *ContainerdWritableLayers) Close() error { return c.client.Close() }
 // WritableLayer returns the usage of the rootfs snapshot of the container
 // or sandbox id; 0 when containerd has no such container or snapshot.
 func (c *ContainerdWritableLayers) WritableLayer(ctx context.Context, id string) (uint64, error) {
-	ctx, cancel := withTimeout(ctx, c.timeout)
+	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	rec, err := c.client.ContainerService().Get(ctx, id)
 	switch {
@@ -86,7 +78,7 @@ const reclaimLeaseTTL = time.Hour
 // one the way `ctr leases delete --sync` does: it creates an empty lease
 // and deletes it synchronously.
 func (c *ContainerdWritableLayers) Reclaim(ctx context.Context) error {
-	ctx, cancel := withTimeout(ctx, c.timeout)
+	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	ls := c.client.LeasesService()
 	l, err := ls.Create(ctx, leases.WithRandomID(), leases.WithExpiration(reclaimLeaseTTL),
@@ -98,11 +90,4 @@ func (c *ContainerdWritableLayers) Reclaim(ctx context.Context) error {
 		return fmt.Errorf("containerd's garbage collection (deleting lease %s synchronously): %w", l.ID, err)
 	}
 	return nil
-}
-
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if d <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d)
 }

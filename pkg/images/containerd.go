@@ -22,11 +22,9 @@ import (
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-)
 
-// containerdNamespace is the containerd namespace the CRI plugin keeps
-// Kubernetes' images in.
-const containerdNamespace = "k8s.io"
+	"github.com/nodegc/nodegc/internal/containerdapi"
+)
 
 // DefaultSnapshotter is containerd's default snapshotter.
 const DefaultSnapshotter = "overlayfs"
@@ -55,28 +53,14 @@ type ContainerdLayers struct {
 // unpacked with; see SnapshotterFromMountpoint. Each call ends after timeout
 // (the runtime request timeout; 0: only by its context).
 func NewContainerdLayers(ctx context.Context, socketPath, snapshotter string, timeout time.Duration) (*ContainerdLayers, error) {
-	c, err := containerd.New(socketPath, containerd.WithDefaultNamespace(containerdNamespace))
+	c, err := containerdapi.Dial(ctx, socketPath, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to containerd at %s: %w", socketPath, err)
-	}
-	vctx, cancel := withTimeout(ctx, timeout)
-	defer cancel()
-	if _, err := c.Version(vctx); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("containerd at %s does not answer: %w", socketPath, err)
+		return nil, err
 	}
 	if snapshotter == "" {
 		snapshotter = DefaultSnapshotter
 	}
 	return &ContainerdLayers{client: c, snapshotter: snapshotter, timeout: timeout, cache: map[string][]Layer{}}, nil
-}
-
-// withTimeout bounds ctx by d; d <= 0 leaves it as it is.
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if d <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d)
 }
 
 // Close closes the connection.
@@ -101,7 +85,7 @@ func (c *ContainerdLayers) Layers(ctx context.Context, img *Image) ([]Layer, err
 	if ok {
 		return cached, nil
 	}
-	ctx, cancel := withTimeout(ctx, c.timeout)
+	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	target, err := c.target(ctx, img)
 	if err != nil {
@@ -140,7 +124,7 @@ func (c *ContainerdLayers) Retain(imageIDs map[string]bool) {
 // reports its configured sandbox image nor pins it unless the image was
 // pulled under exactly the name configured. One listing.
 func (c *ContainerdLayers) SandboxImages(ctx context.Context) ([]string, error) {
-	ctx, cancel := withTimeout(ctx, c.timeout)
+	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	recs, err := c.client.ContainerService().List(ctx, `labels."io.cri-containerd.kind"==sandbox`)
 	if err != nil {
@@ -162,7 +146,7 @@ func (c *ContainerdLayers) SandboxImages(ctx context.Context) ([]string, error) 
 // records named by its tags and digests. An image with no record is left
 // out. One listing of containerd's image store.
 func (c *ContainerdLayers) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
-	ctx, cancel := withTimeout(ctx, c.timeout)
+	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	records, err := c.client.ImageService().List(ctx)
 	if err != nil {
@@ -206,7 +190,7 @@ func (c *ContainerdLayers) Arrivals(ctx context.Context, imgs []*runtimeapi.Imag
 //
 // A few listings per call, and a walk of each other namespace's image.
 func (c *ContainerdLayers) Held(ctx context.Context) (map[unique.Handle[string]]bool, error) {
-	ctx, cancel := withTimeout(ctx, c.timeout)
+	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	held := map[unique.Handle[string]]bool{}
 	blob := func(d string) { held[unique.Make("blob:"+d)] = true }
@@ -258,12 +242,12 @@ func (c *ContainerdLayers) Held(ctx context.Context) (map[unique.Handle[string]]
 				switch {
 				case r.Type == "content":
 					blob(r.ID)
-				case r.Type == "snapshots/"+c.snapshotter && ns == containerdNamespace:
+				case r.Type == "snapshots/"+c.snapshotter && ns == containerdapi.Namespace:
 					under(r.ID)
 				}
 			}
 		}
-		if ns == containerdNamespace {
+		if ns == containerdapi.Namespace {
 			continue
 		}
 		imgs, err := c.client.ImageService().List(nctx)
@@ -317,7 +301,7 @@ func (c *ContainerdLayers) target(ctx context.Context, img *Image) (ocispec.Desc
 			return ocispec.Descriptor{}, fmt.Errorf("looking up image %s in containerd: %w", name, err)
 		}
 	}
-	return ocispec.Descriptor{}, fmt.Errorf("image %s: %w in containerd namespace %s", img.ID, errdefs.ErrNotFound, containerdNamespace)
+	return ocispec.Descriptor{}, fmt.Errorf("image %s: %w in containerd namespace %s", img.ID, errdefs.ErrNotFound, containerdapi.Namespace)
 }
 
 func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) ([]Layer, error) {

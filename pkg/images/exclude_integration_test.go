@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/images"
@@ -31,7 +32,7 @@ func TestExclusionsOnContainerd(t *testing.T) {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
-			ctr, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace(images.ContainerdNamespace))
+			ctr, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
@@ -27,7 +28,7 @@ import (
 // the labels that make the manifest hold its config and layers, and an
 // image record.
 func copyToNamespace(ctx context.Context, c *containerd.Client, name, ns string) error {
-	k8s, other := namespaces.WithNamespace(ctx, "k8s.io"), namespaces.WithNamespace(ctx, ns)
+	k8s, other := namespaces.WithNamespace(ctx, containerdapi.Namespace), namespaces.WithNamespace(ctx, ns)
 	img, err := c.ImageService().Get(k8s, name)
 	if err != nil {
 		return err
@@ -86,7 +87,7 @@ func TestAccountingHeldOutsideKubernetes(t *testing.T) {
 			if err := copyToNamespace(ctx, c, a.ID(), "default"); err != nil {
 				t.Fatalf("putting image A in namespace default: %v", err)
 			}
-			k8s := namespaces.WithNamespace(ctx, "k8s.io")
+			k8s := namespaces.WithNamespace(ctx, containerdapi.Namespace)
 			ls := c.LeasesService()
 			lease, err := ls.Create(k8s, leases.WithRandomID(), leases.WithExpiration(time.Hour))
 			if err != nil {

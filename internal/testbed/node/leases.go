@@ -6,13 +6,15 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/leases"
+
+	"github.com/nodegc/nodegc/internal/containerdapi"
 )
 
 // Leases lists containerd's leases in the CRI plugin's namespace (k8s.io)
 // that match filters (containerd's filter syntax, e.g.
 // `labels."example.io/purpose"`; none: every lease).
 func (n *Node) Leases(ctx context.Context, filters ...string) ([]leases.Lease, error) {
-	c, err := containerd.New(n.Socket, containerd.WithDefaultNamespace("k8s.io"))
+	c, err := containerd.New(n.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to containerd at %s: %w", n.Socket, err)
 	}

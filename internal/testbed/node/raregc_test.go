@@ -9,6 +9,7 @@ import (
 	"github.com/containerd/containerd/v2/core/leases"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
 )
@@ -60,7 +61,7 @@ func TestRareGC(t *testing.T) {
 				t.Fatalf("containerd freed %d bytes within 3 s of the removal: it does not collect rarely", grew)
 			}
 
-			c, err := containerd.New(n.Socket, containerd.WithDefaultNamespace("k8s.io"))
+			c, err := containerd.New(n.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))
 			if err != nil {
 				t.Fatal(err)
 			}
