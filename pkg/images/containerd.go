@@ -225,10 +225,20 @@ func (c *ContainerdLayers) Held(ctx context.Context) (map[unique.Handle[string]]
 	if err != nil {
 		return nil, fmt.Errorf("listing containerd's namespaces: %w", err)
 	}
-	cs := c.client.ContentStore()
+	cs, ls := c.client.ContentStore(), c.client.LeasesService()
+	// Every blob of an image that its namespace has, of every platform.
+	record := images.HandlerFunc(func(ctx context.Context, desc ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+		switch _, err := cs.Info(ctx, desc.Digest); {
+		case err == nil:
+			blob(desc.Digest.String())
+		case !errdefs.IsNotFound(err):
+			return nil, err
+		}
+		return nil, nil
+	})
+	walk := images.Handlers(record, presentChildren(cs))
 	for _, ns := range nss {
 		nctx := namespaces.WithNamespace(ctx, ns)
-		ls := c.client.LeasesService()
 		all, err := ls.List(nctx)
 		if err != nil {
 			return nil, fmt.Errorf("listing containerd's leases in namespace %s: %w", ns, err)
@@ -255,18 +265,7 @@ func (c *ContainerdLayers) Held(ctx context.Context) (map[unique.Handle[string]]
 			return nil, fmt.Errorf("listing containerd's images in namespace %s: %w", ns, err)
 		}
 		for _, img := range imgs {
-			// Every blob of every platform that the namespace has.
-			record := images.HandlerFunc(func(ctx context.Context, desc ocispec.Descriptor) ([]ocispec.Descriptor, error) {
-				switch _, err := cs.Info(ctx, desc.Digest); {
-				case err == nil:
-					blob(desc.Digest.String())
-				case !errdefs.IsNotFound(err):
-					return nil, err
-				}
-				return nil, nil
-			})
-			err := images.Walk(nctx, images.Handlers(record, presentChildren(cs)), img.Target)
-			if err != nil {
+			if err := images.Walk(nctx, walk, img.Target); err != nil {
 				return nil, fmt.Errorf("reading image %s in containerd namespace %s: %w", img.Name, ns, err)
 			}
 		}
