@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/codes"
-	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/pkg/containers"
+	"github.com/nodegc/nodegc/pkg/cri"
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
@@ -112,30 +112,11 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 // cancels a run, so this is no failure of the node's; whatever else failed
 // in the run, the next agent's runs see again.
 func (e *nodeEvents) interrupted(collector string, err error) bool {
-	if !errors.Is(err, context.Canceled) && !hasCode(err, codes.Canceled) {
+	if !errors.Is(err, context.Canceled) && !cri.HasCode(err, codes.Canceled) {
 		return false
 	}
 	e.logger.V(2).Info(collector+" run interrupted by the agent's stop: no Node event", "err", err)
 	return true
-}
-
-// hasCode says whether err, or any error it wraps or joins, is a gRPC
-// status of code.
-func hasCode(err error, code codes.Code) bool {
-	if s, ok := err.(interface{ GRPCStatus() *grpcstatus.Status }); ok && s.GRPCStatus().Code() == code {
-		return true
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return hasCode(u.Unwrap(), code)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if hasCode(e, code) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func podViewMessage(p *containers.Plan) string {

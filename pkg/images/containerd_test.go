@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/pkg/cri"
 )
 
 // hungContainerd serves containerd's API on a unix socket: it answers
@@ -73,7 +75,7 @@ func TestContainerdCallsHaveDeadlines(t *testing.T) {
 			go func() { done <- call(context.WithoutCancel(t.Context())) }()
 			select {
 			case err := <-done:
-				if !errdefs.IsDeadlineExceeded(err) && !errors.Is(err, context.DeadlineExceeded) && !containsCode(err, codes.DeadlineExceeded) {
+				if !errdefs.IsDeadlineExceeded(err) && !errors.Is(err, context.DeadlineExceeded) && !cri.HasCode(err, codes.DeadlineExceeded) {
 					t.Errorf("%s: %v, want a deadline exceeded", name, err)
 				}
 			case <-time.After(20 * timeout):
@@ -81,17 +83,6 @@ func TestContainerdCallsHaveDeadlines(t *testing.T) {
 			}
 		})
 	}
-}
-
-// containsCode says whether err, or an error it wraps, is a gRPC status
-// with code c.
-func containsCode(err error, c codes.Code) bool {
-	for ; err != nil; err = errors.Unwrap(err) {
-		if s, ok := status.FromError(err); ok && s.Code() == c {
-			return true
-		}
-	}
-	return false
 }
 
 // TestLayerCacheRetainsListedImages: the cache of layers keeps only images
