@@ -22,7 +22,7 @@ type configParams struct {
 // set the one of Options.RareGC.
 func gcPauseThreshold(rare bool) string {
 	if rare {
-		return "0.0001"
+		return "0.0000001"
 	}
 	return "0.02"
 }
