@@ -94,6 +94,12 @@ func TestAlertsFire(t *testing.T) {
 			firing:  []string{`nodegc_cri_connected{node="n1"} 0x30`},
 			healthy: []string{`nodegc_cri_connected{node="n1"} 1x30`},
 		},
+		"NodegcNodeAgentOnStandby": {
+			firing: []string{`nodegc_node_gc_standby{node="n1"} 1x30`},
+			healthy: []string{`nodegc_node_gc_standby{node="n1"} 0x30`,
+				// The old pod of a maxSurge rollout stopped: the new one took over.
+				`nodegc_node_gc_standby{node="n1"} 1x5 0x25`},
+		},
 		"NodegcPodViewNotAuthoritative": {
 			firing:  []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 0x30`},
 			healthy: []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 1x30`},

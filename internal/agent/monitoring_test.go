@@ -104,7 +104,8 @@ func checkMonitoring(t *testing.T, scrape, configYAML, kubeconfig, node string) 
 	mustNotFire := map[string]bool{"rule NodegcRuntimeUnreachable": true, "rule NodegcOwnerGCNoSyncedLeader": true,
 		"rule NodegcImageGCFailing": true, "rule NodegcOwnerGCActionErrors": true,
 		"rule NodegcNodeAgentDown": true, "rule NodegcNodeAgentsAbsent": true,
-		"rule NodegcContainerGCFailing": true, "rule NodegcImageStateSavesFailing": true}
+		"rule NodegcContainerGCFailing": true, "rule NodegcImageStateSavesFailing": true,
+		"rule NodegcNodeAgentOnStandby": true}
 	var empty []string
 	for _, q := range append(rules, panels...) {
 		expr, err := monitoring.PromQL.ParseExpr(q.Expr)

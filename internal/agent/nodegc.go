@@ -9,8 +9,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nodegc/nodegc/internal/endpoint"
+	"github.com/nodegc/nodegc/internal/metricvec"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/containers"
 	"github.com/nodegc/nodegc/pkg/cri"
@@ -28,6 +30,8 @@ type nodeGC struct {
 	events  *nodeEvents
 	status  *status
 	metrics *cri.Metrics
+	// standby is 1 while another agent holds the node lock (nodelock.go).
+	standby prometheus.Gauge
 	// Set by run: the connection to the runtime, and the watchdog's view
 	// of the image and container GC loops.
 	link                       *runtimeLink
@@ -38,11 +42,21 @@ func newNodeGC(opts Options, rc *rest.Config, reg prometheus.Registerer, events 
 	if errs := config.Validate(opts.Config); len(errs) > 0 {
 		return nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
 	}
-	return &nodeGC{opts: opts, rest: rc, reg: reg, events: events, status: st, metrics: cri.NewMetrics(reg)}, nil
+	standby := metricvec.SingleGauge("nodegc_node_gc_standby",
+		"1 while this agent's node GC waits for another nodegc on the node, which holds the state directory's lock, to stop; it collects nothing meanwhile.")
+	reg.MustRegister(standby)
+	return &nodeGC{opts: opts, rest: rc, reg: reg, events: events, status: st, metrics: cri.NewMetrics(reg), standby: standby}, nil
 }
 
 func (n *nodeGC) run(ctx context.Context) {
 	cfg := n.opts.Config
+	// Before anything reads the state: an agent that waited reads what the
+	// one before it wrote last.
+	lock, ok := acquireNodeLock(ctx, cfg.StateDirectory, clock.RealClock{}, func(on bool) { n.standby.Set(metricvec.Bool(on)) })
+	if !ok {
+		return
+	}
+	defer lock.release()
 	n.link = newRuntimeLink(klog.FromContext(ctx), cfg.ContainerRuntimeEndpoint, n.status.watchdog.clock)
 	n.status.setRuntimeCheck(func(context.Context) error {
 		return fmt.Errorf("container runtime not connected yet%s", n.link.explain())

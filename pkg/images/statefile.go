@@ -114,7 +114,8 @@ func loadState(dir string, now time.Time, readOnly bool) (map[string]Usage, erro
 
 // staleTempAge is how old a temporary state file must be to count as left
 // by a write that was killed: a younger one may be another agent's write
-// under way (a DaemonSet pod and its replacement, side by side).
+// under way (where the agent could not lock the state directory, and two
+// run side by side).
 const staleTempAge = time.Minute
 
 // removeStaleTemps removes the temporary files of writes killed between

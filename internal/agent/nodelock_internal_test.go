@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+	testclock "k8s.io/utils/clock/testing"
+)
+
+// TestNodeLock: the second taker of a state directory's lock is refused
+// and told who holds it; once released, the lock can be taken again.
+// (flock locks belong to open files, so two takers in one process conflict
+// as two processes do.)
+func TestNodeLock(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	first, _, err := tryNodeLock(dir, "first-pod (pid 1) since then")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, holder, err := tryNodeLock(dir, "second-pod (pid 1) since now")
+	if !errors.Is(err, errLocked) || second != nil {
+		t.Fatalf("second take while the first holds it: %v, %v; want errLocked", second, err)
+	}
+	if holder != "first-pod (pid 1) since then" {
+		t.Errorf("holder = %q, want the first taker's name", holder)
+	}
+	first.release()
+	second, _, err = tryNodeLock(dir, "second-pod")
+	if err != nil {
+		t.Fatalf("take after the release: %v", err)
+	}
+	second.release()
+	b, err := os.ReadFile(filepath.Join(dir, NodeLockFileName))
+	if err != nil || string(b) != "second-pod\n" {
+		t.Errorf("lock file holds %q (%v), want the last taker's name alone", b, err)
+	}
+}
+
+// TestAcquireNodeLockWaits: an agent whose lock is held waits on standby
+// (the gauge says so), takes the lock once it is released, and leaves
+// standby; one stopped while it waits returns at once, off standby.
+func TestAcquireNodeLockWaits(t *testing.T) {
+	dir := t.TempDir()
+	held, _, err := tryNodeLock(dir, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := testclock.NewFakeClock(time.Now())
+	var (
+		mu     sync.Mutex
+		states []bool
+	)
+	standby := func(on bool) {
+		mu.Lock()
+		states = append(states, on)
+		mu.Unlock()
+	}
+	type result struct {
+		l  *nodeLock
+		ok bool
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, ok := acquireNodeLock(t.Context(), dir, clk, standby)
+		done <- result{l, ok}
+	}()
+	waitForWaiters(t, clk)
+	clk.Step(nodeLockRetry)
+	waitForWaiters(t, clk)
+	select {
+	case r := <-done:
+		t.Fatalf("acquired (%v) while another holds the lock", r.ok)
+	default:
+	}
+	held.release()
+	clk.Step(nodeLockRetry)
+	r := <-done
+	if !r.ok || r.l == nil {
+		t.Fatalf("after the release: lock %v, ok %v; want it taken", r.l, r.ok)
+	}
+	defer r.l.release()
+	mu.Lock()
+	if got := states; len(got) != 2 || !got[0] || got[1] {
+		t.Errorf("standby went %v, want [true false]", got)
+	}
+	mu.Unlock()
+
+	// Stopped while waiting.
+	ctx, cancel := context.WithCancel(t.Context())
+	mu.Lock()
+	states = nil
+	mu.Unlock()
+	go func() {
+		l, ok := acquireNodeLock(ctx, dir, clk, standby)
+		done <- result{l, ok}
+	}()
+	waitForWaiters(t, clk)
+	cancel()
+	select {
+	case r := <-done:
+		if r.ok || r.l != nil {
+			t.Errorf("stopped while waiting: lock %v, ok %v; want none", r.l, r.ok)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still waiting 10 s after its context ended")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(states) != 2 || !states[0] || states[1] {
+		t.Errorf("standby went %v, want [true false]", states)
+	}
+}
+
+// TestNodeLockUnusable: a state directory where no lock file can be made
+// does not stop the node GC (that says nothing of another agent).
+func TestNodeLockUnusable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := tryNodeLock(filepath.Join(file, "state"), "me")
+	if err == nil || errors.Is(err, errLocked) {
+		t.Fatalf("lock under a regular file: %v, want an error other than errLocked", err)
+	}
+	l, ok := acquireNodeLock(t.Context(), filepath.Join(file, "state"), clock.RealClock{}, func(bool) { t.Error("standby with no lock file") })
+	if !ok || l != nil {
+		t.Errorf("unusable lock file: lock %v, ok %v; want none and go on", l, ok)
+	}
+}
+
+func waitForWaiters(t *testing.T, clk *testclock.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing waits on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,141 @@
+package agent_test
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+// TestOneNodeGCPerNode: two agents on one node, with one state directory
+// (two installs, a DaemonSet rollout with maxSurge, an operator's `nodegc
+// run` by hand beside the DaemonSet). The second collects nothing while the
+// first runs: no image or container GC of its own (no listing, no removal,
+// no write of the state file the first one writes), is ready (so that a
+// rollout with maxSurge can go on and stop the first), and says why in its
+// log and in nodegc_node_gc_standby. When the first stops (SIGTERM, its
+// last write of the state made), the second takes over within seconds and
+// reads that state.
+func TestOneNodeGCPerNode(t *testing.T) {
+	testbed.RequireRoot(t)
+	ctx := t.Context()
+	n := node.Start(t, node.Options{Version: testbed.Containerd2})
+	img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: "lock/used", Tag: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PullImage(ctx, img.Ref); err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	cfg := nodeConfig(t, n.Endpoint, stateDir, nil, []string{"highThresholdPercent: 100"}, []string{"period: 1s"})
+	first := startNodegc(t, "first", cfg, "--owner-gc=off")
+	testbed.WaitFor(t, time.Minute, "the first agent's image GC to follow the event stream", func() bool {
+		return first.metric("nodegc_image_usage_source", "source=events") == 1
+	})
+	second := startNodegc(t, "second", cfg, "--owner-gc=off")
+	testbed.WaitFor(t, 30*time.Second, "the second agent's /metrics", func() bool {
+		return second.metric("nodegc_node_gc_standby") >= 0
+	})
+	// Long enough for a second collector to list, collect and write.
+	time.Sleep(3 * time.Second)
+	for _, m := range []string{"nodegc_image_usage_source", "nodegc_container_gc_runs_total", "nodegc_image_state_saves_total"} {
+		if got := second.metric(m); got != 0 {
+			t.Errorf("second agent beside the first: %s = %v, want no sample (it must not collect)", m, got)
+		}
+	}
+	if got := second.metric("nodegc_node_gc_standby"); got != 1 {
+		t.Errorf("second agent: nodegc_node_gc_standby = %v, want 1", got)
+	}
+	if code := status(t, second.healthz+"/readyz"); code != http.StatusOK {
+		t.Errorf("second agent on standby: /readyz answered %d, want 200 (a rollout with maxSurge waits for it)", code)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	line, _, err := second.WaitLogLine(waitCtx, 100*time.Millisecond, "waits for it to stop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second agent: %s", line)
+
+	// A use the second agent cannot see, on standby: a container that runs
+	// and is gone before the first stops. The second knows of it only from
+	// the state file, so it must read that file after the first's last
+	// write (at SIGTERM), not before.
+	pod, err := n.RunPod(ctx, node.PodSpec{Name: "lock", Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.RunContainer(ctx, pod, node.ContainerSpec{Name: "c", Image: img.Ref}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := n.StopPod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.RemovePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	stopped := sigterm(t, first)
+	used := readState(t, stateDir)[img.ID()].LastUsed
+	if used.IsZero() {
+		t.Fatalf("the first agent's last state has no last-used time for %s", img.ID())
+	}
+	testbed.WaitFor(t, 30*time.Second, "the second agent to take over", func() bool {
+		return second.metric("nodegc_node_gc_standby") == 0 && second.metric("nodegc_image_usage_source", "source=events") == 1
+	})
+	t.Logf("the second agent took over %v after the first stopped", time.Since(stopped).Round(time.Millisecond))
+	tookCtx, cancelTook := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelTook()
+	if _, _, err := second.WaitLogLine(tookCtx, 100*time.Millisecond, "Took over node GC"); err != nil {
+		t.Error(err)
+	}
+	sigterm(t, second)
+	if got := readState(t, stateDir)[img.ID()].LastUsed; !got.Equal(used) {
+		t.Errorf("the second agent's state has last-used %v for %s, want the first agent's %v: it read the state before the first's last write", got, img.ID(), used)
+	}
+}
+
+// sigterm stops p with SIGTERM and returns when it exited, with status 0.
+func sigterm(t *testing.T, p *proc) time.Time {
+	t.Helper()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(time.Minute):
+		t.Fatalf("%s still running a minute after SIGTERM", p.name)
+	}
+	if p.Err() != nil {
+		t.Errorf("%s exit after SIGTERM: %v, want status 0", p.name, p.Err())
+	}
+	return time.Now()
+}
+
+// readState reads the usage records in the state directory.
+func readState(t *testing.T, dir string) map[string]images.Usage {
+	t.Helper()
+	tr, warn := images.NewTracker(dir, time.Now())
+	if warn != nil {
+		t.Fatalf("state in %s: %v", filepath.Join(dir, images.StateFileName), warn)
+	}
+	return tr.Usage()
+}
+
+func status(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
