@@ -62,5 +62,10 @@
 // /readyz says so, and the CRI client redials the socket path until the
 // runtime is back (the DaemonSet mounts the socket's directory, so a
 // restarted runtime's new socket file is found); restarting the agent
-// would not help.
+// would not help. When the connection returns with another runtime behind
+// it (another name or version in CRI Version: an in-place upgrade), the
+// node GC stops its image and container GC loops and builds them again for
+// that runtime (nodegc.go, collect): what was set up for the old one (its
+// event stream or its absence, its snapshotter, its sandbox image) would
+// otherwise outlive it.
 package agent

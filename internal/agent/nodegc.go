@@ -82,18 +82,44 @@ func (n *nodeGC) run(ctx context.Context) {
 	n.imageWatch = n.status.watchdog.add("image GC", min(cfg.ImageGC.DiskCheckInterval.Duration, cfg.ImageGC.Period.Duration), timeout)
 	n.containerWatch = n.status.watchdog.add("container GC", cfg.ContainerGC.Period.Duration, timeout)
 
+	// The pod informer lives as long as the node GC: what the API says of
+	// the node's pods does not change with the runtime.
+	pods, podsErr := n.podSource(ctx)
+	for n.collect(ctx, c, pods, podsErr) {
+	}
+}
+
+// collect runs the image and container GC loops, built for the runtime that
+// answers now, until ctx ends (false) or, after a loss of the connection,
+// another runtime answers: another name or version (upgraded, downgraded
+// or replaced in place). The loops are then stopped, their state saved,
+// and collect returns true to have them built again for it: which runtime
+// it is decides whether its event stream may be read, where its snapshots
+// are, which sandbox image it names.
+func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.APIPodSource, podsErr error) (again bool) {
+	// The managers' metrics are unregistered with them, and registered
+	// again by the next ones.
+	reg := newScopedRegisterer(n.reg)
+	defer reg.unregisterAll()
+	// The managers' containerd clients close with it, after the loops.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	// The container GC first: its pod informer also feeds the image GC's
 	// scheduled rule.
-	containerGC, pods, err := n.containerManagerWithPods(ctx, c)
+	var containerGC *containers.Manager
+	err := podsErr
+	if err == nil {
+		containerGC, err = n.containerManager(ctx, c, pods, reg)
+	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Container GC cannot start; image GC goes on")
-		n.containerWatch.notStarted(err)
 	}
-	imageGC, err := n.imageManager(ctx, c, false, pods)
+	n.containerWatch.notStarted(err)
+	imageGC, err := n.imageManager(ctx, c, false, pods, reg)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Image GC cannot start; container GC goes on")
-		n.imageWatch.notStarted(err)
 	}
+	n.imageWatch.notStarted(err)
 	var loops []runnable
 	if imageGC != nil {
 		loops = append(loops, runnable{name: "image-gc", run: watched(imageGC.Run, n.imageWatch)})
@@ -102,8 +128,39 @@ func (n *nodeGC) run(ctx context.Context) {
 		loops = append(loops, runnable{name: "container-gc", run: watched(containerGC.Run, n.containerWatch)})
 	}
 	work := startAll(ctx, loops)
-	<-ctx.Done()
-	work.stop(0)
+	defer work.stop(0)
+	return n.runtimeReplaced(ctx, c)
+}
+
+// runtimeReplaced waits until ctx ends (false) or, at a return of the
+// connection, the runtime answers Version with another name or version
+// than before (true). Version is asked until it answers: a runtime may
+// accept connections before it serves CRI.
+func (n *nodeGC) runtimeReplaced(ctx context.Context, c *cri.Client) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-n.link.reconnected:
+		}
+		was := c.RuntimeVersion()
+		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+			v, changed, err := c.RefreshVersion(ctx)
+			if err == nil {
+				if changed {
+					klog.FromContext(ctx).Info("Another container runtime answers since the connection returned; building the image and container GC again for it",
+						"was", was.GetRuntimeName()+" "+was.GetRuntimeVersion(), "now", v.GetRuntimeName()+" "+v.GetRuntimeVersion())
+					return true
+				}
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(delay):
+			}
+		}
+	}
 }
 
 // watched runs a manager's Run as a runnable. Run returns only when its
@@ -144,7 +201,7 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 // imageManager makes the image GC manager; planOnly makes one for `nodegc
 // plan`, which writes nothing. pods, the container GC's pod source (nil in
 // node-only mode), gives the images of the pods that have not finished.
-func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool, pods *containers.APIPodSource) (*images.Manager, error) {
+func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool, pods *containers.APIPodSource, reg prometheus.Registerer) (*images.Manager, error) {
 	cfg := n.opts.Config
 	var layers *images.ContainerdLayers
 	if c.RuntimeVersion().GetRuntimeName() == "containerd" {
@@ -169,7 +226,7 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool,
 	}
 	opts := images.Options{
 		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, Runtime: c, Disk: diskstats.NewReader(),
-		Registerer: n.reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport, PlanOnly: planOnly,
+		Registerer: reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport, PlanOnly: planOnly,
 	}
 	if n.imageWatch != nil {
 		opts.Supervise = n.imageWatch.iteration
@@ -194,11 +251,31 @@ func (p podImages) PodImages() images.PodImages {
 	return images.PodImages{Authoritative: view.Authoritative, Reason: view.Reason, Refs: refs}
 }
 
-// containerManagerWithPods also returns the pod source it started (nil in
-// node-only mode).
-func (n *nodeGC) containerManagerWithPods(ctx context.Context, c *cri.Client) (*containers.Manager, *containers.APIPodSource, error) {
+// podSource makes and starts the informer on the node's pods, which feeds
+// the container GC's pod-gone rule and the image GC's scheduled rule, until
+// ctx ends. nil without API access (node-only mode).
+func (n *nodeGC) podSource(ctx context.Context) (*containers.APIPodSource, error) {
+	if n.rest == nil {
+		return nil, nil
+	}
+	client, err := kubernetes.NewForConfig(n.rest)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := containers.NewAPIPodSource(client, n.opts.NodeName, nil)
+	if err != nil {
+		return nil, err
+	}
+	go pods.Run(ctx)
+	return pods, nil
+}
+
+// containerManager makes the container GC manager on the pods' view (nil:
+// node-only), its metrics registered in reg. Its containerd client closes
+// when ctx ends.
+func (n *nodeGC) containerManager(ctx context.Context, c *cri.Client, pods *containers.APIPodSource, reg prometheus.Registerer) (*containers.Manager, error) {
 	opts := containers.Options{
-		Config: n.opts.Config.ContainerGC, Runtime: c, Registerer: n.reg, OnRun: n.events.containerGCReport,
+		Config: n.opts.Config.ContainerGC, Runtime: c, Registerer: reg, OnRun: n.events.containerGCReport,
 		Disk: diskstats.NewReader(),
 		// The kubelet's deadline for a container's start, which
 		// runtimeRequestTimeout mirrors: a created container is not a
@@ -221,18 +298,8 @@ func (n *nodeGC) containerManagerWithPods(ctx context.Context, c *cri.Client) (*
 		opts.WritableLayers, opts.Reclaimer = l, l
 		context.AfterFunc(ctx, func() { l.Close() })
 	}
-	var pods *containers.APIPodSource
-	if n.rest != nil {
-		client, err := kubernetes.NewForConfig(n.rest)
-		if err != nil {
-			return nil, nil, err
-		}
-		if pods, err = containers.NewAPIPodSource(client, n.opts.NodeName, nil); err != nil {
-			return nil, nil, err
-		}
-		go pods.Run(ctx)
+	if pods != nil {
 		opts.Pods = pods
 	}
-	m, err := containers.NewManager(opts)
-	return m, pods, err
+	return containers.NewManager(opts)
 }

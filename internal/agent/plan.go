@@ -64,7 +64,11 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 	defer cancel() // stops the pod informer and closes the containerd client
 	// The container GC's pod informer first: the image GC's scheduled rule
 	// reads it too.
-	cm, pods, cmErr := n.containerManagerWithPods(ctx, c)
+	pods, cmErr := n.podSource(ctx)
+	var cm *containers.Manager
+	if cmErr == nil {
+		cm, cmErr = n.containerManager(ctx, c, pods, reg)
+	}
 	if pods != nil {
 		syncCtx, stop := context.WithTimeout(ctx, podSyncWait)
 		r.PodsSynced = cache.WaitForCacheSync(syncCtx.Done(), pods.HasSynced)
@@ -73,7 +77,7 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone, and keeps every image that is not in use", "waited", podSyncWait)
 		}
 	}
-	if im, err := n.imageManager(ctx, c, true, pods); err != nil {
+	if im, err := n.imageManager(ctx, c, true, pods, reg); err != nil {
 		r.ImagesErr = err
 	} else {
 		r.Images, r.ImagesErr = im.Plan(ctx)

@@ -25,13 +25,17 @@ type runtimeLink struct {
 	clock    clock.PassiveClock
 	logger   klog.Logger
 
+	// reconnected receives a token at each return of the connection (not
+	// at the first): the runtime may have been replaced meanwhile.
+	reconnected chan struct{}
+
 	mu         sync.Mutex
 	lostAt     time.Time // zero while connected
 	reconnects int
 }
 
 func newRuntimeLink(logger klog.Logger, endpoint string, clk clock.PassiveClock) *runtimeLink {
-	return &runtimeLink{endpoint: endpoint, clock: clk, logger: logger}
+	return &runtimeLink{endpoint: endpoint, clock: clk, logger: logger, reconnected: make(chan struct{}, 1)}
 }
 
 // changed is the client's OnConnectionChange: it logs the loss and the
@@ -48,6 +52,10 @@ func (r *runtimeLink) changed(connected bool) {
 	r.reconnects++
 	r.logger.Info("Reconnected to the container runtime", "endpoint", r.endpoint, "downFor", now.Sub(r.lostAt).Round(time.Millisecond), "reconnects", r.reconnects)
 	r.lostAt = time.Time{}
+	select {
+	case r.reconnected <- struct{}{}:
+	default:
+	}
 }
 
 // explain says, for /readyz, since when the runtime is unreachable and

@@ -209,7 +209,8 @@ func (l *loopWatch) stopped(err error) {
 }
 
 // notStarted records that the loop could not be made: it is not watched
-// (restarting the agent would meet the same error), /readyz says why.
+// (restarting the agent would meet the same error), /readyz says why. nil
+// records that it was made (again, for another runtime).
 func (l *loopWatch) notStarted(err error) {
 	l.mu.Lock()
 	l.startErr = err

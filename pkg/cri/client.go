@@ -47,7 +47,9 @@ type Client struct {
 	images  runtimeapi.ImageServiceClient
 	conns   []*grpc.ClientConn
 	timeout time.Duration
-	version *runtimeapi.VersionResponse
+	// version is the runtime's answer to Version at Dial, or at the last
+	// RefreshVersion.
+	version atomic.Pointer[runtimeapi.VersionResponse]
 
 	// noStreaming is set once the runtime answered Unimplemented to a
 	// streaming list call; lists are unary from then on.
@@ -95,7 +97,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("runtime %s %s at %s speaks CRI %q; nodegc needs CRI v1",
 			v.RuntimeName, v.RuntimeVersion, opts.RuntimeEndpoint, v.RuntimeApiVersion)
 	}
-	c.version = v
+	c.version.Store(v)
 	if opts.ImageEndpoint != "" && opts.ImageEndpoint != opts.RuntimeEndpoint {
 		// The image service has no Version call: list images to check it answers.
 		if _, err := c.ListImages(ctx); err != nil {
@@ -155,8 +157,28 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
-// RuntimeVersion returns what the runtime answered to Version at Dial.
-func (c *Client) RuntimeVersion() *runtimeapi.VersionResponse { return c.version }
+// RuntimeVersion returns what the runtime answered to Version at Dial, or
+// at the last RefreshVersion.
+func (c *Client) RuntimeVersion() *runtimeapi.VersionResponse { return c.version.Load() }
+
+// RefreshVersion asks the runtime for its Version again and keeps the
+// answer for RuntimeVersion. changed says whether the runtime's name or
+// version differ from the last answer kept: the runtime behind the endpoint
+// was upgraded, downgraded or replaced while the connection was down. What
+// the client learnt of the old one (streaming lists unimplemented) is then
+// forgotten.
+func (c *Client) RefreshVersion(ctx context.Context) (v *runtimeapi.VersionResponse, changed bool, err error) {
+	v, err = c.Version(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	old := c.version.Swap(v)
+	changed = old.GetRuntimeName() != v.GetRuntimeName() || old.GetRuntimeVersion() != v.GetRuntimeVersion()
+	if changed {
+		c.noStreaming.Store(false)
+	}
+	return v, changed, nil
+}
 
 // withTimeout bounds a call by the client's timeout plus extra (at most
 // the longest time.Duration).

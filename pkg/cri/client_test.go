@@ -603,3 +603,38 @@ func TestNoEventStreamFromASharedQueue(t *testing.T) {
 		})
 	}
 }
+
+// TestRefreshVersion: after a runtime is upgraded in place, RefreshVersion
+// says that another version answers and keeps it; what the client decides
+// from the version (whether the event stream may be read) follows it.
+func TestRefreshVersion(t *testing.T) {
+	f := newFakeRuntime()
+	f.name, f.version = "containerd", "v1.7.29"
+	f.eventsOff = true
+	c := dialFake(t, f, Options{})
+	if _, changed, err := c.RefreshVersion(t.Context()); err != nil || changed {
+		t.Fatalf("RefreshVersion with the same runtime: changed %v, err %v; want unchanged", changed, err)
+	}
+	c.WatchContainerEvents(t.Context(), nil, func(*runtimeapi.ContainerEventResponse) {})
+	if n := f.callCount("GetContainerEvents"); n != 0 {
+		t.Fatalf("containerd 1.7's event stream opened %d times", n)
+	}
+
+	f.mu.Lock()
+	f.version = "v2.1.0"
+	f.mu.Unlock()
+	v, changed, err := c.RefreshVersion(t.Context())
+	if err != nil || !changed || v.GetRuntimeVersion() != "v2.1.0" {
+		t.Fatalf("RefreshVersion after the upgrade: %v, changed %v, err %v; want v2.1.0, changed", v, changed, err)
+	}
+	if got := c.RuntimeVersion().GetRuntimeVersion(); got != "v2.1.0" {
+		t.Errorf("RuntimeVersion after the refresh = %q, want v2.1.0", got)
+	}
+	c.WatchContainerEvents(t.Context(), nil, func(*runtimeapi.ContainerEventResponse) {})
+	if n := f.callCount("GetContainerEvents"); n != 1 {
+		t.Errorf("containerd 2.1's event stream opened %d times, want 1", n)
+	}
+	if _, changed, _ := c.RefreshVersion(t.Context()); changed {
+		t.Error("RefreshVersion says changed twice for one upgrade")
+	}
+}

@@ -41,7 +41,7 @@ const subscribeSettle = 500 * time.Millisecond
 // was closed by the runtime (a shutdown): the caller reopens it. containerd
 // before 2.0 is not subscribed at all (sharedEventQueue).
 func (c *Client) WatchContainerEvents(ctx context.Context, connected func(), handle func(*runtimeapi.ContainerEventResponse)) error {
-	if why := sharedEventQueue(c.version); why != "" {
+	if why := sharedEventQueue(c.RuntimeVersion()); why != "" {
 		return fmt.Errorf("container events: %s: %w", why, ErrUnsupported)
 	}
 	ctx, cancel := context.WithCancel(ctx)
