@@ -304,7 +304,7 @@ func splitDocuments(data []byte) ([]*document, error) {
 			}
 			root = root.Content[0]
 		}
-		if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		if isNull(root) {
 			continue // an empty document between two ---
 		}
 		c := &converter{lines: map[string]int{}}
@@ -363,7 +363,12 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 				continue
 			}
 			firstLine[k.Value] = k.Line
-			c.lines[child] = k.Line
+			// A null value leaves the field unset, as Kubernetes reads it:
+			// it has no line, so a KubeletConfiguration's value (or the
+			// default) applies.
+			if !isNull(v) {
+				c.lines[child] = k.Line
+			}
 			cv, err := c.convert(v, child)
 			if err != nil {
 				return nil, err
@@ -402,6 +407,15 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 	default:
 		return nil, fmt.Errorf("line %d: %s: unsupported YAML node", n.Line, orRoot(path))
 	}
+}
+
+// isNull says whether n is a null scalar (null, ~, or nothing), through an
+// alias.
+func isNull(n *yaml.Node) bool {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
 // decodeInto strictly decodes the document into target. Unknown fields are

@@ -188,6 +188,37 @@ func TestKubeletPrecedence(t *testing.T) {
 	}
 }
 
+// TestNullIsUnset: a field written as null (or ~) is not set, as both the
+// kubelet and Kubernetes' YAML decoding read it: in the nodegc document it
+// leaves the field to the KubeletConfiguration, and in the
+// KubeletConfiguration it gives nothing to take (the default applies).
+func TestNullIsUnset(t *testing.T) {
+	loaded, err := Decode([]byte(header + "imageGC:\n  highThresholdPercent: null\n  evictionHard: ~\n  maximumGCAge: 1h\n" +
+		"---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: null\nevictionHard:\n  imagefs.available: 20%\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := loaded.Config
+	got := map[string]any{
+		"high":     *c.ImageGC.HighThresholdPercent,
+		"low":      *c.ImageGC.LowThresholdPercent,
+		"eviction": c.ImageGC.EvictionHard["imagefs.available"],
+		"maxAge":   c.ImageGC.MaximumGCAge.Duration,
+		"fromKubl": strings.Join(loaded.FromKubelet, ","),
+	}
+	want := map[string]any{
+		"high":     int32(90), // null in nodegc's document: the kubelet's
+		"low":      int32(DefaultImageGCLowThresholdPercent),
+		"eviction": "20%",
+		"maxAge":   time.Hour,
+		"fromKubl": "imageGC.highThresholdPercent,imageGC.evictionHard",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("merged config (-want +got):\n%s", diff)
+	}
+}
+
 // TestEndpointsAsTheKubeletReadsThem: a KubeletConfiguration the kubelet
 // accepts is accepted: containerRuntimeEndpoint written as unix:/path or as
 // a bare path (which the kubelet reads as unix:///path). The bare path is a
