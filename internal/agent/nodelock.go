@@ -34,8 +34,7 @@ type nodeLock struct{ f *os.File }
 
 // tryNodeLock takes the lock in dir without waiting. When another process
 // holds it, the error wraps errLocked and holder is what that process wrote
-// in the file (its host name, which is its pod's name, its PID and since
-// when), "" if nothing could be read. Any other error means the file could
+// in the file (holderName), "" if nothing could be read. Any other error means the file could
 // not be made or locked at all.
 func tryNodeLock(dir, me string) (l *nodeLock, holder string, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -69,10 +68,18 @@ func (l *nodeLock) release() {
 	}
 }
 
-// holderName says who this process is, for the lock file.
+// holderName says who this process is, for the lock file: its pod
+// (POD_NAMESPACE and POD_NAME, which the DaemonSet sets from the downward
+// API), else its host name (on the host network, the node's), with its PID
+// and since when.
 func holderName(now time.Time) string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s (pid %d) since %s", host, os.Getpid(), now.UTC().Format(time.RFC3339))
+	who := os.Getenv("POD_NAMESPACE") + "/" + os.Getenv("POD_NAME")
+	if os.Getenv("POD_NAME") == "" {
+		who, _ = os.Hostname()
+	} else {
+		who = "pod " + who
+	}
+	return fmt.Sprintf("%s (pid %d) since %s", who, os.Getpid(), now.UTC().Format(time.RFC3339))
 }
 
 // acquireNodeLock takes the node lock in dir, waiting (on standby) while

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,10 +37,15 @@ func TestOneNodeGCPerNode(t *testing.T) {
 	}
 	stateDir := t.TempDir()
 	cfg := nodeConfig(t, n.Endpoint, stateDir, nil, []string{"highThresholdPercent: 100"}, []string{"period: 1s"})
+	// As the DaemonSet sets them: the second agent's log names the pod
+	// that holds the lock.
+	t.Setenv("POD_NAMESPACE", "nodegc")
+	t.Setenv("POD_NAME", "nodegc-first")
 	first := startNodegc(t, "first", cfg, "--owner-gc=off")
 	testbed.WaitFor(t, time.Minute, "the first agent's image GC to follow the event stream", func() bool {
 		return first.metric("nodegc_image_usage_source", "source=events") == 1
 	})
+	t.Setenv("POD_NAME", "nodegc-second")
 	second := startNodegc(t, "second", cfg, "--owner-gc=off")
 	testbed.WaitFor(t, 30*time.Second, "the second agent's /metrics", func() bool {
 		return second.metric("nodegc_node_gc_standby") >= 0
@@ -64,6 +70,9 @@ func TestOneNodeGCPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("second agent: %s", line)
+	if !strings.Contains(line, `holder="pod nodegc/nodegc-first (pid `) {
+		t.Errorf("the second agent's log does not name the pod holding the lock: %s", line)
+	}
 
 	// A use the second agent cannot see, on standby: a container that runs
 	// and is gone before the first stops. The second knows of it only from
