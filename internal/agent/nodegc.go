@@ -205,17 +205,20 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool,
 	cfg := n.opts.Config
 	var layers *images.ContainerdLayers
 	if c.RuntimeVersion().GetRuntimeName() == "containerd" {
-		snapshotter := images.DefaultSnapshotter
+		var imageFs string
 		if info, err := c.ImageFsInfo(ctx); err == nil && len(info.GetImageFilesystems()) > 0 {
-			snapshotter = images.SnapshotterFromMountpoint(info.GetImageFilesystems()[0].GetFsId().GetMountpoint())
+			imageFs = info.GetImageFilesystems()[0].GetFsId().GetMountpoint()
 		}
 		path, _ := endpoint.SocketPath(cfg.ContainerRuntimeEndpoint)
-		l, err := images.NewContainerdLayers(ctx, path, snapshotter, cfg.RuntimeRequestTimeout.Duration)
+		l, err := images.NewContainerdLayers(ctx, path, imageFs, cfg.RuntimeRequestTimeout.Duration)
 		if err != nil {
 			klog.FromContext(ctx).Info("Cannot use containerd's API for exact layer accounting; using CRI sizes", "err", err)
 		} else {
 			layers = l
 			context.AfterFunc(ctx, func() { l.Close() })
+			if why := l.BlobsElsewhere(); why != "" {
+				klog.FromContext(ctx).Info("Image layer accounting counts snapshots only", "reason", why)
+			}
 		}
 	}
 	var sandboxes []string

@@ -21,6 +21,7 @@ import (
 	"github.com/containerd/platforms"
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodegc/nodegc/internal/containerdapi"
@@ -31,7 +32,8 @@ const DefaultSnapshotter = "overlayfs"
 
 // ContainerdLayers reads, through containerd's own API on the runtime's
 // socket, what storage each image holds: its content blobs (index,
-// manifest, config, compressed layers) and its unpacked snapshots. Keys are
+// manifest, config, compressed layers; unless the content store is on
+// another filesystem than the image filesystem) and its unpacked snapshots. Keys are
 // "blob:<digest>" and "snapshot:<snapshotter>/<chain ID>", so images sharing
 // a base layer share those keys and the planner counts them once.
 //
@@ -43,25 +45,54 @@ type ContainerdLayers struct {
 	client      *containerd.Client
 	snapshotter string
 	timeout     time.Duration
+	// blobsElsewhere: the content store is on another filesystem than the
+	// image filesystem (the snapshotter's directory): removing a blob
+	// frees nothing there, so blobs are not counted (BlobsElsewhere).
+	blobsElsewhere string
 
 	mu    sync.Mutex
 	cache map[string][]Layer
 }
 
 // NewContainerdLayers connects to containerd at socketPath (the CRI socket)
-// in the k8s.io namespace. snapshotter names the snapshotter images are
-// unpacked with; see SnapshotterFromMountpoint. Each call ends after timeout
-// (the runtime request timeout; 0: only by its context).
-func NewContainerdLayers(ctx context.Context, socketPath, snapshotter string, timeout time.Duration) (*ContainerdLayers, error) {
+// in the k8s.io namespace. imageFs is the image filesystem's mountpoint CRI
+// ImageFsInfo reports, the snapshotter's directory in containerd's root: it
+// names the snapshotter images are unpacked with (SnapshotterFromMountpoint;
+// "" for the default), and says whether the content store beside it
+// (ROOT/io.containerd.content.v1.content) is on the same filesystem. Each
+// call ends after timeout (the runtime request timeout; 0: only by its
+// context).
+func NewContainerdLayers(ctx context.Context, socketPath, imageFs string, timeout time.Duration) (*ContainerdLayers, error) {
 	c, err := containerdapi.Dial(ctx, socketPath, timeout)
 	if err != nil {
 		return nil, err
 	}
-	if snapshotter == "" {
-		snapshotter = DefaultSnapshotter
-	}
-	return &ContainerdLayers{client: c, snapshotter: snapshotter, timeout: timeout, cache: map[string][]Layer{}}, nil
+	return &ContainerdLayers{client: c, snapshotter: SnapshotterFromMountpoint(imageFs), timeout: timeout,
+		blobsElsewhere: contentElsewhere(imageFs), cache: map[string][]Layer{}}, nil
 }
+
+// contentStoreDir is the content store's directory in containerd's root.
+const contentStoreDir = "io.containerd.content.v1.content"
+
+// contentElsewhere says why the content store beside the snapshotter's
+// directory imageFs is on another filesystem (their device numbers
+// differ), "" when it is not or that cannot be told (either path cannot be
+// read: then blobs count, as where both share containerd's root).
+func contentElsewhere(imageFs string) string {
+	if imageFs == "" {
+		return ""
+	}
+	content := filepath.Join(filepath.Dir(imageFs), contentStoreDir)
+	var snap, blobs unix.Stat_t
+	if unix.Stat(imageFs, &snap) != nil || unix.Stat(content, &blobs) != nil || snap.Dev == blobs.Dev {
+		return ""
+	}
+	return fmt.Sprintf("the content store %s is on another filesystem than the image filesystem %s: removing an image frees its blobs there, so only its snapshots count", content, imageFs)
+}
+
+// BlobsElsewhere says why content blobs are not counted (the content store
+// is on another filesystem than the image filesystem), "" when they are.
+func (c *ContainerdLayers) BlobsElsewhere() string { return c.blobsElsewhere }
 
 // Close closes the connection.
 func (c *ContainerdLayers) Close() error { return c.client.Close() }
@@ -318,6 +349,8 @@ func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) 
 			// Not fetched (another platform, or discarded after unpack).
 		case err != nil:
 			return nil, fmt.Errorf("content %s: %w", desc.Digest, err)
+		case c.blobsElsewhere != "":
+			// Frees nothing on the image filesystem.
 		default:
 			layers = append(layers, Layer{Key: unique.Make("blob:" + desc.Digest.String()), Size: uint64(info.Size)})
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -93,5 +94,34 @@ func TestLayerCacheRetainsListedImages(t *testing.T) {
 	l.Retain(map[string]bool{"sha256:b": true, "sha256:d": true})
 	if len(l.cache) != 1 || l.cache["sha256:b"] == nil {
 		t.Errorf("cache after Retain(b, d) holds %v, want b only", slices.Collect(maps.Keys(l.cache)))
+	}
+}
+
+// TestContentElsewhere: blobs count unless the content store beside the
+// snapshotter's directory is known to be on another filesystem; a path
+// that cannot be read says nothing either way. (The other filesystem is
+// TestAccountingSnapshotsOnTheirOwnFilesystem's, on a real containerd.)
+func TestContentElsewhere(t *testing.T) {
+	root := t.TempDir()
+	snapshots := filepath.Join(root, "io.containerd.snapshotter.v1.overlayfs")
+	for _, tc := range []struct {
+		name    string
+		imageFs string
+		mkdirs  []string
+	}{
+		{"no image filesystem reported", "", nil},
+		{"no content store", snapshots, []string{snapshots}},
+		{"one filesystem", snapshots, []string{filepath.Join(root, contentStoreDir)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, d := range tc.mkdirs {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if why := contentElsewhere(tc.imageFs); why != "" {
+				t.Errorf("contentElsewhere(%q) = %q, want blobs counted", tc.imageFs, why)
+			}
+		})
 	}
 }

@@ -19,7 +19,9 @@
 //     accounting.go counts layers shared between images once; containerd.go
 //     reads layers and arrival times from containerd, and what else holds
 //     image storage there (ContainerdLayers.Held: other namespaces' images,
-//     leases, active snapshots), which removals cannot free.
+//     leases, active snapshots), which removals cannot free. Content blobs
+//     count only where the content store shares the image filesystem (a
+//     disk mounted for the snapshots alone leaves them on another one).
 //   - plan.go: Policy.Plan, a pure function of (images, disk, now) that
 //     returns a Plan: images unused longer than maximumGCAge (age), then,
 //     over the high threshold, LRU images down to the low one (space); every

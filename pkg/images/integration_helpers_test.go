@@ -59,8 +59,7 @@ func newBedWith(t *testing.T, opts node.Options) *bed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layers, err := images.NewContainerdLayers(ctx, n.Socket,
-		images.SnapshotterFromMountpoint(info.GetImageFilesystems()[0].GetFsId().GetMountpoint()), time.Minute)
+	layers, err := images.NewContainerdLayers(ctx, n.Socket, info.GetImageFilesystems()[0].GetFsId().GetMountpoint(), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,6 +153,49 @@ func TestSharedLayerAccounting(t *testing.T) {
 	}
 }
 
+// TestAccountingSnapshotsOnTheirOwnFilesystem: a node whose snapshots have
+// a disk of their own (the image filesystem CRI reports), while the content
+// store's blobs stay on the root filesystem. Removing an image frees its
+// blobs there, not on the image filesystem: the estimate must count the
+// snapshots only, or a run stops short while its estimate says it is done.
+func TestAccountingSnapshotsOnTheirOwnFilesystem(t *testing.T) {
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			b := newBedWith(t, node.Options{Version: v, SnapshotsFS: 128 * mib})
+			var ids []string
+			for i := range 3 {
+				ids = append(ids, b.pushPull(repoName(i), 8).ID())
+			}
+			m := b.manager(t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
+			r, err := m.GarbageCollect(t.Context(), images.TriggerManual)
+			var fe *images.FreeDiskSpaceError
+			if err != nil && !errors.As(err, &fe) {
+				t.Fatal(err)
+			}
+			if !r.Plan.ExactAccounting {
+				t.Fatal("plan did not use containerd layer accounting")
+			}
+			removed := map[string]bool{}
+			for _, d := range r.Outcome.Removed {
+				removed[d.Image.ID] = true
+			}
+			for _, id := range ids {
+				if !removed[id] {
+					t.Fatalf("image %s not removed; removed %v", id, removed)
+				}
+			}
+			est, measured := float64(r.Outcome.EstimatedFreed), float64(r.MeasuredFreed)
+			t.Logf("snapshots on their own filesystem: estimated %.1f MiB, measured %.1f MiB on the image filesystem", est/mib, measured/mib)
+			if !r.Measured || measured <= 0 {
+				t.Fatalf("freed space not measured: %+v", r)
+			}
+			if diff := (est - measured) / measured; diff > 0.05 || diff < -0.05 {
+				t.Errorf("estimate off by %.1f%% from the measured freed bytes (want within 5%%)", diff*100)
+			}
+		})
+	}
+}
+
 // TestStateSurvivesManagerRestart: first-detected and last-used survive a new
 // manager on the same state directory; a corrupt state file is set aside
 // and the GC still runs.

@@ -31,6 +31,12 @@ type Options struct {
 	// Registry serves the node's images; Start starts one when nil. Share
 	// one between nodes to pull the same images into each.
 	Registry *registry.Registry
+	// SnapshotsFS, when positive, puts the snapshotter's directory
+	// (ROOT/io.containerd.snapshotter.v1.NAME, the image filesystem CRI
+	// reports) on a filesystem of its own of that many bytes, as SmallFS
+	// does for the whole root: the content store's blobs stay on the root's
+	// filesystem, as on a node with a disk mounted for snapshots only.
+	SnapshotsFS int64
 	// Snapshotter defaults to "overlayfs".
 	Snapshotter string
 	// StartTimeout bounds the wait for CRI to answer; default 60s.
@@ -228,6 +234,17 @@ func (n *Node) setup(ctx context.Context, opts Options) error {
 	snapshotter := opts.Snapshotter
 	if snapshotter == "" {
 		snapshotter = "overlayfs"
+	}
+	if opts.SnapshotsFS > 0 {
+		dir := filepath.Join(n.Root, "io.containerd.snapshotter.v1."+snapshotter)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		kind, err := MountSmallFS(ctx, filepath.Join(n.Dir, "snapshots.img"), dir, opts.SnapshotsFS, opts.SmallFSKind, n.t.Logf)
+		if err != nil {
+			return err
+		}
+		n.t.Logf("snapshots on a filesystem of their own (%s, %d MiB) at %s", kind, opts.SnapshotsFS>>20, dir)
 	}
 	cfg, err := writeConfig(n.Version, configParams{
 		Dir: n.Dir, Root: n.Root, State: n.State, Socket: n.Socket, RuncRoot: n.RuncRoot, Runc: n.runc,
