@@ -77,12 +77,35 @@ path /run/containerd/containerd.sock NODEGC_RUNTIME_SOCKET
 if [[ -n "${NODEGC_RUNTIME_SOCKET:-}" ]]; then
 	socket_dir="${NODEGC_RUNTIME_SOCKET%/*}"
 	[[ -n "$socket_dir" ]] || die "NODEGC_RUNTIME_SOCKET='$NODEGC_RUNTIME_SOCKET': the socket's directory is mounted; a socket in / would mount the whole host"
-	NODEGC_RUNTIME_SOCKET_DIR="$socket_dir" path /run/containerd NODEGC_RUNTIME_SOCKET_DIR
+	NODEGC_RUNTIME_SOCKET_DIR="$socket_dir"
+	path /run/containerd NODEGC_RUNTIME_SOCKET_DIR
 fi
 path /var/lib/containerd NODEGC_CONTAINERD_ROOT
 path /var/log/pods NODEGC_POD_LOGS_DIR
 path /var/log/containers NODEGC_CONTAINER_LOGS_DIR
 path /var/lib/nodegc NODEGC_STATE_DIR
+
+# Each node path is a volume mounted at its own path, and each port is bound once: two at one place would be
+# two volumes at one mountPath (the API server refuses the DaemonSet) or two servers on one port (the agent
+# cannot start).
+name() { # name VAR: how the user set it
+	[[ "$1" != NODEGC_RUNTIME_SOCKET_DIR ]] && printf '%s' "$1" || printf "the directory of NODEGC_RUNTIME_SOCKET"
+}
+distinct() { # distinct KIND VAR=DEFAULT...
+	local kind="$1" seen=() spec var val other
+	shift
+	for spec in "$@"; do
+		var="${spec%%=*}" val="${!var:-${spec#*=}}"
+		for other in "${seen[@]}"; do
+			[[ "${other#*=}" != "$val" ]] ||
+				die "$(name "$var") and $(name "${other%%=*}") are both $kind $val (a default unless set): give each its own"
+		done
+		seen+=("$var=$val")
+	done
+}
+distinct path NODEGC_RUNTIME_SOCKET_DIR=/run/containerd NODEGC_CONTAINERD_ROOT=/var/lib/containerd \
+	NODEGC_POD_LOGS_DIR=/var/log/pods NODEGC_CONTAINER_LOGS_DIR=/var/log/containers NODEGC_STATE_DIR=/var/lib/nodegc
+distinct port NODEGC_HEALTHZ_PORT=10280 NODEGC_METRICS_PORT=10281
 
 out="$(<"$MANIFEST")"
 # Placeholders: \x01 does not occur in a manifest. Longest default first, so that a default holding

@@ -251,4 +251,32 @@ func TestRenderDeploy(t *testing.T) {
 			}
 		}
 	})
+
+	// Two node paths at one place would be two volumes mounted at one
+	// path (the API server refuses the DaemonSet); two ports at one would
+	// make the agent fail to bind. The error names both variables.
+	t.Run("refuses coinciding values", func(t *testing.T) {
+		for name, tc := range map[string]struct {
+			env  []string
+			want []string
+		}{
+			"state in the pod logs":   {[]string{"NODEGC_STATE_DIR=/var/log/pods"}, []string{"NODEGC_STATE_DIR", "NODEGC_POD_LOGS_DIR", "/var/log/pods"}},
+			"two paths set alike":     {[]string{"NODEGC_POD_LOGS_DIR=/data/logs", "NODEGC_CONTAINER_LOGS_DIR=/data/logs"}, []string{"NODEGC_POD_LOGS_DIR", "NODEGC_CONTAINER_LOGS_DIR"}},
+			"socket dir is the root":  {[]string{"NODEGC_RUNTIME_SOCKET=/var/lib/containerd/containerd.sock"}, []string{"NODEGC_RUNTIME_SOCKET", "NODEGC_CONTAINERD_ROOT"}},
+			"metrics on healthz port": {[]string{"NODEGC_METRICS_PORT=10280"}, []string{"NODEGC_METRICS_PORT", "NODEGC_HEALTHZ_PORT", "10280"}},
+		} {
+			cmd := exec.Command(filepath.Join(root, "hack", "render-deploy.sh"), "x.example/nodegc:1")
+			cmd.Env = append(os.Environ(), tc.env...)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Errorf("%s: want an error, got success:\n%.200s", name, out)
+				continue
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("%s: the error does not name %s: %s", name, w, out)
+				}
+			}
+		}
+	})
 }
