@@ -22,7 +22,7 @@ TOOLS_DIR="$ROOT/_output/tools"
 BIN_DIR="$TOOLS_DIR/bin"
 CONTAINERD2_BIN_DIR="$TOOLS_DIR/containerd2/bin"
 STAMP_DIR="$TOOLS_DIR/stamps"
-APT_PACKAGES=(containerd runc e2fsprogs containernetworking-plugins util-linux)
+APT_PACKAGES=(containerd runc e2fsprogs btrfs-progs containernetworking-plugins util-linux)
 
 log() { printf '[tools] %s\n' "$*"; }
 die() { printf '[tools] ERROR: %s\n' "$*" >&2; exit 1; }

@@ -19,9 +19,9 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/platforms"
+	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodegc/nodegc/internal/containerdapi"
@@ -75,19 +75,51 @@ func NewContainerdLayers(ctx context.Context, socketPath, imageFs string, timeou
 const contentStoreDir = "io.containerd.content.v1.content"
 
 // contentElsewhere says why the content store beside the snapshotter's
-// directory imageFs is on another filesystem (their device numbers
-// differ), "" when it is not or that cannot be told (either path cannot be
-// read: then blobs count, as where both share containerd's root).
+// directory imageFs is on another filesystem, "" when it is not or that
+// cannot be told (either path cannot be read: then blobs count, as where
+// both share containerd's root).
 func contentElsewhere(imageFs string) string {
 	if imageFs == "" {
 		return ""
 	}
 	content := filepath.Join(filepath.Dir(imageFs), contentStoreDir)
-	var snap, blobs unix.Stat_t
-	if unix.Stat(imageFs, &snap) != nil || unix.Stat(content, &blobs) != nil || snap.Dev == blobs.Dev {
+	snap, err := filesystemOf(imageFs)
+	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("the content store %s is on another filesystem than the image filesystem %s: removing an image frees its blobs there, so only its snapshots count", content, imageFs)
+	blobs, err := filesystemOf(content)
+	if err != nil || snap == blobs {
+		return ""
+	}
+	return fmt.Sprintf("the content store %s is on another filesystem (%s) than the image filesystem %s (%s): removing an image frees its blobs there, so only its snapshots count",
+		content, blobs, imageFs, snap)
+}
+
+// filesystemOf names the filesystem holding path by the device of the
+// mount that holds it, as the mount table gives it: one per filesystem.
+// (stat(2) gives each btrfs subvolume a device of its own, though they
+// share one filesystem; bind mounts of one filesystem share its device.)
+func filesystemOf(path string) (string, error) {
+	p, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	mounts, err := mountinfo.GetMounts(mountinfo.ParentsFilter(p))
+	if err != nil {
+		return "", err
+	}
+	var holder *mountinfo.Info
+	for _, m := range mounts {
+		// The deepest mount point holds the path; of mounts stacked on
+		// one point, the last one listed is the one seen.
+		if holder == nil || len(m.Mountpoint) >= len(holder.Mountpoint) {
+			holder = m
+		}
+	}
+	if holder == nil {
+		return "", fmt.Errorf("no mount holds %s", p)
+	}
+	return fmt.Sprintf("%d:%d", holder.Major, holder.Minor), nil
 }
 
 // BlobsElsewhere says why content blobs are not counted (the content store

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -13,11 +14,13 @@ import (
 
 	versionapi "github.com/containerd/containerd/api/services/version/v1"
 	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/cri"
 )
 
@@ -124,4 +127,69 @@ func TestContentElsewhere(t *testing.T) {
 			}
 		})
 	}
+
+	// Mounted on the snapshotter's directory: a bind mount of the same
+	// filesystem keeps blobs counted; a filesystem of its own does not.
+	testbed.RequireRoot(t)
+	elsewhere := t.TempDir()
+	for _, tc := range []struct {
+		name          string
+		mount         func() error
+		wantElsewhere bool
+	}{
+		{"bind mount of the same filesystem", func() error { return unix.Mount(elsewhere, snapshots, "", unix.MS_BIND, "") }, false},
+		{"a filesystem of its own", func() error { return unix.Mount("tmpfs", snapshots, "tmpfs", 0, "size=1m") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.mount(); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Unmount(snapshots, unix.MNT_DETACH)
+			why := contentElsewhere(snapshots)
+			if (why != "") != tc.wantElsewhere {
+				t.Errorf("contentElsewhere = %q, want blobs elsewhere %v", why, tc.wantElsewhere)
+			}
+		})
+	}
+
+	// btrfs: the snapshotter's directory a subvolume (as the btrfs
+	// snapshotter's root often is), the content store a directory of the
+	// top volume. stat(2) gives them two devices; they are one filesystem,
+	// and removing a blob frees its bytes there.
+	t.Run("btrfs subvolume", func(t *testing.T) {
+		ctx := t.Context()
+		img := filepath.Join(t.TempDir(), "btrfs.img")
+		if err := os.WriteFile(img, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(img, 128<<20); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.CommandContext(ctx, "mkfs.btrfs", "-q", img).CombinedOutput(); err != nil {
+			t.Fatalf("mkfs.btrfs (apt package btrfs-progs, hack/install-tools.sh): %v: %s", err, out)
+		}
+		root := t.TempDir()
+		if out, err := exec.CommandContext(ctx, "mount", "-o", "loop", img, root).CombinedOutput(); err != nil {
+			t.Fatalf("mount %s: %v: %s", img, err, out)
+		}
+		t.Cleanup(func() {
+			if out, err := exec.Command("umount", "-d", root).CombinedOutput(); err != nil {
+				t.Errorf("umount %s: %v: %s", root, err, out)
+			}
+		})
+		snapshots := filepath.Join(root, "io.containerd.snapshotter.v1.btrfs")
+		if out, err := exec.CommandContext(ctx, "btrfs", "subvolume", "create", snapshots).CombinedOutput(); err != nil {
+			t.Fatalf("btrfs subvolume create: %v: %s", err, out)
+		}
+		if err := os.Mkdir(filepath.Join(root, contentStoreDir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		var a, b unix.Stat_t
+		if unix.Stat(snapshots, &a) != nil || unix.Stat(filepath.Join(root, contentStoreDir), &b) != nil || a.Dev == b.Dev {
+			t.Fatalf("the subvolume and the directory beside it stat with one device (%d, %d): this test shows nothing", a.Dev, b.Dev)
+		}
+		if why := contentElsewhere(snapshots); why != "" {
+			t.Errorf("contentElsewhere = %q, want blobs counted (one btrfs filesystem)", why)
+		}
+	})
 }
