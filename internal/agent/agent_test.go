@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -291,6 +293,40 @@ func TestMetricsLint(t *testing.T) {
 			}
 		}
 	}
+	// And names its labels as exported: `name{a,b}`, or `name` for none.
+	documented := map[string][]string{}
+	var firstCells strings.Builder
+	for _, row := range strings.Split(rows.String(), "\n") {
+		if cells := strings.Split(row, "|"); len(cells) > 1 {
+			firstCells.WriteString(cells[1] + "\n")
+		}
+	}
+	for _, m := range readmeMetric.FindAllStringSubmatch(firstCells.String(), -1) {
+		var labels []string
+		if m[2] != "" {
+			labels = strings.Split(m[2], ",")
+		}
+		slices.Sort(labels)
+		documented[m[1]] = labels
+	}
+	families, err := p.Scrape(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		want, ok := documented[f.GetName()]
+		if !ok || len(f.GetMetric()) == 0 {
+			continue // no row (reported above), or no sample to read labels from
+		}
+		var got []string
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			got = append(got, l.GetName())
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("README.md's metrics reference gives %s the labels %v; it exports %v", f.GetName(), want, got)
+		}
+	}
 	// The debug graph shows objects with owner relationships: make one.
 	ctx := t.Context()
 	owner, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "graph-owner"}}, metav1.CreateOptions{})
@@ -312,6 +348,10 @@ func TestMetricsLint(t *testing.T) {
 		t.Errorf("debug graph as JSON: %d nodes, %v; want the owner and its dependent", len(dump.Nodes), err)
 	}
 }
+
+// readmeMetric is a metric as the README's reference table names it:
+// `name` or `name{label,label}`.
+var readmeMetric = regexp.MustCompile("`(nodegc_[a-z_]+)(?:\\{([a-z_,]+)\\})?`")
 
 // cascade creates, in namespace default, a ConfigMap "owner" and n
 // ConfigMaps dep-NNNN labelled cascade=yes that it owns (blockOwnerDeletion
