@@ -97,7 +97,7 @@ func TestAlertsFire(t *testing.T) {
 		"NodegcNodeAgentOnStandby": {
 			firing: []string{`nodegc_node_gc_standby{node="n1"} 1x30`},
 			healthy: []string{`nodegc_node_gc_standby{node="n1"} 0x30`,
-				// The old pod of a maxSurge rollout stopped: the new one took over.
+				// The holder stopped: the one on standby took over.
 				`nodegc_node_gc_standby{node="n1"} 1x5 0x25`},
 		},
 		"NodegcPodViewNotAuthoritative": {

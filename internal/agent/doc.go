@@ -10,8 +10,8 @@
 // HTTP, and stops them all with one call.
 //
 // One node GC per node: before it reads any state, the node GC takes an
-// exclusive flock on stateDirectory/nodegc.lock (nodelock.go) and holds it
-// until it ends. An agent that finds it held collects nothing, logs the
+// exclusive flock on its stateDirectory (nodelock.go; nodegc.lock there
+// names the holder) and holds it until it ends. An agent that finds it held collects nothing, logs the
 // holder, sets nodegc_node_gc_standby and stays ready, trying again every
 // second; it takes over once the holder exits (the kernel drops the lock of
 // a dead process) and reads the state the holder wrote last.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,13 +15,16 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// NodeLockFileName is the file in the state directory whose flock(2) the
-// node GC holds while it runs: one node GC per state directory, so one per
-// node as deployed. Two agents on a node (two installs, a rollout with
-// maxSurge, `nodegc run` by hand beside the DaemonSet) would otherwise both
+// NodeLockFileName is the file in the state directory that names the agent
+// whose node GC holds the state directory's lock. The lock itself is an
+// flock(2) on the directory: one node GC per state directory, so one per
+// node as deployed. Two agents on a node (a second install with ports of
+// its own, `nodegc run` by hand with its own config) would otherwise both
 // list, remove and post events, and overwrite each other's state file. The
 // kernel drops the lock when its holder exits, however it exits: no stale
-// lock outlives a crash or a kill -9.
+// lock outlives a crash or a kill -9. Locking the directory, not a file in
+// it, needs no write access, and no removal of the directory's contents
+// (rm -rf stateDirectory/*) can let a second agent in beside the first.
 const NodeLockFileName = "nodegc.lock"
 
 // nodeLockRetry is how often an agent on standby tries the lock again.
@@ -30,41 +34,48 @@ const nodeLockRetry = time.Second
 var errLocked = errors.New("held by another nodegc")
 
 // nodeLock is a held lock; release (or the process's exit) lets it go.
-type nodeLock struct{ f *os.File }
+type nodeLock struct{ dir *os.File }
 
-// tryNodeLock takes the lock in dir without waiting. When another process
+// tryNodeLock takes the lock on dir without waiting. When another process
 // holds it, the error wraps errLocked and holder is what that process wrote
-// in the file (holderName), "" if nothing could be read. Any other error means the file could
-// not be made or locked at all.
+// in NodeLockFileName (holderName), "" if nothing could be read. Any other
+// error means the directory could not be made, opened or locked at all.
 func tryNodeLock(dir, me string) (l *nodeLock, holder string, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, NodeLockFileName), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	d, err := os.Open(dir)
 	if err != nil {
 		return nil, "", err
 	}
-	switch err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); {
+	switch err := unix.Flock(int(d.Fd()), unix.LOCK_EX|unix.LOCK_NB); {
 	case errors.Is(err, unix.EWOULDBLOCK):
-		b := make([]byte, 512)
-		n, _ := f.ReadAt(b, 0)
-		f.Close()
-		return nil, strings.TrimSpace(string(b[:n])), fmt.Errorf("%s: %w", f.Name(), errLocked)
+		d.Close()
+		b, _ := readLimitedFile(filepath.Join(dir, NodeLockFileName), 512)
+		return nil, strings.TrimSpace(string(b)), fmt.Errorf("%s: %w", dir, errLocked)
 	case err != nil:
-		f.Close()
-		return nil, "", fmt.Errorf("flock %s: %w", f.Name(), err)
+		d.Close()
+		return nil, "", fmt.Errorf("flock %s: %w", dir, err)
 	}
-	// Who holds it, for the log of an agent that waits. A failed write
-	// only makes that log less helpful.
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(me+"\n"), 0)
+	// Who holds it, for the log of an agent that waits. A failed write (a
+	// read-only directory) only makes that log less helpful.
+	os.WriteFile(filepath.Join(dir, NodeLockFileName), []byte(me+"\n"), 0o600)
+	return &nodeLock{dir: d}, "", nil
+}
+
+// readLimitedFile reads at most n bytes of the file at path.
+func readLimitedFile(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
-	return &nodeLock{f: f}, "", nil
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
 }
 
 func (l *nodeLock) release() {
 	if l != nil {
-		l.f.Close() // drops the flock
+		l.dir.Close() // drops the flock
 	}
 }
 
@@ -82,11 +93,13 @@ func holderName(now time.Time) string {
 	return fmt.Sprintf("%s (pid %d) since %s", who, os.Getpid(), now.UTC().Format(time.RFC3339))
 }
 
-// acquireNodeLock takes the node lock in dir, waiting (on standby) while
+// acquireNodeLock takes the node lock on dir, waiting (on standby) while
 // another agent holds it. It returns nil, false when ctx ends first. When
-// the lock file cannot be made or locked at all (a read-only state
-// directory), the node GC goes on without it: that says nothing of another
-// agent, and the state saves fail and say so anyway.
+// the directory cannot be made, opened or locked at all at the first try,
+// the node GC goes on without the lock: that says nothing of another
+// agent, and the state saves fail and say so anyway. Once on standby, only
+// the lock ends the wait: a retry that fails otherwise is no sign that the
+// other agent stopped.
 func acquireNodeLock(ctx context.Context, dir string, clk clock.Clock, standby func(bool)) (*nodeLock, bool) {
 	logger := klog.FromContext(ctx)
 	began := clk.Now()
@@ -100,6 +113,8 @@ func acquireNodeLock(ctx context.Context, dir string, clk clock.Clock, standby f
 				logger.Info("Took over node GC: the other nodegc on this node stopped", "waited", clk.Since(began).Round(time.Millisecond))
 			}
 			return l, true
+		case !errors.Is(err, errLocked) && waiting:
+			logger.V(2).Info("Cannot try the state directory's lock; still waiting for the other nodegc", "err", err)
 		case !errors.Is(err, errLocked):
 			logger.Error(err, "Cannot lock the state directory; node GC goes on without the guard against a second nodegc on this node", "stateDirectory", dir)
 			return nil, true

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 	testclock "k8s.io/utils/clock/testing"
 )
@@ -142,5 +143,109 @@ func waitForWaiters(t *testing.T, clk *testclock.FakeClock) {
 			t.Fatal("nothing waits on the clock")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestNodeLockFileReplaced: the lock file removed while its holder runs
+// (rm -rf of the state directory's contents) lets no second agent in
+// beside the first: the lock is on the directory.
+func TestNodeLockFileReplaced(t *testing.T) {
+	dir := t.TempDir()
+	first, _, err := tryNodeLock(dir, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.release()
+	if err := os.Remove(filepath.Join(dir, NodeLockFileName)); err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := tryNodeLock(dir, "second")
+	if !errors.Is(err, errLocked) {
+		second.release()
+		t.Fatalf("second take after the lock file was removed: %v; want errLocked (the first still runs)", err)
+	}
+}
+
+// TestNodeLockReadOnly: an agent whose state directory is read-only still
+// finds the lock another agent holds (flock needs no write access), and
+// takes it when it is free.
+func TestNodeLockReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	held, _, err := tryNodeLock(dir, "writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := t.TempDir()
+	if err := unix.Mount(dir, ro, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount (needs root): %v", err)
+	}
+	defer unix.Unmount(ro, unix.MNT_DETACH)
+	if err := unix.Mount("", ro, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tryNodeLock(ro, "reader"); !errors.Is(err, errLocked) {
+		t.Fatalf("read-only take while held: %v, want errLocked", err)
+	}
+	held.release()
+	l, _, err := tryNodeLock(ro, "reader")
+	if err != nil {
+		t.Fatalf("read-only take when free: %v", err)
+	}
+	l.release()
+}
+
+// TestAcquireNodeLockKeepsWaiting: an agent on standby whose retry fails
+// for another reason than the lock being held (the directory turned
+// read-only, no file descriptor left) goes on waiting: only the lock says
+// the other agent has stopped.
+func TestAcquireNodeLockKeepsWaiting(t *testing.T) {
+	dir := t.TempDir()
+	held, _, err := tryNodeLock(dir, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.release()
+	clk := testclock.NewFakeClock(time.Now())
+	var (
+		mu     sync.Mutex
+		states []bool
+	)
+	done := make(chan bool, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		l, ok := acquireNodeLock(ctx, dir, clk, func(on bool) {
+			mu.Lock()
+			states = append(states, on)
+			mu.Unlock()
+		})
+		l.release()
+		done <- ok
+	}()
+	waitForWaiters(t, clk)
+	// The state directory's path turns into something no lock can be taken
+	// on (the holder keeps its lock on the directory it opened).
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		clk.Step(nodeLockRetry)
+		select {
+		case ok := <-done:
+			t.Fatalf("acquire returned (ok %v) on an error other than the lock being held; want it to go on waiting", ok)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	cancel()
+	if ok := <-done; ok {
+		t.Error("stopped while waiting: ok, want not")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(states) != 2 || !states[0] || states[1] {
+		t.Errorf("standby went %v, want [true false]", states)
 	}
 }

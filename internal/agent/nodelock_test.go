@@ -16,12 +16,12 @@ import (
 )
 
 // TestOneNodeGCPerNode: two agents on one node, with one state directory
-// (two installs, a DaemonSet rollout with maxSurge, an operator's `nodegc
-// run` by hand beside the DaemonSet). The second collects nothing while the
-// first runs: no image or container GC of its own (no listing, no removal,
-// no write of the state file the first one writes), is ready (so that a
-// rollout with maxSurge can go on and stop the first), and says why in its
-// log and in nodegc_node_gc_standby. When the first stops (SIGTERM, its
+// (a second install with ports of its own, an operator's `nodegc run` by
+// hand beside the DaemonSet). The second collects nothing while the first
+// runs: no image or container GC of its own (no listing, no removal, no
+// write of the state file the first one writes), is ready (it is healthy;
+// it has nothing to do), and says why in its log and in
+// nodegc_node_gc_standby. When the first stops (SIGTERM, its
 // last write of the state made), the second takes over within seconds and
 // reads that state.
 func TestOneNodeGCPerNode(t *testing.T) {
@@ -61,7 +61,7 @@ func TestOneNodeGCPerNode(t *testing.T) {
 		t.Errorf("second agent: nodegc_node_gc_standby = %v, want 1", got)
 	}
 	if code := status(t, second.healthz+"/readyz"); code != http.StatusOK {
-		t.Errorf("second agent on standby: /readyz answered %d, want 200 (a rollout with maxSurge waits for it)", code)
+		t.Errorf("second agent on standby: /readyz answered %d, want 200 (it is healthy)", code)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
