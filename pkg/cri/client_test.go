@@ -638,3 +638,27 @@ func TestRefreshVersion(t *testing.T) {
 		t.Error("RefreshVersion says changed twice for one upgrade")
 	}
 }
+
+// TestEventStreamAsksTheVersion: a stream reopened after the runtime was
+// downgraded in place (containerd 2.x to 1.7, whose event queue the kubelet
+// shares) is not subscribed, though the client was dialed to 2.x and no
+// one has refreshed its version yet.
+func TestEventStreamAsksTheVersion(t *testing.T) {
+	f := newFakeRuntime()
+	f.name, f.version = "containerd", "v2.1.0"
+	f.eventsOff = true
+	c := dialFake(t, f, Options{})
+	f.mu.Lock()
+	f.version = "v1.7.29"
+	f.mu.Unlock()
+	err := c.WatchContainerEvents(t.Context(), nil, func(*runtimeapi.ContainerEventResponse) {})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "v1.7.29") {
+		t.Errorf("WatchContainerEvents after the downgrade = %v, want ErrUnsupported naming v1.7.29", err)
+	}
+	if n := f.callCount("GetContainerEvents"); n != 0 {
+		t.Errorf("containerd 1.7's event stream opened %d times", n)
+	}
+	if got := c.RuntimeVersion().GetRuntimeVersion(); got != "v2.1.0" {
+		t.Errorf("RuntimeVersion = %q, want v2.1.0 until RefreshVersion (which says the runtime changed)", got)
+	}
+}

@@ -39,9 +39,18 @@ const subscribeSettle = 500 * time.Millisecond
 // switched off (CRI-O with enable_pod_events = false returns at once, and
 // would do so again at every reopening). A stream that ends cleanly later
 // was closed by the runtime (a shutdown): the caller reopens it. containerd
-// before 2.0 is not subscribed at all (sharedEventQueue).
+// before 2.0 is not subscribed at all (sharedEventQueue), whichever version
+// answered at Dial: Version is asked before each subscription.
 func (c *Client) WatchContainerEvents(ctx context.Context, connected func(), handle func(*runtimeapi.ContainerEventResponse)) error {
-	if why := sharedEventQueue(c.RuntimeVersion()); why != "" {
+	// The runtime that answers now, not the one at Dial: a stream reopened
+	// after a restart may meet another version (an in-place downgrade to
+	// containerd 1.7, whose queue the kubelet shares), before the caller
+	// has noticed.
+	v, err := c.Version(ctx)
+	if err != nil {
+		return fmt.Errorf("container events: runtime version: %w", err)
+	}
+	if why := sharedEventQueue(v); why != "" {
 		return fmt.Errorf("container events: %s: %w", why, ErrUnsupported)
 	}
 	ctx, cancel := context.WithCancel(ctx)
