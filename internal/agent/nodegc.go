@@ -101,21 +101,24 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 	// again by the next ones.
 	reg := newScopedRegisterer(n.reg)
 	defer reg.unregisterAll()
-	// The managers' containerd clients close with it, after the loops.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The managers' containerd clients close once their loops have stopped
+	// (deferred before work.stop, so run after it): SIGTERM ends ctx at
+	// once, while the loops end their iteration under a context of their
+	// own (startAll).
+	life, end := context.WithCancel(context.WithoutCancel(ctx))
+	defer end()
 	// The container GC first: its pod informer also feeds the image GC's
 	// scheduled rule.
 	var containerGC *containers.Manager
 	err := podsErr
 	if err == nil {
-		containerGC, err = n.containerManager(ctx, c, pods, reg)
+		containerGC, err = n.containerManager(ctx, life, c, pods, reg)
 	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Container GC cannot start; image GC goes on")
 	}
 	n.containerWatch.notStarted(err)
-	imageGC, err := n.imageManager(ctx, c, false, pods, reg)
+	imageGC, err := n.imageManager(ctx, life, c, false, pods, reg)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Image GC cannot start; container GC goes on")
 	}
@@ -126,6 +129,9 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 	}
 	if containerGC != nil {
 		loops = append(loops, runnable{name: "container-gc", run: watched(containerGC.Run, n.containerWatch)})
+	}
+	if ctx.Err() != nil {
+		return false // stopped while building: start nothing
 	}
 	work := startAll(ctx, loops)
 	defer work.stop(0)
@@ -201,7 +207,8 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 // imageManager makes the image GC manager; planOnly makes one for `nodegc
 // plan`, which writes nothing. pods, the container GC's pod source (nil in
 // node-only mode), gives the images of the pods that have not finished.
-func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool, pods *containers.APIPodSource, reg prometheus.Registerer) (*images.Manager, error) {
+// Its calls end with ctx; its containerd client closes when life ends.
+func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, planOnly bool, pods *containers.APIPodSource, reg prometheus.Registerer) (*images.Manager, error) {
 	cfg := n.opts.Config
 	var layers *images.ContainerdLayers
 	if c.RuntimeVersion().GetRuntimeName() == "containerd" {
@@ -215,7 +222,7 @@ func (n *nodeGC) imageManager(ctx context.Context, c *cri.Client, planOnly bool,
 			klog.FromContext(ctx).Info("Cannot use containerd's API for exact layer accounting; using CRI sizes", "err", err)
 		} else {
 			layers = l
-			context.AfterFunc(ctx, func() { l.Close() })
+			context.AfterFunc(life, func() { l.Close() })
 			if why := l.BlobsElsewhere(); why != "" {
 				klog.FromContext(ctx).Info("Image layer accounting counts snapshots only", "reason", why)
 			}
@@ -274,9 +281,9 @@ func (n *nodeGC) podSource(ctx context.Context) (*containers.APIPodSource, error
 }
 
 // containerManager makes the container GC manager on the pods' view (nil:
-// node-only), its metrics registered in reg. Its containerd client closes
-// when ctx ends.
-func (n *nodeGC) containerManager(ctx context.Context, c *cri.Client, pods *containers.APIPodSource, reg prometheus.Registerer) (*containers.Manager, error) {
+// node-only), its metrics registered in reg. Its calls end with ctx; its
+// containerd client closes when life ends.
+func (n *nodeGC) containerManager(ctx, life context.Context, c *cri.Client, pods *containers.APIPodSource, reg prometheus.Registerer) (*containers.Manager, error) {
 	opts := containers.Options{
 		Config: n.opts.Config.ContainerGC, Runtime: c, Registerer: reg, OnRun: n.events.containerGCReport,
 		Disk: diskstats.NewReader(),
@@ -299,7 +306,7 @@ func (n *nodeGC) containerManager(ctx context.Context, c *cri.Client, pods *cont
 		opts.NoWritableLayers = "containerd's API unreachable: " + err.Error()
 	} else {
 		opts.WritableLayers, opts.Reclaimer = l, l
-		context.AfterFunc(ctx, func() { l.Close() })
+		context.AfterFunc(life, func() { l.Close() })
 	}
 	if pods != nil {
 		opts.Pods = pods

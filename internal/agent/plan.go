@@ -67,7 +67,7 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 	pods, cmErr := n.podSource(ctx)
 	var cm *containers.Manager
 	if cmErr == nil {
-		cm, cmErr = n.containerManager(ctx, c, pods, reg)
+		cm, cmErr = n.containerManager(ctx, ctx, c, pods, reg)
 	}
 	if pods != nil {
 		syncCtx, stop := context.WithTimeout(ctx, podSyncWait)
@@ -77,7 +77,7 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone, and keeps every image that is not in use", "waited", podSyncWait)
 		}
 	}
-	if im, err := n.imageManager(ctx, c, true, pods, reg); err != nil {
+	if im, err := n.imageManager(ctx, ctx, c, true, pods, reg); err != nil {
 		r.ImagesErr = err
 	} else {
 		r.Images, r.ImagesErr = im.Plan(ctx)
