@@ -95,16 +95,19 @@ func contentElsewhere(imageFs string) string {
 		content, blobs, imageFs, snap)
 }
 
-// filesystemOf names the filesystem holding path by the device of the
-// mount that holds it, as the mount table gives it: one per filesystem.
-// (stat(2) gives each btrfs subvolume a device of its own, though they
-// share one filesystem; bind mounts of one filesystem share its device.)
+// filesystemOf names the filesystem holding path (filesystemName of the
+// mount that holds it).
 func filesystemOf(path string) (string, error) {
 	p, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return "", err
 	}
-	mounts, err := mountinfo.GetMounts(mountinfo.ParentsFilter(p))
+	// mountinfo.ParentsFilter compares plain prefixes (a mount at /data/c
+	// would hold /data/containerd): a mount point holds p only up to a /.
+	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
+		holds := m.Mountpoint == "/" || p == m.Mountpoint || strings.HasPrefix(p, m.Mountpoint+"/")
+		return !holds, false
+	})
 	if err != nil {
 		return "", err
 	}
@@ -119,7 +122,22 @@ func filesystemOf(path string) (string, error) {
 	if holder == nil {
 		return "", fmt.Errorf("no mount holds %s", p)
 	}
-	return fmt.Sprintf("%d:%d", holder.Major, holder.Minor), nil
+	return filesystemName(holder), nil
+}
+
+// filesystemName names the space a mount's files take their bytes from: the
+// device the mount table gives, one per filesystem (stat(2) gives each
+// btrfs subvolume a device of its own, though they share one filesystem;
+// bind mounts of one filesystem share its device), or, for ZFS, whose
+// datasets each have a device but share their pool's free space, the pool
+// (the dataset's name up to its first /: containerd's ZFS snapshotter needs
+// a dataset of its own, its content store stays in another one).
+func filesystemName(m *mountinfo.Info) string {
+	if m.FSType == "zfs" {
+		pool, _, _ := strings.Cut(m.Source, "/")
+		return "zfs pool " + pool
+	}
+	return fmt.Sprintf("device %d:%d", m.Major, m.Minor)
 }
 
 // BlobsElsewhere says why content blobs are not counted (the content store
@@ -375,15 +393,13 @@ func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) 
 	// Every blob reachable from the target for this platform: the index,
 	// the platform's manifest, its config and its layers.
 	handler := images.HandlerFunc(func(ctx context.Context, desc ocispec.Descriptor) ([]ocispec.Descriptor, error) {
-		info, err := cs.Info(ctx, desc.Digest)
-		switch {
-		case errdefs.IsNotFound(err):
-			// Not fetched (another platform, or discarded after unpack).
-		case err != nil:
-			return nil, fmt.Errorf("content %s: %w", desc.Digest, err)
-		case c.blobsElsewhere != "":
+		if c.blobsElsewhere != "" {
 			// Frees nothing on the image filesystem.
-		default:
+		} else if info, err := cs.Info(ctx, desc.Digest); errdefs.IsNotFound(err) {
+			// Not fetched (another platform, or discarded after unpack).
+		} else if err != nil {
+			return nil, fmt.Errorf("content %s: %w", desc.Digest, err)
+		} else {
 			layers = append(layers, Layer{Key: unique.Make("blob:" + desc.Digest.String()), Size: uint64(info.Size)})
 		}
 		if images.IsConfigType(desc.MediaType) {

@@ -14,6 +14,7 @@ import (
 
 	versionapi "github.com/containerd/containerd/api/services/version/v1"
 	"github.com/containerd/errdefs"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -152,6 +153,32 @@ func TestContentElsewhere(t *testing.T) {
 		})
 	}
 
+	// A mount whose path is a string prefix of the content store's path
+	// (root/io.containerd.co) does not hold it: the content store is on
+	// the root's filesystem, the snapshots on one of their own, bound
+	// there too.
+	t.Run("mount point a string prefix of the content store", func(t *testing.T) {
+		root := t.TempDir()
+		snapshots := filepath.Join(root, "io.containerd.snapshotter.v1.overlayfs")
+		prefix := filepath.Join(root, "io.containerd.co")
+		for _, d := range []string{snapshots, prefix, filepath.Join(root, contentStoreDir)} {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := unix.Mount("tmpfs", snapshots, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Unmount(snapshots, unix.MNT_DETACH)
+		if err := unix.Mount(snapshots, prefix, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Unmount(prefix, unix.MNT_DETACH)
+		if why := contentElsewhere(snapshots); why == "" {
+			t.Error("contentElsewhere = \"\": the content store was taken to be under the mount at " + prefix)
+		}
+	})
+
 	// btrfs: the snapshotter's directory a subvolume (as the btrfs
 	// snapshotter's root often is), the content store a directory of the
 	// top volume. stat(2) gives them two devices; they are one filesystem,
@@ -192,4 +219,23 @@ func TestContentElsewhere(t *testing.T) {
 			t.Errorf("contentElsewhere = %q, want blobs counted (one btrfs filesystem)", why)
 		}
 	})
+}
+
+// TestFilesystemName: ZFS datasets of one pool share its free space, so
+// they are one space, though each is a mount with a device of its own;
+// other filesystems are their device.
+func TestFilesystemName(t *testing.T) {
+	snapshots := &mountinfo.Info{FSType: "zfs", Source: "rpool/containerd/snapshotter", Major: 0, Minor: 51}
+	content := &mountinfo.Info{FSType: "zfs", Source: "rpool/ROOT/debian", Major: 0, Minor: 42}
+	other := &mountinfo.Info{FSType: "zfs", Source: "tank/containerd", Major: 0, Minor: 60}
+	if a, b := filesystemName(snapshots), filesystemName(content); a != b {
+		t.Errorf("two datasets of pool rpool: %q and %q, want one", a, b)
+	}
+	if a, b := filesystemName(snapshots), filesystemName(other); a == b {
+		t.Errorf("datasets of pools rpool and tank: both %q", a)
+	}
+	ext4 := &mountinfo.Info{FSType: "ext4", Source: "/dev/vdb", Major: 254, Minor: 16}
+	if got := filesystemName(ext4); got != "device 254:16" {
+		t.Errorf("ext4: %q, want device 254:16", got)
+	}
 }

@@ -21,7 +21,8 @@
 //     image storage there (ContainerdLayers.Held: other namespaces' images,
 //     leases, active snapshots), which removals cannot free. Content blobs
 //     count only where the content store shares the image filesystem (a
-//     disk mounted for the snapshots alone leaves them on another one).
+//     disk mounted for the snapshots alone leaves them on another one; one
+//     filesystem is one device in the mount table, or one ZFS pool).
 //   - plan.go: Policy.Plan, a pure function of (images, disk, now) that
 //     returns a Plan: images unused longer than maximumGCAge (age), then,
 //     over the high threshold, LRU images down to the low one (space); every
