@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/nodegc/nodegc/internal/agent"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 )
@@ -342,6 +343,12 @@ func (s *suite) waitDeployed(t *testing.T) {
 		return err == nil && m.has("nodegc_image_fs_capacity_bytes"), nil
 	}); err != nil {
 		t.Fatalf("/metrics of the DaemonSet pod on 127.0.0.1:%d: %v", s.metricsPort, err)
+	}
+	// The node GC holds the state directory's lock, and names its pod there
+	// (POD_NAMESPACE and POD_NAME from the downward API).
+	lockFile := filepath.Join(s.stateDir, agent.NodeLockFileName)
+	if b, err := os.ReadFile(lockFile); err != nil || !strings.HasPrefix(string(b), "pod nodegc/"+s.nodePod.Name+" (pid ") {
+		t.Errorf("%s holds %q (%v), want the DaemonSet pod nodegc/%s named", lockFile, b, err, s.nodePod.Name)
 	}
 	t.Logf("deployed: DaemonSet %d/%d ready (pod %s Running and Ready after %v, image %s), owner collector %s Ready holding Lease nodegc/nodegc-owner-gc (holder %s) after %v",
 		ds.Status.NumberReady, ds.Status.DesiredNumberScheduled, s.nodePod.Name, dsReady.Round(time.Millisecond), s.image,
