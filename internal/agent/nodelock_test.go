@@ -11,7 +11,6 @@ import (
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
-	"github.com/nodegc/nodegc/internal/testbed/registry"
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
@@ -25,16 +24,8 @@ import (
 // last write of the state made), the second takes over within seconds and
 // reads that state.
 func TestOneNodeGCPerNode(t *testing.T) {
-	testbed.RequireRoot(t)
 	ctx := t.Context()
-	n := node.Start(t, node.Options{Version: testbed.Containerd2})
-	img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: "lock/used", Tag: "v1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.PullImage(ctx, img.Ref); err != nil {
-		t.Fatal(err)
-	}
+	n, img := nodeWithImage(t, "lock/used")
 	stateDir := t.TempDir()
 	cfg := nodeConfig(t, n.Endpoint, stateDir, nil, []string{"highThresholdPercent: 100"}, []string{"period: 1s"})
 	// As the DaemonSet sets them: the second agent's log names the pod

@@ -13,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/node"
 	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
 )
 
 // nodegcBinary builds cmd/nodegc once per test process.
@@ -125,4 +128,20 @@ func runPlan(t *testing.T, configYAML string, env ...string) ([]byte, string) {
 		t.Fatalf("nodegc plan: %v\n%s", err, stderr.String())
 	}
 	return stdout.Bytes(), stderr.String()
+}
+
+// nodeWithImage starts a containerd 2.x node with one image pushed to its
+// registry as repo:v1 and pulled.
+func nodeWithImage(t *testing.T, repo string) (*node.Node, *registry.Image) {
+	t.Helper()
+	testbed.RequireRoot(t)
+	n := node.Start(t, node.Options{Version: testbed.Containerd2})
+	img, err := n.Registry.Push(t.Context(), registry.ImageSpec{Repo: repo, Tag: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PullImage(t.Context(), img.Ref); err != nil {
+		t.Fatal(err)
+	}
+	return n, img
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
-	"github.com/nodegc/nodegc/internal/testbed/registry"
 )
 
 // TestUsageSurvivesKill9: image usage is written to the state directory
@@ -19,16 +18,8 @@ import (
 // (containerd 2.x: usage comes from the container event stream; with
 // containerd 1.6 a use is seen at the next poll.)
 func TestUsageSurvivesKill9(t *testing.T) {
-	testbed.RequireRoot(t)
 	ctx := t.Context()
-	n := node.Start(t, node.Options{Version: testbed.Containerd2})
-	img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: "kill9/used", Tag: "v1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.PullImage(ctx, img.Ref); err != nil {
-		t.Fatal(err)
-	}
+	n, img := nodeWithImage(t, "kill9/used")
 	stateDir := t.TempDir()
 	cfg := nodeConfig(t, n.Endpoint, stateDir, nil, []string{"highThresholdPercent: 100"}, nil)
 	p := startNodegc(t, "kill9", cfg, "--owner-gc=off")

@@ -2,7 +2,6 @@ package images_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -13,13 +12,11 @@ import (
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
-	"github.com/nodegc/nodegc/pkg/images"
 )
 
 // copyToNamespace puts the image named name in containerd's k8s.io
@@ -97,19 +94,7 @@ func TestAccountingHeldOutsideKubernetes(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			m := b.manager(t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
-			r, err := m.GarbageCollect(ctx, images.TriggerManual)
-			var fe *images.FreeDiskSpaceError
-			if err != nil && !errors.As(err, &fe) {
-				t.Fatal(err)
-			}
-			if !r.Plan.ExactAccounting {
-				t.Fatal("plan did not use containerd layer accounting")
-			}
-			removed := map[string]bool{}
-			for _, d := range r.Outcome.Removed {
-				removed[d.Image.ID] = true
-			}
+			r, removed := b.collectAllExact()
 			if !removed[a.ID()] || !removed[bImg.ID()] {
 				t.Fatalf("removed %v, want A %s and B %s", removed, a.ID(), bImg.ID())
 			}

@@ -2,6 +2,7 @@ package images_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -193,6 +195,28 @@ func setThresholds(high, low int32) func(*config.ImageGCConfiguration) {
 		c.HighThresholdPercent = ptr.To(high)
 		c.LowThresholdPercent = ptr.To(low)
 	}
+}
+
+// collectAllExact runs one manual collection on a new manager that may
+// remove every image (high 1%, low 0%), fails the test unless it planned
+// with containerd's layer accounting (a run that could not free enough is
+// fine), and returns its report and the IDs it removed.
+func (b *bed) collectAllExact() (*images.Report, map[string]bool) {
+	b.t.Helper()
+	m := b.manager(b.t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
+	r, err := m.GarbageCollect(b.t.Context(), images.TriggerManual)
+	var fe *images.FreeDiskSpaceError
+	if err != nil && !errors.As(err, &fe) {
+		b.t.Fatal(err)
+	}
+	if !r.Plan.ExactAccounting {
+		b.t.Fatal("plan did not use containerd layer accounting")
+	}
+	removed := map[string]bool{}
+	for _, d := range r.Outcome.Removed {
+		removed[d.Image.ID] = true
+	}
+	return r, removed
 }
 
 // recordingRuntime passes calls to the CRI client and records when each

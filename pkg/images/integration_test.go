@@ -113,21 +113,10 @@ func TestSharedLayerAccounting(t *testing.T) {
 			for i := range 4 {
 				ids = append(ids, b.pushPull(repoName(i), 3, base).ID())
 			}
-			// Free everything that is eligible: high 1%, low 0%.
-			m := b.manager(t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
-			r, err := m.GarbageCollect(t.Context(), images.TriggerManual)
-			var fe *images.FreeDiskSpaceError
-			if err != nil && !errors.As(err, &fe) {
-				t.Fatal(err)
-			}
-			if !r.Plan.ExactAccounting {
-				t.Fatal("plan did not use containerd layer accounting")
-			}
+			r, removed := b.collectAllExact()
 			var criSum uint64
-			removed := map[string]bool{}
 			for _, d := range r.Outcome.Removed {
 				criSum += d.Image.Size
-				removed[d.Image.ID] = true
 			}
 			for _, id := range ids {
 				if !removed[id] {
@@ -166,19 +155,7 @@ func TestAccountingSnapshotsOnTheirOwnFilesystem(t *testing.T) {
 			for i := range 3 {
 				ids = append(ids, b.pushPull(repoName(i), 8).ID())
 			}
-			m := b.manager(t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
-			r, err := m.GarbageCollect(t.Context(), images.TriggerManual)
-			var fe *images.FreeDiskSpaceError
-			if err != nil && !errors.As(err, &fe) {
-				t.Fatal(err)
-			}
-			if !r.Plan.ExactAccounting {
-				t.Fatal("plan did not use containerd layer accounting")
-			}
-			removed := map[string]bool{}
-			for _, d := range r.Outcome.Removed {
-				removed[d.Image.ID] = true
-			}
+			r, removed := b.collectAllExact()
 			for _, id := range ids {
 				if !removed[id] {
 					t.Fatalf("image %s not removed; removed %v", id, removed)
