@@ -32,10 +32,12 @@ type nodeGC struct {
 	metrics *cri.Metrics
 	// standby is 1 while another agent holds the node lock (nodelock.go).
 	standby prometheus.Gauge
-	// Set by run: the connection to the runtime, and the watchdog's view
-	// of the image and container GC loops.
+	// Set by run: the connection to the runtime, the watchdog's view of
+	// the image and container GC loops, and what the image GC remembers of
+	// the pod view across the loops' rebuilds.
 	link                       *runtimeLink
 	imageWatch, containerWatch *loopWatch
+	podsMemory                 *images.PodsMemory
 }
 
 func newNodeGC(opts Options, rc *rest.Config, reg prometheus.Registerer, events *nodeEvents, st *status) (*nodeGC, error) {
@@ -82,9 +84,11 @@ func (n *nodeGC) run(ctx context.Context) {
 	n.imageWatch = n.status.watchdog.add("image GC", min(cfg.ImageGC.DiskCheckInterval.Duration, cfg.ImageGC.Period.Duration), timeout)
 	n.containerWatch = n.status.watchdog.add("container GC", cfg.ContainerGC.Period.Duration, timeout)
 
-	// The pod informer lives as long as the node GC: what the API says of
-	// the node's pods does not change with the runtime.
+	// The pod informer lives as long as the node GC, and so does what the
+	// image GC remembers of its last authoritative view: what the API says
+	// of the node's pods does not change with the runtime.
 	pods, podsErr := n.podSource(ctx)
+	n.podsMemory = &images.PodsMemory{}
 	for n.collect(ctx, c, pods, podsErr) {
 	}
 }
@@ -245,7 +249,7 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, planOnly
 		opts.Layers, opts.Arrivals, opts.Sandboxes = layers, layers, layers
 	}
 	if pods != nil {
-		opts.Pods = podImages{pods}
+		opts.Pods, opts.PodsMemory = podImages{pods}, n.podsMemory
 	} else {
 		klog.FromContext(ctx).Info("No API access: image GC cannot know the images of pods about to run (keep reason scheduled is off)")
 	}

@@ -132,6 +132,12 @@ type Options struct {
 	// have not finished: they are kept (KeepScheduled). Nil (no API
 	// access) turns that rule off.
 	Pods PodImageSource
+	// PodsMemory, if set, is where the manager remembers the last
+	// authoritative view of Pods (when, and its images), so that a manager
+	// built again (for a runtime upgraded in place) goes on from it: while
+	// the view is not authoritative, one that forgot it keeps every image
+	// not in use. Nil: the manager's own.
+	PodsMemory *PodsMemory
 	// PlanOnly makes a manager that only plans (`nodegc plan`): it writes
 	// nothing to the state directory, leaves a corrupt state file where it
 	// is, and refuses to collect.
@@ -166,7 +172,7 @@ type Manager struct {
 
 	serial     *gcrun.Serial // one GC run at a time
 	guard      *guardian
-	scheduled  scheduled
+	scheduled  *PodsMemory
 	eventsLive atomic.Bool
 	mountpoint atomic.Pointer[string]
 	layersWarn sync.Once
@@ -207,8 +213,12 @@ func NewManager(opts Options) (*Manager, error) {
 	policy := NewPolicy(opts.Config)
 	metrics := newMetrics(reg)
 	metrics.setThresholds(policy.highThresholdPercent(), policy.lowThresholdPercent())
+	memory := opts.PodsMemory
+	if memory == nil {
+		memory = &PodsMemory{}
+	}
 	return &Manager{opts: opts, policy: policy, tracker: tracker, metrics: metrics, clock: opts.Clock,
-		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy)}, nil
+		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy), scheduled: memory}, nil
 }
 
 // Tracker returns the manager's usage tracker.

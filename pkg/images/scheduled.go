@@ -28,8 +28,9 @@ type PodImageSource interface {
 	PodImages() PodImages
 }
 
-// scheduled is what markScheduled remembers between plans.
-type scheduled struct {
+// PodsMemory is what markScheduled remembers of the pod view between
+// plans (Options.PodsMemory). Its zero value is ready for use.
+type PodsMemory struct {
 	mu sync.Mutex
 	// lastAuthoritative is when the pod view was last authoritative; zero
 	// if never since start.
@@ -53,7 +54,7 @@ func (m *Manager) markScheduled(in []Image, now time.Time) (podsView string) {
 		return ""
 	}
 	view := m.opts.Pods.PodImages()
-	s := &m.scheduled
+	s := m.scheduled
 	s.mu.Lock()
 	refs := view.Refs
 	if view.Authoritative {

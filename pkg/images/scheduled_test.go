@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodegc/nodegc/pkg/diskstats"
 )
 
 // fakePods is a pod source whose answer the test sets.
@@ -54,7 +56,7 @@ func TestScheduledMatchesReferencesAsWritten(t *testing.T) {
 		"docker-pullable://registry.k8s.io/x@" + digestA[:7] + "bad": "jobs/bad", // does not parse: matches nothing
 		idB: "jobs/ran", // a status imageID
 	}}}
-	m := &Manager{opts: Options{Pods: pods}}
+	m := &Manager{opts: Options{Pods: pods}, scheduled: &PodsMemory{}}
 	got := scheduledImages(m, nodeImages(), t0)
 	want := map[string]string{
 		"sha256:01": "pod web/front", "sha256:02": "", "sha256:03": "pod web/app", "sha256:04": "pod jobs/slow",
@@ -70,7 +72,7 @@ func TestScheduledMatchesReferencesAsWritten(t *testing.T) {
 // since; before any, every image.
 func TestScheduledProtectsMoreWithoutAuthority(t *testing.T) {
 	pods := &fakePods{view: PodImages{Reason: "not_synced"}}
-	m := &Manager{opts: Options{Pods: pods}}
+	m := &Manager{opts: Options{Pods: pods}, scheduled: &PodsMemory{}}
 
 	got := scheduledImages(m, nodeImages(), t0)
 	for id, by := range got {
@@ -105,10 +107,36 @@ func TestScheduledProtectsMoreWithoutAuthority(t *testing.T) {
 	}
 }
 
+// TestPodsMemoryOutlivesTheManager: a manager built again (for a runtime
+// upgraded in place) while the pod view is not authoritative goes on from
+// what the one before it saw, given its memory: it keeps the last known
+// pods' images and what arrived since, not every image.
+func TestPodsMemoryOutlivesTheManager(t *testing.T) {
+	pods := &fakePods{view: PodImages{Authoritative: true, Refs: map[string]string{"nginx:latest": "web/front"}}}
+	memory := &PodsMemory{}
+	manager := func() *Manager {
+		m, err := NewManager(Options{Config: policyConfig(), StateDirectory: t.TempDir(), Runtime: fsOnlyRuntime{mountpoint: t.TempDir()},
+			Disk: diskstats.NewReader(), Pods: pods, PodsMemory: memory, PlanOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	scheduledImages(manager(), nodeImages(), t0)
+
+	pods.view = PodImages{Reason: "unreachable"}
+	got := scheduledImages(manager(), nodeImages(), t0.Add(5*time.Minute))
+	want := map[string]string{"sha256:01": "pod web/front", "sha256:02": "", "sha256:03": "", "sha256:04": "", idB: "",
+		"sha256:06": "pod view not authoritative (unreachable): arrived since it last was"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("a manager built again, the view unreachable (-want +got):\n%s", diff)
+	}
+}
+
 // TestScheduledOffWithoutSource: node-only, the rule is off and the plan
 // says nothing about pods.
 func TestScheduledOffWithoutSource(t *testing.T) {
-	m := &Manager{}
+	m := &Manager{scheduled: &PodsMemory{}}
 	for id, by := range scheduledImages(m, nodeImages(), t0) {
 		if by != "" {
 			t.Errorf("%s kept as %q without a pod source", id, by)
