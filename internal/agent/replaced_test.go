@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
 )
 
 // TestRuntimeReplacedUnderAgent: the runtime behind the endpoint is
@@ -25,18 +26,40 @@ func TestRuntimeReplacedUnderAgent(t *testing.T) {
 	testbed.RequireRoot(t)
 	ctx := t.Context()
 	old := node.Start(t, node.Options{Version: testbed.Containerd16})
-	replacement := node.Start(t, node.Options{Version: testbed.Containerd2})
+	replacement := node.Start(t, node.Options{Version: testbed.Containerd2, Registry: old.Registry})
+	// One image on both, with one ID: its use on the old runtime must
+	// survive the rebuild (saved by the old loops, read by the new ones).
+	img, err := old.Registry.Push(ctx, registry.ImageSpec{Repo: "replaced/used", Tag: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*node.Node{old, replacement} {
+		if _, err := n.PullImage(ctx, img.Ref); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The endpoint is a link, pointed at one runtime's socket, then at the
 	// other's: one path, as the agent sees an upgraded runtime.
 	link := filepath.Join(t.TempDir(), "cri.sock")
 	if err := os.Symlink(old.Socket, link); err != nil {
 		t.Fatal(err)
 	}
-	cfg := nodeConfig(t, "unix://"+link, t.TempDir(), nil, []string{"highThresholdPercent: 100"}, []string{"period: 1s"})
+	stateDir := t.TempDir()
+	cfg := nodeConfig(t, "unix://"+link, stateDir, nil, []string{"highThresholdPercent: 100"}, []string{"period: 1s"})
 	p := startNodegc(t, "replaced", cfg, "--owner-gc=off")
 	testbed.WaitFor(t, time.Minute, "the agent to poll containerd 1.6 for image usage", func() bool {
 		return p.metric("nodegc_image_usage_source", "source=polling") == 1 && p.metric("nodegc_container_gc_runs_total") > 0
 	})
+	pod, err := old.RunPod(ctx, node.PodSpec{Name: "replaced", Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := time.Now()
+	if _, err := old.RunContainer(ctx, pod, node.ContainerSpec{Name: "c", Image: img.Ref}); err != nil {
+		t.Fatal(err)
+	}
+	// Seen by a poll (every diskCheckInterval, 1s).
+	time.Sleep(3 * time.Second)
 
 	if err := os.Remove(link); err != nil {
 		t.Fatal(err)
@@ -72,5 +95,9 @@ func TestRuntimeReplacedUnderAgent(t *testing.T) {
 	}
 	if p.metric("nodegc_image_fs_capacity_bytes") <= 0 {
 		t.Error("no image filesystem capacity after the replacement: the image GC does not read the disk")
+	}
+	sigterm(t, p)
+	if got := readState(t, stateDir)[img.ID()].LastUsed; got.Before(used.Add(-2 * time.Second)) {
+		t.Errorf("after the rebuild the state has last-used %v for %s, want its use on the old runtime at %v", got, img.ID(), used)
 	}
 }
