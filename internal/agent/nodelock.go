@@ -125,7 +125,7 @@ func acquireNodeLock(ctx context.Context, dir string, clk clock.Clock, standby f
 				holder = "unknown"
 			}
 			logger.Info("Another nodegc runs node GC on this node (it holds the state directory's lock); this one collects nothing and waits for it to stop",
-				"holder", holder, "lock", filepath.Join(dir, NodeLockFileName))
+				"holder", holder, "stateDirectory", dir)
 		}
 		select {
 		case <-ctx.Done():
