@@ -79,6 +79,30 @@ func (l *nodeLock) release() {
 	}
 }
 
+// NodeGCHolder says, for `nodegc plan`, whether a nodegc runs node GC on
+// the state directory dir now (holds its lock), and who, as it wrote it
+// ("" if unknown). It takes the lock shared for an instant, without
+// waiting, and writes nothing: an agent trying the lock at that instant
+// tries again a second later.
+func NodeGCHolder(dir string) (running bool, holder string, err error) {
+	d, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	defer d.Close() // drops a shared lock taken
+	switch err := unix.Flock(int(d.Fd()), unix.LOCK_SH|unix.LOCK_NB); {
+	case errors.Is(err, unix.EWOULDBLOCK):
+		b, _ := readLimitedFile(filepath.Join(dir, NodeLockFileName), 512)
+		return true, strings.TrimSpace(string(b)), nil
+	case err != nil:
+		return false, "", fmt.Errorf("flock %s: %w", dir, err)
+	}
+	return false, "", nil
+}
+
 // holderName says who this process is, for the lock file: its pod
 // (POD_NAMESPACE and POD_NAME, which the DaemonSet sets from the downward
 // API), else its host name (on the host network, the node's), with its PID

@@ -249,3 +249,30 @@ func TestAcquireNodeLockKeepsWaiting(t *testing.T) {
 		t.Errorf("standby went %v, want [true false]", states)
 	}
 }
+
+// TestNodeGCHolder: `nodegc plan`'s look at the lock: held (and by whom),
+// free, or no state directory yet; it takes nothing and writes nothing.
+func TestNodeGCHolder(t *testing.T) {
+	dir := t.TempDir()
+	if running, _, err := NodeGCHolder(filepath.Join(dir, "none")); running || err != nil {
+		t.Errorf("no state directory: running %v, %v; want not", running, err)
+	}
+	if running, _, err := NodeGCHolder(dir); running || err != nil {
+		t.Errorf("free: running %v, %v; want not", running, err)
+	}
+	held, _, err := tryNodeLock(dir, "pod nodegc/a (pid 1) since then")
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, holder, err := NodeGCHolder(dir)
+	if !running || holder != "pod nodegc/a (pid 1) since then" || err != nil {
+		t.Errorf("held: running %v, holder %q, %v; want running by the holder", running, holder, err)
+	}
+	held.release()
+	// The look left the lock free.
+	l, _, err := tryNodeLock(dir, "b")
+	if err != nil {
+		t.Fatalf("take after the look: %v", err)
+	}
+	l.release()
+}

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,17 @@ func TestOneNodeGCPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("second agent: %s", line)
+	// `nodegc plan` says who runs node GC here.
+	out, _ := runPlan(t, cfg, "NODE_NAME=plan")
+	var plan struct {
+		NodeGC struct {
+			Running bool   `json:"running"`
+			Holder  string `json:"holder"`
+		} `json:"nodeGC"`
+	}
+	if err := json.Unmarshal(out, &plan); err != nil || !plan.NodeGC.Running || !strings.HasPrefix(plan.NodeGC.Holder, "pod nodegc/nodegc-first ") {
+		t.Errorf("nodegc plan's nodeGC = %+v (%v), want running by pod nodegc/nodegc-first", plan.NodeGC, err)
+	}
 	if !strings.Contains(line, `holder="pod nodegc/nodegc-first (pid `) {
 		t.Errorf("the second agent's log does not name the pod holding the lock: %s", line)
 	}

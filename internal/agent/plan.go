@@ -28,6 +28,12 @@ type PlanReport struct {
 	// PodsSynced says whether the pod view from the API server synced in
 	// time; without it no container is planned for removal as "pod gone".
 	PodsSynced bool
+	// NodeGCRunning says whether a nodegc runs node GC on this state
+	// directory now (holds its lock: `nodegc run` would wait for it), and
+	// NodeGCHolder who, as it wrote it; NodeGCErr why that is not known.
+	NodeGCRunning bool
+	NodeGCHolder  string
+	NodeGCErr     error
 }
 
 // podSyncWait bounds how long `nodegc plan` waits for the pod informer.
@@ -59,6 +65,7 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 	defer c.Close()
 	v := c.RuntimeVersion()
 	r := &PlanReport{Node: opts.NodeName, Runtime: v.GetRuntimeName() + " " + v.GetRuntimeVersion()}
+	r.NodeGCRunning, r.NodeGCHolder, r.NodeGCErr = NodeGCHolder(cfg.StateDirectory)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the pod informer and closes the containerd client

@@ -500,6 +500,9 @@ func (m *Manager) plan(ctx context.Context, ahead uint64) (*Plan, []Image, error
 	plan, err := m.policy.PlanAhead(in, disk, now, ahead)
 	if plan != nil {
 		plan.PodsView = podsView
+		if l, ok := m.opts.Layers.(interface{ BlobsElsewhere() string }); ok && plan.ExactAccounting {
+			plan.BlobsElsewhere = l.BlobsElsewhere()
+		}
 	}
 	return plan, in, err
 }

@@ -80,6 +80,10 @@ type Plan struct {
 	EstimatedFreed uint64
 	// ExactAccounting says whether layer sizes (true) or CRI sizes were used.
 	ExactAccounting bool
+	// BlobsElsewhere says why exact accounting counted snapshots only (the
+	// content store is on another filesystem: ContainerdLayers), "" when
+	// it counted blobs too.
+	BlobsElsewhere string
 	// PodsView says how the scheduled rule saw the pods bound to this node:
 	// "" without a pod source (the rule is off), PodsAuthoritative, or why
 	// the view was not (then the rule kept more: Manager.markScheduled).

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -64,6 +65,9 @@ func newPlanCommand(s streams) *cobra.Command {
 type planView struct {
 	Node    string `json:"node"`
 	Runtime string `json:"runtime"`
+	// NodeGC says whether a nodegc runs node GC on this state directory
+	// now (`nodegc run` would wait for it on standby), and who.
+	NodeGC nodeGCView `json:"nodeGC"`
 	// DryRun names the collectors whose dryRun is on: `run` logs their
 	// removals and makes none.
 	DryRun      []string       `json:"dryRun,omitempty"`
@@ -79,6 +83,12 @@ type planView struct {
 	// ContainerBytes totals what the container GC's planned removals free.
 	ContainerBytes *containerBytesView `json:"containerBytes,omitempty"`
 	ContainerErr   string              `json:"containersError,omitempty"`
+}
+
+type nodeGCView struct {
+	Running bool   `json:"running"`
+	Holder  string `json:"holder,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 type containerBytesView struct {
@@ -135,13 +145,19 @@ type containerRow struct {
 }
 
 func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
-	v := &planView{Node: r.Node, Runtime: r.Runtime}
+	v := &planView{Node: r.Node, Runtime: r.Runtime, NodeGC: nodeGCView{Running: r.NodeGCRunning, Holder: r.NodeGCHolder}}
+	if r.NodeGCErr != nil {
+		v.NodeGC.Error = r.NodeGCErr.Error()
+	}
 	if r.ImagesErr != nil {
 		v.ImagesErr = r.ImagesErr.Error()
 	}
 	if p := r.Images; p != nil {
 		acct := "CRI sizes (shared layers counted per image)"
-		if p.ExactAccounting {
+		switch {
+		case p.ExactAccounting && p.BlobsElsewhere != "":
+			acct = "containerd snapshots (shared layers counted once; content blobs not: " + p.BlobsElsewhere + ")"
+		case p.ExactAccounting:
 			acct = "containerd layers (shared layers counted once)"
 		}
 		after := images.DiskStats{Capacity: p.Disk.Capacity, Available: p.Disk.Available + p.EstimatedFreed}
@@ -244,6 +260,14 @@ func (v *planView) setDryRun(images, containers bool) {
 
 func (v *planView) print(out io.Writer) {
 	fmt.Fprintf(out, "Node %s, runtime %s\n", v.Node, v.Runtime)
+	switch g := v.NodeGC; {
+	case g.Error != "":
+		fmt.Fprintf(out, "Node GC here: unknown (%s)\n", g.Error)
+	case g.Running:
+		fmt.Fprintf(out, "Node GC here: run by %s (it holds the state directory's lock; another `nodegc run` would wait for it)\n", cmp.Or(g.Holder, "a nodegc that did not say who it is"))
+	default:
+		fmt.Fprintln(out, "Node GC here: no nodegc runs it now (none holds the state directory's lock)")
+	}
 	if len(v.DryRun) > 0 {
 		fmt.Fprintf(out, "%s on: `nodegc run` logs these removals and makes none\n", strings.Join(v.DryRun, " and "))
 	}

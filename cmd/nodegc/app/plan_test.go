@@ -2,6 +2,8 @@ package app
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -131,5 +133,42 @@ func TestPlanNamesPodsTheAPIDoesNotList(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("plan output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestPlanSaysWhoRunsNodeGC: the plan's head says whether a nodegc runs
+// node GC on this state directory now, and who; its JSON too.
+func TestPlanSaysWhoRunsNodeGC(t *testing.T) {
+	for name, tc := range map[string]struct {
+		report agent.PlanReport
+		head   string
+	}{
+		"running": {agent.PlanReport{NodeGCRunning: true, NodeGCHolder: "pod nodegc/nodegc-node-x (pid 1) since 2026-11-29T04:00:00Z"},
+			"Node GC here: run by pod nodegc/nodegc-node-x (pid 1) since 2026-11-29T04:00:00Z"},
+		"not running": {agent.PlanReport{}, "Node GC here: no nodegc runs it now"},
+		"unknown":     {agent.PlanReport{NodeGCErr: errors.New("open /var/lib/nodegc: permission denied")}, "Node GC here: unknown (open /var/lib/nodegc: permission denied)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.report.Node, tc.report.Runtime = "n", "containerd 2"
+			v := newPlanView(&tc.report, ptr.To[int32](85), ptr.To[int32](80))
+			var out bytes.Buffer
+			v.print(&out)
+			if first, _, _ := strings.Cut(out.String(), "\n\n"); !strings.Contains(first, tc.head) {
+				t.Errorf("the plan's head does not say %q:\n%s", tc.head, first)
+			}
+			b, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				NodeGC struct {
+					Running bool   `json:"running"`
+					Holder  string `json:"holder"`
+				} `json:"nodeGC"`
+			}
+			if err := json.Unmarshal(b, &got); err != nil || got.NodeGC.Running != tc.report.NodeGCRunning || got.NodeGC.Holder != tc.report.NodeGCHolder {
+				t.Errorf("JSON nodeGC = %+v (%v), want running %v, holder %q", got.NodeGC, err, tc.report.NodeGCRunning, tc.report.NodeGCHolder)
+			}
+		})
 	}
 }
