@@ -29,6 +29,9 @@
 # directory is mounted rather than the socket file (a restarted runtime makes a new socket file, which only a
 # directory mount shows), so NODEGC_RUNTIME_SOCKET also replaces the default socket directory by its own.
 #
+# Values that coincide (two node paths, or a node path and the configuration's /etc/nodegc; two equal ports) are
+# refused, naming both.
+#
 # Each default must occur in the manifest (else the script fails: it is out of date with the file). Every
 # default is first replaced by a placeholder, longest default first, and only then the placeholders by the
 # values: so a value is never matched again by another default (/var/run/containerd/containerd.sock holds
@@ -85,11 +88,15 @@ path /var/log/pods NODEGC_POD_LOGS_DIR
 path /var/log/containers NODEGC_CONTAINER_LOGS_DIR
 path /var/lib/nodegc NODEGC_STATE_DIR
 
-# Each node path is a volume mounted at its own path, and each port is bound once: two at one place would be
-# two volumes at one mountPath (the API server refuses the DaemonSet) or two servers on one port (the agent
-# cannot start).
+# Each node path is a volume mounted at its own path, beside the configuration's /etc/nodegc, and each port is
+# a port of its own: two at one place would be two volumes at one mountPath, or one container port twice (the
+# API server refuses the DaemonSet either way, naming the object, not the variable).
 name() { # name VAR: how the user set it
-	[[ "$1" != NODEGC_RUNTIME_SOCKET_DIR ]] && printf '%s' "$1" || printf "the directory of NODEGC_RUNTIME_SOCKET"
+	case "$1" in
+	NODEGC_RUNTIME_SOCKET_DIR) printf "the directory of NODEGC_RUNTIME_SOCKET" ;;
+	NODEGC_CONFIG_MOUNT) printf "the configuration's mount" ;;
+	*) printf '%s' "$1" ;;
+	esac
 }
 distinct() { # distinct KIND VAR=DEFAULT...
 	local kind="$1" seen=() spec var val other
@@ -103,7 +110,8 @@ distinct() { # distinct KIND VAR=DEFAULT...
 		seen+=("$var=$val")
 	done
 }
-distinct path NODEGC_RUNTIME_SOCKET_DIR=/run/containerd NODEGC_CONTAINERD_ROOT=/var/lib/containerd \
+NODEGC_CONFIG_MOUNT=/etc/nodegc # not an override: where the ConfigMap is mounted
+distinct path NODEGC_CONFIG_MOUNT=/etc/nodegc NODEGC_RUNTIME_SOCKET_DIR=/run/containerd NODEGC_CONTAINERD_ROOT=/var/lib/containerd \
 	NODEGC_POD_LOGS_DIR=/var/log/pods NODEGC_CONTAINER_LOGS_DIR=/var/log/containers NODEGC_STATE_DIR=/var/lib/nodegc
 distinct port NODEGC_HEALTHZ_PORT=10280 NODEGC_METRICS_PORT=10281
 

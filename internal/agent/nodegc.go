@@ -45,7 +45,7 @@ func newNodeGC(opts Options, rc *rest.Config, reg prometheus.Registerer, events 
 		return nil, fmt.Errorf("invalid configuration: %w", errs.ToAggregate())
 	}
 	standby := metricvec.SingleGauge("nodegc_node_gc_standby",
-		"1 while this agent's node GC waits for another nodegc on the node, which holds the state directory's lock, to stop; it collects nothing meanwhile.")
+		"1 while this agent's node GC waits for another nodegc on the node, which holds the state directory's lock, to stop; its node GC collects nothing meanwhile.")
 	reg.MustRegister(standby)
 	return &nodeGC{opts: opts, rest: rc, reg: reg, events: events, status: st, metrics: cri.NewMetrics(reg), standby: standby}, nil
 }

@@ -103,7 +103,7 @@ func NodeGCHolder(dir string) (running bool, holder string, err error) {
 	return false, "", nil
 }
 
-// holderName says who this process is, for the lock file: its pod
+// holderName says who this process is, for NodeLockFileName: its pod
 // (POD_NAMESPACE and POD_NAME, which the DaemonSet sets from the downward
 // API), else its host name (on the host network, the node's), with its PID
 // and since when.
@@ -120,8 +120,8 @@ func holderName(now time.Time) string {
 // acquireNodeLock takes the node lock on dir, waiting (on standby) while
 // another agent holds it. It returns nil, false when ctx ends first. When
 // the directory cannot be made, opened or locked at all at the first try,
-// the node GC goes on without the lock: that says nothing of another
-// agent, and the state saves fail and say so anyway. Once on standby, only
+// the node GC goes on without the lock (logged): that says nothing of
+// another agent. Once on standby, only
 // the lock ends the wait: a retry that fails otherwise is no sign that the
 // other agent stopped.
 func acquireNodeLock(ctx context.Context, dir string, clk clock.Clock, standby func(bool)) (*nodeLock, bool) {

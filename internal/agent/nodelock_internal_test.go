@@ -39,7 +39,7 @@ func TestNodeLock(t *testing.T) {
 	second.release()
 	b, err := os.ReadFile(filepath.Join(dir, NodeLockFileName))
 	if err != nil || string(b) != "second-pod\n" {
-		t.Errorf("lock file holds %q (%v), want the last taker's name alone", b, err)
+		t.Errorf("holder file holds %q (%v), want the last taker's name alone", b, err)
 	}
 }
 
@@ -118,8 +118,8 @@ func TestAcquireNodeLockWaits(t *testing.T) {
 	}
 }
 
-// TestNodeLockUnusable: a state directory where no lock file can be made
-// does not stop the node GC (that says nothing of another agent).
+// TestNodeLockUnusable: a state directory that cannot be made does not
+// stop the node GC (that says nothing of another agent).
 func TestNodeLockUnusable(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
@@ -129,9 +129,9 @@ func TestNodeLockUnusable(t *testing.T) {
 	if err == nil || errors.Is(err, errLocked) {
 		t.Fatalf("lock under a regular file: %v, want an error other than errLocked", err)
 	}
-	l, ok := acquireNodeLock(t.Context(), filepath.Join(file, "state"), clock.RealClock{}, func(bool) { t.Error("standby with no lock file") })
+	l, ok := acquireNodeLock(t.Context(), filepath.Join(file, "state"), clock.RealClock{}, func(bool) { t.Error("standby with no state directory") })
 	if !ok || l != nil {
-		t.Errorf("unusable lock file: lock %v, ok %v; want none and go on", l, ok)
+		t.Errorf("unusable state directory: lock %v, ok %v; want none and go on", l, ok)
 	}
 }
 
@@ -146,7 +146,7 @@ func waitForWaiters(t *testing.T, clk *testclock.FakeClock) {
 	}
 }
 
-// TestNodeLockFileReplaced: the lock file removed while its holder runs
+// TestNodeLockFileReplaced: the holder file removed while its holder runs
 // (rm -rf of the state directory's contents) lets no second agent in
 // beside the first: the lock is on the directory.
 func TestNodeLockFileReplaced(t *testing.T) {
@@ -162,7 +162,7 @@ func TestNodeLockFileReplaced(t *testing.T) {
 	second, _, err := tryNodeLock(dir, "second")
 	if !errors.Is(err, errLocked) {
 		second.release()
-		t.Fatalf("second take after the lock file was removed: %v; want errLocked (the first still runs)", err)
+		t.Fatalf("second take after the holder file was removed: %v; want errLocked (the first still runs)", err)
 	}
 }
 

@@ -96,7 +96,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: metricvec.Help("Images the last image GC plan kept,", "reason", keepReasons),
 		}, []string{"reason"}),
 		exactAccounting: metricvec.SingleGauge("nodegc_image_gc_exact_accounting",
-			"1 when the last image GC run's plan counted each image's layers through containerd (shared layers once, storage held elsewhere left out), 0 when it used CRI image sizes (no containerd API, or a layer could not be read: the first such plan logs why)."),
+			"1 when the last image GC run's plan counted each image's layers through containerd (shared layers once, storage held elsewhere left out, content blobs only where the content store is on the image filesystem), 0 when it used CRI image sizes (no containerd API, or a layer could not be read: the first such plan logs why)."),
 		usagePercent: metricvec.SingleGauge("nodegc_image_fs_usage_percent",
 			"Usage of the image filesystem in percent, as the image GC computes it (100 - available*100/capacity)."),
 		capacity:  metricvec.SingleGauge("nodegc_image_fs_capacity_bytes", "Capacity of the image filesystem."),

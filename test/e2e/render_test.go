@@ -261,6 +261,7 @@ func TestRenderDeploy(t *testing.T) {
 			want []string
 		}{
 			"state in the pod logs":   {[]string{"NODEGC_STATE_DIR=/var/log/pods"}, []string{"NODEGC_STATE_DIR", "NODEGC_POD_LOGS_DIR", "/var/log/pods"}},
+			"state at the config":     {[]string{"NODEGC_STATE_DIR=/etc/nodegc"}, []string{"NODEGC_STATE_DIR", "configuration", "/etc/nodegc"}},
 			"two paths set alike":     {[]string{"NODEGC_POD_LOGS_DIR=/data/logs", "NODEGC_CONTAINER_LOGS_DIR=/data/logs"}, []string{"NODEGC_POD_LOGS_DIR", "NODEGC_CONTAINER_LOGS_DIR"}},
 			"socket dir is the root":  {[]string{"NODEGC_RUNTIME_SOCKET=/var/lib/containerd/containerd.sock"}, []string{"NODEGC_RUNTIME_SOCKET", "NODEGC_CONTAINERD_ROOT"}},
 			"metrics on healthz port": {[]string{"NODEGC_METRICS_PORT=10280"}, []string{"NODEGC_METRICS_PORT", "NODEGC_HEALTHZ_PORT", "10280"}},
