@@ -65,9 +65,13 @@
 //     listings and events are ordered on one timeline: a listing begun
 //     before an event never undoes it (a container created meanwhile stays,
 //     one deleted meanwhile is not brought back).
+//   - Never an image a container the tracker knows, in any state, mounts
+//     as an image volume (volumes.go: each container's status is read once,
+//     as CRI lists containers without their mounts; a status that cannot
+//     be read fails the plan or the check before a removal).
 //   - Never an image a pod bound to this node that has not finished names
 //     (by reference, normalised, or by the image ID its status gives), in
-//     a container or an image volume (whose image no CRI container names). When
+//     a container or an image volume (before any container mounts it). When
 //     the pod view is not authoritative, more is kept, never less: the last
 //     known pods' images, and every image that arrived since the view last
 //     was (all, if it never was since start).

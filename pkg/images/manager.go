@@ -173,6 +173,7 @@ type Manager struct {
 	serial     *gcrun.Serial // one GC run at a time
 	guard      *guardian
 	scheduled  *PodsMemory
+	volumes    volumeMounts
 	eventsLive atomic.Bool
 	mountpoint atomic.Pointer[string]
 	layersWarn sync.Once
@@ -492,6 +493,9 @@ func (m *Manager) plan(ctx context.Context, ahead uint64) (*Plan, []Image, error
 	for i := range in {
 		in[i].Arrived = arrivals[in[i].ID]
 	}
+	if err := m.markVolumes(ctx, in); err != nil {
+		return nil, nil, err
+	}
 	if err := m.markSandbox(ctx, in); err != nil {
 		return nil, nil, err
 	}
@@ -625,6 +629,11 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 			return "", err
 		}
 		if m.tracker.inUse(img) {
+			return KeepInUse, nil
+		}
+		if mounted, err := m.mountedByContainer(ctx, img); err != nil {
+			return "", err
+		} else if mounted {
 			return KeepInUse, nil
 		}
 		if m.opts.Sandboxes != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -727,6 +728,31 @@ func (t *Tracker) rememberSandboxes(ran map[string]bool) {
 			t.markDirtyLocked()
 		}
 	}
+}
+
+// usedAt records a use at at of the known images ids (mounted as image
+// volumes: no container event or listing names them), never moving a
+// last-used time backwards.
+func (t *Tracker) usedAt(ids []string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, id := range ids {
+		u, ok := t.usage[id]
+		if !ok {
+			continue
+		}
+		if used := latest(at, u.FirstDetected); u.LastUsed.Before(used) {
+			u.LastUsed = used
+			t.usedLocked(id, u)
+		}
+	}
+}
+
+// containerIDs returns the IDs of the containers the tracker knows.
+func (t *Tracker) containerIDs() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Collect(maps.Keys(t.containers))
 }
 
 // inUse reports whether a container the tracker knows references the image

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,10 @@ type ContainerSpec struct {
 	Command, Args       []string
 	Attempt             uint32
 	Labels, Annotations map[string]string
+	// ImageMounts maps container paths to images mounted there read-only,
+	// as the kubelet passes a pod's image volumes (by image ID; containerd
+	// 2.1 and later).
+	ImageMounts map[string]string
 }
 
 // PullImage pulls ref and returns the image ID (the config digest).
@@ -70,7 +75,16 @@ func (n *Node) CreateContainer(ctx context.Context, podID string, spec Container
 	if err := os.MkdirAll(filepath.Join(sb.GetLogDirectory(), spec.Name), 0o755); err != nil {
 		return "", fmt.Errorf("create container %s in pod %s: %w", spec.Name, podID, err)
 	}
+	var mounts []*runtimeapi.Mount
+	for _, path := range slices.Sorted(maps.Keys(spec.ImageMounts)) {
+		id, err := n.imageID(ctx, spec.ImageMounts[path])
+		if err != nil {
+			return "", err
+		}
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: path, Readonly: true, Image: &runtimeapi.ImageSpec{Image: id}})
+	}
 	cfg := &runtimeapi.ContainerConfig{
+		Mounts:      mounts,
 		Metadata:    &runtimeapi.ContainerMetadata{Name: spec.Name, Attempt: spec.Attempt},
 		Image:       &runtimeapi.ImageSpec{Image: imageID, UserSpecifiedImage: spec.Image},
 		Command:     spec.Command,

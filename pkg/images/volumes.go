@@ -1,0 +1,121 @@
+package images
+
+import (
+	"context"
+	"maps"
+	"sync"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/pkg/cri"
+)
+
+// ContainerStatuser is what the image GC asks, when the runtime offers it,
+// of each container it knows, once: its status, for the images it mounts
+// as image volumes (the kubelet passes a pod's image volumes to
+// CreateContainer as mounts, and CRI lists containers without them). A
+// *cri.Client is one.
+type ContainerStatuser interface {
+	ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error)
+}
+
+var _ ContainerStatuser = (*cri.Client)(nil)
+
+// volumeMounts remembers, per container, the images it mounts as image
+// volumes: a container's mounts never change, so its status is read once.
+type volumeMounts struct {
+	mu          sync.Mutex
+	byContainer map[string][]string
+}
+
+// refs counts the image references that the containers ids mount, reading
+// the status of those not read before, and forgets the containers not in
+// ids. A container gone meanwhile mounts nothing; any other failure is
+// returned: what is in use cannot be told.
+func (v *volumeMounts) refs(ctx context.Context, rt ContainerStatuser, ids []string) (map[string]int, error) {
+	v.mu.Lock()
+	if v.byContainer == nil {
+		v.byContainer = map[string][]string{}
+	}
+	var unread []string
+	for _, id := range ids {
+		if _, ok := v.byContainer[id]; !ok {
+			unread = append(unread, id)
+		}
+	}
+	v.mu.Unlock()
+
+	read := make(map[string][]string, len(unread))
+	for _, id := range unread {
+		st, err := rt.ContainerStatus(ctx, id)
+		switch {
+		case cri.IsNotFound(err):
+			read[id] = nil
+		case err != nil:
+			return nil, err
+		default:
+			var images []string
+			for _, m := range st.GetMounts() {
+				if ref := m.GetImage().GetImage(); ref != "" {
+					images = append(images, ref)
+				}
+			}
+			read[id] = images
+		}
+	}
+
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	maps.Copy(v.byContainer, read)
+	known := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		known[id] = true
+	}
+	counts := map[string]int{}
+	for id := range v.byContainer {
+		if !known[id] {
+			delete(v.byContainer, id)
+			continue
+		}
+		for _, ref := range v.byContainer[id] {
+			counts[ref]++
+		}
+	}
+	return counts, nil
+}
+
+// markVolumes marks in use the images a container the tracker knows, in
+// any state, mounts as an image volume, and records them as used now: the
+// kubelet's image GC holds them so, and dates their use at each of its
+// checks. Without a runtime that gives container statuses it marks
+// nothing.
+func (m *Manager) markVolumes(ctx context.Context, in []Image) error {
+	rt, ok := m.opts.Runtime.(ContainerStatuser)
+	if !ok {
+		return nil
+	}
+	refs, err := m.volumes.refs(ctx, rt, m.tracker.containerIDs())
+	if err != nil {
+		return err
+	}
+	var used []string
+	for i := range in {
+		img := &in[i]
+		if anyNameIn(refs, img.ID, img.RepoTags, img.RepoDigests) {
+			img.InUse = true
+			used = append(used, img.ID)
+		}
+	}
+	m.tracker.usedAt(used, m.clock.Now())
+	return nil
+}
+
+// mountedByContainer says whether a container the tracker knows mounts img
+// as an image volume (the check right before a removal).
+func (m *Manager) mountedByContainer(ctx context.Context, img *Image) (bool, error) {
+	one := []Image{*img}
+	if err := m.markVolumes(ctx, one); err != nil {
+		return false, err
+	}
+	return one[0].InUse, nil
+}

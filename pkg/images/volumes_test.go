@@ -1,0 +1,149 @@
+package images
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+// mountingRuntime lists the containers the test sets, and gives each one's
+// image mounts in its status; removals go to removalsRuntime.
+type mountingRuntime struct {
+	*removalsRuntime
+	mu         sync.Mutex
+	containers map[string][]string // container ID -> images it mounts
+	fail       map[string]error
+	statuses   map[string]int // ContainerStatus calls per container
+}
+
+func (r *mountingRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*runtimeapi.Container
+	for id := range r.containers {
+		out = append(out, &runtimeapi.Container{Id: id, ImageRef: "sha256:app", Image: &runtimeapi.ImageSpec{Image: "sha256:app"},
+			State: runtimeapi.ContainerState_CONTAINER_EXITED})
+	}
+	return out, nil
+}
+
+func (r *mountingRuntime) ContainerStatus(_ context.Context, id string) (*runtimeapi.ContainerStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.statuses == nil {
+		r.statuses = map[string]int{}
+	}
+	r.statuses[id]++
+	if err := r.fail[id]; err != nil {
+		return nil, err
+	}
+	images, ok := r.containers[id]
+	if !ok {
+		return nil, status.Error(codes.NotFound, "no such container")
+	}
+	st := &runtimeapi.ContainerStatus{Id: id}
+	for _, img := range images {
+		st.Mounts = append(st.Mounts, &runtimeapi.Mount{ContainerPath: "/data", Readonly: true, Image: &runtimeapi.ImageSpec{Image: img}})
+	}
+	return st, nil
+}
+
+// TestVolumeMountsRefs: each container's status is read once; a container
+// gone mounts nothing; the containers no longer listed are forgotten; a
+// status that cannot be read fails the answer.
+func TestVolumeMountsRefs(t *testing.T) {
+	rt := &mountingRuntime{containers: map[string][]string{"c1": {"sha256:x"}, "c2": nil, "c3": {"sha256:x", "sha256:y"}}}
+	var v volumeMounts
+	ctx := t.Context()
+	got, err := v.refs(ctx, rt, []string{"c1", "c2", "c3", "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int{"sha256:x": 2, "sha256:y": 1}, got); diff != "" {
+		t.Errorf("refs (-want +got):\n%s", diff)
+	}
+	if _, err := v.refs(ctx, rt, []string{"c1", "c2", "c3", "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int{"c1": 1, "c2": 1, "c3": 1, "gone": 1}, rt.statuses); diff != "" {
+		t.Errorf("status reads per container (-want +got):\n%s", diff)
+	}
+	got, err = v.refs(ctx, rt, []string{"c1"})
+	if err != nil || !cmp.Equal(map[string]int{"sha256:x": 1}, got) {
+		t.Errorf("after c2, c3 left: %v, %v; want x once", got, err)
+	}
+	rt.fail = map[string]error{"c4": status.Error(codes.Unavailable, "connection refused")}
+	if _, err := v.refs(ctx, rt, []string{"c1", "c4"}); err == nil {
+		t.Error("a status that cannot be read: no error")
+	}
+}
+
+// TestVolumeRecheckedBeforeEachRemoval: a container created after the plan
+// mounts an image the plan means to remove as an image volume. The check
+// right before each removal reads the new container's mounts, so the image
+// is kept as in use. And a run whose check cannot read a container's status
+// stops there.
+func TestVolumeRecheckedBeforeEachRemoval(t *testing.T) {
+	rt := &mountingRuntime{removalsRuntime: &removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+	}}, containers: map[string][]string{}}
+	rt.onRemove = func(id string) {
+		if id == "sha256:aa" { // meanwhile, a container mounting b is created
+			rt.mu.Lock()
+			rt.containers["late"] = []string{"sha256:bb"}
+			rt.mu.Unlock()
+		}
+	}
+	cfg := policyConfig()
+	cfg.MinimumGCAge = &metav1.Duration{}
+	cfg.HighThresholdPercent, cfg.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
+	disk := statsDisk{Capacity: 100 * mib, Available: 10 * mib}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: disk,
+		Clock: clocktesting.NewFakeClock(t0.Add(time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if r == nil || r.Outcome == nil {
+		t.Fatalf("no run: %v", err)
+	}
+	if diff := cmp.Diff([]string{"sha256:aa", "sha256:cc"}, rt.removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	var skipped []string
+	for _, d := range r.Outcome.Skipped {
+		skipped = append(skipped, d.Image.ID+" "+d.Reason)
+	}
+	if diff := cmp.Diff([]string{"sha256:bb " + KeepInUse}, skipped); diff != "" {
+		t.Errorf("skipped at the check before removal (-want +got):\n%s", diff)
+	}
+	// A mount is a use, dated when it was seen (as the kubelet dates it).
+	if got := m.Tracker().Usage()["sha256:bb"].LastUsed; !got.Equal(t0.Add(time.Hour)) {
+		t.Errorf("last-used of the mounted image = %v, want %v", got, t0.Add(time.Hour))
+	}
+
+	// The status of a new container cannot be read: the plan fails, and
+	// nothing is removed.
+	rt.mu.Lock()
+	rt.removed, rt.onRemove = nil, nil
+	rt.containers["unreadable"] = nil
+	rt.fail = map[string]error{"unreadable": status.Error(codes.DeadlineExceeded, "slow")}
+	rt.mu.Unlock()
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err == nil {
+		t.Error("GC with an unreadable container status: no error, want the runtime's")
+	}
+	if len(rt.removed) != 0 {
+		t.Errorf("removed %v with a container whose mounts could not be read", rt.removed)
+	}
+}
