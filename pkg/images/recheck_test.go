@@ -86,15 +86,31 @@ func TestScheduledRecheckedBeforeEachRemoval(t *testing.T) {
 			pods.mu.Unlock()
 		}
 	}
-	cfg := policyConfig()
-	cfg.MinimumGCAge = &metav1.Duration{}
-	cfg.HighThresholdPercent, cfg.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
-	disk := statsDisk{Capacity: 100 * mib, Available: 10 * mib} // a, b and c are all needed
-	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: disk,
-		Clock: clocktesting.NewFakeClock(t0.Add(time.Hour)), Pods: pods})
+	removeAllButSkipped(t, everythingNeeded(t, Options{Runtime: rt, Pods: pods}), rt, "sha256:bb "+KeepScheduled)
+}
+
+// everythingNeeded makes a manager on opts (Runtime and Pods; the rest
+// here) with every image over the minimum age and the disk so full that
+// every image is needed (high 1%, low 0%).
+func everythingNeeded(t *testing.T, opts Options) *Manager {
+	t.Helper()
+	opts.Config = policyConfig()
+	opts.Config.MinimumGCAge = &metav1.Duration{}
+	opts.Config.HighThresholdPercent, opts.Config.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
+	opts.StateDirectory, opts.Disk = t.TempDir(), statsDisk{Capacity: 100 * mib, Available: 10 * mib}
+	opts.Clock = clocktesting.NewFakeClock(t0.Add(time.Hour))
+	m, err := NewManager(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m
+}
+
+// removeAllButSkipped runs one manual collection of sha256:aa, bb and cc,
+// and checks that aa and cc were removed and bb skipped at the check right
+// before its removal, as skipped says ("ID reason").
+func removeAllButSkipped(t *testing.T, m *Manager, rt *removalsRuntime, skipped string) {
+	t.Helper()
 	r, err := m.GarbageCollect(t.Context(), TriggerManual)
 	if r == nil || r.Outcome == nil {
 		t.Fatalf("no run: %v", err)
@@ -102,11 +118,11 @@ func TestScheduledRecheckedBeforeEachRemoval(t *testing.T) {
 	if diff := cmp.Diff([]string{"sha256:aa", "sha256:cc"}, rt.removed); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
-	var skipped []string
+	var got []string
 	for _, d := range r.Outcome.Skipped {
-		skipped = append(skipped, d.Image.ID+" "+d.Reason)
+		got = append(got, d.Image.ID+" "+d.Reason)
 	}
-	if diff := cmp.Diff([]string{"sha256:bb " + KeepScheduled}, skipped); diff != "" {
+	if diff := cmp.Diff([]string{skipped}, got); diff != "" {
 		t.Errorf("skipped at the check before removal (-want +got):\n%s", diff)
 	}
 }

@@ -9,10 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 )
 
 // mountingRuntime lists the containers the test sets, and gives each one's
@@ -105,29 +102,8 @@ func TestVolumeRecheckedBeforeEachRemoval(t *testing.T) {
 			rt.mu.Unlock()
 		}
 	}
-	cfg := policyConfig()
-	cfg.MinimumGCAge = &metav1.Duration{}
-	cfg.HighThresholdPercent, cfg.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
-	disk := statsDisk{Capacity: 100 * mib, Available: 10 * mib}
-	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: disk,
-		Clock: clocktesting.NewFakeClock(t0.Add(time.Hour))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := m.GarbageCollect(t.Context(), TriggerManual)
-	if r == nil || r.Outcome == nil {
-		t.Fatalf("no run: %v", err)
-	}
-	if diff := cmp.Diff([]string{"sha256:aa", "sha256:cc"}, rt.removed); diff != "" {
-		t.Errorf("removed (-want +got):\n%s", diff)
-	}
-	var skipped []string
-	for _, d := range r.Outcome.Skipped {
-		skipped = append(skipped, d.Image.ID+" "+d.Reason)
-	}
-	if diff := cmp.Diff([]string{"sha256:bb " + KeepInUse}, skipped); diff != "" {
-		t.Errorf("skipped at the check before removal (-want +got):\n%s", diff)
-	}
+	m := everythingNeeded(t, Options{Runtime: rt})
+	removeAllButSkipped(t, m, rt.removalsRuntime, "sha256:bb "+KeepInUse)
 	// A mount is a use, dated when it was seen (as the kubelet dates it).
 	if got := m.Tracker().Usage()["sha256:bb"].LastUsed; !got.Equal(t0.Add(time.Hour)) {
 		t.Errorf("last-used of the mounted image = %v, want %v", got, t0.Add(time.Hour))
