@@ -57,10 +57,26 @@ func tryNodeLock(dir, me string) (l *nodeLock, holder string, err error) {
 		d.Close()
 		return nil, "", fmt.Errorf("flock %s: %w", dir, err)
 	}
-	// Who holds it, for the log of an agent that waits. A failed write (a
-	// read-only directory) only makes that log less helpful.
-	os.WriteFile(filepath.Join(dir, NodeLockFileName), []byte(me+"\n"), 0o600)
+	// Who holds it, for the log of an agent that waits and `nodegc plan`:
+	// written whole, then renamed over the last holder's, so that a reader
+	// never sees half a name. A failed write (a read-only directory) only
+	// makes those less helpful.
+	writeHolder(dir, me)
 	return &nodeLock{dir: d}, "", nil
+}
+
+// writeHolder replaces NodeLockFileName in dir with me, atomically; it
+// gives up quietly.
+func writeHolder(dir, me string) {
+	f, err := os.CreateTemp(dir, NodeLockFileName+".tmp-*")
+	if err != nil {
+		return
+	}
+	defer os.Remove(f.Name()) // no-op after the rename
+	_, err = f.WriteString(me + "\n")
+	if cerr := f.Close(); err == nil && cerr == nil {
+		os.Rename(f.Name(), filepath.Join(dir, NodeLockFileName))
+	}
 }
 
 // readLimitedFile reads at most n bytes of the file at path.

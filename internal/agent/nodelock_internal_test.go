@@ -41,6 +41,9 @@ func TestNodeLock(t *testing.T) {
 	if err != nil || string(b) != "second-pod\n" {
 		t.Errorf("holder file holds %q (%v), want the last taker's name alone", b, err)
 	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 1 {
+		t.Errorf("state directory holds %v (%v), want the holder file alone (no temporary file left)", entries, err)
+	}
 }
 
 // TestAcquireNodeLockWaits: an agent whose lock is held waits on standby
