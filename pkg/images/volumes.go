@@ -2,11 +2,11 @@ package images
 
 import (
 	"context"
-	"maps"
 	"sync"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodegc/nodegc/internal/imageref"
 	"github.com/nodegc/nodegc/pkg/cri"
 )
 
@@ -24,33 +24,31 @@ var _ ContainerStatuser = (*cri.Client)(nil)
 // volumeMounts remembers, per container, the images it mounts as image
 // volumes: a container's mounts never change, so its status is read once.
 type volumeMounts struct {
+	// mu serialises refs whole, status reads included: calls that overlap
+	// (a Plan during a run) would otherwise forget what the other read.
 	mu          sync.Mutex
 	byContainer map[string][]string
 }
 
-// refs counts the image references that the containers ids mount, reading
-// the status of those not read before, and forgets the containers not in
-// ids. A container gone meanwhile mounts nothing; any other failure is
-// returned: what is in use cannot be told.
-func (v *volumeMounts) refs(ctx context.Context, rt ContainerStatuser, ids []string) (map[string]int, error) {
+// refs returns the image references that the containers ids mount,
+// reading the status of those not read before, and forgets the containers
+// not in ids. A container gone meanwhile mounts nothing; any other failure
+// is returned (what is in use cannot be told), and what was read before it
+// stays remembered.
+func (v *volumeMounts) refs(ctx context.Context, rt ContainerStatuser, ids []string) (map[string]bool, error) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	if v.byContainer == nil {
 		v.byContainer = map[string][]string{}
 	}
-	var unread []string
 	for _, id := range ids {
-		if _, ok := v.byContainer[id]; !ok {
-			unread = append(unread, id)
+		if _, ok := v.byContainer[id]; ok {
+			continue
 		}
-	}
-	v.mu.Unlock()
-
-	read := make(map[string][]string, len(unread))
-	for _, id := range unread {
 		st, err := rt.ContainerStatus(ctx, id)
 		switch {
 		case cri.IsNotFound(err):
-			read[id] = nil
+			v.byContainer[id] = nil
 		case err != nil:
 			return nil, err
 		default:
@@ -60,35 +58,33 @@ func (v *volumeMounts) refs(ctx context.Context, rt ContainerStatuser, ids []str
 					images = append(images, ref)
 				}
 			}
-			read[id] = images
+			v.byContainer[id] = images
 		}
 	}
-
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	maps.Copy(v.byContainer, read)
 	known := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		known[id] = true
 	}
-	counts := map[string]int{}
-	for id := range v.byContainer {
+	refs := map[string]bool{}
+	for id, images := range v.byContainer {
 		if !known[id] {
 			delete(v.byContainer, id)
 			continue
 		}
-		for _, ref := range v.byContainer[id] {
-			counts[ref]++
+		for _, ref := range images {
+			refs[ref] = true
 		}
 	}
-	return counts, nil
+	return refs, nil
 }
 
 // markVolumes marks in use the images a container the tracker knows, in
 // any state, mounts as an image volume, and records them as used now: the
 // kubelet's image GC holds them so, and dates their use at each of its
-// checks. Without a runtime that gives container statuses it marks
-// nothing.
+// checks. A mount names its image as the kubelet passes it (the image ID)
+// or as another client wrote it: matched in every form (imageref.Forms),
+// as pod references are. Without a runtime that gives container statuses
+// it marks nothing.
 func (m *Manager) markVolumes(ctx context.Context, in []Image) error {
 	rt, ok := m.opts.Runtime.(ContainerStatuser)
 	if !ok {
@@ -98,10 +94,17 @@ func (m *Manager) markVolumes(ctx context.Context, in []Image) error {
 	if err != nil {
 		return err
 	}
+	forms := make(map[string]string, len(refs))
+	for ref := range refs {
+		forms[ref] = ref // as written, as an ID is
+		for _, f := range imageref.Forms(ref) {
+			forms[f] = ref
+		}
+	}
 	var used []string
 	for i := range in {
 		img := &in[i]
-		if anyNameIn(refs, img.ID, img.RepoTags, img.RepoDigests) {
+		if _, ok := namedBy(img, forms); ok {
 			img.InUse = true
 			used = append(used, img.ID)
 		}

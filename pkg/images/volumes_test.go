@@ -56,7 +56,8 @@ func (r *mountingRuntime) ContainerStatus(_ context.Context, id string) (*runtim
 
 // TestVolumeMountsRefs: each container's status is read once; a container
 // gone mounts nothing; the containers no longer listed are forgotten; a
-// status that cannot be read fails the answer.
+// status that cannot be read fails the answer, and what was read before it
+// is not read again.
 func TestVolumeMountsRefs(t *testing.T) {
 	rt := &mountingRuntime{containers: map[string][]string{"c1": {"sha256:x"}, "c2": nil, "c3": {"sha256:x", "sha256:y"}}}
 	var v volumeMounts
@@ -65,7 +66,7 @@ func TestVolumeMountsRefs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]int{"sha256:x": 2, "sha256:y": 1}, got); diff != "" {
+	if diff := cmp.Diff(map[string]bool{"sha256:x": true, "sha256:y": true}, got); diff != "" {
 		t.Errorf("refs (-want +got):\n%s", diff)
 	}
 	if _, err := v.refs(ctx, rt, []string{"c1", "c2", "c3", "gone"}); err != nil {
@@ -75,12 +76,42 @@ func TestVolumeMountsRefs(t *testing.T) {
 		t.Errorf("status reads per container (-want +got):\n%s", diff)
 	}
 	got, err = v.refs(ctx, rt, []string{"c1"})
-	if err != nil || !cmp.Equal(map[string]int{"sha256:x": 1}, got) {
-		t.Errorf("after c2, c3 left: %v, %v; want x once", got, err)
+	if err != nil || !cmp.Equal(map[string]bool{"sha256:x": true}, got) {
+		t.Errorf("after c2, c3 left: %v, %v; want x alone", got, err)
 	}
+	rt.containers["c5"] = []string{"sha256:z"}
 	rt.fail = map[string]error{"c4": status.Error(codes.Unavailable, "connection refused")}
-	if _, err := v.refs(ctx, rt, []string{"c1", "c4"}); err == nil {
+	if _, err := v.refs(ctx, rt, []string{"c1", "c5", "c4"}); err == nil {
 		t.Error("a status that cannot be read: no error")
+	}
+	rt.fail = nil
+	rt.containers["c4"] = nil
+	if _, err := v.refs(ctx, rt, []string{"c1", "c5", "c4"}); err != nil {
+		t.Fatal(err)
+	}
+	if rt.statuses["c5"] != 1 {
+		t.Errorf("c5, read before the failure, read %d times; want once", rt.statuses["c5"])
+	}
+}
+
+// TestVolumeMatchedInEveryForm: a mount that names its image by a tag in
+// its familiar form (a client other than the kubelet, which passes the
+// ID) keeps the image listed under the qualified tag.
+func TestVolumeMatchedInEveryForm(t *testing.T) {
+	rt := &mountingRuntime{removalsRuntime: &removalsRuntime{}, containers: map[string][]string{"c": {"team/data:v1"}}}
+	m := everythingNeeded(t, Options{Runtime: rt})
+	if _, err := m.tracker.syncContainers(t.Context(), m.listContainers); err != nil {
+		t.Fatal(err)
+	}
+	in := []Image{
+		{ID: "sha256:dd", RepoTags: []string{"docker.io/team/data:v1"}},
+		{ID: "sha256:ee", RepoTags: []string{"docker.io/team/data:v2"}},
+	}
+	if err := m.markVolumes(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	if !in[0].InUse || in[1].InUse {
+		t.Errorf("in use: data:v1 %v, data:v2 %v; want v1 alone", in[0].InUse, in[1].InUse)
 	}
 }
 
@@ -109,8 +140,29 @@ func TestVolumeRecheckedBeforeEachRemoval(t *testing.T) {
 		t.Errorf("last-used of the mounted image = %v, want %v", got, t0.Add(time.Hour))
 	}
 
-	// The status of a new container cannot be read: the plan fails, and
-	// nothing is removed.
+	// A container created mid-run whose status cannot be read: the check
+	// before the next removal fails, and the run stops there.
+	rt.mu.Lock()
+	rt.removed = nil
+	rt.onRemove = func(id string) {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		if id == "sha256:aa" {
+			rt.containers["slow"] = nil
+			rt.fail = map[string]error{"slow": status.Error(codes.DeadlineExceeded, "slow")}
+		}
+	}
+	rt.mu.Unlock()
+	rt.containers = map[string][]string{}
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err == nil {
+		t.Error("a run whose check cannot read a new container's status: no error")
+	}
+	if diff := cmp.Diff([]string{"sha256:aa"}, rt.removed); diff != "" {
+		t.Errorf("removed (-want +got), the check failing after the first removal:\n%s", diff)
+	}
+
+	// The status of a new container cannot be read at the plan: the plan
+	// fails, and nothing is removed.
 	rt.mu.Lock()
 	rt.removed, rt.onRemove = nil, nil
 	rt.containers["unreadable"] = nil
