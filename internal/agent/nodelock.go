@@ -51,8 +51,7 @@ func tryNodeLock(dir, me string) (l *nodeLock, holder string, err error) {
 	switch err := unix.Flock(int(d.Fd()), unix.LOCK_EX|unix.LOCK_NB); {
 	case errors.Is(err, unix.EWOULDBLOCK):
 		d.Close()
-		b, _ := readLimitedFile(filepath.Join(dir, NodeLockFileName), 512)
-		return nil, strings.TrimSpace(string(b)), fmt.Errorf("%s: %w", dir, errLocked)
+		return nil, readHolder(dir), fmt.Errorf("%s: %w", dir, errLocked)
 	case err != nil:
 		d.Close()
 		return nil, "", fmt.Errorf("flock %s: %w", dir, err)
@@ -79,14 +78,16 @@ func writeHolder(dir, me string) {
 	}
 }
 
-// readLimitedFile reads at most n bytes of the file at path.
-func readLimitedFile(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
+// readHolder returns who the holder file in dir names (writeHolder), ""
+// if it cannot be read.
+func readHolder(dir string) string {
+	f, err := os.Open(filepath.Join(dir, NodeLockFileName))
 	if err != nil {
-		return nil, err
+		return ""
 	}
 	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, n))
+	b, _ := io.ReadAll(io.LimitReader(f, 512))
+	return strings.TrimSpace(string(b))
 }
 
 func (l *nodeLock) release() {
@@ -111,8 +112,7 @@ func NodeGCHolder(dir string) (running bool, holder string, err error) {
 	defer d.Close() // drops a shared lock taken
 	switch err := unix.Flock(int(d.Fd()), unix.LOCK_SH|unix.LOCK_NB); {
 	case errors.Is(err, unix.EWOULDBLOCK):
-		b, _ := readLimitedFile(filepath.Join(dir, NodeLockFileName), 512)
-		return true, strings.TrimSpace(string(b)), nil
+		return true, readHolder(dir), nil
 	case err != nil:
 		return false, "", fmt.Errorf("flock %s: %w", dir, err)
 	}

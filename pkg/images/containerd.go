@@ -33,9 +33,10 @@ const DefaultSnapshotter = "overlayfs"
 // ContainerdLayers reads, through containerd's own API on the runtime's
 // socket, what storage each image holds: its content blobs (index,
 // manifest, config, compressed layers; unless the content store is on
-// another filesystem than the image filesystem) and its unpacked snapshots. Keys are
-// "blob:<digest>" and "snapshot:<snapshotter>/<chain ID>", so images sharing
-// a base layer share those keys and the planner counts them once.
+// another filesystem than the image filesystem) and its unpacked
+// snapshots. Keys are "blob:<digest>" and "snapshot:<snapshotter>/<chain
+// ID>", so images sharing a base layer share those keys and the planner
+// counts them once.
 //
 // Images are immutable, so layers are cached by image ID; Forget drops the
 // entry of a removed image, Retain those of images gone otherwise. Each call
