@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // TestNodeLock: the second taker of a state directory's lock is refused
@@ -56,22 +58,14 @@ func TestAcquireNodeLockWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := testclock.NewFakeClock(time.Now())
-	var (
-		mu     sync.Mutex
-		states []bool
-	)
-	standby := func(on bool) {
-		mu.Lock()
-		states = append(states, on)
-		mu.Unlock()
-	}
+	var standby standbyLog
 	type result struct {
 		l  *nodeLock
 		ok bool
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, ok := acquireNodeLock(t.Context(), dir, clk, standby)
+		l, ok := acquireNodeLock(t.Context(), dir, clk, standby.record)
 		done <- result{l, ok}
 	}()
 	waitForWaiters(t, clk)
@@ -89,19 +83,13 @@ func TestAcquireNodeLockWaits(t *testing.T) {
 		t.Fatalf("after the release: lock %v, ok %v; want it taken", r.l, r.ok)
 	}
 	defer r.l.release()
-	mu.Lock()
-	if got := states; len(got) != 2 || !got[0] || got[1] {
-		t.Errorf("standby went %v, want [true false]", got)
-	}
-	mu.Unlock()
+	standby.wantOnAndOff(t)
 
 	// Stopped while waiting.
 	ctx, cancel := context.WithCancel(t.Context())
-	mu.Lock()
-	states = nil
-	mu.Unlock()
+	standby = standbyLog{}
 	go func() {
-		l, ok := acquireNodeLock(ctx, dir, clk, standby)
+		l, ok := acquireNodeLock(ctx, dir, clk, standby.record)
 		done <- result{l, ok}
 	}()
 	waitForWaiters(t, clk)
@@ -114,10 +102,28 @@ func TestAcquireNodeLockWaits(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("still waiting 10 s after its context ended")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(states) != 2 || !states[0] || states[1] {
-		t.Errorf("standby went %v, want [true false]", states)
+	standby.wantOnAndOff(t)
+}
+
+// standbyLog records the standby calls of acquireNodeLock.
+type standbyLog struct {
+	mu     sync.Mutex
+	states []bool
+}
+
+func (s *standbyLog) record(on bool) {
+	s.mu.Lock()
+	s.states = append(s.states, on)
+	s.mu.Unlock()
+}
+
+// wantOnAndOff checks that standby went on, then off, once.
+func (s *standbyLog) wantOnAndOff(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.states) != 2 || !s.states[0] || s.states[1] {
+		t.Errorf("standby went %v, want [true false]", s.states)
 	}
 }
 
@@ -140,13 +146,7 @@ func TestNodeLockUnusable(t *testing.T) {
 
 func waitForWaiters(t *testing.T, clk *testclock.FakeClock) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing waits on the clock")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testbed.WaitFor(t, 10*time.Second, "a wait on the fake clock", clk.HasWaiters)
 }
 
 // TestNodeLockFileReplaced: the holder file removed while its holder runs
@@ -209,19 +209,12 @@ func TestAcquireNodeLockKeepsWaiting(t *testing.T) {
 	}
 	defer held.release()
 	clk := testclock.NewFakeClock(time.Now())
-	var (
-		mu     sync.Mutex
-		states []bool
-	)
+	var standby standbyLog
 	done := make(chan bool, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go func() {
-		l, ok := acquireNodeLock(ctx, dir, clk, func(on bool) {
-			mu.Lock()
-			states = append(states, on)
-			mu.Unlock()
-		})
+		l, ok := acquireNodeLock(ctx, dir, clk, standby.record)
 		l.release()
 		done <- ok
 	}()
@@ -246,11 +239,7 @@ func TestAcquireNodeLockKeepsWaiting(t *testing.T) {
 	if ok := <-done; ok {
 		t.Error("stopped while waiting: ok, want not")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(states) != 2 || !states[0] || states[1] {
-		t.Errorf("standby went %v, want [true false]", states)
-	}
+	standby.wantOnAndOff(t)
 }
 
 // TestNodeGCHolder: `nodegc plan`'s look at the lock: held (and by whom),

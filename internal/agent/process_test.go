@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
@@ -70,6 +71,15 @@ func startNodegc(t *testing.T, name, configYAML string, args ...string) *proc {
 // or -1 when /metrics is down or answers no valid exposition.
 func (p *proc) metric(name string, filters ...string) float64 {
 	return p.Metric(p.ctx, name, filters...)
+}
+
+// logLine waits up to 10 s for a line of p's log that contains substr,
+// and returns it.
+func (p *proc) logLine(substr string) (string, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	line, _, err := p.WaitLogLine(ctx, 100*time.Millisecond, substr)
+	return line, err
 }
 
 func (p *proc) body(t *testing.T, url string) string {

@@ -90,13 +90,7 @@ func TestUsagePolledWhileStreamBroken(t *testing.T) {
 	// step moves the fake clock once Run's goroutines wait on it.
 	step := func(d time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !clk.HasWaiters() {
-			if time.Now().After(deadline) {
-				t.Fatal("nothing waits on the clock")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testbed.WaitFor(t, 10*time.Second, "Run's goroutines to wait on the fake clock", clk.HasWaiters)
 		clk.Step(d)
 	}
 	for range 3 {
