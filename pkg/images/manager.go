@@ -554,10 +554,12 @@ func (m *Manager) runningSandboxForms(ctx context.Context) (map[string]string, e
 	return refForms(names), nil
 }
 
-// refForms maps the forms (imageref.Forms) of each reference to it.
+// refForms maps each reference, as written (as an ID is, in whatever form
+// the runtime gives it), and its forms (imageref.Forms) to it.
 func refForms(refs []string) map[string]string {
 	forms := make(map[string]string, len(refs))
 	for _, r := range refs {
+		forms[r] = r
 		for _, f := range imageref.Forms(r) {
 			forms[f] = r
 		}

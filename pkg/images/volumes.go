@@ -2,11 +2,12 @@ package images
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodegc/nodegc/internal/imageref"
 	"github.com/nodegc/nodegc/pkg/cri"
 )
 
@@ -82,8 +83,8 @@ func (v *volumeMounts) refs(ctx context.Context, rt ContainerStatuser, ids []str
 // any state, mounts as an image volume, and records them as used now: the
 // kubelet's image GC holds them so, and dates their use at each of its
 // checks. A mount names its image as the kubelet passes it (the image ID)
-// or as another client wrote it: matched in every form (imageref.Forms),
-// as pod references are. Without a runtime that gives container statuses
+// or as another client wrote it: matched in every form (refForms), as the
+// sandbox images are. Without a runtime that gives container statuses
 // it marks nothing.
 func (m *Manager) markVolumes(ctx context.Context, in []Image) error {
 	rt, ok := m.opts.Runtime.(ContainerStatuser)
@@ -94,13 +95,7 @@ func (m *Manager) markVolumes(ctx context.Context, in []Image) error {
 	if err != nil {
 		return err
 	}
-	forms := make(map[string]string, len(refs))
-	for ref := range refs {
-		forms[ref] = ref // as written, as an ID is
-		for _, f := range imageref.Forms(ref) {
-			forms[f] = ref
-		}
-	}
+	forms := refForms(slices.Collect(maps.Keys(refs)))
 	var used []string
 	for i := range in {
 		img := &in[i]
