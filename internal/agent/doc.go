@@ -64,9 +64,11 @@
 // runtime is back (the DaemonSet mounts the socket's directory, so a
 // restarted runtime's new socket file is found); restarting the agent
 // would not help. When the connection returns with another runtime behind
-// it (another name or version in CRI Version: an in-place upgrade), the
-// node GC stops its image and container GC loops and builds them again for
-// that runtime (nodegc.go, collect): what was set up for the old one (its
-// event stream or its absence, its snapshotter, its sandbox image) would
-// otherwise outlive it.
+// it (another name or version in CRI Version: an in-place upgrade) or the
+// same one restarted with another configuration (another sandbox image in
+// its verbose status, another image filesystem: a runtime reads its config
+// at start only), the node GC stops its image and container GC loops and
+// builds them again for it (nodegc.go, collect; profile.go): what was set
+// up for the old one (its event stream or its absence, its snapshotter,
+// its sandbox image) would otherwise outlive it.
 package agent

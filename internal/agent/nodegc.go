@@ -111,6 +111,8 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 	// own (startAll).
 	life, end := context.WithCancel(context.WithoutCancel(ctx))
 	defer end()
+	rt := readRuntimeProfile(ctx, c)
+	rt.logUnread(klog.FromContext(ctx))
 	// The container GC first: its pod informer also feeds the image GC's
 	// scheduled rule.
 	var containerGC *containers.Manager
@@ -122,7 +124,7 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 		klog.FromContext(ctx).Error(err, "Container GC cannot start; image GC goes on")
 	}
 	n.containerWatch.notStarted(err)
-	imageGC, err := n.imageManager(ctx, life, c, false, pods, reg)
+	imageGC, err := n.imageManager(ctx, life, c, rt, false, pods, reg)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Image GC cannot start; container GC goes on")
 	}
@@ -139,29 +141,23 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 	}
 	work := startAll(ctx, loops)
 	defer work.stop(0)
-	return n.runtimeReplaced(ctx, c)
+	return n.runtimeChanged(ctx, c, rt)
 }
 
-// runtimeReplaced waits until ctx ends (false) or, at a return of the
-// connection, the runtime answers Version with another name or version
-// than before (true). Version is asked until it answers: a runtime may
-// accept connections before it serves CRI.
-func (n *nodeGC) runtimeReplaced(ctx context.Context, c *cri.Client) bool {
+// runtimeChanged waits until ctx ends (false) or, at a return of the
+// connection, the runtime answers with another profile than was (true):
+// another name or version, or a restart with another sandbox image or
+// image filesystem in its config. Version is asked until it answers: a
+// runtime may accept connections before it serves CRI.
+func (n *nodeGC) runtimeChanged(ctx context.Context, c *cri.Client, was runtimeProfile) bool {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-n.link.reconnected:
 		}
-		was := c.RuntimeVersion()
 		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-			v, changed, err := c.RefreshVersion(ctx)
-			if err == nil {
-				if changed {
-					klog.FromContext(ctx).Info("Another container runtime answers since the connection returned; building the image and container GC again for it",
-						"was", was.GetRuntimeName()+" "+was.GetRuntimeVersion(), "now", v.GetRuntimeName()+" "+v.GetRuntimeVersion())
-					return true
-				}
+			if _, _, err := c.RefreshVersion(ctx); err == nil {
 				break
 			}
 			select {
@@ -169,6 +165,18 @@ func (n *nodeGC) runtimeReplaced(ctx context.Context, c *cri.Client) bool {
 				return false
 			case <-time.After(delay):
 			}
+		}
+		now := readRuntimeProfile(ctx, c)
+		if ctx.Err() != nil {
+			return false
+		}
+		if changes := was.changes(now); len(changes) > 0 {
+			msg := "The container runtime's configuration changed while the connection was down; building the image and container GC again for it"
+			if was.name != now.name || was.version != now.version {
+				msg = "Another container runtime answers since the connection returned; building the image and container GC again for it"
+			}
+			klog.FromContext(ctx).Info(msg, "changes", changes)
+			return true
 		}
 	}
 }
@@ -208,20 +216,16 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 	}
 }
 
-// imageManager makes the image GC manager; planOnly makes one for `nodegc
-// plan`, which writes nothing. pods, the container GC's pod source (nil in
+// imageManager makes the image GC manager for the runtime rt describes;
+// planOnly makes one for `nodegc plan`, which writes nothing. pods, the container GC's pod source (nil in
 // node-only mode), gives the images of the pods that have not finished.
 // Its calls end with ctx; its containerd client closes when life ends.
-func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, planOnly bool, pods *containers.APIPodSource, reg prometheus.Registerer) (*images.Manager, error) {
+func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt runtimeProfile, planOnly bool, pods *containers.APIPodSource, reg prometheus.Registerer) (*images.Manager, error) {
 	cfg := n.opts.Config
 	var layers *images.ContainerdLayers
-	if c.RuntimeVersion().GetRuntimeName() == "containerd" {
-		var imageFs string
-		if info, err := c.ImageFsInfo(ctx); err == nil && len(info.GetImageFilesystems()) > 0 {
-			imageFs = info.GetImageFilesystems()[0].GetFsId().GetMountpoint()
-		}
+	if rt.name == "containerd" {
 		path, _ := endpoint.SocketPath(cfg.ContainerRuntimeEndpoint)
-		l, err := images.NewContainerdLayers(ctx, path, imageFs, cfg.RuntimeRequestTimeout.Duration)
+		l, err := images.NewContainerdLayers(ctx, path, rt.imageFs, cfg.RuntimeRequestTimeout.Duration)
 		if err != nil {
 			klog.FromContext(ctx).Info("Cannot use containerd's API for exact layer accounting; using CRI sizes", "err", err)
 		} else {
@@ -233,10 +237,8 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, planOnly
 		}
 	}
 	var sandboxes []string
-	if s, err := c.SandboxImage(ctx); err != nil {
-		klog.FromContext(ctx).Info("Cannot read the runtime's sandbox image; relying on the pinned flag", "err", err)
-	} else if s != "" {
-		sandboxes = append(sandboxes, s)
+	if rt.sandboxImage != "" {
+		sandboxes = append(sandboxes, rt.sandboxImage)
 	}
 	opts := images.Options{
 		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, Runtime: c, Disk: diskstats.NewReader(),

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
@@ -97,4 +99,76 @@ func TestRuntimeReplacedUnderAgent(t *testing.T) {
 	if got := readState(t, stateDir)[img.ID()].LastUsed; got.Before(used.Add(-2 * time.Second)) {
 		t.Errorf("after the rebuild the state has last-used %v for %s, want its use on the old runtime at %v", got, img.ID(), used)
 	}
+}
+
+// TestRuntimeReconfiguredUnderAgent: the operator pulls a new sandbox
+// image, names it in containerd's config with its digest (as operators pin
+// it) and restarts containerd (same version, same socket), as air-gapped
+// nodes must do it. From then on the new image is the runtime's sandbox
+// image, which nodegc never removes, though no sandbox runs it yet and
+// containerd 1.x does not pin it (it pins an image pulled under the name
+// configured at the time): only nodegc reading the runtime's config again
+// keeps it. Before, the agent held on to the sandbox image it read at its
+// start, and removed the new one once minimumGCAge had passed.
+//
+// containerd 1.6 only: containerd 2.x names its sandbox image nowhere CRI
+// shows (its image service's config is not in its status). It pins, at its
+// start, an image listed under exactly the name configured; nodegc keeps
+// the image its sandboxes last ran.
+func TestRuntimeReconfiguredUnderAgent(t *testing.T) {
+	ctx := t.Context()
+	n := node.Start(t, node.Options{Version: testbed.Containerd16})
+	old := n.SandboxImage
+	next, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: "reconfigured/pause", Tag: "3.10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PullImage(ctx, next.Ref); err != nil {
+		t.Fatal(err)
+	}
+	const minAge = 15 * time.Second
+	cfg := nodeConfig(t, n.Endpoint, t.TempDir(), nil, []string{"highThresholdPercent: 1", "lowThresholdPercent: 0",
+		"minimumGCAge: " + minAge.String(), "diskCheckInterval: 1s"}, nil)
+	began := time.Now()
+	p := startNodegc(t, "reconfigured", cfg, "--owner-gc=off")
+	testbed.WaitFor(t, time.Minute, "the first image GC run", func() bool {
+		return p.metric("nodegc_image_gc_runs_total") > 0
+	})
+	restart := time.Now()
+	if err := n.RestartWithSandboxImage(ctx, next.Ref+"@"+next.ManifestDigest); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("containerd restarted in %v with sandbox image %s (was %s)", time.Since(restart).Round(time.Millisecond), n.SandboxImage, old)
+	// Both images are old enough from began+minAge on; two runs after
+	// that have had their chance to remove them.
+	time.Sleep(time.Until(began.Add(minAge + time.Second)))
+	runs := p.metric("nodegc_image_gc_runs_total")
+	testbed.WaitFor(t, time.Minute, "two image GC runs with both images old enough", func() bool {
+		return p.metric("nodegc_image_gc_runs_total") >= runs+2
+	})
+	t.Logf("%v after the start: %v image GC runs since the last build", time.Since(began).Round(time.Millisecond), p.metric("nodegc_image_gc_runs_total"))
+	status := func(ref string) *runtimeapi.Image {
+		t.Helper()
+		r, err := n.Images.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetImage()
+	}
+	switch img := status(next.Ref); {
+	case img == nil:
+		t.Errorf("the runtime's new sandbox image %s was removed", n.SandboxImage)
+	case img.GetPinned():
+		t.Errorf("containerd pinned %s: this test needs a sandbox image only nodegc keeps", n.SandboxImage)
+	}
+	// The old one is an image like any other now, unless the runtime
+	// pinned it (it was pulled under its configured name).
+	if img := status(old); img != nil && !img.GetPinned() {
+		t.Errorf("the runtime's former sandbox image %s, not pinned and no longer named in its config, was kept", old)
+	}
+	line, err := p.logLine("configuration changed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("agent: %s", line)
 }

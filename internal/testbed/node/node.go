@@ -92,13 +92,15 @@ type Node struct {
 	// Pause is the sandbox image, pinned in containerd's config.
 	Pause *registry.Image
 	// SandboxImage is the sandbox image as containerd's config names it:
-	// Pause.Ref, or Pause.Ref@DIGEST (Options.SandboxImageByDigest).
+	// Pause.Ref, or Pause.Ref@DIGEST (Options.SandboxImageByDigest). The
+	// one field that changes after Start: RestartWithSandboxImage sets it.
 	SandboxImage string
 
 	t            testbed.TB
 	bin, shimDir string
 	runc         string
 	configPath   string
+	config       configParams // what configPath was written from
 	startTimeout time.Duration
 	conn         *grpc.ClientConn
 	lock         *os.File
@@ -246,11 +248,12 @@ func (n *Node) setup(ctx context.Context, opts Options) error {
 		}
 		n.t.Logf("snapshots on a filesystem of their own (%s, %d MiB) at %s", kind, opts.SnapshotsFS>>20, dir)
 	}
-	cfg, err := writeConfig(n.Version, configParams{
+	n.config = configParams{
 		Dir: n.Dir, Root: n.Root, State: n.State, Socket: n.Socket, RuncRoot: n.RuncRoot, Runc: n.runc,
 		CNIConf: filepath.Join(n.Dir, "cni"), Opt: filepath.Join(n.Dir, "opt"),
 		SandboxImage: n.SandboxImage, Snapshotter: snapshotter, GCPauseThreshold: gcPauseThreshold(opts.RareGC),
-	})
+	}
+	cfg, err := writeConfig(n.Version, n.config)
 	if err != nil {
 		return err
 	}

@@ -157,6 +157,22 @@ func (n *Node) Restart(ctx context.Context) error {
 	return n.startDaemon(ctx)
 }
 
+// RestartWithSandboxImage stops containerd, writes its config again with
+// ref as the sandbox image, and starts it, as an operator who changes
+// sandbox_image and restarts containerd does: same version, same socket,
+// same images. n.SandboxImage is ref from then on.
+func (n *Node) RestartWithSandboxImage(ctx context.Context, ref string) error {
+	if err := n.stopDaemon(); err != nil {
+		return err
+	}
+	n.config.SandboxImage = ref
+	if _, err := writeConfig(n.Version, n.config); err != nil {
+		return err
+	}
+	n.SandboxImage = ref
+	return n.startDaemon(ctx)
+}
+
 // stopDaemon sends SIGTERM, then SIGKILL after stopGrace.
 func (n *Node) stopDaemon() error {
 	n.mu.Lock()
