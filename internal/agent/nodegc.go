@@ -241,7 +241,7 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt runti
 		sandboxes = append(sandboxes, rt.sandboxImage)
 	}
 	opts := images.Options{
-		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, Runtime: c, Disk: diskstats.NewReader(),
+		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, NodeName: n.opts.NodeName, Runtime: c, Disk: diskstats.NewReader(),
 		Registerer: reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport, PlanOnly: planOnly,
 	}
 	if n.imageWatch != nil {

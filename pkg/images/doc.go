@@ -95,8 +95,12 @@
 //     skipped (in use at the last check) or fails, the run plans again
 //     without it (Policy.replan) and goes on; FreeDiskSpaceError whenever the
 //     removals that happened fall short of what the threshold asked.
+//   - The state file names the node it describes (Options.NodeName): one
+//     of another node (a disk cloned from a template node) is set aside as
+//     a corrupt one is, so that the template's times never date this
+//     node's images.
 //   - A plan-only manager (`nodegc plan`) writes nothing: the state is read,
-//     a corrupt state file left where it is.
+//     a corrupt state file, or one of another node, left where it is.
 //
 // Last-used times, and what a crash loses:
 //   - Every use is recorded. A container event dates a use to the event;

@@ -39,6 +39,8 @@ type bed struct {
 	settleTimeout time.Duration
 	// onRun, if set, receives the report of every run of the managers.
 	onRun func(*images.Report)
+	// nodeName is the node the managers' state describes (Options.NodeName).
+	nodeName string
 }
 
 func newBed(t *testing.T, v testbed.ContainerdVersion, smallFS int64) *bed {
@@ -116,7 +118,7 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 		b.t.Fatal(err)
 	}
 	m, err := images.NewManager(images.Options{
-		Config: cfg, StateDirectory: stateDir, Runtime: rt, Layers: b.layers, Arrivals: b.layers, Disk: b.disk, Clock: clk,
+		Config: cfg, StateDirectory: stateDir, NodeName: b.nodeName, Runtime: rt, Layers: b.layers, Arrivals: b.layers, Disk: b.disk, Clock: clk,
 		SandboxImages: []string{sandbox}, Sandboxes: b.layers, SettleTimeout: b.settleTimeout, OnRun: b.onRun,
 	})
 	if err != nil {
@@ -125,8 +127,9 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 	return m
 }
 
-// useImage runs a container of img in a new pod until it exits, then
-// removes the pod, so that the image counts as used at that moment.
+// useImage runs a container of img in a new pod until it exits, so that
+// the image counts as used at that moment. The exited container stays, and
+// holds the image in use until it is removed (removePods).
 func (b *bed) useImage(img *registry.Image) {
 	b.t.Helper()
 	ctx := b.t.Context()

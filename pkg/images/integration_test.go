@@ -229,6 +229,54 @@ func TestStateSurvivesManagerRestart(t *testing.T) {
 	}
 }
 
+// TestStateOfAnotherNode: a node whose disk was cloned from a template
+// node (a machine image made from a running node) starts with the
+// template's images and its state file. On the template they were last
+// used 30 days before this node's nodegc first runs; with maximumGCAge at
+// 7 days, the template's times would have them removed at this node's
+// first run, as unused for 30 days. The state is set aside (it names the
+// template node) and this node's times start at its first run: kept.
+func TestStateOfAnotherNode(t *testing.T) {
+	b := newBed(t, testbed.Containerd2, 0)
+	clk := clocktesting.NewFakeClock(time.Now())
+	dir := t.TempDir()
+	a := b.pushPull(repoName(0), 1)
+	b.nodeName = "template-node"
+	template := b.manager(dir, clk, noThresholdGC)
+	b.useImage(a)
+	if _, err := template.GarbageCollect(t.Context(), images.TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	b.removePods() // no container is left to hold the image in use
+	if _, err := template.GarbageCollect(t.Context(), images.TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	statePath := filepath.Join(dir, images.StateFileName)
+	if data, err := os.ReadFile(statePath); err != nil || !strings.Contains(string(data), a.ID()) || !strings.Contains(string(data), `"template-node"`) {
+		t.Fatalf("the template's state file: %q, %v; want it to name the node and hold %s", data, err, a.ID())
+	}
+
+	clk.Step(30 * 24 * time.Hour)
+	b.nodeName = "worker-1"
+	worker := b.manager(dir, clk, func(c *config.ImageGCConfiguration) {
+		noThresholdGC(c)
+		c.MaximumGCAge = &metav1.Duration{Duration: 7 * 24 * time.Hour}
+	})
+	r, err := worker.GarbageCollect(t.Context(), images.TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.imageIDs()[a.ID()] {
+		t.Errorf("image %s removed at this node's first run, as unused for the template node's 30 days (plan: %+v)", a.Ref, r.Plan)
+	}
+	if got := worker.Tracker().Usage()[a.ID()]; !got.FirstDetected.Equal(clk.Now()) || !got.LastUsed.IsZero() {
+		t.Errorf("usage on this node = %+v, want first detected at its first run (%v) and never used", got, clk.Now())
+	}
+	if aside, _ := filepath.Glob(statePath + ".othernode-*"); len(aside) != 1 {
+		t.Errorf("state files set aside: %v, want the template's", aside)
+	}
+}
+
 // TestReactionToThreshold: with the default 1 s disk check, the first
 // removal follows the moment usage crosses the high threshold within 5 s
 // (a second, and room for a loaded machine). The fill-rate trigger is off:

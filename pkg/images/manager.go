@@ -100,7 +100,11 @@ const (
 type Options struct {
 	Config         config.ImageGCConfiguration
 	StateDirectory string
-	Runtime        RuntimeService
+	// NodeName is the node the state file describes: one written for
+	// another node (a disk cloned from a template node) is set aside.
+	// Empty reads any.
+	NodeName string
+	Runtime  RuntimeService
 	// Layers, if set, gives exact accounting; nil means CRI sizes.
 	Layers LayerSource
 	// Arrivals, if set, bounds first-detected times by when the runtime
@@ -199,7 +203,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	tracker, warn := newTracker(opts.StateDirectory, opts.Clock.Now(), opts.PlanOnly)
+	tracker, warn := newTracker(opts.StateDirectory, opts.Clock.Now(), opts.PlanOnly, opts.NodeName)
 	switch {
 	case errors.Is(warn, errDatedAhead):
 		klog.Background().Info("Image GC state has times after the clock's; those count from now", "err", warn)

@@ -32,33 +32,42 @@ type Usage struct {
 }
 
 type stateFile struct {
-	Version int              `json:"version"`
-	Images  map[string]Usage `json:"images"`
+	Version int `json:"version"`
+	// Node is the node the records describe; empty in files written
+	// before nodegc kept it.
+	Node   string           `json:"node,omitempty"`
+	Images map[string]Usage `json:"images"`
 }
 
 // errDatedAhead marks loadState's warning about records dated after now:
 // the state was read, and those records count from now.
 var errDatedAhead = errors.New("records dated ahead of the clock")
 
-// loadState reads the usage records in dir, as of now. A missing file gives
-// an empty state; a record with a zero first-detected time counts from now,
-// and so do times after now, with a warning error. A corrupt, unreadable or
-// unknown-version file is renamed aside (to
-// images.json.corrupt-<time>) and an empty state is returned with a warning
-// error describing what happened; the caller logs it and goes on.
+// loadState reads the usage records in dir, as of now, for node. A missing
+// file gives an empty state; a record with a zero first-detected time
+// counts from now, and so do times after now, with a warning error. A
+// corrupt, unreadable or unknown-version file is renamed aside (to
+// images.json.corrupt-<time>), and so is a file written for another node
+// than node (to images.json.othernode-<time>): a disk cloned from
+// a template node, or a node renamed. An empty state is then returned
+// with a warning error describing what happened; the caller logs it and
+// goes on. stamp says that the file names no node (written before nodegc
+// kept one): the next save should name node. An empty node reads any
+// file.
 //
 // With readOnly, an unusable file is left where it is: the state starts
 // empty and the warning says so.
-func loadState(dir string, now time.Time, readOnly bool) (map[string]Usage, error) {
+func loadState(dir string, now time.Time, readOnly bool, node string) (usage map[string]Usage, stamp bool, warning error) {
 	if !readOnly {
 		removeStaleTemps(dir, now)
 	}
 	p := filepath.Join(dir, StateFileName)
 	data, err := readLimited(p, maxStateSize)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]Usage{}, nil
+		return map[string]Usage{}, false, nil
 	}
 	var problem error
+	aside := fmt.Sprintf("%s.corrupt-%s", p, now.UTC().Format("20060102T150405Z"))
 	if err != nil {
 		problem = err
 	} else {
@@ -68,6 +77,10 @@ func loadState(dir string, now time.Time, readOnly bool) (map[string]Usage, erro
 			problem = fmt.Errorf("not valid JSON: %w", err)
 		case sf.Version != stateVersion:
 			problem = fmt.Errorf("unknown version %d (this nodegc reads version %d)", sf.Version, stateVersion)
+		case node != "" && sf.Node != "" && sf.Node != node:
+			problem = fmt.Errorf("written for node %q, and this is node %q: a disk cloned from another node, or a node renamed? "+
+				"Its last-used times describe another node's images", sf.Node, node)
+			aside = fmt.Sprintf("%s.othernode-%s", p, now.UTC().Format("20060102T150405Z"))
 		default:
 			if sf.Images == nil {
 				sf.Images = map[string]Usage{}
@@ -95,21 +108,21 @@ func loadState(dir string, now time.Time, readOnly bool) (map[string]Usage, erro
 				}
 				sf.Images[id] = u
 			}
+			stamp := node != "" && sf.Node == ""
 			if future > 0 {
-				return sf.Images, fmt.Errorf("state file %s: %w: %d image records dated after the clock (%s; was it ahead, and stepped back since?) count from now",
+				return sf.Images, stamp, fmt.Errorf("state file %s: %w: %d image records dated after the clock (%s; was it ahead, and stepped back since?) count from now",
 					p, errDatedAhead, future, now.UTC().Format(time.RFC3339))
 			}
-			return sf.Images, nil
+			return sf.Images, stamp, nil
 		}
 	}
 	if readOnly {
-		return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v); left as it is, image usage read as empty", p, problem)
+		return map[string]Usage{}, false, fmt.Errorf("state file %s unusable (%v); left as it is, image usage read as empty", p, problem)
 	}
-	aside := fmt.Sprintf("%s.corrupt-%s", p, now.UTC().Format("20060102T150405Z"))
 	if err := os.Rename(p, aside); err != nil {
-		return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
+		return map[string]Usage{}, false, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
 	}
-	return map[string]Usage{}, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
+	return map[string]Usage{}, false, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
 }
 
 // staleTempAge is how old a temporary state file must be to count as left
@@ -129,11 +142,11 @@ func removeStaleTemps(dir string, now time.Time) {
 	}
 }
 
-// saveState writes the records atomically: a temporary file in dir, fsync,
+// saveState writes the records of node atomically: a temporary file in dir, fsync,
 // rename over the old file, fsync of the directory. A crash at any point
 // leaves either the old or the new file, whole.
-func saveState(dir string, images map[string]Usage) error {
-	data, err := json.Marshal(stateFile{Version: stateVersion, Images: images})
+func saveState(dir, node string, images map[string]Usage) error {
+	data, err := json.Marshal(stateFile{Version: stateVersion, Node: node, Images: images})
 	if err != nil {
 		return fmt.Errorf("encoding image state: %w", err)
 	}

@@ -29,6 +29,7 @@ type Tracker struct {
 	listing  sync.Mutex
 	mu       sync.Mutex
 	dir      string
+	node     string // the node the records describe, saved with them
 	readOnly bool
 	usage    map[string]Usage
 	// containers maps a container ID to the references to its image the
@@ -88,17 +89,20 @@ type pendingUse struct {
 	seq uint64
 }
 
-// NewTracker loads the usage records kept in dir. A corrupt state file is set
-// aside: the tracker then starts empty and the returned warning says so.
+// NewTracker loads the usage records kept in dir, whatever node they were
+// written for. A corrupt state file is set aside: the tracker then starts
+// empty and the returned warning says so.
 func NewTracker(dir string, now time.Time) (t *Tracker, warning error) {
-	return newTracker(dir, now, false)
+	return newTracker(dir, now, false, "")
 }
 
 // newTracker with readOnly never writes to dir: a corrupt state file is
-// left in place and save does nothing.
-func newTracker(dir string, now time.Time, readOnly bool) (*Tracker, error) {
-	usage, warning := loadState(dir, now, readOnly)
-	return &Tracker{dir: dir, readOnly: readOnly, usage: usage, onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
+// left in place and save does nothing. node names the node the records
+// describe: a state file of another node is set aside (loadState), and
+// saves name node.
+func newTracker(dir string, now time.Time, readOnly bool, node string) (*Tracker, error) {
+	usage, stamp, warning := loadState(dir, now, readOnly, node)
+	return &Tracker{dir: dir, node: node, readOnly: readOnly, usage: usage, dirty: stamp, onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
 		tombstones: map[string]uint64{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		pending: map[string]pendingUse{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
 }
@@ -805,7 +809,7 @@ func (t *Tracker) write(all bool) (bool, error) {
 	dirty, lagging := t.dirty, t.lagging
 	t.dirty, t.lagging = false, false
 	t.mu.Unlock()
-	if err := saveState(t.dir, snapshot); err != nil {
+	if err := saveState(t.dir, t.node, snapshot); err != nil {
 		t.mu.Lock()
 		t.dirty, t.lagging = t.dirty || dirty, t.lagging || lagging
 		t.mu.Unlock()

@@ -174,6 +174,84 @@ func TestCorruptStateIsSetAside(t *testing.T) {
 	}
 }
 
+// TestStateOfAnotherNodeIsSetAside: a state file written for another node
+// (a disk cloned from a template node, a node renamed) describes another
+// node's images: its last-used and first-detected times would have this
+// node's images removed as unused for weeks and older than the minimum
+// age the moment they are seen. It is set aside, as a corrupt one is, and
+// the records start from now; a file of no node (written before nodegc
+// kept one) is read, and saved for this node from then on.
+func TestStateOfAnotherNodeIsSetAside(t *testing.T) {
+	dir := t.TempDir()
+	template, warn := newTracker(dir, t0, false, "template-node")
+	if warn != nil {
+		t.Fatal(warn)
+	}
+	reconcile(template, []*runtimeapi.Image{criImage("sha256:a")}, []*runtimeapi.Container{criContainer("c", "sha256:a", runtimeapi.ContainerState_CONTAINER_EXITED)}, t0)
+	if _, err := template.save(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, StateFileName)
+	written, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// nodegc plan reads only: the file stays, the usage reads as empty.
+	later := t0.Add(30 * 24 * time.Hour)
+	planned, warn := newTracker(dir, later, true, "worker-1")
+	if warn == nil || !strings.Contains(warn.Error(), `"template-node"`) || !strings.Contains(warn.Error(), `"worker-1"`) {
+		t.Errorf("read-only load of another node's state warned %v, want both node names", warn)
+	}
+	if len(planned.Usage()) != 0 {
+		t.Errorf("read-only load kept another node's usage: %v", planned.Usage())
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Errorf("read-only load moved the state file: %v", err)
+	}
+
+	worker, warn := newTracker(dir, later, false, "worker-1")
+	if warn == nil || !strings.Contains(warn.Error(), `"template-node"`) || !strings.Contains(warn.Error(), "moved it to") {
+		t.Fatalf("warning = %v, want one naming the other node and where its state went", warn)
+	}
+	if len(worker.Usage()) != 0 {
+		t.Fatalf("another node's usage was kept: %v", worker.Usage())
+	}
+	aside, _ := filepath.Glob(p + ".*")
+	if len(aside) != 1 {
+		t.Fatalf("set-aside files = %v, want one", aside)
+	} else if data, _ := os.ReadFile(aside[0]); string(data) != string(written) {
+		t.Error("set-aside file does not hold the other node's state")
+	}
+	reconcile(worker, []*runtimeapi.Image{criImage("sha256:a")}, nil, later)
+	if got := worker.Usage()["sha256:a"]; !got.FirstDetected.Equal(later) || !got.LastUsed.IsZero() {
+		t.Errorf("usage on this node = %+v, want first detected now and never used", got)
+	}
+	if _, err := worker.save(); err != nil {
+		t.Fatal(err)
+	}
+	if again, warn := newTracker(dir, later, false, "worker-1"); warn != nil || len(again.Usage()) != 1 {
+		t.Errorf("this node's own state read back with warning %v and usage %v", warn, again.Usage())
+	}
+
+	// A file of no node, as nodegc wrote before it kept one: read, and
+	// saved for this node.
+	old := `{"version": 1, "images": {"sha256:b": {"firstDetected": "` + t0.UTC().Format(time.RFC3339) + `"}}}`
+	if err := os.WriteFile(p, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	upgraded, warn := newTracker(dir, later, false, "worker-1")
+	if warn != nil || !upgraded.Usage()["sha256:b"].FirstDetected.Equal(t0) {
+		t.Fatalf("a state file of no node: warning %v, usage %v; want it read", warn, upgraded.Usage())
+	}
+	if _, err := upgraded.save(); err != nil {
+		t.Fatal(err)
+	}
+	if _, warn := newTracker(dir, later, false, "worker-2"); warn == nil {
+		t.Error("a state saved for worker-1 was read for worker-2 without a warning")
+	}
+}
+
 func TestSaveLeavesNoTempFiles(t *testing.T) {
 	tr, dir := newTestTracker(t)
 	reconcile(tr, []*runtimeapi.Image{criImage("sha256:a")}, nil, t0)
@@ -445,7 +523,7 @@ func TestStaleTempFilesRemovedAtLoad(t *testing.T) {
 	if err := os.Chtimes(old, now.Add(-time.Hour), now.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if _, warn := newTracker(dir, now, true); warn != nil {
+	if _, warn := newTracker(dir, now, true, ""); warn != nil {
 		t.Fatal(warn)
 	}
 	if _, err := os.Stat(old); err != nil {
