@@ -158,7 +158,10 @@
 //   - Nothing is removed because its pod is gone unless the PodView is
 //     authoritative: the pod and node informers have synced, their last list
 //     or watch requests succeeded (and the watches they opened are still
-//     open), and the Node object of the watched name exists. Until then,
+//     open), and the Node object of the watched name exists. Lists are
+//     consistent reads (resourceVersion "", never "0", which a watch cache
+//     lagging etcd may answer): a pod that exists is never missing from
+//     one. Until then,
 //     while the API server is unreachable, and in node-only mode (no API
 //     access; said once in the logs), every pod is assumed to exist. Count
 //     and age limits still apply.

@@ -18,9 +18,10 @@ import (
 )
 
 // listSkew is how much earlier than the start of its last list the source
-// dates its view (PodView.ListedAt): the API server may answer a list from
-// a cache a little behind etcd, so a pod created just before the list may be
-// missing from it.
+// dates its view (PodView.ListedAt): a margin, so that only what was on the
+// node a minute before a list and has no pod in it counts as gone (a clock
+// stepped back a little, a slow request). Lists are consistent reads
+// (trackingListWatch.ListWithContext), never a cache's older answer.
 const listSkew = time.Minute
 
 // APIPodSource knows which pods are bound to this node, from an informer on
@@ -393,6 +394,21 @@ func (lw *trackingListWatch) IsWatchListSemanticsUnSupported() bool { return tru
 func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	s, h := lw.source, lw.health
 	opts.FieldSelector = lw.selector
+	// Consistent reads only: the reflector asks its first list with
+	// resourceVersion "0" (any version, from the API server's watch cache)
+	// and relists with the last version it saw (not older than that). A
+	// watch cache can lag etcd by minutes (a stalled watch behind it), and
+	// a pod missing from the list would count as gone once its things on
+	// the node are older than the list: its containers, sandbox and logs
+	// removed while it exists. A list asked with resourceVersion "" is
+	// answered as of the request, whatever the cache holds: from the cache
+	// once it has caught up with etcd (API servers 1.31 and later,
+	// ConsistentListFromCache), else from etcd, a quorum read. Either way
+	// one list per start and per relist of one node's pods. Later pages of
+	// a list carry their version in the continue token.
+	if opts.Continue == "" {
+		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
+	}
 	start := s.clock.Now()
 	list, err := lw.list(ctx, opts)
 	s.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
@@ -355,5 +356,66 @@ func TestRelistCountsBeforeTheCacheHoldsIt(t *testing.T) {
 	}
 	if refs, v := s.PodImages(); !v.Authoritative {
 		t.Errorf("PodImages after pod p was deleted: authoritative %t (%q), images %v; want authoritative", v.Authoritative, v.Reason, refs)
+	}
+}
+
+// TestStaleListMakesNoPodGone: a list asked with resourceVersion "0" (any
+// version: what an informer's first list asks, to be answered from the API
+// server's watch cache) may come from a cache minutes behind etcd, as an
+// API server whose watch has stalled answers. Pod p, finished and still in
+// the API, is missing from such a list; the watch, opened at the stale
+// list's version, delivers nothing yet. Had the view taken that list as
+// fact, p would be gone: its sandbox and containers are older than the
+// list, and nothing was seen deleted. The source lists consistently
+// (resourceVersion ""), which the API server answers as of the request.
+func TestStaleListMakesNoPodGone(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
+		Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, p)
+	var lists []string
+	var mu sync.Mutex
+	client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		rv := a.(k8stesting.ListActionImpl).ListOptions.ResourceVersion
+		mu.Lock()
+		lists = append(lists, rv)
+		mu.Unlock()
+		if rv == "" {
+			return false, nil, nil // consistent: the tracker's pods, p among them
+		}
+		// Any other version may be served from a cache that does not
+		// hold p yet.
+		return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+	})
+	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewRaceFreeFake(), nil // the stalled watch: nothing arrives
+	})
+	s, err := NewAPIPodSource(client, "n1", clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
+		t.Fatal("the informers did not sync")
+	}
+	clk.Step(3 * time.Minute)
+	v := s.View(clk.Now())
+	if !v.Authoritative {
+		t.Fatalf("view not authoritative (%s); the test needs one that is", v.Reason)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if finished := t0.Add(-2 * time.Minute); v.Gone("uid-p", finished) {
+		t.Errorf("pod p, in the API, is gone in the view (lists asked with resourceVersion %q)", lists)
 	}
 }
