@@ -27,7 +27,9 @@ func TestOneNodeGCPerNode(t *testing.T) {
 	ctx := t.Context()
 	n, img := nodeWithImage(t, "lock/used")
 	stateDir := t.TempDir()
-	cfg := nodeConfig(t, n.Endpoint, stateDir, nil, []string{"highThresholdPercent: 100"}, []string{"period: 1s"})
+	// One node: both agents collect for the same node name (the state
+	// file names it).
+	cfg := nodeConfig(t, n.Endpoint, stateDir, []string{"nodeName: lock-node"}, []string{"highThresholdPercent: 100"}, []string{"period: 1s"})
 	// As the DaemonSet sets them: the second agent's log names the pod
 	// that holds the lock.
 	t.Setenv("POD_NAMESPACE", "nodegc")
