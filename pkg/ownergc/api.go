@@ -138,9 +138,10 @@ func objectNotFound(err error, name string) bool {
 // errGone: the object a write was meant for no longer exists (see getSame).
 var errGone = errors.New("the object no longer exists")
 
-// isGone reports whether err says the object a write was meant for is gone.
+// isGone reports whether err says the object a write was meant for is gone:
+// a GET found it so (a write's own 404 proves nothing; see confirmGone).
 func isGone(err error) bool {
-	return apierrors.IsNotFound(err) || errors.Is(err, errGone)
+	return errors.Is(err, errGone)
 }
 
 // deleteObject deletes id with UID and resourceVersion preconditions: a

@@ -137,11 +137,15 @@
 // The graph also learns from the API server's answers. A relist (after a
 // watch could not resume) is the whole resource: the observed objects of
 // the resource missing from it were deleted meanwhile, among them a name's
-// previous object when the name was reused (feed.go). A write answered 404 about the object, or a
-// re-read that finds another UID under the name, proves the UID gone: the
-// worker sends its deletion through the FIFO. Otherwise such a "ghost" would stay observed,
-// its dependents would keep a live owner and a foreground deletion waiting
-// for it would wait forever.
+// previous object when the name was reused (feed.go). A GET answered 404
+// about the object, or one that finds another UID under the name, proves
+// the UID gone: the worker sends its deletion through the FIFO. Otherwise
+// such a "ghost" would stay observed, its dependents would keep a live
+// owner and a foreground deletion waiting for it would wait forever. A
+// write's 404 proves nothing by itself (an admission webhook may deny a
+// write with a 404 of its own, passed on as it wrote it): it is checked
+// with a GET, which no webhook sees (confirmGone), and is an error,
+// retried, while the object is there.
 //
 // # Synced
 //

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -100,7 +99,7 @@ func (r *run) orphanDependent(ctx context.Context, owner objectID, d orphanDepen
 		}
 		err = patchAt(indexes)
 	}
-	if apierrors.IsNotFound(err) {
+	if isGone(err) {
 		return nil
 	}
 	return err

@@ -3,16 +3,19 @@ package ownergc
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -384,4 +387,191 @@ func testRefusedWrites(t *testing.T, env *itEnv) {
 		got, err := env.cs.CoreV1().ConfigMaps(ns).Get(ctx, "protected-p", metav1.GetOptions{})
 		return err == nil && len(got.OwnerReferences) == 1 && got.OwnerReferences[0].UID == keep.UID, err
 	})
+}
+
+// answerWebhookNotFound is an admission webhook's denial of a write of
+// ConfigMap name with a 404 of its own (the NotFound of the webhook's
+// lookup of a companion object of the same name): kube-apiserver passes a
+// webhook's Status through as the webhook wrote it, code, reason and
+// details included.
+func answerWebhookNotFound(name string) metav1.Status {
+	return metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+		Message: fmt.Sprintf(`admission webhook "guard.example.com" denied the request: companions %q not found`, name),
+		Details: &metav1.StatusDetails{Name: name, Kind: "configmaps"}}
+}
+
+// TestWriteNotFoundIsNoProof: a write answered with a 404 that names the
+// object does not show that the object is gone: an admission webhook may
+// deny the write that way. Only a GET, which no admission webhook sees,
+// does. Before, the object was forgotten on the write's 404: its
+// dependents then had a deleted owner and were deleted, and a foreground
+// owner stopped waiting for it, while it existed. Now the write's 404 is
+// checked with a GET: the object is there, so the write is an action error,
+// retried with backoff, and the graph keeps it.
+func TestWriteNotFoundIsNoProof(t *testing.T) {
+	s := newRejectServer(t)
+	r, tg, reg, _ := rejectRun(t, s)
+	ns := rejectNamespace
+	owner := object(ns, "owner", "owner")
+	live := object(ns, "live", "live")
+	deleteDenied := object(ns, "delete-denied", "delete-denied", ownedBy(resConfigMap, "owner", "owner", true))
+	patchDenied := object(ns, "patch-denied", "patch-denied", ownedBy(resConfigMap, "live", "live", false), ownedBy(resConfigMap, "owner", "owner", false))
+	fgDenied := object(ns, "fg-denied", "fg-denied", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
+	orphanDenied := object(ns, "orphan-denied", "orphan-denied", ownedBy(resConfigMap, "live", "live", false))
+	for _, o := range []*metav1.PartialObjectMetadata{owner, live, deleteDenied, patchDenied, fgDenied, orphanDenied} {
+		tg.apply(upsert(resConfigMap, o))
+	}
+	tg.apply(del(resConfigMap, owner))
+	for _, o := range []*metav1.PartialObjectMetadata{deleteDenied, patchDenied, fgDenied, orphanDenied} {
+		s.refuse(o.Name, answerWebhookNotFound(o.Name), o)
+	}
+	process := func(name string) outcome {
+		t.Helper()
+		v, ok := r.graph.itemView(types.UID(name))
+		if !ok {
+			t.Fatalf("%s not in the graph", name)
+		}
+		return r.process(t.Context(), &v, true)
+	}
+	for _, tc := range []struct {
+		name   string
+		act    func() outcome
+		action actionKind
+	}{
+		{name: "delete-denied", act: func() outcome { return process("delete-denied") }, action: actDelete},
+		{name: "patch-denied", act: func() outcome { return process("patch-denied") }, action: actRemoveRefs},
+		{name: "fg-denied", action: actRemoveFinalizer, act: func() outcome {
+			return r.removeFinalizer(t.Context(), nodeID(r.graph.nodes["fg-denied"]), metav1.FinalizerDeleteDependents, 0, ruleNoBlocking)
+		}},
+		{name: "orphan-denied", action: actOrphanDependent, act: func() outcome {
+			err := r.orphanDependent(t.Context(), objectID{uid: "live", apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "live"},
+				orphanDependent{id: nodeID(r.graph.nodes["orphan-denied"]), indexes: []int{0}})
+			if err == nil {
+				return done
+			}
+			return retry
+		}},
+	} {
+		before := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[tc.action.String()]
+		out := tc.act()
+		failed := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[tc.action.String()] - before
+		var forgotten bool
+		if n := r.events.len(); n > 0 {
+			evs, _ := r.events.pop(nil, n)
+			for _, ev := range evs {
+				forgotten = forgotten || ev.typ == evDelete && ev.obj.GetUID() == types.UID(tc.name)
+			}
+		}
+		if out != retry || failed != 1 || forgotten || s.count(http.MethodGet, tc.name) != 1 {
+			t.Errorf("%s, denied by a webhook with a 404: outcome %+v, %v action errors %v, forgotten %t, %d GETs; want a retry with backoff, 1 error, kept, 1 GET",
+				tc.name, out, tc.action, failed, forgotten, s.count(http.MethodGet, tc.name))
+		}
+	}
+}
+
+// notFoundWebhook is a validating admission webhook that denies the writes
+// of the ConfigMaps named protected-* in namespace ns with a 404 of its
+// own (answerWebhookNotFound), and counts them.
+type notFoundWebhook struct {
+	*httptest.Server
+	ns     string
+	denied atomic.Int64
+}
+
+func startNotFoundWebhook(t *testing.T, ns string) *notFoundWebhook {
+	t.Helper()
+	wh := &notFoundWebhook{ns: ns}
+	wh.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(req.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "not an AdmissionReview", http.StatusBadRequest)
+			return
+		}
+		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		if review.Request.Namespace == wh.ns && strings.HasPrefix(review.Request.Name, "protected-") {
+			status := answerWebhookNotFound(review.Request.Name)
+			resp.Allowed, resp.Result = false, &status
+			wh.denied.Add(1)
+		}
+		review.Response, review.Request = resp, nil
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(review)
+	}))
+	t.Cleanup(wh.Close)
+	return wh
+}
+
+// testWebhookNotFoundIsNoProof: against kube-apiserver, an admission
+// webhook denies the owner GC's writes of protected-x with a 404 naming
+// protected-x, which kube-apiserver passes on as written. protected-x
+// exists, with a live owner (keep) and a deleted one (gone); g is owned by
+// protected-x. The owner GC's patch to drop the reference to gone is denied
+// that way. Before, the 404 made the collector forget protected-x, so g's
+// owner counted as deleted and g was deleted. Now the write's 404 is
+// checked with a GET (which no webhook sees): the patch is an action error,
+// retried, and g stays; once the webhook lets the write through, the
+// reference is removed.
+func testWebhookNotFoundIsNoProof(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	ns := env.namespace(t, "webhook404")
+	wh := startNotFoundWebhook(t, ns)
+	caBundle := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: wh.Certificate().Raw})
+	ar := env.cs.AdmissionregistrationV1()
+	name := "ownergc-" + ns
+	_, err := ar.ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "guard.example.com",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(wh.URL + "/validate"), CABundle: caBundle},
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore), // other tests' writes never wait on it
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete, admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+			}},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeWebhook := func() {
+		_ = ar.ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	}
+	t.Cleanup(removeWebhook)
+	canary := env.configMap(t, ns, "protected-canary", nil)
+	eventually(t, 30*time.Second, "the webhook to deny with a 404", func(ctx context.Context) (bool, error) {
+		err := env.cs.CoreV1().ConfigMaps(ns).Delete(ctx, canary.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsNotFound(err), nil
+	})
+
+	gc := env.startCollector(t, testConfig())
+	keep := env.configMap(t, ns, "keep", nil)
+	gone := env.configMap(t, ns, "gone", nil)
+	x := env.configMap(t, ns, "protected-x", []metav1.OwnerReference{cmRef(keep, false), cmRef(gone, false)})
+	g := env.configMap(t, ns, "g", []metav1.OwnerReference{cmRef(x, true)})
+	gc.waitObserved(t, g.UID, g.ResourceVersion)
+	denied := wh.denied.Load()
+	env.deleteCM(t, ns, "gone", metav1.DeletePropagationBackground)
+	gDeleted := env.cmGone(ns, "g")
+	eventually(t, 30*time.Second, "two denied patches of protected-x (the first and a retry), or g deleted", func(ctx context.Context) (bool, error) {
+		deleted, err := gDeleted(ctx)
+		return deleted || wh.denied.Load() >= denied+2, err
+	})
+	if deleted, _ := gDeleted(ctx); deleted {
+		t.Fatalf("g deleted, owned by protected-x which exists (%d denied writes of protected-x)", wh.denied.Load()-denied)
+	}
+	if !errorLogged(gc.logs, "protected-x", "yet a GET finds the object") {
+		t.Error("no error logged for protected-x saying the 404 was not the object's")
+	}
+
+	removeWebhook()
+	eventually(t, 60*time.Second, "protected-x to lose the reference to gone once the webhook is gone", func(ctx context.Context) (bool, error) {
+		got, err := env.cs.CoreV1().ConfigMaps(ns).Get(ctx, "protected-x", metav1.GetOptions{})
+		return err == nil && len(got.OwnerReferences) == 1 && got.OwnerReferences[0].UID == keep.UID, err
+	})
+	if _, err := env.cs.CoreV1().ConfigMaps(ns).Get(ctx, "g", metav1.GetOptions{}); err != nil {
+		t.Errorf("g after protected-x lost its dangling reference: %v", err)
+	}
 }

@@ -309,7 +309,7 @@ func (r *run) removeFinalizer(ctx context.Context, id objectID, finalizer string
 		}
 	}
 	switch {
-	case err == nil || apierrors.IsNotFound(err) || stopping(ctx, err):
+	case err == nil || isGone(err) || stopping(ctx, err):
 		return done
 	case stale(err):
 		return retry
@@ -333,16 +333,35 @@ func (r *run) write(ctx context.Context, id objectID, rec decisionRecord, do fun
 		h(ctx, rec.action.String(), id)
 	}
 	if err := do(); err != nil {
-		switch {
-		case objectNotFound(err, id.name):
-			r.forget(id)
-		case !isGone(err) && !stale(err) && !stopping(ctx, err):
+		if apierrors.IsNotFound(err) {
+			err = r.confirmGone(ctx, id, err)
+		}
+		if !isGone(err) && !stale(err) && !stopping(ctx, err) {
 			r.c.metrics.actionErrors.WithLabelValues(rec.action.String()).Inc()
 		}
 		return err
 	}
 	r.record(id, rec)
 	return nil
+}
+
+// confirmGone checks a write's 404 (notFound) with a GET: errGone when
+// id's object is gone (getSame forgets it), else an error that is no
+// NotFound, so that the write is retried. A write's 404 is no proof: an
+// admission webhook may deny a write with a NotFound of its own, which
+// kube-apiserver passes on as the webhook wrote it, details and all; and a
+// version no longer served answers 404 whatever the object. A GET goes
+// through no admission webhook.
+func (r *run) confirmGone(ctx context.Context, id objectID, notFound error) error {
+	_, gone, err := r.getSame(ctx, id)
+	switch {
+	case gone:
+		return errGone
+	case err != nil:
+		return fmt.Errorf("the write was answered 404 (%v), and a GET to tell whether the object is gone failed: %v", notFound, err)
+	default:
+		return fmt.Errorf("the write was answered 404, yet a GET finds the object (an admission webhook denying with NotFound?): %v", notFound)
+	}
 }
 
 // stopping reports whether a write failed because the run is ending: its
