@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 )
@@ -42,6 +43,7 @@ func (b *builder) apply(ev *event) {
 	case evRelisted:
 		b.relisted(ev.res, ev.uids)
 	case evSynced:
+		b.resourceBack(ev.mon.res)
 		ev.mon.markGraphSynced()
 	case evRunSynced:
 		b.runSynced()
@@ -254,6 +256,7 @@ func (b *builder) observeDelete(uid types.UID) {
 		return
 	}
 	b.unlinkOwners(n)
+	delete(g.lostTo, uid) // its lost dependents are dangling now, like the others
 	n.rv = ""
 	g.setFlags(n, flagDeleted)
 	if len(n.dependents) == 0 {
@@ -342,6 +345,18 @@ func identityMatches(n *node, k ownerKey) bool {
 		(k.namespace == "" || n.namespace == k.namespace)
 }
 
+// resourceBack forgets that owners lost dependents to res's resource: its
+// monitor's first list is in the graph, and with it those dependents.
+func (b *builder) resourceBack(res *resource) {
+	gr := res.gvr.GroupResource()
+	for uid, lost := range b.g.lostTo {
+		delete(lost, gr)
+		if len(lost) == 0 {
+			delete(b.g.lostTo, uid)
+		}
+	}
+}
+
 // relisted deletes the observed nodes of res that a new list of it does
 // not hold: they were deleted while the watch was down.
 func (b *builder) relisted(res *resource, listed map[types.UID]struct{}) {
@@ -355,11 +370,23 @@ func (b *builder) relisted(res *resource, listed map[types.UID]struct{}) {
 // resourceGone turns the observed nodes of a resource that left discovery
 // back into virtual nodes: nothing is known about them any more, so their
 // dependents must verify them with lookups, and nothing is assumed deleted.
+// Their owners remember that they lost dependents to the resource
+// (graph.lostTo): those objects still exist (a version no longer served,
+// an aggregated API that stopped listing it), and an owner's orphan or
+// foreground deletion must not finish without them.
 func (b *builder) resourceGone(res *resource) {
 	g := b.g
+	gr := res.gvr.GroupResource()
 	for _, n := range g.nodes {
 		if !n.observedAs(res) {
 			continue
+		}
+		for i := range n.owners {
+			uid := n.owners[i].owner.uid
+			if g.lostTo[uid] == nil {
+				g.lostTo[uid] = map[schema.GroupResource]struct{}{}
+			}
+			g.lostTo[uid][gr] = struct{}{}
 		}
 		b.unlinkOwners(n)
 		n.rv = ""

@@ -460,3 +460,31 @@ func BenchmarkEnqueueDependents(b *testing.B) {
 		b.Fatalf("queued %d, want %d", queued, 50000*b.N)
 	}
 }
+
+// TestLostDependents: an owner remembers the resources that left discovery
+// while they held its dependents, until the resource's monitor has synced
+// again (its first list is in the graph) or the owner's deletion is
+// observed (its dependents are dangling then, wherever they are).
+func TestLostDependents(t *testing.T) {
+	tg := newTestGraph(t)
+	owner := object("ns", "o", "o")
+	tg.apply(upsert(resConfigMap, owner), upsert(resPod, object("ns", "p", "p", ownedBy(resConfigMap, "o", "o", true))),
+		upsert(resReplicaSet, object("ns", "rs", "rs", ownedBy(resConfigMap, "o", "o", false))))
+	if got := tg.g.lostDependents("o"); len(got) != 0 {
+		t.Fatalf("lost dependents before any resource left = %q", got)
+	}
+	tg.apply(event{typ: evResourceGone, res: resPod}, event{typ: evResourceGone, res: resReplicaSet})
+	if got := tg.g.lostDependents("o"); !slices.Equal(got, []string{"pods", "replicasets.apps"}) {
+		t.Errorf("after pods and replicasets left discovery: lost dependents %q, want both", got)
+	}
+	// Pods are back: their monitor's first list is in the graph.
+	tg.apply(upsert(resPod, object("ns", "p", "p", ownedBy(resConfigMap, "o", "o", true))), event{typ: evSynced, mon: &monitor{res: resPod}})
+	if got := tg.g.lostDependents("o"); !slices.Equal(got, []string{"replicasets.apps"}) {
+		t.Errorf("after pods synced again: lost dependents %q, want replicasets only", got)
+	}
+	tg.apply(del(resConfigMap, owner))
+	if got := tg.g.lostDependents("o"); len(got) != 0 {
+		t.Errorf("after the owner's deletion: lost dependents %q, want none", got)
+	}
+	tg.takeQueues()
+}

@@ -229,9 +229,11 @@
 // its monitors synced, failing ones included), they hold the finalizer
 // while a resource that could hold the owner's dependents (any resource for
 // a cluster-scoped owner, the namespaced ones otherwise) is syncing, failed
-// or failing, or a group failed discovery, and until a discovery round that
-// began after the hold has completed (so that a CRD created just before has
-// a monitor; the round is started at once). The hold lasts at most
+// or failing, or a group failed discovery, or left discovery while it held
+// dependents of this owner (graph.lostTo: a version no longer served, whose
+// objects still exist; until its monitor is back and synced), and until a
+// discovery round that began after the hold has completed (so that a CRD
+// created just before has a monitor; the round is started at once). The hold lasts at most
 // ownerGC.unsyncedResourceHold (default 10m, 0 turns it off), measured from
 // the first time this run held the owner; the owner gets a Warning Event
 // DependentsUnknown naming the resources, and when the bound expires the

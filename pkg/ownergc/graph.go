@@ -1,6 +1,7 @@
 package ownergc
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -154,6 +155,12 @@ type graph struct {
 	nodes      map[types.UID]*node
 	kinds      map[kindKey]*kindRef
 	namespaces map[string]string
+	// lostTo maps an owner's UID to the resources that left discovery
+	// while they held dependents of it (builder.resourceGone): those
+	// dependents still exist, unseen, until the resource is back and its
+	// monitor synced. The owner's orphan and foregroundDeletion
+	// finalizers wait for them (holdFinalizer).
+	lostTo map[types.UID]map[schema.GroupResource]struct{}
 
 	// Counters for metrics, written by the builder, read lock-free.
 	nObserved, nVirtual, nDeleted atomic.Int64
@@ -164,7 +171,21 @@ func newGraph() *graph {
 		nodes:      map[types.UID]*node{},
 		kinds:      map[kindKey]*kindRef{},
 		namespaces: map[string]string{},
+		lostTo:     map[types.UID]map[schema.GroupResource]struct{}{},
 	}
+}
+
+// lostDependents names the resources that left discovery while they held
+// dependents of owner uid (graph.lostTo), sorted.
+func (g *graph) lostDependents(uid types.UID) []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var out []string
+	for gr := range g.lostTo[uid] {
+		out = append(out, gr.String())
+	}
+	slices.Sort(out)
+	return out
 }
 
 // internKind returns the shared kindRef for apiVersion/kind. Writer only.

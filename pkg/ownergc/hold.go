@@ -111,6 +111,9 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 		return outcome{after: 100 * time.Millisecond}, true
 	}
 	unsynced := r.unsyncedFor(id.namespace)
+	for _, gr := range r.graph.lostDependents(id.uid) {
+		unsynced = append(unsynced, gr+" (left discovery holding dependents of it)")
+	}
 	if len(unsynced) == 0 {
 		r.holds.drop(id.uid)
 		return done, false

@@ -3,6 +3,7 @@ package ownergc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -175,7 +176,7 @@ func TestHoldFinalizer(t *testing.T) {
 	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, unsyncedHold: time.Minute}
 	c.metrics = newMetrics(prometheus.NewRegistry(), c)
 	rec := record.NewFakeRecorder(10)
-	r := &run{c: c, logger: testLogger(t), recorder: rec, kick: make(chan struct{}, 1)}
+	r := &run{c: c, logger: testLogger(t), recorder: rec, kick: make(chan struct{}, 1), graph: newGraph()}
 	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
 	pods := &monitor{started: clk.Now(), res: resPod}
 	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
@@ -245,5 +246,86 @@ func TestHoldFinalizer(t *testing.T) {
 	r.roundDone.Store(4)
 	if _, held := r.holdFinalizer(cluster, metav1.FinalizerDeleteDependents); !held {
 		t.Error("a cluster-scoped owner not held while nodes fail")
+	}
+}
+
+// testDependentResourceLeftDiscovery: a resource holding dependents leaves
+// discovery while they exist (here the CRD's only version is set served:
+// false; an aggregated API that stops listing a version does the same).
+// Its objects are still there, unseen. An owner deleted with orphan, and
+// one deleted in the foreground whose only blocking dependent is such an
+// object, keep their finalizer, with a DependentsUnknown Warning naming
+// the resource, until it is served again; then the orphan's dependent is
+// orphaned (kept, without the reference) and the foreground's deleted.
+// Before, both finalizers went within a discovery round: the orphan's
+// dependent, dangling once served again, was deleted although the user
+// asked to orphan it, and the foreground owner went before its blocking
+// dependent.
+func testDependentResourceLeftDiscovery(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	ns := env.namespace(t, "dep-unserved")
+	group := "ownergc-" + utilrand.String(5) + ".test.nodegc.io"
+	env.createCRD(t, group, "widgets", "Widget", []any{crdVersion("v1", true)}, nil)
+	crd := "widgets." + group
+	t.Cleanup(func() { _ = env.dyn.Resource(crdGVR).Delete(context.Background(), crd, metav1.DeleteOptions{}) })
+	v1 := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
+	owner := env.configMap(t, ns, "owner", nil)
+	w := env.createCR(t, v1, "Widget", ns, "w", []metav1.OwnerReference{cmRef(owner, true)})
+	fgOwner := env.configMap(t, ns, "fg-owner", nil)
+	fgW := env.createCR(t, v1, "Widget", ns, "fg-w", []metav1.OwnerReference{cmRef(fgOwner, true)})
+
+	cfg := testConfig()
+	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: 10 * time.Minute}
+	gc := env.startCollector(t, cfg)
+	gc.waitObserved(t, w.GetUID(), "")
+	gc.waitObserved(t, fgW.GetUID(), "")
+	served := func(on bool) {
+		t.Helper()
+		patch := fmt.Appendf(nil, `[{"op":"replace","path":"/spec/versions/0/served","value":%t}]`, on)
+		if _, err := env.dyn.Resource(crdGVR).Patch(ctx, crd, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served(false)
+	eventually(t, 30*time.Second, "widgets to leave the collector's discovery", func(context.Context) (bool, error) {
+		return !gc.hasMonitor(v1), nil
+	})
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationOrphan)
+	env.deleteCM(t, ns, "fg-owner", metav1.DeletePropagationForeground)
+	ownerGone, fgGone := env.cmGone(ns, "owner"), env.cmGone(ns, "fg-owner")
+	warned, fgWarned := env.hasEvent(ns, "owner", "DependentsUnknown", "orphan", crd), env.hasEvent(ns, "fg-owner", "DependentsUnknown", "foregroundDeletion", crd)
+	eventually(t, 30*time.Second, "each owner gone or warned about widgets", func(ctx context.Context) (bool, error) {
+		var done [4]bool
+		for i, f := range []func(context.Context) (bool, error){ownerGone, warned, fgGone, fgWarned} {
+			done[i], _ = f(ctx)
+		}
+		return (done[0] || done[1]) && (done[2] || done[3]), nil
+	})
+	// Two more discovery rounds (2s each) for a finalizer to go.
+	time.Sleep(5 * time.Second)
+	if gone, _ := ownerGone(ctx); gone {
+		t.Errorf("owner deleted with orphan went while its dependent's resource was not served")
+	} else if got := env.getCM(t, ns, "owner"); !slices.Contains(got.Finalizers, metav1.FinalizerOrphanDependents) {
+		t.Errorf("owner finalizers = %v while widgets are not served; want orphan kept", got.Finalizers)
+	}
+	if gone, _ := fgGone(ctx); gone {
+		t.Errorf("fg-owner went before its blocking dependent, whose resource was not served")
+	}
+
+	served(true)
+	eventually(t, 90*time.Second, "the owner to go once widgets are served again", ownerGone)
+	eventually(t, 90*time.Second, "the foreground owner to go once widgets are served again", fgGone)
+	eventually(t, 30*time.Second, "the foreground owner's widget to be gone", gone(func(ctx context.Context) error {
+		_, err := env.dyn.Resource(v1).Namespace(ns).Get(ctx, "fg-w", metav1.GetOptions{})
+		return err
+	}))
+	// Long enough for a dangling reference to be collected.
+	gc.waitIdle(t)
+	got, err := env.dyn.Resource(v1).Namespace(ns).Get(ctx, "w", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the widget of the owner deleted with orphan: %v; want it kept", err)
+	}
+	if refs := got.GetOwnerReferences(); len(refs) != 0 {
+		t.Errorf("the widget still references %v; want it orphaned", refs)
 	}
 }
