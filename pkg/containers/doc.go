@@ -114,7 +114,11 @@
 //   - The log directories (podLogsDirectory/NAMESPACE_NAME_UID) of gone pods
 //     are removed, and dangling *.log links under containerLogsDirectory
 //     unless their container exists and has not exited (a running
-//     container's link dangles for a moment while its log rotates).
+//     container's link dangles for a moment while its log rotates). A link
+//     name cut to 255 bytes ends in a prefix of the container's ID: at
+//     least 6 characters of it name every container whose ID they begin,
+//     as the kubelet's status lookup of the prefix does. A link that
+//     points at a log again when its removal comes is kept.
 //
 // Where nodegc deviates from the kubelet, for safety:
 //   - The newest dead instance of each group of a live pod is never

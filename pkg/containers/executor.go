@@ -286,8 +286,15 @@ func (e *executor) logLink(ctx context.Context, d LogLinkDecision) {
 		e.fail(OpRemoveLogLink, fmt.Errorf("log link %q: not a file name under %q", d.Link.Name, e.paths.ContainerLogs), "", "")
 		return
 	}
+	path := filepath.Join(e.paths.ContainerLogs, d.Link.Name)
+	// Dangling when planned, maybe not now: the kubelet renames a log to
+	// rotate it, then opens a new one, which the link points at again.
+	if _, err := os.Stat(path); err == nil {
+		klog.FromContext(ctx).V(4).Info("Container log link points at a log again; kept", "link", d.Link.Name)
+		return
+	}
 	klog.FromContext(ctx).V(4).Info("Removing dangling container log link", "link", d.Link.Name, "containerID", d.Link.ContainerID)
-	if err := os.Remove(filepath.Join(e.paths.ContainerLogs, d.Link.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		e.fail(OpRemoveLogLink, fmt.Errorf("removing log link %s: %w", d.Link.Name, err), "", "")
 		return
 	}

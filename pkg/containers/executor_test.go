@@ -77,6 +77,22 @@ func removedIDs(o *Outcome) []string {
 	return ids
 }
 
+// TestExecuteKeepsALinkThatPointsAgain: a link dangling when planned points
+// at a log again when its turn comes (the kubelet rotated the log: renamed
+// it, then opened a new one); it is kept.
+func TestExecuteKeepsALinkThatPointsAgain(t *testing.T) {
+	f := newExecFixture(t)
+	plan := f.plan(t)
+	touch(t, filepath.Join(filepath.Dir(f.paths.ContainerLogs), "nowhere")) // the link's target is back
+	out, err := execute(t.Context(), f.rt, plan, f.paths, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(f.danglingLink); err != nil || len(out.LogLinks) != 0 {
+		t.Errorf("a link that points at a log again: %v, removed %d links; want it kept", err, len(out.LogLinks))
+	}
+}
+
 func TestExecuteAppliesThePlan(t *testing.T) {
 	f := newExecFixture(t)
 	out, err := execute(t.Context(), f.rt, f.plan(t), f.paths, false)

@@ -619,10 +619,6 @@ func (pl *planner) logDirs(dirs []PodLogDir) {
 }
 
 func (pl *planner) logLinks(links []LogLink, containers []Container) {
-	state := make(map[string]State, len(containers))
-	for _, c := range containers {
-		state[c.ID] = c.State
-	}
 	for _, l := range links {
 		if !l.Dangling {
 			continue
@@ -630,12 +626,36 @@ func (pl *planner) logLinks(links []LogLink, containers []Container) {
 		// A link is dangling for a moment while the kubelet rotates a
 		// running container's log: only links of exited (or unknown to the
 		// runtime) containers go, as in the kubelet.
-		if st, ok := state[l.ContainerID]; ok && l.ContainerID != "" && st != StateExited {
+		if linkOfLiveContainer(l.ContainerID, containers) {
 			pl.plan.KeepLogLinks = append(pl.plan.KeepLogLinks, LogLinkDecision{Link: l, Reason: KeepNotExited})
 			continue
 		}
 		pl.plan.RemoveLogLinks = append(pl.plan.RemoveLogLinks, LogLinkDecision{Link: l, Reason: ReasonDangling})
 	}
+}
+
+// minLinkIDPrefix is the shortest container ID prefix in a link's name that
+// names a container: the kubelet takes anything shorter for no container
+// (kuberuntime's getContainerIDFromLegacyLogSymlink).
+const minLinkIDPrefix = 6
+
+// linkOfLiveContainer reports whether a link whose name ends in id names a
+// container that has not exited. The kubelet cuts link names to 255 bytes:
+// with a long pod name, namespace and container name only a prefix of the
+// ID is left, which the kubelet's status lookup resolves (containerd takes
+// ID prefixes). So a prefix of at least minLinkIDPrefix characters matches
+// every container whose ID it begins, and the link stays if any of them
+// has not exited.
+func linkOfLiveContainer(id string, containers []Container) bool {
+	if len(id) < minLinkIDPrefix {
+		return false
+	}
+	for _, c := range containers {
+		if strings.HasPrefix(c.ID, id) && c.State != StateExited {
+			return true
+		}
+	}
+	return false
 }
 
 // sort orders removals oldest first and everything else by pod, so that

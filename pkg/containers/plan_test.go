@@ -203,6 +203,22 @@ func TestPlanLogs(t *testing.T) {
 				KeepLinks:   []string{"p_ns_run-p/run/0.log:not_exited"},
 			},
 		},
+		"a link cut to a prefix of its container's ID counts as that container's": {
+			node: NodeState{
+				Containers: []Container{ctr("p", "run", 0, StateRunning, time.Hour), dead("p", "dead", 0, time.Minute)},
+				LogLinks: []LogLink{
+					link("long_ns_run-p/run/.log", "p/run/", true),  // 6 characters: the running container's
+					link("long_ns_dead-p/dead.log", "p/dead", true), // the exited one's
+					link("long_ns_short-p/ru.log", "p/ru", true),    // under 6: no container, as for the kubelet
+				},
+			},
+			pods: live("p"),
+			want: summary{
+				Keep:        []string{"p/dead/0:within_limit", "p/run/0:running"},
+				RemoveLinks: []string{"long_ns_dead-p/dead.log:dangling", "long_ns_short-p/ru.log:dangling"},
+				KeepLinks:   []string{"long_ns_run-p/run/.log:not_exited"},
+			},
+		},
 	})
 }
 

@@ -1,0 +1,67 @@
+package containers_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/pkg/containers"
+)
+
+// TestRotatingLinkOfLongNamedContainerKept, on a real containerd: a running
+// container whose pod name, namespace and container name are long has its
+// /var/log/containers link cut to 255 bytes by the kubelet, so the name
+// keeps only a prefix of the container ID (61 of 64 characters here). While
+// the kubelet rotates that container's log (renames it, then reopens it),
+// the link dangles for a moment. It belongs to a running container, and
+// must stay: the kubelet never makes it again, and log shippers that read
+// /var/log/containers would lose the container for the rest of its life.
+// The kubelet asks the runtime for the status of the ID prefix, which
+// containerd resolves. Before, nodegc looked the prefix up as a whole ID,
+// found no container, and removed the link as dangling.
+func TestRotatingLinkOfLongNamedContainerKept(t *testing.T) {
+	n := startNode(t, testbed.Containerd2, nil)
+	ctx := t.Context()
+	podName, podNS := strings.Repeat("p", 180), "team"
+	sb, err := n.RunPod(ctx, node.PodSpec{Name: podName, Namespace: podNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := n.RunContainer(ctx, sb, node.ContainerSpec{Name: "app", Image: n.image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.WaitContainerState(ctx, id, runtimeapi.ContainerState_CONTAINER_RUNNING, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet's link name: POD_NAMESPACE_CONTAINER-ID, cut to leave
+	// room for ".log" in 255 bytes.
+	name := fmt.Sprintf("%s_%s_%s-%s", podName, podNS, "app", id)
+	name = name[:255-len(".log")]
+	prefix := name[strings.LastIndexByte(name, '-')+1:]
+	link := filepath.Join(n.linkDir, name+".log")
+	if err := os.Symlink(st.GetLogPath(), link); err != nil {
+		t.Fatal(err)
+	}
+	// The first step of a rotation: the log is renamed, the link dangles.
+	if err := os.Rename(st.GetLogPath(), st.GetLogPath()+".20261129-060000"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the link keeps %d of the ID's %d characters", len(prefix), len(id))
+
+	r, err := n.manager(t, n.gcConfig(nil), nil).GarbageCollect(ctx, containers.TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(link); err != nil {
+		t.Errorf("the link of running container %s, dangling while its log rotates, was removed (%v); plan: %+v", id[:12], err, r.Plan.RemoveLogLinks)
+	}
+}
