@@ -79,15 +79,20 @@
 //
 // Container states, as this package uses the words:
 //   - running: CONTAINER_RUNNING. Never removed.
-//   - exited: CONTAINER_EXITED, the container's process ran and stopped
-//     (the runtime recorded its exit).
+//   - exited: CONTAINER_EXITED, the runtime recorded an exit: the
+//     container's process ran and stopped, or its start failed (containerd
+//     marks a failed start exited, with exit code 128, reason StartError
+//     and no start time). The kubelet counts either as an instance that
+//     ran, and so does nodegc: an instance whose start failed can be the
+//     newest dead one, and the one before it, which ran, can go to the
+//     limits. CRI lists carry no start time to tell them apart.
 //   - unknown: CONTAINER_UNKNOWN, the runtime lost track of it. It counts as
 //     an instance that ran (a container that was only created is reported
 //     as created), and it is stopped before it is removed, as the kubelet
 //     does.
 //   - created, never started: CONTAINER_CREATED. The kubelet creates a
 //     container and then starts it; in between, or forever if the kubelet
-//     crashed or the start failed, the runtime lists it as created.
+//     crashed in between, the runtime lists it as created.
 //   - dead: not running, i.e. exited, unknown or created. The instances of
 //     a container are grouped by (pod UID, container name); the newest dead
 //     instance of a group is the newest that ran (exited or unknown), or, if
