@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -127,7 +129,7 @@ func (s *sizer) size(ctx context.Context, p *Plan) {
 			klog.FromContext(ctx).V(2).Info("Cannot read a container's log path; counting its logs as 0 bytes", "containerID", d.Container.ID, "err", err)
 			continue
 		}
-		files, _ := containerLogFiles(st.GetLogPath(), s.paths.PodLogs) // a bad pattern: no file to count
+		files, _ := containerLogFiles(st.GetLogPath(), s.paths.PodLogs) // unreadable, or linked: no file to count
 		for _, f := range files {
 			if n, ok := allocated(f); ok && !counted[f] {
 				counted[f] = true
@@ -169,12 +171,47 @@ func (s *sizer) writableLayer(ctx context.Context, id string) uint64 {
 // containerLogFiles lists a container's log file and its rotated siblings
 // (LOGPATH*: LOGPATH.TIMESTAMP, LOGPATH.TIMESTAMP.gz, and the kubelet's
 // .tmp while it compresses): the files removeContainerLogs removes; none when
-// the log path lies outside podLogsDir.
+// the log path lies outside podLogsDir. The names are matched as text, not
+// as a pattern (a log path may hold * or [). The log's directory must be
+// reached without a symbolic link below podLogsDir (podLogsDir itself may
+// be one): a directory linked to another pod's would have the other pod's
+// logs removed; that is an error, and nothing is listed.
 func containerLogFiles(logPath, podLogsDir string) ([]string, error) {
 	if logPath == "" || podLogsDir == "" || !within(logPath, podLogsDir) {
 		return nil, nil
 	}
-	return filepath.Glob(logPath + "*") // errs only with ErrBadPattern, for a path with [ or \
+	dir, base := filepath.Split(filepath.Clean(logPath))
+	dir = filepath.Clean(dir)
+	real, err := filepath.EvalSymlinks(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // nothing left to remove
+	} else if err != nil {
+		return nil, err
+	}
+	root, err := filepath.EvalSymlinks(podLogsDir)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := filepath.Rel(filepath.Clean(podLogsDir), dir)
+	if err != nil {
+		return nil, err
+	}
+	if real != filepath.Join(root, rel) {
+		return nil, fmt.Errorf("log directory %s is a symbolic link, or lies below one, to %s: its files are left alone", dir, real)
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), base) {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	return files, nil
 }
 
 // allocated returns the bytes a file's blocks take (st_blocks*512); false

@@ -207,7 +207,12 @@
 //     of that pod succeeded; a sandbox is removed only if every container
 //     of it planned for removal was removed.
 //   - Files are removed only under podLogsDirectory and
-//     containerLogsDirectory: a container's log path elsewhere is left alone.
+//     containerLogsDirectory: a container's log path elsewhere is left alone,
+//     and so are its log files when their directory is reached through a
+//     symbolic link below podLogsDirectory (a pod's directory linked to
+//     another's would have the other's logs removed): the removal fails,
+//     the container stays, and the run reports it. Log files are matched
+//     by name as text (LOGPATH*), never as a pattern.
 //
 // Static pods. The kubelet runs static pods from files (or a URL) and
 // publishes each as a mirror pod in the API whose kubernetes.io/config.mirror

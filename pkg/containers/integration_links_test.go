@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,60 @@ func TestRotatingLinkOfLongNamedContainerKept(t *testing.T) {
 	}
 	if _, err := os.Lstat(link); err != nil {
 		t.Errorf("the link of running container %s, dangling while its log rotates, was removed (%v); plan: %+v", id[:12], err, r.Plan.RemoveLogLinks)
+	}
+}
+
+// TestLogRemovalStaysInItsDirectory, on a real containerd: pod A's log
+// directory for container app is replaced by a symbolic link to pod B's
+// (anything with write access to the pod logs directory can do it: a log
+// agent given /var/log read-write). Removing A's older instance of app
+// removes its log files, LOGPATH*; through the link, LOGPATH is B's running
+// container's log. Before, nodegc removed it. Now no log file is removed
+// whose directory is reached through a symbolic link below the pod logs
+// directory: as for any log removal that fails, the instance stays, and
+// the run reports the error, which names the link.
+func TestLogRemovalStaysInItsDirectory(t *testing.T) {
+	n := startNode(t, testbed.Containerd2, nil)
+	ctx := t.Context()
+	sbB, err := n.RunPod(ctx, node.PodSpec{Name: "b", Namespace: "ns", UID: "uid-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idB, err := n.RunContainer(ctx, sbB, node.ContainerSpec{Name: "app", Image: n.image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stB, err := n.WaitContainerState(ctx, idB, runtimeapi.ContainerState_CONTAINER_RUNNING, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbA, err := n.RunPod(ctx, node.PodSpec{Name: "a", Namespace: "ns", UID: "uid-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := n.runDead(t, sbA, "a", "ns", "app", 2)
+	dirA := filepath.Join(n.PodLogs, "ns_a_uid-a", "app")
+	if err := os.Rename(dirA, dirA+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(stB.GetLogPath()), dirA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stB.GetLogPath()); err != nil {
+		t.Fatalf("B's log before the GC: %v", err)
+	}
+
+	r, err := n.manager(t, n.gcConfig(nil), nil).GarbageCollect(ctx, containers.TriggerManual)
+	if !slices.ContainsFunc(r.Plan.RemoveContainers, func(d containers.ContainerDecision) bool { return d.Container.ID == ids[0] }) {
+		t.Fatalf("A's older instance %s is not planned for removal; the test needs it (plan: %+v)", ids[0][:12], r.Plan.RemoveContainers)
+	}
+	if _, err := os.Stat(stB.GetLogPath()); err != nil {
+		t.Errorf("B's running container's log, reached through A's linked directory, was removed: %v", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("GC error %v; want one naming the symbolic link", err)
+	}
+	if _, ok := n.containerStates(t)[ids[0]]; !ok {
+		t.Errorf("A's older instance %s was removed although its logs could not be", ids[0][:12])
 	}
 }

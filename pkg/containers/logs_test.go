@@ -3,6 +3,7 @@ package containers
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -166,5 +167,48 @@ func TestRemoveContainerLogs(t *testing.T) {
 	// Twice is fine: what is gone is done.
 	if err := removeContainerLogs(logPath, pods, links, &c); err != nil {
 		t.Errorf("second removal: %v", err)
+	}
+}
+
+// TestContainerLogFilesStayInTheirDirectory: the files a container's log
+// removal takes are LOGPATH and its rotated siblings, matched as text (a
+// log path may hold * or [, which as a pattern would match other files),
+// in a directory reached without a symbolic link below the pod logs
+// directory (which may itself be one, as /var/log/pods on a node that
+// keeps logs on another disk).
+func TestContainerLogFilesStayInTheirDirectory(t *testing.T) {
+	root := t.TempDir()
+	real, pods := filepath.Join(root, "disk", "pods"), filepath.Join(root, "pods")
+	mkdirs(t, real)
+	if err := os.Symlink(real, pods); err != nil {
+		t.Fatal(err)
+	}
+	a := filepath.Join(pods, "ns_a_ua", "app")
+	touch(t, filepath.Join(a, "0.log"), filepath.Join(a, "0.log.20261129-060000"), filepath.Join(a, "x*.log"), filepath.Join(a, "xa.log"))
+	names := func(files []string) []string {
+		var out []string
+		for _, f := range files {
+			out = append(out, filepath.Base(f))
+		}
+		return out
+	}
+	got, err := containerLogFiles(filepath.Join(a, "0.log"), pods)
+	if err != nil || !slices.Equal(names(got), []string{"0.log", "0.log.20261129-060000"}) {
+		t.Errorf("through a linked pod logs directory: %q, %v; want the log and its rotated sibling", names(got), err)
+	}
+	if got, err := containerLogFiles(filepath.Join(a, "x*.log"), pods); err != nil || !slices.Equal(names(got), []string{"x*.log"}) {
+		t.Errorf("a log path with *: %q, %v; want that file alone", names(got), err)
+	}
+	// Pod b's directory for app is a link to pod a's.
+	b := filepath.Join(pods, "ns_b_ub", "app")
+	mkdirs(t, filepath.Dir(b))
+	if err := os.Symlink(a, b); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := containerLogFiles(filepath.Join(b, "0.log"), pods); err == nil || len(got) != 0 {
+		t.Errorf("through a linked log directory: %q, %v; want nothing and an error", names(got), err)
+	}
+	if got, err := containerLogFiles(filepath.Join(pods, "ns_gone_u", "app", "0.log"), pods); err != nil || len(got) != 0 {
+		t.Errorf("a directory already gone: %q, %v; want nothing, no error", names(got), err)
 	}
 }
