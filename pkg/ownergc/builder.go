@@ -42,6 +42,9 @@ func (b *builder) apply(ev *event) {
 		b.resourceGone(ev.res)
 	case evRelisted:
 		b.relisted(ev.res, ev.uids)
+		if ev.mon != nil {
+			ev.mon.recovered()
+		}
 	case evSynced:
 		b.resourceBack(ev.mon.res)
 		ev.mon.markGraphSynced()

@@ -240,6 +240,19 @@
 // collector finishes as kube-controller-manager would, with a Warning
 // UnsyncedResourceHoldExpired and an error log (see hold.go).
 //
+// What ends a failure is the graph catching up, not a request returning: a
+// relist counts once its evRelisted is applied (the objects created while
+// the monitor failed are in the graph then), and the watch opened right
+// after it does not end the failure before that. A watch refused with 429
+// (a CRD's storage re-initializing because its list fails, or throttling)
+// or a refused connection counts as a failure at once: the reflector
+// retries those without telling its error handler, and client-go would
+// retry a 429 for half a minute and more. And the hold is looked at after
+// the dependents known at the start of the attempt were orphaned: the view
+// is taken again then, and an orphaning or a foreground deletion that finds
+// a dependent it did not know (brought by a resource that recovered
+// meanwhile) goes round once more before the finalizer goes.
+//
 // # Fewer requests
 //
 // In a Background cascade each dependent is judged from the graph (its

@@ -65,7 +65,7 @@ type event struct {
 	obj   *metav1.PartialObjectMetadata // evUpsert, evDelete
 	res   *resource                     // evUpsert, evDelete, evResourceGone, evRelisted
 	uids  map[types.UID]struct{}        // evRelisted
-	mon   *monitor                      // evSynced
+	mon   *monitor                      // evSynced, evRelisted
 	owner *ownerKey                     // evOwnerAbsent
 	done  chan struct{}                 // evBarrier
 }

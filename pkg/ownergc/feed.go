@@ -80,7 +80,7 @@ func (f *feed) Replace(list []any, _ string) error {
 	}
 	f.m.pushAll(batch)
 	if relist {
-		f.m.push(event{typ: evRelisted, res: f.m.res, uids: uids})
+		f.m.push(event{typ: evRelisted, res: f.m.res, uids: uids, mon: f.m})
 		return nil
 	}
 	f.m.push(event{typ: evSynced, mon: f.m})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,5 +328,147 @@ func testDependentResourceLeftDiscovery(t *testing.T, env *itEnv) {
 	}
 	if refs := got.GetOwnerReferences(); len(refs) != 0 {
 		t.Errorf("the widget still references %v; want it orphaned", refs)
+	}
+}
+
+// monitorState returns the state of the collector's monitor of gvr's
+// resource ("" without one).
+func (tc *testCollector) monitorState(gvr schema.GroupVersionResource) string {
+	r := tc.current.Load()
+	if r == nil {
+		return ""
+	}
+	r.monitors.mu.Lock()
+	defer r.monitors.mu.Unlock()
+	m, ok := r.monitors.byGR[gvr.GroupResource()]
+	if !ok {
+		return ""
+	}
+	return monitorStates[m.state(r.c.clock.Now(), r.c.failureGrace, r.c.syncTimeout)]
+}
+
+// testOrphanSeesDependentsOfARecoveredResource: an owner is deleted with
+// orphan while a resource that holds one of its dependents fails (its
+// conversion webhook is down; w2 was created meanwhile, unseen): the
+// collector orphans the dependents it knows and holds the finalizer. Then
+// a new dependent, k3, is created; while the collector patches it, the
+// resource recovers and brings w2 into the graph, so that the hold, looked
+// at right after, finds nothing failing. Before, the finalizer went on
+// the view taken before the patch, without w2: w2's owner was then gone,
+// and w2 was deleted although the user asked to orphan it. Now the view is
+// taken again once the hold passes, and w2 is orphaned first.
+func testOrphanSeesDependentsOfARecoveredResource(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	ns := env.namespace(t, "orphan-recovered")
+	group := "ownergc-" + utilrand.String(5) + ".test.nodegc.io"
+	env.createCRD(t, group, "sprockets", "Sprocket", []any{crdVersion("v1", true), crdVersion("v2", false)}, nil)
+	crd := "sprockets." + group
+	t.Cleanup(func() { _ = env.dyn.Resource(crdGVR).Delete(context.Background(), crd, metav1.DeleteOptions{}) })
+	v1 := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "sprockets"}
+	owner := env.configMap(t, ns, "owner", nil)
+	known := env.configMap(t, ns, "known", []metav1.OwnerReference{cmRef(owner, true)})
+
+	cfg := testConfig()
+	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: 10 * time.Minute}
+	cfg.ConcurrentGCSyncs = 1
+	gc := env.startCollector(t, cfg)
+	gc.waitObserved(t, known.UID, "")
+	v2 := schema.GroupVersionResource{Group: group, Version: "v2", Resource: "sprockets"}
+	eventually(t, 30*time.Second, "the sprockets monitor to sync", func(context.Context) (bool, error) {
+		return gc.hasMonitor(v2) && gc.monitorState(v2) == monitorStates[stateSynced], nil
+	})
+	// The conversion webhook goes down, and w2 is created (as v1, which
+	// needs no conversion): the collector's v2 watch cannot convert it,
+	// and its relists fail.
+	breakConversion := []byte(`{"spec":{"conversion":{"strategy":"Webhook","webhook":{"conversionReviewVersions":["v1"],"clientConfig":{"url":"https://127.0.0.1:1/convert"}}}}}`)
+	if _, err := env.dyn.Resource(crdGVR).Patch(ctx, crd, types.MergePatchType, breakConversion, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w2 := env.createCR(t, v1, "Sprocket", ns, "w2", []metav1.OwnerReference{cmRef(owner, true)})
+	eventually(t, 60*time.Second, "the sprockets monitor to fail", func(context.Context) (bool, error) {
+		return gc.monitorState(v2) == monitorStates[stateFailing], nil
+	})
+	if r := gc.current.Load(); r.graph.hasObserved(w2.GetUID(), "") {
+		t.Fatal("w2 is in the graph before the resource recovered; the test needs it missing")
+	}
+
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationOrphan)
+	eventually(t, 30*time.Second, "the known dependent to be orphaned", func(ctx context.Context) (bool, error) {
+		cm, err := env.cs.CoreV1().ConfigMaps(ns).Get(ctx, "known", metav1.GetOptions{})
+		return err == nil && len(cm.OwnerReferences) == 0, err
+	})
+	eventually(t, 30*time.Second, "the owner's finalizer held for sprockets",
+		env.hasEvent(ns, "owner", "DependentsUnknown", "orphan", crd))
+
+	// k3 is created; while it is patched, the webhook is healed and the
+	// resource's watch or relist brings w2 into the graph.
+	var once sync.Once
+	gc.beforeWrite.Store(ns, func(action string, id objectID) {
+		if action != actOrphanDependent.String() || id.name != "k3" {
+			return
+		}
+		once.Do(func() {
+			env.healCRD(t, crd)
+			deadline := time.Now().Add(60 * time.Second)
+			for r := gc.current.Load(); time.Now().Before(deadline) && !(r.graph.hasObserved(w2.GetUID(), "") && len(r.unsyncedFor(ns)) == 0); r = gc.current.Load() {
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	})
+	env.configMap(t, ns, "k3", []metav1.OwnerReference{cmRef(owner, true)})
+	eventually(t, 90*time.Second, "the owner to go", env.cmGone(ns, "owner"))
+	gc.waitIdle(t)
+	got, err := env.dyn.Resource(v1).Namespace(ns).Get(ctx, "w2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("w2, a dependent of the owner deleted with orphan: %v; want it kept", err)
+	}
+	if refs := got.GetOwnerReferences(); len(refs) != 0 {
+		t.Errorf("w2 still references %v; want it orphaned", refs)
+	}
+}
+
+// TestRelistRecoversWhenApplied: a failing monitor whose relist returned is
+// not trusted until the graph has applied that relist (its evRelisted):
+// the objects created while it failed may still be queued. The watch that
+// the reflector opens right after the list does not end the failure
+// either. The first list ends a failure at once (the monitor is syncing
+// until evSynced anyway).
+func TestRelistRecoversWhenApplied(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
+	r := &run{c: c, logger: testLogger(t), graph: newGraph()}
+	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
+	pods := &monitor{started: clk.Now(), res: resPod}
+	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+	tg := newTestGraph(t)
+
+	pods.mu.Lock()
+	pods.failing, pods.failingSince = true, clk.Now()
+	pods.mu.Unlock()
+	pods.listed() // the first list
+	tg.apply(event{typ: evSynced, mon: pods})
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
+		t.Fatalf("after the first list is applied: unsynced %q, want none", got)
+	}
+
+	pods.mu.Lock()
+	pods.failing, pods.failingSince = true, clk.Now() // its watch failed
+	pods.mu.Unlock()
+	pods.listed()   // the relist returned
+	pods.watching() // and the watch after it opened
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 1 {
+		t.Errorf("relist returned, not applied: unsynced %q, want pods", got)
+	}
+	tg.apply(event{typ: evRelisted, res: resPod, uids: map[types.UID]struct{}{}, mon: pods})
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
+		t.Errorf("relist applied: unsynced %q, want none", got)
+	}
+	// A watch that reopens with no relist ends a failure.
+	pods.mu.Lock()
+	pods.failing = true
+	pods.mu.Unlock()
+	pods.watching()
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
+		t.Errorf("watch reopened: unsynced %q, want none", got)
 	}
 }

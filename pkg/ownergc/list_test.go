@@ -296,7 +296,7 @@ func TestMonitorListsConsistently(t *testing.T) {
 		_, _ = w.Write(data)
 	})
 	m := &monitor{res: newResource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "ConfigMap", true)}
-	lw := m.listWatch(c)
+	lw := m.listWatch(c, func(context.Context, error) {})
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	r := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, store, cache.ReflectorOptions{})
 	ctx, cancel := context.WithCancel(t.Context())

@@ -98,6 +98,14 @@ func (c *metaClient) list(ctx context.Context, gvr schema.GroupVersionResource, 
 	return list, nil
 }
 
+// watch opens a watch of gvr's objects in every namespace. An answer to
+// retry later (429 or 5xx with Retry-After) is an error at once, not
+// retried here: kube-apiserver answers so while it cannot serve the
+// resource (a CRD whose storage is re-initializing and whose list fails,
+// its conversion webhook down), and client-go would retry for half a
+// minute and more while the monitor, blind, counted as following the
+// resource. The error makes the monitor failing (holds wait on it), and the
+// reflector retries with its own backoff.
 func (c *metaClient) watch(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (watch.Interface, error) {
 	var timeout time.Duration
 	if opts.TimeoutSeconds != nil {
@@ -105,7 +113,7 @@ func (c *metaClient) watch(ctx context.Context, gvr schema.GroupVersionResource,
 	}
 	opts.Watch = true
 	return c.rest.Get().AbsPath(resourcePath(gvr, "", "")...).SetHeader("Accept", acceptPartial).
-		SpecificallyVersionedParams(&opts, metaParams, versionV1).Timeout(timeout).Watch(ctx)
+		SpecificallyVersionedParams(&opts, metaParams, versionV1).Timeout(timeout).MaxRetries(0).Watch(ctx)
 }
 
 // deleteOptionsEncoder writes delete options as a protobuf object.

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -48,7 +49,13 @@ type monitor struct {
 	mu sync.Mutex // guards the failure fields
 	// failing: the last list or watch failed and none succeeded since
 	// (see recovered).
-	failing      bool
+	failing bool
+	// relisting: a relist returned whose objects the graph has not applied
+	// yet (its evRelisted is queued). The monitor recovers when that event
+	// is applied, not when the list returns or the watch after it opens:
+	// until then the graph may lack objects created while it failed, and an
+	// owner's hold must not end on it.
+	relisting    bool
 	failingSince time.Time
 	lastLogged   time.Time
 }
@@ -70,11 +77,42 @@ func (m *monitor) markGraphSynced() {
 	m.recovered()
 }
 
-// recovered records that a list, or a watch, succeeded: the graph
-// follows the API server again.
+// recovered records that the graph follows the API server again: the
+// first list or a relist is applied (evSynced, evRelisted).
 func (m *monitor) recovered() {
 	m.mu.Lock()
-	m.failing = false
+	m.failing, m.relisting = false, false
+	m.mu.Unlock()
+}
+
+// listed records that a list returned. Before the first sync that ends a
+// failure (the monitor stays syncing until evSynced is applied); a relist
+// recovers the monitor only once evRelisted is applied (relisting).
+func (m *monitor) listed() {
+	m.mu.Lock()
+	if m.graphSynced.Load() {
+		m.relisting = true
+	} else {
+		m.failing = false
+	}
+	m.mu.Unlock()
+}
+
+// relistPending reports whether a relist returned that the graph has not
+// applied yet.
+func (m *monitor) relistPending() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.relisting
+}
+
+// watching records that a watch opened: the graph follows the API server
+// again, unless a relist is still to be applied.
+func (m *monitor) watching() {
+	m.mu.Lock()
+	if !m.relisting {
+		m.failing = false
+	}
 	m.mu.Unlock()
 }
 
@@ -175,7 +213,7 @@ func (ms *monitorSet) start(res *resource) *monitor {
 	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now()}
 	ctrl := cache.New(&cache.Config{
 		Queue:             newFeed(m),
-		ListerWatcher:     m.listWatch(ms.r.c.watches),
+		ListerWatcher:     m.listWatch(ms.r.c.watches, func(ctx context.Context, err error) { ms.noteError(ctx, m, err) }),
 		ObjectType:        &metav1.PartialObjectMetadata{},
 		ObjectDescription: res.gvr.String(),
 		Process:           func(any, bool) error { return nil }, // the feed queues nothing
@@ -193,7 +231,10 @@ func (ms *monitorSet) start(res *resource) *monitor {
 
 // listWatch is the list and watch of m's resource (as metadatainformer
 // builds them), telling m when a list or a watch succeeds; the watch error
-// handler tells the failures.
+// handler tells the failures, but for those the reflector retries without
+// telling it: a watch refused with 429 (a CRD's storage re-initializing,
+// or throttling) or a refused connection (an API server down), which
+// silent tells.
 //
 // Every list is a plain list, consistent and whole (see "# Synced" and
 // "# Start-up" in doc.go): not one of any version (resourceVersion=0,
@@ -202,7 +243,7 @@ func (ms *monitorSet) start(res *resource) *monitor {
 // as initial events, client-go's default since 1.35), which costs
 // kube-apiserver a deep copy of each object. The collector decodes the
 // list as it arrives (readPartialList).
-func (m *monitor) listWatch(client *metaClient) cache.ListerWatcher {
+func (m *monitor) listWatch(client *metaClient, silent func(context.Context, error)) cache.ListerWatcher {
 	gvr := m.res.gvr
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -214,15 +255,18 @@ func (m *monitor) listWatch(client *metaClient) cache.ListerWatcher {
 			if err != nil {
 				return nil, err
 			}
-			m.recovered()
+			m.listed()
 			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			w, err := client.watch(ctx, gvr, opts)
 			if err != nil {
+				if apierrors.IsTooManyRequests(err) || utilnet.IsConnectionRefused(err) {
+					silent(ctx, err)
+				}
 				return nil, err
 			}
-			m.recovered()
+			m.watching()
 			return w, nil
 		},
 	}
@@ -285,7 +329,8 @@ func (ms *monitorSet) noteError(ctx context.Context, m *monitor, err error) {
 }
 
 // unsynced names the monitored resources whose graph cannot be trusted now
-// (syncing, failed or failing) and that could hold dependents of an owner
+// (syncing, failed or failing, or a relist not applied yet) and that could
+// hold dependents of an owner
 // in namespace ns: every resource for a cluster-scoped owner (ns ""), the
 // namespaced ones otherwise (a cluster-scoped object cannot depend on a
 // namespaced owner).
@@ -297,8 +342,11 @@ func (ms *monitorSet) unsyncedFor(now time.Time, ns string) []string {
 		if ns != "" && !m.res.namespaced {
 			continue
 		}
-		if st := m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout); st != stateSynced {
+		switch st := m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout); {
+		case st != stateSynced:
 			out = append(out, gr.String()+" ("+monitorStates[st]+")")
+		case m.relistPending():
+			out = append(out, gr.String()+" (relisting)")
 		}
 	}
 	slices.Sort(out)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,7 +35,28 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 	if out, held := r.holdFinalizer(v.id, metav1.FinalizerOrphanDependents); held {
 		return out // the dependents it may not know of yet are orphaned when it looks again
 	}
+	// The view was taken before the dependents were patched and the hold
+	// looked: a resource that recovered meanwhile may have brought
+	// dependents it lacks. They are orphaned first, in another attempt.
+	if now, ok := r.graph.orphanView(uid); ok && hasNewDependents(now, v) {
+		return outcome{after: time.Millisecond}
+	}
 	return r.removeFinalizer(ctx, v.id, metav1.FinalizerOrphanDependents, v.orphanIndex, ruleDependentsOrphaned)
+}
+
+// hasNewDependents reports whether now lists a dependent that was does
+// not.
+func hasNewDependents(now, was orphanView) bool {
+	seen := make(map[types.UID]bool, len(was.dependents))
+	for _, d := range was.dependents {
+		seen[d.id.uid] = true
+	}
+	for _, d := range now.dependents {
+		if !seen[d.id.uid] {
+			return true
+		}
+	}
+	return false
 }
 
 // orphanDependents patches the dependents in parallel (at most as many at a

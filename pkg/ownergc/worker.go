@@ -85,6 +85,16 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 			if out, held := r.holdFinalizer(v.id, p.finalizer); held {
 				return out
 			}
+			// Decided on the view taken before the hold looked: a
+			// resource that recovered meanwhile may have brought a
+			// blocking dependent. Decided again on the graph as it is.
+			now, ok := r.graph.itemView(v.id.uid)
+			if !ok {
+				return done
+			}
+			if decideDeletingDependents(&now).action != actRemoveFinalizer {
+				return outcome{after: time.Millisecond}
+			}
 		}
 		return r.execute(ctx, v, p, mayReread)
 	}
