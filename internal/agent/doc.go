@@ -70,5 +70,7 @@
 // at start only), the node GC stops its image and container GC loops and
 // builds them again for it (nodegc.go, collect; profile.go): what was set
 // up for the old one (its event stream or its absence, its snapshotter,
-// its sandbox image) would otherwise outlive it.
+// its sandbox image) would otherwise outlive it. A fact the runtime did not
+// give when the loops were built (its status timed out) is asked for again
+// every 30 seconds, and the loops are built again once it answers.
 package agent

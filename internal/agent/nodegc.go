@@ -144,40 +144,61 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 	return n.runtimeChanged(ctx, c, rt)
 }
 
-// runtimeChanged waits until ctx ends (false) or, at a return of the
-// connection, the runtime answers with another profile than was (true):
-// another name or version, or a restart with another sandbox image or
-// image filesystem in its config. Version is asked until it answers: a
-// runtime may accept connections before it serves CRI.
+// runtimeChanged waits until ctx ends (false) or the runtime answers with
+// another profile than was (true): at a return of the connection, another
+// name or version, or a restart with another sandbox image or image
+// filesystem in its config; and, while a fact of was could not be read, once
+// it can (it is asked again every unreadRetry). Version is asked until it
+// answers: a runtime may accept connections before it serves CRI.
 func (n *nodeGC) runtimeChanged(ctx context.Context, c *cri.Client, was runtimeProfile) bool {
+	return profileChanged(ctx, was, n.link.reconnected, unreadRetry,
+		func(ctx context.Context) error { _, _, err := c.RefreshVersion(ctx); return err },
+		func(ctx context.Context) runtimeProfile { return readRuntimeProfile(ctx, c) })
+}
+
+// unreadRetry is how often a runtime's profile with facts it did not give
+// is read again.
+const unreadRetry = 30 * time.Second
+
+// profileChanged is runtimeChanged on its parts: refresh asks the runtime
+// for its Version, read for its profile.
+func profileChanged(ctx context.Context, was runtimeProfile, reconnected <-chan struct{}, retryEvery time.Duration,
+	refresh func(context.Context) error, read func(context.Context) runtimeProfile) bool {
 	for {
+		var retry <-chan time.Time
+		if len(was.unread) > 0 {
+			retry = time.After(retryEvery)
+		}
 		select {
 		case <-ctx.Done():
 			return false
-		case <-n.link.reconnected:
-		}
-		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-			if _, _, err := c.RefreshVersion(ctx); err == nil {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return false
-			case <-time.After(delay):
+		case <-retry:
+		case <-reconnected:
+			for delay := 100 * time.Millisecond; refresh(ctx) != nil; delay = min(2*delay, 5*time.Second) {
+				select {
+				case <-ctx.Done():
+					return false
+				case <-time.After(delay):
+				}
 			}
 		}
-		now := readRuntimeProfile(ctx, c)
+		now := read(ctx)
 		if ctx.Err() != nil {
 			return false
 		}
-		if changes := was.changes(now); len(changes) > 0 {
-			msg := "The container runtime's configuration changed while the connection was down; building the image and container GC again for it"
-			if was.name != now.name || was.version != now.version {
-				msg = "Another container runtime answers since the connection returned; building the image and container GC again for it"
-			}
-			klog.FromContext(ctx).Info(msg, "changes", changes)
-			return true
+		changes := was.changes(now)
+		if len(changes) == 0 {
+			continue
 		}
+		msg := "The container runtime's configuration changed while the connection was down; building the image and container GC again for it"
+		switch {
+		case was.name != now.name || was.version != now.version:
+			msg = "Another container runtime answers since the connection returned; building the image and container GC again for it"
+		case len(now.unread) < len(was.unread):
+			msg = "The container runtime now gives what it did not when the image GC was built; building the image and container GC again with it"
+		}
+		klog.FromContext(ctx).Info(msg, "changes", changes)
+		return true
 	}
 }
 

@@ -58,7 +58,7 @@ func readRuntimeProfile(ctx context.Context, c *cri.Client) runtimeProfile {
 // logUnread says what the GC is built without.
 func (p runtimeProfile) logUnread(logger klog.Logger) {
 	if len(p.unread) > 0 {
-		logger.Info("Cannot read all of the container runtime's configuration; without its sandbox image the image GC relies on the pinned flag, without its image filesystem on CRI sizes; read again when the connection returns", "unread", p.why)
+		logger.Info("Cannot read all of the container runtime's configuration; without its sandbox image the image GC relies on the pinned flag, without its image filesystem on CRI sizes; read again every 30s until it answers", "unread", p.why)
 	}
 }
 

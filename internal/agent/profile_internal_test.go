@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRuntimeProfileChanges: the GC is built again for any fact of the
@@ -51,5 +53,52 @@ func TestRuntimeProfileChanges(t *testing.T) {
 				t.Errorf("changes = %q, want changes of %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestProfileReadAgainWhileUnread: a profile built without a fact (the
+// runtime's status timed out when the loops were built) is read again every
+// retry until the fact can be read, and the GC is built again then: a
+// runtime does not have to restart for nodegc to learn its sandbox image. A
+// profile read whole is read again only when the connection returns.
+func TestProfileReadAgainWhileUnread(t *testing.T) {
+	full := runtimeProfile{name: "containerd", version: "1.7.27", sandboxImage: "registry.k8s.io/pause:3.10", imageFs: "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"}
+	unread := full
+	unread.sandboxImage, unread.unread, unread.why = "", []string{"sandbox image"}, "sandbox image: deadline exceeded"
+	noRefresh := func(context.Context) error { return nil }
+
+	reads := 0
+	read := func(context.Context) runtimeProfile {
+		reads++
+		if reads < 3 {
+			return unread
+		}
+		return full
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if !profileChanged(ctx, unread, make(chan struct{}), time.Millisecond, noRefresh, read) {
+		t.Fatalf("built without the sandbox image: no rebuild once it could be read (%d reads)", reads)
+	}
+	if reads != 3 {
+		t.Errorf("reads until the sandbox image could be read: %d, want 3", reads)
+	}
+
+	reads = 0
+	ctx, cancel = context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if profileChanged(ctx, full, make(chan struct{}), time.Millisecond, noRefresh, read) || reads != 0 {
+		t.Errorf("a profile read whole, no reconnection: rebuilt or read (%d reads)", reads)
+	}
+
+	// At a reconnection a whole profile is read again.
+	reconnected := make(chan struct{}, 1)
+	reconnected <- struct{}{}
+	other := full
+	other.sandboxImage = "registry.k8s.io/pause:3.11"
+	ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if !profileChanged(ctx, full, reconnected, time.Hour, noRefresh, func(context.Context) runtimeProfile { return other }) {
+		t.Error("another sandbox image after a reconnection: no rebuild")
 	}
 }
