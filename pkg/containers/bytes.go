@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -170,48 +171,74 @@ func (s *sizer) writableLayer(ctx context.Context, id string) uint64 {
 
 // containerLogFiles lists a container's log file and its rotated siblings
 // (LOGPATH*: LOGPATH.TIMESTAMP, LOGPATH.TIMESTAMP.gz, and the kubelet's
-// .tmp while it compresses): the files removeContainerLogs removes; none when
-// the log path lies outside podLogsDir. The names are matched as text, not
-// as a pattern (a log path may hold * or [). The log's directory must be
-// reached without a symbolic link below podLogsDir (podLogsDir itself may
-// be one): a directory linked to another pod's would have the other pod's
-// logs removed; that is an error, and nothing is listed.
+// .tmp while it compresses), the files removeContainerLogs removes, for
+// sizing; none when the log path lies outside podLogsDir or its directory
+// is gone. See openLogDir for a directory reached through a link.
 func containerLogFiles(logPath, podLogsDir string) ([]string, error) {
+	d, base, err := openLogDir(logPath, podLogsDir)
+	if d == nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := logNames(d, base)
+	files := make([]string, len(names))
+	for i, n := range names {
+		files[i] = filepath.Join(d.Name(), n)
+	}
+	return files, err
+}
+
+// openLogDir opens the directory of a container's log, and returns it with
+// the log's file name; nil when the log path lies outside podLogsDir or
+// the directory is gone. Each element below podLogsDir (which may itself be
+// a symbolic link, as on nodes that keep logs on another disk) is opened
+// with O_NOFOLLOW from the one before: a directory that is a symbolic link
+// (another pod's, whose logs a removal would take) is an error, and since
+// the files are then listed and removed relative to the open directory,
+// swapping a directory for a link after the open changes nothing.
+func openLogDir(logPath, podLogsDir string) (*os.File, string, error) {
 	if logPath == "" || podLogsDir == "" || !within(logPath, podLogsDir) {
-		return nil, nil
+		return nil, "", nil
 	}
 	dir, base := filepath.Split(filepath.Clean(logPath))
-	dir = filepath.Clean(dir)
-	real, err := filepath.EvalSymlinks(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil // nothing left to remove
-	} else if err != nil {
-		return nil, err
-	}
-	root, err := filepath.EvalSymlinks(podLogsDir)
+	rel, err := filepath.Rel(filepath.Clean(podLogsDir), filepath.Clean(dir))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	rel, err := filepath.Rel(filepath.Clean(podLogsDir), dir)
+	fd, err := unix.Open(podLogsDir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, "", fmt.Errorf("opening %s: %w", podLogsDir, err)
 	}
-	if real != filepath.Join(root, rel) {
-		return nil, fmt.Errorf("log directory %s is a symbolic link, or lies below one, to %s: its files are left alone", dir, real)
-	}
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), base) {
-			files = append(files, filepath.Join(dir, e.Name()))
+	if rel != "." {
+		for _, elem := range strings.Split(rel, "/") {
+			next, err := unix.Openat(fd, elem, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			unix.Close(fd)
+			switch {
+			case errors.Is(err, unix.ENOENT):
+				return nil, "", nil // nothing left to remove
+			case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+				return nil, "", fmt.Errorf("log directory %s is a symbolic link, or lies below one: its files are left alone", dir)
+			case err != nil:
+				return nil, "", fmt.Errorf("opening %s: %w", dir, err)
+			}
+			fd = next
 		}
 	}
-	return files, nil
+	return os.NewFile(uintptr(fd), filepath.Clean(dir)), base, nil
+}
+
+// logNames returns the names in d that begin with base (matched as text),
+// sorted.
+func logNames(d *os.File, base string) ([]string, error) {
+	all, err := d.Readdirnames(-1)
+	var names []string
+	for _, n := range all {
+		if strings.HasPrefix(n, base) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, err
 }
 
 // allocated returns the bytes a file's blocks take (st_blocks*512); false

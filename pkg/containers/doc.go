@@ -168,9 +168,11 @@
 //     authoritative: the pod and node informers have synced, their last list
 //     or watch requests succeeded (and the watches they opened are still
 //     open), and the Node object of the watched name exists. Lists are
-//     consistent reads (resourceVersion "", never "0", which a watch cache
-//     lagging etcd may answer): a pod that exists is never missing from
-//     one. Until then,
+//     never stale: never resourceVersion "0", which a watch cache lagging
+//     etcd may answer, but not older than etcd's current version (read
+//     first with a consistent list of one object), which the watch cache
+//     answers once it has caught up: a pod that exists is never missing
+//     from one, and no list scans etcd. Until then,
 //     while the API server is unreachable, and in node-only mode (no API
 //     access; said once in the logs), every pod is assumed to exist. Count
 //     and age limits still apply.

@@ -2,7 +2,10 @@ package containers_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,34 +19,43 @@ import (
 	"github.com/nodegc/nodegc/pkg/containers"
 )
 
-// recordLists records the resourceVersion parameter of every pod LIST sent
-// through it ("-" when absent).
+// recordLists records the parameters of every pod LIST sent through it.
 type recordLists struct {
 	next http.RoundTripper
 	mu   sync.Mutex
-	rvs  []string
+	// selected are the lists of the node's pods (with a field selector),
+	// probes the others, as "rv=... match=... limit=...".
+	selected, probes []string
 }
 
 func (r *recordLists) RoundTrip(req *http.Request) (*http.Response, error) {
 	q := req.URL.Query()
-	if req.Method == http.MethodGet && q.Get("watch") == "" && q.Get("fieldSelector") != "" && req.URL.Path == "/api/v1/pods" {
+	if req.Method == http.MethodGet && q.Get("watch") == "" && req.URL.Path == "/api/v1/pods" {
 		rv := "-"
 		if q.Has("resourceVersion") {
 			rv = q.Get("resourceVersion")
 		}
+		desc := fmt.Sprintf("rv=%s match=%s limit=%s", rv, q.Get("resourceVersionMatch"), q.Get("limit"))
 		r.mu.Lock()
-		r.rvs = append(r.rvs, rv)
+		if q.Get("fieldSelector") != "" {
+			r.selected = append(r.selected, desc)
+		} else {
+			r.probes = append(r.probes, desc)
+		}
 		r.mu.Unlock()
 	}
 	return r.next.RoundTrip(req)
 }
 
-// TestPodListsAreConsistentReads, on a real kube-apiserver: the pod view
-// lists the node's pods with consistent reads (no resourceVersion: as of the
-// request), not resourceVersion "0", which the API server may answer from a
-// watch cache minutes behind etcd (TestStaleListMakesNoPodGone shows what
-// such a list would do), and the real API server answers them.
-func TestPodListsAreConsistentReads(t *testing.T) {
+// TestPodListsAreNeverStale, on a real kube-apiserver: the pod view
+// never lists the node's pods with resourceVersion "0", which the API
+// server may answer from a watch cache minutes behind etcd
+// (TestStaleListMakesNoPodGone shows what such a list would do). It reads
+// etcd's current version with a consistent list of one pod (no selector),
+// then lists the node's pods not older than that version, whole (no
+// limit), which the watch cache answers once it has caught up; and the
+// real API server answers them.
+func TestPodListsAreNeverStale(t *testing.T) {
 	testbed.RequireRoot(t)
 	c := cluster.Start(t, cluster.Options{})
 	const name = "consistent-node"
@@ -76,23 +88,27 @@ func TestPodListsAreConsistentReads(t *testing.T) {
 		cancel()
 		<-done
 	})
-	lists := func() []string {
+	lists := func() (selected, probes []string) {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		return append([]string(nil), rec.rvs...)
+		return slices.Clone(rec.selected), slices.Clone(rec.probes)
 	}
 	sees := func() bool {
 		v := src.View(time.Now())
 		return v.Authoritative && len(v.Live) == 1
 	}
 	testbed.WaitFor(t, 30*time.Second, "the view to be authoritative with the pod", sees)
-	if len(lists()) == 0 {
-		t.Fatal("no pod list went through the recording transport")
+	selected, probes := lists()
+	if len(selected) == 0 || len(probes) != len(selected) {
+		t.Fatalf("pod lists: %q, version probes: %q; want one probe per list", selected, probes)
 	}
-	for i, rv := range lists() {
-		if rv != "-" && rv != "" {
-			t.Errorf("pod list %d asked resourceVersion %q, want a consistent read (none)", i+1, rv)
+	for i, l := range selected {
+		if !strings.HasPrefix(l, "rv=") || strings.HasPrefix(l, "rv=0 ") || strings.HasPrefix(l, "rv=- ") || !strings.Contains(l, "match=NotOlderThan limit=") || !strings.HasSuffix(l, "limit=") {
+			t.Errorf("pod list %d: %s; want a version, NotOlderThan, no limit", i+1, l)
+		}
+		if probes[i] != "rv=- match= limit=1" {
+			t.Errorf("version probe %d: %s; want a consistent list of one (no version, limit 1)", i+1, probes[i])
 		}
 	}
-	t.Logf("pod lists sent: %d, resourceVersion %q", len(lists()), lists())
+	t.Logf("pod lists: %q, version probes: %q", selected, probes)
 }

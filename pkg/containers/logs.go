@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // logSuffix ends the kubelet's container log links.
@@ -118,14 +120,21 @@ func plainName(name string) bool {
 // kubelet keeps logs. Files already gone are fine.
 func removeContainerLogs(logPath, podLogsDir, containerLogsDir string, c *Container) error {
 	var errs []error
-	files, err := containerLogFiles(logPath, podLogsDir)
+	d, base, err := openLogDir(logPath, podLogsDir)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("log files of container %s: %w", c.ID, err))
 	}
-	for _, f := range files {
-		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("removing log file of container %s: %w", c.ID, err))
+	if d != nil {
+		names, err := logNames(d, base)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("log files of container %s: %w", c.ID, err))
 		}
+		for _, n := range names {
+			if err := unix.Unlinkat(int(d.Fd()), n, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("removing log file of container %s (%s): %w", c.ID, n, err))
+			}
+		}
+		d.Close()
 	}
 	if containerLogsDir != "" && c.PodName != "" && c.PodNamespace != "" {
 		link := filepath.Join(containerLogsDir, legacyLinkName(c.PodName, c.PodNamespace, c.Name, c.ID))

@@ -3,6 +3,7 @@ package containers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -20,8 +21,8 @@ import (
 // listSkew is how much earlier than the start of its last list the source
 // dates its view (PodView.ListedAt): a margin, so that only what was on the
 // node a minute before a list and has no pod in it counts as gone (a clock
-// stepped back a little, a slow request). Lists are consistent reads
-// (trackingListWatch.ListWithContext), never a cache's older answer.
+// stepped back a little, a slow request). Lists are never older than the
+// moment they were asked (trackingListWatch.ListWithContext).
 const listSkew = time.Minute
 
 // APIPodSource knows which pods are bound to this node, from an informer on
@@ -394,20 +395,29 @@ func (lw *trackingListWatch) IsWatchListSemanticsUnSupported() bool { return tru
 func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 	s, h := lw.source, lw.health
 	opts.FieldSelector = lw.selector
-	// Consistent reads only: the reflector asks its first list with
-	// resourceVersion "0" (any version, from the API server's watch cache)
-	// and relists with the last version it saw (not older than that). A
-	// watch cache can lag etcd by minutes (a stalled watch behind it), and
-	// a pod missing from the list would count as gone once its things on
-	// the node are older than the list: its containers, sandbox and logs
-	// removed while it exists. A list asked with resourceVersion "" is
-	// answered as of the request, whatever the cache holds: from the cache
-	// once it has caught up with etcd (API servers 1.31 and later,
-	// ConsistentListFromCache), else from etcd, a quorum read. Either way
-	// one list per start and per relist of one node's pods. Later pages of
-	// a list carry their version in the continue token.
+	// Fresh lists only. The reflector asks its first list with
+	// resourceVersion "0" (any version: the API server's watch cache, which
+	// can lag etcd by minutes behind a stalled watch) and relists with the
+	// last version it saw (not older than that, which can still lag now).
+	// A pod missing from a list would count as gone once its things on the
+	// node are older than the list: its containers, sandbox and logs
+	// removed while it exists. So the list asks for a version not older
+	// than etcd's current one, read first with a consistent list of one
+	// object of the resource (no selector: one key read). The watch cache
+	// answers it once it has caught up, whole (no limit: a list with a
+	// limit and a version goes to etcd on API servers before 1.31, and
+	// etcd has no index on spec.nodeName, so it would read every pod).
+	// Later pages of a list carry their version in the continue token.
 	if opts.Continue == "" {
-		opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
+		rv, err := lw.currentVersion(ctx)
+		if err != nil {
+			s.mu.Lock()
+			h.watchGen++
+			h.ok = false
+			s.mu.Unlock()
+			return nil, fmt.Errorf("reading the current resourceVersion: %w", err)
+		}
+		opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit = rv, metav1.ResourceVersionMatchNotOlderThan, 0
 	}
 	start := s.clock.Now()
 	list, err := lw.list(ctx, opts)
@@ -438,6 +448,24 @@ func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.Li
 		h.listing = nil
 	}
 	return list, nil
+}
+
+// currentVersion returns etcd's current resourceVersion, from a
+// consistent list of at most one object of the resource, in every
+// namespace, without selector.
+func (lw *trackingListWatch) currentVersion(ctx context.Context) (string, error) {
+	list, err := lw.list(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	m, err := meta.ListAccessor(list)
+	if err != nil {
+		return "", err
+	}
+	if m.GetResourceVersion() == "" {
+		return "", errors.New("the list has no resourceVersion")
+	}
+	return m.GetResourceVersion(), nil
 }
 
 func (lw *trackingListWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {

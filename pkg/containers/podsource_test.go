@@ -2,6 +2,7 @@ package containers
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -366,8 +367,9 @@ func TestRelistCountsBeforeTheCacheHoldsIt(t *testing.T) {
 // the API, is missing from such a list; the watch, opened at the stale
 // list's version, delivers nothing yet. Had the view taken that list as
 // fact, p would be gone: its sandbox and containers are older than the
-// list, and nothing was seen deleted. The source lists consistently
-// (resourceVersion ""), which the API server answers as of the request.
+// list, and nothing was seen deleted. The source reads etcd's current
+// version first (a consistent list of one object) and lists not older than
+// that, which the watch cache answers only once it has caught up.
 func TestStaleListMakesNoPodGone(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
@@ -377,16 +379,18 @@ func TestStaleListMakesNoPodGone(t *testing.T) {
 	var lists []string
 	var mu sync.Mutex
 	client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		rv := a.(k8stesting.ListActionImpl).ListOptions.ResourceVersion
+		o := a.(k8stesting.ListActionImpl).ListOptions
 		mu.Lock()
-		lists = append(lists, rv)
+		lists = append(lists, fmt.Sprintf("rv=%q match=%q limit=%d", o.ResourceVersion, o.ResourceVersionMatch, o.Limit))
 		mu.Unlock()
-		if rv == "" {
-			return false, nil, nil // consistent: the tracker's pods, p among them
+		switch {
+		case o.ResourceVersion == "" && o.Limit == 1: // consistent: etcd's current version
+			return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}, nil
+		case o.ResourceVersion == "0": // any version: a cache that does not hold p yet
+			return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+		default: // not older than a version: the cache waits until it holds p
+			return false, nil, nil
 		}
-		// Any other version may be served from a cache that does not
-		// hold p yet.
-		return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
 	})
 	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, watch.NewRaceFreeFake(), nil // the stalled watch: nothing arrives
@@ -416,6 +420,6 @@ func TestStaleListMakesNoPodGone(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if finished := t0.Add(-2 * time.Minute); v.Gone("uid-p", finished) {
-		t.Errorf("pod p, in the API, is gone in the view (lists asked with resourceVersion %q)", lists)
+		t.Errorf("pod p, in the API, is gone in the view (lists asked: %q)", lists)
 	}
 }
