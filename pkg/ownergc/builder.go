@@ -2,7 +2,9 @@ package ownergc
 
 import (
 	"cmp"
+	"maps"
 	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,6 +22,10 @@ type builder struct {
 	// and attempt-to-orphan queues. They must not block.
 	enqueueDelete func(types.UID)
 	enqueueOrphan func(types.UID)
+	// now and lostFor date and bound graph.lostTo (the run's clock and
+	// unsyncedResourceHold); nil now: time.Now.
+	now     func() time.Time
+	lostFor time.Duration
 	// initial: the run has not synced yet (until evRunSynced). Its initial
 	// lists arrive in any order, so most dependents are inserted before
 	// their owners; the checks that a dependent's owners are observed
@@ -380,6 +386,16 @@ func (b *builder) relisted(res *resource, listed map[types.UID]struct{}) {
 func (b *builder) resourceGone(res *resource) {
 	g := b.g
 	gr := res.gvr.GroupResource()
+	now := time.Now()
+	if b.now != nil {
+		now = b.now()
+	}
+	for uid, lost := range g.lostTo { // past the bound: no owner waits for them
+		maps.DeleteFunc(lost, func(_ schema.GroupResource, at time.Time) bool { return now.Sub(at) >= b.lostFor })
+		if len(lost) == 0 {
+			delete(g.lostTo, uid)
+		}
+	}
 	for _, n := range g.nodes {
 		if !n.observedAs(res) {
 			continue
@@ -387,9 +403,9 @@ func (b *builder) resourceGone(res *resource) {
 		for i := range n.owners {
 			uid := n.owners[i].owner.uid
 			if g.lostTo[uid] == nil {
-				g.lostTo[uid] = map[schema.GroupResource]struct{}{}
+				g.lostTo[uid] = map[schema.GroupResource]time.Time{}
 			}
-			g.lostTo[uid][gr] = struct{}{}
+			g.lostTo[uid][gr] = now
 		}
 		b.unlinkOwners(n)
 		n.rv = ""

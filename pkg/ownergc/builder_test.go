@@ -6,10 +6,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // summarize renders each node as "state[,flags] deps=a,b" for comparison.
@@ -463,28 +466,48 @@ func BenchmarkEnqueueDependents(b *testing.B) {
 
 // TestLostDependents: an owner remembers the resources that left discovery
 // while they held its dependents, until the resource's monitor has synced
-// again (its first list is in the graph) or the owner's deletion is
-// observed (its dependents are dangling then, wherever they are).
+// again (its first list is in the graph), the owner's deletion is observed
+// (its dependents are dangling then, wherever they are), or the hold bound
+// has passed since the loss (a resource that never comes back).
 func TestLostDependents(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	const bound = 10 * time.Minute
 	tg := newTestGraph(t)
+	tg.b.now, tg.b.lostFor = clk.Now, bound
+	lost := func(uid types.UID) []string { return tg.g.lostDependents(uid, clk.Now(), bound) }
 	owner := object("ns", "o", "o")
 	tg.apply(upsert(resConfigMap, owner), upsert(resPod, object("ns", "p", "p", ownedBy(resConfigMap, "o", "o", true))),
 		upsert(resReplicaSet, object("ns", "rs", "rs", ownedBy(resConfigMap, "o", "o", false))))
-	if got := tg.g.lostDependents("o"); len(got) != 0 {
+	if got := lost("o"); len(got) != 0 {
 		t.Fatalf("lost dependents before any resource left = %q", got)
 	}
 	tg.apply(event{typ: evResourceGone, res: resPod}, event{typ: evResourceGone, res: resReplicaSet})
-	if got := tg.g.lostDependents("o"); !slices.Equal(got, []string{"pods", "replicasets.apps"}) {
+	if got := lost("o"); !slices.Equal(got, []string{"pods", "replicasets.apps"}) {
 		t.Errorf("after pods and replicasets left discovery: lost dependents %q, want both", got)
 	}
 	// Pods are back: their monitor's first list is in the graph.
 	tg.apply(upsert(resPod, object("ns", "p", "p", ownedBy(resConfigMap, "o", "o", true))), event{typ: evSynced, mon: &monitor{res: resPod}})
-	if got := tg.g.lostDependents("o"); !slices.Equal(got, []string{"replicasets.apps"}) {
+	if got := lost("o"); !slices.Equal(got, []string{"replicasets.apps"}) {
 		t.Errorf("after pods synced again: lost dependents %q, want replicasets only", got)
 	}
 	tg.apply(del(resConfigMap, owner))
-	if got := tg.g.lostDependents("o"); len(got) != 0 {
+	if got := lost("o"); len(got) != 0 {
 		t.Errorf("after the owner's deletion: lost dependents %q, want none", got)
+	}
+
+	// Replicasets never come back: past the bound, no owner waits for
+	// them, and the next loss forgets them.
+	owner2 := object("ns", "o2", "o2")
+	tg.apply(upsert(resConfigMap, owner2), upsert(resReplicaSet, object("ns", "rs2", "rs2", ownedBy(resConfigMap, "o2", "o2", false))),
+		event{typ: evResourceGone, res: resReplicaSet})
+	clk.Step(bound)
+	if got := lost("o2"); len(got) != 0 {
+		t.Errorf("the bound after the loss: lost dependents %q, want none", got)
+	}
+	jobs := newResource(schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "Job", true)
+	tg.apply(event{typ: evResourceGone, res: jobs}) // holds nothing
+	if n := len(tg.g.lostTo); n != 0 {
+		t.Errorf("after the bound and another loss: %d owners remembered, want 0", n)
 	}
 	tg.takeQueues()
 }

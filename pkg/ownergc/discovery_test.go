@@ -169,6 +169,7 @@ func TestMonitorFailingAfterSync(t *testing.T) {
 	if got := pods.state(clk.Now(), c.failureGrace, c.syncTimeout); got != stateFailing {
 		t.Errorf("state an hour later = %s, want failing", monitorStates[got])
 	}
+	pods.listed() // a relist, applied
 	pods.recovered()
 	if got, want := ms.unsyncedFor(clk.Now(), ""), []string{"nodes (failing)"}; !slices.Equal(got, want) {
 		t.Errorf("unsyncedFor after pods recovered = %v, want %v", got, want)

@@ -241,17 +241,23 @@
 // UnsyncedResourceHoldExpired and an error log (see hold.go).
 //
 // What ends a failure is the graph catching up, not a request returning: a
-// relist counts once its evRelisted is applied (the objects created while
-// the monitor failed are in the graph then), and the watch opened right
-// after it does not end the failure before that. A watch refused with 429
-// (a CRD's storage re-initializing because its list fails, or throttling)
-// or a refused connection counts as a failure at once: the reflector
-// retries those without telling its error handler, and client-go would
-// retry a 429 for half a minute and more. And the hold is looked at after
+// relist counts from the moment it is due (a watch that ends because its
+// version is too old, which the reflector follows with a relist after its
+// backoff, up to half a minute, telling no handler) or begins, until its
+// evRelisted is applied (the objects created meanwhile are in the graph
+// then); the watch opened right after it does not end a failure before
+// that, and a failure noted after the last list or watch that succeeded
+// survives it. A list or watch refused with 429 (a CRD's storage
+// re-initializing because its list fails, or throttling) or a refused
+// connection counts as a failure at once: monitors' requests make no
+// retries of their own (client-go would retry a 429 for half a minute and
+// more), and the reflector retries a watch's 429 without telling its
+// error handler. And the hold is looked at after
 // the dependents known at the start of the attempt were orphaned: the view
 // is taken again then, and an orphaning or a foreground deletion that finds
 // a dependent it did not know (brought by a resource that recovered
-// meanwhile) goes round once more before the finalizer goes.
+// meanwhile) goes round again, with the item's backoff, before the
+// finalizer goes.
 //
 // # Fewer requests
 //

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -156,11 +157,14 @@ type graph struct {
 	kinds      map[kindKey]*kindRef
 	namespaces map[string]string
 	// lostTo maps an owner's UID to the resources that left discovery
-	// while they held dependents of it (builder.resourceGone): those
-	// dependents still exist, unseen, until the resource is back and its
-	// monitor synced. The owner's orphan and foregroundDeletion
-	// finalizers wait for them (holdFinalizer).
-	lostTo map[types.UID]map[schema.GroupResource]struct{}
+	// while they held dependents of it (builder.resourceGone), and when:
+	// those dependents may still exist, unseen, until the resource is back
+	// and its monitor synced. The owner's orphan and foregroundDeletion
+	// finalizers wait for them (holdFinalizer), for at most
+	// unsyncedResourceHold after the loss: a resource that never comes
+	// back (its CRD deleted while its objects could not be watched) holds
+	// no owner for longer, as any hold.
+	lostTo map[types.UID]map[schema.GroupResource]time.Time
 
 	// Counters for metrics, written by the builder, read lock-free.
 	nObserved, nVirtual, nDeleted atomic.Int64
@@ -171,18 +175,21 @@ func newGraph() *graph {
 		nodes:      map[types.UID]*node{},
 		kinds:      map[kindKey]*kindRef{},
 		namespaces: map[string]string{},
-		lostTo:     map[types.UID]map[schema.GroupResource]struct{}{},
+		lostTo:     map[types.UID]map[schema.GroupResource]time.Time{},
 	}
 }
 
 // lostDependents names the resources that left discovery while they held
-// dependents of owner uid (graph.lostTo), sorted.
-func (g *graph) lostDependents(uid types.UID) []string {
+// dependents of owner uid (graph.lostTo) less than bound before now,
+// sorted.
+func (g *graph) lostDependents(uid types.UID, now time.Time, bound time.Duration) []string {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	var out []string
-	for gr := range g.lostTo[uid] {
-		out = append(out, gr.String())
+	for gr, at := range g.lostTo[uid] {
+		if now.Sub(at) < bound {
+			out = append(out, gr.String())
+		}
 	}
 	slices.Sort(out)
 	return out

@@ -111,7 +111,7 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 		return outcome{after: 100 * time.Millisecond}, true
 	}
 	unsynced := r.unsyncedFor(id.namespace)
-	for _, gr := range r.graph.lostDependents(id.uid) {
+	for _, gr := range r.graph.lostDependents(id.uid, now, bound) {
 		unsynced = append(unsynced, gr+" (left discovery holding dependents of it)")
 	}
 	if len(unsynced) == 0 {

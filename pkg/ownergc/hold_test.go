@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -229,6 +230,7 @@ func TestHoldFinalizer(t *testing.T) {
 	}
 
 	// A cluster-scoped resource failing holds no namespaced owner.
+	pods.listed() // pods relisted, and the relist applied
 	pods.recovered()
 	nodes := &monitor{started: clk.Now(), res: newResource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "Node", false)}
 	nodes.markGraphSynced()
@@ -377,17 +379,21 @@ func testOrphanSeesDependentsOfARecoveredResource(t *testing.T, env *itEnv) {
 	eventually(t, 30*time.Second, "the sprockets monitor to sync", func(context.Context) (bool, error) {
 		return gc.hasMonitor(v2) && gc.monitorState(v2) == monitorStates[stateSynced], nil
 	})
-	// The conversion webhook goes down, and w2 is created (as v1, which
-	// needs no conversion): the collector's v2 watch cannot convert it,
-	// and its relists fail.
+	// The conversion webhook goes down: kube-apiserver's watch cache of
+	// sprockets re-initializes, cannot list w1 as v2, and refuses the
+	// collector's watch (429). Then w2 is created (as v1, which needs no
+	// conversion), unseen.
+	w1 := env.createCR(t, v1, "Sprocket", ns, "w1", nil)
+	gc.waitObserved(t, w1.GetUID(), "")
 	breakConversion := []byte(`{"spec":{"conversion":{"strategy":"Webhook","webhook":{"conversionReviewVersions":["v1"],"clientConfig":{"url":"https://127.0.0.1:1/convert"}}}}}`)
 	if _, err := env.dyn.Resource(crdGVR).Patch(ctx, crd, types.MergePatchType, breakConversion, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w2 := env.createCR(t, v1, "Sprocket", ns, "w2", []metav1.OwnerReference{cmRef(owner, true)})
 	eventually(t, 60*time.Second, "the sprockets monitor to fail", func(context.Context) (bool, error) {
 		return gc.monitorState(v2) == monitorStates[stateFailing], nil
 	})
+	w2 := env.createCR(t, v1, "Sprocket", ns, "w2", []metav1.OwnerReference{cmRef(owner, true)})
+	time.Sleep(2 * time.Second) // what a working watch would have delivered by now
 	if r := gc.current.Load(); r.graph.hasObserved(w2.GetUID(), "") {
 		t.Fatal("w2 is in the graph before the resource recovered; the test needs it missing")
 	}
@@ -416,7 +422,9 @@ func testOrphanSeesDependentsOfARecoveredResource(t *testing.T, env *itEnv) {
 		})
 	})
 	env.configMap(t, ns, "k3", []metav1.OwnerReference{cmRef(owner, true)})
-	eventually(t, 90*time.Second, "the owner to go", env.cmGone(ns, "owner"))
+	// The relist that brings w2 follows the reflector's backoff (up to
+	// half a minute) after the hook's wait.
+	eventually(t, 3*time.Minute, "the owner to go", env.cmGone(ns, "owner"))
 	gc.waitIdle(t)
 	got, err := env.dyn.Resource(v1).Namespace(ns).Get(ctx, "w2", metav1.GetOptions{})
 	if err != nil {
@@ -436,6 +444,7 @@ func testOrphanSeesDependentsOfARecoveredResource(t *testing.T, env *itEnv) {
 func TestRelistRecoversWhenApplied(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
 	r := &run{c: c, logger: testLogger(t), graph: newGraph()}
 	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
 	pods := &monitor{started: clk.Now(), res: resPod}
@@ -459,6 +468,42 @@ func TestRelistRecoversWhenApplied(t *testing.T) {
 	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 1 {
 		t.Errorf("relist returned, not applied: unsynced %q, want pods", got)
 	}
+	tg.apply(event{typ: evRelisted, res: resPod, uids: map[types.UID]struct{}{}, mon: pods})
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
+		t.Errorf("relist applied: unsynced %q, want none", got)
+	}
+	// A relist returns, and the watch opened right after it fails (429)
+	// before the relist is applied: applying it does not end that failure.
+	pods.listed()
+	r.monitors.noteError(t.Context(), pods, apierrors.NewTooManyRequests("storage is (re)initializing", 1))
+	tg.apply(event{typ: evRelisted, res: resPod, uids: map[types.UID]struct{}{}, mon: pods})
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 1 {
+		t.Errorf("a watch failed after the relist returned, relist applied: unsynced %q, want pods", got)
+	}
+	// A relist returns, its first watch is refused, the next one opens,
+	// then the relist is applied: no failure is left.
+	pods.listed()
+	r.monitors.noteError(t.Context(), pods, apierrors.NewTooManyRequests("storage is (re)initializing", 1))
+	pods.watching()
+	tg.apply(event{typ: evRelisted, res: resPod, uids: map[types.UID]struct{}{}, mon: pods})
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
+		t.Errorf("a watch refused, then opened, relist applied: unsynced %q, want none", got)
+	}
+	pods.mu.Lock()
+	pods.failing = true
+	pods.mu.Unlock()
+	// A watch that ends because its version is too old is no failure, but
+	// the graph misses what changed since until the relist it starts is
+	// applied, however long that relist is in flight.
+	pods.mu.Lock()
+	pods.failing = false
+	pods.mu.Unlock()
+	r.monitors.noteError(t.Context(), pods, apierrors.NewResourceExpired("too old resource version: 3174 (3182)"))
+	pods.listing() // the reflector relists
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 1 || !strings.Contains(got[0], "relisting") {
+		t.Errorf("relist in flight after a watch ended with a version too old: unsynced %q, want pods relisting", got)
+	}
+	pods.listed()
 	tg.apply(event{typ: evRelisted, res: resPod, uids: map[types.UID]struct{}{}, mon: pods})
 	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
 		t.Errorf("relist applied: unsynced %q, want none", got)

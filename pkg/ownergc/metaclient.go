@@ -83,10 +83,11 @@ func resourcePath(gvr schema.GroupVersionResource, namespace, name string) []str
 }
 
 // list lists gvr's objects in every namespace, decoding the response as it
-// arrives (readPartialList).
+// arrives (readPartialList). As watch, it makes no retries of its own: a
+// 429 is the monitor's failure at once, not half a minute of blindness.
 func (c *metaClient) list(ctx context.Context, gvr schema.GroupVersionResource, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
 	body, err := c.rest.Get().AbsPath(resourcePath(gvr, "", "")...).SetHeader("Accept", acceptPartialList).
-		SpecificallyVersionedParams(&opts, metaParams, versionV1).Stream(ctx)
+		SpecificallyVersionedParams(&opts, metaParams, versionV1).MaxRetries(0).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}

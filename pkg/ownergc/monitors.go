@@ -50,12 +50,19 @@ type monitor struct {
 	// failing: the last list or watch failed and none succeeded since
 	// (see recovered).
 	failing bool
-	// relisting: a relist returned whose objects the graph has not applied
-	// yet (its evRelisted is queued). The monitor recovers when that event
-	// is applied, not when the list returns or the watch after it opens:
-	// until then the graph may lack objects created while it failed, and an
-	// owner's hold must not end on it.
-	relisting    bool
+	// relisting: a relist began whose objects the graph has not applied
+	// yet (it is in flight, which can last while kube-apiserver's watch
+	// cache re-initializes, or its evRelisted is queued). The monitor
+	// recovers when that event is applied, not when the list returns or
+	// the watch after it opens: until then the graph may lack objects
+	// created since the last watch event, and an owner's hold must not end
+	// on it.
+	relisting bool
+	// errors counts the failures noted (noteError); okAt is its value at
+	// the last list that returned or watch that opened. Applying a relist
+	// ends a failure only if none came after (the watch opened after a
+	// relist can be refused before the builder applies the relist).
+	errors, okAt uint64
 	failingSince time.Time
 	lastLogged   time.Time
 }
@@ -78,11 +85,25 @@ func (m *monitor) markGraphSynced() {
 }
 
 // recovered records that the graph follows the API server again: the
-// first list or a relist is applied (evSynced, evRelisted).
+// first list or a relist is applied (evSynced, evRelisted), unless a list
+// or watch failed since that list returned.
 func (m *monitor) recovered() {
 	m.mu.Lock()
-	m.failing, m.relisting = false, false
+	if m.errors == m.okAt {
+		m.failing = false
+	}
+	m.relisting = false
 	m.mu.Unlock()
+}
+
+// listing records that a list begins: after the first sync, a relist
+// (relisting until the graph has applied it).
+func (m *monitor) listing() {
+	if m.graphSynced.Load() {
+		m.mu.Lock()
+		m.relisting = true
+		m.mu.Unlock()
+	}
 }
 
 // listed records that a list returned. Before the first sync that ends a
@@ -90,6 +111,7 @@ func (m *monitor) recovered() {
 // recovers the monitor only once evRelisted is applied (relisting).
 func (m *monitor) listed() {
 	m.mu.Lock()
+	m.okAt = m.errors
 	if m.graphSynced.Load() {
 		m.relisting = true
 	} else {
@@ -110,6 +132,7 @@ func (m *monitor) relistPending() bool {
 // again, unless a relist is still to be applied.
 func (m *monitor) watching() {
 	m.mu.Lock()
+	m.okAt = m.errors
 	if !m.relisting {
 		m.failing = false
 	}
@@ -247,6 +270,7 @@ func (m *monitor) listWatch(client *metaClient, silent func(context.Context, err
 	gvr := m.res.gvr
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			m.listing()
 			if opts.ResourceVersion == "0" {
 				opts.ResourceVersion = "" // consistent, not any version
 			}
@@ -267,7 +291,19 @@ func (m *monitor) listWatch(client *metaClient, silent func(context.Context, err
 				return nil, err
 			}
 			m.watching()
-			return w, nil
+			// A watch that ends because its version is too old is
+			// followed by a relist, after the reflector's backoff (up to
+			// half a minute): relisting from the moment the watch says so,
+			// since the graph misses what changed from then on. The
+			// reflector tells no handler of it.
+			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
+				if ev.Type == watch.Error {
+					if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+						m.listing()
+					}
+				}
+				return ev, true
+			}), nil
 		},
 	}
 	return cache.ToListWatcherWithWatchListSemantics(lw, listThenWatch{})
@@ -307,6 +343,7 @@ func (ms *monitorSet) noteError(ctx context.Context, m *monitor, err error) {
 	ms.r.c.metrics.monitorErrors.WithLabelValues(m.res.gvr.Group, m.res.gvr.Resource).Inc()
 	now := ms.r.c.clock.Now()
 	m.mu.Lock()
+	m.errors++
 	first := !m.failing
 	if first {
 		m.failing, m.failingSince = true, now

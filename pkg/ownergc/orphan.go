@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,9 +36,11 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 	}
 	// The view was taken before the dependents were patched and the hold
 	// looked: a resource that recovered meanwhile may have brought
-	// dependents it lacks. They are orphaned first, in another attempt.
+	// dependents it lacks. They are orphaned first, in another attempt
+	// (with the backoff: a controller that keeps creating dependents must
+	// not make it a hot loop).
 	if now, ok := r.graph.orphanView(uid); ok && hasNewDependents(now, v) {
-		return outcome{after: time.Millisecond}
+		return retry
 	}
 	return r.removeFinalizer(ctx, v.id, metav1.FinalizerOrphanDependents, v.orphanIndex, ruleDependentsOrphaned)
 }

@@ -77,7 +77,11 @@ func newRun(ctx context.Context, c *Collector) *run {
 	r.recheck = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, maxRetryDelay)
 	r.deletes = newQueue(c, queueDelete)
 	r.orphans = newQueue(c, queueOrphan)
-	r.builder = &builder{g: r.graph, logger: r.logger, enqueueDelete: r.deletes.Add, enqueueOrphan: r.orphans.Add, initial: true}
+	r.builder = &builder{g: r.graph, logger: r.logger, enqueueDelete: r.deletes.Add, enqueueOrphan: r.orphans.Add, initial: true,
+		lostFor: c.unsyncedHold}
+	if c.clock != nil {
+		r.builder.now = c.clock.Now
+	}
 	r.monitors = newMonitorSet(ctx, r)
 	return r
 }

@@ -93,7 +93,7 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 				return done
 			}
 			if decideDeletingDependents(&now).action != actRemoveFinalizer {
-				return outcome{after: time.Millisecond}
+				return retry
 			}
 		}
 		return r.execute(ctx, v, p, mayReread)
