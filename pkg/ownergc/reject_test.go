@@ -185,49 +185,40 @@ func rejectRun(t *testing.T, s *rejectServer) (r *run, tg *testGraph, reg *prome
 	return r, tg, reg, logs
 }
 
-// TestRefusedWrites: a write the API server refuses for another reason
-// than a changed object (here a ValidatingAdmissionPolicy's 422) is an
-// action error: counted by action, logged as an error with the object and
-// the server's message, and retried with the item's backoff, without
-// re-reading the object. A JSON patch whose test failed is the object
-// having changed: it re-reads the object and decides once more, and counts
-// no error.
-func TestRefusedWrites(t *testing.T) {
-	s := newRejectServer(t)
-	r, tg, reg, logs := rejectRun(t, s)
+// deniedWrite is one write of deniedWrites: the object it is for, how to
+// attempt it, and the action it records.
+type deniedWrite struct {
+	name   string
+	act    func() outcome
+	action actionKind
+}
+
+// deniedWrites puts into r's graph (through tg) the objects whose writes
+// the refused-writes tests have s refuse with answer(name), plus extra, and
+// returns the four writes: a delete (delete-denied, whose owner is gone),
+// a patch removing a dangling reference (patch-denied), a finalizer's
+// removal (fg-denied) and an orphaning patch (orphan-denied).
+func deniedWrites(t *testing.T, r *run, tg *testGraph, s *rejectServer, answer func(string) metav1.Status, extra ...*metav1.PartialObjectMetadata) []deniedWrite {
+	t.Helper()
 	ns := rejectNamespace
 	owner := object(ns, "owner", "owner")
 	live := object(ns, "live", "live")
-	deleteDenied := object(ns, "delete-denied", "delete-denied", ownedBy(resConfigMap, "owner", "owner", true))
-	patchDenied := object(ns, "patch-denied", "patch-denied", ownedBy(resConfigMap, "live", "live", false), ownedBy(resConfigMap, "owner", "owner", false))
-	patchStale := object(ns, "patch-stale", "patch-stale", ownedBy(resConfigMap, "live", "live", false), ownedBy(resConfigMap, "owner", "owner", false))
-	fgDenied := object(ns, "fg-denied", "fg-denied", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
-	orphanDenied := object(ns, "orphan-denied", "orphan-denied", ownedBy(resConfigMap, "live", "live", false))
-	for _, o := range []*metav1.PartialObjectMetadata{owner, live, deleteDenied, patchDenied, patchStale, fgDenied, orphanDenied} {
+	denied := []*metav1.PartialObjectMetadata{
+		object(ns, "delete-denied", "delete-denied", ownedBy(resConfigMap, "owner", "owner", true)),
+		object(ns, "patch-denied", "patch-denied", ownedBy(resConfigMap, "live", "live", false), ownedBy(resConfigMap, "owner", "owner", false)),
+		object(ns, "fg-denied", "fg-denied", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
+		object(ns, "orphan-denied", "orphan-denied", ownedBy(resConfigMap, "live", "live", false)),
+	}
+	for _, o := range append(append([]*metav1.PartialObjectMetadata{owner, live}, denied...), extra...) {
 		tg.apply(upsert(resConfigMap, o))
 	}
 	tg.apply(del(resConfigMap, owner)) // the dependents' owner is gone
-	s.refuse("delete-denied", answerPolicyDenied("delete-denied"), deleteDenied)
-	s.refuse("patch-denied", answerPolicyDenied("patch-denied"), patchDenied)
-	s.refuse("patch-stale", answerPatchTestFailed, patchStale)
-	s.refuse("fg-denied", answerPolicyDenied("fg-denied"), fgDenied)
-	s.refuse("orphan-denied", answerPolicyDenied("orphan-denied"), orphanDenied)
-
-	process := func(name string) outcome {
-		t.Helper()
-		v, ok := r.graph.itemView(types.UID(name))
-		if !ok {
-			t.Fatalf("%s not in the graph", name)
-		}
-		return r.process(t.Context(), &v, true)
+	for _, o := range denied {
+		s.refuse(o.Name, answer(o.Name), o)
 	}
-	for _, tc := range []struct {
-		name   string
-		act    func() outcome
-		action actionKind
-	}{
-		{name: "delete-denied", act: func() outcome { return process("delete-denied") }, action: actDelete},
-		{name: "patch-denied", act: func() outcome { return process("patch-denied") }, action: actRemoveRefs},
+	return []deniedWrite{
+		{name: "delete-denied", act: func() outcome { return processItem(t, r, "delete-denied") }, action: actDelete},
+		{name: "patch-denied", act: func() outcome { return processItem(t, r, "patch-denied") }, action: actRemoveRefs},
 		{name: "fg-denied", action: actRemoveFinalizer, act: func() outcome {
 			return r.removeFinalizer(t.Context(), nodeID(r.graph.nodes["fg-denied"]), metav1.FinalizerDeleteDependents, 0, ruleNoBlocking)
 		}},
@@ -239,7 +230,34 @@ func TestRefusedWrites(t *testing.T) {
 			}
 			return retry
 		}},
-	} {
+	}
+}
+
+// processItem decides about the graph's item name and acts, as a worker.
+func processItem(t *testing.T, r *run, name string) outcome {
+	t.Helper()
+	v, ok := r.graph.itemView(types.UID(name))
+	if !ok {
+		t.Fatalf("%s not in the graph", name)
+	}
+	return r.process(t.Context(), &v, true)
+}
+
+// TestRefusedWrites: a write the API server refuses for another reason
+// than a changed object (here a ValidatingAdmissionPolicy's 422) is an
+// action error: counted by action, logged as an error with the object and
+// the server's message, and retried with the item's backoff, without
+// re-reading the object. A JSON patch whose test failed is the object
+// having changed: it re-reads the object and decides once more, and counts
+// no error.
+func TestRefusedWrites(t *testing.T) {
+	s := newRejectServer(t)
+	r, tg, reg, logs := rejectRun(t, s)
+	ns := rejectNamespace
+	patchStale := object(ns, "patch-stale", "patch-stale", ownedBy(resConfigMap, "live", "live", false), ownedBy(resConfigMap, "owner", "owner", false))
+	writes := deniedWrites(t, r, tg, s, answerPolicyDenied, patchStale)
+	s.refuse("patch-stale", answerPatchTestFailed, patchStale)
+	for _, tc := range writes {
 		before := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[tc.action.String()]
 		out := tc.act()
 		failed := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[tc.action.String()] - before
@@ -256,7 +274,7 @@ func TestRefusedWrites(t *testing.T) {
 	// The JSON patch whose test failed: the object changed. It is read
 	// again and decided once more (the same patch, refused the same way),
 	// then retried, and no error is counted or logged.
-	out := process("patch-stale")
+	out := processItem(t, r, "patch-stale")
 	if got := s.count(http.MethodGet, "patch-stale"); out != retry || got != 1 || s.count(http.MethodPatch, "patch-stale") != 2 {
 		t.Errorf("patch-stale: outcome %+v, %d GETs, %d PATCHes; want a retry after one re-read and a second patch", out, got, s.count(http.MethodPatch, "patch-stale"))
 	}
@@ -411,47 +429,7 @@ func answerWebhookNotFound(name string) metav1.Status {
 func TestWriteNotFoundIsNoProof(t *testing.T) {
 	s := newRejectServer(t)
 	r, tg, reg, _ := rejectRun(t, s)
-	ns := rejectNamespace
-	owner := object(ns, "owner", "owner")
-	live := object(ns, "live", "live")
-	deleteDenied := object(ns, "delete-denied", "delete-denied", ownedBy(resConfigMap, "owner", "owner", true))
-	patchDenied := object(ns, "patch-denied", "patch-denied", ownedBy(resConfigMap, "live", "live", false), ownedBy(resConfigMap, "owner", "owner", false))
-	fgDenied := object(ns, "fg-denied", "fg-denied", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
-	orphanDenied := object(ns, "orphan-denied", "orphan-denied", ownedBy(resConfigMap, "live", "live", false))
-	for _, o := range []*metav1.PartialObjectMetadata{owner, live, deleteDenied, patchDenied, fgDenied, orphanDenied} {
-		tg.apply(upsert(resConfigMap, o))
-	}
-	tg.apply(del(resConfigMap, owner))
-	for _, o := range []*metav1.PartialObjectMetadata{deleteDenied, patchDenied, fgDenied, orphanDenied} {
-		s.refuse(o.Name, answerWebhookNotFound(o.Name), o)
-	}
-	process := func(name string) outcome {
-		t.Helper()
-		v, ok := r.graph.itemView(types.UID(name))
-		if !ok {
-			t.Fatalf("%s not in the graph", name)
-		}
-		return r.process(t.Context(), &v, true)
-	}
-	for _, tc := range []struct {
-		name   string
-		act    func() outcome
-		action actionKind
-	}{
-		{name: "delete-denied", act: func() outcome { return process("delete-denied") }, action: actDelete},
-		{name: "patch-denied", act: func() outcome { return process("patch-denied") }, action: actRemoveRefs},
-		{name: "fg-denied", action: actRemoveFinalizer, act: func() outcome {
-			return r.removeFinalizer(t.Context(), nodeID(r.graph.nodes["fg-denied"]), metav1.FinalizerDeleteDependents, 0, ruleNoBlocking)
-		}},
-		{name: "orphan-denied", action: actOrphanDependent, act: func() outcome {
-			err := r.orphanDependent(t.Context(), objectID{uid: "live", apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "live"},
-				orphanDependent{id: nodeID(r.graph.nodes["orphan-denied"]), indexes: []int{0}})
-			if err == nil {
-				return done
-			}
-			return retry
-		}},
-	} {
+	for _, tc := range deniedWrites(t, r, tg, s, answerWebhookNotFound) {
 		before := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[tc.action.String()]
 		out := tc.act()
 		failed := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[tc.action.String()] - before
