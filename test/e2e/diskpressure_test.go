@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/nodegc/nodegc/internal/testbed/kubecluster"
+	"github.com/nodegc/nodegc/internal/testbed/proc"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
 )
 
@@ -404,15 +405,8 @@ func (s *suite) kubeletEvents(t *testing.T, began time.Time) []tlEvent {
 	var removed int
 	var firstRemoval, lastRemoval time.Time
 	for _, line := range strings.Split(string(data), "\n") {
-		if len(line) < 22 || !strings.ContainsRune("IWE", rune(line[0])) {
-			continue
-		}
-		at, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
-		if err != nil {
-			continue
-		}
-		at = at.AddDate(since.Year(), 0, 0)
-		if at.Before(since) {
+		at, ok := proc.KlogTime(line, since)
+		if !ok || at.Before(since) {
 			continue
 		}
 		for _, msg := range kubeletLogLines {

@@ -13,6 +13,7 @@ import (
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
 	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
+	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
 // syncPoll is how often a collector is asked whether it has synced: its
@@ -217,7 +218,7 @@ func kcm(qps float32, burst int32) collector {
 
 // logLineTime returns the time in the klog header ("I1123 22:49:21.123456")
 // of the first line of the log at path that contains every one of substrs.
-// klog writes local time without the year: it is taken from near.
+// klog writes local time without the year: near places it.
 func logLineTime(path string, near time.Time, substrs ...string) (time.Time, bool) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -227,15 +228,9 @@ func logLineTime(path string, near time.Time, substrs ...string) (time.Time, boo
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		if len(line) < 21 || !containsAll(line, substrs) {
-			continue
+		if line := sc.Text(); containsAll(line, substrs) {
+			return proc.KlogTime(line, near)
 		}
-		t, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
-		if err != nil {
-			return time.Time{}, false
-		}
-		return t.AddDate(near.Year(), 0, 0), true
 	}
 	return time.Time{}, false
 }

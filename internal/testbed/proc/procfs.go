@@ -158,3 +158,24 @@ func searchLog(path string, offset int64, substrs []string) (line string, which 
 		}
 	}
 }
+
+// KlogTime returns the time in the klog header of line ("I1123
+// 22:49:21.123456 ..."; severity I, W, E or F). klog writes local time
+// without the year: it is the year that puts the time nearest near (a line
+// of 31 December read on 1 January is of the year before).
+func KlogTime(line string, near time.Time) (time.Time, bool) {
+	if len(line) < 21 || !strings.ContainsRune("IWEF", rune(line[0])) {
+		return time.Time{}, false
+	}
+	t, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], time.Local)
+	if err != nil {
+		return time.Time{}, false
+	}
+	best := t.AddDate(near.Year(), 0, 0)
+	for _, y := range []int{near.Year() - 1, near.Year() + 1} {
+		if c := t.AddDate(y, 0, 0); c.Sub(near).Abs() < best.Sub(near).Abs() {
+			best = c
+		}
+	}
+	return best, true
+}

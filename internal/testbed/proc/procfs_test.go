@@ -98,3 +98,31 @@ func TestWaitLogLine(t *testing.T) {
 		t.Errorf("WaitLogLine on a process that exits = %v, want an error saying it exited", err)
 	}
 }
+
+// TestKlogTime: the header's time in local time, the year that puts it
+// nearest the reference (across New Year both ways), and no time from a
+// line without a klog header.
+func TestKlogTime(t *testing.T) {
+	at := func(y int, m time.Month, d, h, min, s, us int) time.Time {
+		return time.Date(y, m, d, h, min, s, us*1000, time.Local)
+	}
+	for _, tc := range []struct {
+		line string
+		near time.Time
+		want time.Time
+	}{
+		{`I1129 09:12:07.123456   42 runtime.go:53] "Reconnected"`, at(2026, 11, 29, 9, 13, 0, 0), at(2026, 11, 29, 9, 12, 7, 123456)},
+		{`E1231 23:59:59.500000   42 x.go:1] "late"`, at(2027, 1, 1, 0, 0, 1, 0), at(2026, 12, 31, 23, 59, 59, 500000)},
+		{`W0101 00:00:00.250000   42 x.go:1] "early"`, at(2026, 12, 31, 23, 59, 58, 0), at(2027, 1, 1, 0, 0, 0, 250000)},
+	} {
+		got, ok := KlogTime(tc.line, tc.near)
+		if !ok || !got.Equal(tc.want) {
+			t.Errorf("KlogTime(%q, %v) = %v, %v; want %v", tc.line, tc.near, got, ok, tc.want)
+		}
+	}
+	for _, line := range []string{"", "starting", "I1129", `X1129 09:12:07.123456 x`, `I1329 09:12:07.123456 x`} {
+		if got, ok := KlogTime(line, time.Now()); ok {
+			t.Errorf("KlogTime(%q) = %v, true; want no time", line, got)
+		}
+	}
+}
