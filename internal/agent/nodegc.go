@@ -269,7 +269,7 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt runti
 		opts.Supervise = n.imageWatch.iteration
 	}
 	if layers != nil {
-		opts.Layers, opts.Arrivals, opts.Sandboxes = layers, layers, layers
+		opts.Layers, opts.Arrivals, opts.Sandboxes, opts.Writes = layers, layers, layers, layers
 	}
 	if pods != nil {
 		opts.Pods, opts.PodsMemory = podImages{pods}, n.podsMemory

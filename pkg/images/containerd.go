@@ -158,6 +158,54 @@ func SnapshotterFromMountpoint(mountpoint string) string {
 	return DefaultSnapshotter
 }
 
+// writeTopics are the topics of containerd's events that follow a write to
+// its storage: a blob stored in the content store (containerd 1.7 and
+// later), a layer unpacked into a snapshot, an image record made or
+// changed. Of every namespace: another namespace's pull (docker's moby,
+// nerdctl's default) fills the same disk.
+var writeTopics = []string{
+	`topic=="/content/create"`,
+	`topic=="/snapshot/commit"`,
+	`topic=="/images/create"`,
+	`topic=="/images/update"`,
+}
+
+// WatchWrites follows containerd's event stream for writes to its storage
+// (writeTopics), calling wrote once per event, until ctx ends (nil) or
+// the stream breaks (its error). opened is called once the subscription
+// was sent; containerd confirms none, so events of the next moments may
+// still be missed.
+func (c *ContainerdLayers) WatchWrites(ctx context.Context, opened, wrote func()) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, errs := c.client.EventService().Subscribe(ctx, writeTopics...)
+	select {
+	case err := <-errs: // the subscription was refused
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	default:
+	}
+	opened()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-events:
+			wrote()
+		case err := <-errs:
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err == nil {
+				err = errors.New("containerd ended the event stream")
+			}
+			return err
+		}
+	}
+}
+
 // Layers returns the storage img holds. img.ID is the CRI image ID (the
 // config digest), which the CRI plugin also records as an image name.
 func (c *ContainerdLayers) Layers(ctx context.Context, img *Image) ([]Layer, error) {

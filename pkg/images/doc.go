@@ -40,13 +40,15 @@
 //     (evictionHard) over fillRateHorizon, the warning when the high
 //     threshold lets the kubelet evict first, and the reaction times.
 //   - manager.go: Manager lists the runtime, plans and executes, on a disk
-//     check every diskCheckInterval (trigger threshold, or projected; a run
-//     that removed nothing and leaves the disk calling for another is
-//     followed by the next after 1, 2, 4, ... checks, up to period, until
-//     usage is under the low threshold: thresholdBackoff) and a sweep every period, one run at a
-//     time on internal/gcrun's lifecycle, and reports each run (Report);
-//     metrics.go records it. Manager.Plan plans without executing (`nodegc
-//     plan`).
+//     check every diskCheckInterval and right after each write the runtime
+//     reports to its storage (Options.Writes: containerd's events of blobs,
+//     layers and images; at most one per writeCheckSpacing), with trigger
+//     threshold or projected (a run that removed nothing and leaves the
+//     disk calling for another is followed by the next after 1, 2, 4, ...
+//     checks, up to period, until usage is under the low threshold:
+//     thresholdBackoff), and a sweep every period; one run at a time on
+//     internal/gcrun's lifecycle. It reports each run (Report); metrics.go
+//     records it. Manager.Plan plans without executing (`nodegc plan`).
 //
 // Safety invariants, each with a test against a real containerd:
 //   - Never an image in use by any container, in any state: the plan keeps

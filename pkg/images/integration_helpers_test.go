@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
@@ -41,6 +42,23 @@ type bed struct {
 	onRun func(*images.Report)
 	// nodeName is the node the managers' state describes (Options.NodeName).
 	nodeName string
+	// registry, if set, receives the managers' metrics.
+	registry *prometheus.Registry
+}
+
+// metric is the sum of the samples of name in b.registry that match every
+// filter ("label=value"); -1 when there is none.
+func (b *bed) metric(name string, filters ...string) float64 {
+	b.t.Helper()
+	families, err := b.registry.Gather()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	v, ok := testbed.MetricSum(families, name, filters...)
+	if !ok {
+		return -1
+	}
+	return v
 }
 
 func newBed(t *testing.T, v testbed.ContainerdVersion, smallFS int64) *bed {
@@ -117,10 +135,14 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	m, err := images.NewManager(images.Options{
-		Config: cfg, StateDirectory: stateDir, NodeName: b.nodeName, Runtime: rt, Layers: b.layers, Arrivals: b.layers, Disk: b.disk, Clock: clk,
-		SandboxImages: []string{sandbox}, Sandboxes: b.layers, SettleTimeout: b.settleTimeout, OnRun: b.onRun,
-	})
+	opts := images.Options{
+		Config: cfg, StateDirectory: stateDir, NodeName: b.nodeName, Runtime: rt, Layers: b.layers, Arrivals: b.layers, Writes: b.layers,
+		Disk: b.disk, Clock: clk, SandboxImages: []string{sandbox}, Sandboxes: b.layers, SettleTimeout: b.settleTimeout, OnRun: b.onRun,
+	}
+	if b.registry != nil {
+		opts.Registerer = b.registry
+	}
+	m, err := images.NewManager(opts)
 	if err != nil {
 		b.t.Fatal(err)
 	}

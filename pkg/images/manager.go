@@ -68,6 +68,16 @@ type ArrivalSource interface {
 
 var _ ArrivalSource = (*ContainerdLayers)(nil)
 
+// WriteSource tells of writes to the image filesystem as the runtime makes
+// them; *ContainerdLayers is one (WatchWrites).
+type WriteSource interface {
+	// WatchWrites calls wrote after writes, until ctx ends (nil) or the
+	// stream breaks (its error); opened once it follows them.
+	WatchWrites(ctx context.Context, opened, wrote func()) error
+}
+
+var _ WriteSource = (*ContainerdLayers)(nil)
+
 // SandboxSource names the images the runtime's pod sandboxes run, in any
 // state; *ContainerdLayers is one.
 type SandboxSource interface {
@@ -111,8 +121,13 @@ type Options struct {
 	// says each image arrived (an image removed and pulled again while
 	// nodegc was down is young again); nil means nodegc's records alone.
 	Arrivals ArrivalSource
-	Disk     DiskReader
-	Clock    clock.WithTicker
+	// Writes, if set, has the disk read at once when the runtime wrote
+	// to its storage (a pull's blob or layer, an image record), besides
+	// every diskCheckInterval: a pull faster than the interval crosses
+	// the high threshold with the GC looking.
+	Writes WriteSource
+	Disk   DiskReader
+	Clock  clock.WithTicker
 	// Registerer receives the image GC metrics; nil means none are exported.
 	Registerer prometheus.Registerer
 	// SandboxImages name the runtime's sandbox image as its config writes
@@ -241,6 +256,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.watchUsage(ctx) })
 	wg.Go(func() { m.saveChanges(ctx) })
+	wrote := make(chan struct{}, 1)
+	if m.opts.Writes != nil {
+		wg.Go(func() { m.watchWrites(ctx, wrote) })
+	}
 	defer func() {
 		wg.Wait()
 		if err := m.saveState(true); err != nil {
@@ -256,15 +275,38 @@ func (m *Manager) Run(ctx context.Context) error {
 	// check never overlaps a sweep (it would be skipped, and back off), and
 	// the first sweep waits a period.
 	supervise := gcrun.Supervisor(m.opts.Supervise)
-	var backoff thresholdBackoff
-	checkDisk := func(ctx context.Context) { m.checkDisk(ctx, &backoff) }
-	supervise.Call(ctx, checkDisk)
+	var (
+		backoff   thresholdBackoff
+		lastCheck time.Time
+		soon      <-chan time.Time // a check the runtime's writes asked for, spaced
+	)
+	check := func(cause string) {
+		lastCheck = m.clock.Now()
+		m.metrics.diskChecks.WithLabelValues(cause).Inc()
+		supervise.Call(ctx, func(ctx context.Context) { m.checkDisk(ctx, &backoff) })
+	}
+	check(checkAtInterval)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-fast.C():
-			supervise.Call(ctx, checkDisk)
+			check(checkAtInterval)
+		case <-wrote:
+			// Writes come in bursts (a pull's blobs and layers): one
+			// check per writeCheckSpacing at most, the last write of a
+			// burst always followed by one.
+			if soon != nil {
+				continue
+			}
+			if wait := lastCheck.Add(writeCheckSpacing).Sub(m.clock.Now()); wait > 0 {
+				soon = m.clock.After(wait)
+				continue
+			}
+			check(checkAfterWrite)
+		case <-soon:
+			soon = nil
+			check(checkAfterWrite)
 		case <-sweep.C():
 			supervise.Call(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic, 0) })
 		}
@@ -902,6 +944,46 @@ func (m *Manager) streamEvents(ctx context.Context, changed chan<- struct{}) {
 			return
 		}
 		klog.FromContext(ctx).Info("Container event stream broke; polling containers until it is reopened", "err", err, "retryIn", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.clock.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+// writeCheckSpacing is the shortest time between two disk checks that
+// writes asked for: the shortest diskCheckInterval allowed.
+const writeCheckSpacing = 100 * time.Millisecond
+
+// watchWrites follows the runtime's writes to its storage (Options.Writes),
+// reopening the stream with backoff when it breaks, until ctx ends. Each
+// write signals wrote; the gauge says whether they are followed.
+func (m *Manager) watchWrites(ctx context.Context, wrote chan<- struct{}) {
+	logger := klog.FromContext(ctx)
+	delay := time.Second
+	for ctx.Err() == nil {
+		var opened bool
+		err := m.opts.Writes.WatchWrites(ctx, func() {
+			opened, delay = true, time.Second
+			m.metrics.writesFollowed.Set(1)
+			logger.V(2).Info("Following the runtime's writes to its storage: a pull's blobs, layers and images have the disk read at once")
+		}, func() {
+			select {
+			case wrote <- struct{}{}:
+			default:
+			}
+		})
+		m.metrics.writesFollowed.Set(0)
+		if ctx.Err() != nil {
+			return
+		}
+		msg := "The runtime's stream of writes to its storage broke; the disk is read every diskCheckInterval until it is reopened"
+		if !opened {
+			msg = "Cannot follow the runtime's writes to its storage; the disk is read every diskCheckInterval until it can"
+		}
+		logger.Info(msg, "err", err, "diskCheckInterval", m.opts.Config.DiskCheckInterval.Duration, "retryIn", delay)
 		select {
 		case <-ctx.Done():
 			return

@@ -36,9 +36,16 @@ var (
 	removeReasons = planRemoveReasons()
 	keepReasons   = planKeepReasons()
 	usageSources  = []string{usageFromEvents, usageFromPolling}
+	checkCauses   = []string{checkAtInterval, checkAfterWrite}
 	saveResults   = []string{resultSuccess, resultError}
 	phases        = []string{phaseFirstRemoval, phaseBelowLow}
 	thresholds    = []string{thresholdHigh, thresholdLow, thresholdEviction}
+)
+
+// Causes of a reading of the image filesystem (metric label).
+const (
+	checkAtInterval = "interval" // every diskCheckInterval
+	checkAfterWrite = "write"    // the runtime wrote to its storage (Options.Writes)
 )
 
 // Thresholds the image filesystem's usage is compared with (metric label).
@@ -76,6 +83,8 @@ type metrics struct {
 	stateSaves      *prometheus.CounterVec
 	reaction        *prometheus.HistogramVec
 	thresholds      *prometheus.GaugeVec
+	diskChecks      *prometheus.CounterVec
+	writesFollowed  prometheus.Gauge
 }
 
 // newMetrics creates the image GC metrics and registers them into reg.
@@ -120,13 +129,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: metricvec.Help("Image filesystem usage in percent at which the image GC starts (high), down to which it frees (low), and at which the kubelet's evictionHard is met (eviction), to compare with nodegc_image_fs_usage_percent,",
 				"threshold", thresholds),
 		}, []string{"threshold"}),
+		diskChecks: metricvec.Counter("nodegc_image_gc_disk_checks_total",
+			"Readings of the image filesystem's usage that may start a run (trigger threshold or projected), every diskCheckInterval (interval) or right after the runtime wrote to its storage (write: a pull's blob or layer, an image record; at most one per 100ms),",
+			"cause", checkCauses),
+		writesFollowed: metricvec.SingleGauge("nodegc_image_gc_runtime_writes_followed",
+			"1 while the image GC follows the runtime's writes to its storage (containerd's event stream), each of which has the disk read at once; 0 while only diskCheckInterval does (another runtime, no containerd API, or the stream is being reopened)."),
 		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",
 			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change (a last-used time that moved less than a minute waits for the next),",
 			"result", saveResults),
 	}
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
-		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds)
+		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds,
+		m.diskChecks, m.writesFollowed)
 	for _, p := range phases {
 		m.reaction.WithLabelValues(p)
 	}

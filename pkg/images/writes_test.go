@@ -1,0 +1,140 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/pkg/diskstats"
+)
+
+// scriptedWrites is a WriteSource the test drives: each stream opens,
+// passes on the writes sent to it, and breaks with the error sent to it.
+type scriptedWrites struct {
+	writes chan struct{}
+	breaks chan error
+	mu     sync.Mutex
+	opens  int
+}
+
+func (s *scriptedWrites) WatchWrites(ctx context.Context, opened, wrote func()) error {
+	s.mu.Lock()
+	s.opens++
+	s.mu.Unlock()
+	opened()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.writes:
+			wrote()
+		case err := <-s.breaks:
+			return err
+		}
+	}
+}
+
+func (s *scriptedWrites) openCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opens
+}
+
+// countingDisk is a disk at 20% that counts its readings.
+type countingDisk struct {
+	mu    sync.Mutex
+	reads int
+}
+
+func (d *countingDisk) Stat(string) (diskstats.Stats, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reads++
+	return diskstats.Stats{Capacity: 100, Available: 80}, nil
+}
+
+func (d *countingDisk) readings() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.reads
+}
+
+// TestWritesHaveTheDiskRead: with the disk checked every minute, a write of
+// the runtime's has the disk read at once (the clock does not move); a
+// burst of writes within writeCheckSpacing of that check is met by one more
+// check when the spacing has passed, not one per write; a stream that
+// breaks is reopened after a second, and the gauge says whether writes are
+// followed meanwhile.
+func TestWritesHaveTheDiskRead(t *testing.T) {
+	cfg := policyConfig()
+	cfg.HighThresholdPercent, cfg.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](75)
+	cfg.DiskCheckInterval = metav1.Duration{Duration: time.Minute}
+	cfg.Period = metav1.Duration{Duration: time.Hour}
+	clk := clocktesting.NewFakeClock(t0)
+	disk := &countingDisk{}
+	writes := &scriptedWrites{writes: make(chan struct{}), breaks: make(chan error)}
+	reg := prometheus.NewRegistry()
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: &streamRuntime{opened: make(chan struct{})},
+		Disk: disk, Clock: clk, Writes: writes, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	checks := func(cause string) float64 { return testutil.ToFloat64(m.metrics.diskChecks.WithLabelValues(cause)) }
+	followed := func() float64 { return testutil.ToFloat64(m.metrics.writesFollowed) }
+
+	testbed.WaitFor(t, 5*time.Second, "the check at start and the stream open", func() bool {
+		return checks(checkAtInterval) == 1 && followed() == 1
+	})
+	reads := disk.readings()
+
+	// Past the spacing since the check at start: a write is met at once.
+	clk.Step(time.Second)
+	writes.writes <- struct{}{}
+	testbed.WaitFor(t, 5*time.Second, "a check right after a write", func() bool { return checks(checkAfterWrite) == 1 })
+	if got := disk.readings(); got <= reads {
+		t.Errorf("the disk was read %d times after the write, want more than %d", got, reads)
+	}
+
+	// A burst within the spacing: one check once it passed.
+	for range 20 {
+		writes.writes <- struct{}{}
+	}
+	clk.Step(writeCheckSpacing)
+	testbed.WaitFor(t, 5*time.Second, "one check for the burst once the spacing passed", func() bool { return checks(checkAfterWrite) >= 2 })
+	for range 3 { // the loop may still hold the burst's last write: a check after one more spacing at most
+		clk.Step(writeCheckSpacing)
+	}
+	if got := checks(checkAfterWrite); got > 3 {
+		t.Errorf("%v checks after 21 writes in a spacing and a half, want at most 3", got)
+	}
+	if got := checks(checkAtInterval); got != 1 {
+		t.Errorf("%v checks at the interval, want 1 (the clock moved %v of the %v interval)", got, time.Second+4*writeCheckSpacing, time.Minute)
+	}
+
+	// The stream breaks: not followed, reopened after a second.
+	writes.breaks <- errors.New("connection reset")
+	testbed.WaitFor(t, 5*time.Second, "the gauge to say writes are not followed", func() bool { return followed() == 0 })
+	testbed.WaitFor(t, 5*time.Second, "the stream reopened after a second", func() bool {
+		clk.Step(100 * time.Millisecond)
+		return writes.openCount() == 2 && followed() == 1
+	})
+	before := checks(checkAfterWrite)
+	writes.writes <- struct{}{}
+	testbed.WaitFor(t, 5*time.Second, "a check after a write on the reopened stream", func() bool {
+		clk.Step(writeCheckSpacing)
+		return checks(checkAfterWrite) > before
+	})
+}
