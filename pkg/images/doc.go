@@ -59,9 +59,13 @@
 //     reads the sandboxes and the pod view again (a pod bound since the
 //     plan keeps its images as scheduled), and asks the runtime for the
 //     image (ImageLookup): one another removed since the plan is reported
-//     gone, not removed (the runtime answers its removal with success). When the runtime does not
-//     answer it, the run stops there with the runtime's error: it neither
-//     removes on doubt nor asks a dead runtime again for every candidate.
+//     gone, not removed (the runtime answers its removal with success), and
+//     one that gained names since (a pull of another name of it) is judged
+//     by all of them, as RemoveImage removes every one: pinned, excluded,
+//     sandbox and scheduled are decided again on them. When the runtime
+//     does not answer, the run stops there with the runtime's error: it
+//     neither removes on doubt nor asks a dead runtime again for every
+//     candidate.
 //   - The Tracker never forgets a container it was told of while it
 //     exists. Container listings run one at a time (syncContainers), and
 //     listings and events are ordered on one timeline: a listing begun

@@ -653,25 +653,36 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 }
 
 // checkBeforeRemoval returns the check execute makes right before each
-// removal: the runtime's containers are listed again, whether or not the
-// event stream is live (the runtime may drop events, and a CREATED event
-// may still be on its way), so no container that exists when the check
-// begins is missed, and the tracker adds what events reported since; the
-// runtime's sandboxes are listed again (Options.Sandboxes); and the pod
-// view is read again, so a pod bound since the plan keeps the images it
-// names. When the runtime cannot be asked, the check fails and the run
-// stops: nothing is removed on doubt.
+// removal. The runtime is asked for the image as it is now (ImageLookup):
+// one another removed since the plan is gone; one that gained names since
+// (a pull of another name of the same image, which adds a name and fetches
+// nothing) is judged by all its names, as RemoveImage would remove every
+// one of them: a new name that is pinned, excluded, the sandbox image's, or
+// one a pod bound to the node names keeps it, and so does, with
+// keepNewestPerRepository set, a tag of a repository the plan did not see
+// it in (the plan could not rank it there). The runtime's containers are
+// listed again, whether or not the event stream is live (the runtime may
+// drop events, and a CREATED event may still be on its way), so no
+// container that exists when the check begins is missed, and the tracker
+// adds what events reported since; the runtime's sandboxes are listed
+// again (Options.Sandboxes); and the pod view is read again, so a pod
+// bound since the plan keeps the images it names. When the runtime cannot
+// be asked, the check fails and the run stops: nothing is removed on
+// doubt.
 func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 	lookup, _ := m.opts.Runtime.(ImageLookup)
-	return func(img *Image) (string, error) {
+	configured := refForms(m.opts.SandboxImages)
+	return func(planned *Image) (string, error) {
+		img := planned
 		if lookup != nil {
-			got, err := lookup.ImageStatus(ctx, img.ID)
+			got, err := lookup.ImageStatus(ctx, planned.ID)
 			if err != nil {
 				return "", err
 			}
 			if got == nil {
 				return checkGone, nil
 			}
+			img = nowNamed(planned, got)
 		}
 		if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
 			return "", err
@@ -683,6 +694,12 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 			return "", err
 		} else if mounted {
 			return KeepInUse, nil
+		}
+		if img.Pinned {
+			return KeepPinned, nil
+		}
+		if _, ok := namedBy(img, configured); ok {
+			return KeepSandbox, nil
 		}
 		if m.opts.Sandboxes != nil {
 			forms, err := m.runningSandboxForms(ctx)
@@ -698,8 +715,32 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		if one[0].Scheduled {
 			return KeepScheduled, nil
 		}
+		if m.policy.excluded(img) {
+			return KeepExcluded, nil
+		}
+		if m.policy.cfg.KeepNewestPerRepository > 0 && newRepository(planned, img) {
+			return KeepNewestTags, nil
+		}
 		return "", nil
 	}
+}
+
+// nowNamed is the planned image with the names and pinned flag the runtime
+// gives it now.
+func nowNamed(planned *Image, now *runtimeapi.Image) *Image {
+	img := *planned
+	img.RepoTags, img.RepoDigests, img.Pinned = now.GetRepoTags(), now.GetRepoDigests(), now.GetPinned()
+	return &img
+}
+
+// newRepository says whether now has a tag of a repository none of was's
+// tags is of.
+func newRepository(was, now *Image) bool {
+	seen := map[string]bool{}
+	for _, t := range was.RepoTags {
+		seen[repository(t)] = true
+	}
+	return slices.ContainsFunc(now.RepoTags, func(t string) bool { return !seen[repository(t)] })
 }
 
 func (m *Manager) listContainers(ctx context.Context) ([]*runtimeapi.Container, error) {

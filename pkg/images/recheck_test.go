@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )
 
@@ -89,14 +91,18 @@ func TestScheduledRecheckedBeforeEachRemoval(t *testing.T) {
 	removeAllButSkipped(t, everythingNeeded(t, Options{Runtime: rt, Pods: pods}), rt, "sha256:bb "+KeepScheduled)
 }
 
-// everythingNeeded makes a manager on opts (Runtime and Pods; the rest
-// here) with every image over the minimum age and the disk so full that
-// every image is needed (high 1%, low 0%).
-func everythingNeeded(t *testing.T, opts Options) *Manager {
+// everythingNeeded makes a manager on opts (Runtime, Pods, SandboxImages;
+// the rest here) with every image over the minimum age and the disk so
+// full that every image is needed (high 1%, low 0%); mutate, if given,
+// changes the configuration further.
+func everythingNeeded(t *testing.T, opts Options, mutate ...func(*config.ImageGCConfiguration)) *Manager {
 	t.Helper()
 	opts.Config = policyConfig()
 	opts.Config.MinimumGCAge = &metav1.Duration{}
 	opts.Config.HighThresholdPercent, opts.Config.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
+	for _, f := range mutate {
+		f(&opts.Config)
+	}
 	opts.StateDirectory, opts.Disk = t.TempDir(), statsDisk{Capacity: 100 * mib, Available: 10 * mib}
 	opts.Clock = clocktesting.NewFakeClock(t0.Add(time.Hour))
 	m, err := NewManager(opts)
@@ -123,6 +129,118 @@ func removeAllButSkipped(t *testing.T, m *Manager, rt *removalsRuntime, skipped 
 		got = append(got, d.Image.ID+" "+d.Reason)
 	}
 	if diff := cmp.Diff([]string{skipped}, got); diff != "" {
+		t.Errorf("skipped at the check before removal (-want +got):\n%s", diff)
+	}
+}
+
+// statusRuntime answers ImageStatus as containerd does: the image as it is
+// listed now, with every name it has now.
+type statusRuntime struct{ *removalsRuntime }
+
+func (r statusRuntime) ImageStatus(_ context.Context, id string) (*runtimeapi.Image, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, img := range r.images {
+		if img.GetId() == id && !slices.Contains(r.removed, id) {
+			return img, nil
+		}
+	}
+	return nil, nil
+}
+
+// TestNamesGainedSinceThePlan: while a run removes sha256:aa, a pull of
+// another name of sha256:bb ends (the same image: the runtime only adds the
+// name, in well under a second). RemoveImage would remove every name of
+// bb, so the check before its removal judges bb by its names as the
+// runtime gives them now: a new name that is excluded, pinned, the sandbox
+// image, or one a pod bound to the node names keeps it. A new name that
+// protects nothing does not. (bb was removed in every case: the check read
+// the image but judged the plan's copy of its names.)
+func TestNamesGainedSinceThePlan(t *testing.T) {
+	const newName = "registry.example/critical:2"
+	for _, tc := range []struct {
+		name    string
+		pinned  bool
+		pods    map[string]string
+		sandbox []string
+		mutate  func(*config.ImageGCConfiguration)
+		want    string // the reason bb is kept for; "" removed
+	}{
+		{name: "excluded", mutate: func(c *config.ImageGCConfiguration) { c.Exclude = []string{"registry.example/critical:*"} }, want: KeepExcluded},
+		{name: "pinned", pinned: true, want: KeepPinned},
+		{name: "scheduled", pods: map[string]string{newName: "web/late"}, want: KeepScheduled},
+		{name: "sandbox image", sandbox: []string{"registry.example/critical:2@sha256:" + strings.Repeat("e", 64)}, want: KeepSandbox},
+		{name: "protects nothing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &removalsRuntime{images: []*runtimeapi.Image{
+				{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+				{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+				{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+			}}
+			pods := &lockedPods{view: PodImages{Authoritative: true, Refs: map[string]string{}}}
+			rt.onRemove = func(id string) {
+				if id != "sha256:aa" {
+					return
+				}
+				rt.mu.Lock()
+				rt.images[1] = &runtimeapi.Image{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1", newName}, Size: 30 * mib, Pinned: tc.pinned}
+				rt.mu.Unlock()
+				if tc.pods != nil {
+					pods.mu.Lock()
+					pods.view = PodImages{Authoritative: true, Refs: tc.pods}
+					pods.mu.Unlock()
+				}
+			}
+			var mutate []func(*config.ImageGCConfiguration)
+			if tc.mutate != nil {
+				mutate = append(mutate, tc.mutate)
+			}
+			m := everythingNeeded(t, Options{Runtime: statusRuntime{rt}, Pods: pods, SandboxImages: tc.sandbox}, mutate...)
+			if tc.want != "" {
+				removeAllButSkipped(t, m, rt, "sha256:bb "+tc.want)
+				return
+			}
+			if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"sha256:aa", "sha256:bb", "sha256:cc"}, rt.removed); diff != "" {
+				t.Errorf("removed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestNewRepositoryKeepsTheNewest: keeping the newest tag of every
+// repository, a run removes the older two of app:1-3; while it removes the
+// first, the last gains a tag of another repository. The plan could not
+// rank it there (it may be that repository's newest), so it stays.
+func TestNewRepositoryKeepsTheNewest(t *testing.T) {
+	rt := &removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/app:3"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/app:2"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/app:1"}, Size: 30 * mib},
+	}}
+	rt.onRemove = func(id string) {
+		if id == "sha256:bb" {
+			rt.mu.Lock()
+			rt.images[2] = &runtimeapi.Image{Id: "sha256:cc", RepoTags: []string{"registry.example/app:1", "registry.example/critical:2"}, Size: 30 * mib}
+			rt.mu.Unlock()
+		}
+	}
+	m := everythingNeeded(t, Options{Runtime: statusRuntime{rt}}, func(c *config.ImageGCConfiguration) { c.KeepNewestPerRepository = 1 })
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if r == nil || r.Outcome == nil {
+		t.Fatalf("no run: %v", err)
+	}
+	var skipped []string
+	for _, d := range r.Outcome.Skipped {
+		skipped = append(skipped, d.Image.ID+" "+d.Reason)
+	}
+	if diff := cmp.Diff([]string{"sha256:bb"}, rt.removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"sha256:cc " + KeepNewestTags}, skipped); diff != "" {
 		t.Errorf("skipped at the check before removal (-want +got):\n%s", diff)
 	}
 }

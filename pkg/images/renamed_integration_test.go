@@ -1,0 +1,135 @@
+package images_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	ctrimages "github.com/containerd/containerd/v2/core/images"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodegc/nodegc/internal/containerdapi"
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+// namingRuntime, right after nodegc's first removal, gives the image
+// target another name in containerd (as a pull of another name of the same
+// image does: the name is added, nothing is fetched), and returns once CRI
+// lists it.
+type namingRuntime struct {
+	*recordingRuntime
+	ctr    *containerd.Client
+	target string // image ID
+	name   string
+
+	mu   sync.Mutex
+	done bool
+	err  error
+}
+
+func (r *namingRuntime) RemoveImage(ctx context.Context, id string) error {
+	err := r.recordingRuntime.RemoveImage(ctx, id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil || r.done {
+		return err
+	}
+	r.done = true
+	r.err = r.addName(ctx)
+	return err
+}
+
+func (r *namingRuntime) addName(ctx context.Context) error {
+	imgs, err := r.ctr.ImageService().List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, img := range imgs {
+		if img.Target.MediaType == "" {
+			continue
+		}
+		cfg, err := ctrimages.Config(ctx, r.ctr.ContentStore(), img.Target, nil)
+		if err != nil || cfg.Digest.String() != r.target {
+			continue
+		}
+		if _, err := r.ctr.ImageService().Create(ctx, ctrimages.Image{Name: r.name, Target: img.Target, Labels: img.Labels}); err != nil {
+			return fmt.Errorf("naming %s %s: %w", img.Name, r.name, err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			got, err := r.Client.ImageStatus(ctx, r.target)
+			if err != nil {
+				return err
+			}
+			if slices.Contains(got.GetRepoTags(), r.name) {
+				return nil
+			}
+		}
+		return fmt.Errorf("CRI does not list %s for %s after 30s", r.name, r.target)
+	}
+	return fmt.Errorf("no image record of %s", r.target)
+}
+
+// TestExcludedNameGainedMidRun, on each real containerd: a run means to
+// remove three images, oldest first; while it removes the first, the last
+// gains a name the configuration excludes. containerd's RemoveImage by ID
+// removes every name an image has, the new one too: the check before the
+// removal judges the image by the names it has then, and keeps it (it was
+// removed, both names with it).
+func TestExcludedNameGainedMidRun(t *testing.T) {
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			b := newBed(t, v, 256*mib)
+			ctx := t.Context()
+			var pulled []string
+			for i := range 3 {
+				pulled = append(pulled, b.pushPull(repoName(i), 2).ID())
+				time.Sleep(10 * time.Millisecond) // first-detected times in pull order
+			}
+			ctr, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ctr.Close() })
+			const critical = "registry.example/critical/agent:2"
+			rt := &namingRuntime{recordingRuntime: b.runtime, ctr: ctr, target: pulled[2], name: critical}
+			m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), func(c *config.ImageGCConfiguration) {
+				setThresholds(1, 0)(c) // free everything removable
+				c.Exclude = []string{"registry.example/critical/**"}
+			})
+			r, err := m.GarbageCollect(ctx, images.TriggerManual)
+			if rt.err != nil {
+				t.Fatal(rt.err)
+			}
+			if r == nil || r.Outcome == nil {
+				t.Fatalf("no run: %v", err)
+			}
+			var removed, skipped []string
+			for _, d := range r.Outcome.Removed {
+				removed = append(removed, d.Image.ID)
+			}
+			for _, d := range r.Outcome.Skipped {
+				skipped = append(skipped, d.Image.ID+" "+d.Reason)
+			}
+			t.Logf("containerd %s: removed %d, skipped at the check %v; run error: %v", v, len(removed), skipped, err)
+			if !slices.Equal(removed, pulled[:2]) {
+				t.Errorf("removed %v, want the two older images %v", removed, pulled[:2])
+			}
+			if want := []string{pulled[2] + " " + images.KeepExcluded}; !slices.Equal(skipped, want) {
+				t.Errorf("skipped at the check %v, want %v", skipped, want)
+			}
+			got, err := b.cri.ImageStatus(ctx, pulled[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(got.GetRepoTags(), critical) {
+				t.Errorf("%s is gone from the runtime (image %v), want it kept with its excluded name", critical, got)
+			}
+		})
+	}
+}
