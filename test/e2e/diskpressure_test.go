@@ -594,7 +594,7 @@ func (s *suite) testDiskPressureKubelet(t *testing.T) {
 // node out of DiskPressure, with no eviction, and bring usage back under its
 // low threshold within 5s of crossing the high one.
 func (s *suite) testDiskPressureNodegc(t *testing.T) {
-	r := &dpResult{name: "(b)", collector: "nodegc: 80/75, 1s checks, fill-rate horizon 30s; kubelet's image GC off", high: dpNodegcHigh, low: dpNodegcLow}
+	r := &dpResult{name: "(b)", collector: "nodegc: 80/75, 1s checks and after containerd's writes, fill-rate horizon 30s; kubelet's image GC off", high: dpNodegcHigh, low: dpNodegcLow}
 	const prefix = "dp-nodegc"
 	s.removeUnusedImages(t, "left by earlier cases")
 	s.restartKubelet(t, kubecluster.KubeletSettings{ImageMinimumGCAge: dpMinAge, EvictionHard: dpEvictionHard(), EvictionPressureTransitionPeriod: dpTransition})
