@@ -71,6 +71,9 @@
 // builds them again for it (nodegc.go, collect; profile.go): what was set
 // up for the old one (its event stream or its absence, its snapshotter,
 // its sandbox image) would otherwise outlive it. A fact the runtime did not
-// give when the loops were built (its status timed out) is asked for again
-// every 30 seconds, and the loops are built again once it answers.
+// give when the loops were built (its status timed out, or containerd's own
+// API did not answer: without it the image GC has no list of the pod
+// sandboxes' images, and keeps the one remembered in its state file) is
+// asked for again every 30 seconds, and the loops are built again once it
+// answers.
 package agent

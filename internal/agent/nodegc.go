@@ -111,7 +111,7 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 	// own (startAll).
 	life, end := context.WithCancel(context.WithoutCancel(ctx))
 	defer end()
-	rt := readRuntimeProfile(ctx, c)
+	rt := n.readRuntimeProfile(ctx, c)
 	rt.logUnread(klog.FromContext(ctx))
 	// The container GC first: its pod informer also feeds the image GC's
 	// scheduled rule.
@@ -124,7 +124,7 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 		klog.FromContext(ctx).Error(err, "Container GC cannot start; image GC goes on")
 	}
 	n.containerWatch.notStarted(err)
-	imageGC, err := n.imageManager(ctx, life, c, rt, false, pods, reg)
+	imageGC, err := n.imageManager(ctx, life, c, &rt, false, pods, reg)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Image GC cannot start; container GC goes on")
 	}
@@ -153,7 +153,15 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 func (n *nodeGC) runtimeChanged(ctx context.Context, c *cri.Client, was runtimeProfile) bool {
 	return profileChanged(ctx, was, n.link.reconnected, unreadRetry,
 		func(ctx context.Context) error { _, _, err := c.RefreshVersion(ctx); return err },
-		func(ctx context.Context) runtimeProfile { return readRuntimeProfile(ctx, c) })
+		func(ctx context.Context) runtimeProfile { return n.readRuntimeProfile(ctx, c) })
+}
+
+// readRuntimeProfile reads the profile of the runtime c answers for, with
+// containerd's own API asked on the CRI endpoint's socket.
+func (n *nodeGC) readRuntimeProfile(ctx context.Context, c *cri.Client) runtimeProfile {
+	cfg := n.opts.Config
+	socket, _ := endpoint.SocketPath(cfg.ContainerRuntimeEndpoint)
+	return readRuntimeProfile(ctx, c, socket, cfg.RuntimeRequestTimeout.Duration)
 }
 
 // unreadRetry is how often a runtime's profile with facts it did not give
@@ -241,14 +249,18 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 // planOnly makes one for `nodegc plan`, which writes nothing. pods, the container GC's pod source (nil in
 // node-only mode), gives the images of the pods that have not finished.
 // Its calls end with ctx; its containerd client closes when life ends.
-func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt runtimeProfile, planOnly bool, pods *containers.APIPodSource, reg prometheus.Registerer) (*images.Manager, error) {
+func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt *runtimeProfile, planOnly bool, pods *containers.APIPodSource, reg prometheus.Registerer) (*images.Manager, error) {
 	cfg := n.opts.Config
 	var layers *images.ContainerdLayers
 	if rt.name == "containerd" {
-		path, _ := endpoint.SocketPath(cfg.ContainerRuntimeEndpoint)
-		l, err := images.NewContainerdLayers(ctx, path, rt.imageFs, cfg.RuntimeRequestTimeout.Duration)
+		path, err := endpoint.SocketPath(cfg.ContainerRuntimeEndpoint)
+		var l *images.ContainerdLayers
+		if err == nil {
+			l, err = images.NewContainerdLayers(ctx, path, rt.imageFs, cfg.RuntimeRequestTimeout.Duration)
+		}
 		if err != nil {
-			klog.FromContext(ctx).Info("Cannot use containerd's API for exact layer accounting; using CRI sizes", "err", err)
+			klog.FromContext(ctx).Info("Cannot use containerd's own API; the image GC goes on without exact layer accounting (CRI sizes), image arrival times, the images of the pod sandboxes (the one remembered in the state file is kept) and disk checks after writes; asked again every 30s", "err", err)
+			rt.apiUnread(err)
 		} else {
 			layers = l
 			context.AfterFunc(life, func() { l.Close() })

@@ -84,9 +84,9 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone, and keeps every image that is not in use", "waited", podSyncWait)
 		}
 	}
-	rt := readRuntimeProfile(ctx, c)
+	rt := n.readRuntimeProfile(ctx, c)
 	rt.logUnread(klog.FromContext(ctx))
-	if im, err := n.imageManager(ctx, ctx, c, rt, true, pods, reg); err != nil {
+	if im, err := n.imageManager(ctx, ctx, c, &rt, true, pods, reg); err != nil {
 		r.ImagesErr = err
 	} else {
 		r.Images, r.ImagesErr = im.Plan(ctx)

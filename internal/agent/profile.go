@@ -3,10 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/pkg/cri"
 )
 
@@ -30,10 +33,23 @@ type runtimeProfile struct {
 	why    string
 }
 
+// Facts of a runtime's profile that may go unread (runtimeProfile.unread).
+const (
+	factSandboxImage = "sandbox image"
+	factImageFs      = "image filesystem"
+	// factContainerdAPI: containerd's own API on its socket, which gives
+	// the image GC exact layer accounting, image arrival times, the
+	// images of the pod sandboxes and the disk checks after writes, and
+	// the container GC the writable layers' bytes.
+	factContainerdAPI = "containerd API"
+)
+
 // readRuntimeProfile asks the runtime for its profile: Version as the
 // client last read it, the verbose Status for the sandbox image, and
-// ImageFsInfo.
-func readRuntimeProfile(ctx context.Context, c *cri.Client) runtimeProfile {
+// ImageFsInfo, each within timeout; on containerd, whether its own API
+// answers on apiSocket, within RuntimeCheckTimeout at most (it answers at
+// once, or not: a socket where nothing listens waits out the deadline).
+func readRuntimeProfile(ctx context.Context, c *cri.Client, apiSocket string, timeout time.Duration) runtimeProfile {
 	v := c.RuntimeVersion()
 	p := runtimeProfile{name: v.GetRuntimeName(), version: v.GetRuntimeVersion()}
 	var why []string
@@ -41,13 +57,20 @@ func readRuntimeProfile(ctx context.Context, c *cri.Client) runtimeProfile {
 		p.unread = append(p.unread, fact)
 		why = append(why, fmt.Sprintf("%s: %v", fact, err))
 	}
+	if p.name == "containerd" && apiSocket != "" {
+		if api, err := containerdapi.Dial(ctx, apiSocket, min(timeout, RuntimeCheckTimeout)); err != nil {
+			failed(factContainerdAPI, err)
+		} else {
+			api.Close()
+		}
+	}
 	if s, err := c.SandboxImage(ctx); err != nil {
-		failed("sandbox image", err)
+		failed(factSandboxImage, err)
 	} else {
 		p.sandboxImage = s
 	}
 	if info, err := c.ImageFsInfo(ctx); err != nil {
-		failed("image filesystem", err)
+		failed(factImageFs, err)
 	} else if fss := info.GetImageFilesystems(); len(fss) > 0 {
 		p.imageFs = fss[0].GetFsId().GetMountpoint()
 	}
@@ -58,8 +81,20 @@ func readRuntimeProfile(ctx context.Context, c *cri.Client) runtimeProfile {
 // logUnread says what the GC is built without.
 func (p runtimeProfile) logUnread(logger klog.Logger) {
 	if len(p.unread) > 0 {
-		logger.Info("Cannot read all of the container runtime's configuration; without its sandbox image the image GC relies on the pinned flag, without its image filesystem on CRI sizes; read again every 30s until it answers", "unread", p.why)
+		logger.Info("Cannot read all of the container runtime's configuration; without its sandbox image the image GC relies on the pinned flag and the sandboxes, without its image filesystem on CRI sizes, without containerd's own API on the sandbox image remembered in the state file, CRI sizes and the disk check interval; read again every 30s until it answers", "unread", p.why)
 	}
+}
+
+// apiUnread records that containerd's own API did not answer when a GC was
+// built, though the profile read before found it: the profile then counts
+// it unread, so that it is read again (and the GC built again once it
+// answers).
+func (p *runtimeProfile) apiUnread(err error) {
+	if slices.Contains(p.unread, factContainerdAPI) {
+		return
+	}
+	p.unread = append(p.unread, factContainerdAPI)
+	p.why = strings.TrimPrefix(p.why+"; "+fmt.Sprintf("%s: %v", factContainerdAPI, err), "; ")
 }
 
 // changes lists what differs from p in now, as "what: was → now".
@@ -73,6 +108,6 @@ func (p runtimeProfile) changes(now runtimeProfile) []string {
 	diff("runtime", p.name+" "+p.version, now.name+" "+now.version)
 	diff("sandbox image", p.sandboxImage, now.sandboxImage)
 	diff("image filesystem", p.imageFs, now.imageFs)
-	diff("unread", strings.Join(p.unread, ", "), strings.Join(now.unread, ", "))
+	diff("unread", strings.Join(slices.Sorted(slices.Values(p.unread)), ", "), strings.Join(slices.Sorted(slices.Values(now.unread)), ", "))
 	return out
 }

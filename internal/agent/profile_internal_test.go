@@ -2,10 +2,16 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/pkg/cri"
 )
 
 // TestRuntimeProfileChanges: the GC is built again for any fact of the
@@ -100,5 +106,68 @@ func TestProfileReadAgainWhileUnread(t *testing.T) {
 	defer cancel()
 	if !profileChanged(ctx, full, reconnected, time.Hour, noRefresh, func(context.Context) runtimeProfile { return other }) {
 		t.Error("another sandbox image after a reconnection: no rebuild")
+	}
+}
+
+// TestContainerdAPIUnreadAtBuild: containerd's own API did not answer when
+// the image GC was built (it gives the images of the pod sandboxes, among
+// others), though the profile read just before found it. The profile then
+// counts it unread, once however often told, so that it is read again
+// every retry and the GC built again once the API answers; as long as it
+// does not, the GC is not built again. The order the facts were found
+// unread in is no change.
+func TestContainerdAPIUnreadAtBuild(t *testing.T) {
+	full := runtimeProfile{name: "containerd", version: "2.1.4", imageFs: "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"}
+	built := full
+	built.apiUnread(errors.New("deadline exceeded"))
+	built.apiUnread(errors.New("deadline exceeded"))
+	if !slices.Equal(built.unread, []string{factContainerdAPI}) || built.why != "containerd API: deadline exceeded" {
+		t.Fatalf("after two failed dials: unread %q, why %q; want the API once", built.unread, built.why)
+	}
+	noRefresh := func(context.Context) error { return nil }
+	stillDown := full
+	stillDown.unread, stillDown.why = []string{factContainerdAPI}, "containerd API: connection refused"
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	reads := 0
+	if profileChanged(ctx, built, make(chan struct{}), time.Millisecond, noRefresh, func(context.Context) runtimeProfile { reads++; return stillDown }) {
+		t.Error("the API still does not answer: the GC was built again")
+	}
+	if reads < 2 {
+		t.Errorf("the API was asked %d times in 100ms with a 1ms retry, want it asked again and again", reads)
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if !profileChanged(ctx, built, make(chan struct{}), time.Millisecond, noRefresh, func(context.Context) runtimeProfile { return full }) {
+		t.Error("the API answers now: no rebuild")
+	}
+
+	twoUnread := full
+	twoUnread.unread = []string{factSandboxImage, factContainerdAPI}
+	reordered := full
+	reordered.unread = []string{factContainerdAPI, factSandboxImage}
+	if got := twoUnread.changes(reordered); got != nil {
+		t.Errorf("the same facts unread in another order: changes %q, want none", got)
+	}
+}
+
+// TestProfileAsksContainerdAPI, on a real containerd: the profile says
+// whether containerd's own API answers on the socket given; a socket where
+// nothing listens makes it unread, with the reason.
+func TestProfileAsksContainerdAPI(t *testing.T) {
+	testbed.RequireRoot(t)
+	n := node.Start(t, node.Options{Version: testbed.Containerd2})
+	c, err := cri.Dial(t.Context(), cri.Options{RuntimeEndpoint: n.Endpoint, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := readRuntimeProfile(t.Context(), c, n.Socket, 5*time.Second); slices.Contains(p.unread, factContainerdAPI) {
+		t.Errorf("containerd's socket: unread %q (%s), want its API read", p.unread, p.why)
+	}
+	nowhere := filepath.Join(t.TempDir(), "nothing.sock")
+	p := readRuntimeProfile(t.Context(), c, nowhere, 2*time.Second)
+	if !slices.Contains(p.unread, factContainerdAPI) || !strings.Contains(p.why, factContainerdAPI+": ") {
+		t.Errorf("a socket where nothing listens: unread %q, why %q; want the containerd API unread, and why", p.unread, p.why)
 	}
 }

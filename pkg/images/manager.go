@@ -566,9 +566,10 @@ func (m *Manager) plan(ctx context.Context, ahead uint64) (*Plan, []Image, error
 // when its config writes it in another form than it lists).
 func (m *Manager) markSandbox(ctx context.Context, in []Image) error {
 	configured := refForms(m.opts.SandboxImages)
-	if m.opts.Sandboxes == nil {
+	if m.opts.Sandboxes == nil { // the remembered ones stay
 		for i := range in {
-			_, in[i].Sandbox = namedBy(&in[i], configured)
+			_, byConfig := namedBy(&in[i], configured)
+			in[i].Sandbox = byConfig || in[i].RanSandboxes
 		}
 		return nil
 	}

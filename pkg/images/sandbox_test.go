@@ -132,7 +132,8 @@ func TestSandboxesOfTheRuntime(t *testing.T) {
 // TestSandboxImageRemembered: while no sandbox runs, the image the
 // sandboxes last ran is still the sandbox image (containerd 2.x names it
 // nowhere else when its config writes it in another form), also for a
-// manager started again on the same state; once sandboxes run another
+// manager started again on the same state, and one built without a way to
+// list the sandboxes; once sandboxes run another
 // image (the pause image was upgraded), the old one is not.
 func TestSandboxImageRemembered(t *testing.T) {
 	const (
@@ -188,6 +189,13 @@ func TestSandboxImageRemembered(t *testing.T) {
 	if got := sandboxes(m); !slices.Equal(got, []string{"registry.k8s.io/pause:3.9"}) {
 		t.Errorf("after a restart, no sandbox: sandbox images %q, want the remembered one", got)
 	}
+	// Built without a sandbox source (containerd's own API did not answer
+	// when the GC was built): the remembered one is still kept.
+	m.opts.Sandboxes = nil
+	if got := sandboxes(m); !slices.Equal(got, []string{"registry.k8s.io/pause:3.9"}) {
+		t.Errorf("no sandbox source: sandbox images %q, want the remembered one", got)
+	}
+	m.opts.Sandboxes = src
 	src.set([]string{"registry.k8s.io/pause:3.10"}, nil) // upgraded
 	sandboxes(m)
 	src.set(nil, nil)
