@@ -65,6 +65,14 @@ func (t EvictionThreshold) String() string {
 	return resource.NewQuantity(int64(min(t.Bytes, math.MaxInt64)), resource.BinarySI).String()
 }
 
+// kubeletSignals are the eviction signals the kubelet knows (its eviction
+// API's Signal values, Kubernetes 1.34); it refuses a configuration with
+// any other.
+var kubeletSignals = []string{
+	"allocatableMemory.available", "containerfs.available", "containerfs.inodesFree", "imagefs.available",
+	"imagefs.inodesFree", "memory.available", "nodefs.available", "nodefs.inodesFree", "pid.available",
+}
+
 // diskSignals are the evictionHard signals about the image filesystem's
 // available space nodegc reads: imagefs.available for a dedicated image
 // filesystem, nodefs.available for the node's root one.

@@ -40,12 +40,16 @@ func TestEvictionHardFromKubelet(t *testing.T) {
 	}
 }
 
-// TestEvictionHardValidation names the signal and the rule; other signals
-// are not nodegc's to check.
+// TestEvictionHardValidation names the signal and the rule. The values of
+// the kubelet's other signals are not nodegc's to check, but a signal the
+// kubelet does not know is refused, as the kubelet refuses it: a misspelt
+// disk signal would otherwise leave the disk thresholds unset, turning off
+// the early start, the warning at start and the eviction alert.
 func TestEvictionHardValidation(t *testing.T) {
 	c := Defaulted()
 	c.ImageGC.EvictionHard = map[string]string{
 		"imagefs.available": "115%", "nodefs.available": "lots", "memory.available": "whatever",
+		"pid.available": "10%", "imagefs.avaliable": "15%",
 	}
 	errs := Validate(c)
 	var got []string
@@ -55,6 +59,7 @@ func TestEvictionHardValidation(t *testing.T) {
 	want := []string{
 		`imageGC.evictionHard[imagefs.available]: Invalid value: "115%": percentage "115%": must be between 0% and 100%`,
 		`imageGC.evictionHard[nodefs.available]: Invalid value: "lots": "lots": must be a percentage ("15%") or a quantity ("2Gi")`,
+		`imageGC.evictionHard[imagefs.avaliable]: Unsupported value: "imagefs.avaliable": supported values: "allocatableMemory.available", "containerfs.available", "containerfs.inodesFree", "imagefs.available", "imagefs.inodesFree", "memory.available", "nodefs.available", "nodefs.inodesFree", "pid.available"`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)

@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,6 +93,11 @@ func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
 			if _, err := ParseEvictionThreshold(v); err != nil {
 				errs = append(errs, field.Invalid(p.Child("evictionHard").Key(s), v, err.Error()))
 			}
+		}
+	}
+	for _, s := range slices.Sorted(maps.Keys(c.EvictionHard)) {
+		if !slices.Contains(kubeletSignals, s) {
+			errs = append(errs, field.NotSupported(p.Child("evictionHard").Key(s), s, kubeletSignals))
 		}
 	}
 	for i, pattern := range c.Exclude {
