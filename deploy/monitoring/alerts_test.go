@@ -91,8 +91,13 @@ func TestAlertsFire(t *testing.T) {
 			},
 		},
 		"NodegcRuntimeUnreachable": {
-			firing:  []string{`nodegc_cri_connected{node="n1"} 0x30`},
-			healthy: []string{`nodegc_cri_connected{node="n1"} 1x30`},
+			firing: []string{`nodegc_cri_connected{node="n1"} 0x30
+				nodegc_node_gc_standby{node="n1"} 0x30`},
+			healthy: []string{`nodegc_cri_connected{node="n1"} 1x30`,
+				// A second agent waits for the lock and has not dialed: the
+				// holder collects (NodegcNodeAgentOnStandby's case).
+				`nodegc_cri_connected{node="n1"} 0x30
+				nodegc_node_gc_standby{node="n1"} 1x30`},
 		},
 		"NodegcNodeAgentOnStandby": {
 			firing: []string{`nodegc_node_gc_standby{node="n1"} 1x30`},
