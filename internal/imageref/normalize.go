@@ -49,6 +49,11 @@ func normalize(comps []string) (normalized, string) {
 	for i, c := range comps {
 		stand[i], _, _ = placeholder(c)
 	}
+	if len(stand) > 1 && strings.ContainsAny(stand[0], ".:") {
+		// A registry host, in any case: the library renames Docker Hub
+		// (docker.io, index.docker.io) only when written in lower case.
+		stand[0] = strings.ToLower(stand[0])
+	}
 	if comps[0] == "**" {
 		// Any registry and path: matched against the fully qualified
 		// name as written. What follows the leading "**" must be able to

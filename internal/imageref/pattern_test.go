@@ -106,6 +106,9 @@ func TestMatch(t *testing.T) {
 		"registry listed in upper case":      {"registry.example/team/app:v1", "REGISTRY.example/team/app:v1", true},
 		"wildcard registry in upper case":    {"*.EXAMPLE/team/app:v1", "registry.example/team/app:v1", true},
 		"path case still matters":            {"registry.example/team/app:v1", "registry.example/Team/app:v1", false},
+		"Docker Hub in upper case":           {"Docker.io/nginx:*", "docker.io/library/nginx:1.25", true},
+		"Docker Hub's old name in any case":  {"Index.Docker.io/nginx:*", "docker.io/library/nginx:1.25", true},
+		"Docker Hub in capitals, user path":  {"DOCKER.IO/team/app", "docker.io/team/app:v2", true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p, err := Parse(tc.pattern)
