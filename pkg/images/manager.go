@@ -464,7 +464,7 @@ func (m *Manager) collect(ctx context.Context, r *Report, ahead uint64) error {
 		return err
 	}
 	r.Plan, r.Before = plan, plan.Disk
-	m.metrics.observePlan(plan)
+	m.metrics.observePlan(plan, m.opts.Config.DryRun)
 	replan := func(removed map[string]bool, held map[string]string, target uint64) *Plan {
 		rest := make([]Image, 0, len(in))
 		for _, img := range in {

@@ -93,8 +93,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		removed: metricvec.Counter("nodegc_image_gc_images_removed_total",
 			"Images removed by the image GC (age: unused longer than maximumGCAge; space: disk above the high threshold), with the meaning of kubelet_image_garbage_collected_total,",
 			"reason", removeReasons),
-		runs:          gcrun.NewRunMetrics(reg, "nodegc_image_gc", "Image GC", "from listing to the measurement of freed space", triggers, results),
-		bytesTargeted: metricvec.Single("nodegc_image_gc_bytes_targeted_total", "Bytes the threshold rule asked the image GC to free, summed over runs."),
+		runs: gcrun.NewRunMetrics(reg, "nodegc_image_gc", "Image GC", "from listing to the measurement of freed space", triggers, results),
+		bytesTargeted: metricvec.Single("nodegc_image_gc_bytes_targeted_total",
+			"Bytes the image GC's runs planned to free for space: what the high threshold asked (down to the low threshold), with what the fill-rate projection adds (trigger projected), less what the same run's age removals free; summed over runs, dry runs left out (as from nodegc_image_gc_bytes_estimated_freed_total)."),
 		bytesEstimated: metricvec.Single("nodegc_image_gc_bytes_estimated_freed_total",
 			"Bytes the image GC estimated it freed (exact layer accounting on containerd, CRI sizes otherwise), summed over runs."),
 		bytesMeasured: metricvec.Single("nodegc_image_gc_bytes_measured_freed_total",
@@ -154,13 +155,16 @@ func (m *metrics) observeDisk(d DiskStats) {
 	m.usagePercent.Set(float64(d.UsagePercent()))
 }
 
-func (m *metrics) observePlan(p *Plan) {
+// observePlan records a run's plan; a dry run's target is not counted.
+func (m *metrics) observePlan(p *Plan, dryRun bool) {
 	m.skipped.Reset()
 	for _, d := range p.Keep {
 		m.skipped.WithLabelValues(d.Reason).Inc()
 	}
 	m.skipped.WithLabelValues(KeepNotNeeded).Add(float64(len(p.Spare)))
-	m.bytesTargeted.Add(float64(p.BytesToFree))
+	if !dryRun {
+		m.bytesTargeted.Add(float64(p.BytesToFree))
+	}
 	m.exactAccounting.Set(metricvec.Bool(p.ExactAccounting))
 }
 

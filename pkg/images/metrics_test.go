@@ -123,3 +123,29 @@ func TestExactAccountingGauge(t *testing.T) {
 		})
 	}
 }
+
+// TestBytesTargetedLeavesDryRunsOut: a run that removes counts what it
+// planned to free for space in nodegc_image_gc_bytes_targeted_total, as it
+// counts its estimate in nodegc_image_gc_bytes_estimated_freed_total; a dry
+// run counts in neither (it counted in the first, so the ratio of the two
+// fell with every dry run).
+func TestBytesTargetedLeavesDryRunsOut(t *testing.T) {
+	for name, dryRun := range map[string]bool{"removes": false, "dry run": true} {
+		t.Run(name, func(t *testing.T) {
+			rt := &removalsRuntime{images: []*runtimeapi.Image{{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib}}}
+			m := everythingNeeded(t, Options{Runtime: rt, Registerer: prometheus.NewRegistry()}, func(c *config.ImageGCConfiguration) { c.DryRun = dryRun })
+			r, err := m.GarbageCollect(t.Context(), TriggerManual)
+			if r == nil || r.Plan == nil {
+				t.Fatalf("no plan: %v", err)
+			}
+			targeted, estimated := testutil.ToFloat64(m.metrics.bytesTargeted), testutil.ToFloat64(m.metrics.bytesEstimated)
+			wantTargeted, wantEstimated := float64(r.Plan.BytesToFree), float64(30*mib)
+			if dryRun {
+				wantTargeted, wantEstimated = 0, 0
+			}
+			if targeted != wantTargeted || estimated != wantEstimated {
+				t.Errorf("targeted %v, estimated %v; want %v and %v (dry run %v)", targeted, estimated, wantTargeted, wantEstimated, dryRun)
+			}
+		})
+	}
+}
