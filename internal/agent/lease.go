@@ -150,12 +150,18 @@ type fencedLock struct {
 	holder string // the holder in the record the last Get returned
 }
 
+// Get reads the record; one that names another holder, or none, closes the
+// fence at once: this instance does not lead (the Lease was deleted or
+// taken over by hand, and made again), whatever its last renewal said.
 func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
 	if err == nil {
 		l.mu.Lock()
 		l.holder = rec.HolderIdentity
 		l.mu.Unlock()
+		if rec.HolderIdentity != l.Identity() {
+			l.fence.revoke()
+		}
 	}
 	return rec, raw, err
 }

@@ -194,6 +194,27 @@ func TestFencedLock(t *testing.T) {
 	}
 }
 
+// TestFencedLockSeesAnotherHolder: a Get that shows another holder, or
+// none (the Lease deleted or taken over by hand, then made again), closes
+// the fence at once: the record says this instance no longer leads, so it
+// must not write until renewDeadline runs out. One that shows this
+// instance leaves it open.
+func TestFencedLockSeesAnotherHolder(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for holder, wantOpen := range map[string]bool{"me": true, "other": false, "": false} {
+		clk := clocktesting.NewFakeClock(start)
+		fence := newLeaseFence(clk, 10*time.Second)
+		fence.renewedAt(start.Add(-time.Second))
+		l := &fencedLock{Interface: &fakeLock{holder: holder, clk: clk}, fence: fence, clock: clk}
+		if _, _, err := l.Get(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := fence.open(); got != wantOpen {
+			t.Errorf("the last Get showed holder %q: fence open %t, want %t", holder, got, wantOpen)
+		}
+	}
+}
+
 // fakeLock is a Lease whose Get returns holder and whose Update takes a
 // second and fails with err.
 type fakeLock struct {
