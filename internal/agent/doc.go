@@ -58,7 +58,11 @@
 // iterations' calls, with their deadlines, are seen through
 // cri.WithActivity on the context the managers' Supervise hook gives each
 // iteration; the image GC's usage watcher and event stream run outside
-// iterations and count for nothing.
+// iterations and count for nothing. The node GC's setup for a runtime
+// (reading its profile, building the managers: Status and ImageFsInfo may
+// each take runtimeRequestTimeout) runs as an iteration of both loops,
+// its calls seen by both (setupIteration), so a runtime slow to answer
+// them does not get the agent restarted into the same slow setup.
 // A runtime that is down is no wedge: calls fail at once, the loops go on,
 // /readyz says so, and the CRI client redials the socket path until the
 // runtime is back (the DaemonSet mounts the socket's directory, so a

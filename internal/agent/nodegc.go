@@ -76,8 +76,10 @@ func (n *nodeGC) run(ctx context.Context) {
 		}
 		return nil
 	})
-	// Watched from here on, so that a manager's setup that never returns
-	// shows as a loop with no iteration. The image loop wakes every
+	// Watched from here on: the setup for a runtime (collect) runs as an
+	// iteration of both loops, so one that waits on runtime calls within
+	// their deadlines is progress, and one stuck beyond them a wedge. The
+	// image loop wakes every
 	// diskCheckInterval (or period, if shorter), the container loop every
 	// period.
 	timeout := cfg.RuntimeRequestTimeout.Duration
@@ -111,24 +113,32 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 	// own (startAll).
 	life, end := context.WithCancel(context.WithoutCancel(ctx))
 	defer end()
-	rt := n.readRuntimeProfile(ctx, c)
-	rt.logUnread(klog.FromContext(ctx))
-	// The container GC first: its pod informer also feeds the image GC's
-	// scheduled rule.
-	var containerGC *containers.Manager
-	err := podsErr
-	if err == nil {
-		containerGC, err = n.containerManager(ctx, life, c, pods, reg)
-	}
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Container GC cannot start; image GC goes on")
-	}
-	n.containerWatch.notStarted(err)
-	imageGC, err := n.imageManager(ctx, life, c, &rt, false, pods, reg)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Image GC cannot start; container GC goes on")
-	}
-	n.imageWatch.notStarted(err)
+	var (
+		rt          runtimeProfile
+		containerGC *containers.Manager
+		imageGC     *images.Manager
+	)
+	// The setup's runtime calls each have a deadline, and may take it
+	// (a runtime slow to give its status): an iteration of both loops.
+	setupIteration(ctx, []*loopWatch{n.imageWatch, n.containerWatch}, func(ctx context.Context) {
+		rt = n.readRuntimeProfile(ctx, c)
+		rt.logUnread(klog.FromContext(ctx))
+		// The container GC first: its pod informer also feeds the image
+		// GC's scheduled rule.
+		err := podsErr
+		if err == nil {
+			containerGC, err = n.containerManager(ctx, life, c, pods, reg)
+		}
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Container GC cannot start; image GC goes on")
+		}
+		n.containerWatch.notStarted(err)
+		imageGC, err = n.imageManager(ctx, life, c, &rt, false, pods, reg)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Image GC cannot start; container GC goes on")
+		}
+		n.imageWatch.notStarted(err)
+	})
 	var loops []runnable
 	if imageGC != nil {
 		loops = append(loops, runnable{name: "image-gc", run: watched(imageGC.Run, n.imageWatch)})

@@ -267,3 +267,39 @@ func inFlight(now time.Time, n int, deadline time.Time) string {
 }
 
 func since(now, t time.Time) time.Duration { return now.Sub(t).Round(time.Second) }
+
+// setupIteration runs build, the node GC's setup for a runtime (reading its
+// profile, building the managers), as one iteration of every loop in
+// loops, its runtime calls reported to all of them: it waits on calls
+// within their deadlines (Status and ImageFsInfo may each take
+// runtimeRequestTimeout), which is progress for loops that do not exist
+// yet, not a wedge; one blocked beyond a call's deadline is.
+func setupIteration(ctx context.Context, loops []*loopWatch, build func(context.Context)) {
+	work := func(context.Context) { build(cri.WithActivity(ctx, activities(loops))) }
+	for _, l := range loops { // each loop's iteration holds the next one's
+		inner := work
+		work = func(context.Context) { l.iteration(ctx, inner) }
+	}
+	work(ctx)
+}
+
+// activities passes each runtime call's report to every loop.
+type activities []*loopWatch
+
+func (a activities) Start(timeout time.Duration) func() {
+	ends := make([]func(), len(a))
+	for i, l := range a {
+		ends[i] = l.Start(timeout)
+	}
+	return func() {
+		for _, end := range ends {
+			end()
+		}
+	}
+}
+
+func (a activities) Progress() {
+	for _, l := range a {
+		l.Progress()
+	}
+}

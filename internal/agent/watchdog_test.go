@@ -298,3 +298,45 @@ func get(t *testing.T, url string) (int, string) {
 	}
 	return resp.StatusCode, b.String()
 }
+
+// TestWatchdogSetup: the node GC's setup for a runtime (its profile and the
+// managers, before either loop's first iteration) waits on runtime calls
+// within their deadlines, the sum of which can pass a loop's wait plus the
+// stall bound (a runtime that answers Version but is slow on Status and
+// ImageFsInfo: 2 x runtimeRequestTimeout). Run as an iteration of both
+// loops, with its calls reported to both, it is progress, not a wedge: the
+// agent is not restarted into the same slow setup again and again. Past
+// the call's deadline and the margin it is wedged, as any iteration.
+func TestWatchdogSetup(t *testing.T) {
+	const grace = 600 // seconds: a call whose deadline is far ahead
+	clk := testingclock.NewFakeClock(t0)
+	st := newStatusWithClock(prometheus.NewRegistry(), clk)
+	images := st.watchdog.add("image GC", time.Second, testTimeout)
+	containers := st.watchdog.add("container GC", testWait, testTimeout)
+	rt := slowStop{stopping: make(chan struct{}, 1), done: t.Context().Done()}
+	c := dialServer(t, rt)
+	callDeadline := 5*time.Second + grace*time.Second
+	go setupIteration(t.Context(), []*loopWatch{images, containers}, func(ctx context.Context) {
+		if err := c.StopContainer(ctx, "slow-setup", grace); err != nil && t.Context().Err() == nil {
+			t.Errorf("StopContainer: %v", err)
+		}
+		<-t.Context().Done()
+	})
+	<-rt.stopping
+	for _, d := range []time.Duration{testWait + testTimeout + stallMargin + time.Second, callDeadline + stallMargin - time.Second} {
+		clk.SetTime(t0.Add(d))
+		if err := st.healthy(); err != nil {
+			t.Errorf("%v into a setup waiting on a call whose deadline is %v: healthy() = %v, want nil", d, callDeadline, err)
+		}
+	}
+	clk.SetTime(t0.Add(callDeadline + stallMargin + 2*time.Second))
+	err := st.healthy()
+	if err == nil {
+		t.Fatal("past the call's deadline and the margin: healthy() = nil, want both loops wedged")
+	}
+	for _, want := range []string{"image GC loop wedged", "container GC loop wedged", "1 runtime call in flight"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("healthy() = %q, want it to say %q", err, want)
+		}
+	}
+}
