@@ -187,10 +187,12 @@ func TestChartOwnerGCModes(t *testing.T) {
 				}
 			}
 			// The node agent's own rights are there in every mode.
-			if b := find(objs, "ClusterRoleBinding", "nodegc-node"); b == nil {
-				t.Error("no ClusterRoleBinding nodegc-node")
-			} else if diff := cmp.Diff([]string{"ServiceAccount/" + ns + "/nodegc-node"}, subjects(b)); diff != "" {
-				t.Errorf("ClusterRoleBinding nodegc-node subjects (-want +got):\n%s", diff)
+			for kind, name := range map[string]string{"ClusterRoleBinding": "nodegc-node", "RoleBinding": "nodegc-node-events"} {
+				if b := find(objs, kind, name); b == nil {
+					t.Errorf("no %s %s", kind, name)
+				} else if diff := cmp.Diff([]string{"ServiceAccount/" + ns + "/nodegc-node"}, subjects(b)); diff != "" {
+					t.Errorf("%s %s subjects (-want +got):\n%s", kind, name, diff)
+				}
 			}
 			if cfg := renderedConfig(t, objs); cfg.LeaderElection.ResourceNamespace != ns {
 				t.Errorf("leaderElection.resourceNamespace %q, want the release's namespace %q", cfg.LeaderElection.ResourceNamespace, ns)
@@ -199,8 +201,12 @@ func TestChartOwnerGCModes(t *testing.T) {
 				if o.GetKind() == "Namespace" {
 					t.Errorf("Namespace %s rendered without namespace.create", o.GetName())
 				}
-				if n := o.GetNamespace(); n != "" && n != ns {
-					t.Errorf("%s %s in namespace %q, want the release's %q", o.GetKind(), o.GetName(), n, ns)
+				want := ns
+				if o.GetName() == "nodegc-node-events" { // the Node's Events are in default
+					want = "default"
+				}
+				if n := o.GetNamespace(); n != "" && n != want {
+					t.Errorf("%s %s in namespace %q, want %q", o.GetKind(), o.GetName(), n, want)
 				}
 			}
 		})

@@ -311,6 +311,10 @@ func TestApplyAndRBAC(t *testing.T) {
 		// Events through core/v1 only.
 		{node, authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "default"}, true},
 		{node, authorizationv1.ResourceAttributes{Resource: "events", Verb: "patch", Namespace: "default"}, true},
+		// The Node's events are in default (client-go's recorder puts a
+		// cluster-scoped object's there): nowhere else.
+		{node, authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "kube-system"}, false},
+		{node, authorizationv1.ResourceAttributes{Resource: "events", Verb: "patch", Namespace: "tenant-a"}, false},
 		{node, authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "create", Namespace: "default"}, false},
 		{owner, authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "default"}, true},
 		{owner, authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "create", Namespace: "default"}, false},
