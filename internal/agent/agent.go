@@ -58,12 +58,13 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer a.close()
-	work := startAll(ctx, a.runnables)
+	// The listeners first: an address that cannot be listened on stops
+	// the agent before any work began.
 	servers, err := startServers(ctx, opts.Config, a.reg, a.status, a.owner)
 	if err != nil {
-		work.stop(0)
 		return err
 	}
+	work := startAll(ctx, a.runnables)
 	logger.Info("nodegc agent started", "node", opts.NodeName, "ownerGC", opts.OwnerGC, "nodeOnly", a.rest == nil)
 
 	<-ctx.Done()

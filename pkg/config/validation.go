@@ -41,6 +41,10 @@ func Validate(c *NodeGCConfiguration) field.ErrorList {
 	errs = append(errs, validatePositive(field.NewPath("runtimeRequestTimeout"), c.RuntimeRequestTimeout)...)
 	errs = append(errs, validateBindAddress(field.NewPath("metricsBindAddress"), c.MetricsBindAddress)...)
 	errs = append(errs, validateBindAddress(field.NewPath("healthzBindAddress"), c.HealthzBindAddress)...)
+	if bindConflict(c.MetricsBindAddress, c.HealthzBindAddress) {
+		errs = append(errs, field.Invalid(field.NewPath("healthzBindAddress"), c.HealthzBindAddress,
+			fmt.Sprintf("listens on the port of metricsBindAddress (%q) on an overlapping address: write both the same to serve /metrics, /healthz and /readyz on one listener, or use another port", c.MetricsBindAddress)))
+	}
 	errs = append(errs, validateClientConnection(field.NewPath("clientConnection"), &c.ClientConnection)...)
 	errs = append(errs, ValidateImageGC(&c.ImageGC)...)
 	errs = append(errs, ValidateContainerGC(&c.ContainerGC)...)
@@ -328,6 +332,32 @@ func validateEndpoint(p *field.Path, ep string, optional bool) field.ErrorList {
 		return field.ErrorList{field.Invalid(p, ep, err.Error())}
 	}
 	return nil
+}
+
+// bindConflict says whether two valid bind addresses, written differently,
+// cannot both be listened on: the same port (not 0: any free one) on
+// addresses that overlap (either is a wildcard, or both name one host).
+// Written the same, the agent serves both on one listener.
+func bindConflict(a, b string) bool {
+	if a == b || a == "0" || b == "0" {
+		return false
+	}
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" {
+		return false
+	}
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	if wildcard(ha) || wildcard(hb) {
+		return true
+	}
+	host := func(h string) string {
+		if h == "localhost" {
+			return "127.0.0.1"
+		}
+		return net.ParseIP(h).String()
+	}
+	return host(ha) == host(hb)
 }
 
 // validateBindAddress accepts "host:port", ":port" or "0" (disabled).

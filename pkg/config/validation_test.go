@@ -76,6 +76,31 @@ func TestValidate(t *testing.T) {
 		"bind addresses disabled or explicit": {
 			mutate: func(c *NodeGCConfiguration) { c.MetricsBindAddress = "0"; c.HealthzBindAddress = "127.0.0.1:8080" },
 		},
+		// Two listeners cannot share a port on overlapping addresses;
+		// written the same, the two share one listener.
+		"bind addresses on one port, written apart": {
+			mutate: func(c *NodeGCConfiguration) { c.MetricsBindAddress = "0.0.0.0:19480"; c.HealthzBindAddress = ":19480" },
+			want:   []string{"healthzBindAddress: Invalid value"},
+		},
+		"bind addresses on one port, loopback written two ways": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.MetricsBindAddress = "localhost:9000"
+				c.HealthzBindAddress = "127.0.0.1:9000"
+			},
+			want: []string{"healthzBindAddress: Invalid value"},
+		},
+		"bind addresses on one port, written the same": {
+			mutate: func(c *NodeGCConfiguration) { c.MetricsBindAddress = ":19480"; c.HealthzBindAddress = ":19480" },
+		},
+		"bind addresses on one port, distinct hosts": {
+			mutate: func(c *NodeGCConfiguration) {
+				c.MetricsBindAddress = "127.0.0.1:9000"
+				c.HealthzBindAddress = "127.0.0.2:9000"
+			},
+		},
+		"bind addresses on port 0": {
+			mutate: func(c *NodeGCConfiguration) { c.MetricsBindAddress = ":0"; c.HealthzBindAddress = "0.0.0.0:0" },
+		},
 		"client qps and burst": {
 			mutate: func(c *NodeGCConfiguration) { c.ClientConnection.QPS = -1; c.ClientConnection.Burst = -2 },
 			want:   []string{"clientConnection.qps: Invalid value", "clientConnection.burst: Invalid value"},
