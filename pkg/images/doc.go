@@ -24,7 +24,8 @@
 //     disk mounted for the snapshots alone leaves them on another one; one
 //     filesystem is one device in the mount table, or one ZFS pool).
 //   - plan.go: Policy.Plan, a pure function of (images, disk, now) that
-//     returns a Plan: images unused longer than maximumGCAge (age), then,
+//     returns a Plan: images unused longer than maximumGCAge (age; unused
+//     time counts from Image.WatchedSince at the earliest), then,
 //     over the high threshold, LRU images down to the low one (space); every
 //     other image kept with its reason (protected: in use, pinned, sandbox,
 //     scheduled, excluded, min age, newest tags). Policy.PlanAhead plans for
@@ -105,6 +106,13 @@
 //     of another node (a disk cloned from a template node) is set aside as
 //     a corrupt one is, so that the template's times never date this
 //     node's images.
+//   - maximumGCAge never removes an image for unused time nodegc did not
+//     watch: the state file dates its watch (WatchedSince, WatchedUntil;
+//     each write and the final one at shutdown), a start within
+//     watchGapCovered of the last write goes on with it, any other begins
+//     a new one (continuousSince), and the age rule counts unused time
+//     from the watch's start at the earliest, as the kubelet counts from
+//     its own.
 //   - A plan-only manager (`nodegc plan`) writes nothing: the state is read,
 //     a corrupt state file, or one of another node, left where it is.
 //

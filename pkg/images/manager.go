@@ -218,7 +218,13 @@ func NewManager(opts Options) (*Manager, error) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	tracker, warn := newTracker(opts.StateDirectory, opts.Clock.Now(), opts.PlanOnly, opts.NodeName)
+	start := opts.Clock.Now()
+	tracker, warn := newTracker(opts.StateDirectory, start, opts.PlanOnly, opts.NodeName)
+	tracker.clock = opts.Clock.Now
+	if maxAge := opts.Config.MaximumGCAge; maxAge != nil && maxAge.Duration > 0 && tracker.watchedSince.Equal(start) && len(tracker.usage) > 0 {
+		klog.Background().Info("Image GC begins a new watch of the node's containers (its last one ended more than a minute ago, or is not on record): a use meanwhile is unknown, so maximumGCAge counts from now",
+			"maximumGCAge", maxAge.Duration, "watchGapCovered", watchGapCovered)
+	}
 	switch {
 	case errors.Is(warn, errDatedAhead):
 		klog.Background().Info("Image GC state has times after the clock's; those count from now", "err", warn)
@@ -821,7 +827,7 @@ func nextSaveRetry(last time.Duration) time.Duration {
 func (m *Manager) saveState(all bool) error {
 	save := m.tracker.save
 	if all {
-		save = m.tracker.saveAll
+		save = m.tracker.saveFinal
 	}
 	wrote, err := save()
 	if wrote || err != nil {

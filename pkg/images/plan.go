@@ -249,9 +249,11 @@ var evictionRules = []struct {
 	reason string
 	holds  func(p *Policy, img *Image, now time.Time) bool
 }{
-	// Unused for longer than maximumGCAge (0: off).
+	// Unused for longer than maximumGCAge (0: off), as far as nodegc
+	// watched: not before it began to watch without a break, as the
+	// kubelet counts from its own start.
 	{ReasonAge, func(p *Policy, img *Image, now time.Time) bool {
-		return p.maxAge() > 0 && now.Sub(lastActive(img)) > p.maxAge()
+		return p.maxAge() > 0 && now.Sub(latest(lastActive(img), img.WatchedSince)) > p.maxAge()
 	}},
 }
 

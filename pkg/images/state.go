@@ -39,6 +39,10 @@ type Image struct {
 	// LastUsed is when a container last used the image; zero if never
 	// since nodegc knows it.
 	LastUsed time.Time
+	// WatchedSince is when nodegc began to watch the node's containers
+	// without a break: a use before it may have gone unseen, so the age
+	// rule counts unused time from it at the earliest. Zero: from LastUsed.
+	WatchedSince time.Time
 	// Arrived is when the runtime says the image arrived (containerd: its
 	// image record's creation); zero if unknown. It orders images that
 	// are equal by last-used and first-detected times (pulled between two

@@ -35,8 +35,14 @@ type stateFile struct {
 	Version int `json:"version"`
 	// Node is the node the records describe; empty in files written
 	// before nodegc kept it.
-	Node   string           `json:"node,omitempty"`
-	Images map[string]Usage `json:"images"`
+	Node string `json:"node,omitempty"`
+	// WatchedSince is when nodegc began to watch the node's containers
+	// without a break (a restart within watchGapCovered is none), as of
+	// WatchedUntil, the last time it is known to have watched: the time of
+	// the write. Zero in files written before nodegc kept them.
+	WatchedSince time.Time        `json:"watchedSince,omitzero"`
+	WatchedUntil time.Time        `json:"watchedUntil,omitzero"`
+	Images       map[string]Usage `json:"images"`
 }
 
 // errDatedAhead marks loadState's warning about records dated after now:
@@ -57,14 +63,14 @@ var errDatedAhead = errors.New("records dated ahead of the clock")
 //
 // With readOnly, an unusable file is left where it is: the state starts
 // empty and the warning says so.
-func loadState(dir string, now time.Time, readOnly bool, node string) (usage map[string]Usage, stamp bool, warning error) {
+func loadState(dir string, now time.Time, readOnly bool, node string) (usage map[string]Usage, stamp bool, watchedSince time.Time, warning error) {
 	if !readOnly {
 		removeStaleTemps(dir, now)
 	}
 	p := filepath.Join(dir, StateFileName)
 	data, err := readLimited(p, maxStateSize)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]Usage{}, false, nil
+		return map[string]Usage{}, false, now, nil
 	}
 	var problem error
 	aside := fmt.Sprintf("%s.corrupt-%s", p, now.UTC().Format("20060102T150405Z"))
@@ -109,20 +115,41 @@ func loadState(dir string, now time.Time, readOnly bool, node string) (usage map
 				sf.Images[id] = u
 			}
 			stamp := node != "" && sf.Node == ""
+			since := continuousSince(sf, now)
 			if future > 0 {
-				return sf.Images, stamp, fmt.Errorf("state file %s: %w: %d image records dated after the clock (%s; was it ahead, and stepped back since?) count from now",
+				return sf.Images, stamp, since, fmt.Errorf("state file %s: %w: %d image records dated after the clock (%s; was it ahead, and stepped back since?) count from now",
 					p, errDatedAhead, future, now.UTC().Format(time.RFC3339))
 			}
-			return sf.Images, stamp, nil
+			return sf.Images, stamp, since, nil
 		}
 	}
 	if readOnly {
-		return map[string]Usage{}, false, fmt.Errorf("state file %s unusable (%v); left as it is, image usage read as empty", p, problem)
+		return map[string]Usage{}, false, now, fmt.Errorf("state file %s unusable (%v); left as it is, image usage read as empty", p, problem)
 	}
 	if err := os.Rename(p, aside); err != nil {
-		return map[string]Usage{}, false, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
+		return map[string]Usage{}, false, now, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
 	}
-	return map[string]Usage{}, false, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
+	return map[string]Usage{}, false, now, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
+}
+
+// watchGapCovered is the longest break in nodegc's watch of the node that
+// does not start a new watch (continuousSince): a rollout of the agent, a
+// rebuild of the image GC for a restarted runtime. A pod whose containers
+// are made, run and removed within it goes unseen (containerd 2.x also
+// replays the container events of the last 5 minutes to a subscriber
+// when it has no other).
+const watchGapCovered = time.Minute
+
+// continuousSince is when the watch nodegc goes on with at now began: the
+// file's, when it was written no longer than watchGapCovered ago; else now
+// (the agent was down longer, or crashed long after its last write, or
+// the file is older than these times): a use in the break is unknown.
+func continuousSince(sf stateFile, now time.Time) time.Time {
+	if sf.WatchedSince.IsZero() || sf.WatchedUntil.IsZero() || sf.WatchedSince.After(sf.WatchedUntil) ||
+		sf.WatchedUntil.After(now) || now.Sub(sf.WatchedUntil) > watchGapCovered {
+		return now
+	}
+	return sf.WatchedSince
 }
 
 // staleTempAge is how old a temporary state file must be to count as left
@@ -142,11 +169,12 @@ func removeStaleTemps(dir string, now time.Time) {
 	}
 }
 
-// saveState writes the records of node atomically: a temporary file in dir, fsync,
+// saveState writes the records of node, and the watch they come from,
+// atomically: a temporary file in dir, fsync,
 // rename over the old file, fsync of the directory. A crash at any point
 // leaves either the old or the new file, whole.
-func saveState(dir, node string, images map[string]Usage) error {
-	data, err := json.Marshal(stateFile{Version: stateVersion, Node: node, Images: images})
+func saveState(dir, node string, images map[string]Usage, watchedSince, watchedUntil time.Time) error {
+	data, err := json.Marshal(stateFile{Version: stateVersion, Node: node, WatchedSince: watchedSince, WatchedUntil: watchedUntil, Images: images})
 	if err != nil {
 		return fmt.Errorf("encoding image state: %w", err)
 	}

@@ -32,6 +32,11 @@ type Tracker struct {
 	node     string // the node the records describe, saved with them
 	readOnly bool
 	usage    map[string]Usage
+	// watchedSince is when nodegc began to watch the node's containers
+	// without a break (continuousSince): a use before it may have gone
+	// unseen. clock dates each write (the watch's last known time).
+	watchedSince time.Time
+	clock        func() time.Time
 	// containers maps a container ID to the references to its image the
 	// runtime gave (image ID, image ref, image spec); refs counts, for every
 	// reference, the containers giving it. In use means: any of an image's
@@ -101,8 +106,9 @@ func NewTracker(dir string, now time.Time) (t *Tracker, warning error) {
 // describe: a state file of another node is set aside (loadState), and
 // saves name node.
 func newTracker(dir string, now time.Time, readOnly bool, node string) (*Tracker, error) {
-	usage, stamp, warning := loadState(dir, now, readOnly, node)
-	return &Tracker{dir: dir, node: node, readOnly: readOnly, usage: usage, dirty: stamp, onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
+	usage, stamp, since, warning := loadState(dir, now, readOnly, node)
+	return &Tracker{dir: dir, node: node, readOnly: readOnly, usage: usage, watchedSince: since, clock: time.Now,
+		dirty: stamp, onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
 		tombstones: map[string]uint64{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		pending: map[string]pendingUse{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
 }
@@ -709,6 +715,7 @@ func (t *Tracker) planInput(images []*runtimeapi.Image, now time.Time) []Image {
 			InUse:         usedBy(img, refs),
 			FirstDetected: u.FirstDetected,
 			LastUsed:      u.LastUsed,
+			WatchedSince:  t.watchedSince,
 			RanSandboxes:  u.Sandbox,
 		})
 	}
@@ -790,26 +797,32 @@ func (t *Tracker) Usage() map[string]Usage {
 // (never for a read-only tracker), and says whether it wrote the file. Last-
 // used times less than lastUsedSaveStep past the file's are written with
 // other changes only; saveAll (at shutdown) writes them too.
-func (t *Tracker) save() (bool, error) { return t.write(false) }
+func (t *Tracker) save() (bool, error) { return t.write(false, false) }
 
 // saveAll is save, also when the records differ from the file only by
 // recent last-used times.
-func (t *Tracker) saveAll() (bool, error) { return t.write(true) }
+func (t *Tracker) saveAll() (bool, error) { return t.write(true, false) }
 
-func (t *Tracker) write(all bool) (bool, error) {
+// saveFinal is saveAll, also when nothing changed: at shutdown, it dates
+// the end of the watch, so that the next start, soon after, goes on with
+// it (continuousSince).
+func (t *Tracker) saveFinal() (bool, error) { return t.write(true, true) }
+
+func (t *Tracker) write(all, always bool) (bool, error) {
 	// One write at a time, so that a write never replaces a newer one.
 	t.saving.Lock()
 	defer t.saving.Unlock()
 	t.mu.Lock()
-	if t.readOnly || !(t.dirty || all && t.lagging) {
+	if t.readOnly || !(t.dirty || all && t.lagging || always) {
 		t.mu.Unlock()
 		return false, nil
 	}
 	snapshot := maps.Clone(t.usage)
 	dirty, lagging := t.dirty, t.lagging
 	t.dirty, t.lagging = false, false
+	since := t.watchedSince
 	t.mu.Unlock()
-	if err := saveState(t.dir, t.node, snapshot); err != nil {
+	if err := saveState(t.dir, t.node, snapshot, since, t.clock()); err != nil {
 		t.mu.Lock()
 		t.dirty, t.lagging = t.dirty || dirty, t.lagging || lagging
 		t.mu.Unlock()

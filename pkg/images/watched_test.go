@@ -1,0 +1,113 @@
+package images
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+// TestMaxAgeCountsOnlyWatchedTime: maximumGCAge (2h here) removes an image
+// unused for longer, but nodegc knows only the uses it saw: while it did
+// not watch (the agent down), a pod may have run the image and gone. An
+// image last used 3h ago by the state file, after nodegc was down for those
+// 3h, is kept until 2h after the start, as the kubelet counts from its own
+// start; after a restart within a minute (a rollout), the state file's
+// times stand and it goes at once; a state file that does not say how long
+// nodegc watched counts as a gap. (The image was removed at start in every
+// case: the first run trusted the file's 3-hour-old last use.)
+func TestMaxAgeCountsOnlyWatchedTime(t *testing.T) {
+	start := t0.Add(30 * 24 * time.Hour)
+	for name, tc := range map[string]struct {
+		since, until time.Time // the state file's watch; zero: not written
+		wantAtStart  bool      // removed by the first run
+	}{
+		"down for 3 hours":     {since: start.Add(-10 * 24 * time.Hour), until: start.Add(-3 * time.Hour)},
+		"restarted at once":    {since: start.Add(-10 * 24 * time.Hour), until: start.Add(-10 * time.Second), wantAtStart: true},
+		"older file, no watch": {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeState(t, dir, stateFile{Version: stateVersion, Node: "node-a", WatchedSince: tc.since, WatchedUntil: tc.until,
+				Images: map[string]Usage{"sha256:aa": {FirstDetected: start.Add(-20 * 24 * time.Hour), LastUsed: start.Add(-3 * time.Hour)}}})
+			rt := &removalsRuntime{images: []*runtimeapi.Image{{Id: "sha256:aa", RepoTags: []string{"registry.example/job:1"}, Size: mib}}}
+			cfg := policyConfig()
+			cfg.MaximumGCAge = &metav1.Duration{Duration: 2 * time.Hour}
+			cfg.HighThresholdPercent = ptr.To[int32](100) // the age rule alone
+			clk := clocktesting.NewFakeClock(start)
+			m, err := NewManager(Options{Config: cfg, StateDirectory: dir, NodeName: "node-a", Runtime: rt,
+				Disk: statsDisk{Capacity: 100 * mib, Available: 90 * mib}, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.GarbageCollect(t.Context(), TriggerPeriodic); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(rt.removed) == 1; got != tc.wantAtStart {
+				t.Fatalf("removed by the run at start: %v, want %v", got, tc.wantAtStart)
+			}
+			if tc.wantAtStart {
+				return
+			}
+			clk.SetTime(start.Add(2*time.Hour - time.Second))
+			if _, err := m.GarbageCollect(t.Context(), TriggerPeriodic); err != nil || len(rt.removed) != 0 {
+				t.Fatalf("2h - 1s after the start: removed %v (err %v), want it kept", rt.removed, err)
+			}
+			clk.SetTime(start.Add(2*time.Hour + time.Second))
+			if _, err := m.GarbageCollect(t.Context(), TriggerPeriodic); err != nil || len(rt.removed) != 1 {
+				t.Errorf("2h + 1s after the start, unused since: removed %v (err %v), want it removed", rt.removed, err)
+			}
+		})
+	}
+}
+
+// writeState writes sf as the state file in dir.
+func writeState(t *testing.T, dir string, sf stateFile) {
+	t.Helper()
+	data, err := json.Marshal(sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, StateFileName), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWatchGoesOnAcrossQuickRestarts: the final save at shutdown dates the
+// end of the watch even when no record changed; a start within a minute of
+// it goes on with the same watch, one later begins a new one, and so does
+// a start after a crash whose last write is older.
+func TestWatchGoesOnAcrossQuickRestarts(t *testing.T) {
+	dir := t.TempDir()
+	at := func(d time.Duration) func() time.Time { return func() time.Time { return t0.Add(d) } }
+	first, warn := newTracker(dir, t0, false, "node-a")
+	if warn != nil {
+		t.Fatal(warn)
+	}
+	if !first.watchedSince.Equal(t0) {
+		t.Fatalf("no state: watch since %v, want the start %v", first.watchedSince, t0)
+	}
+	first.clock = at(time.Hour)
+	if wrote, err := first.saveFinal(); err != nil || !wrote {
+		t.Fatalf("final save with nothing changed: wrote %v, err %v; want it written", wrote, err)
+	}
+	second, _ := newTracker(dir, t0.Add(time.Hour+30*time.Second), false, "node-a")
+	if !second.watchedSince.Equal(t0) {
+		t.Errorf("restarted 30s after the last save: watch since %v, want the first watch's %v", second.watchedSince, t0)
+	}
+	second.clock = at(2 * time.Hour)
+	if _, err := second.saveFinal(); err != nil {
+		t.Fatal(err)
+	}
+	late := t0.Add(2*time.Hour + watchGapCovered + time.Second)
+	third, _ := newTracker(dir, late, false, "node-a")
+	if !third.watchedSince.Equal(late) {
+		t.Errorf("restarted %v after the last save: watch since %v, want a new watch from %v", watchGapCovered+time.Second, third.watchedSince, late)
+	}
+}
