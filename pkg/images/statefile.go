@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -129,6 +130,7 @@ func loadState(dir string, now time.Time, readOnly bool, node string) (usage map
 	if err := os.Rename(p, aside); err != nil {
 		return map[string]Usage{}, false, now, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
 	}
+	pruneAside(dir)
 	return map[string]Usage{}, false, now, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
 }
 
@@ -150,6 +152,24 @@ func continuousSince(sf stateFile, now time.Time) time.Time {
 		return now
 	}
 	return sf.WatchedSince
+}
+
+// keptAside is how many state files set aside of each kind (corrupt,
+// another node's) are kept, the newest: enough to look into what happened,
+// not a directory that fills at every start.
+const keptAside = 3
+
+// pruneAside removes the state files set aside in dir but the newest
+// keptAside of each kind (their names end in the time they were set aside,
+// which sorts as the time does).
+func pruneAside(dir string) {
+	for _, kind := range []string{"corrupt", "othernode"} {
+		aside, _ := filepath.Glob(filepath.Join(dir, StateFileName+"."+kind+"-*"))
+		slices.Sort(aside)
+		for _, p := range aside[:max(0, len(aside)-keptAside)] {
+			os.Remove(p)
+		}
+	}
 }
 
 // staleTempAge is how old a temporary state file must be to count as left

@@ -2,8 +2,10 @@ package images
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -109,5 +111,49 @@ func TestWatchGoesOnAcrossQuickRestarts(t *testing.T) {
 	third, _ := newTracker(dir, late, false, "node-a")
 	if !third.watchedSince.Equal(late) {
 		t.Errorf("restarted %v after the last save: watch since %v, want a new watch from %v", watchGapCovered+time.Second, third.watchedSince, late)
+	}
+}
+
+// TestSetAsideStateFilesKeptFew: every state file set aside (corrupt, or of
+// another node) used to stay for good, up to 64 MB each: a node whose state
+// is set aside at every start (a template's file restored by a
+// configuration manager) filled its state directory. The newest
+// keptAside of each kind stay, the one just set aside among them; other
+// files are not touched.
+func TestSetAsideStateFilesKeptFew(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 5 {
+		for _, kind := range []string{"corrupt", "othernode"} {
+			name := fmt.Sprintf("%s.%s-202601%02dT000000Z", StateFileName, kind, i+1)
+			if err := os.WriteFile(filepath.Join(dir, name), []byte("{}"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "unrelated"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, StateFileName), []byte("not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	if _, _, _, warn := loadState(dir, now, false, "node-a"); warn == nil {
+		t.Fatal("a corrupt state file loaded without a warning")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want := []string{
+		StateFileName + ".corrupt-20260104T000000Z", StateFileName + ".corrupt-20260105T000000Z", StateFileName + ".corrupt-20261129T120000Z",
+		StateFileName + ".othernode-20260103T000000Z", StateFileName + ".othernode-20260104T000000Z", StateFileName + ".othernode-20260105T000000Z",
+		"unrelated",
+	}
+	if !slices.Equal(left, want) {
+		t.Errorf("files left in the state directory:\n%q\nwant\n%q", left, want)
 	}
 }
