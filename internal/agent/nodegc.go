@@ -127,7 +127,7 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 		// GC's scheduled rule.
 		err := podsErr
 		if err == nil {
-			containerGC, err = n.containerManager(ctx, life, c, pods, reg)
+			containerGC, err = n.containerManager(ctx, life, c, &rt, pods, reg)
 		}
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Container GC cannot start; image GC goes on")
@@ -330,9 +330,10 @@ func (n *nodeGC) podSource(ctx context.Context) (*containers.APIPodSource, error
 }
 
 // containerManager makes the container GC manager on the pods' view (nil:
-// node-only), its metrics registered in reg. Its calls end with ctx; its
-// containerd client closes when life ends.
-func (n *nodeGC) containerManager(ctx, life context.Context, c *cri.Client, pods *containers.APIPodSource, reg prometheus.Registerer) (*containers.Manager, error) {
+// node-only), its metrics registered in reg, for the runtime rt describes
+// (containerd's own API not answering is noted in it). Its calls end with
+// ctx; its containerd client closes when life ends.
+func (n *nodeGC) containerManager(ctx, life context.Context, c *cri.Client, rt *runtimeProfile, pods *containers.APIPodSource, reg prometheus.Registerer) (*containers.Manager, error) {
 	opts := containers.Options{
 		Config: n.opts.Config.ContainerGC, Runtime: c, Registerer: reg, OnRun: n.events.containerGCReport,
 		Disk: diskstats.NewReader(),
@@ -353,6 +354,7 @@ func (n *nodeGC) containerManager(ctx, life context.Context, c *cri.Client, pods
 		opts.NoWritableLayers = "containerd's API unreachable: " + err.Error()
 	} else if l, err := containers.NewContainerdWritableLayers(ctx, path, n.opts.Config.RuntimeRequestTimeout.Duration); err != nil {
 		opts.NoWritableLayers = "containerd's API unreachable: " + err.Error()
+		rt.apiUnread(err) // asked again, and the GC built again once it answers
 	} else {
 		opts.WritableLayers, opts.Reclaimer = l, l
 		context.AfterFunc(life, func() { l.Close() })

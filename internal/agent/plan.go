@@ -72,9 +72,11 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 	// The container GC's pod informer first: the image GC's scheduled rule
 	// reads it too.
 	pods, cmErr := n.podSource(ctx)
+	rt := n.readRuntimeProfile(ctx, c)
+	rt.logUnread(klog.FromContext(ctx))
 	var cm *containers.Manager
 	if cmErr == nil {
-		cm, cmErr = n.containerManager(ctx, ctx, c, pods, reg)
+		cm, cmErr = n.containerManager(ctx, ctx, c, &rt, pods, reg)
 	}
 	if pods != nil {
 		syncCtx, stop := context.WithTimeout(ctx, podSyncWait)
@@ -84,8 +86,6 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone, and keeps every image that is not in use", "waited", podSyncWait)
 		}
 	}
-	rt := n.readRuntimeProfile(ctx, c)
-	rt.logUnread(klog.FromContext(ctx))
 	if im, err := n.imageManager(ctx, ctx, c, &rt, true, pods, reg); err != nil {
 		r.ImagesErr = err
 	} else {
