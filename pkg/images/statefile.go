@@ -117,6 +117,12 @@ func loadState(dir string, now time.Time, readOnly bool, node string) (usage map
 			}
 			stamp := node != "" && sf.Node == ""
 			since := continuousSince(sf, now)
+			if readOnly && !sf.WatchedSince.IsZero() && !sf.WatchedSince.After(now) {
+				// `nodegc plan` reads the file of the agent that runs
+				// (its last write may be long ago: it writes on
+				// changes): its watch goes on.
+				since = sf.WatchedSince
+			}
 			if future > 0 {
 				return sf.Images, stamp, since, fmt.Errorf("state file %s: %w: %d image records dated after the clock (%s; was it ahead, and stepped back since?) count from now",
 					p, errDatedAhead, future, now.UTC().Format(time.RFC3339))

@@ -157,3 +157,27 @@ func TestSetAsideStateFilesKeptFew(t *testing.T) {
 		t.Errorf("files left in the state directory:\n%q\nwant\n%q", left, want)
 	}
 }
+
+// TestPlanReadsTheAgentsWatch: `nodegc plan` reads the state of the agent
+// that runs, which writes only on changes: its last write may be hours ago
+// while its watch goes on. The plan takes the file's watch as it is, and
+// writes nothing.
+func TestPlanReadsTheAgentsWatch(t *testing.T) {
+	dir := t.TempDir()
+	since := t0.Add(-10 * 24 * time.Hour)
+	writeState(t, dir, stateFile{Version: stateVersion, Node: "node-a", WatchedSince: since, WatchedUntil: t0.Add(-3 * time.Hour),
+		Images: map[string]Usage{}})
+	planned, warn := newTracker(dir, t0, true, "node-a")
+	if warn != nil {
+		t.Fatal(warn)
+	}
+	if !planned.watchedSince.Equal(since) {
+		t.Errorf("plan-only: watch since %v, want the file's %v", planned.watchedSince, since)
+	}
+	if wrote, err := planned.saveFinal(); wrote || err != nil {
+		t.Errorf("plan-only final save: wrote %v, err %v; want nothing written", wrote, err)
+	}
+	if agent, _ := newTracker(dir, t0, false, "node-a"); !agent.watchedSince.Equal(t0) {
+		t.Errorf("an agent starting 3h after the last write: watch since %v, want a new one from %v", agent.watchedSince, t0)
+	}
+}
