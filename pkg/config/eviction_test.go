@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,6 +38,30 @@ func TestEvictionHardFromKubelet(t *testing.T) {
 				t.Errorf("Validate() = %v", errs)
 			}
 		})
+	}
+}
+
+// TestKubeletSignalNodegcDoesNotKnow: a node's KubeletConfiguration may be
+// a newer kubelet's, with a signal nodegc does not know (its unknown fields
+// are warnings too): the signal is left out with a warning naming its line,
+// and the configuration loads, where the same signal written in the
+// NodeGCConfiguration is an error (TestEvictionHardValidation).
+func TestKubeletSignalNodegcDoesNotKnow(t *testing.T) {
+	doc := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"evictionHard:\n  imagefs.available: 20%\n  someNewFs.available: 5%\n"
+	loaded, err := Decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"imagefs.available": "20%"}, loaded.Config.ImageGC.EvictionHard); diff != "" {
+		t.Errorf("evictionHard (-want +got):\n%s", diff)
+	}
+	if errs := Validate(loaded.Config); len(errs) > 0 {
+		t.Errorf("Validate() = %v", errs)
+	}
+	want := `line 3: evictionHard[someNewFs.available] of the KubeletConfiguration`
+	if !slices.ContainsFunc(loaded.Warnings, func(w string) bool { return strings.HasPrefix(w, want) }) {
+		t.Errorf("warnings %q, want one beginning %q", loaded.Warnings, want)
 	}
 }
 

@@ -190,6 +190,9 @@ func Decode(data []byte) (*Loaded, error) {
 	}
 	if kc != nil {
 		out.FromKubelet = mergeKubelet(out.Config, kc, kubeletDoc.lines, out.lines)
+		if slices.Contains(out.FromKubelet, "imageGC.evictionHard") {
+			out.Warnings = append(out.Warnings, dropUnknownSignals(out.Config.ImageGC.EvictionHard, kubeletDoc.lines)...)
+		}
 	}
 	SetDefaults(out.Config)
 	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out.Line)...)
@@ -199,6 +202,26 @@ func Decode(data []byte) (*Loaded, error) {
 			"set imageGC.highThresholdPercent in the NodeGCConfiguration document to run it while kubelet's is off")
 	}
 	return out, nil
+}
+
+// dropUnknownSignals removes from hard, a KubeletConfiguration's
+// evictionHard, the signals the kubelet nodegc knows (1.34) does not, with
+// a warning each: a newer kubelet's signal is no error in its own config,
+// as its unknown fields are not. lines gives the kubelet document's lines.
+func dropUnknownSignals(hard map[string]string, lines map[string]int) []string {
+	var out []string
+	for _, s := range slices.Sorted(maps.Keys(hard)) {
+		if slices.Contains(kubeletSignals, s) {
+			continue
+		}
+		delete(hard, s)
+		msg := fmt.Sprintf("evictionHard[%s] of the %s is a signal nodegc does not know (a newer kubelet's?); ignored", s, KubeletKind)
+		if n := lines["evictionHard"]; n > 0 {
+			msg = fmt.Sprintf("line %d: %s", n, msg)
+		}
+		out = append(out, msg)
+	}
+	return out
 }
 
 // endpointWarnings returns a warning for each runtime endpoint written in a
