@@ -82,7 +82,7 @@ func (b *backoffBed) check() bool {
 	b.tick = b.tick.Add(time.Second)
 	b.clk.SetTime(b.tick)
 	before := b.runs
-	b.m.checkDisk(context.Background(), &b.backoff)
+	b.m.checkDisk(context.Background(), &b.backoff, checkAtInterval)
 	return b.runs > before
 }
 
@@ -196,5 +196,36 @@ func TestThresholdBackoffOnlyWhenNothingRemoved(t *testing.T) {
 	want := []int{1, 2, 3, 4, 5, 6, 8, 12}
 	if !slices.Equal(got, want) {
 		t.Errorf("runs at ticks %v, want %v (images left %d)", got, want, len(rt.images))
+	}
+}
+
+// TestWriteChecksKeepTheBackoff: over the high threshold with nothing to
+// remove, checks after the runtime's writes (a pull going on) come at any
+// moment, not on the check ticker's grid: they wait for the backoff as it
+// is, within half a write spacing, not half a diskCheckInterval. With a
+// 10-minute interval and a 1-minute period, a run at t0 that removed
+// nothing is followed by the next a minute later, not by one per write (21
+// runs in 4 seconds of writes before).
+func TestWriteChecksKeepTheBackoff(t *testing.T) {
+	b := newBackoffBed(t)
+	b.m.opts.Config.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Minute}
+	b.m.opts.Config.Period = metav1.Duration{Duration: time.Minute}
+	b.disk.set(90)
+	b.clk.SetTime(t0)
+	b.m.checkDisk(context.Background(), &b.backoff, checkAtInterval)
+	if b.runs != 1 {
+		t.Fatalf("runs after the first check: %d, want 1", b.runs)
+	}
+	var ranAt []time.Duration
+	for at := 200 * time.Millisecond; at <= 70*time.Second; at += 200 * time.Millisecond {
+		b.clk.SetTime(t0.Add(at))
+		before := b.runs
+		b.m.checkDisk(context.Background(), &b.backoff, checkAfterWrite)
+		if b.runs > before {
+			ranAt = append(ranAt, at)
+		}
+	}
+	if len(ranAt) != 1 || ranAt[0] < time.Minute-writeCheckSpacing || ranAt[0] > time.Minute+writeCheckSpacing {
+		t.Errorf("write checks every 200ms for 70s started runs at %v after the first, want one, a minute after it", ranAt)
 	}
 }

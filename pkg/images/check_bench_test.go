@@ -40,11 +40,11 @@ func BenchmarkDiskCheck(b *testing.B) {
 	}
 	ctx := context.Background()
 	var backoff thresholdBackoff
-	m.checkDisk(ctx, &backoff) // resolve and cache the mountpoint
+	m.checkDisk(ctx, &backoff, checkAtInterval) // resolve and cache the mountpoint
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		clk.Step(1e9)
-		m.checkDisk(ctx, &backoff)
+		m.checkDisk(ctx, &backoff, checkAtInterval)
 	}
 }

@@ -289,7 +289,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	check := func(cause string) {
 		lastCheck = m.clock.Now()
 		m.metrics.diskChecks.WithLabelValues(cause).Inc()
-		supervise.Call(ctx, func(ctx context.Context) { m.checkDisk(ctx, &backoff) })
+		supervise.Call(ctx, func(ctx context.Context) { m.checkDisk(ctx, &backoff, cause) })
 	}
 	check(checkAtInterval)
 	for {
@@ -335,20 +335,22 @@ type thresholdBackoff struct {
 	delay time.Duration
 }
 
-// due says whether a run may start at now. next is counted from the start
-// of the check that ran last, on the grid of the check ticker; a tick fires
-// a little early or late against it, so one that comes within half an
-// interval of next is due (else a run that took a few milliseconds would
-// push every later run a whole tick back).
-func (b *thresholdBackoff) due(now time.Time, interval time.Duration) bool {
-	return !now.Add(interval / 2).Before(b.next)
+// due says whether a run may start at now, for a check on a grid of that
+// step (the check ticker's interval, or the write spacing for the checks
+// writes ask for, which come at any moment). next is counted from the start
+// of the check that ran last; a tick fires a little early or late against
+// it, so one that comes within half a step of next is due (else a run that
+// took a few milliseconds would push every later run a whole tick back).
+func (b *thresholdBackoff) due(now time.Time, step time.Duration) bool {
+	return !now.Add(step / 2).Before(b.next)
 }
 
 // checkDisk reads the image filesystem and collects at once when usage
 // reached the high threshold (TriggerThreshold) or, at the rate it fills,
 // would reach the kubelet's eviction threshold within fillRateHorizon
-// (TriggerProjected).
-func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
+// (TriggerProjected); cause says why it reads (checkAtInterval,
+// checkAfterWrite).
+func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause string) {
 	logger := klog.FromContext(ctx)
 	start := m.clock.Now()
 	disk, err := m.diskStats(ctx)
@@ -368,7 +370,13 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff) {
 		}
 		return
 	}
-	if !b.due(start, interval) {
+	// A check on the ticker's grid may come early by half an interval; one
+	// a write asked for comes at any moment, within a write spacing.
+	grid := interval
+	if cause == checkAfterWrite {
+		grid = writeCheckSpacing
+	}
+	if !b.due(start, grid) {
 		logger.V(4).Info("Image filesystem still calls for a run, waiting: the last one could not relieve it",
 			"trigger", trigger, "usagePercent", disk.UsagePercent(), "aheadBytes", ahead, "backoff", b.delay, "runIn", b.next.Sub(start).Round(time.Millisecond))
 		return
