@@ -38,6 +38,9 @@ type nodeGC struct {
 	link                       *runtimeLink
 	imageWatch, containerWatch *loopWatch
 	podsMemory                 *images.PodsMemory
+	// agentRuns, set by plan: an agent runs node GC on the state directory
+	// now (`nodegc plan` beside it).
+	agentRuns bool
 }
 
 func newNodeGC(opts Options, rc *rest.Config, reg prometheus.Registerer, events *nodeEvents, st *status) (*nodeGC, error) {
@@ -285,7 +288,7 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt *runt
 	}
 	opts := images.Options{
 		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, NodeName: n.opts.NodeName, Runtime: c, Disk: diskstats.NewReader(),
-		Registerer: reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport, PlanOnly: planOnly,
+		Registerer: reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport, PlanOnly: planOnly, WatchGoesOn: planOnly && n.agentRuns,
 	}
 	if n.imageWatch != nil {
 		opts.Supervise = n.imageWatch.iteration

@@ -86,6 +86,7 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone, and keeps every image that is not in use", "waited", podSyncWait)
 		}
 	}
+	n.agentRuns = r.NodeGCRunning
 	if im, err := n.imageManager(ctx, ctx, c, &rt, true, pods, reg); err != nil {
 		r.ImagesErr = err
 	} else {

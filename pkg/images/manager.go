@@ -161,6 +161,11 @@ type Options struct {
 	// nothing to the state directory, leaves a corrupt state file where it
 	// is, and refuses to collect.
 	PlanOnly bool
+	// WatchGoesOn, with PlanOnly, says an agent runs on the state
+	// directory now: the plan takes the watch its state file records as
+	// going on (the agent writes only on changes). Else the plan counts
+	// the watch as an agent starting now would.
+	WatchGoesOn bool
 }
 
 // Report describes one GC run: what every node collector reports of a run
@@ -221,6 +226,11 @@ func NewManager(opts Options) (*Manager, error) {
 	start := opts.Clock.Now()
 	tracker, warn := newTracker(opts.StateDirectory, start, opts.PlanOnly, opts.NodeName)
 	tracker.clock = opts.Clock.Now
+	if opts.PlanOnly && opts.WatchGoesOn && !tracker.fileWatch.since.IsZero() && !tracker.fileWatch.since.After(start) {
+		// The agent that runs writes on changes only: its watch goes
+		// on, however long ago its last write.
+		tracker.watchedSince = tracker.fileWatch.since
+	}
 	if maxAge := opts.Config.MaximumGCAge; maxAge != nil && maxAge.Duration > 0 && tracker.watchedSince.Equal(start) && len(tracker.usage) > 0 {
 		klog.Background().Info("Image GC begins a new watch of the node's containers (its last one ended more than a minute ago, or is not on record): a use meanwhile is unknown, so maximumGCAge counts from now",
 			"maximumGCAge", maxAge.Duration, "watchGapCovered", watchGapCovered)

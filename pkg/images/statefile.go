@@ -64,14 +64,14 @@ var errDatedAhead = errors.New("records dated ahead of the clock")
 //
 // With readOnly, an unusable file is left where it is: the state starts
 // empty and the warning says so.
-func loadState(dir string, now time.Time, readOnly bool, node string) (usage map[string]Usage, stamp bool, watchedSince time.Time, warning error) {
+func loadState(dir string, now time.Time, readOnly bool, node string) (usage map[string]Usage, stamp bool, watched watch, warning error) {
 	if !readOnly {
 		removeStaleTemps(dir, now)
 	}
 	p := filepath.Join(dir, StateFileName)
 	data, err := readLimited(p, maxStateSize)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]Usage{}, false, now, nil
+		return map[string]Usage{}, false, watch{}, nil
 	}
 	var problem error
 	aside := fmt.Sprintf("%s.corrupt-%s", p, now.UTC().Format("20060102T150405Z"))
@@ -116,48 +116,46 @@ func loadState(dir string, now time.Time, readOnly bool, node string) (usage map
 				sf.Images[id] = u
 			}
 			stamp := node != "" && sf.Node == ""
-			since := continuousSince(sf, now)
-			if readOnly && !sf.WatchedSince.IsZero() && !sf.WatchedSince.After(now) {
-				// `nodegc plan` reads the file of the agent that runs
-				// (its last write may be long ago: it writes on
-				// changes): its watch goes on.
-				since = sf.WatchedSince
-			}
+			w := watch{since: sf.WatchedSince, until: sf.WatchedUntil}
 			if future > 0 {
-				return sf.Images, stamp, since, fmt.Errorf("state file %s: %w: %d image records dated after the clock (%s; was it ahead, and stepped back since?) count from now",
+				return sf.Images, stamp, w, fmt.Errorf("state file %s: %w: %d image records dated after the clock (%s; was it ahead, and stepped back since?) count from now",
 					p, errDatedAhead, future, now.UTC().Format(time.RFC3339))
 			}
-			return sf.Images, stamp, since, nil
+			return sf.Images, stamp, w, nil
 		}
 	}
 	if readOnly {
-		return map[string]Usage{}, false, now, fmt.Errorf("state file %s unusable (%v); left as it is, image usage read as empty", p, problem)
+		return map[string]Usage{}, false, watch{}, fmt.Errorf("state file %s unusable (%v); left as it is, image usage read as empty", p, problem)
 	}
 	if err := os.Rename(p, aside); err != nil {
-		return map[string]Usage{}, false, now, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
+		return map[string]Usage{}, false, watch{}, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
 	}
 	pruneAside(dir)
-	return map[string]Usage{}, false, now, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
+	return map[string]Usage{}, false, watch{}, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
 }
 
 // watchGapCovered is the longest break in nodegc's watch of the node that
-// does not start a new watch (continuousSince): a rollout of the agent, a
+// does not start a new watch (watch.continuousSince): a rollout of the agent, a
 // rebuild of the image GC for a restarted runtime. A pod whose containers
 // are made, run and removed within it goes unseen (containerd 2.x also
 // replays the container events of the last 5 minutes to a subscriber
 // when it has no other).
 const watchGapCovered = time.Minute
 
+// watch is the watch a state file records (stateFile.WatchedSince and
+// WatchedUntil); zero when it records none.
+type watch struct{ since, until time.Time }
+
 // continuousSince is when the watch nodegc goes on with at now began: the
 // file's, when it was written no longer than watchGapCovered ago; else now
 // (the agent was down longer, or crashed long after its last write, or
 // the file is older than these times): a use in the break is unknown.
-func continuousSince(sf stateFile, now time.Time) time.Time {
-	if sf.WatchedSince.IsZero() || sf.WatchedUntil.IsZero() || sf.WatchedSince.After(sf.WatchedUntil) ||
-		sf.WatchedUntil.After(now) || now.Sub(sf.WatchedUntil) > watchGapCovered {
+func (w watch) continuousSince(now time.Time) time.Time {
+	if w.since.IsZero() || w.until.IsZero() || w.since.After(w.until) ||
+		w.until.After(now) || now.Sub(w.until) > watchGapCovered {
 		return now
 	}
-	return sf.WatchedSince
+	return w.since
 }
 
 // keptAside is how many state files set aside of each kind (corrupt,

@@ -33,10 +33,12 @@ type Tracker struct {
 	readOnly bool
 	usage    map[string]Usage
 	// watchedSince is when nodegc began to watch the node's containers
-	// without a break (continuousSince): a use before it may have gone
+	// without a break (watch.continuousSince): a use before it may have gone
 	// unseen. clock dates each write (the watch's last known time).
 	watchedSince time.Time
 	clock        func() time.Time
+	// fileWatch is the watch the state file recorded when loaded.
+	fileWatch watch
 	// containers maps a container ID to the references to its image the
 	// runtime gave (image ID, image ref, image spec); refs counts, for every
 	// reference, the containers giving it. In use means: any of an image's
@@ -106,9 +108,12 @@ func NewTracker(dir string, now time.Time) (t *Tracker, warning error) {
 // describe: a state file of another node is set aside (loadState), and
 // saves name node.
 func newTracker(dir string, now time.Time, readOnly bool, node string) (*Tracker, error) {
-	usage, stamp, since, warning := loadState(dir, now, readOnly, node)
-	return &Tracker{dir: dir, node: node, readOnly: readOnly, usage: usage, watchedSince: since, clock: time.Now,
-		dirty: stamp, onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
+	usage, stamp, file, warning := loadState(dir, now, readOnly, node)
+	since := file.continuousSince(now)
+	return &Tracker{dir: dir, node: node, readOnly: readOnly, usage: usage, watchedSince: since, fileWatch: file, clock: time.Now,
+		// A new watch is written soon, so that the file (and `nodegc
+		// plan`, which reads it) does not go on with the old one.
+		dirty: stamp || !since.Equal(file.since), onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
 		tombstones: map[string]uint64{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		pending: map[string]pendingUse{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
 }
@@ -805,7 +810,7 @@ func (t *Tracker) saveAll() (bool, error) { return t.write(true, false) }
 
 // saveFinal is saveAll, also when nothing changed: at shutdown, it dates
 // the end of the watch, so that the next start, soon after, goes on with
-// it (continuousSince).
+// it (watch.continuousSince).
 func (t *Tracker) saveFinal() (bool, error) { return t.write(true, true) }
 
 func (t *Tracker) write(all, always bool) (bool, error) {

@@ -158,26 +158,44 @@ func TestSetAsideStateFilesKeptFew(t *testing.T) {
 	}
 }
 
-// TestPlanReadsTheAgentsWatch: `nodegc plan` reads the state of the agent
-// that runs, which writes only on changes: its last write may be hours ago
-// while its watch goes on. The plan takes the file's watch as it is, and
-// writes nothing.
+// TestPlanReadsTheAgentsWatch: `nodegc plan` beside a running agent reads
+// its state, which the agent writes only on changes: its last write may be
+// hours ago while its watch goes on, and the plan takes the file's watch as
+// it is. With no agent running, the plan counts the watch as an agent
+// starting now would (a new one, 3 hours after the last write). Either way
+// it writes nothing. An agent starting then begins a new watch, and
+// writes it with its next save, so that the file no longer says the old.
 func TestPlanReadsTheAgentsWatch(t *testing.T) {
 	dir := t.TempDir()
 	since := t0.Add(-10 * 24 * time.Hour)
 	writeState(t, dir, stateFile{Version: stateVersion, Node: "node-a", WatchedSince: since, WatchedUntil: t0.Add(-3 * time.Hour),
 		Images: map[string]Usage{}})
-	planned, warn := newTracker(dir, t0, true, "node-a")
-	if warn != nil {
-		t.Fatal(warn)
+	for _, running := range []bool{true, false} {
+		m, err := NewManager(Options{Config: policyConfig(), StateDirectory: dir, NodeName: "node-a", Runtime: &streamRuntime{},
+			Disk: fixedDisk{}, Clock: clocktesting.NewFakeClock(t0), PlanOnly: true, WatchGoesOn: running})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := t0
+		if running {
+			want = since
+		}
+		if !m.tracker.watchedSince.Equal(want) {
+			t.Errorf("plan, an agent running %v: watch since %v, want %v", running, m.tracker.watchedSince, want)
+		}
+		if wrote, err := m.tracker.saveFinal(); wrote || err != nil {
+			t.Errorf("plan-only final save: wrote %v, err %v; want nothing written", wrote, err)
+		}
 	}
-	if !planned.watchedSince.Equal(since) {
-		t.Errorf("plan-only: watch since %v, want the file's %v", planned.watchedSince, since)
-	}
-	if wrote, err := planned.saveFinal(); wrote || err != nil {
-		t.Errorf("plan-only final save: wrote %v, err %v; want nothing written", wrote, err)
-	}
-	if agent, _ := newTracker(dir, t0, false, "node-a"); !agent.watchedSince.Equal(t0) {
+	agent, _ := newTracker(dir, t0, false, "node-a")
+	if !agent.watchedSince.Equal(t0) {
 		t.Errorf("an agent starting 3h after the last write: watch since %v, want a new one from %v", agent.watchedSince, t0)
+	}
+	agent.clock = func() time.Time { return t0.Add(time.Second) }
+	if wrote, err := agent.save(); !wrote || err != nil {
+		t.Fatalf("the agent's first save after a new watch began: wrote %v, err %v; want the new watch written", wrote, err)
+	}
+	if _, _, file, _ := loadState(dir, t0.Add(2*time.Second), true, "node-a"); !file.since.Equal(t0) {
+		t.Errorf("the file's watch since %v after the save, want the new watch's %v", file.since, t0)
 	}
 }
