@@ -32,8 +32,10 @@ type Outcome struct {
 	Removed []Decision
 	// Skipped lists planned images the check right before their removal
 	// kept, each with its keep reason: a container started to use it
-	// (in_use), a sandbox to run it (sandbox), or a pod bound since names
-	// it (scheduled).
+	// (in_use), a sandbox to run it (sandbox), a pod bound since names it
+	// (scheduled), or it gained a name since the plan that is pinned,
+	// excluded, the sandbox image's, a bound pod's, or a tag of a
+	// repository the plan did not rank it in (newest_tags).
 	Skipped []Decision
 	// Failed lists planned images the runtime failed to remove.
 	Failed []Decision

@@ -121,10 +121,12 @@ type Options struct {
 	// says each image arrived (an image removed and pulled again while
 	// nodegc was down is young again); nil means nodegc's records alone.
 	Arrivals ArrivalSource
-	// Writes, if set, has the disk read at once when the runtime wrote
-	// to its storage (a pull's blob or layer, an image record), besides
-	// every diskCheckInterval: a pull faster than the interval crosses
-	// the high threshold with the GC looking.
+	// Writes, if set, has the disk read at once when the runtime
+	// committed a write to its storage (a pull's blob or layer, an image
+	// record), besides every diskCheckInterval: a pull of several layers
+	// faster than the interval crosses the high threshold with the GC
+	// looking. What a blob's download or a layer's unpack writes before
+	// its commit is seen at the commit, or at the next interval check.
 	Writes WriteSource
 	Disk   DiskReader
 	Clock  clock.WithTicker
@@ -1019,6 +1021,10 @@ func (m *Manager) streamEvents(ctx context.Context, changed chan<- struct{}) {
 	}
 }
 
+// writeStreamHeld is how long a stream of writes must have lasted for its
+// end to start the reopening backoff over.
+const writeStreamHeld = 30 * time.Second
+
 // writeCheckSpacing is the shortest time between two disk checks that
 // writes asked for: the shortest diskCheckInterval allowed.
 const writeCheckSpacing = 100 * time.Millisecond
@@ -1031,8 +1037,9 @@ func (m *Manager) watchWrites(ctx context.Context, wrote chan<- struct{}) {
 	delay := time.Second
 	for ctx.Err() == nil {
 		var opened bool
+		var openedAt time.Time // opened is called on this goroutine
 		err := m.opts.Writes.WatchWrites(ctx, func() {
-			opened, delay = true, time.Second
+			opened, openedAt = true, m.clock.Now()
 			m.metrics.writesFollowed.Set(1)
 			logger.V(2).Info("Following the runtime's writes to its storage: a pull's blobs, layers and images have the disk read at once")
 		}, func() {
@@ -1044,6 +1051,11 @@ func (m *Manager) watchWrites(ctx context.Context, wrote chan<- struct{}) {
 		m.metrics.writesFollowed.Set(0)
 		if ctx.Err() != nil {
 			return
+		}
+		// containerd confirms no subscription: only a stream that held
+		// a while ends the backoff, not one refused at its first read.
+		if opened && m.clock.Since(openedAt) >= writeStreamHeld {
+			delay = time.Second
 		}
 		msg := "The runtime's stream of writes to its storage broke; the disk is read every diskCheckInterval until it is reopened"
 		if !opened {

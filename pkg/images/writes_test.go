@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -137,4 +138,58 @@ func TestWritesHaveTheDiskRead(t *testing.T) {
 		clk.Step(writeCheckSpacing)
 		return checks(checkAfterWrite) > before
 	})
+}
+
+// refusingWrites opens a stream and breaks it at once, every time (a server
+// that refuses the subscription at its first read), noting when each
+// opened on clk.
+type refusingWrites struct {
+	clk   *clocktesting.FakeClock
+	mu    sync.Mutex
+	opens []time.Time
+}
+
+func (r *refusingWrites) WatchWrites(_ context.Context, opened, _ func()) error {
+	r.mu.Lock()
+	r.opens = append(r.opens, r.clk.Now())
+	r.mu.Unlock()
+	opened()
+	return errors.New("subscription refused")
+}
+
+func (r *refusingWrites) openTimes() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.opens)
+}
+
+// TestRefusedWriteStreamBacksOff: a stream that breaks right after it
+// opened is reopened 1, 2, 4 s later, not every second (the open alone
+// started the backoff over: a reopen and a log line every second for
+// good).
+func TestRefusedWriteStreamBacksOff(t *testing.T) {
+	cfg := policyConfig()
+	cfg.DiskCheckInterval = metav1.Duration{Duration: time.Hour}
+	cfg.Period = metav1.Duration{Duration: time.Hour}
+	clk := clocktesting.NewFakeClock(t0)
+	writes := &refusingWrites{clk: clk}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: &streamRuntime{opened: make(chan struct{})},
+		Disk: &countingDisk{}, Clock: clk, Writes: writes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	testbed.WaitFor(t, 10*time.Second, "four opens", func() bool {
+		clk.Step(100 * time.Millisecond)
+		return len(writes.openTimes()) >= 4
+	})
+	opens := writes.openTimes()
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		if gap := opens[i+1].Sub(opens[i]); gap < want || gap > want+200*time.Millisecond {
+			t.Errorf("reopen %d came %v after the last open, want %v", i+1, gap, want)
+		}
+	}
 }
