@@ -4,50 +4,35 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/pkg/cri"
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
-// vanishingRuntime removes every other image the test pulled behind nodegc's back (as the
-// kubelet's eviction manager, or an operator's `crictl rmi --prune`,
-// would) right after nodegc's first removal.
-type vanishingRuntime struct {
-	*recordingRuntime
-	mu     sync.Mutex
-	done   bool
-	others []string
-	err    error
-}
-
-func (r *vanishingRuntime) RemoveImage(ctx context.Context, id string) error {
-	err := r.recordingRuntime.RemoveImage(ctx, id)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err != nil || r.done {
-		return err
+// removeOthers removes, behind nodegc's back, every image the test pulled
+// but removed (as the kubelet's eviction manager, or an operator's
+// `crictl rmi --prune`, would), and returns their IDs.
+func removeOthers(ctx context.Context, c *cri.Client, removed string) ([]string, error) {
+	imgs, err := c.ListImages(ctx)
+	if err != nil {
+		return nil, err
 	}
-	r.done = true
-	imgs, lerr := r.Client.ListImages(ctx)
-	if lerr != nil {
-		r.err = lerr
-		return err
-	}
+	var others []string
 	for _, img := range imgs {
-		if img.GetId() == id || !slices.ContainsFunc(img.GetRepoTags(), isTestImage) {
+		if img.GetId() == removed || !slices.ContainsFunc(img.GetRepoTags(), isTestImage) {
 			continue
 		}
-		if rerr := r.Client.RemoveImage(ctx, img.GetId()); rerr != nil {
-			r.err = rerr
+		if err := c.RemoveImage(ctx, img.GetId()); err != nil {
+			return others, err
 		}
-		r.others = append(r.others, img.GetId())
+		others = append(others, img.GetId())
 	}
-	return err
+	return others, nil
 }
 
 // isTestImage says whether tag names one of the images the test pulled
@@ -71,11 +56,16 @@ func TestImageGoneBeforeItsRemoval(t *testing.T) {
 			for i := range 4 {
 				b.pushPull(repoName(i), 2)
 			}
-			rt := &vanishingRuntime{recordingRuntime: b.runtime}
+			// Right after nodegc's first removal, another removes the rest.
+			var others []string
+			rt := &afterFirstRemoval{recordingRuntime: b.runtime, then: func(ctx context.Context, removed string) (err error) {
+				others, err = removeOthers(ctx, b.cri, removed)
+				return err
+			}}
 			m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
 			r, err := m.GarbageCollect(ctx, images.TriggerManual)
-			if rt.err != nil {
-				t.Fatal(rt.err)
+			if err := rt.thenErr(); err != nil {
+				t.Fatal(err)
 			}
 			if r == nil || r.Outcome == nil {
 				t.Fatalf("no run made: %v", err)
@@ -83,8 +73,8 @@ func TestImageGoneBeforeItsRemoval(t *testing.T) {
 			o := r.Outcome
 			t.Logf("removed %d, gone %d, skipped %d, failed %d, estimated freed %d; error: %v",
 				len(o.Removed), len(o.Gone), len(o.Skipped), len(o.Failed), o.EstimatedFreed, err)
-			if len(rt.others) != 3 {
-				t.Fatalf("removed %d images behind nodegc's back, want 3", len(rt.others))
+			if len(others) != 3 {
+				t.Fatalf("removed %d images behind nodegc's back, want 3", len(others))
 			}
 			if len(o.Removed) != 1 || len(o.Gone) != 3 {
 				t.Errorf("removed %d, gone %d; want 1 removed by nodegc, 3 gone before it got to them", len(o.Removed), len(o.Gone))
@@ -94,9 +84,9 @@ func TestImageGoneBeforeItsRemoval(t *testing.T) {
 				gone = append(gone, d.Image.ID)
 			}
 			slices.Sort(gone)
-			slices.Sort(rt.others)
-			if !slices.Equal(gone, rt.others) {
-				t.Errorf("gone %q, want the images removed behind nodegc's back %q", gone, rt.others)
+			slices.Sort(others)
+			if !slices.Equal(gone, others) {
+				t.Errorf("gone %q, want the images removed behind nodegc's back %q", gone, others)
 			}
 			if len(o.Removed) == 1 && o.EstimatedFreed != o.Removed[0].Bytes {
 				t.Errorf("estimated freed %d bytes, want only what nodegc's one removal freed (%d)", o.EstimatedFreed, o.Removed[0].Bytes)

@@ -270,4 +270,34 @@ func (r *recordingRuntime) removals() []removal {
 	return append([]removal(nil), r.removed...)
 }
 
+// afterFirstRemoval runs then once, right after the first removal of
+// nodegc's the runtime answered with success: what a test makes happen in
+// the middle of a run. err is what then returned; done says it ran.
+type afterFirstRemoval struct {
+	*recordingRuntime
+	then func(ctx context.Context, removed string) error
+
+	mu   sync.Mutex
+	done bool
+	err  error
+}
+
+func (r *afterFirstRemoval) RemoveImage(ctx context.Context, id string) error {
+	err := r.recordingRuntime.RemoveImage(ctx, id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil && !r.done {
+		r.done = true
+		r.err = r.then(ctx, id)
+	}
+	return err
+}
+
+// thenErr is what then returned (nil before it ran).
+func (r *afterFirstRemoval) thenErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
 func repoName(i int) string { return fmt.Sprintf("gc/img%d", i) }

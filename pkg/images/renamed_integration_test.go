@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,38 +14,15 @@ import (
 	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/cri"
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
-// namingRuntime, right after nodegc's first removal, gives the image
-// target another name in containerd (as a pull of another name of the same
-// image does: the name is added, nothing is fetched), and returns once CRI
-// lists it.
-type namingRuntime struct {
-	*recordingRuntime
-	ctr    *containerd.Client
-	target string // image ID
-	name   string
-
-	mu   sync.Mutex
-	done bool
-	err  error
-}
-
-func (r *namingRuntime) RemoveImage(ctx context.Context, id string) error {
-	err := r.recordingRuntime.RemoveImage(ctx, id)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err != nil || r.done {
-		return err
-	}
-	r.done = true
-	r.err = r.addName(ctx)
-	return err
-}
-
-func (r *namingRuntime) addName(ctx context.Context) error {
-	imgs, err := r.ctr.ImageService().List(ctx)
+// addName gives the image target another name in containerd (as a pull of
+// another name of the same image does: the name is added, nothing is
+// fetched), and returns once CRI lists it.
+func addName(ctx context.Context, ctr *containerd.Client, c *cri.Client, target, name string) error {
+	imgs, err := ctr.ImageService().List(ctx)
 	if err != nil {
 		return err
 	}
@@ -54,25 +30,25 @@ func (r *namingRuntime) addName(ctx context.Context) error {
 		if img.Target.MediaType == "" {
 			continue
 		}
-		cfg, err := ctrimages.Config(ctx, r.ctr.ContentStore(), img.Target, nil)
-		if err != nil || cfg.Digest.String() != r.target {
+		cfg, err := ctrimages.Config(ctx, ctr.ContentStore(), img.Target, nil)
+		if err != nil || cfg.Digest.String() != target {
 			continue
 		}
-		if _, err := r.ctr.ImageService().Create(ctx, ctrimages.Image{Name: r.name, Target: img.Target, Labels: img.Labels}); err != nil {
-			return fmt.Errorf("naming %s %s: %w", img.Name, r.name, err)
+		if _, err := ctr.ImageService().Create(ctx, ctrimages.Image{Name: name, Target: img.Target, Labels: img.Labels}); err != nil {
+			return fmt.Errorf("naming %s %s: %w", img.Name, name, err)
 		}
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			got, err := r.Client.ImageStatus(ctx, r.target)
+			got, err := c.ImageStatus(ctx, target)
 			if err != nil {
 				return err
 			}
-			if slices.Contains(got.GetRepoTags(), r.name) {
+			if slices.Contains(got.GetRepoTags(), name) {
 				return nil
 			}
 		}
-		return fmt.Errorf("CRI does not list %s for %s after 30s", r.name, r.target)
+		return fmt.Errorf("CRI does not list %s for %s after 30s", name, target)
 	}
-	return fmt.Errorf("no image record of %s", r.target)
+	return fmt.Errorf("no image record of %s", target)
 }
 
 // TestExcludedNameGainedMidRun, on each real containerd: a run means to
@@ -97,14 +73,17 @@ func TestExcludedNameGainedMidRun(t *testing.T) {
 			}
 			t.Cleanup(func() { ctr.Close() })
 			const critical = "registry.example/critical/agent:2"
-			rt := &namingRuntime{recordingRuntime: b.runtime, ctr: ctr, target: pulled[2], name: critical}
+			// While nodegc removes the first, the last gains the name.
+			rt := &afterFirstRemoval{recordingRuntime: b.runtime, then: func(ctx context.Context, _ string) error {
+				return addName(ctx, ctr, b.cri, pulled[2], critical)
+			}}
 			m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), func(c *config.ImageGCConfiguration) {
 				setThresholds(1, 0)(c) // free everything removable
 				c.Exclude = []string{"registry.example/critical/**"}
 			})
 			r, err := m.GarbageCollect(ctx, images.TriggerManual)
-			if rt.err != nil {
-				t.Fatal(rt.err)
+			if err := rt.thenErr(); err != nil {
+				t.Fatal(err)
 			}
 			if r == nil || r.Outcome == nil {
 				t.Fatalf("no run: %v", err)

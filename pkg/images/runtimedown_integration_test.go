@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,25 +19,12 @@ import (
 // succeeds, and counts the calls the check before a removal makes after
 // that (image status, container listing).
 type killingRuntime struct {
-	*recordingRuntime
-	kill func() error
-
-	mu          sync.Mutex
-	killed      bool
-	callsAfter  int
-	killErr     error
-	removedOnce bool
+	*afterFirstRemoval
+	callsAfter int // under afterFirstRemoval's lock
 }
 
-func (r *killingRuntime) RemoveImage(ctx context.Context, id string) error {
-	err := r.recordingRuntime.RemoveImage(ctx, id)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err == nil && !r.removedOnce {
-		r.removedOnce = true
-		r.killErr, r.killed = r.kill(), true
-	}
-	return err
+func newKillingRuntime(rt *recordingRuntime, kill func() error) *killingRuntime {
+	return &killingRuntime{afterFirstRemoval: &afterFirstRemoval{recordingRuntime: rt, then: func(context.Context, string) error { return kill() }}}
 }
 
 func (r *killingRuntime) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
@@ -53,7 +39,7 @@ func (r *killingRuntime) ImageStatus(ctx context.Context, id string) (*runtimeap
 
 func (r *killingRuntime) countCall() {
 	r.mu.Lock()
-	if r.killed {
+	if r.done {
 		r.callsAfter++
 	}
 	r.mu.Unlock()
@@ -74,13 +60,13 @@ func TestRuntimeDownMidRun(t *testing.T) {
 			for i := range 4 {
 				b.pushPull(repoName(i), 2)
 			}
-			rt := &killingRuntime{recordingRuntime: b.runtime, kill: b.node.Kill9}
+			rt := newKillingRuntime(b.runtime, b.node.Kill9)
 			m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
 			began := time.Now()
 			r, err := m.GarbageCollect(ctx, images.TriggerManual)
 			took := time.Since(began)
-			if rt.killErr != nil {
-				t.Fatal(rt.killErr)
+			if err := rt.thenErr(); err != nil {
+				t.Fatal(err)
 			}
 			if r == nil || r.Outcome == nil {
 				t.Fatalf("no run made: %v", err)
