@@ -1,7 +1,6 @@
 package images_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -45,10 +44,7 @@ func TestPullTriggersDiskCheck(t *testing.T) {
 				c.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Minute}
 				c.Period = metav1.Duration{Duration: 10 * time.Minute}
 			})
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- m.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			images.RunUntilCleanup(t, m)
 			// The stream is open once the gauge says so; containerd confirms
 			// no subscription, so a small pull shows it delivers.
 			testbed.WaitFor(t, 10*time.Second, "the runtime's writes followed", func() bool {

@@ -1,7 +1,6 @@
 package images_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -22,15 +21,7 @@ import (
 func (b *bed) runManager(stateDir string) *images.Manager {
 	b.t.Helper()
 	m := b.manager(stateDir, clock.RealClock{}, noThresholdGC)
-	ctx, cancel := context.WithCancel(b.t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	b.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.t.Errorf("manager: %v", err)
-		}
-	})
+	images.RunUntilCleanup(b.t, m)
 	testbed.WaitFor(b.t, 30*time.Second, "the manager to list the runtime", func() bool {
 		_, ok := m.Tracker().Usage()[b.node.Pause.ID()]
 		return ok

@@ -247,10 +247,7 @@ func TestFailedSaveIsRetried(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	RunUntilCleanup(t, m)
 
 	// The manager lists the runtime when it finds no event stream: the
 	// image's record is a change to write.

@@ -1,7 +1,6 @@
 package images_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,10 +50,7 @@ func TestProjectedTrigger(t *testing.T) {
 					c.EvictionHard = map[string]string{}
 				}
 			})
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- m.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			images.RunUntilCleanup(t, m)
 
 			// 2 MiB/s for 12 s at most: 24 MiB, under the high threshold.
 			f, err := os.Create(filepath.Join(b.node.Root, "filler"))

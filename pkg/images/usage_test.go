@@ -2,7 +2,6 @@ package images
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -78,15 +77,7 @@ func TestUsagePolledWhileStreamBroken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Error(err)
-		}
-	}()
+	RunUntilCleanup(t, m)
 	// step moves the fake clock once Run's goroutines wait on it.
 	step := func(d time.Duration) {
 		t.Helper()

@@ -89,10 +89,7 @@ func TestWritesHaveTheDiskRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	RunUntilCleanup(t, m)
 	checks := func(cause string) float64 { return testutil.ToFloat64(m.metrics.diskChecks.WithLabelValues(cause)) }
 	followed := func() float64 { return testutil.ToFloat64(m.metrics.writesFollowed) }
 
@@ -178,10 +175,7 @@ func TestRefusedWriteStreamBacksOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	RunUntilCleanup(t, m)
 	testbed.WaitFor(t, 10*time.Second, "four opens", func() bool {
 		clk.Step(100 * time.Millisecond)
 		return len(writes.openTimes()) >= 4
