@@ -489,9 +489,6 @@ func TestRelistRecoversWhenApplied(t *testing.T) {
 	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
 		t.Errorf("a watch refused, then opened, relist applied: unsynced %q, want none", got)
 	}
-	pods.mu.Lock()
-	pods.failing = true
-	pods.mu.Unlock()
 	// A watch that ends because its version is too old is no failure, but
 	// the graph misses what changed since until the relist it starts is
 	// applied, however long that relist is in flight.
