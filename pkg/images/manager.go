@@ -986,26 +986,20 @@ func (m *Manager) watchUsage(ctx context.Context) {
 // when it breaks, until ctx ends or the runtime says it has none. It signals
 // changed when the stream opens and when it breaks.
 func (m *Manager) streamEvents(ctx context.Context, changed chan<- struct{}) {
-	signal := func() {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
 	delay := time.Second
 	for ctx.Err() == nil {
 		err := m.opts.Runtime.WatchContainerEvents(ctx, func() {
 			m.eventsLive.Store(true)
 			m.metrics.setUsageSource(usageFromEvents)
 			delay = time.Second
-			signal()
+			signal(changed)
 		}, m.tracker.observeEvent)
 		m.eventsLive.Store(false)
 		m.metrics.setUsageSource(usageFromPolling)
 		if ctx.Err() != nil {
 			return
 		}
-		signal()
+		signal(changed)
 		if errors.Is(err, cri.ErrUnsupported) {
 			klog.FromContext(ctx).Info("The runtime has no container event stream; polling containers for image usage",
 				"interval", m.opts.Config.DiskCheckInterval.Duration)
@@ -1042,12 +1036,7 @@ func (m *Manager) watchWrites(ctx context.Context, wrote chan<- struct{}) {
 			opened, openedAt = true, m.clock.Now()
 			m.metrics.writesFollowed.Set(1)
 			logger.V(2).Info("Following the runtime's writes to its storage: a pull's blobs, layers and images have the disk read at once")
-		}, func() {
-			select {
-			case wrote <- struct{}{}:
-			default:
-			}
-		})
+		}, func() { signal(wrote) })
 		m.metrics.writesFollowed.Set(0)
 		if ctx.Err() != nil {
 			return

@@ -129,7 +129,8 @@ func (t *Tracker) unknownImages() <-chan struct{} { return t.unknown }
 // Signals coalesce.
 func (t *Tracker) recordsChanged() <-chan struct{} { return t.changed }
 
-func signal(c chan struct{}) {
+// signal sends a token on c unless one is pending: signals coalesce.
+func signal(c chan<- struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:
