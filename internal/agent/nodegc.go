@@ -124,7 +124,7 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 	// The setup's runtime calls each have a deadline, and may take it
 	// (a runtime slow to give its status): an iteration of both loops.
 	setupIteration(ctx, []*loopWatch{n.imageWatch, n.containerWatch}, func(ctx context.Context) {
-		rt = n.readRuntimeProfile(ctx, c)
+		rt = n.readRuntimeProfile(ctx, c, false)
 		rt.logUnread(klog.FromContext(ctx))
 		// The container GC first: its pod informer also feeds the image
 		// GC's scheduled rule.
@@ -166,14 +166,20 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 func (n *nodeGC) runtimeChanged(ctx context.Context, c *cri.Client, was runtimeProfile) bool {
 	return profileChanged(ctx, was, n.link.reconnected, unreadRetry,
 		func(ctx context.Context) error { _, _, err := c.RefreshVersion(ctx); return err },
-		func(ctx context.Context) runtimeProfile { return n.readRuntimeProfile(ctx, c) })
+		func(ctx context.Context) runtimeProfile { return n.readRuntimeProfile(ctx, c, true) })
 }
 
-// readRuntimeProfile reads the profile of the runtime c answers for, with
-// containerd's own API asked on the CRI endpoint's socket.
-func (n *nodeGC) readRuntimeProfile(ctx context.Context, c *cri.Client) runtimeProfile {
+// readRuntimeProfile reads the profile of the runtime c answers for. The
+// profile the GCs are built for does not ask containerd's own API: they
+// dial it themselves and note in the profile when it does not answer
+// (apiUnread). One read again to tell whether anything changed (withAPI)
+// asks it on the CRI endpoint's socket.
+func (n *nodeGC) readRuntimeProfile(ctx context.Context, c *cri.Client, withAPI bool) runtimeProfile {
 	cfg := n.opts.Config
-	socket, _ := endpoint.SocketPath(cfg.ContainerRuntimeEndpoint)
+	var socket string
+	if withAPI {
+		socket, _ = endpoint.SocketPath(cfg.ContainerRuntimeEndpoint)
+	}
 	return readRuntimeProfile(ctx, c, socket, cfg.RuntimeRequestTimeout.Duration)
 }
 

@@ -72,7 +72,7 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 	// The container GC's pod informer first: the image GC's scheduled rule
 	// reads it too.
 	pods, cmErr := n.podSource(ctx)
-	rt := n.readRuntimeProfile(ctx, c)
+	rt := n.readRuntimeProfile(ctx, c, false)
 	rt.logUnread(klog.FromContext(ctx))
 	var cm *containers.Manager
 	if cmErr == nil {

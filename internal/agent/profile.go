@@ -46,9 +46,9 @@ const (
 
 // readRuntimeProfile asks the runtime for its profile: Version as the
 // client last read it, the verbose Status for the sandbox image, and
-// ImageFsInfo, each within timeout; on containerd, whether its own API
-// answers on apiSocket, within RuntimeCheckTimeout at most (it answers at
-// once, or not: a socket where nothing listens waits out the deadline).
+// ImageFsInfo, each within timeout; on containerd, given apiSocket, whether
+// its own API answers there, within RuntimeCheckTimeout at most (it answers
+// at once, or not: a socket where nothing listens waits out the deadline).
 func readRuntimeProfile(ctx context.Context, c *cri.Client, apiSocket string, timeout time.Duration) runtimeProfile {
 	v := c.RuntimeVersion()
 	p := runtimeProfile{name: v.GetRuntimeName(), version: v.GetRuntimeVersion()}
@@ -85,9 +85,9 @@ func (p runtimeProfile) logUnread(logger klog.Logger) {
 	}
 }
 
-// apiUnread records that containerd's own API did not answer when a GC was
-// built, though the profile read before found it: the profile then counts
-// it unread, so that it is read again (and the GC built again once it
+// apiUnread records that containerd's own API did not answer a GC's dial
+// at build (once, whichever GC tells first): the profile then counts it
+// unread, so that it is asked again (and the GCs built again once it
 // answers).
 func (p *runtimeProfile) apiUnread(err error) {
 	if slices.Contains(p.unread, factContainerdAPI) {
