@@ -229,3 +229,110 @@ func TestWriteChecksKeepTheBackoff(t *testing.T) {
 		t.Errorf("write checks every 200ms for 70s started runs at %v after the first, want one, a minute after it", ranAt)
 	}
 }
+
+// newShrinkingBed is a backoffBed whose runtime holds n unused images of
+// 20 bytes, old enough to go, with the config changed by edit.
+func newShrinkingBed(t *testing.T, n int, edit func(*Options)) (*backoffBed, *shrinkingRuntime) {
+	b := newBackoffBed(t)
+	cfg := b.m.opts.Config
+	cfg.MinimumGCAge = &metav1.Duration{}
+	rt := &shrinkingRuntime{slowRuntime: slowRuntime{clk: b.clk, runTime: 7 * time.Millisecond}}
+	for i := range n {
+		rt.images = append(rt.images, &runtimeapi.Image{Id: "sha256:" + string(rune('a'+i)), Size: 20, RepoTags: []string{"x/" + string(rune('a'+i)) + ":1"}})
+	}
+	opts := Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
+		OnRun: func(*Report) { b.runs++ }}
+	if edit != nil {
+		edit(&opts)
+	}
+	m, err := NewManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.m = m
+	return b, rt
+}
+
+// TestEpisodeCollectsUntilLow: usage reached the high threshold; the run
+// freed what it planned, but pulls beside it left usage over the low
+// threshold (78%). The checks go on collecting toward low, without a new
+// crossing, until usage is under low. (Before, nothing ran between the
+// thresholds: usage stayed at 78% until the next crossing.)
+func TestEpisodeCollectsUntilLow(t *testing.T) {
+	b, rt := newShrinkingBed(t, 4, nil)
+	b.disk.set(90)
+	if !b.check() {
+		t.Fatal("no run at 90%")
+	}
+	b.disk.set(78) // the run freed 20 bytes, pulls beside it wrote 8
+	if !b.check() {
+		t.Fatalf("no run at 78%% after a run at 90%%: usage left between the thresholds (images left %d)", len(rt.images))
+	}
+	if len(rt.images) != 2 {
+		t.Fatalf("%d images left after the run at 78%%, want 2 (3 bytes to free down to 75%%: one image)", len(rt.images))
+	}
+	b.disk.set(74) // under low: the episode is over
+	if b.check() {
+		t.Fatal("a run at 74%")
+	}
+	b.disk.set(78) // between the thresholds, no crossing since
+	if got := b.checks(5); len(got) > 0 {
+		t.Errorf("runs at ticks %v at 78%% with no crossing since usage was under low, want none", got)
+	}
+}
+
+// TestEpisodeEndsWhenNothingMoreGoes: between the thresholds after a
+// crossing, a run that removes nothing (what is left is kept) ends the
+// episode: no run at each check, nor a FreeDiskSpaceFailed, while usage
+// stays between the thresholds.
+func TestEpisodeEndsWhenNothingMoreGoes(t *testing.T) {
+	b, rt := newShrinkingBed(t, 1, nil)
+	b.disk.set(90)
+	if !b.check() || len(rt.images) != 0 {
+		t.Fatalf("the run at 90%% did not remove the one image (%d left)", len(rt.images))
+	}
+	b.disk.set(78)
+	if !b.check() {
+		t.Fatal("no run at 78% after a run that removed images at 90%")
+	}
+	if got := b.checks(10); len(got) > 0 {
+		t.Errorf("runs at ticks %v after a run between the thresholds removed nothing, want none", got)
+	}
+	b.disk.set(90) // a new crossing is met at once: the episode ended under high
+	if !b.check() {
+		t.Error("no run at a new crossing of the high threshold")
+	}
+}
+
+// TestDryRunBacksOff: a dry run removes nothing, whatever it lists, so over
+// the high threshold its runs are spaced as those of a GC with nothing to
+// remove. (Before, each dry run counted as one that removed images: a run,
+// and its log line, at every check.)
+func TestDryRunBacksOff(t *testing.T) {
+	b, _ := newShrinkingBed(t, 4, func(o *Options) { o.Config.DryRun = true })
+	b.disk.set(90)
+	got := b.checks(16)
+	want := []int{1, 2, 4, 8, 16}
+	if !slices.Equal(got, want) {
+		t.Errorf("dry runs at ticks %v, want %v", got, want)
+	}
+}
+
+// TestEpisodeHoveringWithNothingToRemove: usage hovers around the high
+// threshold (81%, 79%, ...) with nothing left to remove: the runs keep
+// the backoff's spacing, whether a check sees usage over the high
+// threshold or between the thresholds after a crossing.
+func TestEpisodeHoveringWithNothingToRemove(t *testing.T) {
+	b := newBackoffBed(t)
+	var got []int
+	for i := 1; i <= 16; i++ {
+		b.disk.set(uint64(79 + 2*(i%2)))
+		if b.check() {
+			got = append(got, i)
+		}
+	}
+	want := []int{1, 2, 4, 8, 16}
+	if !slices.Equal(got, want) {
+		t.Errorf("runs at ticks %v, want %v", got, want)
+	}
+}

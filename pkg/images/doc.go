@@ -44,10 +44,13 @@
 //     check every diskCheckInterval and right after each write the runtime
 //     reports to its storage (Options.Writes: containerd's events of blobs,
 //     layers and images; at most one per writeCheckSpacing), with trigger
-//     threshold or projected (a run that removed nothing and leaves the
+//     threshold or projected. Once usage reached the high threshold, the
+//     checks collect down to the low one, between the thresholds too (pulls
+//     beside a run can leave usage there), until usage is under low or a
+//     run there removes nothing. A run that removed nothing and leaves the
 //     disk calling for another is followed by the next after 1, 2, 4, ...
-//     checks, up to period, until usage is under the low threshold:
-//     thresholdBackoff), and a sweep every period; one run at a time on
+//     checks, up to period, until usage is under the low threshold
+//     (thresholdBackoff). A sweep runs every period; one run at a time on
 //     internal/gcrun's lifecycle. It reports each run (Report); metrics.go
 //     records it. Manager.Plan plans without executing (`nodegc plan`).
 //

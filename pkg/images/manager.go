@@ -326,25 +326,30 @@ func (m *Manager) Run(ctx context.Context) error {
 			soon = nil
 			check(checkAfterWrite)
 		case <-sweep.C():
-			supervise.Call(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic, 0) })
+			supervise.Call(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic, demand{}) })
 		}
 	}
 }
 
-// thresholdBackoff spaces the runs of the disk check that removed nothing
-// while usage stayed over the high threshold, or near the kubelet's eviction
-// threshold (what is left is in use, pinned or young): the next one waits
-// twice as long, up to the sweep period. A run that removed images is
-// followed by another at the next check that calls for one: the disk fills
-// faster than one run frees it, and there is more to remove. The
-// episode, and the backoff with it, ends when usage is back under the low
-// threshold with no run called for: a later crossing is met at once, however
-// long the last episode lasted. Between the thresholds it goes on, so usage
-// that hovers around the high threshold with nothing to remove does not
-// run (and post FreeDiskSpaceFailed) at every check.
+// thresholdBackoff is the disk check's memory of an episode over the high
+// threshold. Once usage reached it, the checks collect down to the low
+// threshold: at or over high, and between the thresholds too (toLow), where
+// pulls beside a run can leave usage, until usage is under low or a run
+// between the thresholds removes nothing (what is left stays). The runs
+// that removed nothing while usage stayed over the high threshold, or near
+// the kubelet's eviction threshold (what is left is in use, pinned or
+// young), are spaced out: the next one waits twice as long, up to the sweep
+// period. A run that removed images is followed by another at the next
+// check that calls for one: the disk fills faster than one run frees it,
+// and there is more to remove. The backoff ends when usage is back under
+// the low threshold with no run called for: a later crossing is met at
+// once, however long the last episode lasted. Between the thresholds it
+// goes on, so usage that hovers around the high threshold with nothing to
+// remove does not run (and post FreeDiskSpaceFailed) at every check.
 type thresholdBackoff struct {
 	next  time.Time
 	delay time.Duration
+	toLow bool
 }
 
 // due says whether a run may start at now, for a check on a grid of that
@@ -376,8 +381,19 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	}
 	interval := m.opts.Config.DiskCheckInterval.Duration
 	trigger, ahead := m.diskTrigger(disk)
+	underLow := disk.UsagePercent() < m.policy.lowThresholdPercent()
+	switch {
+	case trigger == TriggerThreshold:
+		b.toLow = true
+	case underLow:
+		b.toLow = false
+	}
+	goingOn := trigger == "" && b.toLow
+	if goingOn {
+		trigger = TriggerThreshold
+	}
 	if trigger == "" {
-		if b.delay > 0 && disk.UsagePercent() < m.policy.lowThresholdPercent() {
+		if b.delay > 0 && underLow {
 			*b = thresholdBackoff{}
 		}
 		return
@@ -393,24 +409,34 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 			"trigger", trigger, "usagePercent", disk.UsagePercent(), "aheadBytes", ahead, "backoff", b.delay, "runIn", b.next.Sub(start).Round(time.Millisecond))
 		return
 	}
-	if trigger == TriggerThreshold {
+	switch {
+	case goingOn:
+		logger.Info("Image filesystem usage is still over the low threshold since it reached the high one, collecting now",
+			"usagePercent", disk.UsagePercent(), "lowThresholdPercent", m.policy.lowThresholdPercent(), "aheadBytes", ahead)
+	case trigger == TriggerThreshold:
 		logger.Info("Image filesystem usage reached the high threshold, collecting now",
 			"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent(), "aheadBytes", ahead)
-	} else {
+	default:
 		logger.Info("Image filesystem fills fast enough to reach the kubelet's eviction threshold soon, collecting now",
 			"usagePercent", disk.UsagePercent(), "fillBytesPerSecond", int64(m.guard.fillRate()), "horizon", m.policy.fillRateHorizon(), "aheadBytes", ahead)
 	}
-	removed := m.collectAndLog(ctx, trigger, ahead)
+	removed := m.collectAndLog(ctx, trigger, demand{ahead: ahead, toLow: b.toLow})
 	after, err := m.diskStats(ctx)
 	if err == nil {
 		m.observeDisk(after)
-		if t, _ := m.diskTrigger(after); t != "" && removed == 0 {
+		if t, _ := m.diskTrigger(after); removed == 0 && (t != "" || goingOn) {
+			// The run could not relieve the disk: the next one waits. Between
+			// the thresholds, the episode's runs toward low end with it
+			// (what is left stays), until usage reaches high again.
 			b.delay = min(max(2*b.delay, interval), m.opts.Config.Period.Duration)
 			b.next = start.Add(b.delay)
+			b.toLow = b.toLow && !goingOn
 			return
 		}
 	}
-	*b = thresholdBackoff{}
+	// The episode goes on after a run that removed images while usage is
+	// not under low.
+	*b = thresholdBackoff{toLow: b.toLow && removed > 0 && (err != nil || after.UsagePercent() >= m.policy.lowThresholdPercent())}
 }
 
 // diskTrigger says whether the disk calls for a run now, and how many
@@ -439,13 +465,16 @@ func (m *Manager) observeDisk(disk DiskStats) {
 }
 
 // collectAndLog runs the GC once and logs how it ended (gcrun.LogEnd), or
-// what it removed; it returns how many images the run removed.
-func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint64) (removed int) {
-	r, err := m.collectAhead(ctx, trigger, ahead)
+// what it removed; it returns how many images the run removed (none in a
+// dry run).
+func (m *Manager) collectAndLog(ctx context.Context, trigger string, d demand) (removed int) {
+	r, err := m.collectFor(ctx, trigger, d)
 	var done []any // what the run did despite the error
 	if r != nil && r.Outcome != nil {
 		o := r.Outcome
-		removed = len(o.Removed)
+		if !o.DryRun {
+			removed = len(o.Removed)
+		}
 		done = []any{"removed", len(o.Removed), "failed", len(o.Failed), "skipped", len(o.Skipped), "gone", len(o.Gone), "replans", o.Replans,
 			"estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed}
 	}
@@ -469,23 +498,24 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, ahead uint6
 // means the threshold rule could not be met; ErrInvalidDiskCapacity means no
 // GC ran.
 func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, error) {
-	return m.collectAhead(ctx, trigger, 0)
+	return m.collectFor(ctx, trigger, demand{})
 }
 
-// collectAhead runs the GC once, planning for ahead more bytes (Policy.PlanAhead).
-func (m *Manager) collectAhead(ctx context.Context, trigger string, ahead uint64) (*Report, error) {
+// collectFor runs the GC once, for what the disk asks beyond what the plan
+// reads from it (demand).
+func (m *Manager) collectFor(ctx context.Context, trigger string, d demand) (*Report, error) {
 	if m.opts.PlanOnly {
 		return nil, errPlanOnly
 	}
-	return gcrun.Collect(m.serial, trigger, func(r *Report) error { return m.collect(ctx, r, ahead) }, m.record, func(*Report) {
+	return gcrun.Collect(m.serial, trigger, func(r *Report) error { return m.collect(ctx, r, d) }, m.record, func(*Report) {
 		if err := m.saveState(false); err != nil {
 			klog.FromContext(ctx).Error(err, "Saving image GC state")
 		}
 	}, m.opts.OnRun)
 }
 
-func (m *Manager) collect(ctx context.Context, r *Report, ahead uint64) error {
-	plan, in, err := m.plan(ctx, ahead)
+func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
+	plan, in, err := m.plan(ctx, d)
 	if err != nil {
 		return err
 	}
@@ -536,13 +566,13 @@ func (m *Manager) collect(ctx context.Context, r *Report, ahead uint64) error {
 // tracker's own lock. So it may run during a GC run, whose removals it may
 // not see yet.
 func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
-	plan, _, err := m.plan(ctx, 0)
+	plan, _, err := m.plan(ctx, demand{})
 	return plan, err
 }
 
-// plan also returns the images the plan was made from; it plans for ahead
-// more bytes (Policy.PlanAhead).
-func (m *Manager) plan(ctx context.Context, ahead uint64) (*Plan, []Image, error) {
+// plan also returns the images the plan was made from; it plans for what
+// the disk asks beyond what the plan reads from it (demand).
+func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
 	images, err := m.syncUsage(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -573,7 +603,7 @@ func (m *Manager) plan(ctx context.Context, ahead uint64) (*Plan, []Image, error
 	}
 	podsView := m.markScheduled(in, now)
 	m.addLayers(ctx, in)
-	plan, err := m.policy.PlanAhead(in, disk, now, ahead)
+	plan, err := m.policy.planFor(in, disk, now, d)
 	if plan != nil {
 		plan.PodsView = podsView
 		if l, ok := m.opts.Layers.(interface{ BlobsElsewhere() string }); ok && plan.ExactAccounting {

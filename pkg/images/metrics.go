@@ -9,7 +9,7 @@ import (
 
 // Trigger values of a GC run (metric label).
 const (
-	TriggerThreshold = "threshold" // the fast disk check saw usage at or above the high threshold
+	TriggerThreshold = "threshold" // the fast disk check saw usage at or above the high threshold, or over the low one since it did
 	TriggerProjected = "projected" // the fill rate would take the disk to the kubelet's eviction threshold within fillRateHorizon
 	TriggerPeriodic  = "periodic"  // the periodic sweep
 	TriggerManual    = "manual"    // asked for (tests, future API)

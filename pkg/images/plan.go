@@ -105,11 +105,27 @@ func (p *Policy) Plan(images []Image, disk DiskStats, now time.Time) (*Plan, err
 // eviction threshold is near), the threshold rule frees down to the low
 // threshold from there, even under the high threshold now. It is pure.
 func (p *Policy) PlanAhead(images []Image, disk DiskStats, now time.Time, ahead uint64) (*Plan, error) {
+	return p.planFor(images, disk, now, demand{ahead: ahead})
+}
+
+// demand is what the disk asks of a run beyond what the plan reads from it.
+type demand struct {
+	// ahead is what the fill rate says will be written within the horizon
+	// (PlanAhead).
+	ahead uint64
+	// toLow says usage reached the high threshold and has not been under
+	// the low one since: the threshold rule frees down to the low threshold
+	// even under the high one now, as it does with ahead, and as for ahead
+	// a run that cannot is no failure.
+	toLow bool
+}
+
+func (p *Policy) planFor(images []Image, disk DiskStats, now time.Time, d demand) (*Plan, error) {
 	if disk.Capacity == 0 {
 		return nil, ErrInvalidDiskCapacity
 	}
 	projected := disk
-	projected.Available -= min(ahead, disk.Available)
+	projected.Available -= min(d.ahead, disk.Available)
 	// kubelet: capacity*(100-low)/100 - available.
 	goal := disk.Capacity * uint64(100-p.lowThresholdPercent()) / 100
 	var target, required uint64
@@ -117,11 +133,11 @@ func (p *Policy) PlanAhead(images []Image, disk DiskStats, now time.Time, ahead 
 		required = goal - min(goal, disk.Available)
 		target = required
 	}
-	if ahead > 0 && p.thresholdGCEnabled() {
+	if (d.ahead > 0 || d.toLow) && p.thresholdGCEnabled() {
 		target = goal - min(goal, projected.Available)
 	}
 	plan := p.plan(images, nil, target, disk, now)
-	plan.Ahead, plan.Required = ahead, required
+	plan.Ahead, plan.Required = d.ahead, required
 	return plan, nil
 }
 
