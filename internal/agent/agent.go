@@ -37,6 +37,12 @@ type Options struct {
 	// NodeName is the node this agent collects for (resolved by the caller
 	// from the config, NODE_NAME or the host name).
 	NodeName string
+	// BootID is this machine's boot ID (the nodegc command reads
+	// /proc/sys/kernel/random/boot_id): the pod view is
+	// authoritative only while the Node of NodeName reports it, so that a
+	// node name that is another machine's collects nothing as pod_gone.
+	// Empty: not checked.
+	BootID string
 	// Identity names this instance in the leader election; empty means
 	// host name plus a random suffix.
 	Identity string

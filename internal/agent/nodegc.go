@@ -330,7 +330,7 @@ func (n *nodeGC) podSource(ctx context.Context) (*containers.APIPodSource, error
 	if err != nil {
 		return nil, err
 	}
-	pods, err := containers.NewAPIPodSource(client, n.opts.NodeName, nil)
+	pods, err := containers.NewAPIPodSource(client, containers.PodSourceOptions{NodeName: n.opts.NodeName, BootID: n.opts.BootID})
 	if err != nil {
 		return nil, err
 	}

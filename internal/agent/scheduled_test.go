@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -45,7 +46,18 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 	}
 
 	const nodeName = "sched-node"
-	if _, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+	// Registered as a kubelet of this machine registers it: with its boot
+	// ID, without which `nodegc plan` takes the Node for another machine's.
+	bootID, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered.Status.NodeInfo.BootID = strings.TrimSpace(string(bootID))
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, registered, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pod := func(name string, init, main string) *corev1.Pod {
@@ -81,7 +93,7 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 		Volumes: []corev1.Volume{{Name: "models", VolumeSource: corev1.VolumeSource{
 			Image: &corev1.ImageVolumeSource{Reference: refs["sched/volume"]}}}},
 	}}
-	volume, err := client.CoreV1().Pods("default").Create(ctx, volume, metav1.CreateOptions{})
+	volume, err = client.CoreV1().Pods("default").Create(ctx, volume, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

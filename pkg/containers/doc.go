@@ -188,7 +188,12 @@
 //     runs makes the view disagree until the kubelet has stopped it: that
 //     only delays collection. The check needs evidence: on a node where no
 //     pod has run since before the view's last list, a name that names
-//     another existing Node is not detected.
+//     another existing Node is not detected by it. The boot ID is what
+//     detects it there: given this machine's (PodSourceOptions.BootID, the
+//     agent reads /proc/sys/kernel/random/boot_id), the view is
+//     authoritative only while the Node reports it (ViewNodeOtherBoot
+//     otherwise: another machine's Node, or this one's before a reboot
+//     until the kubelet reports again).
 //   - A pod with a ready sandbox or a running container is never gone, even
 //     when the watch saw it deleted: the kubelet is still terminating it.
 //   - "Gone" needs more than absence from the cache: the watch saw the pod

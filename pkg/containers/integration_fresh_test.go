@@ -74,7 +74,7 @@ func TestPodListsAreNeverStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := containers.NewAPIPodSource(client, name, nil)
+	src, err := containers.NewAPIPodSource(client, containers.PodSourceOptions{NodeName: name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
@@ -193,12 +192,12 @@ func podUID(t *testing.T, n *testNode, podID string) string {
 
 func startSource(t *testing.T, c *cluster.Cluster, nodeName string) *containers.APIPodSource {
 	t.Helper()
-	return startSourceWithClock(t, c, nodeName, nil)
+	return startSourceWith(t, c, containers.PodSourceOptions{NodeName: nodeName})
 }
 
-func startSourceWithClock(t *testing.T, c *cluster.Cluster, nodeName string, clk clock.PassiveClock) *containers.APIPodSource {
+func startSourceWith(t *testing.T, c *cluster.Cluster, opts containers.PodSourceOptions) *containers.APIPodSource {
 	t.Helper()
-	s, err := containers.NewAPIPodSource(c.Client(), nodeName, clk)
+	s, err := containers.NewAPIPodSource(c.Client(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,12 +220,26 @@ func authoritative(s *containers.APIPodSource) bool { return s.View(time.Now()).
 // nodegc's pod view counts only while the Node of its name exists.
 func registerNode(t *testing.T, c *cluster.Cluster, name string) *corev1.Node {
 	t.Helper()
+	return registerNodeBooted(t, c, name, "")
+}
+
+// registerNodeBooted is registerNode whose kubelet then reports the boot ID
+// bootID in the Node's status, unless empty.
+func registerNodeBooted(t *testing.T, c *cluster.Cluster, name, bootID string) *corev1.Node {
+	t.Helper()
 	n, err := c.Client().CoreV1().Nodes().Create(t.Context(), &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 			corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: goruntime.GOARCH,
 		}},
 	}, metav1.CreateOptions{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if bootID == "" {
+		return n
+	}
+	n.Status.NodeInfo.BootID = bootID
+	if n, err = c.Client().CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -2,6 +2,7 @@ package containers_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -143,7 +144,7 @@ func wrongNodeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix str
 	}
 	collect := func(nodeName string) run {
 		t.Helper()
-		src := startSourceWithClock(t, c, nodeName, laterClock{ahead})
+		src := startSourceWith(t, c, containers.PodSourceOptions{NodeName: nodeName, Clock: laterClock{ahead}})
 		testbed.WaitFor(t, 30*time.Second, "the pod source of "+nodeName+" to sync", src.HasSynced)
 		reg := prometheus.NewRegistry()
 		m, err := containers.NewManager(containers.Options{Config: cfg, Runtime: n.client, Pods: src, Registerer: reg})
@@ -256,4 +257,100 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("metric %s not found", name)
 	return 0
+}
+
+// TestWrongNodeNameOnAnIdleNode, on a real containerd and a real
+// kube-apiserver: nothing runs on the node (as after a reboot, before the
+// kubelet started its pods again; or a node of finished Jobs): one pod,
+// still in the API, whose container ran and exited and whose sandbox is
+// stopped. The runtime then shows no pod that a view of the wrong node
+// would lack, so only the boot ID tells the name is wrong. Given the name
+// of another registered Node, whose kubelet reports another boot ID, the
+// container GC removes nothing (view node_other_boot); given the right
+// name, the pod is live, and its newest dead container, its sandbox and its
+// log directory stay. (Without the boot ID, the wrong name removed the
+// container, the sandbox and the log directory as pod_gone.)
+func TestWrongNodeNameOnAnIdleNode(t *testing.T) {
+	testbed.RequireRoot(t)
+	c := cluster.Start(t, cluster.Options{})
+	n := startNode(t, testbed.Containerd2, registry.Start(t))
+	ctx := t.Context()
+	bootID := localBootID(t)
+	right, other := "idle-node", "idle-other"
+	registerNodeBooted(t, c, right, bootID)
+	registerNodeBooted(t, c, other, "5e0c8f9a-2b1d-4c3e-9f7a-another-boot")
+	p, err := c.Client().CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "idle"},
+		Spec:       corev1.PodSpec{NodeName: right, Containers: []corev1.Container{{Name: "app", Image: n.image}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := n.RunPod(ctx, node.PodSpec{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := n.runDead(t, sb, p.Name, p.Namespace, "app", 1)
+	if err := n.StopPod(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Join(n.PodLogs, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID))
+	if !exists(logs) {
+		t.Fatalf("no log directory %s", logs)
+	}
+
+	for _, tc := range []struct{ nodeName, reason string }{
+		{other, containers.ViewNodeOtherBoot},
+		{right, ""},
+	} {
+		// The pod has been on the node for minutes when the source lists
+		// (the source's clock runs ahead): were the view to lack it, the
+		// pod would be gone.
+		src := startSourceWith(t, c, containers.PodSourceOptions{NodeName: tc.nodeName, BootID: bootID, Clock: laterClock{3 * time.Minute}})
+		testbed.WaitFor(t, 30*time.Second, "the pod source of "+tc.nodeName+" to sync", src.HasSynced)
+		m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: n.client, Pods: src, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var removed []string
+		var plan *containers.Plan
+		for range 3 {
+			r, err := m.GarbageCollect(ctx, containers.TriggerManual)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan = r.Plan
+			for _, d := range r.Outcome.Containers {
+				removed = append(removed, "container "+d.Container.ID+":"+d.Reason)
+			}
+			for _, d := range r.Outcome.Sandboxes {
+				removed = append(removed, "sandbox:"+d.Reason)
+			}
+			for _, d := range r.Outcome.LogDirs {
+				removed = append(removed, d.Dir.Name+":"+d.Reason)
+			}
+		}
+		if len(removed) > 0 {
+			t.Errorf("node name %s: removed %v, want nothing", tc.nodeName, removed)
+		}
+		if authoritative := tc.reason == ""; plan.PodsAuthoritative != authoritative || plan.PodsReason != tc.reason {
+			t.Errorf("node name %s: pod view authoritative %v, reason %q; want %v, %q", tc.nodeName, plan.PodsAuthoritative, plan.PodsReason, authoritative, tc.reason)
+		}
+		if _, ok := n.containerStates(t)[dead[0]]; !ok {
+			t.Errorf("node name %s: the live pod's only dead container is gone", tc.nodeName)
+		}
+		if !exists(logs) {
+			t.Errorf("node name %s: the live pod's log directory is gone", tc.nodeName)
+		}
+	}
+}
+
+// localBootID is this machine's boot ID, as the kubelet reports it.
+func localBootID(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -213,7 +213,7 @@ func podGoneScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName str
 	}
 
 	// Not synced: a source that never ran knows nothing.
-	unsynced, err := containers.NewAPIPodSource(c.Client(), nodeName, nil)
+	unsynced, err := containers.NewAPIPodSource(c.Client(), containers.PodSourceOptions{NodeName: nodeName})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -371,6 +371,10 @@ func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 	case reason == ViewNodeNotFound:
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists: no Node has this node's name; is it the name the kubelet registered?",
 			"node", p.PodsNode)
+	case reason == ViewNodeOtherBoot:
+		klog.FromContext(ctx).Info("Container GC assumes every pod exists: the Node of this node's name reports another boot ID than this machine's; "+
+			"it is another machine's Node (is this node's name the one its kubelet registered?), or the kubelet has not reported since this machine booted",
+			"node", p.PodsNode)
 	case reason == ViewDisagrees:
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists: the API server does not list pods that run on this node; is this node's name the one the kubelet registered?",
 			"node", p.PodsNode, "missingPods", len(p.PodsMissing), "examples", examplePods(p.PodsMissing))

@@ -30,12 +30,16 @@ const listSkew = time.Minute
 // is current: synced, its last list or watch request succeeded, and the Node
 // of that name exists (a second informer, fieldSelector metadata.name, as
 // the kubelet's own). A name that is not the one the node's kubelet
-// registered would otherwise give a synced, reachable, empty view.
+// registered would otherwise give a synced, reachable, empty view. With
+// PodSourceOptions.BootID, that Node must also report this machine's boot
+// ID: a name that is another registered Node's would otherwise give a
+// synced, reachable view of another machine's pods.
 //
 // The informers' goroutines write their caches and the fields under mu;
 // View and Retain, called by the GC loop, read them.
 type APIPodSource struct {
 	nodeName string
+	bootID   string
 	pods     cache.SharedIndexInformer
 	node     cache.SharedIndexInformer
 	clock    clock.PassiveClock
@@ -59,16 +63,32 @@ type listHealth struct {
 	listed, listing map[string]string
 }
 
-// NewAPIPodSource returns a source of the pods bound to nodeName. Run must be
-// called for it to learn anything; until then its view is not authoritative.
-func NewAPIPodSource(client kubernetes.Interface, nodeName string, clk clock.PassiveClock) (*APIPodSource, error) {
+// PodSourceOptions configure an APIPodSource.
+type PodSourceOptions struct {
+	// NodeName is the node whose pods the source watches. Required.
+	NodeName string
+	// BootID is this machine's boot ID (/proc/sys/kernel/random/boot_id).
+	// When set, the view is authoritative only while the Node of NodeName
+	// reports it (status.nodeInfo.bootID): the name is this machine's, and
+	// its kubelet has reported since this boot. Empty: not checked (the
+	// name is then checked against the runtime only: Policy.Plan).
+	BootID string
+	// Clock dates the lists; the real clock if nil.
+	Clock clock.PassiveClock
+}
+
+// NewAPIPodSource returns a source of the pods bound to opts.NodeName. Run
+// must be called for it to learn anything; until then its view is not
+// authoritative.
+func NewAPIPodSource(client kubernetes.Interface, opts PodSourceOptions) (*APIPodSource, error) {
+	nodeName, clk := opts.NodeName, opts.Clock
 	if nodeName == "" {
 		return nil, errors.New("pod source: the node name is required")
 	}
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	s := &APIPodSource{nodeName: nodeName, clock: clk, deleted: map[string]time.Time{}}
+	s := &APIPodSource{nodeName: nodeName, bootID: opts.BootID, clock: clk, deleted: map[string]time.Time{}}
 	pods := client.CoreV1().Pods(metav1.NamespaceAll)
 	var err error
 	s.pods, err = s.informer(&corev1.Pod{}, "pods on node "+nodeName, &s.podHealth,
@@ -155,8 +175,12 @@ func (s *APIPodSource) View(time.Time) PodView {
 		return PodView{Node: s.nodeName, Reason: ViewUnreachable}
 	}
 	// The Node's cache key is its name (cluster-scoped).
-	if _, exists, err := s.node.GetStore().GetByKey(s.nodeName); err != nil || !exists {
+	obj, exists, err := s.node.GetStore().GetByKey(s.nodeName)
+	if err != nil || !exists {
 		return PodView{Node: s.nodeName, Reason: ViewNodeNotFound}
+	}
+	if node, ok := obj.(*corev1.Node); s.bootID != "" && (!ok || node.Status.NodeInfo.BootID != s.bootID) {
+		return PodView{Node: s.nodeName, Reason: ViewNodeOtherBoot}
 	}
 	pods := s.pods.GetStore().List()
 	v.Live = make(map[string]bool, max(len(pods), len(listed)))
@@ -358,13 +382,14 @@ func slimPod(obj any) (any, error) {
 }
 
 // slimNode keeps only the Node's identity: the source needs to know that it
-// exists.
+// exists, and which boot of which machine its kubelet last reported.
 func slimNode(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion}}, nil
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion},
+		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: node.Status.NodeInfo.BootID}}}, nil
 }
 
 // trackingListWatch lists and watches one resource (the node's pods, or

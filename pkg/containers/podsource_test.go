@@ -29,10 +29,10 @@ import (
 // TestPodGoneWithAPIServer; these are the parts that need none.
 
 func TestAPIPodSourceBeforeRun(t *testing.T) {
-	if _, err := NewAPIPodSource(fake.NewClientset(), "", nil); err == nil {
+	if _, err := NewAPIPodSource(fake.NewClientset(), PodSourceOptions{}); err == nil {
 		t.Error("NewAPIPodSource accepted an empty node name")
 	}
-	s, err := NewAPIPodSource(fake.NewClientset(), "n1", nil)
+	s, err := NewAPIPodSource(fake.NewClientset(), PodSourceOptions{NodeName: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestAPIPodSourceBeforeRun(t *testing.T) {
 
 func TestAPIPodSourceRemembersDeletions(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	s, err := NewAPIPodSource(fake.NewClientset(), "n1", clk)
+	s, err := NewAPIPodSource(fake.NewClientset(), PodSourceOptions{NodeName: "n1", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestSlimPodKeepsImagesOfUnfinishedPods(t *testing.T) {
 // status resolved them (Kubernetes 1.35's ImageVolumeWithDigest); a
 // finished pod's are not.
 func TestPodImagesNamesImageVolumes(t *testing.T) {
-	s, err := NewAPIPodSource(fake.NewClientset(), "n1", clocktesting.NewFakeClock(t0))
+	s, err := NewAPIPodSource(fake.NewClientset(), PodSourceOptions{NodeName: "n1", Clock: clocktesting.NewFakeClock(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestPodImagesNamesImageVolumes(t *testing.T) {
 // until a relist dates it).
 func TestDeletionOutlivesAFailedLogScan(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	s, err := NewAPIPodSource(fake.NewClientset(), "n1", clk)
+	s, err := NewAPIPodSource(fake.NewClientset(), PodSourceOptions{NodeName: "n1", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestRelistCountsBeforeTheCacheHoldsIt(t *testing.T) {
 		watches <- w
 		return true, w, nil
 	})
-	s, err := NewAPIPodSource(client, "n1", clk)
+	s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestStaleListMakesNoPodGone(t *testing.T) {
 	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, watch.NewRaceFreeFake(), nil // the stalled watch: nothing arrives
 	})
-	s, err := NewAPIPodSource(client, "n1", clk)
+	s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,5 +421,70 @@ func TestStaleListMakesNoPodGone(t *testing.T) {
 	defer mu.Unlock()
 	if finished := t0.Add(-2 * time.Minute); v.Gone("uid-p", finished) {
 		t.Errorf("pod p, in the API, is gone in the view (lists asked: %q)", lists)
+	}
+}
+
+// TestViewNeedsThisMachinesBoot: with this machine's boot ID given, the view
+// is authoritative only while the Node of its name reports that boot ID. A
+// name that another registered Node has (its kubelet reports its own boot),
+// or a Node whose kubelet has not reported since this machine booted (the
+// old boot ID, or none yet), gives node_other_boot: otherwise every pod
+// here would look gone, even on a node where nothing runs to show the
+// runtime disagrees. Without a boot ID given, it is not checked.
+func TestViewNeedsThisMachinesBoot(t *testing.T) {
+	node := func(bootID string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: bootID}}}
+	}
+	for _, tc := range []struct {
+		name, local, reported, want string
+	}{
+		{"this boot", "boot-a", "boot-a", "authoritative"},
+		{"another machine's Node", "boot-a", "boot-b", ViewNodeOtherBoot},
+		{"no boot reported yet", "boot-a", "", ViewNodeOtherBoot},
+		{"not checked", "", "boot-b", "authoritative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(node(tc.reported))
+			s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", BootID: tc.local, Clock: clocktesting.NewFakeClock(t0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				s.Run(ctx)
+			}()
+			t.Cleanup(func() {
+				cancel()
+				<-done
+			})
+			if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
+				t.Fatal("the informers did not sync")
+			}
+			reason := func() string {
+				if v := s.View(t0); !v.Authoritative {
+					return v.Reason
+				}
+				return "authoritative"
+			}
+			if got := reason(); got != tc.want {
+				t.Fatalf("Node reports boot %q, this machine's %q: view %q, want %q", tc.reported, tc.local, got, tc.want)
+			}
+			if tc.want != ViewNodeOtherBoot {
+				return
+			}
+			// The kubelet reports this boot: the view follows the Node.
+			if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, node(tc.local), metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for reason() != "authoritative" {
+				if time.Now().After(deadline) {
+					t.Fatalf("the Node reports this machine's boot: view %q, want authoritative", reason())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }

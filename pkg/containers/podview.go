@@ -13,6 +13,12 @@ const (
 	// nodeName or host name), or the Node was deleted: the informer would
 	// list no pod and every pod would look gone.
 	ViewNodeNotFound = "node_not_found"
+	// ViewNodeOtherBoot: the Node of that name reports another boot ID than
+	// this machine's (PodSourceOptions.BootID). It is another machine's
+	// Node (a wrong nodeName or host name that another node registered),
+	// whose pods would make every pod here look gone; or this machine's
+	// before its last reboot, until its kubelet reports again.
+	ViewNodeOtherBoot = "node_other_boot"
 	// ViewCacheBehind: the informer's cache has not caught up with the last
 	// complete list yet (a relist just returned): it lacks pods the list
 	// returned, whose images are not known. Set by PodImages only: View

@@ -39,7 +39,7 @@ func newPlanCommand(s streams) *cobra.Command {
 			if w := nodeNameWarning(cfg.NodeName); w != "" {
 				klog.Warning(w)
 			}
-			r, err := agent.Plan(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, NodeName: node})
+			r, err := agent.Plan(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, NodeName: node, BootID: readBootID()})
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -67,7 +68,33 @@ func (o *runOptions) run(cmd *cobra.Command, s streams) error {
 	if w := nodeNameWarning(cfg.NodeName); w != "" {
 		klog.Warning(w)
 	}
-	return agent.Run(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, OwnerGC: mode, NodeName: nodeName})
+	var bootID string
+	if mode != agent.OwnerGCOnly {
+		bootID = readBootID()
+	}
+	return agent.Run(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, OwnerGC: mode, NodeName: nodeName, BootID: bootID})
+}
+
+// bootIDFile holds this machine's boot ID, which the kubelet reports as its
+// Node's status.nodeInfo.bootID. /proc/sys is not namespaced for it: a
+// container reads the host's.
+const bootIDFile = "/proc/sys/kernel/random/boot_id"
+
+// readBootID returns this machine's boot ID; "" with a warning when it
+// cannot be read (the pod view's node name is then checked against what
+// the runtime runs only).
+func readBootID() string {
+	b, err := os.ReadFile(bootIDFile)
+	id := strings.TrimSpace(string(b))
+	if err == nil && id == "" {
+		err = errors.New("empty")
+	}
+	if err != nil {
+		klog.Warningf("Cannot read this machine's boot ID from %s: %v; the node name is checked against what the runtime runs only, "+
+			"so a wrong nodeName on a node that runs no pod goes unnoticed", bootIDFile, err)
+		return ""
+	}
+	return id
 }
 
 // load reads, defaults and validates the configuration, with the flags that
