@@ -16,6 +16,7 @@ import (
 
 // remover is what the executor needs of the runtime.
 type remover interface {
+	ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error)
 	ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error)
 	StopContainer(ctx context.Context, id string, gracePeriodSeconds int64) error
 	RemoveContainer(ctx context.Context, id string) error
@@ -32,7 +33,7 @@ const (
 	OpStopContainer   = "stop_container"
 	OpRemoveLogs      = "remove_container_logs"
 	OpRemoveContainer = "remove_container"
-	OpSandboxStatus   = "sandbox_status"
+	OpSandboxStatus   = "sandbox_status" // also the listing of a sandbox's containers right before its removal
 	OpStopSandbox     = "stop_sandbox"
 	OpRemoveSandbox   = "remove_sandbox"
 	OpRemoveLogDir    = "remove_log_dir"
@@ -54,7 +55,7 @@ const (
 const (
 	SkipStarted      = "started"       // the container runs now (created containers can be started after planning)
 	SkipPodFailed    = "pod_failed"    // a removal of the same pod failed: its log directory waits for the next run
-	SkipSandboxInUse = "sandbox_inuse" // a container of the sandbox could not be removed
+	SkipSandboxInUse = "sandbox_inuse" // a container of the sandbox could not be removed, or is there since planning, or the sandbox is ready again
 )
 
 // logPaths are the log locations the executor cleans.
@@ -233,7 +234,8 @@ func (e *executor) sandbox(ctx context.Context, d SandboxDecision) {
 	// gone (the kubelet's GC removed it since planning): only its status
 	// tells. Removed meanwhile, it is done, and whoever removed it freed
 	// its layer.
-	switch _, err := e.rt.PodSandboxStatus(ctx, s.ID); {
+	st, err := e.rt.PodSandboxStatus(ctx, s.ID)
+	switch {
 	case cri.IsNotFound(err):
 		klog.FromContext(ctx).V(4).Info("Sandbox removed since planning", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName))
 		d.WritableLayerBytes = 0
@@ -241,6 +243,22 @@ func (e *executor) sandbox(ctx context.Context, d SandboxDecision) {
 		return
 	case err != nil:
 		e.fail(OpSandboxStatus, fmt.Errorf("%s: %w", who, err), s.PodUID, "")
+		return
+	}
+	// Stopping a sandbox stops every container it holds, and removing it
+	// removes them (containerd kills them): one the plan did not see (the
+	// containers are listed before the sandboxes) must not go with it. The
+	// plan's own went before, so any container left keeps the sandbox.
+	left, err := e.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{PodSandboxId: s.ID})
+	if err != nil {
+		e.fail(OpSandboxStatus, fmt.Errorf("listing the containers of %s: %w", who, err), s.PodUID, "")
+		return
+	}
+	if st.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY || len(left) > 0 {
+		klog.FromContext(ctx).V(2).Info("Sandbox ready or holding containers since planning, keeping it", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName),
+			"state", st.GetState(), "containers", len(left))
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "sandbox", ID: s.ID, Why: SkipSandboxInUse})
+		e.failedPods[s.PodUID] = true
 		return
 	}
 	klog.FromContext(ctx).V(4).Info("Removing sandbox", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName), "reason", d.Reason)

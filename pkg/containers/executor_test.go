@@ -105,7 +105,9 @@ func TestExecuteAppliesThePlan(t *testing.T) {
 		"ContainerStatus gone/a/0", "RemoveContainer gone/a/0",
 		"ContainerStatus gone/b/0", "StopContainer gone/b/0", "RemoveContainer gone/b/0",
 		// The sandbox's too: one removed meanwhile frees nothing.
-		"PodSandboxStatus gone/sb0", "StopPodSandbox gone/sb0", "RemovePodSandbox gone/sb0",
+		// It holds no container left (the plan's went first), nor one made
+		// since: stopping it would kill that one.
+		"PodSandboxStatus gone/sb0", "ListContainers gone/sb0", "StopPodSandbox gone/sb0", "RemovePodSandbox gone/sb0",
 	}
 	if diff := cmp.Diff(wantCalls, f.rt.callLog()); diff != "" {
 		t.Errorf("runtime calls (-want +got):\n%s", diff)
@@ -193,7 +195,7 @@ func TestExecuteGoneBeforeRemovalFreesNothing(t *testing.T) {
 	if b := out.Bytes(); b.WritableLayer != 2<<20 || b.PodLogDirectory != 8192 {
 		t.Errorf("outcome bytes %+v, want writable layers %d and pod log directories 8192", b, 2<<20)
 	}
-	wantCalls := []string{"PodSandboxStatus gone/sb0", "PodSandboxStatus here/sb0", "StopPodSandbox here/sb0", "RemovePodSandbox here/sb0"}
+	wantCalls := []string{"PodSandboxStatus gone/sb0", "PodSandboxStatus here/sb0", "ListContainers here/sb0", "StopPodSandbox here/sb0", "RemovePodSandbox here/sb0"}
 	if diff := cmp.Diff(wantCalls, rt.callLog()); diff != "" {
 		t.Errorf("runtime calls (-want +got):\n%s", diff)
 	}
@@ -416,5 +418,50 @@ func TestExecuteLogsFailAfterRemoval(t *testing.T) {
 	}
 	if diff := cmp.Diff([]Skip{{Kind: "log_dir", ID: "ns_gone_gone", Why: SkipPodFailed}}, out.Skipped); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+}
+
+// TestExecuteSandboxThatChangedSincePlanning: StopPodSandbox stops, and
+// RemovePodSandbox removes, every container a sandbox holds (containerd
+// kills them), so a sandbox planned for removal is looked at again right
+// before: one that holds a container the plan did not see (made between
+// the container and the sandbox listings) or that is ready again stays,
+// with its pod's log directory, and nothing is stopped. (Before, the
+// container made since planning was killed and removed with the sandbox.)
+func TestExecuteSandboxThatChangedSincePlanning(t *testing.T) {
+	for name, change := range map[string]func(f *execFixture){
+		"a container made since planning": func(f *execFixture) { f.rt.addContainer(ctr("gone", "late", 0, StateCreated, 0), "") },
+		"ready again": func(f *execFixture) {
+			f.rt.mu.Lock()
+			f.rt.sandboxes["gone/sb0"].State = runtimeapi.PodSandboxState_SANDBOX_READY
+			f.rt.mu.Unlock()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newExecFixture(t)
+			plan := f.plan(t)
+			change(f)
+			out, err := execute(t.Context(), f.rt, plan, f.paths, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range f.rt.callLog() {
+				if c == "StopPodSandbox gone/sb0" || c == "RemovePodSandbox gone/sb0" {
+					t.Errorf("runtime asked to %s", c)
+				}
+			}
+			if !f.rt.sandboxIDSet()["gone/sb0"] {
+				t.Error("the sandbox was removed")
+			}
+			if ids := f.rt.containerIDs(); name == "a container made since planning" && !ids["gone/late/0"] {
+				t.Error("the container made since planning was removed with its sandbox")
+			}
+			if !exists(f.goneDir) {
+				t.Error("the pod's log directory was removed while its sandbox stays")
+			}
+			if diff := cmp.Diff([]Skip{{Kind: "sandbox", ID: "gone/sb0", Why: SkipSandboxInUse}, {Kind: "log_dir", ID: "ns_gone_gone", Why: SkipPodFailed}}, out.Skipped); diff != "" {
+				t.Errorf("skipped (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

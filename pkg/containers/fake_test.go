@@ -22,8 +22,8 @@ type fakeRuntime struct {
 	sandboxes  map[string]*runtimeapi.PodSandbox
 	fail       map[string]error // "Op id" -> error
 	calls      []string
-	// listing, if set, receives a value when ListContainers starts and
-	// ListContainers then waits for release.
+	// listing, if set, receives a value when a listing of all containers
+	// starts (not of one sandbox's), which then waits for release.
 	listing, release chan struct{}
 	// imageFs is the image filesystem mountpoint ImageFsInfo reports.
 	imageFs string
@@ -115,8 +115,8 @@ func (f *fakeRuntime) callLog() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeRuntime) ListContainers(ctx context.Context, _ *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
-	if f.listing != nil {
+func (f *fakeRuntime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	if f.listing != nil && filter.GetPodSandboxId() == "" {
 		f.listing <- struct{}{}
 		select {
 		case <-f.release:
@@ -126,11 +126,14 @@ func (f *fakeRuntime) ListContainers(ctx context.Context, _ *runtimeapi.Containe
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.call("ListContainers", ""); err != nil {
+	if err := f.call("ListContainers", filter.GetPodSandboxId()); err != nil {
 		return nil, err
 	}
 	var out []*runtimeapi.Container
 	for id, s := range f.containers {
+		if sb := filter.GetPodSandboxId(); sb != "" && f.sandboxIDs[id] != sb {
+			continue
+		}
 		out = append(out, &runtimeapi.Container{
 			Id: id, PodSandboxId: f.sandboxIDs[id], Metadata: s.Metadata, State: s.State,
 			CreatedAt: s.CreatedAt, Labels: s.Labels, Annotations: s.Annotations,
