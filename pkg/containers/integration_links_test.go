@@ -79,7 +79,7 @@ func TestRotatingLinkOfLongNamedContainerKept(t *testing.T) {
 func TestLogRemovalStaysInItsDirectory(t *testing.T) {
 	n := startNode(t, testbed.Containerd2, nil)
 	ctx := t.Context()
-	sbB, err := n.RunPod(ctx, node.PodSpec{Name: "b", Namespace: "ns", UID: "uid-b"})
+	sbB, err := n.RunPod(ctx, node.PodSpec{Name: "b", Namespace: "ns", UID: "0b000000-0000-4000-8000-00000000000b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,12 +91,12 @@ func TestLogRemovalStaysInItsDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sbA, err := n.RunPod(ctx, node.PodSpec{Name: "a", Namespace: "ns", UID: "uid-a"})
+	sbA, err := n.RunPod(ctx, node.PodSpec{Name: "a", Namespace: "ns", UID: "0a000000-0000-4000-8000-00000000000a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids := n.runDead(t, sbA, "a", "ns", "app", 2)
-	dirA := filepath.Join(n.PodLogs, "ns_a_uid-a", "app")
+	dirA := filepath.Join(n.PodLogs, "ns_a_0a000000-0000-4000-8000-00000000000a", "app")
 	if err := os.Rename(dirA, dirA+".moved"); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestSandboxRemovedBehindOurBack(t *testing.T) {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			ctx := t.Context()
 			n := startNode(t, v, reg)
-			pod := node.PodSpec{Name: "moved", Namespace: "team", UID: "uid-moved"}
+			pod := node.PodSpec{Name: "moved", Namespace: "team", UID: "30000000-0000-4000-8000-0000000000ed"}
 			old, err := n.RunPod(ctx, pod)
 			if err != nil {
 				t.Fatal(err)

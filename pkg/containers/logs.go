@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // logSuffix ends the kubelet's container log links.
@@ -53,15 +54,34 @@ func scanDir[T any](dir, what string, parse func(fs.DirEntry) (T, bool)) ([]T, e
 	return out, nil
 }
 
-// podUIDFromLogDir parses NAMESPACE_NAME_UID. Namespaces and pod names
-// cannot hold an underscore, so a kubelet directory name has exactly three
-// non-empty parts.
+// podUIDFromLogDir parses NAMESPACE_NAME_UID, as the kubelet names a pod's
+// log directory: a namespace (a DNS label) and a pod name (a DNS
+// subdomain), which cannot hold an underscore, and a UID that the API server
+// made (a UUID) or the kubelet for a static pod (32 hex digits). Anything
+// else under the directory is not a pod's, whatever its age.
 func podUIDFromLogDir(name string) (string, bool) {
 	parts := strings.Split(name, "_")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+	if len(parts) != 3 || len(validation.IsDNS1123Label(parts[0])) > 0 || len(validation.IsDNS1123Subdomain(parts[1])) > 0 || !podUIDShaped(parts[2]) {
 		return "", false
 	}
 	return parts[2], true
+}
+
+// podUIDShaped says whether uid is a UUID in its canonical form
+// (8-4-4-4-12 lower-case hex digits) or 32 lower-case hex digits.
+func podUIDShaped(uid string) bool {
+	switch len(uid) {
+	case 32:
+		return lowerHex(uid)
+	case 36:
+		return uid[8] == '-' && uid[13] == '-' && uid[18] == '-' && uid[23] == '-' &&
+			lowerHex(uid[:8]+uid[9:13]+uid[14:18]+uid[19:23]+uid[24:])
+	}
+	return false
+}
+
+func lowerHex(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') }) < 0
 }
 
 // scanLogLinks lists the *.log symbolic links under dir and whether their

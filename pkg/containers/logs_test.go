@@ -35,11 +35,21 @@ func exists(p string) bool {
 	return err == nil
 }
 
+// TestScanPodLogDirs: a pod log directory is named NAMESPACE_NAME_UID as the
+// kubelet names it: a namespace (a DNS label), a pod name (a DNS subdomain)
+// and a UID, which the API server makes a UUID and the kubelet a 32-digit
+// hex hash for a static pod. Nothing else under podLogsDirectory counts as
+// one (a podLogsDirectory set to /var/log by mistake, a copy made beside a
+// pod's directory): it is never removed as a pod's. (Before, any name of
+// three non-empty parts did.)
 func TestScanPodLogDirs(t *testing.T) {
 	root := t.TempDir()
-	mkdirs(t, filepath.Join(root, "ns_web_uid-1"), filepath.Join(root, "kube-system_etcd-n1_abc"), filepath.Join(root, "not-a-pod"),
-		filepath.Join(root, "a_b_c_d"), filepath.Join(root, "_b_c"))
-	touch(t, filepath.Join(root, "ns_file_uid-2"))
+	const apiUID, staticUID = "6f58246d-8219-4c2a-a0ed-86724aaec471", "8f3c2e1d0b9a87654321fedcba987654"
+	mkdirs(t, filepath.Join(root, "ns_web_"+apiUID), filepath.Join(root, "kube-system_etcd-n1_"+staticUID), filepath.Join(root, "not-a-pod"),
+		filepath.Join(root, "a_b_c_d"), filepath.Join(root, "_b_"+apiUID),
+		filepath.Join(root, "ns_web_"+apiUID+".bak"), filepath.Join(root, "ns_web_uid-1"), filepath.Join(root, "Backup_Web_"+apiUID),
+		filepath.Join(root, "journal_host_"+strings.ToUpper(staticUID)+"x"), filepath.Join(root, "ns_web_"+strings.ReplaceAll(apiUID, "-", "_")))
+	touch(t, filepath.Join(root, "ns_file_"+apiUID[:35]+"0"))
 	got, err := scanPodLogDirs(root)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +61,7 @@ func TestScanPodLogDirs(t *testing.T) {
 			t.Errorf("%s: no modification time", d.Name)
 		}
 	}
-	if diff := cmp.Diff([]string{"kube-system_etcd-n1_abc=abc", "ns_web_uid-1=uid-1"}, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+	if diff := cmp.Diff([]string{"kube-system_etcd-n1_" + staticUID + "=" + staticUID, "ns_web_" + apiUID + "=" + apiUID}, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("pod log dirs (-want +got):\n%s", diff)
 	}
 	if got, err := scanPodLogDirs(filepath.Join(root, "missing")); err != nil || got != nil {

@@ -2,6 +2,7 @@ package containers
 
 import (
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"os"
@@ -39,22 +40,41 @@ func newManagerFixture(t *testing.T) *managerFixture {
 	t.Helper()
 	root := t.TempDir()
 	f := &managerFixture{rt: newFakeRuntime(), clock: clocktesting.NewFakeClock(t0), reg: prometheus.NewPedanticRegistry(),
-		pods: &fakePods{view: live("p")}}
+		pods: &fakePods{view: live(fixtureUID("p"))}}
 	f.cfg = config.Defaulted().ContainerGC
 	f.cfg.PodLogsDirectory, f.cfg.ContainerLogsDirectory = filepath.Join(root, "pods"), filepath.Join(root, "containers")
 	for _, c := range append(restarts("p", "app", 3), dead("gone", "app", 0, 5*time.Hour)) {
-		f.rt.addContainer(c, "")
+		f.addContainer(c)
 	}
-	f.rt.addSandbox(sbx("p", 0, true, 5*time.Hour))
-	f.rt.addSandbox(sbx("gone", 0, false, 5*time.Hour))
-	for _, d := range []string{"ns_gone_gone", "ns_p_p"} {
-		p := filepath.Join(f.cfg.PodLogsDirectory, d)
+	f.addSandbox(sbx("p", 0, true, 5*time.Hour))
+	f.addSandbox(sbx("gone", 0, false, 5*time.Hour))
+	for _, pod := range []string{"gone", "p"} {
+		p := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir(pod))
 		mkdirs(t, p)
 		if err := os.Chtimes(p, t0.Add(-5*time.Hour), t0.Add(-5*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return f
+}
+
+// fixtureUID is the UID of the fixture's pod: 32 hex digits, as the kubelet
+// makes for a static pod, so that the pod's log directory is one.
+func fixtureUID(pod string) string { return fmt.Sprintf("%x", md5.Sum([]byte(pod))) }
+
+// fixtureLogDir is the name of the log directory of the fixture's pod.
+func fixtureLogDir(pod string) string { return "ns_" + pod + "_" + fixtureUID(pod) }
+
+// addContainer adds c, of the fixture's pod c.PodName, to the runtime.
+func (f *managerFixture) addContainer(c Container) {
+	c.PodUID = fixtureUID(c.PodName)
+	f.rt.addContainer(c, "")
+}
+
+// addSandbox adds s, of the fixture's pod s.PodName, to the runtime.
+func (f *managerFixture) addSandbox(s Sandbox) {
+	s.PodUID = fixtureUID(s.PodName)
+	f.rt.addSandbox(s)
 }
 
 func (f *managerFixture) manager(t *testing.T, mutate func(*Options)) *Manager {
@@ -102,14 +122,14 @@ func TestGarbageCollectRemovesAndCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"gone/app/0:pod_gone", "p/app/0:per_container_limit", "p/app/1:per_container_limit", "gone/sb0:pod_gone", "ns_gone_gone:pod_gone"}
+	want := []string{"gone/app/0:pod_gone", "p/app/0:per_container_limit", "p/app/1:per_container_limit", "gone/sb0:pod_gone", fixtureLogDir("gone") + ":pod_gone"}
 	if diff := cmp.Diff(want, planIDs(r.Plan)); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(map[string]bool{"p/app/2": true}, f.rt.containerIDs()); diff != "" {
 		t.Errorf("containers left (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]bool{"gone": true, "p": true}, f.pods.retained); diff != "" {
+	if diff := cmp.Diff(map[string]bool{fixtureUID("gone"): true, fixtureUID("p"): true}, f.pods.retained); diff != "" {
 		t.Errorf("pods on the node passed to Retain (-want +got):\n%s", diff)
 	}
 	for reason, want := range map[string]float64{ReasonPodGone: 1, ReasonPerContainerLimit: 2, ReasonNodeLimit: 0} {
@@ -155,7 +175,7 @@ func TestGarbageCollectDryRunReportsTheSamePlan(t *testing.T) {
 			break
 		}
 	}
-	if len(f.rt.containerIDs()) != 4 || len(f.rt.sandboxIDSet()) != 2 || !exists(filepath.Join(f.cfg.PodLogsDirectory, "ns_gone_gone")) {
+	if len(f.rt.containerIDs()) != 4 || len(f.rt.sandboxIDSet()) != 2 || !exists(filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("gone"))) {
 		t.Fatal("dry run removed something")
 	}
 	if got := runsTotal(t, dryReg, TriggerManual, resultDryRun); got != 1 {
@@ -199,9 +219,9 @@ func TestNodeOnlyNeverRemovesForPodGone(t *testing.T) {
 func TestMinAgeFromExitReadsExitTimes(t *testing.T) {
 	f := newManagerFixture(t)
 	f.rt = newFakeRuntime()
-	f.rt.addContainer(with(dead("p", "app", 0, 5*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-2 * time.Hour) }), "")
-	f.rt.addContainer(with(dead("p", "app", 1, 4*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-time.Minute) }), "")
-	f.rt.addContainer(with(dead("p", "app", 2, 6*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-3 * time.Hour) }), "")
+	f.addContainer(with(dead("p", "app", 0, 5*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-2 * time.Hour) }))
+	f.addContainer(with(dead("p", "app", 1, 4*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-time.Minute) }))
+	f.addContainer(with(dead("p", "app", 2, 6*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-3 * time.Hour) }))
 	m := f.manager(t, func(o *Options) {
 		o.Config.MinAge = &metav1.Duration{Duration: time.Hour}
 		o.Config.MinAgeFrom = config.AgeFromExit
@@ -213,7 +233,7 @@ func TestMinAgeFromExitReadsExitTimes(t *testing.T) {
 	}
 	// app/1 exited a minute ago (min age), app/0 and app/2 are old enough
 	// by their exit times: the newer of them stays within the limit.
-	if diff := cmp.Diff([]string{"p/app/2:per_container_limit", "ns_gone_gone:pod_gone"}, planIDs(r.Plan)); diff != "" {
+	if diff := cmp.Diff([]string{"p/app/2:per_container_limit", fixtureLogDir("gone") + ":pod_gone"}, planIDs(r.Plan)); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 }
@@ -306,7 +326,7 @@ func TestViewThatDisagreesIsNotAuthoritative(t *testing.T) {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 	if r.Plan.PodsReason != ViewDisagrees || r.Plan.PodsNode != "wrong" ||
-		!cmp.Equal(r.Plan.PodsMissing, []PodRef{{UID: "p", Namespace: "ns", Name: "p"}}) {
+		!cmp.Equal(r.Plan.PodsMissing, []PodRef{{UID: fixtureUID("p"), Namespace: "ns", Name: "p"}}) {
 		t.Errorf("plan pod view: reason %q, node %q, missing %v; want %q, wrong, [p]", r.Plan.PodsReason, r.Plan.PodsNode, r.Plan.PodsMissing, ViewDisagrees)
 	}
 	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
@@ -485,7 +505,7 @@ func TestManagerStartGraceFollowsRuntimeRequestTimeout(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.timeout), func(t *testing.T) {
 			f := newManagerFixture(t)
-			f.rt.addContainer(ctr("p", "app", 3, StateCreated, 5*time.Minute), "")
+			f.addContainer(ctr("p", "app", 3, StateCreated, 5*time.Minute))
 			m := f.manager(t, func(o *Options) { o.RuntimeRequestTimeout = tc.timeout })
 			plan, err := m.Plan(t.Context())
 			if err != nil {
