@@ -289,6 +289,14 @@ func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfig
 	take("containerRuntimeEndpoint", "containerRuntimeEndpoint", func() { c.ContainerRuntimeEndpoint = kc.ContainerRuntimeEndpoint })
 	take("imageServiceEndpoint", "imageServiceEndpoint", func() { c.ImageServiceEndpoint = kc.ImageServiceEndpoint })
 	take("podLogsDir", "containerGC.podLogsDirectory", func() { c.ContainerGC.PodLogsDirectory = kc.PodLogsDir })
+	// The kubelet's deadline for a container's start, which decides how
+	// long a created container may still be starting (the container GC's
+	// start grace). The kubelet reads 0 as its default.
+	take("runtimeRequestTimeout", "runtimeRequestTimeout", func() {
+		if d := kc.RuntimeRequestTimeout; d.Duration != 0 {
+			c.RuntimeRequestTimeout = d
+		}
+	})
 	return taken
 }
 

@@ -142,7 +142,7 @@ func TestKubeletPrecedence(t *testing.T) {
 	kubelet := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
 		"imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 60\nimageMinimumGCAge: 10m\n" +
 		"imageMaximumGCAge: 72h\ncontainerRuntimeEndpoint: unix:///run/crio/crio.sock\n" +
-		"imageServiceEndpoint: unix:///run/images.sock\npodLogsDir: /data/pod-logs\n"
+		"imageServiceEndpoint: unix:///run/images.sock\npodLogsDir: /data/pod-logs\nruntimeRequestTimeout: 10m\n"
 	nodegc := header + "imageGC:\n  highThresholdPercent: 75\ncontainerRuntimeEndpoint: unix:///run/containerd/containerd.sock\n"
 
 	for name, doc := range map[string]string{
@@ -163,6 +163,7 @@ func TestKubeletPrecedence(t *testing.T) {
 				"runtime":  c.ContainerRuntimeEndpoint,
 				"images":   c.ImageServiceEndpoint,
 				"podLogs":  c.ContainerGC.PodLogsDirectory,
+				"timeout":  c.RuntimeRequestTimeout.Duration,
 				"period":   c.ImageGC.Period.Duration,
 				"fromKubl": strings.Join(loaded.FromKubelet, ","),
 			}
@@ -174,9 +175,10 @@ func TestKubeletPrecedence(t *testing.T) {
 				"runtime": "unix:///run/containerd/containerd.sock", // nodegc wins
 				"images":  "unix:///run/images.sock",
 				"podLogs": "/data/pod-logs",
+				"timeout": 10 * time.Minute,     // the kubelet's deadline for a container's start too
 				"period":  DefaultImageGCPeriod, // neither: default
 				"fromKubl": "imageGC.lowThresholdPercent,imageGC.minimumGCAge,imageGC.maximumGCAge," +
-					"imageServiceEndpoint,containerGC.podLogsDirectory",
+					"imageServiceEndpoint,containerGC.podLogsDirectory,runtimeRequestTimeout",
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("merged config (-want +got):\n%s", diff)
