@@ -255,7 +255,7 @@ func (p *fakePods) View(time.Time) PodView {
 	return p.view
 }
 
-func (p *fakePods) Retain(onNode map[string]bool) {
+func (p *fakePods) Retain(onNode map[string]bool, _ time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.retained = onNode

@@ -40,10 +40,12 @@ var (
 type PodSource interface {
 	// View returns the pod view at now.
 	View(now time.Time) PodView
-	// Retain forgets remembered deletions of pods that have nothing left on
-	// the node (onNode holds the UIDs that do). The Manager calls it only
-	// with a complete snapshot of the node.
-	Retain(onNode map[string]bool)
+	// Retain forgets remembered deletions, recorded before since, of pods
+	// that have nothing left on the node (onNode holds the UIDs that do).
+	// The Manager calls it only with a complete snapshot of the node, which
+	// began at since (on the Manager's clock: the agent gives the source and
+	// the Manager the real clock).
+	Retain(onNode map[string]bool, since time.Time)
 }
 
 var _ PodSource = (*APIPodSource)(nil)
@@ -260,6 +262,7 @@ func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
 }
 
 func (m *Manager) plan(ctx context.Context) (*Plan, error) {
+	began := m.clock.Now()
 	node, err := m.snapshot(ctx)
 	if err != nil && node == nil {
 		return nil, err
@@ -274,7 +277,7 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 		// the node: one whose log directories could not be read would
 		// forget the deletion of a pod that has only its log directory.
 		if err == nil {
-			m.opts.Pods.Retain(podsOnNode(node))
+			m.opts.Pods.Retain(podsOnNode(node), began)
 		}
 	}
 	plan := m.policy.Plan(*node, view, now)

@@ -207,7 +207,10 @@ func (s *APIPodSource) View(time.Time) PodView {
 	return v
 }
 
-// Retain forgets the deletions of pods that have nothing left on the node.
+// Retain forgets the deletions, recorded before since, of pods that have
+// nothing left on the node (onNode, a snapshot of the node that began at
+// since, on the source's clock: a deletion recorded after it may be of a
+// pod whose sandbox the kubelet made after the snapshot).
 // A deletion is remembered as long as the pod has anything on the node,
 // even once a later list no longer returns the pod: while the kubelet
 // still terminates it (its sandbox ready, a container running) the view
@@ -215,11 +218,11 @@ func (s *APIPodSource) View(time.Time) PodView {
 // disagree with the runtime (Policy.Plan). It is also remembered as long as
 // the last complete list names the pod, which View would otherwise count
 // live again.
-func (s *APIPodSource) Retain(onNode map[string]bool) {
+func (s *APIPodSource) Retain(onNode map[string]bool, since time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for uid := range s.deleted {
-		if _, listed := s.podHealth.listed[uid]; !onNode[uid] && !listed {
+	for uid, at := range s.deleted {
+		if _, listed := s.podHealth.listed[uid]; !onNode[uid] && !listed && at.Before(since) {
 			delete(s.deleted, uid)
 		}
 	}

@@ -60,7 +60,7 @@ func TestAPIPodSourceRemembersDeletions(t *testing.T) {
 		t.Errorf("deletions (-want +got):\n%s", diff)
 	}
 	// Pods with nothing left on the node are forgotten.
-	s.Retain(map[string]bool{"uid-a": true, "uid-c": true})
+	s.Retain(map[string]bool{"uid-a": true, "uid-c": true}, clk.Now())
 	if diff := cmp.Diff(map[string]time.Time{"uid-a": t0, "uid-c": t0.Add(time.Minute)}, s.deleted); diff != "" {
 		t.Errorf("after Retain (-want +got):\n%s", diff)
 	}
@@ -69,12 +69,45 @@ func TestAPIPodSourceRemembersDeletions(t *testing.T) {
 	// terminating it, and the view must not take it for a pod it never
 	// listed.
 	s.podHealth.listedAt = t0.Add(listSkew + 30*time.Second)
-	s.Retain(map[string]bool{"uid-a": true, "uid-c": true})
+	s.Retain(map[string]bool{"uid-a": true, "uid-c": true}, clk.Now())
 	if diff := cmp.Diff(map[string]time.Time{"uid-a": t0, "uid-c": t0.Add(time.Minute)}, s.deleted); diff != "" {
 		t.Errorf("after a newer list (-want +got):\n%s", diff)
 	}
 	if v := s.View(t0); v.Node != "n1" {
 		t.Errorf("view of node %q, want n1", v.Node)
+	}
+}
+
+// TestRetainKeepsDeletionsSinceTheSnapshot: a pod's sandbox was made right
+// after a run's snapshot of the node, then the pod was deleted, before the
+// run's Retain: the snapshot does not show the pod on the node, but the
+// deletion came after it, so it is kept. The next run sees the pod's
+// sandbox and the deletion says it is gone. (Before, Retain forgot it, and
+// the pod's sandbox, containers and log directory, newer than the last
+// list, stayed until a relist.)
+func TestRetainKeepsDeletionsSinceTheSnapshot(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	s, err := NewAPIPodSource(fake.NewClientset(), PodSourceOptions{NodeName: "n1", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := clk.Now()
+	clk.Step(time.Second)
+	s.onDelete(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: "ns", UID: "uid-late"}})
+	s.Retain(map[string]bool{}, snapshot)
+	if _, ok := s.deleted["uid-late"]; !ok {
+		t.Fatal("the deletion of a pod deleted after the snapshot was forgotten")
+	}
+	// The next run's snapshot, later than the deletion, shows the pod on
+	// the node: still remembered; once it has nothing left, forgotten.
+	clk.Step(time.Second)
+	s.Retain(map[string]bool{"uid-late": true}, clk.Now())
+	if _, ok := s.deleted["uid-late"]; !ok {
+		t.Fatal("the deletion of a pod with something on the node was forgotten")
+	}
+	s.Retain(map[string]bool{}, clk.Now())
+	if _, ok := s.deleted["uid-late"]; ok {
+		t.Error("the deletion of a pod with nothing left, deleted before the snapshot, is remembered")
 	}
 }
 
@@ -351,7 +384,7 @@ func TestRelistCountsBeforeTheCacheHoldsIt(t *testing.T) {
 	}
 	second.Delete(p)
 	testbed.WaitFor(t, 30*time.Second, "the source to see pod p deleted", func() bool { return s.View(t0).Deleted["uid-p"] })
-	s.Retain(map[string]bool{})
+	s.Retain(map[string]bool{}, clk.Now())
 	if v := s.View(t0); v.Live["uid-p"] {
 		t.Error("pod p is live again once its deletion was forgotten")
 	}
