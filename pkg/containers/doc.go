@@ -87,9 +87,11 @@
 //     newest dead one, and the one before it, which ran, can go to the
 //     limits. CRI lists carry no start time to tell them apart.
 //   - unknown: CONTAINER_UNKNOWN, the runtime lost track of it. It counts as
-//     an instance that ran (a container that was only created is reported
-//     as created), and it is stopped before it is removed, as the kubelet
-//     does.
+//     an instance that ran, as for the kubelet, and it is stopped before it
+//     is removed, as the kubelet does. A container that was only created is
+//     mostly reported as created, but not always: containerd reports one
+//     whose record it could not load after a restart, or with no creation
+//     time, as unknown.
 //   - created, never started: CONTAINER_CREATED. The kubelet creates a
 //     container and then starts it; in between, or forever if the kubelet
 //     crashed in between, the runtime lists it as created.

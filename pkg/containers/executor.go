@@ -56,6 +56,7 @@ const (
 	SkipStarted      = "started"       // the container runs now (created containers can be started after planning)
 	SkipPodFailed    = "pod_failed"    // a removal of the same pod failed: its log directory waits for the next run
 	SkipSandboxInUse = "sandbox_inuse" // a container of the sandbox could not be removed, or is there since planning, or the sandbox is ready again
+	SkipGone         = "gone"          // removed by another since planning (the kubelet's GC): nothing of nodegc's doing, nor counted as its removal
 )
 
 // logPaths are the log locations the executor cleans.
@@ -76,9 +77,9 @@ type Skip struct {
 type Outcome struct {
 	// DryRun says nothing was removed: the lists say what would have been.
 	DryRun bool
-	// Containers, Sandboxes, LogDirs and LogLinks list what was removed
-	// (NotFound counts as removed, freeing 0 bytes), with the plan's
-	// reasons.
+	// Containers, Sandboxes, LogDirs and LogLinks list what was removed,
+	// with the plan's reasons (what another removed since planning is
+	// skipped, SkipGone).
 	Containers []ContainerDecision
 	Sandboxes  []SandboxDecision
 	LogDirs    []LogDirDecision
@@ -97,7 +98,8 @@ type Outcome struct {
 // links. Right before removing a container it reads the container's status:
 // a container that runs by then is skipped, so a running container is never
 // removed. A container or sandbox gone by then (status NotFound), and a log
-// directory gone by then, count as removed and free 0 bytes. A sandbox one of whose containers could not be removed is kept,
+// directory or link gone by then, are skipped (SkipGone): no failure, and
+// not nodegc's removal. A sandbox one of whose containers could not be removed is kept,
 // and so is the log directory of a pod any removal of which failed. One
 // failure does not stop the others: failures are joined into the error. A
 // cancelled ctx stops between items. In dry-run the runtime and the
@@ -171,8 +173,7 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 			return
 		}
 		// Whoever removed it freed its layer; its logs stay (or went with it).
-		d.WritableLayerBytes, d.LogBytes = 0, 0
-		e.out.Containers = append(e.out.Containers, d)
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "container", ID: c.ID, Why: SkipGone})
 		return
 	case err != nil:
 		e.fail(OpContainerStatus, fmt.Errorf("%s: %w", who, err), c.PodUID, c.SandboxID)
@@ -238,8 +239,7 @@ func (e *executor) sandbox(ctx context.Context, d SandboxDecision) {
 	switch {
 	case cri.IsNotFound(err):
 		klog.FromContext(ctx).V(4).Info("Sandbox removed since planning", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName))
-		d.WritableLayerBytes = 0
-		e.out.Sandboxes = append(e.out.Sandboxes, d)
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "sandbox", ID: s.ID, Why: SkipGone})
 		return
 	case err != nil:
 		e.fail(OpSandboxStatus, fmt.Errorf("%s: %w", who, err), s.PodUID, "")
@@ -287,8 +287,7 @@ func (e *executor) logDir(ctx context.Context, d LogDirDecision) {
 	// kubelet since planning): it frees nothing of nodegc's doing.
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		klog.FromContext(ctx).V(4).Info("Pod log directory removed since planning", "directory", d.Dir.Name, "podUID", d.Dir.PodUID)
-		d.Bytes = 0
-		e.out.LogDirs = append(e.out.LogDirs, d)
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "log_dir", ID: d.Dir.Name, Why: SkipGone})
 		return
 	}
 	klog.FromContext(ctx).V(4).Info("Removing pod log directory", "directory", d.Dir.Name, "podUID", d.Dir.PodUID, "reason", d.Reason)
@@ -312,7 +311,11 @@ func (e *executor) logLink(ctx context.Context, d LogLinkDecision) {
 		return
 	}
 	klog.FromContext(ctx).V(4).Info("Removing dangling container log link", "link", d.Link.Name, "containerID", d.Link.ContainerID)
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	switch err := os.Remove(path); {
+	case errors.Is(err, fs.ErrNotExist):
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "log_link", ID: d.Link.Name, Why: SkipGone})
+		return
+	case err != nil:
 		e.fail(OpRemoveLogLink, fmt.Errorf("removing log link %s: %w", d.Link.Name, err), "", "")
 		return
 	}

@@ -128,7 +128,9 @@ func TestExecuteAppliesThePlan(t *testing.T) {
 	}
 }
 
-// TestExecuteNotFoundIsSuccess: what is already gone counts as removed.
+// TestExecuteNotFoundIsSuccess: what is already gone is no failure, and
+// not nodegc's removal: it is skipped as gone. (Before, it counted as
+// removed, in the removed metrics too, with what the kubelet's GC removed.)
 func TestExecuteNotFoundIsSuccess(t *testing.T) {
 	f := newExecFixture(t)
 	plan := f.plan(t)
@@ -137,17 +139,27 @@ func TestExecuteNotFoundIsSuccess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("execute: %v, want success", err)
 	}
-	if got := len(out.Containers) + len(out.Sandboxes); got != 4 {
-		t.Errorf("removed %d containers and sandboxes, want 4: %v", got, removedIDs(out))
+	if got := len(out.Containers) + len(out.Sandboxes); got != 0 {
+		t.Errorf("removed %d containers and sandboxes, want none: %v", got, removedIDs(out))
+	}
+	var gone []string
+	for _, s := range out.Skipped {
+		if s.Why == SkipGone {
+			gone = append(gone, s.Kind+" "+s.ID)
+		}
+	}
+	want := []string{"container p/a/0", "container gone/a/0", "container gone/b/0", "sandbox gone/sb0"}
+	if diff := cmp.Diff(want, gone); diff != "" {
+		t.Errorf("skipped as gone (-want +got):\n%s", diff)
 	}
 }
 
 // TestExecuteGoneBeforeRemovalFreesNothing: a sandbox the kubelet removed
 // between plan and removal (StopPodSandbox and RemovePodSandbox succeed for
 // an unknown ID) and a pod log directory already gone (os.RemoveAll of a
-// missing directory returns nil) free nothing of nodegc's doing: they count
-// 0 bytes, as a container gone meanwhile does, and nothing more is asked of
-// the runtime. What still exists frees what the plan counted.
+// missing directory returns nil) are nothing of nodegc's doing: they are
+// skipped as gone, as a container gone meanwhile is, and nothing more is
+// asked of the runtime. What still exists frees what the plan counted.
 func TestExecuteGoneBeforeRemovalFreesNothing(t *testing.T) {
 	root := t.TempDir()
 	paths := logPaths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}
@@ -178,8 +190,11 @@ func TestExecuteGoneBeforeRemovalFreesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"gone/sb0", "here/sb0", "ns_gone_gone", "ns_here_here"}, removedIDs(out)); diff != "" {
+	if diff := cmp.Diff([]string{"here/sb0", "ns_here_here"}, removedIDs(out)); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Skip{{Kind: "sandbox", ID: "gone/sb0", Why: SkipGone}, {Kind: "log_dir", ID: "ns_gone_gone", Why: SkipGone}}, out.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
 	}
 	got := map[string]uint64{}
 	for _, d := range out.Sandboxes {
@@ -188,7 +203,7 @@ func TestExecuteGoneBeforeRemovalFreesNothing(t *testing.T) {
 	for _, d := range out.LogDirs {
 		got[d.Dir.Name] = d.Bytes
 	}
-	want := map[string]uint64{"gone/sb0": 0, "here/sb0": 2 << 20, "ns_gone_gone": 0, "ns_here_here": 8192}
+	want := map[string]uint64{"here/sb0": 2 << 20, "ns_here_here": 8192}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("bytes freed (-want +got):\n%s", diff)
 	}
