@@ -72,13 +72,19 @@ func podUIDFromLogDir(name string) (string, bool) {
 func podUIDShaped(uid string) bool {
 	switch len(uid) {
 	case 32:
-		return lowerHex(uid)
+		return staticPodUID(uid)
 	case 36:
 		return uid[8] == '-' && uid[13] == '-' && uid[18] == '-' && uid[23] == '-' &&
 			lowerHex(uid[:8]+uid[9:13]+uid[14:18]+uid[19:23]+uid[24:])
 	}
 	return false
 }
+
+// staticPodUID says whether uid has the form the kubelet gives a static
+// pod (32 hex digits, a hash of its manifest), which the API server never
+// makes: a pod whose sandboxes the kubelet removed and whose mirror pod is
+// missing is still known static by it.
+func staticPodUID(uid string) bool { return len(uid) == 32 && lowerHex(uid) }
 
 func lowerHex(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') }) < 0

@@ -58,9 +58,12 @@ func newManagerFixture(t *testing.T) *managerFixture {
 	return f
 }
 
-// fixtureUID is the UID of the fixture's pod: 32 hex digits, as the kubelet
-// makes for a static pod, so that the pod's log directory is one.
-func fixtureUID(pod string) string { return fmt.Sprintf("%x", md5.Sum([]byte(pod))) }
+// fixtureUID is the UID of the fixture's pod: a UUID, as the API server
+// makes, so that the pod's log directory is one.
+func fixtureUID(pod string) string {
+	h := md5.Sum([]byte(pod))
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
 
 // fixtureLogDir is the name of the log directory of the fixture's pod.
 func fixtureLogDir(pod string) string { return "ns_" + pod + "_" + fixtureUID(pod) }

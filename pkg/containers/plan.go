@@ -314,7 +314,7 @@ func (pl *planner) gone(uid string) (bool, string) {
 	switch {
 	case !pl.pods.Authoritative:
 		return false, KeepPodsUnknown
-	case pl.static[uid]:
+	case pl.static[uid] || staticPodUID(uid):
 		return false, KeepStaticPod
 	case pl.running[uid]:
 		return false, KeepPodRunning

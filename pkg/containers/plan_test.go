@@ -180,6 +180,22 @@ func TestPlanLogs(t *testing.T) {
 			pods: live(),
 			want: summary{KeepSandboxes: []string{"st/sb0:ready"}, KeepLogDirs: []string{"ns_st_st:static_pod"}},
 		},
+		// The kubelet removed the sandboxes of a finished static pod (under
+		// disk pressure) and its mirror pod is missing: its UID, 32 hex
+		// digits as the kubelet makes for a static pod (the API server makes
+		// UUIDs), still says static. (Before, its log directory went as
+		// pod_gone.)
+		"the log directory of a static pod without sandbox or mirror pod stays": {
+			node: NodeState{LogDirs: []PodLogDir{
+				dir("kube-system_etcd-n1_8f3c2e1d0b9a87654321fedcba987654", "8f3c2e1d0b9a87654321fedcba987654", 2*time.Hour),
+				dir("ns_web_6f58246d-8219-4c2a-a0ed-86724aaec471", "6f58246d-8219-4c2a-a0ed-86724aaec471", 2*time.Hour),
+			}},
+			pods: live(),
+			want: summary{
+				RemoveLogDirs: []string{"ns_web_6f58246d-8219-4c2a-a0ed-86724aaec471:pod_gone"},
+				KeepLogDirs:   []string{"kube-system_etcd-n1_8f3c2e1d0b9a87654321fedcba987654:static_pod"},
+			},
+		},
 		"log directories stay while the pod view is not synced": {
 			node: NodeState{LogDirs: []PodLogDir{dir("ns_old_u1", "u1", 2*time.Hour)}},
 			pods: PodView{Reason: ViewNotSynced},
