@@ -198,6 +198,7 @@ type Manager struct {
 
 	serial     *gcrun.Serial // one GC run at a time
 	guard      *guardian
+	steps      clockFollower // steps of the wall clock, applied to the records
 	scheduled  *PodsMemory
 	volumes    volumeMounts
 	eventsLive atomic.Bool
@@ -255,8 +256,13 @@ func NewManager(opts Options) (*Manager, error) {
 	if memory == nil {
 		memory = &PodsMemory{}
 	}
-	return &Manager{opts: opts, policy: policy, tracker: tracker, metrics: metrics, clock: opts.Clock,
-		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy), scheduled: memory}, nil
+	m := &Manager{opts: opts, policy: policy, tracker: tracker, metrics: metrics, clock: opts.Clock,
+		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy), scheduled: memory}
+	if _, real := opts.Clock.(clock.RealClock); real {
+		began := time.Now() // with its monotonic reading
+		m.steps.monotonic = func() time.Duration { return time.Since(began) }
+	}
+	return m, nil
 }
 
 // Tracker returns the manager's usage tracker.
@@ -299,6 +305,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		soon      <-chan time.Time // a check the runtime's writes asked for, spaced
 	)
 	check := func(cause string) {
+		m.followClock(ctx)
 		lastCheck = m.clock.Now()
 		m.metrics.diskChecks.WithLabelValues(cause).Inc()
 		supervise.Call(ctx, func(ctx context.Context) { m.checkDisk(ctx, &backoff, cause) })
@@ -573,6 +580,7 @@ func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
 // plan also returns the images the plan was made from; it plans for what
 // the disk asks beyond what the plan reads from it (demand).
 func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
+	m.followClock(ctx)
 	images, err := m.syncUsage(ctx)
 	if err != nil {
 		return nil, nil, err

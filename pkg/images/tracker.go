@@ -728,6 +728,29 @@ func (t *Tracker) planInput(images []*runtimeapi.Image, now time.Time) []Image {
 	return out
 }
 
+// shift moves every time the records keep by d: the wall clock was
+// stepped by d (clockFollower), and their ages stay what they were.
+func (t *Tracker) shift(d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	move := func(at time.Time) time.Time {
+		if at.IsZero() {
+			return at
+		}
+		return at.Add(d)
+	}
+	for id, u := range t.usage {
+		u.FirstDetected, u.LastUsed = move(u.FirstDetected), move(u.LastUsed)
+		t.usage[id] = u
+	}
+	for ref, p := range t.pending {
+		p.at = move(p.at)
+		t.pending[ref] = p
+	}
+	t.watchedSince = move(t.watchedSince)
+	t.dirty = true
+}
+
 // rememberSandboxes records ran, the IDs of the images the sandboxes run
 // now, as the sandbox images (Usage.Sandbox), in place of those remembered
 // before; an empty ran changes nothing: the images the sandboxes last ran
