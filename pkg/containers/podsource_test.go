@@ -428,23 +428,7 @@ func TestStaleListMakesNoPodGone(t *testing.T) {
 	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, watch.NewRaceFreeFake(), nil // the stalled watch: nothing arrives
 	})
-	s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
-		t.Fatal("the informers did not sync")
-	}
+	s, _ := runSyncedSource(t, client, PodSourceOptions{NodeName: "n1", Clock: clk})
 	clk.Step(3 * time.Minute)
 	v := s.View(clk.Now())
 	if !v.Authoritative {
@@ -478,23 +462,7 @@ func TestViewNeedsThisMachinesBoot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset(node(tc.reported))
-			s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", BootID: tc.local, Clock: clocktesting.NewFakeClock(t0)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				s.Run(ctx)
-			}()
-			t.Cleanup(func() {
-				cancel()
-				<-done
-			})
-			if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
-				t.Fatal("the informers did not sync")
-			}
+			s, ctx := runSyncedSource(t, client, PodSourceOptions{NodeName: "n1", BootID: tc.local, Clock: clocktesting.NewFakeClock(t0)})
 			reason := func() string {
 				if v := s.View(t0); !v.Authoritative {
 					return v.Reason
@@ -520,4 +488,29 @@ func TestViewNeedsThisMachinesBoot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runSyncedSource makes a pod source on client, runs it until the test
+// ends, and returns it once its informers synced, with the context it runs
+// in.
+func runSyncedSource(t *testing.T, client *fake.Clientset, opts PodSourceOptions) (*APIPodSource, context.Context) {
+	t.Helper()
+	s, err := NewAPIPodSource(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
+		t.Fatal("the informers did not sync")
+	}
+	return s, ctx
 }
