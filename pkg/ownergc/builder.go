@@ -3,6 +3,7 @@ package ownergc
 import (
 	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -33,6 +34,8 @@ type builder struct {
 	// nearly every dependent while the lists stream in, and again when its
 	// owner arrives.
 	initial bool
+	// outOfIDs: the graph ran out of resource numbers once (logged once).
+	outOfIDs bool
 }
 
 // apply applies one event. The caller holds b.g.mu for writing.
@@ -100,12 +103,20 @@ func (b *builder) upsert(obj *metav1.PartialObjectMetadata, res *resource) {
 	default:
 		wasOrphaning, wasDeletingDependents = n.orphaning(), n.deletingDependents()
 		if n.kind != kind || n.name != obj.Name {
-			// Same UID under other coordinates: a monitor of another
-			// version of the same kind. Keep the first identity.
+			// Same UID under other coordinates: another resource serving
+			// the same objects (events and events.k8s.io events). Keep
+			// the first identity; the node belongs to the resource that
+			// delivered it last (node.res, below).
 			b.logger.V(5).Info("Object observed under another identity", "uid", obj.UID, "kind", kind.kind, "apiVersion", kind.apiVersion)
 		}
 	}
 	n.rv = obj.ResourceVersion
+	n.res = g.resourceID(res.gvr.GroupResource())
+	if n.res == noResID && !b.outOfIDs {
+		b.outOfIDs = true
+		b.logger.Error(nil, "More resources monitored than the graph can number; their relists and removals leave their objects observed",
+			"resource", res.gvr.String(), "limit", math.MaxUint16)
+	}
 	b.setObjectFlags(n, obj)
 
 	linksChanged := b.updateOwners(n, obj.OwnerReferences)
@@ -367,17 +378,25 @@ func (b *builder) resourceBack(res *resource) {
 }
 
 // relisted deletes the observed nodes of res that a new list of it does
-// not hold: they were deleted while the watch was down.
+// not hold: they were deleted while the watch was down. Only the nodes
+// res delivered last count (node.observedBy): res's monitor saw each of
+// them before this list, so one the list lacks is gone. An object of
+// another resource (of the same kind, or serving the same objects) is not
+// in res's list, and is not deleted by it.
 func (b *builder) relisted(res *resource, listed map[types.UID]struct{}) {
+	id, ok := b.g.resIDs[res.gvr.GroupResource()]
+	if !ok {
+		return // res delivered no object that is still observed
+	}
 	for uid, n := range b.g.nodes {
-		if _, ok := listed[uid]; !ok && n.observedAs(res) {
+		if _, ok := listed[uid]; !ok && n.observedBy(id) {
 			b.observeDelete(uid)
 		}
 	}
 }
 
 // resourceGone turns the observed nodes of a resource that left discovery
-// back into virtual nodes: nothing is known about them any more, so their
+// (those it delivered last: node.observedBy) back into virtual nodes: nothing is known about them any more, so their
 // dependents must verify them with lookups, and nothing is assumed deleted.
 // Their owners remember that they lost dependents to the resource
 // (graph.lostTo): those objects still exist (a version no longer served,
@@ -396,8 +415,13 @@ func (b *builder) resourceGone(res *resource) {
 			delete(g.lostTo, uid)
 		}
 	}
+	id, ok := g.resIDs[gr]
+	if !ok {
+		return // res delivered no object that is still observed
+	}
+	defer g.releaseResourceID(gr) // no observed node keeps it after the loop
 	for _, n := range g.nodes {
-		if !n.observedAs(res) {
+		if !n.observedBy(id) {
 			continue
 		}
 		for i := range n.owners {

@@ -511,3 +511,86 @@ func TestLostDependents(t *testing.T) {
 	}
 	tg.takeQueues()
 }
+
+// TestBuilderActsOnItsResourceOnly: a relist or a removal acts on the
+// objects its own resource delivered, not on every object of the
+// resource's group and kind. Two resources of one group can serve one kind
+// (an aggregated API may serve x.example.com widgets and legacywidgets,
+// both Widget); two resources can serve the same objects (events and
+// events.k8s.io events, when events are not ignored). Before, the relist
+// of widgets deleted legacywidgets' w2 from the graph (and its dependent
+// was queued and would have been deleted as dangling, w2 existing), and
+// the removal of widgets, or of the core events, turned the other
+// resource's objects virtual.
+func TestBuilderActsOnItsResourceOnly(t *testing.T) {
+	widgets := newResource(schema.GroupVersionResource{Group: "x.example.com", Version: "v1", Resource: "widgets"}, "Widget", true)
+	legacy := newResource(schema.GroupVersionResource{Group: "x.example.com", Version: "v1", Resource: "legacywidgets"}, "Widget", true)
+	coreEvents := newResource(schema.GroupVersionResource{Version: "v1", Resource: "events"}, "Event", true)
+	events := newResource(schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}, "Event", true)
+	setup := []event{
+		upsert(widgets, object("ns", "w1", "w1")),
+		upsert(widgets, object("ns", "w3", "w3")), // deleted while widgets' watch was down
+		upsert(legacy, object("ns", "w2", "w2")),
+		upsert(resConfigMap, object("ns", "d", "d", ownedBy(legacy, "w2", "w2", false))),
+		upsert(resConfigMap, object("ns", "d3", "d3", ownedBy(widgets, "w3", "w3", false))),
+		upsert(coreEvents, object("ns", "e", "e")),
+		upsert(events, object("ns", "e", "e")), // the same Event, through the other API
+		upsert(resConfigMap, object("ns", "de", "de", ownedBy(coreEvents, "e", "e", false))),
+	}
+	all := map[types.UID]string{"w1": "observed", "w2": "observed deps=d", "w3": "observed deps=d3",
+		"d": "observed", "d3": "observed", "e": "observed deps=de", "de": "observed"}
+	with := func(changes map[types.UID]string) map[types.UID]string {
+		out := maps.Clone(all)
+		for uid, s := range changes {
+			if s == "" {
+				delete(out, uid)
+			} else {
+				out[uid] = s
+			}
+		}
+		return out
+	}
+	tests := map[string]struct {
+		events      []event
+		wantNodes   map[types.UID]string
+		wantDeletes []types.UID
+	}{
+		"widgets relisted without w3: w3 deleted, legacywidgets' w2 untouched": {
+			events:      []event{{typ: evRelisted, res: widgets, uids: map[types.UID]struct{}{"w1": {}}}},
+			wantNodes:   with(map[types.UID]string{"w3": "deleted deps=d3"}),
+			wantDeletes: []types.UID{"d3"},
+		},
+		"legacywidgets relisted with w2: nothing changes": {
+			events:    []event{{typ: evRelisted, res: legacy, uids: map[types.UID]struct{}{"w2": {}}}},
+			wantNodes: all,
+		},
+		"widgets left discovery: its objects virtual, legacywidgets' w2 observed": {
+			events:      []event{{typ: evResourceGone, res: widgets}},
+			wantNodes:   with(map[types.UID]string{"w1": "", "w3": "virtual deps=d3"}),
+			wantDeletes: []types.UID{"d3"},
+		},
+		"core events left discovery: the Event events.k8s.io delivered last stays observed": {
+			events:    []event{{typ: evResourceGone, res: coreEvents}},
+			wantNodes: all,
+		},
+		"events.k8s.io relisted with the Event: nothing changes": {
+			events:    []event{{typ: evRelisted, res: events, uids: map[types.UID]struct{}{"e": {}}}},
+			wantNodes: all,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tg := newTestGraph(t)
+			tg.apply(setup...)
+			tg.takeQueues()
+			tg.apply(tc.events...)
+			if diff := cmp.Diff(tc.wantNodes, summarize(tg.g)); diff != "" {
+				t.Errorf("nodes (-want +got):\n%s", diff)
+			}
+			deletes, _ := tg.takeQueues()
+			if diff := cmp.Diff(uidSet(tc.wantDeletes...), deletes); diff != "" {
+				t.Errorf("attempt-to-delete queue (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -13,7 +13,9 @@
 //     one of another version of its resource that discovery still serves:
 //     a resource has one monitor, at one version (the relist or removal of
 //     either of two would act on the other's objects, which the graph
-//     tells apart by group and kind only).
+//     tells apart by group and resource only: each observed node records
+//     the resource that delivered it last, and a relist or removal acts on
+//     that resource's nodes, never on another resource's of the same kind).
 //   - Monitors (monitors.go) list and watch one resource each, metadata
 //     only, with a client-go reflector whose queue is a feed (feed.go):
 //     each change becomes an event, in order, in one unbounded FIFO, and
@@ -388,7 +390,8 @@
 // A node holds only what the decisions read (graph.go):
 //
 //	node struct (uid, name, namespace, kind, resourceVersion,
-//	  owner links, dependents set, flags, finalizer positions)   112 B
+//	  owner links, dependents set, flags, resource number,
+//	  finalizer positions)                                        112 B
 //	uid string (36 bytes)                                          48 B
 //	name string (~25-40 bytes)                                  32-48 B
 //	resourceVersion string (7-8 digits)                             8 B

@@ -1,6 +1,7 @@
 package ownergc
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -96,6 +97,10 @@ type node struct {
 	// when there are none (most objects).
 	dependents map[*node]struct{}
 	flags      nodeFlags
+	// res is the resource whose monitor delivered the object last (see
+	// graph.resourceID; valid while observed): its relist and removal act
+	// on the object, another resource's never do.
+	res resID
 	// fgIndex and orphanIndex are the positions of the foregroundDeletion
 	// and orphan finalizers in metadata.finalizers (valid when the flag is
 	// set), used for guarded JSON patches.
@@ -107,12 +112,14 @@ func (n *node) deleted() bool      { return n.flags&flagDeleted != 0 }
 func (n *node) virtual() bool      { return n.flags&(flagObserved|flagDeleted) == 0 }
 func (n *node) beingDeleted() bool { return n.observed() && n.flags&flagBeingDeleted != 0 }
 
-// observedAs reports whether n is an observed object of res's group and
-// kind (whatever the version: the objects are the same in every version).
-// A monitor's relist and removal act on these nodes, which only that
-// monitor delivers: a resource has one monitor at a time (see monitorSet).
-func (n *node) observedAs(res *resource) bool {
-	return n.observed() && n.kind.group == res.gvk.Group && n.kind.kind == res.gvk.Kind
+// observedBy reports whether n is an observed object that the resource
+// numbered id delivered last. A monitor's relist and removal act on these
+// nodes only: another resource of the same group and kind (an aggregated
+// API may serve two), or one serving the same objects (events and
+// events.k8s.io events), has its own. A resource has one monitor at a time
+// (see monitorSet), at one version.
+func (n *node) observedBy(id resID) bool {
+	return id != noResID && n.observed() && n.res == id
 }
 
 // deletingDependents: being deleted in the foreground, waiting for its
@@ -165,6 +172,14 @@ type graph struct {
 	// back (its CRD deleted while its objects could not be watched) holds
 	// no owner for longer, as any hold.
 	lostTo map[types.UID]map[schema.GroupResource]time.Time
+	// resIDs numbers the resources whose monitors delivered the observed
+	// nodes (node.res): two bytes a node instead of a pointer, which would
+	// not fit in the node's padding. A number is freed when its resource
+	// leaves discovery (resourceGone: no observed node keeps it) and
+	// reused. freeIDs are the freed numbers, lastID the highest given.
+	resIDs  map[schema.GroupResource]resID
+	freeIDs []resID
+	lastID  resID
 
 	// Counters for metrics, written by the builder, read lock-free.
 	nObserved, nVirtual, nDeleted atomic.Int64
@@ -176,6 +191,45 @@ func newGraph() *graph {
 		kinds:      map[kindKey]*kindRef{},
 		namespaces: map[string]string{},
 		lostTo:     map[types.UID]map[schema.GroupResource]time.Time{},
+		resIDs:     map[schema.GroupResource]resID{},
+	}
+}
+
+// resID numbers a monitored resource in the graph (graph.resIDs).
+type resID uint16
+
+// noResID is no resource: a node delivered while every number was taken
+// (more than 65,535 resources monitored at once). No relist or removal
+// acts on such a node; it stays observed until its deletion is observed.
+const noResID resID = 0
+
+// resourceID returns gr's number, giving it one if it has none (noResID
+// if none is left). Writer only.
+func (g *graph) resourceID(gr schema.GroupResource) resID {
+	if id, ok := g.resIDs[gr]; ok {
+		return id
+	}
+	var id resID
+	switch {
+	case len(g.freeIDs) > 0:
+		id = g.freeIDs[len(g.freeIDs)-1]
+		g.freeIDs = g.freeIDs[:len(g.freeIDs)-1]
+	case g.lastID < math.MaxUint16:
+		g.lastID++
+		id = g.lastID
+	default:
+		return noResID
+	}
+	g.resIDs[gr] = id
+	return id
+}
+
+// releaseResourceID frees gr's number once no observed node has it.
+// Writer only.
+func (g *graph) releaseResourceID(gr schema.GroupResource) {
+	if id, ok := g.resIDs[gr]; ok {
+		delete(g.resIDs, gr)
+		g.freeIDs = append(g.freeIDs, id)
 	}
 }
 

@@ -174,9 +174,9 @@ func (m *monitor) stop(gone bool) {
 // anything may read it; mu guards it whole.
 //
 // It holds at most one monitor per group and resource, whatever its
-// version: the graph tells a monitor's objects by group and kind (see
-// node.observedAs), so a monitor's relist or removal acts on every object
-// of its resource. Two monitors of one resource at two versions would each
+// version: the graph tells a monitor's objects by group and resource (see
+// node.observedBy), so a monitor's relist or removal acts on every object
+// of its resource that it delivered last. Two monitors of one resource at two versions would each
 // act on the other's objects: a relist would delete from the graph an
 // object created after its list that the other monitor delivered first
 // (and its dependents would be collected although it exists), and the
