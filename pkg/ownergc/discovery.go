@@ -93,6 +93,7 @@ func (r *run) syncResources(ctx context.Context) error {
 		r.c.metrics.discoveryErrors.Inc()
 		r.logger.Error(err, "API discovery failed", "failedGroups", len(failed))
 		if len(groups) == 0 {
+			r.roundFailed.Store(round)
 			return err
 		}
 	}

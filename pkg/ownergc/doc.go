@@ -237,8 +237,10 @@
 // discovery round that began after the hold has completed (so that a CRD
 // created just before has a monitor; the round is started at once). The hold lasts at most
 // ownerGC.unsyncedResourceHold (default 10m, 0 turns it off), measured from
-// the first time this run held the owner; the owner gets a Warning Event
-// DependentsUnknown naming the resources, and when the bound expires the
+// the first time this run held the owner, also while every discovery round
+// fails whole; the owner gets a Warning Event DependentsUnknown naming the
+// resources (or API discovery, once a round begun after the hold failed),
+// and when the bound expires the
 // collector finishes as kube-controller-manager would, with a Warning
 // UnsyncedResourceHoldExpired and an error log (see hold.go).
 //

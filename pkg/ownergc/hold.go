@@ -19,7 +19,10 @@ import (
 // dependent, up to ownerGC.unsyncedResourceHold:
 //
 //   - discovery must have run since the hold began, so that a resource
-//     created just before (a new CRD) has a monitor;
+//     created just before (a new CRD) has a monitor (while the round is
+//     under way the hold is silent and looked at every 100 ms; once a
+//     round begun since has failed whole, it is a hold like the others:
+//     warned about, looked at every holdRecheck, bounded);
 //   - no monitor of a resource that could hold the owner's dependents may be
 //     syncing, failed or failing (see monitorSet.unsyncedFor), and no group
 //     may have failed discovery.
@@ -32,6 +35,10 @@ import (
 
 // holdRecheck is how often a held finalizer is looked at again.
 const holdRecheck = 5 * time.Second
+
+// undiscoveredSinceHold is what a hold waits for when every discovery
+// round begun since it began failed whole.
+const undiscoveredSinceHold = "API discovery (no round has completed since the hold began)"
 
 // holdSet tracks the owners whose finalizer is held.
 type holdSet struct {
@@ -102,37 +109,46 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 	}
 	now := r.c.clock.Now()
 	h := r.holds.get(id.uid, now, r.roundsStarted.Load())
+	held := now.Sub(h.since)
+	var unsynced []string
 	if r.roundDone.Load() <= h.round {
 		// Not yet a discovery round that began after the hold did.
 		select {
 		case r.kick <- struct{}{}:
 		default:
 		}
-		return outcome{after: 100 * time.Millisecond}, true
-	}
-	unsynced := r.unsyncedFor(id.namespace)
-	for _, gr := range r.graph.lostDependents(id.uid, now, bound) {
-		unsynced = append(unsynced, gr+" (left discovery holding dependents of it)")
+		if r.roundFailed.Load() <= h.round && held < bound {
+			// The round is under way; it takes about a second.
+			return outcome{after: min(100*time.Millisecond, bound-held)}, true
+		}
+		// A round begun after the hold failed whole (or the bound is
+		// reached before one completed): a hold like any other, warned
+		// about, rechecked every holdRecheck and bounded.
+		unsynced = []string{undiscoveredSinceHold}
+	} else {
+		unsynced = r.unsyncedFor(id.namespace)
+		for _, gr := range r.graph.lostDependents(id.uid, now, bound) {
+			unsynced = append(unsynced, gr+" (left discovery holding dependents of it)")
+		}
 	}
 	if len(unsynced) == 0 {
 		r.holds.drop(id.uid)
 		return done, false
 	}
 	list := strings.Join(unsynced, ", ")
-	held := now.Sub(h.since)
 	if held >= bound {
 		r.holds.drop(id.uid)
 		r.logger.Error(nil, "Finishing a deletion although the graph may miss dependents: the hold expired",
 			"object", id, "finalizer", finalizer, "resources", unsynced, "held", held.Round(time.Second))
-		r.warn(id, "UnsyncedResourceHoldExpired", fmt.Sprintf("removing finalizer %s after %s although these resources "+
-			"cannot be listed or watched: %s; their objects that still reference this owner were not seen", finalizer, bound, list))
+		r.warn(id, "UnsyncedResourceHoldExpired", fmt.Sprintf("removing finalizer %s after %s although the owner GC cannot "+
+			"see every possible dependent (%s); objects there that still reference this owner were not seen", finalizer, bound, list))
 		return done, false
 	}
 	if r.holds.report(id.uid, list) {
 		r.logger.Info("Keeping the finalizer while the graph may miss dependents", "object", id, "finalizer", finalizer,
 			"resources", unsynced, "holdLeft", (bound - held).Round(time.Second))
 		r.warn(id, "DependentsUnknown", fmt.Sprintf("keeping finalizer %s: the owner GC cannot see every possible dependent "+
-			"(resources that cannot be listed or watched, or not synced yet: %s); it waits for them up to %s", finalizer, list, bound))
+			"(resources that cannot be listed, watched or discovered now, or not synced yet: %s); it waits for them up to %s", finalizer, list, bound))
 	}
 	return outcome{after: min(holdRecheck, bound-held)}, true
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -512,5 +513,93 @@ func TestRelistRecoversWhenApplied(t *testing.T) {
 	pods.watching()
 	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
 		t.Errorf("watch reopened: unsynced %q, want none", got)
+	}
+}
+
+// downDiscovery is a discovery client whose every round fails whole, as
+// when /api and /apis cannot be read (an overloaded API server).
+type downDiscovery struct {
+	discovery.DiscoveryInterfaceWithContext
+}
+
+func (downDiscovery) ServerGroupsAndResourcesWithContext(context.Context) ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	return nil, nil, errors.New("the server was unable to return a response in the time allotted")
+}
+
+// TestHoldWhileDiscoveryFails: while every discovery round fails whole, a
+// hold waits for a round that completes, as any hold does, but it is
+// bounded as any hold: once a round begun after the hold has failed, the
+// owner gets a DependentsUnknown Warning naming discovery, is looked at
+// again every holdRecheck (not every 100 ms), and the finalizer goes at
+// ownerGC.unsyncedResourceHold with UnsyncedResourceHoldExpired. While
+// the round is under way the hold is silent (it normally lasts a second).
+// Before, the hold lasted as long as discovery failed, requeued every
+// 100 ms, with no Warning and no log.
+func TestHoldWhileDiscoveryFails(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	const bound = 10 * time.Minute
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, unsyncedHold: bound,
+		requestTimeout: time.Minute, discovery: downDiscovery{}}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	rec := record.NewFakeRecorder(10)
+	r := &run{c: c, logger: testLogger(t), recorder: rec, kick: make(chan struct{}, 1), graph: newGraph()}
+	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
+	pods := &monitor{started: clk.Now(), res: resPod}
+	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+	pods.markGraphSynced()
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(1) // the run's first round, before the hold
+	owner := objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "owner"}
+	events := func() (out []string) {
+		for {
+			select {
+			case e := <-rec.Events:
+				out = append(out, e)
+			default:
+				return out
+			}
+		}
+	}
+
+	begin := clk.Now()
+	out, held := r.holdFinalizer(owner, metav1.FinalizerOrphanDependents)
+	if !held || out.after != 100*time.Millisecond || len(r.kick) != 1 {
+		t.Fatalf("hold begins: held %t after %s, kicked %d; want held, 100ms, a round asked for", held, out.after, len(r.kick))
+	}
+	if got := events(); len(got) != 0 {
+		t.Errorf("events while the round is under way = %q; want none", got)
+	}
+	<-r.kick
+	if err := r.syncResources(t.Context()); err == nil {
+		t.Fatal("discovery round succeeded; want it to fail whole")
+	}
+	var warned, wrongAfter []string
+	for clk.Since(begin) < bound {
+		out, held := r.holdFinalizer(owner, metav1.FinalizerOrphanDependents)
+		if !held {
+			t.Fatalf("released after %s while discovery fails; want held until %s", clk.Since(begin), bound)
+		}
+		if want := min(holdRecheck, bound-clk.Since(begin)); out.after != want {
+			wrongAfter = append(wrongAfter, fmt.Sprintf("%s in: %s, want %s", clk.Since(begin), out.after, want))
+		}
+		warned = append(warned, events()...)
+		select {
+		case <-r.kick:
+			_ = r.syncResources(t.Context())
+		default:
+		}
+		clk.Step(min(holdRecheck, bound-clk.Since(begin)))
+	}
+	if len(wrongAfter) > 0 {
+		t.Errorf("after a failed round, looked at again after (first of %d): %s", len(wrongAfter), wrongAfter[0])
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "DependentsUnknown") || !strings.Contains(warned[0], "discovery") {
+		t.Errorf("events while held = %q; want one DependentsUnknown naming discovery", warned)
+	}
+	if _, held := r.holdFinalizer(owner, metav1.FinalizerOrphanDependents); held {
+		t.Fatalf("still held after %s with a bound of %s", clk.Since(begin), bound)
+	}
+	if got := events(); len(got) != 1 || !strings.Contains(got[0], "UnsyncedResourceHoldExpired") || !strings.Contains(got[0], "discovery") {
+		t.Errorf("events at the bound = %q; want UnsyncedResourceHoldExpired naming discovery", got)
 	}
 }

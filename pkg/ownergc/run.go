@@ -40,10 +40,11 @@ type run struct {
 	snapshot   atomic.Pointer[discoverySnapshot]
 	discovered atomic.Bool
 	// roundsStarted counts discovery rounds begun; roundDone is the number
-	// of the last one that completed; undiscovered names the group
-	// versions that the last round could not read. kick asks for a round
-	// now.
+	// of the last one that completed, roundFailed of the last one that
+	// failed whole (no group read); undiscovered names the group versions
+	// that the last round could not read. kick asks for a round now.
 	roundsStarted, roundDone atomic.Uint64
+	roundFailed              atomic.Uint64
 	undiscovered             atomic.Pointer[[]string]
 	kick                     chan struct{}
 	holds                    holdSet
