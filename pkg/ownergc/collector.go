@@ -90,6 +90,9 @@ type Collector struct {
 
 	running atomic.Bool
 	current atomic.Pointer[run]
+	// gvs is what discovery learnt in this process about the group
+	// versions that may fail it (discovery.go), kept across Runs.
+	gvs groupVersions
 	// records are the recent decision records (record.go), kept across Runs.
 	records recordStore
 

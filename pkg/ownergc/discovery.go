@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -104,11 +105,7 @@ func (r *run) syncResources(ctx context.Context) error {
 		return ok
 	}
 	added, removed := r.monitors.sync(resources, keep)
-	undiscovered := make([]string, 0, len(failed))
-	for gv := range failed {
-		undiscovered = append(undiscovered, gv.String())
-	}
-	slices.Sort(undiscovered)
+	undiscovered := r.c.gvs.failedHolding(groups, failed, r.c.ignored)
 	r.undiscovered.Store(&undiscovered)
 	r.roundDone.Store(round)
 	r.discovered.Store(true)
@@ -166,17 +163,76 @@ func deletableResources(groups []*restmapper.APIGroupResources, ignored map[sche
 		}
 		for _, v := range versions {
 			for _, ar := range g.VersionedResources[v] {
-				if strings.Contains(ar.Name, "/") || !hasVerbs(ar.Verbs, "list", "watch", "delete") {
-					continue
-				}
 				gr := schema.GroupResource{Group: g.Group.Name, Resource: ar.Name}
-				if _, skip := ignored[gr]; skip || out[gr] != nil {
+				if !monitorable(gr, ar.Verbs, ignored) || out[gr] != nil {
 					continue
 				}
 				out[gr] = newResource(gr.WithVersion(v), ar.Kind, ar.Namespaced)
 			}
 		}
 	}
+	return out
+}
+
+// monitorable reports whether the collector monitors resource gr (at some
+// version) when discovery lists it with verbs: list, watch and delete, no
+// subresource, not ignored.
+func monitorable(gr schema.GroupResource, verbs metav1.Verbs, ignored map[schema.GroupResource]struct{}) bool {
+	_, skip := ignored[gr]
+	return !skip && !strings.Contains(gr.Resource, "/") && hasVerbs(verbs, "list", "watch", "delete")
+}
+
+// groupVersions remembers, for the group versions discovery read in this
+// process (across Runs), whether they served a resource the collector
+// monitors at their last successful discovery. A group version that fails
+// discovery holds owners' orphan and foregroundDeletion finalizers only if
+// it did, or if this process never read it: holding for one that served
+// nothing to monitor (metrics.k8s.io: get and list only) protects nothing,
+// and one never read may serve anything. mu guards it: each Run's
+// discovery loop uses it in turn.
+type groupVersions struct {
+	mu          sync.Mutex
+	monitorable map[schema.GroupVersion]bool
+}
+
+// failedHolding learns from a round what each group version it read
+// serves, forgets the group versions the API server no longer names (one
+// that comes back is unknown again), and returns the failed group versions
+// that hold finalizers, sorted.
+func (gvs *groupVersions) failedHolding(groups []*restmapper.APIGroupResources, failed map[schema.GroupVersion]error,
+	ignored map[schema.GroupResource]struct{}) []string {
+	gvs.mu.Lock()
+	defer gvs.mu.Unlock()
+	if gvs.monitorable == nil {
+		gvs.monitorable = map[schema.GroupVersion]bool{}
+	}
+	named := map[schema.GroupVersion]bool{}
+	for gv := range failed {
+		named[gv] = true
+	}
+	for _, g := range groups {
+		for _, v := range g.Group.Versions {
+			named[schema.GroupVersion{Group: g.Group.Name, Version: v.Version}] = true
+		}
+		for v, rs := range g.VersionedResources {
+			gv := schema.GroupVersion{Group: g.Group.Name, Version: v}
+			if _, ok := failed[gv]; ok {
+				continue
+			}
+			named[gv] = true
+			gvs.monitorable[gv] = slices.ContainsFunc(rs, func(ar metav1.APIResource) bool {
+				return monitorable(schema.GroupResource{Group: gv.Group, Resource: ar.Name}, ar.Verbs, ignored)
+			})
+		}
+	}
+	maps.DeleteFunc(gvs.monitorable, func(gv schema.GroupVersion, _ bool) bool { return !named[gv] })
+	out := make([]string, 0, len(failed))
+	for gv := range failed {
+		if m, known := gvs.monitorable[gv]; m || !known {
+			out = append(out, gv.String())
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

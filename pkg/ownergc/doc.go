@@ -231,17 +231,22 @@
 // its monitors synced, failing ones included), they hold the finalizer
 // while a resource that could hold the owner's dependents (any resource for
 // a cluster-scoped owner, the namespaced ones otherwise) is syncing, failed
-// or failing, or a group failed discovery, or left discovery while it held
-// dependents of this owner (graph.lostTo: a version no longer served, whose
-// objects still exist; until its monitor is back and synced), and until a
+// or failing, or left discovery while it held dependents of this owner
+// (graph.lostTo: a version no longer served, whose objects still exist;
+// until its monitor is back and synced); while a group version fails
+// discovery that, when this process last read it, served a resource the
+// collector monitors (list, watch and delete, not ignored), or that this
+// process never read (what it serves is unknown), for every owner; a group
+// version read before that served nothing to monitor (metrics.k8s.io: get
+// and list only) holds nothing (groupVersions, discovery.go); and until a
 // discovery round that began after the hold has completed (so that a CRD
-// created just before has a monitor; the round is started at once). The hold lasts at most
-// ownerGC.unsyncedResourceHold (default 10m, 0 turns it off), measured from
-// the first time this run held the owner, also while every discovery round
-// fails whole; the owner gets a Warning Event DependentsUnknown naming the
-// resources (or API discovery, once a round begun after the hold failed),
-// and when the bound expires the
-// collector finishes as kube-controller-manager would, with a Warning
+// created just before has a monitor; the round is started at once). The
+// hold lasts at most ownerGC.unsyncedResourceHold (default 10m, 0 turns it
+// off), measured from the first time this run held the owner, also while
+// every discovery round fails whole; the owner gets a Warning Event
+// DependentsUnknown naming the resources (or API discovery, once a round
+// begun after the hold failed), and when the bound expires the collector
+// finishes as kube-controller-manager would, with a Warning
 // UnsyncedResourceHoldExpired and an error log (see hold.go).
 //
 // What ends a failure is the graph catching up, not a request returning: a

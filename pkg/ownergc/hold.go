@@ -25,7 +25,11 @@ import (
 //     warned about, looked at every holdRecheck, bounded);
 //   - no monitor of a resource that could hold the owner's dependents may be
 //     syncing, failed or failing (see monitorSet.unsyncedFor), and no group
-//     may have failed discovery.
+//     version may fail discovery that served a resource the collector
+//     monitors when this process last read it, or that it never read
+//     (groupVersions.failedHolding);
+//   - no resource may have left discovery while it held dependents of the
+//     owner (graph.lostDependents).
 //
 // The hold is measured from the first time this run held the owner. While
 // held, the owner gets one Warning Event (DependentsUnknown) naming the
@@ -89,7 +93,7 @@ func (s *holdSet) drop(uid types.UID) {
 // unsyncedFor names what could hold dependents of an owner in namespace ns
 // ("" for a cluster-scoped owner) and cannot be trusted now: monitors that
 // are syncing, failed or failing, and group versions discovery could not
-// read.
+// read that may serve dependents (groupVersions.failedHolding).
 func (r *run) unsyncedFor(ns string) []string {
 	out := r.monitors.unsyncedFor(r.c.clock.Now(), ns)
 	if gvs := r.undiscovered.Load(); gvs != nil {

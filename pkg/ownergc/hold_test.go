@@ -603,3 +603,113 @@ func TestHoldWhileDiscoveryFails(t *testing.T) {
 		t.Errorf("events at the bound = %q; want UnsyncedResourceHoldExpired naming discovery", got)
 	}
 }
+
+// TestHoldForFailedDiscovery: a group version that fails discovery holds
+// orphan and foregroundDeletion finalizers only when, at its last
+// successful discovery in this process, it served a resource the collector
+// monitors (list, watch and delete, not ignored), or when this process
+// never discovered it (unknown: hold). metrics.k8s.io, whose resources
+// only get and list, holds nothing once it was discovered; neither does
+// events.k8s.io/v1 with events ignored. What the process learnt outlives
+// the run. Before, every failed group version held every owner in the
+// cluster for the bound (a crashlooping metrics-server delayed each
+// cascading delete by 10 minutes).
+func TestHoldForFailedDiscovery(t *testing.T) {
+	all := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
+	group := func(name string, versions ...string) *metav1.APIGroup {
+		g := &metav1.APIGroup{Name: name}
+		for _, v := range versions {
+			gv := schema.GroupVersion{Group: name, Version: v}.String()
+			g.Versions = append(g.Versions, metav1.GroupVersionForDiscovery{GroupVersion: gv, Version: v})
+		}
+		g.PreferredVersion = g.Versions[0]
+		return g
+	}
+	list := func(gv string, rs ...metav1.APIResource) *metav1.APIResourceList {
+		return &metav1.APIResourceList{GroupVersion: gv, APIResources: rs}
+	}
+	static := &staticDiscovery{}
+	serve := func(withNew, withMetrics bool) {
+		groups := []*metav1.APIGroup{group("", "v1"), group("events.k8s.io", "v1"), group("example.com", "v1")}
+		resources := []*metav1.APIResourceList{
+			list("v1", metav1.APIResource{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: all}),
+			list("events.k8s.io/v1", metav1.APIResource{Name: "events", Kind: "Event", Namespaced: true, Verbs: all}),
+			list("example.com/v1", metav1.APIResource{Name: "widgets", Kind: "Widget", Namespaced: true, Verbs: all},
+				metav1.APIResource{Name: "widgets/status", Kind: "Widget", Namespaced: true, Verbs: all}),
+		}
+		if withMetrics {
+			groups = append(groups, group("metrics.k8s.io", "v1beta1"))
+			resources = append(resources, list("metrics.k8s.io/v1beta1",
+				metav1.APIResource{Name: "pods", Kind: "PodMetrics", Namespaced: true, Verbs: metav1.Verbs{"get", "list"}}))
+		}
+		if withNew {
+			groups = append(groups, group("new.example.com", "v1"))
+			resources = append(resources, list("new.example.com/v1", metav1.APIResource{Name: "gadgets", Kind: "Gadget", Namespaced: true, Verbs: all}))
+		}
+		static.set(groups, resources)
+	}
+	serve(false, true)
+	d := &failingDiscovery{DiscoveryInterfaceWithContext: static}
+	metricsGV := schema.GroupVersion{Group: "metrics.k8s.io", Version: "v1beta1"}
+	eventsGV := schema.GroupVersion{Group: "events.k8s.io", Version: "v1"}
+	widgetsGV := schema.GroupVersion{Group: "example.com", Version: "v1"}
+	newGV := schema.GroupVersion{Group: "new.example.com", Version: "v1"}
+
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, requestTimeout: time.Minute,
+		unsyncedHold: 10 * time.Minute, discovery: d, ignored: map[schema.GroupResource]struct{}{{Group: "events.k8s.io", Resource: "events"}: {}}}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	c.watches = emptyResourceServer(t)
+	newTestRun := func() *run {
+		r := &run{c: c, logger: testLogger(t), events: newEventQueue(), kick: make(chan struct{}, 1)}
+		r.monitors = newMonitorSet(t.Context(), r)
+		t.Cleanup(r.monitors.stopAll)
+		return r
+	}
+	// holding runs a discovery round and returns the group versions that
+	// failed it and hold an owner.
+	holding := func(r *run) []string {
+		t.Helper()
+		_ = r.syncResources(t.Context())
+		var out []string
+		for _, s := range r.unsyncedFor("ns") {
+			if strings.HasSuffix(s, " (discovery failed)") {
+				out = append(out, strings.TrimSuffix(s, " (discovery failed)"))
+			}
+		}
+		return out
+	}
+
+	r := newTestRun()
+	d.failing(newGV) // not served yet: nothing to fail
+	steps := []struct {
+		name    string
+		do      func()
+		holding []string
+	}{
+		{name: "everything discovered", do: func() {}},
+		{name: "metrics.k8s.io fails: it served nothing to monitor", do: func() { d.failing(metricsGV) }},
+		{name: "events.k8s.io fails: it served only an ignored resource", do: func() { d.failing(eventsGV) }},
+		{name: "example.com fails: it served widgets", do: func() { d.failing(widgetsGV, metricsGV) }, holding: []string{"example.com/v1"}},
+		{name: "a new group version fails from the start: unknown, it holds", do: func() { serve(true, true); d.failing(newGV, metricsGV) },
+			holding: []string{"new.example.com/v1"}},
+		{name: "the new group version is discovered", do: func() { d.failing() }},
+		{name: "the new group version fails: it served gadgets", do: func() { d.failing(newGV) }, holding: []string{"new.example.com/v1"}},
+		{name: "metrics.k8s.io is no longer served", do: func() { serve(true, false); d.failing() }},
+		{name: "metrics.k8s.io is back, failing: unknown again, it holds", do: func() { serve(true, true); d.failing(metricsGV) },
+			holding: []string{"metrics.k8s.io/v1beta1"}},
+		{name: "metrics.k8s.io is discovered", do: func() { d.failing() }},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := holding(r); !slices.Equal(got, s.holding) {
+			t.Errorf("%s: holding %q, want %q", s.name, got, s.holding)
+		}
+	}
+	// A new run of the same process: what the last one learnt holds.
+	r = newTestRun()
+	d.failing(metricsGV, widgetsGV)
+	if got, want := holding(r), []string{"example.com/v1"}; !slices.Equal(got, want) {
+		t.Errorf("the next run's first round, metrics.k8s.io and example.com failing: holding %q, want %q", got, want)
+	}
+}
