@@ -25,8 +25,9 @@ const leaseUserAgent = "nodegc-leader-election"
 // since the last successful renewal of the lease was sent. Another
 // instance measures leaseDuration from when it saw that renewal, which is
 // after it was sent, so it can take the lease no earlier than
-// leaseDuration after the send: writes stop leaseDuration - renewDeadline
-// before that.
+// leaseDuration after the send: writes are sent no later than
+// leaseDuration - renewDeadline before that, each with a server-side
+// timeout that ends with the window (ownergc.Options.WriteWindow).
 //
 // Time since the send is the larger of the monotonic and the wall-clock
 // difference: a suspended machine's monotonic clock stands still, its wall
@@ -88,10 +89,16 @@ func (f *leaseFence) remaining() (time.Duration, <-chan struct{}) {
 	return f.window - elapsed, f.changed
 }
 
-// open says whether this instance may write now: ownergc.Options.MayWrite.
+// open says whether this instance may write now.
 func (f *leaseFence) open() bool {
+	return f.left() > 0
+}
+
+// left is how long this instance may still write (<= 0: not now):
+// ownergc.Options.WriteWindow.
+func (f *leaseFence) left() time.Duration {
 	left, _ := f.remaining()
-	return left > 0
+	return left
 }
 
 // waitOpen waits until the fence is open and returns true, or returns

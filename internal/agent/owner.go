@@ -22,7 +22,7 @@ import (
 // ownerGC runs the ownerReference collector while this instance holds the
 // lease (or always, with leaderElect false). With leader election the
 // collector writes only while the lease fence is open (lease.go): every
-// write request asks it (ownergc.Options.MayWrite), and the collector's
+// write request asks it (ownergc.Options.WriteWindow), and the collector's
 // context ends when it closes.
 type ownerGC struct {
 	opts      Options
@@ -79,7 +79,7 @@ func newOwnerGC(opts Options, rc *rest.Config, reg prometheus.Registerer, st *st
 				le.LeaseDuration.Duration, le.LeaseDuration.Duration.Truncate(time.Second), le.RenewDeadline.Duration)
 		}
 		o.fence = newLeaseFence(o.clock, le.RenewDeadline.Duration)
-		gcOpts.MayWrite = o.fence.open
+		gcOpts.WriteWindow = o.fence.left
 		client, err := leaseClient(rc, identity, le.RenewDeadline.Duration)
 		if err != nil {
 			return nil, fmt.Errorf("leader election client: %w", err)

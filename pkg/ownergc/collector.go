@@ -50,12 +50,17 @@ type Options struct {
 	// the API server's audit log tells the instances apart. Empty:
 	// UserAgent alone.
 	Identity string
-	// MayWrite is asked immediately before every write request (POST, PUT,
-	// PATCH, DELETE) of every client the collector builds (metadata,
-	// discovery, Events); when it returns false the request fails at once
-	// with ErrLeaseLost, without being sent. It must be fast and safe for
-	// concurrent use. Nil: every write may be sent.
-	MayWrite func() bool
+	// WriteWindow is asked immediately before every write request (POST,
+	// PUT, PATCH, DELETE) of every client the collector builds (metadata,
+	// discovery, Events): how long this instance may still write (the rest
+	// of the lease fence's window). When it is not positive the request
+	// fails at once with ErrLeaseLost, without being sent; otherwise the
+	// request is sent with a server-side timeout (?timeout=) no longer than
+	// it, so that kube-apiserver gives the write up if it has not run by
+	// the time the window closes (see fence). It must be fast and safe for
+	// concurrent use. Nil: every write may be sent, with no timeout of the
+	// fence's.
+	WriteWindow func() time.Duration
 }
 
 // Collector is the ownerReference garbage collector. Create it with New and
@@ -153,8 +158,8 @@ func New(opts Options) (*Collector, error) {
 		if opts.Identity != "" {
 			rc.UserAgent += "/" + opts.Identity
 		}
-		if opts.MayWrite != nil {
-			rc.Wrap(fence(opts.MayWrite)) // inside the counting: a refused write counts as code "error"
+		if opts.WriteWindow != nil {
+			rc.Wrap(fence(opts.WriteWindow)) // inside the counting: a refused write counts as code "error"
 		}
 		rc.Wrap(c.metrics.countRequests)
 		return rc

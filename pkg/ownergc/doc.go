@@ -51,22 +51,29 @@
 //
 // One collector writes in the cluster: the one of the instance that holds
 // the Lease (internal/agent), and only while no other instance can hold
-// it. Options.MayWrite is asked immediately before every write request of
-// every client the collector builds (fence.go, a transport wrapper); a
+// it. Options.WriteWindow is asked immediately before every write request
+// of every client the collector builds (fence.go, a transport wrapper); a
 // refused request fails with ErrLeaseLost without being sent. The agent
 // answers it from the lease's own requests, not from client-go's
 // callbacks. Let S be when the last successful renewal of the lease was
 // sent:
 //
-//   - the collector may write until S + renewDeadline;
+//   - the collector may send writes until S + renewDeadline, each with a
+//     server-side timeout (?timeout=) that ends then: kube-apiserver gives
+//     up a write that has not run by then (waiting in a Priority and
+//     Fairness queue, or on a webhook) instead of running it later, from
+//     when it received the request; one already at etcd may still
+//     complete;
 //   - another instance counts leaseDuration from when it saw that renewal,
 //     after S, so it leads at S + leaseDuration at the earliest
 //     (leaseDuration in whole seconds: the Lease records seconds);
-//   - so writes stop leaseDuration - renewDeadline before another instance
-//     can lead: 5s with the defaults (leaseDuration 15s, renewDeadline 10s,
-//     retryPeriod 2s). The configuration requires leaseDuration >
-//     renewDeadline > retryPeriod; the agent refuses to start when
-//     leaseDuration in whole seconds is not greater than renewDeadline.
+//   - so writes are sent no later than leaseDuration - renewDeadline
+//     before another instance can lead, and that margin covers their way
+//     to kube-apiserver: 5s with the defaults (leaseDuration 15s,
+//     renewDeadline 10s, retryPeriod 2s). The configuration requires
+//     leaseDuration > renewDeadline > retryPeriod; the agent refuses to
+//     start when leaseDuration in whole seconds is not greater than
+//     renewDeadline.
 //
 // retryPeriod is how often the leader renews: normally S is at most 2s old
 // and the fence is far from closing. It closes only when renewals have
@@ -75,7 +82,7 @@
 // within leaseDuration - renewDeadline. client-go alone would not keep the
 // bound: with ReleaseOnCancel its renew loop gives up at renewDeadline,
 // then tries to release the lease for up to another renewDeadline, and
-// only then ends the leader's context: writes could go on until about
+// only then ends the leader's context: writes could be sent until about
 // retryPeriod + 2 x renewDeadline (22s) after S, when another instance may
 // lead after 15s. On SIGTERM the lease is released only once the collector
 // has stopped, and never when the last read of the Lease showed another

@@ -4,22 +4,26 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
-// TestFenceTransport: reads always pass; writes pass only while mayWrite
-// says yes, and a refused one is never sent and fails with ErrLeaseLost.
+// TestFenceTransport: reads always pass; writes pass only while the window
+// is open, and a refused one is never sent and fails with ErrLeaseLost.
 func TestFenceTransport(t *testing.T) {
 	var sent atomic.Int32
 	next := roundTripperFunc(func(*http.Request) (*http.Response, error) {
@@ -43,7 +47,13 @@ func TestFenceTransport(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			sent.Store(0)
 			asked := 0
-			rt := fence(func() bool { asked++; return tc.mayWrite })(next)
+			rt := fence(func() time.Duration {
+				asked++
+				if tc.mayWrite {
+					return 5 * time.Second
+				}
+				return 0
+			})(next)
 			req, err := http.NewRequestWithContext(t.Context(), tc.method, "https://127.0.0.1:1/api/v1/namespaces/default/configmaps/x", http.NoBody)
 			if err != nil {
 				t.Fatal(err)
@@ -69,7 +79,7 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// TestNewFencesWrites: the clients New builds ask MayWrite before a write,
+// TestNewFencesWrites: the clients New builds ask WriteWindow before a write,
 // send none it refuses (counted as code "error"), and name the instance
 // in their user agent.
 func TestNewFencesWrites(t *testing.T) {
@@ -88,7 +98,12 @@ func TestNewFencesWrites(t *testing.T) {
 	var may atomic.Bool
 	reg := prometheus.NewRegistry()
 	c, err := New(Options{Config: config.Defaulted().OwnerGC, RESTConfig: &rest.Config{Host: srv.URL}, Registerer: reg,
-		Identity: "node-a_1234", MayWrite: may.Load})
+		Identity: "node-a_1234", WriteWindow: func() time.Duration {
+			if may.Load() {
+				return 5 * time.Second
+			}
+			return 0
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,5 +128,99 @@ func TestNewFencesWrites(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(c.metrics.requests.WithLabelValues("DELETE", "error")); got != 2 {
 		t.Errorf("DELETE requests with code error = %v, want 2 (the refused ones)", got)
+	}
+}
+
+// TestFenceTimesWritesOut: a write is sent with a server-side timeout
+// (?timeout=, what kube-apiserver bounds the request's work by) no longer
+// than what remains of the write window when it is sent, so that
+// kube-apiserver gives the write up if it has not run by the time the
+// window closes (it may wait in a Priority and Fairness queue or on a
+// webhook). A shorter timeout of the request's own is kept; reads are left
+// alone. Before, no timeout reached the server (its default is 60s): a
+// write sent just before the fence closed could run after another
+// instance took the lease.
+func TestFenceTimesWritesOut(t *testing.T) {
+	var got []string
+	next := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		got = append(got, req.Method+" timeout="+req.URL.Query().Get("timeout"))
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	})
+	rt := fence(func() time.Duration { return 4500 * time.Millisecond })(next)
+	for _, r := range []struct{ method, query string }{
+		{http.MethodDelete, ""},
+		{http.MethodPatch, "?timeout=1s"},
+		{http.MethodPost, "?timeout=30s&fieldManager=x"},
+		{http.MethodGet, ""},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), r.method, "https://127.0.0.1:1/api/v1/namespaces/default/configmaps/x"+r.query, http.NoBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if req.URL.RawQuery != strings.TrimPrefix(r.query, "?") {
+			t.Errorf("%s: the caller's request changed to %q", r.method, req.URL.RawQuery)
+		}
+	}
+	want := []string{"DELETE timeout=4.5s", "PATCH timeout=1s", "POST timeout=4.5s", "GET timeout="}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requests sent (-want +got):\n%s", diff)
+	}
+}
+
+// TestNewWritesTimeOut: every client New builds sends its writes with a
+// server-side timeout no longer than the write window: the workers'
+// deletes, their patches, and Events.
+func TestNewWritesTimeOut(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		got = map[string]string{}
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.Method] = r.URL.Query().Get("timeout")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.Method {
+		case http.MethodDelete:
+			w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+		default:
+			w.Write([]byte(`{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"default"}}`))
+		}
+	}))
+	defer srv.Close()
+	const window = 5 * time.Second
+	c, err := New(Options{Config: config.Defaulted().OwnerGC, RESTConfig: &rest.Config{Host: srv.URL}, Registerer: prometheus.NewRegistry(),
+		WriteWindow: func() time.Duration { return window }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	if err := c.writes.delete(t.Context(), gvr, "default", "x", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("DELETE: %v", err)
+	}
+	if _, err := c.metadata.Resource(gvr).Namespace("default").Patch(t.Context(), "x", types.JSONPatchType, []byte(`[]`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("PATCH: %v", err)
+	}
+	if _, err := c.kube.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	if _, err := c.metadata.Resource(gvr).Namespace("default").Get(t.Context(), "x", metav1.GetOptions{}); err != nil {
+		t.Fatalf("GET: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, method := range []string{http.MethodDelete, http.MethodPatch, http.MethodPost} {
+		d, err := time.ParseDuration(got[method])
+		if err != nil || d <= 0 || d > window {
+			t.Errorf("%s sent with timeout=%q; want a duration in (0, %s]", method, got[method], window)
+		}
+	}
+	if got[http.MethodGet] != "" {
+		t.Errorf("GET sent with timeout=%q; want none", got[http.MethodGet])
 	}
 }

@@ -376,7 +376,7 @@ func (r *run) confirmGone(ctx context.Context, id objectID, notFound error) erro
 
 // stopping reports whether a write failed because the run is ending: its
 // context ended, or the lease fence refused the request (the context ends
-// right after, see Options.MayWrite). Neither is worth a retry or an error.
+// right after, see Options.WriteWindow). Neither is worth a retry or an error.
 func stopping(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || errors.Is(err, ErrLeaseLost)
 }
