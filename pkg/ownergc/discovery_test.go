@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -350,5 +351,45 @@ func TestOneMonitorPerResource(t *testing.T) {
 		if !slices.Equal(monitored, s.monitored) || !slices.Equal(forgotten, s.forgotten) {
 			t.Errorf("%s: monitors %q, objects forgotten of %q; want monitors %q, forgotten %q", s.name, monitored, forgotten, s.monitored, s.forgotten)
 		}
+	}
+}
+
+// TestSyncedGauge: nodegc_owner_gc_synced (HasSynced, the leader's
+// readiness) is 1 once discovery ran and every monitor has synced or
+// failed: a failed monitor's resource may be missing from the graph. Its
+// help says so. It said the graph held the initial state of every
+// monitored resource, which a failed monitor's resource does not.
+func TestSyncedGauge(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
+	reg := prometheus.NewRegistry()
+	c.metrics = newMetrics(reg, c)
+	r := &run{c: c, logger: testLogger(t), graph: newGraph(), events: newEventQueue()}
+	r.deletes, r.orphans = newQueue(c, queueDelete), newQueue(c, queueOrphan)
+	t.Cleanup(func() { r.deletes.ShutDown(); r.orphans.ShutDown() })
+	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
+	cms, pods := &monitor{started: clk.Now(), res: resConfigMap}, &monitor{started: clk.Now(), res: resPod}
+	r.monitors.byGR[resConfigMap.gvr.GroupResource()], r.monitors.byGR[resPod.gvr.GroupResource()] = cms, pods
+	r.discovered.Store(true)
+	c.current.Store(r)
+	cms.markGraphSynced()
+	clk.Step(time.Minute) // pods has not synced within the timeout: failed
+
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var help string
+	var value float64 = -1
+	for _, f := range families {
+		if f.GetName() == "nodegc_owner_gc_synced" {
+			help, value = f.GetHelp(), f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if value != 1 || !c.HasSynced() {
+		t.Fatalf("nodegc_owner_gc_synced = %v, HasSynced %t with configmaps synced and pods failed; want 1, true", value, c.HasSynced())
+	}
+	if !strings.Contains(help, "failed") || strings.Contains(help, "every monitored resource.") {
+		t.Errorf("help %q: want it to say that a failed monitor's resource counts as synced, not that every monitored resource is in the graph", help)
 	}
 }

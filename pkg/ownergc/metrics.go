@@ -90,7 +90,7 @@ var (
 	descMonitors = prometheus.NewDesc("nodegc_owner_gc_monitors",
 		metricvec.Help("Resource monitors (failed: never synced, list/watch failing, not holding back collection; failing: synced, list/watch failing now, holding back orphaning and foreground deletions),", "state", monitorStates), []string{"state"}, nil)
 	descSynced = prometheus.NewDesc("nodegc_owner_gc_synced",
-		"1 when the owner GC runs and its graph holds the initial state of every monitored resource.", nil, nil)
+		"1 when the owner GC runs and every resource monitor has synced (its initial list is in the graph) or failed (nodegc_owner_gc_monitors{state=\"failed\"}: its resource may be missing from the graph).", nil, nil)
 	descRunning = prometheus.NewDesc("nodegc_owner_gc_running",
 		"1 while the owner GC runs (in the elected instance).", nil, nil)
 )
