@@ -107,8 +107,12 @@ type Explanation struct {
 	DependentsTotal int              `json:"dependentsTotal"`
 	BlockingTotal   int              `json:"blockingTotal"`
 	Finalizers      []FinalizerState `json:"finalizers"`
-	// UnsyncedResources could hold dependents of the object and cannot be
-	// trusted now (list/watch failing, or not synced).
+	// UnsyncedResources is what the finalizer hold waits for now (hold.go):
+	// resources that could hold dependents of the object and cannot be
+	// trusted (list/watch failing, or not synced), group versions failing
+	// discovery that may serve them, resources that left discovery while
+	// they held its dependents. Empty once the hold has lasted
+	// ownerGC.unsyncedResourceHold.
 	UnsyncedResources []string `json:"unsyncedResources,omitempty"`
 	// Records are the newest decision records about the object (by UID,
 	// and by name for an object already deleted), oldest first.
@@ -294,8 +298,8 @@ func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
 		})
 		d.monitored = r.monitored(m.Resource.GroupResource())
 		r.readBlocking(ctx, e.Dependents)
-		if r.c.unsyncedHold > 0 && v.beingDeleted && (v.foregroundFinalizer || v.orphanFinalizer) {
-			e.UnsyncedResources = r.unsyncedFor(id.namespace) // what holds the finalizer (hold.go)
+		if v.beingDeleted && (v.foregroundFinalizer || v.orphanFinalizer) {
+			e.UnsyncedResources = r.holding(id) // what holds the finalizer (hold.go)
 		}
 	}
 	e.Records = r.explainRecords(id, live == nil)

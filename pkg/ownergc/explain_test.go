@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
 )
@@ -527,4 +529,71 @@ func cliExplain(t *testing.T, gc *testCollector, args ...string) string {
 	}
 	t.Logf("$ nodegc explain %s\n%s", strings.Join(args, " "), out)
 	return string(out)
+}
+
+// TestExplainWhatTheHoldWaitsFor: explain (and with it the stuck scanner,
+// which words and counts a stuck deletion from explain's verdict) names
+// what the finalizer hold waits for as holdFinalizer decides it: also a
+// resource that left discovery while it held dependents of the owner, and
+// nothing once the owner's hold has lasted ownerGC.unsyncedResourceHold.
+// Before, explain looked only at the monitors and failed discovery: a
+// foreground owner whose blocking dependent's resource had left discovery
+// "will be deleted" (counted stuck as finalizer-not-removed) while the
+// worker held its finalizer, and an owner whose hold had expired still
+// "waits".
+func TestExplainWhatTheHoldWaitsFor(t *testing.T) {
+	s := newRejectServer(t)
+	r, tg, _, _ := rejectRun(t, s)
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	const bound = 10 * time.Minute
+	r.c.clock, r.c.unsyncedHold, r.c.failureGrace, r.c.syncTimeout = clk, bound, 10*time.Second, time.Minute
+	tg.b.now, tg.b.lostFor = clk.Now, bound
+	r.recorder = record.NewFakeRecorder(10)
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(1)
+	ns := rejectNamespace
+	fg := object(ns, "fg", "fg", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
+	orphaning := object(ns, "orphaning", "orphaning", deleting(), withFinalizers(metav1.FinalizerOrphanDependents))
+	s.refuse("fg", metav1.Status{}, fg)
+	s.refuse("orphaning", metav1.Status{}, orphaning)
+	explain := func(o *metav1.PartialObjectMetadata) *Explanation {
+		t.Helper()
+		e, err := r.explain(t.Context(), objectID{uid: o.UID, apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: o.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+
+	// Pods leave discovery while fg's blocking dependent p is one.
+	tg.apply(upsert(resConfigMap, fg), upsert(resConfigMap, orphaning),
+		upsert(resPod, object(ns, "p", "p", ownedBy(resConfigMap, "fg", "fg", true))),
+		event{typ: evResourceGone, res: resPod})
+	if _, held := r.holdFinalizer(objectID{uid: "fg", apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "fg"},
+		metav1.FinalizerDeleteDependents); !held {
+		t.Fatal("the worker does not hold fg's finalizer; the test needs it held")
+	}
+	if e := explain(fg); e.Code != CodeWaitsForResource || !strings.Contains(e.Verdict, "pods") {
+		t.Errorf("fg, whose blocking dependent's resource left discovery: %s %q; want %s naming pods", e.Code, e.Verdict, CodeWaitsForResource)
+	}
+
+	// Replicasets fail: the orphaning owner is held, up to the bound.
+	rs := &monitor{started: clk.Now(), res: resReplicaSet}
+	rs.markGraphSynced()
+	r.monitors.byGR[resReplicaSet.gvr.GroupResource()] = rs
+	r.monitors.noteError(t.Context(), rs, errors.New("connection refused"))
+	orphaningID := objectID{uid: "orphaning", apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "orphaning"}
+	if _, held := r.holdFinalizer(orphaningID, metav1.FinalizerOrphanDependents); !held {
+		t.Fatal("the worker does not hold the orphaning owner's finalizer; the test needs it held")
+	}
+	if e := explain(orphaning); e.Code != CodeWaitsForResource || !strings.Contains(e.Verdict, "replicasets") {
+		t.Errorf("orphaning owner while replicasets fail: %s %q; want %s naming replicasets", e.Code, e.Verdict, CodeWaitsForResource)
+	}
+	clk.Step(bound)
+	if e := explain(orphaning); e.Code != CodeWillBeDeleted {
+		t.Errorf("orphaning owner once its hold lasted the bound: %s %q; want %s (the worker's next look removes the finalizer)", e.Code, e.Verdict, CodeWillBeDeleted)
+	}
+	if _, held := r.holdFinalizer(orphaningID, metav1.FinalizerOrphanDependents); held {
+		t.Error("the worker still holds the finalizer after the bound")
+	}
 }

@@ -71,6 +71,17 @@ func (s *holdSet) get(uid types.UID, now time.Time, round uint64) hold {
 	return *h
 }
 
+// peek returns uid's hold, if there is one.
+func (s *holdSet) peek(uid types.UID) (hold, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.m[uid]
+	if !ok {
+		return hold{}, false
+	}
+	return *h, true
+}
+
 // report records what uid's hold is waiting for and reports whether that
 // changed since the last report.
 func (s *holdSet) report(uid types.UID, these string) bool {
@@ -104,6 +115,39 @@ func (r *run) unsyncedFor(ns string) []string {
 	return out
 }
 
+// waitsFor names what a hold of owner id's finalizer waits for now, past
+// the discovery round it waits for first: unsyncedFor, and the resources
+// that left discovery while they held dependents of it.
+func (r *run) waitsFor(id objectID, now time.Time, bound time.Duration) []string {
+	out := r.unsyncedFor(id.namespace)
+	for _, gr := range r.graph.lostDependents(id.uid, now, bound) {
+		out = append(out, gr+" (left discovery holding dependents of it)")
+	}
+	return out
+}
+
+// holding names what holds owner id's finalizer now, as holdFinalizer
+// decides it, without beginning a hold, asking for discovery or warning:
+// what explain (and through it the stuck scanner) reports. Nothing once
+// the owner's hold has lasted the bound (the worker's next look removes
+// the finalizer). The discovery round a new hold waits for first counts
+// only once a round has failed whole: it normally takes a second.
+func (r *run) holding(id objectID) []string {
+	bound := r.c.unsyncedHold
+	if bound <= 0 {
+		return nil
+	}
+	now := r.c.clock.Now()
+	h, ok := r.holds.peek(id.uid)
+	switch {
+	case ok && now.Sub(h.since) >= bound:
+		return nil
+	case ok && r.roundDone.Load() <= h.round && r.roundFailed.Load() > h.round:
+		return []string{undiscoveredSinceHold}
+	}
+	return r.waitsFor(id, now, bound)
+}
+
 // holdFinalizer reports whether owner id's finalizer (orphan or
 // foregroundDeletion) must stay for now and, if so, when to look again.
 func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
@@ -130,10 +174,7 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 		// about, rechecked every holdRecheck and bounded.
 		unsynced = []string{undiscoveredSinceHold}
 	} else {
-		unsynced = r.unsyncedFor(id.namespace)
-		for _, gr := range r.graph.lostDependents(id.uid, now, bound) {
-			unsynced = append(unsynced, gr+" (left discovery holding dependents of it)")
-		}
+		unsynced = r.waitsFor(id, now, bound)
 	}
 	if len(unsynced) == 0 {
 		r.holds.drop(id.uid)
