@@ -99,13 +99,16 @@ func (r *run) syncResources(ctx context.Context) error {
 		}
 	}
 	resources := deletableResources(groups, r.c.ignored)
-	r.snapshot.Store(&discoverySnapshot{mapper: restmapper.NewDiscoveryRESTMapper(groups)})
+	undiscovered, lastRead := r.c.gvs.learn(groups, failed, r.c.ignored)
+	// The mapper keeps what a failed group version served when last read,
+	// as its monitor is kept: writes to the objects it delivers find
+	// their resource.
+	r.snapshot.Store(&discoverySnapshot{mapper: restmapper.NewDiscoveryRESTMapper(withLastRead(groups, lastRead))})
 	keep := func(gvr schema.GroupVersionResource) bool {
 		_, ok := failed[gvr.GroupVersion()]
 		return ok
 	}
 	added, removed := r.monitors.sync(resources, keep)
-	undiscovered := r.c.gvs.failedHolding(groups, failed, r.c.ignored)
 	r.undiscovered.Store(&undiscovered)
 	r.roundDone.Store(round)
 	r.discovered.Store(true)
@@ -182,29 +185,31 @@ func monitorable(gr schema.GroupResource, verbs metav1.Verbs, ignored map[schema
 	return !skip && !strings.Contains(gr.Resource, "/") && hasVerbs(verbs, "list", "watch", "delete")
 }
 
-// groupVersions remembers, for the group versions discovery read in this
-// process (across Runs), whether they served a resource the collector
-// monitors at their last successful discovery. A group version that fails
-// discovery holds owners' orphan and foregroundDeletion finalizers only if
-// it did, or if this process never read it: holding for one that served
-// nothing to monitor (metrics.k8s.io: get and list only) protects nothing,
-// and one never read may serve anything. mu guards it: each Run's
-// discovery loop uses it in turn.
+// groupVersions remembers the resources of each group version discovery
+// read in this process (across Runs), as of its last successful read. A
+// group version that fails discovery holds owners' orphan and
+// foregroundDeletion finalizers only if it then served a resource the
+// collector monitors, or if this process never read it: holding for one
+// that served nothing to monitor (metrics.k8s.io: get and list only)
+// protects nothing, and one never read may serve anything. And its
+// resources stay in the REST mapper while it fails (withLastRead). mu
+// guards it: each Run's discovery loop uses it in turn.
 type groupVersions struct {
-	mu          sync.Mutex
-	monitorable map[schema.GroupVersion]bool
+	mu       sync.Mutex
+	lastRead map[schema.GroupVersion][]metav1.APIResource
 }
 
-// failedHolding learns from a round what each group version it read
-// serves, forgets the group versions the API server no longer names (one
-// that comes back is unknown again), and returns the failed group versions
-// that hold finalizers, sorted.
-func (gvs *groupVersions) failedHolding(groups []*restmapper.APIGroupResources, failed map[schema.GroupVersion]error,
-	ignored map[schema.GroupResource]struct{}) []string {
+// learn records what each group version a round read serves, forgets the
+// group versions the API server no longer names (one that comes back is
+// unknown again), and returns the failed group versions that hold
+// finalizers (sorted) and the last read resources of the failed ones this
+// process read before.
+func (gvs *groupVersions) learn(groups []*restmapper.APIGroupResources, failed map[schema.GroupVersion]error,
+	ignored map[schema.GroupResource]struct{}) (holding []string, lastRead map[schema.GroupVersion][]metav1.APIResource) {
 	gvs.mu.Lock()
 	defer gvs.mu.Unlock()
-	if gvs.monitorable == nil {
-		gvs.monitorable = map[schema.GroupVersion]bool{}
+	if gvs.lastRead == nil {
+		gvs.lastRead = map[schema.GroupVersion][]metav1.APIResource{}
 	}
 	named := map[schema.GroupVersion]bool{}
 	for gv := range failed {
@@ -220,19 +225,61 @@ func (gvs *groupVersions) failedHolding(groups []*restmapper.APIGroupResources, 
 				continue
 			}
 			named[gv] = true
-			gvs.monitorable[gv] = slices.ContainsFunc(rs, func(ar metav1.APIResource) bool {
-				return monitorable(schema.GroupResource{Group: gv.Group, Resource: ar.Name}, ar.Verbs, ignored)
-			})
+			gvs.lastRead[gv] = rs
 		}
 	}
-	maps.DeleteFunc(gvs.monitorable, func(gv schema.GroupVersion, _ bool) bool { return !named[gv] })
-	out := make([]string, 0, len(failed))
+	maps.DeleteFunc(gvs.lastRead, func(gv schema.GroupVersion, _ []metav1.APIResource) bool { return !named[gv] })
+	holding = make([]string, 0, len(failed))
 	for gv := range failed {
-		if m, known := gvs.monitorable[gv]; m || !known {
-			out = append(out, gv.String())
+		rs, known := gvs.lastRead[gv]
+		if known {
+			if lastRead == nil {
+				lastRead = map[schema.GroupVersion][]metav1.APIResource{}
+			}
+			lastRead[gv] = rs
+		}
+		if !known || slices.ContainsFunc(rs, func(ar metav1.APIResource) bool {
+			return monitorable(schema.GroupResource{Group: gv.Group, Resource: ar.Name}, ar.Verbs, ignored)
+		}) {
+			holding = append(holding, gv.String())
 		}
 	}
-	slices.Sort(out)
+	slices.Sort(holding)
+	return holding, lastRead
+}
+
+// withLastRead returns groups with the group versions of lastRead added as
+// lastRead has them (groups itself is not changed). A failed group version
+// may still be among its group's versions (read without aggregated
+// discovery), or not (aggregated discovery leaves a stale one out, and a
+// group left without versions may be left out).
+func withLastRead(groups []*restmapper.APIGroupResources, lastRead map[schema.GroupVersion][]metav1.APIResource) []*restmapper.APIGroupResources {
+	if len(lastRead) == 0 {
+		return groups
+	}
+	out := make([]*restmapper.APIGroupResources, 0, len(groups))
+	byName := map[string]*restmapper.APIGroupResources{}
+	for _, g := range groups {
+		c := &restmapper.APIGroupResources{Group: g.Group, VersionedResources: maps.Clone(g.VersionedResources)}
+		c.Group.Versions = slices.Clone(g.Group.Versions)
+		if c.VersionedResources == nil {
+			c.VersionedResources = map[string][]metav1.APIResource{}
+		}
+		out = append(out, c)
+		byName[g.Group.Name] = c
+	}
+	for _, gv := range slices.SortedFunc(maps.Keys(lastRead), func(a, b schema.GroupVersion) int { return strings.Compare(a.String(), b.String()) }) {
+		g := byName[gv.Group]
+		if g == nil {
+			g = &restmapper.APIGroupResources{Group: metav1.APIGroup{Name: gv.Group}, VersionedResources: map[string][]metav1.APIResource{}}
+			out = append(out, g)
+			byName[gv.Group] = g
+		}
+		g.VersionedResources[gv.Version] = lastRead[gv]
+		if !slices.ContainsFunc(g.Group.Versions, func(v metav1.GroupVersionForDiscovery) bool { return v.Version == gv.Version }) {
+			g.Group.Versions = append(g.Group.Versions, metav1.GroupVersionForDiscovery{GroupVersion: gv.String(), Version: gv.Version})
+		}
+	}
 	return out
 }
 

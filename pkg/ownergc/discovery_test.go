@@ -393,3 +393,64 @@ func TestSyncedGauge(t *testing.T) {
 		t.Errorf("help %q: want it to say that a failed monitor's resource counts as synced, not that every monitored resource is in the graph", help)
 	}
 }
+
+// TestFailedGroupVersionKeepsItsMapping: a group version that fails
+// discovery keeps, in the REST mapper, the resources it served when this
+// process last read it, as it keeps its monitor: the workers' writes and
+// reads of the objects that monitor delivers find their resource. Before,
+// every write to them failed with errUnknownKind, logged as an action
+// error and counted, until discovery read the group again. A group
+// version this process never read stays unknown (its items are parked).
+// The resources discovery hands to the monitors are what it read.
+func TestFailedGroupVersionKeepsItsMapping(t *testing.T) {
+	all := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
+	group := func(name string) *metav1.APIGroup {
+		gv := metav1.GroupVersionForDiscovery{GroupVersion: schema.GroupVersion{Group: name, Version: "v1"}.String(), Version: "v1"}
+		return &metav1.APIGroup{Name: name, Versions: []metav1.GroupVersionForDiscovery{gv}, PreferredVersion: gv}
+	}
+	list := func(gv, name, kind string) *metav1.APIResourceList {
+		return &metav1.APIResourceList{GroupVersion: gv, APIResources: []metav1.APIResource{{Name: name, Kind: kind, Namespaced: true, Verbs: all}}}
+	}
+	static := &staticDiscovery{}
+	static.set([]*metav1.APIGroup{group(""), group("example.com"), group("new.example.com")},
+		[]*metav1.APIResourceList{list("v1", "configmaps", "ConfigMap"), list("example.com/v1", "widgets", "Widget"),
+			list("new.example.com/v1", "gadgets", "Gadget")})
+	d := &failingDiscovery{DiscoveryInterfaceWithContext: static}
+	exampleV1, newV1 := schema.GroupVersion{Group: "example.com", Version: "v1"}, schema.GroupVersion{Group: "new.example.com", Version: "v1"}
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, requestTimeout: time.Minute, discovery: d}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	c.watches = emptyResourceServer(t)
+	r := &run{c: c, logger: testLogger(t), events: newEventQueue(), kick: make(chan struct{}, 1)}
+	r.monitors = newMonitorSet(t.Context(), r)
+	t.Cleanup(r.monitors.stopAll)
+	widget := objectID{apiVersion: "example.com/v1", kind: "Widget", namespace: "ns", name: "w"}
+	gadget := objectID{apiVersion: "new.example.com/v1", kind: "Gadget", namespace: "ns", name: "g"}
+
+	d.failing(newV1) // never read by this process
+	_ = r.syncResources(t.Context())
+	d.failing(newV1, exampleV1)
+	_ = r.syncResources(t.Context())
+	gvr, ns, err := r.location(widget)
+	if want := exampleV1.WithResource("widgets"); err != nil || gvr != want || ns != "ns" {
+		t.Errorf("a widget while example.com/v1 fails discovery: %v %q %v; want %v in ns (its last read)", gvr, ns, err, want)
+	}
+	if _, _, err := r.location(gadget); !errors.Is(err, errUnknownKind) {
+		t.Errorf("a gadget, new.example.com/v1 never read: %v; want errUnknownKind", err)
+	}
+	if got := r.monitors.resourceFor(exampleV1.WithResource("widgets")); got == nil {
+		t.Error("the widgets monitor was not kept")
+	}
+	if got := r.monitors.resourceFor(newV1.WithResource("gadgets")); got != nil {
+		t.Error("a monitor of gadgets started from nothing read")
+	}
+
+	// With aggregated discovery a stale group version is left out of its
+	// group's versions (and a group with none left may be left out).
+	agg := withLastRead([]*restmapper.APIGroupResources{apiGroup("", "v1", map[string][]metav1.APIResource{"v1": nil})},
+		map[schema.GroupVersion][]metav1.APIResource{exampleV1: list("example.com/v1", "widgets", "Widget").APIResources})
+	m, err := restmapper.NewDiscoveryRESTMapper(agg).RESTMapping(schema.GroupKind{Group: "example.com", Kind: "Widget"}, "v1")
+	if err != nil || m.Resource != exampleV1.WithResource("widgets") {
+		t.Errorf("mapping of a widget, example.com absent from discovery, last read kept: %v, %v", m, err)
+	}
+}

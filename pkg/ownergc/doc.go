@@ -9,13 +9,16 @@
 //     discoveryResyncPeriod, keeps a REST mapper of that snapshot, and hands
 //     the resources that support list, watch and delete (preferred version,
 //     minus gcIgnoredResources) to the monitor set. Groups that fail
-//     discovery keep their monitors, and a kept monitor is not joined by
-//     one of another version of its resource that discovery still serves:
-//     a resource has one monitor, at one version (the relist or removal of
-//     either of two would act on the other's objects, which the graph
-//     tells apart by group and resource only: each observed node records
-//     the resource that delivered it last, and a relist or removal acts on
-//     that resource's nodes, never on another resource's of the same kind).
+//     discovery keep their monitors, and in the REST mapper the resources
+//     they served when this process last read them (so that writes to the
+//     objects those monitors deliver find their resource), and a kept
+//     monitor is not joined by one of another version of its resource that
+//     discovery still serves: a resource has one monitor, at one version
+//     (the relist or removal of either of two would act on the other's
+//     objects, which the graph tells apart by group and resource only:
+//     each observed node records the resource that delivered it last, and
+//     a relist or removal acts on that resource's nodes, never on another
+//     resource's of the same kind).
 //   - Monitors (monitors.go) list and watch one resource each, metadata
 //     only, with a client-go reflector whose queue is a feed (feed.go):
 //     each change becomes an event, in order, in one unbounded FIFO, and

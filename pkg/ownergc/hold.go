@@ -27,7 +27,7 @@ import (
 //     syncing, failed or failing (see monitorSet.unsyncedFor), and no group
 //     version may fail discovery that served a resource the collector
 //     monitors when this process last read it, or that it never read
-//     (groupVersions.failedHolding);
+//     (groupVersions.learn);
 //   - no resource may have left discovery while it held dependents of the
 //     owner (graph.lostDependents).
 //
@@ -104,7 +104,7 @@ func (s *holdSet) drop(uid types.UID) {
 // unsyncedFor names what could hold dependents of an owner in namespace ns
 // ("" for a cluster-scoped owner) and cannot be trusted now: monitors that
 // are syncing, failed or failing, and group versions discovery could not
-// read that may serve dependents (groupVersions.failedHolding).
+// read that may serve dependents (groupVersions.learn).
 func (r *run) unsyncedFor(ns string) []string {
 	out := r.monitors.unsyncedFor(r.c.clock.Now(), ns)
 	if gvs := r.undiscovered.Load(); gvs != nil {
