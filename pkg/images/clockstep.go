@@ -1,7 +1,6 @@
 package images
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -18,15 +17,12 @@ const clockStepTolerance = 2 * time.Second
 // wall-clock times (containerd's event times are, and the state file
 // outlives the process), and ages are read off the wall clock: a step of
 // days forward (a node without a working real-time clock, set by NTP after
-// nodegc started) would age every image by as much. Each forward step found
-// is applied to the records, which keeps their ages what the monotonic
-// clock says they are, as the kubelet's in-memory ones. A system suspend
-// looks like a forward step too (the monotonic clock stops): the images
-// then count as younger by its length, which only keeps them longer. A
-// backward step is not applied: it makes images younger until the wall
-// clock is back where it was, which only keeps them longer, while the
-// runtime's own times (when an image arrived) stay on the old timeline and
-// would not match records moved back.
+// nodegc started) would age every image by as much, and one back would make
+// every image too young to go for as long. Each step found is applied to
+// the records (Tracker.shiftLocked), which keeps their ages what the
+// monotonic clock says they are, as the kubelet's in-memory ones. A system
+// suspend looks like a forward step (the monotonic clock stops): the images
+// then count as younger by its length, which only keeps them longer.
 type clockFollower struct {
 	// monotonic is the time elapsed on a clock that is never stepped; nil
 	// with a fake clock (tests: its time is the only time).
@@ -57,21 +53,17 @@ func (c *clockFollower) follow(now time.Time) time.Duration {
 	return step
 }
 
-// followClock applies a forward step of the wall clock since the last
-// reading to the usage records, and says so; it only says a backward one.
-func (m *Manager) followClock(ctx context.Context) {
-	step := m.steps.follow(m.clock.Now())
-	if step == 0 {
-		return
-	}
+// followClock reads both clocks (Tracker.follow): a step of the wall clock
+// since the last reading moves the usage records. The tracker also reads
+// them right before each time it dates a record, so that no record dated
+// after a step is moved by it.
+func (m *Manager) followClock() { m.tracker.follow() }
+
+// clockStepped is told each step of the wall clock the tracker applied
+// (Tracker.onStep; called with the tracker's lock held).
+func (m *Manager) clockStepped(step time.Duration) {
 	m.guard.restart()
 	m.metrics.clockSteps.Inc()
-	if step < 0 {
-		klog.FromContext(ctx).Info("Warning: the wall clock was stepped back; images count as younger by as much until it is back where it was",
-			"step", step.Round(time.Millisecond))
-		return
-	}
-	m.tracker.shift(step)
-	klog.FromContext(ctx).Info("Warning: the wall clock was stepped forward; the image usage records move with it, so that images keep their ages",
+	klog.Background().Info("Warning: the wall clock was stepped; the image usage records move with it, so that images keep their ages",
 		"step", step.Round(time.Millisecond))
 }

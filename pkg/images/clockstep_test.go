@@ -1,11 +1,13 @@
 package images
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -25,7 +27,7 @@ func TestWallClockStepDoesNotAgeImages(t *testing.T) {
 		o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
 	})
 	var mono time.Duration
-	b.m.steps.monotonic = func() time.Duration { return mono }
+	b.m.tracker.steps.monotonic = func() time.Duration { return mono }
 	if _, err := b.m.Plan(t.Context()); err != nil { // the images are seen
 		t.Fatal(err)
 	}
@@ -95,5 +97,121 @@ func TestClockFollower(t *testing.T) {
 	}
 	if got := (&clockFollower{}).follow(t0); got != 0 {
 		t.Errorf("without a monotonic clock (a fake clock): step %v, want 0", got)
+	}
+}
+
+// TestShiftDropsMonotonicReadings: a time this process dated carries a
+// monotonic reading, by which Go reads its age against another such time:
+// a moved record must not keep it, or its age would be read off the moved
+// monotonic reading, younger by the step than it is. (Before, a step of 72h
+// made an image listed 2.5µs ago -71h59m old.)
+func TestShiftDropsMonotonicReadings(t *testing.T) {
+	tr, err := newTracker(t.TempDir(), t0, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := time.Now() // with its monotonic reading
+	tr.usage["sha256:a"] = Usage{FirstDetected: seen, LastUsed: seen}
+	tr.mu.Lock()
+	tr.shiftLocked(72 * time.Hour)
+	tr.mu.Unlock()
+	u := tr.usage["sha256:a"]
+	for name, at := range map[string]time.Time{"first-detected": u.FirstDetected, "last-used": u.LastUsed} {
+		if at != at.Round(0) {
+			t.Errorf("%s time %v kept a monotonic reading", name, at)
+		}
+		if want := seen.Round(0).Add(72 * time.Hour); !at.Equal(want) {
+			t.Errorf("%s time %v, want %v", name, at, want)
+		}
+	}
+}
+
+// TestRecordsDatedAfterAStepStayPut: the wall clock is stepped, and before
+// any disk check an image is listed (the usage watcher lists the images an
+// event named): the tracker applies the step to the records it has before
+// it dates the new one, which the step does not move again. (Before, the
+// manager applied the step at its next check, to the new record too: first
+// detected 72h in the future.)
+func TestRecordsDatedAfterAStepStayPut(t *testing.T) {
+	b, rt := newShrinkingBed(t, 1, nil)
+	var mono time.Duration
+	b.m.tracker.steps.monotonic = func() time.Duration { return mono }
+	if _, err := b.m.Plan(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mono += time.Second
+	b.clk.Step(time.Second + 72*time.Hour)
+	rt.images = append(rt.images, &runtimeapi.Image{Id: "sha256:new", Size: 20, RepoTags: []string{"x/new:1"}})
+	b.m.tracker.applyImages(slices.Clone(rt.images), b.clk.Now())
+	b.m.followClock()
+	u := b.m.tracker.Usage()
+	if got := u["sha256:new"].FirstDetected; !got.Equal(b.clk.Now()) {
+		t.Errorf("the image listed after the step was first detected %v after it was listed", got.Sub(b.clk.Now()))
+	}
+	if got, want := u["sha256:a"].FirstDetected, b.clk.Now().Add(-time.Second); !got.Equal(want) {
+		t.Errorf("the image listed before the step was first detected %v ago, want 1s", b.clk.Now().Sub(got))
+	}
+}
+
+// TestClockSteppedThereAndBack: the wall clock is stepped 30 days forward,
+// then back (a wrong time set, then corrected): both steps are applied, and
+// the images keep their ages: two hours later they are old enough to go
+// for space. (Before, only the forward step was: the images stayed 30 days
+// in the future, too young to go.)
+func TestClockSteppedThereAndBack(t *testing.T) {
+	b, _ := newShrinkingBed(t, 2, func(o *Options) {
+		o.Config.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
+		o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
+	})
+	var mono time.Duration
+	b.m.tracker.steps.monotonic = func() time.Duration { return mono }
+	if _, err := b.m.Plan(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []time.Duration{30 * 24 * time.Hour, -30 * 24 * time.Hour} {
+		mono += time.Second
+		b.clk.Step(time.Second + step)
+		b.m.followClock()
+	}
+	mono += 2 * time.Hour
+	b.clk.Step(2 * time.Hour)
+	b.disk.set(90)
+	plan, err := b.m.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Remove) != 2 {
+		t.Errorf("%d images planned for removal two hours after they were seen, at 90%%, want 2; kept: %v", len(plan.Remove), plan.Keep)
+	}
+	if got := testutil.ToFloat64(b.m.metrics.clockSteps); got != 2 {
+		t.Errorf("nodegc_image_gc_clock_steps_total = %v, want 2", got)
+	}
+}
+
+// TestArrivalsAfterAClockStepBack: the runtime keeps when an image arrived
+// on the wall clock of then, which a step does not move. After a step back
+// moved the records, the same arrival, later than the moved first-detected
+// time, is not taken for a new copy of the image (which would date it anew
+// and drop its last use); a new arrival is.
+func TestArrivalsAfterAClockStepBack(t *testing.T) {
+	tr, err := newTracker(t.TempDir(), t0, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived := t0.Add(-time.Minute)
+	tr.usage["sha256:a"] = Usage{FirstDetected: t0, LastUsed: t0.Add(time.Minute)}
+	tr.observeArrivals(map[string]time.Time{"sha256:a": arrived})
+	tr.mu.Lock()
+	tr.shiftLocked(-24 * time.Hour)
+	tr.mu.Unlock()
+	tr.observeArrivals(map[string]time.Time{"sha256:a": arrived})
+	want := Usage{FirstDetected: t0.Add(-24 * time.Hour), LastUsed: t0.Add(-24*time.Hour + time.Minute)}
+	if got := tr.usage["sha256:a"]; got != want {
+		t.Errorf("after the same arrival: %+v, want %+v", got, want)
+	}
+	again := t0.Add(-time.Hour) // pulled again (later than the moved record)
+	tr.observeArrivals(map[string]time.Time{"sha256:a": again})
+	if got := tr.usage["sha256:a"]; !got.FirstDetected.Equal(again) || !got.LastUsed.IsZero() {
+		t.Errorf("after a new arrival: %+v, want first detected at it, no last use", got)
 	}
 }

@@ -37,8 +37,9 @@
 //   - scheduled.go: marks the images that pods bound to the node and not
 //     finished may still run (PodImageSource, the agent's pod informer).
 //   - clockstep.go: steps of the wall clock against the monotonic one,
-//     found at each disk check and plan; a forward one moves the usage
-//     records (Tracker.shift) so that images keep their ages.
+//     found at each disk check and right before the tracker dates a
+//     record; each moves the usage records (Tracker.shiftLocked) so that
+//     images keep their ages.
 //   - guardian.go: the fill rate of the last readings of the image
 //     filesystem, the projection against the kubelet's eviction threshold
 //     (evictionHard) over fillRateHorizon, the warning when the high

@@ -198,7 +198,6 @@ type Manager struct {
 
 	serial     *gcrun.Serial // one GC run at a time
 	guard      *guardian
-	steps      clockFollower // steps of the wall clock, applied to the records
 	scheduled  *PodsMemory
 	volumes    volumeMounts
 	eventsLive atomic.Bool
@@ -260,8 +259,9 @@ func NewManager(opts Options) (*Manager, error) {
 		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy), scheduled: memory}
 	if _, real := opts.Clock.(clock.RealClock); real {
 		began := time.Now() // with its monotonic reading
-		m.steps.monotonic = func() time.Duration { return time.Since(began) }
+		tracker.steps.monotonic = func() time.Duration { return time.Since(began) }
 	}
+	tracker.onStep = m.clockStepped
 	return m, nil
 }
 
@@ -305,7 +305,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		soon      <-chan time.Time // a check the runtime's writes asked for, spaced
 	)
 	check := func(cause string) {
-		m.followClock(ctx)
+		m.followClock()
 		lastCheck = m.clock.Now()
 		m.metrics.diskChecks.WithLabelValues(cause).Inc()
 		supervise.Call(ctx, func(ctx context.Context) { m.checkDisk(ctx, &backoff, cause) })
@@ -580,7 +580,7 @@ func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
 // plan also returns the images the plan was made from; it plans for what
 // the disk asks beyond what the plan reads from it (demand).
 func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
-	m.followClock(ctx)
+	m.followClock()
 	images, err := m.syncUsage(ctx)
 	if err != nil {
 		return nil, nil, err

@@ -37,6 +37,12 @@ type Tracker struct {
 	// unseen. clock dates each write (the watch's last known time).
 	watchedSince time.Time
 	clock        func() time.Time
+	// steps finds steps of clock (followLocked), onStep is told each.
+	steps  clockFollower
+	onStep func(step time.Duration)
+	// arrived is, per image ID, the arrival time observeArrivals last
+	// applied.
+	arrived map[string]time.Time
 	// fileWatch is the watch the state file recorded when loaded.
 	fileWatch watch
 	// containers maps a container ID to the references to its image the
@@ -115,7 +121,7 @@ func newTracker(dir string, now time.Time, readOnly bool, node string) (*Tracker
 		// plan`, which reads it) does not go on with the old one.
 		dirty: stamp || !since.Equal(file.since), onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
 		tombstones: map[string]uint64{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
-		pending: map[string]pendingUse{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
+		pending: map[string]pendingUse{}, arrived: map[string]time.Time{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
 }
 
 // unknownImages is signalled when a container event or listing names an
@@ -238,6 +244,7 @@ func (t *Tracker) applyImages(images []*runtimeapi.Image, now time.Time) {
 func (t *Tracker) reconcileImages(start listingStart, images []*runtimeapi.Image, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.followLocked()
 	// Image listings run concurrently (the GC run, the usage watcher): one
 	// begun before the newest applied is older and is dropped, or it would
 	// take an image pulled in between for gone.
@@ -289,6 +296,7 @@ func (t *Tracker) reconcileImages(start listingStart, images []*runtimeapi.Image
 		for id := range t.usage {
 			if !present[id] {
 				delete(t.usage, id)
+				delete(t.arrived, id)
 				t.markDirtyLocked()
 			}
 		}
@@ -442,6 +450,7 @@ func (t *Tracker) observeEvent(ev *runtimeapi.ContainerEventResponse) {
 	at := time.Unix(0, ev.GetCreatedAt())
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.followLocked()
 	t.eventsSince = true
 	t.seq++
 	deleted := ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
@@ -685,7 +694,15 @@ func earliest(a, b time.Time) time.Time {
 func (t *Tracker) observeArrivals(arrivals map[string]time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.followLocked()
 	for id, at := range arrivals {
+		// Once per arrival: an image removed and pulled again arrives
+		// anew. The runtime keeps the time it wrote, on the wall clock of
+		// then, which a step since has not moved as it moved the records.
+		if seen, ok := t.arrived[id]; ok && seen.Equal(at) {
+			continue
+		}
+		t.arrived[id] = at
 		u, ok := t.usage[id]
 		if !ok || !at.After(u.FirstDetected) {
 			continue
@@ -705,6 +722,7 @@ func (t *Tracker) observeArrivals(arrivals map[string]time.Time) {
 func (t *Tracker) planInput(images []*runtimeapi.Image, now time.Time) []Image {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.followLocked()
 	refs := t.refs
 	out := make([]Image, 0, len(images))
 	for _, img := range images {
@@ -728,16 +746,40 @@ func (t *Tracker) planInput(images []*runtimeapi.Image, now time.Time) []Image {
 	return out
 }
 
-// shift moves every time the records keep by d: the wall clock was
-// stepped by d (clockFollower), and their ages stay what they were.
-func (t *Tracker) shift(d time.Duration) {
+// follow reads the wall and the monotonic clock and applies a step of the
+// wall clock since the last reading (followLocked).
+func (t *Tracker) follow() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.followLocked()
+}
+
+// followLocked applies a step of the wall clock since the last reading to
+// the records (shiftLocked) and tells onStep. It is called right before
+// each time the tracker dates a record, so every record is on the wall
+// clock's timeline of its reading: none dated after a step is moved by it.
+func (t *Tracker) followLocked() {
+	step := t.steps.follow(t.clock())
+	if step == 0 {
+		return
+	}
+	t.shiftLocked(step)
+	if t.onStep != nil {
+		t.onStep(step)
+	}
+}
+
+// shiftLocked moves every time the records keep by d: the wall clock was
+// stepped by d (clockFollower), and their ages stay what they were. A
+// moved time keeps no monotonic reading: a time this process dated carries
+// one, by which its age would be read (unmoved by the step), and which
+// must not move.
+func (t *Tracker) shiftLocked(d time.Duration) {
 	move := func(at time.Time) time.Time {
 		if at.IsZero() {
 			return at
 		}
-		return at.Add(d)
+		return at.Round(0).Add(d)
 	}
 	for id, u := range t.usage {
 		u.FirstDetected, u.LastUsed = move(u.FirstDetected), move(u.LastUsed)
@@ -776,6 +818,7 @@ func (t *Tracker) rememberSandboxes(ran map[string]bool) {
 func (t *Tracker) usedAt(ids []string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.followLocked()
 	for _, id := range ids {
 		u, ok := t.usage[id]
 		if !ok {
@@ -809,6 +852,7 @@ func (t *Tracker) inUse(img *Image) bool {
 func (t *Tracker) forget(imageID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.arrived, imageID)
 	if _, ok := t.usage[imageID]; ok {
 		delete(t.usage, imageID)
 		t.markDirtyLocked()
