@@ -336,3 +336,19 @@ func TestEpisodeHoveringWithNothingToRemove(t *testing.T) {
 		t.Errorf("runs at ticks %v, want %v", got, want)
 	}
 }
+
+// TestEpisodeEndsAtLow: a run that brought usage down to the low threshold
+// (the plan's goal: usage at low, not under it) ends the episode; no run
+// follows at the low threshold. (Before, usage at low read as "still over
+// low": one more run, and its log line, ended nearly every episode.)
+func TestEpisodeEndsAtLow(t *testing.T) {
+	b, _ := newShrinkingBed(t, 4, nil)
+	b.disk.set(90)
+	if !b.check() {
+		t.Fatal("no run at 90%")
+	}
+	b.disk.set(75) // the low threshold: where the run planned to be
+	if got := b.checks(5); len(got) > 0 {
+		t.Errorf("runs at ticks %v at the low threshold after a run at 90%%, want none", got)
+	}
+}

@@ -50,7 +50,7 @@
 //     layers and images; at most one per writeCheckSpacing), with trigger
 //     threshold or projected. Once usage reached the high threshold, the
 //     checks collect down to the low one, between the thresholds too (pulls
-//     beside a run can leave usage there), until usage is under low or a
+//     beside a run can leave usage there), until usage is down to low or a
 //     run there removes nothing. A run that removed nothing and leaves the
 //     disk calling for another is followed by the next after 1, 2, 4, ...
 //     checks, up to period, until usage is under the low threshold

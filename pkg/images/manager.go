@@ -341,7 +341,7 @@ func (m *Manager) Run(ctx context.Context) error {
 // thresholdBackoff is the disk check's memory of an episode over the high
 // threshold. Once usage reached it, the checks collect down to the low
 // threshold: at or over high, and between the thresholds too (toLow), where
-// pulls beside a run can leave usage, until usage is under low or a run
+// pulls beside a run can leave usage, until usage is down to low or a run
 // between the thresholds removes nothing (what is left stays). The runs
 // that removed nothing while usage stayed over the high threshold, or near
 // the kubelet's eviction threshold (what is left is in use, pinned or
@@ -388,11 +388,12 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	}
 	interval := m.opts.Config.DiskCheckInterval.Duration
 	trigger, ahead := m.diskTrigger(disk)
-	underLow := disk.UsagePercent() < m.policy.lowThresholdPercent()
+	low := m.policy.lowThresholdPercent()
+	underLow := disk.UsagePercent() < low
 	switch {
 	case trigger == TriggerThreshold:
 		b.toLow = true
-	case underLow:
+	case disk.UsagePercent() <= low: // the goal a run plans for: at low
 		b.toLow = false
 	}
 	goingOn := trigger == "" && b.toLow
@@ -443,7 +444,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	}
 	// The episode goes on after a run that removed images while usage is
 	// not under low.
-	*b = thresholdBackoff{toLow: b.toLow && removed > 0 && (err != nil || after.UsagePercent() >= m.policy.lowThresholdPercent())}
+	*b = thresholdBackoff{toLow: b.toLow && removed > 0 && (err != nil || after.UsagePercent() > low)}
 }
 
 // diskTrigger says whether the disk calls for a run now, and how many
