@@ -53,8 +53,9 @@ type Options struct {
 	// WriteWindow is asked immediately before every write request (POST,
 	// PUT, PATCH, DELETE) of every client the collector builds (metadata,
 	// discovery, Events): how long this instance may still write (the rest
-	// of the lease fence's window). When it is not positive the request
-	// fails at once with ErrLeaseLost, without being sent; otherwise the
+	// of the lease fence's window). When it is under a second
+	// (minWriteWindow) the request fails at once with ErrLeaseLost, without
+	// being sent; otherwise the
 	// request is sent with a server-side timeout (?timeout=) no longer than
 	// it, so that kube-apiserver gives the write up if it has not run by
 	// the time the window closes (see fence). It must be fast and safe for

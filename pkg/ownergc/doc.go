@@ -61,7 +61,8 @@
 // callbacks. Let S be when the last successful renewal of the lease was
 // sent:
 //
-//   - the collector may send writes until S + renewDeadline, each with a
+//   - the collector may send writes until S + renewDeadline (less a
+//     second, minWriteWindow: a write with less would time out), each with a
 //     server-side timeout (?timeout=) that ends then: kube-apiserver gives
 //     up a write that has not run by then (waiting in a Priority and
 //     Fairness queue, or on a webhook) instead of running it later, from

@@ -14,8 +14,8 @@ var ErrLeaseLost = errors.New("ownergc: write refused: this instance no longer h
 
 // fence returns a transport wrapper that asks window immediately before
 // every write request (anything but GET, HEAD and OPTIONS: list and watch
-// are GETs) and fails the request without sending it when no time is
-// left. Asking in the transport, rather than in the workers, also covers a
+// are GETs) and fails the request without sending it when less than
+// minWriteWindow is left. Asking in the transport, rather than in the workers, also covers a
 // process that was frozen (SIGSTOP, a long GC pause, a suspended VM): a
 // worker resumes wherever it was, possibly just before a request, ahead
 // of any goroutine that could cancel it, but the request still passes
@@ -25,6 +25,11 @@ func fence(window func() time.Duration) func(http.RoundTripper) http.RoundTrippe
 		return &fenceTransport{next: rt, window: window}
 	}
 }
+
+// minWriteWindow is the least time left of the write window with which a
+// write is sent: with less, its server-side timeout would mostly answer 504
+// (an action error), and renewals have failed for most of renewDeadline.
+const minWriteWindow = time.Second
 
 type fenceTransport struct {
 	next   http.RoundTripper
@@ -36,7 +41,7 @@ func (t *fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 	default:
 		left := t.window()
-		if left <= 0 {
+		if left < minWriteWindow {
 			if req.Body != nil {
 				req.Body.Close() // a RoundTripper closes the body, also on errors
 			}

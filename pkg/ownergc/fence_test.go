@@ -224,3 +224,28 @@ func TestNewWritesTimeOut(t *testing.T) {
 		t.Errorf("GET sent with timeout=%q; want none", got[http.MethodGet])
 	}
 }
+
+// TestFenceRefusesHopelessWrites: with less than minWriteWindow left of the
+// write window, a write is not sent: a server-side timeout of milliseconds
+// would answer 504 (an action error, logged as one), and renewals have
+// failed for most of renewDeadline by then. It is refused as a write of an
+// instance that no longer holds the lease, which the workers take for
+// stopping. (Before, it went out with timeout=3ms.)
+func TestFenceRefusesHopelessWrites(t *testing.T) {
+	sent := 0
+	next := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		sent++
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	})
+	rt := fence(func() time.Duration { return 3 * time.Millisecond })(next)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, "https://127.0.0.1:1/api/v1/namespaces/default/configmaps/x", http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.RoundTrip(req); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("DELETE with 3ms left: %v, want ErrLeaseLost", err)
+	}
+	if sent != 0 {
+		t.Errorf("%d requests sent, want none", sent)
+	}
+}
