@@ -233,6 +233,11 @@
 // it. So a pod whose sandbox says kubernetes.io/config.source is "file" or
 // "http" is never taken for gone, mirror pod or not; only its kubelet knows
 // when its manifest went away, and the kubelet's own GC collects it then.
+// Nor is a pod whose UID has the form the kubelet gives a static pod whose
+// manifest sets none (32 hex digits, a hash; the API server makes UUIDs):
+// the kubelet may have removed its sandboxes, and its mirror pod may be
+// missing. (A static pod whose manifest sets another UID is known by its
+// sandbox only; its log directory, not named as a pod's, is never removed.)
 // Its dead containers still obey the count and age limits.
 //
 // Concurrency: Manager runs one GC or plan at a time (GarbageCollect and

@@ -42,7 +42,9 @@ type run struct {
 	// roundsStarted counts discovery rounds begun; roundDone is the number
 	// of the last one that completed, roundFailed of the last one that
 	// failed whole (no group read); undiscovered names the group versions
-	// that the last round could not read. kick asks for a round now.
+	// the last round could not read that hold finalizers (those that served
+	// a monitored resource at their last read in this process, or were
+	// never read: groupVersions.learn). kick asks for a round now.
 	roundsStarted, roundDone atomic.Uint64
 	roundFailed              atomic.Uint64
 	undiscovered             atomic.Pointer[[]string]
