@@ -420,7 +420,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	switch {
 	case goingOn:
 		logger.Info("Image filesystem usage is still over the low threshold since it reached the high one, collecting now",
-			"usagePercent", disk.UsagePercent(), "lowThresholdPercent", m.policy.lowThresholdPercent(), "aheadBytes", ahead)
+			"usagePercent", disk.UsagePercent(), "lowThresholdPercent", low, "aheadBytes", ahead)
 	case trigger == TriggerThreshold:
 		logger.Info("Image filesystem usage reached the high threshold, collecting now",
 			"usagePercent", disk.UsagePercent(), "highThresholdPercent", m.policy.highThresholdPercent(), "aheadBytes", ahead)
@@ -443,7 +443,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 		}
 	}
 	// The episode goes on after a run that removed images while usage is
-	// not under low.
+	// over low.
 	*b = thresholdBackoff{toLow: b.toLow && removed > 0 && (err != nil || after.UsagePercent() > low)}
 }
 
