@@ -177,24 +177,8 @@ func testOrphanWithUndiscoveredResource(t *testing.T, env *itEnv) {
 func TestHoldFinalizer(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, unsyncedHold: time.Minute}
-	c.metrics = newMetrics(prometheus.NewRegistry(), c)
-	rec := record.NewFakeRecorder(10)
-	r := &run{c: c, logger: testLogger(t), recorder: rec, kick: make(chan struct{}, 1), graph: newGraph()}
-	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
-	pods := &monitor{started: clk.Now(), res: resPod}
-	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
-	pods.markGraphSynced()
+	r, pods, events := holdingRun(t, c)
 	owner := objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "owner"}
-	events := func() (out []string) {
-		for {
-			select {
-			case e := <-rec.Events:
-				out = append(out, e)
-			default:
-				return out
-			}
-		}
-	}
 
 	out, held := r.holdFinalizer(owner, metav1.FinalizerOrphanDependents)
 	if !held || out.after <= 0 || len(r.kick) != 1 {
@@ -540,26 +524,10 @@ func TestHoldWhileDiscoveryFails(t *testing.T) {
 	const bound = 10 * time.Minute
 	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, unsyncedHold: bound,
 		requestTimeout: time.Minute, discovery: downDiscovery{}}
-	c.metrics = newMetrics(prometheus.NewRegistry(), c)
-	rec := record.NewFakeRecorder(10)
-	r := &run{c: c, logger: testLogger(t), recorder: rec, kick: make(chan struct{}, 1), graph: newGraph()}
-	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
-	pods := &monitor{started: clk.Now(), res: resPod}
-	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
-	pods.markGraphSynced()
+	r, _, events := holdingRun(t, c)
 	r.roundsStarted.Add(1)
 	r.roundDone.Store(1) // the run's first round, before the hold
 	owner := objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "owner"}
-	events := func() (out []string) {
-		for {
-			select {
-			case e := <-rec.Events:
-				out = append(out, e)
-			default:
-				return out
-			}
-		}
-	}
 
 	begin := clk.Now()
 	out, held := r.holdFinalizer(owner, metav1.FinalizerOrphanDependents)
@@ -712,4 +680,28 @@ func TestHoldForFailedDiscovery(t *testing.T) {
 	if got, want := holding(r), []string{"example.com/v1"}; !slices.Equal(got, want) {
 		t.Errorf("the next run's first round, metrics.k8s.io and example.com failing: holding %q, want %q", got, want)
 	}
+}
+
+// holdingRun is a run of c with a synced pods monitor (returned) and a fake
+// event recorder, to look at holds; events drains the recorder.
+func holdingRun(t *testing.T, c *Collector) (r *run, pods *monitor, events func() []string) {
+	t.Helper()
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	rec := record.NewFakeRecorder(10)
+	r = &run{c: c, logger: testLogger(t), recorder: rec, kick: make(chan struct{}, 1), graph: newGraph()}
+	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
+	pods = &monitor{started: c.clock.Now(), res: resPod}
+	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+	pods.markGraphSynced()
+	events = func() (out []string) {
+		for {
+			select {
+			case e := <-rec.Events:
+				out = append(out, e)
+			default:
+				return out
+			}
+		}
+	}
+	return r, pods, events
 }
