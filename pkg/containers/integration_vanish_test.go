@@ -128,3 +128,87 @@ func (k *kubeletFirst) RemovePodSandbox(ctx context.Context, id string) error {
 	k.before(id)
 	return k.RuntimeService.RemovePodSandbox(ctx, id)
 }
+
+// TestContainerMadeBetweenTheListings, on a real containerd of each
+// version: a run lists the containers, then the sandboxes. In between, the
+// kubelet starts a container in a pod's sandbox, the sandbox is stopped
+// (the container exits with it), and the pod gets a new sandbox. The plan
+// takes the old sandbox for superseded, holding no container it listed.
+// containerd's RemovePodSandbox removes whatever containers the sandbox
+// holds, so right before, the executor lists the sandbox's containers: the
+// one made meanwhile keeps the sandbox (sandbox_inuse), and the container
+// stays. (Before, it was removed with the sandbox.)
+func TestContainerMadeBetweenTheListings(t *testing.T) {
+	testbed.RequireRoot(t)
+	reg := registry.Start(t)
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			ctx := t.Context()
+			n := startNode(t, v, reg)
+			pod := node.PodSpec{Name: "late", Namespace: "team", UID: "40000000-0000-4000-8000-00000000000a"}
+			old, err := n.RunPod(ctx, pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var late string
+			rt := &betweenListings{RuntimeService: n.client, between: func() error {
+				id, err := n.RunContainer(ctx, old, node.ContainerSpec{Name: "app", Image: n.image})
+				if err != nil {
+					return err
+				}
+				if _, err := n.WaitContainerState(ctx, id, runtimeapi.ContainerState_CONTAINER_RUNNING, 30*time.Second); err != nil {
+					return err
+				}
+				late = id
+				if err := n.StopPod(ctx, old); err != nil {
+					return err
+				}
+				pod.Attempt = 1
+				_, err = n.RunPod(ctx, pod)
+				return err
+			}}
+			// Node-only: the pod counts as live, and its older, stopped
+			// sandbox is superseded.
+			m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: rt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := m.GarbageCollect(ctx, containers.TriggerManual)
+			if err != nil {
+				t.Fatalf("GC run: %v", err)
+			}
+			if late == "" {
+				t.Fatal("no container was made between the listings: the test shows nothing")
+			}
+			if got := removals(r.Plan); !slices.Equal(got, []string{old + ":superseded"}) {
+				t.Fatalf("plan: %v, want the superseded sandbox %s", got, old)
+			}
+			if _, ok := n.containerStates(t)[late]; !ok {
+				t.Errorf("container %s, made between the listings, was removed with its sandbox", late[:12])
+			}
+			if sbs, err := n.client.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{Id: old}); err != nil || len(sbs) != 1 {
+				t.Errorf("sandbox %s listed after the run: %v, %v; want it kept", old[:12], sbs, err)
+			}
+			if !slices.Contains(r.Outcome.Skipped, containers.Skip{Kind: "sandbox", ID: old, Why: containers.SkipSandboxInUse}) {
+				t.Errorf("skipped %+v, want the sandbox as %s", r.Outcome.Skipped, containers.SkipSandboxInUse)
+			}
+		})
+	}
+}
+
+// betweenListings is the runtime as a run meets it when between runs
+// between its container and its sandbox listings.
+type betweenListings struct {
+	containers.RuntimeService
+	between func() error
+	once    sync.Once
+}
+
+func (b *betweenListings) ListPodSandboxes(ctx context.Context, filter *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	var err error
+	b.once.Do(func() { err = b.between() })
+	if err != nil {
+		return nil, err
+	}
+	return b.RuntimeService.ListPodSandboxes(ctx, filter)
+}
