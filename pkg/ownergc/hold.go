@@ -54,6 +54,9 @@ type hold struct {
 	since time.Time
 	round uint64 // discovery rounds started when the hold began
 	these string // the resources last reported, to warn again when they change
+	// expired: the hold lasted the bound; it does not begin again while
+	// the finalizer stays (its removal failed and is tried again).
+	expired bool
 }
 
 // get returns uid's hold, beginning it now (after round) if there is none.
@@ -93,6 +96,15 @@ func (s *holdSet) report(uid types.UID, these string) bool {
 	}
 	h.these = these
 	return true
+}
+
+// expire records that uid's hold lasted the bound.
+func (s *holdSet) expire(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.m[uid]; ok {
+		h.expired = true
+	}
 }
 
 func (s *holdSet) drop(uid types.UID) {
@@ -157,6 +169,9 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 	}
 	now := r.c.clock.Now()
 	h := r.holds.get(id.uid, now, r.roundsStarted.Load())
+	if h.expired {
+		return done, false
+	}
 	held := now.Sub(h.since)
 	var unsynced []string
 	if r.roundDone.Load() <= h.round {
@@ -182,7 +197,7 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 	}
 	list := strings.Join(unsynced, ", ")
 	if held >= bound {
-		r.holds.drop(id.uid)
+		r.holds.expire(id.uid) // dropped once the finalizer is gone
 		r.logger.Error(nil, "Finishing a deletion although the graph may miss dependents: the hold expired",
 			"object", id, "finalizer", finalizer, "resources", unsynced, "held", held.Round(time.Second))
 		r.warn(id, "UnsyncedResourceHoldExpired", fmt.Sprintf("removing finalizer %s after %s although the owner GC cannot "+

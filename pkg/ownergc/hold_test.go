@@ -213,6 +213,16 @@ func TestHoldFinalizer(t *testing.T) {
 	if got := events(); len(got) != 1 || !strings.Contains(got[0], "UnsyncedResourceHoldExpired") {
 		t.Errorf("events at the bound = %q; want UnsyncedResourceHoldExpired", got)
 	}
+	// The finalizer's removal failed and the worker looks again: the hold
+	// that expired does not begin anew, for another bound and with another
+	// Warning. (Before, it did.)
+	clk.Step(time.Second)
+	if _, held := r.holdFinalizer(owner, metav1.FinalizerOrphanDependents); held {
+		t.Error("held again after the hold expired")
+	}
+	if got := events(); len(got) != 0 {
+		t.Errorf("events after the hold expired = %q; want none", got)
+	}
 
 	// A cluster-scoped resource failing holds no namespaced owner.
 	pods.listed() // pods relisted, and the relist applied
