@@ -1,7 +1,6 @@
 package images
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -22,13 +21,13 @@ const clockStepTolerance = 2 * time.Second
 // the records (Tracker.shiftLocked), which keeps their ages what the
 // monotonic clock says they are, as the kubelet's in-memory ones. A system
 // suspend looks like a forward step (the monotonic clock stops): the images
-// then count as younger by its length, which only keeps them longer.
+// then count as younger by its length, which only keeps them longer. The
+// tracker reads it under its lock.
 type clockFollower struct {
 	// monotonic is the time elapsed on a clock that is never stepped; nil
 	// with a fake clock (tests: its time is the only time).
 	monotonic func() time.Duration
 
-	mu   sync.Mutex
 	wall time.Time // the wall clock at the last reading (no monotonic part)
 	mono time.Duration
 }
@@ -40,8 +39,6 @@ func (c *clockFollower) follow(now time.Time) time.Duration {
 		return 0
 	}
 	wall, mono := now.Round(0), c.monotonic()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var step time.Duration
 	if !c.wall.IsZero() {
 		step = wall.Sub(c.wall) - (mono - c.mono)
@@ -52,12 +49,6 @@ func (c *clockFollower) follow(now time.Time) time.Duration {
 	c.wall, c.mono = wall, mono
 	return step
 }
-
-// followClock reads both clocks (Tracker.follow): a step of the wall clock
-// since the last reading moves the usage records. The tracker also reads
-// them right before each time it dates a record, so that no record dated
-// after a step is moved by it.
-func (m *Manager) followClock() { m.tracker.follow() }
 
 // clockStepped is told each step of the wall clock the tracker applied
 // (Tracker.onStep; called with the tracker's lock held).

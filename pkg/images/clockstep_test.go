@@ -143,7 +143,7 @@ func TestRecordsDatedAfterAStepStayPut(t *testing.T) {
 	b.clk.Step(time.Second + 72*time.Hour)
 	rt.images = append(rt.images, &runtimeapi.Image{Id: "sha256:new", Size: 20, RepoTags: []string{"x/new:1"}})
 	b.m.tracker.applyImages(slices.Clone(rt.images), b.clk.Now())
-	b.m.followClock()
+	b.m.tracker.follow()
 	u := b.m.tracker.Usage()
 	if got := u["sha256:new"].FirstDetected; !got.Equal(b.clk.Now()) {
 		t.Errorf("the image listed after the step was first detected %v after it was listed", got.Sub(b.clk.Now()))
@@ -171,7 +171,7 @@ func TestClockSteppedThereAndBack(t *testing.T) {
 	for _, step := range []time.Duration{30 * 24 * time.Hour, -30 * 24 * time.Hour} {
 		mono += time.Second
 		b.clk.Step(time.Second + step)
-		b.m.followClock()
+		b.m.tracker.follow()
 	}
 	mono += 2 * time.Hour
 	b.clk.Step(2 * time.Hour)

@@ -305,7 +305,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		soon      <-chan time.Time // a check the runtime's writes asked for, spaced
 	)
 	check := func(cause string) {
-		m.followClock()
+		// A clock step is applied within a check interval, also while
+		// nothing dates or reads the records (Tracker.follow).
+		m.tracker.follow()
 		lastCheck = m.clock.Now()
 		m.metrics.diskChecks.WithLabelValues(cause).Inc()
 		supervise.Call(ctx, func(ctx context.Context) { m.checkDisk(ctx, &backoff, cause) })
@@ -581,7 +583,6 @@ func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
 // plan also returns the images the plan was made from; it plans for what
 // the disk asks beyond what the plan reads from it (demand).
 func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
-	m.followClock()
 	images, err := m.syncUsage(ctx)
 	if err != nil {
 		return nil, nil, err

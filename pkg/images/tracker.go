@@ -37,7 +37,8 @@ type Tracker struct {
 	// unseen. clock dates each write (the watch's last known time).
 	watchedSince time.Time
 	clock        func() time.Time
-	// steps finds steps of clock (followLocked), onStep is told each.
+	// steps finds steps of clock (followLocked, under mu), onStep is told
+	// each.
 	steps  clockFollower
 	onStep func(step time.Duration)
 	// arrived is, per image ID, the arrival time observeArrivals last
@@ -790,7 +791,7 @@ func (t *Tracker) shiftLocked(d time.Duration) {
 		t.pending[ref] = p
 	}
 	t.watchedSince = move(t.watchedSince)
-	t.dirty = true
+	t.markDirtyLocked()
 }
 
 // rememberSandboxes records ran, the IDs of the images the sandboxes run
