@@ -151,13 +151,31 @@ func (r *run) holding(id objectID) []string {
 	}
 	now := r.c.clock.Now()
 	h, ok := r.holds.peek(id.uid)
-	switch {
-	case ok && now.Sub(h.since) >= bound:
+	if !ok {
+		return r.waitsFor(id, now, bound)
+	}
+	if now.Sub(h.since) >= bound {
 		return nil
-	case ok && r.roundDone.Load() <= h.round && r.roundFailed.Load() > h.round:
-		return []string{undiscoveredSinceHold}
+	}
+	if names, underWay := r.awaits(id, h, now, bound); !underWay {
+		return names
 	}
 	return r.waitsFor(id, now, bound)
+}
+
+// awaits names what hold h of owner id waits for at now: what waitsFor
+// names once a discovery round begun after the hold completed; the
+// discovery itself once such a round failed whole, or the bound came
+// first; nothing, with underWay, while the round is under way (it takes
+// about a second).
+func (r *run) awaits(id objectID, h hold, now time.Time, bound time.Duration) (names []string, underWay bool) {
+	if r.roundDone.Load() > h.round {
+		return r.waitsFor(id, now, bound), false
+	}
+	if r.roundFailed.Load() <= h.round && now.Sub(h.since) < bound {
+		return nil, true
+	}
+	return []string{undiscoveredSinceHold}, false
 }
 
 // holdFinalizer reports whether owner id's finalizer (orphan or
@@ -173,23 +191,20 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 		return done, false
 	}
 	held := now.Sub(h.since)
-	var unsynced []string
 	if r.roundDone.Load() <= h.round {
 		// Not yet a discovery round that began after the hold did.
 		select {
 		case r.kick <- struct{}{}:
 		default:
 		}
-		if r.roundFailed.Load() <= h.round && held < bound {
-			// The round is under way; it takes about a second.
-			return outcome{after: min(100*time.Millisecond, bound-held)}, true
-		}
-		// A round begun after the hold failed whole (or the bound is
-		// reached before one completed): a hold like any other, warned
-		// about, rechecked every holdRecheck and bounded.
-		unsynced = []string{undiscoveredSinceHold}
-	} else {
-		unsynced = r.waitsFor(id, now, bound)
+	}
+	// Once a round begun after the hold failed whole (or the bound is
+	// reached before one completed), the discovery is what the hold waits
+	// for, as for any other: warned about, rechecked every holdRecheck and
+	// bounded.
+	unsynced, underWay := r.awaits(id, h, now, bound)
+	if underWay {
+		return outcome{after: min(100*time.Millisecond, bound-held)}, true
 	}
 	if len(unsynced) == 0 {
 		r.holds.drop(id.uid)
