@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -48,15 +47,11 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 	const nodeName = "sched-node"
 	// Registered as a kubelet of this machine registers it: with its boot
 	// ID, without which `nodegc plan` takes the Node for another machine's.
-	bootID, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		t.Fatal(err)
-	}
 	registered, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	registered.Status.NodeInfo.BootID = strings.TrimSpace(string(bootID))
+	registered.Status.NodeInfo.BootID = testbed.BootID(t)
 	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, registered, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -50,6 +51,17 @@ func Require(t TB, ok bool, why string) {
 func RequireRoot(t TB) {
 	t.Helper()
 	Require(t, os.Geteuid() == 0, "this test needs root (it runs containerd, mounts filesystems and creates cgroups)")
+}
+
+// BootID returns this machine's boot ID, as the kubelet reports it in its
+// Node's status.nodeInfo.bootID (and nodegc compares with its Node's).
+func BootID(t TB) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatalf("this machine's boot ID: %v", err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // RepoRoot returns the root of the nodegc repository, found by walking up

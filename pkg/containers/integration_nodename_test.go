@@ -2,7 +2,6 @@ package containers_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -275,7 +274,7 @@ func TestWrongNodeNameOnAnIdleNode(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	n := startNode(t, testbed.Containerd2, registry.Start(t))
 	ctx := t.Context()
-	bootID := localBootID(t)
+	bootID := testbed.BootID(t)
 	right, other := "idle-node", "idle-other"
 	registerNodeBooted(t, c, right, bootID)
 	registerNodeBooted(t, c, other, "5e0c8f9a-2b1d-4c3e-9f7a-another-boot")
@@ -343,14 +342,4 @@ func TestWrongNodeNameOnAnIdleNode(t *testing.T) {
 			t.Errorf("node name %s: the live pod's log directory is gone", tc.nodeName)
 		}
 	}
-}
-
-// localBootID is this machine's boot ID, as the kubelet reports it.
-func localBootID(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
 }
