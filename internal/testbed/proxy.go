@@ -16,10 +16,10 @@ type Proxy struct {
 	Addr string
 
 	target string
-	lis    net.Listener
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
+	lis   net.Listener // nil while refusing
 	cut   bool
 	conns map[net.Conn]struct{}
 }
@@ -32,13 +32,13 @@ func StartProxy(target string) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: listen: %w", err)
 	}
 	p := &Proxy{Addr: lis.Addr().String(), target: target, lis: lis, conns: map[net.Conn]struct{}{}}
-	p.wg.Go(p.accept)
+	p.wg.Go(func() { p.accept(lis) })
 	return p, nil
 }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(lis net.Listener) {
 	for {
-		c, err := p.lis.Accept()
+		c, err := lis.Accept()
 		if err != nil {
 			return
 		}
@@ -102,16 +102,38 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Resume forwards new connections again after Cut.
-func (p *Proxy) Resume() {
+// Refuse is Cut, and new connections are refused (ECONNREFUSED, as from a
+// server that is down, where Cut accepts and closes them) until Resume.
+func (p *Proxy) Refuse() {
 	p.mu.Lock()
-	p.cut = false
+	lis := p.lis
+	p.lis = nil
 	p.mu.Unlock()
+	if lis != nil {
+		_ = lis.Close()
+	}
+	p.Cut()
+}
+
+// Resume forwards new connections again after Cut or Refuse.
+func (p *Proxy) Resume() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+	if p.lis != nil {
+		return nil
+	}
+	lis, err := net.Listen("tcp", p.Addr)
+	if err != nil {
+		return fmt.Errorf("proxy: listen again on %s: %w", p.Addr, err)
+	}
+	p.lis = lis
+	p.wg.Go(func() { p.accept(lis) })
+	return nil
 }
 
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() {
-	_ = p.lis.Close()
-	p.Cut()
+	p.Refuse()
 	p.wg.Wait()
 }

@@ -2,7 +2,9 @@ package testbed
 
 import (
 	"bufio"
+	"errors"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -76,13 +78,51 @@ func TestProxyCutAndResume(t *testing.T) {
 		_ = c2.Close()
 	}
 
-	p.Resume()
+	if err := p.Resume(); err != nil {
+		t.Fatal(err)
+	}
 	c3, err := net.Dial("tcp", p.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c3.Close()
 	if got, err := roundTrip(c3, "four"); err != nil || got != "four\n" {
+		t.Fatalf("after Resume: %q, %v; want the echo", got, err)
+	}
+}
+
+func TestProxyRefuseAndResume(t *testing.T) {
+	p, err := StartProxy(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	p.Refuse()
+	if _, err := roundTrip(c, "one"); err == nil {
+		t.Error("a connection forwarded before Refuse still works after it")
+	}
+	if c2, err := net.Dial("tcp", p.Addr); !errors.Is(err, syscall.ECONNREFUSED) {
+		if c2 != nil {
+			_ = c2.Close()
+		}
+		t.Errorf("dial while refusing: %v; want connection refused", err)
+	}
+
+	if err := p.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	c3, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if got, err := roundTrip(c3, "two"); err != nil || got != "two\n" {
 		t.Fatalf("after Resume: %q, %v; want the echo", got, err)
 	}
 }

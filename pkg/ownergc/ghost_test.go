@@ -65,7 +65,9 @@ func testRelistAcrossRecreate(t *testing.T, env *itEnv) {
 	newHeld := env.configMap(t, ns, "held", nil)
 	env.c.StopAPIServer(t)
 	env.c.StartAPIServer(t)
-	proxy.Resume()
+	if err := proxy.Resume(); err != nil {
+		t.Fatal(err)
+	}
 
 	eventually(t, 60*time.Second, "the old owner's dependent to be collected", env.cmGone(ns, "dep"))
 	eventually(t, 60*time.Second, "the foreground deletion to finish", env.cmGone(ns, "fg-owner"))
