@@ -57,6 +57,8 @@ func (b *builder) apply(ev *event) {
 	case evSynced:
 		b.resourceBack(ev.mon.res)
 		ev.mon.markGraphSynced()
+	case evCaughtUp:
+		ev.mon.caughtUp(ev.seq)
 	case evRunSynced:
 		b.runSynced()
 	case evBarrier:

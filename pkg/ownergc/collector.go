@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
@@ -112,6 +113,9 @@ type testHooks struct {
 	beforeWrite func(ctx context.Context, action string, id objectID)
 	// onRecord sees every decision record.
 	onRecord func(id objectID, rec decisionRecord, dryRun bool)
+	// beforeFeed sees every object a monitor's watch delivers, before it
+	// is queued for the graph, on the monitor's reflector goroutine.
+	beforeFeed func(res *resource, obj *metav1.PartialObjectMetadata)
 }
 
 // New returns a Collector, or the configuration's problems, each naming its

@@ -183,8 +183,9 @@
 //
 // A monitor that synced can fail later (its list or watch errors: the API
 // server restarts, a conversion webhook goes down). It is then failing
-// (nodegc_owner_gc_monitors{state="failing"}) until a list or a watch
-// succeeds again; every failure is counted
+// (nodegc_owner_gc_monitors{state="failing"}) until the graph has caught
+// up (see "# Holding finalizers while the graph may miss a dependent");
+// every failure is counted
 // (nodegc_owner_gc_monitor_errors_total) and logged at error level (the
 // first of a run, then once a minute); a watch that simply ended is no
 // failure.
@@ -267,7 +268,19 @@
 // evRelisted is applied (the objects created meanwhile are in the graph
 // then); the watch opened right after it does not end a failure before
 // that, and a failure noted after the last list or watch that succeeded
-// survives it. A list or watch refused with 429 (a CRD's storage
+// survives it. Every relist is consistent, not served from the watch cache
+// at the last version seen. A watch the reflector opens again from the
+// last version it saw, with no relist (after a refused connection or a
+// 429), first sends what changed meanwhile, and those events may still
+// be on their way to the graph when it opens: the monitor reads the
+// current resource version then (a consistent list of one object), and
+// the failure ends when the graph has applied an event or bookmark of the
+// watch at or after it (evCaughtUp follows it through the FIFO; the
+// hold names the resource "catching up after a failure"). kube-apiserver
+// sends a watch a bookmark about once a minute, so a resource that does
+// not change catches up within a minute; one whose versions are not
+// numbers (an aggregated API server of its own storage) is relisted
+// instead. A list or watch refused with 429 (a CRD's storage
 // re-initializing because its list fails, or throttling) or a refused
 // connection counts as a failure at once: monitors' requests make no
 // retries of their own (client-go would retry a 429 for half a minute and

@@ -45,6 +45,11 @@ const (
 	// objects of the list (whose upserts came before). Observed objects
 	// of the resource not among them were deleted.
 	evRelisted
+	// evCaughtUp: a monitor's watch that resumed after a failure
+	// delivered, before this event, every change up to the resource
+	// version it awaited (monitor.resume); seq is the monitor's failure
+	// count then.
+	evCaughtUp
 )
 
 // ownerKey names a live lookup: the owner's UID at the coordinates a
@@ -62,10 +67,11 @@ type ownerKey struct {
 // pointers.
 type event struct {
 	typ   eventType
+	seq   uint32                        // evCaughtUp (in what would be padding)
 	obj   *metav1.PartialObjectMetadata // evUpsert, evDelete
 	res   *resource                     // evUpsert, evDelete, evResourceGone, evRelisted
 	uids  map[types.UID]struct{}        // evRelisted
-	mon   *monitor                      // evSynced, evRelisted
+	mon   *monitor                      // evSynced, evRelisted, evCaughtUp
 	owner *ownerKey                     // evOwnerAbsent
 	done  chan struct{}                 // evBarrier
 }

@@ -55,6 +55,11 @@ func (f *feed) Add(obj any) error    { f.m.pushObject(evUpsert, obj); return nil
 func (f *feed) Update(obj any) error { f.m.pushObject(evUpsert, obj); return nil }
 func (f *feed) Delete(obj any) error { f.m.pushObject(evDelete, obj); return nil }
 
+// Bookmark is a watch's bookmark: every change up to rv was delivered.
+func (f *feed) Bookmark(rv string) error { f.m.passed(rv); return nil }
+
+var _ cache.ReflectorBookmarkStore = (*feed)(nil)
+
 // Replace delivers a complete list of the resource, queued for the graph
 // in batches.
 func (f *feed) Replace(list []any, _ string) error {

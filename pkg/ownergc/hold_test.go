@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +21,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // failingCRD creates a namespaced CRD whose list fails: objects are stored
@@ -430,6 +434,95 @@ func testOrphanSeesDependentsOfARecoveredResource(t *testing.T, env *itEnv) {
 	}
 }
 
+// A watch refused for a while (kube-apiserver down, here its address
+// refusing connections) is opened again from where it stopped, without a
+// relist: the objects created meanwhile come as the watch's first events.
+// While they are still on their way to the graph, the monitor has not
+// caught up, and an orphaning that needs every dependent must wait. Here
+// the secrets watch's delivery of "dep", created while refused, is held
+// back in the feed; its owner, deleted with orphan meanwhile, must stay
+// until the graph has it, and then "dep" is orphaned, not deleted.
+func testOrphanWaitsForAResumedWatchsBacklog(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	ns := env.namespace(t, "orphan-resumed")
+	owner := env.configMap(t, ns, "owner", nil)
+
+	u, err := url.Parse(env.c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := testbed.StartProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	rc := env.c.RESTConfig()
+	rc.Host = "https://" + proxy.Addr
+	rc.ServerName = "127.0.0.1" // the serving certificate's IP SAN, as seen through the proxy
+	delivered, release := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	let := func() { released.Do(func() { close(release) }) }
+	cfg := testConfig()
+	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: 10 * time.Minute}
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	gc := env.startCollectorVia(t, rc, cfg, func(c *Collector) {
+		c.hooks.beforeFeed = func(res *resource, obj *metav1.PartialObjectMetadata) {
+			if res.gvr == secrets && obj.Namespace == ns && obj.Name == "dep" {
+				once.Do(func() { close(delivered) })
+				<-release
+			}
+		}
+	})
+	t.Cleanup(let) // before the collector's stop (cleanups run last first)
+
+	// A watch cut within a second of opening ends as "very short", which
+	// the reflector answers with a relist: cut watches that lasted.
+	time.Sleep(2 * time.Second)
+	proxy.Refuse()
+	eventually(t, 30*time.Second, "the secrets monitor to fail", func(context.Context) (bool, error) {
+		return gc.monitorState(secrets) == monitorStates[stateFailing], nil
+	})
+	dep, err := env.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dep",
+		OwnerReferences: []metav1.OwnerReference{cmRef(owner, false)}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationOrphan)
+	if err := proxy.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-delivered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the secrets watch did not deliver dep within 60s of the API server's return")
+	}
+	// The owner's deletion reached the graph (another watch) and its
+	// worker looks again every holdRecheck, after a discovery round.
+	deadline := time.Now().Add(2*holdRecheck + 2*cfg.DiscoveryResyncPeriod.Duration)
+	for time.Now().Before(deadline) {
+		if gone, _ := env.cmGone(ns, "owner")(ctx); gone {
+			t.Fatal("the owner went while its dependent was still on its way to the graph: dep will be deleted, not orphaned")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !gc.current.Load().graph.hasObserved(owner.UID, "") {
+		t.Fatal("the owner is not in the graph; the test needs its worker looking")
+	}
+
+	let()
+	// Without a change of secrets, the watch's next bookmark (about a
+	// minute after it opened) tells the graph has caught up.
+	eventually(t, 3*time.Minute, "the owner to go", env.cmGone(ns, "owner"))
+	gc.waitIdle(t)
+	got, err := env.cs.CoreV1().Secrets(ns).Get(ctx, "dep", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("dep, a dependent of the owner deleted with orphan: %v; want it kept", err)
+	}
+	if got.UID != dep.UID || len(got.OwnerReferences) != 0 {
+		t.Errorf("dep: UID %s (created %s), references %v; want it orphaned", got.UID, dep.UID, got.OwnerReferences)
+	}
+}
+
 // TestRelistRecoversWhenApplied: a failing monitor whose relist returned is
 // not trusted until the graph has applied that relist (its evRelisted):
 // the objects created while it failed may still be queued. The watch that
@@ -500,13 +593,133 @@ func TestRelistRecoversWhenApplied(t *testing.T) {
 	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
 		t.Errorf("relist applied: unsynced %q, want none", got)
 	}
-	// A watch that reopens with no relist ends a failure.
+	// A watch that reopens with no relist resumes: the failure ends when
+	// the graph has caught up (TestResumedWatchCatchesUp).
 	pods.mu.Lock()
 	pods.failing = true
 	pods.mu.Unlock()
+	if !pods.watching() {
+		t.Error("a watch reopened after a failure, no relist: watching says it does not resume")
+	}
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 1 {
+		t.Errorf("watch reopened, not caught up: unsynced %q, want pods", got)
+	}
+}
+
+// TestResumedWatchCatchesUp: a watch that resumes after a failure, with no
+// relist, ends the failure only once the graph has applied an event or a
+// bookmark of it at or after the resource version read when it opened
+// (what was created meanwhile comes first). A failure or a relist since
+// voids the mark, and so does a failure between the mark's queueing and
+// its application.
+func TestResumedWatchCatchesUp(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	r := &run{c: c, logger: testLogger(t), graph: newGraph()}
+	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
+	q := newEventQueue()
+	pods := &monitor{started: clk.Now(), res: resPod, queue: q}
+	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+	f := newFeed(pods)
+	tg := newTestGraph(t)
+	applyQueued := func() {
+		t.Helper()
+		for q.len() > 0 {
+			evs, _ := q.pop(nil, 100)
+			tg.apply(evs...)
+		}
+	}
+	unsynced := func() []string { return r.monitors.unsyncedFor(clk.Now(), "ns") }
+	fail := func() { r.monitors.noteError(t.Context(), pods, errors.New("dial tcp: connection refused")) }
+	pod := func(name, rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			UID: types.UID("uid-" + name), ResourceVersion: rv}}
+	}
+	if err := f.Replace(nil, "10"); err != nil {
+		t.Fatal(err)
+	}
+	applyQueued()
+	if got := unsynced(); len(got) != 0 {
+		t.Fatalf("synced: unsynced %q, want none", got)
+	}
+
+	// Refused, then resumed: what was created meanwhile (rv 15) is not
+	// enough, the version read at the reopen (20) is.
+	fail()
+	if !pods.watching() {
+		t.Fatal("watching after a failure: want a resume")
+	}
+	pods.awaitCatchUp(20)
+	_ = f.Add(pod("made-meanwhile", "15"))
+	applyQueued()
+	if got := unsynced(); len(got) != 1 || !strings.Contains(got[0], "catching up") {
+		t.Errorf("an event before the version read at the reopen applied: unsynced %q, want pods catching up", got)
+	}
+	_ = f.Bookmark("20")
+	if got := unsynced(); len(got) != 1 {
+		t.Errorf("the bookmark queued, not applied: unsynced %q, want pods", got)
+	}
+	applyQueued()
+	if got := unsynced(); len(got) != 0 {
+		t.Errorf("the bookmark applied: unsynced %q, want none", got)
+	}
+	if !tg.g.hasObserved("uid-made-meanwhile", "") {
+		t.Error("the object created meanwhile is not in the graph")
+	}
+
+	// An event at or after the version ends it as well.
+	fail()
 	pods.watching()
-	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
-		t.Errorf("watch reopened: unsynced %q, want none", got)
+	pods.awaitCatchUp(30)
+	_ = f.Update(pod("made-meanwhile", "31"))
+	applyQueued()
+	if got := unsynced(); len(got) != 0 {
+		t.Errorf("an event after the version applied: unsynced %q, want none", got)
+	}
+
+	// The mark is queued, then the watch fails again: applying the mark
+	// does not end the new failure, and a later resume needs its own.
+	fail()
+	pods.watching()
+	pods.awaitCatchUp(40)
+	_ = f.Bookmark("40")
+	fail()
+	applyQueued()
+	if got := unsynced(); len(got) != 1 || strings.Contains(got[0], "catching up") {
+		t.Errorf("a failure after the mark was queued: unsynced %q, want pods failing", got)
+	}
+	pods.watching()
+	pods.awaitCatchUp(50)
+	_ = f.Bookmark("45")
+	applyQueued()
+	if got := unsynced(); len(got) != 1 {
+		t.Errorf("a bookmark before the version of the second resume: unsynced %q, want pods", got)
+	}
+	_ = f.Bookmark("50")
+	applyQueued()
+	if got := unsynced(); len(got) != 0 {
+		t.Errorf("the second resume caught up: unsynced %q, want none", got)
+	}
+
+	// A relist that begins supersedes the resume: only its application
+	// ends the failure.
+	fail()
+	pods.watching()
+	pods.awaitCatchUp(60)
+	pods.listing()
+	_ = f.Bookmark("60")
+	applyQueued()
+	if got := unsynced(); len(got) != 1 {
+		t.Errorf("a relist in flight: unsynced %q, want pods", got)
+	}
+	pods.listed()
+	if err := f.Replace([]any{pod("made-meanwhile", "61")}, "61"); err != nil {
+		t.Fatal(err)
+	}
+	applyQueued()
+	if got := unsynced(); len(got) != 0 {
+		t.Errorf("the relist applied: unsynced %q, want none", got)
 	}
 }
 

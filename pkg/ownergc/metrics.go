@@ -88,7 +88,7 @@ var (
 	descQueueDepth = prometheus.NewDesc("nodegc_owner_gc_queue_depth",
 		metricvec.Help("Items waiting in the owner GC's queues,", "queue", allQueues), []string{"queue"}, nil)
 	descMonitors = prometheus.NewDesc("nodegc_owner_gc_monitors",
-		metricvec.Help("Resource monitors (failed: never synced, list/watch failing, not holding back collection; failing: synced, list/watch failing now, holding back orphaning and foreground deletions),", "state", monitorStates), []string{"state"}, nil)
+		metricvec.Help("Resource monitors (failed: never synced, list/watch failing, not holding back collection; failing: synced, list/watch failing now or the graph not caught up since, holding back orphaning and foreground deletions),", "state", monitorStates), []string{"state"}, nil)
 	descSynced = prometheus.NewDesc("nodegc_owner_gc_synced",
 		"1 when the owner GC runs and every resource monitor has synced (its initial list is in the graph) or failed (nodegc_owner_gc_monitors{state=\"failed\"}: its resource may be missing from the graph).", nil, nil)
 	descRunning = prometheus.NewDesc("nodegc_owner_gc_running",

@@ -3,8 +3,10 @@ package ownergc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +45,8 @@ type monitor struct {
 
 	graphSynced atomic.Bool
 	started     time.Time
+	// beforeFeed is the collector's test hook (testHooks.beforeFeed).
+	beforeFeed func(res *resource, obj *metav1.PartialObjectMetadata)
 	// reported is set once the monitor was logged as failed.
 	reported atomic.Bool
 
@@ -62,9 +66,19 @@ type monitor struct {
 	// the last list that returned or watch that opened. Applying a relist
 	// ends a failure only if none came after (the watch opened after a
 	// relist can be refused before the builder applies the relist).
-	errors, okAt uint64
+	errors, okAt uint32
+	// catchingUp: a watch resumed after a failure (see resume), and the
+	// graph has not yet applied its events up to catchUp (which the feed
+	// clears as it queues evCaughtUp); catchUpAt is errors then. A
+	// failure or a relist since makes the mark void.
+	catchingUp   bool
+	catchUpAt    uint32
 	failingSince time.Time
 	lastLogged   time.Time
+
+	// catchUp is the resource version a resumed watch must reach, 0 if
+	// none is awaited (see resume).
+	catchUp atomic.Uint64
 }
 
 func (m *monitor) push(ev event) {
@@ -97,11 +111,14 @@ func (m *monitor) recovered() {
 }
 
 // listing records that a list begins: after the first sync, a relist
-// (relisting until the graph has applied it).
+// (relisting until the graph has applied it), which supersedes a resumed
+// watch's catch-up.
 func (m *monitor) listing() {
 	if m.graphSynced.Load() {
 		m.mu.Lock()
 		m.relisting = true
+		m.catchingUp = false
+		m.catchUp.Store(0)
 		m.mu.Unlock()
 	}
 }
@@ -128,15 +145,98 @@ func (m *monitor) relistPending() bool {
 	return m.relisting
 }
 
-// watching records that a watch opened: the graph follows the API server
-// again, unless a relist is still to be applied.
-func (m *monitor) watching() {
+// watching records that a watch opened, and reports whether it resumes
+// after a failure of a synced monitor (see resume). Otherwise the graph
+// follows the API server again, unless a relist is still to be applied
+// (before the first sync, evSynced is what counts).
+func (m *monitor) watching() (resumes bool) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.okAt = m.errors
-	if !m.relisting {
+	switch {
+	case m.relisting:
+	case m.failing && m.graphSynced.Load():
+		return true
+	default:
 		m.failing = false
 	}
+	return false
+}
+
+// resume reads where the API server is now for a watch that resumed after
+// a failure, from the last resource version its reflector saw, without a
+// relist (a refused connection or a 429 is retried so). The watch first
+// sends what changed meanwhile: objects created while the monitor failed
+// may still be on their way to the graph when it opens, and an orphaning
+// that found none of them would turn into the deletion of each. The
+// failure ends when the graph has applied an event or bookmark of the
+// watch at or after the version read here (a consistent list of one
+// object: at least every write before it), which can only come after
+// every change before it (see passed). kube-apiserver sends a bookmark
+// about once a minute, so a resource that does not change catches up
+// within that.
+//
+// Where resource versions are not etcd's (an aggregated API server of
+// its own storage), they cannot be compared: the watch ends as expired,
+// and the reflector relists.
+func (m *monitor) resume(ctx context.Context, client *metaClient) error {
+	list, err := client.list(ctx, m.res.gvr, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return fmt.Errorf("read the resource version a resumed watch of %s must reach: %w", m.res.gvr, err)
+	}
+	rv, err := strconv.ParseUint(list.ResourceVersion, 10, 64)
+	if err != nil || rv == 0 {
+		return apierrors.NewResourceExpired(fmt.Sprintf("resource version %q of %s cannot be compared: relisting to catch up", list.ResourceVersion, m.res.gvr))
+	}
+	m.awaitCatchUp(rv)
+	return nil
+}
+
+// awaitCatchUp records that the failure ends once the graph applied the
+// watch's changes up to resource version rv.
+func (m *monitor) awaitCatchUp(rv uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.catchingUp, m.catchUpAt = true, m.errors
+	m.catchUp.Store(rv)
+}
+
+// passed records that the feed delivered an event or bookmark of the
+// watch at resource version rv. Once it reaches what a resumed watch
+// awaits, the feed queues evCaughtUp behind it: the graph has caught up
+// when the builder applies that.
+func (m *monitor) passed(rv string) {
+	target := m.catchUp.Load()
+	if target == 0 {
+		return
+	}
+	if v, err := strconv.ParseUint(rv, 10, 64); err != nil || v < target || !m.catchUp.CompareAndSwap(target, 0) {
+		return
+	}
+	m.mu.Lock()
+	seq := m.catchUpAt
 	m.mu.Unlock()
+	m.push(event{typ: evCaughtUp, mon: m, seq: seq})
+}
+
+// caughtUp: the graph applied a resumed watch's events up to the version
+// it awaited (evCaughtUp, queued when the failure count was seq). That
+// ends the failure, unless another one came since, or a relist began.
+func (m *monitor) caughtUp(seq uint32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.catchingUp || m.catchUpAt != seq || m.errors != seq || m.relisting {
+		return
+	}
+	m.catchingUp = false
+	m.failing = false
+}
+
+// catchingUpNow reports whether a resumed watch's catch-up is awaited.
+func (m *monitor) catchingUpNow() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.catchingUp
 }
 
 // state: synced once its initial list is in the graph, failing when its
@@ -233,7 +333,7 @@ func (ms *monitorSet) sync(resources map[schema.GroupResource]*resource, keep fu
 // start starts a monitor of res.
 func (ms *monitorSet) start(res *resource) *monitor {
 	mctx, cancel := context.WithCancel(ms.ctx)
-	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now()}
+	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now(), beforeFeed: ms.r.c.hooks.beforeFeed}
 	ctrl := cache.New(&cache.Config{
 		Queue:             newFeed(m),
 		ListerWatcher:     m.listWatch(ms.r.c.watches, func(ctx context.Context, err error) { ms.noteError(ctx, m, err) }),
@@ -262,7 +362,9 @@ func (ms *monitorSet) start(res *resource) *monitor {
 // Every list is a plain list, consistent and whole (see "# Synced" and
 // "# Start-up" in doc.go): not one of any version (resourceVersion=0,
 // which a watch cache that cannot initialize answers with an empty list),
-// not in pages, and not a streaming list (a watch that sends the objects
+// a relist not one from the watch cache at the last version seen (what
+// ends a failure must hold every write before it), not in pages, and not
+// a streaming list (a watch that sends the objects
 // as initial events, client-go's default since 1.35), which costs
 // kube-apiserver a deep copy of each object. The collector decodes the
 // list as it arrives (readPartialList).
@@ -271,9 +373,11 @@ func (m *monitor) listWatch(client *metaClient, silent func(context.Context, err
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			m.listing()
-			if opts.ResourceVersion == "0" {
-				opts.ResourceVersion = "" // consistent, not any version
-			}
+			// Consistent: not any version (the first list's "0"), nor
+			// one not older than the last version seen (a relist's),
+			// which the watch cache serves as far as it got, and that
+			// may lag what was written before.
+			opts.ResourceVersion, opts.ResourceVersionMatch = "", ""
 			opts.Limit = 0 // whole, not in pages
 			list, err := client.list(ctx, gvr, opts)
 			if err != nil {
@@ -283,14 +387,22 @@ func (m *monitor) listWatch(client *metaClient, silent func(context.Context, err
 			return list, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			w, err := client.watch(ctx, gvr, opts)
-			if err != nil {
+			retried := func(err error) error {
 				if apierrors.IsTooManyRequests(err) || utilnet.IsConnectionRefused(err) {
 					silent(ctx, err)
 				}
-				return nil, err
+				return err
 			}
-			m.watching()
+			w, err := client.watch(ctx, gvr, opts)
+			if err != nil {
+				return nil, retried(err)
+			}
+			if m.watching() {
+				if err := m.resume(ctx, client); err != nil {
+					w.Stop()
+					return nil, retried(err)
+				}
+			}
 			// A watch that ends because its version is too old is
 			// followed by a relist, after the reflector's backoff (up to
 			// half a minute): relisting from the moment the watch says so,
@@ -316,7 +428,11 @@ func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 func (m *monitor) pushObject(typ eventType, obj any) {
 	if o := slimMeta(obj); o != nil {
+		if m.beforeFeed != nil {
+			m.beforeFeed(m.res, o)
+		}
 		m.push(event{typ: typ, obj: o, res: m.res})
+		m.passed(o.ResourceVersion)
 	}
 }
 
@@ -344,6 +460,8 @@ func (ms *monitorSet) noteError(ctx context.Context, m *monitor, err error) {
 	now := ms.r.c.clock.Now()
 	m.mu.Lock()
 	m.errors++
+	m.catchingUp = false
+	m.catchUp.Store(0)
 	first := !m.failing
 	if first {
 		m.failing, m.failingSince = true, now
@@ -380,6 +498,8 @@ func (ms *monitorSet) unsyncedFor(now time.Time, ns string) []string {
 			continue
 		}
 		switch st := m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout); {
+		case st == stateFailing && m.catchingUpNow():
+			out = append(out, gr.String()+" (catching up after a failure)")
 		case st != stateSynced:
 			out = append(out, gr.String()+" ("+monitorStates[st]+")")
 		case m.relistPending():
