@@ -76,6 +76,7 @@ type Collector struct {
 	requestTimeout time.Duration
 	failureGrace   time.Duration // a monitor whose list/watch fails this long stops holding back the others
 	syncTimeout    time.Duration // so does a monitor that has not synced this long after its start
+	catchUpWithin  time.Duration // a resumed watch's catch-up bound (0: the default, catchUpWithin)
 	unsyncedHold   time.Duration // ownerGC.unsyncedResourceHold
 	stuckThreshold time.Duration // ownerGC.stuckDeletionThreshold (stuck.go); 0: off
 	ignored        map[schema.GroupResource]struct{}

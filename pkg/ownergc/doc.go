@@ -278,9 +278,11 @@
 // watch at or after it (evCaughtUp follows it through the FIFO; the
 // hold names the resource "catching up after a failure"). kube-apiserver
 // sends a watch a bookmark about once a minute, so a resource that does
-// not change catches up within a minute; one whose versions are not
-// numbers (an aggregated API server of its own storage) is relisted
-// instead. A list or watch refused with 429 (a CRD's storage
+// not change catches up within a minute. A watch that has not caught up
+// within two minutes (one served by etcd directly, whose bookmarks come
+// every ten) is ended, and the resource relisted; so is one whose
+// versions are not numbers (an aggregated API server of its own storage)
+// at once. A list or watch refused with 429 (a CRD's storage
 // re-initializing because its list fails, or throttling) or a refused
 // connection counts as a failure at once: monitors' requests make no
 // retries of their own (client-go would retry a 429 for half a minute and

@@ -441,8 +441,11 @@ func testOrphanSeesDependentsOfARecoveredResource(t *testing.T, env *itEnv) {
 // caught up, and an orphaning that needs every dependent must wait. Here
 // the secrets watch's delivery of "dep", created while refused, is held
 // back in the feed; its owner, deleted with orphan meanwhile, must stay
-// until the graph has it, and then "dep" is orphaned, not deleted.
-func testOrphanWaitsForAResumedWatchsBacklog(t *testing.T, env *itEnv) {
+// until the graph has it, and then "dep" is orphaned, not deleted. The
+// graph has caught up at the watch's next bookmark or, with within set
+// shorter than the API server's bookmark period, through the relist that
+// ends a watch which has not caught up within that bound.
+func testOrphanWaitsForAResumedWatchsBacklog(t *testing.T, env *itEnv, within time.Duration) {
 	ctx := t.Context()
 	ns := env.namespace(t, "orphan-resumed")
 	owner := env.configMap(t, ns, "owner", nil)
@@ -466,6 +469,7 @@ func testOrphanWaitsForAResumedWatchsBacklog(t *testing.T, env *itEnv) {
 	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: 10 * time.Minute}
 	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	gc := env.startCollectorVia(t, rc, cfg, func(c *Collector) {
+		c.catchUpWithin = within
 		c.hooks.beforeFeed = func(res *resource, obj *metav1.PartialObjectMetadata) {
 			if res.gvr == secrets && obj.Namespace == ns && obj.Name == "dep" {
 				once.Do(func() { close(delivered) })
@@ -511,8 +515,12 @@ func testOrphanWaitsForAResumedWatchsBacklog(t *testing.T, env *itEnv) {
 
 	let()
 	// Without a change of secrets, the watch's next bookmark (about a
-	// minute after it opened) tells the graph has caught up.
+	// minute after it opened) tells the graph has caught up, or the bound
+	// ends the watch, and the relist does.
 	eventually(t, 3*time.Minute, "the owner to go", env.cmGone(ns, "owner"))
+	if relisted := strings.Contains(gc.logs.String(), "did not catch up within"); relisted != (within > 0) {
+		t.Errorf("relisted because the resumed watch did not catch up: %v; want %v", relisted, within > 0)
+	}
 	gc.waitIdle(t)
 	got, err := env.cs.CoreV1().Secrets(ns).Get(ctx, "dep", metav1.GetOptions{})
 	if err != nil {

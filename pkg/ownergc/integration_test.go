@@ -2,6 +2,7 @@ package ownergc
 
 import (
 	"testing"
+	"time"
 )
 
 // TestIntegration proves the owner GC against a real kube-apiserver and
@@ -50,7 +51,12 @@ func TestIntegration(t *testing.T) {
 	t.Run("the wait for a resource that cannot be listed is bounded", func(t *testing.T) { testOrphanHoldExpires(t, env) })
 	t.Run("orphaning and foreground wait for a dependent's resource that left discovery", func(t *testing.T) { testDependentResourceLeftDiscovery(t, env) })
 	t.Run("orphaning sees the dependents of a resource that recovered meanwhile", func(t *testing.T) { testOrphanSeesDependentsOfARecoveredResource(t, env) })
-	t.Run("orphaning waits for the backlog of a watch that resumed", func(t *testing.T) { testOrphanWaitsForAResumedWatchsBacklog(t, env) })
+	t.Run("orphaning waits for the backlog of a watch that resumed, until a bookmark", func(t *testing.T) {
+		testOrphanWaitsForAResumedWatchsBacklog(t, env, 0)
+	})
+	t.Run("orphaning waits for the backlog of a watch that resumed, until a relist", func(t *testing.T) {
+		testOrphanWaitsForAResumedWatchsBacklog(t, env, 3*time.Second)
+	})
 	t.Run("orphaning refreshes discovery first", func(t *testing.T) { testOrphanWithUndiscoveredResource(t, env) })
 	t.Run("a failing resource does not block the others", func(t *testing.T) { testFailingResource(t, env) })
 	t.Run("a version that fails discovery keeps its monitor, alone", func(t *testing.T) { testVersionFailingDiscovery(t, env) })

@@ -3,10 +3,8 @@ package ownergc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // monitorState is where a monitor is on its way to a synced graph.
@@ -47,6 +46,10 @@ type monitor struct {
 	started     time.Time
 	// beforeFeed is the collector's test hook (testHooks.beforeFeed).
 	beforeFeed func(res *resource, obj *metav1.PartialObjectMetadata)
+	// clock times a resumed watch's catch-up (nil: the real clock);
+	// catchUpWithin bounds it (0: catchUpWithin).
+	clock         clock.Clock
+	catchUpWithin time.Duration
 	// reported is set once the monitor was logged as failed.
 	reported atomic.Bool
 
@@ -163,82 +166,6 @@ func (m *monitor) watching() (resumes bool) {
 	return false
 }
 
-// resume reads where the API server is now for a watch that resumed after
-// a failure, from the last resource version its reflector saw, without a
-// relist (a refused connection or a 429 is retried so). The watch first
-// sends what changed meanwhile: objects created while the monitor failed
-// may still be on their way to the graph when it opens, and an orphaning
-// that found none of them would turn into the deletion of each. The
-// failure ends when the graph has applied an event or bookmark of the
-// watch at or after the version read here (a consistent list of one
-// object: at least every write before it), which can only come after
-// every change before it (see passed). kube-apiserver sends a bookmark
-// about once a minute, so a resource that does not change catches up
-// within that.
-//
-// Where resource versions are not etcd's (an aggregated API server of
-// its own storage), they cannot be compared: the watch ends as expired,
-// and the reflector relists.
-func (m *monitor) resume(ctx context.Context, client *metaClient) error {
-	list, err := client.list(ctx, m.res.gvr, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return fmt.Errorf("read the resource version a resumed watch of %s must reach: %w", m.res.gvr, err)
-	}
-	rv, err := strconv.ParseUint(list.ResourceVersion, 10, 64)
-	if err != nil || rv == 0 {
-		return apierrors.NewResourceExpired(fmt.Sprintf("resource version %q of %s cannot be compared: relisting to catch up", list.ResourceVersion, m.res.gvr))
-	}
-	m.awaitCatchUp(rv)
-	return nil
-}
-
-// awaitCatchUp records that the failure ends once the graph applied the
-// watch's changes up to resource version rv.
-func (m *monitor) awaitCatchUp(rv uint64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.catchingUp, m.catchUpAt = true, m.errors
-	m.catchUp.Store(rv)
-}
-
-// passed records that the feed delivered an event or bookmark of the
-// watch at resource version rv. Once it reaches what a resumed watch
-// awaits, the feed queues evCaughtUp behind it: the graph has caught up
-// when the builder applies that.
-func (m *monitor) passed(rv string) {
-	target := m.catchUp.Load()
-	if target == 0 {
-		return
-	}
-	if v, err := strconv.ParseUint(rv, 10, 64); err != nil || v < target || !m.catchUp.CompareAndSwap(target, 0) {
-		return
-	}
-	m.mu.Lock()
-	seq := m.catchUpAt
-	m.mu.Unlock()
-	m.push(event{typ: evCaughtUp, mon: m, seq: seq})
-}
-
-// caughtUp: the graph applied a resumed watch's events up to the version
-// it awaited (evCaughtUp, queued when the failure count was seq). That
-// ends the failure, unless another one came since, or a relist began.
-func (m *monitor) caughtUp(seq uint32) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.catchingUp || m.catchUpAt != seq || m.errors != seq || m.relisting {
-		return
-	}
-	m.catchingUp = false
-	m.failing = false
-}
-
-// catchingUpNow reports whether a resumed watch's catch-up is awaited.
-func (m *monitor) catchingUpNow() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.catchingUp
-}
-
 // state: synced once its initial list is in the graph, failing when its
 // list/watch fails after that; before the first sync, failed when its
 // list/watch has kept failing for grace, or when it has not synced within
@@ -333,7 +260,8 @@ func (ms *monitorSet) sync(resources map[schema.GroupResource]*resource, keep fu
 // start starts a monitor of res.
 func (ms *monitorSet) start(res *resource) *monitor {
 	mctx, cancel := context.WithCancel(ms.ctx)
-	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now(), beforeFeed: ms.r.c.hooks.beforeFeed}
+	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now(), beforeFeed: ms.r.c.hooks.beforeFeed,
+		clock: ms.r.c.clock, catchUpWithin: ms.r.c.catchUpWithin}
 	ctrl := cache.New(&cache.Config{
 		Queue:             newFeed(m),
 		ListerWatcher:     m.listWatch(ms.r.c.watches, func(ctx context.Context, err error) { ms.noteError(ctx, m, err) }),
@@ -402,6 +330,7 @@ func (m *monitor) listWatch(client *metaClient, silent func(context.Context, err
 					w.Stop()
 					return nil, retried(err)
 				}
+				w = m.expireUnlessCaughtUp(w)
 			}
 			// A watch that ends because its version is too old is
 			// followed by a relist, after the reflector's backoff (up to

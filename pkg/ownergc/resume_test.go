@@ -5,9 +5,14 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // TestResumeReadsWhereTheServerIs: a resumed watch awaits the resource
@@ -60,5 +65,64 @@ func TestResumeReadsWhereTheServerIs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResumedWatchThatDoesNotCatchUpEnds: a resumed watch that has not
+// caught up within its bound (no bookmark, as from etcd directly, and no
+// change) ends with an "expired" error, for the reflector to relist; one
+// that caught up goes on, and stops when told.
+func TestResumedWatchThatDoesNotCatchUpEnds(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	m := &monitor{res: resPod, clock: clk, catchUpWithin: time.Minute, queue: newEventQueue()}
+	next := func(w watch.Interface) (watch.Event, bool) {
+		t.Helper()
+		select {
+		case ev, ok := <-w.ResultChan():
+			return ev, ok
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event and no end within 5s")
+			return watch.Event{}, false
+		}
+	}
+	pod := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "p", ResourceVersion: "50"}}
+
+	m.awaitCatchUp(100)
+	inner := watch.NewFake()
+	w := m.expireUnlessCaughtUp(inner)
+	go inner.Add(pod)
+	if ev, ok := next(w); !ok || ev.Type != watch.Added {
+		t.Fatalf("first event %v (open %v); want the inner watch's Added", ev.Type, ok)
+	}
+	testbed.WaitFor(t, 5*time.Second, "the bound's timer", clk.HasWaiters)
+	clk.Step(time.Minute)
+	ev, ok := next(w)
+	if !ok || ev.Type != watch.Error || !apierrors.IsResourceExpired(apierrors.FromObject(ev.Object)) {
+		t.Fatalf("after the bound, not caught up: %v %v (open %v); want an expired error", ev.Type, ev.Object, ok)
+	}
+	if _, ok := next(w); ok {
+		t.Error("the watch goes on after its expired error")
+	}
+	if !inner.IsStopped() {
+		t.Error("the inner watch was not stopped")
+	}
+
+	m.awaitCatchUp(200)
+	inner = watch.NewFake()
+	w = m.expireUnlessCaughtUp(inner)
+	m.passed("200")
+	m.caughtUp(m.catchUpAt)
+	testbed.WaitFor(t, 5*time.Second, "the bound's timer", clk.HasWaiters)
+	clk.Step(time.Minute)
+	go inner.Modify(pod)
+	if ev, ok := next(w); !ok || ev.Type != watch.Modified {
+		t.Fatalf("after the bound, caught up: %v (open %v); want the inner watch's Modified", ev.Type, ok)
+	}
+	w.Stop()
+	if _, ok := next(w); ok {
+		t.Error("the watch goes on after Stop")
+	}
+	if !inner.IsStopped() {
+		t.Error("Stop did not stop the inner watch")
 	}
 }
