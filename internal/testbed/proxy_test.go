@@ -50,18 +50,38 @@ func roundTrip(c net.Conn, msg string) (string, error) {
 	return line, err
 }
 
-func TestProxyCutAndResume(t *testing.T) {
+// echoProxy starts a proxy to an echo server and a connection through
+// it; both close when the test ends.
+func echoProxy(t *testing.T) (*Proxy, net.Conn) {
+	t.Helper()
 	p, err := StartProxy(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(p.Close)
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return p, c
+}
 
+// dialEcho dials the proxy after Resume and expects msg echoed.
+func dialEcho(t *testing.T, p *Proxy, msg string) {
+	t.Helper()
 	c, err := net.Dial("tcp", p.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	if got, err := roundTrip(c, msg); err != nil || got != msg+"\n" {
+		t.Fatalf("after Resume: %q, %v; want the echo", got, err)
+	}
+}
+
+func TestProxyCutAndResume(t *testing.T) {
+	p, c := echoProxy(t)
 	if got, err := roundTrip(c, "one"); err != nil || got != "one\n" {
 		t.Fatalf("through the proxy: %q, %v; want the echo", got, err)
 	}
@@ -81,27 +101,11 @@ func TestProxyCutAndResume(t *testing.T) {
 	if err := p.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	c3, err := net.Dial("tcp", p.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	if got, err := roundTrip(c3, "four"); err != nil || got != "four\n" {
-		t.Fatalf("after Resume: %q, %v; want the echo", got, err)
-	}
+	dialEcho(t, p, "four")
 }
 
 func TestProxyRefuseAndResume(t *testing.T) {
-	p, err := StartProxy(echoServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	p, c := echoProxy(t)
 
 	p.Refuse()
 	if _, err := roundTrip(c, "one"); err == nil {
@@ -117,12 +121,5 @@ func TestProxyRefuseAndResume(t *testing.T) {
 	if err := p.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	c3, err := net.Dial("tcp", p.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	if got, err := roundTrip(c3, "two"); err != nil || got != "two\n" {
-		t.Fatalf("after Resume: %q, %v; want the echo", got, err)
-	}
+	dialEcho(t, p, "two")
 }

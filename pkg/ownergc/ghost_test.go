@@ -2,7 +2,6 @@ package ownergc
 
 import (
 	"context"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
-	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -34,18 +32,7 @@ func testRelistAcrossRecreate(t *testing.T, env *itEnv) {
 	fgOwner := env.configMap(t, ns, "fg-owner", nil)
 	held := env.configMap(t, ns, "held", []metav1.OwnerReference{cmRef(fgOwner, true)}, "test.nodegc.io/hold")
 
-	u, err := url.Parse(env.c.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := testbed.StartProxy(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	rc := env.c.RESTConfig()
-	rc.Host = "https://" + proxy.Addr
-	rc.ServerName = "127.0.0.1" // the serving certificate's IP SAN, as seen through the proxy
+	proxy, rc := env.viaProxy(t)
 	gc := env.startCollectorVia(t, rc, testConfig())
 
 	// fg-owner waits, in the foreground, for "held": the collector deleted

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -252,6 +253,25 @@ func testConfig() config.OwnerGCConfiguration {
 func (e *itEnv) startCollector(t testing.TB, cfg config.OwnerGCConfiguration, tweak ...func(*Collector)) *testCollector {
 	t.Helper()
 	return e.startCollectorVia(t, e.c.RESTConfig(), cfg, tweak...)
+}
+
+// viaProxy starts a proxy to the API server, closed when the test ends,
+// and returns it with a REST config that goes through it.
+func (e *itEnv) viaProxy(t testing.TB) (*testbed.Proxy, *rest.Config) {
+	t.Helper()
+	u, err := url.Parse(e.c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := testbed.StartProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	rc := e.c.RESTConfig()
+	rc.Host = "https://" + proxy.Addr
+	rc.ServerName = "127.0.0.1" // the serving certificate's IP SAN, as seen through the proxy
+	return proxy, rc
 }
 
 // startCollectorVia is startCollector with the collector's own REST config

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -21,8 +20,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
-
-	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // failingCRD creates a namespaced CRD whose list fails: objects are stored
@@ -450,18 +447,7 @@ func testOrphanWaitsForAResumedWatchsBacklog(t *testing.T, env *itEnv, within ti
 	ns := env.namespace(t, "orphan-resumed")
 	owner := env.configMap(t, ns, "owner", nil)
 
-	u, err := url.Parse(env.c.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := testbed.StartProxy(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	rc := env.c.RESTConfig()
-	rc.Host = "https://" + proxy.Addr
-	rc.ServerName = "127.0.0.1" // the serving certificate's IP SAN, as seen through the proxy
+	proxy, rc := env.viaProxy(t)
 	delivered, release := make(chan struct{}), make(chan struct{})
 	var once, released sync.Once
 	let := func() { released.Do(func() { close(release) }) }
@@ -531,13 +517,9 @@ func testOrphanWaitsForAResumedWatchsBacklog(t *testing.T, env *itEnv, within ti
 	}
 }
 
-// TestRelistRecoversWhenApplied: a failing monitor whose relist returned is
-// not trusted until the graph has applied that relist (its evRelisted):
-// the objects created while it failed may still be queued. The watch that
-// the reflector opens right after the list does not end the failure
-// either. The first list ends a failure at once (the monitor is syncing
-// until evSynced anyway).
-func TestRelistRecoversWhenApplied(t *testing.T) {
+// podMonitorRun is a run on a fake clock with one monitor, of pods, that
+// runs no reflector: the test drives it.
+func podMonitorRun(t *testing.T) (*testingclock.FakeClock, *run, *monitor) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
 	c.metrics = newMetrics(prometheus.NewRegistry(), c)
@@ -545,6 +527,17 @@ func TestRelistRecoversWhenApplied(t *testing.T) {
 	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
 	pods := &monitor{started: clk.Now(), res: resPod}
 	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+	return clk, r, pods
+}
+
+// TestRelistRecoversWhenApplied: a failing monitor whose relist returned is
+// not trusted until the graph has applied that relist (its evRelisted):
+// the objects created while it failed may still be queued. The watch that
+// the reflector opens right after the list does not end the failure
+// either. The first list ends a failure at once (the monitor is syncing
+// until evSynced anyway).
+func TestRelistRecoversWhenApplied(t *testing.T) {
+	clk, r, pods := podMonitorRun(t)
 	tg := newTestGraph(t)
 
 	pods.mu.Lock()
@@ -621,14 +614,9 @@ func TestRelistRecoversWhenApplied(t *testing.T) {
 // voids the mark, and so does a failure between the mark's queueing and
 // its application.
 func TestResumedWatchCatchesUp(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
-	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
-	c.metrics = newMetrics(prometheus.NewRegistry(), c)
-	r := &run{c: c, logger: testLogger(t), graph: newGraph()}
-	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
+	clk, r, pods := podMonitorRun(t)
 	q := newEventQueue()
-	pods := &monitor{started: clk.Now(), res: resPod, queue: q}
-	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+	pods.queue = q
 	f := newFeed(pods)
 	tg := newTestGraph(t)
 	applyQueued := func() {
@@ -644,6 +632,14 @@ func TestResumedWatchCatchesUp(t *testing.T) {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
 			UID: types.UID("uid-" + name), ResourceVersion: rv}}
 	}
+	// resumeAt: the watch opens again, the version read then is rv.
+	resumeAt := func(rv uint64) {
+		t.Helper()
+		if !pods.watching() {
+			t.Fatal("watching after a failure: want a resume")
+		}
+		pods.awaitCatchUp(rv)
+	}
 	if err := f.Replace(nil, "10"); err != nil {
 		t.Fatal(err)
 	}
@@ -655,10 +651,7 @@ func TestResumedWatchCatchesUp(t *testing.T) {
 	// Refused, then resumed: what was created meanwhile (rv 15) is not
 	// enough, the version read at the reopen (20) is.
 	fail()
-	if !pods.watching() {
-		t.Fatal("watching after a failure: want a resume")
-	}
-	pods.awaitCatchUp(20)
+	resumeAt(20)
 	_ = f.Add(pod("made-meanwhile", "15"))
 	applyQueued()
 	if got := unsynced(); len(got) != 1 || !strings.Contains(got[0], "catching up") {
@@ -678,8 +671,7 @@ func TestResumedWatchCatchesUp(t *testing.T) {
 
 	// An event at or after the version ends it as well.
 	fail()
-	pods.watching()
-	pods.awaitCatchUp(30)
+	resumeAt(30)
 	_ = f.Update(pod("made-meanwhile", "31"))
 	applyQueued()
 	if got := unsynced(); len(got) != 0 {
@@ -689,16 +681,14 @@ func TestResumedWatchCatchesUp(t *testing.T) {
 	// The mark is queued, then the watch fails again: applying the mark
 	// does not end the new failure, and a later resume needs its own.
 	fail()
-	pods.watching()
-	pods.awaitCatchUp(40)
+	resumeAt(40)
 	_ = f.Bookmark("40")
 	fail()
 	applyQueued()
 	if got := unsynced(); len(got) != 1 || strings.Contains(got[0], "catching up") {
 		t.Errorf("a failure after the mark was queued: unsynced %q, want pods failing", got)
 	}
-	pods.watching()
-	pods.awaitCatchUp(50)
+	resumeAt(50)
 	_ = f.Bookmark("45")
 	applyQueued()
 	if got := unsynced(); len(got) != 1 {
@@ -713,8 +703,7 @@ func TestResumedWatchCatchesUp(t *testing.T) {
 	// A relist that begins supersedes the resume: only its application
 	// ends the failure.
 	fail()
-	pods.watching()
-	pods.awaitCatchUp(60)
+	resumeAt(60)
 	pods.listing()
 	_ = f.Bookmark("60")
 	applyQueued()
