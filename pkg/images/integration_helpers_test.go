@@ -44,6 +44,8 @@ type bed struct {
 	nodeName string
 	// registry, if set, receives the managers' metrics.
 	registry *prometheus.Registry
+	// sandboxes, if set, is the managers' sandbox source (else layers).
+	sandboxes images.SandboxSource
 }
 
 // metric is the sum of the samples of name in b.registry that match every
@@ -135,9 +137,13 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	var sandboxes images.SandboxSource = b.layers
+	if b.sandboxes != nil {
+		sandboxes = b.sandboxes
+	}
 	opts := images.Options{
 		Config: cfg, StateDirectory: stateDir, NodeName: b.nodeName, Runtime: rt, Layers: b.layers, Arrivals: b.layers, Writes: b.layers,
-		Disk: b.disk, Clock: clk, SandboxImages: []string{sandbox}, Sandboxes: b.layers, SettleTimeout: b.settleTimeout, OnRun: b.onRun,
+		Disk: b.disk, Clock: clk, SandboxImages: []string{sandbox}, Sandboxes: sandboxes, SettleTimeout: b.settleTimeout, OnRun: b.onRun,
 	}
 	if b.registry != nil {
 		opts.Registerer = b.registry

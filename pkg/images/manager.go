@@ -731,11 +731,13 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // listed again, whether or not the event stream is live (the runtime may
 // drop events, and a CREATED event may still be on its way), so no
 // container that exists when the check begins is missed, and the tracker
-// adds what events reported since; the runtime's sandboxes are listed
-// again (Options.Sandboxes); and the pod view is read again, so a pod
-// bound since the plan keeps the images it names. When the runtime cannot
-// be asked, the check fails and the run stops: nothing is removed on
-// doubt.
+// adds what events reported since, up to the check's last step; the
+// runtime's sandboxes are listed again (Options.Sandboxes); and the pod
+// view is read again, so a pod bound since the plan keeps the images it
+// names. When the runtime cannot be asked, the check fails and the run
+// stops: nothing is removed on doubt. A container created after the
+// check's last step, before RemoveImage, is not seen: CRI has no removal
+// on condition.
 func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 	lookup, _ := m.opts.Runtime.(ImageLookup)
 	configured := refForms(m.opts.SandboxImages)
@@ -787,6 +789,17 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		}
 		if m.policy.cfg.KeepNewestPerRepository > 0 && newRepository(planned, img) {
 			return KeepNewestTags, nil
+		}
+		// Last, what the runtime's events told while the calls above
+		// went on (a loaded runtime answers slowly, and the disk fills
+		// when it is loaded): a container created from the image since
+		// the listing, or one that mounts it, whose status is read now.
+		// RemoveImage follows at once; containerd removes an image
+		// whatever uses it.
+		if mounted, err := m.mountedByContainer(ctx, img); err != nil {
+			return "", err
+		} else if mounted || m.tracker.inUse(img) {
+			return KeepInUse, nil
 		}
 		return "", nil
 	}

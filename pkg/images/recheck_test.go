@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,6 +90,45 @@ func TestScheduledRecheckedBeforeEachRemoval(t *testing.T) {
 		}
 	}
 	removeAllButSkipped(t, everythingNeeded(t, Options{Runtime: rt, Pods: pods}), rt, "sha256:bb "+KeepScheduled)
+}
+
+// hookSandboxes lists no sandbox image, and calls hook first each time.
+type hookSandboxes struct{ hook func() }
+
+func (h hookSandboxes) SandboxImages(context.Context) ([]string, error) {
+	h.hook()
+	return nil, nil
+}
+
+// TestEventDuringTheCheckKeepsTheImage: the check right before a removal
+// makes calls to the runtime after it listed the containers (the sandbox
+// list here, a container's status for its image volumes); a container
+// created from the image meanwhile, whose CREATED event the tracker has
+// when the check ends, keeps the image. containerd's RemoveImage removes
+// an image whatever uses it.
+func TestEventDuringTheCheckKeepsTheImage(t *testing.T) {
+	rt := &removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+	}}
+	var m *Manager
+	var armed atomic.Bool
+	rt.onRemove = func(id string) { armed.Store(id == "sha256:aa") } // bb is checked next
+	sandboxes := hookSandboxes{hook: func() {
+		if !armed.Swap(false) {
+			return
+		}
+		m.tracker.observeEvent(&runtimeapi.ContainerEventResponse{
+			ContainerId:        "late",
+			ContainerEventType: runtimeapi.ContainerEventType_CONTAINER_CREATED_EVENT,
+			CreatedAt:          m.clock.Now().UnixNano(),
+			ContainersStatuses: []*runtimeapi.ContainerStatus{{Id: "late", ImageRef: "sha256:bb", ImageId: "sha256:bb",
+				Image: &runtimeapi.ImageSpec{Image: "registry.example/b:1"}, State: runtimeapi.ContainerState_CONTAINER_CREATED}},
+		})
+	}}
+	m = everythingNeeded(t, Options{Runtime: statusRuntime{rt}, Sandboxes: sandboxes})
+	removeAllButSkipped(t, m, rt, "sha256:bb "+KeepInUse)
 }
 
 // everythingNeeded makes a manager on opts (Runtime, Pods, SandboxImages;
