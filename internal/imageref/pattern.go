@@ -70,6 +70,11 @@ func Parse(pattern string) (*Pattern, error) {
 	rest, digest, hasDigest := strings.Cut(pattern, "@")
 	name, tag, hasTag := splitTag(rest)
 	comps := strings.Split(name, "/")
+	if len(comps) > 1 && ipv6RegistryRegexp.MatchString(comps[0]) {
+		escaped := `\[` + strings.Replace(pattern[1:], "]", `\]`, 1)
+		return nil, fmt.Errorf("%q is an IPv6 registry as a pull writes it, but in a pattern its brackets are a character class "+
+			"(one of the characters between them): write %s", comps[0], escaped)
+	}
 	for _, part := range append(append([]string(nil), comps...), tag, digest) {
 		if err := checkSyntax(part); err != nil {
 			return nil, err
@@ -100,7 +105,7 @@ func Parse(pattern string) (*Pattern, error) {
 	}
 	if why == "" && len(comps) == 1 && shortIDRegexp.MatchString(comps[0]) {
 		p.warnings = append(p.warnings, fmt.Sprintf("is a Docker Hub name of hexadecimal digits (%s), which looks like a short image ID "+
-			"as crictl images shows it: an image ID pattern is sha256:%s*", p, comps[0]))
+			"as crictl images shows it: an image ID pattern is sha256:%s*", p, strings.TrimRight(comps[0], "*")))
 	}
 	if why == "" && n.onlyWildcards {
 		p.warnings = append(p.warnings, fmt.Sprintf("is a name of one component, so it matches Docker Hub's official images only (%s): "+
@@ -112,8 +117,13 @@ func Parse(pattern string) (*Pattern, error) {
 const neverMatches = "can never match an image reference: "
 
 // shortIDRegexp matches the start of an image ID written without its
-// algorithm: 12 to 63 hexadecimal digits (64 are refused as a name).
-var shortIDRegexp = regexp.MustCompile(`^[0-9a-f]{12,63}$`)
+// algorithm: 12 to 63 hexadecimal digits (64 are refused as a name), or
+// 8 and more before a trailing star.
+var shortIDRegexp = regexp.MustCompile(`^([0-9a-f]{12,63}|[0-9a-f]{8,63}\*+)$`)
+
+// ipv6RegistryRegexp matches a first component that is an IPv6 registry
+// written unescaped, as in a pull: "[::1]:5000", "[fd00::1]".
+var ipv6RegistryRegexp = regexp.MustCompile(`^\[[0-9A-Fa-f:.%]*:[0-9A-Fa-f:.%]*\](:[0-9]+)?$`)
 
 // Warnings says why the pattern can never match a valid image reference,
 // or means something other than it seems to; nil when neither.
@@ -154,9 +164,11 @@ func (p *Pattern) Match(name string) bool {
 	return p.match(&r)
 }
 
-// MatchID reports whether id, an image ID such as "sha256:...", matches an
-// image ID pattern. Other patterns match no ID.
+// MatchID reports whether id, an image ID such as "sha256:..." (or its
+// hexadecimal digits alone, as CRI-O lists it), matches an image ID
+// pattern. Other patterns match no ID.
 func (p *Pattern) MatchID(id string) bool {
+	id = CanonicalID(id)
 	if !p.id || !strings.HasPrefix(id, p.idPrefix) {
 		return false
 	}

@@ -97,6 +97,9 @@ func TestMatch(t *testing.T) {
 		"tag and digest: digest decides":     {"nginx:9.9@" + digest, "docker.io/library/nginx@" + digest, true},
 		"image ID":                           {id, "id:" + id, true},
 		"image ID prefix":                    {"sha256:0123abcd*", "id:" + id, true},
+		"image ID, listed bare":              {id, "id:" + strings.TrimPrefix(id, "sha256:"), true},
+		"image ID prefix, listed bare":       {"sha256:0123abcd*", "id:" + strings.TrimPrefix(id, "sha256:"), true},
+		"other image ID, listed bare":        {"sha256:ffff*", "id:" + strings.TrimPrefix(id, "sha256:"), false},
 		"other image ID":                     {"sha256:ffff*", "id:" + id, false},
 		"image ID pattern, digest name":      {digest, "docker.io/library/nginx@" + digest, false},
 		"name pattern, image ID":             {"*", "id:" + id, false},
@@ -212,6 +215,8 @@ func TestWarnings(t *testing.T) {
 		"bare 64 hex":                        {strings.Repeat("ab", 32), true},
 		"short image ID, as crictl shows":    {"0123abcd0123a", true},
 		"short image ID, 12":                 {"0123abcd0123", true},
+		"short image ID with a star":         {"0123abcd*", true},
+		"hex name with a star, short":        {"abc12*", false},
 		"hex name with a tag":                {"0123abcd0123a:v1", true},
 		"hex-looking hub user":               {"0123abcd0123a/app", false},
 		"short hex name":                     {"abc123", false},
@@ -238,7 +243,10 @@ func TestWarnings(t *testing.T) {
 }
 
 func TestParseErrors(t *testing.T) {
-	for _, pattern := range []string{"", " ", "app-[ab", "nginx:v[0-9", `nginx:v1\`, "nginx[:]", "a[/]b", "nginx@sha256:[ab", "sha256:[ab"} {
+	for _, pattern := range []string{"", " ", "app-[ab", "nginx:v[0-9", `nginx:v1\`, "nginx[:]", "a[/]b", "nginx@sha256:[ab", "sha256:[ab",
+		// An IPv6 registry as a pull writes it: the brackets would be a
+		// character class.
+		"[::1]:5000/app", "[fd00::1]/team/app:v1", "[2001:db8::5]:443/**"} {
 		if p, err := Parse(pattern); err == nil {
 			t.Errorf("Parse(%q) = %s, want an error", pattern, p)
 		}

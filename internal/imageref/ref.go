@@ -59,6 +59,16 @@ func Normalize(name string) string {
 
 // isHexID says whether s is an image ID without its algorithm: 64 lower
 // case hex characters.
+// CanonicalID returns an image ID as ALGORITHM:HEX. CRI-O lists image IDs
+// as their hexadecimal digits alone; those get "sha256:" in front. Any
+// other ID is returned as it is.
+func CanonicalID(id string) string {
+	if isHexID(id) {
+		return "sha256:" + id
+	}
+	return id
+}
+
 func isHexID(s string) bool {
 	if len(s) != 64 {
 		return false

@@ -82,6 +82,7 @@ func TestExcludeSyntaxErrors(t *testing.T) {
 		"only spaces":              "  ",
 		"class split by a slash":   "registry.example/a[/]b",
 		"open class in the digest": "nginx@sha256:[ab",
+		"IPv6 registry unescaped":  "[::1]:5000/app",
 	} {
 		t.Run(name, func(t *testing.T) {
 			loaded, err := Decode([]byte(header + "imageGC:\n  exclude:\n  - ok/*\n  - " + strconv.Quote(pattern) + "\n"))

@@ -100,6 +100,9 @@ func namedBy(img *Image, forms map[string]string) (string, bool) {
 	if len(forms) == 0 {
 		return "", false
 	}
+	if pod, ok := forms[imageref.CanonicalID(img.ID)]; ok { // forms are sha256:HEX, CRI-O lists HEX
+		return pod, true
+	}
 	if pod, ok := forms[img.ID]; ok {
 		return pod, true
 	}

@@ -1,6 +1,7 @@
 package images
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,21 @@ func TestScheduledMatchesReferencesAsWritten(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("scheduled (-want +got):\n%s", diff)
+	}
+}
+
+// TestScheduledOnARuntimeOfBareIDs: CRI-O lists image IDs as their
+// hexadecimal digits alone; a pod status's imageID in the sha256: form,
+// or bare, names the image all the same.
+func TestScheduledOnARuntimeOfBareIDs(t *testing.T) {
+	bare := strings.TrimPrefix(idB, "sha256:")
+	for _, ref := range []string{idB, bare} {
+		pods := &fakePods{view: PodImages{Authoritative: true, Refs: map[string]string{ref: "jobs/ran"}}}
+		m := &Manager{opts: Options{Pods: pods}, scheduled: &PodsMemory{}}
+		got := scheduledImages(m, []Image{{ID: bare, FirstDetected: t0.Add(-time.Hour)}}, t0)
+		if got[bare] != "pod jobs/ran" {
+			t.Errorf("status imageID %q, image listed as %q: scheduled by %q, want pod jobs/ran", ref, bare, got[bare])
+		}
 	}
 }
 
