@@ -99,27 +99,31 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 		}
 		if keep == checkGone {
 			// Its layers went as the plan assumed: later estimates hold.
-			klog.FromContext(ctx).V(2).Info("Image already gone at the check before its removal: another removed it since the plan", "imageID", d.Image.ID, "tags", d.Image.RepoTags)
+			klog.FromContext(ctx).Info("Image already gone at the check before its removal: another removed it since the plan", "imageID", d.Image.ID, "tags", d.Image.RepoTags)
 			removed[d.Image.ID] = true
 			out.Gone = append(out.Gone, d)
 			gone += d.Bytes
 			return true, nil
 		}
 		if keep != "" {
-			klog.FromContext(ctx).V(2).Info("Image kept at the check before its removal", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "reason", keep)
+			klog.FromContext(ctx).Info("Image kept at the check before its removal", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "reason", keep)
 			d.Reason = keep
 			out.Skipped = append(out.Skipped, d)
 			held[d.Image.ID] = keep
 			return false, nil
 		}
-		if !dryRun {
-			klog.FromContext(ctx).V(2).Info("Removing image", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "reason", d.Reason, "estimatedBytes", d.Bytes)
+		// Each removal is logged at the default verbosity, as the kubelet
+		// logs each: which image went is what an operator asks first.
+		if dryRun {
+			klog.FromContext(ctx).Info("Image would be removed (dry run)", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "digests", d.Image.RepoDigests, "reason", d.Reason, "estimatedBytes", d.Bytes)
+		} else {
 			if err := rt.RemoveImage(ctx, d.Image.ID); err != nil {
 				errs = append(errs, err)
 				out.Failed = append(out.Failed, d)
 				held[d.Image.ID] = KeepRemoveFailed
 				return false, nil
 			}
+			klog.FromContext(ctx).Info("Removed image", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "digests", d.Image.RepoDigests, "reason", d.Reason, "estimatedBytes", d.Bytes)
 		}
 		removed[d.Image.ID] = true
 		out.Removed = append(out.Removed, d)
