@@ -197,11 +197,25 @@ func Decode(data []byte) (*Loaded, error) {
 	SetDefaults(out.Config)
 	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out.Line)...)
 	out.Warnings = append(out.Warnings, out.endpointWarnings()...)
-	if slices.Contains(out.FromKubelet, "imageGC.highThresholdPercent") && *out.Config.ImageGC.HighThresholdPercent == 100 {
-		out.Warnings = append(out.Warnings, "imageGC.highThresholdPercent is 100, taken from the KubeletConfiguration: disk-threshold image GC is off; "+
-			"set imageGC.highThresholdPercent in the NodeGCConfiguration document to run it while kubelet's is off")
+	if kc != nil && kubeletImageGCOff(kc, kubeletDoc.lines) {
+		_, high := out.lines["imageGC.highThresholdPercent"]
+		_, low := out.lines["imageGC.lowThresholdPercent"]
+		if !high || !low {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("line %d: imageGCHighThresholdPercent of the %s is 100, its image GC off: "+
+				"its thresholds are not taken, and nodegc's image GC runs at highThresholdPercent %d, lowThresholdPercent %d "+
+				"(set both in the NodeGCConfiguration document to choose)", kubeletDoc.lines["imageGCHighThresholdPercent"], KubeletKind,
+				*out.Config.ImageGC.HighThresholdPercent, *out.Config.ImageGC.LowThresholdPercent))
+		}
 	}
 	return out, nil
+}
+
+// kubeletImageGCOff reports whether a KubeletConfiguration sets
+// imageGCHighThresholdPercent to 100, which turns its threshold image GC
+// off (as when nodegc runs beside it). lines gives the document's lines.
+func kubeletImageGCOff(kc *kubeletconfigv1beta1.KubeletConfiguration, lines map[string]int) bool {
+	_, set := lines["imageGCHighThresholdPercent"]
+	return set && kc.ImageGCHighThresholdPercent != nil && *kc.ImageGCHighThresholdPercent == 100
 }
 
 // dropUnknownSignals removes from hard, a KubeletConfiguration's
@@ -265,8 +279,12 @@ func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfig
 		nodegcLines[nodegcPath] = kubeletLines[kubeletField]
 		taken = append(taken, nodegcPath)
 	}
-	take("imageGCHighThresholdPercent", "imageGC.highThresholdPercent", func() { c.ImageGC.HighThresholdPercent = kc.ImageGCHighThresholdPercent })
-	take("imageGCLowThresholdPercent", "imageGC.lowThresholdPercent", func() { c.ImageGC.LowThresholdPercent = kc.ImageGCLowThresholdPercent })
+	// A kubelet whose image GC is off (high 100: nodegc runs beside it)
+	// says nothing of the thresholds nodegc's should have.
+	if !kubeletImageGCOff(kc, kubeletLines) {
+		take("imageGCHighThresholdPercent", "imageGC.highThresholdPercent", func() { c.ImageGC.HighThresholdPercent = kc.ImageGCHighThresholdPercent })
+		take("imageGCLowThresholdPercent", "imageGC.lowThresholdPercent", func() { c.ImageGC.LowThresholdPercent = kc.ImageGCLowThresholdPercent })
+	}
 	take("imageMinimumGCAge", "imageGC.minimumGCAge", func() {
 		// The kubelet reads 0 as its default (kubeadm writes
 		// imageMinimumGCAge: 0s into every node's config), not as "none".

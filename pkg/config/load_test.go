@@ -267,14 +267,50 @@ func TestKubeletOnlyDocument(t *testing.T) {
 	}
 	want := []string{
 		"line 5: someFutureField: unknown field (ignored in the KubeletConfiguration document)",
-		"imageGC.highThresholdPercent is 100, taken from the KubeletConfiguration: disk-threshold image GC is off; " +
-			"set imageGC.highThresholdPercent in the NodeGCConfiguration document to run it while kubelet's is off",
+		"line 3: imageGCHighThresholdPercent of the KubeletConfiguration is 100, its image GC off: its thresholds are not taken, " +
+			"and nodegc's image GC runs at highThresholdPercent 85, lowThresholdPercent 80 (set both in the NodeGCConfiguration document to choose)",
 	}
 	if diff := cmp.Diff(want, loaded.Warnings); diff != "" {
 		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
-	if loaded.Line("imageGC.highThresholdPercent") != 3 {
-		t.Errorf("Line(imageGC.highThresholdPercent) = %d, want 3 (the kubelet document's line)", loaded.Line("imageGC.highThresholdPercent"))
+	if slices.Contains(loaded.FromKubelet, "imageGC.highThresholdPercent") || slices.Contains(loaded.FromKubelet, "imageGC.lowThresholdPercent") {
+		t.Errorf("thresholds taken from a kubelet whose image GC is off: %v", loaded.FromKubelet)
+	}
+}
+
+// TestBesideAKubeletWhoseImageGCIsOff: the node's KubeletConfiguration,
+// whose image GC is off as "Running beside kubelet" says (high 100, low
+// 99), given to nodegc with none, one or both of its thresholds set: the
+// kubelet's are never taken, so nodegc's image GC runs, and a high
+// threshold alone is valid (the kubelet's low 99 would be over it).
+func TestBesideAKubeletWhoseImageGCIsOff(t *testing.T) {
+	kubelet := "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\nimageMaximumGCAge: 0s\n"
+	for _, tc := range []struct {
+		name, nodegc string
+		high, low    int32
+		warns        bool
+	}{
+		{name: "neither", high: 85, low: 80, warns: true},
+		{name: "high alone", nodegc: "imageGC:\n  highThresholdPercent: 90\n", high: 90, low: 80, warns: true},
+		{name: "both", nodegc: "imageGC:\n  highThresholdPercent: 70\n  lowThresholdPercent: 60\n", high: 70, low: 60},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			loaded, err := Decode([]byte(header + tc.nodegc + kubelet))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errs := Validate(loaded.Config); len(errs) > 0 {
+				t.Fatalf("Validate() = %v", errs)
+			}
+			gc := loaded.Config.ImageGC
+			if *gc.HighThresholdPercent != tc.high || *gc.LowThresholdPercent != tc.low {
+				t.Errorf("thresholds %d/%d, want %d/%d", *gc.HighThresholdPercent, *gc.LowThresholdPercent, tc.high, tc.low)
+			}
+			if warned := slices.ContainsFunc(loaded.Warnings, func(w string) bool { return strings.Contains(w, "its image GC off") }); warned != tc.warns {
+				t.Errorf("warned %v, want %v: %q", warned, tc.warns, loaded.Warnings)
+			}
+		})
 	}
 }
 

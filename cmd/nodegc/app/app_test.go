@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -279,10 +280,11 @@ func TestRunAutoNeedsLeaderElection(t *testing.T) {
 
 // TestProblemsSayWhereTheValueCameFrom: a value a flag gave is blamed on
 // the flag, not on the file's line for the same field; a value taken from
-// the KubeletConfiguration document says so. Following nodegc's own advice
-// (a high threshold in the nodegc document beside a kubelet whose image GC
-// is off, 100/99) must not leave the operator wondering where the 99 came
-// from.
+// the KubeletConfiguration document says so: a low threshold taken from
+// the kubelet's (70/60) over the nodegc document's high one (40) must not
+// leave the operator wondering where the 60 came from. Beside a kubelet
+// whose image GC is off (100/99), nothing is taken, and a high threshold
+// alone is valid.
 func TestProblemsSayWhereTheValueCameFrom(t *testing.T) {
 	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nmetricsBindAddress: \":10281\"\n")
 	code, _, errOut := runMain(t, "", "run", "--config", file, "--metrics-bind-address=10281")
@@ -290,11 +292,18 @@ func TestProblemsSayWhereTheValueCameFrom(t *testing.T) {
 		t.Errorf("a bad flag value: code %d, stderr %q; want it blamed on --metrics-bind-address, not line 3", code, errOut)
 	}
 
-	file = writeFile(t, "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
-		"imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n---\n"+
-		"apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nimageGC:\n  highThresholdPercent: 85\n")
+	kubelet := func(high, low int) string {
+		return fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
+			"imageGCHighThresholdPercent: %d\nimageGCLowThresholdPercent: %d\n---\n", high, low)
+	}
+	file = writeFile(t, kubelet(70, 60)+"apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nimageGC:\n  highThresholdPercent: 40\n")
 	code, _, errOut = runMain(t, "", "config", "validate", "-f", file)
 	if code != 1 || !strings.Contains(errOut, "imageGC.lowThresholdPercent") || !strings.Contains(errOut, "KubeletConfiguration") {
 		t.Errorf("a low threshold taken from the kubelet: code %d, stderr %q; want it to name the KubeletConfiguration", code, errOut)
+	}
+	file = writeFile(t, kubelet(100, 99)+"apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nimageGC:\n  highThresholdPercent: 85\n")
+	code, _, errOut = runMain(t, "", "config", "validate", "-f", file)
+	if code != 0 || !strings.Contains(errOut, "its image GC off") {
+		t.Errorf("a high threshold beside a kubelet whose image GC is off: code %d, stderr %q; want valid, with a warning", code, errOut)
 	}
 }
