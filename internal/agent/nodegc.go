@@ -293,7 +293,7 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt *runt
 		sandboxes = append(sandboxes, rt.sandboxImage)
 	}
 	opts := images.Options{
-		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, NodeName: n.opts.NodeName, Runtime: c, Disk: diskstats.NewReader(),
+		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, NodeName: n.opts.NodeName, BootID: n.opts.BootID, Runtime: c, Disk: diskstats.NewReader(),
 		Registerer: reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport, PlanOnly: planOnly, WatchGoesOn: planOnly && n.agentRuns,
 	}
 	if n.imageWatch != nil {

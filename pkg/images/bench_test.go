@@ -137,7 +137,7 @@ func BenchmarkSaveState(b *testing.B) {
 	dir := b.TempDir()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := saveState(dir, "", usage, time.Time{}, time.Time{}); err != nil {
+		if err := saveState(dir, "", usage, time.Time{}, time.Time{}, bootReading{}); err != nil {
 			b.Fatal(err)
 		}
 	}

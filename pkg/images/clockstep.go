@@ -3,6 +3,7 @@ package images
 import (
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 )
 
@@ -57,4 +58,14 @@ func (m *Manager) clockStepped(step time.Duration) {
 	m.metrics.clockSteps.Inc()
 	klog.Background().Info("Warning: the wall clock was stepped; the image usage records move with it, so that images keep their ages",
 		"step", step.Round(time.Millisecond))
+}
+
+// timeSinceBoot reads CLOCK_BOOTTIME: the time since the machine booted,
+// suspends included, on a clock that is never stepped.
+func timeSinceBoot() (time.Duration, bool) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0, false
+	}
+	return time.Duration(ts.Nano()), true
 }

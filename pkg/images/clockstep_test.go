@@ -215,3 +215,62 @@ func TestArrivalsAfterAClockStepBack(t *testing.T) {
 		t.Errorf("after a new arrival: %+v, want first detected at it, no last use", got)
 	}
 }
+
+// TestStepWhileNodegcWasDown: the wall clock is stepped while nodegc is
+// down, on the same boot (a node without a working real-time clock, set by
+// NTP during a rollout of the agent). The state file records the boot and
+// the time since boot at each write, and the next start moves the records
+// by the step, either way, before anything else is made of them: an image
+// first seen a minute before the write, two minutes ago by the boot clock,
+// is two minutes old, however far the wall clock moved. Another boot, a
+// file without the boot, or a step within the tolerance moves nothing.
+func TestStepWhileNodegcWasDown(t *testing.T) {
+	const up = 100 * time.Second
+	for _, tc := range []struct {
+		name    string
+		now     time.Time
+		boot    bootReading
+		shift   time.Duration
+		saveOld bool // a file written without the boot
+	}{
+		{name: "forward three days", now: t0.Add(72*time.Hour + time.Minute), boot: bootReading{"b1", up + time.Minute}, shift: 72 * time.Hour},
+		{name: "back a day", now: t0.Add(-24*time.Hour + time.Minute), boot: bootReading{"b1", up + time.Minute}, shift: -24 * time.Hour},
+		{name: "within the tolerance", now: t0.Add(time.Minute + time.Second), boot: bootReading{"b1", up + time.Minute}},
+		{name: "another boot", now: t0.Add(72*time.Hour + time.Minute), boot: bootReading{"b2", time.Minute}},
+		{name: "boot unknown now", now: t0.Add(72*time.Hour + time.Minute)},
+		{name: "file without the boot", now: t0.Add(72*time.Hour + time.Minute), boot: bootReading{"b1", up + time.Minute}, saveOld: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			saved := bootReading{"b1", up}
+			if tc.saveOld {
+				saved = bootReading{}
+			}
+			tr, err := newTrackerAt(dir, t0.Add(-time.Hour), false, "node-a", func() bootReading { return saved })
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.clock = func() time.Time { return t0 }
+			tr.usage["sha256:a"] = Usage{FirstDetected: t0.Add(-time.Minute), LastUsed: t0.Add(-30 * time.Second)}
+			tr.markDirtyLocked()
+			if _, err := tr.saveFinal(); err != nil {
+				t.Fatal(err)
+			}
+
+			again, err := newTrackerAt(dir, tc.now, false, "node-a", func() bootReading { return tc.boot })
+			if err != nil {
+				t.Fatalf("loading after the step: %v", err)
+			}
+			if again.fileWatch.shift != tc.shift {
+				t.Errorf("shift %v, want %v", again.fileWatch.shift, tc.shift)
+			}
+			u := again.usage["sha256:a"]
+			if want := t0.Add(-time.Minute + tc.shift); !u.FirstDetected.Equal(want) {
+				t.Errorf("first detected %v, want %v (age %v by the wall clock now)", u.FirstDetected, want, tc.now.Sub(u.FirstDetected))
+			}
+			if want := t0.Add(-30*time.Second + tc.shift); !u.LastUsed.Equal(want) {
+				t.Errorf("last used %v, want %v", u.LastUsed, want)
+			}
+		})
+	}
+}

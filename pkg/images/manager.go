@@ -114,7 +114,13 @@ type Options struct {
 	// another node (a disk cloned from a template node) is set aside.
 	// Empty reads any.
 	NodeName string
-	Runtime  RuntimeService
+	// BootID is this machine's boot ID (/proc/sys/kernel/random/boot_id).
+	// With the real clock, the state file records it and the time since
+	// boot at each write, so that a step of the wall clock while nodegc
+	// was down, on the same boot, moves the records (stepWhileDown).
+	// Empty: not done.
+	BootID  string
+	Runtime RuntimeService
 	// Layers, if set, gives exact accounting; nil means CRI sizes.
 	Layers LayerSource
 	// Arrivals, if set, bounds first-detected times by when the runtime
@@ -226,7 +232,17 @@ func NewManager(opts Options) (*Manager, error) {
 		reg = prometheus.NewRegistry()
 	}
 	start := opts.Clock.Now()
-	tracker, warn := newTracker(opts.StateDirectory, start, opts.PlanOnly, opts.NodeName)
+	var boot func() bootReading
+	if _, real := opts.Clock.(clock.RealClock); real && opts.BootID != "" {
+		boot = func() bootReading {
+			since, ok := timeSinceBoot()
+			if !ok {
+				return bootReading{}
+			}
+			return bootReading{id: opts.BootID, since: since}
+		}
+	}
+	tracker, warn := newTrackerAt(opts.StateDirectory, start, opts.PlanOnly, opts.NodeName, boot)
 	tracker.clock = opts.Clock.Now
 	if opts.PlanOnly && opts.WatchGoesOn && !tracker.fileWatch.since.IsZero() && !tracker.fileWatch.since.After(start) {
 		// The agent that runs writes on changes only: its watch goes
@@ -262,6 +278,11 @@ func NewManager(opts Options) (*Manager, error) {
 		tracker.steps.monotonic = func() time.Duration { return time.Since(began) }
 	}
 	tracker.onStep = m.clockStepped
+	if step := tracker.fileWatch.shift; step != 0 {
+		metrics.clockSteps.Inc()
+		klog.Background().Info("Warning: the wall clock was stepped while nodegc was down; the image usage records move with it, so that images keep their ages",
+			"step", step.Round(time.Millisecond))
+	}
 	return m, nil
 }
 

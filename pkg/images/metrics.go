@@ -135,7 +135,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Readings of the image filesystem's usage that may start a run (trigger threshold or projected), every diskCheckInterval (interval) or right after the runtime wrote to its storage (write: a pull's blob or layer, an image record; at most one per 100ms),",
 			"cause", checkCauses),
 		clockSteps: metricvec.Single("nodegc_image_gc_clock_steps_total",
-			"Steps of the wall clock (its time moved more than 2s from the monotonic clock's between two readings) applied to the image usage records, so that images keep their ages."),
+			"Steps of the wall clock (its time moved more than 2s from the monotonic clock's between two readings, or from the time since boot between the state file's write and a start on the same boot) applied to the image usage records, so that images keep their ages."),
 		writesFollowed: metricvec.SingleGauge("nodegc_image_gc_runtime_writes_followed",
 			"1 while the image GC follows the runtime's writes to its storage (containerd's event stream), each of which has the disk read at once; 0 while only diskCheckInterval does (another runtime, no containerd API, or the stream is being reopened)."),
 		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",

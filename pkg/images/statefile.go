@@ -41,9 +41,44 @@ type stateFile struct {
 	// without a break (a restart within watchGapCovered is none), as of
 	// WatchedUntil, the last time it is known to have watched: the time of
 	// the write. Zero in files written before nodegc kept them.
-	WatchedSince time.Time        `json:"watchedSince,omitzero"`
-	WatchedUntil time.Time        `json:"watchedUntil,omitzero"`
-	Images       map[string]Usage `json:"images"`
+	WatchedSince time.Time `json:"watchedSince,omitzero"`
+	WatchedUntil time.Time `json:"watchedUntil,omitzero"`
+	// Boot and SinceBoot are the machine's boot ID and how long it had
+	// been up (in nanoseconds) at WatchedUntil: on the same boot, a step
+	// of the wall clock while nodegc was down shows against them (see
+	// stepWhileDown). Empty in files written before nodegc kept them, or
+	// where they cannot be read.
+	Boot      string           `json:"boot,omitempty"`
+	SinceBoot time.Duration    `json:"sinceBoot,omitempty"`
+	Images    map[string]Usage `json:"images"`
+}
+
+// bootReading is this machine's boot ID and the time since it booted, on
+// a clock that is never stepped and counts suspends (CLOCK_BOOTTIME), read
+// at one moment; zero when unknown (a fake clock's tests, a machine
+// without them).
+type bootReading struct {
+	id    string
+	since time.Duration
+}
+
+// stepWhileDown is the step of the wall clock between the state file's
+// write, at until, when the machine had been up for saved.since, and now,
+// when it has been up for cur.since: on one boot, the wall clock's
+// elapsed time against the boot clock's. NTP setting a clock that was
+// days behind (a node without a working real-time clock) while nodegc was
+// down would otherwise age every record by as much, and the minimum age
+// would protect no image pulled before. 0 on another boot, when either
+// reading is unknown, or within clockStepTolerance.
+func stepWhileDown(until time.Time, saved, cur bootReading, now time.Time) time.Duration {
+	if until.IsZero() || saved.id == "" || saved.id != cur.id || cur.since < saved.since {
+		return 0
+	}
+	step := now.Round(0).Sub(until.Round(0)) - (cur.since - saved.since)
+	if step > -clockStepTolerance && step < clockStepTolerance {
+		return 0
+	}
+	return step
 }
 
 // errDatedAhead marks loadState's warning about records dated after now:
@@ -65,6 +100,14 @@ var errDatedAhead = errors.New("records dated ahead of the clock")
 // With readOnly, an unusable file is left where it is: the state starts
 // empty and the warning says so.
 func loadState(dir string, now time.Time, readOnly bool, node string) (usage map[string]Usage, stamp bool, watched watch, warning error) {
+	return loadStateAt(dir, now, readOnly, node, bootReading{})
+}
+
+// loadStateAt is loadState on a machine whose boot clock reads boot now:
+// a step of the wall clock since the file's write, on this boot
+// (stepWhileDown), moves every time it keeps by as much, before anything
+// else is made of them, and watched.shift says by how much.
+func loadStateAt(dir string, now time.Time, readOnly bool, node string, boot bootReading) (usage map[string]Usage, stamp bool, watched watch, warning error) {
 	if !readOnly {
 		removeStaleTemps(dir, now)
 	}
@@ -92,6 +135,20 @@ func loadState(dir string, now time.Time, readOnly bool, node string) (usage map
 			if sf.Images == nil {
 				sf.Images = map[string]Usage{}
 			}
+			step := stepWhileDown(sf.WatchedUntil, bootReading{id: sf.Boot, since: sf.SinceBoot}, boot, now)
+			if step != 0 {
+				move := func(at time.Time) time.Time {
+					if at.IsZero() {
+						return at
+					}
+					return at.Add(step)
+				}
+				for id, u := range sf.Images {
+					u.FirstDetected, u.LastUsed = move(u.FirstDetected), move(u.LastUsed)
+					sf.Images[id] = u
+				}
+				sf.WatchedSince, sf.WatchedUntil = move(sf.WatchedSince), move(sf.WatchedUntil)
+			}
 			future := 0
 			for id, u := range sf.Images {
 				switch {
@@ -116,7 +173,7 @@ func loadState(dir string, now time.Time, readOnly bool, node string) (usage map
 				sf.Images[id] = u
 			}
 			stamp := node != "" && sf.Node == ""
-			w := watch{since: sf.WatchedSince, until: sf.WatchedUntil}
+			w := watch{since: sf.WatchedSince, until: sf.WatchedUntil, shift: step}
 			if future > 0 {
 				return sf.Images, stamp, w, fmt.Errorf("state file %s: %w: %d image records dated after the clock (%s; was it ahead, and stepped back since?) count from now",
 					p, errDatedAhead, future, now.UTC().Format(time.RFC3339))
@@ -144,7 +201,12 @@ const watchGapCovered = time.Minute
 
 // watch is the watch a state file records (stateFile.WatchedSince and
 // WatchedUntil); zero when it records none.
-type watch struct{ since, until time.Time }
+type watch struct {
+	since, until time.Time
+	// shift is the step of the wall clock while nodegc was down that the
+	// file's times were moved by (stepWhileDown).
+	shift time.Duration
+}
 
 // continuousSince is when the watch nodegc goes on with at now began: the
 // file's, when it was written no longer than watchGapCovered ago; else now
@@ -197,8 +259,9 @@ func removeStaleTemps(dir string, now time.Time) {
 // atomically: a temporary file in dir, fsync,
 // rename over the old file, fsync of the directory. A crash at any point
 // leaves either the old or the new file, whole.
-func saveState(dir, node string, images map[string]Usage, watchedSince, watchedUntil time.Time) error {
-	data, err := json.Marshal(stateFile{Version: stateVersion, Node: node, WatchedSince: watchedSince, WatchedUntil: watchedUntil, Images: images})
+func saveState(dir, node string, images map[string]Usage, watchedSince, watchedUntil time.Time, boot bootReading) error {
+	data, err := json.Marshal(stateFile{Version: stateVersion, Node: node, WatchedSince: watchedSince, WatchedUntil: watchedUntil,
+		Boot: boot.id, SinceBoot: boot.since, Images: images})
 	if err != nil {
 		return fmt.Errorf("encoding image state: %w", err)
 	}

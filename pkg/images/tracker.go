@@ -37,6 +37,8 @@ type Tracker struct {
 	// unseen. clock dates each write (the watch's last known time).
 	watchedSince time.Time
 	clock        func() time.Time
+	// boot reads the boot clock for each write (nil: unknown).
+	boot func() bootReading
 	// steps finds steps of clock (followLocked, under mu), onStep is told
 	// each.
 	steps  clockFollower
@@ -115,9 +117,20 @@ func NewTracker(dir string, now time.Time) (t *Tracker, warning error) {
 // describe: a state file of another node is set aside (loadState), and
 // saves name node.
 func newTracker(dir string, now time.Time, readOnly bool, node string) (*Tracker, error) {
-	usage, stamp, file, warning := loadState(dir, now, readOnly, node)
+	return newTrackerAt(dir, now, readOnly, node, nil)
+}
+
+// newTrackerAt is newTracker on a machine whose boot clock boot reads (nil:
+// unknown): the state file is read as of its reading now (loadStateAt),
+// and each save records it.
+func newTrackerAt(dir string, now time.Time, readOnly bool, node string, boot func() bootReading) (*Tracker, error) {
+	var at bootReading
+	if boot != nil {
+		at = boot()
+	}
+	usage, stamp, file, warning := loadStateAt(dir, now, readOnly, node, at)
 	since := file.continuousSince(now)
-	return &Tracker{dir: dir, node: node, readOnly: readOnly, usage: usage, watchedSince: since, fileWatch: file, clock: time.Now,
+	return &Tracker{dir: dir, node: node, readOnly: readOnly, usage: usage, watchedSince: since, fileWatch: file, clock: time.Now, boot: boot,
 		// A new watch is written soon, so that the file (and `nodegc
 		// plan`, which reads it) does not go on with the old one.
 		dirty: stamp || !since.Equal(file.since), onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
@@ -896,7 +909,11 @@ func (t *Tracker) write(all, always bool) (bool, error) {
 	t.dirty, t.lagging = false, false
 	since := t.watchedSince
 	t.mu.Unlock()
-	if err := saveState(t.dir, t.node, snapshot, since, t.clock()); err != nil {
+	var boot bootReading
+	if t.boot != nil {
+		boot = t.boot()
+	}
+	if err := saveState(t.dir, t.node, snapshot, since, t.clock(), boot); err != nil {
 		t.mu.Lock()
 		t.dirty, t.lagging = t.dirty || dirty, t.lagging || lagging
 		t.mu.Unlock()
