@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -350,5 +352,62 @@ func TestEpisodeEndsAtLow(t *testing.T) {
 	b.disk.set(75) // the low threshold: where the run planned to be
 	if got := b.checks(5); len(got) > 0 {
 		t.Errorf("runs at ticks %v at the low threshold after a run at 90%%, want none", got)
+	}
+}
+
+// outageRuntime has no image to remove; while down, its listings fail as
+// a runtime that is restarting does (Unavailable). It counts the listings.
+type outageRuntime struct {
+	streamRuntime
+	mu       sync.Mutex
+	down     bool
+	listings int
+}
+
+func (r *outageRuntime) set(down bool) {
+	r.mu.Lock()
+	r.down = down
+	r.mu.Unlock()
+}
+
+func (r *outageRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.listings++
+	if r.down {
+		return nil, status.Error(codes.Unavailable, "connection refused")
+	}
+	return nil, nil
+}
+
+// TestRuntimeOutageUnderPressure: over the high threshold, the runtime is
+// down for a while (containerd restarting, often what an operator does on
+// a full disk). A run that failed says nothing of what is removable: its
+// retries are spaced, up to failedRunRetryMax, and do not grow the
+// backoff of runs that found nothing to remove; once the runtime answers,
+// a run comes within that bound. (Before, each failed run doubled that
+// backoff, up to the 5-minute period: after an outage of 130 s the first
+// run came 126 s after the runtime was back.)
+func TestRuntimeOutageUnderPressure(t *testing.T) {
+	for _, outage := range []int{30, 70, 130, 400} {
+		b := newBackoffBed(t)
+		rt := &outageRuntime{}
+		b.m.opts.Runtime = rt
+		b.disk.set(90)
+		rt.set(true)
+		b.checks(outage)
+		if rt.listings > outage/int(failedRunRetryMax/time.Second)+6 {
+			t.Errorf("outage of %ds: %d runs tried, want them spaced up to %v", outage, rt.listings, failedRunRetryMax)
+		}
+		rt.set(false)
+		before := rt.listings
+		after := 0
+		for rt.listings == before && after < 600 {
+			b.check()
+			after++
+		}
+		if after > int(failedRunRetryMax/time.Second) {
+			t.Errorf("outage of %ds: the first run came %ds after the runtime was back, want at most %v", outage, after, failedRunRetryMax)
+		}
 	}
 }

@@ -356,7 +356,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			soon = nil
 			check(checkAfterWrite)
 		case <-sweep.C():
-			supervise.Call(ctx, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic, demand{}) })
+			supervise.Call(ctx, func(ctx context.Context) { _, _ = m.collectAndLog(ctx, TriggerPeriodic, demand{}) })
 		}
 	}
 }
@@ -380,6 +380,21 @@ type thresholdBackoff struct {
 	next  time.Time
 	delay time.Duration
 	toLow bool
+	// failDelay spaces the retries of runs that failed (failedRun), up to
+	// failedRunRetryMax; it does not touch delay.
+	failDelay time.Duration
+}
+
+// failedRunRetryMax bounds the spacing of threshold runs that failed: once
+// the runtime answers again, a run comes within it.
+const failedRunRetryMax = 10 * time.Second
+
+// failedRun says whether a run ended in an error that tells nothing of what
+// is removable: not one that found too little (FreeDiskSpaceError), nor
+// one skipped for another in progress or ended by ctx.
+func failedRun(ctx context.Context, err error) bool {
+	var notEnough *FreeDiskSpaceError
+	return err != nil && ctx.Err() == nil && !errors.As(err, &notEnough) && !errors.Is(err, ErrRunInProgress)
 }
 
 // due says whether a run may start at now, for a check on a grid of that
@@ -451,7 +466,18 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 		logger.Info("Image filesystem fills fast enough to reach the kubelet's eviction threshold soon, collecting now",
 			"usagePercent", disk.UsagePercent(), "fillBytesPerSecond", int64(m.guard.fillRate()), "horizon", m.policy.fillRateHorizon(), "aheadBytes", ahead)
 	}
-	removed := m.collectAndLog(ctx, trigger, demand{ahead: ahead, toLow: b.toLow})
+	removed, runErr := m.collectAndLog(ctx, trigger, demand{ahead: ahead, toLow: b.toLow})
+	if removed == 0 && failedRun(ctx, runErr) {
+		// The run failed (the runtime is down or restarting, a check
+		// could not be made): what is removable is unknown. It is tried
+		// again soon, spaced so that a runtime that stays down is not
+		// asked (and the failure logged) every second; the backoff of
+		// runs that found nothing to remove stays as it was.
+		b.failDelay = min(max(2*b.failDelay, interval), failedRunRetryMax)
+		b.next = start.Add(b.failDelay)
+		return
+	}
+	b.failDelay = 0
 	after, err := m.diskStats(ctx)
 	if err == nil {
 		m.observeDisk(after)
@@ -498,7 +524,7 @@ func (m *Manager) observeDisk(disk DiskStats) {
 // collectAndLog runs the GC once and logs how it ended (gcrun.LogEnd), or
 // what it removed; it returns how many images the run removed (none in a
 // dry run).
-func (m *Manager) collectAndLog(ctx context.Context, trigger string, d demand) (removed int) {
+func (m *Manager) collectAndLog(ctx context.Context, trigger string, d demand) (removed int, err error) {
 	r, err := m.collectFor(ctx, trigger, d)
 	var done []any // what the run did despite the error
 	if r != nil && r.Outcome != nil {
@@ -510,7 +536,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, d demand) (
 			"estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed}
 	}
 	if gcrun.LogEnd(ctx, "Image GC", trigger, err, done...) {
-		return removed
+		return removed, err
 	}
 	// A run that removed nothing (none was needed, or what was needed is
 	// kept: in use, young, pinned...) is worth a line when asked for.
@@ -521,7 +547,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, d demand) (
 	logger.Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skipped", len(r.Outcome.Skipped), "gone", len(r.Outcome.Gone),
 		"replans", r.Outcome.Replans, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
 		"usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent(), "duration", r.Duration.Round(time.Millisecond))
-	return removed
+	return removed, nil
 }
 
 // GarbageCollect runs the image GC once: plan, remove, measure. It returns
