@@ -105,6 +105,12 @@ func TestAlertsFire(t *testing.T) {
 				// The holder stopped: the one on standby took over.
 				`nodegc_node_gc_standby{node="n1"} 1x5 0x25`},
 		},
+		"NodegcImageFSUnreadable": {
+			firing: []string{`nodegc_image_gc_disk_check_errors_total{node="n1"} 0+60x30`},
+			healthy: []string{`nodegc_image_gc_disk_check_errors_total{node="n1"} 0x30`,
+				// A blip: a few failed readings, then none.
+				`nodegc_image_gc_disk_check_errors_total{node="n1"} 0+3x3 9x27`},
+		},
 		"NodegcPodViewNotAuthoritative": {
 			firing:  []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 0x30`},
 			healthy: []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 1x30`},

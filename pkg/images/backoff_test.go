@@ -1,16 +1,22 @@
 package images
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -60,6 +66,7 @@ type backoffBed struct {
 	backoff thresholdBackoff
 	tick    time.Time
 	runs    int
+	ctx     context.Context // the checks' (context.Background when nil)
 }
 
 func newBackoffBed(t *testing.T) *backoffBed {
@@ -84,7 +91,11 @@ func (b *backoffBed) check() bool {
 	b.tick = b.tick.Add(time.Second)
 	b.clk.SetTime(b.tick)
 	before := b.runs
-	b.m.checkDisk(context.Background(), &b.backoff, checkAtInterval)
+	ctx := b.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	b.m.checkDisk(ctx, &b.backoff, checkAtInterval)
 	return b.runs > before
 }
 
@@ -409,5 +420,39 @@ func TestRuntimeOutageUnderPressure(t *testing.T) {
 		if after > int(failedRunRetryMax/time.Second) {
 			t.Errorf("outage of %ds: the first run came %ds after the runtime was back, want at most %v", outage, after, failedRunRetryMax)
 		}
+	}
+}
+
+// failingDisk cannot be read, as when statfs fails (the runtime's root
+// moved, the DaemonSet mounting the old one).
+type failingDisk struct{}
+
+func (failingDisk) Stat(string) (diskstats.Stats, error) {
+	return diskstats.Stats{}, errors.New("statfs /var/lib/containerd: no such file or directory")
+}
+
+// TestDiskReadFailuresAreTold: the disk checks cannot read the image
+// filesystem; each failure is counted, the first of the streak and one a
+// minute after it are logged at the default verbosity, and so is the
+// recovery. (Before, the failures were logged at -v=2 only and counted
+// as checks like any other: no threshold run could start, and nothing
+// said so until the periodic run.)
+func TestDiskReadFailuresAreTold(t *testing.T) {
+	b := newBackoffBed(t)
+	var logs bytes.Buffer
+	b.ctx = klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs))))
+	working := b.m.opts.Disk
+	b.m.opts.Disk = failingDisk{}
+	b.checks(90)
+	if got := testutil.ToFloat64(b.m.metrics.diskCheckErrors); got != 90 {
+		t.Errorf("%v failed readings counted, want 90", got)
+	}
+	if got := strings.Count(logs.String(), "Image filesystem cannot be read"); got != 2 {
+		t.Errorf("%d failure lines in 90 s of failed readings, want 2 (the first, a minute later):\n%s", got, logs.String())
+	}
+	b.m.opts.Disk = working
+	b.check()
+	if !strings.Contains(logs.String(), "Image filesystem can be read again") {
+		t.Errorf("no line for the recovery:\n%s", logs.String())
 	}
 }

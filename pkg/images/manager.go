@@ -209,6 +209,7 @@ type Manager struct {
 	eventsLive atomic.Bool
 	mountpoint atomic.Pointer[string]
 	layersWarn sync.Once
+	diskReads  diskReadStreak // the disk checks' failures, for their logs
 }
 
 // NewManager validates opts.Config (defaulted: config.SetDefaults) with
@@ -417,8 +418,17 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	start := m.clock.Now()
 	disk, err := m.diskStats(ctx)
 	if err != nil {
-		logger.V(2).Info("Image filesystem check failed; will retry", "err", err)
+		m.metrics.diskCheckErrors.Inc()
+		if since, log := m.diskReads.failed(start); log {
+			logger.Error(err, "Image filesystem cannot be read: no threshold run starts until it can (the periodic run still tries)",
+				"failingFor", start.Sub(since).Round(time.Second))
+		} else {
+			logger.V(4).Info("Image filesystem still cannot be read", "err", err)
+		}
 		return
+	}
+	if since, was := m.diskReads.succeeded(); was {
+		logger.Info("Image filesystem can be read again", "failedFor", start.Sub(since).Round(time.Second))
 	}
 	m.observeDisk(disk)
 	if msg := m.guard.evictionWarning(disk); msg != "" {
@@ -494,6 +504,41 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	// The episode goes on after a run that removed images while usage is
 	// over low.
 	*b = thresholdBackoff{toLow: b.toLow && removed > 0 && (err != nil || after.UsagePercent() > low)}
+}
+
+// diskReadStreak follows the failures of the disk checks' readings, for
+// their logs: the first of a streak and one a minute after, and the
+// recovery.
+type diskReadStreak struct {
+	mu            sync.Mutex
+	since, logged time.Time // zero since: not failing
+}
+
+// diskReadLogEvery spaces the logs of a reading that keeps failing.
+const diskReadLogEvery = time.Minute
+
+// failed records a failed reading at now, and returns when the streak
+// began and whether to log this one.
+func (d *diskReadStreak) failed(now time.Time) (since time.Time, log bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.since.IsZero() {
+		d.since = now
+	}
+	if log = d.logged.IsZero() || now.Sub(d.logged) >= diskReadLogEvery; log {
+		d.logged = now
+	}
+	return d.since, log
+}
+
+// succeeded records a reading that worked, and returns when the streak it
+// ends began, if one did.
+func (d *diskReadStreak) succeeded() (since time.Time, ended bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	since, ended = d.since, !d.since.IsZero()
+	d.since, d.logged = time.Time{}, time.Time{}
+	return since, ended
 }
 
 // diskTrigger says whether the disk calls for a run now, and how many

@@ -84,6 +84,7 @@ type metrics struct {
 	reaction        *prometheus.HistogramVec
 	thresholds      *prometheus.GaugeVec
 	diskChecks      *prometheus.CounterVec
+	diskCheckErrors prometheus.Counter
 	clockSteps      prometheus.Counter
 	writesFollowed  prometheus.Gauge
 }
@@ -134,6 +135,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		diskChecks: metricvec.Counter("nodegc_image_gc_disk_checks_total",
 			"Readings of the image filesystem's usage that may start a run (trigger threshold or projected), every diskCheckInterval (interval) or right after the runtime wrote to its storage (write: a pull's blob or layer, an image record; at most one per 100ms),",
 			"cause", checkCauses),
+		diskCheckErrors: metricvec.Single("nodegc_image_gc_disk_check_errors_total",
+			"Readings of the image filesystem that failed (statfs of its mountpoint, or the runtime's ImageFsInfo): while they fail no threshold or projected run starts, and the nodegc_image_fs_* gauges keep the last reading; the first failure of a streak, one a minute after it, and the recovery are logged."),
 		clockSteps: metricvec.Single("nodegc_image_gc_clock_steps_total",
 			"Steps of the wall clock (its time moved more than 2s from the monotonic clock's between two readings, or from the time since boot between the state file's write and a start on the same boot) applied to the image usage records, so that images keep their ages."),
 		writesFollowed: metricvec.SingleGauge("nodegc_image_gc_runtime_writes_followed",
@@ -145,7 +148,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
 		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds,
-		m.diskChecks, m.clockSteps, m.writesFollowed)
+		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed)
 	for _, p := range phases {
 		m.reaction.WithLabelValues(p)
 	}
