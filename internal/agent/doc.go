@@ -43,7 +43,8 @@
 //     terminationGracePeriodSeconds of 600 makes that 12m). The minute
 //     covers the work between calls (planning, the 20s wait for the
 //     runtime's cleanup after image removals, statfs, removing log
-//     directories, reading containerd's content store), so the iteration
+//     directories; a call to containerd's own API is a runtime call, as a
+//     CRI call is), so the iteration
 //     is blocked on something without a deadline, or deadlocked. An
 //     iteration that keeps making calls is never wedged, however long it
 //     runs, nor one that waits on a call within its deadline;

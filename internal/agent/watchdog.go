@@ -15,8 +15,9 @@ import (
 // stallMargin is how long a GC iteration may work between two runtime calls
 // on something that is not a runtime call: planning, the wait for the
 // runtime's own cleanup after image removals (images.Options.SettleTimeout,
-// 20s), statfs, removing pod log directories, reading containerd's content
-// store for layer accounting. With runtimeRequestTimeout (the deadline of
+// 20s), statfs, removing pod log directories. Calls to containerd's own
+// API (layers, arrivals, sandbox sizes) are runtime calls, as CRI calls
+// are (containerdapi.Dial). With runtimeRequestTimeout (the deadline of
 // most runtime calls) it makes the stall bound, and a call in flight whose
 // deadline is later (stopping a container, with its grace period) has until
 // its deadline plus stallMargin; see the package comment.

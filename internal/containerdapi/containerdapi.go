@@ -11,15 +11,18 @@ import (
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+
+	"github.com/nodegc/nodegc/pkg/cri"
 )
 
 // Namespace is the containerd namespace of the CRI plugin.
 const Namespace = "k8s.io"
 
 // Dial connects to containerd at socketPath in Namespace and checks, within
-// timeout (0: only by ctx), that it answers.
+// timeout (0: only by ctx), that it answers. Its calls report to the
+// cri.Activity of their context, as CRI calls do (the agent's watchdog).
 func Dial(ctx context.Context, socketPath string, timeout time.Duration) (*containerd.Client, error) {
-	c, err := containerd.New(socketPath, containerd.WithDefaultNamespace(Namespace))
+	c, err := containerd.New(socketPath, containerd.WithDefaultNamespace(Namespace), containerd.WithExtraDialOpts(cri.ActivityDialOptions()))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to containerd at %s: %w", socketPath, err)
 	}

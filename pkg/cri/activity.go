@@ -32,6 +32,17 @@ func WithActivity(ctx context.Context, a Activity) context.Context {
 	return context.WithValue(ctx, activityKey{}, a)
 }
 
+// ActivityDialOptions make another gRPC client on the runtime's socket
+// (containerd's own API) report its calls under a context from
+// WithActivity, as a Client's calls do: a GC loop waiting on it is then
+// seen to wait on the runtime, not to be stuck.
+func ActivityDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(activityUnaryInterceptor),
+		grpc.WithChainStreamInterceptor(activityStreamInterceptor),
+	}
+}
+
 func activityFrom(ctx context.Context) Activity {
 	a, _ := ctx.Value(activityKey{}).(Activity)
 	return a

@@ -128,9 +128,8 @@ func dial(ep string, m *Metrics) (*grpc.ClientConn, error) {
 		// No idle mode: IDLE then only ever means the connection was lost,
 		// which the watcher redials at once and counts.
 		grpc.WithIdleTimeout(0),
-		grpc.WithChainUnaryInterceptor(activityUnaryInterceptor),
-		grpc.WithChainStreamInterceptor(activityStreamInterceptor),
 	}
+	opts = append(opts, ActivityDialOptions()...)
 	if m != nil {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(m.unaryInterceptor),
 			grpc.WithChainStreamInterceptor(m.streamInterceptor))
