@@ -19,12 +19,15 @@ import (
 )
 
 // streamRuntime is a runtime whose container event stream fails until
-// opened, and which counts container listings.
+// opened, and which counts container listings: all of them, and those begun
+// once a stream was live (about to be reported connected, or since).
 type streamRuntime struct {
-	mu     sync.Mutex
-	lists  int
-	open   bool
-	opened chan struct{} // closed when a stream is open
+	mu        sync.Mutex
+	lists     int
+	liveLists int
+	open      bool
+	live      bool
+	opened    chan struct{} // closed when a stream is open
 }
 
 func (r *streamRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) { return nil, nil }
@@ -32,6 +35,9 @@ func (r *streamRuntime) ListContainers(context.Context, *runtimeapi.ContainerFil
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lists++
+	if r.live {
+		r.liveLists++
+	}
 	return nil, nil
 }
 func (r *streamRuntime) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
@@ -41,10 +47,16 @@ func (r *streamRuntime) RemoveImage(context.Context, string) error { return nil 
 func (r *streamRuntime) WatchContainerEvents(ctx context.Context, connected func(), _ func(*runtimeapi.ContainerEventResponse)) error {
 	r.mu.Lock()
 	open := r.open
+	r.live = open
 	r.mu.Unlock()
 	if !open {
 		return status.Error(codes.Unavailable, "connection refused")
 	}
+	defer func() {
+		r.mu.Lock()
+		r.live = false
+		r.mu.Unlock()
+	}()
 	connected()
 	close(r.opened)
 	<-ctx.Done()
@@ -55,6 +67,13 @@ func (r *streamRuntime) listings() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lists
+}
+
+// liveListings counts the listings begun once a stream was live.
+func (r *streamRuntime) liveListings() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.liveLists
 }
 
 type fixedDisk struct{}
@@ -71,6 +90,10 @@ func TestUsagePolledWhileStreamBroken(t *testing.T) {
 	cfg := config.Defaulted().ImageGC
 	cfg.HighThresholdPercent = ptr.To[int32](100)
 	cfg.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Second}
+	// A sweep's run lists containers too: none comes within the minutes
+	// the fake clock moves here (the reopening below steps a minute per
+	// look, for ten seconds at most).
+	cfg.Period = metav1.Duration{Duration: 24 * time.Hour}
 	clk := clocktesting.NewFakeClock(t0)
 	rt := &streamRuntime{opened: make(chan struct{})}
 	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: fixedDisk{}, Clock: clk})
@@ -104,7 +127,15 @@ func TestUsagePolledWhileStreamBroken(t *testing.T) {
 			return false
 		}
 	})
-	testbed.WaitFor(t, 10*time.Second, "the listing made when the stream opened", func() bool { return m.eventsLive.Load() })
+	// The step that reopened the stream also ticked: the usage watcher may
+	// have taken that tick, seen the stream not yet live and be listing
+	// still. It lists one at a time, so once a listing has begun with the
+	// stream live, one made on a tick before is counted, and at most the
+	// listing made when the stream opened is still to come (when the one
+	// seen is the tick's).
+	testbed.WaitFor(t, 10*time.Second, "a listing begun with the stream live", func() bool {
+		return m.eventsLive.Load() && rt.liveListings() >= 1
+	})
 	settled := rt.listings()
 	for range 3 {
 		step(cfg.DiskCheckInterval.Duration)
