@@ -168,6 +168,23 @@ func (r *refusingWrites) openTimes() []time.Time {
 	return slices.Clone(r.opens)
 }
 
+// afterClock is a fake clock that passes on the wait of each After it is
+// asked for, so that a test moves the clock once that wait has begun, and
+// by that much.
+type afterClock struct {
+	*clocktesting.FakeClock
+	waits chan time.Duration
+}
+
+func (c afterClock) After(d time.Duration) <-chan time.Time {
+	ch := c.FakeClock.After(d)
+	select {
+	case c.waits <- d:
+	default: // more waits than the test looks at
+	}
+	return ch
+}
+
 // TestRefusedWriteStreamBacksOff: a stream that breaks right after it
 // opened is reopened 1, 2, 4 s later, not every second (the open alone
 // started the backoff over: a reopen and a log line every second for
@@ -176,21 +193,33 @@ func TestRefusedWriteStreamBacksOff(t *testing.T) {
 	cfg := policyConfig()
 	cfg.DiskCheckInterval = metav1.Duration{Duration: time.Hour}
 	cfg.Period = metav1.Duration{Duration: time.Hour}
-	clk := clocktesting.NewFakeClock(t0)
-	writes := &refusingWrites{clk: clk}
-	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: &streamRuntime{opened: make(chan struct{})},
+	clk := afterClock{FakeClock: clocktesting.NewFakeClock(t0), waits: make(chan time.Duration, 16)}
+	writes := &refusingWrites{clk: clk.FakeClock}
+	// The container event stream opens at once: the stream of writes'
+	// reopening is the only wait on the clock's After.
+	rt := &streamRuntime{open: true, opened: make(chan struct{})}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt,
 		Disk: &countingDisk{}, Clock: clk, Writes: writes})
 	if err != nil {
 		t.Fatal(err)
 	}
 	RunUntilCleanup(t, m)
-	testbed.WaitFor(t, 10*time.Second, "four opens", func() bool {
-		clk.Step(100 * time.Millisecond)
-		return len(writes.openTimes()) >= 4
-	})
+	// The clock moves only once the watcher waits to reopen, and by the
+	// wait it chose. Stepped at every look instead, it could move while
+	// the watcher dated an open or set its wait, which lengthens the gap
+	// measured by a step each time.
+	for i := range 3 {
+		select {
+		case d := <-clk.waits:
+			clk.Step(d)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no wait to reopen the stream after open %d (opens at %v)", i+1, writes.openTimes())
+		}
+	}
+	testbed.WaitFor(t, 10*time.Second, "four opens", func() bool { return len(writes.openTimes()) >= 4 })
 	opens := writes.openTimes()
 	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
-		if gap := opens[i+1].Sub(opens[i]); gap < want || gap > want+200*time.Millisecond {
+		if gap := opens[i+1].Sub(opens[i]); gap != want {
 			t.Errorf("reopen %d came %v after the last open, want %v", i+1, gap, want)
 		}
 	}
