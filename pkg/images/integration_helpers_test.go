@@ -228,6 +228,18 @@ func setThresholds(high, low int32) func(*config.ImageGCConfiguration) {
 	}
 }
 
+// outcome returns the IDs a run removed and, as "ID reason", those it kept
+// at the check right before their removal.
+func outcome(r *images.Report) (removed, skipped []string) {
+	for _, d := range r.Outcome.Removed {
+		removed = append(removed, d.Image.ID)
+	}
+	for _, d := range r.Outcome.Skipped {
+		skipped = append(skipped, d.Image.ID+" "+d.Reason)
+	}
+	return removed, skipped
+}
+
 // collectAllExact runs one manual collection on a new manager that may
 // remove every image (high 1%, low 0%), fails the test unless it planned
 // with containerd's layer accounting (a run that could not free enough is

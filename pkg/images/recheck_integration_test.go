@@ -79,13 +79,7 @@ func TestContainerMadeDuringTheCheck(t *testing.T) {
 			if r == nil || r.Outcome == nil {
 				t.Fatalf("no run: %v", err)
 			}
-			var removed, skipped []string
-			for _, d := range r.Outcome.Removed {
-				removed = append(removed, d.Image.ID)
-			}
-			for _, d := range r.Outcome.Skipped {
-				skipped = append(skipped, d.Image.ID+" "+d.Reason)
-			}
+			removed, skipped := outcome(r)
 			t.Logf("containerd %s: removed %d, skipped at the check %v; run error: %v", v, len(removed), skipped, err)
 			if want := []string{pulled[0], pulled[2]}; !slices.Equal(removed, want) {
 				t.Errorf("removed %v, want the first and last %v", removed, want)
