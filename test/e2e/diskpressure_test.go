@@ -462,14 +462,14 @@ func (s *suite) nodegcEvents(t *testing.T, began time.Time) []tlEvent {
 		}
 	}
 	var removals []logRecord
-	for _, r := range s.agentLog(t, s.nodePod, "Removing image") {
+	for _, r := range s.agentLog(t, s.nodePod, "Removed image") {
 		if !r.at.Before(since) {
 			removals = append(removals, r)
 		}
 	}
 	sort.Slice(removals, func(i, j int) bool { return removals[i].at.Before(removals[j].at) })
 	if len(removals) > 0 {
-		out = append(out, tlEvent{removals[0].at, fmt.Sprintf("nodegc: Removing image x%d (reason %s; the last %+.2fs)", len(removals), removals[0].kv["reason"],
+		out = append(out, tlEvent{removals[0].at, fmt.Sprintf("nodegc: Removed image x%d (reason %s; the last %+.2fs)", len(removals), removals[0].kv["reason"],
 			removals[len(removals)-1].at.Sub(began).Seconds())})
 	}
 	return out

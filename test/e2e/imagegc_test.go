@@ -90,7 +90,7 @@ func compactStrings(s []string) []string {
 // with the reason.
 func (s *suite) imageRemovals(t *testing.T) map[string]string {
 	out := map[string]string{}
-	for _, r := range s.agentLog(t, s.nodePod, "Removing image") {
+	for _, r := range s.agentLog(t, s.nodePod, "Removed image") {
 		out[r.kv["imageID"]] = r.kv["reason"]
 	}
 	return out
