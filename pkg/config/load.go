@@ -200,7 +200,9 @@ func Decode(data []byte) (*Loaded, error) {
 	if kc != nil && kubeletImageGCOff(kc, kubeletDoc.lines) {
 		_, high := out.lines["imageGC.highThresholdPercent"]
 		_, low := out.lines["imageGC.lowThresholdPercent"]
-		if !high || !low {
+		// With only a low threshold over the default high one, the
+		// validation says what is wrong; the warning would not hold.
+		if ig := out.Config.ImageGC; (!high || !low) && *ig.HighThresholdPercent > *ig.LowThresholdPercent {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("line %d: imageGCHighThresholdPercent of the %s is 100, its image GC off: "+
 				"its thresholds are not taken, and nodegc's image GC runs at highThresholdPercent %d, lowThresholdPercent %d "+
 				"(set both in the NodeGCConfiguration document to choose)", kubeletDoc.lines["imageGCHighThresholdPercent"], KubeletKind,

@@ -290,17 +290,30 @@ func TestBesideAKubeletWhoseImageGCIsOff(t *testing.T) {
 		name, nodegc string
 		high, low    int32
 		warns        bool
+		invalid      bool // Validate names imageGC.lowThresholdPercent
 	}{
 		{name: "neither", high: 85, low: 80, warns: true},
 		{name: "high alone", nodegc: "imageGC:\n  highThresholdPercent: 90\n", high: 90, low: 80, warns: true},
 		{name: "both", nodegc: "imageGC:\n  highThresholdPercent: 70\n  lowThresholdPercent: 60\n", high: 70, low: 60},
+		{name: "low alone", nodegc: "imageGC:\n  lowThresholdPercent: 70\n", high: 85, low: 70, warns: true},
+		{name: "low alone over the default high", nodegc: "imageGC:\n  lowThresholdPercent: 90\n", invalid: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			loaded, err := Decode([]byte(header + tc.nodegc + kubelet))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if errs := Validate(loaded.Config); len(errs) > 0 {
+			errs := Validate(loaded.Config)
+			if tc.invalid {
+				if len(errs) != 1 || errs[0].Field != "imageGC.lowThresholdPercent" {
+					t.Errorf("Validate() = %v, want one problem of imageGC.lowThresholdPercent", errs)
+				}
+				if slices.ContainsFunc(loaded.Warnings, func(w string) bool { return strings.Contains(w, "its image GC off") }) {
+					t.Errorf("a warning says what thresholds nodegc runs at, but they are invalid: %q", loaded.Warnings)
+				}
+				return
+			}
+			if len(errs) > 0 {
 				t.Fatalf("Validate() = %v", errs)
 			}
 			gc := loaded.Config.ImageGC

@@ -367,11 +367,13 @@ func TestEpisodeEndsAtLow(t *testing.T) {
 }
 
 // outageRuntime has no image to remove; while down, its listings fail as
-// a runtime that is restarting does (Unavailable). It counts the listings.
+// a runtime that is restarting does (Unavailable), or with err when set.
+// It counts the listings.
 type outageRuntime struct {
 	streamRuntime
 	mu       sync.Mutex
 	down     bool
+	err      error
 	listings int
 }
 
@@ -385,10 +387,29 @@ func (r *outageRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.listings++
-	if r.down {
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case r.down:
 		return nil, status.Error(codes.Unavailable, "connection refused")
 	}
 	return nil, nil
+}
+
+// TestLastingRunFailureBacksOff: a run that fails for another reason than
+// an unreachable runtime (here, an error the runtime gives at every
+// listing) is tried again 1, 2, 4 ... checks later up to the period, not
+// every 10 s for good, each with its error line.
+func TestLastingRunFailureBacksOff(t *testing.T) {
+	b := newBackoffBed(t)
+	rt := &outageRuntime{err: status.Error(codes.Internal, "image store corrupt")}
+	b.m.opts.Runtime = rt
+	b.disk.set(90)
+	b.checks(1000)
+	// 1, 2, 4, ... 256, then every 300 s (the period): 1000 s hold 11.
+	if rt.listings > 12 {
+		t.Errorf("%d runs tried in 1000 s of a lasting failure, want them spaced up to the period (5m)", rt.listings)
+	}
 }
 
 // TestRuntimeOutageUnderPressure: over the high threshold, the runtime is

@@ -264,6 +264,9 @@ func TestStepWhileNodegcWasDown(t *testing.T) {
 			if again.fileWatch.shift != tc.shift {
 				t.Errorf("shift %v, want %v", again.fileWatch.shift, tc.shift)
 			}
+			if tc.shift != 0 && !again.dirty {
+				t.Error("the moved records are not to be written: a crash before the next change would lose the move")
+			}
 			u := again.usage["sha256:a"]
 			if want := t0.Add(-time.Minute + tc.shift); !u.FirstDetected.Equal(want) {
 				t.Errorf("first detected %v, want %v (age %v by the wall clock now)", u.FirstDetected, want, tc.now.Sub(u.FirstDetected))

@@ -11,6 +11,7 @@ import (
 	"unique"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -386,8 +387,9 @@ type thresholdBackoff struct {
 	failDelay time.Duration
 }
 
-// failedRunRetryMax bounds the spacing of threshold runs that failed: once
-// the runtime answers again, a run comes within it.
+// failedRunRetryMax bounds the spacing of threshold runs that failed
+// because the runtime could not be reached: once it answers again, a run
+// comes within it.
 const failedRunRetryMax = 10 * time.Second
 
 // failedRun says whether a run ended in an error that tells nothing of what
@@ -480,10 +482,17 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	if removed == 0 && failedRun(ctx, runErr) {
 		// The run failed (the runtime is down or restarting, a check
 		// could not be made): what is removable is unknown. It is tried
-		// again soon, spaced so that a runtime that stays down is not
-		// asked (and the failure logged) every second; the backoff of
-		// runs that found nothing to remove stays as it was.
-		b.failDelay = min(max(2*b.failDelay, interval), failedRunRetryMax)
+		// again, spaced so that a failure that lasts is not met (and
+		// logged) every second; the backoff of runs that found nothing to
+		// remove stays as it was. While the runtime cannot be reached the
+		// spacing stays within failedRunRetryMax, so that a run comes
+		// soon once it answers; another failure, which the runtime may
+		// give at every run, is spaced up to the period.
+		limit := m.opts.Config.Period.Duration
+		if cri.HasCode(runErr, codes.Unavailable) || cri.HasCode(runErr, codes.DeadlineExceeded) {
+			limit = min(limit, failedRunRetryMax)
+		}
+		b.failDelay = min(max(2*b.failDelay, interval), limit)
 		b.next = start.Add(b.failDelay)
 		return
 	}

@@ -132,8 +132,9 @@ func newTrackerAt(dir string, now time.Time, readOnly bool, node string, boot fu
 	since := file.continuousSince(now)
 	return &Tracker{dir: dir, node: node, readOnly: readOnly, usage: usage, watchedSince: since, fileWatch: file, clock: time.Now, boot: boot,
 		// A new watch is written soon, so that the file (and `nodegc
-		// plan`, which reads it) does not go on with the old one.
-		dirty: stamp || !since.Equal(file.since), onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
+		// plan`, which reads it) does not go on with the old one; so are
+		// records moved by a step of the clock while nodegc was down.
+		dirty: stamp || !since.Equal(file.since) || file.shift != 0, onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
 		tombstones: map[string]uint64{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		pending: map[string]pendingUse{}, arrived: map[string]time.Time{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
 }

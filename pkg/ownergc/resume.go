@@ -97,8 +97,9 @@ func (m *monitor) catchingUpNow() bool {
 // until unsyncedResourceHold expires, each time.
 const catchUpWithin = 2 * time.Minute
 
-// expireUnlessCaughtUp passes w's events on and, if the monitor has not
-// caught up within catchUpWithin, ends it with an "expired" error, which
+// expireUnlessCaughtUp passes w's events on and, if the watch has not
+// delivered the version it awaits within catchUpWithin, ends it with an
+// "expired" error, which
 // the reflector answers with a (consistent) relist; listWatch's filter
 // marks the monitor relisting as it passes the error on.
 func (m *monitor) expireUnlessCaughtUp(w watch.Interface) watch.Interface {
@@ -129,7 +130,10 @@ func (m *monitor) expireUnlessCaughtUp(w watch.Interface) watch.Interface {
 				}
 			case <-due:
 				due = nil
-				if !m.catchingUpNow() {
+				// What the relist would bring is what the watch has not
+				// delivered: one that reached the version, and whose
+				// mark only waits for the graph builder, goes on.
+				if m.catchUp.Load() == 0 {
 					continue
 				}
 				expired := apierrors.NewResourceExpired(fmt.Sprintf("the resumed watch of %s did not catch up within %v: relisting", m.res.gvr, within))
