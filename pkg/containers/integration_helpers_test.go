@@ -36,6 +36,18 @@ func startNode(t *testing.T, v testbed.ContainerdVersion, reg *registry.Registry
 	return startNodeWith(t, node.Options{Version: v, Registry: reg})
 }
 
+// onEachContainerd runs scenario on a new node of each containerd version
+// of the test bed, in a subtest named after it; the nodes pull from one
+// registry.
+func onEachContainerd(t *testing.T, scenario func(t *testing.T, v testbed.ContainerdVersion, n *testNode)) {
+	t.Helper()
+	testbed.RequireRoot(t)
+	reg := registry.Start(t)
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) { scenario(t, v, startNode(t, v, reg)) })
+	}
+}
+
 // startNodeWith starts a node with opts (Version and Registry set).
 func startNodeWith(t *testing.T, opts node.Options) *testNode {
 	t.Helper()

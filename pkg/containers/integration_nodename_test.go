@@ -65,16 +65,12 @@ func TestAPIPodSourceFollowsTheNode(t *testing.T) {
 // finished pod (containers, sandbox, log directory) and leaves the others
 // to their per-container limit.
 func TestWrongNodeNameCollectsNothing(t *testing.T) {
-	testbed.RequireRoot(t)
 	c := cluster.Start(t, cluster.Options{})
-	reg := registry.Start(t)
-	for _, v := range testbed.ContainerdVersions {
-		t.Run("containerd"+string(v), func(t *testing.T) {
-			began := time.Now()
-			wrongNodeScenario(t, c, startNode(t, v, reg), strings.ReplaceAll(string(v), ".", "-"))
-			t.Logf("containerd %s: wrong-node scenario took %v", v, time.Since(began).Round(time.Millisecond))
-		})
-	}
+	onEachContainerd(t, func(t *testing.T, v testbed.ContainerdVersion, n *testNode) {
+		began := time.Now()
+		wrongNodeScenario(t, c, n, strings.ReplaceAll(string(v), ".", "-"))
+		t.Logf("containerd %s: wrong-node scenario took %v", v, time.Since(began).Round(time.Millisecond))
+	})
 }
 
 func wrongNodeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix string) {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
-	"github.com/nodegc/nodegc/internal/testbed/registry"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/containers"
 )
@@ -32,25 +31,20 @@ import (
 // maxContainers 0, both stay; once the clock is past the grace the stale
 // created instance goes and the exited one stays.
 func TestCreatedNeverStartedKeepsNewestExited(t *testing.T) {
-	testbed.RequireRoot(t)
-	reg := registry.Start(t)
-	for _, v := range testbed.ContainerdVersions {
-		t.Run("containerd"+string(v), func(t *testing.T) {
-			n := startNode(t, v, reg)
-			for _, tc := range []struct {
-				name      string
-				mutate    func(*config.ContainerGCConfiguration)
-				staleGoes string
-			}{
-				{"maxPerPodContainer 1", func(c *config.ContainerGCConfiguration) { c.MaxPerPodContainer = ptr.To[int32](1) }, "per_container_limit"},
-				{"maxContainers 0", func(c *config.ContainerGCConfiguration) {
-					c.MaxPerPodContainer, c.MaxContainers = ptr.To[int32](-1), ptr.To[int32](0) // only the node limit at work
-				}, "node_limit"},
-			} {
-				t.Run(tc.name, func(t *testing.T) { createdNeverStartedScenario(t, n, tc.mutate, tc.staleGoes) })
-			}
-		})
-	}
+	onEachContainerd(t, func(t *testing.T, v testbed.ContainerdVersion, n *testNode) {
+		for _, tc := range []struct {
+			name      string
+			mutate    func(*config.ContainerGCConfiguration)
+			staleGoes string
+		}{
+			{"maxPerPodContainer 1", func(c *config.ContainerGCConfiguration) { c.MaxPerPodContainer = ptr.To[int32](1) }, "per_container_limit"},
+			{"maxContainers 0", func(c *config.ContainerGCConfiguration) {
+				c.MaxPerPodContainer, c.MaxContainers = ptr.To[int32](-1), ptr.To[int32](0) // only the node limit at work
+			}, "node_limit"},
+		} {
+			t.Run(tc.name, func(t *testing.T) { createdNeverStartedScenario(t, n, tc.mutate, tc.staleGoes) })
+		}
+	})
 }
 
 func createdNeverStartedScenario(t *testing.T, n *testNode, mutate func(*config.ContainerGCConfiguration), staleGoes string) {
@@ -119,102 +113,97 @@ func createdNeverStartedScenario(t *testing.T, n *testNode, mutate func(*config.
 // where the container will write it. Once the start goes on the container
 // runs, its log in place.
 func TestStartInFlightKeepsLog(t *testing.T) {
-	testbed.RequireRoot(t)
-	reg := registry.Start(t)
-	for _, v := range testbed.ContainerdVersions {
-		t.Run("containerd"+string(v), func(t *testing.T) {
-			n := startNode(t, v, reg)
-			ctx := t.Context()
-			sb, err := n.RunPod(ctx, node.PodSpec{Name: "slow", Namespace: "team"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := n.RemovePod(context.WithoutCancel(ctx), sb); err != nil {
-					t.Error(err)
-				}
-			})
-			exitedID := n.runDead(t, sb, "slow", "team", "app", 1)[0]
-			startingID, err := n.CreateContainer(ctx, sb, node.ContainerSpec{Name: "app", Image: n.image, Attempt: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			logPath := filepath.Join(n.PodLogs, "team_slow_"+podUID(t, n, sb), "app", "1.log")
-			if err := unix.Mkfifo(logPath, 0o640); err != nil {
-				t.Fatal(err)
-			}
-			// A second name for the FIFO, outside the pod's log directory
-			// and not one the GC reads: the start can be let go on even if
-			// the log path was unlinked.
-			handle := filepath.Join(n.PodLogs, "fifo-"+startingID[:12])
-			if err := os.Link(logPath, handle); err != nil {
-				t.Fatal(err)
-			}
-			var reader *os.File
-			drained := make(chan struct{})
-			release := func() {
-				if reader != nil {
-					return
-				}
-				f, err := os.OpenFile(handle, os.O_RDONLY|unix.O_NONBLOCK, 0)
-				if err != nil {
-					t.Errorf("opening the FIFO to let the start go on: %v", err)
-					close(drained)
-					return
-				}
-				reader = f
-				go func() {
-					defer close(drained)
-					_, _ = io.Copy(io.Discard, f)
-				}()
-			}
-			t.Cleanup(func() {
-				release()
-				if reader != nil {
-					reader.Close()
-				}
-				<-drained
-			})
-			started := make(chan error, 1)
-			go func() { started <- n.StartContainer(context.WithoutCancel(ctx), startingID) }()
-			waitBlockedOpening(t, n.PID(), logPath)
-			if diff := cmp.Diff(map[string]runtimeapi.ContainerState{
-				exitedID: runtimeapi.ContainerState_CONTAINER_EXITED, startingID: runtimeapi.ContainerState_CONTAINER_CREATED,
-			}, n.containerStates(t)); diff != "" {
-				t.Fatalf("containers while the start is in flight (-want +got):\n%s", diff)
-			}
-
-			clk := clocktesting.NewFakeClock(time.Now().Add(containers.StartGrace(0) + time.Minute))
-			m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: n.client, Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := m.GarbageCollect(ctx, containers.TriggerManual)
-			if err == nil || !strings.Contains(err.Error(), "starting state") {
-				t.Errorf("GC run: %v, want containerd's refusal to remove a container whose start is in flight", err)
-			}
-			if diff := cmp.Diff([]string{startingID + ":per_container_limit"}, removals(r.Plan)); diff != "" {
-				t.Errorf("planned removals (-want +got):\n%s", diff)
-			}
-			if len(r.Outcome.Containers) != 0 || r.Outcome.Failures[containers.OpRemoveContainer] != 1 {
-				t.Errorf("outcome: removed %d containers, failures %v; want none removed, 1 removal refused", len(r.Outcome.Containers), r.Outcome.Failures)
-			}
-			if fi, err := os.Lstat(logPath); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
-				t.Errorf("the starting container's log path after the run: %v, %v; want the FIFO left in place", fi, err)
-			}
-
-			release()
-			if err := <-started; err != nil {
-				t.Fatalf("the start, let go on: %v", err)
-			}
-			if _, err := n.WaitContainerState(ctx, startingID, runtimeapi.ContainerState_CONTAINER_RUNNING, 30*time.Second); err != nil {
-				t.Fatal(err)
-			}
-			if !exists(logPath) {
-				t.Errorf("the running container's log %s is gone", logPath)
+	onEachContainerd(t, func(t *testing.T, v testbed.ContainerdVersion, n *testNode) {
+		ctx := t.Context()
+		sb, err := n.RunPod(ctx, node.PodSpec{Name: "slow", Namespace: "team"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := n.RemovePod(context.WithoutCancel(ctx), sb); err != nil {
+				t.Error(err)
 			}
 		})
-	}
+		exitedID := n.runDead(t, sb, "slow", "team", "app", 1)[0]
+		startingID, err := n.CreateContainer(ctx, sb, node.ContainerSpec{Name: "app", Image: n.image, Attempt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logPath := filepath.Join(n.PodLogs, "team_slow_"+podUID(t, n, sb), "app", "1.log")
+		if err := unix.Mkfifo(logPath, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		// A second name for the FIFO, outside the pod's log directory
+		// and not one the GC reads: the start can be let go on even if
+		// the log path was unlinked.
+		handle := filepath.Join(n.PodLogs, "fifo-"+startingID[:12])
+		if err := os.Link(logPath, handle); err != nil {
+			t.Fatal(err)
+		}
+		var reader *os.File
+		drained := make(chan struct{})
+		release := func() {
+			if reader != nil {
+				return
+			}
+			f, err := os.OpenFile(handle, os.O_RDONLY|unix.O_NONBLOCK, 0)
+			if err != nil {
+				t.Errorf("opening the FIFO to let the start go on: %v", err)
+				close(drained)
+				return
+			}
+			reader = f
+			go func() {
+				defer close(drained)
+				_, _ = io.Copy(io.Discard, f)
+			}()
+		}
+		t.Cleanup(func() {
+			release()
+			if reader != nil {
+				reader.Close()
+			}
+			<-drained
+		})
+		started := make(chan error, 1)
+		go func() { started <- n.StartContainer(context.WithoutCancel(ctx), startingID) }()
+		waitBlockedOpening(t, n.PID(), logPath)
+		if diff := cmp.Diff(map[string]runtimeapi.ContainerState{
+			exitedID: runtimeapi.ContainerState_CONTAINER_EXITED, startingID: runtimeapi.ContainerState_CONTAINER_CREATED,
+		}, n.containerStates(t)); diff != "" {
+			t.Fatalf("containers while the start is in flight (-want +got):\n%s", diff)
+		}
+
+		clk := clocktesting.NewFakeClock(time.Now().Add(containers.StartGrace(0) + time.Minute))
+		m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: n.client, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := m.GarbageCollect(ctx, containers.TriggerManual)
+		if err == nil || !strings.Contains(err.Error(), "starting state") {
+			t.Errorf("GC run: %v, want containerd's refusal to remove a container whose start is in flight", err)
+		}
+		if diff := cmp.Diff([]string{startingID + ":per_container_limit"}, removals(r.Plan)); diff != "" {
+			t.Errorf("planned removals (-want +got):\n%s", diff)
+		}
+		if len(r.Outcome.Containers) != 0 || r.Outcome.Failures[containers.OpRemoveContainer] != 1 {
+			t.Errorf("outcome: removed %d containers, failures %v; want none removed, 1 removal refused", len(r.Outcome.Containers), r.Outcome.Failures)
+		}
+		if fi, err := os.Lstat(logPath); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+			t.Errorf("the starting container's log path after the run: %v, %v; want the FIFO left in place", fi, err)
+		}
+
+		release()
+		if err := <-started; err != nil {
+			t.Fatalf("the start, let go on: %v", err)
+		}
+		if _, err := n.WaitContainerState(ctx, startingID, runtimeapi.ContainerState_CONTAINER_RUNNING, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if !exists(logPath) {
+			t.Errorf("the running container's log %s is gone", logPath)
+		}
+	})
 }
 
 // waitBlockedOpening waits until a thread of process pid is in the

@@ -18,7 +18,6 @@ import (
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
 	"github.com/nodegc/nodegc/internal/testbed/node"
-	"github.com/nodegc/nodegc/internal/testbed/registry"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/containers"
 )
@@ -31,98 +30,93 @@ import (
 // and so does a dangling link. A dry run first removes nothing and reports
 // the same plan.
 func TestRestartedContainerKeepsNewest(t *testing.T) {
-	testbed.RequireRoot(t)
-	reg := registry.Start(t)
-	for _, v := range testbed.ContainerdVersions {
-		t.Run("containerd"+string(v), func(t *testing.T) {
-			began := time.Now()
-			ctx := t.Context()
-			n := startNode(t, v, reg)
-			podID, err := n.RunPod(ctx, node.PodSpec{Name: "crashy", Namespace: "team"})
-			if err != nil {
-				t.Fatal(err)
+	onEachContainerd(t, func(t *testing.T, v testbed.ContainerdVersion, n *testNode) {
+		began := time.Now()
+		ctx := t.Context()
+		podID, err := n.RunPod(ctx, node.PodSpec{Name: "crashy", Namespace: "team"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := n.runDead(t, podID, "crashy", "team", "app", 5)
+		running, err := n.RunContainer(ctx, podID, node.ContainerSpec{Name: "app", Image: n.image, Attempt: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := n.WaitContainerState(ctx, running, runtimeapi.ContainerState_CONTAINER_RUNNING, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runningLink := n.link(t, "crashy", "team", "app", running, st.GetLogPath())
+		stray := n.link(t, "gone", "team", "app", strings.Repeat("0", 64), filepath.Join(n.PodLogs, "team_gone_u", "app", "0.log"))
+		logDir := filepath.Join(n.PodLogs, "team_crashy_"+podUID(t, n, podID), "app")
+		logFile := func(attempt int) string { return filepath.Join(logDir, fmt.Sprintf("%d.log", attempt)) }
+		for a := range 6 {
+			if !exists(logFile(a)) {
+				t.Fatalf("containerd did not write %s", logFile(a))
 			}
-			dead := n.runDead(t, podID, "crashy", "team", "app", 5)
-			running, err := n.RunContainer(ctx, podID, node.ContainerSpec{Name: "app", Image: n.image, Attempt: 5})
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := n.WaitContainerState(ctx, running, runtimeapi.ContainerState_CONTAINER_RUNNING, 30*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runningLink := n.link(t, "crashy", "team", "app", running, st.GetLogPath())
-			stray := n.link(t, "gone", "team", "app", strings.Repeat("0", 64), filepath.Join(n.PodLogs, "team_gone_u", "app", "0.log"))
-			logDir := filepath.Join(n.PodLogs, "team_crashy_"+podUID(t, n, podID), "app")
-			logFile := func(attempt int) string { return filepath.Join(logDir, fmt.Sprintf("%d.log", attempt)) }
-			for a := range 6 {
-				if !exists(logFile(a)) {
-					t.Fatalf("containerd did not write %s", logFile(a))
-				}
-			}
-			before := n.containerStates(t)
+		}
+		before := n.containerStates(t)
 
-			const keep = 2
-			cfg := n.gcConfig(func(c *config.ContainerGCConfiguration) { c.MaxPerPodContainer = ptr.To[int32](keep) })
-			wantPlan := []string{dead[0] + ":per_container_limit", dead[1] + ":per_container_limit", dead[2] + ":per_container_limit",
-				filepath.Base(stray) + ":dangling"}
+		const keep = 2
+		cfg := n.gcConfig(func(c *config.ContainerGCConfiguration) { c.MaxPerPodContainer = ptr.To[int32](keep) })
+		wantPlan := []string{dead[0] + ":per_container_limit", dead[1] + ":per_container_limit", dead[2] + ":per_container_limit",
+			filepath.Base(stray) + ":dangling"}
 
-			dryCfg := cfg
-			dryCfg.DryRun = true
-			dr, err := n.manager(t, dryCfg, nil).GarbageCollect(ctx, containers.TriggerManual)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(wantPlan, removals(dr.Plan)); diff != "" {
-				t.Errorf("dry-run plan (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(before, n.containerStates(t)); diff != "" {
-				t.Fatalf("the dry run changed the containers (-before +after):\n%s", diff)
-			}
-			if !exists(stray) || !exists(logFile(0)) {
-				t.Fatal("the dry run removed files")
-			}
+		dryCfg := cfg
+		dryCfg.DryRun = true
+		dr, err := n.manager(t, dryCfg, nil).GarbageCollect(ctx, containers.TriggerManual)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantPlan, removals(dr.Plan)); diff != "" {
+			t.Errorf("dry-run plan (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(before, n.containerStates(t)); diff != "" {
+			t.Fatalf("the dry run changed the containers (-before +after):\n%s", diff)
+		}
+		if !exists(stray) || !exists(logFile(0)) {
+			t.Fatal("the dry run removed files")
+		}
 
-			r, err := n.manager(t, cfg, nil).GarbageCollect(ctx, containers.TriggerManual)
-			if err != nil {
-				t.Fatal(err)
+		r, err := n.manager(t, cfg, nil).GarbageCollect(ctx, containers.TriggerManual)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(dr.Plan.RemoveContainers, r.Plan.RemoveContainers); diff != "" {
+			t.Errorf("the real run's plan differs from the dry run's (-dry +real):\n%s", diff)
+		}
+		if diff := cmp.Diff(wantPlan, removals(r.Plan)); diff != "" {
+			t.Errorf("plan (-want +got):\n%s", diff)
+		}
+		want := map[string]runtimeapi.ContainerState{
+			dead[3]: runtimeapi.ContainerState_CONTAINER_EXITED,
+			dead[4]: runtimeapi.ContainerState_CONTAINER_EXITED,
+			running: runtimeapi.ContainerState_CONTAINER_RUNNING,
+		}
+		if diff := cmp.Diff(want, n.containerStates(t)); diff != "" {
+			t.Errorf("containers after GC (-want +got):\n%s", diff)
+		}
+		for a := range 6 {
+			if got, want := exists(logFile(a)), a >= 5-keep; got != want {
+				t.Errorf("log file of attempt %d exists: %v, want %v", a, got, want)
 			}
-			if diff := cmp.Diff(dr.Plan.RemoveContainers, r.Plan.RemoveContainers); diff != "" {
-				t.Errorf("the real run's plan differs from the dry run's (-dry +real):\n%s", diff)
-			}
-			if diff := cmp.Diff(wantPlan, removals(r.Plan)); diff != "" {
-				t.Errorf("plan (-want +got):\n%s", diff)
-			}
-			want := map[string]runtimeapi.ContainerState{
-				dead[3]: runtimeapi.ContainerState_CONTAINER_EXITED,
-				dead[4]: runtimeapi.ContainerState_CONTAINER_EXITED,
-				running: runtimeapi.ContainerState_CONTAINER_RUNNING,
-			}
-			if diff := cmp.Diff(want, n.containerStates(t)); diff != "" {
-				t.Errorf("containers after GC (-want +got):\n%s", diff)
-			}
-			for a := range 6 {
-				if got, want := exists(logFile(a)), a >= 5-keep; got != want {
-					t.Errorf("log file of attempt %d exists: %v, want %v", a, got, want)
-				}
-			}
-			links, _ := filepath.Glob(filepath.Join(n.linkDir, "*.log"))
-			wantLinks := []string{runningLink}
-			for _, id := range dead[5-keep:] {
-				wantLinks = append(wantLinks, filepath.Join(n.linkDir, "crashy_team_app-"+id+".log"))
-			}
-			slices.Sort(wantLinks)
-			if diff := cmp.Diff(wantLinks, links); diff != "" {
-				t.Errorf("log links after GC (-want +got):\n%s", diff)
-			}
+		}
+		links, _ := filepath.Glob(filepath.Join(n.linkDir, "*.log"))
+		wantLinks := []string{runningLink}
+		for _, id := range dead[5-keep:] {
+			wantLinks = append(wantLinks, filepath.Join(n.linkDir, "crashy_team_app-"+id+".log"))
+		}
+		slices.Sort(wantLinks)
+		if diff := cmp.Diff(wantLinks, links); diff != "" {
+			t.Errorf("log links after GC (-want +got):\n%s", diff)
+		}
 
-			again, err := n.manager(t, cfg, nil).GarbageCollect(ctx, containers.TriggerManual)
-			if err != nil || !again.Plan.Empty() {
-				t.Errorf("a second run: %v, plan %v; want nothing to do", err, removals(again.Plan))
-			}
-			t.Logf("containerd %s: restarted-container scenario took %v", v, time.Since(began).Round(time.Millisecond))
-		})
-	}
+		again, err := n.manager(t, cfg, nil).GarbageCollect(ctx, containers.TriggerManual)
+		if err != nil || !again.Plan.Empty() {
+			t.Errorf("a second run: %v, plan %v; want nothing to do", err, removals(again.Plan))
+		}
+		t.Logf("containerd %s: restarted-container scenario took %v", v, time.Since(began).Round(time.Millisecond))
+	})
 }
 
 // TestPodGoneWithAPIServer, on a real containerd of each version and a real
@@ -132,18 +126,14 @@ func TestRestartedContainerKeepsNewest(t *testing.T) {
 // removed. Pods that still exist, a static pod with its mirror pod and a
 // static pod without one are never touched.
 func TestPodGoneWithAPIServer(t *testing.T) {
-	testbed.RequireRoot(t)
 	// An open watch keeps kube-apiserver from finishing a graceful stop
 	// for 10s or more; a short StopTimeout kills it sooner, as a crash would.
 	c := cluster.Start(t, cluster.Options{StopTimeout: 2 * time.Second})
-	reg := registry.Start(t)
-	for _, v := range testbed.ContainerdVersions {
-		t.Run("containerd"+string(v), func(t *testing.T) {
-			began := time.Now()
-			podGoneScenario(t, c, startNode(t, v, reg), "node-"+strings.ReplaceAll(string(v), ".", "-"))
-			t.Logf("containerd %s: pod-gone scenario took %v", v, time.Since(began).Round(time.Millisecond))
-		})
-	}
+	onEachContainerd(t, func(t *testing.T, v testbed.ContainerdVersion, n *testNode) {
+		began := time.Now()
+		podGoneScenario(t, c, n, "node-"+strings.ReplaceAll(string(v), ".", "-"))
+		t.Logf("containerd %s: pod-gone scenario took %v", v, time.Since(began).Round(time.Millisecond))
+	})
 }
 
 func podGoneScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName string) {
