@@ -206,7 +206,7 @@ func Decode(data []byte) (*Loaded, error) {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("line %d: imageGCHighThresholdPercent of the %s is 100, its image GC off: "+
 				"its thresholds are not taken, and nodegc's image GC runs at highThresholdPercent %d, lowThresholdPercent %d "+
 				"(set both in the NodeGCConfiguration document to choose)", kubeletDoc.lines["imageGCHighThresholdPercent"], KubeletKind,
-				*out.Config.ImageGC.HighThresholdPercent, *out.Config.ImageGC.LowThresholdPercent))
+				*ig.HighThresholdPercent, *ig.LowThresholdPercent))
 		}
 	}
 	return out, nil

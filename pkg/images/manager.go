@@ -234,8 +234,11 @@ func NewManager(opts Options) (*Manager, error) {
 		reg = prometheus.NewRegistry()
 	}
 	start := opts.Clock.Now()
+	// Only the real clock is stepped, and reads with the monotonic and
+	// boot clocks; a fake clock's time is the only time.
+	_, realClock := opts.Clock.(clock.RealClock)
 	var boot func() bootReading
-	if _, real := opts.Clock.(clock.RealClock); real && opts.BootID != "" {
+	if realClock && opts.BootID != "" {
 		boot = func() bootReading {
 			since, ok := timeSinceBoot()
 			if !ok {
@@ -275,7 +278,7 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, policy: policy, tracker: tracker, metrics: metrics, clock: opts.Clock,
 		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy), scheduled: memory}
-	if _, real := opts.Clock.(clock.RealClock); real {
+	if realClock {
 		began := time.Now() // with its monotonic reading
 		tracker.steps.monotonic = func() time.Duration { return time.Since(began) }
 	}

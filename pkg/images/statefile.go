@@ -137,17 +137,11 @@ func loadStateAt(dir string, now time.Time, readOnly bool, node string, boot boo
 			}
 			step := stepWhileDown(sf.WatchedUntil, bootReading{id: sf.Boot, since: sf.SinceBoot}, boot, now)
 			if step != 0 {
-				move := func(at time.Time) time.Time {
-					if at.IsZero() {
-						return at
-					}
-					return at.Add(step)
-				}
 				for id, u := range sf.Images {
-					u.FirstDetected, u.LastUsed = move(u.FirstDetected), move(u.LastUsed)
+					u.FirstDetected, u.LastUsed = shifted(u.FirstDetected, step), shifted(u.LastUsed, step)
 					sf.Images[id] = u
 				}
-				sf.WatchedSince, sf.WatchedUntil = move(sf.WatchedSince), move(sf.WatchedUntil)
+				sf.WatchedSince, sf.WatchedUntil = shifted(sf.WatchedSince, step), shifted(sf.WatchedUntil, step)
 			}
 			future := 0
 			for id, u := range sf.Images {

@@ -790,12 +790,7 @@ func (t *Tracker) followLocked() {
 // one, by which its age would be read (unmoved by the step), and which
 // must not move.
 func (t *Tracker) shiftLocked(d time.Duration) {
-	move := func(at time.Time) time.Time {
-		if at.IsZero() {
-			return at
-		}
-		return at.Round(0).Add(d)
-	}
+	move := func(at time.Time) time.Time { return shifted(at, d) }
 	for id, u := range t.usage {
 		u.FirstDetected, u.LastUsed = move(u.FirstDetected), move(u.LastUsed)
 		t.usage[id] = u
@@ -806,6 +801,15 @@ func (t *Tracker) shiftLocked(d time.Duration) {
 	}
 	t.watchedSince = move(t.watchedSince)
 	t.markDirtyLocked()
+}
+
+// shifted is at moved by d, the step of the wall clock since at was read,
+// without a monotonic reading (see shiftLocked); a zero time stays zero.
+func shifted(at time.Time, d time.Duration) time.Time {
+	if at.IsZero() {
+		return at
+	}
+	return at.Round(0).Add(d)
 }
 
 // rememberSandboxes records ran, the IDs of the images the sandboxes run

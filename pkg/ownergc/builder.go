@@ -398,8 +398,9 @@ func (b *builder) relisted(res *resource, listed map[types.UID]struct{}) {
 }
 
 // resourceGone turns the observed nodes of a resource that left discovery
-// (those it delivered last: node.observedBy) back into virtual nodes: nothing is known about them any more, so their
-// dependents must verify them with lookups, and nothing is assumed deleted.
+// (those it delivered last: node.observedBy) back into virtual nodes:
+// nothing is known about them any more, so their dependents must verify
+// them with lookups, and nothing is assumed deleted.
 // Their owners remember that they lost dependents to the resource
 // (graph.lostTo): those objects still exist (a version no longer served,
 // an aggregated API that stopped listing it), and an owner's orphan or

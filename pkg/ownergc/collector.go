@@ -56,9 +56,9 @@ type Options struct {
 	// discovery, Events): how long this instance may still write (the rest
 	// of the lease fence's window). When it is under a second
 	// (minWriteWindow) the request fails at once with ErrLeaseLost, without
-	// being sent; otherwise the
-	// request is sent with a server-side timeout (?timeout=) no longer than
-	// it, so that kube-apiserver gives the write up if it has not run by
+	// being sent; otherwise the request is sent with a server-side timeout
+	// (?timeout=) no longer than it, so that kube-apiserver gives the write
+	// up if it has not run by
 	// the time the window closes (see fence). It must be fast and safe for
 	// concurrent use. Nil: every write may be sent, with no timeout of the
 	// fence's.

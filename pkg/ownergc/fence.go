@@ -15,8 +15,9 @@ var ErrLeaseLost = errors.New("ownergc: write refused: this instance no longer h
 // fence returns a transport wrapper that asks window immediately before
 // every write request (anything but GET, HEAD and OPTIONS: list and watch
 // are GETs) and fails the request without sending it when less than
-// minWriteWindow is left. Asking in the transport, rather than in the workers, also covers a
-// process that was frozen (SIGSTOP, a long GC pause, a suspended VM): a
+// minWriteWindow is left. Asking in the transport, rather than in the
+// workers, also covers a process that was frozen (SIGSTOP, a long GC
+// pause, a suspended VM): a
 // worker resumes wherever it was, possibly just before a request, ahead
 // of any goroutine that could cancel it, but the request still passes
 // here.
