@@ -569,14 +569,39 @@ func TestRelistRecoversWhenApplied(t *testing.T) {
 	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 1 {
 		t.Errorf("a watch failed after the relist returned, relist applied: unsynced %q, want pods", got)
 	}
-	// A relist returns, its first watch is refused, the next one opens,
-	// then the relist is applied: no failure is left.
+	// A relist returns, its first watch is refused, the next one opens
+	// before the relist is applied: that watch resumes, and what was
+	// created while it was refused comes behind the relist, so applying
+	// the relist does not end the failure; the graph catching up does.
 	pods.listed()
 	r.monitors.noteError(t.Context(), pods, apierrors.NewTooManyRequests("storage is (re)initializing", 1))
-	pods.watching()
+	if !pods.watching() {
+		t.Error("a watch refused after a relist returned, then opened before it was applied: watching says it does not resume")
+	}
+	pods.awaitCatchUp(70)
+	tg.apply(event{typ: evRelisted, res: resPod, uids: map[types.UID]struct{}{}, mon: pods})
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 1 || !strings.Contains(got[0], "catching up") {
+		t.Errorf("a watch refused, then opened, relist applied: unsynced %q, want pods catching up", got)
+	}
+	pods.mu.Lock()
+	seq := pods.catchUpAt
+	pods.mu.Unlock()
+	pods.caughtUp(seq)
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
+		t.Errorf("the resumed watch caught up: unsynced %q, want none", got)
+	}
+	// A watch that opens after a relist returned, with no failure since,
+	// does not resume: the relist's application ends the failure.
+	pods.mu.Lock()
+	pods.failing = true
+	pods.mu.Unlock()
+	pods.listed()
+	if pods.watching() {
+		t.Error("the watch right after a relist, no failure since: watching says it resumes")
+	}
 	tg.apply(event{typ: evRelisted, res: resPod, uids: map[types.UID]struct{}{}, mon: pods})
 	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
-		t.Errorf("a watch refused, then opened, relist applied: unsynced %q, want none", got)
+		t.Errorf("the watch right after a relist, relist applied: unsynced %q, want none", got)
 	}
 	// A watch that ends because its version is too old is no failure, but
 	// the graph misses what changed since until the relist it starts is

@@ -103,10 +103,11 @@ func (m *monitor) markGraphSynced() {
 
 // recovered records that the graph follows the API server again: the
 // first list or a relist is applied (evSynced, evRelisted), unless a list
-// or watch failed since that list returned.
+// or watch failed since that list returned, or a watch that resumed after
+// such a failure has not caught up.
 func (m *monitor) recovered() {
 	m.mu.Lock()
-	if m.errors == m.okAt {
+	if m.errors == m.okAt && !m.catchingUp {
 		m.failing = false
 	}
 	m.relisting = false
@@ -149,17 +150,20 @@ func (m *monitor) relistPending() bool {
 }
 
 // watching records that a watch opened, and reports whether it resumes
-// after a failure of a synced monitor (see resume). Otherwise the graph
-// follows the API server again, unless a relist is still to be applied
-// (before the first sync, evSynced is what counts).
+// after a failure of a synced monitor (see resume). That includes a watch
+// refused after a relist returned and reopened before the graph applied
+// it: what was created while it was refused comes behind the relist.
+// Otherwise the graph follows the API server again, unless a relist is
+// still to be applied (before the first sync, evSynced is what counts).
 func (m *monitor) watching() (resumes bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	failedSince := m.errors != m.okAt
 	m.okAt = m.errors
 	switch {
-	case m.relisting:
-	case m.failing && m.graphSynced.Load():
+	case m.failing && m.graphSynced.Load() && (!m.relisting || failedSince):
 		return true
+	case m.relisting:
 	default:
 		m.failing = false
 	}
