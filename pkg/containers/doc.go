@@ -221,7 +221,12 @@
 //     symbolic link below podLogsDirectory (a pod's directory linked to
 //     another's would have the other's logs removed): the removal fails,
 //     the container stays, and the run reports it. Log files are matched
-//     by name as text (LOGPATH*), never as a pattern.
+//     by name as text (LOGPATH*), never as a pattern. A container's
+//     link is named from its pod's labels, which whatever created the
+//     container through the runtime wrote: only labels that are names the
+//     API server gives (a pod name with path elements, cut to 255 bytes,
+//     would name any file, as the kubelet joins them), and only a symbolic
+//     link, are removed.
 //
 // Static pods. The kubelet runs static pods from files (or a URL) and
 // publishes each as a mirror pod in the API whose kubernetes.io/config.mirror

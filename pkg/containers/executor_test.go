@@ -377,7 +377,11 @@ func TestExecuteStartInFlightKeepsLogs(t *testing.T) {
 			c := with(ctr("p", "app", 5, tc.state, 4*time.Minute), func(c *Container) { c.ID = "c5" })
 			logPath := filepath.Join(paths.PodLogs, "ns_p_p", "app", "5.log")
 			link := filepath.Join(paths.ContainerLogs, legacyLinkName("p", "ns", "app", c.ID))
-			touch(t, logPath, logPath+".20261121-115900", link)
+			touch(t, logPath, logPath+".20261121-115900")
+			mkdirs(t, paths.ContainerLogs)
+			if err := os.Symlink(logPath, link); err != nil {
+				t.Fatal(err)
+			}
 			rt.addContainer(c, logPath)
 			if tc.refuse {
 				rt.fail["RemoveContainer "+c.ID] = status.Error(codes.Unknown, `failed to set removing state for container: container is in starting state, can't be removed`)

@@ -162,11 +162,31 @@ func removeContainerLogs(logPath, podLogsDir, containerLogsDir string, c *Contai
 		}
 		d.Close()
 	}
-	if containerLogsDir != "" && c.PodName != "" && c.PodNamespace != "" {
-		link := filepath.Join(containerLogsDir, legacyLinkName(c.PodName, c.PodNamespace, c.Name, c.ID))
-		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("removing log link of container %s: %w", c.ID, err))
+	if link, ok := linkOf(containerLogsDir, c); ok {
+		if info, err := os.Lstat(link); err == nil && info.Mode()&fs.ModeSymlink != 0 {
+			if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("removing log link of container %s: %w", c.ID, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// linkOf is the path of c's link under containerLogsDir, if its labels are
+// names the API server gives (a pod name is a DNS subdomain, a namespace
+// and a container name DNS labels): they are whatever created the
+// container through the runtime wrote, and a pod name with path elements,
+// long enough for the cut to drop the container's ID, would name any file
+// (the kubelet joins them as they are). A container whose labels are not
+// such names has no link of the kubelet's.
+func linkOf(containerLogsDir string, c *Container) (string, bool) {
+	if containerLogsDir == "" || len(validation.IsDNS1123Subdomain(c.PodName)) > 0 ||
+		len(validation.IsDNS1123Label(c.PodNamespace)) > 0 || len(validation.IsDNS1123Label(c.Name)) > 0 {
+		return "", false
+	}
+	name := legacyLinkName(c.PodName, c.PodNamespace, c.Name, c.ID)
+	if !plainName(name) {
+		return "", false
+	}
+	return filepath.Join(containerLogsDir, name), true
 }

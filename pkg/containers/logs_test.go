@@ -180,6 +180,54 @@ func TestRemoveContainerLogs(t *testing.T) {
 	}
 }
 
+// TestLogLinkNamedByLabelsStaysInItsDirectory: a container's link is named
+// from its pod's labels, which whoever creates containers through the
+// runtime writes. Labels that are not names the API server gives (a pod
+// name with path elements, long enough that the cut drops the container's
+// ID) name no link: nothing outside the container logs directory, nor
+// anything but a symbolic link in it, is removed.
+func TestLogLinkNamedByLabelsStaysInItsDirectory(t *testing.T) {
+	root := t.TempDir()
+	pods, links := filepath.Join(root, "pods"), filepath.Join(root, "containers")
+	victim := filepath.Join(pods, "ns_victim_u", "app", "0.log")
+	mkdirs(t, links)
+	// What the cut leaves of the name is "../pods/ns_victim_u/app/" and
+	// slashes up to "0", then ".log".
+	const prefix = "../pods/ns_victim_u/app/"
+	crafted := prefix + strings.Repeat("/", maxFileNameLen-len(logSuffix)-len(prefix)-1) + "0"
+	for _, tc := range []struct {
+		name                 string
+		pod, namespace, ctnr string
+	}{
+		{name: "pod name with path elements", pod: crafted, namespace: "ns", ctnr: "app"},
+		{name: "namespace with path elements", pod: "web", namespace: "../../pods/ns_victim_u/app/0.log#", ctnr: "app"},
+		{name: "container name with path elements", pod: "web", namespace: "ns", ctnr: "../../pods/ns_victim_u/app/0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			touch(t, victim)
+			c := ctr("u2", tc.ctnr, 1, StateExited, 0)
+			c.PodName, c.PodNamespace, c.ID = tc.pod, tc.namespace, strings.Repeat("d", 64)
+			if err := removeContainerLogs("", pods, links, &c); err != nil {
+				t.Errorf("removeContainerLogs: %v", err)
+			}
+			if !exists(victim) {
+				t.Fatalf("%s was removed through the link name %q", victim, legacyLinkName(c.PodName, c.PodNamespace, c.Name, c.ID))
+			}
+		})
+	}
+	// A regular file where the link would be is not the kubelet's link.
+	c := ctr("u3", "app", 1, StateExited, 0)
+	c.PodName, c.PodNamespace, c.ID = "web", "ns", strings.Repeat("e", 64)
+	file := filepath.Join(links, legacyLinkName(c.PodName, c.PodNamespace, c.Name, c.ID))
+	touch(t, file)
+	if err := removeContainerLogs("", pods, links, &c); err != nil {
+		t.Errorf("removeContainerLogs: %v", err)
+	}
+	if !exists(file) {
+		t.Errorf("a regular file named as the container's link was removed")
+	}
+}
+
 // TestContainerLogFilesStayInTheirDirectory: the files a container's log
 // removal takes are LOGPATH and its rotated siblings, matched as text (a
 // log path may hold * or [, which as a pattern would match other files),
