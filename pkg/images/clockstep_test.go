@@ -27,7 +27,7 @@ func TestWallClockStepDoesNotAgeImages(t *testing.T) {
 		o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
 	})
 	var mono time.Duration
-	b.m.tracker.steps.monotonic = func() time.Duration { return mono }
+	b.m.tracker.steps.Monotonic = func() time.Duration { return mono }
 	if _, err := b.m.Plan(t.Context()); err != nil { // the images are seen
 		t.Fatal(err)
 	}
@@ -67,39 +67,6 @@ func TestWallClockStepDoesNotAgeImages(t *testing.T) {
 	}
 }
 
-// TestClockFollower: the wall clock's drift against the monotonic clock
-// between two readings is no step; a difference past the tolerance either
-// way is, once.
-func TestClockFollower(t *testing.T) {
-	var mono time.Duration
-	c := clockFollower{monotonic: func() time.Duration { return mono }}
-	wall := t0
-	read := func(wallStep, monoStep time.Duration) time.Duration {
-		wall, mono = wall.Add(wallStep), mono+monoStep
-		return c.follow(wall)
-	}
-	for _, tc := range []struct {
-		name       string
-		wall, mono time.Duration
-		want       time.Duration
-	}{
-		{"first reading", time.Second, time.Second, 0},
-		{"in step", time.Second, time.Second, 0},
-		{"slewed", time.Second + time.Millisecond, time.Second, 0},
-		{"stepped forward", time.Hour + time.Second, time.Second, time.Hour},
-		{"in step after the step", time.Second, time.Second, 0},
-		{"stepped back", -time.Hour + time.Second, time.Second, -time.Hour},
-		{"suspended (the monotonic clock stopped)", 10 * time.Minute, 0, 10 * time.Minute},
-	} {
-		if got := read(tc.wall, tc.mono); got != tc.want {
-			t.Errorf("%s: step %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	if got := (&clockFollower{}).follow(t0); got != 0 {
-		t.Errorf("without a monotonic clock (a fake clock): step %v, want 0", got)
-	}
-}
-
 // TestShiftDropsMonotonicReadings: a time this process dated carries a
 // monotonic reading, by which Go reads its age against another such time:
 // a moved record must not keep it, or its age would be read off the moved
@@ -135,7 +102,7 @@ func TestShiftDropsMonotonicReadings(t *testing.T) {
 func TestRecordsDatedAfterAStepStayPut(t *testing.T) {
 	b, rt := newShrinkingBed(t, 1, nil)
 	var mono time.Duration
-	b.m.tracker.steps.monotonic = func() time.Duration { return mono }
+	b.m.tracker.steps.Monotonic = func() time.Duration { return mono }
 	if _, err := b.m.Plan(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +131,7 @@ func TestClockSteppedThereAndBack(t *testing.T) {
 		o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
 	})
 	var mono time.Duration
-	b.m.tracker.steps.monotonic = func() time.Duration { return mono }
+	b.m.tracker.steps.Monotonic = func() time.Duration { return mono }
 	if _, err := b.m.Plan(t.Context()); err != nil {
 		t.Fatal(err)
 	}

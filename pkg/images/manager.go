@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodegc/nodegc/internal/clockstep"
 	"github.com/nodegc/nodegc/internal/gcrun"
 	"github.com/nodegc/nodegc/internal/imageref"
 	"github.com/nodegc/nodegc/pkg/config"
@@ -279,8 +280,7 @@ func NewManager(opts Options) (*Manager, error) {
 	m := &Manager{opts: opts, policy: policy, tracker: tracker, metrics: metrics, clock: opts.Clock,
 		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy), scheduled: memory}
 	if realClock {
-		began := time.Now() // with its monotonic reading
-		tracker.steps.monotonic = func() time.Duration { return time.Since(began) }
+		tracker.steps.Monotonic = clockstep.Since(time.Now())
 	}
 	tracker.onStep = m.clockStepped
 	if step := tracker.fileWatch.shift; step != 0 {

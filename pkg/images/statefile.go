@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/nodegc/nodegc/internal/clockstep"
 )
 
 // StateFileName is the file in stateDirectory that keeps image usage.
@@ -69,13 +71,13 @@ type bootReading struct {
 // days behind (a node without a working real-time clock) while nodegc was
 // down would otherwise age every record by as much, and the minimum age
 // would protect no image pulled before. 0 on another boot, when either
-// reading is unknown, or within clockStepTolerance.
+// reading is unknown, or within clockstep.Tolerance.
 func stepWhileDown(until time.Time, saved, cur bootReading, now time.Time) time.Duration {
 	if until.IsZero() || saved.id == "" || saved.id != cur.id || cur.since < saved.since {
 		return 0
 	}
 	step := now.Round(0).Sub(until.Round(0)) - (cur.since - saved.since)
-	if step > -clockStepTolerance && step < clockStepTolerance {
+	if step > -clockstep.Tolerance && step < clockstep.Tolerance {
 		return 0
 	}
 	return step

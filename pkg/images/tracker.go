@@ -9,6 +9,8 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/internal/clockstep"
 )
 
 // Tracker knows, for every image the runtime has, when nodegc first saw it
@@ -41,7 +43,7 @@ type Tracker struct {
 	boot func() bootReading
 	// steps finds steps of clock (followLocked, under mu), onStep is told
 	// each.
-	steps  clockFollower
+	steps  clockstep.Follower
 	onStep func(step time.Duration)
 	// arrived is, per image ID, the arrival time observeArrivals last
 	// applied.
@@ -774,7 +776,7 @@ func (t *Tracker) follow() {
 // each time the tracker dates a record, so every record is on the wall
 // clock's timeline of its reading: none dated after a step is moved by it.
 func (t *Tracker) followLocked() {
-	step := t.steps.follow(t.clock())
+	step := t.steps.Follow(t.clock()).By
 	if step == 0 {
 		return
 	}
@@ -785,7 +787,7 @@ func (t *Tracker) followLocked() {
 }
 
 // shiftLocked moves every time the records keep by d: the wall clock was
-// stepped by d (clockFollower), and their ages stay what they were. A
+// stepped by d (clockstep.Follower), and their ages stay what they were. A
 // moved time keeps no monotonic reading: a time this process dated carries
 // one, by which its age would be read (unmoved by the step), and which
 // must not move.
