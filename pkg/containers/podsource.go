@@ -436,6 +436,9 @@ func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.Li
 	// limit and a version goes to etcd on API servers before 1.31, and
 	// etcd has no index on spec.nodeName, so it would read every pod).
 	// Later pages of a list carry their version in the continue token.
+	// The list is dated from before the version is read: it answers as of
+	// that version, and a pod created while the read waits is missing.
+	start := s.clock.Now()
 	if opts.Continue == "" {
 		rv, err := lw.currentVersion(ctx)
 		if err != nil {
@@ -447,7 +450,6 @@ func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.Li
 		}
 		opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit = rv, metav1.ResourceVersionMatchNotOlderThan, 0
 	}
-	start := s.clock.Now()
 	list, err := lw.list(ctx, opts)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -441,6 +441,33 @@ func TestStaleListMakesNoPodGone(t *testing.T) {
 	}
 }
 
+// TestListDatedBeforeItsVersion: the list is dated from before the read of
+// the version it is not older than. That read (a consistent list of one
+// object) can wait in the API server's queue or on a slow etcd; a pod
+// created meanwhile is missing from the list, which answers as of the
+// version. Dated after that read, the list would seem to postdate the pod,
+// and a stalled watch would leave it gone. Before, a read that took 2
+// minutes dated the list 2 minutes late.
+func TestListDatedBeforeItsVersion(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if o := a.(k8stesting.ListActionImpl).ListOptions; o.ResourceVersion == "" && o.Limit == 1 {
+			clk.Step(2 * time.Minute) // a slow read of the current version
+			return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "10"}}, nil
+		}
+		return false, nil, nil
+	})
+	s, _ := runSyncedSource(t, client, PodSourceOptions{NodeName: "n1", Clock: clk})
+	v := s.View(clk.Now())
+	if !v.Authoritative {
+		t.Fatalf("view not authoritative (%s); the test needs one that is", v.Reason)
+	}
+	if want := t0.Add(-listSkew); v.ListedAt.After(want) {
+		t.Errorf("the list is dated %v, want no later than %v (its start, before the version was read, less the skew)", v.ListedAt, want)
+	}
+}
+
 // TestViewNeedsThisMachinesBoot: with this machine's boot ID given, the view
 // is authoritative only while the Node of its name reports that boot ID. A
 // name that another registered Node has (its kubelet reports its own boot),
