@@ -141,10 +141,24 @@
 //     StartGrace) is not evictable (kept as "starting"): the kubelet may be
 //     about to start it, or its start may be in flight, which the kubelet
 //     gives runtimeRequestTimeout (StartGrace is that, at least the
-//     kubelet's default, plus StartMargin). An older one is a leftover and
-//     is evictable, but never displaces the newest dead instance. The
-//     kubelet keeps no such instance: it evicts created containers like
-//     exited ones, by age alone.
+//     kubelet's default, plus StartMargin). Its age is counted from its
+//     creation, and no earlier than when the manager first listed it
+//     created, on the monotonic clock: a step of the wall clock before
+//     nodegc started, or a runtime that gives no creation time, does not
+//     make it older (so after nodegc starts, every created instance waits
+//     StartGrace again). An older one is a leftover and is evictable, but
+//     never displaces the newest dead instance. The kubelet keeps no such
+//     instance: it evicts created containers like exited ones, by age
+//     alone.
+//   - Ages and dates are read on the wall clock of now: each step of the
+//     wall clock found between two runs (more than 2s off the monotonic
+//     clock) moves the runtime's creation and exit times, the log
+//     directories' times and the pod list's date read before it by the
+//     step, and a time that may be from either side of it errs toward
+//     keeping. A step of an hour forward does not put every dead container
+//     past minAge, nor one back make a pod bound after it seem to predate
+//     the list that could not return it. A step while nodegc is down is
+//     not known.
 //   - The logs of a container that has not exited (created, or unknown)
 //     are removed only once the runtime removed it: containerd refuses to
 //     remove a container whose start is in flight, and its log must

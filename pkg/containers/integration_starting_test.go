@@ -174,11 +174,17 @@ func TestStartInFlightKeepsLog(t *testing.T) {
 			t.Fatalf("containers while the start is in flight (-want +got):\n%s", diff)
 		}
 
-		clk := clocktesting.NewFakeClock(time.Now().Add(containers.StartGrace(0) + time.Minute))
+		clk := clocktesting.NewFakeClock(time.Now())
 		m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: n.client, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The GC has seen the instance created, and its clock is past
+		// the grace since.
+		if _, err := m.Plan(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(containers.StartGrace(0) + time.Minute)
 		r, err := m.GarbageCollect(ctx, containers.TriggerManual)
 		if err == nil || !strings.Contains(err.Error(), "starting state") {
 			t.Errorf("GC run: %v, want containerd's refusal to remove a container whose start is in flight", err)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodegc/nodegc/internal/clockstep"
 	"github.com/nodegc/nodegc/internal/gcrun"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/cri"
@@ -129,9 +130,10 @@ type Manager struct {
 	// real time whatever clock decides ages.
 	waitClock clock.Clock
 
-	serial *gcrun.Serial // one run or plan at a time; guards lastView
+	serial *gcrun.Serial // one run or plan at a time; guards lastView and timeline
 	// lastView is the pod view reason of the previous run, to log changes.
 	lastView *string
+	timeline timeline
 }
 
 // NewManager validates opts.Config (defaulted: config.SetDefaults) with
@@ -167,12 +169,21 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.SettleTimeout <= 0 {
 		opts.SettleTimeout = 20 * time.Second
 	}
-	return &Manager{
+	m := &Manager{
 		opts: opts, policy: NewPolicy(opts.Config, opts.RuntimeRequestTimeout), metrics: newMetrics(reg),
 		clock: opts.Clock, waitClock: clock.RealClock{},
 		serial: gcrun.NewSerial(opts.Clock),
 		paths:  logPaths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
-	}, nil
+	}
+	// A fake clock's time is the only time: it is never stepped.
+	if _, real := opts.Clock.(clock.RealClock); real {
+		m.timeline.since = clockstep.Since(time.Now())
+		m.timeline.follower.Monotonic = m.timeline.since
+	} else {
+		began := opts.Clock.Now()
+		m.timeline.since = func() time.Duration { return opts.Clock.Since(began) }
+	}
+	return m, nil
 }
 
 // Run runs the container GC at once and then every period until ctx ends.
@@ -268,6 +279,7 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 		return nil, err
 	}
 	now := m.clock.Now()
+	m.timeline.follow(ctx, now)
 	view := NodeOnlyView()
 	if m.opts.Pods != nil {
 		// After listing the node: a pod that has anything on the node
@@ -280,6 +292,7 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 			m.opts.Pods.Retain(podsOnNode(node), began)
 		}
 	}
+	m.timeline.place(node, &view, now)
 	plan := m.policy.Plan(*node, view, now)
 	plan.WritableLayersUnknown = m.opts.NoWritableLayers
 	s := sizer{rt: m.opts.Runtime, layers: m.opts.WritableLayers, paths: m.paths}

@@ -496,8 +496,8 @@ func TestReclaimNotAskedOnceStopping(t *testing.T) {
 // TestManagerStartGraceFollowsRuntimeRequestTimeout: Options'
 // RuntimeRequestTimeout (the kubelet's, from the agent's configuration) is
 // the deadline the plan gives a created container's start: with 10m, an
-// instance created 5m ago is still starting; without it, the kubelet's
-// default (2m) and the margin make it a leftover.
+// instance created (and seen by the manager) 5m ago is still starting;
+// without it, the kubelet's default (2m) and the margin make it a leftover.
 func TestManagerStartGraceFollowsRuntimeRequestTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		timeout time.Duration
@@ -508,8 +508,12 @@ func TestManagerStartGraceFollowsRuntimeRequestTimeout(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.timeout), func(t *testing.T) {
 			f := newManagerFixture(t)
-			f.addContainer(ctr("p", "app", 3, StateCreated, 5*time.Minute))
+			f.addContainer(ctr("p", "app", 3, StateCreated, 0))
 			m := f.manager(t, func(o *Options) { o.RuntimeRequestTimeout = tc.timeout })
+			if _, err := m.Plan(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Step(5 * time.Minute)
 			plan, err := m.Plan(t.Context())
 			if err != nil {
 				t.Fatal(err)
