@@ -108,6 +108,7 @@ func execute(ctx context.Context, rt remover, plan *Plan, paths logPaths, dryRun
 	e := &executor{rt: rt, paths: paths, out: &Outcome{DryRun: dryRun, Failures: map[string]int{}},
 		failedPods: map[string]bool{}, busySandboxes: map[string]bool{}}
 	if dryRun {
+		tellDryRun(ctx, plan)
 		e.out.Containers = append(e.out.Containers, plan.RemoveContainers...)
 		e.out.Sandboxes = append(e.out.Sandboxes, plan.RemoveSandboxes...)
 		e.out.LogDirs = append(e.out.LogDirs, plan.RemoveLogDirs...)
@@ -120,6 +121,25 @@ func execute(ctx context.Context, rt remover, plan *Plan, paths logPaths, dryRun
 		apply(ctx, e, plan.RemoveLogDirs, e.logDir) &&
 		apply(ctx, e, plan.RemoveLogLinks, e.logLink)
 	return e.out, errors.Join(e.errs...)
+}
+
+// tellDryRun logs each removal plan would make, at the default verbosity
+// but for dangling links.
+func tellDryRun(ctx context.Context, plan *Plan) {
+	logger := klog.FromContext(ctx)
+	for _, d := range plan.RemoveContainers {
+		c := &d.Container
+		logger.Info("Container would be removed (dry run)", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "reason", d.Reason)
+	}
+	for _, d := range plan.RemoveSandboxes {
+		logger.Info("Sandbox would be removed (dry run)", "sandboxID", d.Sandbox.ID, "pod", klog.KRef(d.Sandbox.PodNamespace, d.Sandbox.PodName), "reason", d.Reason)
+	}
+	for _, d := range plan.RemoveLogDirs {
+		logger.Info("Pod log directory would be removed (dry run)", "directory", d.Dir.Name, "podUID", d.Dir.PodUID, "reason", d.Reason)
+	}
+	for _, d := range plan.RemoveLogLinks {
+		logger.V(2).Info("Dangling container log link would be removed (dry run)", "link", d.Link.Name, "containerID", d.Link.ContainerID)
+	}
 }
 
 // apply does each removal of ds in order. Once ctx has ended it does no
@@ -179,7 +199,7 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 		e.fail(OpContainerStatus, fmt.Errorf("%s: %w", who, err), c.PodUID, c.SandboxID)
 		return
 	case st.GetState() == runtimeapi.ContainerState_CONTAINER_RUNNING:
-		klog.FromContext(ctx).V(2).Info("Container started after planning, keeping it", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name)
+		klog.FromContext(ctx).Info("Container started after planning, keeping it", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name)
 		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "container", ID: c.ID, Why: SkipStarted})
 		e.keepPod(c.PodUID, c.SandboxID)
 		return
@@ -220,6 +240,7 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 			d.LogBytes = 0
 		}
 	}
+	klog.FromContext(ctx).Info("Removed container", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "reason", d.Reason)
 	e.out.Containers = append(e.out.Containers, d)
 }
 
@@ -255,7 +276,7 @@ func (e *executor) sandbox(ctx context.Context, d SandboxDecision) {
 		return
 	}
 	if st.GetState() == runtimeapi.PodSandboxState_SANDBOX_READY || len(left) > 0 {
-		klog.FromContext(ctx).V(2).Info("Sandbox ready or holding containers since planning, keeping it", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName),
+		klog.FromContext(ctx).Info("Sandbox ready or holding containers since planning, keeping it", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName),
 			"state", st.GetState(), "containers", len(left))
 		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "sandbox", ID: s.ID, Why: SkipSandboxInUse})
 		e.failedPods[s.PodUID] = true
@@ -270,6 +291,7 @@ func (e *executor) sandbox(ctx context.Context, d SandboxDecision) {
 		e.fail(OpRemoveSandbox, fmt.Errorf("%s: %w", who, err), s.PodUID, "")
 		return
 	}
+	klog.FromContext(ctx).Info("Removed sandbox", "sandboxID", s.ID, "pod", klog.KRef(s.PodNamespace, s.PodName), "reason", d.Reason)
 	e.out.Sandboxes = append(e.out.Sandboxes, d)
 }
 
@@ -295,6 +317,7 @@ func (e *executor) logDir(ctx context.Context, d LogDirDecision) {
 		e.fail(OpRemoveLogDir, fmt.Errorf("removing pod log directory %s: %w", d.Dir.Name, err), "", "")
 		return
 	}
+	klog.FromContext(ctx).Info("Removed pod log directory", "directory", d.Dir.Name, "podUID", d.Dir.PodUID, "reason", d.Reason)
 	e.out.LogDirs = append(e.out.LogDirs, d)
 }
 

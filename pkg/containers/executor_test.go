@@ -6,13 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 )
 
 // execFixture is a node with pod "gone" (two dead containers, one in an
@@ -482,5 +485,91 @@ func TestExecuteSandboxThatChangedSincePlanning(t *testing.T) {
 				t.Errorf("skipped (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// logLines runs fn with a logger at the default verbosity in its context,
+// and returns each line it logged as "message key=value ...", the keys
+// sorted as logged.
+func logLines(t *testing.T, fn func(ctx context.Context)) []string {
+	t.Helper()
+	var mu sync.Mutex
+	var lines []string
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{Verbosity: 0})
+	fn(klog.NewContext(t.Context(), logger))
+	mu.Lock()
+	defer mu.Unlock()
+	return lines
+}
+
+// linesWith returns the lines that contain each of parts.
+func linesWith(lines []string, parts ...string) []string {
+	var out []string
+	for _, l := range lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestExecuteTellsEachRemoval: at the default verbosity the log names each
+// container, sandbox and pod log directory removed, with the plan's
+// reason, once it is removed; in dry run, each that would be; and each
+// container the last look kept because it started since planning (the one
+// time the plan was wrong). Before, all
+// of it was at -v=2 or -v=4, and an operator whose pod's logs were gone
+// could not tell whether nodegc removed them, or why.
+func TestExecuteTellsEachRemoval(t *testing.T) {
+	f := newExecFixture(t)
+	plan := f.plan(t)
+	lines := logLines(t, func(ctx context.Context) {
+		if _, err := execute(ctx, f.rt, plan, f.paths, false); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for _, want := range [][]string{
+		{`"msg"="Removed container"`, `"containerID"="p/a/0"`, `"reason"="per_container_limit"`},
+		{`"msg"="Removed container"`, `"containerID"="gone/a/0"`, `"reason"="pod_gone"`},
+		{`"msg"="Removed container"`, `"containerID"="gone/b/0"`, `"reason"="pod_gone"`},
+		{`"msg"="Removed sandbox"`, `"sandboxID"="gone/sb0"`, `"reason"="pod_gone"`},
+		{`"msg"="Removed pod log directory"`, `"directory"="ns_gone_gone"`, `"reason"="pod_gone"`},
+	} {
+		if got := linesWith(lines, want...); len(got) != 1 {
+			t.Errorf("lines with %q: %q; want one (all lines: %q)", want, got, lines)
+		}
+	}
+
+	f = newExecFixture(t)
+	plan = f.plan(t)
+	f.rt.setState("gone/a/0", runtimeapi.ContainerState_CONTAINER_RUNNING)
+	lines = logLines(t, func(ctx context.Context) { _, _ = execute(ctx, f.rt, plan, f.paths, false) })
+	started := []string{`"msg"="Container started after planning, keeping it"`, `"containerID"="gone/a/0"`}
+	if got := linesWith(lines, started...); len(got) != 1 {
+		t.Errorf("lines with %q: %q; want one (all lines: %q)", started, got, lines)
+	}
+
+	f = newExecFixture(t)
+	plan = f.plan(t)
+	lines = logLines(t, func(ctx context.Context) { _, _ = execute(ctx, f.rt, plan, f.paths, true) })
+	for _, want := range [][]string{
+		{`"msg"="Container would be removed (dry run)"`, `"containerID"="gone/a/0"`, `"reason"="pod_gone"`},
+		{`"msg"="Sandbox would be removed (dry run)"`, `"sandboxID"="gone/sb0"`},
+		{`"msg"="Pod log directory would be removed (dry run)"`, `"directory"="ns_gone_gone"`},
+	} {
+		if got := linesWith(lines, want...); len(got) != 1 {
+			t.Errorf("dry run: lines with %q: %q; want one (all lines: %q)", want, got, lines)
+		}
+	}
+	if got := linesWith(lines, `"msg"="Removed`); len(got) != 0 {
+		t.Errorf("dry run: %q; want no removal told", got)
 	}
 }
