@@ -241,6 +241,15 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 	}
 	plan, err := m.plan(ctx)
 	if plan == nil {
+		// Nothing is planned without the runtime's listing, but whether
+		// the pod view is authoritative does not depend on it: a runtime
+		// restart on a control-plane node takes its kube-apiserver down
+		// too.
+		view := NodeOnlyView()
+		if m.opts.Pods != nil {
+			view = m.opts.Pods.View(m.clock.Now())
+		}
+		m.metrics.observeView(view.Authoritative)
 		return err
 	}
 	r.Plan = plan

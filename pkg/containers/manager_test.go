@@ -565,3 +565,32 @@ func TestNoSettleWithoutDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestViewGaugeFollowsWhileTheRuntimeCannotBeListed: a run that cannot list
+// the runtime plans nothing, but the pod view's gauge still says whether
+// the API server's view is authoritative. On a control-plane node a
+// runtime restart also takes down the static kube-apiserver: before, the
+// gauge kept the last plan's 1, and NodegcPodViewNotAuthoritative stayed
+// silent.
+func TestViewGaugeFollowsWhileTheRuntimeCannotBeListed(t *testing.T) {
+	f := newManagerFixture(t)
+	m := f.manager(t, nil)
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 1 {
+		t.Fatalf("after a run with an authoritative view: gauge %v, want 1", got)
+	}
+	f.rt.mu.Lock()
+	f.rt.fail["ListContainers "] = errors.New("connection refused")
+	f.rt.mu.Unlock()
+	f.pods.mu.Lock()
+	f.pods.view = PodView{Reason: ViewUnreachable}
+	f.pods.mu.Unlock()
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err == nil {
+		t.Fatal("a run that cannot list the runtime: no error")
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
+		t.Errorf("the runtime cannot be listed, the API server cannot be reached: gauge %v, want 0", got)
+	}
+}

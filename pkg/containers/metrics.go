@@ -91,8 +91,13 @@ func (m *metrics) observePlan(p *Plan) {
 	for _, d := range p.KeepContainers {
 		m.containersKept.WithLabelValues(d.Reason).Inc()
 	}
+	m.observeView(p.PodsAuthoritative)
+}
+
+// observeView sets whether the pod view is authoritative.
+func (m *metrics) observeView(authoritative bool) {
 	v := 0.0
-	if p.PodsAuthoritative {
+	if authoritative {
 		v = 1
 	}
 	m.podsAuthoritative.Set(v)
