@@ -125,7 +125,10 @@
 //     name cut to 255 bytes ends in a prefix of the container's ID: at
 //     least 6 characters of it name every container whose ID they begin,
 //     as the kubelet's status lookup of the prefix does. A link that
-//     points at a log again when its removal comes is kept.
+//     points at a log again when its removal comes is kept, and so is one
+//     whose container, in a listing made right before the links go, has
+//     not exited (created since the plan's listing; the kubelet reads the
+//     link's container's status right before removing it).
 //
 // Where nodegc deviates from the kubelet, for safety:
 //   - The newest dead instance of each group of a live pod is never

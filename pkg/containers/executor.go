@@ -119,8 +119,30 @@ func execute(ctx context.Context, rt remover, plan *Plan, paths logPaths, dryRun
 	_ = apply(ctx, e, plan.RemoveContainers, e.container) &&
 		apply(ctx, e, plan.RemoveSandboxes, e.sandbox) &&
 		apply(ctx, e, plan.RemoveLogDirs, e.logDir) &&
+		e.listForLinks(ctx, plan.RemoveLogLinks) &&
 		apply(ctx, e, plan.RemoveLogLinks, e.logLink)
 	return e.out, errors.Join(e.errs...)
+}
+
+// listForLinks lists the containers again before the dangling links go: a
+// container created since the plan's listing may own one (its log rotating
+// as the link's turn comes), and its link stays while it has not exited,
+// as the kubelet reads a link's container's status right before removing
+// it. If the runtime cannot be listed, no link goes.
+func (e *executor) listForLinks(ctx context.Context, links []LogLinkDecision) bool {
+	if len(links) == 0 {
+		return true
+	}
+	cs, err := e.rt.ListContainers(ctx, nil)
+	if err != nil {
+		e.fail(OpListRuntime, fmt.Errorf("listing the containers before removing %d dangling log links: %w", len(links), err), "", "")
+		return false
+	}
+	e.linkContainers = make([]Container, 0, len(cs))
+	for _, c := range cs {
+		e.linkContainers = append(e.linkContainers, containerFromCRI(c))
+	}
+	return true
 }
 
 // tellDryRun logs each removal plan would make, at the default verbosity
@@ -164,6 +186,9 @@ type executor struct {
 	failedPods    map[string]bool // pod UIDs with a failed or skipped removal
 	busySandboxes map[string]bool // sandbox IDs with a container that stays
 	done, total   int             // removals begun, and planned
+	// linkContainers are the containers listed right before the links go
+	// (listForLinks).
+	linkContainers []Container
 }
 
 func (e *executor) fail(op string, err error, podUID, sandboxID string) {
@@ -331,6 +356,11 @@ func (e *executor) logLink(ctx context.Context, d LogLinkDecision) {
 	// rotate it, then opens a new one, which the link points at again.
 	if _, err := os.Stat(path); err == nil {
 		klog.FromContext(ctx).V(4).Info("Container log link points at a log again; kept", "link", d.Link.Name)
+		return
+	}
+	if linkOfLiveContainer(d.Link.ContainerID, e.linkContainers) {
+		klog.FromContext(ctx).V(2).Info("Container log link names a container that has not exited since planning; kept", "link", d.Link.Name, "containerID", d.Link.ContainerID)
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "log_link", ID: d.Link.Name, Why: SkipStarted})
 		return
 	}
 	klog.FromContext(ctx).V(4).Info("Removing dangling container log link", "link", d.Link.Name, "containerID", d.Link.ContainerID)

@@ -111,6 +111,9 @@ func TestExecuteAppliesThePlan(t *testing.T) {
 		// It holds no container left (the plan's went first), nor one made
 		// since: stopping it would kill that one.
 		"PodSandboxStatus gone/sb0", "ListContainers gone/sb0", "StopPodSandbox gone/sb0", "RemovePodSandbox gone/sb0",
+		// The containers again, before the dangling link goes: one made
+		// since planning may own it.
+		"ListContainers ",
 	}
 	if diff := cmp.Diff(wantCalls, f.rt.callLog()); diff != "" {
 		t.Errorf("runtime calls (-want +got):\n%s", diff)
@@ -571,5 +574,54 @@ func TestExecuteTellsEachRemoval(t *testing.T) {
 	}
 	if got := linesWith(lines, `"msg"="Removed`); len(got) != 0 {
 		t.Errorf("dry run: %q; want no removal told", got)
+	}
+}
+
+// TestExecuteKeepsTheLinkOfAContainerMadeSincePlanning: a link planned for
+// removal as dangling names a container created and started after the
+// plan's listing (its log rotating as the link's turn comes). The
+// containers are listed again before the links go, as the kubelet reads the
+// container's status right before: the link of a container that has not
+// exited stays, by its whole ID or by a prefix of 6 characters or more.
+// Before, the plan's listing alone decided, and log shippers tailing
+// /var/log/containers lost the container.
+func TestExecuteKeepsTheLinkOfAContainerMadeSincePlanning(t *testing.T) {
+	for _, tc := range []struct{ name, link, id string }{
+		{"the whole ID", "x_ns_a-deadbeef.log", "deadbeef"},
+		{"a prefix of the ID (the name cut)", "x_ns_a-deadbe.log", "deadbeef"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newExecFixture(t)
+			link := filepath.Join(f.paths.ContainerLogs, tc.link)
+			if tc.link != filepath.Base(f.danglingLink) {
+				if err := os.Rename(f.danglingLink, link); err != nil {
+					t.Fatal(err)
+				}
+				f.node.LogLinks = []LogLink{{Name: tc.link, ContainerID: containerIDFromLink(tc.link), Dangling: true}}
+			}
+			plan := f.plan(t)
+			if len(plan.RemoveLogLinks) != 1 {
+				t.Fatalf("planned link removals %v; want the dangling link", plan.RemoveLogLinks)
+			}
+			f.rt.addContainer(with(ctr("new", "a", 0, StateRunning, 0), func(c *Container) { c.ID = tc.id }), "")
+			out, err := execute(t.Context(), f.rt, plan, f.paths, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(link); err != nil || len(out.LogLinks) != 0 {
+				t.Errorf("the link of a container running since planning: %v, removed %d links; want it kept", err, len(out.LogLinks))
+			}
+		})
+	}
+	// Once that container has exited, its dangling link goes.
+	f := newExecFixture(t)
+	plan := f.plan(t)
+	f.rt.addContainer(with(dead("new", "a", 0, 0), func(c *Container) { c.ID = "deadbeef" }), "")
+	out, err := execute(t.Context(), f.rt, plan, f.paths, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists(f.danglingLink) || len(out.LogLinks) != 1 {
+		t.Errorf("the dangling link of an exited container: removed %d links; want it removed", len(out.LogLinks))
 	}
 }
