@@ -56,7 +56,10 @@
 // kubelet's GC removed it since planning) frees nothing of nodegc's doing
 // and counts 0: the executor reads the container's or sandbox's status, or
 // the directory's, right before (the runtime's removals succeed for what is
-// gone, and so does removing a missing directory). With Options.Disk the Manager also measures the free space
+// gone, and so does removing a missing directory). What the kubelet removes
+// in the instant between that check and the removal still counts as
+// nodegc's, and log files removed before a failed removal of their link
+// count nowhere. With Options.Disk the Manager also measures the free space
 // of the filesystem holding writable layers (the runtime's container, else
 // image, filesystem) and of the one holding podLogsDirectory (once if they
 // are one) before planning and, after a run that removed something, once
@@ -162,6 +165,12 @@
 //     past minAge, nor one back make a pod bound after it seem to predate
 //     the list that could not return it. A step while nodegc is down is
 //     not known.
+//   - A pod that the API server still holds is live, whatever its phase:
+//     an evicted or completed pod keeps its newest dead instances, its
+//     newest sandbox and its log directory until its object is deleted
+//     (by its owner, or the pod GC's terminated-pod-gc-threshold). The
+//     kubelet removes the content of pods it evicted, and under disk
+//     pressure that of terminated ones, sooner.
 //   - The logs of a container that has not exited (created, or unknown)
 //     are removed only once the runtime removed it: containerd refuses to
 //     remove a container whose start is in flight, and its log must
@@ -258,9 +267,11 @@
 // Nor is a pod whose UID has the form the kubelet gives a static pod whose
 // manifest sets none (32 hex digits, a hash; the API server makes UUIDs):
 // the kubelet may have removed its sandboxes, and its mirror pod may be
-// missing. (A static pod whose manifest sets another UID is known by its
-// sandbox only; its log directory, not named as a pod's, is never removed.)
-// Its dead containers still obey the count and age limits.
+// missing. A static pod whose manifest sets another UID is known by its
+// sandbox (and mirror pod) only: while it has neither (after a reboot, before
+// the kubelet runs it again), it can be taken for gone, and if that UID is
+// a UUID its log directory is named as a pod's and goes with it. Its dead
+// containers still obey the count and age limits.
 //
 // Concurrency: Manager runs one GC or plan at a time (GarbageCollect and
 // Plan return ErrRunInProgress otherwise); the run owns its plan, outcome
