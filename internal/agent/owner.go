@@ -61,11 +61,24 @@ func (o *ownerGC) leaderIdentity() string {
 	return ""
 }
 
+// defaultIdentity is this instance's identity in the Lease: its pod's name,
+// then a unique suffix. nodegc explain, asked of an instance that does not
+// lead, names the pod to ask from it. The pod's name is POD_NAME, which the
+// manifests set from the downward API; without it, the host name, which is
+// the pod's name unless the pod runs on the host's network (the DaemonSet
+// does: there it is the node's).
+func defaultIdentity() string {
+	name := os.Getenv("POD_NAME")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	return name + "_" + string(uuid.NewUUID())
+}
+
 func newOwnerGC(opts Options, rc *rest.Config, reg prometheus.Registerer, st *status) (*ownerGC, error) {
 	identity := opts.Identity
 	if identity == "" {
-		host, _ := os.Hostname()
-		identity = host + "_" + string(uuid.NewUUID())
+		identity = defaultIdentity()
 	}
 	o := &ownerGC{opts: opts, status: st, identity: identity, clock: clock.RealClock{},
 		exit: func() { klog.FlushAndExit(klog.ExitFlushTimeout, 1) }}

@@ -167,7 +167,7 @@ func (o *explainOptions) printLeaderHint(w io.Writer, leader, leaseNamespace, le
 		fmt.Fprintf(w, "then ask it:\n  kubectl exec -n %s POD -- /nodegc explain %s\n", leaseNamespace, args)
 		return
 	}
-	// A leader's identity is its host name (the pod's name) and a suffix.
+	// A leader's identity is its pod's name and a suffix (defaultIdentity).
 	pod, _, _ := strings.Cut(leader, "_")
 	fmt.Fprintf(w, "Ask the leader:\n  kubectl exec -n %s %s -- /nodegc explain %s\n", leaseNamespace, pod, args)
 }
