@@ -10,8 +10,10 @@ package clockstep
 import "time"
 
 // Tolerance is how far the wall clock's elapsed time may differ from the
-// monotonic clock's between two readings before it counts as stepped. NTP
-// slews at most 0.5 ms per second; it steps by 128 ms or more.
+// monotonic clock's between two readings before it counts as stepped: it
+// absorbs the time between reading one clock and the other (Linux slews
+// both alike). NTP steps by 128 ms or more; a step smaller than this is not
+// worth following.
 const Tolerance = 2 * time.Second
 
 // Follower finds steps of the wall clock between its readings. A system

@@ -10,7 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
+	"github.com/nodegc/nodegc/internal/clockstep"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -23,14 +25,16 @@ type steppedFixture struct {
 	mono time.Duration
 }
 
-func newSteppedFixture(t *testing.T, view PodView, minAge time.Duration) *steppedFixture {
+func newSteppedFixture(t *testing.T, view PodView, mutate func(*config.ContainerGCConfiguration)) *steppedFixture {
 	t.Helper()
 	root := t.TempDir()
 	f := &steppedFixture{managerFixture: &managerFixture{rt: newFakeRuntime(), clock: clocktesting.NewFakeClock(t0),
 		reg: prometheus.NewPedanticRegistry(), pods: &fakePods{view: view}}}
 	f.cfg = config.Defaulted().ContainerGC
 	f.cfg.PodLogsDirectory, f.cfg.ContainerLogsDirectory = filepath.Join(root, "pods"), filepath.Join(root, "containers")
-	f.cfg.MinAge = &metav1.Duration{Duration: minAge}
+	if mutate != nil {
+		mutate(&f.cfg)
+	}
 	f.m = f.manager(t, nil)
 	monotonic := func() time.Duration { return f.mono }
 	f.m.timeline.follower.Monotonic, f.m.timeline.since = monotonic, monotonic
@@ -66,7 +70,9 @@ func (f *steppedFixture) reasons(t *testing.T) map[string]string {
 // exited half an hour before is still younger than minAge (1h). Before,
 // both were taken as an hour older than they are, and removed.
 func TestForwardStepKeepsWhatIsYoung(t *testing.T) {
-	f := newSteppedFixture(t, live(fixtureUID("p")), time.Hour)
+	view := live(fixtureUID("p"))
+	view.Deleted = map[string]bool{fixtureUID("gone"): true}
+	f := newSteppedFixture(t, view, func(c *config.ContainerGCConfiguration) { c.MinAge = &metav1.Duration{Duration: time.Hour} })
 	f.addContainer(dead("p", "app", 1, 10*time.Minute))
 	f.addContainer(ctr("p", "app", 2, StateCreated, 5*time.Second))
 	f.addContainer(dead("gone", "app", 0, 30*time.Minute))
@@ -96,7 +102,7 @@ func TestForwardStepKeepsWhatIsYoung(t *testing.T) {
 // make a container whose start is in flight a leftover. Before, the
 // instance created "an hour ago" was removed at the first run.
 func TestCreatedIsStartingUntilSeenForTheGrace(t *testing.T) {
-	f := newSteppedFixture(t, live(fixtureUID("p")), 0)
+	f := newSteppedFixture(t, live(fixtureUID("p")), nil)
 	f.addContainer(dead("p", "app", 1, 2*time.Hour))
 	f.addContainer(ctr("p", "app", 2, StateCreated, time.Hour))
 	f.addContainer(with(ctr("p", "side", 1, StateCreated, 0), func(c *Container) { c.CreatedAt = time.Time{} }))
@@ -117,31 +123,74 @@ func TestCreatedIsStartingUntilSeenForTheGrace(t *testing.T) {
 	}
 }
 
-// TestBackwardStepKeepsPodsListedAfterIt: the wall clock steps 10 minutes
-// back after the pod list (NTP correcting a clock that ran fast), and the
-// watch stalls. A pod bound after the step, which the list could not
-// return, has things on the node dated before the list's time as the
-// clock read it: it is not gone. Before, its container, sandbox and log
-// directory were removed while the pod existed.
-func TestBackwardStepKeepsPodsListedAfterIt(t *testing.T) {
+// TestSeenDatesOnlyTheStart: when the manager first saw a created
+// container decides only whether it is starting: the order of a unit's
+// instances and the pod's newest time are the runtime's. A leftover created
+// two hours ago, first seen at a restart, goes before the exited instances
+// once seen for the grace (maxPerPodContainer 2); a pod deleted while
+// nodegc was down, with a leftover, is gone.
+func TestSeenDatesOnlyTheStart(t *testing.T) {
 	view := live(fixtureUID("p"))
-	view.ListedAt = t0.Add(-listSkew) // listed at t0
-	f := newSteppedFixture(t, view, 0)
-	f.addContainer(dead("p", "app", 1, time.Hour))
-	f.addSandbox(sbx("p", 0, true, time.Hour))
-	if got := f.reasons(t); got["p/app/1"] != KeepWithinLimit {
-		t.Fatalf("before the step: %v", got)
+	view.ListedAt = t0.Add(-2 * time.Minute)
+	f := newSteppedFixture(t, view, func(c *config.ContainerGCConfiguration) { c.MaxPerPodContainer = ptr.To[int32](2) })
+	f.addSandbox(sbx("p", 0, true, 3*time.Hour))
+	f.addContainer(ctr("p", "app", 0, StateCreated, 2*time.Hour)) // a leftover, never started
+	f.addContainer(dead("p", "app", 1, 90*time.Minute))
+	f.addContainer(dead("p", "app", 2, 60*time.Minute))
+	f.addSandbox(sbx("gone", 0, false, 5*time.Hour))
+	f.addContainer(dead("gone", "app", 0, 5*time.Hour))
+	f.addContainer(ctr("gone", "side", 0, StateCreated, 4*time.Hour))
+	want := map[string]string{"p/app/0": KeepStarting, "p/app/1": KeepWithinLimit, "p/app/2": KeepWithinLimit,
+		"gone/app/0": ReasonPodGone, "gone/side/0": KeepStarting}
+	if got := f.reasons(t); !maps.Equal(got, want) {
+		t.Errorf("first seen now: %v, want %v", got, want)
 	}
-	f.step(-10*time.Minute+time.Minute, time.Minute) // now t0-9m
-	// Pod "job" was created after the step and has finished: on the
-	// clock as stepped, its things are from t0-9m30s and t0-9m20s.
-	f.addContainer(with(ctr("job", "run", 0, StateExited, 9*time.Minute+20*time.Second), func(c *Container) {
-		c.CreatedAt = t0.Add(-9*time.Minute - 30*time.Second)
-		c.FinishedAt = t0.Add(-9*time.Minute - 20*time.Second)
-	}))
-	f.addSandbox(sbx("job", 0, false, 9*time.Minute+30*time.Second))
-	got := f.reasons(t)
-	if got["job/run/0"] != KeepWithinLimit {
-		t.Errorf("the container of a pod created after the step: %q, want %q (its pod is not known gone)", got["job/run/0"], KeepWithinLimit)
+	d := StartGrace(0) + time.Minute
+	f.step(d, d)
+	want = map[string]string{"p/app/0": ReasonPerContainerLimit, "p/app/1": KeepWithinLimit, "p/app/2": KeepWithinLimit,
+		"gone/app/0": ReasonPodGone, "gone/side/0": ReasonPodGone}
+	if got := f.reasons(t); !maps.Equal(got, want) {
+		t.Errorf("seen for longer than the grace: %v, want %v", got, want)
+	}
+}
+
+// TestTimelineErrsLater: a time that may be from either side of a step is
+// read as the later one, and one surely before it is moved by it, for
+// steps either way; several steps add up, each on the clock the ones
+// before it left.
+func TestTimelineErrsLater(t *testing.T) {
+	var mono time.Duration
+	tl := timeline{follower: clockstep.Follower{Monotonic: func() time.Duration { return mono }}}
+	wall := t0
+	reading := func(wallStep, monoStep time.Duration) {
+		wall, mono = wall.Add(wallStep), mono+monoStep
+		tl.follow(t.Context(), wall)
+	}
+	reading(0, 0)
+	reading(time.Hour+time.Minute, time.Minute) // an hour forward, between t0 and t0+1h1m
+	for _, tc := range []struct {
+		at, want time.Time
+	}{
+		{t0.Add(-time.Hour), t0}, // before the step: moved
+		{t0.Add(30 * time.Second), t0.Add(time.Hour + 30*time.Second)},           // either side: the later
+		{t0.Add(time.Hour + 30*time.Second), t0.Add(time.Hour + 30*time.Second)}, // after it: as read
+	} {
+		if got := tl.read(tc.at); !got.Equal(tc.want) {
+			t.Errorf("an hour forward: %v read as %v, want %v", tc.at, got, tc.want)
+		}
+	}
+	reading(time.Hour, time.Hour)                     // t0+2h1m
+	reading(-10*time.Minute+time.Minute, time.Minute) // ten minutes back, between t0+2h1m and t0+1h52m
+	for _, tc := range []struct {
+		at, want time.Time
+	}{
+		{t0.Add(-time.Hour), t0.Add(-10 * time.Minute)},                            // before both: moved by both
+		{t0.Add(90 * time.Minute), t0.Add(80 * time.Minute)},                       // between them: moved by the second
+		{t0.Add(115 * time.Minute), t0.Add(115 * time.Minute)},                     // either side of the second: the later, unmoved
+		{t0.Add(2*time.Hour + 5*time.Minute), t0.Add(2*time.Hour + 5*time.Minute)}, // after both
+	} {
+		if got := tl.read(tc.at); !got.Equal(tc.want) {
+			t.Errorf("then ten minutes back: %v read as %v, want %v", tc.at, got, tc.want)
+		}
 	}
 }

@@ -147,24 +147,27 @@
 //     StartGrace) is not evictable (kept as "starting"): the kubelet may be
 //     about to start it, or its start may be in flight, which the kubelet
 //     gives runtimeRequestTimeout (StartGrace is that, at least the
-//     kubelet's default, plus StartMargin). Its age is counted from its
-//     creation, and no earlier than when the manager first listed it
-//     created, on the monotonic clock: a step of the wall clock before
+//     kubelet's default, plus StartMargin), and until the manager has seen
+//     it created for as long, on the monotonic clock
+//     (Container.SeenCreatedSince): a step of the wall clock before
 //     nodegc started, or a runtime that gives no creation time, does not
 //     make it older (so after nodegc starts, every created instance waits
-//     StartGrace again). An older one is a leftover and is evictable, but
-//     never displaces the newest dead instance. The kubelet keeps no such
+//     StartGrace again; nodegc plan, a process of its own, shows them all
+//     starting). An older one is a leftover and is evictable, but never
+//     displaces the newest dead instance. The kubelet keeps no such
 //     instance: it evicts created containers like exited ones, by age
 //     alone.
-//   - Ages and dates are read on the wall clock of now: each step of the
-//     wall clock found between two runs (more than 2s off the monotonic
-//     clock) moves the runtime's creation and exit times, the log
-//     directories' times and the pod list's date read before it by the
-//     step, and a time that may be from either side of it errs toward
-//     keeping. A step of an hour forward does not put every dead container
-//     past minAge, nor one back make a pod bound after it seem to predate
-//     the list that could not return it. A step while nodegc is down is
-//     not known.
+//   - Each step of the wall clock found between two runs (more than 2s off
+//     the monotonic clock; a suspend counts as a step forward) moves the
+//     runtime's creation and exit times and the log directories' times
+//     read before it by the step, and a time that may be from either side
+//     of it is read as the later one: a step of an hour forward does not
+//     put every dead container past minAge. The pod list's date moves back
+//     by the furthest step back since the list began (APIPodSource), so a
+//     pod bound after such a step does not seem to predate the list that
+//     could not return it; a step forward does not move it. A step while
+//     nodegc is down, or before the manager was built again (a runtime
+//     upgrade), is not known.
 //   - A pod that the API server still holds is live, whatever its phase:
 //     an evicted or completed pod keeps its newest dead instances, its
 //     newest sandbox and its log directory until its object is deleted

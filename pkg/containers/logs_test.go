@@ -195,13 +195,20 @@ func TestLogLinkNamedByLabelsStaysInItsDirectory(t *testing.T) {
 	// slashes up to "0", then ".log".
 	const prefix = "../pods/ns_victim_u/app/"
 	crafted := prefix + strings.Repeat("/", maxFileNameLen-len(logSuffix)-len(prefix)-1) + "0"
+	// escape is a label that, after what the link name puts before it,
+	// leaves the directory and names the victim, the cut dropping the rest.
+	escape := func(before string) string {
+		const up = "../../../pods/ns_victim_u/app/"
+		return up + strings.Repeat("/", maxFileNameLen-len(logSuffix)-len(before)-len(up)-1) + "0"
+	}
 	for _, tc := range []struct {
 		name                 string
 		pod, namespace, ctnr string
 	}{
 		{name: "pod name with path elements", pod: crafted, namespace: "ns", ctnr: "app"},
-		{name: "namespace with path elements", pod: "web", namespace: "../../pods/ns_victim_u/app/0.log#", ctnr: "app"},
-		{name: "container name with path elements", pod: "web", namespace: "ns", ctnr: "../../pods/ns_victim_u/app/0"},
+		// "web_.." is one element, so two more ".." leave the directory.
+		{name: "namespace with path elements", pod: "web", namespace: escape("web_"), ctnr: "app"},
+		{name: "container name with path elements", pod: "web", namespace: "ns", ctnr: escape("web_ns_")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			touch(t, victim)

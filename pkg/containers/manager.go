@@ -245,11 +245,14 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 		// the pod view is authoritative does not depend on it: a runtime
 		// restart on a control-plane node takes its kube-apiserver down
 		// too.
+		// A view the last plan found at odds with the runtime (a wrong
+		// node name) stays so until a plan finds them agreeing.
 		view := NodeOnlyView()
 		if m.opts.Pods != nil {
 			view = m.opts.Pods.View(m.clock.Now())
 		}
-		m.metrics.observeView(view.Authoritative)
+		disagreed := m.lastView != nil && *m.lastView == ViewDisagrees
+		m.metrics.observeView(view.Authoritative && !disagreed)
 		return err
 	}
 	r.Plan = plan
@@ -301,7 +304,7 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 			m.opts.Pods.Retain(podsOnNode(node), began)
 		}
 	}
-	m.timeline.place(node, &view, now)
+	m.timeline.place(node, now)
 	plan := m.policy.Plan(*node, view, now)
 	plan.WritableLayersUnknown = m.opts.NoWritableLayers
 	s := sizer{rt: m.opts.Runtime, layers: m.opts.WritableLayers, paths: m.paths}

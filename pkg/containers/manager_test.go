@@ -593,4 +593,28 @@ func TestViewGaugeFollowsWhileTheRuntimeCannotBeListed(t *testing.T) {
 	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
 		t.Errorf("the runtime cannot be listed, the API server cannot be reached: gauge %v, want 0", got)
 	}
+
+	// A view the last plan found at odds with the runtime (pods run here
+	// that it lacks: a wrong node name) does not turn authoritative
+	// because the runtime cannot be listed.
+	f.rt.mu.Lock()
+	delete(f.rt.fail, "ListContainers ")
+	f.rt.mu.Unlock()
+	f.addContainer(ctr("other", "app", 0, StateRunning, time.Hour))
+	f.pods.mu.Lock()
+	f.pods.view = live(fixtureUID("p"))
+	f.pods.mu.Unlock()
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
+		t.Fatalf("a view that lacks a running pod: gauge %v, want 0", got)
+	}
+	f.rt.mu.Lock()
+	f.rt.fail["ListContainers "] = errors.New("connection refused")
+	f.rt.mu.Unlock()
+	_, _ = m.GarbageCollect(t.Context(), TriggerManual)
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
+		t.Errorf("the runtime cannot be listed after a plan found the view at odds with it: gauge %v, want 0", got)
+	}
 }

@@ -423,7 +423,8 @@ func (pl *planner) evictable(all []Container, units map[unit][]*Container) {
 		if n := pl.newestDead[key]; n == nil || deadFirst(c, n) < 0 {
 			pl.newestDead[key] = c
 		}
-		if c.State == StateCreated && pl.now.Sub(c.CreatedAt) < max(pl.p.minAge, pl.p.startGrace) {
+		if grace := max(pl.p.minAge, pl.p.startGrace); c.State == StateCreated &&
+			(pl.now.Sub(c.CreatedAt) < grace || !c.SeenCreatedSince.IsZero() && pl.now.Sub(c.SeenCreatedSince) < grace) {
 			pl.keepContainer(c, KeepStarting)
 			continue
 		}

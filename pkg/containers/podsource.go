@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/nodegc/nodegc/internal/clockstep"
 )
 
 // listSkew is how much earlier than the start of its last list the source
@@ -43,6 +45,10 @@ type APIPodSource struct {
 	pods     cache.SharedIndexInformer
 	node     cache.SharedIndexInformer
 	clock    clock.PassiveClock
+	// monotonic is the time elapsed on a clock that is never stepped (nil
+	// with a fake clock); it dates the lists against steps of clock
+	// (listHealth.back).
+	monotonic func() time.Duration
 
 	mu         sync.Mutex
 	podHealth  listHealth
@@ -55,7 +61,13 @@ type listHealth struct {
 	ok        bool      // the last list or watch request succeeded, and the watch it opened is still open
 	listStart time.Time // start of the list in progress (first page)
 	listedAt  time.Time // start of the last complete list
-	watchGen  uint64    // identifies the latest request; only the current watch may end health
+	// listStartMono and listedMono are the monotonic clock at those
+	// starts; back is the furthest the wall clock was seen stepped back
+	// since the last complete list began (0 or less), by which its date
+	// moves back (see View).
+	listStartMono, listedMono time.Duration
+	back                      time.Duration
+	watchGen                  uint64 // identifies the latest request; only the current watch may end health
 	// listed maps the UID of each pod the last complete list returned
 	// (pods only) to the static pod UID it mirrors, if any (kubernetes.io/
 	// config.mirror); listing, those of the pages of the list in progress.
@@ -89,6 +101,9 @@ func NewAPIPodSource(client kubernetes.Interface, opts PodSourceOptions) (*APIPo
 		clk = clock.RealClock{}
 	}
 	s := &APIPodSource{nodeName: nodeName, bootID: opts.BootID, clock: clk, deleted: map[string]time.Time{}}
+	if _, real := clk.(clock.RealClock); real {
+		s.monotonic = clockstep.Since(time.Now())
+	}
 	pods := client.CoreV1().Pods(metav1.NamespaceAll)
 	var err error
 	s.pods, err = s.informer(&corev1.Pod{}, "pods on node "+nodeName, &s.podHealth,
@@ -150,6 +165,34 @@ func (s *APIPodSource) Run(ctx context.Context) {
 // once.
 func (s *APIPodSource) HasSynced() bool { return s.pods.HasSynced() && s.node.HasSynced() }
 
+// listDate is the date of the last complete list, as the view gives it
+// (PodView.ListedAt): its start, less listSkew, on the wall clock of now. A
+// step of the wall clock back since the list began (NTP correcting a clock
+// that ran fast) would otherwise make a pod bound after it, which the list
+// could not return, seem to predate it; so the date moves back by the
+// furthest step back seen since (the wall clock's elapsed time against
+// the monotonic clock's, read at each view and when the list completes),
+// and stays there after a step forward again. A step forward, or a
+// suspend (which stops the monotonic clock), does not move it: the things
+// made after the list are dated later still. Called with s.mu held.
+func (s *APIPodSource) listDate() time.Time {
+	h := &s.podHealth
+	s.followBack(h)
+	return h.listedAt.Round(0).Add(h.back - listSkew)
+}
+
+// followBack lowers h.back to how far the wall clock is now behind where
+// the monotonic clock says it should be, since the last complete list
+// began. Called with s.mu held.
+func (s *APIPodSource) followBack(h *listHealth) {
+	if s.monotonic == nil || h.listedAt.IsZero() {
+		return
+	}
+	now := s.clock.Now().Round(0)
+	drift := now.Sub(h.listedAt.Round(0)) - (s.monotonic() - h.listedMono)
+	h.back = min(h.back, drift)
+}
+
 // View returns which pods exist now, and whether that is known.
 //
 // The view is dated by the start of the last complete list as soon as that
@@ -164,7 +207,7 @@ func (s *APIPodSource) View(time.Time) PodView {
 		return PodView{Node: s.nodeName, Reason: ViewNotSynced}
 	}
 	s.mu.Lock()
-	v := PodView{Node: s.nodeName, Authoritative: s.podHealth.ok && s.nodeHealth.ok, ListedAt: s.podHealth.listedAt.Add(-listSkew),
+	v := PodView{Node: s.nodeName, Authoritative: s.podHealth.ok && s.nodeHealth.ok, ListedAt: s.listDate(),
 		Deleted: make(map[string]bool, len(s.deleted))}
 	for uid := range s.deleted {
 		v.Deleted[uid] = true
@@ -438,7 +481,10 @@ func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.Li
 	// Later pages of a list carry their version in the continue token.
 	// The list is dated from before the version is read: it answers as of
 	// that version, and a pod created while the read waits is missing.
-	start := s.clock.Now()
+	start, startMono := s.clock.Now(), time.Duration(0)
+	if s.monotonic != nil {
+		startMono = s.monotonic()
+	}
 	if opts.Continue == "" {
 		rv, err := lw.currentVersion(ctx)
 		if err != nil {
@@ -455,7 +501,7 @@ func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.Li
 	defer s.mu.Unlock()
 	h.watchGen++ // a watch still ending now must not undo this list
 	if opts.Continue == "" {
-		h.listStart = start
+		h.listStart, h.listStartMono = start, startMono
 		h.listing = map[string]string{}
 	}
 	if err != nil {
@@ -474,8 +520,9 @@ func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.Li
 	}
 	if m, merr := meta.ListAccessor(list); merr == nil && m.GetContinue() == "" && h.listing != nil { // the last page
 		h.ok = true
-		h.listedAt, h.listed = h.listStart, h.listing
-		h.listing = nil
+		h.listedAt, h.listedMono, h.listed = h.listStart, h.listStartMono, h.listing
+		h.listing, h.back = nil, 0
+		s.followBack(h) // a step back while it was read
 	}
 	return list, nil
 }

@@ -468,6 +468,48 @@ func TestListDatedBeforeItsVersion(t *testing.T) {
 	}
 }
 
+// TestListDateFollowsStepsBack: the wall clock steps ten minutes back after
+// the pod list (NTP correcting a clock that ran fast): a pod bound after
+// the step, which the list could not return, has things dated before the
+// list's start as the clock read it, so the list's date moves back by the
+// step, and stays there after a step forward again. A suspend (the
+// monotonic clock stops while the wall clock goes on) or a step forward
+// does not move it into the future: what was made after the list and
+// before the suspend would then seem to predate it. Before, a step back
+// left the date where it was, and with a stalled watch the things of a pod
+// bound after it were removed while it existed.
+func TestListDateFollowsStepsBack(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mono atomic.Int64
+	s.monotonic = func() time.Duration { return time.Duration(mono.Load()) }
+	runSynced(t, s)
+	step := func(wall, monotonic time.Duration) {
+		clk.Step(wall)
+		mono.Add(int64(monotonic))
+	}
+	listed := t0.Add(-listSkew) // the list began at t0
+	for _, tc := range []struct {
+		name       string
+		wall, mono time.Duration
+		want       time.Time
+	}{
+		{"a minute later", time.Minute, time.Minute, listed},
+		{"ten minutes back", -10*time.Minute + time.Minute, time.Minute, listed.Add(-10 * time.Minute)},
+		{"ten minutes forward again", 10*time.Minute + time.Minute, time.Minute, listed.Add(-10 * time.Minute)},
+		{"suspended for eight hours", 8 * time.Hour, 0, listed.Add(-10 * time.Minute)},
+	} {
+		step(tc.wall, tc.mono)
+		if got := s.View(clk.Now()).ListedAt; !got.Equal(tc.want) {
+			t.Errorf("%s: the list is dated %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestViewNeedsThisMachinesBoot: with this machine's boot ID given, the view
 // is authoritative only while the Node of its name reports that boot ID. A
 // name that another registered Node has (its kubelet reports its own boot),
@@ -526,6 +568,12 @@ func runSyncedSource(t *testing.T, client *fake.Clientset, opts PodSourceOptions
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, runSynced(t, s)
+}
+
+// runSynced runs s until the test ends, and waits until it has synced.
+func runSynced(t *testing.T, s *APIPodSource) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
@@ -539,5 +587,5 @@ func runSyncedSource(t *testing.T, client *fake.Clientset, opts PodSourceOptions
 	if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
 		t.Fatal("the informers did not sync")
 	}
-	return s, ctx
+	return ctx
 }

@@ -58,6 +58,11 @@ type Container struct {
 	// FinishedAt is the exit time, when known (it is read only when ages
 	// count from the exit). Zero otherwise.
 	FinishedAt time.Time
+	// SeenCreatedSince is, for a created container, when the Manager
+	// first listed it created, on the wall clock of now by the monotonic
+	// clock's elapsed time: it is starting until StartGrace has passed
+	// since both that and CreatedAt. Zero when not known.
+	SeenCreatedSince time.Time
 	// GracePeriod is the pod's termination grace period in seconds, from
 	// the kubelet's annotation; -1 when absent.
 	GracePeriod int64
