@@ -270,8 +270,9 @@
 // that, and a failure noted after the last list or watch that succeeded
 // survives it. Every relist is consistent, not served from the watch cache
 // at the last version seen. A watch the reflector opens again from the
-// last version it saw, with no relist (after a refused connection or a
-// 429), first sends what changed meanwhile, and those events may still
+// last version it saw after a refused connection or a 429 (whether or not
+// a relist is still to be applied: the watch's events come behind it)
+// first sends what changed meanwhile, and those events may still
 // be on their way to the graph when it opens: the monitor reads the
 // current resource version then (a consistent list of one object), and
 // the failure ends when the graph has applied an event or bookmark of the

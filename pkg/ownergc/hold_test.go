@@ -590,6 +590,25 @@ func TestRelistRecoversWhenApplied(t *testing.T) {
 	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
 		t.Errorf("the resumed watch caught up: unsynced %q, want none", got)
 	}
+	// The same, but the relist is applied while the resumed watch reads
+	// the version it must reach: the failure stays until it is reached.
+	pods.listed()
+	r.monitors.noteError(t.Context(), pods, apierrors.NewTooManyRequests("storage is (re)initializing", 1))
+	if !pods.watching() {
+		t.Error("a watch refused after a relist returned, then opened before it was applied: watching says it does not resume")
+	}
+	tg.apply(event{typ: evRelisted, res: resPod, uids: map[types.UID]struct{}{}, mon: pods})
+	pods.awaitCatchUp(80)
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 1 || !strings.Contains(got[0], "catching up") {
+		t.Errorf("relist applied while the resumed watch read its version: unsynced %q, want pods catching up", got)
+	}
+	pods.mu.Lock()
+	seq = pods.catchUpAt
+	pods.mu.Unlock()
+	pods.caughtUp(seq)
+	if got := r.monitors.unsyncedFor(clk.Now(), "ns"); len(got) != 0 {
+		t.Errorf("the resumed watch caught up: unsynced %q, want none", got)
+	}
 	// A watch that opens after a relist returned, with no failure since,
 	// does not resume: the relist's application ends the failure.
 	pods.mu.Lock()

@@ -162,6 +162,11 @@ func (m *monitor) watching() (resumes bool) {
 	m.okAt = m.errors
 	switch {
 	case m.failing && m.graphSynced.Load() && (!m.relisting || failedSince):
+		// Catching up from now, not once resume has read the version
+		// to reach: a relist applied meanwhile must not end the
+		// failure.
+		m.catchingUp, m.catchUpAt = true, m.errors
+		m.catchUp.Store(0)
 		return true
 	case m.relisting:
 	default:
