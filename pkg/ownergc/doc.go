@@ -83,7 +83,15 @@
 // and the fence is far from closing. It closes only when renewals have
 // failed or hung for renewDeadline. When it closes the agent also cancels
 // the collector's context, and exits if the collector has not stopped
-// within leaseDuration - renewDeadline. client-go alone would not keep the
+// within leaseDuration - renewDeadline. A write refused in the window's
+// last second is not the end of the run, though: the context ends only
+// once the window is over, and a renewal sent in that second reopens the
+// fence without cancelling anything (the run goes on with the same graph
+// and queues). So a refused write is tried again a second later, not
+// dropped (a dependent left behind would stay until the next leader
+// change, an owner's foregroundDeletion or orphan finalizer forever); it
+// counts no action error, and the first refusal since a write was last
+// sent is logged at V(2). client-go alone would not keep the
 // bound: with ReleaseOnCancel its renew loop gives up at renewDeadline,
 // then tries to release the lease for up to another renewDeadline, and
 // only then ends the leader's context: writes could be sent until about

@@ -229,8 +229,9 @@ func TestNewWritesTimeOut(t *testing.T) {
 // write window, a write is not sent: a server-side timeout of milliseconds
 // would answer 504 (an action error, logged as one), and renewals have
 // failed for most of renewDeadline by then. It is refused as a write of an
-// instance that no longer holds the lease, which the workers take for
-// stopping. (Before, it went out with timeout=3ms.)
+// instance that no longer holds the lease, which the workers try again a
+// second later (TestFenceRefusalRetried). (Before, it went out with
+// timeout=3ms.)
 func TestFenceRefusesHopelessWrites(t *testing.T) {
 	sent := 0
 	next := roundTripperFunc(func(*http.Request) (*http.Response, error) {
@@ -247,5 +248,138 @@ func TestFenceRefusesHopelessWrites(t *testing.T) {
 	}
 	if sent != 0 {
 		t.Errorf("%d requests sent, want none", sent)
+	}
+}
+
+// TestFenceRefusalRetried: a write the lease fence refuses while the run
+// goes on is tried again a second later, not dropped. The fence refuses a
+// write when less than minWriteWindow is left, and the run's context ends
+// only once the window is over: a renewal sent in that last second reopens
+// the window, and the run goes on with the same graph and queues. Such a
+// refusal reaches no server, counts no action error and is logged once
+// (at V(2)) until a write is sent again; once the window is open again the
+// write is sent. Before, the refusal was taken for the end of the run and
+// the item dropped for good: a dependent of a deleted owner stayed, and an
+// owner deleted in the foreground or with orphan kept its finalizer
+// forever.
+func TestFenceRefusalRetried(t *testing.T) {
+	var closing atomic.Bool
+	s := newRejectServer(t)
+	r, tg, reg, logs := rejectRun(t, s, fence(func() time.Duration {
+		if closing.Load() {
+			return minWriteWindow / 2
+		}
+		return 10 * time.Second
+	}))
+	ns := rejectNamespace
+	orphaner := object(ns, "orphaner", "orphaner", deleting(), withFinalizers(metav1.FinalizerOrphanDependents))
+	orphaned := object(ns, "orphaned", "orphaned", ownedBy(resConfigMap, "orphaner", "orphaner", false))
+	writes := deniedWrites(t, r, tg, s, answerPolicyDenied, orphaner, orphaned)
+	for _, o := range []*metav1.PartialObjectMetadata{orphaner, orphaned} {
+		s.refuse(o.Name, answerPolicyDenied(o.Name), o)
+	}
+	markSynced(r)
+	cases := []struct {
+		name    string
+		act     func() outcome
+		written []string // "METHOD name" of the writes sent once the window is open
+	}{
+		{writes[0].name, writes[0].act, []string{"DELETE delete-denied"}},
+		{writes[1].name, writes[1].act, []string{"PATCH patch-denied"}},
+		{writes[2].name, writes[2].act, []string{"PATCH fg-denied"}},
+		{"orphan", func() outcome { return r.attemptToOrphan(t.Context(), "orphaner") }, []string{"PATCH orphaned", "PATCH orphaner"}},
+	}
+	refusals := func() int { return strings.Count(logs.String(), "refused by the lease fence") }
+	for _, tc := range cases {
+		closing.Store(true)
+		before := refusals()
+		for attempt := range 2 {
+			if out := tc.act(); out != (outcome{after: time.Second}) {
+				t.Errorf("%s, refused by the fence (attempt %d): outcome %+v, want a retry after a second", tc.name, attempt+1, out)
+			}
+		}
+		for _, w := range tc.written {
+			method, name, _ := strings.Cut(w, " ")
+			if got := s.count(method, name); got != 0 {
+				t.Errorf("%s: %d requests %s sent through a closed fence", tc.name, got, w)
+			}
+		}
+		if got := refusals() - before; got != 1 {
+			t.Errorf("%s: %d log lines about the refusals, want 1 for two refusals in a row", tc.name, got)
+		}
+
+		closing.Store(false)
+		for _, w := range tc.written {
+			_, name, _ := strings.Cut(w, " ")
+			s.accept(name)
+		}
+		if out := tc.act(); out != done {
+			t.Errorf("%s, the window open again: outcome %+v, want done", tc.name, out)
+		}
+		for _, w := range tc.written {
+			method, name, _ := strings.Cut(w, " ")
+			if got := s.count(method, name); got != 1 {
+				t.Errorf("%s, the window open again: %d requests %s, want 1", tc.name, got, w)
+			}
+		}
+	}
+	for action, n := range counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action") {
+		if n != 0 {
+			t.Errorf("%v action errors %q for writes the fence refused", n, action)
+		}
+	}
+}
+
+// markSynced makes r synced, as after its first discovery round, with one
+// monitor (of ConfigMaps) whose initial list is in the graph.
+func markSynced(r *run) {
+	r.discovered.Store(true)
+	m := &monitor{started: r.c.clock.Now(), res: resConfigMap}
+	m.markGraphSynced()
+	r.monitors.mu.Lock()
+	defer r.monitors.mu.Unlock()
+	r.monitors.byGR[resConfigMap.gvr.GroupResource()] = m
+}
+
+// testFenceRefusalRetried: against kube-apiserver, the lease fence refuses
+// the DELETE of a dependent whose owner was deleted (less than a second of
+// the write window left), while the run goes on: the fence stays nearly
+// closed until the dependent's next attempt, as when a renewal comes in
+// the window's last second. The dependent is collected all the same, at
+// that next attempt, with no action error. Before, the refusal dropped it
+// for good: its owner's deletion was its only enqueue.
+func testFenceRefusalRetried(t *testing.T, env *itEnv) {
+	var closing atomic.Bool
+	gc := env.startCollectorWith(t, Options{Config: testConfig(), RESTConfig: env.c.RESTConfig(), WriteWindow: func() time.Duration {
+		if closing.Load() {
+			return minWriteWindow / 2
+		}
+		return 10 * time.Second
+	}})
+	ns := env.namespace(t, "fence")
+	owner := env.configMap(t, ns, "owner", nil)
+	d := env.configMap(t, ns, "d", []metav1.OwnerReference{cmRef(owner, false)})
+	gc.waitObserved(t, d.UID, d.ResourceVersion)
+	// The fence closes right before d's first DELETE is sent, and reopens
+	// right before its second is: every write between the two, d's first
+	// DELETE included, is refused.
+	var attempts atomic.Int32
+	gc.beforeWrite.Store(ns, func(action string, id objectID) {
+		if action == actDelete.String() && id.uid == d.UID {
+			closing.Store(attempts.Add(1) == 1)
+		}
+	})
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
+	eventually(t, 30*time.Second, "d to be collected after the fence refused its first DELETE", env.cmGone(ns, "d"))
+	if got := attempts.Load(); got != 2 {
+		t.Errorf("%d attempts to delete d, want 2 (one refused by the fence, then the one that deleted it)", got)
+	}
+	if !strings.Contains(gc.logs.String(), "refused by the lease fence") {
+		t.Error("no log line about the write the fence refused")
+	}
+	for action, n := range counterByLabel(t, gc.reg, "nodegc_owner_gc_action_errors_total", "action") {
+		if n != 0 {
+			t.Errorf("%v action errors %q, want none: the fence's refusal is no error", n, action)
+		}
 	}
 }

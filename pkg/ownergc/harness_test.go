@@ -278,8 +278,16 @@ func (e *itEnv) viaProxy(t testing.TB) (*testbed.Proxy, *rest.Config) {
 // (e.g. through a testbed.Proxy).
 func (e *itEnv) startCollectorVia(t testing.TB, rc *rest.Config, cfg config.OwnerGCConfiguration, tweak ...func(*Collector)) *testCollector {
 	t.Helper()
+	return e.startCollectorWith(t, Options{Config: cfg, RESTConfig: rc}, tweak...)
+}
+
+// startCollectorWith is startCollector with options of its own (its
+// Registerer is the test collector's).
+func (e *itEnv) startCollectorWith(t testing.TB, opts Options, tweak ...func(*Collector)) *testCollector {
+	t.Helper()
 	tc := &testCollector{reg: prometheus.NewRegistry(), done: make(chan error, 1), logs: &syncBuffer{}}
-	gc, err := New(Options{Config: cfg, RESTConfig: rc, Registerer: tc.reg})
+	opts.Registerer = tc.reg
+	gc, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

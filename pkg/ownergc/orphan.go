@@ -25,8 +25,11 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 		return done
 	}
 	if err := r.orphanDependents(ctx, v); err != nil {
-		if stopping(ctx, err) {
+		switch {
+		case stopping(ctx):
 			return done
+		case fenced(err):
+			return fenceRetry
 		}
 		r.logger.Error(err, "Cannot orphan every dependent; will retry", "owner", v.id, "dependents", len(v.dependents))
 		return retry

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -86,8 +87,9 @@ func TestStale(t *testing.T) {
 }
 
 // rejectServer is an API server of ConfigMaps in namespace "reject" that
-// refuses every write: a DELETE or a PATCH of a ConfigMap gets the answer
-// set for its name, a GET the object set for its name. It counts the
+// refuses the writes of the names given to refuse: a DELETE or a PATCH of
+// such a ConfigMap gets the answer set for its name, a GET the object set
+// for its name. Writes of the names given to accept succeed. It counts the
 // requests by method and name.
 type rejectServer struct {
 	*httptest.Server
@@ -123,6 +125,11 @@ func newRejectServer(t *testing.T) *rejectServer {
 			answer.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}
 			w.WriteHeader(int(answer.Code))
 			_ = json.NewEncoder(w).Encode(answer)
+		case req.Method == http.MethodDelete && obj != nil:
+			_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+				Status: metav1.StatusSuccess})
+		case req.Method == http.MethodPatch && obj != nil:
+			_ = json.NewEncoder(w).Encode(obj) // the patch is not applied: the tests look at what was sent
 		default:
 			http.Error(w, "unexpected "+req.Method+" of "+name, http.StatusBadRequest)
 		}
@@ -146,20 +153,33 @@ func (s *rejectServer) refuse(name string, answer metav1.Status, obj *metav1.Par
 	}
 }
 
+// accept makes the server take every write of name, refused until now:
+// a DELETE answers Success, a PATCH the object as refuse set it.
+func (s *rejectServer) accept(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.answers, name)
+}
+
 func (s *rejectServer) count(method, name string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.requests[method+" "+name]
 }
 
-// rejectRun is a run whose clients reach s, logging into logs and counting
-// into reg, with the ConfigMaps of the graph tg.
-func rejectRun(t *testing.T, s *rejectServer) (r *run, tg *testGraph, reg *prometheus.Registry, logs *syncBuffer) {
+// rejectRun is a run whose clients reach s (through the transport
+// wrappers wraps, such as a fence), logging into logs and counting into
+// reg, with the ConfigMaps of the graph tg.
+func rejectRun(t *testing.T, s *rejectServer, wraps ...func(http.RoundTripper) http.RoundTripper) (r *run, tg *testGraph,
+	reg *prometheus.Registry, logs *syncBuffer) {
 	t.Helper()
 	reg, logs = prometheus.NewRegistry(), &syncBuffer{}
-	c := &Collector{requestTimeout: 10 * time.Second, workers: 1}
+	c := &Collector{requestTimeout: 10 * time.Second, workers: 1, clock: clock.RealClock{}}
 	c.metrics = newMetrics(reg, c)
 	rc := &rest.Config{Host: s.URL, BearerToken: "token", QPS: -1, TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	for _, w := range wraps {
+		rc.Wrap(w)
+	}
 	var err error
 	if c.writes, err = newMetaClient(rc); err != nil {
 		t.Fatal(err)

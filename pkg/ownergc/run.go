@@ -66,6 +66,9 @@ type run struct {
 	reported sync.Map
 	// recorded holds the dry-run decisions already logged in this run.
 	recorded sync.Map
+	// fenceRefusing: the lease fence refused a write, and none was sent
+	// since (the refusal is logged once).
+	fenceRefusing atomic.Bool
 }
 
 func newRun(ctx context.Context, c *Collector) *run {

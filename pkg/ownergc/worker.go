@@ -22,6 +22,10 @@ var (
 	done        = outcome{}
 	retry       = outcome{retry: true}
 	waitForSync = outcome{after: time.Second}
+	// fenceRetry: the lease fence refused a write while the run goes on
+	// (see fenced). By the time it is tried again the fence has closed,
+	// and the run's context ended with it, or a renewal has reopened it.
+	fenceRetry = outcome{after: minWriteWindow}
 )
 
 func (r *run) deleteWorker(ctx context.Context) {
@@ -174,8 +178,10 @@ func (r *run) execute(ctx context.Context, v *itemView, p plan, mayReread bool) 
 		err = r.deleteItem(ctx, v, p)
 	}
 	switch {
-	case err == nil || isGone(err) || stopping(ctx, err):
+	case err == nil || isGone(err) || stopping(ctx):
 		return done
+	case fenced(err):
+		return fenceRetry
 	case stale(err) && mayReread:
 		return r.reread(ctx, v)
 	case stale(err):
@@ -319,8 +325,10 @@ func (r *run) removeFinalizer(ctx context.Context, id objectID, finalizer string
 		}
 	}
 	switch {
-	case err == nil || isGone(err) || stopping(ctx, err):
+	case err == nil || isGone(err) || stopping(ctx):
 		return done
+	case fenced(err):
+		return fenceRetry
 	case stale(err):
 		return retry
 	default:
@@ -342,17 +350,32 @@ func (r *run) write(ctx context.Context, id objectID, rec decisionRecord, do fun
 	if h := r.c.hooks.beforeWrite; h != nil {
 		h(ctx, rec.action.String(), id)
 	}
-	if err := do(); err != nil {
+	err := do()
+	if fenced(err) {
+		r.noteFenceRefusal(id, rec.action)
+		return err
+	}
+	r.fenceRefusing.Store(false) // sent: the fence is open
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			err = r.confirmGone(ctx, id, err)
 		}
-		if !isGone(err) && !stale(err) && !stopping(ctx, err) {
+		if !isGone(err) && !stale(err) && !stopping(ctx) {
 			r.c.metrics.actionErrors.WithLabelValues(rec.action.String()).Inc()
 		}
 		return err
 	}
 	r.record(id, rec)
 	return nil
+}
+
+// noteFenceRefusal logs a write the lease fence refused, once until a
+// write is sent again: the fence refuses every write of its last second.
+func (r *run) noteFenceRefusal(id objectID, action actionKind) {
+	if r.fenceRefusing.CompareAndSwap(false, true) {
+		r.logger.V(2).Info("Write refused by the lease fence (less than a second of the write window left); "+
+			"retrying in a second, unless the lease is lost by then", "object", id, "action", action)
+	}
 }
 
 // confirmGone checks a write's 404 (notFound) with a GET: errGone when
@@ -374,9 +397,29 @@ func (r *run) confirmGone(ctx context.Context, id objectID, notFound error) erro
 	}
 }
 
-// stopping reports whether a write failed because the run is ending: its
-// context ended, or the lease fence refused the request (the context ends
-// right after, see Options.WriteWindow). Neither is worth a retry or an error.
-func stopping(ctx context.Context, err error) bool {
-	return ctx.Err() != nil || errors.Is(err, ErrLeaseLost)
+// stopping reports whether the run is ending: its context ended, and a
+// write that failed with it is worth neither a retry nor an error.
+func stopping(ctx context.Context) bool {
+	return ctx.Err() != nil
+}
+
+// fenced reports whether err is, or joins nothing but, the lease fence's
+// refusal of a write (ErrLeaseLost). That does not mean the run is ending:
+// the fence refuses writes in the last second of its window (see
+// minWriteWindow), while the run's context ends only once the window is
+// over, and a renewal sent in that second reopens the window without
+// ending anything. So the write is tried again a second later
+// (fenceRetry), and counts no action error: by then the run's context has
+// ended (the fence closed) or the fence is open again.
+func fenced(err error) bool {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := joined.Unwrap()
+		for _, e := range errs {
+			if !fenced(e) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	}
+	return errors.Is(err, ErrLeaseLost)
 }
