@@ -141,13 +141,18 @@
 // and resourceVersion the decision saw as preconditions, and every patch is
 // an RFC 6902 JSON patch whose test operations check the UID (and, where the
 // decision depends on the rest of the object, the resourceVersion). A
-// write refused because the object changed (a failed precondition, 409; a
-// JSON patch whose test failed, 422 with kube-apiserver's generic message
-// and no details) re-reads the object and decides once more. Any other
-// refusal is an action error, a 422 included (an admission policy or
-// webhook that denies the write, a CRD's validation rule): logged at error
-// level with the object and the server's message, counted in
-// nodegc_owner_gc_action_errors_total, and retried with the item's backoff.
+// write refused because the object changed (a delete whose preconditions
+// failed: a 409 after which a GET finds the object gone or at another
+// resourceVersion; a JSON patch whose test failed, 422 with
+// kube-apiserver's generic message and no details) re-reads the object and
+// decides once more. Any other refusal is an action error, a 409 or a 422
+// included (an admission policy or webhook that denies the write: a
+// webhook may deny with any code, and one that answers 409, "in use",
+// leaves the object as the delete's preconditions state; a patch's 409,
+// as the patches state no precondition but their tests; a CRD's
+// validation rule): logged at error level with the object and the
+// server's message, counted in nodegc_owner_gc_action_errors_total, and
+// retried with the item's backoff.
 //
 // A delete refused only because the object changed (409 on its
 // resourceVersion) is sent again with the UID precondition alone when the

@@ -63,5 +63,6 @@ func TestIntegration(t *testing.T) {
 	t.Run("a dependent of an owner whose kind left discovery", func(t *testing.T) { testOwnerKindLeftDiscovery(t, env) })
 	t.Run("writes an admission policy denies are errors, not stale", func(t *testing.T) { testRefusedWrites(t, env) })
 	t.Run("a write a webhook denies with a 404 is no proof of absence", func(t *testing.T) { testWebhookNotFoundIsNoProof(t, env) })
+	t.Run("a write a webhook denies with a 409 is an error", func(t *testing.T) { testWebhookConflictIsAnError(t, env) })
 	t.Run("a write the lease fence refuses while the run goes on is retried", func(t *testing.T) { testFenceRefusalRetried(t, env) })
 }

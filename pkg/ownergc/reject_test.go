@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -54,8 +55,10 @@ func answerPolicyDenied(name string) metav1.Status {
 }
 
 // TestStale: a write counts as refused because the object changed only on
-// a failed precondition (409) or a JSON patch whose test failed. Every other
-// 422 is an error: an admission policy's or a webhook's denial, a
+// a DELETE's failed precondition (a 409 that a GET showed to be one:
+// errChanged) or a JSON patch whose test failed. A 409 alone is not (a
+// webhook may deny with 409; see TestConflictDeniedIsAnError), and every
+// other 422 is an error: an admission policy's or a webhook's denial, a
 // validation error, or an answer client-go could not decode.
 func TestStale(t *testing.T) {
 	statusErr := func(s metav1.Status) error { return &apierrors.StatusError{ErrStatus: s} }
@@ -68,7 +71,9 @@ func TestStale(t *testing.T) {
 		err  error
 		want bool
 	}{
-		"a failed precondition (409)":                   {err: statusErr(answerPreconditionFailed), want: true},
+		"a failed precondition (409), a GET showed": {err: fmt.Errorf("%w: %w", errChanged, statusErr(answerPreconditionFailed)), want: true},
+		"a 409 alone":                                   {err: statusErr(answerPreconditionFailed)},
+		"a webhook's denial (409)":                      {err: statusErr(answerWebhookConflict("d"))},
 		"a JSON patch whose test failed (422)":          {err: statusErr(answerPatchTestFailed), want: true},
 		"the same without details":                      {err: statusErr(metav1.Status{Status: metav1.StatusFailure, Code: 422, Reason: metav1.StatusReasonInvalid, Message: answerPatchTestFailed.Message}), want: true},
 		"wrapped":                                       {err: fmt.Errorf("patch: %w", statusErr(answerPatchTestFailed)), want: true},
@@ -427,6 +432,104 @@ func testRefusedWrites(t *testing.T, env *itEnv) {
 	})
 }
 
+// answerWebhookConflict is an admission webhook's denial of a write of
+// ConfigMap name with code 409 ("in use": some webhooks deny so), which
+// kube-apiserver passes on: a Conflict, although no precondition failed.
+func answerWebhookConflict(name string) metav1.Status {
+	return metav1.Status{Status: metav1.StatusFailure, Code: http.StatusConflict, Reason: metav1.StatusReasonConflict,
+		Message: fmt.Sprintf("configmaps %q is in use", name)}
+}
+
+// TestConflictDeniedIsAnError: a write answered 409 Conflict counts as
+// refused because the object changed only when it did: a DELETE whose
+// preconditions failed, which a GET tells (the object has another
+// resourceVersion than the DELETE stated, or is gone). The collector's
+// patches carry no precondition that answers 409 (their tests answer
+// 422). So an admission webhook that denies a write with 409 ("in use") is
+// an action error, as a 422 denial is: counted, logged at error level with
+// the webhook's message, and retried with the item's backoff, at the cost
+// of one GET for a DELETE and none for a patch. A DELETE whose
+// resourceVersion precondition did fail is still taken for a changed
+// object: read again and decided once more, no error. Before, every 409
+// was taken for a changed object: no error counted or logged, and a denied
+// DELETE was sent four times per attempt, with three GETs.
+func TestConflictDeniedIsAnError(t *testing.T) {
+	s := newRejectServer(t)
+	r, tg, reg, logs := rejectRun(t, s)
+	ns := rejectNamespace
+	// changed: the graph saw it owned by the deleted owner at
+	// resourceVersion 1; it is at 2 now, owned by live.
+	changed := object(ns, "changed", "changed", ownedBy(resConfigMap, "owner", "owner", false))
+	writes := deniedWrites(t, r, tg, s, answerWebhookConflict, changed)
+	s.refuse("changed", answerPreconditionFailed, object(ns, "changed", "changed", withRV("2"), ownedBy(resConfigMap, "live", "live", false)))
+	for _, tc := range writes {
+		method, gets := http.MethodPatch, 0
+		if tc.action == actDelete {
+			method, gets = http.MethodDelete, 1
+		}
+		before := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[tc.action.String()]
+		out := tc.act()
+		failed := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[tc.action.String()] - before
+		if out != retry || failed != 1 || s.count(method, tc.name) != 1 || s.count(http.MethodGet, tc.name) != gets {
+			t.Errorf("%s, denied by a webhook with 409: outcome %+v, %v action errors %v, %d %s, %d GETs; want a retry with "+
+				"backoff, 1 error, 1 %s, %d GETs", tc.name, out, tc.action, failed, s.count(method, tc.name), method,
+				s.count(http.MethodGet, tc.name), method, gets)
+		}
+		// orphanDependent returns its error; orphanDependents logs it.
+		if tc.action != actOrphanDependent && !errorLogged(logs, tc.name, "is in use") {
+			t.Errorf("%s, denied by a webhook with 409: no error logged with the object and the webhook's message", tc.name)
+		}
+	}
+
+	// The failed precondition: read again (once to tell, once to decide
+	// again), kept for its live owner, no error.
+	if out := processItem(t, r, "changed"); out != done || s.count(http.MethodDelete, "changed") != 1 || s.count(http.MethodGet, "changed") != 2 {
+		t.Errorf("changed: outcome %+v, %d DELETEs, %d GETs; want done (kept) after one DELETE and two GETs", out,
+			s.count(http.MethodDelete, "changed"), s.count(http.MethodGet, "changed"))
+	}
+	if got := counterByLabel(t, reg, "nodegc_owner_gc_action_errors_total", "action")[actDelete.String()]; got != 1 {
+		t.Errorf("delete errors = %v, want only delete-denied's", got)
+	}
+	if errorLogged(logs, "reject/changed") {
+		t.Error("changed: an error logged for an object that changed")
+	}
+}
+
+// testWebhookConflictIsAnError: against kube-apiserver, an admission
+// webhook denies the owner GC's delete of protected-d and its patch of
+// protected-p (dropping a reference to a deleted owner) with 409 Conflict.
+// Both are action errors, logged with the webhook's message, and retried;
+// once the webhook is gone, protected-d is collected and protected-p loses
+// the dangling reference. Before, the 409s were taken for objects that
+// changed: nothing counted, nothing logged, the writes retried in silence.
+func testWebhookConflictIsAnError(t *testing.T, env *itEnv) {
+	ns := env.namespace(t, "webhook409")
+	_, removeWebhook := env.denyWrites(t, ns, answerWebhookConflict)
+	gc := env.startCollector(t, testConfig())
+	owner := env.configMap(t, ns, "owner", nil)
+	keep := env.configMap(t, ns, "keep", nil)
+	env.configMap(t, ns, "protected-d", []metav1.OwnerReference{cmRef(owner, false)})
+	p := env.configMap(t, ns, "protected-p", []metav1.OwnerReference{cmRef(keep, false), cmRef(owner, false)})
+	gc.waitObserved(t, p.UID, p.ResourceVersion)
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
+	eventually(t, 30*time.Second, "the delete and the patch the webhook denies to count as action errors", func(context.Context) (bool, error) {
+		failed := counterByLabel(t, gc.reg, "nodegc_owner_gc_action_errors_total", "action")
+		return failed[actDelete.String()] >= 1 && failed[actRemoveRefs.String()] >= 1, nil
+	})
+	for _, obj := range []string{"protected-d", "protected-p"} {
+		if !errorLogged(gc.logs, obj, "is in use") {
+			t.Errorf("no error logged for %s with the webhook's message", obj)
+		}
+	}
+
+	removeWebhook()
+	eventually(t, 60*time.Second, "protected-d to be collected once the webhook is gone", env.cmGone(ns, "protected-d"))
+	eventually(t, 60*time.Second, "protected-p to lose the dangling reference", func(ctx context.Context) (bool, error) {
+		got, err := env.cs.CoreV1().ConfigMaps(ns).Get(ctx, "protected-p", metav1.GetOptions{})
+		return err == nil && len(got.OwnerReferences) == 1 && got.OwnerReferences[0].UID == keep.UID, err
+	})
+}
+
 // answerWebhookNotFound is an admission webhook's denial of a write of
 // ConfigMap name with a 404 of its own (the NotFound of the webhook's
 // lookup of a companion object of the same name): kube-apiserver passes a
@@ -467,18 +570,23 @@ func TestWriteNotFoundIsNoProof(t *testing.T) {
 	}
 }
 
-// notFoundWebhook is a validating admission webhook that denies the writes
-// of the ConfigMaps named protected-* in namespace ns with a 404 of its
-// own (answerWebhookNotFound), and counts them.
-type notFoundWebhook struct {
+// denyingWebhook is a validating admission webhook that denies the
+// deletes and updates of the ConfigMaps named protected-* in namespace ns
+// with answer(name), and counts them.
+type denyingWebhook struct {
 	*httptest.Server
 	ns     string
+	answer func(name string) metav1.Status
 	denied atomic.Int64
 }
 
-func startNotFoundWebhook(t *testing.T, ns string) *notFoundWebhook {
+// denyWrites starts a denyingWebhook for namespace ns and registers it with
+// kube-apiserver until the test ends (or remove is called), once the API
+// server answers a dry-run delete of protected-canary as it denies.
+func (e *itEnv) denyWrites(t *testing.T, ns string, answer func(name string) metav1.Status) (wh *denyingWebhook, remove func()) {
 	t.Helper()
-	wh := &notFoundWebhook{ns: ns}
+	ctx := t.Context()
+	wh = &denyingWebhook{ns: ns, answer: answer}
 	wh.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var review admissionv1.AdmissionReview
 		if err := json.NewDecoder(req.Body).Decode(&review); err != nil || review.Request == nil {
@@ -487,7 +595,7 @@ func startNotFoundWebhook(t *testing.T, ns string) *notFoundWebhook {
 		}
 		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
 		if review.Request.Namespace == wh.ns && strings.HasPrefix(review.Request.Name, "protected-") {
-			status := answerWebhookNotFound(review.Request.Name)
+			status := wh.answer(review.Request.Name)
 			resp.Allowed, resp.Result = false, &status
 			wh.denied.Add(1)
 		}
@@ -496,25 +604,8 @@ func startNotFoundWebhook(t *testing.T, ns string) *notFoundWebhook {
 		_ = json.NewEncoder(w).Encode(review)
 	}))
 	t.Cleanup(wh.Close)
-	return wh
-}
-
-// testWebhookNotFoundIsNoProof: against kube-apiserver, an admission
-// webhook denies the owner GC's writes of protected-x with a 404 naming
-// protected-x, which kube-apiserver passes on as written. protected-x
-// exists, with a live owner (keep) and a deleted one (gone); g is owned by
-// protected-x. The owner GC's patch to drop the reference to gone is denied
-// that way. Before, the 404 made the collector forget protected-x, so g's
-// owner counted as deleted and g was deleted. Now the write's 404 is
-// checked with a GET (which no webhook sees): the patch is an action error,
-// retried, and g stays; once the webhook lets the write through, the
-// reference is removed.
-func testWebhookNotFoundIsNoProof(t *testing.T, env *itEnv) {
-	ctx := t.Context()
-	ns := env.namespace(t, "webhook404")
-	wh := startNotFoundWebhook(t, ns)
 	caBundle := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: wh.Certificate().Raw})
-	ar := env.cs.AdmissionregistrationV1()
+	ar := e.cs.AdmissionregistrationV1()
 	name := "ownergc-" + ns
 	_, err := ar.ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -534,15 +625,34 @@ func testWebhookNotFoundIsNoProof(t *testing.T, env *itEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	removeWebhook := func() {
+	remove = func() {
 		_ = ar.ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 	}
-	t.Cleanup(removeWebhook)
-	canary := env.configMap(t, ns, "protected-canary", nil)
-	eventually(t, 30*time.Second, "the webhook to deny with a 404", func(ctx context.Context) (bool, error) {
-		err := env.cs.CoreV1().ConfigMaps(ns).Delete(ctx, canary.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
-		return apierrors.IsNotFound(err), nil
+	t.Cleanup(remove)
+	canary := e.configMap(t, ns, "protected-canary", nil)
+	code := answer(canary.Name).Code
+	eventually(t, 30*time.Second, fmt.Sprintf("the webhook to deny with %d", code), func(ctx context.Context) (bool, error) {
+		err := e.cs.CoreV1().ConfigMaps(ns).Delete(ctx, canary.Name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		var status apierrors.APIStatus
+		return errors.As(err, &status) && status.Status().Code == code, nil
 	})
+	return wh, remove
+}
+
+// testWebhookNotFoundIsNoProof: against kube-apiserver, an admission
+// webhook denies the owner GC's writes of protected-x with a 404 naming
+// protected-x, which kube-apiserver passes on as written. protected-x
+// exists, with a live owner (keep) and a deleted one (gone); g is owned by
+// protected-x. The owner GC's patch to drop the reference to gone is denied
+// that way. Before, the 404 made the collector forget protected-x, so g's
+// owner counted as deleted and g was deleted. Now the write's 404 is
+// checked with a GET (which no webhook sees): the patch is an action error,
+// retried, and g stays; once the webhook lets the write through, the
+// reference is removed.
+func testWebhookNotFoundIsNoProof(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	ns := env.namespace(t, "webhook404")
+	wh, removeWebhook := env.denyWrites(t, ns, answerWebhookNotFound)
 
 	gc := env.startCollector(t, testConfig())
 	keep := env.configMap(t, ns, "keep", nil)

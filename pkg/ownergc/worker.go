@@ -210,25 +210,51 @@ func (r *run) deleteItem(ctx context.Context, v *itemView, p plan) error {
 	rec := decisionRecord{action: actDelete, policy: p.policy, rule: p.rule, owners: owners}
 	return r.write(ctx, v.id, rec, func() error {
 		err := r.deleteObject(ctx, v.id, rv, p.policy)
-		if !apierrors.IsConflict(err) || rv == "" || p.unblock {
+		if !apierrors.IsConflict(err) {
 			return err
 		}
-		// The object changed since the decision. If what the decision
-		// rests on did not (owner references, the deletion finalizers, not
-		// being deleted), delete with the UID precondition only: an object
-		// that changes more often than a round trip would otherwise never
-		// be collected.
-		live, gone, gerr := r.getSame(ctx, v.id)
-		switch {
-		case gerr != nil:
-			return err
-		case gone:
-			return errGone
-		case !sameDecisionInputs(v, live):
+		live, err := r.whyConflict(ctx, v.id, rv, err)
+		if !errors.Is(err, errChanged) || p.unblock || !sameDecisionInputs(v, live) {
 			return err
 		}
-		return r.deleteObject(ctx, v.id, "", p.policy)
+		// The object changed since the decision, but not what the
+		// decision rests on (owner references, the deletion finalizers,
+		// not being deleted): delete with the UID precondition only. An
+		// object that changes more often than a round trip would
+		// otherwise never be collected.
+		err = r.deleteObject(ctx, v.id, "", p.policy)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		_, err = r.whyConflict(ctx, v.id, "", err)
+		return err
 	})
+}
+
+// errChanged: a DELETE was refused with 409 Conflict because the object
+// changed (its preconditions failed), as a GET showed.
+var errChanged = errors.New("the object changed since the decision")
+
+// whyConflict tells, with a GET, why a DELETE of id with preconditions UID
+// and rv (none if empty) was answered conflict (a 409): errGone when the
+// object is gone (its UID precondition failed); errChanged, with the
+// object read, when it is at another resourceVersion than rv (its
+// resourceVersion precondition failed); else an error, conflict wrapped,
+// that is no staleness: the object is as the preconditions state, so none
+// of them failed, and the 409 is a denial (an admission webhook may deny
+// with code 409, "in use", and kube-apiserver passes it on).
+func (r *run) whyConflict(ctx context.Context, id objectID, rv string, conflict error) (*metav1.PartialObjectMetadata, error) {
+	live, gone, err := r.getSame(ctx, id)
+	switch {
+	case gone:
+		return nil, errGone
+	case err != nil:
+		return nil, fmt.Errorf("the delete was answered 409 (%w), and a GET to tell whether the object changed failed: %v", conflict, err)
+	case rv != "" && live.ResourceVersion != rv:
+		return live, fmt.Errorf("%w (resourceVersion %s, then %s): %w", errChanged, rv, live.ResourceVersion, conflict)
+	}
+	return live, fmt.Errorf("the delete was answered 409, yet a GET finds the object as its preconditions state "+
+		"(it did not change; an admission webhook denying with 409?): %w", conflict)
 }
 
 // sameDecisionInputs reports whether live states exactly what view v's
@@ -266,13 +292,17 @@ func (r *run) patch(ctx context.Context, id objectID, rec decisionRecord, build 
 }
 
 // stale reports whether a write was refused because the object is not the
-// one the decision saw: a failed precondition (409), or a JSON patch whose
-// test operation failed (422, see patchTestFailed). Every other refusal is
-// an error, 422 included: an admission policy or webhook that denies the
-// write, a CRD's validation rule. A DELETE is stale only as a 409: its
-// preconditions fail with a 409, and its 422 is always such a denial.
+// one the decision saw: a DELETE whose preconditions failed (a 409 that a
+// GET showed to be one, see whyConflict), or a JSON patch whose test
+// operation failed (422, see patchTestFailed). Every other refusal is an
+// error, 409 and 422 included: an admission policy or webhook that denies
+// the write (a webhook may give any code), a CRD's validation rule. A
+// patch's 409 is never stale: the collector's patches state no
+// precondition but their tests, and kube-apiserver applies a JSON patch to
+// the object as it is, trying again by itself when the object changes
+// meanwhile.
 func stale(err error) bool {
-	return apierrors.IsConflict(err) || patchTestFailed(err)
+	return errors.Is(err, errChanged) || patchTestFailed(err)
 }
 
 // reread reads v's object from the API server and decides again, once.
