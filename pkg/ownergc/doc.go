@@ -136,7 +136,11 @@
 // scope from the graph (the namespace the owner was observed in, alive or
 // deleted), as kube-controller-manager consults its absent-owner cache
 // before discovery. Only a reference the graph cannot classify waits for a
-// discovery round that knows its kind. A stale graph can only
+// discovery round that knows its kind. Such an object, and one whose
+// owner's lookup keeps failing (RBAC, an aggregated API down), is neither
+// deleted nor kept for good: it counts in nodegc_owner_gc_undecided_items
+// by reason while it waits, and is logged once per run at the default
+// verbosity (undecided.go). A stale graph can only
 // delay a deletion, never cause a wrong one: every delete carries the UID
 // and resourceVersion the decision saw as preconditions, and every patch is
 // an RFC 6902 JSON patch whose test operations check the UID (and, where the

@@ -93,10 +93,12 @@ var (
 		"1 when the owner GC runs and every resource monitor has synced (its initial list is in the graph) or failed (nodegc_owner_gc_monitors{state=\"failed\"}: its resource may be missing from the graph).", nil, nil)
 	descRunning = prometheus.NewDesc("nodegc_owner_gc_running",
 		"1 while the owner GC runs (in the elected instance).", nil, nil)
+	descUndecided = prometheus.NewDesc("nodegc_owner_gc_undecided_items",
+		metricvec.Help("Objects with an owner reference the owner GC cannot classify now, neither deleted nor kept until it can (unknown-kind: the owner's kind is unknown to discovery; lookup-error: the owner's lookup fails),", "reason", undecidedReasons), []string{"reason"}, nil)
 )
 
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGraphNodes, descQueueDepth, descMonitors, descSynced, descRunning} {
+	for _, d := range []*prometheus.Desc{descGraphNodes, descQueueDepth, descMonitors, descSynced, descRunning, descUndecided} {
 		ch <- d
 	}
 }
@@ -105,6 +107,13 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	r := s.c.current.Load()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	var undecided map[string]int
+	if r != nil {
+		undecided = r.undecided.counts()
+	}
+	for _, reason := range undecidedReasons {
+		gauge(descUndecided, float64(undecided[reason]), reason)
 	}
 	if r == nil {
 		gauge(descRunning, 0)

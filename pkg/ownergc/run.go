@@ -51,10 +51,11 @@ type run struct {
 	kick                     chan struct{}
 	holds                    holdSet
 
-	recorder record.EventRecorder
-	absent   *absentCache
-	flights  flights
-	parked   parkedSet
+	recorder  record.EventRecorder
+	absent    *absentCache
+	flights   flights
+	parked    parkedSet
+	undecided undecidedSet
 
 	// active counts work items being processed, applying whether the
 	// builder is applying a batch (for tests waiting for quiet).

@@ -69,6 +69,7 @@ func (r *run) attemptToDelete(ctx context.Context, uid types.UID) outcome {
 	if !ok {
 		r.recheck.Forget(uid)
 		r.holds.drop(uid)
+		r.undecided.forget(uid)
 		return done // gone, or virtual: dependents verify virtual owners themselves
 	}
 	return r.process(ctx, &v, true)
@@ -77,6 +78,9 @@ func (r *run) attemptToDelete(ctx context.Context, uid types.UID) outcome {
 // process decides about v and acts. With mayReread, a write rejected
 // because the object changed re-reads it and decides once more.
 func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome {
+	if v.beingDeleted || len(v.owners) == 0 {
+		r.undecided.decided(v.id.uid) // no owner reference to classify
+	}
 	if v.beingDeleted && !v.deletingDependents {
 		return done // a one-way trip: its deletion event will wake its dependents
 	}
@@ -108,15 +112,19 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 	refs, unverified, err := r.classify(ctx, v)
 	switch {
 	case errors.Is(err, errNamespacedOwner):
+		r.undecided.decided(v.id.uid)
 		return done // never deleted; the Event says why
 	case errors.Is(err, errUnknownKind):
+		r.noteUndecided(v.id, undecidedUnknownKind, err)
 		r.logger.V(4).Info("Owner kind unknown to discovery; waiting for the next refresh", "object", v.id, "err", err)
 		r.parked.add(v.id.uid)
 		return done
 	case err != nil:
+		r.noteUndecided(v.id, undecidedLookupError, err)
 		r.logger.V(2).Info("Cannot classify owner references; will retry", "object", v.id, "err", err)
 		return retry
 	}
+	r.undecided.decided(v.id.uid)
 	out := r.execute(ctx, v, decide(v, refs), mayReread)
 	if out == done && unverified {
 		// An owner exists but no monitor has shown it (yet: its event may
