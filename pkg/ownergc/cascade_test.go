@@ -150,7 +150,7 @@ func testDryRun(t *testing.T, env *itEnv) {
 			t.Errorf("dry run deleted %s/%s", cm.Namespace, cm.Name)
 		}
 	}
-	if ok, _ := env.hasInvalidNamespaceEvent(other, foreign.UID)(t.Context()); ok {
+	if ok, _ := env.hasWarning(other, foreign.UID, "OwnerRefInvalidNamespace")(t.Context()); ok {
 		t.Error("dry run recorded an Event")
 	}
 	if got := gc.requests(t); got["DELETE"] != 0 || got["PATCH"] != 0 || got["POST"] != 0 {

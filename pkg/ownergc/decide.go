@@ -39,6 +39,9 @@ const (
 	reasonOtherNamespace = "owner-in-other-namespace" // the UID belongs to an object in another namespace
 	reasonPresent        = "owner-present"            // lookup: the owner exists
 	reasonWaiting        = "owner-deleting-dependents"
+	// reasonMisnamed: the graph holds the owner alive at the stated UID,
+	// group and kind, where the item may have an owner, under another name.
+	reasonMisnamed = "owner-observed-under-another-name"
 )
 
 // Errors that stop the processing of an item.
@@ -57,6 +60,9 @@ type verdict struct {
 	class  refClass
 	reason string
 	lookup *ownerKey
+	// misnamed: the owner was observed alive under another name than the
+	// reference states (see judgeRef).
+	misnamed bool
 }
 
 // scopeFunc reports whether apiVersion/kind is namespaced, and whether
@@ -68,6 +74,13 @@ type scopeFunc func(apiVersion, kind string) (namespaced, known bool)
 // coordinates, or an observed deletion (UIDs are never reused). Anything
 // not observed needs a lookup: absence from a cache is never proof.
 //
+// An owner observed alive with the stated UID, group and kind, in the
+// item's namespace or cluster-scoped, holds the item whatever name the
+// reference states (misnamed): an object with the UID exists where the
+// item may have an owner, and safety rule 4 never deletes an object whose
+// owner exists. kube-controller-manager looks the stated name up instead,
+// finds nothing there (or another UID), and deletes the item.
+//
 // What the graph proved holds whether or not discovery knows the owner's
 // kind: a kind that left discovery (a CRD deleted, and its objects with it)
 // still classifies an owner whose deletion was observed, or that a lookup
@@ -75,7 +88,9 @@ type scopeFunc func(apiVersion, kind string) (namespaced, known bool)
 // graph cannot tell, waits for discovery.
 func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 	sameKind := o.state != ownerUnknown && o.node.groupKind().Group == o.group() && o.node.kind == o.kind
-	matches := o.state == ownerObserved && sameKind && o.node.name == o.name
+	observed := o.state == ownerObserved && sameKind
+	matches := observed && o.node.name == o.name
+	misnamed := observed && o.node.name != o.name && (o.node.namespace == "" || o.node.namespace == item.id.namespace)
 	// absentHere: a lookup at the stated kind and name found no object
 	// with the UID, cluster-wide or in the item's namespace (ownerAbsent
 	// marks a virtual node only after a lookup that was cluster-wide or in
@@ -90,7 +105,7 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 			// a lookup found it absent cluster-wide (only a cluster-scoped
 			// kind is looked up without a namespace).
 			switch {
-			case matches || (o.state == ownerDeleted && sameKind):
+			case observed || (o.state == ownerDeleted && sameKind):
 				namespaced, known = o.node.namespace != "", true
 			case absentHere:
 				namespaced, known = false, true
@@ -110,6 +125,10 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 		return verdict{class: classWaiting, reason: reasonWaiting}, nil
 	case matches:
 		return verdict{class: classSolid, reason: reasonObserved}, nil
+	case misnamed && o.waiting:
+		return verdict{class: classWaiting, reason: reasonWaiting, misnamed: true}, nil
+	case misnamed:
+		return verdict{class: classSolid, reason: reasonMisnamed, misnamed: true}, nil
 	case o.state == ownerDeleted:
 		return verdict{class: classDangling, reason: reasonDeleted}, nil
 	case absentHere:

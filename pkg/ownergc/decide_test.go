@@ -24,6 +24,10 @@ func TestJudgeRef(t *testing.T) {
 	key := func(ns string) *ownerKey {
 		return &ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: ns}
 	}
+	renamed := func(id objectID) objectID {
+		id.name = "renamed"
+		return id
+	}
 	// thing is a reference to a Thing, a kind discovery does not know, whose
 	// node the graph holds in state at namespace ns.
 	thing := func(state ownerState, ns string) ownerView {
@@ -68,10 +72,45 @@ func TestJudgeRef(t *testing.T) {
 			itemNS: "ns", owner: with(ownerAbsentAtIdentity, cmOwner("other"), false),
 			want: verdict{lookup: key("ns")},
 		},
-		"observed owner under other coordinates: lookup": {
+		// An owner observed alive with the UID, group and kind, where the
+		// item may have an owner, under another name than the reference
+		// states (a typo): it exists, so the reference holds (safety rule
+		// 4); kube-controller-manager would look the stated name up, find
+		// nothing and delete the item.
+		"observed owner under another name, in the item's namespace: solid": {
+			itemNS: "ns", owner: with(ownerObserved, renamed(cmOwner("ns")), false),
+			want: verdict{class: classSolid, reason: reasonMisnamed, misnamed: true},
+		},
+		"observed owner under another name, deleting its dependents: waiting": {
+			itemNS: "ns", owner: with(ownerObserved, renamed(cmOwner("ns")), true),
+			want: verdict{class: classWaiting, reason: reasonWaiting, misnamed: true},
+		},
+		"observed cluster-scoped owner under another name: solid": {
 			itemNS: "ns",
-			owner:  with(ownerObserved, objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "renamed"}, false),
+			owner: ownerView{uid: "n", apiVersion: "v1", kind: "Node", name: "node1", state: ownerObserved,
+				node: objectID{uid: "n", apiVersion: "v1", kind: "Node", name: "node2"}},
+			want: verdict{class: classSolid, reason: reasonMisnamed, misnamed: true},
+		},
+		"cluster-scoped item, observed cluster-scoped owner under another name: solid": {
+			itemNS: "",
+			owner: ownerView{uid: "n", apiVersion: "v1", kind: "Node", name: "node1", state: ownerObserved,
+				node: objectID{uid: "n", apiVersion: "v1", kind: "Node", name: "node2"}},
+			want: verdict{class: classSolid, reason: reasonMisnamed, misnamed: true},
+		},
+		"observed owner under another name and kind: lookup": {
+			itemNS: "ns",
+			owner:  with(ownerObserved, objectID{uid: "o", apiVersion: "v1", kind: "Secret", namespace: "ns", name: "renamed"}, false),
 			want:   verdict{lookup: key("ns")},
+		},
+		"observed owner under another name in another namespace: lookup": {
+			itemNS: "ns", owner: with(ownerObserved, renamed(cmOwner("other")), false),
+			want: verdict{lookup: key("ns")},
+		},
+		"observed owner of a kind discovery no longer knows, under another name: solid": {
+			itemNS: "ns",
+			owner: ownerView{uid: "o", apiVersion: "example.com/v1", kind: "Thing", name: "t", state: ownerObserved,
+				node: objectID{uid: "o", apiVersion: "example.com/v1", kind: "Thing", namespace: "ns", name: "renamed"}},
+			want: verdict{class: classSolid, reason: reasonMisnamed, misnamed: true},
 		},
 		"cluster-scoped owner kind: looked up without namespace": {
 			itemNS: "ns",

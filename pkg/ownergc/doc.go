@@ -121,7 +121,8 @@
 //
 // An owner reference is classified from the graph only when the graph is
 // certain: the owner was observed alive at the stated coordinates (solid or
-// waiting), or its deletion was observed (dangling: UIDs are never reused).
+// waiting; under another name too, see "# Namespaces"), or its deletion was
+// observed (dangling: UIDs are never reused).
 // An owner the graph has never observed is a virtual node, and absence from
 // a cache is never taken as proof: a live GET decides (NotFound about the
 // object itself, or another UID: dangling; a 404 about its resource, such
@@ -431,6 +432,18 @@
 // reference is dangling) and gets an OwnerRefInvalidNamespace Warning; a
 // cluster-scoped dependent that references a namespaced kind is never
 // deleted and gets the same Warning.
+//
+// Unlike upstream, a reference whose UID the graph observed alive at the
+// stated group and kind, in the dependent's namespace or cluster-scoped,
+// holds the dependent whatever name it states (a typo, an owner's name
+// written wrong by its controller): an object with that UID exists where
+// the dependent may have an owner, and the owner GC never deletes an
+// object whose owner exists (safety rule 4). The dependent gets an
+// OwnerRefNameMismatch Warning, once per run, and goes once that owner's
+// deletion is observed. kube-controller-manager looks the stated name up,
+// finds nothing there (or another UID), and deletes the dependent. A
+// reference of another kind than the object with its UID, or to one in
+// another namespace, is judged at its stated coordinates, as upstream.
 //
 // # Memory
 //

@@ -146,6 +146,10 @@ type OwnerState struct {
 	// (found by a GET, never observed) or unknown; Reason says why.
 	Class  string `json:"class"`
 	Reason string `json:"reason"`
+	// ObservedName is the owner's name as the graph observed it, when the
+	// reference states another (the owner holds the object all the same:
+	// same UID, group and kind, where the object may have an owner).
+	ObservedName string `json:"observedName,omitempty"`
 	// Graph is what the graph holds for the owner's UID: observed,
 	// virtual (referenced, never observed), virtual-absent (a lookup found
 	// nothing), deleted, or none.
@@ -405,6 +409,9 @@ func explainOwner(v *itemView, o *ownerView, scope scopeFunc, lookup ownerLookup
 		return st, 0, err
 	case vd.lookup == nil:
 		st.Class, st.Reason = vd.class.String(), vd.reason
+		if vd.misnamed {
+			st.ObservedName = o.node.name
+		}
 		return st, vd.class, nil
 	}
 	st.Namespace = vd.lookup.namespace

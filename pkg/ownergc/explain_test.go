@@ -110,6 +110,11 @@ func TestExplainVerdict(t *testing.T) {
 			res:   resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "o", "o-1", false)),
 			wantCode: CodeKept, want: "kept: owner ConfigMap ns/o (uid o-1) exists",
 		},
+		"kept: its owner exists under another name than the reference states": {
+			graph: []event{owner, upsert(resConfigMap, object("ns", "d", "d-1", ownedBy(resConfigMap, "typo", "o-1", false)))},
+			res:   resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "typo", "o-1", false)),
+			wantCode: CodeKept, want: "kept: owner ConfigMap ns/o (uid o-1) exists (the reference names it typo: Warning OwnerRefNameMismatch)",
+		},
 		"no owners": {
 			graph: []event{owner}, res: resConfigMap, live: object("ns", "o", "o-1"),
 			wantCode: CodeNoOwners, want: "no owners: the owner GC never deletes it",

@@ -25,6 +25,7 @@ func TestIntegration(t *testing.T) {
 			"ownership cycle under foreground deletion":               testForegroundCycle,
 			"multiple owners: only the dangling reference goes":       testMultipleOwners,
 			"owner that never existed":                                testMadeUpOwner,
+			"owner named wrong, observed under its own name":          testOwnerNamedWrong,
 			"owner recreated with the same name":                      testOwnerRecreated,
 			"object recreated after the decision":                     testObjectRecreatedAfterDecision,
 			"owner reference across namespaces":                       testCrossNamespace,

@@ -113,12 +113,41 @@ func (k ownerKey) String() string {
 // item, once per reference and run (upstream's event and message). In
 // dry-run nothing is written, so only the log says it.
 func (r *run) reportInvalidNamespace(item objectID, o *ownerView) {
-	key := [2]types.UID{item.uid, o.uid}
-	if _, seen := r.reported.LoadOrStore(key, struct{}{}); seen {
+	if !r.firstReport("OwnerRefInvalidNamespace", item, o) {
 		return
 	}
 	r.logger.V(2).Info("Owner reference does not exist in the object's namespace", "object", item, "owner", o.uid,
 		"ownerKind", o.kind, "ownerName", o.name)
 	r.warn(item, "OwnerRefInvalidNamespace", fmt.Sprintf("ownerRef [%s/%s, namespace: %s, name: %s, uid: %s] does not exist in namespace %q",
 		o.apiVersion, o.kind, item.namespace, o.name, o.uid, item.namespace))
+}
+
+// reportMisnamed records the OwnerRefNameMismatch Warning on item, once per
+// reference and run: its reference o states another name than the owner's,
+// which the graph observed alive with the reference's UID, group and kind
+// (see judgeRef). The owner GC keeps item while that owner exists;
+// kube-controller-manager would delete it.
+func (r *run) reportMisnamed(item objectID, o *ownerView) {
+	if !r.firstReport("OwnerRefNameMismatch", item, o) {
+		return
+	}
+	r.logger.V(2).Info("Owner reference names its owner by another name", "object", item, "owner", o.uid,
+		"ownerKind", o.kind, "ownerName", o.name, "observedName", o.node.name)
+	r.warn(item, "OwnerRefNameMismatch", fmt.Sprintf("ownerRef [%s/%s, name: %s, uid: %s] names its owner wrongly: the object "+
+		"with that uid is named %q; the owner GC keeps this object while that owner exists (kube-controller-manager would delete it)",
+		o.apiVersion, o.kind, o.name, o.uid, o.node.name))
+}
+
+// reportKey is a Warning reported once per run: its reason, the object it
+// is about and the owner reference's UID.
+type reportKey struct {
+	reason      string
+	item, owner types.UID
+}
+
+// firstReport reports whether Warning reason about item's reference o was
+// not reported before in this run.
+func (r *run) firstReport(reason string, item objectID, o *ownerView) bool {
+	_, seen := r.reported.LoadOrStore(reportKey{reason, item.uid, o.uid}, struct{}{})
+	return !seen
 }

@@ -11,16 +11,16 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 )
 
-// hasInvalidNamespaceEvent reports whether namespace ns holds an
-// OwnerRefInvalidNamespace Warning about uid.
-func (e *itEnv) hasInvalidNamespaceEvent(ns string, uid types.UID) func(context.Context) (bool, error) {
+// hasWarning reports whether namespace ns holds a Warning Event about uid
+// with reason.
+func (e *itEnv) hasWarning(ns string, uid types.UID, reason string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
 		evs, err := e.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 		for _, ev := range evs.Items {
-			if ev.InvolvedObject.UID == uid && ev.Reason == "OwnerRefInvalidNamespace" && ev.Type == "Warning" {
+			if ev.InvolvedObject.UID == uid && ev.Reason == reason && ev.Type == "Warning" {
 				return true, nil
 			}
 		}
@@ -42,7 +42,7 @@ func testCrossNamespace(t *testing.T, env *itEnv, _ *testCollector) {
 	eventually(t, 30*time.Second, "the dependent with only the foreign owner to be collected", env.cmGone(ns2, "alone"))
 	eventually(t, 30*time.Second, "the dependent with a local owner to lose the foreign reference", env.refsAre(ns2, "mixed", mixed.UID, local.UID))
 	for _, uid := range []types.UID{alone.UID, mixed.UID} {
-		eventually(t, 30*time.Second, "an OwnerRefInvalidNamespace event", env.hasInvalidNamespaceEvent(ns2, uid))
+		eventually(t, 30*time.Second, "an OwnerRefInvalidNamespace event", env.hasWarning(ns2, uid, "OwnerRefInvalidNamespace"))
 	}
 	if got := env.getCM(t, ns1, "owner"); got.UID != owner.UID {
 		t.Error("the owner in the other namespace was touched")
@@ -66,7 +66,7 @@ func testClusterScopedDependent(t *testing.T, env *itEnv, gc *testCollector) {
 	t.Cleanup(func() { _ = env.cs.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
 
-	eventually(t, 30*time.Second, "an OwnerRefInvalidNamespace event in default", env.hasInvalidNamespaceEvent(metav1.NamespaceDefault, cr.UID))
+	eventually(t, 30*time.Second, "an OwnerRefInvalidNamespace event in default", env.hasWarning(metav1.NamespaceDefault, cr.UID, "OwnerRefInvalidNamespace"))
 	gc.waitGraph(t, "the owner's deletion to reach the graph", func(g *graph) bool {
 		n, ok := g.nodes[owner.UID]
 		return !ok || n.deleted()

@@ -81,6 +81,32 @@ func testMadeUpOwner(t *testing.T, env *itEnv, gc *testCollector) {
 	}
 }
 
+// testOwnerNamedWrong: a dependent's reference states the UID, group and
+// kind of an owner in its namespace but another name (a typo). The owner
+// exists, so the dependent stays (safety rule 4), with an
+// OwnerRefNameMismatch Warning; once the owner is deleted, the dependent
+// goes. kube-controller-manager looks the owner up by the stated name,
+// finds nothing, and deletes the dependent at once; so did nodegc before.
+func testOwnerNamedWrong(t *testing.T, env *itEnv, gc *testCollector) {
+	ns := env.namespace(t, "name-mismatch")
+	owner := env.configMap(t, ns, "b", nil)
+	wrong := cmRef(owner, false)
+	wrong.Name = "a"
+	d := env.configMap(t, ns, "d", []metav1.OwnerReference{wrong})
+	gc.waitObserved(t, d.UID, d.ResourceVersion)
+	gc.waitIdle(t)
+	if got, err := env.cs.CoreV1().ConfigMaps(ns).Get(t.Context(), "d", metav1.GetOptions{}); err != nil || got.UID != d.UID {
+		t.Fatalf("d, whose owner (uid %s) exists as ConfigMap %s/b, is gone (%v); records %+v", owner.UID, ns, err, gc.recordsFor(d.UID))
+	}
+	eventually(t, 30*time.Second, "an OwnerRefNameMismatch Warning on d", env.hasWarning(ns, d.UID, "OwnerRefNameMismatch"))
+
+	env.deleteCM(t, ns, "b", metav1.DeletePropagationBackground)
+	eventually(t, 30*time.Second, "d to be collected once its owner is gone", env.cmGone(ns, "d"))
+	if recs := gc.settledRecords(t, d.UID)[d.UID]; len(recs) != 1 || recs[0].rec.owners[0].Reason != reasonDeleted {
+		t.Errorf("records of d = %+v; want one delete with the owner %s", recs, reasonDeleted)
+	}
+}
+
 // An owner deleted and recreated under the same name is another object: its
 // old dependents are collected, and so is a dependent created later that
 // references the old UID.

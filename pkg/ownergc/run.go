@@ -62,8 +62,8 @@ type run struct {
 	active   atomic.Int32
 	applying atomic.Bool
 
-	// reported holds the [dependent, owner] UID pairs that already got an
-	// OwnerRefInvalidNamespace event in this run.
+	// reported holds the Warnings about owner references already reported
+	// in this run (reportKey).
 	reported sync.Map
 	// recorded holds the dry-run decisions already logged in this run.
 	recorded sync.Map

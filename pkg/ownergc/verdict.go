@@ -212,10 +212,13 @@ func undecidedVerdict(e *Explanation, err error) (VerdictCode, string) {
 func solidOwners(owners []OwnerState) string {
 	var held []string
 	for _, o := range owners {
-		switch o.Class {
-		case classSolid.String():
+		switch {
+		case o.Class == classSolid.String() && o.ObservedName != "":
+			held = append(held, "owner "+describe(o.Kind, o.Namespace, o.ObservedName, o.UID)+" exists (the reference names it "+
+				o.Name+": Warning OwnerRefNameMismatch)")
+		case o.Class == classSolid.String():
 			held = append(held, "owner "+describe(o.Kind, o.Namespace, o.Name, o.UID)+" exists")
-		case classUnverified:
+		case o.Class == classUnverified:
 			held = append(held, "owner "+describe(o.Kind, o.Namespace, o.Name, o.UID)+
 				" exists (read live; the graph has not observed it, so the owner GC checks it again later)")
 		}

@@ -161,6 +161,9 @@ func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, 
 		if vd.reason == reasonOtherNamespace {
 			r.reportInvalidNamespace(v.id, o)
 		}
+		if vd.misnamed {
+			r.reportMisnamed(v.id, o)
+		}
 		refs = append(refs, classifiedRef{ownerView: *o, class: vd.class, reason: vd.reason})
 	}
 	return refs, unverified, nil
