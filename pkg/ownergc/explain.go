@@ -177,6 +177,13 @@ type DependentState struct {
 	Read       bool     `json:"read,omitempty"`
 	Gone       bool     `json:"gone,omitempty"`
 	Error      string   `json:"error,omitempty"`
+	// Undecided is, for a blocking dependent not being deleted, an owner
+	// reference of its that the workers cannot classify (class unknown),
+	// so that they do not delete it: never (a cluster-scoped dependent
+	// naming a namespaced kind), or not until discovery knows the owner's
+	// kind, or while the owner's lookup fails (Error says how; the owner
+	// is not named otherwise).
+	Undecided *OwnerState `json:"undecided,omitempty"`
 }
 
 // FinalizerState is one finalizer of the object and who removes it.
@@ -355,6 +362,7 @@ func explainView(e *Explanation, g *graph, v *itemView, scope scopeFunc, lookup 
 			e.GraphResourceVersion = n.rv
 		}
 		e.Dependents, e.DependentsTotal, e.BlockingTotal = dependentStatesLocked(n)
+		undecidedBlockersLocked(g, e.Dependents, scope)
 	}
 	g.mu.RUnlock()
 	e.Finalizers = finalizerStates(e.Object.Finalizers, e.BlockingTotal, e.DependentsTotal)
@@ -500,9 +508,64 @@ func dependentStatesLocked(n *node) (deps []DependentState, total, blocking int)
 	return deps, total, blocking
 }
 
+// undecidedBlockersLocked judges, as a worker would but without lookups,
+// the owner references of the listed blocking dependents that are not
+// being deleted, and records in each the first that cannot be classified
+// (Undecided): a foreground deletion waiting for such a dependent waits
+// for something the owner GC does not do. The graph's lock must be held.
+func undecidedBlockersLocked(g *graph, deps []DependentState, scope scopeFunc) {
+	for i := range deps {
+		d := &deps[i]
+		if !d.BlockOwnerDeletion {
+			break
+		}
+		n, ok := g.nodes[d.UID]
+		if d.BeingDeleted || !ok || !n.observed() {
+			continue
+		}
+		v := g.itemViewLocked(n)
+		for j := range v.owners {
+			o := &v.owners[j]
+			_, err := judgeRef(&v, o, scope)
+			var reason string
+			switch {
+			case errors.Is(err, errNamespacedOwner):
+				reason = reasonNamespacedOwner
+			case errors.Is(err, errUnknownKind):
+				reason = reasonUnknownKind
+			default:
+				continue
+			}
+			d.Undecided = &OwnerState{APIVersion: o.apiVersion, Kind: o.kind, Name: o.name, UID: o.uid, Controller: o.controller,
+				BlockOwnerDeletion: o.block, Class: classUnknown, Reason: reason, Graph: graphState(o), Checked: checkedGraph}
+			break
+		}
+	}
+}
+
+// noteLookupErrors records in the blocking dependents that are not being
+// deleted, and have no undecided owner yet, that a worker cannot look one
+// of their owners up (lookupError: the error, if it cannot now).
+func noteLookupErrors(deps []DependentState, lookupError func(types.UID) (string, bool)) {
+	for i := range deps {
+		d := &deps[i]
+		if !d.BlockOwnerDeletion {
+			break
+		}
+		if d.BeingDeleted || d.Gone || d.Undecided != nil {
+			continue
+		}
+		if msg, ok := lookupError(d.UID); ok {
+			d.Undecided = &OwnerState{Class: classUnknown, Reason: reasonLookupFailed, Error: msg}
+		}
+	}
+}
+
 // readBlocking reads the finalizers of the first maxExplainReads blocking
-// dependents (one GET each).
+// dependents (one GET each), and notes those whose owners the workers
+// cannot look up now.
 func (r *run) readBlocking(ctx context.Context, deps []DependentState) {
+	defer noteLookupErrors(deps, r.undecided.lookupError)
 	reads := 0
 	for i := range deps {
 		d := &deps[i]

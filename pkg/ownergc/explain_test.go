@@ -36,6 +36,7 @@ type explainCase struct {
 	lookups      map[types.UID]*metav1.PartialObjectMetadata
 	absentCached bool
 	finalizers   map[types.UID][]string // the blocking dependents' finalizers, as read
+	lookupErrors map[types.UID]string   // the items whose owner lookups fail, and the error
 	unsynced     []string
 	records      []Record
 	dryRun       bool
@@ -74,6 +75,10 @@ func explainPure(t *testing.T, tc explainCase) *Explanation {
 				e.Dependents[i].Read, e.Dependents[i].Finalizers, e.Dependents[i].BeingDeleted = true, f, true
 			}
 		}
+		noteLookupErrors(e.Dependents, func(uid types.UID) (string, bool) {
+			msg, ok := tc.lookupErrors[uid]
+			return msg, ok
+		})
 	}
 	e.UnsyncedResources, e.Records = tc.unsynced, tc.records
 	if e.Records == nil {
@@ -175,6 +180,30 @@ func TestExplainVerdict(t *testing.T) {
 			res:   resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
 			wantCode: CodeWaitsForDependents,
 			want:     "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which the owner GC deletes first",
+		},
+		// A blocking dependent the workers never delete, or not until
+		// they can classify its owner references, is not "deleted first".
+		"foreground: waits for a cluster-scoped dependent naming the namespaced owner kind": {
+			graph: []event{fgOwner(), upsert(resNode, object("", "n", "n-1", ownedBy(resConfigMap, "p", "p-1", true)))},
+			res:   resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
+			wantCode: CodeWaitsForDependents,
+			want: "waits for dependent Node n (uid n-1) (blockOwnerDeletion) which the owner GC never deletes: it is cluster-scoped " +
+				"and names the namespaced kind ConfigMap as its owner p (Warning OwnerRefInvalidNamespace)",
+		},
+		"foreground: waits for a dependent with an owner of a kind unknown to discovery": {
+			graph: []event{fgOwner(), upsert(resConfigMap, child(withOwner("example.com/v1", "Widget", "w", "w-1")))},
+			res:   resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
+			wantCode: CodeWaitsForDependents,
+			want: "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which the owner GC does not delete until " +
+				"a discovery round knows the kind Widget (example.com/v1) of its owner w",
+		},
+		"foreground: waits for a dependent whose owner lookup fails": {
+			graph: []event{fgOwner(), upsert(resConfigMap, child(ownedBy(resConfigMap, "v", "v-1", false)))},
+			res:   resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
+			lookupErrors: map[types.UID]string{"c-1": `look up owner ConfigMap v (uid v-1): configmaps "v" is forbidden`},
+			wantCode:     CodeWaitsForDependents,
+			want: "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which the owner GC cannot decide about " +
+				`while it cannot look an owner up (it retries): look up owner ConfigMap v (uid v-1): configmaps "v" is forbidden`,
 		},
 		"foreground: no blocking dependent, another finalizer": {
 			graph: []event{fgOwner(), upsert(resConfigMap, object("ns", "c", "c-1", ownedBy(resConfigMap, "p", "p-1", false)))},

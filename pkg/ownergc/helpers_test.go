@@ -48,6 +48,14 @@ func ownedBy(res *resource, name, uid string, block bool) objOpt {
 	}
 }
 
+// withOwner adds a reference to an owner of any kind.
+func withOwner(apiVersion, kind, name, uid string) objOpt {
+	return func(o *metav1.PartialObjectMetadata) {
+		o.OwnerReferences = append(o.OwnerReferences, metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name,
+			UID: types.UID(uid)})
+	}
+}
+
 func withFinalizers(f ...string) objOpt {
 	return func(o *metav1.PartialObjectMetadata) { o.Finalizers = append(o.Finalizers, f...) }
 }

@@ -35,8 +35,15 @@ type undecidedSet struct {
 	// decides, and there is normally nothing to drop.
 	marked atomic.Bool
 	mu     sync.Mutex
-	items  map[types.UID]string // uid → reason
+	items  map[types.UID]undecidedState
 	logged map[undecidedItem]struct{}
+}
+
+// undecidedState is why an item is undecided: the reason, and the error
+// that says which owner reference and how.
+type undecidedState struct {
+	reason string
+	err    string
 }
 
 type undecidedItem struct {
@@ -44,16 +51,17 @@ type undecidedItem struct {
 	reason string
 }
 
-// mark records uid as undecided for reason. It reports whether uid was
-// not marked for reason before in this run (and so is to be logged).
-func (s *undecidedSet) mark(uid types.UID, reason string) (first bool) {
+// mark records uid as undecided for reason, as err says. It reports
+// whether uid was not marked for reason before in this run (and so is to
+// be logged).
+func (s *undecidedSet) mark(uid types.UID, reason string, err error) (first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.items == nil {
-		s.items, s.logged = map[types.UID]string{}, map[undecidedItem]struct{}{}
+		s.items, s.logged = map[types.UID]undecidedState{}, map[undecidedItem]struct{}{}
 		s.marked.Store(true)
 	}
-	s.items[uid] = reason
+	s.items[uid] = undecidedState{reason: reason, err: err.Error()}
 	key := undecidedItem{uid, reason}
 	if _, seen := s.logged[key]; seen {
 		return false
@@ -90,16 +98,28 @@ func (s *undecidedSet) counts() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]int, len(undecidedReasons))
-	for _, reason := range s.items {
-		out[reason]++
+	for _, st := range s.items {
+		out[st.reason]++
 	}
 	return out
+}
+
+// lookupError returns the error of uid's owner lookup, if uid is
+// undecided because one fails.
+func (s *undecidedSet) lookupError(uid types.UID) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.items[uid]
+	if !ok || st.reason != undecidedLookupError {
+		return "", false
+	}
+	return st.err, true
 }
 
 // noteUndecided marks v's object undecided for reason, logging it the first
 // time in this run.
 func (r *run) noteUndecided(id objectID, reason string, err error) {
-	if !r.undecided.mark(id.uid, reason) {
+	if !r.undecided.mark(id.uid, reason, err) {
 		return
 	}
 	switch reason {

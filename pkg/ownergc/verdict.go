@@ -98,7 +98,8 @@ func deletingVerdict(e *Explanation) (VerdictCode, string) {
 }
 
 // blockingVerdict names the dependent a foreground deletion waits for: one
-// held by another controller's finalizer if there is one, else the first.
+// held by another controller's finalizer if there is one, else one the
+// owner GC does not delete now, else the first.
 func blockingVerdict(e *Explanation) string {
 	var blocker *DependentState
 	for i := range e.Dependents {
@@ -106,7 +107,7 @@ func blockingVerdict(e *Explanation) string {
 		if !d.BlockOwnerDeletion {
 			break
 		}
-		if blocker == nil || len(foreignFinalizers(d.Finalizers)) > 0 && len(foreignFinalizers(blocker.Finalizers)) == 0 {
+		if blocker == nil || blockerRank(d) > blockerRank(blocker) {
 			blocker = d
 		}
 	}
@@ -124,6 +125,8 @@ func blockingVerdict(e *Explanation) string {
 		state = "which itself waits for its own blocking dependents (foreground)"
 	case blocker.BeingDeleted:
 		state = "which is being deleted"
+	case blocker.Undecided != nil:
+		state = undecidedBlockerWords(blocker.Undecided)
 	default:
 		state = "which the owner GC deletes first"
 	}
@@ -132,6 +135,34 @@ func blockingVerdict(e *Explanation) string {
 		text += fmt.Sprintf(", and for %d more blocking dependent(s)", more)
 	}
 	return text
+}
+
+// blockerRank orders the blocking dependents by what the verdict names
+// first: one held by another controller's finalizer (2), one the owner GC
+// does not delete now (1), any other (0).
+func blockerRank(d *DependentState) int {
+	switch {
+	case len(foreignFinalizers(d.Finalizers)) > 0:
+		return 2
+	case d.Undecided != nil && !d.Gone && !d.BeingDeleted:
+		return 1
+	}
+	return 0
+}
+
+// undecidedBlockerWords says why the owner GC does not delete a blocking
+// dependent now: owner reference u cannot be classified.
+func undecidedBlockerWords(u *OwnerState) string {
+	switch u.Reason {
+	case reasonNamespacedOwner:
+		return fmt.Sprintf("which the owner GC never deletes: it is cluster-scoped and names the namespaced kind %s as its owner %s "+
+			"(Warning OwnerRefInvalidNamespace)", u.Kind, u.Name)
+	case reasonUnknownKind:
+		return fmt.Sprintf("which the owner GC does not delete until a discovery round knows the kind %s (%s) of its owner %s",
+			u.Kind, u.APIVersion, u.Name)
+	default:
+		return "which the owner GC cannot decide about while it cannot look an owner up (it retries): " + u.Error
+	}
 }
 
 // goneVerdict explains an object that no longer exists, from the newest

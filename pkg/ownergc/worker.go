@@ -153,7 +153,7 @@ func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, 
 		if vd.lookup != nil {
 			res, err := r.lookupOwner(ctx, *vd.lookup, o.apiVersion)
 			if err != nil {
-				return nil, false, err
+				return nil, false, fmt.Errorf("look up owner %s %s (uid %s): %w", o.kind, o.name, o.uid, err)
 			}
 			vd.class, vd.reason = res.class, res.reason
 			unverified = unverified || res.class != classDangling
