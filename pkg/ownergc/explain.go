@@ -401,7 +401,9 @@ func (r *run) monitored(gr schema.GroupResource) bool {
 func explainOwner(v *itemView, o *ownerView, scope scopeFunc, lookup ownerLookup) (OwnerState, refClass, error) {
 	st := OwnerState{APIVersion: o.apiVersion, Kind: o.kind, Name: o.name, UID: o.uid, Controller: o.controller,
 		BlockOwnerDeletion: o.block, Graph: graphState(o), Checked: checkedGraph}
-	if namespaced, known := scope(o.apiVersion, o.kind); known && namespaced {
+	if ns, ok := o.observedNamespace(); ok {
+		st.Namespace = ns
+	} else if namespaced, known := scope(o.apiVersion, o.kind); known && namespaced {
 		st.Namespace = v.id.namespace
 	}
 	vd, err := judgeRef(v, o, scope)
@@ -605,7 +607,9 @@ func finalizerStates(finalizers []string, blocking, dependents int) []FinalizerS
 
 // explainRecords returns the newest records kept about id's UID and, with
 // byName, about every object of its name (for an object already gone, whose
-// UID explain may not know), with the owners' namespaces resolved.
+// UID explain may not know), with the owners' namespaces resolved: where the
+// decision saw the owner, if not in the object's namespace, else the
+// object's for a namespaced kind.
 func (r *run) explainRecords(id objectID, byName bool) []Record {
 	named := objectID{}
 	if byName {
@@ -621,8 +625,9 @@ func (r *run) explainRecords(id objectID, byName bool) []Record {
 			UID: k.id.uid, Action: k.rec.action.String(), PropagationPolicy: string(k.rec.policy), Finalizer: k.rec.finalizer,
 			Rule: k.rec.rule, DryRun: k.dryRun}
 		for _, o := range k.rec.owners {
-			ro := RecordOwner{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID, Class: o.Class, Reason: o.Reason}
-			if namespaced, known := r.scope(o.APIVersion, o.Kind); known && namespaced {
+			ro := RecordOwner{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: o.UID,
+				Class: o.Class, Reason: o.Reason}
+			if namespaced, known := r.scope(o.APIVersion, o.Kind); ro.Namespace == "" && known && namespaced {
 				ro.Namespace = k.id.namespace
 			}
 			rec.Owners = append(rec.Owners, ro)

@@ -631,3 +631,51 @@ func TestExplainWhatTheHoldWaitsFor(t *testing.T) {
 		t.Error("the worker still holds the finalizer after the bound")
 	}
 }
+
+// TestExplainOwnerInAnotherNamespace: an owner the graph observed in
+// another namespace than the dependent's is shown in its own namespace, in
+// the owners explain classifies live and in the decision records, alive or
+// deleted. Before, every owner of a namespaced kind was shown in the
+// dependent's namespace: "owner ConfigMap ns2/o is in another namespace".
+func TestExplainOwnerInAnotherNamespace(t *testing.T) {
+	d := func(ns string) *metav1.PartialObjectMetadata {
+		return object(ns, "d", "d-1", ownedBy(resConfigMap, "o", "o-1", false))
+	}
+	for name, tc := range map[string]struct {
+		graph []event
+		want  string
+	}{
+		"alive": {
+			graph: []event{upsert(resConfigMap, object("ns1", "o", "o-1")), upsert(resConfigMap, d("ns2"))},
+			want:  "will be deleted with propagation Background: every owner is gone (rule all-owners-absent): owner ConfigMap ns1/o (uid o-1) is in another namespace",
+		},
+		"deleted": {
+			graph: []event{upsert(resConfigMap, object("ns1", "o", "o-1")), upsert(resConfigMap, d("ns2")),
+				del(resConfigMap, object("ns1", "o", "o-1"))},
+			want: "will be deleted with propagation Background: every owner is gone (rule all-owners-absent): owner ConfigMap ns1/o (uid o-1) was deleted",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := explainPure(t, explainCase{graph: tc.graph, res: resConfigMap, live: d("ns2")})
+			if e.Verdict != tc.want || e.Owners[0].Namespace != "ns1" {
+				t.Errorf("verdict %q, owner in namespace %q; want %q, ns1", e.Verdict, e.Owners[0].Namespace, tc.want)
+			}
+		})
+	}
+
+	// The record of d's deletion, by a worker.
+	s := newRejectServer(t)
+	r, tg, _, _ := rejectRun(t, s)
+	r.recorder = record.NewFakeRecorder(10)
+	dep := object(rejectNamespace, "d", "d", ownedBy(resConfigMap, "o", "o-1", false))
+	tg.apply(upsert(resConfigMap, object("elsewhere", "o", "o-1")), upsert(resConfigMap, dep))
+	s.refuse("d", answerPolicyDenied("d"), dep)
+	s.accept("d")
+	if out := processItem(t, r, "d"); out != done || s.count(http.MethodDelete, "d") != 1 {
+		t.Fatalf("d: outcome %+v, %d DELETEs; want it deleted", out, s.count(http.MethodDelete, "d"))
+	}
+	recs := r.explainRecords(objectID{uid: "d", apiVersion: "v1", kind: "ConfigMap", namespace: rejectNamespace, name: "d"}, false)
+	if len(recs) != 1 || len(recs[0].Owners) != 1 || recs[0].Owners[0].Namespace != "elsewhere" {
+		t.Errorf("records of d = %+v; want one, with its owner in namespace elsewhere", recs)
+	}
+}

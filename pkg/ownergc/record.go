@@ -23,10 +23,13 @@ type decisionRecord struct {
 	owners    []ownerRecord
 }
 
-// ownerRecord is one owner reference as the decision saw it.
+// ownerRecord is one owner reference as the decision saw it. Namespace is
+// set only when the graph observed the owner in another namespace than
+// the object's (the reference is dangling then).
 type ownerRecord struct {
 	APIVersion         string    `json:"apiVersion"`
 	Kind               string    `json:"kind"`
+	Namespace          string    `json:"namespace,omitempty"`
 	Name               string    `json:"name"`
 	UID                types.UID `json:"uid"`
 	BlockOwnerDeletion bool      `json:"blockOwnerDeletion,omitempty"`
@@ -38,11 +41,17 @@ func (o ownerRecord) String() string {
 	return fmt.Sprintf("%s/%s %s (uid %s): %s, %s", o.APIVersion, o.Kind, o.Name, o.UID, o.Class, o.Reason)
 }
 
-func ownerRecords(refs []classifiedRef) []ownerRecord {
+// ownerRecords records the classified owner references of an object in
+// namespace ns.
+func ownerRecords(ns string, refs []classifiedRef) []ownerRecord {
 	out := make([]ownerRecord, 0, len(refs))
 	for _, r := range refs {
-		out = append(out, ownerRecord{APIVersion: r.apiVersion, Kind: r.kind, Name: r.name, UID: r.uid,
-			BlockOwnerDeletion: r.block, Class: r.class.String(), Reason: r.reason})
+		rec := ownerRecord{APIVersion: r.apiVersion, Kind: r.kind, Name: r.name, UID: r.uid,
+			BlockOwnerDeletion: r.block, Class: r.class.String(), Reason: r.reason}
+		if observed, ok := r.observedNamespace(); ok && observed != "" && observed != ns {
+			rec.Namespace = observed
+		}
+		out = append(out, rec)
 	}
 	return out
 }

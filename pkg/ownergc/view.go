@@ -84,6 +84,20 @@ func (o ownerView) group() string {
 	return gv.Group
 }
 
+// observedNamespace returns the namespace the graph observed o's owner in,
+// alive or deleted, at the reference's group and kind ("" for a
+// cluster-scoped one), and whether it did. The owner may be in another
+// namespace than the item (the reference is dangling then).
+func (o *ownerView) observedNamespace() (string, bool) {
+	if o.state != ownerObserved && o.state != ownerDeleted {
+		return "", false
+	}
+	if o.node.groupKind().Group != o.group() || o.node.kind != o.kind {
+		return "", false
+	}
+	return o.node.namespace, true
+}
+
 // dependentView is a dependent of an item.
 type dependentView struct {
 	id                 objectID

@@ -183,7 +183,7 @@ func (r *run) execute(ctx context.Context, v *itemView, p plan, mayReread bool) 
 	case actRemoveFinalizer:
 		return r.removeFinalizer(ctx, v.id, p.finalizer, p.index, p.rule)
 	case actRemoveRefs:
-		rec := decisionRecord{action: actRemoveRefs, rule: p.rule, owners: ownerRecords(p.owners)}
+		rec := decisionRecord{action: actRemoveRefs, rule: p.rule, owners: ownerRecords(v.id.namespace, p.owners)}
 		_, err = r.patch(ctx, v.id, rec, func() ([]byte, error) { return removeRefsPatch(v.id.uid, v.rv, indexedUIDs(p.refs)) })
 	case actDelete:
 		err = r.deleteItem(ctx, v, p)
@@ -207,7 +207,7 @@ func (r *run) execute(ctx context.Context, v *itemView, p plan, mayReread bool) 
 // non-blocking if the plan says so (the cycle rule).
 func (r *run) deleteItem(ctx context.Context, v *itemView, p plan) error {
 	rv := v.rv
-	owners := ownerRecords(p.owners)
+	owners := ownerRecords(v.id.namespace, p.owners)
 	if p.unblock {
 		rec := decisionRecord{action: actUnblockRefs, rule: p.rule, owners: owners}
 		obj, err := r.patch(ctx, v.id, rec, func() ([]byte, error) { return unblockRefsPatch(v.id.uid, v.rv, indexedUIDs(p.refs)) })
