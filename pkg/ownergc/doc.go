@@ -145,7 +145,11 @@
 // delay a deletion, never cause a wrong one: every delete carries the UID
 // and resourceVersion the decision saw as preconditions, and every patch is
 // an RFC 6902 JSON patch whose test operations check the UID (and, where the
-// decision depends on the rest of the object, the resourceVersion). A
+// decision depends on the rest of the object, the resourceVersion). An
+// object its API server gives without a resourceVersion (an aggregated API
+// server of its own storage may) offers no version to check: it is read
+// before it is deleted or its references patched, and decided on as read,
+// as kube-controller-manager does for every object. A
 // write refused because the object changed (a delete whose preconditions
 // failed: a 409 after which a GET finds the object gone or at another
 // resourceVersion; a JSON patch whose test failed, 422 with
@@ -317,7 +321,8 @@
 //
 // In a Background cascade each dependent is judged from the graph (its
 // owner's deletion was observed) and deleted with one DELETE; its item is
-// never re-read. kube-controller-manager reads the item and its owner before
+// never re-read (but for an object without a resourceVersion, see "# What
+// the graph trusts"). kube-controller-manager reads the item and its owner before
 // every delete. Owner finalizers are removed and references patched without
 // reading the object first either. The API client counts its requests by
 // verb (nodegc_owner_gc_api_requests_total).

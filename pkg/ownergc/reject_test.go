@@ -530,6 +530,48 @@ func testWebhookConflictIsAnError(t *testing.T, env *itEnv) {
 	})
 }
 
+// TestNoResourceVersionRereadFirst: an object its API server gives
+// without a resourceVersion (an aggregated API server of its own storage
+// may) is read before the owner GC deletes it or patches its references:
+// such a write can be conditioned on its UID only, not on the version the
+// decision saw, and the graph may lag. A new owner the graph has not seen
+// yet keeps it; unchanged, it is deleted (or its dangling reference
+// removed) after the read. Before, it was deleted on the graph's view with
+// the UID precondition alone, new owner or not.
+func TestNoResourceVersionRereadFirst(t *testing.T) {
+	s := newRejectServer(t)
+	r, tg, _, _ := rejectRun(t, s)
+	ns := rejectNamespace
+	owner := object(ns, "owner", "owner")
+	live := object(ns, "live", "live")
+	adopted := object(ns, "adopted", "adopted", withRV(""), ownedBy(resConfigMap, "owner", "owner", false))
+	orphan := object(ns, "orphan", "orphan", withRV(""), ownedBy(resConfigMap, "owner", "owner", false))
+	both := object(ns, "both", "both", withRV(""), ownedBy(resConfigMap, "live", "live", false), ownedBy(resConfigMap, "owner", "owner", false))
+	tg.apply(upsert(resConfigMap, owner), upsert(resConfigMap, live), upsert(resConfigMap, adopted), upsert(resConfigMap, orphan),
+		upsert(resConfigMap, both), del(resConfigMap, owner))
+	// adopted has a live owner now, which the graph has not seen.
+	s.refuse("adopted", answerPolicyDenied("adopted"), object(ns, "adopted", "adopted", withRV(""),
+		ownedBy(resConfigMap, "owner", "owner", false), ownedBy(resConfigMap, "live", "live", false)))
+	s.refuse("orphan", answerPolicyDenied("orphan"), orphan)
+	s.refuse("both", answerPolicyDenied("both"), both)
+	for _, name := range []string{"adopted", "orphan", "both"} {
+		s.accept(name)
+	}
+
+	if out := processItem(t, r, "adopted"); s.count(http.MethodGet, "adopted") != 1 || s.count(http.MethodDelete, "adopted") != 0 {
+		t.Errorf("adopted: outcome %+v, %d GETs, %d DELETEs; want it read, and kept for its new owner",
+			out, s.count(http.MethodGet, "adopted"), s.count(http.MethodDelete, "adopted"))
+	}
+	if out := processItem(t, r, "orphan"); out != done || s.count(http.MethodGet, "orphan") != 1 || s.count(http.MethodDelete, "orphan") != 1 {
+		t.Errorf("orphan: outcome %+v, %d GETs, %d DELETEs; want it read, then deleted",
+			out, s.count(http.MethodGet, "orphan"), s.count(http.MethodDelete, "orphan"))
+	}
+	if out := processItem(t, r, "both"); out != done || s.count(http.MethodGet, "both") != 1 || s.count(http.MethodPatch, "both") != 1 {
+		t.Errorf("both: outcome %+v, %d GETs, %d PATCHes; want it read, then its dangling reference removed",
+			out, s.count(http.MethodGet, "both"), s.count(http.MethodPatch, "both"))
+	}
+}
+
 // answerWebhookNotFound is an admission webhook's denial of a write of
 // ConfigMap name with a 404 of its own (the NotFound of the webhook's
 // lookup of a companion object of the same name): kube-apiserver passes a

@@ -125,7 +125,11 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 		return retry
 	}
 	r.undecided.decided(v.id.uid)
-	out := r.execute(ctx, v, decide(v, refs), mayReread)
+	p := decide(v, refs)
+	if unversioned(v, p) {
+		return r.reread(ctx, v)
+	}
+	out := r.execute(ctx, v, p, mayReread)
 	if out == done && unverified {
 		// An owner exists but no monitor has shown it (yet: its event may
 		// be on its way; or its resource is not monitored): look again
@@ -134,6 +138,18 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 	}
 	r.recheck.Forget(v.id.uid)
 	return out
+}
+
+// unversioned reports whether plan p would delete v, or patch its owner
+// references, on the graph's view of an object its API server gives
+// without a resourceVersion (an aggregated API server of its own storage
+// may). Such a write can be conditioned on the object's UID only, not on
+// the version the decision saw, so a graph that has not seen a new owner
+// yet would delete an object that has one: the object is read first, and
+// decided on as it is (kube-controller-manager reads every item before it
+// decides).
+func unversioned(v *itemView, p plan) bool {
+	return !v.live && v.rv == "" && (p.action == actDelete || p.action == actRemoveRefs)
 }
 
 // classify classifies every owner reference of v, looking owners up where
