@@ -3,6 +3,7 @@ package ownergc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"maps"
@@ -350,6 +351,78 @@ func TestOneMonitorPerResource(t *testing.T) {
 		monitored, forgotten := round()
 		if !slices.Equal(monitored, s.monitored) || !slices.Equal(forgotten, s.forgotten) {
 			t.Errorf("%s: monitors %q, objects forgotten of %q; want monitors %q, forgotten %q", s.name, monitored, forgotten, s.monitored, s.forgotten)
+		}
+	}
+}
+
+// TestMonitorFollowsKindAndScope: a resource that discovery serves at the
+// same group, version and plural with another kind, or another scope (a
+// CRD deleted and created again within a discovery period), gets a new
+// monitor, and the graph forgets what the old one delivered. Before, the
+// old monitor stayed: new objects entered the graph with the old kind
+// (their writes then failed for good as errUnknownKind), and a resource
+// that turned namespaced was skipped by the finalizer holds of namespaced
+// owners (an orphaning could then finish without seeing dependents there).
+func TestMonitorFollowsKindAndScope(t *testing.T) {
+	all := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
+	widgets := func(kind string, namespaced bool) []*metav1.APIResourceList {
+		return []*metav1.APIResourceList{{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
+			{Name: "widgets", Kind: kind, Namespaced: namespaced, Verbs: all}}}}
+	}
+	groups := []*metav1.APIGroup{{Name: "example.com",
+		Versions:         []metav1.GroupVersionForDiscovery{{GroupVersion: "example.com/v1", Version: "v1"}},
+		PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: "example.com/v1", Version: "v1"}}}
+	static := &staticDiscovery{}
+	static.set(groups, widgets("Widget", true))
+
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, requestTimeout: time.Minute, discovery: static}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	c.watches = emptyResourceServer(t)
+	r := &run{c: c, logger: testLogger(t), events: newEventQueue()}
+	r.monitors = newMonitorSet(t.Context(), r)
+	t.Cleanup(r.monitors.stopAll) // before the server closes: its watches wait for the monitors
+
+	// round runs a discovery round and returns the kind and scope of the
+	// widgets monitor, and the kinds whose objects the graph was told to
+	// forget.
+	round := func() (monitored string, forgotten []string) {
+		t.Helper()
+		_ = r.syncResources(t.Context())
+		r.monitors.mu.Lock()
+		if m, ok := r.monitors.byGR[schema.GroupResource{Group: "example.com", Resource: "widgets"}]; ok {
+			monitored = fmt.Sprintf("%s namespaced=%t", m.res.gvk.Kind, m.res.namespaced)
+		}
+		r.monitors.mu.Unlock()
+		if n := r.events.len(); n > 0 {
+			evs, _ := r.events.pop(nil, n)
+			for _, ev := range evs {
+				if ev.typ == evResourceGone {
+					forgotten = append(forgotten, fmt.Sprintf("%s namespaced=%t", ev.res.gvk.Kind, ev.res.namespaced))
+				}
+			}
+		}
+		return monitored, forgotten
+	}
+	steps := []struct {
+		name       string
+		kind       string
+		namespaced bool
+		monitored  string
+		forgotten  []string
+	}{
+		{name: "widgets served", kind: "Widget", namespaced: true, monitored: "Widget namespaced=true"},
+		{name: "the same again", kind: "Widget", namespaced: true, monitored: "Widget namespaced=true"},
+		{name: "another kind", kind: "Gizmo", namespaced: true, monitored: "Gizmo namespaced=true",
+			forgotten: []string{"Widget namespaced=true"}},
+		{name: "cluster-scoped now", kind: "Gizmo", namespaced: false, monitored: "Gizmo namespaced=false",
+			forgotten: []string{"Gizmo namespaced=true"}},
+	}
+	for _, s := range steps {
+		static.set(groups, widgets(s.kind, s.namespaced))
+		monitored, forgotten := round()
+		if monitored != s.monitored || !slices.Equal(forgotten, s.forgotten) {
+			t.Errorf("%s: monitor %q, objects forgotten of %q; want monitor %q, forgotten %q", s.name, monitored, forgotten, s.monitored, s.forgotten)
 		}
 	}
 }

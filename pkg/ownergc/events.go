@@ -21,6 +21,15 @@ func newResource(gvr schema.GroupVersionResource, kind string, namespaced bool) 
 	return &resource{gvr: gvr, gvk: gvk, apiVersion: gvk.GroupVersion().String(), namespaced: namespaced}
 }
 
+// sameAs reports whether res and o are the same resource: the same group,
+// version and plural, of the same kind and scope. A CRD deleted and
+// created again may keep the first and change the others; its monitor
+// must then start again, or the graph would give new objects the old kind
+// and the finalizer holds would look at the resource with the old scope.
+func (res *resource) sameAs(o *resource) bool {
+	return res.gvr == o.gvr && res.gvk == o.gvk && res.namespaced == o.namespaced
+}
+
 type eventType uint8
 
 const (

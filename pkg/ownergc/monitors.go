@@ -235,7 +235,8 @@ func newMonitorSet(ctx context.Context, r *run) *monitorSet {
 
 // sync makes the monitors watch resources (one version of each group and
 // resource): it starts monitors for new resources and stops those of
-// resources that are gone or now picked at another version, except where
+// resources that are gone, now picked at another version, or now of
+// another kind or scope (see resource.sameAs), except where
 // keep says that the monitor's version only failed discovery. A kept
 // monitor stays in place of the version discovery picked meanwhile (the
 // preferred version failed, another one did not): the monitor of the
@@ -247,7 +248,7 @@ func (ms *monitorSet) sync(resources map[schema.GroupResource]*resource, keep fu
 		return 0, 0
 	}
 	for gr, m := range ms.byGR {
-		if res, ok := resources[gr]; (ok && res.gvr == m.res.gvr) || keep(m.res.gvr) {
+		if res, ok := resources[gr]; (ok && res.sameAs(m.res)) || keep(m.res.gvr) {
 			continue
 		}
 		// Its events so far, then evResourceGone, reach the graph before
