@@ -216,6 +216,9 @@ func printExplanation(out io.Writer, e *ownergc.Explanation) {
 			flags = append(flags, "blockOwnerDeletion")
 		}
 		owner := describe(o.Kind, o.Namespace, o.Name, string(o.UID))
+		if o.ObservedName != "" {
+			owner += " (observed as " + o.ObservedName + ")"
+		}
 		if len(flags) > 0 {
 			owner += " [" + strings.Join(flags, ", ") + "]"
 		}
@@ -248,7 +251,15 @@ func printExplanation(out io.Writer, e *ownergc.Explanation) {
 		case d.BlockOwnerDeletion && !d.Read:
 			fin = "(not read)"
 		}
-		rows = append(rows, []string{blocks, st, fin, describe(d.Kind, d.Namespace, d.Name, string(d.UID))})
+		dependent := describe(d.Kind, d.Namespace, d.Name, string(d.UID))
+		if u := d.Undecided; u != nil {
+			dependent += fmt.Sprintf(" (undecided: owner %s %s, %s", u.Kind, or(u.Name, "?"), u.Reason)
+			if u.Error != "" {
+				dependent += ": " + u.Error
+			}
+			dependent += ")"
+		}
+		rows = append(rows, []string{blocks, st, fin, dependent})
 	}
 	heading := "DEPENDENTS (0)"
 	switch {

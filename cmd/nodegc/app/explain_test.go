@@ -180,3 +180,24 @@ func TestExplainCommandArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainTextNamesWhatJSONSays: the text shows an owner observed under
+// another name than its reference states, and the owner reference a
+// blocking dependent is undecided about (which is why the owner GC does
+// not delete it), as the JSON does.
+func TestExplainTextNamesWhatJSONSays(t *testing.T) {
+	e := heldOwner()
+	e.Owners[0].ObservedName = "top-1"
+	e.Dependents[0].Undecided = &ownergc.OwnerState{APIVersion: "example.com/v1", Kind: "Widget", Name: "w", Class: "unknown",
+		Reason: "owner-kind-unknown"}
+	var out strings.Builder
+	printExplanation(&out, e)
+	for _, want := range []string{
+		"Deployment web/top (uid t-1) (observed as top-1) [controller]",
+		"ConfigMap web/held (uid h-1) (undecided: owner Widget w, owner-kind-unknown)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, out.String())
+		}
+	}
+}
