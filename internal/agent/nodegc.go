@@ -300,7 +300,7 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt *runt
 		opts.Supervise = n.imageWatch.iteration
 	}
 	if layers != nil {
-		opts.Layers, opts.Arrivals, opts.Sandboxes, opts.Writes = layers, layers, layers, layers
+		opts.Layers, opts.Arrivals, opts.Sandboxes, opts.ContainerRecords, opts.Writes = layers, layers, layers, layers, layers
 	}
 	if pods != nil {
 		opts.Pods, opts.PodsMemory = podImages{pods}, n.podsMemory

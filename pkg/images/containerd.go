@@ -1,6 +1,7 @@
 package images
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +53,25 @@ type ContainerdLayers struct {
 	blobsElsewhere string
 
 	mu    sync.Mutex
-	cache map[string][]Layer
+	cache map[string]imageStorage
+	// roots maps the ID of each container record last listed to the
+	// snapshot its root filesystem was made on (ContainerRecords): a
+	// record's snapshot keeps its parent for its whole life.
+	roots map[string]recordRoot
+}
+
+// imageStorage is what ContainerdLayers keeps of one image: the storage
+// it holds, and the chain ID of its top layer (the snapshot a container's
+// root filesystem is made on; "" for an image of no layers).
+type imageStorage struct {
+	layers []Layer
+	top    string
+}
+
+// recordRoot is the snapshot (key, of snapshotter) of a container
+// record's root filesystem and the snapshot it was made on.
+type recordRoot struct {
+	snapshotter, key, parent string
 }
 
 // NewContainerdLayers connects to containerd at socketPath (the CRI socket)
@@ -69,7 +88,7 @@ func NewContainerdLayers(ctx context.Context, socketPath, imageFs string, timeou
 		return nil, err
 	}
 	return &ContainerdLayers{client: c, snapshotter: SnapshotterFromMountpoint(imageFs), timeout: timeout,
-		blobsElsewhere: contentElsewhere(imageFs), cache: map[string][]Layer{}}, nil
+		blobsElsewhere: contentElsewhere(imageFs), cache: map[string]imageStorage{}, roots: map[string]recordRoot{}}, nil
 }
 
 // contentStoreDir is the content store's directory in containerd's root.
@@ -209,6 +228,20 @@ func (c *ContainerdLayers) WatchWrites(ctx context.Context, opened, wrote func()
 // Layers returns the storage img holds. img.ID is the CRI image ID (the
 // config digest), which the CRI plugin also records as an image name.
 func (c *ContainerdLayers) Layers(ctx context.Context, img *Image) ([]Layer, error) {
+	st, err := c.storage(ctx, img)
+	return st.layers, err
+}
+
+// TopLayer returns the chain ID of img's top layer for this platform: the
+// snapshot a container's root filesystem is made on ("" for an image of no
+// layers). It is read with the image's layers, and cached with them.
+func (c *ContainerdLayers) TopLayer(ctx context.Context, img *Image) (string, error) {
+	st, err := c.storage(ctx, img)
+	return st.top, err
+}
+
+// storage returns what img holds, from the cache or read.
+func (c *ContainerdLayers) storage(ctx context.Context, img *Image) (imageStorage, error) {
 	c.mu.Lock()
 	cached, ok := c.cache[img.ID]
 	c.mu.Unlock()
@@ -219,16 +252,16 @@ func (c *ContainerdLayers) Layers(ctx context.Context, img *Image) ([]Layer, err
 	defer cancel()
 	target, err := c.target(ctx, img)
 	if err != nil {
-		return nil, err
+		return imageStorage{}, err
 	}
-	layers, err := c.read(ctx, target)
+	st, err := c.read(ctx, target)
 	if err != nil {
-		return nil, fmt.Errorf("layers of image %s: %w", img.ID, err)
+		return imageStorage{}, fmt.Errorf("layers of image %s: %w", img.ID, err)
 	}
 	c.mu.Lock()
-	c.cache[img.ID] = layers
+	c.cache[img.ID] = st
 	c.mu.Unlock()
-	return layers, nil
+	return st, nil
 }
 
 // Forget drops the cached layers of an image (after its removal).
@@ -242,7 +275,7 @@ func (c *ContainerdLayers) Forget(imageID string) {
 // images the kubelet or an operator removed leave no entry behind.
 func (c *ContainerdLayers) Retain(imageIDs map[string]bool) {
 	c.mu.Lock()
-	maps.DeleteFunc(c.cache, func(id string, _ []Layer) bool { return !imageIDs[id] })
+	maps.DeleteFunc(c.cache, func(id string, _ imageStorage) bool { return !imageIDs[id] })
 	c.mu.Unlock()
 }
 
@@ -256,7 +289,7 @@ func (c *ContainerdLayers) Retain(imageIDs map[string]bool) {
 func (c *ContainerdLayers) SandboxImages(ctx context.Context) ([]string, error) {
 	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	recs, err := c.client.ContainerService().List(ctx, `labels."io.cri-containerd.kind"==sandbox`)
+	recs, err := c.client.ContainerService().List(ctx, `labels."`+criKindLabel+`"==`+criKindSandbox)
 	if err != nil {
 		return nil, fmt.Errorf("listing containerd's sandbox containers: %w", err)
 	}
@@ -268,6 +301,69 @@ func (c *ContainerdLayers) SandboxImages(ctx context.Context) ([]string, error) 
 	}
 	return names, nil
 }
+
+// ContainerRecords lists containerd's container records of the k8s.io
+// namespace, but those of the CRI plugin's pod sandboxes (SandboxImages):
+// the CRI plugin's containers, also one it failed to load at its start,
+// which CRI does not list, and those made through containerd's own API in
+// that namespace (`ctr -n k8s.io run`, nerdctl --namespace k8s.io,
+// buildkit's containerd worker), which CRI never lists. It gives the image
+// each names, and the snapshot each one's root filesystem was made on (the
+// parent of its snapshot: the chain ID of its image's top layer, as
+// TopLayer gives it), which still tells the image when the name a record
+// gives moved to another image since. One listing, and a look at the
+// snapshot of each record not seen before.
+func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecords, error) {
+	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	recs, err := c.client.ContainerService().List(ctx)
+	if err != nil {
+		return ContainerRecords{}, fmt.Errorf("listing containerd's containers: %w", err)
+	}
+	c.mu.Lock()
+	known := maps.Clone(c.roots)
+	c.mu.Unlock()
+	out := ContainerRecords{Layers: map[string]bool{}}
+	roots := make(map[string]recordRoot, len(recs))
+	for _, r := range recs {
+		if r.Labels[criKindLabel] == criKindSandbox {
+			continue
+		}
+		if r.Image != "" && !slices.Contains(out.Images, r.Image) {
+			out.Images = append(out.Images, r.Image)
+		}
+		if r.SnapshotKey == "" {
+			continue
+		}
+		sn := cmp.Or(r.Snapshotter, c.snapshotter)
+		root, ok := known[r.ID]
+		if !ok || root.snapshotter != sn || root.key != r.SnapshotKey {
+			info, err := c.client.SnapshotService(sn).Stat(ctx, r.SnapshotKey)
+			switch {
+			case errdefs.IsNotFound(err):
+				continue // removed with its container, or never made
+			case err != nil:
+				return ContainerRecords{}, fmt.Errorf("the snapshot of containerd's container %s: %w", r.ID, err)
+			}
+			root = recordRoot{snapshotter: sn, key: r.SnapshotKey, parent: info.Parent}
+		}
+		roots[r.ID] = root
+		if root.parent != "" {
+			out.Layers[root.parent] = true
+		}
+	}
+	c.mu.Lock()
+	c.roots = roots
+	c.mu.Unlock()
+	return out, nil
+}
+
+// The label the CRI plugin gives its container records, and its value for
+// a pod sandbox's.
+const (
+	criKindLabel   = "io.cri-containerd.kind"
+	criKindSandbox = "sandbox"
+)
 
 // Arrivals returns, for each of the images given (by CRI image ID), when it
 // arrived on the node as far as containerd knows: the creation time of its
@@ -433,7 +529,7 @@ func (c *ContainerdLayers) target(ctx context.Context, img *Image) (ocispec.Desc
 	return ocispec.Descriptor{}, fmt.Errorf("image %s: %w in containerd namespace %s", img.ID, errdefs.ErrNotFound, containerdapi.Namespace)
 }
 
-func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) ([]Layer, error) {
+func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) (imageStorage, error) {
 	cs := c.client.ContentStore()
 	var (
 		layers []Layer
@@ -459,25 +555,32 @@ func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) 
 	})
 	children := images.LimitManifests(images.FilterPlatforms(images.ChildrenHandler(cs), platforms.Default()), platforms.Default(), 1)
 	if err := images.Walk(ctx, images.Handlers(handler, children), target); err != nil {
-		return nil, err
+		return imageStorage{}, err
 	}
 	if config == nil {
-		return nil, errors.New("no image config found for this platform")
+		return imageStorage{}, errors.New("no image config found for this platform")
 	}
 	diffIDs, err := images.RootFS(ctx, cs, *config)
 	if err != nil {
-		return nil, fmt.Errorf("reading rootfs of config %s: %w", config.Digest, err)
+		return imageStorage{}, fmt.Errorf("reading rootfs of config %s: %w", config.Digest, err)
 	}
 	sn := c.client.SnapshotService(c.snapshotter)
-	for _, chainID := range identity.ChainIDs(diffIDs) {
+	// ChainIDs writes each layer's chain ID in place: the last is the top
+	// layer's.
+	chainIDs := identity.ChainIDs(diffIDs)
+	for _, chainID := range chainIDs {
 		usage, err := sn.Usage(ctx, chainID.String())
 		if errdefs.IsNotFound(err) {
 			continue // not unpacked with this snapshotter
 		}
 		if err != nil {
-			return nil, fmt.Errorf("snapshot %s: %w", chainID, err)
+			return imageStorage{}, fmt.Errorf("snapshot %s: %w", chainID, err)
 		}
 		layers = append(layers, Layer{Key: unique.Make("snapshot:" + c.snapshotter + "/" + chainID.String()), Size: uint64(usage.Size)})
 	}
-	return layers, nil
+	st := imageStorage{layers: layers}
+	if len(chainIDs) > 0 {
+		st.top = chainIDs[len(chainIDs)-1].String()
+	}
+	return st, nil
 }

@@ -71,6 +71,11 @@ func TestContainerdCallsHaveDeadlines(t *testing.T) {
 			_, err := l.Arrivals(ctx, []*runtimeapi.Image{{Id: img.ID, RepoTags: img.RepoTags}})
 			return err
 		},
+		"ContainerRecords": func(ctx context.Context) error {
+			_, err := l.ContainerRecords(ctx)
+			return err
+		},
+		"TopLayer": func(ctx context.Context) error { _, err := l.TopLayer(ctx, img); return err },
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
@@ -94,9 +99,9 @@ func TestContainerdCallsHaveDeadlines(t *testing.T) {
 // the last listing named; those the kubelet or an operator removed were
 // kept for the life of the process.
 func TestLayerCacheRetainsListedImages(t *testing.T) {
-	l := &ContainerdLayers{cache: map[string][]Layer{"sha256:a": {}, "sha256:b": {}, "sha256:c": {}}}
+	l := &ContainerdLayers{cache: map[string]imageStorage{"sha256:a": {}, "sha256:b": {}, "sha256:c": {}}}
 	l.Retain(map[string]bool{"sha256:b": true, "sha256:d": true})
-	if len(l.cache) != 1 || l.cache["sha256:b"] == nil {
+	if _, ok := l.cache["sha256:b"]; len(l.cache) != 1 || !ok {
 		t.Errorf("cache after Retain(b, d) holds %v, want b only", slices.Collect(maps.Keys(l.cache)))
 	}
 }

@@ -17,7 +17,8 @@
 //     in use, where containers are polled): it waits for the next write, or
 //     the save at shutdown.
 //     accounting.go counts layers shared between images once; containerd.go
-//     reads layers and arrival times from containerd, and what else holds
+//     reads layers, arrival times and the records of containers from
+//     containerd, and what else holds
 //     image storage there (ContainerdLayers.Held: other namespaces' images,
 //     leases, active snapshots), which removals cannot free. Content blobs
 //     count only where the content store shares the image filesystem (a
@@ -63,7 +64,13 @@
 //     images in use, and right before each removal the executor lists the
 //     runtime's containers again (events live or not: the runtime may drop
 //     events, and a CREATED event may still be on its way), so a container
-//     that exists when that check begins is never missed. The same check
+//     that exists when that check begins is never missed. On containerd,
+//     its own records of containers in the CRI plugin's namespace are read
+//     too (Options.ContainerRecords), at the plan and at that check: CRI
+//     does not list those made through containerd's API (ctr, nerdctl,
+//     buildkit) nor one the CRI plugin failed to load; a record keeps the
+//     image it names, and the one whose top layer its root filesystem was
+//     made on (a tag it names may have moved). The same check
 //     reads the sandboxes and the pod view again (a pod bound since the
 //     plan keeps its images as scheduled), and asks the runtime for the
 //     image (ImageLookup): one another removed since the plan is reported

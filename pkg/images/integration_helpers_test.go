@@ -143,7 +143,8 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 	}
 	opts := images.Options{
 		Config: cfg, StateDirectory: stateDir, NodeName: b.nodeName, Runtime: rt, Layers: b.layers, Arrivals: b.layers, Writes: b.layers,
-		Disk: b.disk, Clock: clk, SandboxImages: []string{sandbox}, Sandboxes: sandboxes, SettleTimeout: b.settleTimeout, OnRun: b.onRun,
+		Disk: b.disk, Clock: clk, SandboxImages: []string{sandbox}, Sandboxes: sandboxes, ContainerRecords: b.layers,
+		SettleTimeout: b.settleTimeout, OnRun: b.onRun,
 	}
 	if b.registry != nil {
 		opts.Registerer = b.registry

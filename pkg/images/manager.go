@@ -88,6 +88,31 @@ type SandboxSource interface {
 
 var _ SandboxSource = (*ContainerdLayers)(nil)
 
+// ContainerRecordSource tells which images the runtime's own records of
+// containers were made from, those of the containers CRI lists and those
+// of the ones it does not (ContainerdLayers.ContainerRecords);
+// *ContainerdLayers is one.
+type ContainerRecordSource interface {
+	ContainerRecords(ctx context.Context) (ContainerRecords, error)
+	// TopLayer names the layer of img a container's root filesystem is
+	// made on, as ContainerRecords.Layers names them ("" for none).
+	TopLayer(ctx context.Context, img *Image) (string, error)
+}
+
+var _ ContainerRecordSource = (*ContainerdLayers)(nil)
+
+// ContainerRecords is what the runtime's records of containers say of the
+// images they were made from.
+type ContainerRecords struct {
+	// Images name the images as the records give them (a reference in
+	// any form, or an ID).
+	Images []string
+	// Layers are the image layers the records' root filesystems were made
+	// on (ContainerRecordSource.TopLayer): an image's top layer is one
+	// when a record was made from it, whatever name the record gives.
+	Layers map[string]bool
+}
+
 // DiskReader reads the statistics of the filesystem holding a path; a
 // *diskstats.Reader (pkg/diskstats) is one.
 type DiskReader interface {
@@ -147,6 +172,14 @@ type Options struct {
 	// holds: they are kept as the sandbox image, and checked again before
 	// each removal. A plan fails when it cannot be asked.
 	Sandboxes SandboxSource
+	// ContainerRecords, if set, lists the runtime's own records of
+	// containers, of which CRI lists only some (containerd: not those made
+	// through its own API in the CRI plugin's namespace, nor one the CRI
+	// plugin failed to load): an image one of them names, or whose top
+	// layer one's root filesystem was made on, is in use (KeepInUse), at
+	// the plan and at the check before each removal. A plan or a check
+	// fails when they cannot be listed.
+	ContainerRecords ContainerRecordSource
 	// SettleTimeout bounds the wait for the runtime's asynchronous cleanup
 	// before freed space is measured. Default 20s.
 	SettleTimeout time.Duration
@@ -712,6 +745,9 @@ func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
 	if err := m.markVolumes(ctx, in); err != nil {
 		return nil, nil, err
 	}
+	if err := m.markRecorded(ctx, in); err != nil {
+		return nil, nil, err
+	}
 	if err := m.markSandbox(ctx, in); err != nil {
 		return nil, nil, err
 	}
@@ -725,6 +761,68 @@ func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
 		}
 	}
 	return plan, in, err
+}
+
+// markRecorded marks in use the images the runtime's own records of
+// containers were made from (Options.ContainerRecords).
+func (m *Manager) markRecorded(ctx context.Context, in []Image) error {
+	recs, err := m.containerRecords(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range in {
+		if in[i].InUse {
+			continue
+		}
+		if in[i].InUse, err = recs.use(ctx, &in[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordedImages is a listing of the runtime's records of containers
+// (Options.ContainerRecords), to tell the images they were made from; nil
+// (no source) tells none.
+type recordedImages struct {
+	src    ContainerRecordSource
+	names  map[string]string // refForms of the images the records name
+	layers map[string]bool
+}
+
+// containerRecords lists the runtime's records of containers.
+func (m *Manager) containerRecords(ctx context.Context) (*recordedImages, error) {
+	src := m.opts.ContainerRecords
+	if src == nil {
+		return nil, nil
+	}
+	recs, err := src.ContainerRecords(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell which images the runtime's containers were made from: %w", err)
+	}
+	return &recordedImages{src: src, names: refForms(recs.Images), layers: recs.Layers}, nil
+}
+
+// use says whether a record names img, in any form, or has its root
+// filesystem made on img's top layer (a record names the image as it was
+// given, and a tag may have moved to another image since). Only the top
+// layer counts: an image whose layers are only under a root filesystem
+// (the base another image was built on) is not in use.
+func (r *recordedImages) use(ctx context.Context, img *Image) (bool, error) {
+	if r == nil {
+		return false, nil
+	}
+	if _, ok := namedBy(img, r.names); ok {
+		return true, nil
+	}
+	if len(r.layers) == 0 {
+		return false, nil
+	}
+	top, err := r.src.TopLayer(ctx, img)
+	if err != nil {
+		return false, fmt.Errorf("cannot tell whether a container of the runtime was made from image %s: %w", img.ID, err)
+	}
+	return top != "" && r.layers[top], nil
 }
 
 // markSandbox marks the sandbox images: the runtime's, written in its
@@ -836,8 +934,9 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // drop events, and a CREATED event may still be on its way), so no
 // container that exists when the check begins is missed, and the tracker
 // adds what events reported since, up to the check's last step; the
-// runtime's sandboxes are listed again (Options.Sandboxes); and the pod
-// view is read again, so a pod bound since the plan keeps the images it
+// runtime's sandboxes are listed again (Options.Sandboxes), and so are its
+// own records of containers (Options.ContainerRecords), which hold
+// containers CRI does not list; and the pod view is read again, so a pod bound since the plan keeps the images it
 // names. When the runtime cannot be asked, the check fails and the run
 // stops: nothing is removed on doubt. A container created after the
 // check's last step, before RemoveImage, is not seen: CRI has no removal
@@ -893,6 +992,15 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		}
 		if m.policy.cfg.KeepNewestPerRepository > 0 && newRepository(planned, img) {
 			return KeepNewestTags, nil
+		}
+		// The runtime's own records of containers, late in the check: a
+		// record is made and removed without an event CRI gives.
+		if recs, err := m.containerRecords(ctx); err != nil {
+			return "", err
+		} else if used, err := recs.use(ctx, img); err != nil {
+			return "", err
+		} else if used {
+			return KeepInUse, nil
 		}
 		// Last, what the runtime's events told while the calls above
 		// went on (a loaded runtime answers slowly, and the disk fills

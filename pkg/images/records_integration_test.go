@@ -1,0 +1,113 @@
+package images_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+// TestContainerRecordsKeepTheirImages, on each real containerd: containers
+// made with containerd's own API in the k8s.io namespace (`ctr -n k8s.io
+// run`, nerdctl --namespace k8s.io, buildkit's containerd worker), which CRI
+// does not list, as it does not list a CRI container containerd failed to
+// load. containerd's RemoveImage removes an image whatever uses it, so the
+// image of each must stay: one whose record names it (in use at the plan),
+// one whose record names a tag that moved to another image since but whose
+// root filesystem was made on the image's top layer (in use at the plan),
+// and one whose record is made after the plan, before the check of its
+// removal (in use at the check). The image the second one's image was built
+// on, whose layers are below that root filesystem, is not in use and goes.
+func TestContainerRecordsKeepTheirImages(t *testing.T) {
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			b := newBed(t, v, 256*mib)
+			ctx := t.Context()
+			// Pulled in the order a plan removes them in (none used).
+			base := b.pushPull("records/base", 2)
+			time.Sleep(10 * time.Millisecond)
+			late := b.pushPull("records/late", 2)
+			time.Sleep(10 * time.Millisecond)
+			named := b.pushPull("records/named", 2)
+			time.Sleep(10 * time.Millisecond)
+			onTop := b.pushPull("records/ontop", 1, registry.LayerSpec{Seed: "records/base", Size: 2 * mib})
+
+			c, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace("k8s.io"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			record := func(ctx context.Context, id string, img *registry.Image, snapshot bool, name string) error {
+				ci, err := c.GetImage(ctx, img.Ref)
+				if err != nil {
+					return err
+				}
+				// A record without a snapshot of containerd's has its root
+				// filesystem elsewhere.
+				opts := []containerd.NewContainerOpts{containerd.WithImage(ci), containerd.WithNewSpec(oci.WithRootFSPath("/var/lib/elsewhere/" + id))}
+				if snapshot {
+					opts = []containerd.NewContainerOpts{containerd.WithImage(ci), containerd.WithNewSnapshot(id+"-rootfs", ci), containerd.WithNewSpec(oci.WithImageConfig(ci))}
+				}
+				if name != "" {
+					opts = append(opts, func(_ context.Context, _ *containerd.Client, r *containers.Container) error {
+						r.Image = name
+						return nil
+					})
+				}
+				_, err = c.NewContainer(ctx, id, opts...)
+				return err
+			}
+			if err := record(ctx, "by-name", named, false, ""); err != nil {
+				t.Fatal(err)
+			}
+			if err := record(ctx, "tag-moved", onTop, true, b.node.Registry.Ref("records/moved", "v1")); err != nil {
+				t.Fatal(err)
+			}
+			rt := &afterFirstRemoval{recordingRuntime: b.runtime, then: func(ctx context.Context, removed string) error {
+				if removed != base.ID() {
+					t.Errorf("first removal %s, want the base image %s", removed, base.ID())
+				}
+				return record(ctx, "made-during-the-run", late, true, "")
+			}}
+			m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
+			r, err := m.GarbageCollect(ctx, images.TriggerManual)
+			if r == nil || r.Outcome == nil {
+				t.Fatalf("no run: %v", err)
+			}
+			if err := rt.thenErr(); err != nil {
+				t.Fatal(err)
+			}
+			removed, skipped := outcome(r)
+			t.Logf("containerd %s: removed %v, skipped at the check %v; run error: %v", v, removed, skipped, err)
+			kept := map[string]string{}
+			for _, d := range r.Plan.Keep {
+				kept[d.Image.ID] = d.Reason
+			}
+			for what, img := range map[string]*registry.Image{"named by a record": named, "under a record's root filesystem, its tag moved": onTop} {
+				if kept[img.ID()] != images.KeepInUse {
+					t.Errorf("image %s: the plan keeps it as %q, want %q", what, kept[img.ID()], images.KeepInUse)
+				}
+			}
+			if want := []string{late.ID() + " " + images.KeepInUse}; !slices.Equal(skipped, want) {
+				t.Errorf("skipped at the check %v, want %v (a record made after the plan)", skipped, want)
+			}
+			if !slices.Contains(removed, base.ID()) {
+				t.Errorf("removed %v, want the base image %s among them (only a layer under a record's root filesystem)", removed, base.ID())
+			}
+			for _, img := range []*registry.Image{named, onTop, late} {
+				if _, err := c.GetImage(ctx, img.Ref); err != nil {
+					t.Errorf("image %s, which a container record uses, is gone: %v", img.Ref, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,110 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// fakeRecords is a source of the runtime's records of containers whose
+// answers the test sets; tops maps an image ID to its top layer.
+type fakeRecords struct {
+	mu     sync.Mutex
+	recs   ContainerRecords
+	err    error
+	tops   map[string]string
+	topErr error
+}
+
+func (f *fakeRecords) ContainerRecords(context.Context) (ContainerRecords, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recs, f.err
+}
+
+func (f *fakeRecords) TopLayer(_ context.Context, img *Image) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tops[img.ID], f.topErr
+}
+
+func (f *fakeRecords) set(recs ContainerRecords, err, topErr error) {
+	f.mu.Lock()
+	f.recs, f.err, f.topErr = recs, err, topErr
+	f.mu.Unlock()
+}
+
+// TestContainerRecordsInUse: the runtime's records of containers (of
+// containers CRI does not list) keep an image one names, in any form, and
+// one whose top layer a record's root filesystem was made on; not the
+// image whose top layer is only under another's (its base). When they
+// cannot be listed, or an image's top layer cannot be read, the plan fails,
+// and so does the check before a removal: nothing is removed on doubt.
+func TestContainerRecordsInUse(t *testing.T) {
+	images := func() []*runtimeapi.Image {
+		return []*runtimeapi.Image{
+			{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+			{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+			{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+			{Id: "sha256:dd", RepoTags: []string{"registry.example/d:1"}, Size: 30 * mib},
+		}
+	}
+	tops := map[string]string{"sha256:aa": "chain-a", "sha256:bb": "chain-b", "sha256:cc": "chain-c", "sha256:dd": "chain-c-d"}
+	t.Run("kept", func(t *testing.T) {
+		rt := &removalsRuntime{images: images()}
+		recs := &fakeRecords{tops: tops, recs: ContainerRecords{
+			Images: []string{"registry.example/a:1", "registry.example/moved:2"},
+			Layers: map[string]bool{"chain-c-d": true},
+		}}
+		m := everythingNeeded(t, Options{Runtime: statusRuntime{rt}, ContainerRecords: recs})
+		r, err := m.GarbageCollect(t.Context(), TriggerManual)
+		if r == nil || r.Plan == nil {
+			t.Fatalf("no plan: %v", err)
+		}
+		kept := map[string]string{}
+		for _, d := range r.Plan.Keep {
+			kept[d.Image.ID] = d.Reason
+		}
+		if diff := cmp.Diff(map[string]string{"sha256:aa": KeepInUse, "sha256:dd": KeepInUse}, kept); diff != "" {
+			t.Errorf("kept by the plan (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"sha256:bb", "sha256:cc"}, rt.removed); diff != "" {
+			t.Errorf("removed (-want +got):\n%s", diff)
+		}
+	})
+	injected := errors.New("containerd: connection refused")
+	for name, tc := range map[string]struct{ list, top error }{
+		"listing fails": {list: injected},
+		"top layer":     {top: injected},
+	} {
+		t.Run(name+" at the plan", func(t *testing.T) {
+			rt := &removalsRuntime{images: images()}
+			recs := &fakeRecords{tops: tops}
+			recs.set(ContainerRecords{Layers: map[string]bool{"chain-x": true}}, tc.list, tc.top)
+			m := everythingNeeded(t, Options{Runtime: statusRuntime{rt}, ContainerRecords: recs})
+			if _, err := m.GarbageCollect(t.Context(), TriggerManual); !errors.Is(err, injected) {
+				t.Errorf("run error %v, want %v", err, injected)
+			}
+			if len(rt.removed) > 0 {
+				t.Errorf("removed %v, want none", rt.removed)
+			}
+		})
+		t.Run(name+" at the check", func(t *testing.T) {
+			rt := &removalsRuntime{images: images()}
+			recs := &fakeRecords{tops: tops}
+			recs.set(ContainerRecords{Layers: map[string]bool{"chain-x": true}}, nil, nil)
+			rt.onRemove = func(string) { recs.set(ContainerRecords{Layers: map[string]bool{"chain-x": true}}, tc.list, tc.top) }
+			m := everythingNeeded(t, Options{Runtime: statusRuntime{rt}, ContainerRecords: recs})
+			if _, err := m.GarbageCollect(t.Context(), TriggerManual); !errors.Is(err, injected) {
+				t.Errorf("run error %v, want %v", err, injected)
+			}
+			if diff := cmp.Diff([]string{"sha256:aa"}, rt.removed); diff != "" {
+				t.Errorf("removed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
