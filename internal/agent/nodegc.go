@@ -154,7 +154,11 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 	}
 	work := startAll(ctx, loops)
 	defer work.stop(0)
-	return n.runtimeChanged(ctx, c, rt)
+	confirm := func(uint64) {}
+	if imageGC != nil {
+		confirm = imageGC.ConfirmProfile
+	}
+	return n.runtimeChanged(ctx, c, rt, confirm)
 }
 
 // runtimeChanged waits until ctx ends (false) or the runtime answers with
@@ -162,11 +166,14 @@ func (n *nodeGC) collect(ctx context.Context, c *cri.Client, pods *containers.AP
 // name or version, or a restart with another sandbox image or image
 // filesystem in its config; and, while a fact of was could not be read, once
 // it can (it is asked again every unreadRetry). Version is asked until it
-// answers: a runtime may accept connections before it serves CRI.
-func (n *nodeGC) runtimeChanged(ctx context.Context, c *cri.Client, was runtimeProfile) bool {
+// answers: a runtime may accept connections before it serves CRI. A
+// profile read again that is unchanged is confirmed, with the generation
+// of the connection it was read on: the image GC removes nothing after a
+// loss of the connection until then (images.Options.ProfileGeneration).
+func (n *nodeGC) runtimeChanged(ctx context.Context, c *cri.Client, was runtimeProfile, confirm func(generation uint64)) bool {
 	return profileChanged(ctx, was, n.link.reconnected, unreadRetry,
 		func(ctx context.Context) error { _, _, err := c.RefreshVersion(ctx); return err },
-		func(ctx context.Context) runtimeProfile { return n.readRuntimeProfile(ctx, c, true) })
+		func(ctx context.Context) runtimeProfile { return n.readRuntimeProfile(ctx, c, true) }, confirm)
 }
 
 // readRuntimeProfile reads the profile of the runtime c answers for. The
@@ -188,9 +195,10 @@ func (n *nodeGC) readRuntimeProfile(ctx context.Context, c *cri.Client, withAPI 
 const unreadRetry = 30 * time.Second
 
 // profileChanged is runtimeChanged on its parts: refresh asks the runtime
-// for its Version, read for its profile.
+// for its Version, read for its profile, and confirm is told the
+// generation of each profile read again that is unchanged.
 func profileChanged(ctx context.Context, was runtimeProfile, reconnected <-chan struct{}, retryEvery time.Duration,
-	refresh func(context.Context) error, read func(context.Context) runtimeProfile) bool {
+	refresh func(context.Context) error, read func(context.Context) runtimeProfile, confirm func(generation uint64)) bool {
 	for {
 		var retry <-chan time.Time
 		if len(was.unread) > 0 {
@@ -215,6 +223,7 @@ func profileChanged(ctx context.Context, was runtimeProfile, reconnected <-chan 
 		}
 		changes := was.changes(now)
 		if len(changes) == 0 {
+			confirm(now.generation)
 			continue
 		}
 		msg := "The container runtime's configuration changed while the connection was down; building the image and container GC again for it"
@@ -294,7 +303,14 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt *runt
 	}
 	opts := images.Options{
 		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, NodeName: n.opts.NodeName, BootID: n.opts.BootID, Runtime: c, Disk: diskstats.NewReader(),
-		Registerer: reg, SandboxImages: sandboxes, OnRun: n.events.imageGCReport, PlanOnly: planOnly, WatchGoesOn: planOnly && n.agentRuns,
+		Registerer: reg, SandboxImages: sandboxes, ProfileGeneration: rt.generation, OnRun: n.events.imageGCReport, PlanOnly: planOnly,
+		WatchGoesOn: planOnly && n.agentRuns,
+	}
+	if rt.sandboxImageUnread() && !planOnly {
+		// Without it, an image the runtime makes its pods' sandboxes
+		// from is not protected; the profile is read again every
+		// unreadRetry, and the GC built again once it is.
+		opts.ProfileUnread = factSandboxImage
 	}
 	if n.imageWatch != nil {
 		opts.Supervise = n.imageWatch.iteration

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,10 @@ type runtimeProfile struct {
 	// why, for the log.
 	unread []string
 	why    string
+	// generation is the generation of the client's connection
+	// (cri.Client.Generation) the profile was read on: what it says may
+	// not hold after a loss of the connection since.
+	generation uint64
 }
 
 // Facts of a runtime's profile that may go unread (runtimeProfile.unread).
@@ -50,8 +55,11 @@ const (
 // its own API answers there, within RuntimeCheckTimeout at most (it answers
 // at once, or not: a socket where nothing listens waits out the deadline).
 func readRuntimeProfile(ctx context.Context, c *cri.Client, apiSocket string, timeout time.Duration) runtimeProfile {
+	// The generation before anything is read: a loss of the connection
+	// during the reads makes the profile one of the connection before.
+	gen := c.Generation()
 	v := c.RuntimeVersion()
-	p := runtimeProfile{name: v.GetRuntimeName(), version: v.GetRuntimeVersion()}
+	p := runtimeProfile{name: v.GetRuntimeName(), version: v.GetRuntimeVersion(), generation: gen}
 	var why []string
 	failed := func(fact string, err error) {
 		p.unread = append(p.unread, fact)
@@ -83,6 +91,20 @@ func (p runtimeProfile) logUnread(logger klog.Logger) {
 	if len(p.unread) > 0 {
 		logger.Info("Cannot read all of the container runtime's configuration; without its sandbox image the image GC relies on the pinned flag and the sandboxes, without its image filesystem on CRI sizes, without containerd's own API on the sandbox image remembered in the state file, CRI sizes and the disk check interval; read again every 30s until it answers", "unread", p.why)
 	}
+}
+
+// sandboxImageUnread says whether the profile lacks the runtime's sandbox
+// image where the runtime reports one: containerd 1.x (config.sandboxImage
+// in its verbose status; 2.x reports none, CRI-O none that nodegc reads).
+// The image GC removes nothing then: it would run without the image its
+// pods' sandboxes are made from (a new one pulled ahead of a restart, say).
+func (p runtimeProfile) sandboxImageUnread() bool {
+	if p.name != "containerd" || !slices.Contains(p.unread, factSandboxImage) {
+		return false
+	}
+	major, _, _ := strings.Cut(strings.TrimPrefix(p.version, "v"), ".")
+	n, err := strconv.Atoi(major)
+	return err != nil || n < 2 // a version not understood: in doubt
 }
 
 // apiUnread records that containerd's own API did not answer a GC's dial

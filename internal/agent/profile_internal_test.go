@@ -83,7 +83,7 @@ func TestProfileReadAgainWhileUnread(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if !profileChanged(ctx, unread, make(chan struct{}), time.Millisecond, noRefresh, read) {
+	if !profileChanged(ctx, unread, make(chan struct{}), time.Millisecond, noRefresh, read, noConfirm) {
 		t.Fatalf("built without the sandbox image: no rebuild once it could be read (%d reads)", reads)
 	}
 	if reads != 3 {
@@ -93,7 +93,7 @@ func TestProfileReadAgainWhileUnread(t *testing.T) {
 	reads = 0
 	ctx, cancel = context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	if profileChanged(ctx, full, make(chan struct{}), time.Millisecond, noRefresh, read) || reads != 0 {
+	if profileChanged(ctx, full, make(chan struct{}), time.Millisecond, noRefresh, read, noConfirm) || reads != 0 {
 		t.Errorf("a profile read whole, no reconnection: rebuilt or read (%d reads)", reads)
 	}
 
@@ -104,8 +104,78 @@ func TestProfileReadAgainWhileUnread(t *testing.T) {
 	other.sandboxImage = "registry.k8s.io/pause:3.11"
 	ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if !profileChanged(ctx, full, reconnected, time.Hour, noRefresh, func(context.Context) runtimeProfile { return other }) {
+	if !profileChanged(ctx, full, reconnected, time.Hour, noRefresh, func(context.Context) runtimeProfile { return other }, noConfirm) {
 		t.Error("another sandbox image after a reconnection: no rebuild")
+	}
+}
+
+// noConfirm is profileChanged's confirm where the test does not look.
+func noConfirm(uint64) {}
+
+// TestProfileConfirmedOnItsConnection: at a return of the connection, a
+// profile read again that did not change is confirmed with the generation
+// of the connection it was read on, so that the image GC, which removes
+// nothing after a loss until then, goes on; one that changed is not (the
+// GC is built again).
+func TestProfileConfirmedOnItsConnection(t *testing.T) {
+	was := runtimeProfile{name: "containerd", version: "1.7.27", sandboxImage: "registry.k8s.io/pause:3.10", generation: 0}
+	noRefresh := func(context.Context) error { return nil }
+	reconnected := make(chan struct{}, 1)
+	reconnected <- struct{}{}
+	confirmed := make(chan uint64, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case g := <-confirmed:
+			if g != 3 {
+				t.Errorf("confirmed generation %d, want 3 (the one the profile was read on)", g)
+			}
+		case <-ctx.Done():
+			t.Error("an unchanged profile after a reconnection was not confirmed")
+		}
+		cancel()
+	}()
+	same := func(context.Context) runtimeProfile { p := was; p.generation = 3; return p }
+	if profileChanged(ctx, was, reconnected, time.Hour, noRefresh, same, func(g uint64) { confirmed <- g }) {
+		t.Error("an unchanged profile after a reconnection: rebuilt")
+	}
+
+	reconnected <- struct{}{}
+	other := func(context.Context) runtimeProfile {
+		p := was
+		p.sandboxImage, p.generation = "registry.k8s.io/pause:3.11", 4
+		return p
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if !profileChanged(ctx, was, reconnected, time.Hour, noRefresh, other, func(g uint64) { t.Errorf("a changed profile confirmed (generation %d)", g) }) {
+		t.Error("another sandbox image after a reconnection: no rebuild")
+	}
+}
+
+// TestSandboxImageUnreadWhereReported: the image GC holds its removals
+// when the runtime's sandbox image could not be read on a runtime that
+// reports one (containerd 1.x, or a containerd version not understood),
+// not on one that reports none, nor when it was read.
+func TestSandboxImageUnreadWhereReported(t *testing.T) {
+	for _, tc := range []struct {
+		name, version string
+		unread        []string
+		want          bool
+	}{
+		{"containerd", "v1.7.27", []string{factSandboxImage}, true},
+		{"containerd", "1.6.20~ds1", []string{factSandboxImage, factImageFs}, true},
+		{"containerd", "devel", []string{factSandboxImage}, true},
+		{"containerd", "v2.1.4", []string{factSandboxImage}, false},
+		{"containerd", "v1.7.27", []string{factContainerdAPI}, false},
+		{"containerd", "v1.7.27", nil, false},
+		{"cri-o", "1.31.0", []string{factSandboxImage}, false},
+	} {
+		p := runtimeProfile{name: tc.name, version: tc.version, unread: tc.unread}
+		if got := p.sandboxImageUnread(); got != tc.want {
+			t.Errorf("%s %s, unread %q: sandboxImageUnread = %v, want %v", tc.name, tc.version, tc.unread, got, tc.want)
+		}
 	}
 }
 
@@ -130,7 +200,7 @@ func TestContainerdAPIUnreadAtBuild(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	reads := 0
-	if profileChanged(ctx, built, make(chan struct{}), time.Millisecond, noRefresh, func(context.Context) runtimeProfile { reads++; return stillDown }) {
+	if profileChanged(ctx, built, make(chan struct{}), time.Millisecond, noRefresh, func(context.Context) runtimeProfile { reads++; return stillDown }, noConfirm) {
 		t.Error("the API still does not answer: the GC was built again")
 	}
 	if reads < 2 {
@@ -138,7 +208,7 @@ func TestContainerdAPIUnreadAtBuild(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if !profileChanged(ctx, built, make(chan struct{}), time.Millisecond, noRefresh, func(context.Context) runtimeProfile { return full }) {
+	if !profileChanged(ctx, built, make(chan struct{}), time.Millisecond, noRefresh, func(context.Context) runtimeProfile { return full }, noConfirm) {
 		t.Error("the API answers now: no rebuild")
 	}
 

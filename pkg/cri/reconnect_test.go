@@ -86,8 +86,8 @@ func (l *connectionLog) get() []bool {
 // on the same socket path (a new socket file). The same Client answers
 // again without being recreated, nodegc_cri_connected follows the
 // connection, nodegc_cri_reconnects_total counts one reconnect per
-// restart, and OnConnectionChange reports the loss and the return, not
-// the first connection.
+// restart, OnConnectionChange reports the loss and the return, not the
+// first connection, and Generation counts the losses.
 func TestReconnectAfterRuntimeRestart(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
@@ -101,10 +101,16 @@ func TestReconnectAfterRuntimeRestart(t *testing.T) {
 	connected := func() float64 { return testutil.ToFloat64(m.connected) }
 	reconnects := func() float64 { return testutil.ToFloat64(m.reconnects) }
 	testbed.WaitFor(t, 10*time.Second, "connected after Dial", func() bool { return connected() == 1 })
+	if g := c.Generation(); g != 0 {
+		t.Errorf("Generation after Dial = %d, want 0", g)
+	}
 
 	for restart := 1; restart <= 2; restart++ {
 		rt.stop()
 		testbed.WaitFor(t, 10*time.Second, "the loss of the connection seen", func() bool { return connected() == 0 })
+		if g := c.Generation(); g != uint64(restart) {
+			t.Errorf("restart %d: Generation once the loss is seen = %d, want %d", restart, g, restart)
+		}
 		if _, err := c.Version(t.Context()); !IsUnavailable(err) {
 			t.Errorf("restart %d: Version while the runtime is down = %v, want Unavailable", restart, err)
 		}
@@ -116,6 +122,9 @@ func TestReconnectAfterRuntimeRestart(t *testing.T) {
 		}
 		if got := reconnects(); got != float64(restart) {
 			t.Errorf("after restart %d: nodegc_cri_reconnects_total = %v, want %d", restart, got, restart)
+		}
+		if g := c.Generation(); g != uint64(restart) {
+			t.Errorf("after restart %d: Generation = %d, want %d (one per loss)", restart, g, restart)
 		}
 	}
 	if got, want := changes.get(), []bool{false, true, false, true}; !slices.Equal(got, want) {

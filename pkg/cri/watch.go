@@ -17,6 +17,9 @@ type connState struct {
 	everReady []bool
 	connected bool // every connection READY, as last reported
 	reported  bool // the client was connected once: later changes are reported
+	// generation counts the losses of a connection that was READY
+	// (Client.Generation).
+	generation uint64
 }
 
 // watch starts one goroutine per connection that follows its connectivity
@@ -58,6 +61,9 @@ func (c *Client) observe(i int, ready bool, m *Metrics, onChange func(bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	reconnected := ready && !s.ready[i] && s.everReady[i]
+	if !ready && s.ready[i] {
+		s.generation++
+	}
 	s.ready[i] = ready
 	s.everReady[i] = s.everReady[i] || ready
 	all := true
@@ -81,4 +87,16 @@ func (c *Client) observe(i int, ready bool, m *Metrics, onChange func(bool)) {
 	if report && onChange != nil {
 		onChange(all)
 	}
+}
+
+// Generation numbers the client's connection to the runtime: 0 from Dial,
+// one more at each loss of the runtime's or the image service's
+// connection, counted as soon as the client sees the transport close
+// (long before a restarted runtime answers on a new one). What was read of
+// the runtime on one generation may not hold on the next: the runtime may
+// have restarted with another configuration, or been replaced.
+func (c *Client) Generation() uint64 {
+	c.conn.mu.Lock()
+	defer c.conn.mu.Unlock()
+	return c.conn.generation
 }

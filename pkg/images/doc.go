@@ -103,7 +103,11 @@
 //     last ran (Usage.Sandbox, kept in the state file). containerd 2.x
 //     does not report its sandbox image, and pins it only when it was
 //     pulled under exactly the name configured, so the sandboxes are what
-//     tells.
+//     tells. The configured one is what the runtime said when the manager
+//     was built: after a loss of the connection (a restart may have changed
+//     it), no image is removed until ConfirmProfile says it still holds on
+//     the new connection (Options.ProfileGeneration), nor at all while it
+//     could not be read (Options.ProfileUnread).
 //   - Never a pinned image, an excluded image, or one
 //     first detected less than minimumGCAge ago. First-detected times are
 //     bounded by when the runtime says the image arrived (containerd's

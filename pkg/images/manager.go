@@ -113,6 +113,22 @@ type ContainerRecords struct {
 	Layers map[string]bool
 }
 
+// Connection numbers the runtime's connections: Generation is one more
+// after each loss of the connection. A *cri.Client is one; a Runtime that
+// is one has the manager hold removals after a loss (see
+// Options.ProfileGeneration).
+type Connection interface {
+	Generation() uint64
+}
+
+var _ Connection = (*cri.Client)(nil)
+
+// ErrRemovalsHeld is in the error of a run that removed nothing because
+// what the manager was built for may not hold: the connection to the
+// runtime was lost since it was read (Options.ProfileGeneration), or part
+// of it could not be read (Options.ProfileUnread).
+var ErrRemovalsHeld = errors.New("image removals held")
+
 // DiskReader reads the statistics of the filesystem holding a path; a
 // *diskstats.Reader (pkg/diskstats) is one.
 type DiskReader interface {
@@ -168,6 +184,18 @@ type Options struct {
 	// SandboxImages name the runtime's sandbox image as its config writes
 	// it (a reference in any form, or an ID).
 	SandboxImages []string
+	// ProfileGeneration is the generation of the runtime's connection
+	// (Connection) on which SandboxImages and the rest of what the
+	// manager is built for were read. Where the Runtime is a Connection,
+	// no image is removed while its generation differs from the one
+	// confirmed last (this, then ConfirmProfile's): a runtime restarted
+	// with another sandbox image in its config is read again first.
+	ProfileGeneration uint64
+	// ProfileUnread, if set, names what the manager relies on that the
+	// runtime could not be asked for (its sandbox image, on a runtime that
+	// reports one): the manager plans, but removes no image (the check
+	// before each removal fails with ErrRemovalsHeld).
+	ProfileUnread string
 	// Sandboxes, if set, names the images of the pod sandboxes the runtime
 	// holds: they are kept as the sandbox image, and checked again before
 	// each removal. A plan fails when it cannot be asked.
@@ -242,6 +270,9 @@ type Manager struct {
 	scheduled  *PodsMemory
 	volumes    volumeMounts
 	eventsLive atomic.Bool
+	// confirmed is the generation of the runtime's connection on which
+	// what the manager is built for was last confirmed (ConfirmProfile).
+	confirmed  atomic.Uint64
 	mountpoint atomic.Pointer[string]
 	layersWarn sync.Once
 	diskReads  diskReadStreak // the disk checks' failures, for their logs
@@ -312,6 +343,11 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, policy: policy, tracker: tracker, metrics: metrics, clock: opts.Clock,
 		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy), scheduled: memory}
+	m.confirmed.Store(opts.ProfileGeneration)
+	if opts.ProfileUnread != "" {
+		metrics.removalsHeld.WithLabelValues(heldProfileUnread).Set(1)
+		klog.Background().Info("Image GC removes no image until it can read what it relies on of the runtime", "unread", opts.ProfileUnread)
+	}
 	if realClock {
 		tracker.steps.Monotonic = clockstep.Since(time.Now())
 	}
@@ -322,6 +358,43 @@ func NewManager(opts Options) (*Manager, error) {
 			"step", step.Round(time.Millisecond))
 	}
 	return m, nil
+}
+
+// ConfirmProfile says what the manager was built for (SandboxImages above
+// all) still holds on generation of the runtime's connection: read again
+// on it, nothing changed. Removals held since a loss of the connection
+// before it go on. A generation older than one confirmed before changes
+// nothing.
+func (m *Manager) ConfirmProfile(generation uint64) {
+	for {
+		was := m.confirmed.Load()
+		if generation <= was || m.confirmed.CompareAndSwap(was, generation) {
+			break
+		}
+	}
+	if c, ok := m.opts.Runtime.(Connection); ok && c.Generation() == m.confirmed.Load() {
+		m.metrics.removalsHeld.WithLabelValues(heldReconnected).Set(0)
+	}
+}
+
+// removalsHeld returns an error (ErrRemovalsHeld) when what the manager was
+// built for may not hold, so that it removes nothing: the connection to
+// the runtime was lost since it was confirmed (the runtime may have
+// restarted with another config), or part of it could not be read.
+func (m *Manager) removalsHeld() error {
+	if m.opts.ProfileUnread != "" {
+		return fmt.Errorf("%w: the runtime's %s could not be read; it is asked again every 30s", ErrRemovalsHeld, m.opts.ProfileUnread)
+	}
+	c, ok := m.opts.Runtime.(Connection)
+	if !ok {
+		return nil
+	}
+	if g, confirmed := c.Generation(), m.confirmed.Load(); g != confirmed {
+		m.metrics.removalsHeld.WithLabelValues(heldReconnected).Set(1)
+		return fmt.Errorf("%w: the connection to the runtime was lost since its configuration was read (it may have restarted with another sandbox image); waiting for it to be read again", ErrRemovalsHeld)
+	}
+	m.metrics.removalsHeld.WithLabelValues(heldReconnected).Set(0)
+	return nil
 }
 
 // Tracker returns the manager's usage tracker.
@@ -525,7 +598,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 		// soon once it answers; another failure, which the runtime may
 		// give at every run, is spaced up to the period.
 		limit := m.opts.Config.Period.Duration
-		if cri.HasCode(runErr, codes.Unavailable) || cri.HasCode(runErr, codes.DeadlineExceeded) {
+		if cri.HasCode(runErr, codes.Unavailable) || cri.HasCode(runErr, codes.DeadlineExceeded) || errors.Is(runErr, ErrRemovalsHeld) {
 			limit = min(limit, failedRunRetryMax)
 		}
 		b.failDelay = min(max(2*b.failDelay, interval), limit)
@@ -959,6 +1032,11 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
 			return "", err
 		}
+		// After the first calls, so that a runtime that is down fails the
+		// check with its own error.
+		if err := m.removalsHeld(); err != nil {
+			return "", err
+		}
 		if m.tracker.inUse(img) {
 			return KeepInUse, nil
 		}
@@ -1012,6 +1090,12 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 			return "", err
 		} else if mounted || m.tracker.inUse(img) {
 			return KeepInUse, nil
+		}
+		// And whether the runtime's connection was lost meanwhile: what
+		// the check asked may have been answered by a runtime restarted
+		// with another config.
+		if err := m.removalsHeld(); err != nil {
+			return "", err
 		}
 		return "", nil
 	}

@@ -40,6 +40,14 @@ var (
 	saveResults   = []string{resultSuccess, resultError}
 	phases        = []string{phaseFirstRemoval, phaseBelowLow}
 	thresholds    = []string{thresholdHigh, thresholdLow, thresholdEviction}
+	heldReasons   = []string{heldReconnected, heldProfileUnread}
+)
+
+// Reasons the image GC holds its removals (metric label; see
+// Manager.removalsHeld).
+const (
+	heldReconnected   = "runtime_reconnected" // the connection was lost since the runtime's config was read
+	heldProfileUnread = "profile_unread"      // the runtime's sandbox image could not be read
 )
 
 // Causes of a reading of the image filesystem (metric label).
@@ -87,6 +95,7 @@ type metrics struct {
 	diskCheckErrors prometheus.Counter
 	clockSteps      prometheus.Counter
 	writesFollowed  prometheus.Gauge
+	removalsHeld    *prometheus.GaugeVec
 }
 
 // newMetrics creates the image GC metrics and registers them into reg.
@@ -141,6 +150,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Steps of the wall clock (its time moved more than 2s from the monotonic clock's between two readings, or from the time since boot between the state file's write and a start on the same boot) applied to the image usage records, so that images keep their ages."),
 		writesFollowed: metricvec.SingleGauge("nodegc_image_gc_runtime_writes_followed",
 			"1 while the image GC follows the runtime's writes to its storage (containerd's event stream), each of which has the disk read at once; 0 while only diskCheckInterval does (another runtime, no containerd API, or the stream is being reopened)."),
+		removalsHeld: metricvec.Gauge("nodegc_image_gc_removals_held",
+			"1 while the image GC removes no image because what it was built for may not hold: the connection to the runtime was lost since the runtime's config was read (runtime_reconnected; set at a run, cleared once the agent read it again, or rebuilt the GC for a changed one), or the runtime's sandbox image could not be read (profile_unread; until the agent reads it: every 30s),",
+			"reason", heldReasons),
 		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",
 			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change (a last-used time that moved less than a minute waits for the next),",
 			"result", saveResults),
@@ -148,7 +160,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
 		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds,
-		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed)
+		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld)
 	for _, p := range phases {
 		m.reaction.WithLabelValues(p)
 	}

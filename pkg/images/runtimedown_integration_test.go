@@ -51,7 +51,11 @@ func (r *killingRuntime) countCall() {
 // runtime (for the image, then its containers), so the run stops there with
 // the runtime's error: one call, no other removal tried, and not "not enough removable images"
 // (which would raise a FreeDiskSpaceFailed event blaming the images).
-// Once containerd is back, the next run removes the rest.
+// Once containerd is back, a run removes nothing until what the manager
+// was built for is confirmed on the new connection (containerd may have
+// come back with another sandbox image in its config: the agent reads it
+// again, then confirms or builds the GC again); the next run removes the
+// rest.
 func TestRuntimeDownMidRun(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
@@ -94,6 +98,15 @@ func TestRuntimeDownMidRun(t *testing.T) {
 				_, err := b.cri.ListContainers(ctx, nil)
 				return err == nil
 			})
+			if g := b.cri.Generation(); g == 0 {
+				t.Errorf("the client's connection generation is %d after containerd's restart, want more than 0", g)
+			}
+			r, err = m.GarbageCollect(ctx, images.TriggerManual)
+			if !errors.Is(err, images.ErrRemovalsHeld) || len(r.Outcome.Removed) > 0 {
+				t.Errorf("a run on the new connection before the profile was confirmed: removed %d, error %v; want none, and %v",
+					len(r.Outcome.Removed), err, images.ErrRemovalsHeld)
+			}
+			m.ConfirmProfile(b.cri.Generation())
 			r, err = m.GarbageCollect(ctx, images.TriggerManual)
 			var fe2 *images.FreeDiskSpaceError
 			if err != nil && !errors.As(err, &fe2) {
