@@ -114,7 +114,11 @@
 //     image record): an image removed and pulled again while nodegc was down
 //     is young again, whatever the state file says; a state record without
 //     a first-detected time, or with times after the clock's (saved while
-//     the clock ran ahead), counts from the load.
+//     the clock ran ahead), counts from the load. Where the runtime does
+//     not say when an image arrived (another runtime, containerd's API not
+//     answering, or its read failed), the minimum age counts from the start
+//     of the current watch at the earliest (youngSince), as the kubelet
+//     counts from its own start.
 //   - Bytes reported freed are those of removals that happened: each
 //     removal's estimate assumes the ones planned before it, so when one is
 //     skipped (in use at the last check) or fails, the run plans again

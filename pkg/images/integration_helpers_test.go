@@ -46,6 +46,11 @@ type bed struct {
 	registry *prometheus.Registry
 	// sandboxes, if set, is the managers' sandbox source (else layers).
 	sandboxes images.SandboxSource
+	// arrivals, if set, is the managers' arrival source (else layers);
+	// noArrivals gives them none (CRI-O, or containerd's API did not
+	// answer at their build).
+	arrivals   images.ArrivalSource
+	noArrivals bool
 }
 
 // metric is the sum of the samples of name in b.registry that match every
@@ -148,6 +153,12 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 	}
 	if b.registry != nil {
 		opts.Registerer = b.registry
+	}
+	switch {
+	case b.noArrivals:
+		opts.Arrivals = nil
+	case b.arrivals != nil:
+		opts.Arrivals = b.arrivals
 	}
 	m, err := images.NewManager(opts)
 	if err != nil {

@@ -275,7 +275,10 @@ type Manager struct {
 	confirmed  atomic.Uint64
 	mountpoint atomic.Pointer[string]
 	layersWarn sync.Once
-	diskReads  diskReadStreak // the disk checks' failures, for their logs
+	diskReads  readStreak // the disk checks' failures, for their logs
+	// The failures of the reads of containerd's own API that the plan
+	// goes on without, for their logs.
+	arrivalReads, heldReads readStreak
 }
 
 // NewManager validates opts.Config (defaulted: config.SetDefaults) with
@@ -624,26 +627,26 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	*b = thresholdBackoff{toLow: b.toLow && removed > 0 && (err != nil || after.UsagePercent() > low)}
 }
 
-// diskReadStreak follows the failures of the disk checks' readings, for
-// their logs: the first of a streak and one a minute after, and the
-// recovery.
-type diskReadStreak struct {
+// readStreak follows the failures of one kind of reading (the disk
+// checks', the arrivals'), for their logs: the first of a streak and one a
+// minute after, and the recovery.
+type readStreak struct {
 	mu            sync.Mutex
 	since, logged time.Time // zero since: not failing
 }
 
-// diskReadLogEvery spaces the logs of a reading that keeps failing.
-const diskReadLogEvery = time.Minute
+// readLogEvery spaces the logs of a reading that keeps failing.
+const readLogEvery = time.Minute
 
 // failed records a failed reading at now, and returns when the streak
 // began and whether to log this one.
-func (d *diskReadStreak) failed(now time.Time) (since time.Time, log bool) {
+func (d *readStreak) failed(now time.Time) (since time.Time, log bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.since.IsZero() {
 		d.since = now
 	}
-	if log = d.logged.IsZero() || now.Sub(d.logged) >= diskReadLogEvery; log {
+	if log = d.logged.IsZero() || now.Sub(d.logged) >= readLogEvery; log {
 		d.logged = now
 	}
 	return d.since, log
@@ -651,7 +654,7 @@ func (d *diskReadStreak) failed(now time.Time) (since time.Time, log bool) {
 
 // succeeded records a reading that worked, and returns when the streak it
 // ends began, if one did.
-func (d *diskReadStreak) succeeded() (since time.Time, ended bool) {
+func (d *readStreak) succeeded() (since time.Time, ended bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	since, ended = d.since, !d.since.IsZero()
@@ -806,8 +809,15 @@ func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
 	var arrivals map[string]time.Time
 	if m.opts.Arrivals != nil {
 		if arrivals, err = m.opts.Arrivals.Arrivals(ctx, images); err != nil {
-			klog.FromContext(ctx).V(2).Info("Cannot read when images arrived from the runtime; first-detected times are nodegc's own", "err", err)
+			m.metrics.containerdReadErrors.WithLabelValues(readArrivals).Inc()
+			if since, log := m.arrivalReads.failed(now); log {
+				klog.FromContext(ctx).Info("Cannot read when images arrived from the runtime; the minimum age counts from the start of nodegc's watch at the earliest meanwhile",
+					"err", err, "failingFor", now.Sub(since).Round(time.Second), "watchedSince", m.tracker.watchStart())
+			}
 		} else {
+			if since, was := m.arrivalReads.succeeded(); was {
+				klog.FromContext(ctx).Info("Can read when images arrived from the runtime again", "failedFor", now.Sub(since).Round(time.Second))
+			}
 			m.tracker.observeArrivals(arrivals)
 		}
 	}
@@ -965,8 +975,15 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 		return
 	}
 	held, err := m.opts.Layers.Held(ctx)
+	now := m.clock.Now()
 	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Cannot read what else holds image storage in containerd; estimates count it as freed", "err", err)
+		m.metrics.containerdReadErrors.WithLabelValues(readHeld).Inc()
+		if since, log := m.heldReads.failed(now); log {
+			klog.FromContext(ctx).Info("Cannot read what else holds image storage in containerd; estimates count it as freed meanwhile",
+				"err", err, "failingFor", now.Sub(since).Round(time.Second))
+		}
+	} else if since, was := m.heldReads.succeeded(); was {
+		klog.FromContext(ctx).Info("Can read what else holds image storage in containerd again", "failedFor", now.Sub(since).Round(time.Second))
 	}
 	listed := make(map[string]bool, len(in))
 	for i := range in {

@@ -41,6 +41,14 @@ var (
 	phases        = []string{phaseFirstRemoval, phaseBelowLow}
 	thresholds    = []string{thresholdHigh, thresholdLow, thresholdEviction}
 	heldReasons   = []string{heldReconnected, heldProfileUnread}
+	apiReads      = []string{readArrivals, readHeld}
+)
+
+// Reads of containerd's own API that a plan goes on without (metric
+// label).
+const (
+	readArrivals = "arrivals" // when images arrived (ContainerdLayers.Arrivals)
+	readHeld     = "held"     // what else holds image storage (ContainerdLayers.Held)
 )
 
 // Reasons the image GC holds its removals (metric label; see
@@ -96,6 +104,9 @@ type metrics struct {
 	clockSteps      prometheus.Counter
 	writesFollowed  prometheus.Gauge
 	removalsHeld    *prometheus.GaugeVec
+	// containerdReadErrors counts the failed reads of containerd's own
+	// API that a plan goes on without.
+	containerdReadErrors *prometheus.CounterVec
 }
 
 // newMetrics creates the image GC metrics and registers them into reg.
@@ -153,6 +164,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		removalsHeld: metricvec.Gauge("nodegc_image_gc_removals_held",
 			"1 while the image GC removes no image because what it was built for may not hold: the connection to the runtime was lost since the runtime's config was read (runtime_reconnected; set at a run, cleared once the agent read it again, or rebuilt the GC for a changed one), or the runtime's sandbox image could not be read (profile_unread; until the agent reads it: every 30s),",
 			"reason", heldReasons),
+		containerdReadErrors: metricvec.Counter("nodegc_image_gc_containerd_read_errors_total",
+			"Reads of containerd's own API that failed and that a plan went on without: when images arrived (arrivals; the minimum age of every image then counts from the start of nodegc's current watch at the earliest), what else holds image storage (held; the estimates then count it as freed); the first failure of a streak, one a minute after, and the recovery are logged,",
+			"read", apiReads),
 		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",
 			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change (a last-used time that moved less than a minute waits for the next),",
 			"result", saveResults),
@@ -160,7 +174,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
 		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds,
-		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld)
+		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld, m.containerdReadErrors)
 	for _, p := range phases {
 		m.reaction.WithLabelValues(p)
 	}

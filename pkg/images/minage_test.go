@@ -1,13 +1,17 @@
 package images_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -122,4 +126,98 @@ func zeroFirstDetected(t *testing.T, data []byte, id string) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// failingArrivals is an arrival source that cannot be read (containerd's
+// API does not answer this once).
+type failingArrivals struct{}
+
+func (failingArrivals) Arrivals(context.Context, []*runtimeapi.Image) (map[string]time.Time, error) {
+	return nil, errors.New("containerd: connection refused")
+}
+
+// TestMinimumAgeWithoutArrivalTimes: as TestMinimumAgeSurvivesRepullWhileDown,
+// but nodegc cannot tell when the re-pulled image arrived: the arrival
+// times cannot be read at the restart (failing), or there are none to read
+// (absent: CRI-O; containerd's API did not answer when the GC was built).
+// The minimum age then counts from the start of nodegc's current watch at
+// the earliest, as the kubelet counts from its own start: the image stays
+// (min_age), whatever first-detected time the state file gives, and may go
+// once the minimum age has passed since the restart. On containerd 2.x
+// only: what is tested is nodegc's, whichever runtime answers.
+func TestMinimumAgeWithoutArrivalTimes(t *testing.T) {
+	const minAge = 10 * time.Minute
+	for _, mode := range []string{"failing", "absent"} {
+		t.Run(mode, func(t *testing.T) {
+			b := newBed(t, testbed.Containerd2, 128*mib)
+			b.settleTimeout = time.Millisecond
+			ctx := t.Context()
+			repulled := b.pushPull("minage/repulled", 1)
+			stateDir := t.TempDir()
+
+			// An hour ago (for nodegc's clock), nodegc saw it. Without
+			// arrival times: containerd's record of the image is dated on
+			// the real clock, a few seconds ago, and would bound the
+			// first-detected time.
+			clk := clocktesting.NewFakeClock(time.Now().Add(-time.Hour))
+			b.noArrivals = true
+			first := b.manager(stateDir, clk, noThresholdGC)
+			if _, err := first.GarbageCollect(ctx, images.TriggerManual); err != nil {
+				t.Fatal(err)
+			}
+			// nodegc stops. The image is removed and pulled again.
+			if err := b.cri.RemoveImage(ctx, repulled.ID()); err != nil {
+				t.Fatal(err)
+			}
+			testbed.WaitFor(t, 30*time.Second, "the image to be gone", func() bool { return !b.imageIDs()[repulled.ID()] })
+			if _, err := b.node.PullImage(ctx, repulled.Ref); err != nil {
+				t.Fatal(err)
+			}
+
+			// nodegc restarts now, the disk over the threshold, without
+			// arrival times.
+			clk.SetTime(time.Now())
+			if mode == "failing" {
+				b.arrivals, b.noArrivals = failingArrivals{}, false
+			}
+			b.registry = prometheus.NewRegistry()
+			second := b.manager(stateDir, clk, func(c *config.ImageGCConfiguration) {
+				c.HighThresholdPercent, c.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
+				c.MinimumGCAge = &metav1.Duration{Duration: minAge}
+			})
+			gc := func() (removed bool, kept string, first time.Time) {
+				t.Helper()
+				r, err := second.GarbageCollect(ctx, images.TriggerManual)
+				if err != nil && r == nil {
+					t.Fatal(err)
+				}
+				for _, d := range r.Outcome.Removed {
+					if d.Image.ID == repulled.ID() {
+						return true, "", d.Image.FirstDetected
+					}
+				}
+				for _, d := range r.Plan.Keep {
+					if d.Image.ID == repulled.ID() {
+						return false, d.Reason, d.Image.FirstDetected
+					}
+				}
+				return false, "", time.Time{}
+			}
+			if removed, kept, first := gc(); removed || kept != images.KeepMinAge {
+				t.Errorf("image pulled again seconds ago (first detected %v by the state file): removed %v, kept as %q; want kept as %q (minimum age %v)",
+					first, removed, kept, images.KeepMinAge, minAge)
+			}
+			clk.Step(minAge + time.Minute)
+			if removed, kept, _ := gc(); !removed {
+				t.Errorf("image kept as %q %v after nodegc's restart; want it removed", kept, minAge+time.Minute)
+			}
+			want := 0.0
+			if mode == "failing" {
+				want = 2 // one per plan
+			}
+			if got := b.metric("nodegc_image_gc_containerd_read_errors_total", "read=arrivals"); got != want {
+				t.Errorf("nodegc_image_gc_containerd_read_errors_total{read=arrivals} = %v, want %v", got, want)
+			}
+		})
+	}
 }

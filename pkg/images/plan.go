@@ -241,8 +241,23 @@ var keepRules = []struct {
 	{KeepSandbox, func(_ *Policy, img *Image, _ *keepContext) bool { return img.Sandbox }},
 	{KeepScheduled, func(_ *Policy, img *Image, _ *keepContext) bool { return img.Scheduled }},
 	{KeepExcluded, func(p *Policy, img *Image, _ *keepContext) bool { return p.excluded(img) }},
-	{KeepMinAge, func(p *Policy, img *Image, k *keepContext) bool { return k.now.Sub(img.FirstDetected) < p.minAge() }},
+	{KeepMinAge, func(p *Policy, img *Image, k *keepContext) bool { return k.now.Sub(youngSince(img)) < p.minAge() }},
 	{KeepNewestTags, func(_ *Policy, img *Image, k *keepContext) bool { return k.newest[img.ID] }},
+}
+
+// youngSince is when img's minimum age counts from: when nodegc first saw
+// it, or, when the runtime does not say when it arrived (Arrived zero: a
+// runtime other than containerd, containerd's API not answering, or its
+// read failed), not before nodegc began its current watch of the node. An
+// image removed and pulled again while nodegc was down cannot be told from
+// the copy the records date without the arrival, so its minimum age counts
+// as the kubelet's does, from the start. The LRU order keeps the recorded
+// times.
+func youngSince(img *Image) time.Time {
+	if img.Arrived.IsZero() {
+		return latest(img.FirstDetected, img.WatchedSince)
+	}
+	return img.FirstDetected
 }
 
 // evicted returns why img, which no keep rule protects, goes whatever the

@@ -356,3 +356,38 @@ func TestUsagePercent(t *testing.T) {
 }
 
 func policyConfig() config.ImageGCConfiguration { return config.Defaulted().ImageGC }
+
+// TestMinimumAgeFromTheWatchWithoutArrival: the records say nodegc first
+// saw both images an hour ago; its current watch began a minute ago. The
+// runtime says when one arrived (an hour ago): its minimum age counts from
+// the records. It does not say for the other (CRI-O, containerd's API not
+// answering): the copy the records date may have been removed and pulled
+// again while nodegc was down, so its minimum age counts from the watch's
+// start; once that is older than the minimum age, both go.
+func TestMinimumAgeFromTheWatchWithoutArrival(t *testing.T) {
+	p := policyFor(t, func(c *config.ImageGCConfiguration) {
+		c.MinimumGCAge = &metav1.Duration{Duration: 10 * time.Minute}
+		c.HighThresholdPercent, c.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
+	})
+	watch := t0.Add(-time.Minute)
+	known := with(img("sha256:known", 10, time.Hour, -1), func(i *Image) { i.Arrived, i.WatchedSince = t0.Add(-time.Hour), watch })
+	unknown := with(img("sha256:unknown", 10, time.Hour, -1), func(i *Image) { i.WatchedSince = watch })
+	plan, err := p.Plan([]Image{unknown, known}, DiskStats{Capacity: 100 * mib, Available: 10 * mib}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := summary{Remove: []string{"sha256:known:space"}, Keep: []string{"sha256:unknown:" + KeepMinAge}, BytesToFree: 90 * mib}
+	if diff := cmp.Diff(want, summarize(plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	unknown.WatchedSince = t0.Add(-11 * time.Minute)
+	plan, err = p.Plan([]Image{unknown, known}, DiskStats{Capacity: 100 * mib, Available: 10 * mib}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The records' order: equal times, then the arrival (none first).
+	want = summary{Remove: []string{"sha256:unknown:space", "sha256:known:space"}, BytesToFree: 90 * mib}
+	if diff := cmp.Diff(want, summarize(plan)); diff != "" {
+		t.Errorf("a watch older than the minimum age (-want +got):\n%s", diff)
+	}
+}

@@ -852,6 +852,14 @@ func (t *Tracker) usedAt(ids []string, at time.Time) {
 	}
 }
 
+// watchStart returns when nodegc began its current watch of the node's
+// containers (Image.WatchedSince).
+func (t *Tracker) watchStart() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.watchedSince
+}
+
 // containerIDs returns the IDs of the containers the tracker knows.
 func (t *Tracker) containerIDs() []string {
 	t.mu.Lock()
