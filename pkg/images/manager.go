@@ -1027,10 +1027,11 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // runtime's sandboxes are listed again (Options.Sandboxes), and so are its
 // own records of containers (Options.ContainerRecords), which hold
 // containers CRI does not list; and the pod view is read again, so a pod bound since the plan keeps the images it
-// names. When the runtime cannot be asked, the check fails and the run
-// stops: nothing is removed on doubt. A container created after the
-// check's last step, before RemoveImage, is not seen: CRI has no removal
-// on condition.
+// names. Its last step adds what events told meanwhile or, where no event
+// stream is live, lists the containers again. When the runtime cannot be
+// asked, the check fails and the run stops: nothing is removed on doubt. A
+// container created after the check's last step, before RemoveImage, is
+// not seen: CRI has no removal on condition.
 func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 	lookup, _ := m.opts.Runtime.(ImageLookup)
 	configured := refForms(m.opts.SandboxImages)
@@ -1101,8 +1102,15 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		// went on (a loaded runtime answers slowly, and the disk fills
 		// when it is loaded): a container created from the image since
 		// the listing, or one that mounts it, whose status is read now.
-		// RemoveImage follows at once; containerd removes an image
-		// whatever uses it.
+		// Where no event stream is live (containerd 1.x, CRI-O without
+		// pod events, or while it is reopened) nothing would tell: the
+		// containers are listed again. RemoveImage follows at once;
+		// containerd removes an image whatever uses it.
+		if !m.eventsLive.Load() {
+			if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
+				return "", err
+			}
+		}
 		if mounted, err := m.mountedByContainer(ctx, img); err != nil {
 			return "", err
 		} else if mounted || m.tracker.inUse(img) {

@@ -128,6 +128,7 @@ func TestEventDuringTheCheckKeepsTheImage(t *testing.T) {
 		})
 	}}
 	m = everythingNeeded(t, Options{Runtime: statusRuntime{rt}, Sandboxes: sandboxes})
+	m.eventsLive.Store(true) // as Run does while the stream is open
 	removeAllButSkipped(t, m, rt, "sha256:bb "+KeepInUse)
 }
 
@@ -283,4 +284,48 @@ func TestNewRepositoryKeepsTheNewest(t *testing.T) {
 	if diff := cmp.Diff([]string{"sha256:cc " + KeepNewestTags}, skipped); diff != "" {
 		t.Errorf("skipped at the check before removal (-want +got):\n%s", diff)
 	}
+}
+
+// listingRuntime is a removalsRuntime whose container listing the test
+// sets.
+type listingRuntime struct {
+	statusRuntime
+	lmu        sync.Mutex
+	containers []*runtimeapi.Container
+}
+
+func (r *listingRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	r.lmu.Lock()
+	defer r.lmu.Unlock()
+	return slices.Clone(r.containers), nil
+}
+
+func (r *listingRuntime) add(c *runtimeapi.Container) {
+	r.lmu.Lock()
+	r.containers = append(r.containers, c)
+	r.lmu.Unlock()
+}
+
+// TestPolledRuntimeListedLastAtTheCheck: on a runtime without a live
+// container event stream (containerd 1.x, CRI-O without pod events, or
+// while the stream is reopened), no event tells of a container created
+// while the check right before a removal makes its slow calls (the
+// sandbox list here): the check lists the containers again as its last
+// step, so such a container keeps its image.
+func TestPolledRuntimeListedLastAtTheCheck(t *testing.T) {
+	rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+	}}}}
+	var armed atomic.Bool
+	rt.onRemove = func(id string) { armed.Store(id == "sha256:aa") } // bb is checked next
+	sandboxes := hookSandboxes{hook: func() {
+		if armed.Swap(false) {
+			rt.add(&runtimeapi.Container{Id: "late", ImageRef: "sha256:bb", ImageId: "sha256:bb",
+				Image: &runtimeapi.ImageSpec{Image: "registry.example/b:1"}, State: runtimeapi.ContainerState_CONTAINER_CREATED})
+		}
+	}}
+	m := everythingNeeded(t, Options{Runtime: rt, Sandboxes: sandboxes})
+	removeAllButSkipped(t, m, rt.removalsRuntime, "sha256:bb "+KeepInUse)
 }
