@@ -272,7 +272,9 @@ type Manager struct {
 	eventsLive atomic.Bool
 	// confirmed is the generation of the runtime's connection on which
 	// what the manager is built for was last confirmed (ConfirmProfile).
-	confirmed  atomic.Uint64
+	confirmed atomic.Uint64
+	// listedAt is when the last container listing that succeeded began.
+	listedAt   atomic.Pointer[time.Time]
 	mountpoint atomic.Pointer[string]
 	layersWarn sync.Once
 	diskReads  readStreak // the disk checks' failures, for their logs
@@ -1145,7 +1147,26 @@ func newRepository(was, now *Image) bool {
 }
 
 func (m *Manager) listContainers(ctx context.Context) ([]*runtimeapi.Container, error) {
-	return m.opts.Runtime.ListContainers(ctx, nil)
+	began := m.clock.Now()
+	cs, err := m.opts.Runtime.ListContainers(ctx, nil)
+	if err == nil {
+		m.listedAt.Store(&began)
+	}
+	return cs, err
+}
+
+// liveRelistInterval is the longest time without a container listing
+// while the event stream is live, as the kubelet's evented PLEG relists:
+// a runtime may drop events (CRI-O, when its channel is full; one that
+// hands each event to one subscriber), and a container whose events were
+// lost is dated by the next listing while it exists.
+const liveRelistInterval = 5 * time.Minute
+
+// relistDue says whether containers were last listed liveRelistInterval
+// ago or more (or never).
+func (m *Manager) relistDue() bool {
+	last := m.listedAt.Load()
+	return last == nil || m.clock.Since(*last) >= liveRelistInterval
 }
 
 // syncUsage lists the runtime's containers, then its images, and brings
@@ -1323,6 +1344,8 @@ func (m *Manager) record(r *Report) {
 // watchUsage keeps last-used times current, from the container event
 // stream while it is live, else by listing every diskCheckInterval (the
 // runtime has no stream, or it broke and is being reopened with backoff).
+// While the stream is live, containers are still listed when no listing
+// (a plan's, a check's, this loop's) was made for liveRelistInterval.
 //
 // The stream's reader only applies events (Tracker.observeEvent: a moment
 // under the tracker's lock, never a runtime call), so nodegc reads as fast
@@ -1349,7 +1372,9 @@ func (m *Manager) watchUsage(ctx context.Context) {
 				klog.FromContext(ctx).V(2).Info("Listing images for an image a container named failed; the next listing dates its use", "err", err)
 			}
 		case <-t.C():
-			if !m.eventsLive.Load() {
+			// Polling while no stream is live; while one is, a listing
+			// now and then all the same, for the events the runtime lost.
+			if !m.eventsLive.Load() || m.relistDue() {
 				m.reconcile(ctx)
 			}
 		}
