@@ -756,7 +756,13 @@ func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
 		return m.policy.replan(rest, held, target, plan.Disk, plan.Now)
 	}
 	rm := &firstRemoval{rt: m.opts.Runtime, clock: m.clock}
-	outcome, err := execute(ctx, rm, plan, m.checkBeforeRemoval(ctx), replan, m.opts.Config.DryRun)
+	check := m.checkBeforeRemoval(ctx)
+	counted := func(img *Image) (string, error) {
+		keep, err := check(img)
+		m.metrics.observeCheck(keep, err)
+		return keep, err
+	}
+	outcome, err := execute(ctx, rm, plan, counted, replan, m.opts.Config.DryRun)
 	r.Outcome = outcome
 	if !rm.at.IsZero() {
 		if d := m.guard.removed(rm.at); d > 0 {

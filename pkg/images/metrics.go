@@ -1,6 +1,9 @@
 package images
 
 import (
+	"errors"
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodegc/nodegc/internal/gcrun"
@@ -42,6 +45,21 @@ var (
 	thresholds    = []string{thresholdHigh, thresholdLow, thresholdEviction}
 	heldReasons   = []string{heldReconnected, heldProfileUnread}
 	apiReads      = []string{readArrivals, readHeld}
+	// checkKeepReasons are the reasons the check before a removal keeps
+	// an image for (Manager.checkBeforeRemoval).
+	checkKeepReasons = []string{KeepInUse, KeepPinned, KeepSandbox, KeepScheduled, KeepExcluded, KeepNewestTags}
+	checkFailures    = []string{checkFailedHeld, checkFailedError}
+)
+
+// Outcomes of the check right before a removal (metric label outcome),
+// and why one could not be made (label reason of outcome failed).
+const (
+	checkPassed      = "passed" // the removal goes on
+	checkKept        = "kept"   // the image stays, for a reason (label reason)
+	checkWasGone     = "gone"   // another removed the image since the plan
+	checkFailed      = "failed" // the check could not be made: the run stops
+	checkFailedHeld  = "held"   // removals are held (ErrRemovalsHeld)
+	checkFailedError = "error"  // the runtime, containerd or the pod view could not be asked
 )
 
 // Reads of containerd's own API that a plan goes on without (metric
@@ -107,6 +125,7 @@ type metrics struct {
 	// containerdReadErrors counts the failed reads of containerd's own
 	// API that a plan goes on without.
 	containerdReadErrors *prometheus.CounterVec
+	checkOutcomes        *prometheus.CounterVec
 }
 
 // newMetrics creates the image GC metrics and registers them into reg.
@@ -167,6 +186,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		containerdReadErrors: metricvec.Counter("nodegc_image_gc_containerd_read_errors_total",
 			"Reads of containerd's own API that failed and that a plan went on without: when images arrived (arrivals; the minimum age of every image then counts from the start of nodegc's current watch at the earliest), what else holds image storage (held; the estimates then count it as freed); the first failure of a streak, one a minute after, and the recovery are logged,",
 			"read", apiReads),
+		checkOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodegc_image_gc_check_outcomes_total",
+			Help: "Outcomes of the image GC's check right before each removal (dry runs too): " + checkPassed + " (the removal goes on), " +
+				checkKept + " (a container, a sandbox or a pod bound since the plan uses the image, or a name it gained since protects it; by reason: " +
+				strings.Join(checkKeepReasons, ", ") + "), " + checkWasGone + " (another removed it since the plan), " + checkFailed +
+				" (the check could not be made and the run stopped; by reason: " + checkFailedHeld + ", removals held, see nodegc_image_gc_removals_held; " +
+				checkFailedError + ", the runtime, containerd's API or the pod view could not be asked).",
+		}, []string{"outcome", "reason"}),
 		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",
 			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change (a last-used time that moved less than a minute waits for the next),",
 			"result", saveResults),
@@ -174,11 +201,36 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
 		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds,
-		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld, m.containerdReadErrors)
+		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld, m.containerdReadErrors, m.checkOutcomes)
+	m.checkOutcomes.WithLabelValues(checkPassed, "")
+	m.checkOutcomes.WithLabelValues(checkWasGone, "")
+	for _, r := range checkKeepReasons {
+		m.checkOutcomes.WithLabelValues(checkKept, r)
+	}
+	for _, r := range checkFailures {
+		m.checkOutcomes.WithLabelValues(checkFailed, r)
+	}
 	for _, p := range phases {
 		m.reaction.WithLabelValues(p)
 	}
 	return m
+}
+
+// observeCheck counts an outcome of the check before a removal (keep and
+// err as the removalCheck returned them).
+func (m *metrics) observeCheck(keep string, err error) {
+	switch {
+	case errors.Is(err, ErrRemovalsHeld):
+		m.checkOutcomes.WithLabelValues(checkFailed, checkFailedHeld).Inc()
+	case err != nil:
+		m.checkOutcomes.WithLabelValues(checkFailed, checkFailedError).Inc()
+	case keep == checkGone:
+		m.checkOutcomes.WithLabelValues(checkWasGone, "").Inc()
+	case keep != "":
+		m.checkOutcomes.WithLabelValues(checkKept, keep).Inc()
+	default:
+		m.checkOutcomes.WithLabelValues(checkPassed, "").Inc()
+	}
 }
 
 func (m *metrics) observeDisk(d DiskStats) {

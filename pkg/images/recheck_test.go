@@ -10,12 +10,17 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
+	"github.com/nodegc/nodegc/pkg/cri"
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )
 
@@ -328,4 +333,66 @@ func TestPolledRuntimeListedLastAtTheCheck(t *testing.T) {
 	}}
 	m := everythingNeeded(t, Options{Runtime: rt, Sandboxes: sandboxes})
 	removeAllButSkipped(t, m, rt.removalsRuntime, "sha256:bb "+KeepInUse)
+}
+
+// statusFailsFor is a listingRuntime whose ImageStatus of one image fails
+// (the runtime does not answer).
+type statusFailsFor struct {
+	*listingRuntime
+	id string
+}
+
+func (r statusFailsFor) ImageStatus(ctx context.Context, id string) (*runtimeapi.Image, error) {
+	if id == r.id {
+		return nil, status.Error(codes.Unavailable, "connection refused")
+	}
+	return r.listingRuntime.ImageStatus(ctx, id)
+}
+
+// TestCheckOutcomesCounted: every outcome of the check right before a
+// removal is counted, the event it is there for first: an image kept
+// (by reason), one gone (another removed it since the plan), one that
+// passed it, and a check that could not be made (by why).
+func TestCheckOutcomesCounted(t *testing.T) {
+	rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+		{Id: "sha256:dd", RepoTags: []string{"registry.example/d:1"}, Size: 30 * mib},
+	}}}}
+	rt.onRemove = func(id string) {
+		if id != "sha256:aa" {
+			return
+		}
+		// Meanwhile another removes bb, and a container of cc is made.
+		rt.mu.Lock()
+		rt.removed = append(rt.removed, "sha256:bb")
+		rt.mu.Unlock()
+		rt.add(&runtimeapi.Container{Id: "late", ImageRef: "sha256:cc", ImageId: "sha256:cc",
+			Image: &runtimeapi.ImageSpec{Image: "registry.example/c:1"}, State: runtimeapi.ContainerState_CONTAINER_CREATED})
+	}
+	reg := prometheus.NewRegistry()
+	m := everythingNeeded(t, Options{Runtime: statusFailsFor{rt, "sha256:dd"}, Registerer: reg})
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); !cri.HasCode(err, codes.Unavailable) {
+		t.Errorf("run error %v, want the runtime's Unavailable", err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		filters []string
+		want    float64
+	}{
+		{[]string{"outcome=passed"}, 1},
+		{[]string{"outcome=gone"}, 1},
+		{[]string{"outcome=kept", "reason=" + KeepInUse}, 1},
+		{[]string{"outcome=kept", "reason=" + KeepPinned}, 0},
+		{[]string{"outcome=failed", "reason=error"}, 1},
+		{[]string{"outcome=failed", "reason=held"}, 0},
+	} {
+		if got, ok := testbed.MetricSum(families, "nodegc_image_gc_check_outcomes_total", tc.filters...); !ok || got != tc.want {
+			t.Errorf("nodegc_image_gc_check_outcomes_total%v = %v (exported: %v), want %v", tc.filters, got, ok, tc.want)
+		}
+	}
 }
