@@ -95,9 +95,10 @@ func (p runtimeProfile) logUnread(logger klog.Logger) {
 
 // sandboxImageUnread says whether the profile lacks the runtime's sandbox
 // image where the runtime reports one: containerd 1.x (config.sandboxImage
-// in its verbose status; 2.x reports none, CRI-O none that nodegc reads).
-// The image GC removes nothing then: it would run without the image its
-// pods' sandboxes are made from (a new one pulled ahead of a restart, say).
+// in its verbose status; containerd 2.x reports none, and cri.Client reads
+// no other runtime's). The image GC removes nothing then: it would run
+// without the image its pods' sandboxes are made from (a new one pulled
+// ahead of a restart, say).
 func (p runtimeProfile) sandboxImageUnread() bool {
 	if p.name != "containerd" || !slices.Contains(p.unread, factSandboxImage) {
 		return false

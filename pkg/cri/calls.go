@@ -216,9 +216,11 @@ func listEither[T any, R any](ctx context.Context, c *Client,
 }
 
 // SandboxImage returns the image the runtime runs pod sandboxes with (the
-// pause image), read from the runtime's verbose status. containerd reports
-// it as config.sandboxImage (1.x) or config.pinnedImages.sandbox (2.x).
-// Empty when the runtime does not say.
+// pause image), read from the runtime's verbose status: containerd 1.x
+// reports it as config.sandboxImage. Empty when the runtime does not say:
+// containerd 2.x's status gives its CRI plugin's runtime config only (the
+// images' config, where pinned_images names the sandbox image, is not in
+// it).
 func (c *Client) SandboxImage(ctx context.Context) (string, error) {
 	ctx, cancel := c.withTimeout(ctx, 0)
 	defer cancel()
@@ -231,14 +233,10 @@ func (c *Client) SandboxImage(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	var cfg struct {
-		SandboxImage string            `json:"sandboxImage"`
-		PinnedImages map[string]string `json:"pinnedImages"`
+		SandboxImage string `json:"sandboxImage"`
 	}
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		return "", fmt.Errorf("runtime status: config is not JSON: %w", err)
-	}
-	if s := cfg.PinnedImages["sandbox"]; s != "" {
-		return s, nil
 	}
 	return cfg.SandboxImage, nil
 }

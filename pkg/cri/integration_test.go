@@ -113,8 +113,10 @@ func TestAgainstContainerd(t *testing.T) {
 				sandboxes[0].GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
 				t.Errorf("ListPodSandboxes = %v, %v; want the one ready pod", sandboxes, err)
 			}
-			// The sandbox image: 1.6 names it in its status; 2.x does not, but
-			// marks the image pinned. Either way the GC can tell.
+			// The sandbox image: 1.6 names it in its status (config.sandboxImage);
+			// 2.x names none there (its verbose status gives the CRI plugin's
+			// runtime config only), but marks the image pinned. Either way the
+			// GC can tell.
 			sb, err := c.SandboxImage(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -131,6 +133,9 @@ func TestAgainstContainerd(t *testing.T) {
 			}
 			if sb != n.Pause.Ref && !pinned {
 				t.Errorf("sandbox image %s neither named by SandboxImage (%q) nor pinned", n.Pause.Ref, sb)
+			}
+			if v != testbed.Containerd16 && sb != "" {
+				t.Errorf("containerd %s: SandboxImage = %q; its status names no sandbox image", v, sb)
 			}
 			t.Logf("sandbox image: SandboxImage=%q pinned=%v", sb, pinned)
 

@@ -1039,7 +1039,8 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // stream is live, lists the containers again. When the runtime cannot be
 // asked, the check fails and the run stops: nothing is removed on doubt. A
 // container created after the check's last step, before RemoveImage, is
-// not seen: CRI has no removal on condition.
+// not seen: CRI has no removal on condition. Nor is a name of the image
+// pulled then: containerd removes every name the image has at its removal.
 func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 	lookup, _ := m.opts.Runtime.(ImageLookup)
 	configured := refForms(m.opts.SandboxImages)
