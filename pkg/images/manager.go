@@ -630,8 +630,8 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 }
 
 // readStreak follows the failures of one kind of reading (the disk
-// checks', the arrivals'), for their logs: the first of a streak and one a
-// minute after, and the recovery.
+// checks', containerd's arrivals or held storage), for their logs: the
+// first of a streak and one a minute after, and the recovery.
 type readStreak struct {
 	mu            sync.Mutex
 	since, logged time.Time // zero since: not failing
@@ -1034,13 +1034,15 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // adds what events reported since, up to the check's last step; the
 // runtime's sandboxes are listed again (Options.Sandboxes), and so are its
 // own records of containers (Options.ContainerRecords), which hold
-// containers CRI does not list; and the pod view is read again, so a pod bound since the plan keeps the images it
-// names. Its last step adds what events told meanwhile or, where no event
-// stream is live, lists the containers again. When the runtime cannot be
-// asked, the check fails and the run stops: nothing is removed on doubt. A
-// container created after the check's last step, before RemoveImage, is
-// not seen: CRI has no removal on condition. Nor is a name of the image
-// pulled then: containerd removes every name the image has at its removal.
+// containers CRI does not list; and the pod view is read again, so a pod
+// bound since the plan keeps the images it names. Its last step adds what
+// events told meanwhile or, where no event stream is live, lists the
+// containers again. When the runtime cannot be asked, the check fails and
+// the run stops: nothing is removed on doubt; nor while what the manager
+// was built for may not hold (removalsHeld). A container created after the
+// check's last step, before RemoveImage, is not seen: CRI has no removal
+// on condition. Nor is a name of the image pulled then: containerd removes
+// every name the image has at its removal.
 func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 	lookup, _ := m.opts.Runtime.(ImageLookup)
 	configured := refForms(m.opts.SandboxImages)

@@ -181,7 +181,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		writesFollowed: metricvec.SingleGauge("nodegc_image_gc_runtime_writes_followed",
 			"1 while the image GC follows the runtime's writes to its storage (containerd's event stream), each of which has the disk read at once; 0 while only diskCheckInterval does (another runtime, no containerd API, or the stream is being reopened)."),
 		removalsHeld: metricvec.Gauge("nodegc_image_gc_removals_held",
-			"1 while the image GC removes no image because what it was built for may not hold: the connection to the runtime was lost since the runtime's config was read (runtime_reconnected; set at a run, cleared once the agent read it again, or rebuilt the GC for a changed one), or the runtime's sandbox image could not be read (profile_unread; until the agent reads it: every 30s),",
+			"1 while the image GC removes no image because what it was built for may not hold: the connection to the runtime was lost since the runtime's config was read (runtime_reconnected; set by a run's check, cleared once the agent read it again, or rebuilt the GC for a changed one), or the runtime's sandbox image could not be read (profile_unread; until the agent reads it: every 30s),",
 			"reason", heldReasons),
 		containerdReadErrors: metricvec.Counter("nodegc_image_gc_containerd_read_errors_total",
 			"Reads of containerd's own API that failed and that a plan went on without: when images arrived (arrivals; the minimum age of every image then counts from the start of nodegc's current watch at the earliest), what else holds image storage (held; the estimates then count it as freed); the first failure of a streak, one a minute after, and the recovery are logged,",
