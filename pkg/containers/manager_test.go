@@ -575,18 +575,28 @@ func TestNoSettleWithoutDisk(t *testing.T) {
 func TestViewGaugeFollowsWhileTheRuntimeCannotBeListed(t *testing.T) {
 	f := newManagerFixture(t)
 	m := f.manager(t, nil)
+	listing := func(err error) {
+		f.rt.mu.Lock()
+		defer f.rt.mu.Unlock()
+		if err == nil {
+			delete(f.rt.fail, "ListContainers ")
+		} else {
+			f.rt.fail["ListContainers "] = err
+		}
+	}
+	view := func(v PodView) {
+		f.pods.mu.Lock()
+		defer f.pods.mu.Unlock()
+		f.pods.view = v
+	}
 	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
 		t.Fatal(err)
 	}
 	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 1 {
 		t.Fatalf("after a run with an authoritative view: gauge %v, want 1", got)
 	}
-	f.rt.mu.Lock()
-	f.rt.fail["ListContainers "] = errors.New("connection refused")
-	f.rt.mu.Unlock()
-	f.pods.mu.Lock()
-	f.pods.view = PodView{Reason: ViewUnreachable}
-	f.pods.mu.Unlock()
+	listing(errors.New("connection refused"))
+	view(PodView{Reason: ViewUnreachable})
 	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err == nil {
 		t.Fatal("a run that cannot list the runtime: no error")
 	}
@@ -597,22 +607,16 @@ func TestViewGaugeFollowsWhileTheRuntimeCannotBeListed(t *testing.T) {
 	// A view the last plan found at odds with the runtime (pods run here
 	// that it lacks: a wrong node name) does not turn authoritative
 	// because the runtime cannot be listed.
-	f.rt.mu.Lock()
-	delete(f.rt.fail, "ListContainers ")
-	f.rt.mu.Unlock()
+	listing(nil)
 	f.addContainer(ctr("other", "app", 0, StateRunning, time.Hour))
-	f.pods.mu.Lock()
-	f.pods.view = live(fixtureUID("p"))
-	f.pods.mu.Unlock()
+	view(live(fixtureUID("p")))
 	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
 		t.Fatal(err)
 	}
 	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
 		t.Fatalf("a view that lacks a running pod: gauge %v, want 0", got)
 	}
-	f.rt.mu.Lock()
-	f.rt.fail["ListContainers "] = errors.New("connection refused")
-	f.rt.mu.Unlock()
+	listing(errors.New("connection refused"))
 	_, _ = m.GarbageCollect(t.Context(), TriggerManual)
 	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
 		t.Errorf("the runtime cannot be listed after a plan found the view at odds with it: gauge %v, want 0", got)

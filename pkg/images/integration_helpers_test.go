@@ -114,6 +114,19 @@ func (b *bed) pushPull(repo string, ownMiB int64, shared ...registry.LayerSpec) 
 	return img
 }
 
+// repull removes img through CRI, waits until it is gone, and pulls it
+// again: the runtime then has it as a new arrival of the same ID.
+func (b *bed) repull(img *registry.Image) {
+	b.t.Helper()
+	if err := b.cri.RemoveImage(b.t.Context(), img.ID()); err != nil {
+		b.t.Fatal(err)
+	}
+	testbed.WaitFor(b.t, 30*time.Second, "the image to be gone", func() bool { return !b.imageIDs()[img.ID()] })
+	if _, err := b.node.PullImage(b.t.Context(), img.Ref); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
 func (b *bed) diskStats() images.DiskStats {
 	b.t.Helper()
 	st, err := b.node.FSStats()

@@ -46,13 +46,7 @@ func TestMinimumAgeSurvivesRepullWhileDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			// nodegc stops. The image is removed and pulled again.
-			if err := b.cri.RemoveImage(ctx, repulled.ID()); err != nil {
-				t.Fatal(err)
-			}
-			testbed.WaitFor(t, 30*time.Second, "the image to be gone", func() bool { return !b.imageIDs()[repulled.ID()] })
-			if _, err := b.node.PullImage(ctx, repulled.Ref); err != nil {
-				t.Fatal(err)
-			}
+			b.repull(repulled)
 			// Someone zeroes the first-detected time of the other.
 			statePath := filepath.Join(stateDir, images.StateFileName)
 			data, err := os.ReadFile(statePath)
@@ -166,13 +160,7 @@ func TestMinimumAgeWithoutArrivalTimes(t *testing.T) {
 				t.Fatal(err)
 			}
 			// nodegc stops. The image is removed and pulled again.
-			if err := b.cri.RemoveImage(ctx, repulled.ID()); err != nil {
-				t.Fatal(err)
-			}
-			testbed.WaitFor(t, 30*time.Second, "the image to be gone", func() bool { return !b.imageIDs()[repulled.ID()] })
-			if _, err := b.node.PullImage(ctx, repulled.Ref); err != nil {
-				t.Fatal(err)
-			}
+			b.repull(repulled)
 
 			// nodegc restarts now, the disk over the threshold, without
 			// arrival times.
