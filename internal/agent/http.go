@@ -74,9 +74,9 @@ func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *pro
 
 // explainWithoutOwnerGC answers `nodegc explain` in an agent that does not
 // run the owner GC at all.
-// metricsMux serves /metrics, the owner GC's debug graph and explain (to
-// loopback clients only), and Go's profiles when enableProfilingHandler is
-// set.
+// metricsMux serves /metrics, the owner GC's debug graph and explain, and
+// Go's profiles when enableProfilingHandler is set; all but /metrics to
+// loopback clients only.
 func metricsMux(cfg *config.NodeGCConfiguration, reg *prometheus.Registry, owner *ownerGC) *http.ServeMux {
 	metrics := http.NewServeMux()
 	metrics.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -87,13 +87,24 @@ func metricsMux(cfg *config.NodeGCConfiguration, reg *prometheus.Registry, owner
 		metrics.Handle(ownergc.ExplainPath, loopbackOnly(http.HandlerFunc(explainWithoutOwnerGC)))
 	}
 	if cfg.EnableProfilingHandler {
-		metrics.HandleFunc("/debug/pprof/", pprof.Index)
-		metrics.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		metrics.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		metrics.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		metrics.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		// Loopback only, as the debug graph: the node agent's metrics
+		// address is on the node's network (hostNetwork), and a profile
+		// holds the command line and whatever the heap holds; a CPU
+		// profile or trace also costs the agent CPU while it runs.
+		metrics.Handle("/debug/pprof/", loopbackOnlyText(http.HandlerFunc(pprof.Index)))
+		metrics.Handle("/debug/pprof/cmdline", loopbackOnlyText(http.HandlerFunc(pprof.Cmdline)))
+		metrics.Handle("/debug/pprof/profile", loopbackOnlyText(http.HandlerFunc(pprof.Profile)))
+		metrics.Handle("/debug/pprof/symbol", loopbackOnlyText(http.HandlerFunc(pprof.Symbol)))
+		metrics.Handle("/debug/pprof/trace", loopbackOnlyText(http.HandlerFunc(pprof.Trace)))
 	}
 	return metrics
+}
+
+// fromLoopback says whether r comes from a client on the loopback.
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
 }
 
 // loopbackOnly serves h to clients on the loopback only. The metrics
@@ -105,12 +116,25 @@ func metricsMux(cfg *config.NodeGCConfiguration, reg *prometheus.Registry, owner
 // through kubectl port-forward, whose connections arrive on the loopback.
 func loopbackOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		if !fromLoopback(r) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusForbidden)
 			_ = json.NewEncoder(w).Encode(ownergc.ExplainError{Message: "the owner GC's debug endpoints answer clients on the " +
 				"loopback only: run nodegc explain in the agent's pod (kubectl exec), or through kubectl port-forward"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopbackOnlyText is loopbackOnly for Go's profiles, whose clients (go
+// tool pprof, curl) read a plain-text refusal.
+func loopbackOnlyText(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !fromLoopback(r) {
+			http.Error(w, "Go's profiles (enableProfilingHandler) answer clients on the loopback only: "+
+				"kubectl port-forward to the pod's metrics port, then go tool pprof http://127.0.0.1:PORT/debug/pprof/...",
+				http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)

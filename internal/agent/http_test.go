@@ -149,3 +149,48 @@ func TestOwnerGCDebugOnlyOnLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestProfilingOnlyOnLoopback: Go's profiles, when enableProfilingHandler
+// is set, answer only clients on the loopback, as the owner GC's debug
+// graph does: the node agent's metrics address is on the node's network
+// (hostNetwork), and a profile holds the command line and what the heap
+// holds. Others get 403 saying to use kubectl port-forward; /metrics stays
+// open to all.
+func TestProfilingOnlyOnLoopback(t *testing.T) {
+	cfg := config.Defaulted()
+	cfg.EnableProfilingHandler = true
+	h := metricsMux(cfg, prometheus.NewRegistry(), nil)
+	paths := []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol", "/debug/pprof/heap?debug=1",
+		"/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=1"}
+	for _, path := range paths {
+		for remote, want := range map[string]int{
+			"10.1.2.3:40000":    http.StatusForbidden,
+			"192.0.2.2:40000":   http.StatusForbidden,
+			"[fd00::7]:40000":   http.StatusForbidden,
+			"127.0.0.1:40000":   http.StatusOK,
+			"[::1]:40000":       http.StatusOK,
+			"not-an-address:80": http.StatusForbidden,
+		} {
+			if want == http.StatusOK && (strings.Contains(path, "profile") || strings.Contains(path, "trace")) {
+				continue // served (TestProfilingHandler); not run here for a second each
+			}
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req.RemoteAddr = remote
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != want {
+				t.Errorf("GET %s from %s: status %d, want %d", path, remote, rec.Code, want)
+			}
+			if want == http.StatusForbidden && !strings.Contains(rec.Body.String(), "port-forward") {
+				t.Errorf("GET %s from %s: the refusal does not say how to ask: %s", path, remote, rec.Body)
+			}
+		}
+	}
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.RemoteAddr = "10.1.2.3:40000"
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Errorf("GET /metrics from 10.1.2.3: status %d, want 200", rec.Code)
+	}
+}
