@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
 	sigsjson "sigs.k8s.io/json"
 
@@ -555,7 +556,7 @@ func (d *document) locate(target any, obj map[string]any, prefix []string) ([]st
 				continue
 			}
 		}
-		out = append(out, d.describe(path, err))
+		out = append(out, d.describe(path, err, typeHint(reflect.TypeOf(target), path)))
 		bad = append(bad, path)
 	}
 	return out, bad
@@ -576,13 +577,88 @@ func withoutPaths(tree map[string]any, paths [][]string) map[string]any {
 	return out
 }
 
-func (d *document) describe(path []string, err error) string {
+// describe says why the field at path failed to decode; hint, if any,
+// says what the field takes, for a value of the wrong type.
+func (d *document) describe(path []string, err error, hint string) string {
 	p := strings.Join(path, ".")
 	msg := fmt.Sprintf("%s: %s", p, cleanJSONError(err))
+	if hint != "" && strings.Contains(msg, "cannot unmarshal") {
+		msg += " (" + hint + ")"
+	}
 	if line := d.lines[p]; line > 0 {
 		msg = fmt.Sprintf("line %d: %s", line, msg)
 	}
 	return msg
+}
+
+var durationType = reflect.TypeFor[metav1.Duration]()
+
+// fieldType returns the type of the field at path (JSON names) in t, or nil
+// when path names no field of it (a map's key, a list's element).
+func fieldType(t reflect.Type, path []string) reflect.Type {
+	for _, name := range path {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return nil
+		}
+		f, ok := jsonField(t, name)
+		if !ok {
+			return nil
+		}
+		t = f.Type
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// jsonField finds the field of struct t that JSON names name, through
+// inlined (embedded) structs.
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == name {
+			return f, true
+		}
+		if tag == "" && f.Anonymous {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				if inner, ok := jsonField(ft, name); ok {
+					return inner, true
+				}
+			}
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// typeHint says what the field at path of the document type root takes,
+// for a value of the wrong type: a duration is a string with a unit, a
+// bind address of nodegc's a quoted ":PORT", a percentage a bare number.
+// "" for other fields, whose error names the type well enough.
+func typeHint(root reflect.Type, path []string) string {
+	t := fieldType(root, path)
+	if t == nil || len(path) == 0 {
+		return ""
+	}
+	name := path[len(path)-1]
+	nodegc := root == reflect.TypeFor[*NodeGCConfiguration]()
+	switch {
+	case t == durationType:
+		return `want a duration string with a unit, such as "90s", "2m" or "12h45m"; a bare number has none`
+	case nodegc && t.Kind() == reflect.String && strings.HasSuffix(name, "BindAddress"):
+		return `want a quoted "host:port" or ":port", such as ":10281", or "0" to disable`
+	case strings.HasSuffix(name, "Percent") && t.Kind() >= reflect.Int && t.Kind() <= reflect.Float64:
+		return `want a whole number from 0 to 100, without "%"`
+	}
+	return ""
 }
 
 var goStructField = regexp.MustCompile(`into Go (?:struct field \S+|value) of type (\S+)`)

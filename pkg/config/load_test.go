@@ -40,7 +40,44 @@ func TestDecodeProblems(t *testing.T) {
 		},
 		"wrong type": {
 			yaml: header + "imageGC:\n  highThresholdPercent: high\n",
-			want: []string{"line 4: imageGC.highThresholdPercent: cannot unmarshal string into a value of type int32"},
+			want: []string{`line 4: imageGC.highThresholdPercent: cannot unmarshal string into a value of type int32 (want a whole number from 0 to 100, without "%")`},
+		},
+		// A value of the wrong type says what the field takes.
+		"a duration given as a number": {
+			yaml: header + "imageGC:\n  minimumGCAge: 120\n",
+			want: []string{`line 4: imageGC.minimumGCAge: cannot unmarshal number into a value of type string (want a duration string with a unit, such as "90s", "2m" or "12h45m"; a bare number has none)`},
+		},
+		"a non-pointer duration given as a number": {
+			yaml: header + "runtimeRequestTimeout: 600\n",
+			want: []string{`line 3: runtimeRequestTimeout: cannot unmarshal number into a value of type string (want a duration string with a unit, such as "90s", "2m" or "12h45m"; a bare number has none)`},
+		},
+		"a bind address given as a number": {
+			yaml: header + "metricsBindAddress: 10281\nhealthzBindAddress: 10280\n",
+			want: []string{
+				`line 3: metricsBindAddress: cannot unmarshal number into a value of type string (want a quoted "host:port" or ":port", such as ":10281", or "0" to disable)`,
+				`line 4: healthzBindAddress: cannot unmarshal number into a value of type string (want a quoted "host:port" or ":port", such as ":10281", or "0" to disable)`,
+			},
+		},
+		"a percentage with its sign": {
+			yaml: header + "imageGC:\n  highThresholdPercent: 85%\n",
+			want: []string{`line 4: imageGC.highThresholdPercent: cannot unmarshal string into a value of type int32 (want a whole number from 0 to 100, without "%")`},
+		},
+		"a kubelet duration given as a number": {
+			yaml: header + "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageMinimumGCAge: 120\n",
+			want: []string{`line 6: imageMinimumGCAge: cannot unmarshal number into a value of type string (want a duration string with a unit, such as "90s", "2m" or "12h45m"; a bare number has none)`},
+		},
+		// The kubelet's healthzBindAddress is an IP address, not nodegc's
+		// "host:port": no hint of nodegc's there.
+		"a kubelet bind address given as a number": {
+			yaml: header + "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzBindAddress: 10\n",
+			want: []string{"line 6: healthzBindAddress: cannot unmarshal number into a value of type string"},
+		},
+		"other fields of the wrong type get no hint": {
+			yaml: header + "nodeName: 7\nleaderElection:\n  resourceLock: 7\n",
+			want: []string{
+				"line 3: nodeName: cannot unmarshal number into a value of type string",
+				"line 5: leaderElection.resourceLock: cannot unmarshal number into a value of type string",
+			},
 		},
 		"bad duration": {
 			yaml: header + "containerGC:\n  period: soon\n",
@@ -54,7 +91,7 @@ func TestDecodeProblems(t *testing.T) {
 			yaml: header + "imageGC:\n  lowThresholdPercent: x\n  bogus: 1\n  period: 1m\n  period: 2m\n" +
 				"containerGC:\n  maxContainers: 1.5\n",
 			want: []string{
-				"line 4: imageGC.lowThresholdPercent: cannot unmarshal string into a value of type int32",
+				`line 4: imageGC.lowThresholdPercent: cannot unmarshal string into a value of type int32 (want a whole number from 0 to 100, without "%")`,
 				"line 5: imageGC.bogus: unknown field",
 				"line 7: imageGC.period: duplicate key (first set at line 6)",
 				"line 9: containerGC.maxContainers: cannot unmarshal number 1.5 into a value of type int32",
@@ -86,7 +123,7 @@ func TestDecodeProblems(t *testing.T) {
 		},
 		"kubelet document with a wrong type": {
 			yaml: header + "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: lots\n",
-			want: []string{"line 6: imageGCHighThresholdPercent: cannot unmarshal string into a value of type int32"},
+			want: []string{`line 6: imageGCHighThresholdPercent: cannot unmarshal string into a value of type int32 (want a whole number from 0 to 100, without "%")`},
 		},
 		"invalid yaml": {
 			yaml: header + "imageGC: [\n",

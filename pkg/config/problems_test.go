@@ -60,7 +60,7 @@ func TestDecodeProblemsWithValidation(t *testing.T) {
 		"a cross-field rule naming a field that failed to decode is left out": {
 			yaml: header + "imageGC:\n  highThresholdPercent: high\n  lowThresholdPercent: 90\n",
 			want: []string{
-				"line 4: imageGC.highThresholdPercent: cannot unmarshal string into a value of type int32",
+				`line 4: imageGC.highThresholdPercent: cannot unmarshal string into a value of type int32 (want a whole number from 0 to 100, without "%")`,
 			},
 		},
 		"a cross-field rule naming a field that decoded is kept": {
@@ -103,7 +103,7 @@ func TestDecodeProblemsWithValidation(t *testing.T) {
 				"imageGCHighThresholdPercent: lots\n" + // line 6
 				"imageGCLowThresholdPercent: 95\n",
 			want: []string{
-				"line 6: imageGCHighThresholdPercent: cannot unmarshal string into a value of type int32",
+				`line 6: imageGCHighThresholdPercent: cannot unmarshal string into a value of type int32 (want a whole number from 0 to 100, without "%")`,
 			},
 		},
 		"a field a KubeletConfiguration with a problem would set is not validated": {
@@ -117,14 +117,14 @@ func TestDecodeProblemsWithValidation(t *testing.T) {
 		"without a NodeGCConfiguration document nothing is validated": {
 			yaml: kubeletHeader + "imageGCHighThresholdPercent: lots\nimageGCLowThresholdPercent: 120\n",
 			want: []string{
-				"line 3: imageGCHighThresholdPercent: cannot unmarshal string into a value of type int32",
+				`line 3: imageGCHighThresholdPercent: cannot unmarshal string into a value of type int32 (want a whole number from 0 to 100, without "%")`,
 			},
 		},
 		"problems of every document in line order": {
 			yaml: kubeletHeader + "imageGCHighThresholdPercent: lots\n---\n" + header +
 				"imageGC:\n  lowThresholdPercent: 120\n  bogus: 1\n",
 			want: []string{
-				"line 3: imageGCHighThresholdPercent: cannot unmarshal string into a value of type int32",
+				`line 3: imageGCHighThresholdPercent: cannot unmarshal string into a value of type int32 (want a whole number from 0 to 100, without "%")`,
 				"line 8: imageGC.lowThresholdPercent: Invalid value: 120: must be between 0 and 100, inclusive",
 				// not "must be less than highThresholdPercent": the file's high failed to decode
 				"line 9: imageGC.bogus: unknown field",
