@@ -638,3 +638,40 @@ func TestChartConfigNull(t *testing.T) {
 		})
 	}
 }
+
+// TestChartRefusesOwnedConfigFields: a config field the chart sets from a
+// chart value (a node path, a port, the election's namespace) fails the
+// render when given another value, naming the chart value to set instead:
+// the chart would otherwise override it without a word (on k3s, a
+// config.containerRuntimeEndpoint would leave the agent on the default
+// socket's directory, which does not exist there). The chart's own value
+// is accepted (a config copied from `nodegc config defaults`).
+func TestChartRefusesOwnedConfigFields(t *testing.T) {
+	cases := map[string][]string{
+		"config.stateDirectory=/data/x":                                              {"config.stateDirectory", `"/data/x"`, "chart value stateDirectory"},
+		"config.containerRuntimeEndpoint=unix:///run/k3s/containerd/containerd.sock": {"config.containerRuntimeEndpoint", "chart value runtime.socket"},
+		"config.metricsBindAddress=127.0.0.1:10281":                                  {"config.metricsBindAddress", "chart value ports.metrics"},
+		"config.healthzBindAddress=:9999":                                            {"config.healthzBindAddress", "chart value ports.healthz"},
+		"config.containerGC.podLogsDirectory=/data/pods":                             {"config.containerGC.podLogsDirectory", "chart value podLogsDirectory"},
+		"config.containerGC.containerLogsDirectory=/data/containers":                 {"config.containerGC.containerLogsDirectory", "chart value containerLogsDirectory"},
+		"config.leaderElection.resourceNamespace=kube-system":                        {"config.leaderElection.resourceNamespace", "release's namespace"},
+	}
+	for set, want := range cases {
+		t.Run(set, func(t *testing.T) {
+			msg := renderError(t, "--set", set)
+			for _, w := range want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not say %q", msg, w)
+				}
+			}
+		})
+	}
+	// The values the chart would set anyway, and empty (unset), render.
+	renderedConfig(t, render(t, "nodegc",
+		"--set", "config.stateDirectory=/var/lib/nodegc",
+		"--set", "config.containerRuntimeEndpoint=unix:///run/containerd/containerd.sock",
+		"--set", "config.metricsBindAddress=:10281",
+		"--set", "config.healthzBindAddress=",
+		"--set", "config.containerGC.podLogsDirectory=/var/log/pods",
+		"--set", "config.leaderElection.resourceNamespace=nodegc"))
+}
