@@ -675,3 +675,76 @@ func TestChartRefusesOwnedConfigFields(t *testing.T) {
 		"--set", "config.containerGC.podLogsDirectory=/var/log/pods",
 		"--set", "config.leaderElection.resourceNamespace=nodegc"))
 }
+
+// TestChartPathValues: node paths holding characters YAML reads as syntax
+// (" #", ": ", a leading "{") render, and reach the hostPath, the mount and
+// the configuration as given; a relative path, or one that is the host's
+// root, fails the render naming the value: the agent would refuse a
+// relative one at start, in a crash loop on every node, and / would mount
+// the whole host.
+func TestChartPathValues(t *testing.T) {
+	odd := map[string]string{
+		"stateDirectory":         "/data/a #1",
+		"podLogsDirectory":       "/data/x: y",
+		"containerLogsDirectory": "/data/{logs}",
+		"runtime.containerdRoot": "/data/'root'",
+		"runtime.socket":         `/data/"run"/c.sock`,
+	}
+	var args []string
+	for k, v := range odd {
+		args = append(args, "--set-string", k+"="+v)
+	}
+	objs := render(t, "nodegc", args...)
+	cfg := renderedConfig(t, objs)
+	if cfg.StateDirectory != odd["stateDirectory"] || cfg.ContainerGC.PodLogsDirectory != odd["podLogsDirectory"] ||
+		cfg.ContainerGC.ContainerLogsDirectory != odd["containerLogsDirectory"] || cfg.ContainerRuntimeEndpoint != "unix://"+odd["runtime.socket"] {
+		t.Errorf("configuration paths: state %q, pod logs %q, container logs %q, runtime %q; want %v",
+			cfg.StateDirectory, cfg.ContainerGC.PodLogsDirectory, cfg.ContainerGC.ContainerLogsDirectory, cfg.ContainerRuntimeEndpoint, odd)
+	}
+	spec := podSpec(t, find(objs, "DaemonSet", "nodegc-node"))
+	hostPaths := map[string]string{}
+	vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+	for _, v := range vols {
+		vm := v.(map[string]any)
+		if p, ok, _ := unstructured.NestedString(vm, "hostPath", "path"); ok {
+			hostPaths[vm["name"].(string)] = p
+		}
+	}
+	want := map[string]string{
+		"runtime-dir":     filepath.Dir(odd["runtime.socket"]),
+		"containerd-root": odd["runtime.containerdRoot"],
+		"state":           odd["stateDirectory"],
+		"pod-logs":        odd["podLogsDirectory"],
+		"container-logs":  odd["containerLogsDirectory"],
+	}
+	if diff := cmp.Diff(want, hostPaths); diff != "" {
+		t.Errorf("hostPath volumes (-want +got):\n%s", diff)
+	}
+
+	for value, path := range map[string]string{
+		"stateDirectory":         "relative",
+		"podLogsDirectory":       "var/log/pods",
+		"containerLogsDirectory": "./logs",
+		"runtime.containerdRoot": "",
+		"runtime.socket":         "containerd.sock",
+	} {
+		t.Run(value+"="+path, func(t *testing.T) {
+			msg := renderError(t, "--set-string", value+"="+path)
+			for _, w := range []string{value, fmt.Sprintf("%q", path), "not an absolute path"} {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not say %q", msg, w)
+				}
+			}
+		})
+	}
+	for _, value := range []string{"stateDirectory", "podLogsDirectory", "runtime.containerdRoot"} {
+		t.Run(value+" in /", func(t *testing.T) {
+			msg := renderError(t, "--set-string", value+"=/var/..")
+			for _, w := range []string{value, "whole host"} {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not say %q", msg, w)
+				}
+			}
+		})
+	}
+}

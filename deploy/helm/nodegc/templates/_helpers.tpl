@@ -95,9 +95,10 @@ the whole host: refused.
 {{- end }}
 
 {{/*
-The node agent's mount paths, each the value it comes from, refused where two coincide (compared
-cleaned: /var/log/pods/ is /var/log/pods): the API server refuses a pod with two volume mounts at one
-path. Nested paths are distinct mounts, and fine.
+The node agent's mount paths, each the value it comes from. Each must be absolute (the agent refuses a
+relative stateDirectory or log directory, in a crash loop on every node) and not / (the whole host),
+and two that coincide are refused (compared cleaned: /var/log/pods/ is /var/log/pods): the API server
+refuses a pod with two volume mounts at one path. Nested paths are distinct mounts, and fine.
 */}}
 {{- define "nodegc.checkMountPaths" -}}
 {{- $mounts := list
@@ -109,7 +110,14 @@ path. Nested paths are distinct mounts, and fine.
   (list "the configuration's own mount" "/etc/nodegc") }}
 {{- $seen := dict }}
 {{- range $m := $mounts }}
-{{- $path := clean (toString (index $m 1)) }}
+{{- $raw := toString (index $m 1) }}
+{{- if not (isAbs $raw) }}
+{{- fail (printf "%s %q is not an absolute path: every node path is the host path, the agent's mount path and the configuration's value at once" (index $m 0) $raw) }}
+{{- end }}
+{{- $path := clean $raw }}
+{{- if eq $path "/" }}
+{{- fail (printf "%s %q would mount the whole host into the node agent: give the directory itself" (index $m 0) $raw) }}
+{{- end }}
 {{- with get $seen $path }}
 {{- $hint := "Give each its own path" }}
 {{- if hasPrefix "runtime.socket" . }}
