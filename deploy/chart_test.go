@@ -748,3 +748,30 @@ func TestChartPathValues(t *testing.T) {
 		})
 	}
 }
+
+// TestChartPortsRefused: a port of 0 (the configuration's "off") fails the
+// render, saying the chart cannot turn that server off and why (the probes
+// and the scrape objects use it), rather than rendering a containerPort 0,
+// which the API server refuses at install; so does a value that is not a
+// port number.
+func TestChartPortsRefused(t *testing.T) {
+	cases := map[string][]string{
+		"ports.metrics=0":     {"ports.metrics 0", "cannot turn the metrics server off", "PodMonitor", "1 to 65535"},
+		"ports.healthz=0":     {"ports.healthz 0", "cannot turn the healthz server off", "probes", "1 to 65535"},
+		"ports.metrics=65536": {"ports.metrics 65536", "not a port number"},
+		"ports.healthz=-1":    {"ports.healthz -1", "not a port number"},
+		"ports.metrics=1.5":   {"ports.metrics", "1.5", "not a port number"},
+		"ports.metrics=null":  {"ports.metrics is empty"},
+	}
+	for set, want := range cases {
+		t.Run(set, func(t *testing.T) {
+			msg := renderError(t, "--set", set)
+			for _, w := range want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not say %q", msg, w)
+				}
+			}
+		})
+	}
+	render(t, "nodegc", "--set", "ports.metrics=1", "--set", "ports.healthz=65535")
+}

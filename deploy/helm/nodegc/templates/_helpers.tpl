@@ -130,6 +130,31 @@ refuses a pod with two volume mounts at one path. Nested paths are distinct moun
 {{- end }}
 
 {{/*
+ports.healthz and ports.metrics: each a port number, 1 to 65535. The configuration's "0" (that server
+off) is refused rather than rendered: the probes use the healthz port and the scrape objects the metrics
+port, and the API server refuses a containerPort 0.
+*/}}
+{{- define "nodegc.checkPorts" -}}
+{{- range $name := list "healthz" "metrics" }}
+{{- $p := get $.Values.ports $name }}
+{{- $n := $p | int }}
+{{- $number := or (kindIs "float64" $p) (kindIs "int" $p) (kindIs "int64" $p) }}
+{{- if eq (toString $p) "" }}
+{{- fail (printf "ports.%s is empty: give a port number (1 to 65535)" $name) }}
+{{- end }}
+{{- if or (not $number) (ne (toString $n) (toString $p)) }}
+{{- fail (printf "ports.%s %s is not a port number (1 to 65535)" $name (kindIs "string" $p | ternary (printf "%q (a string)" (toString $p)) (toString $p))) }}
+{{- end }}
+{{- if eq $n 0 }}
+{{- fail (printf "ports.%s 0: the chart cannot turn the %s server off (the configuration's \"0\"): %s. Give it a port free on every node (1 to 65535)" $name $name (eq $name "healthz" | ternary "the liveness and readiness probes ask /healthz and /readyz on it" "the PodMonitor and ServiceMonitor scrape /metrics on it, and the alerts need it")) }}
+{{- end }}
+{{- if or (lt $n 0) (gt $n 65535) }}
+{{- fail (printf "ports.%s %d is not a port number (1 to 65535)" $name $n) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 GOMAXPROCS from the container's CPU limit, rounded up (500m and 1 give 1). Go's own default never goes
 below 2 Ps, which under a limit of one CPU or less share that one CPU: the second P only adds thread
 wake-ups (with 2 Ps the owner GC spent 1.10-1.28x the CPU per collected object it spent with 1, at the
