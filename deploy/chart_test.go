@@ -20,7 +20,7 @@ import (
 const chart = "helm/nodegc"
 
 // presets are the chart's distribution values files (presets/NAME.yaml).
-var presets = []string{"k3s", "rke2", "kind", "containerd-custom-root"}
+var presets = []string{"k3s", "rke2", "crio", "kind", "containerd-custom-root"}
 
 // ownerGCModes are the values of ownerGC.mode.
 var ownerGCModes = []string{"deployment", "auto", "off"}
@@ -254,6 +254,7 @@ func TestChartPresetPaths(t *testing.T) {
 		"kind":                   std,
 		"k3s":                    {"/run/k3s/containerd/containerd.sock", "/var/lib/rancher/k3s/agent/containerd", "/var/log/pods", "/var/log/containers", "/var/lib/nodegc"},
 		"rke2":                   {"/run/k3s/containerd/containerd.sock", "/var/lib/rancher/rke2/agent/containerd", "/var/log/pods", "/var/log/containers", "/var/lib/nodegc"},
+		"crio":                   {"/var/run/crio/crio.sock", "/var/lib/containers/storage", "/var/log/pods", "/var/log/containers", "/var/lib/nodegc"},
 		"containerd-custom-root": {"/data/containerd/run/containerd.sock", "/data/containerd", "/data/kubelet/pod-logs", "/var/log/containers", "/data/nodegc"},
 	}
 	if len(cases) != len(presets)+1 {
@@ -774,4 +775,34 @@ func TestChartPortsRefused(t *testing.T) {
 		})
 	}
 	render(t, "nodegc", "--set", "ports.metrics=1", "--set", "ports.healthz=65535")
+}
+
+// TestChartRuntimeRootMayBeAbsent: the runtime's root (runtime.containerdRoot)
+// is mounted with hostPath type DirectoryOrCreate, with every preset: on a
+// node without it (CRI-O with the containerd default, a mistyped root) the
+// kubelet's type check would otherwise keep the pod in ContainerCreating;
+// made empty, the agent starts, runs the container GC and reports the
+// image filesystem it cannot read. The socket's directory stays type
+// Directory: without the runtime's socket the agent can do nothing.
+func TestChartRuntimeRootMayBeAbsent(t *testing.T) {
+	for _, p := range append([]string{""}, presets...) {
+		name, args := p, []string{"-f", presetFile(p)}
+		if p == "" {
+			name, args = "defaults", nil
+		}
+		t.Run(name, func(t *testing.T) {
+			spec := podSpec(t, find(render(t, "nodegc", args...), "DaemonSet", "nodegc-node"))
+			types := map[string]string{}
+			vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+			for _, v := range vols {
+				vm := v.(map[string]any)
+				if typ, ok, _ := unstructured.NestedString(vm, "hostPath", "type"); ok {
+					types[vm["name"].(string)] = typ
+				}
+			}
+			if types["containerd-root"] != "DirectoryOrCreate" || types["runtime-dir"] != "Directory" {
+				t.Errorf("hostPath types %v: want containerd-root DirectoryOrCreate, runtime-dir Directory", types)
+			}
+		})
+	}
 }

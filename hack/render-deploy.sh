@@ -14,7 +14,8 @@
 #
 #   NODEGC_RUNTIME_SOCKET      /run/containerd/containerd.sock  the CRI socket; the agent mounts its directory
 #                                                               (/run/containerd by default), which follows it
-#   NODEGC_CONTAINERD_ROOT     /var/lib/containerd              containerd's root (holds the image filesystem)
+#   NODEGC_CONTAINERD_ROOT     /var/lib/containerd              the runtime's root (holds the image filesystem):
+#                                                               containerd's, or CRI-O's /var/lib/containers/storage
 #   NODEGC_POD_LOGS_DIR        /var/log/pods                    the kubelet's podLogsDir
 #   NODEGC_CONTAINER_LOGS_DIR  /var/log/containers              the kubelet's container log links
 #   NODEGC_STATE_DIR           /var/lib/nodegc                  nodegc's state directory
