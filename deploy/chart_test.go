@@ -529,24 +529,42 @@ func TestChartOwnerReplicas(t *testing.T) {
 	render(t, "nodegc", append(noLE, "--set", "ownerGC.mode=off")...)
 }
 
-// TestChartLinuxNodes: both workloads run on Linux nodes only, beside any
-// nodeSelector of the values. The node agent tolerates every taint, so
-// without the selector it would land on Windows and virtual nodes, where it
-// never runs, and helm install --wait would never complete.
+// TestChartLinuxNodes: both workloads run on Linux amd64 nodes only (make
+// image builds for amd64 alone), beside any nodeSelector of the values. The
+// node agent tolerates every taint, so without the selector it would land
+// on Windows, arm64 and virtual nodes, where it never runs (exec format
+// error on arm64), and helm install --wait would never complete. The
+// values' own kubernetes.io/arch wins, and "" leaves the architecture out
+// (an image built for others, or for several).
 func TestChartLinuxNodes(t *testing.T) {
+	linuxAMD64 := map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 	cases := map[string]struct {
 		args []string
 		want map[string]map[string]string // kind/name: nodeSelector
 	}{
 		"defaults": {want: map[string]map[string]string{
-			"DaemonSet/nodegc-node":   {"kubernetes.io/os": "linux"},
-			"Deployment/nodegc-owner": {"kubernetes.io/os": "linux"},
+			"DaemonSet/nodegc-node":   linuxAMD64,
+			"Deployment/nodegc-owner": linuxAMD64,
 		}},
 		"with the values' nodeSelector": {
 			args: []string{"--set", "node.nodeSelector.pool=gc", "--set", "owner.nodeSelector.node-role\\.kubernetes\\.io/infra="},
 			want: map[string]map[string]string{
-				"DaemonSet/nodegc-node":   {"kubernetes.io/os": "linux", "pool": "gc"},
-				"Deployment/nodegc-owner": {"kubernetes.io/os": "linux", "node-role.kubernetes.io/infra": ""},
+				"DaemonSet/nodegc-node":   {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "pool": "gc"},
+				"Deployment/nodegc-owner": {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "node-role.kubernetes.io/infra": ""},
+			},
+		},
+		"another architecture": {
+			args: []string{"--set", "node.nodeSelector.kubernetes\\.io/arch=arm64", "--set", "owner.nodeSelector.kubernetes\\.io/arch=arm64"},
+			want: map[string]map[string]string{
+				"DaemonSet/nodegc-node":   {"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"},
+				"Deployment/nodegc-owner": {"kubernetes.io/os": "linux", "kubernetes.io/arch": "arm64"},
+			},
+		},
+		"any architecture": {
+			args: []string{"--set", "node.nodeSelector.kubernetes\\.io/arch=", "--set", "owner.nodeSelector.kubernetes\\.io/arch="},
+			want: map[string]map[string]string{
+				"DaemonSet/nodegc-node":   {"kubernetes.io/os": "linux"},
+				"Deployment/nodegc-owner": {"kubernetes.io/os": "linux"},
 			},
 		},
 	}

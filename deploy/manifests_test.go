@@ -446,9 +446,10 @@ func TestPriorityClass(t *testing.T) {
 	}
 }
 
-// TestLinuxNodesOnly: both workloads select Linux nodes: the node agent
-// tolerates every taint, and would otherwise be scheduled onto Windows and
-// virtual nodes, where it never runs.
+// TestLinuxNodesOnly: both workloads select Linux amd64 nodes (the image
+// is built for amd64 alone): the node agent tolerates every taint, and
+// would otherwise be scheduled onto Windows, arm64 and virtual nodes, where
+// it never runs.
 func TestLinuxNodesOnly(t *testing.T) {
 	seen := 0
 	for _, o := range readObjects(t) {
@@ -456,8 +457,8 @@ func TestLinuxNodesOnly(t *testing.T) {
 			continue
 		}
 		seen++
-		if sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "spec", "nodeSelector"); sel["kubernetes.io/os"] != "linux" {
-			t.Errorf("%s %s nodeSelector %v, want kubernetes.io/os: linux", o.GetKind(), o.GetName(), sel)
+		if sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "spec", "nodeSelector"); sel["kubernetes.io/os"] != "linux" || sel["kubernetes.io/arch"] != "amd64" {
+			t.Errorf("%s %s nodeSelector %v, want kubernetes.io/os: linux and kubernetes.io/arch: amd64", o.GetKind(), o.GetName(), sel)
 		}
 	}
 	if seen != 2 {

@@ -195,11 +195,20 @@ regenerated manifest) that changes the configuration changes the digest, and so 
 {{- end }}
 
 {{/*
-A workload's nodeSelector: kubernetes.io/os: linux beside the values' (include "nodegc.nodeSelector"
-.Values.node.nodeSelector). nodegc is a Linux program, and the node agent tolerates every taint: without
-it, it would land on Windows nodes, where it never runs (and helm install --wait never ends). Virtual
-nodes that report linux are not left out by it (values.yaml, node.nodeSelector).
+A workload's nodeSelector: kubernetes.io/os: linux and kubernetes.io/arch: amd64 beside the values'
+(include "nodegc.nodeSelector" .Values.node.nodeSelector). nodegc is a Linux program, and make image
+builds it for amd64 only; the node agent tolerates every taint: without them, it would land on Windows
+and arm64 nodes, where it never runs (exec format error; helm install --wait never ends). Virtual nodes
+that report linux are not left out by it (values.yaml, node.nodeSelector). The values' own
+kubernetes.io/arch wins (an image built for another architecture); "" leaves the architecture out (a
+multi-architecture image).
 */}}
 {{- define "nodegc.nodeSelector" -}}
-{{- toYaml (merge (deepCopy (. | default dict)) (dict "kubernetes.io/os" "linux")) }}
+{{- $sel := deepCopy (. | default dict) }}
+{{- $base := dict "kubernetes.io/os" "linux" "kubernetes.io/arch" "amd64" }}
+{{- if and (hasKey $sel "kubernetes.io/arch") (eq (toString (get $sel "kubernetes.io/arch")) "") }}
+{{- $_ := unset $sel "kubernetes.io/arch" }}
+{{- $_ := unset $base "kubernetes.io/arch" }}
+{{- end }}
+{{- toYaml (merge $sel $base) }}
 {{- end }}
