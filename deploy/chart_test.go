@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -823,4 +824,73 @@ func TestChartRuntimeRootMayBeAbsent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChartOwnerPrefersControlPlane: the owner collector, whose rights are
+// kube-controller-manager's collector's (get on pods/exec and nodes/proxy
+// among them), prefers control-plane nodes and tolerates their NoSchedule
+// taint, as kube-controller-manager runs there, by default: preferred, so
+// that a cluster without a visible control-plane node (managed) or with
+// one node still runs it. The values' tolerations are kept beside it, the
+// control-plane one not repeated; owner.preferControlPlane false renders
+// neither.
+func TestChartOwnerPrefersControlPlane(t *testing.T) {
+	cp := map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
+	infra := map[string]any{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}
+	preference := []any{map[string]any{"weight": int64(100), "preference": map[string]any{"matchExpressions": []any{
+		map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}}}}}
+	cases := map[string]struct {
+		args        []string
+		tolerations []any
+		preferred   []any
+	}{
+		"defaults":        {nil, []any{cp}, preference},
+		"kind preset":     {[]string{"-f", presetFile("kind")}, []any{cp}, preference},
+		"off":             {[]string{"--set", "owner.preferControlPlane=false"}, nil, nil},
+		"own tolerations": {[]string{"-f", "testdata/owner-tolerations.yaml"}, []any{infra, cp}, preference},
+		"own tolerations with the control-plane one": {
+			[]string{"-f", "testdata/owner-tolerations.yaml", "--set", "owner.tolerations[1].key=node-role.kubernetes.io/control-plane",
+				"--set", "owner.tolerations[1].operator=Exists", "--set", "owner.tolerations[1].effect=NoSchedule"},
+			[]any{infra, cp}, preference},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			spec := podSpec(t, find(render(t, "nodegc", tc.args...), "Deployment", "nodegc-owner"))
+			tolerations, _, _ := unstructured.NestedSlice(spec, "tolerations")
+			if diff := cmp.Diff(tc.tolerations, tolerations, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("tolerations (-want +got):\n%s", diff)
+			}
+			preferred, _, _ := unstructured.NestedSlice(spec, "affinity", "nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+			if diff := cmp.Diff(tc.preferred, normalizeNumbers(preferred), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("preferred node affinity (-want +got):\n%s", diff)
+			}
+			if _, ok, _ := unstructured.NestedSlice(spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"); ok {
+				t.Errorf("a required node affinity: a cluster without a control-plane node to be seen would not run the owner collector")
+			}
+		})
+	}
+}
+
+// normalizeNumbers returns v with every float64 (YAML numbers decode as
+// float64) that is a whole number as an int64, through maps and lists.
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if x == float64(int64(x)) {
+			return int64(x)
+		}
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalizeNumbers(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = normalizeNumbers(e)
+		}
+		return out
+	}
+	return v
 }

@@ -325,6 +325,18 @@ func TestApplyAndRBAC(t *testing.T) {
 		{owner, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "nodegc"}, true},
 		{owner, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "kube-system"}, false},
 		{owner, authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "create", Namespace: "default"}, false},
+		// get on every resource includes these subresources, as for
+		// kube-controller-manager's collector (README, Deploy, says so):
+		// API servers up to 1.34 authorize exec, attach and port-forward
+		// over WebSocket with get, and nodes/proxy is the kubelet's API.
+		// The node agent has none of them.
+		{owner, authorizationv1.ResourceAttributes{Resource: "pods", Subresource: "exec", Verb: "get", Namespace: "kube-system"}, true},
+		{owner, authorizationv1.ResourceAttributes{Resource: "pods", Subresource: "attach", Verb: "get", Namespace: "kube-system"}, true},
+		{owner, authorizationv1.ResourceAttributes{Resource: "pods", Subresource: "portforward", Verb: "get", Namespace: "kube-system"}, true},
+		{owner, authorizationv1.ResourceAttributes{Resource: "nodes", Subresource: "proxy", Verb: "get"}, true},
+		{owner, authorizationv1.ResourceAttributes{Resource: "pods", Subresource: "exec", Verb: "create", Namespace: "kube-system"}, false},
+		{node, authorizationv1.ResourceAttributes{Resource: "pods", Subresource: "exec", Verb: "get", Namespace: "kube-system"}, false},
+		{node, authorizationv1.ResourceAttributes{Resource: "nodes", Subresource: "proxy", Verb: "get"}, false},
 	}
 	for _, tc := range cases {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
@@ -336,7 +348,7 @@ func TestApplyAndRBAC(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.Status.Allowed != tc.allowed {
-			t.Errorf("%s may %s %s.%s in %q: %v, want %v", tc.user, tc.attrs.Verb, tc.attrs.Resource, tc.attrs.Group, tc.attrs.Namespace, got.Status.Allowed, tc.allowed)
+			t.Errorf("%s may %s %s/%s.%s in %q: %v, want %v", tc.user, tc.attrs.Verb, tc.attrs.Resource, tc.attrs.Subresource, tc.attrs.Group, tc.attrs.Namespace, got.Status.Allowed, tc.allowed)
 		}
 	}
 	// And through impersonation: the node agent's identity is refused a

@@ -38,14 +38,16 @@ header() {
 #     node's CRI socket. Its ServiceAccount lists and watches pods and nodes and writes events; it can
 #     delete nothing in the API, so a compromised node holds no cluster-wide delete rights.
 #   - Deployment nodegc-owner (--owner-gc=only, 2 replicas, leader-elected through a Lease): the
-#     cluster's ownerReference garbage collector. Its ServiceAccount lists, watches, patches and deletes
-#     what it collects, as kube-controller-manager's collector does.
+#     cluster's ownerReference garbage collector. Its ServiceAccount gets, lists, watches, patches and
+#     deletes every resource, as kube-controller-manager's collector does; that get includes pods/exec,
+#     pods/attach, pods/portforward and nodes/proxy, so it prefers control-plane nodes (README, Deploy).
 #
 # Single-workload alternative for small clusters (the chart's ownerGC.mode=auto): drop the Deployment, run
 # the DaemonSet with --owner-gc=auto and bind the nodegc-owner ClusterRole and Role to the nodegc-node
 # ServiceAccount. Every node then joins the election and the elected one runs the owner GC. The trade-off:
-# every node's agent can get, list and watch every object of every resource (every Secret included) and
-# patch and delete any, so taking over any one node (the agent reaches the runtime socket) gives all of that;
+# every node's agent can get, list and watch every object of every resource (every Secret included, and
+# pods/exec and nodes/proxy) and patch and delete any, so taking over any one node (the agent reaches the
+# runtime socket) gives all of that;
 # and the elected agent runs the owner GC within the node agent's memory limit (README, Deploy).
 #
 # Image: ghcr.io/nodegc/nodegc:latest below is the default; `make image` builds it without Docker and
