@@ -16,10 +16,9 @@ import (
 // readmeSections are the README sections whose commands this test runs.
 var readmeSections = []string{"### Install with Helm", "### Distribution presets", "## Monitoring"}
 
-// readmeCommands returns the commands of the ```sh blocks of a README
-// section (from its heading to the next heading of its level or above),
-// continuation lines joined.
-func readmeCommands(t *testing.T, readme, heading string) []string {
+// readmeSection returns the body of a README section: from its heading to
+// the next heading of its level or above.
+func readmeSection(t *testing.T, readme, heading string) string {
 	t.Helper()
 	start := strings.Index(readme, "\n"+heading+"\n")
 	if start < 0 {
@@ -30,6 +29,14 @@ func readmeCommands(t *testing.T, readme, heading string) []string {
 	if end := regexp.MustCompile(`\n#{1,` + strconv.Itoa(len(level)) + `} `).FindStringIndex(body); end != nil {
 		body = body[:end[0]]
 	}
+	return body
+}
+
+// readmeCommands returns the commands of the ```sh blocks of a README
+// section, continuation lines joined.
+func readmeCommands(t *testing.T, readme, heading string) []string {
+	t.Helper()
+	body := readmeSection(t, readme, heading)
 	var cmds []string
 	for _, block := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(body, -1) {
 		cmd := ""
@@ -137,6 +144,46 @@ func TestReadmeCommands(t *testing.T) {
 	for what, least := range map[string]int{"helm install": 1 + len(presets), "helm lint": 1, "pipeline": 1, "apply": 1} {
 		if seen[what] < least {
 			t.Errorf("README.md shows %d %s command(s), want at least %d", seen[what], what, least)
+		}
+	}
+}
+
+// TestKubeControllerManagerGCDocumented: where an operator installs nodegc
+// (README's Deploy and Install with Helm, the chart's ownerGC.mode, the
+// plain manifest's header, the chart's notes after an install), the docs
+// say that the owner GC modes need kube-controller-manager's garbage
+// collector off, and that where it cannot be (managed control planes)
+// ownerGC.mode off is the one to use: with both collectors on, nodegc's
+// holds of orphan and foregroundDeletion finalizers do not apply.
+func TestKubeControllerManagerGCDocumented(t *testing.T) {
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(path string) string {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(root, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	readme := read("README.md")
+	values := read("deploy/helm/nodegc/values.yaml")
+	modeDoc, _, _ := strings.Cut(values[strings.Index(values, "\n# Where the cluster's ownerReference garbage collector runs"):], "\nownerGC:")
+	texts := map[string]string{
+		"README.md, Deploy":            readmeSection(t, readme, "## Deploy"),
+		"README.md, Install with Helm": readmeSection(t, readme, "### Install with Helm"),
+		"values.yaml, ownerGC.mode":    modeDoc,
+		"deploy/daemonset.yaml header": read("deploy/daemonset.yaml"),
+		"NOTES.txt":                    read("deploy/helm/nodegc/templates/NOTES.txt"),
+	}
+	for where, text := range texts {
+		text = strings.Join(strings.Fields(strings.ReplaceAll(text, "#", " ")), " ")
+		for _, want := range []string{"--controllers=*,-garbagecollector", "mode off", "managed control plane"} {
+			if !strings.Contains(strings.ReplaceAll(text, "mode=off", "mode off"), want) {
+				t.Errorf("%s does not say %q", where, want)
+			}
 		}
 	}
 }

@@ -33,6 +33,11 @@ header() {
 # not this file. `helm install nodegc deploy/helm/nodegc -n nodegc --create-namespace` installs the same
 # objects (plus Helm's labels); the chart's values.yaml and presets/ (k3s, RKE2, kind, ...) adapt them.
 #
+# The owner collector needs kube-controller-manager's garbage collector off (--controllers=*,-garbagecollector):
+# with both on, both collect and nodegc's holds of orphan and foregroundDeletion finalizers do not apply. Where
+# it cannot be turned off (managed control planes), leave the Deployment nodegc-owner and the nodegc-owner RBAC
+# out, or use the chart's ownerGC.mode=off (README, Deploy).
+#
 # Two workloads share one image and one ConfigMap:
 #   - DaemonSet nodegc-node (--owner-gc=off): image and dead-container GC on every node, through the
 #     node's CRI socket. Its ServiceAccount lists and watches pods and nodes and writes events; it can
