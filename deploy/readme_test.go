@@ -99,6 +99,9 @@ func TestReadmeCommands(t *testing.T) {
 				switch {
 				case strings.HasPrefix(cmd, "helm install "):
 					seen["helm install"]++
+					if strings.Contains(cmd, "--create-namespace") {
+						t.Errorf("--create-namespace makes a namespace without the Pod Security label the node agent needs: make it first (README, Install with Helm)")
+					}
 					objs := decodeObjects(t, run(t, "helm template "+strings.TrimPrefix(cmd, "helm install ")))
 					if find(objs, "DaemonSet", "nodegc-node") == nil {
 						t.Errorf("renders no DaemonSet nodegc-node")
@@ -109,8 +112,18 @@ func TestReadmeCommands(t *testing.T) {
 					run(t, cmd)
 				case strings.HasSuffix(cmd, " | kubectl apply -f -"):
 					seen["pipeline"]++
-					if objs := decodeObjects(t, run(t, strings.TrimSuffix(cmd, " | kubectl apply -f -"))); len(objs) == 0 {
+					objs := decodeObjects(t, run(t, strings.TrimSuffix(cmd, " | kubectl apply -f -")))
+					if len(objs) == 0 {
 						t.Errorf("makes no object")
+					}
+					for _, o := range objs {
+						if o.GetKind() != "Namespace" {
+							continue
+						}
+						seen["namespace"]++
+						if level := o.GetLabels()["pod-security.kubernetes.io/enforce"]; level != "privileged" {
+							t.Errorf("Namespace %s: pod-security.kubernetes.io/enforce %q, want privileged (the node agent needs the host network, hostPath volumes, root)", o.GetName(), level)
+						}
 					}
 				case applyFile.MatchString(cmd):
 					seen["apply"]++
@@ -141,7 +154,7 @@ func TestReadmeCommands(t *testing.T) {
 			t.Errorf("README.md shows no install with the %s preset", p)
 		}
 	}
-	for what, least := range map[string]int{"helm install": 1 + len(presets), "helm lint": 1, "pipeline": 1, "apply": 1} {
+	for what, least := range map[string]int{"helm install": 1 + len(presets), "helm lint": 1, "pipeline": 1, "apply": 1, "namespace": 1} {
 		if seen[what] < least {
 			t.Errorf("README.md shows %d %s command(s), want at least %d", seen[what], what, least)
 		}

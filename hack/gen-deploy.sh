@@ -30,8 +30,9 @@ header() {
 #   kubectl apply -f deploy/daemonset.yaml
 #
 # Generated from the Helm chart deploy/helm/nodegc by hack/gen-deploy.sh (make manifests): edit the chart,
-# not this file. `helm install nodegc deploy/helm/nodegc -n nodegc --create-namespace` installs the same
-# objects (plus Helm's labels); the chart's values.yaml and presets/ (k3s, RKE2, kind, ...) adapt them.
+# not this file. `helm install nodegc deploy/helm/nodegc -n nodegc`, into a namespace made and labelled as this
+# file's Namespace is (README, Install with Helm), installs the same objects (plus Helm's labels, without the
+# Namespace); the chart's values.yaml and presets/ (k3s, RKE2, CRI-O, kind, ...) adapt them.
 #
 # The owner collector needs kube-controller-manager's garbage collector off (--controllers=*,-garbagecollector):
 # with both on, both collect and nodegc's holds of orphan and foregroundDeletion finalizers do not apply. Where

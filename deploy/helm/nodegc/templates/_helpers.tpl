@@ -212,3 +212,20 @@ multi-architecture image).
 {{- end }}
 {{- toYaml (merge $sel $base) }}
 {{- end }}
+
+{{/*
+The release's namespace, as the API server has it (lookup: helm install and upgrade; helm template and
+--dry-run=client see none): a pod-security.kubernetes.io/enforce label other than privileged fails the
+install, since Pod Security Admission would refuse every node agent pod (hostNetwork, hostPath, root)
+while helm install reports success. A namespace without the label takes the cluster's default level,
+which the chart cannot read: NOTES.txt says what to check.
+*/}}
+{{- define "nodegc.checkNamespace" -}}
+{{- if not .Values.namespace.create }}
+{{- $ns := lookup "v1" "Namespace" "" .Release.Namespace }}
+{{- $level := dig "metadata" "labels" "pod-security.kubernetes.io/enforce" "" ($ns | default dict) }}
+{{- if and $level (ne $level "privileged") }}
+{{- fail (printf "namespace %s enforces Pod Security level %q (its label pod-security.kubernetes.io/enforce), which refuses the node agent's pods (host network, hostPath volumes, root): every node would be left without one. Label it privileged: kubectl label namespace %s pod-security.kubernetes.io/enforce=privileged --overwrite, or install into a namespace of nodegc's own (README, Install with Helm)" .Release.Namespace $level .Release.Namespace) }}
+{{- end }}
+{{- end }}
+{{- end }}
