@@ -894,3 +894,35 @@ func normalizeNumbers(v any) any {
 	}
 	return v
 }
+
+// TestChartConfigMapMerge: what values.yaml and README say of config's
+// maps, which Helm merges into the chart's: a {} keeps the chart's keys
+// (config: {} its thresholds, evictionHard: {} both signals), null removes
+// one (each eviction signal null: evictionHard {}, the kubelet does not
+// evict on disk) or all (config: null: the agent's own defaults).
+func TestChartConfigMapMerge(t *testing.T) {
+	chartEviction := map[string]string{"imagefs.available": "15%", "nodefs.available": "10%"}
+	cases := map[string]struct {
+		args      []string
+		high, low int32
+		eviction  map[string]string
+	}{
+		"config {}":                 {[]string{"-f", "testdata/config-empty.yaml"}, 80, 75, chartEviction},
+		"config null":               {[]string{"--set", "config=null"}, config.DefaultImageGCHighThresholdPercent, config.DefaultImageGCLowThresholdPercent, config.DefaultEvictionHard()},
+		"evictionHard {}":           {[]string{"-f", "testdata/eviction-empty.yaml"}, 80, 75, chartEviction},
+		"each eviction signal null": {[]string{"-f", "testdata/eviction-none.yaml"}, 80, 75, map[string]string{}},
+		"one eviction signal null": {[]string{"--set", "config.imageGC.evictionHard.nodefs\\.available=null"}, 80, 75,
+			map[string]string{"imagefs.available": "15%"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ig := renderedConfig(t, render(t, "nodegc", tc.args...)).ImageGC
+			if *ig.HighThresholdPercent != tc.high || *ig.LowThresholdPercent != tc.low {
+				t.Errorf("thresholds %d/%d, want %d/%d", *ig.HighThresholdPercent, *ig.LowThresholdPercent, tc.high, tc.low)
+			}
+			if ig.EvictionHard == nil || !cmp.Equal(tc.eviction, ig.EvictionHard) {
+				t.Errorf("evictionHard %#v, want %v", ig.EvictionHard, tc.eviction)
+			}
+		})
+	}
+}
