@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +34,7 @@ import (
 
 	"github.com/nodegc/nodegc/internal/agent"
 	"github.com/nodegc/nodegc/internal/endpoint"
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
 	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
 	"github.com/nodegc/nodegc/pkg/config"
@@ -361,6 +364,51 @@ func TestApplyAndRBAC(t *testing.T) {
 	err = asNode.Resource(deployments).Namespace("nodegc").Delete(ctx, "nodegc-owner", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("node agent deleting a Deployment: %v, want Forbidden", err)
+	}
+
+	restartAfterConfigEdit(t, c)
+}
+
+// restartAfterConfigEdit runs the command the manifest's header gives for
+// after a ConfigMap edit (the agents read it only at start, and the pods'
+// checksum/config stays as rendered) against the applied manifest, and
+// checks that it changed both workloads' pod templates, which rolls them.
+func restartAfterConfigEdit(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := t.Context()
+	data, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmd string
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			break // the header ends at the first object
+		}
+		if l := strings.TrimSpace(strings.TrimPrefix(line, "#")); strings.HasPrefix(l, "kubectl ") && strings.Contains(l, "rollout restart") {
+			cmd = l
+		}
+	}
+	if cmd == "" {
+		t.Fatalf("%s's header gives no kubectl rollout restart for after a ConfigMap edit", manifest)
+	}
+	args := append([]string{"--kubeconfig=" + c.KubeconfigPath()}, strings.Fields(strings.TrimPrefix(cmd, "kubectl "))...)
+	out, err := exec.CommandContext(ctx, testbed.Binary(t, "kubectl"), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+	ds, err := c.Client().AppsV1().DaemonSets("nodegc").Get(ctx, "nodegc-node", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep, err := c.Client().AppsV1().Deployments("nodegc").Get(ctx, "nodegc-owner", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ann := range map[string]map[string]string{"DaemonSet nodegc-node": ds.Spec.Template.Annotations, "Deployment nodegc-owner": dep.Spec.Template.Annotations} {
+		if ann["kubectl.kubernetes.io/restartedAt"] == "" {
+			t.Errorf("%s: %s left its pod template as it was (annotations %v): its pods would keep the old configuration", cmd, name, ann)
+		}
 	}
 }
 

@@ -56,6 +56,13 @@ header() {
 # runtime socket) gives all of that;
 # and the elected agent runs the owner GC within the node agent's memory limit (README, Deploy).
 #
+# Configuration: the ConfigMap nodegc-config below. The agents read it only at start, and the pods'
+# checksum/config annotation changes only when this file is rendered again from the chart: after editing the
+# ConfigMap (kubectl edit, or an edit of this file and kubectl apply), restart both workloads, or nodes run the
+# old configuration until each pod happens to restart:
+#
+#   kubectl -n nodegc rollout restart daemonset/nodegc-node deployment/nodegc-owner
+#
 # Image: ghcr.io/nodegc/nodegc:latest below is the default; `make image` builds it without Docker and
 # hack/render-deploy.sh IMAGE renders this file with another image (tested by the e2e suite).
 #
