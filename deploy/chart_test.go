@@ -926,3 +926,104 @@ func TestChartConfigMapMerge(t *testing.T) {
 		})
 	}
 }
+
+// TestChartOperatorSettings: imagePullSecrets reach both pods; image.digest
+// pins both images (<repository>@<digest>, a malformed one fails the
+// render); node.updateStrategy is the DaemonSet's (rollingUpdate left out
+// for OnDelete); the securityContexts are the chart's by default, and the
+// keys given in node/owner.securityContext are merged into them
+// (seLinuxOptions for SELinux-enforcing nodes), the pod's from
+// podSecurityContext.
+func TestChartOperatorSettings(t *testing.T) {
+	workloads := []string{"DaemonSet/nodegc-node", "Deployment/nodegc-owner"}
+	get := func(objs []*unstructured.Unstructured, ref string) map[string]any {
+		t.Helper()
+		kind, name, _ := strings.Cut(ref, "/")
+		o := find(objs, kind, name)
+		if o == nil {
+			t.Fatalf("no %s", ref)
+		}
+		return o.Object
+	}
+	container := func(obj map[string]any) map[string]any {
+		ctrs, _, _ := unstructured.NestedSlice(obj, "spec", "template", "spec", "containers")
+		return ctrs[0].(map[string]any)
+	}
+
+	t.Run("defaults", func(t *testing.T) {
+		objs := render(t, "nodegc")
+		wantSC := map[string]map[string]any{
+			"DaemonSet/nodegc-node": {"runAsUser": int64(0), "runAsNonRoot": false, "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+				"capabilities": map[string]any{"drop": []any{"ALL"}}, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
+			"Deployment/nodegc-owner": {"runAsUser": int64(65532), "runAsGroup": int64(65532), "runAsNonRoot": true, "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+				"capabilities": map[string]any{"drop": []any{"ALL"}}, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
+		}
+		for _, ref := range workloads {
+			obj := get(objs, ref)
+			if diff := cmp.Diff(wantSC[ref], normalizeNumbers(container(obj)["securityContext"])); diff != "" {
+				t.Errorf("%s securityContext (-want +got):\n%s", ref, diff)
+			}
+			for _, field := range []string{"imagePullSecrets", "securityContext"} {
+				if v, ok, _ := unstructured.NestedFieldNoCopy(obj, "spec", "template", "spec", field); ok {
+					t.Errorf("%s pod %s %v, want none by default", ref, field, v)
+				}
+			}
+			if img := container(obj)["image"]; img != "ghcr.io/nodegc/nodegc:latest" {
+				t.Errorf("%s image %v, want ghcr.io/nodegc/nodegc:latest (hack/render-deploy.sh replaces that)", ref, img)
+			}
+		}
+		strategy, _, _ := unstructured.NestedMap(get(objs, "DaemonSet/nodegc-node"), "spec", "updateStrategy")
+		if diff := cmp.Diff(map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": "10%"}}, strategy); diff != "" {
+			t.Errorf("DaemonSet updateStrategy (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("set", func(t *testing.T) {
+		digest := "sha256:" + strings.Repeat("ab", 32)
+		objs := render(t, "nodegc",
+			"--set", "imagePullSecrets[0].name=regcred",
+			"--set", "image.repository=registry.example/nodegc", "--set", "image.digest="+digest,
+			"--set", "node.securityContext.seLinuxOptions.type=spc_t",
+			"--set", "owner.securityContext.seLinuxOptions.level=s0:c1",
+			"--set", "node.podSecurityContext.supplementalGroups[0]=4",
+			"--set", "owner.podSecurityContext.fsGroup=65532",
+			"--set", "node.updateStrategy.rollingUpdate.maxUnavailable=1")
+		for _, ref := range workloads {
+			obj := get(objs, ref)
+			if img := container(obj)["image"]; img != "registry.example/nodegc@"+digest {
+				t.Errorf("%s image %v, want registry.example/nodegc@%s", ref, img, digest)
+			}
+			secrets, _, _ := unstructured.NestedSlice(obj, "spec", "template", "spec", "imagePullSecrets")
+			if diff := cmp.Diff([]any{map[string]any{"name": "regcred"}}, secrets); diff != "" {
+				t.Errorf("%s imagePullSecrets (-want +got):\n%s", ref, diff)
+			}
+			sc := container(obj)["securityContext"].(map[string]any)
+			if sc["readOnlyRootFilesystem"] != true || sc["seLinuxOptions"] == nil {
+				t.Errorf("%s securityContext %v: want the chart's, with seLinuxOptions merged in", ref, sc)
+			}
+			if pod, _, _ := unstructured.NestedMap(obj, "spec", "template", "spec", "securityContext"); len(pod) != 1 {
+				t.Errorf("%s pod securityContext %v, want podSecurityContext's", ref, pod)
+			}
+		}
+		strategy, _, _ := unstructured.NestedMap(get(objs, "DaemonSet/nodegc-node"), "spec", "updateStrategy")
+		if diff := cmp.Diff(map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": int64(1)}}, normalizeNumbers(strategy)); diff != "" {
+			t.Errorf("DaemonSet updateStrategy (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("OnDelete", func(t *testing.T) {
+		strategy, _, _ := unstructured.NestedMap(get(render(t, "nodegc", "--set", "node.updateStrategy.type=OnDelete"), "DaemonSet/nodegc-node"), "spec", "updateStrategy")
+		if diff := cmp.Diff(map[string]any{"type": "OnDelete"}, strategy); diff != "" {
+			t.Errorf("DaemonSet updateStrategy (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("bad digest", func(t *testing.T) {
+		msg := renderError(t, "--set", "image.digest=latest")
+		for _, want := range []string{`image.digest "latest"`, "sha256:"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("error %q does not say %q", msg, want)
+			}
+		}
+	})
+}

@@ -73,9 +73,20 @@ loop on every node.
 {{- end }}
 {{- end }}
 
-{{/* The image reference of both workloads. */}}
+{{/*
+The image reference of both workloads: <repository>@<digest> when image.digest is set (it pins the
+image; the tag is not used), else <repository>:<tag>.
+*/}}
 {{- define "nodegc.image" -}}
+{{- $digest := toString (.Values.image.digest | default "") }}
+{{- if $digest }}
+{{- if not (regexMatch "^[a-z0-9]+([+._-][a-z0-9]+)*:[a-fA-F0-9]{32,}$" $digest) }}
+{{- fail (printf "image.digest %q is not a digest: want <algorithm>:<hex>, such as sha256:%s" $digest (repeat 64 "0")) }}
+{{- end }}
+{{- printf "%s@%s" .Values.image.repository $digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/*
