@@ -117,7 +117,7 @@ func TestChartLint(t *testing.T) {
 	}
 	for _, m := range ownerGCModes {
 		cases["ownerGC.mode "+m] = []string{"--set", "ownerGC.mode=" + m,
-			"--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"}
+			"--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true"}
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

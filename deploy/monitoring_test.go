@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nodegc/nodegc/deploy/monitoring"
 )
@@ -179,5 +180,40 @@ func TestUpAlertsMatchScrapeLabels(t *testing.T) {
 		if !selected[c] {
 			t.Errorf("no alert on up{component=%q}: nothing fires when that workload's agents are not running or not scraped", c)
 		}
+	}
+}
+
+// TestChartPrometheusRule: metrics.prometheusRule renders nodegc's alert
+// rules as a PrometheusRule in the release's namespace, with the labels
+// given (kube-prometheus-stack's ruleSelector selects release), whose
+// groups load with Prometheus's rule loader as those of
+// deploy/monitoring/prometheus-rules.yaml, the one source; off by default.
+func TestChartPrometheusRule(t *testing.T) {
+	if o := find(render(t, "nodegc"), "PrometheusRule", "nodegc"); o != nil {
+		t.Errorf("PrometheusRule rendered by default")
+	}
+	objs := render(t, "gc-system", "--set", "metrics.prometheusRule.enabled=true", "--set", "metrics.prometheusRule.labels.release=kube-prometheus-stack")
+	o := find(objs, "PrometheusRule", "nodegc")
+	if o == nil {
+		t.Fatal("no PrometheusRule nodegc with metrics.prometheusRule.enabled")
+	}
+	if o.GetNamespace() != "gc-system" || o.GetLabels()["release"] != "kube-prometheus-stack" || o.GetLabels()["app.kubernetes.io/name"] != "nodegc" {
+		t.Errorf("PrometheusRule in namespace %q with labels %v; want gc-system, release: kube-prometheus-stack and app.kubernetes.io/name: nodegc", o.GetNamespace(), o.GetLabels())
+	}
+	spec, _, _ := unstructured.NestedMap(o.Object, "spec")
+	data, err := yaml.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := monitoring.ParseRules(data)
+	if err != nil {
+		t.Fatalf("the PrometheusRule's spec: %v\n%s", err, data)
+	}
+	want, err := monitoring.ParseRules(monitoring.RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Groups, got.Groups); diff != "" {
+		t.Errorf("the chart's PrometheusRule groups (-deploy/monitoring/prometheus-rules.yaml +chart):\n%s", diff)
 	}
 }

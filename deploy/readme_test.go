@@ -59,9 +59,10 @@ func readmeCommands(t *testing.T, readme, heading string) []string {
 // TestReadmeCommands runs the commands the README shows for Helm, the
 // presets and monitoring, as far as a cluster is not needed: each `helm
 // install` rendered with `helm template` (make e2e runs a real helm
-// install), `helm lint` as it is, a pipeline into `kubectl apply -f -`
-// without its last stage, and each file a `kubectl apply -f FILE` names
-// decoded. A command of another shape fails the test, so the README shows
+// install), `helm lint` as it is, a pipeline into `kubectl apply [-n NS]
+// -f -` without its last stage (a Namespace it makes must be labelled
+// privileged, a PrometheusRule carry a release label), and each file a
+// `kubectl apply -f FILE` names decoded. A command of another shape fails the test, so the README shows
 // nothing untested.
 func TestReadmeCommands(t *testing.T) {
 	root, err := testbed.RepoRoot()
@@ -88,6 +89,7 @@ func TestReadmeCommands(t *testing.T) {
 		return out
 	}
 	applyFile := regexp.MustCompile(`^kubectl apply( -n [a-z0-9-]+)? -f ([^ |]+)$`)
+	applyStdin := regexp.MustCompile(` ?\| ?kubectl apply( -n [a-z0-9-]+)? -f -$`)
 	seen := map[string]int{}
 	for _, heading := range readmeSections {
 		cmds := readmeCommands(t, string(data), heading)
@@ -110,19 +112,24 @@ func TestReadmeCommands(t *testing.T) {
 				case strings.HasPrefix(cmd, "helm lint "):
 					seen["helm lint"]++
 					run(t, cmd)
-				case strings.HasSuffix(cmd, " | kubectl apply -f -"):
+				case applyStdin.MatchString(cmd):
 					seen["pipeline"]++
-					objs := decodeObjects(t, run(t, strings.TrimSuffix(cmd, " | kubectl apply -f -")))
+					objs := decodeObjects(t, run(t, cmd[:applyStdin.FindStringIndex(cmd)[0]]))
 					if len(objs) == 0 {
 						t.Errorf("makes no object")
 					}
 					for _, o := range objs {
-						if o.GetKind() != "Namespace" {
-							continue
-						}
-						seen["namespace"]++
-						if level := o.GetLabels()["pod-security.kubernetes.io/enforce"]; level != "privileged" {
-							t.Errorf("Namespace %s: pod-security.kubernetes.io/enforce %q, want privileged (the node agent needs the host network, hostPath volumes, root)", o.GetName(), level)
+						switch o.GetKind() {
+						case "Namespace":
+							seen["namespace"]++
+							if level := o.GetLabels()["pod-security.kubernetes.io/enforce"]; level != "privileged" {
+								t.Errorf("Namespace %s: pod-security.kubernetes.io/enforce %q, want privileged (the node agent needs the host network, hostPath volumes, root)", o.GetName(), level)
+							}
+						case "PrometheusRule":
+							seen["PrometheusRule"]++
+							if o.GetLabels()["release"] == "" {
+								t.Errorf("PrometheusRule %s has no release label: kube-prometheus-stack's ruleSelector would load it nowhere", o.GetName())
+							}
 						}
 					}
 				case applyFile.MatchString(cmd):
@@ -148,13 +155,14 @@ func TestReadmeCommands(t *testing.T) {
 		}
 	}
 	// What the README must keep showing: installs (with every preset),
-	// lint, the dashboard's ConfigMap and the PrometheusRule.
+	// lint, the namespace, the dashboard's ConfigMap and the PrometheusRule
+	// with the label kube-prometheus-stack selects.
 	for _, p := range presets {
 		if !strings.Contains(string(data), "-f deploy/helm/nodegc/presets/"+p+".yaml") {
 			t.Errorf("README.md shows no install with the %s preset", p)
 		}
 	}
-	for what, least := range map[string]int{"helm install": 1 + len(presets), "helm lint": 1, "pipeline": 1, "apply": 1, "namespace": 1} {
+	for what, least := range map[string]int{"helm install": 1 + len(presets), "helm lint": 1, "pipeline": 2, "namespace": 1, "PrometheusRule": 1} {
 		if seen[what] < least {
 			t.Errorf("README.md shows %d %s command(s), want at least %d", seen[what], what, least)
 		}

@@ -202,7 +202,8 @@ func Family(name string, families map[string]bool) string {
 // in prometheusrule.yaml.
 const prometheusRuleHeader = `# Generated from prometheus-rules.yaml (the one source; its comments explain the rules) by
 #   go test ./deploy/monitoring -run TestPrometheusRule -update
-# Do not edit. Add the labels your Prometheus's ruleSelector selects, and a namespace, when applying it.
+# Do not edit. Add the labels your Prometheus's ruleSelector selects (kube-prometheus-stack: release), and a
+# namespace, when applying it (README, Monitoring), or render it with the Helm chart (metrics.prometheusRule).
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:

@@ -12,7 +12,12 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var update = flag.Bool("update", false, "write prometheusrule.yaml from prometheus-rules.yaml")
+var update = flag.Bool("update", false, "write prometheusrule.yaml, and the Helm chart's copy of the rules, from prometheus-rules.yaml")
+
+// chartRules is the Helm chart's copy of prometheus-rules.yaml, which its
+// PrometheusRule (metrics.prometheusRule.enabled) is rendered from: a chart
+// reads no file outside its directory.
+const chartRules = "../helm/nodegc/files/prometheus-rules.yaml"
 
 // TestRulesParse: prometheus-rules.yaml loads with Prometheus's own rule
 // loader, and every alert has a for duration, a severity, and summary,
@@ -95,8 +100,9 @@ func readmeAnchors(readme string) map[string]bool {
 }
 
 // TestPrometheusRule: prometheusrule.yaml is what PrometheusRule renders
-// from prometheus-rules.yaml (-update writes it), and its spec loads with
-// Prometheus's rule loader as the same groups.
+// from prometheus-rules.yaml, and the Helm chart's files/prometheus-rules.yaml
+// is a copy of it (-update writes both); prometheusrule.yaml's spec loads
+// with Prometheus's rule loader as the same groups.
 func TestPrometheusRule(t *testing.T) {
 	want, err := PrometheusRule(RulesFile())
 	if err != nil {
@@ -106,11 +112,20 @@ func TestPrometheusRule(t *testing.T) {
 		if err := os.WriteFile("prometheusrule.yaml", want, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(chartRules, RulesFile(), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		return
 	}
 	if diff := cmp.Diff(string(want), string(PrometheusRuleFile())); diff != "" {
 		t.Fatalf("prometheusrule.yaml is not generated from prometheus-rules.yaml; run\n"+
 			"  go test ./deploy/monitoring -run TestPrometheusRule -update\n(-want +got):\n%s", diff)
+	}
+	if copied, err := os.ReadFile(chartRules); err != nil {
+		t.Fatal(err)
+	} else if diff := cmp.Diff(string(RulesFile()), string(copied)); diff != "" {
+		t.Fatalf("%s is not a copy of prometheus-rules.yaml; run\n"+
+			"  go test ./deploy/monitoring -run TestPrometheusRule -update\n(-want +got):\n%s", chartRules, diff)
 	}
 	var obj struct {
 		APIVersion string    `yaml:"apiVersion"`
