@@ -215,12 +215,18 @@ func TestChartOwnerGCModes(t *testing.T) {
 }
 
 // TestChartInvalidOwnerGCMode: an unknown ownerGC.mode fails the render and
-// says which value and which choices.
+// says which value and which choices: the values' schema does, and the
+// templates do where it is skipped (helm template --skip-schema-validation).
 func TestChartInvalidOwnerGCMode(t *testing.T) {
-	_, err := helm(t, "template", "nodegc", chart, "--set", "ownerGC.mode=leader")
-	const want = `ownerGC.mode "leader" is not one of deployment, auto, off`
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("helm template with ownerGC.mode=leader: %v; want an error saying %s", err, want)
+	for _, args := range [][]string{nil, {"--skip-schema-validation"}} {
+		_, err := helm(t, append([]string{"template", "nodegc", chart, "--set", "ownerGC.mode=leader"}, args...)...)
+		want := `at '/ownerGC/mode': value must be one of 'deployment', 'auto', 'off'`
+		if len(args) > 0 {
+			want = `ownerGC.mode "leader" is not one of deployment, auto, off`
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("helm template with ownerGC.mode=leader %v: %v; want an error saying %s", args, err, want)
+		}
 	}
 }
 
@@ -454,7 +460,7 @@ func TestChartConfigChecksum(t *testing.T) {
 	if again := checksums(); !cmp.Equal(base, again) {
 		t.Errorf("the same values give other checksums: %v, then %v", base, again)
 	}
-	for _, set := range []string{"config.imageGC.highThresholdPercent=70", "ports.metrics=19281", "stateDirectory=/data/nodegc"} {
+	for _, set := range []string{"config.imageGC.highThresholdPercent=90", "ports.metrics=19281", "stateDirectory=/data/nodegc"} {
 		changed := checksums("--set", set)
 		for ref, sum := range changed {
 			if sum == base[ref] {
@@ -776,20 +782,33 @@ func TestChartPathValues(t *testing.T) {
 // port number.
 func TestChartPortsRefused(t *testing.T) {
 	cases := map[string][]string{
-		"ports.metrics=0":     {"ports.metrics 0", "cannot turn the metrics server off", "PodMonitor", "1 to 65535"},
-		"ports.healthz=0":     {"ports.healthz 0", "cannot turn the healthz server off", "probes", "1 to 65535"},
+		"ports.metrics=0":    {"ports.metrics 0", "cannot turn the metrics server off", "PodMonitor", "1 to 65535"},
+		"ports.healthz=0":    {"ports.healthz 0", "cannot turn the healthz server off", "probes", "1 to 65535"},
+		"ports.metrics=null": {"ports.metrics is empty"},
+		// The values' schema refuses these, and the templates where it
+		// is skipped.
+		"ports.metrics=65536": {"at '/ports/metrics': maximum: got 65,536, want 65,535"},
+		"ports.healthz=-1":    {"at '/ports/healthz': minimum: got -1"},
+		"ports.metrics=1.5":   {"at '/ports/metrics': got string, want integer"},
+	}
+	skipped := map[string][]string{
 		"ports.metrics=65536": {"ports.metrics 65536", "not a port number"},
 		"ports.healthz=-1":    {"ports.healthz -1", "not a port number"},
 		"ports.metrics=1.5":   {"ports.metrics", "1.5", "not a port number"},
-		"ports.metrics=null":  {"ports.metrics is empty"},
+	}
+	check := func(t *testing.T, msg string, want []string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("error %q does not say %q", msg, w)
+			}
+		}
 	}
 	for set, want := range cases {
 		t.Run(set, func(t *testing.T) {
-			msg := renderError(t, "--set", set)
-			for _, w := range want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("error %q does not say %q", msg, w)
-				}
+			check(t, renderError(t, "--set", set), want)
+			if w, ok := skipped[set]; ok {
+				check(t, renderError(t, "--set", set, "--skip-schema-validation"), w)
 			}
 		})
 	}
