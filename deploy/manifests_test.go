@@ -528,7 +528,8 @@ func TestLinuxNodesOnly(t *testing.T) {
 
 // TestGOMEMLIMITFollowsMemoryLimit: both workloads set GOMEMLIMIT to their
 // memory limit, in bytes (a resourceFieldRef on their own limits.memory,
-// as GOMAXPROCS on limits.cpu), so that Go collects harder as the heap
+// as GOMAXPROCS on limits.cpu; nodegc run lowers it to 90% of the cgroup's
+// limit, internal/memlimit), so that Go collects harder as the heap
 // nears the limit instead of growing into the cgroup's OOM kill: the
 // owner GC's start-up lists are its peak (README, Owner GC at scale), and
 // in ownerGC.mode auto the elected node agent holds them under the node

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/internal/agent"
+	"github.com/nodegc/nodegc/internal/memlimit"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -46,6 +47,7 @@ func newRunCommand(s streams) *cobra.Command {
 }
 
 func (o *runOptions) run(cmd *cobra.Command, s streams) error {
+	adjustMemoryLimit()
 	mode := agent.OwnerGCMode(o.ownerGC)
 	switch mode {
 	case agent.OwnerGCAuto, agent.OwnerGCOnly, agent.OwnerGCOff:
@@ -73,6 +75,20 @@ func (o *runOptions) run(cmd *cobra.Command, s streams) error {
 		bootID = readBootID()
 	}
 	return agent.Run(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, OwnerGC: mode, NodeName: nodeName, BootID: bootID})
+}
+
+// adjustMemoryLimit lowers a GOMEMLIMIT at the container's memory limit (as
+// the chart sets it: a resourceFieldRef gives the whole limit) to 90% of it,
+// so that Go collects harder before the cgroup is full (internal/memlimit).
+func adjustMemoryLimit() {
+	r, err := memlimit.Adjust()
+	switch {
+	case err != nil:
+		klog.Warningf("Cannot read the container's memory limit (%v): Go's soft memory limit stays GOMEMLIMIT's", err)
+	case r.Changed:
+		klog.InfoS("Go's soft memory limit (GOMEMLIMIT) lowered to 90% of the container's memory limit, for the memory Go does not count",
+			"softLimit", r.After, "memoryLimit", r.CgroupLimit, "gomemlimit", r.Before, "cgroupFile", r.CgroupFile)
+	}
 }
 
 // bootIDFile holds this machine's boot ID, which the kubelet reports as its

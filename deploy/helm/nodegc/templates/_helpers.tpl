@@ -182,10 +182,12 @@ Without a limit, Kubernetes gives the node's allocatable CPUs, as Go would.
 
 {{/*
 GOMEMLIMIT from the container's memory limit, in bytes: Go collects harder as its memory nears the limit
-rather than growing into the cgroup's OOM kill. The owner GC's peak is the start-up lists (README, Owner GC
-at scale); in ownerGC.mode auto the elected node agent holds them under the node agent's limit. A soft
-limit: a live heap above it still grows, and is then OOM-killed. Without a limit, the node's allocatable
-memory.
+rather than growing into the cgroup's OOM kill. A resourceFieldRef gives the whole limit (a divisor only
+rounds), so nodegc run lowers a GOMEMLIMIT at the cgroup's memory limit to 90% of it at start
+(internal/memlimit), leaving room for the memory Go does not count. The owner GC's peak is the start-up
+lists (README, Owner GC at scale); in ownerGC.mode auto the elected node agent holds them under the node
+agent's limit. A soft limit: a live heap above it still grows, and is then OOM-killed. Without a limit,
+the node's allocatable memory (and nodegc leaves it).
 */}}
 {{- define "nodegc.gomemlimit" -}}
 - name: GOMEMLIMIT
