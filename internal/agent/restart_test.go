@@ -166,6 +166,14 @@ func TestRuntimeRestartUnderAgent(t *testing.T) {
 				left, err := containersLeft(ctx, n, old)
 				return err == nil && len(left) == 1 && left[0] == old[2]
 			})
+			// And the run that removed them has ended: it measures what
+			// it freed once the runtime settled, which a runtime killed
+			// then stretches by seconds, and the bound below counts
+			// periods from the restart, not the end of such a run.
+			testbed.WaitFor(t, 30*time.Second, "the run that removed them to end", func() bool {
+				log, err := os.ReadFile(p.logPath)
+				return err == nil && runEndedAfter(string(log), old[:2])
+			})
 
 			probes := sampleProbes(p)
 			defer probes.finish()
@@ -270,4 +278,18 @@ func TestRuntimeRestartUnderAgent(t *testing.T) {
 				v, said, reconnected.Sub(back).Round(time.Millisecond), made.Sub(back).Round(time.Millisecond), collected.Round(time.Millisecond), probes.polls)
 		})
 	}
+}
+
+// runEndedAfter says whether log has a container GC run's end after the
+// removal of each of ids.
+func runEndedAfter(log string, ids []string) bool {
+	last := -1
+	for _, id := range ids {
+		i := strings.LastIndex(log, `containerID="`+id+`"`)
+		if i < 0 {
+			return false
+		}
+		last = max(last, i)
+	}
+	return strings.Contains(log[last:], `"Container GC run done"`)
 }
