@@ -290,14 +290,7 @@ func TestChartPresetPaths(t *testing.T) {
 				t.Fatal("no DaemonSet nodegc-node")
 			}
 			spec, _, _ := unstructured.NestedMap(ds.Object, "spec", "template", "spec")
-			hostPaths := map[string]string{}
-			vols, _, _ := unstructured.NestedSlice(spec, "volumes")
-			for _, v := range vols {
-				vm := v.(map[string]any)
-				if p, ok, _ := unstructured.NestedString(vm, "hostPath", "path"); ok {
-					hostPaths[vm["name"].(string)] = p
-				}
-			}
+			hostPaths := hostPathsOf(spec)
 			mounts := map[string]string{}
 			ctrs, _, _ := unstructured.NestedSlice(spec, "containers")
 			ms, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "volumeMounts")
@@ -390,6 +383,20 @@ func podSpec(t *testing.T, o *unstructured.Unstructured) map[string]any {
 	return spec
 }
 
+// hostPathsOf maps each hostPath volume of a pod spec, by name, to its
+// path.
+func hostPathsOf(spec map[string]any) map[string]string {
+	out := map[string]string{}
+	vols, _, _ := unstructured.NestedSlice(spec, "volumes")
+	for _, v := range vols {
+		vm := v.(map[string]any)
+		if p, ok, _ := unstructured.NestedString(vm, "hostPath", "path"); ok {
+			out[vm["name"].(string)] = p
+		}
+	}
+	return out
+}
+
 // TestChartPriorityClass: with the defaults and every preset, the node agent
 // runs as system-node-critical and the owner collector as
 // system-cluster-critical. Under DiskPressure the kubelet admits only
@@ -479,6 +486,18 @@ func renderError(t *testing.T, args ...string) string {
 		t.Fatalf("helm template %s rendered, want a failure:\n%s", strings.Join(args, " "), out)
 	}
 	return err.Error()
+}
+
+// renderRefused renders with args and wants the render refused with an
+// error that says each of want.
+func renderRefused(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	msg := renderError(t, args...)
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q does not say %q", msg, w)
+		}
+	}
 }
 
 // TestChartAutoNeedsLeaderElection: ownerGC.mode auto without leader
@@ -637,12 +656,7 @@ func TestChartMountPathsDistinct(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			msg := renderError(t, tc.args...)
-			for _, want := range tc.want {
-				if !strings.Contains(msg, want) {
-					t.Errorf("error %q does not say %q", msg, want)
-				}
-			}
+			renderRefused(t, tc.args, tc.want...)
 		})
 	}
 	// Nested paths are distinct mounts, which the API server takes.
@@ -684,12 +698,7 @@ func TestChartRefusesOwnedConfigFields(t *testing.T) {
 	}
 	for set, want := range cases {
 		t.Run(set, func(t *testing.T) {
-			msg := renderError(t, "--set", set)
-			for _, w := range want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("error %q does not say %q", msg, w)
-				}
-			}
+			renderRefused(t, []string{"--set", set}, want...)
 		})
 	}
 	// The values the chart would set anyway, and empty (unset), render.
@@ -727,15 +736,7 @@ func TestChartPathValues(t *testing.T) {
 		t.Errorf("configuration paths: state %q, pod logs %q, container logs %q, runtime %q; want %v",
 			cfg.StateDirectory, cfg.ContainerGC.PodLogsDirectory, cfg.ContainerGC.ContainerLogsDirectory, cfg.ContainerRuntimeEndpoint, odd)
 	}
-	spec := podSpec(t, find(objs, "DaemonSet", "nodegc-node"))
-	hostPaths := map[string]string{}
-	vols, _, _ := unstructured.NestedSlice(spec, "volumes")
-	for _, v := range vols {
-		vm := v.(map[string]any)
-		if p, ok, _ := unstructured.NestedString(vm, "hostPath", "path"); ok {
-			hostPaths[vm["name"].(string)] = p
-		}
-	}
+	hostPaths := hostPathsOf(podSpec(t, find(objs, "DaemonSet", "nodegc-node")))
 	want := map[string]string{
 		"runtime-dir":     filepath.Dir(odd["runtime.socket"]),
 		"containerd-root": odd["runtime.containerdRoot"],
@@ -755,22 +756,12 @@ func TestChartPathValues(t *testing.T) {
 		"runtime.socket":         "containerd.sock",
 	} {
 		t.Run(value+"="+path, func(t *testing.T) {
-			msg := renderError(t, "--set-string", value+"="+path)
-			for _, w := range []string{value, fmt.Sprintf("%q", path), "not an absolute path"} {
-				if !strings.Contains(msg, w) {
-					t.Errorf("error %q does not say %q", msg, w)
-				}
-			}
+			renderRefused(t, []string{"--set-string", value + "=" + path}, value, fmt.Sprintf("%q", path), "not an absolute path")
 		})
 	}
 	for _, value := range []string{"stateDirectory", "podLogsDirectory", "runtime.containerdRoot"} {
 		t.Run(value+" in /", func(t *testing.T) {
-			msg := renderError(t, "--set-string", value+"=/var/..")
-			for _, w := range []string{value, "whole host"} {
-				if !strings.Contains(msg, w) {
-					t.Errorf("error %q does not say %q", msg, w)
-				}
-			}
+			renderRefused(t, []string{"--set-string", value + "=/var/.."}, value, "whole host")
 		})
 	}
 }

@@ -43,16 +43,9 @@ func TestChartPodSecurityNamespace(t *testing.T) {
 	}
 
 	// The README's command, as it is there, for the namespace nodegc.
-	root, err := testbed.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := repoFile(t, "README.md")
 	var nsCmd string
-	for _, cmd := range readmeCommands(t, string(readme), "### Install with Helm") {
+	for _, cmd := range readmeCommands(t, readme, "### Install with Helm") {
 		if strings.HasPrefix(cmd, "kubectl create namespace nodegc ") {
 			nsCmd = cmd
 			break

@@ -16,6 +16,20 @@ import (
 // readmeSections are the README sections whose commands this test runs.
 var readmeSections = []string{"### Install with Helm", "### Distribution presets", "## Monitoring"}
 
+// repoFile returns the file at path in the repository.
+func repoFile(t *testing.T, path string) string {
+	t.Helper()
+	root, err := testbed.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
 // readmeSection returns the body of a README section: from its heading to
 // the next heading of its level or above.
 func readmeSection(t *testing.T, readme, heading string) string {
@@ -177,27 +191,15 @@ func TestReadmeCommands(t *testing.T) {
 // ownerGC.mode off is the one to use: with both collectors on, nodegc's
 // holds of orphan and foregroundDeletion finalizers do not apply.
 func TestKubeControllerManagerGCDocumented(t *testing.T) {
-	root, err := testbed.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := func(path string) string {
-		t.Helper()
-		data, err := os.ReadFile(filepath.Join(root, path))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(data)
-	}
-	readme := read("README.md")
-	values := read("deploy/helm/nodegc/values.yaml")
+	readme := repoFile(t, "README.md")
+	values := repoFile(t, "deploy/helm/nodegc/values.yaml")
 	modeDoc, _, _ := strings.Cut(values[strings.Index(values, "\n# Where the cluster's ownerReference garbage collector runs"):], "\nownerGC:")
 	texts := map[string]string{
 		"README.md, Deploy":            readmeSection(t, readme, "## Deploy"),
 		"README.md, Install with Helm": readmeSection(t, readme, "### Install with Helm"),
 		"values.yaml, ownerGC.mode":    modeDoc,
-		"deploy/daemonset.yaml header": read("deploy/daemonset.yaml"),
-		"NOTES.txt":                    read("deploy/helm/nodegc/templates/NOTES.txt"),
+		"deploy/daemonset.yaml header": repoFile(t, "deploy/daemonset.yaml"),
+		"NOTES.txt":                    repoFile(t, "deploy/helm/nodegc/templates/NOTES.txt"),
 	}
 	for where, text := range texts {
 		text = strings.Join(strings.Fields(strings.ReplaceAll(text, "#", " ")), " ")
