@@ -640,6 +640,24 @@ type readStreak struct {
 // readLogEvery spaces the logs of a reading that keeps failing.
 const readLogEvery = time.Minute
 
+// tellRead counts a failed read of containerd's own API that the plan goes
+// on without (nodegc_image_gc_containerd_read_errors_total{read}) and logs
+// it, failing, with kv when err is one (the first of a streak, then once a
+// minute; streak follows them), and again once a read works again.
+func (m *Manager) tellRead(ctx context.Context, read string, streak *readStreak, now time.Time, err error, failing, again string, kv ...any) {
+	logger := klog.FromContext(ctx)
+	if err == nil {
+		if since, was := streak.succeeded(); was {
+			logger.Info(again, "failedFor", now.Sub(since).Round(time.Second))
+		}
+		return
+	}
+	m.metrics.containerdReadErrors.WithLabelValues(read).Inc()
+	if since, log := streak.failed(now); log {
+		logger.Info(failing, append([]any{"err", err, "failingFor", now.Sub(since).Round(time.Second)}, kv...)...)
+	}
+}
+
 // failed records a failed reading at now, and returns when the streak
 // began and whether to log this one.
 func (d *readStreak) failed(now time.Time) (since time.Time, log bool) {
@@ -816,16 +834,11 @@ func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
 	m.observeDisk(disk)
 	var arrivals map[string]time.Time
 	if m.opts.Arrivals != nil {
-		if arrivals, err = m.opts.Arrivals.Arrivals(ctx, images); err != nil {
-			m.metrics.containerdReadErrors.WithLabelValues(readArrivals).Inc()
-			if since, log := m.arrivalReads.failed(now); log {
-				klog.FromContext(ctx).Info("Cannot read when images arrived from the runtime; the minimum age counts from the start of nodegc's watch at the earliest meanwhile",
-					"err", err, "failingFor", now.Sub(since).Round(time.Second), "watchedSince", m.tracker.watchStart())
-			}
-		} else {
-			if since, was := m.arrivalReads.succeeded(); was {
-				klog.FromContext(ctx).Info("Can read when images arrived from the runtime again", "failedFor", now.Sub(since).Round(time.Second))
-			}
+		arrivals, err = m.opts.Arrivals.Arrivals(ctx, images)
+		m.tellRead(ctx, readArrivals, &m.arrivalReads, now, err,
+			"Cannot read when images arrived from the runtime; the minimum age counts from the start of nodegc's watch at the earliest meanwhile",
+			"Can read when images arrived from the runtime again", "watchedSince", m.tracker.watchStart())
+		if err == nil {
 			m.tracker.observeArrivals(arrivals)
 		}
 	}
@@ -983,16 +996,9 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 		return
 	}
 	held, err := m.opts.Layers.Held(ctx)
-	now := m.clock.Now()
-	if err != nil {
-		m.metrics.containerdReadErrors.WithLabelValues(readHeld).Inc()
-		if since, log := m.heldReads.failed(now); log {
-			klog.FromContext(ctx).Info("Cannot read what else holds image storage in containerd; estimates count it as freed meanwhile",
-				"err", err, "failingFor", now.Sub(since).Round(time.Second))
-		}
-	} else if since, was := m.heldReads.succeeded(); was {
-		klog.FromContext(ctx).Info("Can read what else holds image storage in containerd again", "failedFor", now.Sub(since).Round(time.Second))
-	}
+	m.tellRead(ctx, readHeld, &m.heldReads, m.clock.Now(), err,
+		"Cannot read what else holds image storage in containerd; estimates count it as freed meanwhile",
+		"Can read what else holds image storage in containerd again")
 	listed := make(map[string]bool, len(in))
 	for i := range in {
 		listed[in[i].ID] = true
