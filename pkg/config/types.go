@@ -189,8 +189,9 @@ type ContainerGCConfiguration struct {
 	MinAge *metav1.Duration `json:"minAge"`
 
 	// MinAgeFrom says whether ages count from the container's creation
-	// ("Created", kubelet's behaviour) or from its exit ("Exited").
-	// Default: Created.
+	// ("Created", kubelet's behaviour) or from its exit ("Exited"). An
+	// exited container the runtime gives no exit time for counts from when
+	// nodegc first saw it exited. Default: Created.
 	MinAgeFrom ContainerAgeReference `json:"minAgeFrom"`
 
 	// MaxAge removes dead containers older than this, except the newest dead

@@ -30,8 +30,12 @@ const maxSteps = 4096
 // it later (younger, newer: kept longer). A step before the manager was
 // built is not known; a created container is starting until the manager
 // has seen it created for the start grace, on the monotonic clock,
-// whatever its creation time (Container.SeenCreatedSince). The pod list's
-// date follows steps back in the pod source (APIPodSource.listDate).
+// whatever its creation time (Container.SeenCreatedSince). Where ages
+// count from the exit (exits), an exited container whose exit time is
+// unknown (the runtime gave none, or its status could not be read) is
+// dated by when the manager first saw it exited, on the monotonic clock:
+// the exit was no later. The pod list's date follows steps back in the pod
+// source (APIPodSource.listDate).
 //
 // The manager's plans are serial (Manager.serial), and so are the
 // timeline's readings and writes.
@@ -39,10 +43,14 @@ type timeline struct {
 	follower clockstep.Follower
 	steps    []clockstep.Step // oldest first
 	// since is the time elapsed on the monotonic clock (the manager's
-	// clock when it is a fake one); seen is, per container listed as
-	// created, since() when first seen so.
-	since func() time.Duration
-	seen  map[string]time.Duration
+	// clock when it is a fake one); created is, per container listed as
+	// created, since() when first seen so; exited, per exited container
+	// without an exit time, when first seen exited (kept only when exits
+	// is set).
+	since   func() time.Duration
+	exits   bool
+	created map[string]time.Duration
+	exited  map[string]time.Duration
 }
 
 // follow reads the clocks at now and keeps the step found since the last
@@ -82,8 +90,9 @@ func (tl *timeline) read(t time.Time) time.Time {
 
 // place moves the node's times onto the wall clock of now (read), and
 // dates when each created container was first seen created
-// (Container.SeenCreatedSince): now less the time since on the monotonic
-// clock.
+// (Container.SeenCreatedSince) and, where exits is set, when each exited
+// one without an exit time was first seen exited (Container.FinishedAt):
+// now less the time since on the monotonic clock.
 func (tl *timeline) place(node *NodeState, now time.Time) {
 	for i := range node.Containers {
 		c := &node.Containers[i]
@@ -97,18 +106,22 @@ func (tl *timeline) place(node *NodeState, now time.Time) {
 	}
 
 	elapsed := tl.since()
-	seen := make(map[string]time.Duration, len(tl.seen))
-	for i := range node.Containers {
-		c := &node.Containers[i]
-		if c.State != StateCreated {
-			continue
-		}
-		at, ok := tl.seen[c.ID]
+	firstSeen := func(seen, last map[string]time.Duration, id string) time.Time {
+		at, ok := last[id]
 		if !ok {
 			at = elapsed
 		}
-		seen[c.ID] = at
-		c.SeenCreatedSince = now.Round(0).Add(at - elapsed)
+		seen[id] = at
+		return now.Round(0).Add(at - elapsed)
 	}
-	tl.seen = seen
+	created, exited := make(map[string]time.Duration, len(tl.created)), make(map[string]time.Duration, len(tl.exited))
+	for i := range node.Containers {
+		switch c := &node.Containers[i]; {
+		case c.State == StateCreated:
+			c.SeenCreatedSince = firstSeen(created, tl.created, c.ID)
+		case tl.exits && c.State == StateExited && c.FinishedAt.IsZero():
+			c.FinishedAt = firstSeen(exited, tl.exited, c.ID)
+		}
+	}
+	tl.created, tl.exited = created, exited
 }

@@ -194,3 +194,31 @@ func TestTimelineErrsLater(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownExitCountsFromFirstSeen: with minAgeFrom Exited, an exited
+// container the runtime gives no exit time for is dated by when the manager
+// first saw it exited, on the monotonic clock: kept while younger than
+// minAge by that date, then collected. Before, it was kept for good
+// (min_age at every run), and a deleted pod's containers piled up.
+func TestUnknownExitCountsFromFirstSeen(t *testing.T) {
+	f := newSteppedFixture(t, live(), func(c *config.ContainerGCConfiguration) {
+		c.MinAge = &metav1.Duration{Duration: time.Hour}
+		c.MinAgeFrom = config.AgeFromExit
+	})
+	f.addSandbox(sbx("gone", 0, false, 5*time.Hour))
+	f.addContainer(dead("gone", "app", 0, 5*time.Hour)) // no FinishedAt: the runtime gives 0
+	want := map[string]string{"gone/app/0": KeepMinAge}
+	if got := f.reasons(t); !maps.Equal(got, want) {
+		t.Fatalf("first seen: %v, want %v", got, want)
+	}
+	// A step of the wall clock forward does not age it.
+	f.step(2*time.Hour, time.Hour-time.Second)
+	if got := f.reasons(t); !maps.Equal(got, want) {
+		t.Fatalf("seen exited for a second less than minAge: %v, want %v", got, want)
+	}
+	f.step(2*time.Second, 2*time.Second)
+	want = map[string]string{"gone/app/0": ReasonPodGone}
+	if got := f.reasons(t); !maps.Equal(got, want) {
+		t.Errorf("seen exited for longer than minAge: %v, want %v", got, want)
+	}
+}

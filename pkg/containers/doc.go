@@ -181,7 +181,8 @@
 //     first.
 //
 // Beyond the kubelet (options, off by default): minAgeFrom=Exited counts ages
-// (minimum and maximum) from the container's exit; maxAge removes dead
+// (minimum and maximum) from the container's exit (from when the manager
+// first saw it exited, if the runtime gives no exit time); maxAge removes dead
 // containers older than that, except the newest dead instance of each
 // group.
 //

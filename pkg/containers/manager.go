@@ -175,6 +175,7 @@ func NewManager(opts Options) (*Manager, error) {
 		serial: gcrun.NewSerial(opts.Clock),
 		paths:  logPaths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
 	}
+	m.timeline.exits = m.policy.agesFromExit()
 	// A fake clock's time is the only time: it is never stepped.
 	if _, real := opts.Clock.(clock.RealClock); real {
 		m.timeline.since = clockstep.Since(time.Now())
@@ -340,7 +341,8 @@ func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
 			case cri.IsNotFound(err):
 				continue // removed meanwhile
 			case err != nil:
-				// FinishedAt stays zero: the policy keeps it (min_age).
+				// FinishedAt stays zero: the timeline dates it by when
+				// it was first seen exited (min_age until then).
 				m.metrics.errors.WithLabelValues(OpReadExitTime).Inc()
 				klog.FromContext(ctx).V(2).Info("Cannot read a container's exit time; keeping it this run", "containerID", ct.ID, "err", err)
 			default:

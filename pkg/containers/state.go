@@ -55,8 +55,9 @@ type Container struct {
 	Attempt                             uint32
 	State                               State
 	CreatedAt                           time.Time
-	// FinishedAt is the exit time, when known (it is read only when ages
-	// count from the exit). Zero otherwise.
+	// FinishedAt is the exit time (it is read only when ages count from
+	// the exit; zero otherwise). When the runtime gives none, the Manager
+	// dates it by when it first listed the container exited.
 	FinishedAt time.Time
 	// SeenCreatedSince is, for a created container, when the Manager
 	// first listed it created, on the wall clock of now by the monotonic
