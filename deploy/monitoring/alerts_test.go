@@ -207,6 +207,12 @@ func TestAlertsFire(t *testing.T) {
 				nodegc_owner_gc_stuck_deletions{pod="a",reason="orphan"} 0x30`},
 			healthy: []string{`nodegc_owner_gc_stuck_deletions{pod="a",reason="blocking-dependent"} 0x30`},
 		},
+		"NodegcOwnerGCUndecidedItems": {
+			firing: []string{`nodegc_owner_gc_undecided_items{pod="a",reason="unknown-kind"} 3x30
+				nodegc_owner_gc_undecided_items{pod="a",reason="lookup-error"} 0x30`},
+			healthy: []string{`nodegc_owner_gc_undecided_items{pod="a",reason="unknown-kind"} 0x30
+				nodegc_owner_gc_undecided_items{pod="a",reason="lookup-error"} 0x30`},
+		},
 	}
 	queries, err := RuleQueries()
 	if err != nil {
