@@ -74,6 +74,23 @@ func TestRulesParse(t *testing.T) {
 	if alerts == 0 {
 		t.Fatal("no alerts")
 	}
+	var inRules []string
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				inRules = append(inRules, r.Alert)
+			}
+		}
+	}
+	var inTable []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(Nodegc[A-Za-z]+)` \\|").FindAllStringSubmatch(string(readme), -1) {
+		inTable = append(inTable, m[1])
+	}
+	slices.Sort(inRules)
+	slices.Sort(inTable)
+	if !slices.Equal(inRules, inTable) {
+		t.Errorf("README.md's alert table lists %v, the rules have %v", inTable, inRules)
+	}
 }
 
 // readmeAnchors returns the anchors of README.md's headings, made as GitHub
