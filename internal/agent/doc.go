@@ -28,7 +28,11 @@
 // stopped leaseDuration - renewDeadline later (before another instance can
 // take the lease), the process exits rather than risk two writers.
 //
-// Health. /healthz fails (500) when a node GC loop is wedged, so that the
+// Health. /healthz fails (500) when a node GC loop is wedged, or the owner
+// GC of the instance that leads is stalled (ownergc.Collector.Stalled: its
+// graph builder takes no queued event, or all the workers of a queue with
+// ready items make no progress, for 5 minutes; its requests end by their
+// timeout of 30s, so only a fault of the process stalls it), so that the
 // kubelet's liveness probe restarts the agent; it answers from memory.
 // /readyz (503) says why the agent cannot work now: the runtime does not
 // answer (since when, and what the socket path holds), a GC loop is wedged

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -192,5 +193,44 @@ func TestProfilingOnlyOnLoopback(t *testing.T) {
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {
 		t.Errorf("GET /metrics from 10.1.2.3: status %d, want 200", rec.Code)
+	}
+}
+
+// TestHealthzFailsWhileTheOwnerGCStalls: /healthz answers 500 saying why
+// while the owner GC this instance runs is stalled, and 200 once it is not,
+// or once this instance no longer leads (a stall of a collector that
+// stopped is not this process's).
+func TestHealthzFailsWhileTheOwnerGCStalls(t *testing.T) {
+	cfg := config.Defaulted()
+	cfg.MetricsBindAddress, cfg.HealthzBindAddress = "0", "127.0.0.1:0"
+	reg := prometheus.NewRegistry()
+	st := newStatus(reg)
+	servers, err := startServers(t.Context(), cfg, reg, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdownServers(t.Context(), servers)
+	healthz := func() (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + servers[0].lis.Addr().String() + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	var stall error
+	st.setLeading(true, func() bool { return true }, func() error { return stall })
+	if code, body := healthz(); code != http.StatusOK {
+		t.Fatalf("leading, not stalled: %d %s", code, body)
+	}
+	stall = errors.New("owner GC: none of the 20 delete workers made progress for 5m1s (ready items: 3)")
+	if code, body := healthz(); code != http.StatusInternalServerError || !strings.Contains(body, "delete workers made progress") {
+		t.Errorf("leading, stalled: %d %q, want 500 saying why", code, body)
+	}
+	st.setLeading(false, nil, nil)
+	if code, body := healthz(); code != http.StatusOK {
+		t.Errorf("no longer leading: %d %s", code, body)
 	}
 }

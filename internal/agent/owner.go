@@ -225,8 +225,8 @@ func (o *ownerGC) waitStopped(ctx context.Context) error {
 // lead runs the collector until ctx ends.
 func (o *ownerGC) lead(ctx context.Context) {
 	klog.FromContext(ctx).Info("Starting the owner GC", "identity", o.identity)
-	o.status.setLeading(true, o.collector.HasSynced)
-	defer o.status.setLeading(false, nil)
+	o.status.setLeading(true, o.collector.HasSynced, o.collector.Stalled)
+	defer o.status.setLeading(false, nil, nil)
 	if err := o.collector.Run(ctx); err != nil {
 		klog.FromContext(ctx).Error(err, "Owner GC stopped with an error")
 	}

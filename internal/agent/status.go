@@ -18,10 +18,12 @@ type status struct {
 	mu sync.Mutex
 	// runtime answers CRI Version; nil while node GC is off.
 	runtime func(context.Context) error
-	// leading and ownerSynced: this instance holds the lease, and its owner
-	// GC has synced its informers.
-	leading     bool
-	ownerSynced func() bool
+	// leading, ownerSynced and ownerStalled: this instance holds the
+	// lease, its owner GC has synced its informers, and why it makes no
+	// progress while work waits (nil: it does).
+	leading      bool
+	ownerSynced  func() bool
+	ownerStalled func() error
 
 	leader prometheus.Gauge
 }
@@ -43,9 +45,9 @@ func (s *status) setRuntimeCheck(check func(context.Context) error) {
 	s.mu.Unlock()
 }
 
-func (s *status) setLeading(leading bool, synced func() bool) {
+func (s *status) setLeading(leading bool, synced func() bool, stalled func() error) {
 	s.mu.Lock()
-	s.leading, s.ownerSynced = leading, synced
+	s.leading, s.ownerSynced, s.ownerStalled = leading, synced, stalled
 	s.mu.Unlock()
 	v := 0.0
 	if leading {
@@ -55,8 +57,18 @@ func (s *status) setLeading(leading bool, synced func() bool) {
 }
 
 // healthy says whether the agent should go on running: no GC loop is
-// wedged (see watchdog). It answers from memory, at once.
-func (s *status) healthy() error { return s.watchdog.wedged() }
+// wedged (see watchdog), and the owner GC, where this instance leads, is
+// not stalled (ownergc.Collector.Stalled). It answers from memory, at once.
+func (s *status) healthy() error {
+	s.mu.Lock()
+	leading, stalled := s.leading, s.ownerStalled
+	s.mu.Unlock()
+	err := s.watchdog.wedged()
+	if leading && stalled != nil {
+		err = errors.Join(err, stalled())
+	}
+	return err
+}
 
 // ready says whether the agent can do its work: the runtime answers (when
 // node GC runs), no GC loop is wedged and, in the leader, the owner GC's

@@ -125,7 +125,9 @@
 //     removal's estimate assumes the ones planned before it, so when one is
 //     skipped (in use at the last check) or fails, the run plans again
 //     without it (Policy.replan) and goes on; FreeDiskSpaceError whenever the
-//     removals that happened fall short of what the threshold asked.
+//     removals that happened fall short of what the threshold asked and
+//     none failed (with failures, their errors: an error run, as the
+//     kubelet's "errors in image deletion"; in dry run, no error).
 //   - The state file names the node it describes (Options.NodeName): one
 //     of another node (a disk cloned from a template node) is set aside as
 //     a corrupt one is, so that the template's times never date this

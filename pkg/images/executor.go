@@ -14,13 +14,22 @@ type imageRemover interface {
 }
 
 // FreeDiskSpaceError says a GC run could not free what the threshold rule
-// asked for (kubelet's FreeDiskSpaceFailed).
+// asked for because not enough images may be removed (kubelet's
+// FreeDiskSpaceFailed): every removal it tried happened. Freed is what it
+// removed, Gone what others removed since the plan; both count toward
+// BytesToFree. A run whose removals the runtime refused returns their
+// errors instead, as the kubelet does.
 type FreeDiskSpaceError struct {
 	BytesToFree uint64
 	Freed       uint64
+	Gone        uint64
 }
 
 func (e *FreeDiskSpaceError) Error() string {
+	if e.Gone > 0 {
+		return fmt.Sprintf("failed to free %d bytes on the image filesystem: freed %d bytes, and %d bytes of images removed by another since the plan (not enough removable images)",
+			e.BytesToFree, e.Freed, e.Gone)
+	}
 	return fmt.Sprintf("failed to free %d bytes on the image filesystem: freed %d bytes (not enough removable images)", e.BytesToFree, e.Freed)
 }
 
@@ -46,6 +55,10 @@ type Outcome struct {
 	Gone []Decision
 	// EstimatedFreed sums the Bytes of Removed.
 	EstimatedFreed uint64
+	// Short is by how much Removed and Gone fall short of what the
+	// threshold rule asked (Plan.Required); 0 when they do not. In dry run,
+	// by how much they would.
+	Short uint64
 	// Replans counts the plans made again after a skip or a failure.
 	Replans int
 	// DryRun says nothing was removed.
@@ -78,10 +91,11 @@ type replanner func(removed map[string]bool, held map[string]string, target uint
 // held and what was really removed left out, and goes on with the new plan,
 // until a plan is carried out whole. So the bytes reported freed are those
 // of removals that happened, and FreeDiskSpaceError is returned whenever
-// they fall short of plan.Required. One failure does not stop the others:
-// failures are joined into the error. A cancelled ctx stops between
-// removals. In dry-run nothing is removed and the outcome lists what would
-// have been.
+// they fall short of plan.Required and none failed. One failure does not
+// stop the others: failures are joined into the error, with the shortfall
+// when there is one. A cancelled ctx stops between removals. In dry-run
+// nothing is removed, the outcome lists what would have been, and a
+// shortfall is logged and left in Outcome.Short, not returned.
 func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalCheck, replan replanner, dryRun bool) (*Outcome, error) {
 	out := &Outcome{DryRun: dryRun}
 	var (
@@ -153,7 +167,19 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 	// Only what the high threshold asks now must be freed: the bytes a
 	// projection adds (Plan.Ahead) are freed when images allow.
 	if plan.Required > 0 && out.EstimatedFreed+gone < plan.Required {
-		errs = append(errs, &FreeDiskSpaceError{BytesToFree: plan.Required, Freed: out.EstimatedFreed})
+		out.Short = plan.Required - out.EstimatedFreed - gone
+		switch {
+		case dryRun:
+			// Nothing was freed, nor failed: what a run would do is logged.
+			klog.FromContext(ctx).Info("Dry run: the removals would not free what the threshold asks (not enough removable images)",
+				"bytesToFree", plan.Required, "wouldFreeBytes", out.EstimatedFreed, "goneBytes", gone, "shortBytes", out.Short)
+		case len(out.Failed) > 0:
+			// The runtime's errors are why, not what may be removed.
+			errs = append(errs, fmt.Errorf("failed to free %d bytes on the image filesystem: freed %d bytes (%d of images removed by another since the plan); %d removals failed",
+				plan.Required, out.EstimatedFreed, gone, len(out.Failed)))
+		default:
+			errs = append(errs, &FreeDiskSpaceError{BytesToFree: plan.Required, Freed: out.EstimatedFreed, Gone: gone})
+		}
 	}
 	return out, errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 	"unique"
@@ -209,7 +210,8 @@ func TestExecuteStopsOnCancel(t *testing.T) {
 // base) for 120 MiB to free. When a's removal fails, or a container starts
 // using a, b alone frees only its own 20 MiB: the run must plan again
 // without a, take c, report only what the removals that happened freed,
-// and say when that is not enough.
+// and say when that is not enough: with a's failure, as the runtime's error
+// (not "not enough removable images", which blames the images).
 func TestExecuteReplansSharedLayers(t *testing.T) {
 	base := Layer{Key: unique.Make("sha256:base"), Size: 100 * mib}
 	mk := func(id string, used time.Duration, own uint64, shared bool) Image {
@@ -229,6 +231,7 @@ func TestExecuteReplansSharedLayers(t *testing.T) {
 		want      []string
 		wantFreed uint64
 		notEnough bool
+		short     string // in the error
 	}{
 		"a's removal fails": {
 			fail: map[string]error{"a": boom}, check: never, images: images,
@@ -245,7 +248,7 @@ func TestExecuteReplansSharedLayers(t *testing.T) {
 		},
 		"not enough without a": {
 			fail: map[string]error{"a": boom}, check: never, images: images[:3],
-			want: []string{"b:20", "c:60"}, wantFreed: 80, notEnough: true,
+			want: []string{"b:20", "c:60"}, wantFreed: 80, short: "failed to free 125829120 bytes on the image filesystem: freed 83886080 bytes",
 		},
 		"nothing fails": {
 			check: never, images: images,
@@ -271,6 +274,9 @@ func TestExecuteReplansSharedLayers(t *testing.T) {
 			}
 			if tc.fail != nil && !errors.Is(err, boom) {
 				t.Errorf("error %v does not carry the failed removal", err)
+			}
+			if tc.short != "" && (err == nil || !strings.Contains(err.Error(), tc.short)) {
+				t.Errorf("error %v does not say %q", err, tc.short)
 			}
 		})
 	}

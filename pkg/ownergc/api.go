@@ -89,6 +89,7 @@ func (r *run) getObject(ctx context.Context, id objectID) (*metav1.PartialObject
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
 	defer cancel()
+	defer r.madeProgress(ctx)
 	return rc.Get(ctx, id.name, metav1.GetOptions{})
 }
 
@@ -159,6 +160,7 @@ func (r *run) deleteObject(ctx context.Context, id objectID, rv string, policy m
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
 	defer cancel()
+	defer r.madeProgress(ctx)
 	return r.c.writes.delete(ctx, gvr, ns, id.name, metav1.DeleteOptions{Preconditions: pre, PropagationPolicy: &policy})
 }
 
@@ -170,5 +172,6 @@ func (r *run) patchObject(ctx context.Context, id objectID, patch []byte) (*meta
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.c.requestTimeout)
 	defer cancel()
+	defer r.madeProgress(ctx)
 	return rc.Patch(ctx, id.name, types.JSONPatchType, patch, metav1.PatchOptions{})
 }

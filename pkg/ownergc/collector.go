@@ -74,6 +74,7 @@ type Collector struct {
 	workers        int
 	period         time.Duration
 	requestTimeout time.Duration
+	stallAfter     time.Duration // Stalled's bound: stallRequests request timeouts
 	failureGrace   time.Duration // a monitor whose list/watch fails this long stops holding back the others
 	syncTimeout    time.Duration // so does a monitor that has not synced this long after its start
 	catchUpWithin  time.Duration // a resumed watch's catch-up bound (0: the default, catchUpWithin)
@@ -135,6 +136,7 @@ func New(opts Options) (*Collector, error) {
 		workers:        int(cfg.ConcurrentGCSyncs),
 		period:         cfg.DiscoveryResyncPeriod.Duration,
 		requestTimeout: 30 * time.Second,
+		stallAfter:     stallRequests * 30 * time.Second,
 		failureGrace:   10 * time.Second,
 		syncTimeout:    time.Minute,
 		unsyncedHold:   cfg.UnsyncedResourceHold.Duration,
@@ -225,6 +227,20 @@ func (c *Collector) Run(ctx context.Context) error {
 func (c *Collector) HasSynced() bool {
 	r := c.current.Load()
 	return r != nil && r.synced()
+}
+
+// Stalled returns why the running collector makes no progress while work
+// waits, or nil (also when no Run is under way): its graph builder has
+// taken no queued event, or every worker of a queue with ready items has
+// made no progress (taken or finished an item, ended a request), for ten
+// request timeouts (5 minutes). Requests end by their timeout, so only a
+// fault of the process stalls it: the liveness of the owner GC.
+func (c *Collector) Stalled() error {
+	r := c.current.Load()
+	if r == nil {
+		return nil
+	}
+	return r.stalled(c.clock.Now())
 }
 
 // DebugHandler serves the dependency graph at DebugGraphPath.

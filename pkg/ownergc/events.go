@@ -2,6 +2,7 @@ package ownergc
 
 import (
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -96,6 +97,9 @@ const eventChunk = 512
 // of the time the queue holds a few events, and would otherwise allocate
 // a chunk for each).
 type eventQueue struct {
+	// now, when set, dates waiting (see waiting); set before first use.
+	now func() time.Time
+
 	mu sync.Mutex
 	// chunks hold the queued events: chunks[0][head:], then the others
 	// whole; each chunk has capacity eventChunk.
@@ -104,6 +108,9 @@ type eventQueue struct {
 	n      int
 	wake   chan struct{}
 	closed bool
+	// since is, while events are queued, when the builder last took
+	// some or, if it has not since, when the first of them was queued.
+	since time.Time
 }
 
 func newEventQueue() *eventQueue {
@@ -129,6 +136,9 @@ func (q *eventQueue) pushAll(evs []event) {
 		}
 		n := min(len(evs), eventChunk-len(q.chunks[last]))
 		q.chunks[last] = append(q.chunks[last], evs[:n]...)
+		if q.n == 0 && q.now != nil {
+			q.since = q.now()
+		}
 		q.n += n
 		evs = evs[n:]
 	}
@@ -165,6 +175,9 @@ func (q *eventQueue) pop(buf []event, max int) (_ []event, ok bool) {
 					q.chunks = q.chunks[1:]
 				}
 			}
+			if q.now != nil {
+				q.since = q.now()
+			}
 			q.mu.Unlock()
 			return buf, true
 		}
@@ -175,6 +188,14 @@ func (q *eventQueue) pop(buf []event, max int) (_ []event, ok bool) {
 		}
 		<-q.wake
 	}
+}
+
+// waiting returns how many events are queued and, when some are, since
+// when the builder has not taken any (see since; zero without now).
+func (q *eventQueue) waiting() (int, time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n, q.since
 }
 
 func (q *eventQueue) len() int {

@@ -303,6 +303,11 @@ func (e *itEnv) startCollectorWith(t testing.TB, opts Options, tweak ...func(*Co
 		}
 	}
 	gc.failureGrace, gc.syncTimeout = 2*time.Second, 5*time.Second
+	// Every collector of these tests is watched for a stall at twice the
+	// request timeout rather than ten times: a request to the test's API
+	// server ends in milliseconds, or by its timeout where a test makes it
+	// hang.
+	gc.stallAfter = 2 * gc.requestTimeout
 	for _, f := range tweak {
 		f(gc)
 	}
@@ -310,8 +315,22 @@ func (e *itEnv) startCollectorWith(t testing.TB, opts Options, tweak ...func(*Co
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	tc.cancel = cancel
 	go func() { tc.done <- gc.Run(ctx) }()
+	stalls := make(chan error, 1)
+	go func() {
+		defer close(stalls)
+		for ctx.Err() == nil {
+			if err := gc.Stalled(); err != nil {
+				stalls <- err
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}()
 	t.Cleanup(func() {
 		tc.stop(t)
+		if err := <-stalls; err != nil {
+			t.Errorf("the collector stalled: %v", err)
+		}
 		if t.Failed() {
 			t.Logf("--- last lines of the collector's log ---\n%s", tc.logs.tail(60))
 		}

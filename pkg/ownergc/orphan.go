@@ -10,7 +10,7 @@ import (
 )
 
 func (r *run) orphanWorker(ctx context.Context) {
-	r.work(ctx, r.orphans, queueOrphan, r.attemptToOrphan)
+	r.work(ctx, &r.orphanPool, r.attemptToOrphan)
 }
 
 // attemptToOrphan handles an owner deleted with the orphan finalizer: it

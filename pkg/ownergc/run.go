@@ -61,6 +61,10 @@ type run struct {
 	// builder is applying a batch (for tests waiting for quiet).
 	active   atomic.Int32
 	applying atomic.Bool
+	// deletePool and orphanPool follow each queue's workers (Stalled),
+	// once working says they started.
+	deletePool, orphanPool pool
+	working                atomic.Bool
 
 	// reported holds the Warnings about owner references already reported
 	// in this run (reportKey).
@@ -82,8 +86,11 @@ func newRun(ctx context.Context, c *Collector) *run {
 		kick:   make(chan struct{}, 1),
 	}
 	r.recheck = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, maxRetryDelay)
+	r.events.now = c.clock.Now
 	r.deletes = newQueue(c, queueDelete)
 	r.orphans = newQueue(c, queueOrphan)
+	r.deletePool = pool{name: queueDelete, queue: r.deletes, workers: int32(c.workers)}
+	r.orphanPool = pool{name: queueOrphan, queue: r.orphans, workers: int32(c.workers)}
 	r.builder = &builder{g: r.graph, logger: r.logger, enqueueDelete: r.deletes.Add, enqueueOrphan: r.orphans.Add, initial: true,
 		lostFor: c.unsyncedHold}
 	if c.clock != nil {
@@ -126,6 +133,10 @@ func (r *run) run(ctx context.Context) {
 		// otherwise keep it until its periodic collection (two minutes)
 		// and return it slowly after that.
 		loops.Go(debug.FreeOSMemory)
+		now := r.c.clock.Now()
+		r.deletePool.mark(now)
+		r.orphanPool.mark(now)
+		r.working.Store(true)
 		for range r.c.workers {
 			loops.Go(func() { r.deleteWorker(ctx) })
 			loops.Go(func() { r.orphanWorker(ctx) })

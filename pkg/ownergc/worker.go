@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 )
 
 // outcome tells a worker what to do with the item it processed.
@@ -29,24 +28,30 @@ var (
 )
 
 func (r *run) deleteWorker(ctx context.Context) {
-	r.work(ctx, r.deletes, queueDelete, r.attemptToDelete)
+	r.work(ctx, &r.deletePool, r.attemptToDelete)
 }
 
-// work runs process on the items of q until q shuts down.
-func (r *run) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[types.UID], name string,
-	process func(context.Context, types.UID) outcome) {
+// work runs process on the items of p's queue until it shuts down. Taking
+// an item, finishing it and each request it ends mark p's progress.
+func (r *run) work(ctx context.Context, p *pool, process func(context.Context, types.UID) outcome) {
+	ctx = context.WithValue(ctx, poolKey{}, p)
+	q := p.queue
 	for {
 		uid, quit := q.Get()
 		if quit {
 			return
 		}
 		r.active.Add(1)
+		p.busy.Add(1)
 		begin := r.c.clock.Now()
+		p.mark(begin)
 		out := done
 		if ctx.Err() == nil {
 			out = process(ctx, uid)
 		}
-		r.c.metrics.attemptDuration.WithLabelValues(name).Observe(r.c.clock.Since(begin).Seconds())
+		end := r.c.clock.Now()
+		p.mark(end)
+		r.c.metrics.attemptDuration.WithLabelValues(p.name).Observe(end.Sub(begin).Seconds())
 		switch {
 		case out.retry:
 			q.AddRateLimited(uid)
@@ -57,6 +62,7 @@ func (r *run) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[t
 			q.Forget(uid)
 		}
 		q.Done(uid)
+		p.busy.Add(-1)
 		r.active.Add(-1)
 	}
 }
