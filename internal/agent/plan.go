@@ -22,6 +22,12 @@ type PlanReport struct {
 	// Images is nil when the image plan could not be made (ImagesErr).
 	Images    *images.Plan
 	ImagesErr error
+	// ImagesToLow is the image plan of a collection under way
+	// (images.Manager.PlanToLow), when usage is over the low threshold but
+	// Images frees nothing: the agent's disk checks collect down to low
+	// once usage reached the high threshold, until it is under low again.
+	// Nil otherwise, or when it could not be made.
+	ImagesToLow *images.Plan
 	// Containers is nil when the container plan could not be made.
 	Containers    *containers.Plan
 	ContainersErr error
@@ -91,6 +97,11 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 		r.ImagesErr = err
 	} else {
 		r.Images, r.ImagesErr = im.Plan(ctx)
+		if p := r.Images; p != nil && p.Target == 0 {
+			if toLow, err := im.PlanToLow(ctx); err == nil && toLow.Target > 0 {
+				r.ImagesToLow = toLow
+			}
+		}
 	}
 	if cmErr != nil {
 		r.ContainersErr = cmErr

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,4 +168,65 @@ func snapshotDir(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestPlanShowsACollectionUnderWay: on a real containerd node whose image
+// filesystem is between the thresholds, `nodegc plan` removes nothing now
+// and shows what the agent removes if a collection is under way (usage
+// reached high and has not been under low since): the unused image.
+func TestPlanShowsACollectionUnderWay(t *testing.T) {
+	testbed.RequireRoot(t)
+	n := node.Start(t, node.Options{Version: testbed.Containerd2, SmallFS: 128 << 20})
+	ctx := t.Context()
+	img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: "plan/tolow", Tag: "v1", Layers: []registry.LayerSpec{{Size: 24 << 20, Seed: "tolow"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.PullImage(ctx, img.Ref); err != nil {
+		t.Fatal(err)
+	}
+	type diskJSON struct {
+		UsagePercent int `json:"usagePercent"`
+		IfCollecting *struct {
+			BytesToFree uint64   `json:"bytesToFree"`
+			Remove      []string `json:"remove"`
+		} `json:"ifCollecting"`
+	}
+	plan := func(high, low int) (diskJSON, []string) {
+		t.Helper()
+		cfg := nodeConfig(t, n.Endpoint, t.TempDir(), nil,
+			[]string{"highThresholdPercent: " + strconv.Itoa(high), "lowThresholdPercent: " + strconv.Itoa(low), "minimumGCAge: 0s"}, nil)
+		stdout, _ := runPlan(t, cfg, "KUBECONFIG=/nonexistent")
+		var view struct {
+			Disk   diskJSON `json:"imageFilesystem"`
+			Images []struct {
+				Action string `json:"action"`
+			} `json:"images"`
+		}
+		if err := json.Unmarshal(stdout, &view); err != nil {
+			t.Fatalf("nodegc plan -o json: %v\n%s", err, string(stdout))
+		}
+		var actions []string
+		for _, i := range view.Images {
+			actions = append(actions, i.Action)
+		}
+		return view.Disk, actions
+	}
+	disk, _ := plan(100, 99)
+	u := disk.UsagePercent
+	if u < 10 || u > 95 {
+		t.Fatalf("usage %d%% with a 24 MiB image on 128 MiB: the test needs it between 10%% and 95%%", u)
+	}
+	disk, actions := plan(u+3, u-3)
+	t.Logf("usage %d%%, high %d%%, low %d%%: actions %v, if collecting %+v", u, u+3, u-3, actions, disk.IfCollecting)
+	if slices.Contains(actions, "remove") {
+		t.Errorf("between the thresholds the plan removes now: %v", actions)
+	}
+	if disk.IfCollecting == nil || disk.IfCollecting.BytesToFree == 0 || len(disk.IfCollecting.Remove) != 1 ||
+		!strings.Contains(disk.IfCollecting.Remove[0], "plan/tolow:v1") {
+		t.Errorf("if a collection is under way: %+v, want plan/tolow:v1 removed", disk.IfCollecting)
+	}
+	if disk, _ := plan(u+6, u+3); disk.IfCollecting != nil {
+		t.Errorf("under the low threshold: if collecting %+v, want none", disk.IfCollecting)
+	}
 }

@@ -819,6 +819,17 @@ func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
 	return plan, err
 }
 
+// PlanToLow is Plan for a collection under way: usage reached the high
+// threshold and has not been under the low one since, so the threshold rule
+// frees down to the low threshold even under the high one now, as the
+// agent's disk checks do (Plan.Required stays what the high threshold asks
+// now). Whether a collection is under way lives in the running agent's
+// memory: `nodegc plan` shows both.
+func (m *Manager) PlanToLow(ctx context.Context) (*Plan, error) {
+	plan, _, err := m.plan(ctx, demand{toLow: true})
+	return plan, err
+}
+
 // plan also returns the images the plan was made from; it plans for what
 // the disk asks beyond what the plan reads from it (demand).
 func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {

@@ -113,6 +113,16 @@ type diskView struct {
 	// ScheduledPods says how the scheduled rule saw the node's pods: off
 	// (no API access), authoritative, or not (it then keeps more).
 	ScheduledPods string `json:"scheduledPods"`
+	// IfCollecting is, when usage is between the thresholds, what the
+	// agent removes if a collection is under way (usage reached high and
+	// has not been under low since): the plan cannot know.
+	IfCollecting *collectingView `json:"ifCollecting,omitempty"`
+}
+
+type collectingView struct {
+	BytesToFree         uint64   `json:"bytesToFree"`
+	EstimatedFreedBytes uint64   `json:"estimatedFreedBytes"`
+	Remove              []string `json:"remove"`
 }
 
 type imageRow struct {
@@ -166,6 +176,17 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 			HighThresholdPercent: *high, LowThresholdPercent: *low, BytesToFree: p.BytesToFree,
 			EstimatedFreedBytes: p.EstimatedFreed, ExpectedUsagePercent: after.UsagePercent(), Accounting: acct,
 			ScheduledPods: scheduledPods(p.PodsView),
+		}
+		if tl := r.ImagesToLow; tl != nil {
+			c := &collectingView{BytesToFree: tl.BytesToFree, EstimatedFreedBytes: tl.EstimatedFreed, Remove: []string{}}
+			for _, d := range tl.Remove {
+				name := short(d.Image.ID)
+				if len(d.Image.RepoTags) > 0 {
+					name = strings.Join(d.Image.RepoTags, ",") + " (" + name + ")"
+				}
+				c.Remove = append(c.Remove, name)
+			}
+			v.Disk.IfCollecting = c
 		}
 		add := func(action string, ds []images.Decision) {
 			for _, d := range ds {
@@ -280,6 +301,11 @@ func (v *planView) print(out io.Writer) {
 			bytesString(d.AvailableBytes), bytesString(d.CapacityBytes), d.UsagePercent, d.HighThresholdPercent, d.LowThresholdPercent)
 		fmt.Fprintf(out, "  to free now: %s; planned removals free %s; usage after: %d%%; accounting: %s\n",
 			bytesString(d.BytesToFree), bytesString(d.EstimatedFreedBytes), d.ExpectedUsagePercent, d.Accounting)
+		if c := d.IfCollecting; c != nil {
+			fmt.Fprintf(out, "  if a collection is under way (usage reached %d%% and has not been under %d%% since; only the running agent knows), it goes on to low: to free %s; removals free %s: %s\n",
+				d.HighThresholdPercent, d.LowThresholdPercent, bytesString(c.BytesToFree), bytesString(c.EstimatedFreedBytes), cmp.Or(strings.Join(c.Remove, ", "), "none"))
+		}
+		fmt.Fprintln(out, "  the agent also collects ahead of a fill fast enough to reach the kubelet's eviction threshold within fillRateHorizon (trigger projected), which a plan cannot see")
 		fmt.Fprintf(out, "  images of pods about to run (scheduled): %s\n\n", d.ScheduledPods)
 		table(out, "IMAGES", []string{"ACTION", "REASON", "BYTES", "LAST USED", "FIRST SEEN", "IMAGE"}, len(v.Images), func(i int) []string {
 			r := v.Images[i]

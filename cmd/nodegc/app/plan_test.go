@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodegc/nodegc/internal/agent"
 	"github.com/nodegc/nodegc/pkg/containers"
+	"github.com/nodegc/nodegc/pkg/images"
 )
 
 // TestPlanViewContainerBytes: every container GC removal shows the bytes
@@ -170,5 +171,36 @@ func TestPlanSaysWhoRunsNodeGC(t *testing.T) {
 				t.Errorf("JSON nodeGC = %+v (%v), want running %v, holder %q", got.NodeGC, err, tc.report.NodeGCRunning, tc.report.NodeGCHolder)
 			}
 		})
+	}
+}
+
+// TestPlanShowsWhatACollectionUnderWayRemoves: between the thresholds, the
+// plan's table and JSON show what the agent removes if a collection is
+// under way, and say that the agent also collects ahead of a fast fill.
+func TestPlanShowsWhatACollectionUnderWayRemoves(t *testing.T) {
+	disk := images.DiskStats{Capacity: 100 << 20, Available: 10 << 20}
+	a := &images.Image{ID: "sha256:aaaaaaaaaaaaaaaa", RepoTags: []string{"registry.example/a:1"}}
+	r := &agent.PlanReport{Node: "n", Runtime: "containerd 2",
+		Images:      &images.Plan{Disk: disk, UsagePercent: 90, Keep: []images.Decision{{Image: a, Reason: images.KeepNotNeeded}}},
+		ImagesToLow: &images.Plan{Disk: disk, UsagePercent: 90, Target: 5 << 20, BytesToFree: 5 << 20, EstimatedFreed: 6 << 20, Remove: []images.Decision{{Image: a, Reason: images.ReasonSpace, Bytes: 6 << 20}}},
+	}
+	v := newPlanView(r, ptr.To[int32](95), ptr.To[int32](85))
+	var out bytes.Buffer
+	v.print(&out)
+	for _, want := range []string{"if a collection is under way (usage reached 95% and has not been under 85% since", "registry.example/a:1", "trigger projected"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the plan does not say %q:\n%s", want, out.String())
+		}
+	}
+	js, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"ifCollecting":{"bytesToFree":5242880,"estimatedFreedBytes":6291456,"remove":["registry.example/a:1 (aaaaaaaaaaaa)"]}`) {
+		t.Errorf("JSON: %s", js)
+	}
+	v = newPlanView(&agent.PlanReport{Node: "n", Images: r.Images}, ptr.To[int32](95), ptr.To[int32](85))
+	if v.Disk.IfCollecting != nil {
+		t.Errorf("without a plan to low: %+v", v.Disk.IfCollecting)
 	}
 }
