@@ -46,13 +46,23 @@ func TestAlertsFire(t *testing.T) {
 			},
 		},
 		"NodegcImageFSAtEvictionThreshold": {
-			firing: []string{`nodegc_image_fs_usage_percent{node="n1"} 86x30
-				nodegc_image_gc_threshold_percent{node="n1",threshold="eviction"} 85x30`},
+			// The kubelet evicts when available < its threshold: 1000 GiB,
+			// imagefs.available<15% (150 GiB).
+			firing: []string{`nodegc_image_fs_available_bytes{node="n1"} 161061273599x30
+				nodegc_image_fs_eviction_available_bytes{node="n1"} 161061273600x30`},
 			healthy: []string{
-				`nodegc_image_fs_usage_percent{node="n1"} 84x30
+				`nodegc_image_fs_available_bytes{node="n1"} 161061273600x30
+				nodegc_image_fs_eviction_available_bytes{node="n1"} 161061273600x30`,
+				// 159 GiB available: usage, rounded up to a whole percent,
+				// reads 85, the eviction threshold in percent; the kubelet
+				// does not evict.
+				`nodegc_image_fs_available_bytes{node="n1"} 170724392960x30
+				nodegc_image_fs_eviction_available_bytes{node="n1"} 161061273600x30
+				nodegc_image_fs_usage_percent{node="n1"} 85x30
 				nodegc_image_gc_threshold_percent{node="n1",threshold="eviction"} 85x30`,
 				// No evictionHard on the image filesystem: no eviction series.
-				`nodegc_image_fs_usage_percent{node="n1"} 99x30
+				`nodegc_image_fs_available_bytes{node="n1"} 0x30
+				nodegc_image_fs_usage_percent{node="n1"} 100x30
 				nodegc_image_gc_threshold_percent{node="n1",threshold="high"} 85x30`,
 			},
 		},

@@ -126,6 +126,9 @@ type metrics struct {
 	// API that a plan goes on without.
 	containerdReadErrors *prometheus.CounterVec
 	checkOutcomes        *prometheus.CounterVec
+	// evictionAvailable has no labels: a vector so that the series can be
+	// removed where no eviction threshold applies.
+	evictionAvailable *prometheus.GaugeVec
 }
 
 // newMetrics creates the image GC metrics and registers them into reg.
@@ -149,7 +152,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		exactAccounting: metricvec.SingleGauge("nodegc_image_gc_exact_accounting",
 			"1 when the last image GC run's plan counted each image's layers through containerd (shared layers once, storage held elsewhere left out, content blobs only where the content store is on the image filesystem), 0 when it used CRI image sizes (no containerd API, or a layer could not be read: the first such plan logs why)."),
 		usagePercent: metricvec.SingleGauge("nodegc_image_fs_usage_percent",
-			"Usage of the image filesystem in percent, as the image GC computes it (100 - available*100/capacity)."),
+			"Usage of the image filesystem in percent, as the image GC computes it (100 - available*100/capacity, the available part rounded down: a whole percent, rounded up)."),
 		capacity:  metricvec.SingleGauge("nodegc_image_fs_capacity_bytes", "Capacity of the image filesystem."),
 		available: metricvec.SingleGauge("nodegc_image_fs_available_bytes", "Available bytes of the image filesystem."),
 		// Set once the usage watcher knows whether the stream is open.
@@ -168,9 +171,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		// absent while evictionHard sets none.
 		thresholds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_image_gc_threshold_percent",
-			Help: metricvec.Help("Image filesystem usage in percent at which the image GC starts (high), down to which it frees (low), and at which the kubelet's evictionHard is met (eviction), to compare with nodegc_image_fs_usage_percent,",
+			Help: metricvec.Help("Image filesystem usage in percent at which the image GC starts (high), down to which it frees (low), and at which the kubelet's evictionHard is met (eviction; exact, so the rounded-up usage reaches it up to 1% of the capacity before the kubelet evicts: nodegc_image_fs_eviction_available_bytes gives it in bytes), to compare with nodegc_image_fs_usage_percent,",
 				"threshold", thresholds),
 		}, []string{"threshold"}),
+		evictionAvailable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodegc_image_fs_eviction_available_bytes",
+			Help: "Available bytes of the image filesystem under which the kubelet's evictionHard (the stricter of imagefs.available and nodefs.available; a percentage taken of the current capacity) is met: the kubelet evicts pods while nodegc_image_fs_available_bytes is below it, the comparison it makes itself. Absent without such a threshold.",
+		}, nil),
 		diskChecks: metricvec.Counter("nodegc_image_gc_disk_checks_total",
 			"Readings of the image filesystem's usage that may start a run (trigger threshold or projected), every diskCheckInterval (interval) or right after the runtime wrote to its storage (write: a pull's blob or layer, an image record; at most one per 100ms),",
 			"cause", checkCauses),
@@ -200,7 +207,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
-		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds,
+		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds, m.evictionAvailable,
 		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld, m.containerdReadErrors, m.checkOutcomes)
 	m.checkOutcomes.WithLabelValues(checkPassed, "")
 	m.checkOutcomes.WithLabelValues(checkWasGone, "")
@@ -258,16 +265,18 @@ func (m *metrics) setThresholds(high, low int) {
 	m.thresholds.WithLabelValues(thresholdLow).Set(float64(low))
 }
 
-// observeEviction exports the usage at which the kubelet's eviction
-// threshold is met on a filesystem of that capacity: the series is removed
-// when there is none (no evictionHard on the image filesystem, or no
-// capacity).
+// observeEviction exports the kubelet's eviction threshold on a filesystem
+// of that capacity: the available bytes under which it is met (evictAt),
+// and the usage in percent at which it is; the series are removed when
+// there is none (no evictionHard on the image filesystem, or no capacity).
 func (m *metrics) observeEviction(capacity, evictAt uint64, ok bool) {
 	if !ok || capacity == 0 {
 		m.thresholds.DeleteLabelValues(thresholdEviction)
+		m.evictionAvailable.DeleteLabelValues()
 		return
 	}
 	m.thresholds.WithLabelValues(thresholdEviction).Set(evictionUsagePercent(capacity, evictAt))
+	m.evictionAvailable.WithLabelValues().Set(float64(evictAt))
 }
 
 func (m *metrics) setUsageSource(source string) {

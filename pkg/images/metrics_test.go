@@ -60,6 +60,84 @@ func TestThresholdGauges(t *testing.T) {
 	}
 }
 
+// TestEvictionAvailableGauge: nodegc_image_fs_eviction_available_bytes is
+// the kubelet's own threshold, in available bytes at the current capacity,
+// so that nodegc_image_fs_available_bytes is below it exactly when the
+// kubelet evicts (available < threshold). nodegc_image_fs_usage_percent is
+// a whole percent rounded up (100 - floor(available%)): at 15.9% available
+// it reads 85, the usage at which imagefs.available<15% is met, while the
+// kubelet does not evict; compared with the eviction threshold in percent it
+// would say evicting up to 1% of the capacity early (10 GiB of 1000 GiB).
+func TestEvictionAvailableGauge(t *testing.T) {
+	for name, tc := range map[string]struct {
+		evictionHard map[string]string
+		disk         DiskStats
+		wantUsage    float64
+		wantEvicts   bool
+	}{
+		"imagefs.available<15%, 15.9% available": {
+			disk: DiskStats{Capacity: 1000 * gib, Available: 159 * gib}, wantUsage: 85},
+		"imagefs.available<15%, exactly 15% available": {
+			disk: DiskStats{Capacity: 1000 * gib, Available: 150 * gib}, wantUsage: 85},
+		"imagefs.available<15%, a byte under 15% available": {
+			disk: DiskStats{Capacity: 1000 * gib, Available: 150*gib - 1}, wantUsage: 86, wantEvicts: true},
+		"nodefs.available<1Gi, 1.5 GiB of 100 GiB available": {evictionHard: map[string]string{config.SignalNodeFsAvailable: "1Gi"},
+			disk: DiskStats{Capacity: 100 * gib, Available: 3 * gib / 2}, wantUsage: 99},
+		"nodefs.available<1Gi, a byte under 1 GiB available": {evictionHard: map[string]string{config.SignalNodeFsAvailable: "1Gi"},
+			disk: DiskStats{Capacity: 100 * gib, Available: gib - 1}, wantUsage: 100, wantEvicts: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := config.Defaulted().ImageGC
+			if tc.evictionHard != nil {
+				cfg.EvictionHard = tc.evictionHard
+			}
+			reg := prometheus.NewRegistry()
+			m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: &streamRuntime{}, Disk: fixedDisk{},
+				Clock: clocktesting.NewFakeClock(t0), Registerer: reg, PlanOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.observeDisk(tc.disk)
+			gauges := gaugeValues(t, reg)
+			if got := gauges["nodegc_image_fs_usage_percent"]; got != tc.wantUsage {
+				t.Errorf("nodegc_image_fs_usage_percent %v, want %v", got, tc.wantUsage)
+			}
+			evictAt, ok := gauges["nodegc_image_fs_eviction_available_bytes"]
+			if !ok {
+				t.Fatal("no nodegc_image_fs_eviction_available_bytes")
+			}
+			if got := gauges["nodegc_image_fs_available_bytes"] < evictAt; got != tc.wantEvicts {
+				t.Errorf("nodegc_image_fs_available_bytes %v < nodegc_image_fs_eviction_available_bytes %v is %v; the kubelet evicts: %v",
+					gauges["nodegc_image_fs_available_bytes"], evictAt, got, tc.wantEvicts)
+			}
+			// Without an eviction threshold the series goes.
+			m.metrics.observeEviction(tc.disk.Capacity, 0, false)
+			if _, ok := gaugeValues(t, reg)["nodegc_image_fs_eviction_available_bytes"]; ok {
+				t.Error("nodegc_image_fs_eviction_available_bytes stays without an eviction threshold")
+			}
+		})
+	}
+}
+
+// gaugeValues returns the value of every gauge without labels in reg, by
+// name.
+func gaugeValues(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) == 0 && m.GetGauge() != nil {
+				got[f.GetName()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return got
+}
+
 // thresholdGauges returns nodegc_image_gc_threshold_percent by threshold.
 func thresholdGauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
