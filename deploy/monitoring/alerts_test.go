@@ -1,6 +1,8 @@
 package monitoring
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,17 +21,42 @@ func TestAlertsFire(t *testing.T) {
 		healthy []string
 	}{
 		"NodegcImageGCCannotFreeEnough": {
-			firing: []string{`nodegc_image_gc_runs_total{node="n1",trigger="threshold",result="not_enough"} 0+1x30`},
+			firing: []string{
+				`nodegc_image_gc_runs_total{node="n1",trigger="threshold",result="not_enough"} 0+1x30`,
+				// Runs an hour apart: the last two ended not_enough, and
+				// usage is over the low threshold.
+				`nodegc_image_gc_runs_total{node="n1",trigger="periodic",result="not_enough"} 2x30
+				nodegc_image_gc_consecutive_runs{node="n1",result="not_enough"} 2x30
+				nodegc_image_fs_usage_percent{node="n1"} 90x30
+				nodegc_image_gc_threshold_percent{node="n1",threshold="low"} 80x30`,
+			},
 			healthy: []string{`nodegc_image_gc_runs_total{node="n1",trigger="threshold",result="not_enough"} 3x30
-				nodegc_image_gc_runs_total{node="n1",trigger="threshold",result="success"} 0+1x30`},
+				nodegc_image_gc_runs_total{node="n1",trigger="threshold",result="success"} 0+1x30`,
+				// One run ended not_enough.
+				`nodegc_image_gc_consecutive_runs{node="n1",result="not_enough"} 1x30
+				nodegc_image_fs_usage_percent{node="n1"} 90x30
+				nodegc_image_gc_threshold_percent{node="n1",threshold="low"} 80x30`,
+				// Usage went under the low threshold since (other removals)
+				// and no run came yet.
+				`nodegc_image_gc_consecutive_runs{node="n1",result="not_enough"} 3x30
+				nodegc_image_fs_usage_percent{node="n1"} 75x30
+				nodegc_image_gc_threshold_percent{node="n1",threshold="low"} 80x30`,
+			},
 		},
 		"NodegcImageGCFailing": {
 			firing: []string{
 				`nodegc_image_gc_runs_total{node="n1",trigger="periodic",result="error"} 0+1x30`,
 				`nodegc_image_gc_runs_total{node="n1",trigger="threshold",result="invalid_capacity"} 0+1x30`,
+				// Runs an hour apart, the last three failed.
+				`nodegc_image_gc_runs_total{node="n1",trigger="periodic",result="invalid_capacity"} 3x30
+				nodegc_image_gc_consecutive_runs{node="n1",result="invalid_capacity"} 3x30
+				nodegc_image_gc_consecutive_runs{node="n1",result="error"} 0x30`,
 			},
 			healthy: []string{`nodegc_image_gc_runs_total{node="n1",trigger="periodic",result="error"} 0x30
-				nodegc_image_gc_runs_total{node="n1",trigger="periodic",result="not_enough"} 0+1x30`},
+				nodegc_image_gc_runs_total{node="n1",trigger="periodic",result="not_enough"} 0+1x30`,
+				// The last run failed, the one before did not.
+				`nodegc_image_gc_consecutive_runs{node="n1",result="error"} 1x30
+				nodegc_image_gc_consecutive_runs{node="n1",result="success"} 0x30`},
 		},
 		"NodegcImageFSAboveHighThreshold": {
 			firing: []string{`nodegc_image_fs_usage_percent{node="n1"} 85x30
@@ -82,9 +109,15 @@ func TestAlertsFire(t *testing.T) {
 		},
 		"NodegcContainerGCFailing": {
 			firing: []string{`nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="error"} 0+1x30
-				nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="success"} 0x30`},
+				nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="success"} 0x30`,
+				// containerGC.period 1h: the last two runs failed.
+				`nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="error"} 2x30
+				nodegc_container_gc_consecutive_runs{node="n1",result="error"} 2x30`},
 			healthy: []string{`nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="error"} 2x30
-				nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="success"} 0+1x30`},
+				nodegc_container_gc_runs_total{node="n1",trigger="periodic",result="success"} 0+1x30
+				nodegc_container_gc_consecutive_runs{node="n1",result="success"} 0+1x30`,
+				// The last run failed, the one before did not.
+				`nodegc_container_gc_consecutive_runs{node="n1",result="error"} 1x30`},
 		},
 		"NodegcContainerGCOperationsFailing": {
 			firing: []string{
@@ -276,4 +309,146 @@ func evalAtEnd(t *testing.T, engine *promql.Engine, series, expr string) promql.
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestRunFailureAlertsWhateverThePeriod: NodegcContainerGCFailing,
+// NodegcImageGCFailing and NodegcImageGCCannotFreeEnough hold for their
+// whole for duration once a collector's runs keep failing, however far apart
+// its runs are (containerGC.period, imageGC.period, which also caps the
+// image GC's backoff); a single failed run among successes holds for less,
+// at any period. Evaluated as Prometheus does, every 30s over series scraped
+// every 30s, the runs at the end of each period.
+func TestRunFailureAlertsWhateverThePeriod(t *testing.T) {
+	groups, err := ParseRules(RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := map[string]struct {
+		prefix, failed string
+		// other series of the node, to load beside the runs
+		extra string
+	}{
+		"NodegcContainerGCFailing": {prefix: "nodegc_container_gc", failed: "error"},
+		"NodegcImageGCFailing":     {prefix: "nodegc_image_gc", failed: "error"},
+		// The image filesystem stays over the low threshold.
+		"NodegcImageGCCannotFreeEnough": {prefix: "nodegc_image_gc", failed: "not_enough",
+			extra: `nodegc_image_fs_usage_percent{node="n1"} 90x1000
+				nodegc_image_gc_threshold_percent{node="n1",threshold="low"} 80x1000`},
+	}
+	patterns := map[string]struct {
+		fails    func(run int) bool
+		wantFire bool
+	}{
+		"every run fails":                     {fails: func(int) bool { return true }, wantFire: true},
+		"the third run fails, the others not": {fails: func(run int) bool { return run == 3 }},
+	}
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			a, ok := alerts[r.Alert]
+			if !ok {
+				continue
+			}
+			delete(alerts, r.Alert)
+			hold := time.Duration(r.For)
+			for _, period := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 20 * time.Minute, time.Hour, 2 * time.Hour} {
+				for name, p := range patterns {
+					series := runSeries(a.prefix, a.failed, period, 8*time.Hour, p.fails) + "\n" + a.extra
+					got := longestHeld(t, engine, series, r.Expr)
+					if fired := got >= hold; fired != p.wantFire {
+						t.Errorf("%s, period %v, %s: the expression held at most %v (for: %v), want firing %v",
+							r.Alert, period, name, got, hold, p.wantFire)
+					}
+				}
+			}
+		}
+	}
+	for name := range alerts {
+		t.Errorf("no alert %s", name)
+	}
+}
+
+// runSeries writes, in promqltest's load syntax with a sample every 30s for
+// span, the run series of a collector (prefix) on node n1 that runs at the
+// end of every period, run 1 first, each ending in failed when fails says
+// so and in success otherwise: <prefix>_runs_total{trigger,result} and
+// <prefix>_consecutive_runs{result}.
+func runSeries(prefix, failed string, period, span time.Duration, fails func(run int) bool) string {
+	const scrape = 30 * time.Second
+	results := []string{"success", failed}
+	total := map[string]int{}
+	var last string
+	streak := 0
+	values := map[string]*strings.Builder{}
+	for _, k := range []string{"total", "consecutive"} {
+		for _, r := range results {
+			values[k+r] = &strings.Builder{}
+		}
+	}
+	for at := time.Duration(0); at <= span; at += scrape {
+		if at > 0 && at%period == 0 {
+			run := int(at / period)
+			result := "success"
+			if fails(run) {
+				result = failed
+			}
+			total[result]++
+			if result != last {
+				last, streak = result, 0
+			}
+			streak++
+		}
+		for _, r := range results {
+			consecutive := 0
+			if r == last {
+				consecutive = streak
+			}
+			values["total"+r].WriteString(" " + strconv.Itoa(total[r]))
+			values["consecutive"+r].WriteString(" " + strconv.Itoa(consecutive))
+		}
+	}
+	var b strings.Builder
+	for _, r := range results {
+		b.WriteString(prefix + `_runs_total{node="n1",trigger="periodic",result="` + r + `"}` + values["total"+r].String() + "\n")
+		b.WriteString(prefix + `_consecutive_runs{node="n1",result="` + r + `"}` + values["consecutive"+r].String() + "\n")
+	}
+	return b.String()
+}
+
+// longestHeld loads series (promqltest's load syntax, one sample every
+// 30s), evaluates expr every 30s from the first sample to the last, and
+// returns the longest stretch during which it selected something: an alert
+// with for: F fires only when that reaches F.
+func longestHeld(t *testing.T, engine *promql.Engine, series, expr string) time.Duration {
+	t.Helper()
+	var load strings.Builder
+	load.WriteString("load 30s\n")
+	for line := range strings.Lines(series) {
+		if line = strings.TrimSpace(line); line != "" {
+			load.WriteString("  " + line + "\n")
+		}
+	}
+	storage := promqltest.LoadedStorage(t, load.String())
+	defer storage.Close()
+	end := time.UnixMilli(storage.Head().MaxTime())
+	var longest, current time.Duration
+	for at := time.UnixMilli(0); !at.After(end); at = at.Add(30 * time.Second) {
+		q, err := engine.NewInstantQuery(t.Context(), storage, nil, expr, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := q.Exec(t.Context())
+		v, err := res.Vector()
+		q.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v) == 0 {
+			current = 0
+			continue
+		}
+		current += 30 * time.Second
+		longest = max(longest, current)
+	}
+	return longest
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -165,6 +166,50 @@ nodegc_test_gc_runs_total{result="success",trigger="threshold"} 0
 	}
 	if n := testutil.CollectAndCount(m.duration); n != 3 {
 		t.Errorf("%d duration series, want 3 (one per trigger observed or initialised)", n)
+	}
+}
+
+// TestRunMetricsConsecutive: <prefix>_consecutive_runs counts the runs in a
+// row that ended with the last run's result, whatever their trigger, and
+// every other result is 0: a failure among successes is 1, a collector
+// whose runs keep failing counts up however far apart they are.
+func TestRunMetricsConsecutive(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewRunMetrics(reg, "nodegc_test_gc", "Test GC", "from listing to the last removal", []string{"threshold", "periodic"}, []string{"success", "error"})
+	streak := func() map[string]float64 {
+		return map[string]float64{
+			"success": testutil.ToFloat64(m.consecutive.WithLabelValues("success")),
+			"error":   testutil.ToFloat64(m.consecutive.WithLabelValues("error")),
+		}
+	}
+	for i, step := range []struct {
+		trigger, result string
+		want            map[string]float64
+	}{
+		{"", "", map[string]float64{"success": 0, "error": 0}},
+		{"periodic", "success", map[string]float64{"success": 1, "error": 0}},
+		{"threshold", "success", map[string]float64{"success": 2, "error": 0}},
+		{"periodic", "error", map[string]float64{"success": 0, "error": 1}},
+		{"periodic", "success", map[string]float64{"success": 1, "error": 0}},
+		{"periodic", "error", map[string]float64{"success": 0, "error": 1}},
+		{"threshold", "error", map[string]float64{"success": 0, "error": 2}},
+		{"periodic", "error", map[string]float64{"success": 0, "error": 3}},
+	} {
+		if step.result != "" {
+			m.Observe(step.trigger, step.result, time.Second)
+		}
+		if got := streak(); !maps.Equal(got, step.want) {
+			t.Errorf("after step %d (%s %s): %v, want %v", i, step.trigger, step.result, got, step.want)
+		}
+	}
+	want := `
+# HELP nodegc_test_gc_consecutive_runs Test GC runs in a row, the last one included, that ended with this result, whatever their trigger: the last run's result has the length of its streak, every other result 0 (success, error).
+# TYPE nodegc_test_gc_consecutive_runs gauge
+nodegc_test_gc_consecutive_runs{result="error"} 3
+nodegc_test_gc_consecutive_runs{result="success"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "nodegc_test_gc_consecutive_runs"); err != nil {
+		t.Error(err)
 	}
 }
 
