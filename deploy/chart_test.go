@@ -515,6 +515,37 @@ func TestChartAutoNeedsLeaderElection(t *testing.T) {
 	render(t, "nodegc", "--set", "ownerGC.mode=auto", "--set", "config.leaderElection.leaderElect=false", "--set", "config.ownerGC.enableGarbageCollector=false")
 }
 
+// TestChartOwnerGCDisabled: config.ownerGC.enableGarbageCollector false
+// with ownerGC.mode deployment (the default) fails the render, naming
+// ownerGC.mode off: the owner collectors would run with the owner GC off,
+// exporting no nodegc_owner_gc_synced, and NodegcOwnerGCNoSyncedLeader,
+// which expects an owner GC where owner collectors are scraped, would fire
+// for as long as they run. With ownerGC.mode off there is no owner
+// collector to scrape, its monitor included, nor rights for it.
+func TestChartOwnerGCDisabled(t *testing.T) {
+	off := []string{"--set", "config.ownerGC.enableGarbageCollector=false"}
+	renderRefused(t, off, "config.ownerGC.enableGarbageCollector false", "ownerGC.mode deployment", "NodegcOwnerGCNoSyncedLeader", "set ownerGC.mode off")
+	renderRefused(t, append([]string{"--set", "ownerGC.mode=deployment"}, off...), "set ownerGC.mode off")
+	objs := render(t, "nodegc", append([]string{"--set", "ownerGC.mode=off", "--set", "metrics.podMonitor.enabled=true",
+		"--set", "metrics.serviceMonitor.enabled=true"}, off...)...)
+	for _, o := range objs {
+		if strings.Contains(o.GetName(), "owner") {
+			t.Errorf("%s %s rendered with the owner GC off", o.GetKind(), o.GetName())
+		}
+		if l := o.GetLabels()["app.kubernetes.io/component"]; l == "owner" {
+			t.Errorf("%s %s has component owner with the owner GC off", o.GetKind(), o.GetName())
+		}
+	}
+	if ds := find(objs, "DaemonSet", "nodegc-node"); ds == nil {
+		t.Fatal("no DaemonSet nodegc-node")
+	} else if args := containerArgs(t, ds); args[len(args)-1] != "--owner-gc=off" {
+		t.Errorf("DaemonSet args %v, want the last --owner-gc=off", args)
+	}
+	if cfg := renderedConfig(t, objs); *cfg.OwnerGC.EnableGarbageCollector {
+		t.Error("the ConfigMap's ownerGC.enableGarbageCollector is not false")
+	}
+}
+
 // TestChartOwnerReplicas: without leader election only one owner collector
 // may run, also during a rollout: more than one replica fails the render,
 // naming both values, and one replica is replaced with strategy Recreate

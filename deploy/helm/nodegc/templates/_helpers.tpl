@@ -51,7 +51,10 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{/*
 ownerGC.mode, validated: deployment, auto or off. auto needs leader election, as the agent does (it
 refuses --owner-gc=auto without it while the owner GC is enabled): refused here rather than in a crash
-loop on every node.
+loop on every node. deployment with the owner GC disabled in the configuration is refused too: the owner
+collectors would run and collect nothing, and NodegcOwnerGCNoSyncedLeader, which expects an owner GC
+where owner collectors are scraped, would fire for as long as they run; ownerGC.mode off is the chart's
+way to turn the owner GC off.
 */}}
 {{- define "nodegc.ownerGCMode" -}}
 {{- $mode := toString .Values.ownerGC.mode }}
@@ -60,6 +63,9 @@ loop on every node.
 {{- end }}
 {{- if and (eq $mode "auto") (eq (include "nodegc.leaderElect" .) "false") (eq (include "nodegc.ownerGCEnabled" .) "true") }}
 {{- fail "ownerGC.mode auto with config.leaderElection.leaderElect false: every node agent would run the owner GC on its own, so each refuses to start (a crash loop on every node). Either set config.leaderElection.leaderElect true, or run the owner GC in one instance: ownerGC.mode deployment (with ownerGC.replicas 1 without leader election), or ownerGC.mode off" }}
+{{- end }}
+{{- if and (eq $mode "deployment") (eq (include "nodegc.ownerGCEnabled" .) "false") }}
+{{- fail "config.ownerGC.enableGarbageCollector false with ownerGC.mode deployment: the owner collector's Deployment would run with its owner GC off, collecting nothing, and the alert NodegcOwnerGCNoSyncedLeader would fire for as long as it runs. To turn the owner GC off, set ownerGC.mode off (no owner collector, and no rights for it)" }}
 {{- end }}
 {{- $mode }}
 {{- end }}
