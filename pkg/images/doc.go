@@ -64,9 +64,9 @@
 //     images in use, and right before each removal the executor lists the
 //     runtime's containers again (events live or not: the runtime may drop
 //     events, and a CREATED event may still be on its way), so a container
-//     that exists when that check begins is never missed; it ends with what
-//     the events told meanwhile or, where no stream is live, with another
-//     listing. On containerd,
+//     that exists when that check begins is never missed; it ends with
+//     another listing, events live or not (a stream may stay open and send
+//     nothing), and what the events told meanwhile. On containerd,
 //     its own records of containers in the CRI plugin's namespace are read
 //     too (Options.ContainerRecords), at the plan and at that check: CRI
 //     does not list those made through containerd's API (ctr, nerdctl,

@@ -1052,9 +1052,10 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // runtime's sandboxes are listed again (Options.Sandboxes), and so are its
 // own records of containers (Options.ContainerRecords), which hold
 // containers CRI does not list; and the pod view is read again, so a pod
-// bound since the plan keeps the images it names. Its last step adds what
-// events told meanwhile or, where no event stream is live, lists the
-// containers again. When the runtime cannot be asked, the check fails and
+// bound since the plan keeps the images it names. Its last step lists the
+// containers again, event stream live or not (an event may still be on its
+// way, and a stream may stay open and send nothing), and adds what events
+// told meanwhile. When the runtime cannot be asked, the check fails and
 // the run stops: nothing is removed on doubt; nor while what the manager
 // was built for may not hold (removalsHeld). A container created after the
 // check's last step, before RemoveImage, is not seen: CRI has no removal
@@ -1126,22 +1127,26 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		} else if used {
 			return KeepInUse, nil
 		}
-		// Last, what the runtime's events told while the calls above
-		// went on (a loaded runtime answers slowly, and the disk fills
-		// when it is loaded): a container created from the image since
-		// the listing, or one that mounts it, whose status is read now.
-		// Where no event stream is live (containerd 1.x, CRI-O without
-		// pod events, or while it is reopened) nothing would tell: the
-		// containers are listed again. RemoveImage follows at once;
+		// Last, what the runtime's events told while the calls above went
+		// on (a loaded runtime answers slowly, and the disk fills when it
+		// is loaded): a container created from the image since the
+		// listing, or one that mounts it, whose status is read now. Then
+		// the containers are listed again, also while the event stream is
+		// live: an event may still be on its way (containerd queues it
+		// after CreateContainer returned), and a stream that stays open
+		// but sends nothing counts as live. RemoveImage follows at once;
 		// containerd removes an image whatever uses it.
-		if !m.eventsLive.Load() {
-			if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
-				return "", err
-			}
-		}
-		if mounted, err := m.mountedByContainer(ctx, img); err != nil {
+		if used, err := m.usedByContainer(ctx, img); err != nil {
 			return "", err
-		} else if mounted || m.tracker.inUse(img) {
+		} else if used {
+			return KeepInUse, nil
+		}
+		if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
+			return "", err
+		}
+		if used, err := m.usedByContainer(ctx, img); err != nil {
+			return "", err
+		} else if used {
 			return KeepInUse, nil
 		}
 		// And whether the runtime's connection was lost meanwhile: what
@@ -1152,6 +1157,15 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		}
 		return "", nil
 	}
+}
+
+// usedByContainer says whether a container the tracker knows uses img as
+// its image or mounts it as an image volume.
+func (m *Manager) usedByContainer(ctx context.Context, img *Image) (bool, error) {
+	if m.tracker.inUse(img) {
+		return true, nil
+	}
+	return m.mountedByContainer(ctx, img)
 }
 
 // nowNamed is the planned image with the names and pinned flag the runtime

@@ -335,6 +335,33 @@ func TestPolledRuntimeListedLastAtTheCheck(t *testing.T) {
 	removeAllButSkipped(t, m, rt.removalsRuntime, "sha256:bb "+KeepInUse)
 }
 
+// TestLiveStreamListedLastAtTheCheck: TestPolledRuntimeListedLastAtTheCheck
+// with the container event stream live, but no event of the container
+// created during the check's slow calls delivered: a stream that stays
+// open and sends nothing (a stalled runtime or CRI proxy counts as
+// subscribed once it has not failed for a while), or an event still on its
+// way (containerd queues it after CreateContainer returned). The check's
+// last step lists the containers again all the same, so the container keeps
+// its image.
+func TestLiveStreamListedLastAtTheCheck(t *testing.T) {
+	rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+	}}}}
+	var armed atomic.Bool
+	rt.onRemove = func(id string) { armed.Store(id == "sha256:aa") } // bb is checked next
+	sandboxes := hookSandboxes{hook: func() {
+		if armed.Swap(false) {
+			rt.add(&runtimeapi.Container{Id: "late", ImageRef: "sha256:bb", ImageId: "sha256:bb",
+				Image: &runtimeapi.ImageSpec{Image: "registry.example/b:1"}, State: runtimeapi.ContainerState_CONTAINER_CREATED})
+		}
+	}}
+	m := everythingNeeded(t, Options{Runtime: rt, Sandboxes: sandboxes})
+	m.eventsLive.Store(true) // as Run does while the stream is open; no event comes
+	removeAllButSkipped(t, m, rt.removalsRuntime, "sha256:bb "+KeepInUse)
+}
+
 // statusFailsFor is a listingRuntime whose ImageStatus of one image fails
 // (the runtime does not answer).
 type statusFailsFor struct {
