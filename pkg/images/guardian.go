@@ -2,6 +2,7 @@ package images
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -149,7 +150,10 @@ func (g *guardian) ahead(d DiskStats) uint64 {
 	if !ok {
 		return 0
 	}
-	bytes := uint64(g.fillRate() * horizon.Seconds())
+	bytes := uint64(math.MaxUint64) // a rate past 2^64 bytes in the horizon
+	if b := g.fillRate() * horizon.Seconds(); b < math.MaxUint64 {
+		bytes = uint64(b)
+	}
 	if bytes == 0 || (d.Available > evictAt && d.Available-evictAt > bytes) {
 		return 0
 	}

@@ -126,8 +126,9 @@ func (p *Policy) planFor(images []Image, disk DiskStats, now time.Time, d demand
 	}
 	projected := disk
 	projected.Available -= min(d.ahead, disk.Available)
-	// kubelet: capacity*(100-low)/100 - available.
-	goal := disk.Capacity * uint64(100-p.lowThresholdPercent()) / 100
+	// kubelet: capacity*(100-low)/100 - available (without its overflow
+	// past 2^64 bytes).
+	goal := mulDiv(disk.Capacity, uint64(100-p.lowThresholdPercent()), 100)
 	var target, required uint64
 	if p.overHighThreshold(disk) {
 		required = goal - min(goal, disk.Available)

@@ -183,6 +183,44 @@ func TestPlanInvalidCapacity(t *testing.T) {
 	}
 }
 
+// TestPlanOnAHugeFilesystem: a filesystem of 200 PiB (CephFS, Lustre, a
+// FUSE or thin volume may report that much). available*100 and
+// capacity*(100-low) pass 2^64 there; usage and the threshold rule's goal
+// are what they are on a small one.
+func TestPlanOnAHugeFilesystem(t *testing.T) {
+	const pib = uint64(1) << 50
+	for _, tc := range []struct {
+		name      string
+		high, low int32
+		disk      DiskStats
+		usage     int
+		target    uint64
+	}{
+		{"nearly empty", 80, 75, DiskStats{Capacity: 200 * pib, Available: 199 * pib}, 1, 0},
+		{"half full", 20, 10, DiskStats{Capacity: 200 * pib, Available: 100 * pib}, 50, 80 * pib},
+		{"full", 20, 0, DiskStats{Capacity: 200 * pib}, 100, 200 * pib},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := policyFor(t, func(c *config.ImageGCConfiguration) {
+				c.HighThresholdPercent, c.LowThresholdPercent = ptr.To(tc.high), ptr.To(tc.low)
+			})
+			if got := tc.disk.UsagePercent(); got != tc.usage {
+				t.Errorf("UsagePercent() = %d, want %d", got, tc.usage)
+			}
+			if got, want := p.overHighThreshold(tc.disk), tc.usage >= int(tc.high); got != want {
+				t.Errorf("overHighThreshold = %v at %d%% usage, high threshold %d%%", got, tc.usage, tc.high)
+			}
+			plan, err := p.Plan(nil, tc.disk, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plan.UsagePercent != tc.usage || plan.Target != tc.target {
+				t.Errorf("plan for %d%% usage, target %d PiB; want %d%%, %d PiB", plan.UsagePercent, plan.Target/pib, tc.usage, tc.target/pib)
+			}
+		})
+	}
+}
+
 func TestPlanExclusions(t *testing.T) {
 	p := policyFor(t, func(c *config.ImageGCConfiguration) {
 		c.Exclude = []string{"registry.k8s.io/*:*", "**/keep@sha256:*", "sha256:pinned-by-id"}

@@ -1,6 +1,8 @@
 package images
 
 import (
+	"math"
+	"math/bits"
 	"time"
 	"unique"
 )
@@ -60,11 +62,23 @@ type DiskStats struct {
 }
 
 // UsagePercent is 100 - available*100/capacity, rounded down in the
-// available part as kubelet does.
+// available part as kubelet does (without its overflow past 2^64 bytes:
+// about 184 PB available).
 func (d DiskStats) UsagePercent() int {
 	if d.Capacity == 0 {
 		return 0
 	}
 	avail := min(d.Available, d.Capacity)
-	return 100 - int(avail*100/d.Capacity)
+	return 100 - int(mulDiv(avail, 100, d.Capacity))
+}
+
+// mulDiv is a*b/c rounded down, on 128 bits: a*b does not overflow; a
+// quotient past 2^64 - 1 is that. c must not be 0.
+func mulDiv(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
+		return math.MaxUint64
+	}
+	q, _ := bits.Div64(hi, lo, c)
+	return q
 }
