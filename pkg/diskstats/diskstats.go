@@ -1,7 +1,9 @@
 package diskstats
 
 import (
+	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -110,12 +112,33 @@ func Statfs(path string) (Stats, error) {
 	if err := unix.Statfs(path, &s); err != nil {
 		return Stats{}, fmt.Errorf("statfs %s: %w", path, err)
 	}
+	return fromStatfs(path, &s)
+}
+
+// fromStatfs is what statfs(2) of path answered, s; ErrImplausible when no
+// filesystem has those numbers (a FUSE daemon or a network filesystem may
+// answer anything): a negative block size, a size or free space past 2^64
+// bytes, more blocks available than there are.
+func fromStatfs(path string, s *unix.Statfs_t) (Stats, error) {
+	if s.Bsize < 0 {
+		return Stats{}, fmt.Errorf("statfs %s: %w: block size %d", path, ErrImplausible, s.Bsize)
+	}
 	bs := uint64(s.Bsize)
+	hi, capacity := bits.Mul64(s.Blocks, bs)
+	if hi != 0 {
+		return Stats{}, fmt.Errorf("statfs %s: %w: %d blocks of %d bytes pass 2^64 bytes", path, ErrImplausible, s.Blocks, bs)
+	}
+	if s.Bavail > s.Blocks {
+		return Stats{}, fmt.Errorf("statfs %s: %w: %d blocks available of %d", path, ErrImplausible, s.Bavail, s.Blocks)
+	}
 	return Stats{
-		Capacity:   s.Blocks * bs,
-		Available:  s.Bavail * bs,
+		Capacity:   capacity,
+		Available:  s.Bavail * bs, // at most capacity
 		Inodes:     s.Files,
 		InodesFree: s.Ffree,
 		Source:     SourceStatfs,
 	}, nil
 }
+
+// ErrImplausible says that statfs(2) answered numbers no filesystem has.
+var ErrImplausible = errors.New("implausible filesystem statistics")

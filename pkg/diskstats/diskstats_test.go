@@ -1,6 +1,7 @@
 package diskstats
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -83,5 +84,39 @@ func TestSmallFilesystemMountedLater(t *testing.T) {
 	}
 	if used := st.Available - after.Available; used < 4<<20 || used > 5<<20 {
 		t.Errorf("writing 4 MiB lowered available by %d bytes", used)
+	}
+}
+
+// TestImplausibleStatfs: a statfs answer that cannot describe a filesystem
+// (a FUSE daemon or network filesystem reporting a block count whose size
+// passes 2^64 bytes, more blocks available than there are, a negative
+// block size) is refused with ErrImplausible, not wrapped around 2^64; a
+// filesystem of 200 PiB reads as one.
+func TestImplausibleStatfs(t *testing.T) {
+	const pib = uint64(1) << 50
+	for _, tc := range []struct {
+		name string
+		s    unix.Statfs_t
+		want Stats // zero: ErrImplausible
+	}{
+		{"200 PiB", unix.Statfs_t{Bsize: 4096, Blocks: 200 * pib / 4096, Bavail: 199 * pib / 4096, Files: 7, Ffree: 5},
+			Stats{Capacity: 200 * pib, Available: 199 * pib, Inodes: 7, InodesFree: 5, Source: SourceStatfs}},
+		{"size past 2^64 bytes", unix.Statfs_t{Bsize: 4096, Blocks: 1 << 60, Bavail: 1 << 40}, Stats{}},
+		{"available past 2^64 bytes", unix.Statfs_t{Bsize: 4096, Blocks: 1 << 60, Bavail: 1 << 60}, Stats{}},
+		{"more available than capacity", unix.Statfs_t{Bsize: 4096, Blocks: 100, Bavail: 200}, Stats{}},
+		{"negative block size", unix.Statfs_t{Bsize: -4096, Blocks: 1, Bavail: 1}, Stats{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := fromStatfs("/images", &tc.s)
+			if tc.want == (Stats{}) {
+				if !errors.Is(err, ErrImplausible) {
+					t.Errorf("read as %+v, error %v; want ErrImplausible", got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("read as %+v, error %v; want %+v", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -1308,12 +1308,16 @@ func (m *Manager) diskStats(ctx context.Context) (DiskStats, error) {
 		mp = &p
 	}
 	st, err := m.opts.Disk.Stat(*mp)
-	if err != nil {
+	switch {
+	case errors.Is(err, diskstats.ErrImplausible):
+		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: %w", *mp, ErrInvalidDiskCapacity, err)
+	case err != nil:
 		m.mountpoint.Store(nil) // ask the runtime again next time
 		return DiskStats{}, fmt.Errorf("image filesystem %s: %w", *mp, err)
-	}
-	if st.Capacity == 0 {
-		return DiskStats{}, fmt.Errorf("image filesystem %s: %w", *mp, ErrInvalidDiskCapacity)
+	case st.Capacity == 0:
+		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: capacity 0", *mp, ErrInvalidDiskCapacity)
+	case st.Available > st.Capacity:
+		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: %d bytes available of %d", *mp, ErrInvalidDiskCapacity, st.Available, st.Capacity)
 	}
 	return DiskStats{Capacity: st.Capacity, Available: st.Available}, nil
 }

@@ -9,9 +9,10 @@ import (
 )
 
 // ErrInvalidDiskCapacity is returned when the image filesystem reports a
-// capacity of 0: usage cannot be computed, so no GC runs (kubelet's
-// InvalidDiskCapacity).
-var ErrInvalidDiskCapacity = errors.New("invalid capacity 0 on image filesystem")
+// capacity of 0, or numbers no filesystem has (more available than its
+// capacity; statfs numbers diskstats.ErrImplausible refuses): usage cannot
+// be computed, so no GC runs (kubelet's InvalidDiskCapacity).
+var ErrInvalidDiskCapacity = errors.New("invalid capacity on image filesystem")
 
 // Reasons for removing an image. They are metric label values, the same as
 // kubelet_image_garbage_collected_total's.
