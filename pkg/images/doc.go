@@ -87,11 +87,17 @@
 //     exists. Container listings run one at a time (syncContainers), and
 //     listings and events are ordered on one timeline: a listing begun
 //     before an event never undoes it (a container created meanwhile stays,
-//     one deleted meanwhile is not brought back).
+//     one deleted meanwhile is not brought back). Nor does it merge two: a
+//     container a listing or an event gives no ID of its own (none, or one
+//     another container there has too: the runtime misbehaves) is kept
+//     under its references (sharedKey), whatever a deletion of its ID says,
+//     until a listing without it; such listings and events are counted and
+//     logged (Tracker.onFaults).
 //   - Never an image a container the tracker knows, in any state, mounts
 //     as an image volume (volumes.go: each container's status is read once,
 //     as CRI lists containers without their mounts; a status that cannot
-//     be read fails the plan or the check before a removal).
+//     be read, or a container without an ID of its own, whose status cannot
+//     be asked for, fails the plan or the check before a removal).
 //   - Never an image a pod bound to this node that has not finished names
 //     (by reference, normalised, or by the image ID its status gives), in
 //     a container or an image volume (before any container mounts it). When

@@ -281,6 +281,9 @@ type Manager struct {
 	// The failures of the reads of containerd's own API that the plan
 	// goes on without, for their logs.
 	arrivalReads, heldReads readStreak
+	// idFaults follows the listings and events that gave containers no ID
+	// of their own, for their logs.
+	idFaults readStreak
 }
 
 // NewManager validates opts.Config (defaulted: config.SetDefaults) with
@@ -357,6 +360,7 @@ func NewManager(opts Options) (*Manager, error) {
 		tracker.steps.Monotonic = clockstep.Since(time.Now())
 	}
 	tracker.onStep = m.clockStepped
+	tracker.onFaults = m.containerIDFaults
 	if step := tracker.fileWatch.shift; step != 0 {
 		metrics.clockSteps.Inc()
 		klog.Background().Info("Warning: the wall clock was stepped while nodegc was down; the image usage records move with it, so that images keep their ages",
@@ -627,6 +631,20 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	// The episode goes on after a run that removed images while usage is
 	// over low.
 	*b = thresholdBackoff{toLow: b.toLow && removed > 0 && (err != nil || after.UsagePercent() > low)}
+}
+
+// containerIDFaults is told of each container listing and event (source)
+// that gave containers no ID of their own (Tracker.onFaults; called with the
+// tracker's lock held): it counts them, and logs the first and one a minute
+// after. The tracker keeps each such container all the same, so that it
+// keeps its image, and where the runtime gives container statuses no image
+// is removed while it knows one (containerIDs).
+func (m *Manager) containerIDFaults(source string, f idFaults) {
+	m.metrics.containerIDFaults.WithLabelValues(source).Inc()
+	if _, log := m.idFaults.failed(m.clock.Now()); log {
+		klog.Background().Info("Warning: the runtime gives containers no ID of their own; each keeps its image all the same",
+			"source", source, "containers", f.String())
+	}
 }
 
 // readStreak follows the failures of one kind of reading (the disk

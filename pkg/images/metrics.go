@@ -45,6 +45,7 @@ var (
 	thresholds    = []string{thresholdHigh, thresholdLow, thresholdEviction}
 	heldReasons   = []string{heldReconnected, heldProfileUnread}
 	apiReads      = []string{readArrivals, readHeld}
+	faultSources  = []string{faultInListing, faultInEvent}
 	// checkKeepReasons are the reasons the check before a removal keeps
 	// an image for (Manager.checkBeforeRemoval).
 	checkKeepReasons = []string{KeepInUse, KeepPinned, KeepSandbox, KeepScheduled, KeepExcluded, KeepNewestTags}
@@ -129,6 +130,9 @@ type metrics struct {
 	// evictionAvailable has no labels: a vector so that the series can be
 	// removed where no eviction threshold applies.
 	evictionAvailable *prometheus.GaugeVec
+	// containerIDFaults counts the listings and events that gave
+	// containers no ID of their own.
+	containerIDFaults *prometheus.CounterVec
 }
 
 // newMetrics creates the image GC metrics and registers them into reg.
@@ -201,6 +205,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 				" (the check could not be made and the run stopped; by reason: " + checkFailedHeld + ", removals held, see nodegc_image_gc_removals_held; " +
 				checkFailedError + ", the runtime, containerd's API or the pod view could not be asked).",
 		}, []string{"outcome", "reason"}),
+		containerIDFaults: metricvec.Counter("nodegc_image_gc_container_id_faults_total",
+			"Container listings (listing) and container events (event) of the runtime that gave containers no ID of their own (none, or one another container of the same listing or event has too): the runtime misbehaves; each such container keeps its image all the same, and where the runtime gives container statuses, the image GC removes nothing while it knows one (which images it mounts cannot be read); the first, and one a minute after, are logged,",
+			"source", faultSources),
 		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",
 			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change (a last-used time that moved less than a minute waits for the next),",
 			"result", saveResults),
@@ -208,7 +215,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
 		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds, m.evictionAvailable,
-		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld, m.containerdReadErrors, m.checkOutcomes)
+		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld, m.containerdReadErrors, m.checkOutcomes, m.containerIDFaults)
 	m.checkOutcomes.WithLabelValues(checkPassed, "")
 	m.checkOutcomes.WithLabelValues(checkWasGone, "")
 	for _, r := range checkKeepReasons {

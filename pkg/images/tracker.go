@@ -2,9 +2,12 @@ package images
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/maphash"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,7 +56,10 @@ type Tracker struct {
 	// containers maps a container ID to the references to its image the
 	// runtime gave (image ID, image ref, image spec); refs counts, for every
 	// reference, the containers giving it. In use means: any of an image's
-	// names is in refs.
+	// names is in refs. A container the runtime gives no ID of its own
+	// (none, or one another container of the same listing or event has
+	// too: the runtime misbehaves) is kept under sharedKey instead, so
+	// that every container keeps its image.
 	containers map[string]*trackedContainer
 	refs       map[string]int
 	// generation numbers full applications of a listing, to find containers
@@ -77,6 +83,11 @@ type Tracker struct {
 	lastDigest  listingDigest
 	seeds       [2]maphash.Seed
 	eventsSince bool
+	// lastFaults are the containers lastListing gave no ID of their own;
+	// onFaults is told of each listing and event that gives such
+	// containers (under mu).
+	lastFaults idFaults
+	onFaults   func(source string, f idFaults)
 	// names resolves an image tag or digest to the image ID; built when an
 	// event needs it, from the image listing of the last applyImages.
 	names      map[string]string
@@ -348,8 +359,9 @@ func (t *Tracker) takePendingLocked(img *runtimeapi.Image) (at time.Time, found 
 // the map is still exactly the last listing (no event since), only the
 // entries that differ between the two listings are looked up: both are kept
 // sorted by entry hash and merged. After events, while deletions are
-// remembered, or when two entries of a listing share a hash, every entry is
-// looked up and the ones not listed dropped, except what events reported
+// remembered, when two entries of a listing share a hash, or when the
+// listing or the last one gives containers no ID of their own, every entry
+// is looked up and the ones not listed dropped, except what events reported
 // after start.
 func (t *Tracker) setContainersLocked(start listingStart, containers []*runtimeapi.Container) bool {
 	if start.seq < t.applied {
@@ -358,14 +370,15 @@ func (t *Tracker) setContainersLocked(start listingStart, containers []*runtimea
 	t.applied = start.seq
 	entries, digest := hashListing(t.seeds, containers)
 	if !t.eventsSince && digest == t.lastDigest {
+		t.tellFaultsLocked(faultInListing, t.lastFaults) // the same again
 		return true
 	}
 	entries = sortByHash(entries)
 	newer := false // the map keeps what events after start said
-	if t.eventsSince || len(t.tombstones) > 0 || t.lastListing == nil || hasDuplicateHash(entries) {
-		newer = t.replaceContainersLocked(start, containers)
-	} else {
-		t.applyListingDiffLocked(containers, entries)
+	var faults idFaults
+	if t.eventsSince || len(t.tombstones) > 0 || t.lastListing == nil || t.lastFaults.any() || hasDuplicateHash(entries) ||
+		!t.applyListingDiffLocked(containers, entries) {
+		newer, faults = t.replaceContainersLocked(start, containers)
 	}
 	for id, seq := range t.tombstones {
 		if seq < start.seq {
@@ -377,27 +390,59 @@ func (t *Tracker) setContainersLocked(start listingStart, containers []*runtimea
 		ids[i] = containers[entries[i].idx].GetId()
 	}
 	// When the map is not exactly this listing, the next one is applied
-	// entry by entry.
+	// entry by entry; so is the one after a listing with faults.
 	t.eventsSince = newer
-	t.lastListing, t.lastIDs, t.lastDigest = entries, ids, digest
+	t.lastListing, t.lastIDs, t.lastDigest, t.lastFaults = entries, ids, digest, faults
+	t.tellFaultsLocked(faultInListing, faults)
 	return true
 }
 
 // replaceContainersLocked looks every listed container up and drops the
 // ones not listed, except those an event reported after start; a container
 // an event deleted after start is not brought back. It reports whether
-// events after start made the map differ from the listing.
-func (t *Tracker) replaceContainersLocked(start listingStart, containers []*runtimeapi.Container) bool {
+// events after start made the map differ from the listing, and the listed
+// containers without an ID of their own (none, or one another listed
+// container has too), each kept under sharedKey: which of two containers
+// of one ID an event deleted cannot be told, so both stay then.
+func (t *Tracker) replaceContainersLocked(start listingStart, containers []*runtimeapi.Container) (newer bool, faults idFaults) {
 	t.generation++
-	newer := false
+	var deleted []*runtimeapi.Container // under an ID an event deleted after start
 	for _, c := range containers {
-		if seq, deleted := t.tombstones[c.GetId()]; deleted && seq > start.seq {
-			newer = true
+		id := c.GetId()
+		switch {
+		case id == "" || faults.repeated[id]:
+			faults.add(id)
+			t.setContainerLocked(sharedKey(id, listedRefs(c)), id, listedRefs(c))
+			continue
+		case t.tombstones[id] > start.seq:
+			deleted = append(deleted, c)
 			continue
 		}
-		t.setContainerLocked(c.GetId(), listedRefs(c))
+		tc, ok := t.containers[id]
+		if ok && tc.generation == t.generation {
+			// Listed before under the same ID: both are shared.
+			faults.add(id)
+			t.shareLocked(id)
+			t.setContainerLocked(sharedKey(id, listedRefs(c)), id, listedRefs(c))
+			continue
+		}
+		t.updateContainerLocked(tc, id, id, listedRefs(c))
 	}
-	for id, tc := range t.containers {
+	if len(deleted) > 0 {
+		listed := map[string]int{}
+		for _, c := range deleted {
+			listed[c.GetId()]++
+		}
+		for _, c := range deleted {
+			if listed[c.GetId()] == 1 {
+				newer = true
+				continue
+			}
+			faults.add(c.GetId())
+			t.setContainerLocked(sharedKey(c.GetId(), listedRefs(c)), c.GetId(), listedRefs(c))
+		}
+	}
+	for key, tc := range t.containers {
 		if tc.generation == t.generation {
 			continue
 		}
@@ -405,16 +450,32 @@ func (t *Tracker) replaceContainersLocked(start listingStart, containers []*runt
 			newer = true
 			continue
 		}
-		t.removeContainerLocked(id)
+		t.removeContainerLocked(key)
 	}
-	return newer
+	return newer, faults
+}
+
+// shareLocked moves the container under id to its sharedKey: another
+// container has its ID.
+func (t *Tracker) shareLocked(id string) {
+	tc := t.containers[id]
+	delete(t.containers, id)
+	key := sharedKey(id, tc.refs)
+	if same, ok := t.containers[key]; ok { // one already there, of the same image
+		t.countLocked(tc.refs, -1)
+		same.generation, same.seq = max(same.generation, tc.generation), max(same.seq, tc.seq)
+		return
+	}
+	t.containers[key] = tc
 }
 
 // applyListingDiffLocked applies the difference between the last listing
 // (which the map holds exactly) and entries, both sorted by hash: entries
 // only in the last listing are removed first, then entries only in the new
-// one are set (a container whose image references changed is in both).
-func (t *Tracker) applyListingDiffLocked(containers []*runtimeapi.Container, entries []listedEntry) {
+// one are set (a container whose image references changed is in both). It
+// stops, false, at an entry without an ID of its own (none, or one the map
+// holds then: another entry has it): the listing is to be applied whole.
+func (t *Tracker) applyListingDiffLocked(containers []*runtimeapi.Container, entries []listedEntry) bool {
 	old := t.lastListing
 	var added []int32
 	i, j := 0, 0
@@ -438,8 +499,12 @@ func (t *Tracker) applyListingDiffLocked(containers []*runtimeapi.Container, ent
 	}
 	for _, k := range added {
 		c := containers[k]
-		t.setContainerLocked(c.GetId(), listedRefs(c))
+		if _, known := t.containers[c.GetId()]; known || c.GetId() == "" {
+			return false
+		}
+		t.setContainerLocked(c.GetId(), c.GetId(), listedRefs(c))
 	}
+	return true
 }
 
 func listedRefs(c *runtimeapi.Container) imageRefs {
@@ -470,6 +535,10 @@ func (t *Tracker) observeEvent(ev *runtimeapi.ContainerEventResponse) {
 	t.followLocked()
 	t.eventsSince = true
 	t.seq++
+	var faults idFaults
+	if ev.GetContainerId() == "" {
+		faults.add("")
+	}
 	deleted := ev.GetContainerEventType() == runtimeapi.ContainerEventType_CONTAINER_DELETED_EVENT
 	if deleted {
 		if tc, ok := t.containers[ev.GetContainerId()]; ok {
@@ -478,14 +547,20 @@ func (t *Tracker) observeEvent(ev *runtimeapi.ContainerEventResponse) {
 		t.removeContainerLocked(ev.GetContainerId())
 		t.tombstones[ev.GetContainerId()] = t.seq
 	}
-	for _, st := range ev.GetContainersStatuses() {
-		refs := statusRefs(st)
-		if _, gone := t.tombstones[st.GetId()]; !gone {
-			t.setContainerLocked(st.GetId(), refs)
-			t.containers[st.GetId()].seq = t.seq
+	statuses := ev.GetContainersStatuses()
+	for _, st := range statuses {
+		refs, id := statusRefs(st), st.GetId()
+		if id == "" || slices.ContainsFunc(statuses, func(o *runtimeapi.ContainerStatus) bool { return o != st && o.GetId() == id }) {
+			// No ID of its own: kept, whatever a deletion says, until a
+			// listing begun after this event lacks it.
+			faults.add(id)
+			t.setContainerLocked(sharedKey(id, refs), id, refs).seq = t.seq
+		} else if _, gone := t.tombstones[id]; !gone {
+			t.setContainerLocked(id, id, refs).seq = t.seq
 		}
 		t.touchLocked(refs, at)
 	}
+	t.tellFaultsLocked(faultInEvent, faults)
 }
 
 func statusRefs(st *runtimeapi.ContainerStatus) imageRefs {
@@ -598,6 +673,7 @@ func hasDuplicateHash(sorted []listedEntry) bool {
 
 // trackedContainer is what the tracker keeps of one container.
 type trackedContainer struct {
+	id         string // as the runtime gave it (the key, unless shared)
 	refs       imageRefs
 	generation uint64
 	// seq is the number of the last event that reported the container; 0
@@ -605,16 +681,22 @@ type trackedContainer struct {
 	seq uint64
 }
 
-// setContainerLocked records that container id references refs, keeping the
-// reference counts exact.
-func (t *Tracker) setContainerLocked(id string, refs imageRefs) {
-	tc, ok := t.containers[id]
-	if !ok {
-		tc = &trackedContainer{}
-		t.containers[id] = tc
+// setContainerLocked records that container id, kept under key (id, or
+// sharedKey), references refs, keeping the reference counts exact; it
+// returns the container's entry.
+func (t *Tracker) setContainerLocked(key, id string, refs imageRefs) *trackedContainer {
+	return t.updateContainerLocked(t.containers[key], key, id, refs)
+}
+
+// updateContainerLocked is setContainerLocked where tc is the entry under
+// key (nil for none).
+func (t *Tracker) updateContainerLocked(tc *trackedContainer, key, id string, refs imageRefs) *trackedContainer {
+	if tc == nil {
+		tc = &trackedContainer{id: id}
+		t.containers[key] = tc
 	} else if tc.refs == refs {
 		tc.generation = t.generation
-		return
+		return tc
 	}
 	t.countLocked(tc.refs, -1)
 	tc.refs, tc.generation = refs, t.generation
@@ -625,6 +707,7 @@ func (t *Tracker) setContainerLocked(id string, refs imageRefs) {
 		// the container is.
 		signal(t.unknown)
 	}
+	return tc
 }
 
 // knownLocked reports whether a known image has one of the references.
@@ -637,10 +720,69 @@ func (t *Tracker) knownLocked(refs imageRefs) bool {
 	return false
 }
 
-func (t *Tracker) removeContainerLocked(id string) {
-	if tc, ok := t.containers[id]; ok {
-		delete(t.containers, id)
+func (t *Tracker) removeContainerLocked(key string) {
+	if tc, ok := t.containers[key]; ok {
+		delete(t.containers, key)
 		t.countLocked(tc.refs, -1)
+	}
+}
+
+// sharedKey is the key of a container the runtime gave no ID of its own
+// (none, or one another container of the same listing or event has too):
+// a NUL, which no container ID starts with, its ID and its image
+// references. Two such containers of one ID and image are one entry: they
+// keep the same image.
+func sharedKey(id string, refs imageRefs) string {
+	return "\x00" + id + "\x00" + refs[0] + "\x00" + refs[1] + "\x00" + refs[2]
+}
+
+// Where the runtime gave containers no ID of their own (fault source).
+const (
+	faultInListing = "listing"
+	faultInEvent   = "event"
+)
+
+// idFaults are the containers a listing or an event gave no ID of their
+// own: how many without an ID, and the IDs given to more than one.
+type idFaults struct {
+	empty    int
+	repeated map[string]bool
+}
+
+func (f *idFaults) add(id string) {
+	if id == "" {
+		f.empty++
+		return
+	}
+	if f.repeated == nil {
+		f.repeated = map[string]bool{}
+	}
+	f.repeated[id] = true
+}
+
+func (f idFaults) any() bool { return f.empty > 0 || len(f.repeated) > 0 }
+
+// String says what f counts, naming at most 5 IDs.
+func (f idFaults) String() string {
+	var parts []string
+	if f.empty > 0 {
+		parts = append(parts, fmt.Sprintf("%d without an ID", f.empty))
+	}
+	if len(f.repeated) > 0 {
+		ids := slices.Sorted(maps.Keys(f.repeated))
+		more := ""
+		if len(ids) > 5 {
+			ids, more = ids[:5], fmt.Sprintf(" and %d more", len(ids)-5)
+		}
+		parts = append(parts, fmt.Sprintf("IDs given to more than one: %q%s", ids, more))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// tellFaultsLocked tells onFaults of faults, if any.
+func (t *Tracker) tellFaultsLocked(source string, f idFaults) {
+	if f.any() && t.onFaults != nil {
+		t.onFaults(source, f)
 	}
 }
 
@@ -860,12 +1002,31 @@ func (t *Tracker) watchStart() time.Time {
 	return t.watchedSince
 }
 
-// containerIDs returns the IDs of the containers the tracker knows.
-func (t *Tracker) containerIDs() []string {
+// containerIDs returns the IDs of the containers the tracker knows, or
+// errSharedContainerIDs when it knows containers the runtime gave no ID of
+// their own: their statuses cannot be asked for.
+func (t *Tracker) containerIDs() ([]string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return slices.Collect(maps.Keys(t.containers))
+	ids := make([]string, 0, len(t.containers))
+	var shared idFaults
+	for key, tc := range t.containers {
+		if key != tc.id {
+			shared.add(tc.id)
+			continue
+		}
+		ids = append(ids, key)
+	}
+	if shared.any() {
+		return nil, fmt.Errorf("%w: %s", errSharedContainerIDs, shared)
+	}
+	return ids, nil
 }
+
+// errSharedContainerIDs says the runtime gives containers no ID of their
+// own (none, or one another container has too): what they mount cannot be
+// asked.
+var errSharedContainerIDs = errors.New("the runtime gives containers no ID of their own, so which images they mount as image volumes cannot be read")
 
 // inUse reports whether a container the tracker knows references the image
 // (by ID, tag or digest).

@@ -85,13 +85,18 @@ func (v *volumeMounts) refs(ctx context.Context, rt ContainerStatuser, ids []str
 // checks. A mount names its image as the kubelet passes it (the image ID)
 // or as another client wrote it: matched in every form (refForms), as the
 // sandbox images are. Without a runtime that gives container statuses
-// it marks nothing.
+// it marks nothing; with one, a container the runtime gave no ID of its
+// own fails it (errSharedContainerIDs): its status cannot be asked for.
 func (m *Manager) markVolumes(ctx context.Context, in []Image) error {
 	rt, ok := m.opts.Runtime.(ContainerStatuser)
 	if !ok {
 		return nil
 	}
-	refs, err := m.volumes.refs(ctx, rt, m.tracker.containerIDs())
+	ids, err := m.tracker.containerIDs()
+	if err != nil {
+		return err
+	}
+	refs, err := m.volumes.refs(ctx, rt, ids)
 	if err != nil {
 		return err
 	}
