@@ -407,7 +407,10 @@
 //
 // The decision records are also kept in memory on the Collector
 // (record.go), so that they survive a new Run: by object UID and by name,
-// for an hour and at most 10,000 of them, the oldest dropped first.
+// for an hour and at most 10,000 of them, the oldest dropped first. They
+// are not shared: an object gone without a record may have been deleted by
+// an earlier leader, which the verdict says, with since when this instance
+// leads (the start of its Run, Explanation.LeaderSince).
 // Collector.Explain (explain.go, served at ExplainPath and by
 // `nodegc explain`) answers "why is this object still here?": it reads the
 // object live, classifies its owner references with the workers' own

@@ -99,8 +99,13 @@ type Explanation struct {
 	InGraph              bool   `json:"inGraph"`
 	GraphResourceVersion string `json:"graphResourceVersion,omitempty"`
 	// DryRun: the owner GC decides and records but writes nothing.
-	DryRun bool         `json:"dryRun,omitempty"`
-	Owners []OwnerState `json:"owners"`
+	DryRun bool `json:"dryRun,omitempty"`
+	// LeaderSince is when this instance's current Run of the owner GC
+	// started (it took the lease). The decision records are kept in this
+	// process's memory only: what an earlier leader decided before then is
+	// in none of them.
+	LeaderSince time.Time    `json:"leaderSince,omitzero"`
+	Owners      []OwnerState `json:"owners"`
 	// Dependents are the graph's dependents of the object, blocking ones
 	// first, at most 100; DependentsTotal and BlockingTotal count them all.
 	Dependents      []DependentState `json:"dependents"`
@@ -300,6 +305,7 @@ func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
 		return nil, fmt.Errorf("read %s %s/%s: %w", id.kind, id.namespace, id.name, err)
 	}
 	e := newExplanation(id, m.Resource.GroupResource().String(), live, r.c.dryRun)
+	e.LeaderSince = r.started
 	var d decision
 	if live != nil {
 		id.uid = live.UID

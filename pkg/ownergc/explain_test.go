@@ -41,6 +41,7 @@ type explainCase struct {
 	records      []Record
 	dryRun       bool
 	unmonitored  bool
+	leaderSince  time.Time // when this instance's Run started
 
 	wantCode VerdictCode
 	want     string
@@ -80,7 +81,7 @@ func explainPure(t *testing.T, tc explainCase) *Explanation {
 			return msg, ok
 		})
 	}
-	e.UnsyncedResources, e.Records = tc.unsynced, tc.records
+	e.UnsyncedResources, e.Records, e.LeaderSince = tc.unsynced, tc.records, tc.leaderSince
 	if e.Records == nil {
 		e.Records = []Record{}
 	}
@@ -256,9 +257,12 @@ func TestExplainVerdict(t *testing.T) {
 			wantCode: CodeNotFound,
 			want:     "not found: the owner GC (dry-run) decided at 2025-01-02T03:04:05Z to delete it by rule all-owners-absent because owner ConfigMap ns/o (uid o-1) was deleted, but wrote nothing; another client deleted it",
 		},
+		// The records are in the leader's memory only: one that leads since
+		// a moment ago has none of its predecessor's.
 		"gone without a record": {
-			res: resConfigMap, id: cmID, wantCode: CodeNotFound,
-			want: "not found, and the owner GC recorded no deletion of it in the last 1h: another client deleted it, or it was deleted earlier",
+			res: resConfigMap, id: cmID, leaderSince: at.Add(-10 * time.Minute), wantCode: CodeNotFound,
+			want: "not found, and the owner GC recorded no deletion of it in the last 1h: another client deleted it, " +
+				"or an earlier owner GC leader did (this instance has run the owner GC since 2025-01-02T02:54:05Z), or it was deleted earlier",
 		},
 		"not in the graph yet": {
 			res: resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "o", "o-1", false)), graph: []event{owner},
@@ -511,6 +515,13 @@ func TestExplainOnAPIServer(t *testing.T) {
 		e := explain(t, "cm", ns, "never-was")
 		if e.Code != CodeNotFound || e.Object.Exists {
 			t.Errorf("an object that never existed: %s (%s)", e.Code, e.Verdict)
+		}
+		// The verdict says since when this instance runs the owner GC: an
+		// earlier leader's deletions are in no record here.
+		since := e.LeaderSince.UTC().Format(time.RFC3339)
+		if e.LeaderSince.IsZero() || e.LeaderSince.After(time.Now()) ||
+			!strings.Contains(e.Verdict, "an earlier owner GC leader did (this instance has run the owner GC since "+since+")") {
+			t.Errorf("an object that never existed: leaderSince %s, verdict %q; want the run's start in the verdict", e.LeaderSince, e.Verdict)
 		}
 	})
 

@@ -26,6 +26,9 @@ const graphBatch = 256
 type run struct {
 	c      *Collector
 	logger klog.Logger
+	// started is when the Run began (on the collector's clock): this
+	// instance has led since then.
+	started time.Time
 
 	graph   *graph
 	events  *eventQueue
@@ -95,6 +98,7 @@ func newRun(ctx context.Context, c *Collector) *run {
 		lostFor: c.unsyncedHold}
 	if c.clock != nil {
 		r.builder.now = c.clock.Now
+		r.started = c.clock.Now()
 	}
 	r.monitors = newMonitorSet(ctx, r)
 	return r

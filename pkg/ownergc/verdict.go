@@ -166,7 +166,10 @@ func undecidedBlockerWords(u *OwnerState) string {
 }
 
 // goneVerdict explains an object that no longer exists, from the newest
-// decision record that deleted it (or let the API server delete it).
+// decision record that deleted it (or let the API server delete it), or,
+// without one, says who else may have: another client, an earlier leader
+// (since e.LeaderSince this instance leads), or anyone before the records'
+// hour.
 func goneVerdict(e *Explanation) (VerdictCode, string) {
 	for i := len(e.Records) - 1; i >= 0; i-- {
 		rec := &e.Records[i]
@@ -183,8 +186,14 @@ func goneVerdict(e *Explanation) (VerdictCode, string) {
 				"and the API server deleted it", at, rec.Finalizer, rec.Rule)
 		}
 	}
+	// The records are this process's memory: an earlier leader's
+	// deletions are in none of them.
+	earlier := "an earlier owner GC leader did"
+	if !e.LeaderSince.IsZero() {
+		earlier += " (this instance has run the owner GC since " + e.LeaderSince.UTC().Format(time.RFC3339) + ")"
+	}
 	return CodeNotFound, fmt.Sprintf("not found, and the owner GC recorded no deletion of it in the last %s: "+
-		"another client deleted it, or it was deleted earlier", shortDuration(recordKeepAge))
+		"another client deleted it, or %s, or it was deleted earlier", shortDuration(recordKeepAge), earlier)
 }
 
 // recordBecause says why a recorded delete happened: its owners that were

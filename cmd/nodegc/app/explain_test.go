@@ -25,7 +25,7 @@ func heldOwner() *ownergc.Explanation {
 		Code:    ownergc.CodeWaitsForDependents,
 		Object: ownergc.ObjectInfo{APIVersion: "v1", Kind: "ConfigMap", Resource: "configmaps", Namespace: "web", Name: "owner",
 			UID: "o-1", Exists: true, ResourceVersion: "42", DeletionTimestamp: &at, Finalizers: []string{metav1.FinalizerDeleteDependents}},
-		InGraph: true, GraphResourceVersion: "42",
+		InGraph: true, GraphResourceVersion: "42", LeaderSince: at.Add(-time.Hour),
 		Owners: []ownergc.OwnerState{{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "web", Name: "top", UID: "t-1",
 			Controller: true, Class: "solid", Reason: "owner-observed", Graph: "observed", Checked: "graph"}},
 		Dependents: []ownergc.DependentState{
