@@ -26,8 +26,9 @@ const (
 	// KindContainerLogs: a removed container's log file and its rotated
 	// siblings.
 	KindContainerLogs = "container_logs"
-	// KindPodLogDirectory: what a removed pod log directory holds beyond
-	// the log files counted with its removed containers.
+	// KindPodLogDirectory: what a removed pod log directory held right
+	// before its removal; the log files of its containers removed before it
+	// went with them and count there.
 	KindPodLogDirectory = "pod_log_directory"
 )
 
@@ -70,8 +71,9 @@ func (p *Plan) Bytes() Bytes {
 	return countBytes(p.RemoveContainers, p.RemoveSandboxes, p.RemoveLogDirs)
 }
 
-// Bytes is what the removals done free, as the plan counted them (in
-// dry-run: what they would free).
+// Bytes is what the removals done free: as the plan counted them, but for
+// pod log directories, counted right before their removal (in dry-run:
+// what the plan counted).
 func (o *Outcome) Bytes() Bytes { return countBytes(o.Containers, o.Sandboxes, o.LogDirs) }
 
 // WritableLayerSource reads how many bytes containers' writable layers hold:

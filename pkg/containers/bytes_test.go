@@ -180,7 +180,7 @@ func TestBytesMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := newMetrics(reg)
 	want := `
-# HELP nodegc_container_gc_bytes_freed_total Bytes freed by the container GC's removals that succeeded, as estimated when planning (writable layers: the runtime's snapshot usage, 0 where it is unknown; logs and pod log directories: allocated blocks), by kind (writable_layer, container_logs, pod_log_directory).
+# HELP nodegc_container_gc_bytes_freed_total Bytes freed by the container GC's removals that succeeded, as estimated when planning (writable layers: the runtime's snapshot usage, 0 where it is unknown; container logs: allocated blocks), pod log directories as they were right before their removal (allocated blocks), by kind (writable_layer, container_logs, pod_log_directory).
 # TYPE nodegc_container_gc_bytes_freed_total counter
 nodegc_container_gc_bytes_freed_total{kind="container_logs"} 0
 nodegc_container_gc_bytes_freed_total{kind="pod_log_directory"} 0
@@ -259,5 +259,52 @@ func TestFilesystemsMeasuredOnce(t *testing.T) {
 				t.Errorf("filesystems (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestOutcomeCountsLogsOfAContainerGoneMeanwhile: a planned container
+// removed between plan and removal by something that leaves its logs
+// (crictl rm) is skipped, and frees nothing of its own; its log files go
+// with its pod's log directory, which counts them. Every byte the run frees
+// of the gone pod's logs is counted once: the containers removed count
+// theirs, the directory the rest, together what the directory held.
+func TestOutcomeCountsLogsOfAContainerGoneMeanwhile(t *testing.T) {
+	f := newExecFixture(t)
+	logOf := func(name string) string { return filepath.Join(f.goneDir, name, "0.log") }
+	writeFile(t, logOf("a"), 40_000)
+	writeFile(t, logOf("a")+".20250101-000000.gz", 9_000)
+	writeFile(t, logOf("b"), 70_000)
+	writeFile(t, logOf("c"), 100_000) // its container is gone already
+	plan := f.plan(t)
+	s := sizer{rt: f.rt, paths: f.paths}
+	s.size(t.Context(), plan)
+	held := du(t, f.goneDir)
+
+	// crictl rm gone/a/0, between plan and removal: its logs stay.
+	f.rt.mu.Lock()
+	delete(f.rt.containers, "gone/a/0")
+	f.rt.mu.Unlock()
+	out, err := execute(t.Context(), f.rt, plan, f.paths, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists(f.goneDir) {
+		t.Fatalf("%s is still there", f.goneDir)
+	}
+	if diff := cmp.Diff([]Skip{{Kind: "container", ID: "gone/a/0", Why: SkipGone}}, out.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	var containerLogs, dir uint64
+	for _, d := range out.Containers {
+		if d.Container.PodUID == "gone" {
+			containerLogs += d.LogBytes
+		}
+	}
+	for _, d := range out.LogDirs {
+		dir += d.Bytes
+	}
+	if containerLogs+dir != held {
+		t.Errorf("the gone pod's logs: containers %d + directory %d = %d bytes counted, the directory held %d (off by %d)",
+			containerLogs, dir, containerLogs+dir, held, int64(held)-int64(containerLogs+dir))
 	}
 }

@@ -47,7 +47,12 @@
 //     and compressed ones included).
 //   - a pod log directory: the allocated blocks of everything in it except
 //     the log files already counted with the plan's containers, so that no
-//     byte counts twice.
+//     byte counts twice. The executor counts it again right before its
+//     removal, which is what the run reports: the containers removed
+//     before took their log files with them, while a planned container
+//     removed meanwhile by another (crictl rm, which leaves its logs) is
+//     skipped as gone and its log files count with the directory, the
+//     removal that frees them.
 //
 // What cannot be read counts 0 (errors_total{operation="read_bytes"}). A
 // run reports what the removals that succeeded free, as counted

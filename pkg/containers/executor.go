@@ -217,7 +217,8 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 			e.fail(OpRemoveLogs, err, c.PodUID, c.SandboxID)
 			return
 		}
-		// Whoever removed it freed its layer; its logs stay (or went with it).
+		// Whoever removed it freed its layer; its logs stay (or went with
+		// it), and go with its pod's log directory, which counts them.
 		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "container", ID: c.ID, Why: SkipGone})
 		return
 	case err != nil:
@@ -338,6 +339,17 @@ func (e *executor) logDir(ctx context.Context, d LogDirDecision) {
 		return
 	}
 	klog.FromContext(ctx).V(4).Info("Removing pod log directory", "directory", d.Dir.Name, "podUID", d.Dir.PodUID, "reason", d.Reason)
+	// What it holds now is what its removal frees, counted now rather than
+	// as planned: the log files of the containers removed before went with
+	// them (and counted there), while those of a container another removed
+	// since planning (skipped as gone) may still be here, counted nowhere
+	// else. What cannot be read counts 0.
+	n, err := treeBytes(dir, nil)
+	if err != nil {
+		e.out.Failures[OpReadBytes]++
+		klog.FromContext(ctx).V(2).Info("Cannot read all of a pod log directory; counting what could be read", "directory", d.Dir.Name, "err", err)
+	}
+	d.Bytes = n
 	if err := os.RemoveAll(dir); err != nil {
 		e.fail(OpRemoveLogDir, fmt.Errorf("removing pod log directory %s: %w", d.Dir.Name, err), "", "")
 		return

@@ -165,7 +165,8 @@ func TestExecuteNotFoundIsSuccess(t *testing.T) {
 // an unknown ID) and a pod log directory already gone (os.RemoveAll of a
 // missing directory returns nil) are nothing of nodegc's doing: they are
 // skipped as gone, as a container gone meanwhile is, and nothing more is
-// asked of the runtime. What still exists frees what the plan counted.
+// asked of the runtime. A sandbox that still exists frees what the plan
+// counted, a directory what it holds right before its removal.
 func TestExecuteGoneBeforeRemovalFreesNothing(t *testing.T) {
 	root := t.TempDir()
 	paths := logPaths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}
@@ -191,6 +192,7 @@ func TestExecuteGoneBeforeRemovalFreesNothing(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(paths.PodLogs, "ns_gone_gone")); err != nil {
 		t.Fatal(err)
 	}
+	here := du(t, filepath.Join(paths.PodLogs, "ns_here_here"))
 
 	out, err := execute(t.Context(), rt, plan, paths, false)
 	if err != nil {
@@ -209,12 +211,12 @@ func TestExecuteGoneBeforeRemovalFreesNothing(t *testing.T) {
 	for _, d := range out.LogDirs {
 		got[d.Dir.Name] = d.Bytes
 	}
-	want := map[string]uint64{"here/sb0": 2 << 20, "ns_here_here": 8192}
+	want := map[string]uint64{"here/sb0": 2 << 20, "ns_here_here": here}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("bytes freed (-want +got):\n%s", diff)
 	}
-	if b := out.Bytes(); b.WritableLayer != 2<<20 || b.PodLogDirectory != 8192 {
-		t.Errorf("outcome bytes %+v, want writable layers %d and pod log directories 8192", b, 2<<20)
+	if b := out.Bytes(); b.WritableLayer != 2<<20 || b.PodLogDirectory != here {
+		t.Errorf("outcome bytes %+v, want writable layers %d and pod log directories %d", b, 2<<20, here)
 	}
 	wantCalls := []string{"PodSandboxStatus gone/sb0", "PodSandboxStatus here/sb0", "ListContainers here/sb0", "StopPodSandbox here/sb0", "RemovePodSandbox here/sb0"}
 	if diff := cmp.Diff(wantCalls, rt.callLog()); diff != "" {

@@ -1,8 +1,10 @@
 package containers_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,11 +29,14 @@ import (
 // layerBytes to its writable layer and logBytes to its log, and exits; its
 // container old logs oldLogBytes and exits, and is then removed through CRI
 // only, which leaves its log file in the pod's log directory (as a
-// container removed by anyone but the kubelet does).
+// container removed by anyone but the kubelet does). Its container late
+// logs lateLogBytes and exits, and is removed so after the plan counted its
+// logs, right before nodegc's removal.
 const (
-	layerBytes  = 8 << 20
-	logBytes    = 1 << 20
-	oldLogBytes = 2 << 20
+	layerBytes   = 8 << 20
+	logBytes     = 1 << 20
+	oldLogBytes  = 2 << 20
+	lateLogBytes = 3 << 20
 	// tolerance is how far a count may be from what was written: the
 	// runtime's log prefix per 4 KiB line (about 1%), directories' own
 	// blocks, the files runc creates in a writable layer.
@@ -41,8 +46,11 @@ const (
 // TestBytesFreed, on a real containerd of each version and a real
 // kube-apiserver: a deleted pod whose container wrote 8 MiB to its
 // writable layer and 1 MiB to its log, and whose pod log directory holds
-// 2 MiB more of a container the runtime no longer has. The container GC's
-// report and its metric count each kind within 5% of what was written,
+// 2 MiB more of a container the runtime no longer has, and 3 MiB of one
+// removed through CRI between the plan and its removal: that container is
+// skipped as gone, and its logs count with the directory, whose removal
+// frees them. The container GC's report and its metric count each kind
+// within 5% of what was written,
 // measure the free space of the filesystems it freed space on, and without
 // a snapshot source count 0 for writable layers and say why.
 func TestBytesFreed(t *testing.T) {
@@ -94,6 +102,7 @@ func bytesScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName strin
 	}
 	app := exited("app", "write", "/data", strconv.Itoa(layerBytes), "log", strconv.Itoa(logBytes), "exit", "0")
 	old := exited("old", "log", strconv.Itoa(oldLogBytes), "exit", "0")
+	late := exited("late", "log", strconv.Itoa(lateLogBytes), "exit", "0")
 	if err := n.RemoveContainer(ctx, old); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +124,7 @@ func bytesScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName strin
 	})
 	// maxPerPodContainer 5: nothing is removed but for the pod being gone.
 	cfg := n.gcConfig(func(c *config.ContainerGCConfiguration) { c.MaxPerPodContainer = ptr.To[int32](5) })
-	want := []string{app + ":pod_gone", sb + ":pod_gone", filepath.Base(podLogs) + ":pod_gone"}
+	want := []string{app + ":pod_gone", late + ":pod_gone", sb + ":pod_gone", filepath.Base(podLogs) + ":pod_gone"}
 
 	// Without a snapshot source: writable layers count 0, and the plan
 	// says why.
@@ -133,7 +142,7 @@ func bytesScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName strin
 	if b := bp.Bytes(); b.WritableLayer != 0 || bp.WritableLayersUnknown != "runtime under test" {
 		t.Errorf("without a snapshot source: writable layers %d bytes (%q), want 0 and the reason", b.WritableLayer, bp.WritableLayersUnknown)
 	}
-	near(t, "container logs without a snapshot source", bp.Bytes().ContainerLogs, logBytes)
+	near(t, "container logs without a snapshot source", bp.Bytes().ContainerLogs, logBytes+lateLogBytes)
 
 	layers, err := containers.NewContainerdWritableLayers(ctx, n.Socket, 30*time.Second)
 	if err != nil {
@@ -141,7 +150,14 @@ func bytesScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName strin
 	}
 	t.Cleanup(func() { layers.Close() })
 	metrics := prometheus.NewPedanticRegistry()
-	m, err := containers.NewManager(containers.Options{Config: cfg, Runtime: n.client, Pods: src, Registerer: metrics,
+	// crictl rm late after the plan counted its logs, right before
+	// nodegc's removal: its logs stay in the pod's log directory.
+	rt := &removedBeforeRemoval{RuntimeService: n.client, id: late, remove: func() {
+		if err := n.RemoveContainer(ctx, late); err != nil {
+			t.Errorf("removing container %s through CRI: %v", late, err)
+		}
+	}}
+	m, err := containers.NewManager(containers.Options{Config: cfg, Runtime: rt, Pods: src, Registerer: metrics,
 		WritableLayers: layers, Reclaimer: layers, Disk: diskstats.NewReader()})
 	if err != nil {
 		t.Fatal(err)
@@ -163,12 +179,22 @@ func bytesScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName strin
 		t.Logf("sandbox %s: writable layer %d bytes", d.Sandbox.ID[:12], d.WritableLayerBytes)
 	}
 	t.Logf("freed (estimated): %+v", r.Freed)
-	if r.Freed != r.Plan.Bytes() {
-		t.Errorf("report: %+v freed, the plan counted %+v, though every removal succeeded", r.Freed, r.Plan.Bytes())
+	if !rt.removed {
+		t.Fatalf("container %s was not removed before nodegc's removal: the test shows nothing", late)
 	}
+	if !slices.Contains(r.Outcome.Skipped, containers.Skip{Kind: "container", ID: late, Why: containers.SkipGone}) {
+		t.Errorf("skipped %+v, want container %s as gone", r.Outcome.Skipped, late)
+	}
+	planned := r.Plan.Bytes()
+	near(t, "container logs planned", planned.ContainerLogs, logBytes+lateLogBytes)
+	near(t, "pod log directory planned", planned.PodLogDirectory, oldLogBytes)
 	near(t, "writable layers", r.Freed.WritableLayer, layerBytes)
 	near(t, "container logs", r.Freed.ContainerLogs, logBytes)
-	near(t, "pod log directory", r.Freed.PodLogDirectory, oldLogBytes)
+	// late's logs went with the directory, and count there.
+	near(t, "pod log directory", r.Freed.PodLogDirectory, oldLogBytes+lateLogBytes)
+	if got, want := r.Freed.ContainerLogs+r.Freed.PodLogDirectory, planned.ContainerLogs+planned.PodLogDirectory; got != want {
+		t.Errorf("logs freed: %d bytes, the plan counted %d: every byte of the pod's log directory went, and counts once", got, want)
+	}
 	families, err := metrics.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -223,4 +249,29 @@ func near(t *testing.T, what string, got uint64, want int) {
 	} else {
 		t.Logf("%s: %d bytes for %d written (%+.2f%%)", what, got, want, d*100)
 	}
+}
+
+// removedBeforeRemoval is the runtime as nodegc's executor meets it when
+// another client removes container id through CRI (crictl rm) after the
+// plan counted it, right before nodegc's removal: at the executor's status
+// read of id, once nodegc has removed a container (the plan's older app).
+type removedBeforeRemoval struct {
+	containers.RuntimeService
+	id       string
+	remove   func()
+	removing bool // nodegc removed a container: the executor runs
+	removed  bool
+}
+
+func (r *removedBeforeRemoval) RemoveContainer(ctx context.Context, id string) error {
+	r.removing = true
+	return r.RuntimeService.RemoveContainer(ctx, id)
+}
+
+func (r *removedBeforeRemoval) ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {
+	if id == r.id && r.removing && !r.removed {
+		r.remove()
+		r.removed = true
+	}
+	return r.RuntimeService.ContainerStatus(ctx, id)
 }

@@ -69,7 +69,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		podsAuthoritative: metricvec.SingleGauge("nodegc_container_gc_pod_view_authoritative",
 			"1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, and the pods the runtime runs are listed); 0 when every pod was assumed to exist."),
 		bytesFreed: metricvec.Counter("nodegc_container_gc_bytes_freed_total",
-			"Bytes freed by the container GC's removals that succeeded, as estimated when planning (writable layers: the runtime's snapshot usage, 0 where it is unknown; logs and pod log directories: allocated blocks),",
+			"Bytes freed by the container GC's removals that succeeded, as estimated when planning (writable layers: the runtime's snapshot usage, 0 where it is unknown; container logs: allocated blocks), pod log directories as they were right before their removal (allocated blocks),",
 			"kind", byteKinds),
 		bytesMeasured: metricvec.Counter("nodegc_container_gc_measured_bytes_freed_total",
 			"Growth of a filesystem's available bytes from before a container GC run planned to after its removals settled, summed over runs that removed something (negative changes count as 0); it includes whatever else changed on that filesystem meanwhile,",

@@ -107,7 +107,8 @@ type LogDirDecision struct {
 	Reason string
 	// Bytes is what removing the directory frees beyond the log files
 	// counted with the plan's container removals; counted as for
-	// containers.
+	// containers. In an Outcome: what it held right before its removal,
+	// those of a planned container another removed meanwhile included.
 	Bytes uint64
 }
 
