@@ -39,10 +39,16 @@ const DefaultSnapshotter = "overlayfs"
 // ID>", so images sharing a base layer share those keys and the planner
 // counts them once.
 //
-// Images are immutable, so layers are cached by image ID; Forget drops the
-// entry of a removed image, Retain those of images gone otherwise. Each call
-// to containerd ends by the runtime request timeout, as CRI calls do. Safe
-// for concurrent use.
+// What an image is made of is immutable, so it is cached by image ID;
+// Forget drops the entry of a removed image, Retain those of images gone
+// otherwise. What of it the node holds is not: an image pulled without
+// unpacking gets its snapshots later, pruned snapshots come back with the
+// next pull, blobs go after an unpack (discard_unpacked_layers). So each
+// entry also keeps every blob and snapshot the image may hold, and Layers
+// checks them against which of them containerd has, as Held last read it
+// (once per plan: two listings); an entry that no longer matches is read
+// again. Each call to containerd ends by the runtime request timeout, as CRI
+// calls do. Safe for concurrent use.
 type ContainerdLayers struct {
 	client      *containerd.Client
 	snapshotter string
@@ -54,6 +60,10 @@ type ContainerdLayers struct {
 
 	mu    sync.Mutex
 	cache map[string]imageStorage
+	// present is which blobs and snapshots of the k8s.io namespace
+	// containerd had at the last read of Held (nil before one), which
+	// Layers checks cached entries against.
+	present *presence
 	// roots maps the ID of each container record last listed to the
 	// snapshot its root filesystem was made on (ContainerRecords): a
 	// record's snapshot keeps its parent for its whole life.
@@ -66,6 +76,41 @@ type ContainerdLayers struct {
 type imageStorage struct {
 	layers []Layer
 	top    string
+	// may lists, as Layer keys, every blob (unless blobs do not count) and
+	// snapshot the image may hold, present or not at the read; checked is
+	// the presence read (presence.gen) it was last found to match (or
+	// read after).
+	may     []unique.Handle[string]
+	checked uint64
+}
+
+// presence is which of the storage Layer keys name containerd had at one
+// read: its snapshots of the snapshotter, its blobs (nil when blobs do not
+// count). gen numbers the reads, from 1. Never changed once made.
+type presence struct {
+	gen   uint64
+	snaps map[unique.Handle[string]]bool
+	blobs map[unique.Handle[string]]bool
+}
+
+// has reports whether key was present at the read.
+func (p *presence) has(key unique.Handle[string]) bool {
+	return p.snaps[key] || p.blobs[key]
+}
+
+// matches reports whether st holds, of what it may, exactly what was
+// present at p's read.
+func (st *imageStorage) matches(p *presence) bool {
+	held := make(map[unique.Handle[string]]bool, len(st.layers))
+	for _, l := range st.layers {
+		held[l.Key] = true
+	}
+	for _, k := range st.may {
+		if held[k] != p.has(k) {
+			return false
+		}
+	}
+	return true
 }
 
 // recordRoot is the snapshot (key, of snapshotter) of a container
@@ -240,12 +285,23 @@ func (c *ContainerdLayers) TopLayer(ctx context.Context, img *Image) (string, er
 	return st.top, err
 }
 
-// storage returns what img holds, from the cache or read.
+// storage returns what img holds: from the cache while what it holds
+// matches what the last presence read found, else read.
 func (c *ContainerdLayers) storage(ctx context.Context, img *Image) (imageStorage, error) {
 	c.mu.Lock()
 	cached, ok := c.cache[img.ID]
+	present := c.present
 	c.mu.Unlock()
-	if ok {
+	switch {
+	case ok && (present == nil || cached.checked >= present.gen):
+		return cached, nil
+	case ok && cached.matches(present):
+		cached.checked = present.gen
+		c.mu.Lock()
+		if e, still := c.cache[img.ID]; still && e.checked < present.gen {
+			c.cache[img.ID] = cached
+		}
+		c.mu.Unlock()
 		return cached, nil
 	}
 	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
@@ -257,6 +313,9 @@ func (c *ContainerdLayers) storage(ctx context.Context, img *Image) (imageStorag
 	st, err := c.read(ctx, target)
 	if err != nil {
 		return imageStorage{}, fmt.Errorf("layers of image %s: %w", img.ID, err)
+	}
+	if present != nil {
+		st.checked = present.gen // read after it
 	}
 	c.mu.Lock()
 	c.cache[img.ID] = st
@@ -424,15 +483,21 @@ func (c *ContainerdLayers) Held(ctx context.Context) (map[unique.Handle[string]]
 	// The snapshots of the k8s.io namespace, each with its parent.
 	parent := map[string]string{}
 	var active []string
+	snaps := map[unique.Handle[string]]bool{}
 	err := c.client.SnapshotService(c.snapshotter).Walk(ctx, func(_ context.Context, info snapshots.Info) error {
 		parent[info.Name] = info.Parent
 		if info.Kind != snapshots.KindCommitted {
 			active = append(active, info.Name)
+		} else {
+			snaps[unique.Make("snapshot:"+c.snapshotter+"/"+info.Name)] = true
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing containerd's %s snapshots: %w", c.snapshotter, err)
+	}
+	if err := c.notePresence(ctx, snaps); err != nil {
+		return nil, err
 	}
 	under := func(name string) {
 		for ; name != ""; name = parent[name] {
@@ -499,6 +564,31 @@ func (c *ContainerdLayers) Held(ctx context.Context) (map[unique.Handle[string]]
 	return held, nil
 }
 
+// notePresence records, for Layers to check its cache against, the
+// committed snapshots snaps (as Layer keys) and the blobs of the k8s.io
+// namespace (one listing, unless blobs do not count).
+func (c *ContainerdLayers) notePresence(ctx context.Context, snaps map[unique.Handle[string]]bool) error {
+	var blobs map[unique.Handle[string]]bool
+	if c.blobsElsewhere == "" {
+		blobs = map[unique.Handle[string]]bool{}
+		err := c.client.ContentStore().Walk(ctx, func(info content.Info) error {
+			blobs[unique.Make("blob:"+info.Digest.String())] = true
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("listing containerd's content: %w", err)
+		}
+	}
+	c.mu.Lock()
+	gen := uint64(1)
+	if c.present != nil {
+		gen = c.present.gen + 1
+	}
+	c.present = &presence{gen: gen, snaps: snaps, blobs: blobs}
+	c.mu.Unlock()
+	return nil
+}
+
 // presentChildren is images.ChildrenHandler for content that may be
 // partly absent (another platform's manifests, layers discarded after
 // unpack): a blob the store lacks has no children to read.
@@ -537,7 +627,11 @@ func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) 
 	)
 	// Every blob reachable from the target for this platform: the index,
 	// the platform's manifest, its config and its layers.
+	var may []unique.Handle[string]
 	handler := images.HandlerFunc(func(ctx context.Context, desc ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+		if c.blobsElsewhere == "" {
+			may = append(may, unique.Make("blob:"+desc.Digest.String()))
+		}
 		if c.blobsElsewhere != "" {
 			// Frees nothing on the image filesystem.
 		} else if info, err := cs.Info(ctx, desc.Digest); errdefs.IsNotFound(err) {
@@ -569,6 +663,7 @@ func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) 
 	// layer's.
 	chainIDs := identity.ChainIDs(diffIDs)
 	for _, chainID := range chainIDs {
+		may = append(may, unique.Make("snapshot:"+c.snapshotter+"/"+chainID.String()))
 		usage, err := sn.Usage(ctx, chainID.String())
 		if errdefs.IsNotFound(err) {
 			continue // not unpacked with this snapshotter
@@ -578,7 +673,7 @@ func (c *ContainerdLayers) read(ctx context.Context, target ocispec.Descriptor) 
 		}
 		layers = append(layers, Layer{Key: unique.Make("snapshot:" + c.snapshotter + "/" + chainID.String()), Size: uint64(usage.Size)})
 	}
-	st := imageStorage{layers: layers}
+	st := imageStorage{layers: layers, may: may}
 	if len(chainIDs) > 0 {
 		st.top = chainIDs[len(chainIDs)-1].String()
 	}

@@ -20,7 +20,10 @@
 //     reads layers, arrival times and the records of containers from
 //     containerd, and what else holds
 //     image storage there (ContainerdLayers.Held: other namespaces' images,
-//     leases, active snapshots), which removals cannot free. Content blobs
+//     leases, active snapshots), which removals cannot free; what an image
+//     is made of is cached, and what of it the node holds (its snapshots
+//     and blobs, which unpacks, pulls and discards change) is checked each
+//     plan against listings read with Held. Content blobs
 //     count only where the content store shares the image filesystem (a
 //     disk mounted for the snapshots alone leaves them on another one; one
 //     filesystem is one device in the mount table, or one ZFS pool).

@@ -52,7 +52,9 @@ var _ ImageLookup = (*cri.Client)(nil)
 // shared layers, and which of it something other than the images holds
 // (Held: removing images cannot free it); Forget drops what it keeps of an
 // image the GC removed, and Retain what it keeps of every image but those
-// listed (by ID). *ContainerdLayers is one.
+// listed (by ID). Each plan reads Held, then Layers of every image:
+// *ContainerdLayers, which is one, checks what it cached of each image
+// against which storage containerd had at that read of Held.
 type LayerSource interface {
 	Layers(ctx context.Context, img *Image) ([]Layer, error)
 	Held(ctx context.Context) (map[unique.Handle[string]]bool, error)
