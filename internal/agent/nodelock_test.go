@@ -35,8 +35,8 @@ func TestOneNodeGCPerNode(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "nodegc")
 	t.Setenv("POD_NAME", "nodegc-first")
 	first := startNodegc(t, "first", cfg, "--owner-gc=off")
-	testbed.WaitFor(t, time.Minute, "the first agent's image GC to follow the event stream", func() bool {
-		return first.metric("nodegc_image_usage_source", "source=events") == 1
+	testbed.WaitFor(t, time.Minute, "the first agent's image GC to keep image usage", func() bool {
+		return first.metric("nodegc_image_usage_source", "source=polling") == 1
 	})
 	t.Setenv("POD_NAME", "nodegc-second")
 	second := startNodegc(t, "second", cfg, "--owner-gc=off")
@@ -100,7 +100,7 @@ func TestOneNodeGCPerNode(t *testing.T) {
 		t.Fatalf("the first agent's last state has no last-used time for %s", img.ID())
 	}
 	testbed.WaitFor(t, 30*time.Second, "the second agent to take over", func() bool {
-		return second.metric("nodegc_node_gc_standby") == 0 && second.metric("nodegc_image_usage_source", "source=events") == 1
+		return second.metric("nodegc_node_gc_standby") == 0 && second.metric("nodegc_image_usage_source", "source=polling") == 1
 	})
 	t.Logf("the second agent took over %v after the first stopped", time.Since(stopped).Round(time.Millisecond))
 	if _, err := second.logLine("Took over node GC"); err != nil {

@@ -19,7 +19,8 @@ import (
 // does (containerd 1.6 stops; containerd 2.x answers at the same path). What
 // the agent set up for the old runtime must not outlive it: the agent builds
 // its image and container GC again for the new one, which here has a
-// container event stream that containerd 1.6 did not have. Before, the
+// container event stream that containerd 1.6 did not have (the agent is
+// configured to follow it: imageGC.containerEvents). Before, the
 // agent kept polling as set up for containerd 1.6, for as long as it ran
 // (and, the other way round, it would have read the event queue that
 // containerd 1.7 shares with the kubelet).
@@ -46,7 +47,8 @@ func TestRuntimeReplacedUnderAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
-	cfg := nodeConfig(t, "unix://"+link, stateDir, nil, []string{"highThresholdPercent: 100"}, []string{"period: 1s"})
+	// The event stream on, where the runtime has it (imageGC.containerEvents).
+	cfg := nodeConfig(t, "unix://"+link, stateDir, nil, []string{"highThresholdPercent: 100", "containerEvents: true"}, []string{"period: 1s"})
 	p := startNodegc(t, "replaced", cfg, "--owner-gc=off")
 	testbed.WaitFor(t, time.Minute, "the agent to poll containerd 1.6 for image usage", func() bool {
 		return p.metric("nodegc_image_usage_source", "source=polling") == 1 && p.metric("nodegc_container_gc_runs_total") > 0

@@ -15,13 +15,13 @@ import (
 // SIGTERM. A container started a tenth of a second before nodegc is killed
 // with SIGKILL counts as a use of its image for the next nodegc, provided
 // the last write was more than the save interval (2 s) before the use.
-// (containerd 2.x: usage comes from the container event stream; with
-// containerd 1.6 a use is seen at the next poll.)
+// (containerd 2.x with imageGC.containerEvents: usage comes from the
+// container event stream; polled, a use is seen at the next listing.)
 func TestUsageSurvivesKill9(t *testing.T) {
 	ctx := t.Context()
 	n, img := nodeWithImage(t, "kill9/used")
 	stateDir := t.TempDir()
-	cfg := nodeConfig(t, n.Endpoint, stateDir, nil, []string{"highThresholdPercent: 100"}, nil)
+	cfg := nodeConfig(t, n.Endpoint, stateDir, nil, []string{"highThresholdPercent: 100", "containerEvents: true"}, nil)
 	p := startNodegc(t, "kill9", cfg, "--owner-gc=off")
 	testbed.WaitFor(t, time.Minute, "image usage to come from the container event stream", func() bool {
 		return p.metric("nodegc_image_usage_source", "source=events") == 1

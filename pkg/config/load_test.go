@@ -427,6 +427,7 @@ func TestRoundTrip(t *testing.T) {
 	full.ImageGC.MaximumGCAge = &metav1.Duration{Duration: 48 * time.Hour}
 	full.ContainerGC.MinAgeFrom = AgeFromExit
 	full.ContainerGC.MaxContainers = ptr.To[int32](100)
+	full.ImageGC.ContainerEvents = true
 	full.OwnerGC.DryRun = true
 	for name, c := range map[string]*NodeGCConfiguration{"defaults": Defaulted(), "full": full} {
 		t.Run(name, func(t *testing.T) {
@@ -532,4 +533,43 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip (-first +second):\n%s", diff)
 		}
 	})
+}
+
+// TestContainerEvents: imageGC.containerEvents is off unless the nodegc
+// document turns it on (the kubelet has no such field: a KubeletConfiguration
+// document, even with its evented PLEG on, leaves it off), and a value that
+// is not a YAML boolean is refused with its line.
+func TestContainerEvents(t *testing.T) {
+	if Defaulted().ImageGC.ContainerEvents {
+		t.Error("Defaulted().ImageGC.ContainerEvents = true, want false: a stopped nodegc would stall containerd 2.x's container lifecycle")
+	}
+	kubelet := "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfeatureGates:\n  EventedPLEG: true\n"
+	for name, tc := range map[string]struct {
+		yaml string
+		want bool
+	}{
+		"unset":                  {header, false},
+		"unset beside a kubelet": {header + kubelet, false},
+		"off":                    {header + "imageGC:\n  containerEvents: false\n", false},
+		"on":                     {header + "imageGC:\n  containerEvents: true\n", true},
+		"on beside a kubelet":    {header + "imageGC:\n  containerEvents: true\n" + kubelet, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := Decode([]byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := loaded.Config.ImageGC.ContainerEvents; got != tc.want {
+				t.Errorf("imageGC.containerEvents = %t, want %t", got, tc.want)
+			}
+			if errs := Validate(loaded.Config); len(errs) > 0 {
+				t.Errorf("Validate() = %v", errs)
+			}
+		})
+	}
+	_, err := Decode([]byte(header + "imageGC:\n  containerEvents: yes\n"))
+	var de *DecodeError
+	if !errors.As(err, &de) || !slices.Equal(de.Problems, []string{"line 4: imageGC.containerEvents: cannot unmarshal string into a value of type bool"}) {
+		t.Errorf("containerEvents: yes: Decode() error = %v, want the line and a type error", err)
+	}
 }

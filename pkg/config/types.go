@@ -126,6 +126,20 @@ type ImageGCConfiguration struct {
 	// check is one statfs(2). nodegc only. Default: 1s.
 	DiskCheckInterval metav1.Duration `json:"diskCheckInterval"`
 
+	// ContainerEvents subscribes to the runtime's CRI container event
+	// stream (GetContainerEvents) to keep image last-used times, instead
+	// of listing the containers every diskCheckInterval. Off by default:
+	// containerd 2.x blocks every call that publishes a container event
+	// (CreateContainer, StartContainer, StopContainer, RemoveContainer)
+	// while a subscriber does not read, so a nodegc that is stopped or
+	// frozen (SIGSTOP, a cgroup freeze, a paused VM, a wedged reader)
+	// would stall container start-up on the whole node; the kubelet does
+	// not subscribe by default (its evented PLEG is alpha). On, a
+	// container that lives less than diskCheckInterval is dated too.
+	// Runtimes without the stream (containerd 1.x) are polled either way.
+	// nodegc only. Default: false.
+	ContainerEvents bool `json:"containerEvents"`
+
 	// FillRateHorizon starts a GC before highThresholdPercent is reached
 	// when the image filesystem, filling at the rate of the last seconds,
 	// would reach the kubelet's eviction threshold (evictionHard) within

@@ -13,14 +13,16 @@ import (
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
+	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
 // TestEventStreamNeverStallsTheRuntime, on a real containerd 2.x (1.6 has no
 // container event stream): containerd hands container events to each
 // subscriber through a small queue and blocks its publishers (CreateContainer,
-// StartContainer) while a subscriber does not read. nodegc's image GC
-// subscribes and lists images and containers when the stream opens; that
+// StartContainer) while a subscriber does not read. nodegc's image GC, with
+// imageGC.containerEvents on, subscribes and lists images and containers
+// when the stream opens; that
 // listing is held slow here (as on a loaded runtime: up to
 // runtimeRequestTimeout) while containers are created one after the other.
 // Creating a container must take as long as without nodegc.
@@ -68,8 +70,11 @@ func TestEventStreamNeverStallsTheRuntime(t *testing.T) {
 
 	rt := &gatedRuntime{RuntimeService: b.runtime, entered: make(chan struct{}), gate: make(chan struct{})}
 	defer rt.open()
-	// No threshold GC: only the usage tracking lists.
-	m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), noThresholdGC)
+	// No threshold GC: only the usage tracking lists, from the stream.
+	m := b.managerWith(rt, t.TempDir(), clocktesting.NewFakeClock(time.Now()), func(c *config.ImageGCConfiguration) {
+		noThresholdGC(c)
+		c.ContainerEvents = true
+	})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = m.Run(runCtx) }()

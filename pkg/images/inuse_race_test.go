@@ -21,7 +21,8 @@ import (
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
-// TestNoContainerLosesItsImage, on a real containerd of each version: the
+// TestNoContainerLosesItsImage, on a real containerd of each version (and
+// containerd 2.x once more with imageGC.containerEvents on): the
 // image filesystem is held above the high threshold (1%), so the image GC
 // runs back to back and wants every unused image gone, while the test
 // creates containers, one after the other, from old unused images. nodegc's
@@ -30,11 +31,11 @@ import (
 //
 // The rule checked: once nodegc knew of a container, it never removes its
 // image. nodegc knew of container X once it applied X's CREATED event
-// (containerd 2.x), or once a container listing that began after X was
-// created came back. A removal that began earlier is the runtime's own race
-// (the kubelet has it too: an image removed while CreateContainer runs) and
-// is only counted; a removal that began more than settle after nodegc knew
-// is a violation.
+// (containerd 2.x with imageGC.containerEvents), or once a container
+// listing that began after X was created came back. A removal that began
+// earlier is the runtime's own race (the kubelet has it too: an image
+// removed while CreateContainer runs) and is only counted; a removal that
+// began more than settle after nodegc knew is a violation.
 func TestNoContainerLosesItsImage(t *testing.T) {
 	const (
 		poolSize   = 6
@@ -42,8 +43,24 @@ func TestNoContainerLosesItsImage(t *testing.T) {
 		maxDelay   = 400 * time.Millisecond
 		settle     = 100 * time.Millisecond // from knowing to a removal decided without that knowledge
 	)
+	type mode struct {
+		v      testbed.ContainerdVersion
+		events bool // imageGC.containerEvents
+	}
+	var modes []mode
 	for _, v := range testbed.ContainerdVersions {
-		t.Run("containerd"+string(v), func(t *testing.T) {
+		modes = append(modes, mode{v, false})
+		if v == testbed.Containerd2 { // the one with a container event stream
+			modes = append(modes, mode{v, true})
+		}
+	}
+	for _, md := range modes {
+		name := "containerd" + string(md.v)
+		if md.events {
+			name += "-events"
+		}
+		t.Run(name, func(t *testing.T) {
+			v := md.v
 			b := newBed(t, v, 192*mib)
 			ctx := t.Context()
 			var pool []*registry.Image
@@ -63,6 +80,7 @@ func TestNoContainerLosesItsImage(t *testing.T) {
 			cfg.HighThresholdPercent, cfg.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
 			cfg.DiskCheckInterval = metav1.Duration{Duration: 50 * time.Millisecond}
 			cfg.Period = metav1.Duration{Duration: 200 * time.Millisecond}
+			cfg.ContainerEvents = md.events
 			sandbox, err := b.cri.SandboxImage(ctx)
 			if err != nil {
 				t.Fatal(err)

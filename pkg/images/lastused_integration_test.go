@@ -13,14 +13,19 @@ import (
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
-// runManager runs a manager of this bed (image GC off, usage tracking on)
-// until the test ends, and waits until it listed the runtime once.
+// runManager runs a manager of this bed (image GC off, usage tracking on,
+// from the container event stream: imageGC.containerEvents) until the test
+// ends, and waits until it listed the runtime once.
 func (b *bed) runManager(stateDir string) *images.Manager {
 	b.t.Helper()
-	m := b.manager(stateDir, clock.RealClock{}, noThresholdGC)
+	m := b.manager(stateDir, clock.RealClock{}, func(c *config.ImageGCConfiguration) {
+		noThresholdGC(c)
+		c.ContainerEvents = true
+	})
 	images.RunUntilCleanup(b.t, m)
 	testbed.WaitFor(b.t, 30*time.Second, "the manager to list the runtime", func() bool {
 		_, ok := m.Tracker().Usage()[b.node.Pause.ID()]
@@ -56,9 +61,9 @@ func inPlan(t *testing.T, p *images.Plan, id string) images.Decision {
 // that container removed between two of nodegc's image listings (a short
 // Job whose pod is deleted at once) counts as used, to the second. The
 // container events name an image nodegc does not know yet; it lists the
-// images at once rather than at the next GC run. (containerd 1.6 has no
-// event stream: there, a container that lives less than the polling
-// interval is not seen.)
+// images at once rather than at the next GC run. (Without the event
+// stream, imageGC.containerEvents off or containerd 1.6, a container that
+// lives less than the polling interval is not seen.)
 func TestUseBetweenListingsIsDated(t *testing.T) {
 	b := newBed(t, testbed.Containerd2, 0)
 	m := b.runManager(t.TempDir())

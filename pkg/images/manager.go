@@ -411,8 +411,9 @@ func (m *Manager) removalsHeld() error {
 // Tracker returns the manager's usage tracker.
 func (m *Manager) Tracker() *Tracker { return m.tracker }
 
-// Run runs the image GC until ctx ends: it keeps usage current (container
-// events, or polling where the runtime has no event stream), checks the disk
+// Run runs the image GC until ctx ends: it keeps usage current (polling
+// the containers, or, with Config.ContainerEvents, container events where
+// the runtime has an event stream), checks the disk
 // every diskCheckInterval and collects at once when usage reaches the high
 // threshold, and sweeps every period. It blocks, and saves the state before
 // returning.
@@ -1405,21 +1406,32 @@ func (m *Manager) record(r *Report) {
 	}
 }
 
-// watchUsage keeps last-used times current, from the container event
-// stream while it is live, else by listing every diskCheckInterval (the
-// runtime has no stream, or it broke and is being reopened with backoff).
-// While the stream is live, containers are still listed when no listing
-// (a plan's, a check's, this loop's) was made for liveRelistInterval.
+// watchUsage keeps last-used times current by listing the containers
+// every diskCheckInterval, or, with Config.ContainerEvents, from the
+// container event stream while it is live, listing meanwhile (the runtime
+// has no stream, or it broke and is being reopened with backoff). While the
+// stream is live, containers are still listed when no listing (a plan's, a
+// check's, this loop's) was made for liveRelistInterval.
 //
-// The stream's reader only applies events (Tracker.observeEvent: a moment
+// The stream is off by default: containerd 2.x blocks the publishers of
+// container events (CreateContainer, StartContainer, StopContainer,
+// RemoveContainer) while a subscriber does not read, so a subscribed nodegc
+// that is stopped or frozen stalls every container on the node. When on,
+// the stream's reader only applies events (Tracker.observeEvent: a moment
 // under the tracker's lock, never a runtime call), so nodegc reads as fast
-// as the runtime sends: containerd blocks the publishers of container events
-// (CreateContainer, StartContainer) while a subscriber does not read. The
-// listings, also the one made when the stream opens, run here instead.
+// as the runtime sends while it runs. The listings, also the one made when
+// the stream opens, run here instead.
 func (m *Manager) watchUsage(ctx context.Context) {
 	changed := make(chan struct{}, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { m.streamEvents(ctx, changed) })
+	if m.opts.Config.ContainerEvents {
+		wg.Go(func() { m.streamEvents(ctx, changed) })
+	} else {
+		m.metrics.setUsageSource(usageFromPolling)
+		signal(changed) // the first listing at once
+		klog.FromContext(ctx).V(2).Info("Listing containers for image usage (imageGC.containerEvents is off)",
+			"interval", m.opts.Config.DiskCheckInterval.Duration)
+	}
 	defer wg.Wait()
 	t := m.clock.NewTicker(m.opts.Config.DiskCheckInterval.Duration)
 	defer t.Stop()
@@ -1427,7 +1439,7 @@ func (m *Manager) watchUsage(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-changed: // opened (list what exists now) or broke (poll at once)
+		case <-changed: // opened (list what exists now), broke or off (poll at once)
 			m.reconcile(ctx)
 		case <-m.tracker.unknownImages():
 			// An event or a container listing named an image pulled since

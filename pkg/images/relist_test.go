@@ -57,6 +57,7 @@ func TestLostEventsRelisted(t *testing.T) {
 	cfg.HighThresholdPercent = ptr.To[int32](100)
 	cfg.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Second}
 	cfg.Period = metav1.Duration{Duration: 24 * time.Hour} // no sweep lists meanwhile
+	cfg.ContainerEvents = true
 	clk := clocktesting.NewFakeClock(t0)
 	rt := &droppingRuntime{streamRuntime: streamRuntime{open: true, opened: make(chan struct{})},
 		images: []*runtimeapi.Image{{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: mib}}}

@@ -13,6 +13,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/diskstats"
@@ -90,6 +92,7 @@ func TestUsagePolledWhileStreamBroken(t *testing.T) {
 	cfg := config.Defaulted().ImageGC
 	cfg.HighThresholdPercent = ptr.To[int32](100)
 	cfg.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Second}
+	cfg.ContainerEvents = true
 	// A sweep's run lists containers too: none comes within the minutes
 	// the fake clock moves here (the reopening below steps a minute per
 	// look, for ten seconds at most).
@@ -142,5 +145,46 @@ func TestUsagePolledWhileStreamBroken(t *testing.T) {
 	}
 	if got := rt.listings(); got > settled+1 { // the listing made when the stream opened may land now
 		t.Errorf("%d listings on ticks while the stream was live, want none", got-settled)
+	}
+}
+
+// TestNoStreamByDefault: with imageGC.containerEvents unset, the image GC
+// subscribes to no container event stream, though the runtime offers one
+// (containerd 2.x blocks its container lifecycle while a subscriber does
+// not read): it lists the containers at once, then every diskCheckInterval,
+// and says so in nodegc_image_usage_source.
+func TestNoStreamByDefault(t *testing.T) {
+	cfg := config.Defaulted().ImageGC
+	cfg.HighThresholdPercent = ptr.To[int32](100)
+	cfg.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Second}
+	cfg.Period = metav1.Duration{Duration: 24 * time.Hour} // no sweep lists meanwhile
+	clk := clocktesting.NewFakeClock(t0)
+	rt := &streamRuntime{open: true, opened: make(chan struct{})}
+	reg := prometheus.NewRegistry()
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: fixedDisk{}, Clock: clk, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	RunUntilCleanup(t, m)
+	testbed.WaitFor(t, 10*time.Second, "the listing at start", func() bool { return rt.listings() >= 1 })
+	for range 3 {
+		before := rt.listings()
+		testbed.WaitFor(t, 10*time.Second, "Run's goroutines to wait on the fake clock", clk.HasWaiters)
+		clk.Step(cfg.DiskCheckInterval.Duration)
+		testbed.WaitFor(t, 10*time.Second, "a listing on the tick", func() bool { return rt.listings() > before })
+	}
+	select {
+	case <-rt.opened:
+		t.Error("the image GC opened the runtime's container event stream with imageGC.containerEvents unset")
+	default:
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for source, want := range map[string]float64{usageFromPolling: 1, usageFromEvents: 0} {
+		if got, _ := testbed.MetricSum(families, "nodegc_image_usage_source", "source="+source); got != want {
+			t.Errorf("nodegc_image_usage_source{source=%s} = %v, want %v", source, got, want)
+		}
 	}
 }
