@@ -68,6 +68,10 @@ header() {
 #
 # Running beside kubelet: set kubelet's imageGCHighThresholdPercent: 100 and imageMaximumGCAge: 0 so
 # only nodegc removes images, and keep nodegc's thresholds below the kubelet's eviction thresholds.
+#
+# imageGC.containerEvents stays false: set true, the agent subscribes to containerd 2.x's container event
+# stream, and containerd then blocks every container create, start, stop and removal on the node while the
+# agent does not read (a stopped or frozen pod, a checkpoint, CPU starvation): README, Safety rule 6.
 HEADER
 }
 
