@@ -30,7 +30,10 @@ const subscribeSettle = 500 * time.Millisecond
 // change after that listing comes as an event. handle and connected run on
 // the goroutine that reads the stream and must return quickly: while they
 // run, the runtime's event queue fills, and containerd then blocks the
-// calls that publish events (CreateContainer, StartContainer).
+// calls that publish events (CreateContainer, StartContainer,
+// StopContainer, RemoveContainer). So it does for as long as the process
+// does not run at all (stopped, frozen): a subscription puts the caller in
+// the path of every container's lifecycle on the node.
 //
 // When the runtime does not offer the stream (containerd 1.6 without it
 // enabled), the error wraps ErrUnsupported; callers then poll

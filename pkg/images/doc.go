@@ -10,7 +10,8 @@
 //   - state.go: what the policy reads: Image (joined from the runtime's
 //     listing and the Tracker's records), Layer and DiskStats.
 //   - tracker.go, statefile.go: the Tracker keeps first-detected and
-//     last-used times from container listings and events, and which images
+//     last-used times from container listings (every diskCheckInterval)
+//     and, with Config.ContainerEvents, events, and which images
 //     containers use; statefile.go writes them to the state directory,
 //     within saveInterval of a change, except a last-used time that moved
 //     less than lastUsedSaveStep (every listing moves those of the images
@@ -152,8 +153,12 @@
 //     a corrupt state file, or one of another node, left where it is.
 //
 // Last-used times, and what a crash loses:
-//   - Every use is recorded. A container event dates a use to the event;
-//     one that names an image the Tracker has not listed yet (pulled since)
+//   - Every use a listing or an event sees is recorded. Containers are
+//     listed every diskCheckInterval, and a listing dates the uses of the
+//     images of the containers it lists (one that lives less than that may
+//     go unseen). With Config.ContainerEvents, a container event dates a
+//     use to the event. A listing or an event
+//     that names an image the Tracker has not listed yet (pulled since)
 //     is kept until an image listing holds the image, and unknownImages
 //     makes the Manager list the images at once.
 //   - A use is never dated before the image's first-detected time, and
@@ -169,10 +174,14 @@
 //     runtime says the image arrived (Image.Arrived), then by ID.
 //
 // Concurrency: the Tracker is guarded by one mutex, held for short calls
-// only and never across a runtime call; the event stream's reader only
-// applies events, so nodegc reads as fast as the runtime sends (containerd
-// blocks the publishers of container events, CreateContainer and
-// StartContainer, while a subscriber does not read). The Manager runs one
+// only and never across a runtime call. containerd 2.x blocks the
+// publishers of container events (CreateContainer, StartContainer,
+// StopContainer, RemoveContainer) while a subscriber of its CRI event
+// stream does not read, so a subscribed nodegc that is stopped or frozen
+// stalls the node's containers: the Manager subscribes only with
+// Config.ContainerEvents (off by default), and then the stream's reader
+// only applies events, so nodegc reads as fast as the runtime sends while
+// it runs. The Manager runs one
 // GC at a time (gcrun.Serial); Manager.Plan takes no run lock and may run
 // beside one.
 package images
