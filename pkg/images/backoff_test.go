@@ -477,3 +477,128 @@ func TestDiskReadFailuresAreTold(t *testing.T) {
 		t.Errorf("no line for the recovery:\n%s", logs.String())
 	}
 }
+
+// releasingRuntime lists one image, and one container using it until the
+// test removes the container; removals take the image away.
+type releasingRuntime struct {
+	slowRuntime
+	mu        sync.Mutex
+	container bool
+	removed   bool
+}
+
+func (r *releasingRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) {
+	r.clk.Step(r.runTime)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.removed {
+		return nil, nil
+	}
+	return []*runtimeapi.Image{{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 20}}, nil
+}
+
+func (r *releasingRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.container {
+		return nil, nil
+	}
+	return []*runtimeapi.Container{{Id: "c1", Image: &runtimeapi.ImageSpec{Image: "sha256:aa"}, ImageRef: "sha256:aa",
+		State: runtimeapi.ContainerState_CONTAINER_RUNNING}}, nil
+}
+
+func (r *releasingRuntime) RemoveImage(context.Context, string) error {
+	r.mu.Lock()
+	r.removed = true
+	r.mu.Unlock()
+	return nil
+}
+
+// TestBackoffEndsWhenAnImageIsReleased: a disk held over the high
+// threshold by an image in use backs its runs off toward the period. Usage
+// falls between the thresholds (the backoff stays: usage that hovers does
+// not run at every check), the container ends and its image is released,
+// and usage crosses the high threshold again: the next check runs, and
+// removes the image, rather than wait out the old backoff (minutes, up to
+// the period). A run that removes nothing after a release backs off again.
+func TestBackoffEndsWhenAnImageIsReleased(t *testing.T) {
+	b := newBackoffBed(t)
+	cfg := b.m.opts.Config
+	cfg.MinimumGCAge = &metav1.Duration{}
+	rt := &releasingRuntime{slowRuntime: slowRuntime{clk: b.clk, runTime: 7 * time.Millisecond}, container: true}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
+		OnRun: func(*Report) { b.runs++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.m = m
+	b.disk.set(90)
+	for b.backoff.delay < 2*time.Minute {
+		b.check()
+	}
+	b.disk.set(78)
+	b.checks(40)
+	// The container ends: the usage watcher's next listing releases aa.
+	rt.mu.Lock()
+	rt.container = false
+	rt.mu.Unlock()
+	if _, err := m.tracker.syncContainers(t.Context(), func(ctx context.Context) ([]*runtimeapi.Container, error) { return rt.ListContainers(ctx, nil) }); err != nil {
+		t.Fatal(err)
+	}
+	b.disk.set(90)
+	if !b.check() {
+		t.Fatalf("usage crossed the high threshold after aa was released: no run (backoff %v, next in %v)", b.backoff.delay, b.backoff.next.Sub(b.tick))
+	}
+	if !rt.removed {
+		t.Error("the run did not remove aa")
+	}
+	// Nothing is released any more: the next runs back off again.
+	if got := b.checks(10); len(got) > 4 {
+		t.Errorf("runs at checks %v of 10 with nothing left to remove, want them backed off", got)
+	}
+}
+
+// TestReleasesEndTheBackoffAtMostEvery30s: containers that come and go at
+// every check, over the high threshold, release an image that stays (too
+// young to go): the releases end the backoff, but runs come no more often
+// than every releaseRunSpacing, not at every check.
+func TestReleasesEndTheBackoffAtMostEvery30s(t *testing.T) {
+	b := newBackoffBed(t)
+	cfg := b.m.opts.Config
+	cfg.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
+	rt := &releasingRuntime{slowRuntime: slowRuntime{clk: b.clk, runTime: 7 * time.Millisecond}, container: true}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
+		OnRun: func(*Report) { b.runs++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.m = m
+	b.disk.set(90)
+	var ran []int
+	for i := 1; i <= 300; i++ {
+		rt.mu.Lock()
+		rt.container = !rt.container
+		rt.mu.Unlock()
+		if _, err := m.tracker.syncContainers(t.Context(), func(ctx context.Context) ([]*runtimeapi.Container, error) { return rt.ListContainers(ctx, nil) }); err != nil {
+			t.Fatal(err)
+		}
+		if b.check() {
+			ran = append(ran, i)
+		}
+	}
+	// The backoff doubles from a second (runs at checks 1, 2, 4 ... 32);
+	// past 30s each release ends it, but no sooner than 30s after the last
+	// run, rather than 64s, 128s, then the 5-minute period.
+	for i := 1; i < len(ran); i++ {
+		if gap := ran[i] - ran[i-1]; gap < int(releaseRunSpacing/time.Second) && ran[i-1] >= 32 {
+			t.Errorf("runs at checks %d and %d: %ds apart, want at least %v", ran[i-1], ran[i], gap, releaseRunSpacing)
+		}
+	}
+	if len(ran) < 12 {
+		t.Errorf("runs at checks %v: the releases did not end the backoff", ran)
+	}
+	if rt.removed {
+		t.Error("the image, an hour younger than minimumGCAge, was removed")
+	}
+	t.Logf("runs at checks %v", ran)
+}

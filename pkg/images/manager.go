@@ -498,15 +498,31 @@ func (m *Manager) Run(ctx context.Context) error {
 // the low threshold with no run called for: a later crossing is met at
 // once, however long the last episode lasted. Between the thresholds it
 // goes on, so usage that hovers around the high threshold with nothing to
-// remove does not run (and post FreeDiskSpaceFailed) at every check.
+// remove does not run (and post FreeDiskSpaceFailed) at every check. An
+// image that lost its last container since the last run that removed
+// nothing ends the backoff (no sooner than releaseRunSpacing after that
+// run): it may be removable now, and the disk need not wait minutes for
+// it.
 type thresholdBackoff struct {
 	next  time.Time
 	delay time.Duration
 	toLow bool
+	// ran is when the last run that removed nothing began, and releases
+	// the tracker's releases then: an image released since may have
+	// become removable, and ends the backoff (at most every
+	// releaseRunSpacing).
+	ran      time.Time
+	releases uint64
 	// failDelay spaces the retries of runs that failed (failedRun), up to
 	// failedRunRetryMax; it does not touch delay.
 	failDelay time.Duration
 }
+
+// releaseRunSpacing is the least time between two runs that an image
+// released ends a backoff for: a node whose containers come and go at every
+// check, over the high threshold with what they release still kept (young,
+// pinned), runs no more often than that.
+const releaseRunSpacing = 30 * time.Second
 
 // failedRunRetryMax bounds the spacing of threshold runs that failed
 // because the runtime could not be reached: once it answers again, a run
@@ -583,6 +599,13 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	if cause == checkAfterWrite {
 		grid = writeCheckSpacing
 	}
+	if b.delay > 0 && !b.due(start, grid) && start.Sub(b.ran) >= releaseRunSpacing {
+		if r := m.tracker.releases(); r != b.releases {
+			logger.Info("An image lost its last container since the last run that could not relieve the disk; collecting now rather than backing off",
+				"trigger", trigger, "usagePercent", disk.UsagePercent(), "backoff", b.delay)
+			b.next = start
+		}
+	}
 	if !b.due(start, grid) {
 		logger.V(4).Info("Image filesystem still calls for a run, waiting: the last one could not relieve it",
 			"trigger", trigger, "usagePercent", disk.UsagePercent(), "aheadBytes", ahead, "backoff", b.delay, "runIn", b.next.Sub(start).Round(time.Millisecond))
@@ -599,6 +622,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 		logger.Info("Image filesystem fills fast enough to reach the kubelet's eviction threshold soon, collecting now",
 			"usagePercent", disk.UsagePercent(), "fillBytesPerSecond", int64(m.guard.fillRate()), "horizon", m.policy.fillRateHorizon(), "aheadBytes", ahead)
 	}
+	releasesBefore := m.tracker.releases() // what the run's plan saw at the latest
 	removed, runErr := m.collectAndLog(ctx, trigger, demand{ahead: ahead, toLow: b.toLow})
 	if removed == 0 && failedRun(ctx, runErr) {
 		// The run failed (the runtime is down or restarting, a check
@@ -627,6 +651,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 			// (what is left stays), until usage reaches high again.
 			b.delay = min(max(2*b.delay, interval), m.opts.Config.Period.Duration)
 			b.next = start.Add(b.delay)
+			b.ran, b.releases = start, releasesBefore
 			b.toLow = b.toLow && !goingOn
 			return
 		}

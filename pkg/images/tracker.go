@@ -62,6 +62,9 @@ type Tracker struct {
 	// that every container keeps its image.
 	containers map[string]*trackedContainer
 	refs       map[string]int
+	// released counts the references no container gives any more: an
+	// image they named may have become removable (releases).
+	released uint64
 	// generation numbers full applications of a listing, to find containers
 	// that are gone.
 	generation uint64
@@ -793,6 +796,7 @@ func (t *Tracker) countLocked(refs imageRefs, delta int) {
 		}
 		if t.refs[r] += delta; t.refs[r] <= 0 {
 			delete(t.refs, r)
+			t.released++
 		}
 	}
 }
@@ -1030,6 +1034,14 @@ var errSharedContainerIDs = errors.New("the runtime gives containers no ID of th
 
 // inUse reports whether a container the tracker knows references the image
 // (by ID, tag or digest).
+// releases returns how many times a reference to an image lost its last
+// container: it changes when an image may have become removable.
+func (t *Tracker) releases() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.released
+}
+
 func (t *Tracker) inUse(img *Image) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
