@@ -198,6 +198,7 @@ func Decode(data []byte) (*Loaded, error) {
 	SetDefaults(out.Config)
 	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out.Line)...)
 	out.Warnings = append(out.Warnings, out.endpointWarnings()...)
+	out.Warnings = append(out.Warnings, out.inodeWarnings()...)
 	if kc != nil && kubeletImageGCOff(kc, kubeletDoc.lines) {
 		_, high := out.lines["imageGC.highThresholdPercent"]
 		_, low := out.lines["imageGC.lowThresholdPercent"]
@@ -234,6 +235,32 @@ func dropUnknownSignals(hard map[string]string, lines map[string]int) []string {
 		delete(hard, s)
 		msg := fmt.Sprintf("evictionHard[%s] of the %s is a signal nodegc does not know (a newer kubelet's?); ignored", s, KubeletKind)
 		if n := lines["evictionHard"]; n > 0 {
+			msg = fmt.Sprintf("line %d: %s", n, msg)
+		}
+		out = append(out, msg)
+	}
+	return out
+}
+
+// inodeSignals are the evictionHard signals on inodes.
+var inodeSignals = []string{"imagefs.inodesFree", "nodefs.inodesFree"}
+
+// inodeWarnings returns a warning for each evictionHard signal on inodes
+// that is on: nodegc reads its value but frees bytes only, as the kubelet's
+// image GC does.
+func (l *Loaded) inodeWarnings() []string {
+	var out []string
+	for _, s := range inodeSignals {
+		v, set := l.Config.ImageGC.EvictionHard[s]
+		if !set || signalOff(v) {
+			continue
+		}
+		msg := fmt.Sprintf("imageGC.evictionHard[%s]: %s is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does "+
+			"(the kubelet's eviction manager removes unused images itself when inodes run short)", s, v)
+		if slices.Contains(l.FromKubelet, "imageGC.evictionHard") {
+			msg += " (value from the KubeletConfiguration document)"
+		}
+		if n := l.Line("imageGC.evictionHard." + s); n > 0 {
 			msg = fmt.Sprintf("line %d: %s", n, msg)
 		}
 		out = append(out, msg)

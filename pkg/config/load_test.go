@@ -573,3 +573,32 @@ func TestContainerEvents(t *testing.T) {
 		t.Errorf("containerEvents: yes: Decode() error = %v, want the line and a type error", err)
 	}
 }
+
+// TestInodeSignalsWarn: an evictionHard inodesFree signal, in nodegc's
+// document or the KubeletConfiguration's, is a warning at load: nodegc's
+// image GC frees bytes, as the kubelet's image GC does, and does not keep
+// inodes free. Turned off ("0%"), or absent, it is silent.
+func TestInodeSignalsWarn(t *testing.T) {
+	const kubelet = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	for name, tc := range map[string]struct {
+		doc  string
+		want []string
+	}{
+		"nodegc's": {doc: header + "imageGC:\n  evictionHard:\n    imagefs.available: 15%\n    imagefs.inodesFree: 5%\n",
+			want: []string{"line 6: imageGC.evictionHard[imagefs.inodesFree]: 5% is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does (the kubelet's eviction manager removes unused images itself when inodes run short)"}},
+		"the kubelet's": {doc: kubelet + "evictionHard:\n  nodefs.inodesFree: 10%\n  nodefs.available: 10%\n",
+			want: []string{"line 3: imageGC.evictionHard[nodefs.inodesFree]: 10% is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does (the kubelet's eviction manager removes unused images itself when inodes run short) (value from the KubeletConfiguration document)"}},
+		"off":     {doc: header + "imageGC:\n  evictionHard:\n    imagefs.inodesFree: 0%\n"},
+		"default": {doc: header},
+	} {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := Decode([]byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, loaded.Warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
