@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -558,15 +559,16 @@ func TestBackoffEndsWhenAnImageIsReleased(t *testing.T) {
 	}
 }
 
-// TestReleasesEndTheBackoffAtMostEvery30s: containers that come and go at
-// every check, over the high threshold, release an image that stays (too
-// young to go): the releases end the backoff, but runs come no more often
-// than every releaseRunSpacing, not at every check.
+// TestReleasesEndTheBackoffAtMostEvery30s: over the high threshold, the
+// node's one container moves to another image every 5 checks, releasing
+// the last (kept all the same: too young to go): the releases end the
+// backoff, but runs come no more often than every releaseRunSpacing, not
+// at every release.
 func TestReleasesEndTheBackoffAtMostEvery30s(t *testing.T) {
 	b := newBackoffBed(t)
 	cfg := b.m.opts.Config
 	cfg.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
-	rt := &releasingRuntime{slowRuntime: slowRuntime{clk: b.clk, runTime: 7 * time.Millisecond}, container: true}
+	rt := &rotatingRuntime{slowRuntime: slowRuntime{clk: b.clk, runTime: 7 * time.Millisecond}, images: 10}
 	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
 		OnRun: func(*Report) { b.runs++ }})
 	if err != nil {
@@ -576,9 +578,9 @@ func TestReleasesEndTheBackoffAtMostEvery30s(t *testing.T) {
 	b.disk.set(90)
 	var ran []int
 	for i := 1; i <= 300; i++ {
-		rt.mu.Lock()
-		rt.container = !rt.container
-		rt.mu.Unlock()
+		if i%5 == 0 {
+			rt.rotate()
+		}
 		if _, err := m.tracker.syncContainers(t.Context(), func(ctx context.Context) ([]*runtimeapi.Container, error) { return rt.ListContainers(ctx, nil) }); err != nil {
 			t.Fatal(err)
 		}
@@ -597,8 +599,127 @@ func TestReleasesEndTheBackoffAtMostEvery30s(t *testing.T) {
 	if len(ran) < 12 {
 		t.Errorf("runs at checks %v: the releases did not end the backoff", ran)
 	}
-	if rt.removed {
-		t.Error("the image, an hour younger than minimumGCAge, was removed")
+	if rt.removedAny {
+		t.Error("an image an hour younger than minimumGCAge was removed")
 	}
 	t.Logf("runs at checks %v", ran)
+}
+
+// rotatingRuntime runs one container at all times, under a new ID after
+// each rotate (a CronJob's pods, a crash-looping container whose dead
+// instances the container GC removes): of image aa, or, with images > 0,
+// of the next of that many images (the one before is released).
+type rotatingRuntime struct {
+	slowRuntime
+	images     int
+	mu         sync.Mutex
+	n          int
+	removedAny bool
+}
+
+func (r *rotatingRuntime) imageID(n int) string {
+	if r.images == 0 {
+		return "sha256:aa"
+	}
+	return "sha256:a" + strconv.Itoa(n%r.images)
+}
+
+func (r *rotatingRuntime) rotate() {
+	r.mu.Lock()
+	r.n++
+	r.mu.Unlock()
+}
+
+func (r *rotatingRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) {
+	r.clk.Step(r.runTime)
+	var out []*runtimeapi.Image
+	for n := range max(r.images, 1) {
+		id := r.imageID(n)
+		out = append(out, &runtimeapi.Image{Id: id, RepoTags: []string{"registry.example/" + id[len("sha256:"):] + ":1"}, Size: 20})
+	}
+	return out, nil
+}
+
+func (r *rotatingRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := r.imageID(r.n)
+	return []*runtimeapi.Container{{Id: "c" + strconv.Itoa(r.n), Image: &runtimeapi.ImageSpec{Image: id}, ImageRef: id,
+		State: runtimeapi.ContainerState_CONTAINER_RUNNING}}, nil
+}
+
+func (r *rotatingRuntime) RemoveImage(context.Context, string) error {
+	r.mu.Lock()
+	r.removedAny = true
+	r.mu.Unlock()
+	return errors.New("no image may be removed here")
+}
+
+// TestChurnIsNoRelease: over the high threshold, the only image stays in
+// use while its container is replaced every 10 checks: no image was
+// released, and the runs back off to the period (1, 2, 4 ... 256 checks
+// apart, then 300), not every 30s at each replacement.
+func TestChurnIsNoRelease(t *testing.T) {
+	b := newBackoffBed(t)
+	cfg := b.m.opts.Config
+	cfg.MinimumGCAge = &metav1.Duration{}
+	rt := &rotatingRuntime{slowRuntime: slowRuntime{clk: b.clk, runTime: 7 * time.Millisecond}}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
+		OnRun: func(*Report) { b.runs++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.m = m
+	b.disk.set(90)
+	var ran []int
+	for i := 1; i <= 600; i++ {
+		if i%10 == 0 {
+			rt.rotate()
+		}
+		if _, err := m.tracker.syncContainers(t.Context(), func(ctx context.Context) ([]*runtimeapi.Container, error) { return rt.ListContainers(ctx, nil) }); err != nil {
+			t.Fatal(err)
+		}
+		if b.check() {
+			ran = append(ran, i)
+		}
+	}
+	if len(ran) > 12 {
+		t.Errorf("runs at checks %v: %d in 600 checks with no image released; want the backoff's, about 10", ran, len(ran))
+	}
+	if rt.removedAny {
+		t.Error("the image in use was removed")
+	}
+}
+
+// TestReleasedSinceCountsImagesNotNames: an image two containers use, one
+// by its tag and one by its ID, is not released when either goes; it is
+// when both have; and one container replaced by another of the same image
+// between two listings releases nothing.
+func TestReleasedSinceCountsImagesNotNames(t *testing.T) {
+	tr, _ := newTestTracker(t)
+	images := []*runtimeapi.Image{criImage("sha256:a", "r/a:1"), criImage("sha256:b", "r/b:1")}
+	running := runtimeapi.ContainerState_CONTAINER_RUNNING
+	byTag := &runtimeapi.Container{Id: "c1", Image: &runtimeapi.ImageSpec{Image: "r/a:1"}, ImageRef: "r/a:1", State: running}
+	byID := &runtimeapi.Container{Id: "c2", Image: &runtimeapi.ImageSpec{Image: "sha256:a"}, ImageRef: "sha256:a", State: running}
+	reconcile(tr, images, []*runtimeapi.Container{byTag, byID}, t0)
+	used := tr.usedIDs()
+	if !used["sha256:a"] || used["sha256:b"] {
+		t.Fatalf("used %v, want a only", used)
+	}
+	reconcile(tr, images, []*runtimeapi.Container{byID}, t0)
+	if tr.releasedSince(used) {
+		t.Error("released, with a still used by its ID")
+	}
+	reconcile(tr, images, []*runtimeapi.Container{criContainer("c3", "sha256:a", running)}, t0)
+	if tr.releasedSince(used) {
+		t.Error("released, with a's container replaced by another of a")
+	}
+	reconcile(tr, images, nil, t0)
+	if !tr.releasedSince(used) {
+		t.Error("not released, with no container left on a")
+	}
+	reconcile(tr, images[1:], nil, t0)
+	if tr.releasedSince(used) {
+		t.Error("released, with a gone from the runtime")
+	}
 }

@@ -507,12 +507,12 @@ type thresholdBackoff struct {
 	next  time.Time
 	delay time.Duration
 	toLow bool
-	// ran is when the last run that removed nothing began, and releases
-	// the tracker's releases then: an image released since may have
-	// become removable, and ends the backoff (at most every
+	// ran is when the last run that removed nothing began, and used the
+	// images containers used then (Tracker.usedIDs): one of them released
+	// since may have become removable, and ends the backoff (at most every
 	// releaseRunSpacing).
-	ran      time.Time
-	releases uint64
+	ran  time.Time
+	used map[string]bool
 	// failDelay spaces the retries of runs that failed (failedRun), up to
 	// failedRunRetryMax; it does not touch delay.
 	failDelay time.Duration
@@ -600,7 +600,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 		grid = writeCheckSpacing
 	}
 	if b.delay > 0 && !b.due(start, grid) && start.Sub(b.ran) >= releaseRunSpacing {
-		if r := m.tracker.releases(); r != b.releases {
+		if m.tracker.releasedSince(b.used) {
 			logger.Info("An image lost its last container since the last run that could not relieve the disk; collecting now rather than backing off",
 				"trigger", trigger, "usagePercent", disk.UsagePercent(), "backoff", b.delay)
 			b.next = start
@@ -622,7 +622,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 		logger.Info("Image filesystem fills fast enough to reach the kubelet's eviction threshold soon, collecting now",
 			"usagePercent", disk.UsagePercent(), "fillBytesPerSecond", int64(m.guard.fillRate()), "horizon", m.policy.fillRateHorizon(), "aheadBytes", ahead)
 	}
-	releasesBefore := m.tracker.releases() // what the run's plan saw at the latest
+	usedBefore := m.tracker.usedIDs() // what the run's plan saw used at the latest
 	removed, runErr := m.collectAndLog(ctx, trigger, demand{ahead: ahead, toLow: b.toLow})
 	if removed == 0 && failedRun(ctx, runErr) {
 		// The run failed (the runtime is down or restarting, a check
@@ -651,7 +651,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 			// (what is left stays), until usage reaches high again.
 			b.delay = min(max(2*b.delay, interval), m.opts.Config.Period.Duration)
 			b.next = start.Add(b.delay)
-			b.ran, b.releases = start, releasesBefore
+			b.ran, b.used = start, usedBefore
 			b.toLow = b.toLow && !goingOn
 			return
 		}

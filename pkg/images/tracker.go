@@ -62,9 +62,6 @@ type Tracker struct {
 	// that every container keeps its image.
 	containers map[string]*trackedContainer
 	refs       map[string]int
-	// released counts the references no container gives any more: an
-	// image they named may have become removable (releases).
-	released uint64
 	// generation numbers full applications of a listing, to find containers
 	// that are gone.
 	generation uint64
@@ -796,7 +793,6 @@ func (t *Tracker) countLocked(refs imageRefs, delta int) {
 		}
 		if t.refs[r] += delta; t.refs[r] <= 0 {
 			delete(t.refs, r)
-			t.released++
 		}
 	}
 }
@@ -1034,12 +1030,37 @@ var errSharedContainerIDs = errors.New("the runtime gives containers no ID of th
 
 // inUse reports whether a container the tracker knows references the image
 // (by ID, tag or digest).
-// releases returns how many times a reference to an image lost its last
-// container: it changes when an image may have become removable.
-func (t *Tracker) releases() uint64 {
+// usedIDs returns the IDs of the images of the last image listing that a
+// container uses now, under any of their names.
+func (t *Tracker) usedIDs() map[string]bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.released
+	ids := map[string]bool{}
+	for _, img := range t.lastImages {
+		if usedBy(img, t.refs) {
+			ids[img.GetId()] = true
+		}
+	}
+	return ids
+}
+
+// releasedSince reports whether an image of used (usedIDs' answer then)
+// is still listed and no container uses it now: it lost its last
+// container, and may have become removable. Containers that came and went
+// meanwhile, or gave other names of an image that stays in use, are no
+// release.
+func (t *Tracker) releasedSince(used map[string]bool) bool {
+	if len(used) == 0 {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, img := range t.lastImages {
+		if used[img.GetId()] && !usedBy(img, t.refs) {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *Tracker) inUse(img *Image) bool {
