@@ -344,7 +344,7 @@ func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
 				// FinishedAt stays zero: the timeline dates it by when
 				// it was first seen exited (min_age until then).
 				m.metrics.errors.WithLabelValues(OpReadExitTime).Inc()
-				klog.FromContext(ctx).V(2).Info("Cannot read a container's exit time; keeping it this run", "containerID", ct.ID, "err", err)
+				klog.FromContext(ctx).V(2).Info("Cannot read a container's exit time; its age counts from when it was first seen exited", "containerID", ct.ID, "err", err)
 			default:
 				ct.FinishedAt = unixNanos(st.GetFinishedAt())
 			}
