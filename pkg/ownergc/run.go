@@ -89,7 +89,6 @@ func newRun(ctx context.Context, c *Collector) *run {
 		kick:   make(chan struct{}, 1),
 	}
 	r.recheck = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, maxRetryDelay)
-	r.events.now = c.clock.Now
 	r.deletes = newQueue(c, queueDelete)
 	r.orphans = newQueue(c, queueOrphan)
 	r.deletePool = pool{name: queueDelete, queue: r.deletes, workers: int32(c.workers)}
@@ -98,7 +97,9 @@ func newRun(ctx context.Context, c *Collector) *run {
 		lostFor: c.unsyncedHold}
 	if c.clock != nil {
 		r.builder.now = c.clock.Now
+		r.events.now = c.clock.Now
 		r.started = c.clock.Now()
+		r.deletePool.base, r.orphanPool.base = r.started, r.started
 	}
 	r.monitors = newMonitorSet(ctx, r)
 	return r

@@ -26,10 +26,15 @@ type pool struct {
 	queue   workqueue.TypedRateLimitingInterface[types.UID]
 	workers int32
 	busy    atomic.Int32
-	at      atomic.Int64 // UnixNano of the last progress; 0: none yet
+	// at is when the last progress was made, as the time since base: on
+	// the monotonic clock (when the clock's readings carry it, as the
+	// real clock's do), so that a step of the wall clock neither hides a
+	// stall nor makes one.
+	base time.Time
+	at   atomic.Int64
 }
 
-func (p *pool) mark(now time.Time) { p.at.Store(now.UnixNano()) }
+func (p *pool) mark(now time.Time) { p.at.Store(int64(now.Sub(p.base))) }
 
 // stalled returns why p's workers are stalled at now, or nil: items are
 // ready, every worker is busy, and none has made progress within bound. A
@@ -39,8 +44,7 @@ func (p *pool) stalled(now time.Time, bound time.Duration) error {
 	if ready == 0 || p.busy.Load() < p.workers {
 		return nil
 	}
-	last := time.Unix(0, p.at.Load())
-	if idle := now.Sub(last); idle > bound {
+	if idle := now.Sub(p.base) - time.Duration(p.at.Load()); idle > bound {
 		return fmt.Errorf("owner GC: none of the %d %s workers made progress for %s (ready items: %d)",
 			p.workers, p.name, idle.Round(time.Second), ready)
 	}
