@@ -24,6 +24,7 @@ import (
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/internal/containerdapi"
 )
@@ -497,7 +498,10 @@ func (c *ContainerdLayers) Held(ctx context.Context) (map[unique.Handle[string]]
 		return nil, fmt.Errorf("listing containerd's %s snapshots: %w", c.snapshotter, err)
 	}
 	if err := c.notePresence(ctx, snaps); err != nil {
-		return nil, err
+		// What others hold is still known: only the check of the cached
+		// images' storage waits for the next read (the cache is used as
+		// the last presence read left it).
+		klog.FromContext(ctx).V(2).Info("Cannot list containerd's content; the cached layers of images are not checked against it this time", "err", err)
 	}
 	under := func(name string) {
 		for ; name != ""; name = parent[name] {
