@@ -275,11 +275,13 @@ type Manager struct {
 	// confirmed is the generation of the runtime's connection on which
 	// what the manager is built for was last confirmed (ConfirmProfile).
 	confirmed atomic.Uint64
-	// listedAt is when the last container listing that succeeded began.
-	listedAt   atomic.Pointer[time.Time]
-	mountpoint atomic.Pointer[string]
-	layersWarn sync.Once
-	diskReads  readStreak // the disk checks' failures, for their logs
+	// listedAt is when the last container listing that succeeded began,
+	// imagesListedAt the last image listing.
+	listedAt       atomic.Pointer[time.Time]
+	imagesListedAt atomic.Pointer[time.Time]
+	mountpoint     atomic.Pointer[string]
+	layersWarn     sync.Once
+	diskReads      readStreak // the disk checks' failures, for their logs
 	// The failures of the reads of containerd's own API that the plan
 	// goes on without, for their logs.
 	arrivalReads, heldReads readStreak
@@ -1267,7 +1269,31 @@ func (m *Manager) syncUsage(ctx context.Context) ([]*runtimeapi.Image, error) {
 // syncImages lists the runtime's images and brings the usage records in
 // line with the listing; it returns the listing.
 func (m *Manager) syncImages(ctx context.Context) ([]*runtimeapi.Image, error) {
-	return m.tracker.syncImages(ctx, m.opts.Runtime.ListImages, m.clock.Now)
+	began := m.clock.Now()
+	images, err := m.tracker.syncImages(ctx, m.opts.Runtime.ListImages, m.clock.Now)
+	if err == nil {
+		m.imagesListedAt.Store(&began)
+	}
+	return images, err
+}
+
+// poll is the usage watcher's listing while no event stream is live: the
+// containers at every diskCheckInterval, which date the uses of the images
+// the last image listing had (Tracker.touchUsed); the images themselves
+// only when none was listed for liveRelistInterval (a container that names
+// one not listed yet has them listed at once: unknownImages). ListImages
+// costs the runtime in proportion to its images and their names, and the
+// images a poll needs rarely change.
+func (m *Manager) poll(ctx context.Context) {
+	if last := m.imagesListedAt.Load(); last == nil || m.clock.Since(*last) >= liveRelistInterval {
+		m.reconcile(ctx)
+		return
+	}
+	if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
+		klog.FromContext(ctx).V(2).Info("Listing the runtime's containers for usage tracking failed; will retry", "err", err)
+		return
+	}
+	m.tracker.touchUsed(m.clock.Now())
 }
 
 // saveInterval is the least time between two writes of the usage records
@@ -1475,7 +1501,10 @@ func (m *Manager) watchUsage(ctx context.Context) {
 		case <-t.C():
 			// Polling while no stream is live; while one is, a listing
 			// now and then all the same, for the events the runtime lost.
-			if !m.eventsLive.Load() || m.relistDue() {
+			switch {
+			case !m.eventsLive.Load():
+				m.poll(ctx)
+			case m.relistDue():
 				m.reconcile(ctx)
 			}
 		}

@@ -1030,6 +1030,22 @@ var errSharedContainerIDs = errors.New("the runtime gives containers no ID of th
 
 // inUse reports whether a container the tracker knows references the image
 // (by ID, tag or digest).
+// touchUsed dates at now a use of each image of the last image listing
+// that a container uses now, as an image listing would (reconcileImages):
+// the polls between two image listings date the uses this way.
+func (t *Tracker) touchUsed(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.followLocked()
+	for _, img := range t.lastImages {
+		u, known := t.usage[img.GetId()]
+		if known && usedBy(img, t.refs) && u.LastUsed.Before(now) {
+			u.LastUsed = now
+			t.usedLocked(img.GetId(), u)
+		}
+	}
+}
+
 // usedIDs returns the IDs of the images of the last image listing that a
 // container uses now, under any of their names.
 func (t *Tracker) usedIDs() map[string]bool {

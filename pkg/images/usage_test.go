@@ -188,3 +188,73 @@ func TestNoStreamByDefault(t *testing.T) {
 		}
 	}
 }
+
+// pollingRuntime lists one image, and one container using it; it counts
+// its listings.
+type pollingRuntime struct {
+	streamRuntime
+	mu                  sync.Mutex
+	imageLists, ctLists int
+}
+
+func (r *pollingRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.imageLists++
+	return []*runtimeapi.Image{{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 20}}, nil
+}
+
+func (r *pollingRuntime) ListContainers(context.Context, *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ctLists++
+	return []*runtimeapi.Container{{Id: "c1", Image: &runtimeapi.ImageSpec{Image: "sha256:aa"}, ImageRef: "sha256:aa",
+		State: runtimeapi.ContainerState_CONTAINER_RUNNING}}, nil
+}
+
+func (r *pollingRuntime) counts() (images, containers int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.imageLists, r.ctLists
+}
+
+// TestPollingListsImagesSeldom: polling (the default) lists the containers
+// at every diskCheckInterval, and dates the uses of the images listed last
+// from them; the images themselves are listed at start, when a container
+// names one not listed yet, and every 5 minutes (liveRelistInterval), not
+// at every tick: ListImages' cost grows with the node's images, and a
+// second's poll of hundreds of them is the runtime's CPU.
+func TestPollingListsImagesSeldom(t *testing.T) {
+	cfg := config.Defaulted().ImageGC
+	cfg.HighThresholdPercent = ptr.To[int32](100)
+	cfg.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Second}
+	cfg.Period = metav1.Duration{Duration: 24 * time.Hour} // no sweep lists meanwhile
+	clk := clocktesting.NewFakeClock(t0)
+	rt := &pollingRuntime{}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: fixedDisk{}, Clock: clk, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	RunUntilCleanup(t, m)
+	testbed.WaitFor(t, 10*time.Second, "the listing at start", func() bool { _, c := rt.counts(); return c >= 1 })
+	const ticks = 12 // two minutes
+	for range ticks {
+		_, before := rt.counts()
+		testbed.WaitFor(t, 10*time.Second, "Run's goroutines to wait on the fake clock", clk.HasWaiters)
+		clk.Step(cfg.DiskCheckInterval.Duration)
+		testbed.WaitFor(t, 10*time.Second, "a container listing on the tick", func() bool { _, c := rt.counts(); return c > before })
+	}
+	images, containers := rt.counts()
+	if images > 2 || containers < ticks {
+		t.Errorf("%d image listings and %d container listings in %d ticks, want images listed at start only, containers at every tick", images, containers, ticks)
+	}
+	testbed.WaitFor(t, 10*time.Second, "the last tick's use of aa", func() bool {
+		return m.tracker.Usage()["sha256:aa"].LastUsed.Equal(clk.Now())
+	})
+	// Five minutes on, the images are listed again.
+	for range 20 {
+		testbed.WaitFor(t, 10*time.Second, "Run's goroutines to wait on the fake clock", clk.HasWaiters)
+		clk.Step(cfg.DiskCheckInterval.Duration)
+	}
+	testbed.WaitFor(t, 10*time.Second, "an image listing after 5 minutes", func() bool { i, _ := rt.counts(); return i > images })
+}
