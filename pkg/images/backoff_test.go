@@ -87,6 +87,30 @@ func newBackoffBed(t *testing.T) *backoffBed {
 	return b
 }
 
+// withRuntime makes the bed's manager one on rt, whose images become
+// removable minAge after they are first seen.
+func (b *backoffBed) withRuntime(rt RuntimeService, minAge time.Duration) *Manager {
+	b.t.Helper()
+	cfg := b.m.opts.Config
+	cfg.MinimumGCAge = &metav1.Duration{Duration: minAge}
+	m, err := NewManager(Options{Config: cfg, StateDirectory: b.t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
+		OnRun: func(*Report) { b.runs++ }})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.m = m
+	return m
+}
+
+// listed has m's tracker apply a container listing of rt, as the usage
+// watcher's poll does between checks.
+func listed(t *testing.T, m *Manager, rt RuntimeService) {
+	t.Helper()
+	if _, err := m.tracker.syncContainers(t.Context(), func(ctx context.Context) ([]*runtimeapi.Container, error) { return rt.ListContainers(ctx, nil) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // check runs the check of the next tick and says whether it started a run.
 func (b *backoffBed) check() bool {
 	b.tick = b.tick.Add(time.Second)
@@ -524,15 +548,8 @@ func (r *releasingRuntime) RemoveImage(context.Context, string) error {
 // the period). A run that removes nothing after a release backs off again.
 func TestBackoffEndsWhenAnImageIsReleased(t *testing.T) {
 	b := newBackoffBed(t)
-	cfg := b.m.opts.Config
-	cfg.MinimumGCAge = &metav1.Duration{}
 	rt := &releasingRuntime{slowRuntime: slowRuntime{clk: b.clk, runTime: 7 * time.Millisecond}, container: true}
-	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
-		OnRun: func(*Report) { b.runs++ }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.m = m
+	m := b.withRuntime(rt, 0)
 	b.disk.set(90)
 	for b.backoff.delay < 2*time.Minute {
 		b.check()
@@ -543,9 +560,7 @@ func TestBackoffEndsWhenAnImageIsReleased(t *testing.T) {
 	rt.mu.Lock()
 	rt.container = false
 	rt.mu.Unlock()
-	if _, err := m.tracker.syncContainers(t.Context(), func(ctx context.Context) ([]*runtimeapi.Container, error) { return rt.ListContainers(ctx, nil) }); err != nil {
-		t.Fatal(err)
-	}
+	listed(t, m, rt)
 	b.disk.set(90)
 	if !b.check() {
 		t.Fatalf("usage crossed the high threshold after aa was released: no run (backoff %v, next in %v)", b.backoff.delay, b.backoff.next.Sub(b.tick))
@@ -566,24 +581,15 @@ func TestBackoffEndsWhenAnImageIsReleased(t *testing.T) {
 // at every release.
 func TestReleasesEndTheBackoffAtMostEvery30s(t *testing.T) {
 	b := newBackoffBed(t)
-	cfg := b.m.opts.Config
-	cfg.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
 	rt := &rotatingRuntime{slowRuntime: slowRuntime{clk: b.clk, runTime: 7 * time.Millisecond}, images: 10}
-	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
-		OnRun: func(*Report) { b.runs++ }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.m = m
+	m := b.withRuntime(rt, time.Hour)
 	b.disk.set(90)
 	var ran []int
 	for i := 1; i <= 300; i++ {
 		if i%5 == 0 {
 			rt.rotate()
 		}
-		if _, err := m.tracker.syncContainers(t.Context(), func(ctx context.Context) ([]*runtimeapi.Container, error) { return rt.ListContainers(ctx, nil) }); err != nil {
-			t.Fatal(err)
-		}
+		listed(t, m, rt)
 		if b.check() {
 			ran = append(ran, i)
 		}
@@ -661,24 +667,15 @@ func (r *rotatingRuntime) RemoveImage(context.Context, string) error {
 // apart, then 300), not every 30s at each replacement.
 func TestChurnIsNoRelease(t *testing.T) {
 	b := newBackoffBed(t)
-	cfg := b.m.opts.Config
-	cfg.MinimumGCAge = &metav1.Duration{}
 	rt := &rotatingRuntime{slowRuntime: slowRuntime{clk: b.clk, runTime: 7 * time.Millisecond}}
-	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
-		OnRun: func(*Report) { b.runs++ }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.m = m
+	m := b.withRuntime(rt, 0)
 	b.disk.set(90)
 	var ran []int
 	for i := 1; i <= 600; i++ {
 		if i%10 == 0 {
 			rt.rotate()
 		}
-		if _, err := m.tracker.syncContainers(t.Context(), func(ctx context.Context) ([]*runtimeapi.Container, error) { return rt.ListContainers(ctx, nil) }); err != nil {
-			t.Fatal(err)
-		}
+		listed(t, m, rt)
 		if b.check() {
 			ran = append(ran, i)
 		}

@@ -140,6 +140,12 @@ func gaugeValues(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 
 // thresholdGauges returns nodegc_image_gc_threshold_percent by threshold.
 func thresholdGauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	return byLabel(t, reg, "nodegc_image_gc_threshold_percent", "threshold")
+}
+
+// byLabel returns the series of the gauge or counter name in reg, summed by
+// the value of their label.
+func byLabel(t *testing.T, reg *prometheus.Registry, name, label string) map[string]float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -147,11 +153,15 @@ func thresholdGauges(t *testing.T, reg *prometheus.Registry) map[string]float64 
 	}
 	got := map[string]float64{}
 	for _, f := range families {
-		if f.GetName() != "nodegc_image_gc_threshold_percent" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					got[l.GetValue()] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
 		}
 	}
 	return got

@@ -311,55 +311,38 @@ func (r *listingRuntime) add(c *runtimeapi.Container) {
 	r.lmu.Unlock()
 }
 
-// TestPolledRuntimeListedLastAtTheCheck: on a runtime without a live
-// container event stream (containerd 1.x, CRI-O without pod events, or
-// while the stream is reopened), no event tells of a container created
-// while the check right before a removal makes its slow calls (the
-// sandbox list here): the check lists the containers again as its last
-// step, so such a container keeps its image.
-func TestPolledRuntimeListedLastAtTheCheck(t *testing.T) {
-	rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
-		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-	}}}}
-	var armed atomic.Bool
-	rt.onRemove = func(id string) { armed.Store(id == "sha256:aa") } // bb is checked next
-	sandboxes := hookSandboxes{hook: func() {
-		if armed.Swap(false) {
-			rt.add(&runtimeapi.Container{Id: "late", ImageRef: "sha256:bb", ImageId: "sha256:bb",
-				Image: &runtimeapi.ImageSpec{Image: "registry.example/b:1"}, State: runtimeapi.ContainerState_CONTAINER_CREATED})
-		}
-	}}
-	m := everythingNeeded(t, Options{Runtime: rt, Sandboxes: sandboxes})
-	removeAllButSkipped(t, m, rt.removalsRuntime, "sha256:bb "+KeepInUse)
-}
-
-// TestLiveStreamListedLastAtTheCheck: TestPolledRuntimeListedLastAtTheCheck
-// with the container event stream live, but no event of the container
-// created during the check's slow calls delivered: a stream that stays
-// open and sends nothing (a stalled runtime or CRI proxy counts as
-// subscribed once it has not failed for a while), or an event still on its
-// way (containerd queues it after CreateContainer returned). The check's
-// last step lists the containers again all the same, so the container keeps
-// its image.
-func TestLiveStreamListedLastAtTheCheck(t *testing.T) {
-	rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
-		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-	}}}}
-	var armed atomic.Bool
-	rt.onRemove = func(id string) { armed.Store(id == "sha256:aa") } // bb is checked next
-	sandboxes := hookSandboxes{hook: func() {
-		if armed.Swap(false) {
-			rt.add(&runtimeapi.Container{Id: "late", ImageRef: "sha256:bb", ImageId: "sha256:bb",
-				Image: &runtimeapi.ImageSpec{Image: "registry.example/b:1"}, State: runtimeapi.ContainerState_CONTAINER_CREATED})
-		}
-	}}
-	m := everythingNeeded(t, Options{Runtime: rt, Sandboxes: sandboxes})
-	m.eventsLive.Store(true) // as Run does while the stream is open; no event comes
-	removeAllButSkipped(t, m, rt.removalsRuntime, "sha256:bb "+KeepInUse)
+// TestListedLastAtTheCheck: a container created while the check right
+// before a removal makes its slow calls (the sandbox list here) keeps its
+// image, for the check lists the containers again as its last step:
+//   - polled: the runtime has no container event stream (containerd 1.x,
+//     CRI-O without pod events, while the stream is reopened), or
+//     imageGC.containerEvents is off, so no event tells of it;
+//   - live stream: the stream is open but no event of that container is
+//     delivered: a stream that stays open and sends nothing (a stalled
+//     runtime or CRI proxy counts as subscribed once it has not failed for
+//     a while), or an event still on its way (containerd queues it after
+//     CreateContainer returned).
+func TestListedLastAtTheCheck(t *testing.T) {
+	for name, live := range map[string]bool{"polled": false, "live stream": true} {
+		t.Run(name, func(t *testing.T) {
+			rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
+				{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+				{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+				{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+			}}}}
+			var armed atomic.Bool
+			rt.onRemove = func(id string) { armed.Store(id == "sha256:aa") } // bb is checked next
+			sandboxes := hookSandboxes{hook: func() {
+				if armed.Swap(false) {
+					rt.add(&runtimeapi.Container{Id: "late", ImageRef: "sha256:bb", ImageId: "sha256:bb",
+						Image: &runtimeapi.ImageSpec{Image: "registry.example/b:1"}, State: runtimeapi.ContainerState_CONTAINER_CREATED})
+				}
+			}}
+			m := everythingNeeded(t, Options{Runtime: rt, Sandboxes: sandboxes})
+			m.eventsLive.Store(live) // as Run does while the stream is open; no event comes
+			removeAllButSkipped(t, m, rt.removalsRuntime, "sha256:bb "+KeepInUse)
+		})
+	}
 }
 
 // statusFailsFor is a listingRuntime whose ImageStatus of one image fails

@@ -148,16 +148,24 @@ func TestUsagePolledWhileStreamBroken(t *testing.T) {
 	}
 }
 
+// watcherConfig is the default image GC configuration for tests of the
+// usage watcher alone: threshold GC off, a check every 10s, and no sweep
+// (which would list) within the test.
+func watcherConfig() config.ImageGCConfiguration {
+	cfg := config.Defaulted().ImageGC
+	cfg.HighThresholdPercent = ptr.To[int32](100)
+	cfg.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Second}
+	cfg.Period = metav1.Duration{Duration: 24 * time.Hour}
+	return cfg
+}
+
 // TestNoStreamByDefault: with imageGC.containerEvents unset, the image GC
 // subscribes to no container event stream, though the runtime offers one
 // (containerd 2.x blocks its container lifecycle while a subscriber does
 // not read): it lists the containers at once, then every diskCheckInterval,
 // and says so in nodegc_image_usage_source.
 func TestNoStreamByDefault(t *testing.T) {
-	cfg := config.Defaulted().ImageGC
-	cfg.HighThresholdPercent = ptr.To[int32](100)
-	cfg.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Second}
-	cfg.Period = metav1.Duration{Duration: 24 * time.Hour} // no sweep lists meanwhile
+	cfg := watcherConfig()
 	clk := clocktesting.NewFakeClock(t0)
 	rt := &streamRuntime{open: true, opened: make(chan struct{})}
 	reg := prometheus.NewRegistry()
@@ -225,10 +233,7 @@ func (r *pollingRuntime) counts() (images, containers int) {
 // at every tick: ListImages' cost grows with the node's images, and a
 // second's poll of hundreds of them is the runtime's CPU.
 func TestPollingListsImagesSeldom(t *testing.T) {
-	cfg := config.Defaulted().ImageGC
-	cfg.HighThresholdPercent = ptr.To[int32](100)
-	cfg.DiskCheckInterval = metav1.Duration{Duration: 10 * time.Second}
-	cfg.Period = metav1.Duration{Duration: 24 * time.Hour} // no sweep lists meanwhile
+	cfg := watcherConfig()
 	clk := clocktesting.NewFakeClock(t0)
 	rt := &pollingRuntime{}
 	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: fixedDisk{}, Clock: clk, Registerer: prometheus.NewRegistry()})
