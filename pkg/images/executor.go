@@ -26,11 +26,17 @@ type FreeDiskSpaceError struct {
 }
 
 func (e *FreeDiskSpaceError) Error() string {
-	if e.Gone > 0 {
-		return fmt.Sprintf("failed to free %d bytes on the image filesystem: freed %d bytes, and %d bytes of images removed by another since the plan (not enough removable images)",
-			e.BytesToFree, e.Freed, e.Gone)
+	return shortfall(e.BytesToFree, e.Freed, e.Gone) + " (not enough removable images)"
+}
+
+// shortfall says what a run had to free and what it, and others since the
+// plan, freed.
+func shortfall(required, freed, gone uint64) string {
+	s := fmt.Sprintf("failed to free %d bytes on the image filesystem: freed %d bytes", required, freed)
+	if gone > 0 {
+		s += fmt.Sprintf(", and %d bytes of images removed by another since the plan", gone)
 	}
-	return fmt.Sprintf("failed to free %d bytes on the image filesystem: freed %d bytes (not enough removable images)", e.BytesToFree, e.Freed)
+	return s
 }
 
 // Outcome is what applying a plan did.
@@ -175,8 +181,7 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 				"bytesToFree", plan.Required, "wouldFreeBytes", out.EstimatedFreed, "goneBytes", gone, "shortBytes", out.Short)
 		case len(out.Failed) > 0:
 			// The runtime's errors are why, not what may be removed.
-			errs = append(errs, fmt.Errorf("failed to free %d bytes on the image filesystem: freed %d bytes (%d of images removed by another since the plan); %d removals failed",
-				plan.Required, out.EstimatedFreed, gone, len(out.Failed)))
+			errs = append(errs, fmt.Errorf("%s; %d removals failed", shortfall(plan.Required, out.EstimatedFreed, gone), len(out.Failed)))
 		default:
 			errs = append(errs, &FreeDiskSpaceError{BytesToFree: plan.Required, Freed: out.EstimatedFreed, Gone: gone})
 		}
