@@ -503,8 +503,8 @@ func renderRefused(t *testing.T, args []string, want ...string) {
 // TestChartAutoNeedsLeaderElection: ownerGC.mode auto without leader
 // election fails the render, naming both values and what to do: every node
 // agent would refuse --owner-gc=auto and crash-loop on every node. With the
-// owner GC disabled in the configuration the agents accept it, and so does
-// the chart.
+// owner GC disabled in the configuration the agents would accept it, but
+// the chart refuses that for another reason (TestChartOwnerGCDisabled).
 func TestChartAutoNeedsLeaderElection(t *testing.T) {
 	msg := renderError(t, "--set", "ownerGC.mode=auto", "--set", "config.leaderElection.leaderElect=false")
 	for _, want := range []string{"ownerGC.mode auto", "config.leaderElection.leaderElect false", "set config.leaderElection.leaderElect true", "ownerGC.mode deployment"} {
@@ -512,7 +512,6 @@ func TestChartAutoNeedsLeaderElection(t *testing.T) {
 			t.Errorf("error %q does not say %q", msg, want)
 		}
 	}
-	render(t, "nodegc", "--set", "ownerGC.mode=auto", "--set", "config.leaderElection.leaderElect=false", "--set", "config.ownerGC.enableGarbageCollector=false")
 }
 
 // TestChartOwnerGCDisabled: config.ownerGC.enableGarbageCollector false
@@ -520,12 +519,17 @@ func TestChartAutoNeedsLeaderElection(t *testing.T) {
 // ownerGC.mode off: the owner collectors would run with the owner GC off,
 // exporting no nodegc_owner_gc_synced, and NodegcOwnerGCNoSyncedLeader,
 // which expects an owner GC where owner collectors are scraped, would fire
-// for as long as they run. With ownerGC.mode off there is no owner
-// collector to scrape, its monitor included, nor rights for it.
+// for as long as they run. With ownerGC.mode auto it fails too: every node
+// agent would hold the owner GC's cluster-wide rights, unused. With
+// ownerGC.mode off there is no owner collector to scrape, its monitor
+// included, nor rights for it.
 func TestChartOwnerGCDisabled(t *testing.T) {
 	off := []string{"--set", "config.ownerGC.enableGarbageCollector=false"}
 	renderRefused(t, off, "config.ownerGC.enableGarbageCollector false", "ownerGC.mode deployment", "NodegcOwnerGCNoSyncedLeader", "set ownerGC.mode off")
 	renderRefused(t, append([]string{"--set", "ownerGC.mode=deployment"}, off...), "set ownerGC.mode off")
+	// auto: every node agent would hold the owner GC's rights unused.
+	renderRefused(t, append([]string{"--set", "ownerGC.mode=auto"}, off...), "ownerGC.mode auto", "cluster-wide rights", "set ownerGC.mode off")
+	renderRefused(t, append([]string{"--set", "ownerGC.mode=auto", "--set", "config.leaderElection.leaderElect=false"}, off...), "set ownerGC.mode off")
 	objs := render(t, "nodegc", append([]string{"--set", "ownerGC.mode=off", "--set", "metrics.podMonitor.enabled=true",
 		"--set", "metrics.serviceMonitor.enabled=true"}, off...)...)
 	for _, o := range objs {

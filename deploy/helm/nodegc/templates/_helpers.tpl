@@ -53,8 +53,8 @@ ownerGC.mode, validated: deployment, auto or off. auto needs leader election, as
 refuses --owner-gc=auto without it while the owner GC is enabled): refused here rather than in a crash
 loop on every node. deployment with the owner GC disabled in the configuration is refused too: the owner
 collectors would run and collect nothing, and NodegcOwnerGCNoSyncedLeader, which expects an owner GC
-where owner collectors are scraped, would fire for as long as they run; ownerGC.mode off is the chart's
-way to turn the owner GC off.
+where owner collectors are scraped, would fire for as long as they run; so is auto, whose node agents
+would hold the owner GC's rights unused. ownerGC.mode off is the chart's way to turn the owner GC off.
 */}}
 {{- define "nodegc.ownerGCMode" -}}
 {{- $mode := toString .Values.ownerGC.mode }}
@@ -66,6 +66,9 @@ way to turn the owner GC off.
 {{- end }}
 {{- if and (eq $mode "deployment") (eq (include "nodegc.ownerGCEnabled" .) "false") }}
 {{- fail "config.ownerGC.enableGarbageCollector false with ownerGC.mode deployment: the owner collector's Deployment would run with its owner GC off, collecting nothing, and the alert NodegcOwnerGCNoSyncedLeader would fire for as long as it runs. To turn the owner GC off, set ownerGC.mode off (no owner collector, and no rights for it)" }}
+{{- end }}
+{{- if and (eq $mode "auto") (eq (include "nodegc.ownerGCEnabled" .) "false") }}
+{{- fail "config.ownerGC.enableGarbageCollector false with ownerGC.mode auto: every node agent would hold the owner GC's cluster-wide rights (get, list, watch, delete and patch of every resource) and never use them. To turn the owner GC off, set ownerGC.mode off (no rights for it)" }}
 {{- end }}
 {{- $mode }}
 {{- end }}
