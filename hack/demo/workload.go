@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -176,9 +177,19 @@ func createNamespaces(ctx context.Context, c kubernetes.Interface) error {
 	return nil
 }
 
-// createNode registers the demo node in the API and reports it Ready, as a
-// kubelet would.
+// bootIDFile holds this machine's boot ID, which a kubelet reports in its
+// Node's status.nodeInfo.bootID.
+const bootIDFile = "/proc/sys/kernel/random/boot_id"
+
+// createNode registers the demo node in the API and reports it Ready, with
+// this machine's boot ID, as a kubelet would: nodegc trusts the pod view
+// only while its Node reports the boot nodegc runs on (a Node without it
+// is a node that booted again, or another machine).
 func createNode(ctx context.Context, c kubernetes.Interface, name string) error {
+	bootID, err := os.ReadFile(bootIDFile)
+	if err != nil {
+		return fmt.Errorf("this machine's boot ID: %w", err)
+	}
 	n, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}},
 	}, metav1.CreateOptions{})
@@ -188,6 +199,7 @@ func createNode(ctx context.Context, c kubernetes.Interface, name string) error 
 	now := metav1.Now()
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		Message: "the demo plays the kubelet", LastHeartbeatTime: now, LastTransitionTime: now}}
+	n.Status.NodeInfo.BootID = strings.TrimSpace(string(bootID))
 	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update the status of Node %s: %w", name, err)
 	}
