@@ -196,7 +196,7 @@ func Decode(data []byte) (*Loaded, error) {
 		}
 	}
 	SetDefaults(out.Config)
-	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out.Line)...)
+	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out)...)
 	out.Warnings = append(out.Warnings, out.endpointWarnings()...)
 	out.Warnings = append(out.Warnings, out.inodeWarnings()...)
 	if kc != nil && kubeletImageGCOff(kc, kubeletDoc.lines) {
@@ -257,13 +257,7 @@ func (l *Loaded) inodeWarnings() []string {
 		}
 		msg := fmt.Sprintf("imageGC.evictionHard[%s]: %s is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does "+
 			"(the kubelet's eviction manager removes unused images itself when inodes run short)", s, v)
-		if slices.Contains(l.FromKubelet, "imageGC.evictionHard") {
-			msg += " (value from the KubeletConfiguration document)"
-		}
-		if n := l.Line("imageGC.evictionHard." + s); n > 0 {
-			msg = fmt.Sprintf("line %d: %s", n, msg)
-		}
-		out = append(out, msg)
+		out = append(out, l.locate("imageGC.evictionHard", "imageGC.evictionHard."+s, msg))
 	}
 	return out
 }
@@ -281,14 +275,7 @@ func (l *Loaded) endpointWarnings() []string {
 		if w == "" {
 			continue
 		}
-		msg := fmt.Sprintf("%s: %q is %s", f.path, f.value, w)
-		if slices.Contains(l.FromKubelet, f.path) {
-			msg += " (value from the KubeletConfiguration document)"
-		}
-		if n := l.Line(f.path); n > 0 {
-			msg = fmt.Sprintf("line %d: %s", n, msg)
-		}
-		out = append(out, msg)
+		out = append(out, l.locate(f.path, f.path, fmt.Sprintf("%s: %q is %s", f.path, f.value, w)))
 	}
 	return out
 }

@@ -22,18 +22,25 @@ func (l *Loaded) Problems(errs field.ErrorList) []string {
 			out = append(out, flag+": "+e.Error())
 			continue
 		}
-		msg := e.Error()
-		if l != nil && slices.Contains(l.FromKubelet, e.Field) {
-			msg += " (value from the KubeletConfiguration document)"
-		}
-		if line := l.Line(e.Field); line > 0 {
-			out = append(out, "line "+strconv.Itoa(line)+": "+msg)
-			continue
-		}
-		out = append(out, msg)
+		out = append(out, l.locate(e.Field, e.Field, e.Error()))
 	}
 	sortProblems(out)
 	return out
+}
+
+// locate returns msg, about the field at path, as the loader reports
+// problems and warnings: followed by "(value from the KubeletConfiguration
+// document)" when that document filled the field, and preceded by "line N: "
+// when the file locates linePath (the field, or an entry of it). l may be
+// nil.
+func (l *Loaded) locate(path, linePath, msg string) string {
+	if l != nil && slices.Contains(l.FromKubelet, path) {
+		msg += " (value from the KubeletConfiguration document)"
+	}
+	if line := l.Line(linePath); line > 0 {
+		msg = "line " + strconv.Itoa(line) + ": " + msg
+	}
+	return msg
 }
 
 // flagOf returns the flag that set the field at path, if one did.

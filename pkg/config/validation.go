@@ -123,9 +123,9 @@ func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
 
 // excludeWarnings returns a warning for every image GC exclusion pattern
 // that can never match a valid image reference, or means something other
-// than it seems to, naming the field path and, when line knows it, its line.
+// than it seems to, naming the field path and, when l locates it, its line.
 // Patterns that are invalid are left to Validate.
-func excludeWarnings(c *ImageGCConfiguration, line func(path string) int) []string {
+func excludeWarnings(c *ImageGCConfiguration, l *Loaded) []string {
 	var out []string
 	for i, pattern := range c.Exclude {
 		p, err := imageref.Parse(pattern)
@@ -134,11 +134,7 @@ func excludeWarnings(c *ImageGCConfiguration, line func(path string) int) []stri
 		}
 		path := field.NewPath("imageGC", "exclude").Index(i).String()
 		for _, w := range p.Warnings() {
-			msg := fmt.Sprintf("%s: %q %s", path, pattern, w)
-			if n := line(path); n > 0 {
-				msg = fmt.Sprintf("line %d: %s", n, msg)
-			}
-			out = append(out, msg)
+			out = append(out, l.locate(path, path, fmt.Sprintf("%s: %q %s", path, pattern, w)))
 		}
 	}
 	return out
