@@ -180,11 +180,7 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 		if tl := r.ImagesToLow; tl != nil {
 			c := &collectingView{BytesToFree: tl.BytesToFree, EstimatedFreedBytes: tl.EstimatedFreed, Remove: []string{}}
 			for _, d := range tl.Remove {
-				name := short(d.Image.ID)
-				if len(d.Image.RepoTags) > 0 {
-					name = strings.Join(d.Image.RepoTags, ",") + " (" + name + ")"
-				}
-				c.Remove = append(c.Remove, name)
+				c.Remove = append(c.Remove, imageName(d.Image.ID, d.Image.RepoTags))
 			}
 			v.Disk.IfCollecting = c
 		}
@@ -313,10 +309,7 @@ func (v *planView) print(out io.Writer) {
 			if r.LastUsed != nil {
 				lastUsed = ago(*r.LastUsed)
 			}
-			name := short(r.ID)
-			if len(r.Tags) > 0 {
-				name = strings.Join(r.Tags, ",") + " (" + short(r.ID) + ")"
-			}
+			name := imageName(r.ID, r.Tags)
 			reason := r.Reason
 			if r.ScheduledBy != "" {
 				reason += " (" + r.ScheduledBy + ")"
@@ -368,6 +361,15 @@ func table(out io.Writer, title string, header []string, n int, row func(int) []
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
+}
+
+// imageName names an image in the plan: its tags and short ID, or its
+// short ID alone.
+func imageName(id string, tags []string) string {
+	if len(tags) == 0 {
+		return short(id)
+	}
+	return strings.Join(tags, ",") + " (" + short(id) + ")"
 }
 
 func short(id string) string {
