@@ -23,7 +23,7 @@ type PlanReport struct {
 	Images    *images.Plan
 	ImagesErr error
 	// ImagesToLow is the image plan of a collection under way
-	// (images.Manager.PlanToLow), when usage is over the low threshold but
+	// (images.Manager.PlanAndToLow), when usage is over the low threshold but
 	// Images frees nothing: the agent's disk checks collect down to low
 	// once usage reached the high threshold, until it is under low again.
 	// Nil otherwise, or when it could not be made.
@@ -96,12 +96,7 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 	if im, err := n.imageManager(ctx, ctx, c, &rt, true, pods, reg); err != nil {
 		r.ImagesErr = err
 	} else {
-		r.Images, r.ImagesErr = im.Plan(ctx)
-		if p := r.Images; p != nil && p.Target == 0 {
-			if toLow, err := im.PlanToLow(ctx); err == nil && toLow.Target > 0 {
-				r.ImagesToLow = toLow
-			}
-		}
+		r.Images, r.ImagesToLow, r.ImagesErr = im.PlanAndToLow(ctx)
 	}
 	if cmErr != nil {
 		r.ContainersErr = cmErr

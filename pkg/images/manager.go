@@ -867,28 +867,74 @@ func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
 	return plan, err
 }
 
-// PlanToLow is Plan for a collection under way: usage reached the high
-// threshold and has not been under the low one since, so the threshold rule
-// frees down to the low threshold even under the high one now, as the
-// agent's disk checks do (Plan.Required stays what the high threshold asks
-// now). Whether a collection is under way lives in the running agent's
-// memory: `nodegc plan` shows both.
-func (m *Manager) PlanToLow(ctx context.Context) (*Plan, error) {
-	plan, _, err := m.plan(ctx, demand{toLow: true})
-	return plan, err
+// PlanAndToLow is Plan, and, from the same reading of the node, the plan
+// for a collection under way when Plan frees nothing while usage is over
+// the low threshold (nil otherwise): usage reached the high threshold and
+// has not been under the low one since, so the threshold rule frees down to
+// the low threshold even under the high one now, as the agent's disk checks
+// do (Plan.Required stays what the high threshold asks now). Whether a
+// collection is under way lives in the running agent's memory: `nodegc
+// plan` shows both.
+func (m *Manager) PlanAndToLow(ctx context.Context) (now, toLow *Plan, err error) {
+	in, err := m.planInput(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if now, err = m.planOn(in, demand{}); err != nil || now.Target > 0 {
+		return now, nil, err
+	}
+	in.images = slices.Clone(in.images) // the first plan's decisions point into them
+	if toLow, err = m.planOn(in, demand{toLow: true}); err != nil || toLow.Target == 0 {
+		return now, nil, err
+	}
+	return now, toLow, nil
+}
+
+// planInput is what a plan is made from: the images, marked, the disk, when,
+// and how the scheduled rule saw the pods (Plan.PodsView).
+type planInput struct {
+	images   []Image
+	disk     DiskStats
+	now      time.Time
+	podsView string
 }
 
 // plan also returns the images the plan was made from; it plans for what
 // the disk asks beyond what the plan reads from it (demand).
 func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
-	images, err := m.syncUsage(ctx)
+	in, err := m.planInput(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	plan, err := m.planOn(in, d)
+	return plan, in.images, err
+}
+
+// planOn plans on in for d.
+func (m *Manager) planOn(in *planInput, d demand) (*Plan, error) {
+	plan, err := m.policy.planFor(in.images, in.disk, in.now, d)
+	if plan != nil {
+		plan.PodsView = in.podsView
+		if l, ok := m.opts.Layers.(interface{ BlobsElsewhere() string }); ok && plan.ExactAccounting {
+			plan.BlobsElsewhere = l.BlobsElsewhere()
+		}
+	}
+	return plan, err
+}
+
+// planInput reads the node for a plan: the runtime's containers and
+// images (usage brought up to date), the disk, when the images arrived, and
+// what marks them (image volumes, containerd's records, the sandbox image,
+// the pods bound to the node, layers).
+func (m *Manager) planInput(ctx context.Context) (*planInput, error) {
+	images, err := m.syncUsage(ctx)
+	if err != nil {
+		return nil, err
 	}
 	now := m.clock.Now()
 	disk, err := m.diskStats(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	m.observeDisk(disk)
 	var arrivals map[string]time.Time
@@ -906,24 +952,17 @@ func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
 		in[i].Arrived = arrivals[in[i].ID]
 	}
 	if err := m.markVolumes(ctx, in); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := m.markRecorded(ctx, in); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := m.markSandbox(ctx, in); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	podsView := m.markScheduled(in, now)
 	m.addLayers(ctx, in)
-	plan, err := m.policy.planFor(in, disk, now, d)
-	if plan != nil {
-		plan.PodsView = podsView
-		if l, ok := m.opts.Layers.(interface{ BlobsElsewhere() string }); ok && plan.ExactAccounting {
-			plan.BlobsElsewhere = l.BlobsElsewhere()
-		}
-	}
-	return plan, in, err
+	return &planInput{images: in, disk: disk, now: now, podsView: podsView}, nil
 }
 
 // markRecorded marks in use the images the runtime's own records of

@@ -12,9 +12,9 @@ import (
 )
 
 // TestPlanToLowIsWhatACollectionUnderWayRemoves: between the thresholds,
-// Plan frees nothing, and PlanToLow lists what the agent's run removes in a
-// collection under way (usage reached high and has not been under low
-// since), on the same node state. Before, `nodegc plan` showed only the
+// PlanAndToLow's first plan frees nothing, and its second lists what the
+// agent's run removes in a collection under way (usage reached high and has
+// not been under low since), on the same node state. Before, `nodegc plan` showed only the
 // first, while the agent removed images.
 func TestPlanToLowIsWhatACollectionUnderWayRemoves(t *testing.T) {
 	mk := func() (*Manager, *removalsRuntime) {
@@ -29,16 +29,15 @@ func TestPlanToLowIsWhatACollectionUnderWayRemoves(t *testing.T) {
 		return m, rt
 	}
 	m, _ := mk()
-	now, err := m.Plan(t.Context())
+	now, toLow, err := m.PlanAndToLow(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if now.Target != 0 || len(now.Remove) != 0 {
 		t.Fatalf("Plan under the high threshold: target %d, removes %d; want nothing", now.Target, len(now.Remove))
 	}
-	toLow, err := m.PlanToLow(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	if toLow == nil {
+		t.Fatal("no plan for a collection under way, with usage over the low threshold")
 	}
 	var planned []string
 	for _, d := range toLow.Remove {
@@ -49,9 +48,9 @@ func TestPlanToLowIsWhatACollectionUnderWayRemoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(planned) == 0 || !cmp.Equal(planned, rt.removed) {
-		t.Errorf("PlanToLow removes %v; the run of a collection under way removed %v", planned, rt.removed)
+		t.Errorf("PlanAndToLow's plan to low removes %v; the run of a collection under way removed %v", planned, rt.removed)
 	}
 	if toLow.Required != 0 {
-		t.Errorf("PlanToLow requires %d now, want 0: under the high threshold a run that cannot reach low is no failure", toLow.Required)
+		t.Errorf("PlanAndToLow's plan to low requires %d now, want 0: under the high threshold a run that cannot reach low is no failure", toLow.Required)
 	}
 }
