@@ -430,38 +430,71 @@ const (
 // image record named by the ID (which the CRI plugin makes at every pull,
 // and which goes when the image is removed), else the earliest of the
 // records named by its tags and digests. An image with no record is left
-// out. One listing of containerd's image store.
+// out. One listing of containerd's image store; for one image (the check
+// right before a removal), a lookup of its records by name instead, the
+// ID's first.
 func (c *ContainerdLayers) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
 	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	records, err := c.client.ImageService().List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing containerd's images: %w", err)
-	}
-	created := make(map[string]time.Time, len(records))
-	for _, r := range records {
-		created[r.Name] = r.CreatedAt
+	created := c.recordCreated
+	if len(imgs) != 1 {
+		records, err := c.client.ImageService().List(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing containerd's images: %w", err)
+		}
+		listed := make(map[string]time.Time, len(records))
+		for _, r := range records {
+			listed[r.Name] = r.CreatedAt
+		}
+		created = func(_ context.Context, name string) (time.Time, error) { return listed[name], nil }
 	}
 	out := make(map[string]time.Time, len(imgs))
 	for _, img := range imgs {
-		id := img.GetId()
-		if at, ok := created[id]; ok && !at.IsZero() {
-			out[id] = at
-			continue
+		at, err := arrival(ctx, img, created)
+		if err != nil {
+			return nil, err
 		}
-		var earliest time.Time
-		for _, names := range [][]string{img.GetRepoTags(), img.GetRepoDigests()} {
-			for _, n := range names {
-				if at, ok := created[n]; ok && !at.IsZero() && (earliest.IsZero() || at.Before(earliest)) {
-					earliest = at
-				}
-			}
-		}
-		if !earliest.IsZero() {
-			out[id] = earliest
+		if !at.IsZero() {
+			out[img.GetId()] = at
 		}
 	}
 	return out, nil
+}
+
+// recordCreated returns the creation time of containerd's image record
+// name, or the zero time when there is none.
+func (c *ContainerdLayers) recordCreated(ctx context.Context, name string) (time.Time, error) {
+	r, err := c.client.ImageService().Get(ctx, name)
+	switch {
+	case errdefs.IsNotFound(err):
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("reading containerd's image %s: %w", name, err)
+	}
+	return r.CreatedAt, nil
+}
+
+// arrival is when img arrived by the creation times of its records
+// (created; zero for none): its ID's record's, else the earliest of its
+// names'. Zero when no record has a time.
+func arrival(ctx context.Context, img *runtimeapi.Image, created func(context.Context, string) (time.Time, error)) (time.Time, error) {
+	at, err := created(ctx, img.GetId())
+	if err != nil || !at.IsZero() {
+		return at, err
+	}
+	var earliest time.Time
+	for _, names := range [][]string{img.GetRepoTags(), img.GetRepoDigests()} {
+		for _, n := range names {
+			at, err := created(ctx, n)
+			if err != nil {
+				return time.Time{}, err
+			}
+			if !at.IsZero() && (earliest.IsZero() || at.Before(earliest)) {
+				earliest = at
+			}
+		}
+	}
+	return earliest, nil
 }
 
 // Held returns the storage keys (as Layer.Key) that removing images of the

@@ -71,6 +71,10 @@ func TestContainerdCallsHaveDeadlines(t *testing.T) {
 			_, err := l.Arrivals(ctx, []*runtimeapi.Image{{Id: img.ID, RepoTags: img.RepoTags}})
 			return err
 		},
+		"Arrivals (listing)": func(ctx context.Context) error {
+			_, err := l.Arrivals(ctx, []*runtimeapi.Image{{Id: img.ID}, {Id: "sha256:other"}})
+			return err
+		},
 		"ContainerRecords": func(ctx context.Context) error {
 			_, err := l.ContainerRecords(ctx)
 			return err

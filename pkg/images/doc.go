@@ -124,7 +124,9 @@
 //     first detected less than minimumGCAge ago. First-detected times are
 //     bounded by when the runtime says the image arrived (containerd's
 //     image record): an image removed and pulled again while nodegc was down
-//     is young again, whatever the state file says; a state record without
+//     is young again, whatever the state file says, and so is one removed
+//     and pulled again between the plan and its removal (the check before
+//     each removal reads when it arrived); a state record without
 //     a first-detected time, or with times after the clock's (saved while
 //     the clock ran ahead), counts from the load. Where the runtime does
 //     not say when an image arrived (another runtime, containerd's API not

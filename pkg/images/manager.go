@@ -937,16 +937,7 @@ func (m *Manager) planInput(ctx context.Context) (*planInput, error) {
 		return nil, err
 	}
 	m.observeDisk(disk)
-	var arrivals map[string]time.Time
-	if m.opts.Arrivals != nil {
-		arrivals, err = m.opts.Arrivals.Arrivals(ctx, images)
-		m.tellRead(ctx, readArrivals, &m.arrivalReads, now, err,
-			"Cannot read when images arrived from the runtime; the minimum age counts from the start of nodegc's watch at the earliest meanwhile",
-			"Can read when images arrived from the runtime again", "watchedSince", m.tracker.watchStart())
-		if err == nil {
-			m.tracker.observeArrivals(arrivals)
-		}
-	}
+	arrivals := m.readArrivals(ctx, images, now)
 	in := m.tracker.planInput(images, now)
 	for i := range in {
 		in[i].Arrived = arrivals[in[i].ID]
@@ -1139,7 +1130,10 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // runtime's sandboxes are listed again (Options.Sandboxes), and so are its
 // own records of containers (Options.ContainerRecords), which hold
 // containers CRI does not list; and the pod view is read again, so a pod
-// bound since the plan keeps the images it names. Its last step lists the
+// bound since the plan keeps the images it names. When the image arrived is
+// read again (Options.Arrivals): a copy pulled since the plan, after
+// another client removed the one planned, is as young as its arrival. Its
+// last step lists the
 // containers again, event stream live or not (an event may still be on its
 // way, and a stream may stay open and send nothing), and adds what events
 // told meanwhile. When the runtime cannot be asked, the check fails and
@@ -1214,6 +1208,12 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		} else if used {
 			return KeepInUse, nil
 		}
+		// When the image on the node arrived: another client may have
+		// removed it and pulled it again since the plan, which dated the
+		// copy that went.
+		if m.arrivedYoung(ctx, planned, img) {
+			return KeepMinAge, nil
+		}
 		// Last, what the runtime's events told while the calls above went
 		// on (a loaded runtime answers slowly, and the disk fills when it
 		// is loaded): a container created from the image since the
@@ -1244,6 +1244,40 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		}
 		return "", nil
 	}
+}
+
+// readArrivals reads when images arrived (Options.Arrivals; nil without
+// one) and dates the tracker's records by it. A failed read is counted and
+// logged (tellRead) and gives none: the minimum age then counts from the
+// start of nodegc's watch at the earliest.
+func (m *Manager) readArrivals(ctx context.Context, images []*runtimeapi.Image, now time.Time) map[string]time.Time {
+	if m.opts.Arrivals == nil {
+		return nil
+	}
+	arrivals, err := m.opts.Arrivals.Arrivals(ctx, images)
+	m.tellRead(ctx, readArrivals, &m.arrivalReads, now, err,
+		"Cannot read when images arrived from the runtime; the minimum age counts from the start of nodegc's watch at the earliest meanwhile",
+		"Can read when images arrived from the runtime again", "watchedSince", m.tracker.watchStart())
+	if err != nil {
+		return nil
+	}
+	m.tracker.observeArrivals(arrivals)
+	return arrivals
+}
+
+// arrivedYoung reads when img (as the runtime names it now) arrived on the
+// node and says whether that was since the plan read it (planned.Arrived:
+// the image was removed and pulled again, or the plan could not read it)
+// and less than the minimum age ago. The read dates the image anew in the
+// tracker, as a plan's does. Without an arrival source (a runtime other
+// than containerd), or when the read fails, the plan's dating stands.
+func (m *Manager) arrivedYoung(ctx context.Context, planned, img *Image) bool {
+	now := m.clock.Now()
+	at, ok := m.readArrivals(ctx, []*runtimeapi.Image{{Id: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests}}, now)[img.ID]
+	if !ok || at.Equal(planned.Arrived) {
+		return false
+	}
+	return now.Sub(at) < m.policy.minAge()
 }
 
 // usedByContainer says whether a container the tracker knows uses img as

@@ -48,7 +48,7 @@ var (
 	faultSources  = []string{faultInListing, faultInEvent}
 	// checkKeepReasons are the reasons the check before a removal keeps
 	// an image for (Manager.checkBeforeRemoval).
-	checkKeepReasons = []string{KeepInUse, KeepPinned, KeepSandbox, KeepScheduled, KeepExcluded, KeepNewestTags}
+	checkKeepReasons = []string{KeepInUse, KeepPinned, KeepSandbox, KeepScheduled, KeepExcluded, KeepNewestTags, KeepMinAge}
 	checkFailures    = []string{checkFailedHeld, checkFailedError}
 )
 
@@ -195,12 +195,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"1 while the image GC removes no image because what it was built for may not hold: the connection to the runtime was lost since the runtime's config was read (runtime_reconnected; set by a run's check, cleared once the agent read it again, or rebuilt the GC for a changed one), or the runtime's sandbox image could not be read (profile_unread; until the agent reads it: every 30s),",
 			"reason", heldReasons),
 		containerdReadErrors: metricvec.Counter("nodegc_image_gc_containerd_read_errors_total",
-			"Reads of containerd's own API that failed and that a plan went on without: when images arrived (arrivals; the minimum age of every image then counts from the start of nodegc's current watch at the earliest), what else holds image storage (held; the estimates then count it as freed); the first failure of a streak, one a minute after, and the recovery are logged,",
+			"Reads of containerd's own API that failed and that a plan, or the check before a removal, went on without: when images arrived (arrivals; the minimum age of every image then counts from the start of nodegc's current watch at the earliest, and the check keeps the plan's dating), what else holds image storage (held; the estimates then count it as freed); the first failure of a streak, one a minute after, and the recovery are logged,",
 			"read", apiReads),
 		checkOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodegc_image_gc_check_outcomes_total",
 			Help: "Outcomes of the image GC's check right before each removal (dry runs too): " + checkPassed + " (the removal goes on), " +
-				checkKept + " (a container, a sandbox or a pod bound since the plan uses the image, or a name it gained since protects it; by reason: " +
+				checkKept + " (a container, a sandbox or a pod bound since the plan uses the image, a name it gained since protects it, or it was pulled again since; by reason: " +
 				strings.Join(checkKeepReasons, ", ") + "), " + checkWasGone + " (another removed it since the plan), " + checkFailed +
 				" (the check could not be made and the run stopped; by reason: " + checkFailedHeld + ", removals held, see nodegc_image_gc_removals_held; " +
 				checkFailedError + ", the runtime, containerd's API or the pod view could not be asked).",

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -201,10 +204,75 @@ func TestMinimumAgeWithoutArrivalTimes(t *testing.T) {
 			}
 			want := 0.0
 			if mode == "failing" {
-				want = 2 // one per plan
+				want = 3 // one per plan, and the check before the removal
 			}
 			if got := b.metric("nodegc_image_gc_containerd_read_errors_total", "read=arrivals"); got != want {
 				t.Errorf("nodegc_image_gc_containerd_read_errors_total{read=arrivals} = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestPulledAgainDuringTheCheck, on a real containerd of each version: the
+// only removable image is old enough at the plan (minimum age 2 s, on the
+// real clock, which containerd dates its records by),
+// but while the check right before its removal runs, another client
+// removes it and pulls it again. The copy on the node then arrived seconds
+// ago: the check reads when it arrived, keeps it (min_age) and dates it
+// anew, so the next plan keeps it too. Without that read, the plan's
+// dating (of the copy that went) would remove the image pulled a moment
+// ago, most likely for a pod about to start.
+func TestPulledAgainDuringTheCheck(t *testing.T) {
+	const minAge = 2 * time.Second
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			b := newBed(t, v, 128*mib)
+			b.settleTimeout = time.Millisecond
+			ctx := t.Context()
+			img := b.pushPull("arrival/again", 1)
+			// Once armed, the image is pulled again at the second listing
+			// of the sandboxes: the plan lists them first, then the check.
+			var armed atomic.Bool
+			var listings atomic.Int32
+			b.sandboxes = &hookedSandboxes{SandboxSource: b.layers, hook: func(context.Context) error {
+				if armed.Load() && listings.Add(1) == 2 {
+					b.repull(img)
+				}
+				return nil
+			}}
+			clk := clock.RealClock{}
+			m := b.manager(t.TempDir(), clk, func(c *config.ImageGCConfiguration) {
+				c.HighThresholdPercent, c.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
+				c.MinimumGCAge = &metav1.Duration{Duration: minAge}
+			})
+			if _, err := m.Plan(ctx); err != nil { // nodegc first sees the image now
+				t.Fatal(err)
+			}
+			time.Sleep(minAge + 500*time.Millisecond)
+			armed.Store(true)
+			r, err := m.GarbageCollect(ctx, images.TriggerManual)
+			if r == nil || r.Outcome == nil {
+				t.Fatalf("no run: %v", err)
+			}
+			if !slices.ContainsFunc(r.Plan.Remove, func(d images.Decision) bool { return d.Image.ID == img.ID() }) {
+				t.Fatalf("the plan does not remove %s (old enough, unused); the test proves nothing", img.ID())
+			}
+			if listings.Load() < 2 {
+				t.Fatal("the check did not list the sandboxes: the image was not pulled again during the check")
+			}
+			removed, skipped := outcome(r)
+			if want := []string{img.ID() + " " + images.KeepMinAge}; len(removed) != 0 || !slices.Equal(skipped, want) {
+				t.Errorf("image pulled again during the check: removed %v, kept at the check %v; want kept %v", removed, skipped, want)
+			}
+			if !b.imageIDs()[img.ID()] {
+				t.Errorf("image %s pulled again a moment ago is gone from the runtime", img.ID())
+			}
+			plan, err := m.Plan(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(plan.Keep, func(d images.Decision) bool { return d.Image.ID == img.ID() && d.Reason == images.KeepMinAge }) {
+				t.Errorf("the next plan does not keep the image pulled again as %s", images.KeepMinAge)
 			}
 		})
 	}
