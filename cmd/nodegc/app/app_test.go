@@ -278,6 +278,19 @@ func TestRunAutoNeedsLeaderElection(t *testing.T) {
 	}
 }
 
+// TestRunOnlyNeedsTheOwnerGC: --owner-gc=only (the owner collector's
+// Deployment) runs no node GC, so with the owner GC disabled in the config
+// it would run nothing, while NodegcOwnerGCNoSyncedLeader, seeing an owner
+// collector scraped, fires: refused, naming the field, the flag and what to
+// do instead.
+func TestRunOnlyNeedsTheOwnerGC(t *testing.T) {
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nownerGC:\n  enableGarbageCollector: false\n")
+	code, _, errOut := runMain(t, "", "run", "--config", file, "--owner-gc=only", "--metrics-bind-address=0", "--healthz-bind-address=0")
+	if code != 1 || !strings.Contains(errOut, "ownerGC.enableGarbageCollector") || !strings.Contains(errOut, "--owner-gc=only") || !strings.Contains(errOut, "ownerGC.mode off") {
+		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}
+
 // TestProblemsSayWhereTheValueCameFrom: a value a flag gave is blamed on
 // the flag, not on the file's line for the same field; a value taken from
 // the KubeletConfiguration document says so: a low threshold taken from

@@ -63,6 +63,11 @@ func (o *runOptions) run(cmd *cobra.Command, s streams) error {
 			"with it (every node of a DaemonSet), each deleting on its own: set leaderElect: true, or run the owner GC in one " +
 			"instance with --owner-gc=only (and the node agents with --owner-gc=off)")
 	}
+	if mode == agent.OwnerGCOnly && !*cfg.OwnerGC.EnableGarbageCollector {
+		return fmt.Errorf("--owner-gc=only with ownerGC.enableGarbageCollector: false would run nothing (no node GC, no owner GC), " +
+			"while its monitoring takes it for an owner GC that never syncs: remove this instance (the chart: ownerGC.mode off), " +
+			"or set enableGarbageCollector: true")
+	}
 	nodeName, err := resolveNodeName(cfg.NodeName)
 	if err != nil && mode != agent.OwnerGCOnly {
 		return err
