@@ -168,9 +168,11 @@
 //     read before it by the step, and a time that may be from either side
 //     of it is read as the later one: a step of an hour forward does not
 //     put every dead container past minAge. The pod list's date moves back
-//     by the furthest step back since the list began (APIPodSource), so a
-//     pod bound after such a step does not seem to predate the list that
-//     could not return it; a step forward does not move it. A step while
+//     by the furthest step back since the list began (APIPodSource, which
+//     reads the clocks every second, so a step undone before the next view
+//     counts too), so a pod bound after such a step does not seem to
+//     predate the list that could not return it; a step forward does not
+//     move it. A step while
 //     nodegc is down, or before the manager was built again (a runtime
 //     upgrade), is not known.
 //   - A pod that the API server still holds is live, whatever its phase:

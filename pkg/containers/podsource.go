@@ -49,6 +49,9 @@ type APIPodSource struct {
 	// with a fake clock); it dates the lists against steps of clock
 	// (listHealth.back).
 	monotonic func() time.Duration
+	// stepSampleEvery is how often Run reads the clocks between views
+	// (defaultStepSampleEvery).
+	stepSampleEvery time.Duration
 
 	mu         sync.Mutex
 	podHealth  listHealth
@@ -64,9 +67,10 @@ type listHealth struct {
 	// listStartMono and listedMono are the monotonic clock at those
 	// starts; back is the furthest the wall clock was seen stepped back
 	// since the last complete list began (0 or less), by which its date
-	// moves back (see View).
+	// moves back (see View); listingBack, since the list in progress
+	// began.
 	listStartMono, listedMono time.Duration
-	back                      time.Duration
+	back, listingBack         time.Duration
 	watchGen                  uint64 // identifies the latest request; only the current watch may end health
 	// listed maps the UID of each pod the last complete list returned
 	// (pods only) to the static pod UID it mirrors, if any (kubernetes.io/
@@ -100,7 +104,7 @@ func NewAPIPodSource(client kubernetes.Interface, opts PodSourceOptions) (*APIPo
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	s := &APIPodSource{nodeName: nodeName, bootID: opts.BootID, clock: clk, deleted: map[string]time.Time{}}
+	s := &APIPodSource{nodeName: nodeName, bootID: opts.BootID, clock: clk, deleted: map[string]time.Time{}, stepSampleEvery: defaultStepSampleEvery}
 	if _, real := clk.(clock.RealClock); real {
 		s.monotonic = clockstep.Since(time.Now())
 	}
@@ -153,12 +157,41 @@ func (s *APIPodSource) informer(obj runtime.Object, desc string, health *listHea
 	return inf, nil
 }
 
-// Run runs the informers until ctx ends. It blocks.
+// Run runs the informers until ctx ends, and reads the clocks every
+// stepSampleEvery (followSteps). It blocks.
 func (s *APIPodSource) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.node.RunWithContext(ctx) })
+	if s.monotonic != nil {
+		wg.Go(func() { s.followSteps(ctx) })
+	}
 	s.pods.RunWithContext(ctx)
 	wg.Wait()
+}
+
+// defaultStepSampleEvery is how often the source reads the clocks between
+// views.
+const defaultStepSampleEvery = time.Second
+
+// followSteps reads the clocks every stepSampleEvery until ctx ends, so
+// that a step of the wall clock back is seen even when it is undone before
+// the next view (a mistyped date corrected, a time daemon following a bad
+// source, then a good one): the views, a GC period apart, would see no
+// drift between them, while what was made meanwhile is dated early. A
+// step back and forth within one interval still goes unseen.
+func (s *APIPodSource) followSteps(ctx context.Context) {
+	t := time.NewTicker(s.stepSampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.mu.Lock()
+			s.followBack(&s.podHealth)
+			s.mu.Unlock()
+		}
+	}
 }
 
 // HasSynced says whether the informers have listed the pods and the Node
@@ -171,7 +204,8 @@ func (s *APIPodSource) HasSynced() bool { return s.pods.HasSynced() && s.node.Ha
 // that ran fast) would otherwise make a pod bound after it, which the list
 // could not return, seem to predate it; so the date moves back by the
 // furthest step back seen since (the wall clock's elapsed time against
-// the monotonic clock's, read at each view and when the list completes),
+// the monotonic clock's, read at each view, when the list completes and
+// every stepSampleEvery: followSteps),
 // and stays there after a step forward again. A step forward, or a
 // suspend (which stops the monotonic clock), does not move it: the things
 // made after the list are dated later still. Called with s.mu held.
@@ -183,14 +217,19 @@ func (s *APIPodSource) listDate() time.Time {
 
 // followBack lowers h.back to how far the wall clock is now behind where
 // the monotonic clock says it should be, since the last complete list
-// began. Called with s.mu held.
+// began, and h.listingBack likewise since the list in progress began.
+// Called with s.mu held.
 func (s *APIPodSource) followBack(h *listHealth) {
-	if s.monotonic == nil || h.listedAt.IsZero() {
+	if s.monotonic == nil {
 		return
 	}
-	now := s.clock.Now().Round(0)
-	drift := now.Sub(h.listedAt.Round(0)) - (s.monotonic() - h.listedMono)
-	h.back = min(h.back, drift)
+	now, mono := s.clock.Now().Round(0), s.monotonic()
+	if !h.listedAt.IsZero() {
+		h.back = min(h.back, now.Sub(h.listedAt.Round(0))-(mono-h.listedMono))
+	}
+	if !h.listStart.IsZero() {
+		h.listingBack = min(h.listingBack, now.Sub(h.listStart.Round(0))-(mono-h.listStartMono))
+	}
 }
 
 // View returns which pods exist now, and whether that is known.
@@ -481,11 +520,13 @@ func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.Li
 	// Later pages of a list carry their version in the continue token.
 	// The list is dated from before the version is read: it answers as of
 	// that version, and a pod created while the read waits is missing.
-	start, startMono := s.clock.Now(), time.Duration(0)
-	if s.monotonic != nil {
-		startMono = s.monotonic()
-	}
 	if opts.Continue == "" {
+		s.mu.Lock()
+		h.listStart, h.listStartMono, h.listingBack = s.clock.Now(), 0, 0
+		if s.monotonic != nil {
+			h.listStartMono = s.monotonic()
+		}
+		s.mu.Unlock()
 		rv, err := lw.currentVersion(ctx)
 		if err != nil {
 			s.mu.Lock()
@@ -501,7 +542,6 @@ func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.Li
 	defer s.mu.Unlock()
 	h.watchGen++ // a watch still ending now must not undo this list
 	if opts.Continue == "" {
-		h.listStart, h.listStartMono = start, startMono
 		h.listing = map[string]string{}
 	}
 	if err != nil {
@@ -521,8 +561,8 @@ func (lw *trackingListWatch) ListWithContext(ctx context.Context, opts metav1.Li
 	if m, merr := meta.ListAccessor(list); merr == nil && m.GetContinue() == "" && h.listing != nil { // the last page
 		h.ok = true
 		h.listedAt, h.listedMono, h.listed = h.listStart, h.listStartMono, h.listing
-		h.listing, h.back = nil, 0
-		s.followBack(h) // a step back while it was read
+		h.listing, h.back = nil, h.listingBack // a step back seen while it was read
+		s.followBack(h)
 	}
 	return list, nil
 }

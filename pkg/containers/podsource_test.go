@@ -510,6 +510,60 @@ func TestListDateFollowsStepsBack(t *testing.T) {
 	}
 }
 
+// TestListDateSeesAStepUndoneBetweenViews: the wall clock steps ten
+// minutes back and, before the GC's next view, ten minutes forward again
+// (a mistyped date corrected, a time daemon following a bad source then a
+// good one): things made meanwhile carry dates ten minutes early, so the
+// list's date must move back by the step, though two views a period apart
+// see no drift between them. Once while the pods are listed, once after.
+// The source reads the clocks every stepSampleEvery, between views too.
+// Before, only views and the list's end read them: the step went unseen,
+// and a pod bound during it, which a stalled watch had not delivered, was
+// gone while it existed.
+func TestListDateSeesAStepUndoneBetweenViews(t *testing.T) {
+	for _, during := range []bool{false, true} {
+		name := "after the list"
+		if during {
+			name = "during the list"
+		}
+		t.Run(name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(t0)
+			client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+			s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mono atomic.Int64
+			s.monotonic = func() time.Duration { return time.Duration(mono.Load()) }
+			s.stepSampleEvery = time.Millisecond
+			// excursion steps the wall clock ten minutes back and, once the
+			// source could have read the clocks a few times, forward again.
+			excursion := func() {
+				clk.Step(-10 * time.Minute)
+				time.Sleep(100 * time.Millisecond)
+				clk.Step(10 * time.Minute)
+			}
+			var once sync.Once
+			if during {
+				client.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+					if o := a.(k8stesting.ListActionImpl).ListOptions; o.ResourceVersion == "" && o.Limit == 1 {
+						once.Do(excursion) // while the version is read
+					}
+					return false, nil, nil
+				})
+			}
+			runSynced(t, s)
+			if !during {
+				excursion()
+			}
+			want := t0.Add(-listSkew - 10*time.Minute)
+			if got := s.View(clk.Now()).ListedAt; !got.Equal(want) {
+				t.Errorf("after a step of ten minutes back and forward again, the list is dated %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 // TestViewNeedsThisMachinesBoot: with this machine's boot ID given, the view
 // is authoritative only while the Node of its name reports that boot ID. A
 // name that another registered Node has (its kubelet reports its own boot),
