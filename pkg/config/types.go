@@ -50,7 +50,8 @@ type NodeGCConfiguration struct {
 	ImageServiceEndpoint string `json:"imageServiceEndpoint"`
 
 	// RuntimeRequestTimeout bounds every CRI call (a Kubernetes duration).
-	// Mirrors kubelet's runtimeRequestTimeout. Default: 2m.
+	// Mirrors kubelet's runtimeRequestTimeout. Default: 2m; at least 1s,
+	// at most 24h.
 	RuntimeRequestTimeout metav1.Duration `json:"runtimeRequestTimeout"`
 
 	// MetricsBindAddress is the host:port of the Prometheus /metrics endpoint

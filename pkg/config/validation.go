@@ -20,6 +20,12 @@ import (
 	"github.com/nodegc/nodegc/internal/imageref"
 )
 
+// MaxRuntimeRequestTimeout is the longest runtimeRequestTimeout accepted.
+// The kubelet's validation sets none, but a timeout of every CRI call past
+// a day is a mistake, and the deadlines made of it (the container GC's
+// start grace, the stall watchdog's) must not reach the longest Duration.
+const MaxRuntimeRequestTimeout = 24 * time.Hour
+
 // Validate checks a defaulted configuration and returns every problem found,
 // each with the path of the field it concerns. An empty list means valid.
 func Validate(c *NodeGCConfiguration) field.ErrorList {
@@ -39,6 +45,9 @@ func Validate(c *NodeGCConfiguration) field.ErrorList {
 	errs = append(errs, validateEndpoint(field.NewPath("containerRuntimeEndpoint"), c.ContainerRuntimeEndpoint, false)...)
 	errs = append(errs, validateEndpoint(field.NewPath("imageServiceEndpoint"), c.ImageServiceEndpoint, true)...)
 	errs = append(errs, validatePositive(field.NewPath("runtimeRequestTimeout"), c.RuntimeRequestTimeout)...)
+	if d := c.RuntimeRequestTimeout.Duration; d > MaxRuntimeRequestTimeout {
+		errs = append(errs, field.Invalid(field.NewPath("runtimeRequestTimeout"), d.String(), "must be at most "+MaxRuntimeRequestTimeout.String()))
+	}
 	errs = append(errs, validateBindAddress(field.NewPath("metricsBindAddress"), c.MetricsBindAddress)...)
 	errs = append(errs, validateBindAddress(field.NewPath("healthzBindAddress"), c.HealthzBindAddress)...)
 	if bindConflict(c.MetricsBindAddress, c.HealthzBindAddress) {

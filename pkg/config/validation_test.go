@@ -332,6 +332,24 @@ func TestLowThresholdMessageNamesHigh(t *testing.T) {
 	}
 }
 
+// TestRuntimeRequestTimeoutCeiling: a runtimeRequestTimeout past a day is
+// a mistake (the kubelet's default is 2m, and it bounds every CRI call),
+// and near the longest duration the deadlines made of it (the container
+// GC's start grace, the stall watchdog's) wrapped to negative: refused,
+// with the bound; a day is accepted.
+func TestRuntimeRequestTimeoutCeiling(t *testing.T) {
+	c := Defaulted()
+	c.RuntimeRequestTimeout = dur(2562047*time.Hour + 47*time.Minute)
+	want := `runtimeRequestTimeout: Invalid value: "2562047h47m0s": must be at most 24h0m0s`
+	if got := Validate(c).ToAggregate(); got == nil || !strings.Contains(got.Error(), want) {
+		t.Errorf("Validate() = %v with runtimeRequestTimeout 2562047h47m; want it to say %s", got, want)
+	}
+	c.RuntimeRequestTimeout = dur(24 * time.Hour)
+	if errs := Validate(c); len(errs) > 0 {
+		t.Errorf("Validate() = %v with runtimeRequestTimeout 24h; want it accepted", errs.ToAggregate())
+	}
+}
+
 // TestIntervalFloorsSayTheFloor: a too-short interval's problem names the
 // least value accepted.
 func TestIntervalFloorsSayTheFloor(t *testing.T) {

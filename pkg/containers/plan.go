@@ -2,6 +2,7 @@ package containers
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -63,9 +64,15 @@ const StartMargin = time.Minute
 // (config.DefaultRuntimeRequestTimeout: the agent's own may be set lower
 // than the kubelet's), plus StartMargin. An older one is a leftover (of a
 // kubelet that crashed between the two calls, or of a start that failed)
-// and is evictable.
+// and is evictable. It saturates at the longest Duration (a timeout near
+// it, plus the margin, would wrap to a negative grace: every created
+// container evictable at once).
 func StartGrace(runtimeRequestTimeout time.Duration) time.Duration {
-	return max(runtimeRequestTimeout, config.DefaultRuntimeRequestTimeout) + StartMargin
+	t := max(runtimeRequestTimeout, config.DefaultRuntimeRequestTimeout)
+	if t > math.MaxInt64-StartMargin {
+		return math.MaxInt64
+	}
+	return t + StartMargin
 }
 
 // PodRef names a pod on the node, from the kubelet's labels.

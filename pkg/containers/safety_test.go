@@ -1,6 +1,7 @@
 package containers
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -343,8 +344,16 @@ func TestPlanStartInFlightStays(t *testing.T) {
 		{"a longer runtimeRequestTimeout (10m): a leftover at 11m1s", 10 * time.Minute, 11*time.Minute + time.Second, leftover},
 		{"a shorter one (30s) counts as the kubelet's default: still starting at 2m59s", 30 * time.Second, 3*time.Minute - time.Second, starting},
 		{"unset counts as the kubelet's default: still starting at 2m59s", 0, 3*time.Minute - time.Second, starting},
+		// The longest duration, plus the margin, is past what a Duration
+		// holds: StartGrace saturates rather than wrapping to -292 years,
+		// which made every created container evictable at once.
+		{"the longest duration (2562047h47m): still starting at 1s", 2562047*time.Hour + 47*time.Minute, time.Second, starting},
+		{"the largest Duration: still starting at 1s", math.MaxInt64, time.Second, starting},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if g := StartGrace(tc.timeout); g < max(tc.timeout, config.DefaultRuntimeRequestTimeout) {
+				t.Errorf("StartGrace(%v) = %v, shorter than the kubelet's deadline; want at least that", tc.timeout, g)
+			}
 			got := summarize(policyWithTimeout(t, nil, tc.timeout).Plan(node(tc.age), live("p"), t0))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
