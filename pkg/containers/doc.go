@@ -197,7 +197,9 @@
 //   - A running container is never removed: the policy keeps running
 //     containers, and the executor reads each container's status right
 //     before removing it and skips it if it runs by then (a created
-//     container may have been started since planning).
+//     container may have been started since planning), or if its state is
+//     no longer the planned one but for unknown to exited (a created
+//     leftover that ran and exited since is now the newest that ran).
 //   - The newest dead instance of a live pod's container is never removed
 //     (kubectl logs --previous and restart counts need it), nor an instance
 //     created less than max(minAge, StartGrace) ago and never started

@@ -54,6 +54,7 @@ const (
 // Why a planned removal was not done although nothing failed.
 const (
 	SkipStarted      = "started"       // the container runs now (created containers can be started after planning)
+	SkipChanged      = "changed"       // the container's state differs from the planned one (a created one ran and exited since): the next run plans it again
 	SkipPodFailed    = "pod_failed"    // a removal of the same pod failed: its log directory waits for the next run
 	SkipSandboxInUse = "sandbox_inuse" // a container of the sandbox could not be removed, or is there since planning, or the sandbox is ready again
 	SkipGone         = "gone"          // removed by another since planning (the kubelet's GC): nothing of nodegc's doing, nor counted as its removal
@@ -97,7 +98,9 @@ type Outcome struct {
 // sandboxes (stop, then remove), then pod log directories and dangling log
 // links. Right before removing a container it reads the container's status:
 // a container that runs by then is skipped, so a running container is never
-// removed. A container or sandbox gone by then (status NotFound), and a log
+// removed, and so is one whose state is no longer the planned one (but for
+// unknown to exited: SkipChanged), as its pod's other items are for a
+// container that runs. A container or sandbox gone by then (status NotFound), and a log
 // directory or link gone by then, are skipped (SkipGone): no failure, and
 // not nodegc's removal. A sandbox one of whose containers could not be removed is kept,
 // and so is the log directory of a pod any removal of which failed. One
@@ -229,6 +232,16 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "container", ID: c.ID, Why: SkipStarted})
 		e.keepPod(c.PodUID, c.SandboxID)
 		return
+	case changedSincePlanning(c.State, stateFromCRI(st.GetState())):
+		// The plan chose which instance of the unit stays from the states
+		// it listed: a created leftover started since and exited is now
+		// the newest instance that ran, and the older exited one the plan
+		// kept for it is not. The next run plans it from a new listing.
+		klog.FromContext(ctx).Info("Container changed state after planning, keeping it", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name,
+			"planned", c.State, "now", stateFromCRI(st.GetState()))
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "container", ID: c.ID, Why: SkipChanged})
+		e.keepPod(c.PodUID, c.SandboxID)
+		return
 	}
 	klog.FromContext(ctx).V(4).Info("Removing container", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "reason", d.Reason)
 	if d.StopFirst || st.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
@@ -268,6 +281,14 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 	}
 	klog.FromContext(ctx).Info("Removed container", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "reason", d.Reason)
 	e.out.Containers = append(e.out.Containers, d)
+}
+
+// changedSincePlanning says whether a container planned in state planned
+// and in state now is to be kept for this run: any change but the one from
+// unknown to exited (the runtime found the exit of a container it had lost
+// track of; the plan counted it as an instance that ran either way).
+func changedSincePlanning(planned, now State) bool {
+	return planned != now && (planned != StateUnknown || now != StateExited)
 }
 
 func (e *executor) sandbox(ctx context.Context, d SandboxDecision) {

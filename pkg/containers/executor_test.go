@@ -3,6 +3,7 @@ package containers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -625,5 +626,106 @@ func TestExecuteKeepsTheLinkOfAContainerMadeSincePlanning(t *testing.T) {
 	}
 	if exists(f.danglingLink) || len(out.LogLinks) != 1 {
 		t.Errorf("the dangling link of an exited container: removed %d links; want it removed", len(out.LogLinks))
+	}
+}
+
+// TestExecuteCreatedThatRanSincePlanning: pod p's container app exited as
+// attempt 0, and attempt 1 was created and never started (a leftover past
+// StartGrace): the plan keeps attempt 0 as the newest instance that ran
+// and removes attempt 1 (per_container_limit). Attempt 1 is started and
+// exits before the executor reaches it: it is now the newest instance that
+// ran, which is never removed while its pod lives; the executor keeps it
+// (its state is not the planned one), and the next run plans it again.
+func TestExecuteCreatedThatRanSincePlanning(t *testing.T) {
+	rt := newFakeRuntime()
+	e0, c1 := dead("p", "app", 0, 2*time.Hour), ctr("p", "app", 1, StateCreated, time.Hour)
+	node := NodeState{Containers: []Container{e0, c1}, Sandboxes: []Sandbox{sbx("p", 0, true, 3*time.Hour)}}
+	for _, c := range node.Containers {
+		rt.addContainer(c, "")
+	}
+	rt.addSandbox(node.Sandboxes[0])
+	plan := policyFor(t, nil).Plan(node, live("p"), t0)
+	if diff := cmp.Diff([]string{"p/app/1:per_container_limit"}, summarize(plan).Remove); diff != "" {
+		t.Fatalf("plan (-want +got):\n%s", diff)
+	}
+	rt.setState(c1.ID, runtimeapi.ContainerState_CONTAINER_EXITED) // started and exited since planning
+	out, err := execute(t.Context(), rt, plan, logPaths{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rt.containerIDs()[c1.ID] {
+		t.Errorf("%s, planned as a created leftover, ran and exited since planning and was removed (left: %v); want it kept: it is the newest instance that ran",
+			c1.ID, rt.containerIDs())
+	}
+	if diff := cmp.Diff([]Skip{{Kind: "container", ID: c1.ID, Why: SkipChanged}}, out.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	// The next run, from a new listing, keeps attempt 1 as the newest
+	// that ran and removes attempt 0.
+	node.Containers[1].State = StateExited
+	if diff := cmp.Diff([]string{"p/app/0:per_container_limit"}, summarize(policyFor(t, nil).Plan(node, live("p"), t0)).Remove); diff != "" {
+		t.Errorf("next plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestExecuteStateChangedSincePlanning: pod gone's container is planned
+// for removal in one state and found in another right before: any change
+// keeps it, and with it its sandbox and its pod's log directory, as for a
+// container started since planning; but one the runtime had lost track of
+// (unknown) and now reports exited goes as planned (the plan counted it as
+// an instance that ran either way), and so does one still as planned.
+func TestExecuteStateChangedSincePlanning(t *testing.T) {
+	cri := map[State]runtimeapi.ContainerState{
+		StateCreated: runtimeapi.ContainerState_CONTAINER_CREATED, StateExited: runtimeapi.ContainerState_CONTAINER_EXITED,
+		StateUnknown: runtimeapi.ContainerState_CONTAINER_UNKNOWN,
+	}
+	removed := []string{"gone/a/0", "gone/sb0", "ns_gone_gone"}
+	kept := []Skip{
+		{Kind: "container", ID: "gone/a/0", Why: SkipChanged},
+		{Kind: "sandbox", ID: "gone/sb0", Why: SkipSandboxInUse},
+		{Kind: "log_dir", ID: "ns_gone_gone", Why: SkipPodFailed},
+	}
+	for _, tc := range []struct {
+		planned, now State
+		keep         bool
+	}{
+		{StateCreated, StateCreated, false},
+		{StateExited, StateExited, false},
+		{StateUnknown, StateExited, false},
+		{StateCreated, StateExited, true},
+		{StateCreated, StateUnknown, true},
+		{StateExited, StateUnknown, true},
+		{StateUnknown, StateCreated, true},
+	} {
+		t.Run(fmt.Sprintf("%s then %s", tc.planned, tc.now), func(t *testing.T) {
+			root := t.TempDir()
+			paths := logPaths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}
+			mkdirs(t, filepath.Join(paths.PodLogs, "ns_gone_gone"))
+			rt := newFakeRuntime()
+			c := ctr("gone", "a", 0, tc.planned, 2*time.Hour)
+			rt.addContainer(c, "")
+			rt.addSandbox(sbx("gone", 0, false, 3*time.Hour))
+			node := NodeState{Containers: []Container{c}, Sandboxes: []Sandbox{sbx("gone", 0, false, 3*time.Hour)},
+				LogDirs: []PodLogDir{{Name: "ns_gone_gone", PodUID: "gone", ModTime: t0.Add(-3 * time.Hour)}}}
+			plan := policyFor(t, nil).Plan(node, live(), t0)
+			rt.setState(c.ID, cri[tc.now])
+			out, err := execute(t.Context(), rt, plan, paths, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.keep {
+				if got := removedIDs(out); len(got) > 0 || !rt.containerIDs()[c.ID] {
+					t.Errorf("planned %s, %s right before its removal: removed %v (container left: %v); want the container, its sandbox and log directory kept",
+						tc.planned, tc.now, got, rt.containerIDs()[c.ID])
+				}
+				if diff := cmp.Diff(kept, out.Skipped); diff != "" {
+					t.Errorf("skipped (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if diff := cmp.Diff(removed, removedIDs(out)); diff != "" {
+				t.Errorf("planned %s, %s right before its removal: removed (-want +got):\n%s", tc.planned, tc.now, diff)
+			}
+		})
 	}
 }

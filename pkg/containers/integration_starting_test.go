@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/nodegc/nodegc/internal/testbed/node"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/containers"
+	"github.com/nodegc/nodegc/pkg/cri"
 )
 
 // TestCreatedNeverStartedKeepsNewestExited, on a real containerd of each
@@ -263,4 +265,101 @@ func waitBlockedOpening(t *testing.T, pid int, path string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startsOnStatus is the node's runtime, where the first status read of one
+// container (the executor's, right before its removal) comes after the
+// container was started and exited: what a kubelet's start that outlasted
+// the grace, or the executor's own delay, lets happen between the plan
+// and the removal.
+type startsOnStatus struct {
+	*cri.Client
+	n    *testNode
+	id   string
+	once sync.Once
+	err  error
+}
+
+func (s *startsOnStatus) ContainerStatus(ctx context.Context, id string) (*runtimeapi.ContainerStatus, error) {
+	if id == s.id {
+		s.once.Do(func() {
+			if s.err = s.n.StartContainer(ctx, id); s.err == nil {
+				_, s.err = s.n.WaitContainerState(ctx, id, runtimeapi.ContainerState_CONTAINER_EXITED, 30*time.Second)
+			}
+		})
+		if s.err != nil {
+			return nil, s.err
+		}
+	}
+	return s.Client.ContainerStatus(ctx, id)
+}
+
+// TestCreatedThatRanBeforeItsRemovalStays, on a real containerd of each
+// version: a pod's container exited as attempt 0, and attempt 1 was
+// created and not started past the grace (a leftover). With
+// maxPerPodContainer 1 the plan keeps attempt 0, the newest that ran, and
+// removes attempt 1; but attempt 1 is started and exits before its
+// removal. It is now the newest instance that ran: the run keeps it (its
+// state is not the planned one), and the next run removes attempt 0.
+func TestCreatedThatRanBeforeItsRemovalStays(t *testing.T) {
+	onEachContainerd(t, func(t *testing.T, v testbed.ContainerdVersion, n *testNode) {
+		ctx := t.Context()
+		sb, err := n.RunPod(ctx, node.PodSpec{Name: "ran", Namespace: "team"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := n.RemovePod(context.WithoutCancel(ctx), sb); err != nil {
+				t.Error(err)
+			}
+		})
+		exitedID := n.runDead(t, sb, "ran", "team", "app", 1)[0]
+		createdID, err := n.CreateContainer(ctx, sb, node.ContainerSpec{Name: "app", Image: n.image, Args: []string{"exit", "0"}, Attempt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk := clocktesting.NewFakeClock(time.Now())
+		rt := &startsOnStatus{Client: n.client, n: n, id: createdID}
+		m, err := containers.NewManager(containers.Options{
+			Config: n.gcConfig(func(c *config.ContainerGCConfiguration) { c.MaxPerPodContainer = ptr.To[int32](1) }), Runtime: rt, Clock: clk,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gc := func() *containers.Report {
+			t.Helper()
+			r, err := m.GarbageCollect(ctx, containers.TriggerManual)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		gc() // sees attempt 1 created: starting
+		clk.Step(containers.StartGrace(0) + time.Second)
+		r := gc()
+		var planned []string
+		for _, d := range r.Plan.RemoveContainers {
+			planned = append(planned, d.Container.ID+":"+d.Reason)
+		}
+		if diff := cmp.Diff([]string{createdID + ":per_container_limit"}, planned); diff != "" {
+			t.Fatalf("past the grace: planned (-want +got):\n%s", diff)
+		}
+		if rt.err != nil {
+			t.Fatalf("starting %s before its removal: %v", createdID, rt.err)
+		}
+		exited := runtimeapi.ContainerState_CONTAINER_EXITED
+		if diff := cmp.Diff(map[string]runtimeapi.ContainerState{exitedID: exited, createdID: exited}, n.containerStates(t)); diff != "" {
+			t.Errorf("attempt 1, planned as a created leftover, ran and exited before its removal: containers left (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]containers.Skip{{Kind: "container", ID: createdID, Why: containers.SkipChanged}}, r.Outcome.Skipped); diff != "" {
+			t.Errorf("skipped (-want +got):\n%s", diff)
+		}
+		var removed []string
+		for _, d := range gc().Outcome.Containers {
+			removed = append(removed, d.Container.ID+":"+d.Reason)
+		}
+		if diff := cmp.Diff([]string{exitedID + ":per_container_limit"}, removed); diff != "" {
+			t.Errorf("the next run, attempt 1 now the newest that ran: removed (-want +got):\n%s", diff)
+		}
+	})
 }
