@@ -181,6 +181,16 @@
 //     (by its owner, or the pod GC's terminated-pod-gc-threshold). The
 //     kubelet removes the content of pods it evicted, and under disk
 //     pressure that of terminated ones, sooner.
+//   - A container's /var/log/containers link goes with its logs only if
+//     it is its own: its name keeps at least 6 characters of the
+//     container's ID, or it points at the container's log path, or it
+//     dangles (where the log path is unknown, a container removed by
+//     another since planning: only then). With a long pod name, namespace
+//     and container name the 255-byte cut leaves no ID in the name, and
+//     every instance of the container, in the pod and in a later pod of
+//     its name, shares one link, which the kubelet made for one of them:
+//     the kubelet removes it with any instance, a newer or running one's
+//     too; nodegc leaves it to the instance it points at.
 //   - The logs of a container that has not exited (created, or unknown)
 //     are removed only once the runtime removed it: containerd refuses to
 //     remove a container whose start is in flight, and its log must

@@ -215,7 +215,9 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 	st, err := e.rt.ContainerStatus(ctx, c.ID)
 	switch {
 	case cri.IsNotFound(err):
-		// Removed meanwhile: done, and its link goes as the kubelet's would.
+		// Removed meanwhile: done, and its link goes as the kubelet's would
+		// (if it is its own: its log path unknown, one whose name has no
+		// ID of it goes only if it dangles).
 		if err := removeContainerLogs("", "", e.paths.ContainerLogs, c); err != nil {
 			e.fail(OpRemoveLogs, err, c.PodUID, c.SandboxID)
 			return

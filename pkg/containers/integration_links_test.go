@@ -121,3 +121,64 @@ func TestLogRemovalStaysInItsDirectory(t *testing.T) {
 		t.Errorf("A's older instance %s was removed although its logs could not be", ids[0][:12])
 	}
 }
+
+// TestLinkOfAnotherInstanceKept, on a real containerd: with a namespace of
+// 40 bytes, a pod name of 177 (the longest the pod's log directory,
+// NAMESPACE_NAME_UID, leaves room for) and a container name of 40, the
+// kubelet's 255-byte cut leaves no container ID in the
+// /var/log/containers link name, so every instance of the pod's container
+// has the same link name. The kubelet makes the link at an instance's
+// start, where none is; here it points at the running instance's log
+// (attempt 2). The GC removes the oldest exited instance (attempt 0,
+// maxPerPodContainer 1) and its logs: the link, which is not its own (it
+// points at another instance's log, which exists), stays. Before, nodegc
+// removed it, and log shippers reading /var/log/containers lost the
+// running container.
+func TestLinkOfAnotherInstanceKept(t *testing.T) {
+	n := startNode(t, testbed.Containerd2, nil)
+	ctx := t.Context()
+	podName, podNS, ctrName := strings.Repeat("p", 177), strings.Repeat("n", 40), strings.Repeat("c", 40)
+	sb, err := n.RunPod(ctx, node.PodSpec{Name: podName, Namespace: podNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for attempt, args := range [][]string{{"exit", "1"}, {"exit", "1"}, nil} {
+		id, err := n.RunContainer(ctx, sb, node.ContainerSpec{Name: ctrName, Image: n.image, Args: args, Attempt: uint32(attempt)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := runtimeapi.ContainerState_CONTAINER_EXITED
+		if args == nil {
+			want = runtimeapi.ContainerState_CONTAINER_RUNNING
+		}
+		if _, err := n.WaitContainerState(ctx, id, want, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	st, err := n.client.ContainerStatus(ctx, ids[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("%s_%s_%s-%s", podName, podNS, ctrName, ids[2])[:255-len(".log")]
+	if strings.Contains(name, "-") {
+		t.Fatalf("the link name %s keeps part of the ID; the test needs it cut before", name)
+	}
+	link := filepath.Join(n.linkDir, name+".log")
+	if err := os.Symlink(st.GetLogPath(), link); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := n.manager(t, n.gcConfig(nil), nil).GarbageCollect(ctx, containers.TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(r.Outcome.Containers, func(d containers.ContainerDecision) bool { return d.Container.ID == ids[0] }) {
+		t.Fatalf("the oldest instance %s was not removed; the test needs it (plan: %+v)", ids[0][:12], r.Plan.RemoveContainers)
+	}
+	if target, err := os.Readlink(link); err != nil || target != st.GetLogPath() {
+		t.Errorf("the link of running instance %s (attempt 2), whose name the oldest instance's shares, is %q (%v) after that one's removal; want it kept, pointing at %s",
+			ids[2][:12], target, err, st.GetLogPath())
+	}
+}

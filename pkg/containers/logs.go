@@ -162,14 +162,41 @@ func removeContainerLogs(logPath, podLogsDir, containerLogsDir string, c *Contai
 		}
 		d.Close()
 	}
-	if link, ok := linkOf(containerLogsDir, c); ok {
-		if info, err := os.Lstat(link); err == nil && info.Mode()&fs.ModeSymlink != 0 {
-			if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("removing log link of container %s: %w", c.ID, err))
-			}
+	if link, ok := linkOf(containerLogsDir, c); ok && linkIsOwn(link, logPath, c.ID) {
+		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing log link of container %s: %w", c.ID, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// linkIsOwn says whether link, the name of the link of container id whose
+// log path is logPath ("" when unknown), is a symbolic link that is this
+// container's to remove: its name keeps at least minLinkIDPrefix
+// characters of the ID (the kubelet's own link, whatever it points at), or
+// it points at logPath, or it dangles. With a long pod name, namespace and
+// container name the kubelet's 255-byte cut leaves less of the ID, or none:
+// every instance of the container has that link name, and the link the
+// kubelet made for one of them (a running or newer instance's, pointing at
+// its log) is not another's to remove.
+func linkIsOwn(link, logPath, id string) bool {
+	info, err := os.Lstat(link)
+	if err != nil || info.Mode()&fs.ModeSymlink == 0 {
+		return false
+	}
+	if named := containerIDFromLink(filepath.Base(link)); len(named) >= minLinkIDPrefix && strings.HasPrefix(id, named) {
+		return true
+	}
+	if target, err := os.Readlink(link); err == nil && logPath != "" {
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(link), target)
+		}
+		if filepath.Clean(target) == filepath.Clean(logPath) {
+			return true
+		}
+	}
+	_, err = os.Stat(link)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // linkOf is the path of c's link under containerLogsDir, if its labels are

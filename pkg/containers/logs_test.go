@@ -180,6 +180,87 @@ func TestRemoveContainerLogs(t *testing.T) {
 	}
 }
 
+// TestLongNamesLinkOfAnotherInstanceStays: with a pod name, namespace and
+// container name the API server accepts but long enough (177, 40 and 40
+// bytes: the pod's log directory, NAMESPACE_NAME_UID, leaves room for no
+// longer pod name with that namespace) that the kubelet's 255-byte cut leaves no container ID in the
+// link name, every instance of the container, in this pod and in any later
+// pod of that name, has the same link name; the kubelet made the link for
+// one of them. Removing an old instance's logs removes the link only when
+// it points at that instance's log path or dangles; one that points at
+// another instance's log (the running or newest one's) stays. Where the
+// log path is unknown (the container was removed by another since the
+// plan), only a dangling link goes.
+func TestLongNamesLinkOfAnotherInstanceStays(t *testing.T) {
+	podName, ns, name := strings.Repeat("a", 177), strings.Repeat("n", 40), strings.Repeat("c", 40)
+	instance := func(id byte) Container {
+		return Container{ID: strings.Repeat(string(id), 64), PodName: podName, PodNamespace: ns, Name: name, Managed: true, PodUID: "u", State: StateExited}
+	}
+	old, newer := instance('a'), instance('b')
+	for _, tc := range []struct {
+		name    string
+		target  string // what the link points at, under the test's root
+		logPath string // the old instance's log path as its status gives it, under the root; "" when unknown
+		removed bool
+	}{
+		{"it points at the newer instance's log", "pods/u/c/1.log", "pods/u/c/0.log", false},
+		{"it points at the old instance's log", "pods/u/c/0.log", "pods/u/c/0.log", true},
+		// A log path outside the pod logs directory is left alone, and
+		// the link to it goes, as the kubelet's removal does.
+		{"it points at the old instance's log, left alone outside the pod logs directory", "elsewhere/0.log", "elsewhere/0.log", true},
+		{"it dangles", "pods/u/c/9.log", "pods/u/c/0.log", true},
+		{"log path unknown, it points at the newer instance's log", "pods/u/c/1.log", "", false},
+		{"log path unknown, it points at the old instance's log", "elsewhere/0.log", "", false},
+		{"log path unknown, it dangles", "pods/u/c/9.log", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			pods, links := filepath.Join(root, "pods"), filepath.Join(root, "containers")
+			touch(t, filepath.Join(pods, "u", "c", "0.log"), filepath.Join(pods, "u", "c", "1.log"), filepath.Join(root, "elsewhere", "0.log"))
+			mkdirs(t, links)
+			link, ok := linkOf(links, &newer)
+			if !ok {
+				t.Fatal("no link name for the names the API server accepts")
+			}
+			if other, _ := linkOf(links, &old); other != link {
+				t.Fatalf("the instances' link names differ (%s, %s): the cut keeps part of the ID", filepath.Base(other), filepath.Base(link))
+			}
+			if err := os.Symlink(filepath.Join(root, tc.target), link); err != nil {
+				t.Fatal(err)
+			}
+			logPath := ""
+			if tc.logPath != "" {
+				logPath = filepath.Join(root, tc.logPath)
+			}
+			if err := removeContainerLogs(logPath, pods, links, &old); err != nil {
+				t.Fatal(err)
+			}
+			if got := !exists(link); got != tc.removed {
+				t.Errorf("removing the logs of instance %s… (log path %q) with the link pointing at %s: link removed %v, want %v",
+					old.ID[:8], tc.logPath, tc.target, got, tc.removed)
+			}
+		})
+	}
+	// A name that keeps the ID is this container's link, as the kubelet
+	// made it: it goes whatever it points at, the log path unknown too.
+	root := t.TempDir()
+	links := filepath.Join(root, "containers")
+	c := ctr("u", "app", 0, StateExited, 0)
+	c.ID = strings.Repeat("d", 64)
+	link, _ := linkOf(links, &c)
+	touch(t, filepath.Join(root, "elsewhere", "0.log"))
+	mkdirs(t, links)
+	if err := os.Symlink(filepath.Join(root, "elsewhere", "0.log"), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeContainerLogs("", "", links, &c); err != nil {
+		t.Fatal(err)
+	}
+	if exists(link) {
+		t.Errorf("%s, whose name ends in the container's ID, stayed after its container's logs were removed (log path unknown); want it removed", filepath.Base(link))
+	}
+}
+
 // TestLogLinkNamedByLabelsStaysInItsDirectory: a container's link is named
 // from its pod's labels, which whoever creates containers through the
 // runtime writes. Labels that are not names the API server gives (a pod
