@@ -210,6 +210,13 @@
 //     container may have been started since planning), or if its state is
 //     no longer the planned one but for unknown to exited (a created
 //     leftover that ran and exited since is now the newest that ran).
+//   - A container the runtime lists without an ID of its own (none, or
+//     one another listed container that differs has too) is never
+//     removed (KeepIDFault), nor its sandbox, nor its pod's log directory:
+//     removing it by ID could remove another, the newest dead one. The
+//     listing is counted (nodegc_container_gc_container_id_faults_total)
+//     and logged, the first and one a minute after. An entry listed twice
+//     alike is one container. No plan both keeps and removes one ID.
 //   - The newest dead instance of a live pod's container is never removed
 //     (kubectl logs --previous and restart counts need it), nor an instance
 //     created less than max(minAge, StartGrace) ago and never started

@@ -134,6 +134,9 @@ type Manager struct {
 	// lastView is the pod view reason of the previous run, to log changes.
 	lastView *string
 	timeline timeline
+	// idFaultLogged is when the last listing that gave containers no ID
+	// of their own was logged (one a minute at most).
+	idFaultLogged time.Time
 }
 
 // NewManager validates opts.Config (defaulted: config.SetDefaults) with
@@ -308,6 +311,9 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 	m.timeline.place(node, now)
 	plan := m.policy.Plan(*node, view, now)
 	plan.WritableLayersUnknown = m.opts.NoWritableLayers
+	if len(plan.ContainerIDFaults) > 0 {
+		m.containerIDFaults(ctx, plan, now)
+	}
 	s := sizer{rt: m.opts.Runtime, layers: m.opts.WritableLayers, paths: m.paths}
 	s.size(ctx, plan)
 	if s.failed > 0 {
@@ -364,6 +370,25 @@ func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
 		m.metrics.errors.WithLabelValues(OpScanLogs).Add(float64(len(errs)))
 	}
 	return node, errors.Join(errs...)
+}
+
+// containerIDFaults counts a listing that gave containers no ID of their
+// own, and logs the first and one a minute after: the plan keeps every
+// such container (KeepIDFault).
+func (m *Manager) containerIDFaults(ctx context.Context, plan *Plan, now time.Time) {
+	m.metrics.containerIDFaults.Inc()
+	if !m.idFaultLogged.IsZero() && now.Sub(m.idFaultLogged) < time.Minute {
+		return
+	}
+	m.idFaultLogged = now
+	var containers []string
+	for _, d := range plan.KeepContainers {
+		if d.Reason == KeepIDFault {
+			containers = append(containers, fmt.Sprintf("%q (%s of pod %s/%s, attempt %d)", d.Container.ID, d.Container.Name, d.Container.PodNamespace, d.Container.PodName, d.Container.Attempt))
+		}
+	}
+	klog.FromContext(ctx).Info("Warning: the runtime lists containers without an ID of their own (none, or one another listed container has); each is kept, with its sandbox and its pod's log directory, as removing it by ID could remove another",
+		"ids", plan.ContainerIDFaults, "containers", containers)
 }
 
 func podsOnNode(node *NodeState) map[string]bool {

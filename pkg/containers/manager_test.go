@@ -16,7 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -620,5 +622,64 @@ func TestViewGaugeFollowsWhileTheRuntimeCannotBeListed(t *testing.T) {
 	_, _ = m.GarbageCollect(t.Context(), TriggerManual)
 	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
 		t.Errorf("the runtime cannot be listed after a plan found the view at odds with it: gauge %v, want 0", got)
+	}
+}
+
+// faultyListing is the fixture's runtime, whose listing of all containers
+// is rewritten by rewrite (a runtime that misbehaves).
+type faultyListing struct {
+	*fakeRuntime
+	rewrite func([]*runtimeapi.Container) []*runtimeapi.Container
+}
+
+func (r faultyListing) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	cs, err := r.fakeRuntime.ListContainers(ctx, f)
+	if err != nil || f.GetPodSandboxId() != "" {
+		return cs, err
+	}
+	return r.rewrite(cs), nil
+}
+
+// TestGarbageCollectContainerIDFaults: pod p (live) has one container that
+// ran once and exited, its only, newest dead instance, in a stopped
+// sandbox; with maxPerPodContainer 1 nothing of it may go. A runtime that
+// lists every entry twice alike lists one container: it stays (before, a
+// run removed it about every other time, the plan keeping one entry and
+// removing the other), and that is no fault. A runtime that lists it and
+// another container under its ID misbehaves: both stay, with the sandbox,
+// and each such listing is counted
+// (nodegc_container_gc_container_id_faults_total) and logged.
+func TestGarbageCollectContainerIDFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		rewrite func([]*runtimeapi.Container) []*runtimeapi.Container
+		faults  float64
+	}{
+		{"every entry listed twice", func(cs []*runtimeapi.Container) []*runtimeapi.Container { return append(cs, cs...) }, 0},
+		{"another container under its ID", func(cs []*runtimeapi.Container) []*runtimeapi.Container {
+			other := proto.Clone(cs[0]).(*runtimeapi.Container)
+			other.Metadata.Attempt, other.CreatedAt = 1, cs[0].CreatedAt-int64(time.Hour)
+			return append(cs, other)
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newManagerFixture(t)
+			f.rt = newFakeRuntime()
+			f.addContainer(dead("p", "app", 0, time.Hour))
+			f.addSandbox(sbx("p", 0, false, 2*time.Hour))
+			m := f.manager(t, func(o *Options) { o.Runtime = faultyListing{f.rt, tc.rewrite} })
+			for run := range 10 {
+				r, err := m.GarbageCollect(t.Context(), TriggerManual)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !f.rt.containerIDs()["p/app/0"] || !f.rt.sandboxIDSet()["p/sb0"] {
+					t.Fatalf("run %d: the only dead instance of live pod p's container, or its sandbox, was removed (plan: %v); want both kept", run, planIDs(r.Plan))
+				}
+			}
+			if got := testutil.ToFloat64(m.metrics.containerIDFaults); got != 10*tc.faults {
+				t.Errorf("nodegc_container_gc_container_id_faults_total = %v after 10 runs, want %v", got, 10*tc.faults)
+			}
+		})
 	}
 }

@@ -29,7 +29,7 @@ var (
 	sandboxRemoveReasons   = []string{ReasonPodGone, ReasonSuperseded}
 	logDirRemoveReasons    = []string{ReasonPodGone}
 	logLinkRemoveReasons   = []string{ReasonDangling}
-	containerKeepReasons   = []string{KeepRunning, KeepMinAge, KeepStarting, KeepWithinLimit, KeepNewestDead, KeepUnmanaged}
+	containerKeepReasons   = []string{KeepRunning, KeepMinAge, KeepStarting, KeepWithinLimit, KeepNewestDead, KeepUnmanaged, KeepIDFault}
 	operations             = []string{OpListRuntime, OpScanLogs, OpReadExitTime, OpReadBytes, OpContainerStatus, OpStopContainer, OpRemoveLogs,
 		OpRemoveContainer, OpSandboxStatus, OpStopSandbox, OpRemoveSandbox, OpRemoveLogDir, OpRemoveLogLink, OpReclaim}
 	byteKinds   = []string{KindWritableLayer, KindContainerLogs, KindPodLogDirectory}
@@ -48,6 +48,9 @@ type metrics struct {
 	podsAuthoritative prometheus.Gauge
 	bytesFreed        *prometheus.CounterVec
 	bytesMeasured     *prometheus.CounterVec
+	// containerIDFaults counts the listings that gave containers no ID
+	// of their own (Plan.ContainerIDFaults).
+	containerIDFaults prometheus.Counter
 }
 
 // newMetrics creates the container GC metrics and registers them into reg.
@@ -74,10 +77,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		bytesMeasured: metricvec.Counter("nodegc_container_gc_measured_bytes_freed_total",
 			"Growth of a filesystem's available bytes from before a container GC run planned to after its removals settled, summed over runs that removed something (negative changes count as 0); it includes whatever else changed on that filesystem meanwhile,",
 			"filesystem", filesystems),
+		containerIDFaults: metricvec.Single("nodegc_container_gc_container_id_faults_total",
+			"Container listings of the runtime, one per container GC plan, that gave containers no ID of their own (none, or one another listed container that differs has too): the runtime misbehaves; every such container is kept (kept reason "+KeepIDFault+"), with its sandbox and its pod's log directory, as removing it by ID could remove another; the first, and one a minute after, are logged."),
 	}
 	m.runs.Init(TriggerPeriodic) // the runs Run starts: exported before the first ends
 	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,
-		m.errors, m.containersKept, m.podsAuthoritative, m.bytesFreed, m.bytesMeasured)
+		m.errors, m.containersKept, m.podsAuthoritative, m.bytesFreed, m.bytesMeasured, m.containerIDFaults)
 	return m
 }
 

@@ -2,6 +2,7 @@ package containers
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -32,6 +33,7 @@ const (
 // Reasons for keeping something. They are metric label values.
 const (
 	KeepUnmanaged     = "unmanaged"      // no kubelet labels: never touched
+	KeepIDFault       = "id_fault"       // listed without an ID of its own (none, or one another listed container has): cannot be removed by ID
 	KeepRunning       = "running"        // a running container
 	KeepMinAge        = "min_age"        // younger than minAge (or exit time unknown)
 	KeepStarting      = "starting"       // created, never started, younger than max(minAge, StartGrace): may be starting
@@ -150,6 +152,14 @@ type Plan struct {
 	// RemoveLogLinks and KeepLogLinks list dangling links only.
 	RemoveLogLinks, KeepLogLinks []LogLinkDecision
 
+	// ContainerIDFaults are the IDs the runtime's listing gave no
+	// container of its own: "" for containers listed without one, and
+	// each ID listed for two containers that differ (the runtime
+	// misbehaves; an entry listed twice alike is one container). Every
+	// container listed under one is kept (KeepIDFault): removing it by ID
+	// could remove another. Sorted.
+	ContainerIDFaults []string
+
 	// WritableLayersUnknown, when not empty, says why writable layers
 	// count 0 bytes (e.g. "runtime cri-o": no snapshot source for it).
 	WritableLayersUnknown string
@@ -179,6 +189,8 @@ type planner struct {
 	running  map[string]bool      // pod UIDs with a ready sandbox or a running container
 	refs     map[string]PodRef    // pod UID -> its namespace and name, from the labels
 	removed  map[string]bool      // container IDs the plan removes
+	kept     map[string]bool      // container IDs the plan keeps
+	idFaults map[string]bool      // IDs the listing gave no container of its own (Plan.ContainerIDFaults)
 	podStays map[string]bool      // pod UIDs that keep a container or sandbox
 
 	newestDead map[unit]*Container // the instance of each unit that is never removed while its pod lives
@@ -224,10 +236,13 @@ func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
 		running:    map[string]bool{},
 		refs:       map[string]PodRef{},
 		removed:    map[string]bool{},
+		kept:       map[string]bool{},
+		idFaults:   map[string]bool{},
 		podStays:   map[string]bool{},
 		newestDead: map[unit]*Container{},
 		protected:  map[*Container]bool{},
 	}
+	node.Containers = pl.distinctIDs(node.Containers)
 	pl.index(node)
 	pl.agree()
 	pl.containers(node.Containers)
@@ -236,6 +251,50 @@ func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
 	pl.logLinks(node.LogLinks, node.Containers)
 	pl.sort()
 	return pl.plan
+}
+
+// distinctIDs folds the entries of all that are the same container listed
+// again alike (same ID, same fields) into one, and records in idFaults,
+// and the plan, every ID the listing gives no container of its own: the
+// empty ID, and one listed for two containers that differ. The runtime
+// misbehaves then (containerd lists each container once, from a map by
+// ID), but the plan removes by ID: of two containers under one, the one
+// the runtime resolves may be the one the plan keeps (the newest dead
+// instance), so every container under such an ID stays, and with it its
+// sandbox and its pod's log directory.
+func (pl *planner) distinctIDs(all []Container) []Container {
+	byID := make(map[string][]Container, len(all))
+	out := make([]Container, 0, len(all))
+	for _, c := range all {
+		listed := byID[c.ID]
+		if slices.ContainsFunc(listed, func(o Container) bool { return sameContainer(o, c) }) {
+			continue // the same container again
+		}
+		if c.ID == "" || len(listed) > 0 {
+			pl.idFaults[c.ID] = true
+		}
+		byID[c.ID] = append(listed, c)
+		out = append(out, c)
+	}
+	if len(pl.idFaults) > 0 {
+		pl.plan.ContainerIDFaults = slices.Sorted(maps.Keys(pl.idFaults))
+	}
+	return out
+}
+
+// sameContainer says whether a and b say the same of one container: an
+// entry listed twice.
+func sameContainer(a, b Container) bool {
+	times := func(c *Container) [3]time.Time { return [3]time.Time{c.CreatedAt, c.FinishedAt, c.SeenCreatedSince} }
+	ta, tb := times(&a), times(&b)
+	for i := range ta {
+		if !ta[i].Equal(tb[i]) {
+			return false
+		}
+	}
+	a.CreatedAt, a.FinishedAt, a.SeenCreatedSince = time.Time{}, time.Time{}, time.Time{}
+	b.CreatedAt, b.FinishedAt, b.SeenCreatedSince = time.Time{}, time.Time{}, time.Time{}
+	return a == b
 }
 
 // index records, per pod, whether it is static, whether it runs, its name,
@@ -367,6 +426,7 @@ func deadFirst(a, b *Container) int {
 
 func (pl *planner) keepContainer(c *Container, reason string) {
 	pl.plan.KeepContainers = append(pl.plan.KeepContainers, ContainerDecision{Container: *c, Reason: reason})
+	pl.kept[c.ID] = true
 	if c.Managed {
 		pl.podStays[c.PodUID] = true
 	}
@@ -411,6 +471,24 @@ func (pl *planner) containers(all []Container) {
 			pl.keepWithinLimit(c)
 		}
 	}
+	pl.neverKeptAndRemoved()
+}
+
+// neverKeptAndRemoved makes sure no ID is both kept and removed: a removal
+// by an ID the plan also keeps could remove the container it keeps. Every
+// removal of such an ID becomes a keep (KeepIDFault). distinctIDs leaves
+// no ID to two containers, so this only guards against a rule's mistake.
+func (pl *planner) neverKeptAndRemoved() {
+	var removals []ContainerDecision
+	for _, d := range pl.plan.RemoveContainers {
+		if pl.kept[d.Container.ID] {
+			delete(pl.removed, d.Container.ID)
+			pl.keepContainer(&d.Container, KeepIDFault)
+			continue
+		}
+		removals = append(removals, d)
+	}
+	pl.plan.RemoveContainers = removals
 }
 
 // evictable keeps what is not evictable (unmanaged, running, starting,
@@ -420,6 +498,9 @@ func (pl *planner) evictable(all []Container, units map[unit][]*Container) {
 	for i := range all {
 		c := &all[i]
 		switch {
+		case pl.idFaults[c.ID]:
+			pl.keepContainer(c, KeepIDFault)
+			continue
 		case !c.Managed:
 			pl.keepContainer(c, KeepUnmanaged)
 			continue

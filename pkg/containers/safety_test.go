@@ -2,6 +2,7 @@ package containers
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -357,6 +358,74 @@ func TestPlanStartInFlightStays(t *testing.T) {
 			got := summarize(policyWithTimeout(t, nil, tc.timeout).Plan(node(tc.age), live("p"), t0))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlanContainerIDFaults: the plan removes containers by ID, so a
+// runtime that lists containers without an ID of their own misbehaves in
+// a way that matters. An entry listed twice alike (same ID, same fields)
+// is one container: pod p's only dead instance stays, the newest dead of a
+// live pod's container (before, of its two entries one was kept and the
+// other, the same container, removed, run after run). Two containers
+// listed under one ID, or without an ID, are a fault: the one the runtime
+// resolves the ID to may be the one the plan keeps, so each stays
+// (id_fault), and with it its sandbox and its pod's log directory; the
+// plan names the IDs (ContainerIDFaults), and the pod's other instances
+// are planned as usual.
+func TestPlanContainerIDFaults(t *testing.T) {
+	shared := func(id string, cs ...Container) []Container {
+		for i := range cs {
+			cs[i].ID = id
+		}
+		return cs
+	}
+	goneDir := PodLogDir{Name: "ns_gone_gone", PodUID: "gone", ModTime: t0.Add(-3 * time.Hour)}
+	for name, tc := range map[string]struct {
+		node       NodeState
+		want       summary
+		wantFaults []string
+	}{
+		"one container listed twice alike": {
+			node: NodeState{Containers: []Container{dead("p", "app", 0, time.Hour), dead("p", "app", 0, time.Hour)},
+				Sandboxes: []Sandbox{sbx("p", 0, false, 2*time.Hour)}},
+			want: summary{Keep: []string{"p/app/0:within_limit"}, KeepSandboxes: []string{"p/sb0:has_containers"}},
+		},
+		"two containers under one ID, the newest dead among them": {
+			node: NodeState{Containers: append(shared("x", dead("p", "app", 1, 2*time.Hour), dead("p", "app", 2, time.Hour)), dead("p", "app", 0, 3*time.Hour)),
+				Sandboxes: []Sandbox{sbx("p", 0, false, 4*time.Hour)}},
+			want:       summary{Keep: []string{"p/app/0:within_limit", "x:id_fault", "x:id_fault"}, KeepSandboxes: []string{"p/sb0:has_containers"}},
+			wantFaults: []string{"x"},
+		},
+		"two containers under one ID, one of them listed twice": {
+			node: NodeState{Containers: shared("x", dead("p", "app", 1, 2*time.Hour), dead("p", "app", 2, time.Hour), dead("p", "app", 2, time.Hour)),
+				Sandboxes: []Sandbox{sbx("p", 0, false, 4*time.Hour)}},
+			want:       summary{Keep: []string{"x:id_fault", "x:id_fault"}, KeepSandboxes: []string{"p/sb0:has_containers"}},
+			wantFaults: []string{"x"},
+		},
+		"containers of a gone pod without an ID": {
+			node: NodeState{Containers: shared("", dead("gone", "app", 0, 2*time.Hour), dead("gone", "app", 1, time.Hour)),
+				Sandboxes: []Sandbox{sbx("gone", 0, false, 3*time.Hour)}, LogDirs: []PodLogDir{goneDir}},
+			want: summary{Keep: []string{":id_fault", ":id_fault"}, KeepSandboxes: []string{"gone/sb0:has_containers"},
+				KeepLogDirs: []string{"ns_gone_gone:pod_active"}},
+			wantFaults: []string{""},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// The plan once depended on the order of equal entries: 20
+			// plans, each of a shuffled listing.
+			for i := range 20 {
+				node := tc.node
+				node.Containers = slices.Clone(node.Containers)
+				rand.Shuffle(len(node.Containers), func(a, b int) { node.Containers[a], node.Containers[b] = node.Containers[b], node.Containers[a] })
+				plan := policyFor(t, nil).Plan(node, live("p"), t0)
+				if diff := cmp.Diff(tc.want, summarize(plan)); diff != "" {
+					t.Fatalf("plan %d (-want +got):\n%s", i, diff)
+				}
+				if diff := cmp.Diff(tc.wantFaults, plan.ContainerIDFaults); diff != "" {
+					t.Fatalf("plan %d: IDs given no container of its own (-want +got):\n%s", i, diff)
+				}
 			}
 		})
 	}
