@@ -136,7 +136,11 @@
 //     points at a log again when its removal comes is kept, and so is one
 //     whose container, in a listing made right before the links go, has
 //     not exited (created since the plan's listing; the kubelet reads the
-//     link's container's status right before removing it).
+//     link's container's status right before removing it). A link
+//     dangles only if its target lies under podLogsDirectory and is
+//     missing: a target elsewhere cannot be checked from nodegc's
+//     container, which mounts the log directories alone (linkDangles), so
+//     its link stays, logged once.
 //
 // Where nodegc deviates from the kubelet, for safety:
 //   - The newest dead instance of each group of a live pod is never

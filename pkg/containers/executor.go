@@ -218,7 +218,7 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 		// Removed meanwhile: done, and its link goes as the kubelet's would
 		// (if it is its own: its log path unknown, one whose name has no
 		// ID of it goes only if it dangles).
-		if err := removeContainerLogs("", "", e.paths.ContainerLogs, c); err != nil {
+		if err := removeContainerLogs("", e.paths.PodLogs, e.paths.ContainerLogs, c); err != nil {
 			e.fail(OpRemoveLogs, err, c.PodUID, c.SandboxID)
 			return
 		}
@@ -389,7 +389,7 @@ func (e *executor) logLink(ctx context.Context, d LogLinkDecision) {
 	path := filepath.Join(e.paths.ContainerLogs, d.Link.Name)
 	// Dangling when planned, maybe not now: the kubelet renames a log to
 	// rotate it, then opens a new one, which the link points at again.
-	if _, err := os.Stat(path); err == nil {
+	if dangles, _ := linkDangles(path, e.paths.PodLogs); !dangles {
 		klog.FromContext(ctx).V(4).Info("Container log link points at a log again; kept", "link", d.Link.Name)
 		return
 	}

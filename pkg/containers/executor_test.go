@@ -52,7 +52,7 @@ func newExecFixture(t *testing.T) *execFixture {
 	}
 	f.node.LogDirs = []PodLogDir{{Name: "ns_gone_gone", PodUID: "gone", ModTime: t0.Add(-3 * time.Hour)}}
 	f.danglingLink = filepath.Join(f.paths.ContainerLogs, "x_ns_a-deadbeef.log")
-	if err := os.Symlink(filepath.Join(root, "nowhere"), f.danglingLink); err != nil {
+	if err := os.Symlink(filepath.Join(f.paths.PodLogs, "ns_x_gone", "a", "0.log"), f.danglingLink); err != nil {
 		t.Fatal(err)
 	}
 	f.node.LogLinks = []LogLink{{Name: filepath.Base(f.danglingLink), ContainerID: "deadbeef", Dangling: true}}
@@ -87,7 +87,7 @@ func removedIDs(o *Outcome) []string {
 func TestExecuteKeepsALinkThatPointsAgain(t *testing.T) {
 	f := newExecFixture(t)
 	plan := f.plan(t)
-	touch(t, filepath.Join(filepath.Dir(f.paths.ContainerLogs), "nowhere")) // the link's target is back
+	touch(t, filepath.Join(f.paths.PodLogs, "ns_x_gone", "a", "0.log")) // the link's target is back
 	out, err := execute(t.Context(), f.rt, plan, f.paths, false)
 	if err != nil {
 		t.Fatal(err)

@@ -90,20 +90,43 @@ func lowerHex(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') }) < 0
 }
 
-// scanLogLinks lists the *.log symbolic links under dir and whether their
-// target exists. A missing dir is empty.
-func scanLogLinks(dir string) ([]LogLink, error) {
+// scanLogLinks lists the *.log symbolic links under dir and whether they
+// dangle (linkDangles, targets under podLogsDir). A missing dir is empty.
+func scanLogLinks(dir, podLogsDir string) ([]LogLink, error) {
 	return scanDir(dir, "container logs directory", func(e fs.DirEntry) (LogLink, bool) {
 		if e.Type()&fs.ModeSymlink == 0 || !strings.HasSuffix(e.Name(), logSuffix) {
 			return LogLink{}, false
 		}
-		_, err := os.Stat(filepath.Join(dir, e.Name()))
+		dangles, elsewhere := linkDangles(filepath.Join(dir, e.Name()), podLogsDir)
 		return LogLink{
 			Name:        e.Name(),
 			ContainerID: containerIDFromLink(e.Name()),
-			Dangling:    errors.Is(err, fs.ErrNotExist),
+			Dangling:    dangles,
+			Elsewhere:   elsewhere,
 		}, true
 	})
+}
+
+// linkDangles says whether the symbolic link at path dangles: its target
+// does not exist. Only a target under podLogsDir can be told: nodegc's
+// container mounts the log directories alone, so a target elsewhere (a
+// kubelet podLogsDir nodegc was not told, or a podLogsDirectory given as
+// the resolved path of a link the kubelet writes through) is missing there
+// whether or not it exists on the host. Such a link (elsewhere) does not
+// dangle; the kubelet, in the host's view, removes it if it does.
+func linkDangles(path, podLogsDir string) (dangles, elsewhere bool) {
+	target, err := os.Readlink(path)
+	if err != nil {
+		return false, false
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(path), target)
+	}
+	if podLogsDir != "" && !within(target, podLogsDir) {
+		return false, true
+	}
+	_, err = os.Stat(path)
+	return errors.Is(err, fs.ErrNotExist), false
 }
 
 // containerIDFromLink parses POD_NAMESPACE_CONTAINER-ID.log; "" when the
@@ -162,7 +185,7 @@ func removeContainerLogs(logPath, podLogsDir, containerLogsDir string, c *Contai
 		}
 		d.Close()
 	}
-	if link, ok := linkOf(containerLogsDir, c); ok && linkIsOwn(link, logPath, c.ID) {
+	if link, ok := linkOf(containerLogsDir, c); ok && linkIsOwn(link, logPath, podLogsDir, c.ID) {
 		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing log link of container %s: %w", c.ID, err))
 		}
@@ -174,12 +197,12 @@ func removeContainerLogs(logPath, podLogsDir, containerLogsDir string, c *Contai
 // log path is logPath ("" when unknown), is a symbolic link that is this
 // container's to remove: its name keeps at least minLinkIDPrefix
 // characters of the ID (the kubelet's own link, whatever it points at), or
-// it points at logPath, or it dangles. With a long pod name, namespace and
+// it points at logPath, or it dangles (linkDangles). With a long pod name, namespace and
 // container name the kubelet's 255-byte cut leaves less of the ID, or none:
 // every instance of the container has that link name, and the link the
 // kubelet made for one of them (a running or newer instance's, pointing at
 // its log) is not another's to remove.
-func linkIsOwn(link, logPath, id string) bool {
+func linkIsOwn(link, logPath, podLogsDir, id string) bool {
 	info, err := os.Lstat(link)
 	if err != nil || info.Mode()&fs.ModeSymlink == 0 {
 		return false
@@ -195,8 +218,8 @@ func linkIsOwn(link, logPath, id string) bool {
 			return true
 		}
 	}
-	_, err = os.Stat(link)
-	return errors.Is(err, fs.ErrNotExist)
+	dangles, _ := linkDangles(link, podLogsDir)
+	return dangles
 }
 
 // linkOf is the path of c's link under containerLogsDir, if its labels are

@@ -79,6 +79,8 @@ func TestScanLogLinks(t *testing.T) {
 	for name, to := range map[string]string{
 		"web_ns_app-" + id + ".log":       target,
 		"web_ns_old-" + id[:63] + "c.log": filepath.Join(root, "pods", "gone", "0.log"),
+		"web_ns_rel-" + id[:63] + "d.log": filepath.Join("..", "pods", "gone", "1.log"),
+		"web_ns_far-" + id[:63] + "e.log": "/nonexistent-nodegc-test/pods/ns_web_u/far/0.log",
 		"notalog-x.txt":                   target,
 	} {
 		if err := os.Symlink(to, filepath.Join(logs, name)); err != nil {
@@ -86,13 +88,19 @@ func TestScanLogLinks(t *testing.T) {
 		}
 	}
 	touch(t, filepath.Join(logs, "plain-file.log"))
-	got, err := scanLogLinks(logs)
+	got, err := scanLogLinks(logs, filepath.Join(root, "pods"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A link whose target lies outside the pod logs directory cannot be
+	// told dangling from nodegc's container, which mounts only the log
+	// directories (far): before, it counted as dangling, and every link
+	// of a kubelet writing elsewhere went, the running containers' too.
 	want := []LogLink{
 		{Name: "web_ns_app-" + id + ".log", ContainerID: id, Dangling: false},
 		{Name: "web_ns_old-" + id[:63] + "c.log", ContainerID: id[:63] + "c", Dangling: true},
+		{Name: "web_ns_rel-" + id[:63] + "d.log", ContainerID: id[:63] + "d", Dangling: true},
+		{Name: "web_ns_far-" + id[:63] + "e.log", ContainerID: id[:63] + "e", Dangling: false, Elsewhere: true},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b LogLink) bool { return a.Name < b.Name })); diff != "" {
 		t.Errorf("links (-want +got):\n%s", diff)

@@ -137,6 +137,9 @@ type Manager struct {
 	// idFaultLogged is when the last listing that gave containers no ID
 	// of their own was logged (one a minute at most).
 	idFaultLogged time.Time
+	// elsewhereLogged: links whose targets lie outside the pod logs
+	// directory were logged (once).
+	elsewhereLogged bool
 }
 
 // NewManager validates opts.Config (defaulted: config.SetDefaults) with
@@ -362,14 +365,38 @@ func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
 		errs = append(errs, err)
 	}
 	if m.paths.ContainerLogs != "" {
-		if node.LogLinks, err = scanLogLinks(m.paths.ContainerLogs); err != nil {
+		if node.LogLinks, err = scanLogLinks(m.paths.ContainerLogs, m.paths.PodLogs); err != nil {
 			errs = append(errs, err)
 		}
+		m.linksElsewhere(ctx, node.LogLinks)
 	}
 	if len(errs) > 0 {
 		m.metrics.errors.WithLabelValues(OpScanLogs).Add(float64(len(errs)))
 	}
 	return node, errors.Join(errs...)
+}
+
+// linksElsewhere logs, once, that container log links point outside the
+// pod logs directory: nodegc cannot tell whether they dangle, and leaves
+// them (linkDangles).
+func (m *Manager) linksElsewhere(ctx context.Context, links []LogLink) {
+	if m.elsewhereLogged {
+		return
+	}
+	n, example := 0, ""
+	for _, l := range links {
+		if l.Elsewhere {
+			if n++; example == "" {
+				example = l.Name
+			}
+		}
+	}
+	if n == 0 {
+		return
+	}
+	m.elsewhereLogged = true
+	klog.FromContext(ctx).Info("Warning: container log links point outside the pod logs directory; nodegc cannot tell whether they dangle and leaves them to the kubelet: set containerGC.podLogsDirectory to the kubelet's podLogsDir",
+		"links", n, "example", example, "containerLogsDirectory", m.paths.ContainerLogs, "podLogsDirectory", m.paths.PodLogs)
 }
 
 // containerIDFaults counts a listing that gave containers no ID of their

@@ -99,6 +99,11 @@ type LogLink struct {
 	ContainerID string
 	// Dangling says the link's target does not exist.
 	Dangling bool
+	// Elsewhere says the link's target lies outside the pod logs
+	// directory: whether it exists cannot be told from nodegc's container,
+	// which mounts only the log directories, so it does not count as
+	// dangling (linkDangles).
+	Elsewhere bool
 }
 
 // NodeState is everything the policy looks at on the node.
