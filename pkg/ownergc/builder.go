@@ -43,8 +43,16 @@ func (b *builder) apply(ev *event) {
 	switch ev.typ {
 	case evUpsert:
 		b.upsert(ev.obj, ev.res)
+		if ev.seq == fromWatch {
+			ev.res.advance(ev.obj.ResourceVersion)
+		}
 	case evDelete:
 		b.observeDelete(ev.obj.UID)
+		if ev.seq == fromWatch {
+			ev.res.advance(ev.obj.ResourceVersion)
+		}
+	case evProgress:
+		ev.res.advance(ev.obj.ResourceVersion)
 	case evOwnerAbsent:
 		b.ownerAbsent(*ev.owner)
 	case evResourceGone:

@@ -52,6 +52,11 @@ var (
 	// errUnknownKind: the referenced kind is not in discovery (yet). The
 	// item waits for the next discovery refresh.
 	errUnknownKind = errors.New("owner kind unknown to discovery")
+	// errOwnerWatchBehind: the owner's look-up found nothing at the
+	// stated name, and its resource's watch has not reached the item's
+	// version yet: the owner may exist under another name (see
+	// ownerWatchBehind).
+	errOwnerWatchBehind = errors.New("the owner's resource's watch has not reached the object's version")
 )
 
 // verdict is what the graph alone says about a reference. When lookup is

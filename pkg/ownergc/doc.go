@@ -451,16 +451,15 @@
 // deletion is observed. kube-controller-manager looks the stated name up,
 // finds nothing there (or another UID), and deletes the dependent. A
 // reference of another kind than the object with its UID, or to one in
-// another namespace, is judged at its stated coordinates, as upstream; so
-// is one whose owner the graph has not observed: an owner of a kind no
-// monitor watches (ignored, without the watch verb, or its monitor
-// failing), or whose watch event is still behind the dependent's (owner and
-// dependent of different resources). The look-up then reads the stated
-// name, finds nothing there, and the dependent goes, as upstream. Making
-// that safe would need the look-up to wait until the owner's monitor has
-// applied the resource's changes up to a version read after it (as a
-// resumed watch catches up), which would delay every collection that
-// rests on a look-up by up to a bookmark period.
+// another namespace, is judged at its stated coordinates, as upstream. A
+// reference to an owner the graph has not observed is looked up at its
+// stated name; a look-up that finds nothing there counts only once the
+// graph applied the owner's resource up to the dependent's resource
+// version, or after ownerWatchLagBound (10 s): an owner whose watch event
+// is behind the dependent's (two resources' watches) keeps it meanwhile,
+// and is then observed under its real name (see progress.go). An owner of
+// a kind no monitor watches (ignored, without the watch verb) is judged by
+// the look-up alone, as upstream.
 //
 // # Memory
 //

@@ -2,6 +2,7 @@ package ownergc
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,12 @@ type resource struct {
 	gvk        schema.GroupVersionKind
 	apiVersion string
 	namespaced bool
+	// progress is the resource version up to which the graph applied
+	// every change of the resource its monitor delivered (see
+	// ownerWatchBehind): set by the builder as it applies the watch's
+	// events, the end of a list, and bookmarks (evProgress). 0 before the
+	// first list is applied, or where versions are not numbers.
+	progress atomic.Uint64
 }
 
 func newResource(gvr schema.GroupVersionResource, kind string, namespaced bool) *resource {
@@ -60,7 +67,17 @@ const (
 	// version it awaited (monitor.resume); seq is the monitor's failure
 	// count then.
 	evCaughtUp
+	// evProgress: a monitor delivered, before this event, every change
+	// of its resource up to the resource version obj carries (the end of
+	// a list, a watch's bookmark).
+	evProgress
 )
+
+// fromWatch marks, in event.seq, an evUpsert or evDelete of a watch: the
+// watch delivers changes in resource-version order, so applying one
+// applies every change of the resource up to its version (a list's
+// objects come in any order).
+const fromWatch = 1
 
 // ownerKey names a live lookup: the owner's UID at the coordinates a
 // reference states, with the namespace resolved ("" if cluster-scoped).
@@ -77,8 +94,8 @@ type ownerKey struct {
 // pointers.
 type event struct {
 	typ   eventType
-	seq   uint32                        // evCaughtUp (in what would be padding)
-	obj   *metav1.PartialObjectMetadata // evUpsert, evDelete
+	seq   uint32                        // evCaughtUp: the failure count; evUpsert, evDelete: fromWatch (in what would be padding)
+	obj   *metav1.PartialObjectMetadata // evUpsert, evDelete; evProgress (its resource version only)
 	res   *resource                     // evUpsert, evDelete, evResourceGone, evRelisted
 	uids  map[types.UID]struct{}        // evRelisted
 	mon   *monitor                      // evSynced, evRelisted, evCaughtUp

@@ -56,13 +56,17 @@ func (f *feed) Update(obj any) error { f.m.pushObject(evUpsert, obj); return nil
 func (f *feed) Delete(obj any) error { f.m.pushObject(evDelete, obj); return nil }
 
 // Bookmark is a watch's bookmark: every change up to rv was delivered.
-func (f *feed) Bookmark(rv string) error { f.m.passed(rv); return nil }
+func (f *feed) Bookmark(rv string) error {
+	f.m.pushProgress(rv)
+	f.m.passed(rv)
+	return nil
+}
 
 var _ cache.ReflectorBookmarkStore = (*feed)(nil)
 
 // Replace delivers a complete list of the resource, queued for the graph
 // in batches.
-func (f *feed) Replace(list []any, _ string) error {
+func (f *feed) Replace(list []any, rv string) error {
 	relist := f.HasSynced()
 	var uids map[types.UID]struct{}
 	if relist {
@@ -86,9 +90,11 @@ func (f *feed) Replace(list []any, _ string) error {
 	f.m.pushAll(batch)
 	if relist {
 		f.m.push(event{typ: evRelisted, res: f.m.res, uids: uids, mon: f.m})
+		f.m.pushProgress(rv)
 		return nil
 	}
 	f.m.push(event{typ: evSynced, mon: f.m})
+	f.m.pushProgress(rv)
 	close(f.synced)
 	return nil
 }

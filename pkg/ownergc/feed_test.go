@@ -10,16 +10,23 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// drain returns the events queued so far, as "type uid" strings, and the
+// drain returns the events queued so far, as "type uid" strings ("type
+// uid watch" for a watch's events, "progress rv" for evProgress), and the
 // uids of the evRelisted events.
 func drain(q *eventQueue) (got []string, relisted []map[types.UID]struct{}) {
-	names := map[eventType]string{evUpsert: "upsert", evDelete: "delete", evSynced: "synced", evRelisted: "relisted"}
+	names := map[eventType]string{evUpsert: "upsert", evDelete: "delete", evSynced: "synced", evRelisted: "relisted", evProgress: "progress"}
 	for q.len() > 0 {
 		batch, _ := q.pop(nil, 100)
 		for _, ev := range batch {
 			s := names[ev.typ]
-			if ev.obj != nil {
+			switch {
+			case ev.typ == evProgress:
+				s += " " + ev.obj.ResourceVersion
+			case ev.obj != nil:
 				s += " " + string(ev.obj.UID)
+				if ev.seq == fromWatch {
+					s += " watch"
+				}
 			}
 			got = append(got, s)
 			if ev.typ == evRelisted {
@@ -32,8 +39,10 @@ func drain(q *eventQueue) (got []string, relisted []map[types.UID]struct{}) {
 
 // TestFeed: the reflector's calls become graph events and the feed keeps
 // nothing: the first list ends with evSynced, a later one with the list's
-// UIDs (the builder deletes the rest); slimmed objects; tombstones of
-// DeletedFinalStateUnknown unwrapped.
+// UIDs (the builder deletes the rest), each then with evProgress at the
+// list's version, as a bookmark; a watch's events are marked so (they come
+// in resource-version order, a list's do not); slimmed objects; tombstones
+// of DeletedFinalStateUnknown unwrapped.
 func TestFeed(t *testing.T) {
 	q := newEventQueue()
 	m := &monitor{res: resConfigMap, queue: q}
@@ -58,18 +67,21 @@ func TestFeed(t *testing.T) {
 		t.Errorf("object not slimmed: %+v", a.ObjectMeta)
 	}
 	got, _ := drain(q)
-	if diff := cmp.Diff([]string{"upsert a", "upsert b", "synced"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"upsert a", "upsert b", "synced", "progress 1"}, got); diff != "" {
 		t.Errorf("first list (-want +got):\n%s", diff)
 	}
 
 	_ = f.Add(obj("c"))
 	_ = f.Update(obj("a"))
 	_ = f.Delete(cache.DeletedFinalStateUnknown{Key: "ns/n-b", Obj: obj("b")})
-	if err := f.Replace([]any{obj("a"), obj("d")}, "2"); err != nil {
+	if err := f.Bookmark("3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Replace([]any{obj("a"), obj("d")}, "4"); err != nil {
 		t.Fatal(err)
 	}
 	got, relisted := drain(q)
-	want := []string{"upsert c", "upsert a", "delete b", "upsert a", "upsert d", "relisted"}
+	want := []string{"upsert c watch", "upsert a watch", "delete b watch", "progress 3", "upsert a", "upsert d", "relisted", "progress 4"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("watch and relist (-want +got):\n%s", diff)
 	}

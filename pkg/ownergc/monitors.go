@@ -233,6 +233,13 @@ func newMonitorSet(ctx context.Context, r *run) *monitorSet {
 	return &monitorSet{r: r, ctx: ctx, byGR: map[schema.GroupResource]*monitor{}}
 }
 
+// get returns the monitor of gr, nil if none.
+func (ms *monitorSet) get(gr schema.GroupResource) *monitor {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.byGR[gr]
+}
+
 // sync makes the monitors watch resources (one version of each group and
 // resource): it starts monitors for new resources and stops those of
 // resources that are gone, now picked at another version, or now of
@@ -370,7 +377,7 @@ func (m *monitor) pushObject(typ eventType, obj any) {
 		if m.beforeFeed != nil {
 			m.beforeFeed(m.res, o)
 		}
-		m.push(event{typ: typ, obj: o, res: m.res})
+		m.push(event{typ: typ, seq: fromWatch, obj: o, res: m.res})
 		m.passed(o.ResourceVersion)
 	}
 }

@@ -57,6 +57,7 @@ type run struct {
 	recorder  record.EventRecorder
 	absent    *absentCache
 	flights   flights
+	lag       lagWaits // dependents waiting for their owner's watch (ownerWatchBehind)
 	parked    parkedSet
 	undecided undecidedSet
 

@@ -137,6 +137,15 @@ func viewOf[V any](g *graph, uid types.UID, build func(n *node) V) (V, bool) {
 	return build(n), true
 }
 
+// observedAlive reports whether the graph holds an object with uid,
+// observed and not deleted.
+func (g *graph) observedAlive(uid types.UID) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	n, ok := g.nodes[uid]
+	return ok && n.observed()
+}
+
 // itemView returns the view of the observed node uid.
 func (g *graph) itemView(uid types.UID) (itemView, bool) {
 	return viewOf(g, uid, g.itemViewLocked)

@@ -120,6 +120,9 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 	case errors.Is(err, errNamespacedOwner):
 		r.undecided.decided(v.id.uid)
 		return done // never deleted; the Event says why
+	case errors.Is(err, errOwnerWatchBehind):
+		r.logger.V(4).Info("Owner not found by the name its reference states, and its resource's watch is behind the object; looking again", "object", v.id, "err", err)
+		return outcome{after: ownerWatchRecheck}
 	case errors.Is(err, errUnknownKind):
 		r.noteUndecided(v.id, undecidedUnknownKind, err)
 		r.logger.V(4).Info("Owner kind unknown to discovery; waiting for the next refresh", "object", v.id, "err", err)
@@ -179,6 +182,9 @@ func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, 
 			}
 			vd.class, vd.reason = res.class, res.reason
 			unverified = unverified || res.class != classDangling
+		}
+		if vd.class == classDangling && (vd.reason == reasonNotFound || vd.reason == reasonUIDMismatch) && r.ownerWatchBehind(v, o) {
+			return nil, false, fmt.Errorf("owner reference to %s %s (uid %s): %w", o.kind, o.name, o.uid, errOwnerWatchBehind)
 		}
 		if vd.reason == reasonOtherNamespace {
 			r.reportInvalidNamespace(v.id, o)

@@ -1,0 +1,128 @@
+package ownergc
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// A reference that states a wrong name for an owner the graph has not
+// observed is judged by a look-up of the stated name, which finds nothing
+// there (judgeRef). That proves the owner absent only if the graph would
+// have observed it, under its real name, were it alive: the owner's
+// resource must be monitored, and its monitor must have delivered every
+// change up to the dependent's version. The reference was written with
+// the owner's UID, so the owner was created before the dependent's last
+// write, and resource versions are etcd's revisions, one sequence for
+// every resource: once the graph applied the owner's resource up to the
+// dependent's version, an owner that exists is observed, and the
+// reference is misnamed, not dangling. Until then (the owner's watch event
+// is behind the dependent's, as between two resources' watches it often
+// is) the dependent waits, at most ownerWatchLagBound: a resource whose
+// versions do not reach the dependent's (stored in another etcd, as events
+// often are) would otherwise hold it for good. An owner's resource with
+// no monitor (ignored, without the watch verb, gone from discovery) is
+// judged by the look-up alone, as kube-controller-manager judges it.
+
+// ownerWatchLagBound is the longest a dependent waits for its owner's
+// watch to reach its version (ownerWatchBehind).
+const ownerWatchLagBound = 10 * time.Second
+
+// ownerWatchRecheck is how soon a dependent that waits for its owner's
+// watch is looked at again.
+const ownerWatchRecheck = time.Second
+
+// advance records that the graph applied every change of res up to
+// resource version rv (when a number).
+func (res *resource) advance(rv string) {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return
+	}
+	for {
+		cur := res.progress.Load()
+		if v <= cur || res.progress.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// pushProgress queues evProgress: every change of the monitor's resource
+// up to rv was delivered before it.
+func (m *monitor) pushProgress(rv string) {
+	if rv == "" {
+		return
+	}
+	m.push(event{typ: evProgress, res: m.res, obj: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}}})
+}
+
+// lagWaits holds, per dependent, when it first waited for its owner's
+// watch (ownerWatchBehind).
+type lagWaits struct {
+	mu    sync.Mutex
+	since map[types.UID]time.Time
+}
+
+// ownerWatchBehind reports whether the graph may not have observed owner
+// o of item v yet, although the look-up of its stated name found nothing:
+// o's resource is monitored, and the graph has not applied its changes up
+// to v's version (or applied since the view was taken an object with o's
+// UID), for less than ownerWatchLagBound since v first waited. See above.
+func (r *run) ownerWatchBehind(v *itemView, o *ownerView) bool {
+	itemRV, err := strconv.ParseUint(v.rv, 10, 64)
+	if err != nil {
+		return false
+	}
+	m, err := r.mapping(o.apiVersion, o.kind)
+	if err != nil {
+		return false
+	}
+	mon := r.monitors.get(m.Resource.GroupResource())
+	if mon == nil {
+		return false
+	}
+	// The progress first, then the graph: an owner applied before the
+	// progress was read is in the graph when it is read.
+	caughtUp := mon.res.progress.Load() >= itemRV
+	if caughtUp && !r.graph.observedAlive(o.uid) {
+		r.lag.done(v.id.uid)
+		return false
+	}
+	return r.lag.waiting(v.id.uid, r.c.clock.Now())
+}
+
+// waiting records that uid waits, and reports whether it has waited less
+// than ownerWatchLagBound; once it has not, it is forgotten.
+func (l *lagWaits) waiting(uid types.UID, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.since == nil {
+		l.since = map[types.UID]time.Time{}
+	}
+	first, ok := l.since[uid]
+	if !ok {
+		// Waits of items that went meanwhile are dropped as others come.
+		for u, at := range l.since {
+			if now.Sub(at) >= 2*ownerWatchLagBound {
+				delete(l.since, u)
+			}
+		}
+		l.since[uid] = now
+		return true
+	}
+	if now.Sub(first) < ownerWatchLagBound {
+		return true
+	}
+	delete(l.since, uid)
+	return false
+}
+
+// done forgets that uid waited.
+func (l *lagWaits) done(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.since, uid)
+}
