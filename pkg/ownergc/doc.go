@@ -32,7 +32,12 @@
 //   - Workers (worker.go, orphan.go): concurrentGCSyncs attempt-to-delete
 //     and as many attempt-to-orphan workers on rate-limited queues keyed by
 //     UID. They copy what they need from the graph (view.go), decide with
-//     pure functions (decide.go) and write (api.go, patch.go).
+//     pure functions (decide.go) and write (api.go, patch.go). An item
+//     that failed (a lookup or a write) is retried with its own backoff,
+//     5ms doubling up to maxRetryDelay, and a queue's retries together
+//     take at most retryQPS (10) a second, after a burst of 100, as
+//     kube-controller-manager's queues do; what events queue is added at
+//     once, so the rate of a cascade is not bound by it.
 //   - The debug handler (debug.go) serves the graph as DOT or JSON.
 //
 // In the flow every nodegc collector follows (config → policy → plan →

@@ -2,16 +2,27 @@ package ownergc
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // parkedInFlights counts the goroutines blocked inside flights.do: the one
@@ -129,5 +140,101 @@ func TestFlightsKeepKeysApart(t *testing.T) {
 				t.Errorf("the first lookup got %+v, want its own result", res)
 			}
 		})
+	}
+}
+
+// secretGETs counts the GETs of the Secrets of namespace ns that pass a
+// transport it wraps, and answers them 403 Forbidden while forbid is set
+// (RBAC without get on secrets), without sending them.
+type secretGETs struct {
+	ns     string
+	forbid atomic.Bool
+	n      atomic.Int64
+}
+
+func (s *secretGETs) wrap(next http.RoundTripper) http.RoundTripper {
+	prefix := "/api/v1/namespaces/" + s.ns + "/secrets/"
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		name, ok := strings.CutPrefix(req.URL.Path, prefix)
+		if !ok || req.Method != http.MethodGet {
+			return next.RoundTrip(req)
+		}
+		s.n.Add(1)
+		if !s.forbid.Load() {
+			return next.RoundTrip(req)
+		}
+		status := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, name, errors.New("no get on secrets")).ErrStatus
+		status.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}
+		body, err := json.Marshal(status)
+		if err != nil {
+			return nil, err
+		}
+		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Request: req,
+			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(bytes.NewReader(body))}, nil
+	})
+}
+
+// TestOwnerLookupsBounded: what owners the graph cannot observe cost.
+// One cluster, each scenario with a collector of its own that ignores
+// Secrets (so a Secret owner is only ever known by a lookup).
+func TestOwnerLookupsBounded(t *testing.T) {
+	env := newEnv(t)
+	t.Run("retries of failing lookups share one rate", func(t *testing.T) {
+		testFailingLookupsRetryAtABoundedRate(t, env)
+	})
+}
+
+// collectorIgnoringSecrets starts a collector that does not watch Secrets,
+// whose GETs of the Secrets of a new namespace go through the returned
+// counter.
+func (e *itEnv) collectorIgnoringSecrets(t *testing.T, prefix string) (*testCollector, string, *secretGETs) {
+	t.Helper()
+	ns := e.namespace(t, prefix)
+	gets := &secretGETs{ns: ns}
+	rc := e.c.RESTConfig()
+	rc.Wrap(gets.wrap)
+	cfg := testConfig()
+	cfg.GCIgnoredResources = append(cfg.GCIgnoredResources, config.GroupResource{Resource: "secrets"})
+	return e.startCollectorVia(t, rc, cfg), ns, gets
+}
+
+// Lookups of owners that keep failing (RBAC forbids get, an aggregated API
+// is down) leave their dependents undecided, retried with the item's
+// backoff from 5ms. The rule: those retries of a queue share a token
+// bucket of retryQPS (burst retryBurst), as kube-controller-manager's
+// queues do, so that a great many undecided items cannot take the
+// client's whole budget from the deletes. Here 300 dependents of 300
+// Secrets the collector may not get: beside the 300 first attempts, at
+// most the burst and retryQPS a second.
+func testFailingLookupsRetryAtABoundedRate(t *testing.T, env *itEnv) {
+	gc, ns, gets := env.collectorIgnoringSecrets(t, "lookup-failing")
+	gets.forbid.Store(true)
+	const n = 300
+	owners := make([]metav1.OwnerReference, n)
+	for i := range owners {
+		owners[i] = metav1.OwnerReference{APIVersion: "v1", Kind: "Secret", Name: fmt.Sprintf("owner-%d", i), UID: types.UID(fmt.Sprintf("owner-uid-%d", i))}
+	}
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, err := env.cs.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+				Name: fmt.Sprintf("dep-%d", i), OwnerReferences: owners[i : i+1]}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Errorf("create dependent %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(20 * time.Second)
+	got, elapsed := gets.n.Load(), time.Since(begin)
+	lookups := counterByLabel(t, gc.reg, "nodegc_owner_gc_owner_lookups_total", "result")
+	t.Logf("%d GETs of %d forbidden owners in %v; lookups by result %v", got, n, elapsed.Round(time.Second), lookups)
+	if limit := int64(n + retryBurst + int(retryQPS*elapsed.Seconds()) + 20); got > limit {
+		t.Errorf("%d GETs of %d forbidden owners in %v; want at most %d (the first attempts, the burst and %v a second)",
+			got, n, elapsed.Round(time.Second), limit, retryQPS)
+	}
+	if left, err := env.countConfigMaps(t.Context(), ns, "dep"); err != nil || left != n {
+		t.Errorf("%d of %d dependents of owners that cannot be read left (%v); want every one kept", left, n, err)
 	}
 }

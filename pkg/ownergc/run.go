@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -18,6 +19,19 @@ import (
 
 // maxRetryDelay caps the per-item backoff of both work queues.
 const maxRetryDelay = 5 * time.Minute
+
+// retryQPS and retryBurst bound the retries of each work queue together
+// (a token bucket beside the per-item backoff, the larger delay wins), as
+// kube-controller-manager's DefaultTypedControllerRateLimiter does: a
+// great many items that cannot be decided (owner lookups that fail) or
+// written (a webhook denying every delete) are retried at this rate at
+// most, not each at its own, and leave the client's budget (kubeAPIQPS)
+// to the rest. Only retries go through it (AddRateLimited): an item that
+// events, a wake or a discovery round queue is added at once.
+const (
+	retryQPS   = 10
+	retryBurst = 100
+)
 
 // graphBatch is the most events applied under one write lock.
 const graphBatch = 256
@@ -107,7 +121,10 @@ func newRun(ctx context.Context, c *Collector) *run {
 }
 
 func newQueue(c *Collector, name string) workqueue.TypedRateLimitingInterface[types.UID] {
-	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Millisecond, maxRetryDelay)
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[types.UID]{Limiter: rate.NewLimiter(retryQPS, retryBurst)},
+	)
 	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[types.UID]{
 		Name: name, Clock: c.clock, MetricsProvider: noQueueMetrics{},
 	})
