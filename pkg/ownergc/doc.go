@@ -134,7 +134,21 @@
 // as a version no longer served, proves nothing and the dependent waits),
 // and its verdict is kept on the virtual node and in a small absent-owner
 // cache so that the owner's other dependents need no request.
-// Concurrent lookups of one owner share one request.
+// Concurrent lookups of one owner share one request. An owner a GET finds
+// present but the graph has not observed (its watch event still on its
+// way; or its resource not watched: in gcIgnoredResources, without the
+// watch verb, or its monitor failed) is read again later, once for all its
+// dependents: the verdict "present" is kept for the owner (presentCache),
+// a second after the first GET, then twice as long after each GET that
+// finds it still there, up to maxRetryDelay (5 minutes); its dependents
+// take it without a request, and look again when it ends. So such an owner
+// costs one GET per period, however many dependents it has
+// (kube-controller-manager re-queues the virtual owner, not its
+// dependents), and its deletion is found within a period. That verdict
+// only ever keeps a dependent: an owner deleting in the foreground is read
+// each time, a lookup that finds the owner absent ends it, and neither the
+// absent-owner cache nor an owner's deletion the graph observed is ever
+// overruled by it.
 // What the graph proved holds also once the owner's kind has left discovery
 // (its CRD deleted, and the owner with it): an owner whose deletion was
 // observed, or that a lookup found absent at the stated coordinates, is
@@ -425,8 +439,9 @@
 // the records into one verdict (verdict.go, pure). It only reads: its GETs
 // (the object, an owner the graph never observed, at most 20 blocking
 // dependents) are neither shared with the workers' lookups nor written
-// back to the graph or the absent-owner cache. It needs this instance to
-// run a synced Run (ErrNotRunning, ErrNotSynced otherwise).
+// back to the graph, the absent-owner cache or the owners' verdicts of
+// present. It needs this instance to run a synced Run (ErrNotRunning,
+// ErrNotSynced otherwise).
 //
 // While a Run is synced, one goroutine (stuck.go) scans the graph every
 // min(stuckDeletionThreshold/4, 1m) for objects deleted with

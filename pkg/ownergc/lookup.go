@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,35 +32,141 @@ func (a *absentCache) has(k ownerKey) bool {
 	return ok
 }
 
+// presentFirst is how long a lookup's first verdict that an owner the
+// graph has not observed is present holds; each verdict after it holds
+// twice as long as the one before, up to maxRetryDelay.
+const presentFirst = time.Second
+
+// presentCache keeps, per owner, a lookup's verdict that an owner the graph
+// has not observed exists (its watch event still on its way; or its
+// resource not watched: ignored, without the watch verb, its monitor
+// failed), for a time: until then every dependent of the owner takes it as
+// present without a request, and looks again when it ends (see
+// run.process). So an owner is read once per period, which answers all its
+// dependents, as kube-controller-manager re-queues a virtual owner rather
+// than its dependents. The period grows as the absent-owner cache's
+// verdicts never need to (they hold for good): from presentFirst, doubling
+// at each GET that finds the owner still there, up to maxRetryDelay.
+//
+// A verdict here only ever keeps a dependent: it is solid, never waiting
+// (an owner being deleted in the foreground is read each time), and it is
+// consulted only for a reference the graph cannot classify (an owner's
+// deletion the graph observed, or that a lookup found, wins: see judgeRef
+// and lookupOwner). A lookup that finds the owner absent, or deleting in
+// the foreground, drops it.
+type presentCache struct {
+	mu      sync.Mutex
+	entries map[ownerKey]presentEntry
+	swept   time.Time
+}
+
+// presentEntry is an owner's verdict: present until until, which was hold
+// after the GET that found it.
+type presentEntry struct {
+	until time.Time
+	hold  time.Duration
+}
+
+// fresh returns until when k's verdict holds at now.
+func (p *presentCache) fresh(k ownerKey, now time.Time) (until time.Time, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.entries[k]
+	if !ok || !now.Before(e.until) {
+		return time.Time{}, false
+	}
+	return e.until, true
+}
+
+// add records that a GET at now found k present, and returns until when
+// that holds. Entries that ended more than maxRetryDelay ago are dropped
+// (at most once per maxRetryDelay): their owners' dependents, which look
+// again when a verdict ends, no longer ask (decided otherwise, gone, or
+// the owner observed since).
+func (p *presentCache) add(k ownerKey, now time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.entries == nil {
+		p.entries = map[ownerKey]presentEntry{}
+	}
+	if now.Sub(p.swept) >= maxRetryDelay {
+		for key, e := range p.entries {
+			if now.Sub(e.until) > maxRetryDelay {
+				delete(p.entries, key)
+			}
+		}
+		p.swept = now
+	}
+	e := p.entries[k]
+	e.hold = min(max(2*e.hold, presentFirst), maxRetryDelay)
+	e.until = now.Add(e.hold)
+	p.entries[k] = e
+	return e.until
+}
+
+// drop forgets k's verdict.
+func (p *presentCache) drop(k ownerKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.entries, k)
+}
+
 // lookupResult is the verdict of a live lookup.
 type lookupResult struct {
 	class  refClass
 	reason string
+	// until is when a verdict that the owner is present (solid) ends, and
+	// the owner is to be read again (presentCache); zero for the others.
+	until time.Time
 }
 
 // lookupOwner classifies the owner at key with a GET, unless the
-// absent-owner cache already knows; concurrent lookups of one key share a
-// single request.
+// absent-owner cache or the present-owner cache already knows; concurrent
+// lookups of one key share a single request.
 func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) (lookupResult, error) {
-	if r.absent.has(key) {
-		r.c.metrics.lookups.WithLabelValues(lookupCachedAbsent).Inc()
-		return lookupResult{class: classDangling, reason: reasonNotFound}, nil
+	if res, ok := r.cachedLookup(key); ok {
+		return res, nil
 	}
 	return r.flights.do(key, func() (lookupResult, error) {
+		// A flight of key that ended since the look above may have
+		// answered.
+		if res, ok := r.cachedLookup(key); ok {
+			return res, nil
+		}
 		res, err := r.readOwner(ctx, key, apiVersion)
 		if err != nil {
 			r.c.metrics.lookups.WithLabelValues(lookupError).Inc()
 			return res, err
 		}
-		if res.class == classDangling {
+		switch res.class {
+		case classDangling:
 			r.c.metrics.lookups.WithLabelValues(lookupAbsent).Inc()
+			r.present.drop(key)
 			r.absent.add(key)
 			r.events.push(event{typ: evOwnerAbsent, owner: &key})
-		} else {
+		case classSolid:
 			r.c.metrics.lookups.WithLabelValues(lookupPresent).Inc()
+			res.until = r.present.add(key, r.c.clock.Now())
+		default:
+			r.c.metrics.lookups.WithLabelValues(lookupPresent).Inc()
+			r.present.drop(key) // deleting in the foreground: read each time
 		}
 		return res, nil
 	})
+}
+
+// cachedLookup answers a lookup of key from the absent-owner cache, then
+// from the present-owner cache, without a request.
+func (r *run) cachedLookup(key ownerKey) (lookupResult, bool) {
+	if r.absent.has(key) {
+		r.c.metrics.lookups.WithLabelValues(lookupCachedAbsent).Inc()
+		return lookupResult{class: classDangling, reason: reasonNotFound}, true
+	}
+	if until, ok := r.present.fresh(key, r.c.clock.Now()); ok {
+		r.c.metrics.lookups.WithLabelValues(lookupCachedPresent).Inc()
+		return lookupResult{class: classSolid, reason: reasonPresent, until: until}, true
+	}
+	return lookupResult{}, false
 }
 
 // readOwner reads the owner at key with one GET and classifies it. Only a

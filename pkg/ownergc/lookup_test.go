@@ -2,6 +2,7 @@ package ownergc
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
@@ -143,6 +145,79 @@ func TestFlightsKeepKeysApart(t *testing.T) {
 	}
 }
 
+// TestPresentOwnerVerdict: a lookup that finds present an owner the graph
+// has not observed is kept for the owner, so that its other dependents
+// need no request: a second after the first GET, then twice as long after
+// each GET that finds it still there, up to maxRetryDelay. It only ever
+// keeps a dependent: the absent-owner cache's verdict wins over it, and an
+// owner deleting in the foreground (which makes its dependents deletable)
+// is read each time, never kept. A verdict that ended a period ago goes,
+// and the owner's next starts over from a second.
+func TestPresentOwnerVerdict(t *testing.T) {
+	s := newRejectServer(t)
+	r, _, _, _ := rejectRun(t, s)
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	r.c.clock = clk
+	ns := rejectNamespace
+	key := ownerKey{uid: "owner", kind: "ConfigMap", namespace: ns, name: "owner"}
+	s.refuse("owner", answerPolicyDenied("owner"), object(ns, "owner", "owner"))
+	look := func(key ownerKey) lookupResult {
+		t.Helper()
+		res, err := r.lookupOwner(t.Context(), key, "v1")
+		if err != nil {
+			t.Fatalf("lookup of %v: %v", key, err)
+		}
+		return res
+	}
+
+	gets := 0
+	for _, hold := range []time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300} {
+		hold *= time.Second
+		want := lookupResult{class: classSolid, reason: reasonPresent, until: clk.Now().Add(hold)}
+		gets++
+		for _, step := range []time.Duration{0, hold - time.Millisecond} {
+			clk.Step(step)
+			if got := look(key); got != want || s.count(http.MethodGet, "owner") != gets {
+				t.Fatalf("lookup %v into a verdict of %v: %+v after %d GETs, want %+v after %d", step, hold, got,
+					s.count(http.MethodGet, "owner"), want, gets)
+			}
+		}
+		clk.Step(time.Millisecond)
+	}
+
+	// Another owner's verdict, added a period after the first one ended,
+	// sweeps it: the first starts over.
+	other := ownerKey{uid: "other", kind: "ConfigMap", namespace: ns, name: "other"}
+	s.refuse("other", answerPolicyDenied("other"), object(ns, "other", "other"))
+	clk.Step(maxRetryDelay + time.Second)
+	look(other)
+	if got := look(key); got.until != clk.Now().Add(presentFirst) {
+		t.Errorf("a verdict that ended more than a period before another was kept: the next holds until %v, want %v",
+			got.until, clk.Now().Add(presentFirst))
+	}
+
+	// The owner is found absent elsewhere (by another key's lookup, or
+	// before): that wins over the verdict that it is present.
+	r.absent.add(key)
+	if got := look(key); got.class != classDangling {
+		t.Errorf("lookup of an owner in the absent-owner cache while a verdict that it is present holds: %+v, want dangling", got)
+	}
+
+	// An owner deleting in the foreground: each lookup reads it.
+	deleting := object(ns, "other", "other", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
+	s.refuse("other", answerPolicyDenied("other"), deleting)
+	clk.Step(maxRetryDelay)
+	before := s.count(http.MethodGet, "other")
+	for range 2 {
+		if got := look(other); got.class != classWaiting || !got.until.IsZero() {
+			t.Errorf("lookup of an owner deleting in the foreground: %+v, want waiting, not kept", got)
+		}
+	}
+	if got := s.count(http.MethodGet, "other") - before; got != 2 {
+		t.Errorf("%d GETs for two lookups of an owner deleting in the foreground, want 2 (its verdict is never kept)", got)
+	}
+}
+
 // secretGETs counts the GETs of the Secrets of namespace ns that pass a
 // transport it wraps, and answers them 403 Forbidden while forbid is set
 // (RBAC without get on secrets), without sending them.
@@ -176,9 +251,13 @@ func (s *secretGETs) wrap(next http.RoundTripper) http.RoundTripper {
 
 // TestOwnerLookupsBounded: what owners the graph cannot observe cost.
 // One cluster, each scenario with a collector of its own that ignores
-// Secrets (so a Secret owner is only ever known by a lookup).
+// Secrets (so a Secret owner is only ever known by a lookup), one after
+// the other: each collector would look up the other's owners too.
 func TestOwnerLookupsBounded(t *testing.T) {
 	env := newEnv(t)
+	t.Run("an unobserved owner is read once per period, not once per dependent", func(t *testing.T) {
+		testUnobservedOwnerReadOncePerPeriod(t, env)
+	})
 	t.Run("retries of failing lookups share one rate", func(t *testing.T) {
 		testFailingLookupsRetryAtABoundedRate(t, env)
 	})
@@ -196,6 +275,46 @@ func (e *itEnv) collectorIgnoringSecrets(t *testing.T, prefix string) (*testColl
 	cfg := testConfig()
 	cfg.GCIgnoredResources = append(cfg.GCIgnoredResources, config.GroupResource{Resource: "secrets"})
 	return e.startCollectorVia(t, rc, cfg), ns, gets
+}
+
+// An owner whose kind the collector does not watch (in gcIgnoredResources;
+// so too one without the watch verb, or whose monitor failed) exists: a
+// lookup finds it, and its dependents are kept and looked at again later,
+// in case it goes. The rule: that re-verification is the owner's, one GET
+// per owner per period (a second, doubling up to maxRetryDelay), which
+// answers all its dependents, as kube-controller-manager re-queues the
+// virtual owner; and its deletion, found by the next GET, still collects
+// them. Each dependent re-checked the owner on its own timer before: 130
+// GETs in 40s for 300 dependents, a GET per dependent per 5 minutes for
+// good.
+func testUnobservedOwnerReadOncePerPeriod(t *testing.T, env *itEnv) {
+	gc, ns, gets := env.collectorIgnoringSecrets(t, "lookup-period")
+	owner, err := env.cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	env.configMaps(t, t.Context(), ns, "dep", n, []metav1.OwnerReference{ref("v1", "Secret", owner, false)})
+	const window = 40 * time.Second
+	time.Sleep(window)
+	lookups := counterByLabel(t, gc.reg, "nodegc_owner_gc_owner_lookups_total", "result")
+	t.Logf("%d GETs of one unobserved owner in %v with %d dependents; lookups by result %v", gets.n.Load(), window, n, lookups)
+	// Periods of 1, 2, 4, 8, 16 and 32s: 6 GETs in 40s, and a few more
+	// for dependents created while the first was in flight.
+	if got := gets.n.Load(); got > 10 {
+		t.Errorf("%d GETs of one owner the graph cannot observe in %v, %d dependents; want about one per period (6)", got, window, n)
+	}
+	if left, err := env.countConfigMaps(t.Context(), ns, "dep"); err != nil || left != n {
+		t.Fatalf("%d of %d dependents of an existing owner left (%v); want every one kept", left, n, err)
+	}
+
+	if err := env.cs.CoreV1().Secrets(ns).Delete(t.Context(), "owner", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the dependents of the deleted owner to be collected", func(ctx context.Context) (bool, error) {
+		left, err := env.countConfigMaps(ctx, ns, "dep")
+		return left == 0, err
+	})
 }
 
 // Lookups of owners that keep failing (RBAC forbids get, an aggregated API

@@ -17,7 +17,10 @@ const (
 	lookupPresent      = "present"
 	lookupAbsent       = "absent"
 	lookupCachedAbsent = "cached_absent" // answered without a request
-	lookupError        = "error"
+	// lookupCachedPresent: answered without a request by a verdict of a
+	// GET of the owner that still holds (presentCache).
+	lookupCachedPresent = "cached_present"
+	lookupError         = "error"
 
 	queueDelete       = "attempt_to_delete"
 	queueOrphan       = "attempt_to_orphan"
@@ -29,7 +32,7 @@ const (
 )
 
 var (
-	lookupResults = []string{lookupPresent, lookupAbsent, lookupCachedAbsent, lookupError}
+	lookupResults = []string{lookupPresent, lookupAbsent, lookupCachedAbsent, lookupCachedPresent, lookupError}
 	workQueues    = []string{queueDelete, queueOrphan}
 	allQueues     = append(slices.Clone(workQueues), queueGraphChanges)
 	nodeStates    = []string{nodesObserved, nodesVirtual, nodesDeleted}
@@ -61,7 +64,7 @@ func newMetrics(reg prometheus.Registerer, c *Collector) *metrics {
 		requests: metricvec.CounterOver("nodegc_owner_gc_api_requests_total",
 			"API requests of the owner GC, by verb as the API server counts them (GET, LIST, WATCH, DELETE, PATCH, POST, ...; NONRESOURCE for discovery) and status class (2xx, 4xx, 5xx, error).", "verb", "code"),
 		lookups: metricvec.Counter("nodegc_owner_gc_owner_lookups_total",
-			"Verifications of owners the graph has not observed (cached_absent: no request),", "result", lookupResults),
+			"Verifications of owners the graph has not observed (cached_absent, cached_present: no request),", "result", lookupResults),
 		monitorErrors: metricvec.CounterOver("nodegc_owner_gc_monitor_errors_total",
 			"List or watch failures of resource monitors (a watch that simply ended is none), by API group and resource.", "group", "resource"),
 		discoveryErrors: metricvec.Single("nodegc_owner_gc_discovery_errors_total",

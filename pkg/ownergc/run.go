@@ -50,7 +50,8 @@ type run struct {
 	deletes workqueue.TypedRateLimitingInterface[types.UID]
 	orphans workqueue.TypedRateLimitingInterface[types.UID]
 	// recheck paces the re-verification of owners found by a lookup but
-	// not (yet) observed.
+	// not (yet) observed whose verdict is not kept (deleting in the
+	// foreground); present ones are the owners' own (presentCache).
 	recheck workqueue.TypedRateLimiter[types.UID]
 
 	monitors   *monitorSet
@@ -70,6 +71,7 @@ type run struct {
 
 	recorder  record.EventRecorder
 	absent    *absentCache
+	present   presentCache
 	flights   flights
 	lag       lagWaits // dependents waiting for their owner's watch (ownerWatchBehind)
 	parked    parkedSet

@@ -115,7 +115,7 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 	if len(v.owners) == 0 {
 		return done
 	}
-	refs, unverified, err := r.classify(ctx, v)
+	refs, unverified, until, err := r.classify(ctx, v)
 	switch {
 	case errors.Is(err, errNamespacedOwner):
 		r.undecided.decided(v.id.uid)
@@ -139,10 +139,19 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 		return r.reread(ctx, v)
 	}
 	out := r.execute(ctx, v, p, mayReread)
-	if out == done && unverified {
+	switch {
+	case out == done && unverified && !until.IsZero():
 		// An owner exists but no monitor has shown it (yet: its event may
 		// be on its way; or its resource is not monitored): look again
-		// later, backing off from a second to maxRetryDelay.
+		// when the owner's verdict ends, when one GET of the owner
+		// answers all its dependents (presentCache: a second, doubling up
+		// to maxRetryDelay).
+		r.recheck.Forget(v.id.uid)
+		return outcome{after: max(until.Sub(r.c.clock.Now()), time.Millisecond)}
+	case out == done && unverified:
+		// An owner deleting in the foreground, whose verdict is not
+		// kept: look again later, backing off from a second to
+		// maxRetryDelay.
 		return outcome{after: r.recheck.When(v.id.uid)}
 	}
 	r.recheck.Forget(v.id.uid)
@@ -163,8 +172,9 @@ func unversioned(v *itemView, p plan) bool {
 
 // classify classifies every owner reference of v, looking owners up where
 // the graph cannot tell. unverified reports an owner found by a lookup but
-// never observed.
-func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, unverified bool, err error) {
+// never observed; until, when not zero, is when the first verdict that
+// such an owner is present ends (presentCache).
+func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, unverified bool, until time.Time, err error) {
 	refs = make([]classifiedRef, 0, len(v.owners))
 	for i := range v.owners {
 		o := &v.owners[i]
@@ -173,18 +183,21 @@ func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, 
 			r.reportInvalidNamespace(v.id, o)
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("owner reference to %s %s (uid %s): %w", o.kind, o.name, o.uid, err)
+			return nil, false, time.Time{}, fmt.Errorf("owner reference to %s %s (uid %s): %w", o.kind, o.name, o.uid, err)
 		}
 		if vd.lookup != nil {
 			res, err := r.lookupOwner(ctx, *vd.lookup, o.apiVersion)
 			if err != nil {
-				return nil, false, fmt.Errorf("look up owner %s %s (uid %s): %w", o.kind, o.name, o.uid, err)
+				return nil, false, time.Time{}, fmt.Errorf("look up owner %s %s (uid %s): %w", o.kind, o.name, o.uid, err)
 			}
 			vd.class, vd.reason = res.class, res.reason
 			unverified = unverified || res.class != classDangling
+			if !res.until.IsZero() && (until.IsZero() || res.until.Before(until)) {
+				until = res.until
+			}
 		}
 		if vd.class == classDangling && (vd.reason == reasonNotFound || vd.reason == reasonUIDMismatch) && r.ownerWatchBehind(v, o) {
-			return nil, false, fmt.Errorf("owner reference to %s %s (uid %s): %w", o.kind, o.name, o.uid, errOwnerWatchBehind)
+			return nil, false, time.Time{}, fmt.Errorf("owner reference to %s %s (uid %s): %w", o.kind, o.name, o.uid, errOwnerWatchBehind)
 		}
 		if vd.reason == reasonOtherNamespace {
 			r.reportInvalidNamespace(v.id, o)
@@ -194,7 +207,7 @@ func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, 
 		}
 		refs = append(refs, classifiedRef{ownerView: *o, class: vd.class, reason: vd.reason})
 	}
-	return refs, unverified, nil
+	return refs, unverified, until, nil
 }
 
 // execute applies plan p to v.
