@@ -480,13 +480,7 @@ func TestListDatedBeforeItsVersion(t *testing.T) {
 // bound after it were removed while it existed.
 func TestListDateFollowsStepsBack(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
-	s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mono atomic.Int64
-	s.monotonic = func() time.Duration { return time.Duration(mono.Load()) }
+	s, mono := steppedSource(t, fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}), clk)
 	runSynced(t, s)
 	step := func(wall, monotonic time.Duration) {
 		clk.Step(wall)
@@ -529,12 +523,7 @@ func TestListDateSeesAStepUndoneBetweenViews(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(t0)
 			client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
-			s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var mono atomic.Int64
-			s.monotonic = func() time.Duration { return time.Duration(mono.Load()) }
+			s, _ := steppedSource(t, client, clk)
 			s.stepSampleEvery = time.Millisecond
 			// excursion steps the wall clock ten minutes back and, once the
 			// source could have read the clocks a few times, forward again.
@@ -562,6 +551,19 @@ func TestListDateSeesAStepUndoneBetweenViews(t *testing.T) {
 			}
 		})
 	}
+}
+
+// steppedSource is a source of node n1's pods on clk, whose monotonic
+// clock is the returned counter (a step of clk does not move it).
+func steppedSource(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock) (*APIPodSource, *atomic.Int64) {
+	t.Helper()
+	s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mono := new(atomic.Int64)
+	s.monotonic = func() time.Duration { return time.Duration(mono.Load()) }
+	return s, mono
 }
 
 // TestViewNeedsThisMachinesBoot: with this machine's boot ID given, the view
