@@ -3,6 +3,7 @@ package ownergc
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,15 +63,21 @@ func (m *monitor) pushProgress(rv string) {
 // lagWaits holds, per dependent, when it first waited for its owner's
 // watch (ownerWatchBehind).
 type lagWaits struct {
+	// n is len(since), read without the lock: most items never wait, and
+	// done is called for each decided item.
+	n     atomic.Int32
 	mu    sync.Mutex
 	since map[types.UID]time.Time
+	swept time.Time
 }
 
 // ownerWatchBehind reports whether the graph may not have observed owner
 // o of item v yet, although the look-up of its stated name found nothing:
 // o's resource is monitored, and the graph has not applied its changes up
-// to v's version (or applied since the view was taken an object with o's
-// UID), for less than ownerWatchLagBound since v first waited. See above.
+// to v's version, for less than ownerWatchLagBound since v first waited;
+// or, whatever the wait, the graph has applied since the view was taken an
+// object with o's UID that o may name (the next view finds it misnamed).
+// See above.
 func (r *run) ownerWatchBehind(v *itemView, o *ownerView) bool {
 	itemRV, err := strconv.ParseUint(v.rv, 10, 64)
 	if err != nil {
@@ -87,7 +94,10 @@ func (r *run) ownerWatchBehind(v *itemView, o *ownerView) bool {
 	// The progress first, then the graph: an owner applied before the
 	// progress was read is in the graph when it is read.
 	caughtUp := mon.res.progress.Load() >= itemRV
-	if caughtUp && !r.graph.observedAlive(o.uid) {
+	switch {
+	case r.graph.observedOwnerOf(o, v.id.namespace):
+		return true
+	case caughtUp:
 		r.lag.done(v.id.uid)
 		return false
 	}
@@ -95,34 +105,42 @@ func (r *run) ownerWatchBehind(v *itemView, o *ownerView) bool {
 }
 
 // waiting records that uid waits, and reports whether it has waited less
-// than ownerWatchLagBound; once it has not, it is forgotten.
+// than ownerWatchLagBound; once it has not, it is forgotten. A wait begun
+// twice the bound ago or more is of an earlier episode (its item was
+// decided otherwise since, or went): a new wait begins.
 func (l *lagWaits) waiting(uid types.UID, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.since == nil {
 		l.since = map[types.UID]time.Time{}
 	}
-	first, ok := l.since[uid]
-	if !ok {
-		// Waits of items that went meanwhile are dropped as others come.
+	if now.Sub(l.swept) >= ownerWatchLagBound {
+		// Waits of items that went meanwhile, at most once per bound.
 		for u, at := range l.since {
 			if now.Sub(at) >= 2*ownerWatchLagBound {
 				delete(l.since, u)
 			}
 		}
+		l.swept = now
+	}
+	first, ok := l.since[uid]
+	switch {
+	case !ok || now.Sub(first) >= 2*ownerWatchLagBound:
 		l.since[uid] = now
-		return true
+	case now.Sub(first) >= ownerWatchLagBound:
+		delete(l.since, uid)
 	}
-	if now.Sub(first) < ownerWatchLagBound {
-		return true
-	}
-	delete(l.since, uid)
-	return false
+	l.n.Store(int32(len(l.since)))
+	return l.since[uid] != time.Time{}
 }
 
-// done forgets that uid waited.
+// done forgets that uid waited (an item decided without waiting).
 func (l *lagWaits) done(uid types.UID) {
+	if l.n.Load() == 0 {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.since, uid)
+	l.n.Store(int32(len(l.since)))
 }

@@ -137,13 +137,15 @@ func viewOf[V any](g *graph, uid types.UID, build func(n *node) V) (V, bool) {
 	return build(n), true
 }
 
-// observedAlive reports whether the graph holds an object with uid,
-// observed and not deleted.
-func (g *graph) observedAlive(uid types.UID) bool {
+// observedOwnerOf reports whether the graph holds an object with o's UID,
+// observed and not deleted, where o may name it whatever name o states:
+// of o's group and kind, cluster-scoped or in namespace (judgeRef's
+// misnamed owner).
+func (g *graph) observedOwnerOf(o *ownerView, namespace string) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	n, ok := g.nodes[uid]
-	return ok && n.observed()
+	n, ok := g.nodes[o.uid]
+	return ok && n.observed() && n.kind.group == o.group() && n.kind.kind == o.kind && (n.namespace == "" || n.namespace == namespace)
 }
 
 // itemView returns the view of the observed node uid.

@@ -134,6 +134,7 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 		return retry
 	}
 	r.undecided.decided(v.id.uid)
+	r.lag.done(v.id.uid)
 	p := decide(v, refs)
 	if unversioned(v, p) {
 		return r.reread(ctx, v)
