@@ -194,6 +194,13 @@ func Decode(data []byte) (*Loaded, error) {
 		if slices.Contains(out.FromKubelet, "imageGC.evictionHard") {
 			out.Warnings = append(out.Warnings, dropUnknownSignals(out.Config.ImageGC.EvictionHard, kubeletDoc.lines)...)
 		}
+		// The kubelet sets no ceiling: a value it runs with must not stop
+		// nodegc; nodegc's own document is held to the ceiling.
+		if d := out.Config.RuntimeRequestTimeout.Duration; d > MaxRuntimeRequestTimeout && slices.Contains(out.FromKubelet, "runtimeRequestTimeout") {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("line %d: runtimeRequestTimeout %v of the %s is over nodegc's ceiling: nodegc takes %v "+
+				"(a created container is left to start for that and a minute)", kubeletDoc.lines["runtimeRequestTimeout"], d, KubeletKind, MaxRuntimeRequestTimeout))
+			out.Config.RuntimeRequestTimeout.Duration = MaxRuntimeRequestTimeout
+		}
 	}
 	SetDefaults(out.Config)
 	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out)...)

@@ -227,6 +227,28 @@ func TestKubeletPrecedence(t *testing.T) {
 	}
 }
 
+// TestKubeletRuntimeRequestTimeoutOverTheCeiling: the kubelet sets no
+// ceiling on runtimeRequestTimeout; one over nodegc's (24h) taken from the
+// KubeletConfiguration is taken as 24h, with a warning naming its line,
+// rather than stopping the agent (the node would get no GC). In nodegc's
+// own document the ceiling is a problem (TestRuntimeRequestTimeoutCeiling).
+func TestKubeletRuntimeRequestTimeoutOverTheCeiling(t *testing.T) {
+	doc := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nruntimeRequestTimeout: 48h\n---\n" + header
+	loaded, err := Decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := loaded.Config.RuntimeRequestTimeout.Duration; got != MaxRuntimeRequestTimeout {
+		t.Errorf("runtimeRequestTimeout = %v, want %v", got, MaxRuntimeRequestTimeout)
+	}
+	if errs := Validate(loaded.Config); len(errs) > 0 {
+		t.Errorf("merged config invalid: %v", errs.ToAggregate())
+	}
+	if want := "line 3: runtimeRequestTimeout 48h0m0s of the KubeletConfiguration is over nodegc's ceiling"; !slices.ContainsFunc(loaded.Warnings, func(w string) bool { return strings.Contains(w, want) }) {
+		t.Errorf("warnings %q; want one saying %q", loaded.Warnings, want)
+	}
+}
+
 // TestNullIsUnset: a field written as null (or ~) is not set, as both the
 // kubelet and Kubernetes' YAML decoding read it: in the nodegc document it
 // leaves the field to the KubeletConfiguration, and in the
