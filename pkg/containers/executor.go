@@ -387,6 +387,10 @@ func (e *executor) logLink(ctx context.Context, d LogLinkDecision) {
 		return
 	}
 	path := filepath.Join(e.paths.ContainerLogs, d.Link.Name)
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "log_link", ID: d.Link.Name, Why: SkipGone}) // the kubelet removed it since the plan
+		return
+	}
 	// Dangling when planned, maybe not now: the kubelet renames a log to
 	// rotate it, then opens a new one, which the link points at again.
 	if dangles, _ := linkDangles(path, e.paths.PodLogs); !dangles {

@@ -729,3 +729,39 @@ func TestExecuteStateChangedSincePlanning(t *testing.T) {
 		})
 	}
 }
+
+// TestExecuteLinkRemovedByAnotherIsGone: a dangling link planned for
+// removal that the kubelet removed meanwhile is skipped as gone (not
+// nodegc's removal), not kept as pointing at a log again: the first
+// version of linkDangles read a missing link as one that does not dangle,
+// and the executor recorded nothing and logged that it pointed at a log.
+func TestExecuteLinkRemovedByAnotherIsGone(t *testing.T) {
+	root := t.TempDir()
+	paths := logPaths{PodLogs: filepath.Join(root, "pods"), ContainerLogs: filepath.Join(root, "containers")}
+	if err := os.MkdirAll(paths.ContainerLogs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(paths.PodLogs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := "web_ns_app-0123456789abcdef.log"
+	link := filepath.Join(paths.ContainerLogs, name)
+	if err := os.Symlink(filepath.Join(paths.PodLogs, "x", "app", "0.log"), link); err != nil {
+		t.Fatal(err)
+	}
+	links, err := scanLogLinks(paths.ContainerLogs, paths.PodLogs)
+	if err != nil || len(links) != 1 || !links[0].Dangling {
+		t.Fatalf("scan: %+v %v", links, err)
+	}
+	plan := &Plan{RemoveLogLinks: []LogLinkDecision{{Link: links[0], Reason: ReasonDangling}}}
+	if err := os.Remove(link); err != nil { // the kubelet, between plan and removal
+		t.Fatal(err)
+	}
+	out, err := execute(t.Context(), newFakeRuntime(), plan, paths, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Skipped) != 1 || out.Skipped[0].Why != SkipGone {
+		t.Errorf("link removed by another since the plan: skipped %+v, removed %+v; want one %s", out.Skipped, out.LogLinks, SkipGone)
+	}
+}
