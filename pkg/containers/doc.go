@@ -221,6 +221,9 @@
 //     listing is counted (nodegc_container_gc_container_id_faults_total)
 //     and logged, the first and one a minute after. An entry listed twice
 //     alike is one container. No plan both keeps and removes one ID.
+//     Sandboxes likewise (distinctSandboxIDs): one listed twice alike is
+//     one, and every sandbox under an ID another has too, or none, is kept
+//     (KeepIDFault), with its pod's log directory.
 //   - The newest dead instance of a live pod's container is never removed
 //     (kubectl logs --previous and restart counts need it), nor an instance
 //     created less than max(minAge, StartGrace) ago and never started

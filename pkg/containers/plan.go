@@ -656,10 +656,18 @@ func (pl *planner) sandboxes(all []Sandbox, containers []Container) {
 			referenced[c.SandboxID] = true
 		}
 	}
+	all, faults := distinctSandboxIDs(all)
 	byPod := map[string][]*Sandbox{}
 	for i := range all {
 		s := &all[i]
-		if !s.Managed {
+		switch {
+		case faults[s.ID]:
+			pl.plan.KeepSandboxes = append(pl.plan.KeepSandboxes, SandboxDecision{Sandbox: *s, Reason: KeepIDFault})
+			if s.Managed {
+				pl.podStays[s.PodUID] = true
+			}
+			continue
+		case !s.Managed:
 			pl.plan.KeepSandboxes = append(pl.plan.KeepSandboxes, SandboxDecision{Sandbox: *s, Reason: KeepUnmanaged})
 			continue
 		}
@@ -692,6 +700,36 @@ func (pl *planner) sandboxes(all []Sandbox, containers []Container) {
 			pl.podStays[uid] = true
 		}
 	}
+}
+
+// distinctSandboxIDs folds the entries of all that are one sandbox listed
+// again alike into one, and returns the IDs the listing gives no sandbox of
+// its own (the empty ID, one listed for two sandboxes that differ): as for
+// containers (distinctIDs), every sandbox under such an ID is kept, for
+// the runtime stops and removes by ID.
+func distinctSandboxIDs(all []Sandbox) ([]Sandbox, map[string]bool) {
+	byID := make(map[string][]Sandbox, len(all))
+	out := make([]Sandbox, 0, len(all))
+	var faults map[string]bool
+	for _, s := range all {
+		listed := byID[s.ID]
+		if slices.ContainsFunc(listed, func(o Sandbox) bool {
+			same := o.CreatedAt.Equal(s.CreatedAt)
+			o.CreatedAt = s.CreatedAt
+			return same && o == s
+		}) {
+			continue
+		}
+		if s.ID == "" || len(listed) > 0 {
+			if faults == nil {
+				faults = map[string]bool{}
+			}
+			faults[s.ID] = true
+		}
+		byID[s.ID] = append(listed, s)
+		out = append(out, s)
+	}
+	return out, faults
 }
 
 func (pl *planner) logDirs(dirs []PodLogDir) {

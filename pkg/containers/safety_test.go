@@ -430,3 +430,30 @@ func TestPlanContainerIDFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanSandboxIDFaults: a live pod's only sandbox (stopped, without
+// containers) listed twice alike is one sandbox, kept as the pod's newest;
+// two sandboxes listed under one ID are both kept (id_fault), and so is
+// their pod's log directory: the runtime stops and removes by ID. Before,
+// the one sandbox listed twice was both kept (newest) and removed
+// (superseded) by one plan, and the executor removed it.
+func TestPlanSandboxIDFaults(t *testing.T) {
+	sb := sbx("p", 0, false, 2*time.Hour)
+	plan := policyFor(t, nil).Plan(NodeState{Sandboxes: []Sandbox{sb, sb}}, live("p"), t0)
+	if got := summarize(plan); len(got.Remove) != 0 || len(plan.KeepSandboxes) != 1 || plan.KeepSandboxes[0].Reason != KeepNewestSandbox {
+		t.Errorf("a live pod's only sandbox listed twice: removed %v, kept %+v; want it kept once, as %s", got.Remove, plan.KeepSandboxes, KeepNewestSandbox)
+	}
+
+	older, newer := sbx("gone", 0, false, 3*time.Hour), sbx("gone", 1, false, 2*time.Hour)
+	older.ID, newer.ID = "shared", "shared"
+	node := NodeState{Sandboxes: []Sandbox{older, newer}, LogDirs: []PodLogDir{{Name: "ns_gone_gone", PodUID: "gone", ModTime: t0.Add(-3 * time.Hour)}}}
+	plan = policyFor(t, nil).Plan(node, live("p"), t0)
+	if got := summarize(plan); len(got.Remove) != 0 {
+		t.Errorf("two sandboxes of a gone pod listed under one ID: removed %v; want both kept (%s) with the pod's log directory", got.Remove, KeepIDFault)
+	}
+	for _, d := range plan.KeepSandboxes {
+		if d.Reason != KeepIDFault {
+			t.Errorf("sandbox %s kept as %s, want %s", d.Sandbox.ID, d.Reason, KeepIDFault)
+		}
+	}
+}
