@@ -284,7 +284,9 @@ type Manager struct {
 	diskReads      readStreak // the disk checks' failures, for their logs
 	// The failures of the reads of containerd's own API that the plan
 	// goes on without, for their logs.
-	arrivalReads, heldReads readStreak
+	// checkArrivalReads is the check's own: its one-image lookups and the
+	// plans' listings of containerd's images can fail apart.
+	arrivalReads, heldReads, checkArrivalReads readStreak
 	// idFaults follows the listings and events that gave containers no ID
 	// of their own, for their logs.
 	idFaults readStreak
@@ -937,7 +939,8 @@ func (m *Manager) planInput(ctx context.Context) (*planInput, error) {
 		return nil, err
 	}
 	m.observeDisk(disk)
-	arrivals := m.readArrivals(ctx, images, now)
+	arrivals := m.readArrivals(ctx, images, now, &m.arrivalReads,
+		"Cannot read when images arrived from the runtime; the minimum age counts from the start of nodegc's watch at the earliest meanwhile")
 	in := m.tracker.planInput(images, now)
 	for i := range in {
 		in[i].Arrived = arrivals[in[i].ID]
@@ -1248,15 +1251,13 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 
 // readArrivals reads when images arrived (Options.Arrivals; nil without
 // one) and dates the tracker's records by it. A failed read is counted and
-// logged (tellRead) and gives none: the minimum age then counts from the
-// start of nodegc's watch at the earliest.
-func (m *Manager) readArrivals(ctx context.Context, images []*runtimeapi.Image, now time.Time) map[string]time.Time {
+// logged (tellRead, with streak and failing) and gives none.
+func (m *Manager) readArrivals(ctx context.Context, images []*runtimeapi.Image, now time.Time, streak *readStreak, failing string) map[string]time.Time {
 	if m.opts.Arrivals == nil {
 		return nil
 	}
 	arrivals, err := m.opts.Arrivals.Arrivals(ctx, images)
-	m.tellRead(ctx, readArrivals, &m.arrivalReads, now, err,
-		"Cannot read when images arrived from the runtime; the minimum age counts from the start of nodegc's watch at the earliest meanwhile",
+	m.tellRead(ctx, readArrivals, streak, now, err, failing,
 		"Can read when images arrived from the runtime again", "watchedSince", m.tracker.watchStart())
 	if err != nil {
 		return nil
@@ -1273,7 +1274,8 @@ func (m *Manager) readArrivals(ctx context.Context, images []*runtimeapi.Image, 
 // than containerd), or when the read fails, the plan's dating stands.
 func (m *Manager) arrivedYoung(ctx context.Context, planned, img *Image) bool {
 	now := m.clock.Now()
-	at, ok := m.readArrivals(ctx, []*runtimeapi.Image{{Id: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests}}, now)[img.ID]
+	at, ok := m.readArrivals(ctx, []*runtimeapi.Image{{Id: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests}}, now, &m.checkArrivalReads,
+		"Cannot read when an image arrived at the check before its removal; the plan's dating stands")[img.ID]
 	if !ok || at.Equal(planned.Arrived) {
 		return false
 	}
