@@ -38,6 +38,9 @@ type nodeGC struct {
 	link                       *runtimeLink
 	imageWatch, containerWatch *loopWatch
 	podsMemory                 *images.PodsMemory
+	// containerTimeline is what the container GC learned of the clocks
+	// and of the containers it saw, across its rebuilds.
+	containerTimeline *containers.Timeline
 	// agentRuns, set by plan: an agent runs node GC on the state directory
 	// now (`nodegc plan` beside it).
 	agentRuns bool
@@ -94,6 +97,9 @@ func (n *nodeGC) run(ctx context.Context) {
 	// of the node's pods does not change with the runtime.
 	pods, podsErr := n.podSource(ctx)
 	n.podsMemory = &images.PodsMemory{}
+	// Nor do the wall clock's steps, and when the container GC first saw
+	// a container created, or exited: the container IDs are the runtime's.
+	n.containerTimeline = containers.NewTimeline()
 	for n.collect(ctx, c, pods, podsErr) {
 	}
 }
@@ -366,6 +372,7 @@ func (n *nodeGC) containerManager(ctx, life context.Context, c *cri.Client, rt *
 		// runtimeRequestTimeout mirrors: a created container is not a
 		// leftover before it.
 		RuntimeRequestTimeout: n.opts.Config.RuntimeRequestTimeout.Duration,
+		Timeline:              n.containerTimeline,
 	}
 	if n.containerWatch != nil {
 		opts.Supervise = n.containerWatch.iteration

@@ -222,3 +222,37 @@ func TestUnknownExitCountsFromFirstSeen(t *testing.T) {
 		t.Errorf("seen exited for longer than minAge: %v, want %v", got, want)
 	}
 }
+
+// TestRebuiltManagerKeepsTheTimeline: the agent builds the container GC
+// again when the runtime comes back with another profile. The wall clock
+// steps an hour forward while the first manager is in place, and the next
+// plan is the rebuilt manager's: given the first one's Timeline, it knows
+// the step and when it first saw each container, and decides as the first
+// would have (TestForwardStepKeepsWhatIsYoung). Before, every manager had
+// a timeline of its own: the rebuilt one aged the dead container of a
+// deleted pod by the step, past minAge, and removed it.
+func TestRebuiltManagerKeepsTheTimeline(t *testing.T) {
+	view := live(fixtureUID("p"))
+	view.Deleted = map[string]bool{fixtureUID("gone"): true}
+	f := newSteppedFixture(t, view, func(c *config.ContainerGCConfiguration) { c.MinAge = &metav1.Duration{Duration: time.Hour} })
+	tl := NewTimeline()
+	f.reg = prometheus.NewPedanticRegistry() // beside the fixture's own manager
+	f.m = f.manager(t, func(o *Options) { o.Timeline = tl })
+	monotonic := func() time.Duration { return f.mono }
+	f.m.timeline.follower.Monotonic, f.m.timeline.since = monotonic, monotonic
+	f.addContainer(dead("p", "app", 1, 10*time.Minute))
+	f.addContainer(ctr("p", "app", 2, StateCreated, 5*time.Second))
+	f.addContainer(dead("gone", "app", 0, 30*time.Minute))
+	f.addSandbox(sbx("p", 0, true, time.Hour))
+	f.addSandbox(sbx("gone", 0, false, time.Hour))
+	want := map[string]string{"p/app/1": KeepMinAge, "p/app/2": KeepStarting, "gone/app/0": KeepMinAge}
+	if got := f.reasons(t); !maps.Equal(got, want) {
+		t.Fatalf("before the step: %v, want %v", got, want)
+	}
+	f.step(time.Hour+5*time.Second, 5*time.Second)
+	f.reg = prometheus.NewPedanticRegistry() // the first manager's metrics go with it
+	f.m = f.manager(t, func(o *Options) { o.Timeline = tl })
+	if got := f.reasons(t); !maps.Equal(got, want) {
+		t.Errorf("rebuilt 5s later, the wall clock stepped an hour forward meanwhile: %v, want %v", got, want)
+	}
+}

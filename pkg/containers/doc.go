@@ -176,9 +176,10 @@
 //     reads the clocks every second, so a step undone before the next view
 //     counts too), so a pod bound after such a step does not seem to
 //     predate the list that could not return it; a step forward does not
-//     move it. A step while
-//     nodegc is down, or before the manager was built again (a runtime
-//     upgrade), is not known.
+//     move it. A step while nodegc is down is not known; the steps found,
+//     and when each container was first seen, carry over to a manager
+//     built again in the same process (Options.Timeline: the agent's, for
+//     a runtime upgraded in place).
 //   - A pod that the API server still holds is live, whatever its phase:
 //     an evicted or completed pod keeps its newest dead instances, its
 //     newest sandbox and its log directory until its object is deleted

@@ -100,7 +100,26 @@ type Options struct {
 	// SettleTimeout bounds the wait for the runtime's asynchronous cleanup
 	// before freed space is measured. Default 20s.
 	SettleTimeout time.Duration
+	// Timeline, if set, is what the manager learns of the clocks and of
+	// the containers it sees (the steps of the wall clock; when it first
+	// saw each container created, or exited without an exit time), handed
+	// on to the managers built after it in this process (NewTimeline); the
+	// first manager given it sets it up with its clock. Nil: the manager's
+	// own, which dies with it.
+	Timeline *Timeline
 }
+
+// Timeline is what a container GC manager learns of the clocks and of the
+// containers it sees, kept for the next manager a process builds (the
+// agent builds one again when the runtime comes back with another
+// profile): without it, that manager would not know the steps of the wall
+// clock found before, and would age containers by them, and it would see
+// every created container created now, and keep it for the start grace
+// again. Managers that share it must not run at once.
+type Timeline struct{ tl timeline }
+
+// NewTimeline returns an empty Timeline.
+func NewTimeline() *Timeline { return &Timeline{} }
 
 // Report describes one GC run: its trigger, start, duration and error
 // (gcrun.Run), its plan and what applying it did.
@@ -133,7 +152,7 @@ type Manager struct {
 	serial *gcrun.Serial // one run or plan at a time; guards lastView and timeline
 	// lastView is the pod view reason of the previous run, to log changes.
 	lastView *string
-	timeline timeline
+	timeline *timeline
 	// idFaultLogged is when the last listing that gave containers no ID
 	// of their own was logged (one a minute at most).
 	idFaultLogged time.Time
@@ -181,7 +200,14 @@ func NewManager(opts Options) (*Manager, error) {
 		serial: gcrun.NewSerial(opts.Clock),
 		paths:  logPaths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
 	}
+	if opts.Timeline == nil {
+		opts.Timeline = NewTimeline()
+	}
+	m.timeline = &opts.Timeline.tl
 	m.timeline.exits = m.policy.agesFromExit()
+	if m.timeline.since != nil {
+		return m, nil // set up by an earlier manager
+	}
 	// A fake clock's time is the only time: it is never stepped.
 	if _, real := opts.Clock.(clock.RealClock); real {
 		m.timeline.since = clockstep.Since(time.Now())
