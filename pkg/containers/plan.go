@@ -263,23 +263,37 @@ func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
 // instance), so every container under such an ID stays, and with it its
 // sandbox and its pod's log directory.
 func (pl *planner) distinctIDs(all []Container) []Container {
-	byID := make(map[string][]Container, len(all))
-	out := make([]Container, 0, len(all))
-	for _, c := range all {
-		listed := byID[c.ID]
-		if slices.ContainsFunc(listed, func(o Container) bool { return sameContainer(o, c) }) {
-			continue // the same container again
-		}
-		if c.ID == "" || len(listed) > 0 {
-			pl.idFaults[c.ID] = true
-		}
-		byID[c.ID] = append(listed, c)
-		out = append(out, c)
-	}
-	if len(pl.idFaults) > 0 {
-		pl.plan.ContainerIDFaults = slices.Sorted(maps.Keys(pl.idFaults))
+	out, faults := distinctByID(all, func(c Container) string { return c.ID }, sameContainer)
+	if len(faults) > 0 {
+		pl.idFaults = faults
+		pl.plan.ContainerIDFaults = slices.Sorted(maps.Keys(faults))
 	}
 	return out
+}
+
+// distinctByID folds the entries of all that are one thing listed again
+// alike (same) into one, and returns the IDs (id) the listing gives
+// nothing of its own: the empty ID, and one listed for two things that
+// differ (nil if none).
+func distinctByID[T any](all []T, id func(T) string, same func(a, b T) bool) (out []T, faults map[string]bool) {
+	byID := make(map[string][]T, len(all))
+	out = make([]T, 0, len(all))
+	for _, x := range all {
+		key := id(x)
+		listed := byID[key]
+		if slices.ContainsFunc(listed, func(o T) bool { return same(o, x) }) {
+			continue // the same thing again
+		}
+		if key == "" || len(listed) > 0 {
+			if faults == nil {
+				faults = map[string]bool{}
+			}
+			faults[key] = true
+		}
+		byID[key] = append(listed, x)
+		out = append(out, x)
+	}
+	return out, faults
 }
 
 // sameContainer says whether a and b say the same of one container: an
@@ -708,28 +722,11 @@ func (pl *planner) sandboxes(all []Sandbox, containers []Container) {
 // containers (distinctIDs), every sandbox under such an ID is kept, for
 // the runtime stops and removes by ID.
 func distinctSandboxIDs(all []Sandbox) ([]Sandbox, map[string]bool) {
-	byID := make(map[string][]Sandbox, len(all))
-	out := make([]Sandbox, 0, len(all))
-	var faults map[string]bool
-	for _, s := range all {
-		listed := byID[s.ID]
-		if slices.ContainsFunc(listed, func(o Sandbox) bool {
-			same := o.CreatedAt.Equal(s.CreatedAt)
-			o.CreatedAt = s.CreatedAt
-			return same && o == s
-		}) {
-			continue
-		}
-		if s.ID == "" || len(listed) > 0 {
-			if faults == nil {
-				faults = map[string]bool{}
-			}
-			faults[s.ID] = true
-		}
-		byID[s.ID] = append(listed, s)
-		out = append(out, s)
-	}
-	return out, faults
+	return distinctByID(all, func(s Sandbox) string { return s.ID }, func(a, b Sandbox) bool {
+		same := a.CreatedAt.Equal(b.CreatedAt)
+		a.CreatedAt = b.CreatedAt
+		return same && a == b
+	})
 }
 
 func (pl *planner) logDirs(dirs []PodLogDir) {
