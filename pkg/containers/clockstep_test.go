@@ -22,6 +22,7 @@ import (
 type steppedFixture struct {
 	*managerFixture
 	m    *Manager
+	tl   *Timeline // m's, for a manager built again (rebuild)
 	mono time.Duration
 }
 
@@ -35,10 +36,37 @@ func newSteppedFixture(t *testing.T, view PodView, mutate func(*config.Container
 	if mutate != nil {
 		mutate(&f.cfg)
 	}
-	f.m = f.manager(t, nil)
+	f.tl = NewTimeline()
+	f.m = f.manager(t, func(o *Options) { o.Timeline = f.tl })
 	monotonic := func() time.Duration { return f.mono }
 	f.m.timeline.follower.Monotonic, f.m.timeline.since = monotonic, monotonic
 	return f
+}
+
+// rebuild replaces the manager by a new one on the same Timeline, as the
+// agent builds it again for a runtime upgraded in place.
+func (f *steppedFixture) rebuild(t *testing.T) {
+	t.Helper()
+	f.reg = prometheus.NewPedanticRegistry() // the old manager's metrics go with it
+	f.m = f.manager(t, func(o *Options) { o.Timeline = f.tl })
+}
+
+// youngAcrossAStep is a stepped fixture with minAge 1h where pod p lives
+// and pod gone was deleted: p's container app exited 10m ago (attempt 1)
+// and was created again 5s ago (attempt 2, not started); gone's exited
+// 30m ago. want is what a plan keeps them as, now and after a step of the
+// wall clock forward.
+func youngAcrossAStep(t *testing.T) (f *steppedFixture, want map[string]string) {
+	t.Helper()
+	view := live(fixtureUID("p"))
+	view.Deleted = map[string]bool{fixtureUID("gone"): true}
+	f = newSteppedFixture(t, view, func(c *config.ContainerGCConfiguration) { c.MinAge = &metav1.Duration{Duration: time.Hour} })
+	f.addContainer(dead("p", "app", 1, 10*time.Minute))
+	f.addContainer(ctr("p", "app", 2, StateCreated, 5*time.Second))
+	f.addContainer(dead("gone", "app", 0, 30*time.Minute))
+	f.addSandbox(sbx("p", 0, true, time.Hour))
+	f.addSandbox(sbx("gone", 0, false, time.Hour))
+	return f, map[string]string{"p/app/1": KeepMinAge, "p/app/2": KeepStarting, "gone/app/0": KeepMinAge}
 }
 
 // step moves the wall clock by wall and the monotonic clock by mono.
@@ -70,15 +98,7 @@ func (f *steppedFixture) reasons(t *testing.T) map[string]string {
 // exited half an hour before is still younger than minAge (1h). Before,
 // both were taken as an hour older than they are, and removed.
 func TestForwardStepKeepsWhatIsYoung(t *testing.T) {
-	view := live(fixtureUID("p"))
-	view.Deleted = map[string]bool{fixtureUID("gone"): true}
-	f := newSteppedFixture(t, view, func(c *config.ContainerGCConfiguration) { c.MinAge = &metav1.Duration{Duration: time.Hour} })
-	f.addContainer(dead("p", "app", 1, 10*time.Minute))
-	f.addContainer(ctr("p", "app", 2, StateCreated, 5*time.Second))
-	f.addContainer(dead("gone", "app", 0, 30*time.Minute))
-	f.addSandbox(sbx("p", 0, true, time.Hour))
-	f.addSandbox(sbx("gone", 0, false, time.Hour))
-	want := map[string]string{"p/app/1": KeepMinAge, "p/app/2": KeepStarting, "gone/app/0": KeepMinAge}
+	f, want := youngAcrossAStep(t)
 	if got := f.reasons(t); !maps.Equal(got, want) {
 		t.Fatalf("before the step: %v, want %v", got, want)
 	}
@@ -232,26 +252,12 @@ func TestUnknownExitCountsFromFirstSeen(t *testing.T) {
 // a timeline of its own: the rebuilt one aged the dead container of a
 // deleted pod by the step, past minAge, and removed it.
 func TestRebuiltManagerKeepsTheTimeline(t *testing.T) {
-	view := live(fixtureUID("p"))
-	view.Deleted = map[string]bool{fixtureUID("gone"): true}
-	f := newSteppedFixture(t, view, func(c *config.ContainerGCConfiguration) { c.MinAge = &metav1.Duration{Duration: time.Hour} })
-	tl := NewTimeline()
-	f.reg = prometheus.NewPedanticRegistry() // beside the fixture's own manager
-	f.m = f.manager(t, func(o *Options) { o.Timeline = tl })
-	monotonic := func() time.Duration { return f.mono }
-	f.m.timeline.follower.Monotonic, f.m.timeline.since = monotonic, monotonic
-	f.addContainer(dead("p", "app", 1, 10*time.Minute))
-	f.addContainer(ctr("p", "app", 2, StateCreated, 5*time.Second))
-	f.addContainer(dead("gone", "app", 0, 30*time.Minute))
-	f.addSandbox(sbx("p", 0, true, time.Hour))
-	f.addSandbox(sbx("gone", 0, false, time.Hour))
-	want := map[string]string{"p/app/1": KeepMinAge, "p/app/2": KeepStarting, "gone/app/0": KeepMinAge}
+	f, want := youngAcrossAStep(t)
 	if got := f.reasons(t); !maps.Equal(got, want) {
 		t.Fatalf("before the step: %v, want %v", got, want)
 	}
 	f.step(time.Hour+5*time.Second, 5*time.Second)
-	f.reg = prometheus.NewPedanticRegistry() // the first manager's metrics go with it
-	f.m = f.manager(t, func(o *Options) { o.Timeline = tl })
+	f.rebuild(t)
 	if got := f.reasons(t); !maps.Equal(got, want) {
 		t.Errorf("rebuilt 5s later, the wall clock stepped an hour forward meanwhile: %v, want %v", got, want)
 	}
