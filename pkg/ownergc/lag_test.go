@@ -139,13 +139,18 @@ func TestOwnerWatchBehind(t *testing.T) {
 		}
 		return &v, &v.owners[0]
 	}
-	dependent := object("ns", "dep", "d1", withOwner("v1", "Secret", "typo", "o1"), withRV("100"))
-
-	t.Run("bound", func(t *testing.T) {
+	// start is the scene of each case: the dependent, in the graph, on a
+	// clock of its own.
+	start := func(t *testing.T) (*clocktesting.FakeClock, *run, *testGraph, *resource, *itemView, *ownerView) {
 		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 		r, tg, secrets := ownerWatchRun(t, clk)
-		tg.apply(upsert(resConfigMap, dependent))
+		tg.apply(upsert(resConfigMap, object("ns", "dep", "d1", withOwner("v1", "Secret", "typo", "o1"), withRV("100"))))
 		v, o := view(tg)
+		return clk, r, tg, secrets, v, o
+	}
+
+	t.Run("bound", func(t *testing.T) {
+		clk, r, tg, secrets, v, o := start(t)
 		if !r.ownerWatchBehind(v, o) {
 			t.Fatal("the Secrets' watch is behind the dependent: it does not wait")
 		}
@@ -159,10 +164,7 @@ func TestOwnerWatchBehind(t *testing.T) {
 		}
 	})
 	t.Run("owner applied after the view", func(t *testing.T) {
-		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-		r, tg, secrets := ownerWatchRun(t, clk)
-		tg.apply(upsert(resConfigMap, dependent))
-		v, o := view(tg)
+		clk, r, tg, secrets, v, o := start(t)
 		r.ownerWatchBehind(v, o)
 		clk.Step(ownerWatchLagBound)
 		tg.apply(watched(secrets, object("ns", "real", "o1", withRV("50"))))
@@ -175,10 +177,7 @@ func TestOwnerWatchBehind(t *testing.T) {
 		}
 	})
 	t.Run("second episode", func(t *testing.T) {
-		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-		r, tg, secrets := ownerWatchRun(t, clk)
-		tg.apply(upsert(resConfigMap, dependent))
-		v, o := view(tg)
+		clk, r, tg, secrets, v, o := start(t)
 		r.ownerWatchBehind(v, o)
 		tg.apply(watched(secrets, object("ns", "real", "o1", withRV("120"))))
 		clk.Step(time.Hour)
