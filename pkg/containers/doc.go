@@ -219,10 +219,11 @@
 //     one another listed container that differs has too) is never
 //     removed (KeepIDFault), nor its sandbox, nor its pod's log directory:
 //     removing it by ID could remove another, the newest dead one. The
-//     listing is counted (nodegc_container_gc_container_id_faults_total)
-//     and logged, the first and one a minute after. An entry listed twice
-//     alike is one container. No plan both keeps and removes one ID.
-//     Sandboxes likewise (distinctSandboxIDs): one listed twice alike is
+//     listing is counted (nodegc_container_gc_container_id_faults_total,
+//     listing="containers") and logged, the first and one a minute after,
+//     naming up to ten. An entry listed twice alike is one container. No
+//     plan both keeps and removes one ID. Sandboxes likewise
+//     (distinctSandboxIDs, listing="sandboxes"): one listed twice alike is
 //     one, and every sandbox under an ID another has too, or none, is kept
 //     (KeepIDFault), with its pod's log directory.
 //   - The newest dead instance of a live pod's container is never removed

@@ -153,9 +153,9 @@ type Manager struct {
 	// lastView is the pod view reason of the previous run, to log changes.
 	lastView *string
 	timeline *timeline
-	// idFaultLogged is when the last listing that gave containers no ID
+	// idFaultLogged is, per listing, when the last one that gave entries no ID
 	// of their own was logged (one a minute at most).
-	idFaultLogged time.Time
+	idFaultLogged map[string]time.Time
 	// elsewhereLogged: links whose targets lie outside the pod logs
 	// directory were logged (once).
 	elsewhereLogged bool
@@ -340,9 +340,7 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 	m.timeline.place(node, now)
 	plan := m.policy.Plan(*node, view, now)
 	plan.WritableLayersUnknown = m.opts.NoWritableLayers
-	if len(plan.ContainerIDFaults) > 0 {
-		m.containerIDFaults(ctx, plan, now)
-	}
+	m.idFaults(ctx, plan, now)
 	s := sizer{rt: m.opts.Runtime, layers: m.opts.WritableLayers, paths: m.paths}
 	s.size(ctx, plan)
 	if s.failed > 0 {
@@ -425,23 +423,59 @@ func (m *Manager) linksElsewhere(ctx context.Context, links []LogLink) {
 		"links", n, "example", example, "containerLogsDirectory", m.paths.ContainerLogs, "podLogsDirectory", m.paths.PodLogs)
 }
 
-// containerIDFaults counts a listing that gave containers no ID of their
-// own, and logs the first and one a minute after: the plan keeps every
-// such container (KeepIDFault).
-func (m *Manager) containerIDFaults(ctx context.Context, plan *Plan, now time.Time) {
-	m.metrics.containerIDFaults.Inc()
-	if !m.idFaultLogged.IsZero() && now.Sub(m.idFaultLogged) < time.Minute {
-		return
-	}
-	m.idFaultLogged = now
-	var containers []string
-	for _, d := range plan.KeepContainers {
-		if d.Reason == KeepIDFault {
-			containers = append(containers, fmt.Sprintf("%q (%s of pod %s/%s, attempt %d)", d.Container.ID, d.Container.Name, d.Container.PodNamespace, d.Container.PodName, d.Container.Attempt))
+// idFaultExamples is how many containers, or sandboxes, and IDs an ID
+// fault's warning names at most.
+const idFaultExamples = 10
+
+// idFaults counts each listing, of containers and of sandboxes, that gave
+// entries no ID of their own, and logs the first and one a minute after,
+// naming a few: the plan keeps every such entry (KeepIDFault).
+func (m *Manager) idFaults(ctx context.Context, plan *Plan, now time.Time) {
+	if len(plan.ContainerIDFaults) > 0 && m.idFaultDue(listingContainers, now) {
+		var named []string
+		n := 0
+		for _, d := range plan.KeepContainers {
+			if d.Reason == KeepIDFault {
+				if n++; len(named) < idFaultExamples {
+					named = append(named, fmt.Sprintf("%q (%s of pod %s/%s, attempt %d)", d.Container.ID, d.Container.Name, d.Container.PodNamespace, d.Container.PodName, d.Container.Attempt))
+				}
+			}
 		}
+		klog.FromContext(ctx).Info("Warning: the runtime lists containers without an ID of their own (none, or one another listed container has); each is kept, with its sandbox and its pod's log directory, as removing it by ID could remove another",
+			"count", n, "containers", named, "ids", firstOf(plan.ContainerIDFaults))
 	}
-	klog.FromContext(ctx).Info("Warning: the runtime lists containers without an ID of their own (none, or one another listed container has); each is kept, with its sandbox and its pod's log directory, as removing it by ID could remove another",
-		"ids", plan.ContainerIDFaults, "containers", containers)
+	if len(plan.SandboxIDFaults) > 0 && m.idFaultDue(listingSandboxes, now) {
+		var named []string
+		n := 0
+		for _, d := range plan.KeepSandboxes {
+			if d.Reason == KeepIDFault {
+				if n++; len(named) < idFaultExamples {
+					named = append(named, fmt.Sprintf("%q (pod %s/%s, attempt %d)", d.Sandbox.ID, d.Sandbox.PodNamespace, d.Sandbox.PodName, d.Sandbox.Attempt))
+				}
+			}
+		}
+		klog.FromContext(ctx).Info("Warning: the runtime lists sandboxes without an ID of their own (none, or one another listed sandbox has); each is kept, with its pod's log directory, as removing it by ID could remove another",
+			"count", n, "sandboxes", named, "ids", firstOf(plan.SandboxIDFaults))
+	}
+}
+
+// idFaultDue counts a listing's ID fault and says whether to log it: the
+// first, and one a minute after the last logged.
+func (m *Manager) idFaultDue(listing string, now time.Time) bool {
+	m.metrics.idFaults.WithLabelValues(listing).Inc()
+	if last, ok := m.idFaultLogged[listing]; ok && now.Sub(last) < time.Minute {
+		return false
+	}
+	if m.idFaultLogged == nil {
+		m.idFaultLogged = map[string]time.Time{}
+	}
+	m.idFaultLogged[listing] = now
+	return true
+}
+
+// firstOf returns the first idFaultExamples of ids.
+func firstOf(ids []string) []string {
+	return ids[:min(len(ids), idFaultExamples)]
 }
 
 func podsOnNode(node *NodeState) map[string]bool {

@@ -626,18 +626,28 @@ func TestViewGaugeFollowsWhileTheRuntimeCannotBeListed(t *testing.T) {
 }
 
 // faultyListing is the fixture's runtime, whose listing of all containers
-// is rewritten by rewrite (a runtime that misbehaves).
+// is rewritten by rewrite, and of all sandboxes by rewriteSandboxes, when
+// set (a runtime that misbehaves).
 type faultyListing struct {
 	*fakeRuntime
-	rewrite func([]*runtimeapi.Container) []*runtimeapi.Container
+	rewrite          func([]*runtimeapi.Container) []*runtimeapi.Container
+	rewriteSandboxes func([]*runtimeapi.PodSandbox) []*runtimeapi.PodSandbox
 }
 
 func (r faultyListing) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
 	cs, err := r.fakeRuntime.ListContainers(ctx, f)
-	if err != nil || f.GetPodSandboxId() != "" {
+	if err != nil || f.GetPodSandboxId() != "" || r.rewrite == nil {
 		return cs, err
 	}
 	return r.rewrite(cs), nil
+}
+
+func (r faultyListing) ListPodSandboxes(ctx context.Context, f *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {
+	sbs, err := r.fakeRuntime.ListPodSandboxes(ctx, f)
+	if err != nil || r.rewriteSandboxes == nil {
+		return sbs, err
+	}
+	return r.rewriteSandboxes(sbs), nil
 }
 
 // TestGarbageCollectContainerIDFaults: pod p (live) has one container that
@@ -667,7 +677,7 @@ func TestGarbageCollectContainerIDFaults(t *testing.T) {
 			f.rt = newFakeRuntime()
 			f.addContainer(dead("p", "app", 0, time.Hour))
 			f.addSandbox(sbx("p", 0, false, 2*time.Hour))
-			m := f.manager(t, func(o *Options) { o.Runtime = faultyListing{f.rt, tc.rewrite} })
+			m := f.manager(t, func(o *Options) { o.Runtime = faultyListing{fakeRuntime: f.rt, rewrite: tc.rewrite} })
 			for run := range 10 {
 				r, err := m.GarbageCollect(t.Context(), TriggerManual)
 				if err != nil {
@@ -677,9 +687,83 @@ func TestGarbageCollectContainerIDFaults(t *testing.T) {
 					t.Fatalf("run %d: the only dead instance of live pod p's container, or its sandbox, was removed (plan: %v); want both kept", run, planIDs(r.Plan))
 				}
 			}
-			if got := testutil.ToFloat64(m.metrics.containerIDFaults); got != 10*tc.faults {
-				t.Errorf("nodegc_container_gc_container_id_faults_total = %v after 10 runs, want %v", got, 10*tc.faults)
+			if got := testutil.ToFloat64(m.metrics.idFaults.WithLabelValues(listingContainers)); got != 10*tc.faults {
+				t.Errorf("nodegc_container_gc_container_id_faults_total{listing=containers} = %v after 10 runs, want %v", got, 10*tc.faults)
 			}
 		})
+	}
+}
+
+// TestGarbageCollectSandboxIDFaults: gone pod g has two stopped sandboxes,
+// and the runtime lists a third under the older one's ID. Every sandbox
+// under that ID stays, each such listing is counted under
+// listing="sandboxes" (before, sandbox faults were kept but not counted),
+// and the warning names the sandboxes.
+func TestGarbageCollectSandboxIDFaults(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt = newFakeRuntime()
+	f.addSandbox(sbx("g", 0, false, 3*time.Hour))
+	f.addSandbox(sbx("g", 1, false, 2*time.Hour))
+	m := f.manager(t, func(o *Options) {
+		o.Runtime = faultyListing{fakeRuntime: f.rt, rewriteSandboxes: func(sbs []*runtimeapi.PodSandbox) []*runtimeapi.PodSandbox {
+			for _, s := range sbs {
+				if s.Id == "g/sb0" {
+					other := proto.Clone(s).(*runtimeapi.PodSandbox)
+					other.Metadata.Attempt = 7
+					return append(sbs, other)
+				}
+			}
+			return sbs
+		}}
+	})
+	lines := logLines(t, func(ctx context.Context) {
+		for range 3 {
+			if _, err := m.GarbageCollect(ctx, TriggerManual); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if !f.rt.sandboxIDSet()["g/sb0"] {
+		t.Error("sandbox g/sb0, listed with another sandbox under its ID, was removed; want it kept")
+	}
+	if got := testutil.ToFloat64(m.metrics.idFaults.WithLabelValues(listingSandboxes)); got != 3 {
+		t.Errorf("nodegc_container_gc_container_id_faults_total{listing=sandboxes} = %v after 3 runs, want 3", got)
+	}
+	if got := testutil.ToFloat64(m.metrics.idFaults.WithLabelValues(listingContainers)); got != 0 {
+		t.Errorf("nodegc_container_gc_container_id_faults_total{listing=containers} = %v, want 0", got)
+	}
+	if got := linesWith(lines, "sandboxes without an ID of their own", `g/sb0`); len(got) != 1 {
+		t.Errorf("warnings naming the sandbox: %q (all lines %q); want one (the first, none again within a minute)", got, lines)
+	}
+}
+
+// TestIDFaultWarningBounded: a runtime that lists 500 containers without
+// an ID is warned about with a few of them and the count, not one line
+// holding all 500.
+func TestIDFaultWarningBounded(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt = newFakeRuntime()
+	for i := range 500 {
+		f.addContainer(dead(fmt.Sprintf("p%d", i), "app", 0, time.Hour))
+	}
+	m := f.manager(t, func(o *Options) {
+		o.Runtime = faultyListing{fakeRuntime: f.rt, rewrite: func(cs []*runtimeapi.Container) []*runtimeapi.Container {
+			for _, c := range cs {
+				c.Id = ""
+			}
+			return cs
+		}}
+	})
+	lines := logLines(t, func(ctx context.Context) {
+		if _, err := m.GarbageCollect(ctx, TriggerManual); err != nil {
+			t.Fatal(err)
+		}
+	})
+	got := linesWith(lines, "containers without an ID of their own")
+	if len(got) != 1 {
+		t.Fatalf("warnings: %q; want one", got)
+	}
+	if strings.Count(got[0], "attempt 0") > idFaultExamples || !strings.Contains(got[0], `"count"=500`) {
+		t.Errorf("warning %q (%d bytes): want at most %d containers named and the count 500", got[0][:min(len(got[0]), 400)], len(got[0]), idFaultExamples)
 	}
 }

@@ -34,6 +34,13 @@ var (
 		OpRemoveContainer, OpSandboxStatus, OpStopSandbox, OpRemoveSandbox, OpRemoveLogDir, OpRemoveLogLink, OpReclaim}
 	byteKinds   = []string{KindWritableLayer, KindContainerLogs, KindPodLogDirectory}
 	filesystems = []string{FSWritableLayers, FSPodLogs, FSWritableLayersAndPodLogs}
+	listings    = []string{listingContainers, listingSandboxes}
+)
+
+// The listings an ID fault is counted for.
+const (
+	listingContainers = "containers"
+	listingSandboxes  = "sandboxes"
 )
 
 // metrics of the container GC. Create once with newMetrics.
@@ -48,9 +55,10 @@ type metrics struct {
 	podsAuthoritative prometheus.Gauge
 	bytesFreed        *prometheus.CounterVec
 	bytesMeasured     *prometheus.CounterVec
-	// containerIDFaults counts the listings that gave containers no ID
-	// of their own (Plan.ContainerIDFaults).
-	containerIDFaults prometheus.Counter
+	// idFaults counts the listings that gave containers
+	// (Plan.ContainerIDFaults) or sandboxes (Plan.SandboxIDFaults) no ID
+	// of their own.
+	idFaults *prometheus.CounterVec
 }
 
 // newMetrics creates the container GC metrics and registers them into reg.
@@ -77,12 +85,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		bytesMeasured: metricvec.Counter("nodegc_container_gc_measured_bytes_freed_total",
 			"Growth of a filesystem's available bytes from before a container GC run planned to after its removals settled, summed over runs that removed something (negative changes count as 0); it includes whatever else changed on that filesystem meanwhile,",
 			"filesystem", filesystems),
-		containerIDFaults: metricvec.Single("nodegc_container_gc_container_id_faults_total",
-			"Container listings of the runtime, one per container GC plan, that gave containers no ID of their own (none, or one another listed container that differs has too): the runtime misbehaves; every such container is kept (kept reason "+KeepIDFault+"), with its sandbox and its pod's log directory, as removing it by ID could remove another; the first, and one a minute after, are logged."),
+		idFaults: metricvec.Counter("nodegc_container_gc_container_id_faults_total",
+			"Listings of the runtime's containers or sandboxes, one of each per container GC plan, that gave some no ID of their own (none, or one another listed entry that differs has too): the runtime misbehaves; every such container or sandbox is kept (kept reason "+KeepIDFault+"), with its pod's log directory (and a container's sandbox), as removing it by ID could remove another; the first of each listing, and one a minute after, are logged with a few of them,",
+			"listing", listings),
 	}
 	m.runs.Init(TriggerPeriodic) // the runs Run starts: exported before the first ends
 	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,
-		m.errors, m.containersKept, m.podsAuthoritative, m.bytesFreed, m.bytesMeasured, m.containerIDFaults)
+		m.errors, m.containersKept, m.podsAuthoritative, m.bytesFreed, m.bytesMeasured, m.idFaults)
 	return m
 }
 

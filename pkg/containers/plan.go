@@ -159,6 +159,10 @@ type Plan struct {
 	// container listed under one is kept (KeepIDFault): removing it by ID
 	// could remove another. Sorted.
 	ContainerIDFaults []string
+	// SandboxIDFaults are, likewise, the IDs the sandbox listing gave no
+	// sandbox of its own; every sandbox listed under one is kept
+	// (KeepIDFault). Sorted.
+	SandboxIDFaults []string
 
 	// WritableLayersUnknown, when not empty, says why writable layers
 	// count 0 bytes (e.g. "runtime cri-o": no snapshot source for it).
@@ -671,6 +675,9 @@ func (pl *planner) sandboxes(all []Sandbox, containers []Container) {
 		}
 	}
 	all, faults := distinctSandboxIDs(all)
+	if len(faults) > 0 {
+		pl.plan.SandboxIDFaults = slices.Sorted(maps.Keys(faults))
+	}
 	byPod := map[string][]*Sandbox{}
 	for i := range all {
 		s := &all[i]

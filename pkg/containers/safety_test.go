@@ -456,4 +456,7 @@ func TestPlanSandboxIDFaults(t *testing.T) {
 			t.Errorf("sandbox %s kept as %s, want %s", d.Sandbox.ID, d.Reason, KeepIDFault)
 		}
 	}
+	if !slices.Equal(plan.SandboxIDFaults, []string{"shared"}) || len(plan.ContainerIDFaults) != 0 {
+		t.Errorf("sandbox ID faults %q, container ID faults %q; want [shared] and none", plan.SandboxIDFaults, plan.ContainerIDFaults)
+	}
 }
