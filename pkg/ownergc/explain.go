@@ -312,7 +312,7 @@ func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
 		v := r.graph.liveView(id, live)
 		d = explainView(e, r.graph, &v, r.scope, func(key ownerKey, apiVersion string) (lookupResult, string, error) {
 			return r.explainLookup(ctx, key, apiVersion)
-		})
+		}, r.ownerWatchPending)
 		d.monitored = r.monitored(m.Resource.GroupResource())
 		r.readBlocking(ctx, e.Dependents)
 		if v.beingDeleted && (v.foregroundFinalizer || v.orphanFinalizer) {
@@ -355,11 +355,17 @@ type decision struct {
 // says how (checked).
 type ownerLookup func(key ownerKey, apiVersion string) (res lookupResult, checked string, err error)
 
+// watchPending says whether a worker would wait for the watch of owner o
+// of v before taking a look-up that found nothing for its absence
+// (ownerWatchPending).
+type watchPending func(v *itemView, o *ownerView) bool
+
 // explainView fills in what the graph knows about the live object v (its
 // presence, owners, dependents, finalizers) and decides as a worker would:
 // judgeRef for each owner reference, then decide (or
-// decideDeletingDependents). lookup stands in for the worker's lookups.
-func explainView(e *Explanation, g *graph, v *itemView, scope scopeFunc, lookup ownerLookup) decision {
+// decideDeletingDependents). lookup stands in for the worker's lookups,
+// pending for its wait for an owner's watch.
+func explainView(e *Explanation, g *graph, v *itemView, scope scopeFunc, lookup ownerLookup, pending watchPending) decision {
 	var d decision
 	g.mu.RLock()
 	if n, ok := g.nodes[v.id.uid]; ok {
@@ -376,7 +382,7 @@ func explainView(e *Explanation, g *graph, v *itemView, scope scopeFunc, lookup 
 	refs := make([]classifiedRef, 0, len(v.owners))
 	for i := range v.owners {
 		o := &v.owners[i]
-		st, class, err := explainOwner(v, o, scope, lookup)
+		st, class, err := explainOwner(v, o, scope, lookup, pending)
 		e.Owners = append(e.Owners, st)
 		if err != nil && d.err == nil {
 			d.err = err
@@ -403,8 +409,9 @@ func (r *run) monitored(gr schema.GroupResource) bool {
 }
 
 // explainOwner classifies owner reference o of v as a worker does:
-// judgeRef on the graph and, where only a lookup can tell, lookup.
-func explainOwner(v *itemView, o *ownerView, scope scopeFunc, lookup ownerLookup) (OwnerState, refClass, error) {
+// judgeRef on the graph and, where only a lookup can tell, lookup; an
+// owner found absent while its watch is pending is not classified yet.
+func explainOwner(v *itemView, o *ownerView, scope scopeFunc, lookup ownerLookup, pending watchPending) (OwnerState, refClass, error) {
 	st := OwnerState{APIVersion: o.apiVersion, Kind: o.kind, Name: o.name, UID: o.uid, Controller: o.controller,
 		BlockOwnerDeletion: o.block, Graph: graphState(o), Checked: checkedGraph}
 	if ns, ok := o.observedNamespace(); ok {
@@ -424,24 +431,28 @@ func explainOwner(v *itemView, o *ownerView, scope scopeFunc, lookup ownerLookup
 		st.Class, st.Reason, st.Error = classUnknown, reasonLookupFailed, err.Error()
 		return st, 0, err
 	case vd.lookup == nil:
-		st.Class, st.Reason = vd.class.String(), vd.reason
 		if vd.misnamed {
 			st.ObservedName = o.node.name
 		}
-		return st, vd.class, nil
+	default:
+		st.Namespace = vd.lookup.namespace
+		res, checked, err := lookup(*vd.lookup, o.apiVersion)
+		st.Checked = checked
+		if err != nil {
+			st.Class, st.Reason, st.Error = classUnknown, reasonLookupFailed, err.Error()
+			return st, 0, fmt.Errorf("read owner %s %s: %w", o.kind, o.name, err)
+		}
+		vd.class, vd.reason = res.class, res.reason
 	}
-	st.Namespace = vd.lookup.namespace
-	res, checked, err := lookup(*vd.lookup, o.apiVersion)
-	st.Checked = checked
-	if err != nil {
-		st.Class, st.Reason, st.Error = classUnknown, reasonLookupFailed, err.Error()
-		return st, 0, fmt.Errorf("read owner %s %s: %w", o.kind, o.name, err)
+	if vd.class == classDangling && (vd.reason == reasonNotFound || vd.reason == reasonUIDMismatch) && pending != nil && pending(v, o) {
+		st.Class, st.Reason = classUnknown, reasonOwnerWatchBehind
+		return st, 0, errOwnerWatchBehind
 	}
-	st.Class, st.Reason = res.class.String(), res.reason
-	if res.class == classSolid {
+	st.Class, st.Reason = vd.class.String(), vd.reason
+	if vd.lookup != nil && vd.class == classSolid {
 		st.Class = classUnverified
 	}
-	return st, res.class, nil
+	return st, vd.class, nil
 }
 
 // Reasons of an owner that cannot be classified (class unknown).
@@ -449,6 +460,10 @@ const (
 	reasonNamespacedOwner = "namespaced-owner-of-cluster-scoped-object"
 	reasonUnknownKind     = "owner-kind-unknown-to-discovery"
 	reasonLookupFailed    = "lookup-failed"
+	// reasonOwnerWatchBehind: a look-up found nothing at the stated name,
+	// and the owner's watch has not reached the object's version: the
+	// owner may exist under another name (ownerWatchBehind).
+	reasonOwnerWatchBehind = "owner-watch-behind"
 )
 
 // explainLookup looks an owner up for explain: in the absent-owner cache,

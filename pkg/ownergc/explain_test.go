@@ -42,6 +42,9 @@ type explainCase struct {
 	dryRun       bool
 	unmonitored  bool
 	leaderSince  time.Time // when this instance's Run started
+	// watchPending: a worker would wait for the watch of an owner the
+	// look-up found absent (ownerWatchPending).
+	watchPending bool
 
 	wantCode VerdictCode
 	want     string
@@ -69,7 +72,7 @@ func explainPure(t *testing.T, tc explainCase) *Explanation {
 				obj = nil
 			}
 			return lookupVerdict(key, obj), checkedGet, nil
-		})
+		}, func(*itemView, *ownerView) bool { return tc.watchPending })
 		d.monitored = !tc.unmonitored
 		for i := range e.Dependents {
 			if f, ok := tc.finalizers[e.Dependents[i].UID]; ok {
@@ -149,6 +152,14 @@ func TestExplainVerdict(t *testing.T) {
 			graph:    []event{upsert(resConfigMap, object("ns", "d", "d-1", ownedBy(resConfigMap, "v", "v-1", false)))},
 			wantCode: CodeWillBeDeleted,
 			want:     "will be deleted with propagation Background: every owner is gone (rule all-owners-absent): owner ConfigMap ns/v (uid v-1) does not exist",
+		},
+		"owner never observed, not found, its watch behind the object's version": {
+			res: resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "v", "v-1", false)),
+			graph:        []event{upsert(resConfigMap, object("ns", "d", "d-1", ownedBy(resConfigMap, "v", "v-1", false)))},
+			watchPending: true, wantCode: CodeUndecided,
+			want: "undecided: a look-up of owner ConfigMap ns/v (uid v-1) found nothing with that UID, but the owner GC's ConfigMap " +
+				"watch has not reached this object's version yet: the owner may exist under another name; the owner GC decides once " +
+				"the watch has, waiting at most 10s",
 		},
 		"owner known absent from the cache": {
 			res: resConfigMap, live: object("ns", "d", "d-1", ownedBy(resConfigMap, "v", "v-1", false)),

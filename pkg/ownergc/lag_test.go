@@ -24,7 +24,9 @@ import (
 // Secret is observed. A ConfigMap whose Secret owner never existed, beside
 // it, is still collected, at most ownerWatchLagBound late. Before, the
 // first ConfigMap was deleted (all-owners-absent, owner-not-found) while
-// its owner existed.
+// its owner existed. While the collector waits for the Secrets' watch,
+// nodegc explain says so (before, it called the owner absent and the
+// ConfigMap bound for deletion).
 func TestMisnamedOwnerWhoseWatchLags(t *testing.T) {
 	env := newEnv(t)
 	const lag = 5 * time.Second
@@ -46,6 +48,13 @@ func TestMisnamedOwnerWhoseWatchLags(t *testing.T) {
 	misnamed := env.configMap(t, ns, "misnamed", secretRef("typo", owner.UID))
 	orphan := env.configMap(t, ns, "orphan", secretRef("never", types.UID("00000000-0000-0000-0000-00000000beef")))
 	gc.waitObserved(t, misnamed.UID, misnamed.ResourceVersion)
+	e, err := gc.Explain(t.Context(), ExplainQuery{Resource: "configmaps", Namespace: ns, Name: "misnamed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Code != CodeUndecided || len(e.Owners) != 1 || e.Owners[0].Reason != reasonOwnerWatchBehind {
+		t.Errorf("explain while the Secrets' watch is %s behind: %s: %s, owners %+v; want %s, the owner %s", lag, e.Code, e.Verdict, e.Owners, CodeUndecided, reasonOwnerWatchBehind)
+	}
 	warned, gone := env.hasWarning(ns, misnamed.UID, "OwnerRefNameMismatch"), env.cmGone(ns, "misnamed")
 	eventually(t, 30*time.Second, "an OwnerRefNameMismatch Warning on the misnamed dependent, or its deletion", func(ctx context.Context) (bool, error) {
 		if ok, err := gone(ctx); ok || err != nil {
@@ -93,6 +102,21 @@ func TestLagWaitsAreBounded(t *testing.T) {
 	if !l.waiting("a", t0.Add(ownerWatchLagBound+time.Second)) {
 		t.Error("a wait after the bound ran out does not start over")
 	}
+	// wouldWait answers as waiting would, and records nothing.
+	var fresh lagWaits
+	if !fresh.wouldWait("x", t0) || len(fresh.since) != 0 {
+		t.Errorf("wouldWait of a dependent that never waited: want true, nothing recorded (recorded %v)", fresh.since)
+	}
+	fresh.waiting("x", t0)
+	for _, at := range []struct {
+		after time.Duration
+		want  bool
+	}{{ownerWatchLagBound - time.Millisecond, true}, {ownerWatchLagBound, false}, {2 * ownerWatchLagBound, true}} {
+		if got := fresh.wouldWait("x", t0.Add(at.after)); got != at.want || !fresh.since["x"].Equal(t0) {
+			t.Errorf("wouldWait %v after the first wait = %v (wait from %v), want %v (wait from %v)", at.after, got, fresh.since["x"], at.want, t0)
+		}
+	}
+
 	l.waiting("gone", t0)
 	l.waiting("b", t0.Add(2*ownerWatchLagBound))
 	if _, ok := l.since["gone"]; ok {

@@ -79,29 +79,59 @@ type lagWaits struct {
 // object with o's UID that o may name (the next view finds it misnamed).
 // See above.
 func (r *run) ownerWatchBehind(v *itemView, o *ownerView) bool {
+	switch r.ownerWatch(v, o) {
+	case watchHoldsOwner:
+		return true
+	case watchBehind:
+		return r.lag.waiting(v.id.uid, r.c.clock.Now())
+	}
+	r.lag.done(v.id.uid)
+	return false
+}
+
+// ownerWatchPending is ownerWatchBehind without recording a wait: whether
+// a worker looking at v now would wait for o's watch (explain).
+func (r *run) ownerWatchPending(v *itemView, o *ownerView) bool {
+	switch r.ownerWatch(v, o) {
+	case watchHoldsOwner:
+		return true
+	case watchBehind:
+		return r.lag.wouldWait(v.id.uid, r.c.clock.Now())
+	}
+	return false
+}
+
+// Where the graph stands on an owner a look-up found absent (ownerWatch).
+const (
+	watchCaughtUp   = iota // applied up to the dependent's version, or no watch to wait for
+	watchBehind            // behind the dependent's version
+	watchHoldsOwner        // holds an object with the owner's UID the reference may name
+)
+
+// ownerWatch says where the graph stands on owner o of item v.
+func (r *run) ownerWatch(v *itemView, o *ownerView) int {
 	itemRV, err := strconv.ParseUint(v.rv, 10, 64)
 	if err != nil {
-		return false
+		return watchCaughtUp
 	}
 	m, err := r.mapping(o.apiVersion, o.kind)
 	if err != nil {
-		return false
+		return watchCaughtUp
 	}
 	mon := r.monitors.get(m.Resource.GroupResource())
 	if mon == nil {
-		return false
+		return watchCaughtUp
 	}
 	// The progress first, then the graph: an owner applied before the
 	// progress was read is in the graph when it is read.
 	caughtUp := mon.res.progress.Load() >= itemRV
 	switch {
 	case r.graph.observedOwnerOf(o, v.id.namespace):
-		return true
+		return watchHoldsOwner
 	case caughtUp:
-		r.lag.done(v.id.uid)
-		return false
+		return watchCaughtUp
 	}
-	return r.lag.waiting(v.id.uid, r.c.clock.Now())
+	return watchBehind
 }
 
 // waiting records that uid waits, and reports whether it has waited less
@@ -132,6 +162,15 @@ func (l *lagWaits) waiting(uid types.UID, now time.Time) bool {
 	}
 	l.n.Store(int32(len(l.since)))
 	return l.since[uid] != time.Time{}
+}
+
+// wouldWait reports whether waiting would say uid waits at now, without
+// recording anything.
+func (l *lagWaits) wouldWait(uid types.UID, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	first, ok := l.since[uid]
+	return !ok || now.Sub(first) < ownerWatchLagBound || now.Sub(first) >= 2*ownerWatchLagBound
 }
 
 // done forgets that uid waited (an item decided without waiting).

@@ -240,6 +240,10 @@ func undecidedVerdict(e *Explanation, err error) (VerdictCode, string) {
 		case reasonNamespacedOwner:
 			return CodeNeverDeleted, fmt.Sprintf("never deleted: this cluster-scoped object names the namespaced kind %s as its owner "+
 				"%s (Warning OwnerRefInvalidNamespace)", o.Kind, o.Name)
+		case reasonOwnerWatchBehind:
+			return CodeUndecided, fmt.Sprintf("undecided: a look-up of owner %s found nothing with that UID, but the owner GC's %s "+
+				"watch has not reached this object's version yet: the owner may exist under another name; the owner GC decides once "+
+				"the watch has, waiting at most %s", describe(o.Kind, o.Namespace, o.Name, o.UID), o.Kind, shortDuration(ownerWatchLagBound))
 		case reasonUnknownKind:
 			return CodeUndecided, fmt.Sprintf("undecided: the owner kind %s (%s) is unknown to discovery; the owner GC decides "+
 				"after a discovery refresh finds it", o.Kind, o.APIVersion)
