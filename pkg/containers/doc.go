@@ -132,7 +132,12 @@
 //     container's link dangles for a moment while its log rotates). A link
 //     name cut to 255 bytes ends in a prefix of the container's ID: at
 //     least 6 characters of it name every container whose ID they begin,
-//     as the kubelet's status lookup of the prefix does. A link that
+//     as the kubelet's status lookup of the prefix does; cut further, it
+//     names none, and its target, when laid out as the kubelet's logs
+//     (NAMESPACE_NAME_UID/CONTAINER/ATTEMPT.log, LogTarget), says whose
+//     log it is: the link stays while that container has not exited. A
+//     container's link goes with its logs only if it is its own (linkIsOwn):
+//     one dangling at another instance's log is not. A link that
 //     points at a log again when its removal comes is kept, and so is one
 //     whose container, in a listing made right before the links go, has
 //     not exited (created since the plan's listing; the kubelet reads the

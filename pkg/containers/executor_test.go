@@ -585,13 +585,16 @@ func TestExecuteTellsEachRemoval(t *testing.T) {
 // plan's listing (its log rotating as the link's turn comes). The
 // containers are listed again before the links go, as the kubelet reads the
 // container's status right before: the link of a container that has not
-// exited stays, by its whole ID or by a prefix of 6 characters or more.
-// Before, the plan's listing alone decided, and log shippers tailing
+// exited stays, by its whole ID or by a prefix of 6 characters or more,
+// or, its name cut to no ID, by its target, the container's log. Before,
+// the plan's listing alone decided, and log shippers tailing
 // /var/log/containers lost the container.
 func TestExecuteKeepsTheLinkOfAContainerMadeSincePlanning(t *testing.T) {
-	for _, tc := range []struct{ name, link, id string }{
-		{"the whole ID", "x_ns_a-deadbeef.log", "deadbeef"},
-		{"a prefix of the ID (the name cut)", "x_ns_a-deadbe.log", "deadbeef"},
+	const uid = "6f58246d-8219-4c2a-a0ed-86724aaec471"
+	for _, tc := range []struct{ name, link, id, target string }{
+		{"the whole ID", "x_ns_a-deadbeef.log", "deadbeef", ""},
+		{"a prefix of the ID (the name cut)", "x_ns_a-deadbe.log", "deadbeef", ""},
+		{"no ID (the name cut before it): its target", "x_ns_a.log", "deadbeef", "ns_new_" + uid + "/a/0.log"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newExecFixture(t)
@@ -602,11 +605,19 @@ func TestExecuteKeepsTheLinkOfAContainerMadeSincePlanning(t *testing.T) {
 				}
 				f.node.LogLinks = []LogLink{{Name: tc.link, ContainerID: containerIDFromLink(tc.link), Dangling: true}}
 			}
+			if tc.target != "" {
+				if err := os.Remove(link); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(filepath.Join(f.paths.PodLogs, tc.target), link); err != nil {
+					t.Fatal(err)
+				}
+			}
 			plan := f.plan(t)
 			if len(plan.RemoveLogLinks) != 1 {
 				t.Fatalf("planned link removals %v; want the dangling link", plan.RemoveLogLinks)
 			}
-			f.rt.addContainer(with(ctr("new", "a", 0, StateRunning, 0), func(c *Container) { c.ID = tc.id }), "")
+			f.rt.addContainer(with(ctr("new", "a", 0, StateRunning, 0), func(c *Container) { c.ID, c.PodUID = tc.id, uid }), "")
 			out, err := execute(t.Context(), f.rt, plan, f.paths, false)
 			if err != nil {
 				t.Fatal(err)

@@ -133,8 +133,17 @@ func TestLogRemovalStaysInItsDirectory(t *testing.T) {
 // maxPerPodContainer 1) and its logs: the link, which is not its own (it
 // points at another instance's log, which exists), stays. Before, nodegc
 // removed it, and log shippers reading /var/log/containers lost the
-// running container.
+// running container. Also while the running instance's log is being
+// rotated (renamed, not yet opened again by the runtime), when the link
+// dangles for a moment: it names no container, but points at a running
+// one's log. Before, it went then, as the old instance's and as dangling.
 func TestLinkOfAnotherInstanceKept(t *testing.T) {
+	for _, rotating := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rotating=%v", rotating), func(t *testing.T) { linkOfAnotherInstanceKept(t, rotating) })
+	}
+}
+
+func linkOfAnotherInstanceKept(t *testing.T, rotating bool) {
 	n := startNode(t, testbed.Containerd2, nil)
 	ctx := t.Context()
 	podName, podNS, ctrName := strings.Repeat("p", 177), strings.Repeat("n", 40), strings.Repeat("c", 40)
@@ -169,6 +178,11 @@ func TestLinkOfAnotherInstanceKept(t *testing.T) {
 	if err := os.Symlink(st.GetLogPath(), link); err != nil {
 		t.Fatal(err)
 	}
+	if rotating {
+		if err := os.Rename(st.GetLogPath(), st.GetLogPath()+".20261130-021500"); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	r, err := n.manager(t, n.gcConfig(nil), nil).GarbageCollect(ctx, containers.TriggerManual)
 	if err != nil {
@@ -178,7 +192,7 @@ func TestLinkOfAnotherInstanceKept(t *testing.T) {
 		t.Fatalf("the oldest instance %s was not removed; the test needs it (plan: %+v)", ids[0][:12], r.Plan.RemoveContainers)
 	}
 	if target, err := os.Readlink(link); err != nil || target != st.GetLogPath() {
-		t.Errorf("the link of running instance %s (attempt 2), whose name the oldest instance's shares, is %q (%v) after that one's removal; want it kept, pointing at %s",
-			ids[2][:12], target, err, st.GetLogPath())
+		t.Errorf("the link of running instance %s (attempt 2), whose name the oldest instance's shares, is %q (%v) after that one's removal (its log rotating: %v); want it kept, pointing at %s",
+			ids[2][:12], target, err, rotating, st.GetLogPath())
 	}
 }

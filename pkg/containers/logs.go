@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -97,13 +98,20 @@ func scanLogLinks(dir, podLogsDir string) ([]LogLink, error) {
 		if e.Type()&fs.ModeSymlink == 0 || !strings.HasSuffix(e.Name(), logSuffix) {
 			return LogLink{}, false
 		}
-		dangles, elsewhere := linkDangles(filepath.Join(dir, e.Name()), podLogsDir)
-		return LogLink{
+		path := filepath.Join(dir, e.Name())
+		dangles, elsewhere := linkDangles(path, podLogsDir)
+		l := LogLink{
 			Name:        e.Name(),
 			ContainerID: containerIDFromLink(e.Name()),
 			Dangling:    dangles,
 			Elsewhere:   elsewhere,
-		}, true
+		}
+		if target, ok := linkTarget(path); ok {
+			if t, ok := logTargetOf(target, podLogsDir); ok {
+				l.Target = &t
+			}
+		}
+		return l, true
 	})
 }
 
@@ -115,18 +123,55 @@ func scanLogLinks(dir, podLogsDir string) ([]LogLink, error) {
 // whether or not it exists on the host. Such a link (elsewhere) does not
 // dangle; the kubelet, in the host's view, removes it if it does.
 func linkDangles(path, podLogsDir string) (dangles, elsewhere bool) {
-	target, err := os.Readlink(path)
-	if err != nil {
+	target, ok := linkTarget(path)
+	if !ok {
 		return false, false
-	}
-	if !filepath.IsAbs(target) {
-		target = filepath.Join(filepath.Dir(path), target)
 	}
 	if podLogsDir != "" && !within(target, podLogsDir) {
 		return false, true
 	}
-	_, err = os.Stat(path)
+	_, err := os.Stat(path)
 	return errors.Is(err, fs.ErrNotExist), false
+}
+
+// linkTarget is the target of the symbolic link at path, made absolute.
+func linkTarget(path string) (string, bool) {
+	target, err := os.Readlink(path)
+	if err != nil {
+		return "", false
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(path), target)
+	}
+	return target, true
+}
+
+// logTargetOf says whose log path is, when it is a container log as the
+// kubelet lays them out under podLogsDir:
+// <namespace>_<pod>_<uid>/<container>/<attempt>.log, the attempt being the
+// container's restart count.
+func logTargetOf(path, podLogsDir string) (LogTarget, bool) {
+	if podLogsDir == "" || !within(path, podLogsDir) {
+		return LogTarget{}, false
+	}
+	rel, err := filepath.Rel(filepath.Clean(podLogsDir), filepath.Clean(path))
+	if err != nil {
+		return LogTarget{}, false
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	if len(parts) != 3 || len(validation.IsDNS1123Label(parts[1])) > 0 {
+		return LogTarget{}, false
+	}
+	uid, ok := podUIDFromLogDir(parts[0])
+	if !ok {
+		return LogTarget{}, false
+	}
+	n, ok := strings.CutSuffix(parts[2], logSuffix)
+	attempt, err := strconv.ParseUint(n, 10, 32)
+	if !ok || err != nil || strconv.FormatUint(attempt, 10) != n {
+		return LogTarget{}, false
+	}
+	return LogTarget{PodUID: uid, Container: parts[1], Attempt: uint32(attempt)}, true
 }
 
 // containerIDFromLink parses POD_NAMESPACE_CONTAINER-ID.log; "" when the
@@ -185,7 +230,7 @@ func removeContainerLogs(logPath, podLogsDir, containerLogsDir string, c *Contai
 		}
 		d.Close()
 	}
-	if link, ok := linkOf(containerLogsDir, c); ok && linkIsOwn(link, logPath, podLogsDir, c.ID) {
+	if link, ok := linkOf(containerLogsDir, c); ok && linkIsOwn(link, logPath, podLogsDir, c) {
 		if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing log link of container %s: %w", c.ID, err))
 		}
@@ -193,33 +238,36 @@ func removeContainerLogs(logPath, podLogsDir, containerLogsDir string, c *Contai
 	return errors.Join(errs...)
 }
 
-// linkIsOwn says whether link, the name of the link of container id whose
-// log path is logPath ("" when unknown), is a symbolic link that is this
-// container's to remove: its name keeps at least minLinkIDPrefix
-// characters of the ID (the kubelet's own link, whatever it points at), or
-// it points at logPath, or it dangles (linkDangles). With a long pod name, namespace and
-// container name the kubelet's 255-byte cut leaves less of the ID, or none:
-// every instance of the container has that link name, and the link the
-// kubelet made for one of them (a running or newer instance's, pointing at
-// its log) is not another's to remove.
-func linkIsOwn(link, logPath, podLogsDir, id string) bool {
+// linkIsOwn says whether link, the name of the link of container c whose
+// log path is logPath ("" when unknown), is a symbolic link that is c's to
+// remove: its name keeps at least minLinkIDPrefix characters of c's ID
+// (the kubelet's own link, whatever it points at), or it points at
+// logPath, or it dangles (linkDangles) and its target is not the log of
+// another instance of c's container. With a long pod name, namespace and
+// container name the kubelet's 255-byte cut leaves less of the ID, or
+// none: every instance of the container has that link name, and the link
+// the kubelet made for one of them (a running or newer instance's,
+// pointing at its log, which is missing for a moment while the kubelet
+// rotates it) is not another's to remove.
+func linkIsOwn(link, logPath, podLogsDir string, c *Container) bool {
 	info, err := os.Lstat(link)
 	if err != nil || info.Mode()&fs.ModeSymlink == 0 {
 		return false
 	}
-	if named := containerIDFromLink(filepath.Base(link)); len(named) >= minLinkIDPrefix && strings.HasPrefix(id, named) {
+	if named := containerIDFromLink(filepath.Base(link)); len(named) >= minLinkIDPrefix && strings.HasPrefix(c.ID, named) {
 		return true
 	}
-	if target, err := os.Readlink(link); err == nil && logPath != "" {
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(link), target)
-		}
-		if filepath.Clean(target) == filepath.Clean(logPath) {
-			return true
-		}
+	target, ok := linkTarget(link)
+	if ok && logPath != "" && filepath.Clean(target) == filepath.Clean(logPath) {
+		return true
 	}
-	dangles, _ := linkDangles(link, podLogsDir)
-	return dangles
+	if dangles, _ := linkDangles(link, podLogsDir); !dangles {
+		return false
+	}
+	if t, known := logTargetOf(target, podLogsDir); ok && known && t != (LogTarget{PodUID: c.PodUID, Container: c.Name, Attempt: c.Attempt}) {
+		return false // another instance's: the plan's dangling links judge it
+	}
+	return true
 }
 
 // linkOf is the path of c's link under containerLogsDir, if its labels are

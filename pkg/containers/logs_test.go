@@ -76,11 +76,13 @@ func TestScanLogLinks(t *testing.T) {
 	touch(t, target)
 	mkdirs(t, logs)
 	id := strings.Repeat("ab", 32)
+	const rotUID = "6f58246d-8219-4c2a-a0ed-86724aaec471"
 	for name, to := range map[string]string{
 		"web_ns_app-" + id + ".log":       target,
 		"web_ns_old-" + id[:63] + "c.log": filepath.Join(root, "pods", "gone", "0.log"),
 		"web_ns_rel-" + id[:63] + "d.log": filepath.Join("..", "pods", "gone", "1.log"),
 		"web_ns_far-" + id[:63] + "e.log": "/nonexistent-nodegc-test/pods/ns_web_u/far/0.log",
+		"web_ns_rot-" + id[:63] + "f.log": filepath.Join(root, "pods", "ns_web_"+rotUID, "rot", "3.log"),
 		"notalog-x.txt":                   target,
 	} {
 		if err := os.Symlink(to, filepath.Join(logs, name)); err != nil {
@@ -101,6 +103,8 @@ func TestScanLogLinks(t *testing.T) {
 		{Name: "web_ns_old-" + id[:63] + "c.log", ContainerID: id[:63] + "c", Dangling: true},
 		{Name: "web_ns_rel-" + id[:63] + "d.log", ContainerID: id[:63] + "d", Dangling: true},
 		{Name: "web_ns_far-" + id[:63] + "e.log", ContainerID: id[:63] + "e", Dangling: false, Elsewhere: true},
+		// A target laid out as the kubelet's logs says whose log it is.
+		{Name: "web_ns_rot-" + id[:63] + "f.log", ContainerID: id[:63] + "f", Dangling: true, Target: &LogTarget{PodUID: rotUID, Container: "rot", Attempt: 3}},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b LogLink) bool { return a.Name < b.Name })); diff != "" {
 		t.Errorf("links (-want +got):\n%s", diff)
@@ -266,6 +270,50 @@ func TestLongNamesLinkOfAnotherInstanceStays(t *testing.T) {
 	}
 	if exists(link) {
 		t.Errorf("%s, whose name ends in the container's ID, stayed after its container's logs were removed (log path unknown); want it removed", filepath.Base(link))
+	}
+}
+
+// TestLinkOfRotatingInstanceStays: with a long pod name, namespace and
+// container name, the kubelet's cut leaves no ID in the link's name, and
+// every instance of the container has that name. The link points at the
+// running instance's log (attempt 1), which is missing for a moment while
+// the kubelet rotates it: removing the old instance's logs then must not
+// take the link (before, a dangling link counted as any instance's). A
+// link that dangles at the old instance's own log goes with it; one at a
+// log of another kind of path (not the kubelet's layout) too.
+func TestLinkOfRotatingInstanceStays(t *testing.T) {
+	const uid = "6f58246d-8219-4c2a-a0ed-86724aaec471"
+	podName, ns, name := strings.Repeat("a", 177), strings.Repeat("n", 40), strings.Repeat("c", 40)
+	old := Container{ID: strings.Repeat("a", 64), PodName: podName, PodNamespace: ns, Name: name, Managed: true, PodUID: uid, State: StateExited}
+	for _, tc := range []struct {
+		name    string
+		target  string // under the pod's log directory, missing
+		removed bool
+	}{
+		{"at the running instance's log, rotating", name + "/1.log", false},
+		{"at the old instance's own log", name + "/0.log", true},
+		{"at a file not laid out as the kubelet's logs", name + "/1.log.20261130-021500", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			pods, links := filepath.Join(root, "pods"), filepath.Join(root, "containers")
+			podDir := filepath.Join(pods, ns+"_"+podName+"_"+uid)
+			touch(t, filepath.Join(podDir, name, "0.log"), filepath.Join(podDir, name, "1.log.20261130-021500.gz"))
+			mkdirs(t, links)
+			link, ok := linkOf(links, &old)
+			if !ok || containerIDFromLink(filepath.Base(link)) != "" {
+				t.Fatalf("link %q: want a name the cut left no ID", filepath.Base(link))
+			}
+			if err := os.Symlink(filepath.Join(podDir, tc.target), link); err != nil {
+				t.Fatal(err)
+			}
+			if err := removeContainerLogs(filepath.Join(podDir, name, "0.log"), pods, links, &old); err != nil {
+				t.Fatal(err)
+			}
+			if got := !exists(link); got != tc.removed {
+				t.Errorf("removing the logs of attempt 0 with the link pointing at %s: link removed %v, want %v", tc.target, got, tc.removed)
+			}
+		})
 	}
 }
 

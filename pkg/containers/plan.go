@@ -758,7 +758,7 @@ func (pl *planner) logLinks(links []LogLink, containers []Container) {
 		// A link is dangling for a moment while the kubelet rotates a
 		// running container's log: only links of exited (or unknown to the
 		// runtime) containers go, as in the kubelet.
-		if linkOfLiveContainer(l.ContainerID, containers) {
+		if linkOfLiveContainer(l.ContainerID, containers) || logOfLiveContainer(l.Target, containers) {
 			pl.plan.KeepLogLinks = append(pl.plan.KeepLogLinks, LogLinkDecision{Link: l, Reason: KeepNotExited})
 			continue
 		}
@@ -784,6 +784,22 @@ func linkOfLiveContainer(id string, containers []Container) bool {
 	}
 	for _, c := range containers {
 		if strings.HasPrefix(c.ID, id) && c.State != StateExited {
+			return true
+		}
+	}
+	return false
+}
+
+// logOfLiveContainer reports whether t is the log of a container that has
+// not exited: a link whose name the kubelet's cut left no ID (long pod,
+// namespace and container names) names no container, but its target says
+// whose log it is.
+func logOfLiveContainer(t *LogTarget, containers []Container) bool {
+	if t == nil {
+		return false
+	}
+	for _, c := range containers {
+		if c.Managed && c.PodUID == t.PodUID && c.Name == t.Container && c.Attempt == t.Attempt && c.State != StateExited {
 			return true
 		}
 	}

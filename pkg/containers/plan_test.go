@@ -130,6 +130,11 @@ func TestPlanLogs(t *testing.T) {
 	link := func(name, id string, dangling bool) LogLink {
 		return LogLink{Name: name, ContainerID: id, Dangling: dangling}
 	}
+	// cutLink is a dangling link whose name the kubelet's cut left no ID,
+	// pointing at the log of attempt of container p/name.
+	cutLink := func(linkName, name string, attempt uint32) LogLink {
+		return LogLink{Name: linkName, Dangling: true, Target: &LogTarget{PodUID: "p", Container: name, Attempt: attempt}}
+	}
 	runPlanCases(t, map[string]planCase{
 		"the log directory of a gone pod goes with its last container and sandbox": {
 			node: NodeState{
@@ -233,6 +238,22 @@ func TestPlanLogs(t *testing.T) {
 				Keep:        []string{"p/dead/0:within_limit", "p/run/0:running"},
 				RemoveLinks: []string{"long_ns_dead-p/dead.log:dangling", "long_ns_short-p/ru.log:dangling"},
 				KeepLinks:   []string{"long_ns_run-p/run/.log:not_exited"},
+			},
+		},
+		// With a long pod name, namespace and container name, the cut
+		// leaves no ID: the link names no container, but its target says
+		// whose log it is. The running instance's log is missing for a
+		// moment while the kubelet rotates it; before, its link went then.
+		"a link cut to no ID stays while the container whose log it points at has not exited": {
+			node: NodeState{
+				Containers: []Container{ctr("p", "run", 1, StateRunning, time.Hour), dead("p", "run", 0, 2*time.Hour), dead("p", "dead", 0, time.Minute)},
+				LogLinks:   []LogLink{cutLink("long_ns_run.log", "run", 1), cutLink("long_ns_dead.log", "dead", 0), cutLink("long_ns_old.log", "run", 0)},
+			},
+			pods: live("p"),
+			want: summary{
+				Keep:        []string{"p/dead/0:within_limit", "p/run/0:within_limit", "p/run/1:running"},
+				RemoveLinks: []string{"long_ns_dead.log:dangling", "long_ns_old.log:dangling"},
+				KeepLinks:   []string{"long_ns_run.log:not_exited"},
 			},
 		},
 	})

@@ -104,6 +104,17 @@ type LogLink struct {
 	// which mounts only the log directories, so it does not count as
 	// dangling (linkDangles).
 	Elsewhere bool
+	// Target is whose log the link points at, when its target is a
+	// container log as the kubelet lays them out under the pod logs
+	// directory; nil otherwise.
+	Target *LogTarget
+}
+
+// LogTarget is the container whose log a path is, by the kubelet's layout
+// <podLogsDirectory>/<namespace>_<pod>_<uid>/<container>/<attempt>.log.
+type LogTarget struct {
+	PodUID, Container string
+	Attempt           uint32
 }
 
 // NodeState is everything the policy looks at on the node.
