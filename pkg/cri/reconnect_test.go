@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -279,5 +280,47 @@ func TestActivity(t *testing.T) {
 				t.Errorf("a call without WithActivity reported: %v after %v", got, before)
 			}
 		})
+	}
+}
+
+// scriptedConn is a connection whose states a test scripts: each
+// WaitForStateChange returns, the next GetState reads the next state; at the
+// end of the script it waits for ctx.
+type scriptedConn struct {
+	states []connectivity.State
+	next   int
+}
+
+func (s *scriptedConn) GetState() connectivity.State { return s.states[min(s.next, len(s.states)-1)] }
+func (s *scriptedConn) Connect()                     {}
+func (s *scriptedConn) WaitForStateChange(ctx context.Context, _ connectivity.State) bool {
+	if s.next++; s.next < len(s.states) {
+		return true
+	}
+	<-ctx.Done()
+	return false
+}
+
+// TestWatchSeesALossItDidNotRead: the connection left READY and was READY
+// again by the time the watcher read its state (a runtime that restarted
+// and answered the redial at once). That is a loss all the same: the
+// generation moves, and the reconnect is counted. Before, the watcher saw
+// READY twice and the restart went unnoticed: what was read of the old
+// runtime (its configuration, the image GC's profile) was kept.
+func TestWatchSeesALossItDidNotRead(t *testing.T) {
+	c := &Client{conn: connState{ready: make([]bool, 1), everReady: make([]bool, 1)}}
+	m := NewMetrics(prometheus.NewRegistry())
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	var changes []bool
+	c.watchConn(ctx, 0, &scriptedConn{states: []connectivity.State{connectivity.Ready, connectivity.Ready}}, m, func(up bool) { changes = append(changes, up) })
+	if g := c.Generation(); g != 1 {
+		t.Errorf("generation after READY, a change, READY = %d, want 1", g)
+	}
+	if got := testutil.ToFloat64(m.reconnects); got != 1 {
+		t.Errorf("reconnects = %v, want 1", got)
+	}
+	if !slices.Equal(changes, []bool{false, true}) {
+		t.Errorf("connected changes reported %v, want [false true]", changes)
 	}
 }

@@ -37,7 +37,16 @@ func (c *Client) watch(ctx context.Context, m *Metrics, onChange func(bool)) {
 	}
 }
 
-func (c *Client) watchConn(ctx context.Context, i int, conn *grpc.ClientConn, m *Metrics, onChange func(bool)) {
+// watchedConn is what a watcher uses of a *grpc.ClientConn.
+type watchedConn interface {
+	GetState() connectivity.State
+	WaitForStateChange(ctx context.Context, source connectivity.State) bool
+	Connect()
+}
+
+var _ watchedConn = (*grpc.ClientConn)(nil)
+
+func (c *Client) watchConn(ctx context.Context, i int, conn watchedConn, m *Metrics, onChange func(bool)) {
 	state := conn.GetState()
 	for {
 		if state == connectivity.Shutdown {
@@ -50,7 +59,14 @@ func (c *Client) watchConn(ctx context.Context, i int, conn *grpc.ClientConn, m 
 		if !conn.WaitForStateChange(ctx, state) {
 			return
 		}
+		left := state
 		state = conn.GetState()
+		if left == connectivity.Ready && state == connectivity.Ready {
+			// It left READY and came back before this read (a runtime
+			// that restarted and answered a redial at once): a loss all
+			// the same, or the generation would miss the restart.
+			c.observe(i, false, m, onChange)
+		}
 	}
 }
 
