@@ -19,8 +19,10 @@ import (
 // (Tracker.shiftLocked), which keeps their ages what the monotonic clock
 // says they are, as the kubelet's in-memory ones. A system suspend looks
 // like a forward step: the images then count as younger by its length,
-// which only keeps them longer.
+// which only keeps them longer. When the pod view was last authoritative
+// moves with a step back (PodsMemory.steppedBack).
 func (m *Manager) clockStepped(step time.Duration) {
+	m.scheduled.steppedBack(step)
 	m.guard.restart()
 	m.metrics.clockSteps.Inc()
 	klog.Background().Info("Warning: the wall clock was stepped; the image usage records move with it, so that images keep their ages",

@@ -1,10 +1,12 @@
 package images
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -240,6 +242,93 @@ func TestStepWhileNodegcWasDown(t *testing.T) {
 			}
 			if want := t0.Add(-30*time.Second + tc.shift); !u.LastUsed.Equal(want) {
 				t.Errorf("last used %v, want %v", u.LastUsed, want)
+			}
+		})
+	}
+}
+
+// fixedArrivals answers, as containerd does, the creation time of each
+// image's record: on the wall clock of when it was pulled, which no later
+// step of the clock moves.
+type fixedArrivals map[string]time.Time
+
+func (a fixedArrivals) Arrivals(_ context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	for _, img := range imgs {
+		if at, ok := a[img.GetId()]; ok {
+			out[img.GetId()] = at
+		}
+	}
+	return out, nil
+}
+
+// TestPodViewLapseAcrossAClockStep: the pod view is authoritative at a
+// plan; then the wall clock is stepped an hour (NTP correcting a clock
+// that ran ahead, or behind) and the view lapses (nodegc cannot reach the
+// API). The kubelet pulls the image of a pod bound since, which the view
+// does not know. Five minutes later, past the minimum age (2m), the disk
+// asking for every image, that image is kept as arrived since the view
+// last was authoritative (README, safety rule 1), whichever way the clock
+// was stepped, and an image first seen two hours before the lapse goes.
+// (Before, a step back left when the view was last authoritative on the
+// clock of before the step, an hour after the image's first-detected and
+// arrival times on the clock of after it: the image was removed.)
+func TestPodViewLapseAcrossAClockStep(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		step time.Duration
+	}{{"no step", 0}, {"stepped back", -time.Hour}, {"stepped forward", time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := &lockedPods{view: PodImages{Authoritative: true}}
+			arrivals := fixedArrivals{"sha256:a": t0.Add(-48 * time.Hour)}
+			b, rt := newShrinkingBed(t, 1, func(o *Options) {
+				o.Pods, o.Arrivals, o.SettleTimeout = pods, arrivals, time.Millisecond
+				o.Config.MinimumGCAge = &metav1.Duration{Duration: 2 * time.Minute}
+				o.Config.LowThresholdPercent = ptr.To[int32](0)
+			})
+			var mono time.Duration
+			b.m.tracker.steps.Monotonic = func() time.Duration { return mono }
+			elapse := func(d, step time.Duration) {
+				mono += d
+				b.clk.Step(d + step)
+			}
+			plan := func() {
+				t.Helper()
+				if _, err := b.m.Plan(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			plan() // a is seen
+			elapse(2*time.Hour, 0)
+			plan() // the view is authoritative
+			elapse(time.Second, tc.step)
+			b.m.tracker.follow()
+			pods.mu.Lock()
+			pods.view = PodImages{Reason: "API unreachable"}
+			pods.mu.Unlock()
+
+			elapse(time.Minute, 0)
+			rt.mu.Lock()
+			rt.images = append(rt.images, &runtimeapi.Image{Id: "sha256:new", Size: 20, RepoTags: []string{"x/new:1"}})
+			rt.mu.Unlock()
+			arrivals["sha256:new"] = b.clk.Now()
+			plan() // new is seen
+			elapse(5*time.Minute, 0)
+			b.disk.set(90)
+			r, err := b.m.GarbageCollect(t.Context(), TriggerManual)
+			if r == nil || r.Outcome == nil {
+				t.Fatalf("no run: %v", err)
+			}
+			got := map[string]string{}
+			for _, d := range r.Plan.Keep {
+				got[d.Image.ID] = "kept " + d.Reason
+			}
+			for _, d := range r.Outcome.Removed {
+				got[d.Image.ID] = "removed " + d.Reason
+			}
+			want := map[string]string{"sha256:a": "removed " + ReasonSpace, "sha256:new": "kept " + KeepScheduled}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("collection 5m after the pull, the view lapsed 6m ago (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -44,7 +44,8 @@
 //   - clockstep.go: steps of the wall clock against the monotonic one,
 //     found at each disk check and right before the tracker dates a
 //     record; each moves the usage records (Tracker.shiftLocked) so that
-//     images keep their ages.
+//     images keep their ages, and a step back moves when the pod view was
+//     last authoritative with them.
 //   - guardian.go: the fill rate of the last readings of the image
 //     filesystem, the projection against the kubelet's eviction threshold
 //     (evictionHard) over fillRateHorizon, the warning when the high
@@ -107,7 +108,10 @@
 //     a container or an image volume (before any container mounts it). When
 //     the pod view is not authoritative, more is kept, never less: the last
 //     known pods' images, and every image that arrived since the view last
-//     was (all, if it never was since start).
+//     was (all, if it never was since start). When it last was moves with
+//     each step of the wall clock back the tracker applies to its records,
+//     and stays with a step forward, so that a step never keeps less
+//     (PodsMemory.steppedBack).
 //   - Never a sandbox image: the runtime's, as its config writes it, in
 //     any form (normalised as pod references are), and the image of any
 //     pod sandbox containerd holds (Options.Sandboxes), listed again right

@@ -368,6 +368,7 @@ func NewManager(opts Options) (*Manager, error) {
 	tracker.onStep = m.clockStepped
 	tracker.onFaults = m.containerIDFaults
 	if step := tracker.fileWatch.shift; step != 0 {
+		memory.steppedBack(step) // a memory kept from a manager before this one
 		metrics.clockSteps.Inc()
 		klog.Background().Info("Warning: the wall clock was stepped while nodegc was down; the image usage records move with it, so that images keep their ages",
 			"step", step.Round(time.Millisecond))
@@ -954,7 +955,7 @@ func (m *Manager) planInput(ctx context.Context) (*planInput, error) {
 	if err := m.markSandbox(ctx, in); err != nil {
 		return nil, err
 	}
-	podsView := m.markScheduled(in, now)
+	podsView := m.markScheduled(in)
 	m.addLayers(ctx, in)
 	return &planInput{images: in, disk: disk, now: now, podsView: podsView}, nil
 }
@@ -1192,7 +1193,7 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 			}
 		}
 		one := []Image{*img}
-		m.markScheduled(one, m.clock.Now())
+		m.markScheduled(one)
 		if one[0].Scheduled {
 			return KeepScheduled, nil
 		}

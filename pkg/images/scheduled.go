@@ -32,13 +32,46 @@ type PodImageSource interface {
 // plans (Options.PodsMemory). Its zero value is ready for use.
 type PodsMemory struct {
 	mu sync.Mutex
-	// lastAuthoritative is when the pod view was last authoritative; zero
-	// if never since start.
+	// lastAuthoritative is when the pod view was last authoritative, on the
+	// wall clock as the usage records keep it (see steppedBack); zero if
+	// never since start.
 	lastAuthoritative time.Time
+	// back is the sum of the steps back steppedBack applied: a reading of
+	// the clock taken before one was applied is moved by it too.
+	back time.Duration
 	// refs are the references the last authoritative view gave, kept while
 	// the view is not: a pod source that lost the API may have dropped
 	// nothing, or everything.
 	refs map[string]string
+}
+
+// steppedBack is told each step of the wall clock that a tracker applied
+// to its usage records (Manager.clockStepped, and a step while the
+// manager was down: Tracker.fileWatch), and moves lastAuthoritative by
+// the steps back.
+//
+// "Arrived since the view was last authoritative" compares it with an
+// image's first-detected time, which the tracker moves by every step, and
+// with the runtime's arrival time, which no step moves. After a step back
+// of D, left as it was it would be D later than the records' timeline,
+// and an image pulled within D after the view lapsed would count as
+// older than the lapse, and go. A step forward leaves it as it was:
+// moved, it could be later than the arrival time of an image pulled after
+// the lapse and before the step, and no longer keep that image; left, it
+// is earlier than the records' timeline, which only counts more images as
+// arrived since (those first seen up to the step's length before the
+// lapse) until the view is authoritative again. So whichever way the
+// clock steps, and whether a step is applied once or twice (two managers
+// sharing the memory; a step while down counted again after a failed
+// save), the rule keeps at least what it keeps without a step.
+func (s *PodsMemory) steppedBack(step time.Duration) {
+	if step >= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.back += step
+	s.lastAuthoritative = shifted(s.lastAuthoritative, step)
 }
 
 // markScheduled marks the images that the pods bound to this node that
@@ -49,16 +82,23 @@ type PodsMemory struct {
 // arrived since the view was last authoritative (all of them, if it never
 // was since the agent started). Without a pod source (no API access) the
 // rule is off. It returns how it saw the pods, as Plan.PodsView says it.
-func (m *Manager) markScheduled(in []Image, now time.Time) (podsView string) {
+func (m *Manager) markScheduled(in []Image) (podsView string) {
 	if m.opts.Pods == nil {
 		return ""
 	}
-	view := m.opts.Pods.PodImages()
 	s := m.scheduled
+	// The clock is read before the view is: whatever arrived after the
+	// view was read arrived after the reading too. A step back applied
+	// between the reading and its use moves it, as it moves
+	// lastAuthoritative (back).
+	s.mu.Lock()
+	at, back := m.clock.Now(), s.back
+	s.mu.Unlock()
+	view := m.opts.Pods.PodImages()
 	s.mu.Lock()
 	refs := view.Refs
 	if view.Authoritative {
-		s.lastAuthoritative, s.refs = now, view.Refs
+		s.lastAuthoritative, s.refs = shifted(at, s.back-back), view.Refs
 	} else {
 		merged := make(map[string]string, len(view.Refs)+len(s.refs))
 		for _, src := range []map[string]string{s.refs, view.Refs} {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )
@@ -23,7 +24,8 @@ const (
 // scheduledImages returns, for each image, its ScheduledBy ("" when not
 // scheduled).
 func scheduledImages(m *Manager, in []Image, now time.Time) map[string]string {
-	m.markScheduled(in, now)
+	m.clock = clocktesting.NewFakeClock(now)
+	m.markScheduled(in)
 	out := map[string]string{}
 	for _, img := range in {
 		if img.Scheduled != (img.ScheduledBy != "") {
@@ -146,6 +148,61 @@ func TestPodsMemoryOutlivesTheManager(t *testing.T) {
 		"sha256:06": "pod view not authoritative (unreachable): arrived since it last was"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("a manager built again, the view unreachable (-want +got):\n%s", diff)
+	}
+}
+
+// TestPodsMemoryFollowsAStepBetweenManagers: the wall clock is stepped
+// back an hour between one manager's last save and the start of the next
+// (a runtime upgraded in place, the agent running on). The next manager
+// moves its records by the step, read off the boot clock (stepWhileDown),
+// and when the pod view was last authoritative with them, as a manager
+// does for a step it finds while it runs (TestPodViewLapseAcrossAClockStep).
+func TestPodsMemoryFollowsAStepBetweenManagers(t *testing.T) {
+	up, ok := timeSinceBoot()
+	if !ok || up < 2*time.Minute {
+		t.Skip("no boot clock, or booted less than 2m ago")
+	}
+	dir := t.TempDir()
+	now := time.Now().Round(0)
+	// Saved a minute ago by the boot clock, 59m after now by the wall
+	// clock of then; the view was last authoritative a minute before.
+	saved := now.Add(59 * time.Minute)
+	if err := saveState(dir, "", map[string]Usage{}, saved, saved, bootReading{"b1", up - time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	memory := &PodsMemory{lastAuthoritative: saved.Add(-time.Minute)}
+	_, err := NewManager(Options{Config: policyConfig(), StateDirectory: dir, BootID: "b1", Runtime: fsOnlyRuntime{mountpoint: t.TempDir()},
+		Disk: diskstats.NewReader(), Pods: &fakePods{}, PodsMemory: memory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := now.Add(-2 * time.Minute)
+	if got := memory.lastAuthoritative; got.Sub(want).Abs() > time.Second {
+		t.Errorf("the view last authoritative %v ago, want 2m ago (moved by %v)", now.Sub(got), got.Sub(saved.Add(-time.Minute)))
+	}
+}
+
+// readingPods is a pod source that calls reading as it gives its view.
+type readingPods struct {
+	view    PodImages
+	reading func()
+}
+
+func (p readingPods) PodImages() PodImages {
+	p.reading()
+	return p.view
+}
+
+// TestStepBackWhileTheViewIsRead: a step back applied while the pod view
+// is read, after the clock was, moves that reading too: it is when the
+// view was last authoritative, and images first seen after the step would
+// count as older.
+func TestStepBackWhileTheViewIsRead(t *testing.T) {
+	m := &Manager{scheduled: &PodsMemory{}}
+	m.opts.Pods = readingPods{view: PodImages{Authoritative: true}, reading: func() { m.scheduled.steppedBack(-time.Hour) }}
+	scheduledImages(m, nil, t0)
+	if got, want := m.scheduled.lastAuthoritative, t0.Add(-time.Hour); !got.Equal(want) {
+		t.Errorf("the view last authoritative at %v, want %v", got, want)
 	}
 }
 
