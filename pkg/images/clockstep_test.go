@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -174,13 +175,13 @@ func TestArrivalsAfterAClockStepBack(t *testing.T) {
 	tr.shiftLocked(-24 * time.Hour)
 	tr.mu.Unlock()
 	tr.observeArrivals(map[string]time.Time{"sha256:a": arrived})
-	want := Usage{FirstDetected: t0.Add(-24 * time.Hour), LastUsed: t0.Add(-24*time.Hour + time.Minute)}
+	want := Usage{FirstDetected: t0.Add(-24 * time.Hour), LastUsed: t0.Add(-24*time.Hour + time.Minute), Arrived: arrived}
 	if got := tr.usage["sha256:a"]; got != want {
 		t.Errorf("after the same arrival: %+v, want %+v", got, want)
 	}
 	again := t0.Add(-time.Hour) // pulled again (later than the moved record)
 	tr.observeArrivals(map[string]time.Time{"sha256:a": again})
-	if got := tr.usage["sha256:a"]; !got.FirstDetected.Equal(again) || !got.LastUsed.IsZero() {
+	if got := tr.usage["sha256:a"]; got != (Usage{FirstDetected: again, Arrived: again}) {
 		t.Errorf("after a new arrival: %+v, want first detected at it, no last use", got)
 	}
 }
@@ -193,6 +194,11 @@ func TestArrivalsAfterAClockStepBack(t *testing.T) {
 // first seen a minute before the write, two minutes ago by the boot clock,
 // is two minutes old, however far the wall clock moved. Another boot, a
 // file without the boot, or a step within the tolerance moves nothing.
+// The first plan's read of when the image arrived (containerd's time, on
+// the clock of before the step, which the running agent had read) does
+// not undo the move. (Before, after a step back it was later than the
+// moved first-detected time and taken for a new pull: first detected a
+// day in the future, its last use dropped.)
 func TestStepWhileNodegcWasDown(t *testing.T) {
 	const up = 100 * time.Second
 	for _, tc := range []struct {
@@ -221,6 +227,8 @@ func TestStepWhileNodegcWasDown(t *testing.T) {
 			}
 			tr.clock = func() time.Time { return t0 }
 			tr.usage["sha256:a"] = Usage{FirstDetected: t0.Add(-time.Minute), LastUsed: t0.Add(-30 * time.Second)}
+			arrivals := map[string]time.Time{"sha256:a": t0.Add(-2 * time.Minute)}
+			tr.observeArrivals(arrivals) // the running agent's plans
 			tr.markDirtyLocked()
 			if _, err := tr.saveFinal(); err != nil {
 				t.Fatal(err)
@@ -230,6 +238,8 @@ func TestStepWhileNodegcWasDown(t *testing.T) {
 			if err != nil {
 				t.Fatalf("loading after the step: %v", err)
 			}
+			again.clock = func() time.Time { return tc.now }
+			again.observeArrivals(arrivals) // the first plan's
 			if again.fileWatch.shift != tc.shift {
 				t.Errorf("shift %v, want %v", again.fileWatch.shift, tc.shift)
 			}
@@ -260,6 +270,74 @@ func (a fixedArrivals) Arrivals(_ context.Context, imgs []*runtimeapi.Image) (ma
 		}
 	}
 	return out, nil
+}
+
+// TestRestartAfterAStepBack: the node's clock ran a day ahead (an RTC set
+// wrong) when image a was pulled (containerd dates its record on that
+// clock) and nodegc first saw it, used by a container. NTP steps the clock
+// back a day while nodegc runs, which moves its records by the step; then
+// nodegc is restarted (a rollout) and the container goes. Two hours later
+// (every clock), the image, unused since, is over the minimum age (1h), and
+// the disk asks for it: it is removable, its last use kept. (Before, the
+// restarted tracker had forgotten which arrival it had checked the record
+// against, took containerd's time, unmoved by the step, for a new pull,
+// dated the image a day into the future (kept min_age) and dropped its last
+// use (first in the LRU order).)
+func TestRestartAfterAStepBack(t *testing.T) {
+	const day = 24 * time.Hour
+	ahead := t0.Add(day)
+	rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+	}}}}
+	rt.add(&runtimeapi.Container{Id: "c1", ImageRef: "sha256:aa", State: runtimeapi.ContainerState_CONTAINER_EXITED})
+	dir := t.TempDir()
+	clk := clocktesting.NewFakeClock(ahead)
+	start := func() *Manager {
+		t.Helper()
+		cfg := policyConfig()
+		cfg.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
+		cfg.HighThresholdPercent, cfg.LowThresholdPercent = ptr.To[int32](1), ptr.To[int32](0)
+		m, err := NewManager(Options{Config: cfg, StateDirectory: dir, Runtime: rt, Clock: clk,
+			Arrivals: fixedArrivals{"sha256:aa": ahead.Add(-time.Minute)}, Disk: statsDisk{Capacity: 100 * mib, Available: 10 * mib}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first := start()
+	var mono time.Duration
+	first.tracker.steps.Monotonic = func() time.Duration { return mono }
+	if _, err := first.Plan(t.Context()); err != nil { // a seen, and used by c1
+		t.Fatal(err)
+	}
+	mono += time.Second
+	clk.SetTime(ahead.Add(time.Second - day))
+	first.tracker.follow()
+	before := first.tracker.Usage()["sha256:aa"]
+	if err := first.saveState(true); err != nil { // SIGTERM
+		t.Fatal(err)
+	}
+
+	rt.lmu.Lock()
+	rt.containers = nil
+	rt.lmu.Unlock()
+	clk.Step(time.Second)
+	second := start()
+	clk.Step(2 * time.Hour)
+	plan, err := second.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range plan.Keep {
+		t.Errorf("image %s first seen 2h2s ago, unused since, kept as %q (minimum age 1h); first detected %v from now",
+			d.Image.ID, d.Reason, d.Image.FirstDetected.Sub(plan.Now))
+	}
+	if len(plan.Remove) != 1 {
+		t.Errorf("planned removals %d, want 1", len(plan.Remove))
+	}
+	if got := second.tracker.Usage()["sha256:aa"].LastUsed; !got.Equal(before.LastUsed) {
+		t.Errorf("last used %v after the restart, want %v", got, before.LastUsed)
+	}
 }
 
 // TestPodViewLapseAcrossAClockStep: the pod view is authoritative at a

@@ -127,7 +127,9 @@
 //   - Never a pinned image, an excluded image, or one
 //     first detected less than minimumGCAge ago. First-detected times are
 //     bounded by when the runtime says the image arrived (containerd's
-//     image record): an image removed and pulled again while nodegc was down
+//     image record), once per arrival (each record keeps the arrival it was
+//     checked against, unmoved by steps of the clock: Usage.Arrived, in the
+//     state file): an image removed and pulled again while nodegc was down
 //     is young again, whatever the state file says, and so is one removed
 //     and pulled again between the plan and its removal (the check before
 //     each removal reads when it arrived); a state record without

@@ -17,7 +17,10 @@ import (
 const StateFileName = "images.json"
 
 // stateVersion is the version of the state file format this code writes.
-// A file of another version is set aside, never half-read.
+// A file of another version is set aside, never half-read. Fields added
+// since version 1 (node, watch, boot, a record's arrival) are optional
+// and keep it: a file without them is read as written before nodegc kept
+// them, and an older nodegc reads a newer file without them.
 const stateVersion = 1
 
 // maxStateSize bounds what is read: 100k images take about 20 MB.
@@ -32,6 +35,13 @@ type Usage struct {
 	// running (Options.Sandboxes). It stays the sandbox image while no
 	// sandbox runs.
 	Sandbox bool `json:"sandbox,omitempty"`
+	// Arrived is the time the runtime said the image arrived when the
+	// record was last checked against it (Tracker.observeArrivals), as
+	// the runtime said it: on the wall clock of the pull, never moved by a
+	// step of the clock, as FirstDetected and LastUsed are. Only another
+	// time is a new copy of the image. Zero when none was read (or in
+	// files written before nodegc kept it).
+	Arrived time.Time `json:"arrived,omitzero"`
 }
 
 type stateFile struct {
@@ -139,6 +149,8 @@ func loadStateAt(dir string, now time.Time, readOnly bool, node string, boot boo
 			}
 			step := stepWhileDown(sf.WatchedUntil, bootReading{id: sf.Boot, since: sf.SinceBoot}, boot, now)
 			if step != 0 {
+				// Not Usage.Arrived: the runtime's time, which the step
+				// did not move either.
 				for id, u := range sf.Images {
 					u.FirstDetected, u.LastUsed = shifted(u.FirstDetected, step), shifted(u.LastUsed, step)
 					sf.Images[id] = u

@@ -48,9 +48,6 @@ type Tracker struct {
 	// each.
 	steps  clockstep.Follower
 	onStep func(step time.Duration)
-	// arrived is, per image ID, the arrival time observeArrivals last
-	// applied.
-	arrived map[string]time.Time
 	// fileWatch is the watch the state file recorded when loaded.
 	fileWatch watch
 	// containers maps a container ID to the references to its image the
@@ -149,7 +146,7 @@ func newTrackerAt(dir string, now time.Time, readOnly bool, node string, boot fu
 		// records moved by a step of the clock while nodegc was down.
 		dirty: stamp || !since.Equal(file.since) || file.shift != 0, onDisk: lastUses(usage), containers: map[string]*trackedContainer{}, refs: map[string]int{},
 		tombstones: map[string]uint64{}, seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
-		pending: map[string]pendingUse{}, arrived: map[string]time.Time{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
+		pending: map[string]pendingUse{}, unknown: make(chan struct{}, 1), changed: make(chan struct{}, 1)}, warning
 }
 
 // unknownImages is signalled when a container event or listing names an
@@ -324,7 +321,6 @@ func (t *Tracker) reconcileImages(start listingStart, images []*runtimeapi.Image
 		for id := range t.usage {
 			if !present[id] {
 				delete(t.usage, id)
-				delete(t.arrived, id)
 				t.markDirtyLocked()
 			}
 		}
@@ -850,25 +846,35 @@ func earliest(a, b time.Time) time.Time {
 // same image, removed and pulled again while nodegc was not watching. Its
 // first-detected time moves to the arrival, and a last-used time from
 // before the arrival is dropped.
+//
+// Once per arrival: each record keeps the arrival it was last checked
+// against (Usage.Arrived, in the state file too), and only another one is
+// checked. The runtime keeps the time it wrote, on the wall clock of the
+// pull, which a step since has not moved as it moved the records (while
+// nodegc ran, or while it was down: stepWhileDown): after a step back the
+// same arrival is later than the moved first-detected time, and would
+// undo the move. A record without an arrival (none read yet, or from an
+// older nodegc's file) is checked against the first one read, as above:
+// after a step back, an arrival later than the moved first-detected time
+// may be the same copy's, on the clock of before the step, or a copy
+// pulled since, on the clock of after it. It is taken for a new copy: the
+// same copy is then kept longer (min_age) and ranks as unused, where the
+// other reading could remove a copy just pulled before the minimum age.
 func (t *Tracker) observeArrivals(arrivals map[string]time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.followLocked()
 	for id, at := range arrivals {
-		// Once per arrival: an image removed and pulled again arrives
-		// anew. The runtime keeps the time it wrote, on the wall clock of
-		// then, which a step since has not moved as it moved the records.
-		if seen, ok := t.arrived[id]; ok && seen.Equal(at) {
-			continue
-		}
-		t.arrived[id] = at
 		u, ok := t.usage[id]
-		if !ok || !at.After(u.FirstDetected) {
+		if !ok || u.Arrived.Equal(at) {
 			continue
 		}
-		u.FirstDetected = at
-		if u.LastUsed.Before(at) {
-			u.LastUsed = time.Time{}
+		u.Arrived = at
+		if at.After(u.FirstDetected) {
+			u.FirstDetected = at
+			if u.LastUsed.Before(at) {
+				u.LastUsed = time.Time{}
+			}
 		}
 		t.usage[id] = u
 		t.markDirtyLocked()
@@ -932,7 +938,8 @@ func (t *Tracker) followLocked() {
 // stepped by d (clockstep.Follower), and their ages stay what they were. A
 // moved time keeps no monotonic reading: a time this process dated carries
 // one, by which its age would be read (unmoved by the step), and which
-// must not move.
+// must not move. Usage.Arrived is the runtime's time, which the step did
+// not move either: it stays.
 func (t *Tracker) shiftLocked(d time.Duration) {
 	move := func(at time.Time) time.Time { return shifted(at, d) }
 	for id, u := range t.usage {
@@ -1091,7 +1098,6 @@ func (t *Tracker) inUse(img *Image) bool {
 func (t *Tracker) forget(imageID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.arrived, imageID)
 	if _, ok := t.usage[imageID]; ok {
 		delete(t.usage, imageID)
 		t.markDirtyLocked()

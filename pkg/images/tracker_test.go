@@ -141,6 +141,7 @@ func TestCorruptStateIsSetAside(t *testing.T) {
 		"garbage":         "{not json",
 		"unknown version": `{"version": 99, "images": {}}`,
 		"wrong shape":     `{"version": 1, "images": ["a"]}`,
+		"bad arrival":     `{"version": 1, "images": {"sha256:a": {"firstDetected": "2026-01-01T00:00:00Z", "arrived": "yesterday"}}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -354,7 +355,8 @@ func TestTrackerListingsProperty(t *testing.T) {
 // TestArrivalsBoundFirstDetected: an image cannot have been seen before it
 // arrived: a record older than the runtime's arrival time is of an earlier
 // copy (removed and pulled again while nodegc was down) and starts over; a
-// record younger than the arrival (nodegc installed later) stays.
+// record younger than the arrival (nodegc installed later) stays. Each
+// record keeps the arrival it was checked against.
 func TestArrivalsBoundFirstDetected(t *testing.T) {
 	tr, _ := newTestTracker(t)
 	images := []*runtimeapi.Image{criImage("sha256:repulled"), criImage("sha256:old"), criImage("sha256:unknown")}
@@ -364,12 +366,48 @@ func TestArrivalsBoundFirstDetected(t *testing.T) {
 	arrived := t0.Add(90 * time.Minute)
 	tr.observeArrivals(map[string]time.Time{"sha256:repulled": arrived, "sha256:old": t0.Add(-time.Hour), "sha256:gone": arrived})
 	want := map[string]Usage{
-		"sha256:repulled": {FirstDetected: arrived},                         // last used before it arrived: by the earlier copy
-		"sha256:old":      {FirstDetected: t0, LastUsed: t0.Add(time.Hour)}, // arrived before nodegc saw it
+		"sha256:repulled": {FirstDetected: arrived, Arrived: arrived},                                    // last used before it arrived: by the earlier copy
+		"sha256:old":      {FirstDetected: t0, LastUsed: t0.Add(time.Hour), Arrived: t0.Add(-time.Hour)}, // arrived before nodegc saw it
 		"sha256:unknown":  {FirstDetected: t0},
 	}
 	if diff := cmp.Diff(want, tr.Usage()); diff != "" {
 		t.Errorf("usage (-want +got):\n%s", diff)
+	}
+}
+
+// TestStateWithoutArrivals: a state file of an older nodegc keeps no
+// arrival with its records. Every record loads, and the first arrival read
+// is checked against as before (a later one is a copy pulled again); the
+// arrival each record was checked against is written, and read back.
+func TestStateWithoutArrivals(t *testing.T) {
+	dir := t.TempDir()
+	data := `{"version": 1, "images": {"sha256:a": {"firstDetected": "2026-01-01T00:00:00Z", "lastUsed": "2026-02-01T00:00:00Z"}, ` +
+		`"sha256:b": {"firstDetected": "2026-01-01T00:00:00Z", "lastUsed": "2026-02-01T00:00:00Z"}}}`
+	if err := os.WriteFile(filepath.Join(dir, StateFileName), []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, warn := NewTracker(dir, t0)
+	if warn != nil {
+		t.Fatal(warn)
+	}
+	jan, feb, mar := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	tr.observeArrivals(map[string]time.Time{"sha256:a": jan.Add(-time.Hour), "sha256:b": mar})
+	want := map[string]Usage{
+		"sha256:a": {FirstDetected: jan, LastUsed: feb, Arrived: jan.Add(-time.Hour)},
+		"sha256:b": {FirstDetected: mar, Arrived: mar}, // pulled again in March
+	}
+	if diff := cmp.Diff(want, tr.Usage()); diff != "" {
+		t.Errorf("usage (-want +got):\n%s", diff)
+	}
+	if _, err := tr.save(); err != nil {
+		t.Fatal(err)
+	}
+	again, warn := NewTracker(dir, t0)
+	if warn != nil {
+		t.Fatal(warn)
+	}
+	if diff := cmp.Diff(want, again.Usage()); diff != "" {
+		t.Errorf("usage read back (-want +got):\n%s", diff)
 	}
 }
 
