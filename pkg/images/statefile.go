@@ -192,10 +192,11 @@ func loadStateAt(dir string, now time.Time, readOnly bool, node string, boot boo
 	if readOnly {
 		return map[string]Usage{}, false, watch{}, fmt.Errorf("state file %s unusable (%v); left as it is, image usage read as empty", p, problem)
 	}
+	aside = unusedName(aside)
 	if err := os.Rename(p, aside); err != nil {
 		return map[string]Usage{}, false, watch{}, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
 	}
-	pruneAside(dir)
+	pruneAside(dir, aside)
 	return map[string]Usage{}, false, watch{}, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
 }
 
@@ -235,14 +236,32 @@ const keptAside = 3
 
 // pruneAside removes the state files set aside in dir but the newest
 // keptAside of each kind (their names end in the time they were set aside,
-// which sorts as the time does).
-func pruneAside(dir string) {
+// which sorts as the time does), among them always just, the one just set
+// aside: a clock behind (a node booted in 1970) names it before the
+// others.
+func pruneAside(dir, just string) {
 	for _, kind := range []string{"corrupt", "othernode"} {
 		aside, _ := filepath.Glob(filepath.Join(dir, StateFileName+"."+kind+"-*"))
+		keep := keptAside
+		if i := slices.Index(aside, just); i >= 0 {
+			aside, keep = slices.Delete(aside, i, i+1), keptAside-1
+		}
 		slices.Sort(aside)
-		for _, p := range aside[:max(0, len(aside)-keptAside)] {
+		for _, p := range aside[:max(0, len(aside)-keep)] {
 			os.Remove(p)
 		}
+	}
+}
+
+// unusedName is name, or, when a file has it (one set aside in the same
+// second), name with the first of -2, -3, ... that none has.
+func unusedName(name string) string {
+	p := name
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(p); err != nil {
+			return p // none has it, or the rename tells why not
+		}
+		p = fmt.Sprintf("%s-%d", name, i)
 	}
 }
 

@@ -119,8 +119,23 @@ func TestWatchGoesOnAcrossQuickRestarts(t *testing.T) {
 // is set aside at every start (a template's file restored by a
 // configuration manager) filled its state directory. The newest
 // keptAside of each kind stay, the one just set aside among them; other
-// files are not touched.
+// files are not touched. The one just set aside stays also when the clock
+// is behind the others' names (a node booted with its clock in 1970):
+// before, its name sorted first and it was removed at once.
 func TestSetAsideStateFilesKeptFew(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		want []string // the corrupt files left
+	}{
+		{"clock right", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), []string{"20260104T000000Z", "20260105T000000Z", "20261129T120000Z"}},
+		{"clock behind", time.Date(1970, 1, 1, 0, 5, 0, 0, time.UTC), []string{"19700101T000500Z", "20260104T000000Z", "20260105T000000Z"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { setAsideKeptFew(t, tc.now, tc.want) })
+	}
+}
+
+func setAsideKeptFew(t *testing.T, now time.Time, corrupt []string) {
 	dir := t.TempDir()
 	for i := range 5 {
 		for _, kind := range []string{"corrupt", "othernode"} {
@@ -136,7 +151,6 @@ func TestSetAsideStateFilesKeptFew(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, StateFileName), []byte("not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	if _, _, _, warn := loadState(dir, now, false, "node-a"); warn == nil {
 		t.Fatal("a corrupt state file loaded without a warning")
 	}
@@ -148,13 +162,40 @@ func TestSetAsideStateFilesKeptFew(t *testing.T) {
 	for _, e := range entries {
 		left = append(left, e.Name())
 	}
-	want := []string{
-		StateFileName + ".corrupt-20260104T000000Z", StateFileName + ".corrupt-20260105T000000Z", StateFileName + ".corrupt-20261129T120000Z",
-		StateFileName + ".othernode-20260103T000000Z", StateFileName + ".othernode-20260104T000000Z", StateFileName + ".othernode-20260105T000000Z",
-		"unrelated",
+	var want []string
+	for _, at := range corrupt {
+		want = append(want, StateFileName+".corrupt-"+at)
 	}
+	want = append(want, StateFileName+".othernode-20260103T000000Z", StateFileName+".othernode-20260104T000000Z", StateFileName+".othernode-20260105T000000Z",
+		"unrelated")
 	if !slices.Equal(left, want) {
 		t.Errorf("files left in the state directory:\n%q\nwant\n%q", left, want)
+	}
+}
+
+// TestSetAsideTwiceInOneSecond: a state file set aside in the second
+// another was (a crash loop restoring a bad file) takes another name;
+// before, the rename replaced the first.
+func TestSetAsideTwiceInOneSecond(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, content := range []string{"first", "second"} {
+		if err := os.WriteFile(filepath.Join(dir, StateFileName), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, warn := loadState(dir, now, false, "node-a"); warn == nil {
+			t.Fatal("a corrupt state file loaded without a warning")
+		}
+	}
+	var got []string
+	aside, _ := filepath.Glob(filepath.Join(dir, StateFileName+".corrupt-*"))
+	for _, p := range aside {
+		data, _ := os.ReadFile(p)
+		got = append(got, filepath.Base(p)+"="+string(data))
+	}
+	want := []string{StateFileName + ".corrupt-20261129T120000Z=first", StateFileName + ".corrupt-20261129T120000Z-2=second"}
+	if !slices.Equal(got, want) {
+		t.Errorf("set aside: %q, want %q", got, want)
 	}
 }
 
