@@ -432,31 +432,34 @@ const idFaultExamples = 10
 // naming a few: the plan keeps every such entry (KeepIDFault).
 func (m *Manager) idFaults(ctx context.Context, plan *Plan, now time.Time) {
 	if len(plan.ContainerIDFaults) > 0 && m.idFaultDue(listingContainers, now) {
-		var named []string
-		n := 0
-		for _, d := range plan.KeepContainers {
-			if d.Reason == KeepIDFault {
-				if n++; len(named) < idFaultExamples {
-					named = append(named, fmt.Sprintf("%q (%s of pod %s/%s, attempt %d)", d.Container.ID, d.Container.Name, d.Container.PodNamespace, d.Container.PodName, d.Container.Attempt))
-				}
-			}
-		}
+		n, named := idFaulty(plan.KeepContainers, func(d ContainerDecision) (string, string) {
+			c := &d.Container
+			return d.Reason, fmt.Sprintf("%q (%s of pod %s/%s, attempt %d)", c.ID, c.Name, c.PodNamespace, c.PodName, c.Attempt)
+		})
 		klog.FromContext(ctx).Info("Warning: the runtime lists containers without an ID of their own (none, or one another listed container has); each is kept, with its sandbox and its pod's log directory, as removing it by ID could remove another",
 			"count", n, "containers", named, "ids", firstOf(plan.ContainerIDFaults))
 	}
 	if len(plan.SandboxIDFaults) > 0 && m.idFaultDue(listingSandboxes, now) {
-		var named []string
-		n := 0
-		for _, d := range plan.KeepSandboxes {
-			if d.Reason == KeepIDFault {
-				if n++; len(named) < idFaultExamples {
-					named = append(named, fmt.Sprintf("%q (pod %s/%s, attempt %d)", d.Sandbox.ID, d.Sandbox.PodNamespace, d.Sandbox.PodName, d.Sandbox.Attempt))
-				}
-			}
-		}
+		n, named := idFaulty(plan.KeepSandboxes, func(d SandboxDecision) (string, string) {
+			s := &d.Sandbox
+			return d.Reason, fmt.Sprintf("%q (pod %s/%s, attempt %d)", s.ID, s.PodNamespace, s.PodName, s.Attempt)
+		})
 		klog.FromContext(ctx).Info("Warning: the runtime lists sandboxes without an ID of their own (none, or one another listed sandbox has); each is kept, with its pod's log directory, as removing it by ID could remove another",
 			"count", n, "sandboxes", named, "ids", firstOf(plan.SandboxIDFaults))
 	}
+}
+
+// idFaulty counts the decisions kept as KeepIDFault (reason says each
+// one's reason and how to name it), and names the first idFaultExamples.
+func idFaulty[D any](kept []D, reason func(D) (string, string)) (n int, named []string) {
+	for _, d := range kept {
+		if why, name := reason(d); why == KeepIDFault {
+			if n++; len(named) < idFaultExamples {
+				named = append(named, name)
+			}
+		}
+	}
+	return n, named
 }
 
 // idFaultDue counts a listing's ID fault and says whether to log it: the
