@@ -1,7 +1,12 @@
 // Command image builds nodegc's container image without a Docker daemon:
 // one layer holding the static nodegc binary, written as an OCI image
-// layout and as a tarball that `ctr images import`, `docker load` and
-// `crane push` take. `make image` runs it.
+// layout and as a tarball that `ctr images import`, `kind load
+// image-archive`, `docker load` and `crane push` take. `make image` runs it.
+//
+// The image is tagged --ref and, with --latest (the default), also
+// <repository>:latest, the tag deploy/daemonset.yaml and the chart's
+// image.tag name: loaded into a node (kind load, ctr images import), the
+// tarball then gives the manifest's image as well as the versioned one.
 package main
 
 import (
@@ -29,17 +34,22 @@ func main() {
 	out := flag.String("out", "_output/image", "output directory: nodegc.tar and oci/")
 	version := flag.String("version", "", "version label")
 	revision := flag.String("revision", "", "revision (commit) label")
+	latest := flag.Bool("latest", true, "also tag the image <repository of --ref>:latest, the tag deploy/daemonset.yaml and the chart name")
 	flag.Parse()
-	if err := build(*binary, *ref, *out, *version, *revision); err != nil {
+	if err := build(*binary, *ref, *out, *version, *revision, *latest); err != nil {
 		fmt.Fprintf(os.Stderr, "image: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func build(binary, ref, out, version, revision string) error {
+func build(binary, ref, out, version, revision string, latest bool) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	tags := []name.Tag{tag}
+	if l := tag.Context().Tag(name.DefaultTag); latest && l.String() != tag.String() {
+		tags = append(tags, l)
 	}
 	bin, err := os.ReadFile(binary)
 	if err != nil {
@@ -83,7 +93,11 @@ func build(binary, ref, out, version, revision string) error {
 		return err
 	}
 	tarPath := filepath.Join(out, "nodegc.tar")
-	if err := tarball.WriteToFile(tarPath, tag, img); err != nil {
+	refs := map[name.Reference]v1.Image{}
+	for _, t := range tags {
+		refs[t] = img
+	}
+	if err := tarball.MultiRefWriteToFile(tarPath, refs); err != nil {
 		return fmt.Errorf("writing %s: %w", tarPath, err)
 	}
 	ociPath := filepath.Join(out, "oci")
@@ -94,15 +108,21 @@ func build(binary, ref, out, version, revision string) error {
 	if err != nil {
 		return err
 	}
-	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag.String()})); err != nil {
-		return err
+	for _, t := range tags {
+		if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": t.String()})); err != nil {
+			return err
+		}
 	}
 	digest, err := img.Digest()
 	if err != nil {
 		return err
 	}
 	size := int64(len(layerTar))
-	fmt.Printf("[image] %s@%s (%d MiB layer)\n[image] tarball: %s\n[image] OCI layout: %s\n", tag, digest, size>>20, tarPath, ociPath)
+	fmt.Printf("[image] %s@%s (%d MiB layer)\n", tag, digest, size>>20)
+	for _, t := range tags[1:] {
+		fmt.Printf("[image] also tagged %s\n", t)
+	}
+	fmt.Printf("[image] tarball: %s\n[image] OCI layout: %s\n", tarPath, ociPath)
 	return nil
 }
 
