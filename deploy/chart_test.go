@@ -403,11 +403,12 @@ func hostPathsOf(spec map[string]any) map[string]string {
 // critical pods, so a replaced agent (new image, new configuration) could
 // not start on the node that needs it, and a non-critical agent may be
 // evicted there. An empty value drops the field (for providers whose
-// ResourceQuota keeps critical classes to kube-system).
+// ResourceQuota keeps critical classes to kube-system). The presets are
+// rendered in ownerGC.mode deployment (the kind preset's is off).
 func TestChartPriorityClass(t *testing.T) {
 	want := map[string]string{"DaemonSet/nodegc-node": "system-node-critical", "Deployment/nodegc-owner": "system-cluster-critical"}
 	for _, p := range append([]string{""}, presets...) {
-		name, args := p, []string{"-f", presetFile(p)}
+		name, args := p, []string{"-f", presetFile(p), "--set", "ownerGC.mode=deployment"}
 		if p == "" {
 			name, args = "defaults", nil
 		}
@@ -633,7 +634,7 @@ func TestChartLinuxNodes(t *testing.T) {
 		cases["preset "+p] = struct {
 			args []string
 			want map[string]map[string]string
-		}{[]string{"-f", presetFile(p)}, cases["defaults"].want}
+		}{[]string{"-f", presetFile(p), "--set", "ownerGC.mode=deployment"}, cases["defaults"].want}
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -890,7 +891,7 @@ func TestChartOwnerPrefersControlPlane(t *testing.T) {
 		preferred   []any
 	}{
 		"defaults":        {nil, []any{cp}, preference},
-		"kind preset":     {[]string{"-f", presetFile("kind")}, []any{cp}, preference},
+		"kind preset":     {[]string{"-f", presetFile("kind"), "--set", "ownerGC.mode=deployment"}, []any{cp}, preference},
 		"off":             {[]string{"--set", "owner.preferControlPlane=false"}, nil, nil},
 		"own tolerations": {[]string{"-f", "testdata/owner-tolerations.yaml"}, []any{infra, cp}, preference},
 		"own tolerations with the control-plane one": {
