@@ -806,12 +806,16 @@ func TestChartPathValues(t *testing.T) {
 // render, saying the chart cannot turn that server off and why (the probes
 // and the scrape objects use it), rather than rendering a containerPort 0,
 // which the API server refuses at install; so does a value that is not a
-// port number.
+// port number, and one port for both servers, as hack/render-deploy.sh
+// refuses it: the DaemonSet's pods would hold one host port twice, which
+// the API server refuses at every pod create, never at the install.
 func TestChartPortsRefused(t *testing.T) {
 	cases := map[string][]string{
-		"ports.metrics=0":    {"ports.metrics 0", "cannot turn the metrics server off", "PodMonitor", "1 to 65535"},
-		"ports.healthz=0":    {"ports.healthz 0", "cannot turn the healthz server off", "probes", "1 to 65535"},
-		"ports.metrics=null": {"ports.metrics is empty"},
+		"ports.metrics=10280": {"ports.healthz and ports.metrics are both 10280", "host port", "own port"},
+		"ports.healthz=10281": {"ports.healthz and ports.metrics are both 10281"},
+		"ports.metrics=0":     {"ports.metrics 0", "cannot turn the metrics server off", "PodMonitor", "1 to 65535"},
+		"ports.healthz=0":     {"ports.healthz 0", "cannot turn the healthz server off", "probes", "1 to 65535"},
+		"ports.metrics=null":  {"ports.metrics is empty"},
 		// The values' schema refuses these, and the templates where it
 		// is skipped.
 		"ports.metrics=65536": {"at '/ports/metrics': maximum: got 65,536, want 65,535"},

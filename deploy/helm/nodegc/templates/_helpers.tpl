@@ -150,9 +150,12 @@ refuses a pod with two volume mounts at one path. Nested paths are distinct moun
 {{- end }}
 
 {{/*
-ports.healthz and ports.metrics: each a port number, 1 to 65535. The configuration's "0" (that server
-off) is refused rather than rendered: the probes use the healthz port and the scrape objects the metrics
-port, and the API server refuses a containerPort 0.
+ports.healthz and ports.metrics: each a port number, 1 to 65535, and not the same. The configuration's "0"
+(that server off) is refused rather than rendered: the probes use the healthz port and the scrape objects the
+metrics port, and the API server refuses a containerPort 0. One port for both (which the agent itself takes,
+serving both on one listener) is refused too, as hack/render-deploy.sh refuses it: on the host network each
+container port is also a host port, and the API server refuses a pod with one host port twice, so the
+DaemonSet would be created and never make a pod.
 */}}
 {{- define "nodegc.checkPorts" -}}
 {{- range $name := list "healthz" "metrics" }}
@@ -171,6 +174,9 @@ port, and the API server refuses a containerPort 0.
 {{- if or (lt $n 0) (gt $n 65535) }}
 {{- fail (printf "ports.%s %d is not a port number (1 to 65535)" $name $n) }}
 {{- end }}
+{{- end }}
+{{- if eq (.Values.ports.healthz | int) (.Values.ports.metrics | int) }}
+{{- fail (printf "ports.healthz and ports.metrics are both %d: the node agent runs on the host network, where each container port is also a host port, and the API server refuses a pod with one host port twice, so the DaemonSet would create no node agent on any node (while helm install reports success). Give each its own port, free on every node" (.Values.ports.healthz | int)) }}
 {{- end }}
 {{- end }}
 
