@@ -181,6 +181,48 @@ DaemonSet would be created and never make a pod.
 {{- end }}
 
 {{/*
+node.updateStrategy of type RollingUpdate (with another type, rollingUpdate is left out). maxSurge other
+than 0 is refused: the node agent holds host ports (host network, ports.healthz and ports.metrics), so a
+surge pod, which the DaemonSet controller starts beside the old one on its node and waits for, is never
+scheduled there (the scheduler's NodePorts filter: the old one holds the ports), and the rollout stalls on
+every node (KEP-1591 names host ports as the case surge cannot serve). maxUnavailable must then let one
+go: 0 (or 0%) is what the API server refuses without a surge, and more than 100% is refused too; unset, the
+API server's default is 1. Refused here, naming the value, rather than at the install or in a rollout.
+*/}}
+{{- define "nodegc.checkUpdateStrategy" -}}
+{{- $s := .Values.node.updateStrategy | default dict }}
+{{- if eq (toString (get $s "type")) "RollingUpdate" }}
+{{- $ru := get $s "rollingUpdate" | default dict }}
+{{- range $field := list "maxSurge" "maxUnavailable" }}
+{{- $v := index $ru $field }}
+{{- if and (hasKey $ru $field) (not (kindIs "invalid" $v)) }}
+{{- $text := toString $v }}
+{{- $n := 0 }}
+{{- $percent := false }}
+{{- if kindIs "string" $v }}
+{{- if not (regexMatch "^[0-9]+%$" $text) }}
+{{- fail (printf "node.updateStrategy.rollingUpdate.%s %q is neither a number nor a percentage (10%%)" $field $text) }}
+{{- end }}
+{{- $n = trimSuffix "%" $text | atoi }}
+{{- $percent = true }}
+{{- else }}
+{{- $n = $v | int }}
+{{- end }}
+{{- if and (eq $field "maxSurge") (ne $n 0) }}
+{{- fail (printf "node.updateStrategy.rollingUpdate.maxSurge %s: the node agent holds host ports (it runs on the host network: ports.healthz, ports.metrics), so a surge pod, started beside the old one on its node before that one stops, is never scheduled there (the old one holds the ports), and the rollout would stall on every node. Leave maxSurge unset (0); maxUnavailable sets the pace of a rollout" $text) }}
+{{- end }}
+{{- if and (eq $field "maxUnavailable") (le $n 0) }}
+{{- fail (printf "node.updateStrategy.rollingUpdate.maxUnavailable %s: a rollout must replace at least one node agent at a time (the API server refuses maxUnavailable 0 without a maxSurge, and maxSurge cannot work with the node agent's host ports). Give at least 1, or a percentage of at least 1%%" $text) }}
+{{- end }}
+{{- if and (eq $field "maxUnavailable") $percent (gt $n 100) }}
+{{- fail (printf "node.updateStrategy.rollingUpdate.maxUnavailable %s: more than 100%%, which the API server refuses" $text) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 GOMAXPROCS from the container's CPU limit, rounded up (500m and 1 give 1). Go's own default never goes
 below 2 Ps, which under a limit of one CPU or less share that one CPU: the second P only adds thread
 wake-ups (with 2 Ps the owner GC spent 1.10-1.28x the CPU per collected object it spent with 1, at the
