@@ -12,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodegc/nodegc/pkg/config"
@@ -73,7 +74,9 @@ func (n *schemaNode) closed() bool { return n.AdditionalProperties == false }
 // maxUnavailable, the ConfigMap being updated in place), or into objects
 // the API server refuses: the review's misspelt key and percentage given
 // as a string, a duration given as a number, out-of-range values, unknown
-// keys of the chart's own.
+// keys of the chart's own; and an image tag a values file gives as a
+// number, which YAML reads as one and the chart would render as another
+// tag (20240101 as 2.0240101e+07, 1.10 as 1.1).
 func TestChartSchemaRefuses(t *testing.T) {
 	cases := map[string]struct {
 		args []string
@@ -90,6 +93,8 @@ func TestChartSchemaRefuses(t *testing.T) {
 		"unknown node value":      {[]string{"--set", "node.tolerations=null", "--set", "node.toleration[0].operator=Exists"}, "at '/node': additional properties 'toleration' not allowed"},
 		"port as a string":        {[]string{"--set-string", "ports.metrics=10281"}, "at '/ports/metrics': got string, want integer"},
 		"pull policy":             {[]string{"--set", "image.pullPolicy=always"}, "at '/image/pullPolicy': value must be one of"},
+		"image tag as a number":   {[]string{"-f", "testdata/image-tag-number.yaml"}, "at '/image/tag': got number, want string"},
+		"image tag 1.10 unquoted": {[]string{"-f", "testdata/image-tag-decimal.yaml"}, "at '/image/tag': got number, want string"},
 		"update strategy":         {[]string{"--set", "node.updateStrategy.type=Recreate"}, "at '/node/updateStrategy/type': value must be one of"},
 		"scrape interval":         {[]string{"--set", "metrics.podMonitor.interval=30"}, "at '/metrics/podMonitor/interval'"},
 	}
@@ -264,5 +269,34 @@ func TestChartSchemaCoversValues(t *testing.T) {
 		if got := pattern.MatchString(d); got != (err == nil) {
 			t.Errorf("duration %q: the schema's pattern matches: %v; Go parses it: %v (%v)", d, got, err == nil, err)
 		}
+	}
+}
+
+// TestChartImageTag: a tag that reads as a number renders as written when
+// it is a string: quoted in a values file, or given with --set, which
+// keeps 1.10 a string (--set-string for one that reads as an integer).
+func TestChartImageTag(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		"quoted in a values file": {[]string{"-f", "testdata/image-tag-quoted.yaml"}, "ghcr.io/nodegc/nodegc:20240101"},
+		"--set 1.10":              {[]string{"--set", "image.tag=1.10"}, "ghcr.io/nodegc/nodegc:1.10"},
+		"--set-string 20240101":   {[]string{"--set-string", "image.tag=20240101"}, "ghcr.io/nodegc/nodegc:20240101"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			for _, ref := range []string{"DaemonSet/nodegc-node", "Deployment/nodegc-owner"} {
+				kind, objName, _ := strings.Cut(ref, "/")
+				o := find(render(t, "nodegc", tc.args...), kind, objName)
+				if o == nil {
+					t.Fatalf("no %s", ref)
+				}
+				ctrs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+				if img := ctrs[0].(map[string]any)["image"]; img != tc.want {
+					t.Errorf("%s image %v, want %s", ref, img, tc.want)
+				}
+			}
+		})
 	}
 }
