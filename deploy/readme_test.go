@@ -2,15 +2,18 @@ package deploy
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/nodegc/nodegc/internal/testbed"
+	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
 )
 
 // readmeSections are the README sections whose commands this test runs.
@@ -75,9 +78,13 @@ func readmeCommands(t *testing.T, readme, heading string) []string {
 // install` rendered with `helm template` (make e2e runs a real helm
 // install), `helm lint` as it is, a pipeline into `kubectl apply [-n NS]
 // -f -` without its last stage (a Namespace it makes must be labelled
-// privileged, a PrometheusRule carry a release label), and each file a
-// `kubectl apply -f FILE` names decoded. A command of another shape fails the test, so the README shows
-// nothing untested.
+// privileged, a PrometheusRule carry a release label), each file a
+// `kubectl apply -f FILE` names decoded, and a pipeline into `nodegc config
+// validate -f -` run whole, with nodegc built from this repository: it
+// passes, and the same pipeline with a value only the agent refuses (an
+// exclusion pattern's glob syntax, which the chart does not check) fails,
+// naming it. A command of another shape fails the test, so the README
+// shows nothing untested.
 func TestReadmeCommands(t *testing.T) {
 	root, err := testbed.RepoRoot()
 	if err != nil {
@@ -89,8 +96,9 @@ func TestReadmeCommands(t *testing.T) {
 	}
 	bin := filepath.Dir(testbed.Binary(t, "helm"))
 	testbed.Binary(t, "kubectl")
-	env := append(helmEnv(t), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	run := func(t *testing.T, cmd string) []byte {
+	// No cluster: a command that would reach one fails.
+	env := append(helmEnv(t), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+filepath.Join(t.TempDir(), "none"))
+	exec1 := func(t *testing.T, cmd string, env []string) ([]byte, error) {
 		t.Helper()
 		c := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", cmd)
 		c.Dir, c.Env = root, env
@@ -98,12 +106,21 @@ func TestReadmeCommands(t *testing.T) {
 		c.Stderr = &stderr
 		out, err := c.Output()
 		if err != nil {
-			t.Fatalf("%s: %v\n%s", cmd, err, stderr.String())
+			return out, fmt.Errorf("%s: %w\n%s", cmd, err, stderr.String())
+		}
+		return out, nil
+	}
+	run := func(t *testing.T, cmd string) []byte {
+		t.Helper()
+		out, err := exec1(t, cmd, env)
+		if err != nil {
+			t.Fatal(err)
 		}
 		return out
 	}
 	applyFile := regexp.MustCompile(`^kubectl apply( -n [a-z0-9-]+)? -f ([^ |]+)$`)
 	applyStdin := regexp.MustCompile(` ?\| ?kubectl apply( -n [a-z0-9-]+)? -f -$`)
+	validateStdin := regexp.MustCompile(`^helm template .* --show-only templates/configmap.yaml \| (.* \| ?)?nodegc config validate -f -$`)
 	seen := map[string]int{}
 	for _, heading := range readmeSections {
 		cmds := readmeCommands(t, string(data), heading)
@@ -146,6 +163,22 @@ func TestReadmeCommands(t *testing.T) {
 							}
 						}
 					}
+				case validateStdin.MatchString(cmd):
+					seen["config validate"]++
+					nodegc, err := nodegcproc.Build()
+					if err != nil {
+						t.Fatal(err)
+					}
+					withNodegc := append(slices.Clone(env), "PATH="+filepath.Dir(nodegc)+string(os.PathListSeparator)+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+					out, err := exec1(t, cmd, withNodegc)
+					if err != nil || !strings.Contains(string(out), "valid") {
+						t.Errorf("%v\n%s", err, out)
+					}
+					bad := strings.Replace(cmd, " --show-only ", " --set-string config.imageGC.exclude[0]=[abc --show-only ", 1)
+					out, err = exec1(t, bad, withNodegc)
+					if err == nil || !strings.Contains(err.Error()+string(out), "imageGC.exclude[0]") {
+						t.Errorf("with an exclusion pattern the agent refuses, the pipeline says %v\n%s; want a failure naming imageGC.exclude[0]", err, out)
+					}
 				case applyFile.MatchString(cmd):
 					seen["apply"]++
 					file := applyFile.FindStringSubmatch(cmd)[2]
@@ -176,7 +209,7 @@ func TestReadmeCommands(t *testing.T) {
 			t.Errorf("README.md shows no install with the %s preset", p)
 		}
 	}
-	for what, least := range map[string]int{"helm install": 1 + len(presets), "helm lint": 1, "pipeline": 2, "namespace": 1, "PrometheusRule": 1} {
+	for what, least := range map[string]int{"helm install": 1 + len(presets), "helm lint": 1, "pipeline": 2, "namespace": 1, "PrometheusRule": 1, "config validate": 1} {
 		if seen[what] < least {
 			t.Errorf("README.md shows %d %s command(s), want at least %d", seen[what], what, least)
 		}

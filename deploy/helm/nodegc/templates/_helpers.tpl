@@ -299,3 +299,171 @@ which the chart cannot read: NOTES.txt says what to check.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+A duration of the configuration in nanoseconds, as a float: include "nodegc.durationNs" (list PATH TEXT).
+TEXT is a Go duration (90s, 12h45m, 1.5h, -1s; 0 alone is zero), each unit's fraction truncated to whole
+nanoseconds as time.ParseDuration truncates it; anything else fails the render, naming config.PATH (the
+values' schema refuses it first, unless skipped).
+*/}}
+{{- define "nodegc.durationNs" -}}
+{{- $path := index . 0 }}
+{{- $text := toString (index . 1) }}
+{{- if not (regexMatch "^[-+]?(0|(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$" $text) }}
+{{- fail (printf "config.%s %q is not a duration: a number with a unit (90s, 2m, 12h45m; 0 alone is zero)" $path $text) }}
+{{- end }}
+{{- $units := dict "ns" 1.0 "us" 1000.0 "µs" 1000.0 "μs" 1000.0 "ms" 1000000.0 "s" 1000000000.0 "m" 60000000000.0 "h" 3600000000000.0 }}
+{{- $total := 0.0 }}
+{{- range $part := regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)" $text -1 }}
+{{- $unit := regexFind "(ns|us|µs|μs|ms|s|m|h)$" $part }}
+{{- $total = addf $total (floor (mulf (float64 (trimSuffix $unit $part)) (get $units $unit))) }}
+{{- end }}
+{{- if hasPrefix "-" $text }}
+{{- $total = mulf $total -1.0 }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
+{{/*
+The rules of nodegc's configuration validation (pkg/config, Validate) that a value of config alone can
+break, and its rules between durations, each with the agent's own bound and message: refused here, naming
+the value, rather than by every node agent at its next start (a crash loop on every node: the ConfigMap is
+shared, and an agent restarted for any reason reads it). An unset or null value is the agent's default
+(below, as pkg/config has them), which it accepts; a zero duration the agent defaults (the non-pointer
+ones: runtimeRequestTimeout, the periods, the election's durations) is its default too. The values' schema
+holds the types, enumerations and integer ranges; deploy's TestChartConfigAgreesWithAgent checks the two
+against the agent's validation, value by value. Not checked here: the glob syntax of
+imageGC.exclude's patterns (nodegc config validate checks it: README, Install with Helm).
+include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
+*/}}
+{{- define "nodegc.checkConfig" -}}
+{{- $cfg := .cfg }}
+{{- $root := .root }}
+{{- $refused := "every node agent would refuse this configuration at start" }}
+{{- $le := eq (include "nodegc.leaderElect" $root) "true" }}
+{{- /* path, positive (0 is the default) or nonnegative, the agent's default, floor, ceiling */}}
+{{- $rules := list
+  (list "runtimeRequestTimeout" "positive" "2m" "1s" "24h")
+  (list "imageGC.minimumGCAge" "nonnegative" "2m" "" "")
+  (list "imageGC.maximumGCAge" "nonnegative" "0" "" "")
+  (list "imageGC.period" "positive" "5m" "1s" "")
+  (list "imageGC.diskCheckInterval" "positive" "1s" "100ms" "")
+  (list "imageGC.fillRateHorizon" "nonnegative" "30s" "" "")
+  (list "containerGC.minAge" "nonnegative" "0" "" "")
+  (list "containerGC.maxAge" "nonnegative" "0" "" "")
+  (list "containerGC.period" "positive" "1m" "1s" "")
+  (list "ownerGC.discoveryResyncPeriod" "positive" "30s" "1s" "")
+  (list "ownerGC.unsyncedResourceHold" "nonnegative" "10m" "" "")
+  (list "ownerGC.stuckDeletionThreshold" "nonnegative" "15m" "" "")
+  (list "leaderElection.leaseDuration" "positive" "15s" "" "")
+  (list "leaderElection.renewDeadline" "positive" "10s" "" "")
+  (list "leaderElection.retryPeriod" "positive" "2s" "" "") }}
+{{- $ns := dict }}
+{{- $text := dict }}
+{{- range $r := $rules }}
+{{- $path := index $r 0 }}
+{{- $mode := index $r 1 }}
+{{- $_ := set $text $path (index $r 2) }}
+{{- $_ := set $ns $path (include "nodegc.durationNs" (list $path (index $r 2)) | float64) }}
+{{- $keys := splitList "." $path }}
+{{- $section := $cfg }}
+{{- if eq (len $keys) 2 }}
+{{- $section = get $cfg (index $keys 0) }}
+{{- end }}
+{{- $key := last $keys }}
+{{- if and (kindIs "map" $section) (hasKey $section $key) (not (kindIs "invalid" (index $section $key))) (or $le (not (hasPrefix "leaderElection." $path))) }}
+{{- $v := toString (index $section $key) }}
+{{- $d := include "nodegc.durationNs" (list $path $v) | float64 }}
+{{- if lt $d 0.0 }}
+{{- fail (printf "config.%s %q: must be greater than %s0: %s" $path $v (eq $mode "positive" | ternary "" "or equal to ") $refused) }}
+{{- end }}
+{{- if and (gt $d 0.0) (index $r 3) (lt $d (include "nodegc.durationNs" (list $path (index $r 3)) | float64)) }}
+{{- fail (printf "config.%s %q: must be at least %s: %s" $path $v (index $r 3) $refused) }}
+{{- end }}
+{{- if and (index $r 4) (gt $d (include "nodegc.durationNs" (list $path (index $r 4)) | float64)) }}
+{{- fail (printf "config.%s %q: must be at most %s: %s" $path $v (index $r 4) $refused) }}
+{{- end }}
+{{- if or (gt $d 0.0) (eq $mode "nonnegative") }}
+{{- $_ := set $ns $path $d }}
+{{- $_ := set $text $path $v }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* Between durations (each the agent's default where unset). */}}
+{{- range $pair := list (list "imageGC.maximumGCAge" "imageGC.minimumGCAge" "minimumGCAge") (list "containerGC.maxAge" "containerGC.minAge" "minAge") }}
+{{- $max := get $ns (index $pair 0) }}
+{{- if and (gt $max 0.0) (le $max (get $ns (index $pair 1))) }}
+{{- fail (printf "config.%s %q: must be greater than %s (%s), or 0 for no maximum: %s" (index $pair 0) (get $text (index $pair 0)) (index $pair 2) (get $text (index $pair 1)) $refused) }}
+{{- end }}
+{{- end }}
+{{- if $le }}
+{{- $lease := get $ns "leaderElection.leaseDuration" }}
+{{- $renew := get $ns "leaderElection.renewDeadline" }}
+{{- $retry := get $ns "leaderElection.retryPeriod" }}
+{{- if le (mulf (floor (divf $lease 1e9)) 1e9) $renew }}
+{{- fail (printf "config.leaderElection.leaseDuration %q: must be greater than renewDeadline (%s), in whole seconds (the Lease holds leaseDurationSeconds): %s" (get $text "leaderElection.leaseDuration") (get $text "leaderElection.renewDeadline") $refused) }}
+{{- end }}
+{{- if le $renew (floor (mulf 1.2 $retry)) }}
+{{- fail (printf "config.leaderElection.renewDeadline %q: must be greater than 1.2 x retryPeriod (%s), as client-go retries a renewal up to 1.2 x retryPeriod apart: %s" (get $text "leaderElection.renewDeadline") (get $text "leaderElection.retryPeriod") $refused) }}
+{{- end }}
+{{- $name := toString (dig "leaderElection" "resourceName" "" $cfg) }}
+{{- if and $name (or (gt (len $name) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $name))) }}
+{{- fail (printf "config.leaderElection.resourceName %q: the Lease's name must be a DNS-1123 subdomain (at most 253 lower case letters, digits, '-' and '.', starting and ending with a letter or digit): %s" $name $refused) }}
+{{- end }}
+{{- end }}
+{{- /* Integers the schema's ranges cannot say. */}}
+{{- $cg := get $cfg "containerGC" }}
+{{- if and (kindIs "map" $cg) (hasKey $cg "maxPerPodContainer") (eq (toString (index $cg "maxPerPodContainer")) "0") }}
+{{- fail (printf "config.containerGC.maxPerPodContainer 0: must be at least 1, or negative for no limit (nodegc always keeps the newest dead container of a live pod's container, which kubectl logs --previous reads): %s" $refused) }}
+{{- end }}
+{{- /* imageServiceEndpoint: a unix socket, in runtime.socket's directory, the one the node agent mounts. */}}
+{{- with toString (get $cfg "imageServiceEndpoint" | default "") }}
+{{- $path := trimPrefix "unix://" . }}
+{{- if not (isAbs $path) }}
+{{- fail (printf "config.imageServiceEndpoint %q: must be a unix:// URL of an absolute socket path, such as unix:///run/containerd/containerd.sock: %s" . $refused) }}
+{{- end }}
+{{- $dir := include "nodegc.socketDir" $root }}
+{{- if ne (dir (clean $path)) (clean $dir) }}
+{{- fail (printf "config.imageServiceEndpoint %q: the node agent mounts only runtime.socket's directory, %s, and this socket is not in it: not supported by this chart" . $dir) }}
+{{- end }}
+{{- end }}
+{{- $ig := get $cfg "imageGC" }}
+{{- if kindIs "map" $ig }}
+{{- range $i, $p := (get $ig "exclude" | default list) }}
+{{- if eq (trim (toString $p)) "" }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: must not be empty: %s" $i (toString $p) $refused) }}
+{{- end }}
+{{- end }}
+{{- $signals := list "allocatableMemory.available" "containerfs.available" "containerfs.inodesFree" "imagefs.available" "imagefs.inodesFree" "memory.available" "nodefs.available" "nodefs.inodesFree" "pid.available" }}
+{{- range $signal, $raw := (get $ig "evictionHard" | default dict) }}
+{{- if not (has $signal $signals) }}
+{{- fail (printf "config.imageGC.evictionHard[%s]: not an eviction signal of the kubelet (%s): %s" $signal (join ", " $signals) $refused) }}
+{{- end }}
+{{- if and (has $signal (list "imagefs.available" "nodefs.available")) (not (kindIs "invalid" $raw)) }}
+{{- $v := trim (toString $raw) }}
+{{- if hasSuffix "%" $v }}
+{{- if or (not (regexMatch "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)%$" $v)) (gt (trimSuffix "%" $v | float64) 100.0) }}
+{{- fail (printf "config.imageGC.evictionHard[%s] %q: a percentage must be between 0%% and 100%%: %s" $signal (toString $raw) $refused) }}
+{{- end }}
+{{- else if not (regexMatch "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$" $v) }}
+{{- fail (printf "config.imageGC.evictionHard[%s] %q: must be a percentage (\"15%%\") or a quantity that is not negative (\"2Gi\"): %s" $signal (toString $raw) $refused) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $og := get $cfg "ownerGC" }}
+{{- if kindIs "map" $og }}
+{{- $seen := dict }}
+{{- range $i, $gr := (get $og "gcIgnoredResources" | default list) }}
+{{- $res := toString (get ($gr | default dict) "resource") }}
+{{- if not $res }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d]: resource is required, a plural resource name such as events: %s" $i $refused) }}
+{{- end }}
+{{- $key := printf "%s/%s" (toString (get ($gr | default dict) "group")) $res }}
+{{- if hasKey $seen $key }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d]: group %q resource %q is listed twice (also at [%d]): %s" $i (toString (get $gr "group")) $res (get $seen $key) $refused) }}
+{{- end }}
+{{- $_ := set $seen $key $i }}
+{{- end }}
+{{- end }}
+{{- end }}
