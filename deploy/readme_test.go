@@ -243,3 +243,47 @@ func TestKubeControllerManagerGCDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenShiftUntested: nodegc is untested on OpenShift, and the chart
+// grants no SecurityContextConstraint, so no preset and no README
+// paragraph names OpenShift (or OKD) without saying it is untested, and
+// README says what an operator would have to add: the privileged SCC's
+// use by the node agent's ServiceAccount, ownerGC.mode off (its
+// kube-controller-manager's collector stays on) and SELinux type spc_t.
+func TestOpenShiftUntested(t *testing.T) {
+	texts := map[string]string{}
+	presetDir := filepath.Join(chart, "presets")
+	entries, err := os.ReadDir(presetDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(presetDir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts["presets/"+e.Name()] = string(data)
+	}
+	readme := repoFile(t, "README.md")
+	for i, para := range strings.Split(readme, "\n\n") {
+		texts[fmt.Sprintf("README.md paragraph %d", i+1)] = para
+	}
+	var guide string
+	for where, text := range texts {
+		lower := strings.ToLower(text)
+		if !strings.Contains(lower, "openshift") && !strings.Contains(lower, "okd") {
+			continue
+		}
+		if !strings.Contains(lower, "untested") {
+			t.Errorf("%s names OpenShift without saying nodegc is untested there:\n%s", where, text)
+		}
+		if strings.HasPrefix(where, "README.md") && strings.Contains(text, "add-scc-to-user") {
+			guide = strings.Join(strings.Fields(text), " ")
+		}
+	}
+	for _, want := range []string{"oc adm policy add-scc-to-user privileged -z nodegc-node -n nodegc", "--set ownerGC.mode=off", "--set node.securityContext.seLinuxOptions.type=spc_t"} {
+		if !strings.Contains(guide, want) {
+			t.Errorf("README's OpenShift paragraph does not say %q:\n%s", want, guide)
+		}
+	}
+}
