@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
 )
@@ -284,6 +286,69 @@ func TestOpenShiftUntested(t *testing.T) {
 	for _, want := range []string{"oc adm policy add-scc-to-user privileged -z nodegc-node -n nodegc", "--set ownerGC.mode=off", "--set node.securityContext.seLinuxOptions.type=spc_t"} {
 		if !strings.Contains(guide, want) {
 			t.Errorf("README's OpenShift paragraph does not say %q:\n%s", want, guide)
+		}
+	}
+}
+
+// TestPlanInAgentPodDocumented: where README's Commands and the alert
+// NodegcImageGCCannotFreeEnough send an operator to nodegc plan, they give
+// the invocation in the node agent's pod with the agent's configuration:
+// the image's entrypoint (hack/image), plan, and -c with the path the
+// DaemonSet's agent runs with (its --config); README's pod selector
+// selects the DaemonSet's pods. Without -c, plan takes the built-in
+// defaults, which k3s, RKE2, CRI-O and custom-root nodes lack.
+func TestPlanInAgentPodDocumented(t *testing.T) {
+	var configPath string
+	var podLabels map[string]string
+	for _, o := range readObjects(t) {
+		if o.GetKind() != "DaemonSet" || o.GetName() != "nodegc-node" {
+			continue
+		}
+		for _, a := range containerArgs(t, o) {
+			if p, ok := strings.CutPrefix(a, "--config="); ok {
+				configPath = p
+			}
+		}
+		podLabels, _, _ = unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+	}
+	if configPath == "" {
+		t.Fatalf("the DaemonSet nodegc-node of %s runs without --config", manifest)
+	}
+	entrypoint := regexp.MustCompile(`Entrypoint = \[\]string\{"([^"]+)"\}`).FindStringSubmatch(repoFile(t, "hack/image/main.go"))
+	if entrypoint == nil {
+		t.Fatal("hack/image/main.go sets no Entrypoint")
+	}
+	want := "-- " + entrypoint[1] + " plan -c " + configPath
+	normalize := func(s string) string {
+		var words []string
+		for _, w := range strings.Fields(s) {
+			if w != "\\" {
+				words = append(words, w)
+			}
+		}
+		return strings.Join(words, " ")
+	}
+
+	commands := normalize(readmeSection(t, repoFile(t, "README.md"), "## Commands"))
+	rules := repoFile(t, "deploy/monitoring/prometheus-rules.yaml")
+	alert := rules[strings.Index(rules, "alert: NodegcImageGCCannotFreeEnough"):]
+	alert = normalize(alert[:strings.Index(alert, "runbook:")])
+	for where, text := range map[string]string{"README.md, Commands": commands, "NodegcImageGCCannotFreeEnough": alert} {
+		if !strings.Contains(text, "nodegc plan") {
+			continue
+		}
+		if !strings.Contains(text, want) || !strings.Contains(text, "exec") {
+			t.Errorf("%s mentions nodegc plan without the invocation in the agent's pod (kubectl exec ... %s):\n%s", where, want, text)
+		}
+	}
+	sel := regexp.MustCompile(`exec \$\(kubectl -n \S+ get pod -l (\S+) --field-selector spec\.nodeName=\S+ -o name\) ` + regexp.QuoteMeta(want)).FindStringSubmatch(commands)
+	if sel == nil {
+		t.Fatalf("README.md, Commands, shows no kubectl exec $(kubectl get pod -l ... --field-selector spec.nodeName=NODE -o name) %s", want)
+	}
+	for _, kv := range strings.Split(sel[1], ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		if podLabels[k] != v {
+			t.Errorf("README's selector %s does not select the DaemonSet's pods (labels %v)", sel[1], podLabels)
 		}
 	}
 }
