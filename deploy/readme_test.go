@@ -352,3 +352,27 @@ func TestPlanInAgentPodDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeAgentReadScopeDocumented: where an operator reads what the node
+// agent's ServiceAccount can do (README's Deploy, the manifest's header,
+// the chart's values and its ClusterRole), the docs say that its list and
+// watch of pods and nodes are cluster-wide, as RBAC cannot narrow them to
+// one node: every node's token reads every Pod spec (TestApplyAndRBAC
+// checks the grant: pods list allowed without a namespace).
+func TestNodeAgentReadScopeDocumented(t *testing.T) {
+	values := repoFile(t, "deploy/helm/nodegc/values.yaml")
+	texts := map[string]string{
+		"README.md, Deploy":            readmeSection(t, repoFile(t, "README.md"), "## Deploy"),
+		"deploy/daemonset.yaml header": strings.SplitN(repoFile(t, "deploy/daemonset.yaml"), "\napiVersion:", 2)[0],
+		"values.yaml, node":            values[strings.Index(values, "\n# The node agent (DaemonSet nodegc-node)."):strings.Index(values, "\nnode:")],
+		"node-rbac.yaml":               repoFile(t, "deploy/helm/nodegc/templates/node-rbac.yaml"),
+	}
+	for where, text := range texts {
+		text = strings.Join(strings.Fields(strings.ReplaceAll(text, "#", " ")), " ")
+		for _, want := range []string{"RBAC cannot narrow", "every Pod", "literal env values", "every Node"} {
+			if !strings.Contains(strings.ReplaceAll(text, "`", ""), want) {
+				t.Errorf("%s does not say %q", where, want)
+			}
+		}
+	}
+}

@@ -42,7 +42,10 @@ header() {
 # Two workloads share one image and one ConfigMap:
 #   - DaemonSet nodegc-node (--owner-gc=off): image and dead-container GC on every node, through the
 #     node's CRI socket. Its ServiceAccount lists and watches pods and nodes and writes events; it can
-#     delete nothing in the API, so a compromised node holds no cluster-wide delete rights.
+#     delete nothing in the API, so a compromised node holds no cluster-wide delete rights. Its reads are
+#     cluster-wide, though: RBAC cannot narrow a list or watch to one node's pods, so the token on every
+#     node can list and watch every Pod (whole specs, literal env values included) and every Node of the
+#     cluster (README, Deploy).
 #   - Deployment nodegc-owner (--owner-gc=only, 2 replicas, leader-elected through a Lease): the
 #     cluster's ownerReference garbage collector. Its ServiceAccount gets, lists, watches, patches and
 #     deletes every resource, as kube-controller-manager's collector does; that get includes pods/exec,
