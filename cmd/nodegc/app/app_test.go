@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -210,6 +211,39 @@ func TestRunFlagsAreValidatedWithTheConfig(t *testing.T) {
 	code, _, errOut := runMain(t, "", "run", "--metrics-bind-address=nowhere")
 	if code != 1 || !strings.Contains(errOut, "metricsBindAddress: Invalid value") {
 		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}
+
+// TestFlagsOverrideTheFileBeforeValidation: a file whose bind addresses
+// clash (metricsBindAddress 127.0.0.1:10280, healthzBindAddress at its
+// default :10280) is made valid by a --healthz-bind-address or
+// --metrics-bind-address that moves one of them: run, plan and explain
+// (runOptions.load) validate the file with the flags applied, once, while
+// `config validate -f` still validates the file alone. Before, load
+// validated the file alone first and refused to start, blaming the file's
+// default ":10280" and saying nothing of the flag.
+func TestFlagsOverrideTheFileBeforeValidation(t *testing.T) {
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nmetricsBindAddress: \"127.0.0.1:10280\"\n")
+	for flag, c := range map[string]struct {
+		o    runOptions
+		want [2]string // metrics, healthz
+	}{
+		"--healthz-bind-address": {runOptions{configFile: file, healthzBindAddress: ":10290"}, [2]string{"127.0.0.1:10280", ":10290"}},
+		"--metrics-bind-address": {runOptions{configFile: file, metricsBindAddress: "127.0.0.1:10291"}, [2]string{"127.0.0.1:10291", ":10280"}},
+	} {
+		var errOut bytes.Buffer
+		cfg, err := c.o.load(streams{in: strings.NewReader(""), out: io.Discard, err: &errOut})
+		if err != nil {
+			t.Errorf("the file with %s refused: %v\n%s", flag, err, errOut.String())
+			continue
+		}
+		if got := [2]string{cfg.MetricsBindAddress, cfg.HealthzBindAddress}; got != c.want || errOut.Len() > 0 {
+			t.Errorf("the file with %s: metrics and healthz bind addresses %q, want %q; stderr %q", flag, got, c.want, errOut.String())
+		}
+	}
+	code, _, errOut := runMain(t, "", "config", "validate", "-f", file)
+	if code != 1 || !strings.Contains(errOut, `healthzBindAddress: Invalid value: ":10280": listens on the port of metricsBindAddress`) {
+		t.Errorf("config validate -f of the file alone: code %d, stderr %q; want the clash", code, errOut)
 	}
 }
 

@@ -38,7 +38,11 @@ func newConfigCommand(s streams) *cobra.Command {
   nodegc config defaults | nodegc config validate -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			if _, err := loadConfig(file, s); err != nil {
+			loaded, err := decodeConfig(file, s)
+			if err != nil {
+				return err
+			}
+			if err := validateConfig(file, loaded, s); err != nil {
 				return err
 			}
 			fmt.Fprintf(s.out, "%s: valid\n", displayName(file))
@@ -51,12 +55,13 @@ func newConfigCommand(s streams) *cobra.Command {
 	return cmd
 }
 
-// loadConfig loads, defaults and validates the configuration in file. It
-// prints warnings, and every problem on a line of its own prefixed with the
-// file name and line, in line order, then their count; on any problem it
-// returns an exitError(1). A file that does not decode whole gets its
-// decode and validation problems together (see config.DecodeError).
-func loadConfig(file string, s streams) (*config.Loaded, error) {
+// decodeConfig reads, decodes and defaults the configuration in file ("-":
+// standard input) and prints its warnings; it does not validate (see
+// validateConfig), so that the flags that override the file can be applied
+// first. A file that does not decode whole gets its decode and validation
+// problems printed together (see config.DecodeError), as validateConfig
+// prints them, and an exitError(1).
+func decodeConfig(file string, s streams) (*config.Loaded, error) {
 	name := displayName(file)
 	var (
 		loaded *config.Loaded
@@ -74,11 +79,20 @@ func loadConfig(file string, s streams) (*config.Loaded, error) {
 	for _, w := range loaded.Warnings {
 		fmt.Fprintf(s.err, "%s: warning: %s\n", name, w)
 	}
-	if errs := config.Validate(loaded.Config); len(errs) > 0 {
-		printFieldErrors(s.err, name, loaded, errs)
-		return nil, &exitError{code: 1}
-	}
 	return loaded, nil
+}
+
+// validateConfig validates loaded.Config, decoded from file, with whatever
+// flags set (Loaded.SetByFlag). It prints every problem on a line of its
+// own prefixed with the file name and, when the file gives it, the line (a
+// flag's value is blamed on the flag), in line order, then their count; on
+// any problem it returns an exitError(1).
+func validateConfig(file string, loaded *config.Loaded, s streams) error {
+	if errs := config.Validate(loaded.Config); len(errs) > 0 {
+		printFieldErrors(s.err, displayName(file), loaded, errs)
+		return &exitError{code: 1}
+	}
+	return nil
 }
 
 // printProblems prints err: the problems of a *config.DecodeError, each on

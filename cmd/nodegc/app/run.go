@@ -118,21 +118,22 @@ func readBootID() string {
 	return id
 }
 
-// load reads, defaults and validates the configuration, with the flags that
-// override it applied before validation.
+// load reads and defaults the configuration, applies the flags that
+// override it, then validates the result once: a flag may fix what the file
+// alone gets wrong (a bind address that clashes with the other's default),
+// and a problem with a flag's value is blamed on the flag.
 func (o *runOptions) load(s streams) (*config.NodeGCConfiguration, error) {
-	cfg := config.Defaulted()
-	loaded := &config.Loaded{Config: cfg}
+	loaded := &config.Loaded{Config: config.Defaulted()}
 	if o.configFile != "" {
 		var err error
-		if loaded, err = loadConfig(o.configFile, s); err != nil {
+		if loaded, err = decodeConfig(o.configFile, s); err != nil {
 			return nil, err
 		}
-		cfg = loaded.Config
 		if len(loaded.FromKubelet) > 0 {
 			klog.InfoS("Using fields of the KubeletConfiguration document", "fields", loaded.FromKubelet)
 		}
 	}
+	cfg := loaded.Config
 	if o.metricsBindAddress != "" {
 		cfg.MetricsBindAddress = o.metricsBindAddress
 		loaded.SetByFlag("metricsBindAddress", "--metrics-bind-address")
@@ -141,9 +142,8 @@ func (o *runOptions) load(s streams) (*config.NodeGCConfiguration, error) {
 		cfg.HealthzBindAddress = o.healthzBindAddress
 		loaded.SetByFlag("healthzBindAddress", "--healthz-bind-address")
 	}
-	if errs := config.Validate(cfg); len(errs) > 0 {
-		printFieldErrors(s.err, displayName(o.configFile), loaded, errs)
-		return nil, &exitError{code: 1}
+	if err := validateConfig(o.configFile, loaded, s); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
