@@ -22,10 +22,28 @@ func (l *Loaded) Problems(errs field.ErrorList) []string {
 			out = append(out, flag+": "+e.Error())
 			continue
 		}
-		out = append(out, l.locate(e.Field, e.Field, e.Error()))
+		out = append(out, l.locate(e.Field, e.Field, e.Error()+l.flagsNamed(e)))
 	}
 	sortProblems(out)
 	return out
+}
+
+// flagsNamed returns, for a rule between fields reported on e.Field, which
+// a flag did not set, " (F from --flag)" for each other field F of the
+// same struct that e's message names and a flag set (SetByFlag): the
+// message quotes that value, which the file did not give. l may be nil.
+func (l *Loaded) flagsNamed(e *field.Error) string {
+	if l == nil {
+		return ""
+	}
+	parent, _ := splitField(e.Field)
+	var b strings.Builder
+	for _, path := range slices.Sorted(maps.Keys(l.flags)) {
+		if p, name := splitField(path); p == parent && name != "" && path != e.Field && namesField(e.Detail, name) {
+			b.WriteString(" (" + name + " from " + l.flags[path] + ")")
+		}
+	}
+	return b.String()
 }
 
 // locate returns msg, about the field at path, as the loader reports

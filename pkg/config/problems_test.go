@@ -185,6 +185,27 @@ func TestLoadedProblems(t *testing.T) {
 	}
 }
 
+// TestProblemsNameTheFlagOfAnotherField: a rule between two fields is
+// reported on one of them; when a flag set the other, which the message
+// quotes, the problem says so. A file that sets healthzBindAddress ":10290"
+// (line 3) and --metrics-bind-address=127.0.0.1:10290 clash: the problem
+// stays on the file's line, and adds where the metrics address came from.
+// Before, it read as if the file gave both, and named no flag.
+func TestProblemsNameTheFlagOfAnotherField(t *testing.T) {
+	loaded, err := Decode([]byte(header + "healthzBindAddress: \":10290\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded.Config.MetricsBindAddress = "127.0.0.1:10290"
+	loaded.SetByFlag("metricsBindAddress", "--metrics-bind-address")
+	want := []string{`line 3: healthzBindAddress: Invalid value: ":10290": listens on the port of metricsBindAddress ("127.0.0.1:10290") ` +
+		"on an overlapping address: write both the same to serve /metrics, /healthz and /readyz on one listener, or use another port " +
+		"(metricsBindAddress from --metrics-bind-address)"}
+	if diff := cmp.Diff(want, loaded.Problems(Validate(loaded.Config))); diff != "" {
+		t.Errorf("Problems (-want +got):\n%s", diff)
+	}
+}
+
 // TestDecodeIntoKeepsWhatDecoded: when some fields fail to decode, the target
 // holds every other field as the file gives it and nothing of the failed
 // ones (a plain decode stops at the first failure, or leaves a list half
