@@ -19,14 +19,36 @@ import (
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
+// testNodeEvents returns the events of Node node-a, recorded by a fake
+// recorder, logged into a buffer at verbosity v.
+func testNodeEvents(v int) (*nodeEvents, *record.FakeRecorder, *bytes.Buffer) {
+	var logs bytes.Buffer
+	rec := record.NewFakeRecorder(20)
+	e := &nodeEvents{recorder: rec, node: &corev1.ObjectReference{Kind: "Node", Name: "node-a"},
+		logger: textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(v), textlogger.Output(&logs)))}
+	return e, rec, &logs
+}
+
+// drainEvents returns the events rec holds, without waiting.
+func drainEvents(rec *record.FakeRecorder) []string {
+	var got []string
+	for {
+		select {
+		case ev := <-rec.Events:
+			got = append(got, ev)
+		default:
+			return got
+		}
+	}
+}
+
 // TestPodViewEventOncePerEpisode: a container GC plan whose pod view
 // disagrees with the runtime (a wrong node name) puts one
 // PodViewNotAuthoritative Warning on the Node, naming a few of the pods
 // the view lacks; the runs that follow while it still disagrees add none,
 // and a new episode after agreement adds one again.
 func TestPodViewEventOncePerEpisode(t *testing.T) {
-	rec := record.NewFakeRecorder(20)
-	e := &nodeEvents{recorder: rec, node: &corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
+	e, rec, _ := testNodeEvents(0)
 	var missing []containers.PodRef
 	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g"} {
 		missing = append(missing, containers.PodRef{UID: "uid-" + n, Namespace: "team", Name: n})
@@ -39,15 +61,7 @@ func TestPodViewEventOncePerEpisode(t *testing.T) {
 	var got []string
 	for _, r := range []*containers.Report{disagrees, disagrees, disagrees, noNode, agrees, disagrees, failed} {
 		e.containerGCReport(r)
-	drain:
-		for {
-			select {
-			case ev := <-rec.Events:
-				got = append(got, ev)
-			default:
-				break drain
-			}
-		}
+		got = append(got, drainEvents(rec)...)
 	}
 	if len(got) != 3 {
 		t.Fatalf("events %q, want a PodViewNotAuthoritative per episode (2) and a ContainerGCFailed", got)
@@ -71,10 +85,7 @@ func TestPodViewEventOncePerEpisode(t *testing.T) {
 // Node, a V(2) line instead. A run that failed for another reason still
 // posts its event.
 func TestInterruptedRunsPostNoEvent(t *testing.T) {
-	var logs bytes.Buffer
-	rec := record.NewFakeRecorder(20)
-	e := &nodeEvents{recorder: rec, node: &corev1.ObjectReference{Kind: "Node", Name: "node-a"},
-		logger: textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(2), textlogger.Output(&logs)))}
+	e, rec, logs := testNodeEvents(2)
 	canceledCall := grpcstatus.Error(codes.Canceled, "context canceled")
 	interrupted := []error{
 		fmt.Errorf("image GC stopped after 2 removals: %w", context.Canceled),
@@ -86,10 +97,8 @@ func TestInterruptedRunsPostNoEvent(t *testing.T) {
 		e.imageGCReport(&images.Report{Run: gcrun.Run{Err: err}})
 		e.containerGCReport(&containers.Report{Run: gcrun.Run{Err: err}})
 	}
-	select {
-	case ev := <-rec.Events:
+	for _, ev := range drainEvents(rec) {
 		t.Errorf("event %q for a run the agent's stop interrupted", ev)
-	default:
 	}
 	if n := strings.Count(logs.String(), "run interrupted by the agent's stop: no Node event"); n != 2*len(interrupted) {
 		t.Errorf("%d V(2) lines saying so, want %d:\n%s", n, 2*len(interrupted), logs.String())
