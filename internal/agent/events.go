@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,12 @@ const maxPodsNamed = 5
 // nodeEvents records Events on this agent's Node through client-go's
 // broadcaster, whose correlator aggregates and rate-limits repeats. A nil
 // *nodeEvents (node-only mode) records nothing.
+//
+// No Event is recorded on a Node the pod view found to be another
+// machine's, or that does not exist (README, safety rule 3): this
+// machine's failures are not that Node's. The runs' errors are logged
+// anyway (gcrun); nodeEvents logs, once per episode, that they go onto no
+// Node, and each one left out at V(2).
 type nodeEvents struct {
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
@@ -46,6 +53,20 @@ type nodeEvents struct {
 	// disagreed says the last container GC plan's pod view disagreed with
 	// the runtime; written by the container GC loop only.
 	disagreed bool
+
+	// mu guards what the image and container GC loops, which report
+	// concurrently, share.
+	mu sync.Mutex
+	// notOurs is what the last pod view that could tell said of the Node
+	// of this node's name: containers.ViewNodeOtherBoot or
+	// ViewNodeNotFound when it is not this machine's (no Event is
+	// recorded), "" when it is or nothing said yet. A run without a plan
+	// (the runtime could not be listed) or whose view could not tell (not
+	// synced, unreachable) goes by it.
+	notOurs string
+	// toldNotOurs says the episode of notOurs was logged at the default
+	// verbosity.
+	toldNotOurs bool
 }
 
 func newNodeEvents(logger klog.Logger, client kubernetes.Interface, nodeName string) *nodeEvents {
@@ -69,38 +90,89 @@ func (e *nodeEvents) shutdown() {
 
 // imageGCReport turns a failed image GC run into the kubelet's events.
 func (e *nodeEvents) imageGCReport(r *images.Report) {
-	if e == nil || r.Err == nil || e.interrupted("Image GC", r.Err) {
+	if e == nil {
+		return
+	}
+	if r.Plan != nil {
+		e.observeView(r.Plan.PodsView == images.PodsAuthoritative, r.Plan.PodsView)
+	}
+	if r.Err == nil || e.interrupted("Image GC", r.Err) {
 		return
 	}
 	var fe *images.FreeDiskSpaceError
 	switch {
 	case errors.Is(r.Err, images.ErrInvalidDiskCapacity):
-		e.recorder.Event(e.node, corev1.EventTypeWarning, EventInvalidDiskCapacity, r.Err.Error())
+		e.warn(EventInvalidDiskCapacity, r.Err.Error())
 	case errors.As(r.Err, &fe):
-		e.recorder.Event(e.node, corev1.EventTypeWarning, EventFreeDiskSpaceFailed, fe.Error())
+		e.warn(EventFreeDiskSpaceFailed, fe.Error())
 	default:
-		e.recorder.Event(e.node, corev1.EventTypeWarning, EventImageGCFailed, r.Err.Error())
+		e.warn(EventImageGCFailed, r.Err.Error())
 	}
 }
 
 // containerGCReport turns a failed container GC run into ContainerGCFailed,
 // and a pod view that starts disagreeing with the runtime (a wrong node
 // name, most likely) into PodViewNotAuthoritative, once per episode. When
-// no Node has nodegc's node name the manager's log line is all there is:
-// an event would name a Node that does not exist.
+// no Node has nodegc's node name, or it reports another boot ID, the
+// manager's log line is all there is of the view: an event would name a
+// Node that does not exist, or another machine's.
 func (e *nodeEvents) containerGCReport(r *containers.Report) {
 	if e == nil {
 		return
 	}
 	if r.Plan != nil {
+		e.observeView(r.Plan.PodsAuthoritative, r.Plan.PodsReason)
 		disagrees := r.Plan.PodsReason == containers.ViewDisagrees
 		if disagrees && !e.disagreed {
-			e.recorder.Event(e.node, corev1.EventTypeWarning, EventPodViewNotAuthoritative, podViewMessage(r.Plan))
+			e.warn(EventPodViewNotAuthoritative, podViewMessage(r.Plan))
 		}
 		e.disagreed = disagrees
 	}
 	if r.Err != nil && !e.interrupted("Container GC", r.Err) {
-		e.recorder.Event(e.node, corev1.EventTypeWarning, EventContainerGCFailed, r.Err.Error())
+		e.warn(EventContainerGCFailed, r.Err.Error())
+	}
+}
+
+// observeView takes what a plan's pod view says of the Node of this node's
+// name (see notOurs): authoritative, or disagreeing with the runtime (an
+// authoritative view the runtime contradicts), it is this machine's; a
+// view that could not tell leaves what was known.
+func (e *nodeEvents) observeView(authoritative bool, reason string) {
+	switch {
+	case reason == containers.ViewNodeOtherBoot || reason == containers.ViewNodeNotFound:
+	case authoritative || reason == containers.ViewDisagrees:
+		reason = ""
+	default:
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if reason != e.notOurs {
+		e.notOurs, e.toldNotOurs = reason, false
+	}
+}
+
+// warn records a Warning on the Node, unless the Node is not this
+// machine's (notOurs): then it logs that the Node gets no Events, once per
+// episode at the default verbosity, and what was left out at V(2).
+func (e *nodeEvents) warn(reason, message string) {
+	e.mu.Lock()
+	notOurs, told := e.notOurs, e.toldNotOurs
+	e.toldNotOurs = notOurs != ""
+	e.mu.Unlock()
+	switch {
+	case notOurs == "":
+		e.recorder.Event(e.node, corev1.EventTypeWarning, reason, message)
+	case !told:
+		why := "no Node has this name"
+		if notOurs == containers.ViewNodeOtherBoot {
+			why = "the Node of this name reports another boot ID than this machine's: another machine's, or its kubelet has not reported since this machine booted"
+		}
+		e.logger.Info("No Node Events while the Node of this node's name is not this machine's ("+why+"): this machine's failures are in this log only; "+
+			"is this node's name the one its kubelet registered?", "node", e.node.Name, "view", notOurs, "event", reason, "message", message)
+	default:
+		e.logger.V(2).Info("Node Event not recorded: the Node of this node's name is not this machine's", "node", e.node.Name, "view", notOurs,
+			"event", reason, "message", message)
 	}
 }
 

@@ -118,3 +118,52 @@ func TestInterruptedRunsPostNoEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestNoEventsOnANodeNotThisMachines: the agent's nodeName names a Node
+// that reports another boot ID than this machine's (a nodeName left in a
+// ConfigMap every node reads, a typo naming a neighbour), or no Node (a
+// typo naming none): the pod view says so (ViewNodeOtherBoot,
+// ViewNodeNotFound), and this machine's failures are not that Node's. No
+// Event goes onto it: not FreeDiskSpaceFailed or ContainerGCFailed from a
+// run whose plan says so, nor InvalidDiskCapacity, ImageGCFailed or
+// ContainerGCFailed from a run without a plan (the runtime or the disk could
+// not be read) or whose view could not tell (unreachable): those go by the
+// last view that could. One line at the default verbosity says so per
+// episode; once a view finds the Node this machine's, failures are Events
+// again. Before, every failure was recorded on that Node (only
+// PodViewNotAuthoritative was left out).
+func TestNoEventsOnANodeNotThisMachines(t *testing.T) {
+	for _, reason := range []string{containers.ViewNodeOtherBoot, containers.ViewNodeNotFound} {
+		t.Run(reason, func(t *testing.T) {
+			e, rec, logs := testNodeEvents(0)
+			removal := gcrun.Run{Err: errors.New("removing container 0123: rpc error: code = Unknown desc = boom")}
+			notOurs := func() {
+				e.containerGCReport(&containers.Report{Plan: &containers.Plan{PodsReason: reason, PodsNode: "node-a"}, Run: removal})
+				e.imageGCReport(&images.Report{Plan: &images.Plan{PodsView: reason}, Run: gcrun.Run{Err: &images.FreeDiskSpaceError{BytesToFree: 10 << 30}}})
+				e.imageGCReport(&images.Report{Run: gcrun.Run{Err: fmt.Errorf("image filesystem /var/lib/containerd: %w: capacity 0", images.ErrInvalidDiskCapacity)}})
+				e.imageGCReport(&images.Report{Plan: &images.Plan{PodsView: containers.ViewUnreachable}, Run: gcrun.Run{Err: errors.New("listing images: boom")}})
+				e.containerGCReport(&containers.Report{Run: gcrun.Run{Err: errors.New("listing containers: boom")}})
+			}
+			const told = "No Node Events while the Node of this node's name is not this machine's"
+			for episode := 1; episode <= 2; episode++ {
+				notOurs()
+				notOurs()
+				for _, ev := range drainEvents(rec) {
+					t.Errorf("episode %d: event recorded on Node node-a, which the pod view says is %s: %q", episode, reason, ev)
+				}
+				if n := strings.Count(logs.String(), told); n != episode {
+					t.Errorf("after episode %d: %d lines saying Node events are not recorded, want %d:\n%s", episode, n, episode, logs.String())
+				}
+				e.containerGCReport(&containers.Report{Plan: &containers.Plan{PodsAuthoritative: true, PodsNode: "node-a"}, Run: removal})
+				e.imageGCReport(&images.Report{Run: gcrun.Run{Err: errors.New("listing images: boom")}})
+				got := drainEvents(rec)
+				if len(got) != 2 || !strings.HasPrefix(got[0], "Warning "+EventContainerGCFailed) || !strings.HasPrefix(got[1], "Warning "+EventImageGCFailed) {
+					t.Errorf("episode %d: once the view finds the Node this machine's, events %q, want ContainerGCFailed and ImageGCFailed", episode, got)
+				}
+			}
+			if !strings.Contains(logs.String(), `node="node-a" view="`+reason+`"`) {
+				t.Errorf("the log line does not name the Node and the view:\n%s", logs.String())
+			}
+		})
+	}
+}
