@@ -245,6 +245,17 @@ func TestFlagsOverrideTheFileBeforeValidation(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, `healthzBindAddress: Invalid value: ":10280": listens on the port of metricsBindAddress`) {
 		t.Errorf("config validate -f of the file alone: code %d, stderr %q; want the clash", code, errOut)
 	}
+	// Without a file, a flag that clashes with a default is blamed on the
+	// defaults and flags, not on a file with no name (": --metrics-...").
+	var noFile bytes.Buffer
+	if _, err := (&runOptions{metricsBindAddress: "127.0.0.1:10280"}).load(streams{in: strings.NewReader(""), out: io.Discard, err: &noFile}); err == nil {
+		t.Fatal("--metrics-bind-address on the default healthz address, no file: accepted")
+	}
+	for line := range strings.Lines(noFile.String()) {
+		if !strings.HasPrefix(line, noFileName+": ") {
+			t.Errorf("a problem without a file: %q; want it prefixed %q", line, noFileName+": ")
+		}
+	}
 }
 
 func TestResolveNodeName(t *testing.T) {

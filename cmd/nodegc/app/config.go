@@ -120,8 +120,14 @@ func printProblemList(w io.Writer, name string, problems []string) {
 }
 
 func displayName(file string) string {
-	if file == "-" {
+	switch file {
+	case "-":
 		return "<stdin>"
+	case "":
+		return noFileName
 	}
 	return file
 }
+
+// noFileName names the configuration in messages when no file gives it.
+const noFileName = "configuration (defaults and flags, no -c file)"
