@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +65,10 @@ type nodeEvents struct {
 	// (the runtime could not be listed) or whose view could not tell (not
 	// synced, unreachable) goes by it.
 	notOurs string
+	// viewAt is when the view notOurs comes from was taken (its plan's
+	// Now): an older one, reported later (a long image GC run beside a
+	// container GC run), says nothing new.
+	viewAt time.Time
 	// toldNotOurs says the episode of notOurs was logged at the default
 	// verbosity.
 	toldNotOurs bool
@@ -94,7 +99,7 @@ func (e *nodeEvents) imageGCReport(r *images.Report) {
 		return
 	}
 	if r.Plan != nil {
-		e.observeView(r.Plan.PodsView == images.PodsAuthoritative, r.Plan.PodsView)
+		e.observeView(r.Plan.Now, r.Plan.PodsView == images.PodsAuthoritative, r.Plan.PodsView)
 	}
 	if r.Err == nil || e.interrupted("Image GC", r.Err) {
 		return
@@ -121,7 +126,7 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 		return
 	}
 	if r.Plan != nil {
-		e.observeView(r.Plan.PodsAuthoritative, r.Plan.PodsReason)
+		e.observeView(r.Plan.Now, r.Plan.PodsAuthoritative, r.Plan.PodsReason)
 		disagrees := r.Plan.PodsReason == containers.ViewDisagrees
 		if disagrees && !e.disagreed {
 			e.warn(EventPodViewNotAuthoritative, podViewMessage(r.Plan))
@@ -133,11 +138,13 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 	}
 }
 
-// observeView takes what a plan's pod view says of the Node of this node's
-// name (see notOurs): authoritative, or disagreeing with the runtime (an
-// authoritative view the runtime contradicts), it is this machine's; a
-// view that could not tell leaves what was known.
-func (e *nodeEvents) observeView(authoritative bool, reason string) {
+// observeView takes what a plan's pod view, taken at at, says of the Node
+// of this node's name (see notOurs): authoritative, or disagreeing with
+// the runtime (an authoritative view the runtime contradicts), it is this
+// machine's; a view that could not tell, or older than the last that
+// could, leaves what was known. at is the managers' clock's reading: its
+// monotonic reading orders views across a step of the wall clock.
+func (e *nodeEvents) observeView(at time.Time, authoritative bool, reason string) {
 	switch {
 	case reason == containers.ViewNodeOtherBoot || reason == containers.ViewNodeNotFound:
 	case authoritative || reason == containers.ViewDisagrees:
@@ -147,6 +154,10 @@ func (e *nodeEvents) observeView(authoritative bool, reason string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if at.Before(e.viewAt) {
+		return
+	}
+	e.viewAt = at
 	if reason != e.notOurs {
 		e.notOurs, e.toldNotOurs = reason, false
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -165,5 +166,28 @@ func TestNoEventsOnANodeNotThisMachines(t *testing.T) {
 				t.Errorf("the log line does not name the Node and the view:\n%s", logs.String())
 			}
 		})
+	}
+}
+
+// TestAnOlderViewSaysNothingNew: the image and container GC report side by
+// side. A container GC plan found the Node of this name another machine's;
+// then a long image GC run, whose plan took its view before that, ends
+// failing. Its older, authoritative view must not let the failure onto
+// that Node (before, the last view reported won, and FreeDiskSpaceFailed
+// went onto it). A newer view that finds the Node this machine's again
+// does.
+func TestAnOlderViewSaysNothingNew(t *testing.T) {
+	e, rec, _ := testNodeEvents(0)
+	t1 := time.Now()
+	t2 := t1.Add(time.Minute)
+	e.containerGCReport(&containers.Report{Plan: &containers.Plan{Now: t2, PodsReason: containers.ViewNodeOtherBoot, PodsNode: "node-a"}})
+	failed := gcrun.Run{Err: &images.FreeDiskSpaceError{BytesToFree: 10 << 30}}
+	e.imageGCReport(&images.Report{Plan: &images.Plan{Now: t1, PodsView: images.PodsAuthoritative}, Run: failed})
+	if got := drainEvents(rec); len(got) > 0 {
+		t.Errorf("after a newer view found Node node-a another machine's, an older one let events onto it: %q", got)
+	}
+	e.imageGCReport(&images.Report{Plan: &images.Plan{Now: t2.Add(time.Minute), PodsView: images.PodsAuthoritative}, Run: failed})
+	if got := drainEvents(rec); len(got) != 1 {
+		t.Errorf("a newer view found the Node this machine's: events %q, want the failure", got)
 	}
 }
