@@ -411,3 +411,53 @@ func TestPodViewLapseAcrossAClockStep(t *testing.T) {
 		})
 	}
 }
+
+// TestNewCopyBeforeAForwardStepWhileDown: image a's record, saved with its
+// arrival, was first detected an hour before nodegc stopped. While it was
+// down, another client removed a and pulled it again (containerd dates the
+// new copy on the clock of then), and the clock stepped a day forward on
+// the same boot: the record moves a day forward at the start, past the new
+// copy's arrival. Another arrival than the record's is a new copy: it
+// counts from now, unused. Before, it kept the old copy's first-detected
+// time and counted as 1h2m old a minute after its pull, removable before
+// the minimum age.
+func TestNewCopyBeforeAForwardStepWhileDown(t *testing.T) {
+	const up = 100 * time.Second
+	dir := t.TempDir()
+	tr, err := newTrackerAt(dir, t0.Add(-2*time.Hour), false, "node-a", func() bootReading { return bootReading{"b1", up} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.clock = func() time.Time { return t0 }
+	oldArrival := t0.Add(-time.Hour - time.Minute)
+	tr.usage["sha256:a"] = Usage{FirstDetected: t0.Add(-time.Hour), LastUsed: t0.Add(-time.Minute)}
+	tr.observeArrivals(map[string]time.Time{"sha256:a": oldArrival})
+	tr.markDirtyLocked()
+	if _, err := tr.saveFinal(); err != nil {
+		t.Fatal(err)
+	}
+
+	pulled := t0.Add(time.Minute) // on the clock before the step
+	now := t0.Add(2*time.Minute + 24*time.Hour)
+	again, err := newTrackerAt(dir, now, false, "node-a", func() bootReading { return bootReading{"b1", up + 2*time.Minute} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.fileWatch.shift != 24*time.Hour {
+		t.Fatalf("step found at the start %v, want 24h", again.fileWatch.shift)
+	}
+	again.clock = func() time.Time { return now }
+	again.observeArrivals(map[string]time.Time{"sha256:a": pulled})
+	u := again.usage["sha256:a"]
+	if !u.FirstDetected.Equal(now) || !u.LastUsed.IsZero() || !u.Arrived.Equal(pulled) {
+		t.Errorf("a copy pulled a minute ago (arrival %v, the record's %v): first detected %v (%v old), last used %v, arrival %v; want first detected now, unused, arrival %v",
+			pulled, oldArrival, u.FirstDetected, now.Sub(u.FirstDetected), u.LastUsed, u.Arrived, pulled)
+	}
+	// The same arrival again changes nothing.
+	later := now.Add(time.Hour)
+	again.clock = func() time.Time { return later }
+	again.observeArrivals(map[string]time.Time{"sha256:a": pulled})
+	if got := again.usage["sha256:a"].FirstDetected; !got.Equal(now) {
+		t.Errorf("the same arrival read again moved first detected to %v, want %v", got, now)
+	}
+}

@@ -130,7 +130,8 @@
 //     image record), once per arrival (each record keeps the arrival it was
 //     checked against, unmoved by steps of the clock: Usage.Arrived, in the
 //     state file): an image removed and pulled again while nodegc was down
-//     is young again, whatever the state file says, and so is one removed
+//     is young again, whatever the state file says (from now, when a step
+//     forward moved its record past the new copy's arrival), and so is one removed
 //     and pulled again between the plan and its removal (the check before
 //     each removal reads when it arrived); a state record without
 //     a first-detected time, or with times after the clock's (saved while

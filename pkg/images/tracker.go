@@ -860,6 +860,13 @@ func earliest(a, b time.Time) time.Time {
 // pulled since, on the clock of after it. It is taken for a new copy: the
 // same copy is then kept longer (min_age) and ranks as unused, where the
 // other reading could remove a copy just pulled before the minimum age.
+//
+// A record with an arrival of its own that gets another is a new copy,
+// whatever the times say. Its arrival not after the record's first-detected
+// time happens only across a step of the clock (pulled while nodegc was
+// down, before a step forward that moved the record past it): where the
+// copy falls on the records' timeline is not known, so it counts from now,
+// unused; dated as the old copy, it could go before the minimum age.
 func (t *Tracker) observeArrivals(arrivals map[string]time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -869,10 +876,14 @@ func (t *Tracker) observeArrivals(arrivals map[string]time.Time) {
 		if !ok || u.Arrived.Equal(at) {
 			continue
 		}
+		since := at
+		if !u.Arrived.IsZero() && !at.After(u.FirstDetected) {
+			since = t.clock()
+		}
 		u.Arrived = at
-		if at.After(u.FirstDetected) {
-			u.FirstDetected = at
-			if u.LastUsed.Before(at) {
+		if since.After(u.FirstDetected) {
+			u.FirstDetected = since
+			if u.LastUsed.Before(since) {
 				u.LastUsed = time.Time{}
 			}
 		}
