@@ -29,7 +29,7 @@ var chartOwnedConfig = []string{"apiVersion", "kind", "nodeName", "stateDirector
 // relation to another field at the chart's or the agent's default) puts on
 // one side or the other.
 var (
-	durationCandidates = []string{"-1ns", "0", "0.5ns", "99ms", "100ms", "999ms", "1s", "24h", "24h1ns"}
+	durationCandidates = []string{"-1ns", "0", "0.5ns", "99ms", "100ms", "999ms", "1s", "24h", "24h1ns", "2562047h", "2562048h"}
 	intCandidates      = []int64{-1, 0, 1, 100, 101}
 	floatCandidates    = []float64{-1, 0, 0.5}
 	boolCandidates     = []bool{true, false}

@@ -244,8 +244,10 @@ func validateLeaderElection(p *field.Path, c *componentbaseconfigv1alpha1.Leader
 			fmt.Sprintf("must be greater than renewDeadline (%s), in whole seconds (the Lease holds leaseDurationSeconds)", c.RenewDeadline.Duration)))
 	}
 	// client-go's leader election retries renewals every retryPeriod with up
-	// to leaderElectionJitter x retryPeriod between them.
-	if c.RenewDeadline.Duration <= time.Duration(leaderElectionJitter*float64(c.RetryPeriod.Duration)) {
+	// to leaderElectionJitter x retryPeriod between them. Compared as
+	// floats: the product of a retry period near time.Duration's range
+	// overflows a Duration (and wrapped, it passed).
+	if float64(c.RenewDeadline.Duration) <= leaderElectionJitter*float64(c.RetryPeriod.Duration) {
 		errs = append(errs, field.Invalid(p.Child("renewDeadline"), c.RenewDeadline.Duration.String(),
 			fmt.Sprintf("must be greater than %g x retryPeriod (%s)", leaderElectionJitter, c.RetryPeriod.Duration)))
 	}

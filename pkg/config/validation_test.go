@@ -263,6 +263,12 @@ func TestValidate(t *testing.T) {
 			},
 			want: []string{"leaderElection.renewDeadline: Invalid value"},
 		},
+		// 1.2 x a retry period near time.Duration's range overflows it:
+		// before, the product wrapped negative and the rule passed.
+		"retry period whose jitter overflows a duration": {
+			mutate: func(c *NodeGCConfiguration) { c.LeaderElection.RetryPeriod = dur(2562047 * time.Hour) },
+			want:   []string{"leaderElection.renewDeadline: Invalid value"},
+		},
 		"lease lock and names": {
 			mutate: func(c *NodeGCConfiguration) {
 				c.LeaderElection.ResourceLock = "endpoints"

@@ -303,8 +303,9 @@ which the chart cannot read: NOTES.txt says what to check.
 {{/*
 A duration of the configuration in nanoseconds, as a float: include "nodegc.durationNs" (list PATH TEXT).
 TEXT is a Go duration (90s, 12h45m, 1.5h, -1s; 0 alone is zero), each unit's fraction truncated to whole
-nanoseconds as time.ParseDuration truncates it; anything else fails the render, naming config.PATH (the
-values' schema refuses it first, unless skipped).
+nanoseconds as time.ParseDuration truncates it; anything else, or beyond time.Duration's range (about
+2562047h), fails the render, naming config.PATH (the values' schema refuses a malformed one first, unless
+skipped).
 */}}
 {{- define "nodegc.durationNs" -}}
 {{- $path := index . 0 }}
@@ -317,6 +318,9 @@ values' schema refuses it first, unless skipped).
 {{- range $part := regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)" $text -1 }}
 {{- $unit := regexFind "(ns|us|µs|μs|ms|s|m|h)$" $part }}
 {{- $total = addf $total (floor (mulf (float64 (trimSuffix $unit $part)) (get $units $unit))) }}
+{{- end }}
+{{- if gt $total 9223372036854775807.0 }}
+{{- fail (printf "config.%s %q is out of range: a duration is at most 2562047h47m16.854775807s (%s)" $path $text "every node agent would refuse this configuration at start") }}
 {{- end }}
 {{- if hasPrefix "-" $text }}
 {{- $total = mulf $total -1.0 }}
