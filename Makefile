@@ -38,7 +38,7 @@ build: ## Build nodegc into _output/bin/
 IMAGE        ?= ghcr.io/nodegc/nodegc:$(VERSION)
 
 .PHONY: image
-image: build ## Build the container image without Docker: _output/image/nodegc.tar and an OCI layout, tagged IMAGE (default ghcr.io/nodegc/nodegc:<git describe>) and <its repository>:latest
+image: build ## Build the container image without Docker: _output/image/nodegc.tar and an OCI layout, tagged IMAGE (default ghcr.io/nodegc/nodegc:<git describe>), the tarball also <its repository>:latest
 	@echo "[image] $(IMAGE)"
 	$(GO) run ./hack/image --binary $(BIN)/nodegc --ref $(IMAGE) --out $(OUT)/image --version $(VERSION) --revision $(COMMIT)
 

@@ -3,10 +3,12 @@
 // layout and as a tarball that `ctr images import`, `kind load
 // image-archive`, `docker load` and `crane push` take. `make image` runs it.
 //
-// The image is tagged --ref and, with --latest (the default), also
-// <repository>:latest, the tag deploy/daemonset.yaml and the chart's
-// image.tag name: loaded into a node (kind load, ctr images import), the
-// tarball then gives the manifest's image as well as the versioned one.
+// The image is tagged --ref and, in the tarball, with --latest (the
+// default), also <repository>:latest, the tag deploy/daemonset.yaml and
+// the chart's image.tag name: loaded into a node (kind load, ctr images
+// import), the tarball then gives the manifest's image as well as the
+// versioned one. The OCI layout holds one entry, named --ref, as crane
+// push takes it.
 package main
 
 import (
@@ -108,10 +110,10 @@ func build(binary, ref, out, version, revision string, latest bool) error {
 	if err != nil {
 		return err
 	}
-	for _, t := range tags {
-		if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": t.String()})); err != nil {
-			return err
-		}
+	// One entry, named --ref: tools that push a layout (crane push) take
+	// one image only.
+	if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": tag.String()})); err != nil {
+		return err
 	}
 	digest, err := img.Digest()
 	if err != nil {
