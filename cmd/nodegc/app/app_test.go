@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -221,7 +222,10 @@ func TestRunFlagsAreValidatedWithTheConfig(t *testing.T) {
 // (runOptions.load) validate the file with the flags applied, once, while
 // `config validate -f` still validates the file alone. Before, load
 // validated the file alone first and refused to start, blaming the file's
-// default ":10280" and saying nothing of the flag.
+// default ":10280" and saying nothing of the flag; and plan and explain
+// took neither flag ("unknown flag"), so that `nodegc plan` in the pod of
+// an agent started with one refused the agent's configuration, and
+// explain asked the file's metrics address, not the agent's.
 func TestFlagsOverrideTheFileBeforeValidation(t *testing.T) {
 	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nmetricsBindAddress: \"127.0.0.1:10280\"\n")
 	for flag, c := range map[string]struct {
@@ -244,6 +248,26 @@ func TestFlagsOverrideTheFileBeforeValidation(t *testing.T) {
 	code, _, errOut := runMain(t, "", "config", "validate", "-f", file)
 	if code != 1 || !strings.Contains(errOut, `healthzBindAddress: Invalid value: ":10280": listens on the port of metricsBindAddress`) {
 		t.Errorf("config validate -f of the file alone: code %d, stderr %q; want the clash", code, errOut)
+	}
+
+	// plan takes the flags: it gets past the configuration (to the
+	// runtime, which is not there).
+	noRuntime := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nmetricsBindAddress: \"127.0.0.1:10280\"\n"+
+		"containerRuntimeEndpoint: unix://"+filepath.Join(t.TempDir(), "none.sock")+"\n")
+	_, _, errOut = runMain(t, "", "plan", "-c", noRuntime, "--healthz-bind-address=:10290")
+	if strings.Contains(errOut, "unknown flag") || strings.Contains(errOut, "BindAddress") {
+		t.Errorf("plan with --healthz-bind-address: %q; want the flag applied", errOut)
+	}
+	// explain asks the agent at the flag's metrics address.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nothing answers there
+	_, _, errOut = runMain(t, "", "explain", "cm/x", "-c", file, "--metrics-bind-address="+addr)
+	if !strings.Contains(errOut, "ask the agent at http://"+addr) {
+		t.Errorf("explain with --metrics-bind-address=%s: %q; want it to ask the agent there", addr, errOut)
 	}
 	// Without a file, a flag that clashes with a default is blamed on the
 	// defaults and flags, not on a file with no name (": --metrics-...").

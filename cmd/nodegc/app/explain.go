@@ -23,10 +23,12 @@ import (
 const explainTimeout = time.Minute
 
 type explainOptions struct {
-	configFile string
-	namespace  string
-	output     string
-	server     string
+	// config is the configuration file and the flags that override it,
+	// as for run.
+	config    runOptions
+	namespace string
+	output    string
+	server    string
 }
 
 func newExplainCommand(s streams) *cobra.Command {
@@ -55,7 +57,8 @@ instance does, and this command prints how to ask it.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVarP(&o.configFile, "config", "c", "", "configuration file, as for run (for metricsBindAddress and the lease's namespace)")
+	fs.StringVarP(&o.config.configFile, "config", "c", "", "configuration file, as for run (for metricsBindAddress and the lease's namespace)")
+	o.config.addBindFlags(fs, "; as for run: the agent asked listens at metricsBindAddress")
 	fs.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of the object (ignored for cluster-scoped kinds)")
 	fs.StringVarP(&o.output, "output", "o", "", "output format: empty for a report, or json")
 	fs.StringVar(&o.server, "server", "", "URL of the agent's metrics server (default: from metricsBindAddress)")
@@ -86,7 +89,7 @@ func (o *explainOptions) run(ctx context.Context, s streams, args []string) erro
 	if o.output != "" && o.output != "json" {
 		return fmt.Errorf("--output must be empty or json, not %q", o.output)
 	}
-	cfg, err := (&runOptions{configFile: o.configFile}).load(s)
+	cfg, err := o.config.load(s)
 	if err != nil {
 		return err
 	}
@@ -158,8 +161,8 @@ func (o *explainOptions) printLeaderHint(w io.Writer, leader, leaseNamespace, le
 	if o.output != "" {
 		args += " -o " + o.output
 	}
-	if o.configFile != "" {
-		args += " -c " + o.configFile
+	if o.config.configFile != "" {
+		args += " -c " + o.config.configFile
 	}
 	if leader == "" {
 		fmt.Fprintf(w, "The leader is not known here; it holds the Lease %s/%s:\n  kubectl get lease -n %s %s -o jsonpath='{.spec.holderIdentity}'\n",

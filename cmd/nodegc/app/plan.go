@@ -57,6 +57,7 @@ func newPlanCommand(s streams) *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVarP(&o.configFile, "config", "c", "", "configuration file, as for run")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig for the pod view, as for run")
+	o.addBindFlags(fs, "; as for run, to read the configuration the agent runs with")
 	fs.StringVarP(&output, "output", "o", "", "output format: empty for tables, or json")
 	return cmd
 }

@@ -28,8 +28,15 @@ func (o *runOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.configFile, "config", "c", "", "path of the configuration file (NodeGCConfiguration, optionally with a KubeletConfiguration); empty means all defaults")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file for API access; empty means clientConnection.kubeconfig, else the in-cluster config, and without either the agent runs node-only")
 	fs.StringVar(&o.ownerGC, "owner-gc", string(agent.OwnerGCAuto), "owner GC mode: auto (join the leader election), only (owner GC only, no node GC), off (node GC only)")
-	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "", "overrides metricsBindAddress (host:port, or 0 to disable)")
-	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "", "overrides healthzBindAddress (host:port, or 0 to disable)")
+	o.addBindFlags(fs, "")
+}
+
+// addBindFlags adds the flags that override the bind addresses of the
+// configuration file; plan and explain take them too (as, why), so that
+// they read the configuration an agent runs with.
+func (o *runOptions) addBindFlags(fs *pflag.FlagSet, why string) {
+	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "", "overrides metricsBindAddress (host:port, or 0 to disable)"+why)
+	fs.StringVar(&o.healthzBindAddress, "healthz-bind-address", "", "overrides healthzBindAddress (host:port, or 0 to disable)"+why)
 }
 
 func newRunCommand(s streams) *cobra.Command {
