@@ -461,3 +461,40 @@ func TestNewCopyBeforeAForwardStepWhileDown(t *testing.T) {
 		t.Errorf("the same arrival read again moved first detected to %v, want %v", got, now)
 	}
 }
+
+// TestStepBeforeASave: the wall clock steps a day forward after the
+// tracker last read it, and the next thing the tracker does is save (at
+// shutdown). The save applies the step first: the file's records and its
+// wall and boot readings are on one timeline, and the next start, on the
+// same boot, finds image a as young as it is. Before, the file held the
+// records unmoved beside the readings after the step: the start found no
+// step while nodegc was down, and a one-minute-old image counted a day old,
+// removable before the minimum age.
+func TestStepBeforeASave(t *testing.T) {
+	const up = 100 * time.Second
+	dir := t.TempDir()
+	boot := up
+	tr, err := newTrackerAt(dir, t0, false, "node-a", func() bootReading { return bootReading{"b1", boot} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall, mono := t0, time.Duration(0)
+	tr.clock = func() time.Time { return wall }
+	tr.steps.Monotonic = func() time.Duration { return mono }
+	tr.follow()
+	tr.usage["sha256:a"] = Usage{FirstDetected: t0.Add(-time.Minute)}
+	tr.markDirtyLocked()
+
+	wall, mono, boot = t0.Add(24*time.Hour+time.Second), time.Second, up+time.Second // stepped a day forward
+	if _, err := tr.saveFinal(); err != nil {
+		t.Fatal(err)
+	}
+	now := wall.Add(time.Second)
+	again, err := newTrackerAt(dir, now, false, "node-a", func() bootReading { return bootReading{"b1", up + 2*time.Second} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if age := now.Sub(again.usage["sha256:a"].FirstDetected); age != time.Minute+2*time.Second {
+		t.Errorf("image a, first seen a minute before the step, counts %v old at the next start; want %v", age, time.Minute+2*time.Second)
+	}
+}

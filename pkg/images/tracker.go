@@ -1142,6 +1142,10 @@ func (t *Tracker) write(all, always bool) (bool, error) {
 	t.saving.Lock()
 	defer t.saving.Unlock()
 	t.mu.Lock()
+	// A step of the wall clock since the last reading moves the records
+	// before they are written beside the clocks' readings of now: unmoved,
+	// the next start would find no step between the file and itself.
+	t.followLocked()
 	if t.readOnly || !(t.dirty || all && t.lagging || always) {
 		t.mu.Unlock()
 		return false, nil
