@@ -144,7 +144,7 @@
 //     link's container's status right before removing it). A link
 //     dangles only if its target lies under podLogsDirectory and is
 //     missing: a target elsewhere cannot be checked from nodegc's
-//     container, which mounts the log directories alone (linkDangles), so
+//     container, which mounts the log directories alone (readLink), so
 //     its link stays, logged once.
 //
 // Where nodegc deviates from the kubelet, for safety:

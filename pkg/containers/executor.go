@@ -393,17 +393,12 @@ func (e *executor) logLink(ctx context.Context, d LogLinkDecision) {
 	}
 	// Dangling when planned, maybe not now: the kubelet renames a log to
 	// rotate it, then opens a new one, which the link points at again.
-	if dangles, _ := linkDangles(path, e.paths.PodLogs); !dangles {
+	st := readLink(path, e.paths.PodLogs)
+	if !st.dangles {
 		klog.FromContext(ctx).V(4).Info("Container log link points at a log again; kept", "link", d.Link.Name)
 		return
 	}
-	var target *LogTarget
-	if to, ok := linkTarget(path); ok {
-		if t, ok := logTargetOf(to, e.paths.PodLogs); ok {
-			target = &t
-		}
-	}
-	if linkOfLiveContainer(d.Link.ContainerID, e.linkContainers) || logOfLiveContainer(target, e.linkContainers) {
+	if linkOfLiveContainer(d.Link.ContainerID, e.linkContainers) || logOfLiveContainer(st.log, e.linkContainers) {
 		klog.FromContext(ctx).V(2).Info("Container log link names a container that has not exited since planning; kept", "link", d.Link.Name, "containerID", d.Link.ContainerID)
 		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "log_link", ID: d.Link.Name, Why: SkipStarted})
 		return

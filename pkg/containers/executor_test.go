@@ -744,7 +744,7 @@ func TestExecuteStateChangedSincePlanning(t *testing.T) {
 // TestExecuteLinkRemovedByAnotherIsGone: a dangling link planned for
 // removal that the kubelet removed meanwhile is skipped as gone (not
 // nodegc's removal), not kept as pointing at a log again: the first
-// version of linkDangles read a missing link as one that does not dangle,
+// version of the dangling check (now readLink) read a missing link as one that does not dangle,
 // and the executor recorded nothing and logged that it pointed at a log.
 func TestExecuteLinkRemovedByAnotherIsGone(t *testing.T) {
 	root := t.TempDir()

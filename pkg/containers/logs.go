@@ -92,86 +92,87 @@ func lowerHex(s string) bool {
 }
 
 // scanLogLinks lists the *.log symbolic links under dir and whether they
-// dangle (linkDangles, targets under podLogsDir). A missing dir is empty.
+// dangle (readLink, targets under podLogsDir). A missing dir is empty.
 func scanLogLinks(dir, podLogsDir string) ([]LogLink, error) {
 	return scanDir(dir, "container logs directory", func(e fs.DirEntry) (LogLink, bool) {
 		if e.Type()&fs.ModeSymlink == 0 || !strings.HasSuffix(e.Name(), logSuffix) {
 			return LogLink{}, false
 		}
-		path := filepath.Join(dir, e.Name())
-		dangles, elsewhere := linkDangles(path, podLogsDir)
-		l := LogLink{
+		st := readLink(filepath.Join(dir, e.Name()), podLogsDir)
+		return LogLink{
 			Name:        e.Name(),
 			ContainerID: containerIDFromLink(e.Name()),
-			Dangling:    dangles,
-			Elsewhere:   elsewhere,
-		}
-		if target, ok := linkTarget(path); ok {
-			if t, ok := logTargetOf(target, podLogsDir); ok {
-				l.Target = &t
-			}
-		}
-		return l, true
+			Dangling:    st.dangles,
+			Elsewhere:   st.elsewhere,
+			Target:      st.log,
+		}, true
 	})
 }
 
-// linkDangles says whether the symbolic link at path dangles: its target
-// does not exist. Only a target under podLogsDir can be told: nodegc's
-// container mounts the log directories alone, so a target elsewhere (a
-// kubelet podLogsDir nodegc was not told, or a podLogsDirectory given as
-// the resolved path of a link the kubelet writes through) is missing there
-// whether or not it exists on the host. Such a link (elsewhere) does not
-// dangle; the kubelet, in the host's view, removes it if it does.
-func linkDangles(path, podLogsDir string) (dangles, elsewhere bool) {
-	target, ok := linkTarget(path)
-	if !ok {
-		return false, false
-	}
-	if podLogsDir != "" && !within(target, podLogsDir) {
-		return false, true
-	}
-	_, err := os.Stat(path)
-	return errors.Is(err, fs.ErrNotExist), false
+// linkState is what one read of a symbolic link tells (readLink).
+type linkState struct {
+	// target is the link's target, made absolute; "" when the link
+	// cannot be read.
+	target string
+	// dangles says the target does not exist. Only a target under
+	// podLogsDir can be told: nodegc's container mounts the log
+	// directories alone, so a target elsewhere (a kubelet podLogsDir
+	// nodegc was not told, or a podLogsDirectory given as the resolved
+	// path of a link the kubelet writes through) is missing there whether
+	// or not it exists on the host. Such a link (elsewhere) does not
+	// dangle; the kubelet, in the host's view, removes it if it does.
+	dangles, elsewhere bool
+	// log is whose log the target is (logTargetOf); nil when it is not a
+	// container log as the kubelet lays them out under podLogsDir.
+	log *LogTarget
 }
 
-// linkTarget is the target of the symbolic link at path, made absolute.
-func linkTarget(path string) (string, bool) {
+// readLink reads the symbolic link at path, whose targets nodegc can tell
+// under podLogsDir (see linkState).
+func readLink(path, podLogsDir string) linkState {
 	target, err := os.Readlink(path)
 	if err != nil {
-		return "", false
+		return linkState{}
 	}
 	if !filepath.IsAbs(target) {
 		target = filepath.Join(filepath.Dir(path), target)
 	}
-	return target, true
+	st := linkState{target: target, log: logTargetOf(target, podLogsDir)}
+	if podLogsDir != "" && !within(target, podLogsDir) {
+		st.elsewhere = true
+		return st
+	}
+	_, err = os.Stat(path)
+	st.dangles = errors.Is(err, fs.ErrNotExist)
+	return st
 }
 
 // logTargetOf says whose log path is, when it is a container log as the
 // kubelet lays them out under podLogsDir:
 // <namespace>_<pod>_<uid>/<container>/<attempt>.log, the attempt being the
-// container's restart count.
-func logTargetOf(path, podLogsDir string) (LogTarget, bool) {
+// container's restart count; nil otherwise.
+func logTargetOf(path, podLogsDir string) *LogTarget {
 	if podLogsDir == "" || !within(path, podLogsDir) {
-		return LogTarget{}, false
+		return nil
 	}
 	rel, err := filepath.Rel(filepath.Clean(podLogsDir), filepath.Clean(path))
 	if err != nil {
-		return LogTarget{}, false
+		return nil
 	}
 	parts := strings.Split(rel, string(filepath.Separator))
 	if len(parts) != 3 || len(validation.IsDNS1123Label(parts[1])) > 0 {
-		return LogTarget{}, false
+		return nil
 	}
 	uid, ok := podUIDFromLogDir(parts[0])
 	if !ok {
-		return LogTarget{}, false
+		return nil
 	}
 	n, ok := strings.CutSuffix(parts[2], logSuffix)
 	attempt, err := strconv.ParseUint(n, 10, 32)
 	if !ok || err != nil || strconv.FormatUint(attempt, 10) != n {
-		return LogTarget{}, false
+		return nil
 	}
-	return LogTarget{PodUID: uid, Container: parts[1], Attempt: uint32(attempt)}, true
+	return &LogTarget{PodUID: uid, Container: parts[1], Attempt: uint32(attempt)}
 }
 
 // containerIDFromLink parses POD_NAMESPACE_CONTAINER-ID.log; "" when the
@@ -242,7 +243,7 @@ func removeContainerLogs(logPath, podLogsDir, containerLogsDir string, c *Contai
 // log path is logPath ("" when unknown), is a symbolic link that is c's to
 // remove: its name keeps at least minLinkIDPrefix characters of c's ID
 // (the kubelet's own link, whatever it points at), or it points at
-// logPath, or it dangles (linkDangles) and its target is not the log of
+// logPath, or it dangles (readLink) and its target is not the log of
 // another instance of c's container. With a long pod name, namespace and
 // container name the kubelet's 255-byte cut leaves less of the ID, or
 // none: every instance of the container has that link name, and the link
@@ -257,14 +258,14 @@ func linkIsOwn(link, logPath, podLogsDir string, c *Container) bool {
 	if named := containerIDFromLink(filepath.Base(link)); len(named) >= minLinkIDPrefix && strings.HasPrefix(c.ID, named) {
 		return true
 	}
-	target, ok := linkTarget(link)
-	if ok && logPath != "" && filepath.Clean(target) == filepath.Clean(logPath) {
+	st := readLink(link, podLogsDir)
+	if st.target != "" && logPath != "" && filepath.Clean(st.target) == filepath.Clean(logPath) {
 		return true
 	}
-	if dangles, _ := linkDangles(link, podLogsDir); !dangles {
+	if !st.dangles {
 		return false
 	}
-	if t, known := logTargetOf(target, podLogsDir); ok && known && t != (LogTarget{PodUID: c.PodUID, Container: c.Name, Attempt: c.Attempt}) {
+	if st.log != nil && *st.log != (LogTarget{PodUID: c.PodUID, Container: c.Name, Attempt: c.Attempt}) {
 		return false // another instance's: the plan's dangling links judge it
 	}
 	return true

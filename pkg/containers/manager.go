@@ -402,7 +402,7 @@ func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
 
 // linksElsewhere logs, once, that container log links point outside the
 // pod logs directory: nodegc cannot tell whether they dangle, and leaves
-// them (linkDangles).
+// them (readLink).
 func (m *Manager) linksElsewhere(ctx context.Context, links []LogLink) {
 	if m.elsewhereLogged {
 		return

@@ -102,7 +102,7 @@ type LogLink struct {
 	// Elsewhere says the link's target lies outside the pod logs
 	// directory: whether it exists cannot be told from nodegc's container,
 	// which mounts only the log directories, so it does not count as
-	// dangling (linkDangles).
+	// dangling (readLink).
 	Elsewhere bool
 	// Target is whose log the link points at, when its target is a
 	// container log as the kubelet lays them out under the pod logs
