@@ -154,14 +154,15 @@ func (l *lagWaits) waiting(uid types.UID, now time.Time) bool {
 		l.swept = now
 	}
 	first, ok := l.since[uid]
-	switch {
-	case !ok || now.Sub(first) >= 2*ownerWatchLagBound:
+	wait := waitAt(first, ok, now)
+	switch wait {
+	case waitNew:
 		l.since[uid] = now
-	case now.Sub(first) >= ownerWatchLagBound:
+	case waitRanOut:
 		delete(l.since, uid)
 	}
 	l.n.Store(int32(len(l.since)))
-	return l.since[uid] != time.Time{}
+	return wait != waitRanOut
 }
 
 // wouldWait reports whether waiting would say uid waits at now, without
@@ -170,7 +171,26 @@ func (l *lagWaits) wouldWait(uid types.UID, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	first, ok := l.since[uid]
-	return !ok || now.Sub(first) < ownerWatchLagBound || now.Sub(first) >= 2*ownerWatchLagBound
+	return waitAt(first, ok, now) != waitRanOut
+}
+
+// Where a dependent's wait stands (waitAt).
+const (
+	waitGoesOn = iota // begun less than ownerWatchLagBound ago
+	waitRanOut        // begun the bound ago or more, less than twice
+	waitNew           // none, or of an earlier episode: one begins
+)
+
+// waitAt says where a wait first recorded at first (ok: one is recorded)
+// stands at now.
+func waitAt(first time.Time, ok bool, now time.Time) int {
+	switch age := now.Sub(first); {
+	case !ok || age >= 2*ownerWatchLagBound:
+		return waitNew
+	case age >= ownerWatchLagBound:
+		return waitRanOut
+	}
+	return waitGoesOn
 }
 
 // done forgets that uid waited (an item decided without waiting).
