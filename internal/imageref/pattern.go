@@ -46,10 +46,28 @@ func (s segment) match(comp string) bool {
 // Parse compiles pattern. The error says which part is not valid
 // path.Match syntax; a pattern that is valid syntax but can never match a
 // valid reference compiles, and Warnings says why.
+//
+// White space around the pattern (quoted in YAML, " nginx:1.25 ") is
+// dropped, with a warning: no reference holds it, so the pattern as
+// written would exclude nothing, and the one trimmed protects what the
+// operator meant. Text still returns the pattern as written.
 func Parse(pattern string) (*Pattern, error) {
-	if strings.TrimSpace(pattern) == "" {
+	trimmed := strings.TrimSpace(pattern)
+	if trimmed == "" {
 		return nil, errors.New("empty pattern")
 	}
+	p, err := parse(trimmed)
+	if err != nil {
+		return nil, err
+	}
+	if trimmed != pattern {
+		p.text = pattern
+		p.warnings = append([]string{fmt.Sprintf("has white space around it, which no reference holds: matched as %q", trimmed)}, p.warnings...)
+	}
+	return p, nil
+}
+
+func parse(pattern string) (*Pattern, error) {
 	p := &Pattern{text: pattern}
 	if isIDPattern(pattern) {
 		if err := checkSyntax(pattern); err != nil {
@@ -130,12 +148,13 @@ var ipv6RegistryRegexp = regexp.MustCompile(`^\[[0-9A-Fa-f:.%]*:[0-9A-Fa-f:.%]*\
 func (p *Pattern) Warnings() []string { return p.warnings }
 
 // String returns the pattern normalised: the fully qualified name, then the
-// tag and digest as written. An image ID pattern is returned as written. For
+// tag and digest as written. An image ID pattern is returned as written
+// (without white space around it). For
 // a first component with wildcards that may also be a registry ("*/app"),
 // it shows the Docker Hub reading (docker.io/*/app).
 func (p *Pattern) String() string {
 	if p.id {
-		return p.text
+		return p.digest // the pattern as written, white space around it dropped
 	}
 	var b strings.Builder
 	for i, s := range p.name {

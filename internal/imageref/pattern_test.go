@@ -20,6 +20,10 @@ func TestMatch(t *testing.T) {
 		want          bool
 	}{
 		"familiar, qualified":                {"nginx:1.25", "docker.io/library/nginx:1.25", true},
+		"spaces around, quoted in YAML":      {" nginx:1.25 ", "docker.io/library/nginx:1.25", true},
+		"tab after":                          {"team/app:*\t", "docker.io/team/app:v1", true},
+		"spaces around an image ID":          {" sha256:0123abcd* ", "id:" + id, true},
+		"space inside still never matches":   {"nginx :1.25", "docker.io/library/nginx:1.25", false},
 		"qualified, familiar":                {"docker.io/library/nginx:1.25", "nginx:1.25", true},
 		"familiar, familiar":                 {"nginx:1.25", "nginx:1.25", true},
 		"library, qualified":                 {"library/nginx:1.25", "docker.io/library/nginx:1.25", true},
@@ -157,6 +161,8 @@ func TestNormalised(t *testing.T) {
 		"**":                             "**",
 		"nginx:1.25@sha256:*":            "docker.io/library/nginx:1.25@sha256:*",
 		"sha256:0123*":                   "sha256:0123*",
+		" sha256:0123* ":                 "sha256:0123*",
+		" nginx:1.25\t":                  "docker.io/library/nginx:1.25",
 		"registry.example/Team/app":      "registry.example/Team/app", // never matches: kept as written
 		"https://registry.example/app:1": "https://registry.example/app:1",
 	} {
@@ -201,6 +207,7 @@ func TestWarnings(t *testing.T) {
 		"trailing slash":                     {"registry.example/app/", true},
 		"leading slash":                      {"/app", true},
 		"space":                              {"my app", true},
+		"spaces around":                      {" nginx:1.25 ", true},
 		"colon in a path component":          {"registry.example/a:b/c", true},
 		"dangling separator":                 {"registry.example/app-", true},
 		"tag of 129":                         {"nginx:" + strings.Repeat("a", 129), true},

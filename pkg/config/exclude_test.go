@@ -30,6 +30,7 @@ func TestExcludeWarnings(t *testing.T) {
 		"upper case familiar":      {pattern: "Nginx:1.25", want: never + "upper case in the repository path (references are lowercase)"},
 		"scheme":                   {pattern: "https://registry.example/team/app:v1", want: never + `a reference has no scheme (remove "https://")`},
 		"space":                    {pattern: "my app:*", want: never + `the repository name holds characters a reference cannot (a registry is a host name with an optional port; a path component is lowercase letters and digits separated by ".", "_", "__" or "-")`},
+		"spaces around":            {pattern: " nginx:1.25\t", want: `has white space around it, which no reference holds: matched as "nginx:1.25"`},
 		"empty component":          {pattern: "registry.example//app", want: never + `empty path component (a leading, trailing or double "/")`},
 		"tag too long":             {pattern: "nginx:" + strings.Repeat("a", 129), want: never + "a tag has at most 128 characters"},
 		"tag starting with a dot":  {pattern: "nginx:.hidden", want: never + `a tag is letters, digits, "_", "." and "-", and does not start with "." or "-"`},

@@ -24,7 +24,7 @@ import (
 // in containerd's k8s.io namespace, which CRI then lists), and exclusions
 // are written as operators write references: familiar names, ** for any
 // registry, a wildcard port, a name without a tag, an image ID prefix, a
-// manifest digest in any repository. A GC
+// manifest digest in any repository, one quoted with spaces around it. A GC
 // asked to free everything removable keeps exactly the excluded images
 // (and the sandbox image) and removes the others.
 func TestExclusionsOnContainerd(t *testing.T) {
@@ -52,6 +52,7 @@ func TestExclusionsOnContainerd(t *testing.T) {
 				"familiar nginx":      {pulled: "src/web", alias: "docker.io/library/nginx:1.25", excluded: true},
 				"nginx elsewhere":     {pulled: "src/quay-web", alias: "quay.io/library/nginx:1.25"},
 				"hub user repository": {pulled: "src/team-app", alias: "docker.io/team/app:v2", excluded: true},
+				"quoted with spaces":  {pulled: "src/spaced", alias: "registry.example/team/spaced:1", excluded: true},
 				"longer hub name":     {pulled: "src/team-app-old", alias: "docker.io/team/app-old:v2"},
 				"wildcard port":       {pulled: "src/port-kept", excluded: true},
 				"image ID":            {pulled: "src/by-id", excluded: true},
@@ -93,9 +94,10 @@ func TestExclusionsOnContainerd(t *testing.T) {
 			}
 
 			exclude := []string{
-				"nginx:*",             // docker.io/library/nginx, not quay.io/library/nginx
-				"**/critical-agent:*", // any registry, any depth
-				"team/app:v2",         // docker.io/team/app:v2, not docker.io/team/app-old
+				"nginx:*",                          // docker.io/library/nginx, not quay.io/library/nginx
+				"**/critical-agent:*",              // any registry, any depth
+				"team/app:v2",                      // docker.io/team/app:v2, not docker.io/team/app-old
+				" registry.example/team/spaced:1 ", // as quoted in YAML, spaces and all
 				"127.0.0.1:*/src/port-kept",
 				ids["image ID"][:len("sha256:")+12] + "*",
 				"**@" + digests["manifest digest"],
