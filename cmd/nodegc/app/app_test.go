@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodegc/nodegc/internal/agent"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -357,6 +358,30 @@ func TestRunOnlyNeedsTheOwnerGC(t *testing.T) {
 	code, _, errOut := runMain(t, "", "run", "--config", file, "--owner-gc=only", "--metrics-bind-address=0", "--healthz-bind-address=0")
 	if code != 1 || !strings.Contains(errOut, "ownerGC.enableGarbageCollector") || !strings.Contains(errOut, "--owner-gc=only") || !strings.Contains(errOut, "ownerGC.mode off") {
 		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}
+
+// TestRunOnlyWithoutLeaderElectionWarns: --owner-gc=only without a Lease
+// is valid for one replica, but two (the chart's owner Deployment) would
+// each collect: a warning says so; with leader election, none.
+func TestRunOnlyWithoutLeaderElectionWarns(t *testing.T) {
+	load := func(doc string) *config.NodeGCConfiguration {
+		t.Helper()
+		loaded, err := config.Decode([]byte("apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\n" + doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loaded.Config
+	}
+	solo := load("leaderElection:\n  leaderElect: false\n")
+	if w := soloOwnerGCWarning(agent.OwnerGCOnly, solo); !strings.Contains(w, "leaderElection.leaderElect: false") || !strings.Contains(w, "run exactly one") {
+		t.Errorf("only, no Lease: warning %q", w)
+	}
+	if w := soloOwnerGCWarning(agent.OwnerGCOnly, load("")); w != "" {
+		t.Errorf("only, with a Lease: warning %q, want none", w)
+	}
+	if w := soloOwnerGCWarning(agent.OwnerGCOff, solo); w != "" {
+		t.Errorf("off: warning %q, want none", w)
 	}
 }
 

@@ -75,6 +75,9 @@ func (o *runOptions) run(cmd *cobra.Command, s streams) error {
 			"while its monitoring takes it for an owner GC that never syncs: remove this instance (the chart: ownerGC.mode off), " +
 			"or set enableGarbageCollector: true")
 	}
+	if w := soloOwnerGCWarning(mode, cfg); w != "" {
+		klog.Warning(w)
+	}
 	nodeName, err := resolveNodeName(cfg.NodeName)
 	if err != nil && mode != agent.OwnerGCOnly {
 		return err
@@ -166,6 +169,22 @@ func nodeNameWarning(fromConfig string) string {
 	}
 	return fmt.Sprintf("nodeName %q in the config is not NODE_NAME %q, the node this pod runs on; the config wins: "+
 		"remove nodeName from a config that several nodes read", fromConfig, env)
+}
+
+// soloOwnerGCWarning warns when the owner GC runs without a Lease
+// (--owner-gc=only, leaderElect: false): every replica of the owner
+// collector's Deployment (the chart runs two) then collects on its own,
+// each watching every resource and acting on what it saw. The writes'
+// preconditions keep them from wrong deletions, but not from doubled
+// watches and requests, nor from two holds and two sets of Events. One
+// replica alone is a valid setup, so this is a warning, not an error.
+func soloOwnerGCWarning(mode agent.OwnerGCMode, cfg *config.NodeGCConfiguration) string {
+	if mode != agent.OwnerGCOnly || *cfg.LeaderElection.LeaderElect {
+		return ""
+	}
+	return "--owner-gc=only with leaderElection.leaderElect: false: no Lease elects this instance, so every replica " +
+		"started with this configuration collects on its own (the chart's owner Deployment runs two): run exactly one, " +
+		"or set leaderElect: true"
 }
 
 // resolveNodeName returns the node this agent collects for: nodeName from
