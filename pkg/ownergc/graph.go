@@ -37,9 +37,15 @@ const (
 	// node that is neither observed nor deleted is virtual: some dependent
 	// references it but it was never seen.
 	flagObserved nodeFlags = 1 << iota
-	// flagDeleted: a monitor delivered the object's deletion. UIDs are
-	// never reused, so every reference to this UID is dangling from now on.
-	// The node stays as a tombstone while dependents still point at it.
+	// flagDeleted: a monitor delivered the object's deletion, or a worker
+	// found it gone (run.forget). UIDs are never reused, so every reference
+	// to this UID is dangling. The node stays as a tombstone while
+	// dependents still point at it. An event of the object older than
+	// what a worker found (still in its watch's backlog, or from a relist
+	// begun before) makes the node observed again until the monitor
+	// delivers the deletion: that only delays its dependents, and a
+	// tombstone no event can undo would make one wrong answer (a 404 from
+	// an aggregated API server, say) final, the owner dead while it lives.
 	flagDeleted
 	// flagAbsentAtIdentity: virtual, and a live lookup at the node's
 	// identity (kind, namespace, name) found no object with its UID.
