@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,7 +73,17 @@ type nodeEvents struct {
 	// toldNotOurs says the episode of notOurs was logged at the default
 	// verbosity.
 	toldNotOurs bool
+	// viewTold says some pod view could tell whose the Node is. Until
+	// then (the agent's start: pods not listed yet, or the API server
+	// unreachable) Events are held, the latest message of each reason in
+	// held, in the order the reasons came: the first view that tells
+	// records them, or logs them when the Node is not this machine's.
+	viewTold bool
+	held     []heldEvent
 }
+
+// heldEvent is an Event waiting for a view that tells whose the Node is.
+type heldEvent struct{ reason, message string }
 
 func newNodeEvents(logger klog.Logger, client kubernetes.Interface, nodeName string) *nodeEvents {
 	b := record.NewBroadcaster()
@@ -153,21 +164,40 @@ func (e *nodeEvents) observeView(at time.Time, authoritative bool, reason string
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if at.Before(e.viewAt) {
+		e.mu.Unlock()
 		return
 	}
 	e.viewAt = at
 	if reason != e.notOurs {
 		e.notOurs, e.toldNotOurs = reason, false
 	}
+	held := e.held
+	e.viewTold, e.held = true, nil
+	e.mu.Unlock()
+	for _, h := range held {
+		e.warn(h.reason, h.message)
+	}
 }
 
 // warn records a Warning on the Node, unless the Node is not this
 // machine's (notOurs): then it logs that the Node gets no Events, once per
-// episode at the default verbosity, and what was left out at V(2).
+// episode at the default verbosity, and what was left out at V(2). Before
+// any view has told whose the Node is, the Warning is held (observeView).
 func (e *nodeEvents) warn(reason, message string) {
 	e.mu.Lock()
+	if !e.viewTold {
+		i := slices.IndexFunc(e.held, func(h heldEvent) bool { return h.reason == reason })
+		if i < 0 {
+			e.held = append(e.held, heldEvent{reason: reason})
+			i = len(e.held) - 1
+		}
+		e.held[i].message = message
+		e.mu.Unlock()
+		e.logger.V(2).Info("Node Event held until a pod view tells whether the Node of this node's name is this machine's",
+			"node", e.node.Name, "event", reason, "message", message)
+		return
+	}
 	notOurs, told := e.notOurs, e.toldNotOurs
 	e.toldNotOurs = notOurs != ""
 	e.mu.Unlock()

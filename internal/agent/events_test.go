@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -87,6 +88,8 @@ func TestPodViewEventOncePerEpisode(t *testing.T) {
 // posts its event.
 func TestInterruptedRunsPostNoEvent(t *testing.T) {
 	e, rec, logs := testNodeEvents(2)
+	// A view found the Node this machine's: failures are Events.
+	e.containerGCReport(&containers.Report{Plan: &containers.Plan{PodsAuthoritative: true, PodsNode: "node-a"}})
 	canceledCall := grpcstatus.Error(codes.Canceled, "context canceled")
 	interrupted := []error{
 		fmt.Errorf("image GC stopped after 2 removals: %w", context.Canceled),
@@ -189,5 +192,50 @@ func TestAnOlderViewSaysNothingNew(t *testing.T) {
 	e.imageGCReport(&images.Report{Plan: &images.Plan{Now: t2.Add(time.Minute), PodsView: images.PodsAuthoritative}, Run: failed})
 	if got := drainEvents(rec); len(got) != 1 {
 		t.Errorf("a newer view found the Node this machine's: events %q, want the failure", got)
+	}
+}
+
+// TestEventsWaitForAViewThatTells: at the agent's start no pod view has
+// said whose the Node of this node's name is (the pods are not listed
+// yet, or the API server is slow), while the first image GC run may
+// already fail. Its Event waits: when the first view that can tell finds
+// the Node another machine's, or missing, the Event goes onto no Node
+// (logged instead); when it finds it this machine's, it is recorded then,
+// once per reason with the latest message. Before, it went onto the Node
+// of that name at once, another machine's or not.
+func TestEventsWaitForAViewThatTells(t *testing.T) {
+	failed := gcrun.Run{Err: &images.FreeDiskSpaceError{BytesToFree: 10 << 30}}
+	unsynced := &images.Report{Plan: &images.Plan{PodsView: containers.ViewNotSynced}, Run: failed}
+	for name, tc := range map[string]struct {
+		view       *containers.Plan
+		wantEvents []string
+	}{
+		"another machine's":  {view: &containers.Plan{PodsReason: containers.ViewNodeOtherBoot, PodsNode: "node-a"}},
+		"missing":            {view: &containers.Plan{PodsReason: containers.ViewNodeNotFound, PodsNode: "node-a"}},
+		"this machine's":     {view: &containers.Plan{PodsAuthoritative: true, PodsNode: "node-a"}, wantEvents: []string{EventFreeDiskSpaceFailed, EventContainerGCFailed}},
+		"disagreeing, ours":  {view: &containers.Plan{PodsReason: containers.ViewDisagrees, PodsNode: "node-a"}, wantEvents: []string{EventFreeDiskSpaceFailed, EventContainerGCFailed, EventPodViewNotAuthoritative}},
+		"unreachable, later": {view: &containers.Plan{PodsReason: containers.ViewUnreachable, PodsNode: "node-a"}, wantEvents: nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, rec, logs := testNodeEvents(2)
+			e.imageGCReport(unsynced)
+			e.imageGCReport(unsynced)
+			e.containerGCReport(&containers.Report{Run: gcrun.Run{Err: errors.New("listing containers: boom")}})
+			if got := drainEvents(rec); len(got) > 0 {
+				t.Fatalf("events before any pod view said whose Node node-a is: %q", got)
+			}
+			e.containerGCReport(&containers.Report{Plan: tc.view})
+			var got []string
+			for _, ev := range drainEvents(rec) {
+				reason, _, _ := strings.Cut(strings.TrimPrefix(ev, "Warning "), " ")
+				got = append(got, reason)
+			}
+			if diff := cmp.Diff(tc.wantEvents, got); diff != "" {
+				t.Errorf("events once the view said %q (-want +got):\n%s\n%s", tc.view.PodsReason, diff, logs.String())
+			}
+			if tc.view.PodsReason == containers.ViewNodeOtherBoot && !strings.Contains(logs.String(), "No Node Events while the Node of this node's name is not this machine's") {
+				t.Errorf("no line says the held failures go onto no Node:\n%s", logs.String())
+			}
+		})
 	}
 }
