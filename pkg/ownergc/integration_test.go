@@ -66,4 +66,5 @@ func TestIntegration(t *testing.T) {
 	t.Run("a write a webhook denies with a 404 is no proof of absence", func(t *testing.T) { testWebhookNotFoundIsNoProof(t, env) })
 	t.Run("a write a webhook denies with a 409 is an error", func(t *testing.T) { testWebhookConflictIsAnError(t, env) })
 	t.Run("a write the lease fence refuses while the run goes on is retried", func(t *testing.T) { testFenceRefusalRetried(t, env) })
+	t.Run("a write whose webhook outlasts the write window fails and is retried", func(t *testing.T) { testWebhookOutlastsTheWriteWindow(t, env) })
 }
