@@ -164,8 +164,12 @@ type Options struct {
 	// boot at each write, so that a step of the wall clock while nodegc
 	// was down, on the same boot, moves the records (stepWhileDown).
 	// Empty: not done.
-	BootID  string
-	Runtime RuntimeService
+	BootID string
+	// bootClock reads the time since boot for BootID's records; nil means
+	// CLOCK_BOOTTIME (timeSinceBoot). Tests fake it, so that what they
+	// prove does not depend on how long the machine has been up.
+	bootClock func() (time.Duration, bool)
+	Runtime   RuntimeService
 	// Layers, if set, gives exact accounting; nil means CRI sizes.
 	Layers LayerSource
 	// Arrivals, if set, bounds first-detected times by when the runtime
@@ -318,8 +322,12 @@ func NewManager(opts Options) (*Manager, error) {
 	_, realClock := opts.Clock.(clock.RealClock)
 	var boot func() bootReading
 	if realClock && opts.BootID != "" {
+		readBoot := opts.bootClock
+		if readBoot == nil {
+			readBoot = timeSinceBoot
+		}
 		boot = func() bootReading {
-			since, ok := timeSinceBoot()
+			since, ok := readBoot()
 			if !ok {
 				return bootReading{}
 			}
