@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // write makes the files of a fake cgroup mount under root.
@@ -143,9 +145,8 @@ func TestAdjust(t *testing.T) {
 			t.Errorf("GOMEMLIMIT=%q: %+v, %v; want nothing changed", v, r, err)
 		}
 	}
-	if _, err := os.Stat("/proc/self/cgroup"); err != nil {
-		t.Skip("no /proc/self/cgroup")
-	}
+	_, err := os.Stat("/proc/self/cgroup")
+	testbed.Require(t, err == nil, fmt.Sprintf("this machine's own cgroup, /proc/self/cgroup: %v", err))
 	t.Setenv("GOMEMLIMIT", "1TiB")
 	debug.SetMemoryLimit(1 << 40)
 	r, err := Adjust()
@@ -185,16 +186,14 @@ func TestMain(m *testing.M) {
 // TestAdjustInACgroup runs Adjust in a process in a real memory cgroup with
 // a 256 MiB limit and GOMEMLIMIT at that limit, as the chart runs the
 // agent: its soft limit ends at 90% of it. It needs root and a writable
-// cgroup hierarchy (v1's memory controller, or v2), else it is skipped.
+// cgroup hierarchy (v1's memory controller, or v2): prerequisites, so
+// without them it fails under CI=true and is skipped otherwise
+// (testbed.Require).
 func TestAdjustInACgroup(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make a cgroup")
-	}
+	testbed.RequireRoot(t)
 	const limit = 256 << 20
 	self, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		t.Skip(err)
-	}
+	testbed.Require(t, err == nil, fmt.Sprintf("this machine's own cgroup, /proc/self/cgroup: %v", err))
 	var dir, limitFile string
 	for _, line := range strings.Split(string(self), "\n") {
 		parts := strings.SplitN(line, ":", 3)
@@ -211,16 +210,12 @@ func TestAdjustInACgroup(t *testing.T) {
 			}
 		}
 	}
-	if dir == "" {
-		t.Skip("no memory cgroup hierarchy found")
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot make a cgroup: %v", err)
-	}
+	testbed.Require(t, dir != "", "a memory cgroup hierarchy (cgroup v1's memory controller, or v2) mounted under /sys/fs/cgroup")
+	err = os.Mkdir(dir, 0o755)
+	testbed.Require(t, err == nil, fmt.Sprintf("a writable cgroup hierarchy: cannot make a cgroup: %v", err))
 	t.Cleanup(func() { _ = os.Remove(dir) })
-	if err := os.WriteFile(filepath.Join(dir, limitFile), []byte(strconv.Itoa(limit)), 0o644); err != nil {
-		t.Skipf("cannot set the cgroup's memory limit (no memory controller there?): %v", err)
-	}
+	err = os.WriteFile(filepath.Join(dir, limitFile), []byte(strconv.Itoa(limit)), 0o644)
+	testbed.Require(t, err == nil, fmt.Sprintf("a memory controller in the test's cgroup: cannot set the cgroup's memory limit: %v", err))
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=1", "GOMEMLIMIT="+strconv.Itoa(limit))
 	stdin, err := cmd.StdinPipe()
@@ -235,7 +230,7 @@ func TestAdjustInACgroup(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		t.Skipf("cannot move a process into the cgroup: %v", err)
+		testbed.Require(t, false, fmt.Sprintf("a cgroup a process can be moved into: %v", err))
 	}
 	fmt.Fprintln(stdin, "go")
 	stdin.Close()
