@@ -504,7 +504,7 @@
 // the owner node's (a pointer, nil in the normal case). Labels,
 // annotations, managed fields and timestamps are never decoded (codec.go);
 // the finalizers other than foregroundDeletion and orphan are dropped
-// before the object reaches the builder. TestGraphMemory measures about
+// before the object reaches the builder. BenchmarkGraphMemory measures about
 // 300 bytes per object for a cluster-shaped graph of 100,000 objects (one
 // owner per ten objects). BenchmarkOwnerGC (test/ownergcbench) measures
 // the process: its resident memory once synced grows by about 0.4-0.6 KB
