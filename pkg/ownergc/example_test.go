@@ -2,6 +2,8 @@ package ownergc_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +30,20 @@ func Example() {
 	fmt.Println("synced before Run:", gc.HasSynced())
 	srv := httptest.NewServer(gc.DebugHandler())
 	defer srv.Close()
-	fmt.Println("graph served at", ownergc.DebugGraphPath)
+	resp, err := http.Get(srv.URL + ownergc.DebugGraphPath)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Not running yet: an empty graph, in Graphviz's DOT.
+	fmt.Println("GET", ownergc.DebugGraphPath+":", resp.Status, resp.Header.Get("Content-Type"))
+	fmt.Print(string(body))
 
 	bad := cfg
 	bad.ConcurrentGCSyncs = 0
@@ -36,6 +51,8 @@ func Example() {
 	fmt.Println(err)
 	// Output:
 	// synced before Run: false
-	// graph served at /debug/controllers/garbagecollector/graph
+	// GET /debug/controllers/garbagecollector/graph: 200 OK text/vnd.graphviz
+	// strict digraph full {
+	// }
 	// ownergc: ownerGC.concurrentGCSyncs: Invalid value: 0: must be greater than 0
 }
