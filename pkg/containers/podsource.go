@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +53,9 @@ type APIPodSource struct {
 	// stepSampleEvery is how often Run reads the clocks between views
 	// (defaultStepSampleEvery).
 	stepSampleEvery time.Duration
+	// stepSamples counts the readings of the clocks followSteps made, so
+	// that a test can wait until one was made after a step.
+	stepSamples atomic.Uint64
 
 	mu         sync.Mutex
 	podHealth  listHealth
@@ -190,6 +194,7 @@ func (s *APIPodSource) followSteps(ctx context.Context) {
 			s.mu.Lock()
 			s.followBack(&s.podHealth)
 			s.mu.Unlock()
+			s.stepSamples.Add(1)
 		}
 	}
 }

@@ -526,10 +526,20 @@ func TestListDateSeesAStepUndoneBetweenViews(t *testing.T) {
 			s, _ := steppedSource(t, client, clk)
 			s.stepSampleEvery = time.Millisecond
 			// excursion steps the wall clock ten minutes back and, once the
-			// source could have read the clocks a few times, forward again.
+			// source has read the clocks after the step, forward again. A
+			// reading counted one after the step may have read the clock
+			// before it; the next one began after. It may run on an
+			// informer's goroutine (a reactor): it reports with Errorf.
 			excursion := func() {
 				clk.Step(-10 * time.Minute)
-				time.Sleep(100 * time.Millisecond)
+				from := s.stepSamples.Load()
+				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+				defer cancel()
+				if err := testbed.Poll(ctx, time.Millisecond, func(context.Context) (bool, error) {
+					return s.stepSamples.Load() >= from+2, nil
+				}); err != nil {
+					t.Errorf("the source did not read the clocks after the step back (%d readings before it, %d since): %v", from, s.stepSamples.Load()-from, err)
+				}
 				clk.Step(10 * time.Minute)
 			}
 			var once sync.Once
