@@ -190,11 +190,20 @@ func TestSmallFSFills(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "no space left on device") {
 				t.Fatalf("pulling a %d MiB image onto a 48 MiB %s: err = %v, want ENOSPC", big.CompressedSize>>20, n.FSKind, err)
 			}
+			// The small filesystem is what filled: its stats read, it is no
+			// larger than asked, and the pull left it (nearly) full (the
+			// partial download stays; 0 bytes free on both versions).
 			st, err := n.FSStats()
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("after the failed pull: %+v", st)
+			if st.Capacity == 0 || st.Capacity > 48<<20 || st.Used > st.Capacity || st.Available > st.Capacity-st.Used {
+				t.Errorf("after the failed pull, the small filesystem's stats %+v are not those of a filesystem of at most 48 MiB", st)
+			}
+			if st.Available > st.Capacity/10 {
+				t.Errorf("after the failed pull, %d of %d bytes still available: the pull did not fill the small filesystem", st.Available, st.Capacity)
+			}
 		})
 	}
 }
