@@ -2,6 +2,7 @@ package images_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -21,6 +22,10 @@ import (
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
+// inuseSeed seeds the random listing delays of TestNoContainerLosesItsImage;
+// 0 (the default) seeds from the time. Each subtest logs its seed.
+var inuseSeed = flag.Uint64("inuse-seed", 0, "seed of TestNoContainerLosesItsImage's listing delays (0: from the time)")
+
 // TestNoContainerLosesItsImage, on a real containerd of each version (and
 // containerd 2.x once more with imageGC.containerEvents on): the
 // image filesystem is held above the high threshold (1%), so the image GC
@@ -35,7 +40,10 @@ import (
 // listing that began after X was created came back. A removal that began
 // earlier is the runtime's own race (the kubelet has it too: an image
 // removed while CreateContainer runs) and is only counted; a removal that
-// began more than settle after nodegc knew is a violation.
+// began more than settle after nodegc knew is a violation. The property
+// must be exercised: the GC removed images meanwhile, and some containers
+// kept their image through the GC runs (not every iteration a runtime
+// race or a refused create).
 func TestNoContainerLosesItsImage(t *testing.T) {
 	const (
 		poolSize   = 6
@@ -72,7 +80,12 @@ func TestNoContainerLosesItsImage(t *testing.T) {
 				}
 				pool = append(pool, img)
 			}
-			rt := &observedRuntime{Client: b.cri, maxDelay: maxDelay, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3)),
+			seed := *inuseSeed
+			if seed == 0 {
+				seed = uint64(time.Now().UnixNano())
+			}
+			t.Logf("listing delays seeded with %d (rerun with -args -inuse-seed=%d)", seed, seed)
+			rt := &observedRuntime{Client: b.cri, maxDelay: maxDelay, rng: rand.New(rand.NewPCG(seed, 3)),
 				removeStarted: map[string][]time.Time{}, eventApplied: map[string]time.Time{}}
 			var runs atomic.Int64
 			cfg := config.Defaulted().ImageGC
@@ -102,7 +115,7 @@ func TestNoContainerLosesItsImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			created, refused, runtimeRace := 0, 0, 0
+			created, refused, runtimeRace, kept := 0, 0, 0, 0
 			for i := range iterations {
 				img := pool[i%poolSize]
 				id, err := b.node.PullImage(ctx, img.Ref)
@@ -121,6 +134,7 @@ func TestNoContainerLosesItsImage(t *testing.T) {
 				n := runs.Load()
 				testbed.WaitFor(t, 30*time.Second, "two image GC runs", func() bool { return runs.Load() >= n+3 })
 				if b.imageIDs()[id] {
+					kept++
 					if err := b.node.RemoveContainer(ctx, cid); err != nil {
 						t.Fatal(err)
 					}
@@ -143,10 +157,17 @@ func TestNoContainerLosesItsImage(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			t.Logf("%d containers created from images the GC wanted gone (%d creates refused: image already gone; %d images removed by the runtime's own race), %d GC runs",
-				created, refused, runtimeRace, runs.Load())
+			removals := rt.removals()
+			t.Logf("%d containers created from images the GC wanted gone (%d kept their image; %d creates refused: image already gone; %d images removed by the runtime's own race), %d GC runs, %d image removals",
+				created, kept, refused, runtimeRace, runs.Load(), removals)
 			if created < iterations/2 {
 				t.Errorf("only %d of %d containers could be created: the property was barely exercised", created, iterations)
+			}
+			if kept == 0 {
+				t.Errorf("no container kept its image through the GC runs (%d runtime races, %d refused creates of %d): the property was not exercised", runtimeRace, refused, iterations)
+			}
+			if removals == 0 {
+				t.Errorf("the image GC removed no image: it never wanted one gone, so keeping the containers' images proved nothing")
 			}
 		})
 	}
@@ -220,6 +241,17 @@ func (r *observedRuntime) knewOf(id string, began, visible time.Time) (time.Time
 		}
 	}
 	return at, how
+}
+
+// removals returns how many image removals began.
+func (r *observedRuntime) removals() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, starts := range r.removeStarted {
+		n += len(starts)
+	}
+	return n
 }
 
 // removalsOf returns the starts of RemoveImage(id) since.
