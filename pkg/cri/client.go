@@ -108,14 +108,23 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// dialBackoff is the backoff between a connection's attempts: from 100ms,
+// growing by gRPC's default factor (1.6) up to a cap of 3s, each delay
+// jittered by gRPC's default 20%. A runtime that comes back is redialed
+// within about 3.6s of its return, however long it was down.
+func dialBackoff() backoff.Config {
+	bo := backoff.DefaultConfig
+	bo.BaseDelay = 100 * time.Millisecond
+	bo.MaxDelay = 3 * time.Second
+	return bo
+}
+
 func dial(ep string, m *Metrics) (*grpc.ClientConn, error) {
 	path, err := endpoint.SocketPath(ep)
 	if err != nil {
 		return nil, fmt.Errorf("CRI endpoint %q: %w", ep, err)
 	}
-	bo := backoff.DefaultConfig
-	bo.BaseDelay = 100 * time.Millisecond
-	bo.MaxDelay = 3 * time.Second
+	bo := dialBackoff()
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithAuthority("localhost"),

@@ -662,3 +662,43 @@ func TestEventStreamAsksTheVersion(t *testing.T) {
 		t.Errorf("RuntimeVersion = %q, want v2.1.0 until RefreshVersion (which says the runtime changed)", got)
 	}
 }
+
+// TestDialBackoffIsCapped: however long the runtime was down (however
+// many attempts failed), the next attempt is at most 3s, jittered by 20%,
+// after the last: what the agent's restart test relies on for a runtime
+// redialed soon after its return, and what gRPC's default (a 2 minute
+// cap) would break. The delays are gRPC's exponential backoff (its
+// internal/backoff.Exponential) computed from dialBackoff, without a clock.
+func TestDialBackoffIsCapped(t *testing.T) {
+	bo := dialBackoff()
+	if bo.BaseDelay != 100*time.Millisecond || bo.MaxDelay != 3*time.Second || bo.Multiplier <= 1 || bo.Jitter < 0 || bo.Jitter > 0.2 {
+		t.Fatalf("dialBackoff() = %+v, want base 100ms, cap 3s, a factor above 1, jitter at most 20%%", bo)
+	}
+	worst := func(retries int) time.Duration {
+		if retries == 0 {
+			return bo.BaseDelay
+		}
+		d, limit := float64(bo.BaseDelay), float64(bo.MaxDelay)
+		for d < limit && retries > 0 {
+			d *= bo.Multiplier
+			retries--
+		}
+		d = min(d, limit)
+		return time.Duration(d * (1 + bo.Jitter))
+	}
+	var waited time.Duration
+	reached := -1
+	for retries := range 1000 {
+		d := worst(retries)
+		if d > 3600*time.Millisecond {
+			t.Fatalf("after %d failed attempts (%v down), the next is up to %v later, want at most 3.6s", retries, waited, d)
+		}
+		if reached < 0 && d == time.Duration(float64(bo.MaxDelay)*(1+bo.Jitter)) {
+			reached = retries
+		}
+		waited += d
+	}
+	if reached < 0 || reached > 10 {
+		t.Errorf("the cap is reached after %d attempts, want within 10 (a few seconds down)", reached)
+	}
+}
