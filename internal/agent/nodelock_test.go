@@ -84,10 +84,15 @@ func TestOneNodeGCPerNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	started := time.Now()
 	if _, err := n.RunContainer(ctx, pod, node.ContainerSpec{Name: "c", Image: img.Ref}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	// Until the first agent saw it (its 1s polls), and wrote it.
+	testbed.WaitFor(t, 30*time.Second, "the first agent's state file to hold the container's use", func() bool {
+		lu, ok := savedLastUsed(stateDir, img.ID())
+		return ok && !lu.Before(started.Add(-time.Second))
+	})
 	if err := n.StopPod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}

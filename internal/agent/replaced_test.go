@@ -61,8 +61,12 @@ func TestRuntimeReplacedUnderAgent(t *testing.T) {
 	if _, err := old.RunContainer(ctx, pod, node.ContainerSpec{Name: "c", Image: img.Ref}); err != nil {
 		t.Fatal(err)
 	}
-	// Seen by a poll (every diskCheckInterval, 1s).
-	time.Sleep(3 * time.Second)
+	// Seen by a poll (every diskCheckInterval, 1s) and saved by the old
+	// loops, before the old runtime goes.
+	testbed.WaitFor(t, 30*time.Second, "the use on the old runtime in the state file", func() bool {
+		lu, ok := savedLastUsed(stateDir, img.ID())
+		return ok && !lu.Before(used.Add(-2*time.Second))
+	})
 
 	if err := os.Remove(link); err != nil {
 		t.Fatal(err)
