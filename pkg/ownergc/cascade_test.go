@@ -86,12 +86,15 @@ func testRestartMidCascade(t *testing.T, env *itEnv) {
 		left, err := env.countConfigMaps(ctx, ns, "d")
 		return left <= 2*n/3, err
 	})
-	// Under leader election the lease may pass on leaseDuration-renewDeadline
-	// (5s by default) after the last renewal: the collector must be gone by
-	// then.
-	if took := first.stop(t); took > 5*time.Second {
-		t.Errorf("Run returned %s after its context ended, want < 5s", took)
-	}
+	// Run must return once its context ends, without working off its
+	// queue: stop fails the test if it has not within 30s, and a Run
+	// that drained the queue first would have finished the cascade (at
+	// 100 QPS, the 700-odd dependents left take 7s or more), which fails
+	// below. How fast it returns is logged, not bounded: under leader
+	// election what keeps writes within the lease is the write fence
+	// (WriteWindow, see the package doc), not the time Run takes; and a
+	// loaded CI machine can take seconds to schedule the workers.
+	first.stop(t)
 	stopped := first.requests(t)
 	left, err := env.countConfigMaps(ctx, ns, "d")
 	if err != nil {
