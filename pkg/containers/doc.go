@@ -279,8 +279,10 @@
 //     PodImages, which reads images from the cache, is not authoritative
 //     until the cache holds them). A deletion the watch saw is remembered
 //     as long as the pod has anything on the node or the last list names
-//     it, and only a complete snapshot of the node makes the source forget
-//     one.
+//     it, and only a snapshot of the node that read its containers,
+//     sandboxes and pod log directories makes the source forget one (a
+//     failed scan of the log links does not stop it: links tell no pod on
+//     the node).
 //   - A gone pod's log directory is removed only once the plan leaves none
 //     of its containers or sandboxes on the node, and only if every removal
 //     of that pod succeeded; a sandbox is removed only if every container

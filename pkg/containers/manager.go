@@ -43,9 +43,11 @@ type PodSource interface {
 	View(now time.Time) PodView
 	// Retain forgets remembered deletions, recorded before since, of pods
 	// that have nothing left on the node (onNode holds the UIDs that do).
-	// The Manager calls it only with a complete snapshot of the node, which
-	// began at since (on the Manager's clock: the agent gives the source and
-	// the Manager the real clock).
+	// The Manager calls it only with a snapshot of the node that read
+	// everything telling which pods have anything there (the runtime's
+	// containers and sandboxes, the pod log directories; not the log
+	// links), which began at since (on the Manager's clock: the agent
+	// gives the source and the Manager the real clock).
 	Retain(onNode map[string]bool, since time.Time)
 }
 
@@ -319,8 +321,8 @@ func (m *Manager) Plan(ctx context.Context) (*Plan, error) {
 
 func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 	began := m.clock.Now()
-	node, err := m.snapshot(ctx)
-	if err != nil && node == nil {
+	node, podsRead, err := m.snapshot(ctx)
+	if node == nil {
 		return nil, err
 	}
 	now := m.clock.Now()
@@ -330,10 +332,12 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 		// After listing the node: a pod that has anything on the node
 		// existed before this view was taken.
 		view = m.opts.Pods.View(now)
-		// Only a complete snapshot says which pods have nothing left on
-		// the node: one whose log directories could not be read would
-		// forget the deletion of a pod that has only its log directory.
-		if err == nil {
+		// Only a snapshot that read what podsOnNode reads says which pods
+		// have nothing left on the node: one whose log directories could
+		// not be read would forget the deletion of a pod that has only
+		// its log directory. Links name no pod that has nothing else on
+		// the node: a link scan that failed does not stop it.
+		if podsRead {
 			m.opts.Pods.Retain(podsOnNode(node), began)
 		}
 	}
@@ -350,19 +354,22 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 }
 
 // snapshot lists what the policy looks at. Failing to list the runtime is
-// fatal; failing to read a log directory is not (nothing is planned there).
-func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
+// fatal (no node); failing to read a log directory is not (nothing is
+// planned there). podsRead says the runtime's listings and the pod log
+// directories were read: everything that tells which pods have anything on
+// the node (podsOnNode).
+func (m *Manager) snapshot(ctx context.Context) (node *NodeState, podsRead bool, _ error) {
 	cs, err := m.opts.Runtime.ListContainers(ctx, nil)
 	if err != nil {
 		m.metrics.errors.WithLabelValues(OpListRuntime).Inc()
-		return nil, err
+		return nil, false, err
 	}
 	sbs, err := m.opts.Runtime.ListPodSandboxes(ctx, nil)
 	if err != nil {
 		m.metrics.errors.WithLabelValues(OpListRuntime).Inc()
-		return nil, err
+		return nil, false, err
 	}
-	node := &NodeState{Containers: make([]Container, 0, len(cs)), Sandboxes: make([]Sandbox, 0, len(sbs))}
+	node = &NodeState{Containers: make([]Container, 0, len(cs)), Sandboxes: make([]Sandbox, 0, len(sbs))}
 	for _, s := range sbs {
 		node.Sandboxes = append(node.Sandboxes, sandboxFromCRI(s))
 	}
@@ -388,6 +395,7 @@ func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
 	if node.LogDirs, err = scanPodLogDirs(m.paths.PodLogs); err != nil {
 		errs = append(errs, err)
 	}
+	podsRead = err == nil
 	if m.paths.ContainerLogs != "" {
 		if node.LogLinks, err = scanLogLinks(m.paths.ContainerLogs, m.paths.PodLogs); err != nil {
 			errs = append(errs, err)
@@ -397,7 +405,7 @@ func (m *Manager) snapshot(ctx context.Context) (*NodeState, error) {
 	if len(errs) > 0 {
 		m.metrics.errors.WithLabelValues(OpScanLogs).Add(float64(len(errs)))
 	}
-	return node, errors.Join(errs...)
+	return node, podsRead, errors.Join(errs...)
 }
 
 // linksElsewhere logs, once, that container log links point outside the

@@ -316,6 +316,42 @@ func TestListFailureFailsTheRun(t *testing.T) {
 	}
 }
 
+// TestRetainDespiteLinkScanFailure: a container logs directory that cannot
+// be read (here a file in its place; on a node, EIO or an SELinux denial)
+// fails every run, but links say nothing of which pods have anything on the
+// node (podsOnNode reads containers, sandboxes and pod log directories), so
+// the source still forgets deletions: otherwise its deleted set would grow
+// for the agent's life while the scan fails.
+func TestRetainDespiteLinkScanFailure(t *testing.T) {
+	f := newManagerFixture(t)
+	touch(t, f.cfg.ContainerLogsDirectory) // not a directory
+	m := f.manager(t, nil)
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err == nil || !strings.Contains(err.Error(), "container logs directory") {
+		t.Fatalf("GarbageCollect = %v, want the link scan's error", err)
+	}
+	if diff := cmp.Diff(map[string]bool{fixtureUID("gone"): true, fixtureUID("p"): true}, f.pods.retained); diff != "" {
+		t.Errorf("pods on the node passed to Retain (-want +got):\n%s", diff)
+	}
+}
+
+// TestNoRetainWhenPodLogDirsUnread: a pod logs directory that cannot be
+// read leaves Retain uncalled: a pod that has only its log directory left
+// would otherwise have its deletion forgotten.
+func TestNoRetainWhenPodLogDirsUnread(t *testing.T) {
+	f := newManagerFixture(t)
+	if err := os.RemoveAll(f.cfg.PodLogsDirectory); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, f.cfg.PodLogsDirectory) // not a directory
+	m := f.manager(t, nil)
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err == nil || !strings.Contains(err.Error(), "pod logs directory") {
+		t.Fatalf("GarbageCollect = %v, want the pod log directory scan's error", err)
+	}
+	if f.pods.retained != nil {
+		t.Errorf("Retain(%v) was called without the pod log directories", f.pods.retained)
+	}
+}
+
 // TestViewThatDisagreesIsNotAuthoritative: a pod view that lacks a pod
 // whose sandbox is ready (a wrong node name) removes nothing as pod_gone,
 // and the pod view metric says so; the plan names the missing pod.
