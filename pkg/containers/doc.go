@@ -275,9 +275,11 @@
 //     watch has not delivered is therefore never taken for gone. Nor is a
 //     pod that list returned, from the moment the list returns: the
 //     informer fills its cache from the list only later, so the view counts
-//     the list's pods live itself until the watch sees them deleted (and
-//     PodImages, which reads images from the cache, is not authoritative
-//     until the cache holds them). A deletion the watch saw is remembered
+//     the list's pods live itself until the watch sees them deleted after
+//     the list began (and PodImages, which reads images from the cache, is
+//     not authoritative until the cache holds them). A deletion seen before
+//     the list began does not count against it: the list says the pod
+//     exists again (an etcd restore resurrected it). A deletion the watch saw is remembered
 //     as long as the pod has anything on the node or the last list names
 //     it, and only a snapshot of the node that read its containers,
 //     sandboxes and pod log directories makes the source forget one (a

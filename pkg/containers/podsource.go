@@ -245,7 +245,8 @@ func (s *APIPodSource) followBack(h *listHealth) {
 // the cache. So a pod counts as live if the cache holds it, or if the last
 // complete list returned it and the watch has not seen it deleted since: a
 // pod created while the watch was down, which the relist returned, is
-// never gone for a cache that has not caught up yet.
+// never gone for a cache that has not caught up yet. Nor is a pod that
+// list returned although the watch saw it deleted before the list began.
 func (s *APIPodSource) View(time.Time) PodView {
 	if !s.HasSynced() {
 		return PodView{Node: s.nodeName, Reason: ViewNotSynced}
@@ -253,8 +254,21 @@ func (s *APIPodSource) View(time.Time) PodView {
 	s.mu.Lock()
 	v := PodView{Node: s.nodeName, Authoritative: s.podHealth.ok && s.nodeHealth.ok, ListedAt: s.listDate(),
 		Deleted: make(map[string]bool, len(s.deleted))}
-	for uid := range s.deleted {
+	// The last complete list's pods the watch saw deleted once that list
+	// had begun: the list may predate the deletion. A deletion recorded
+	// before the list began does not outweigh it: the list, never stale,
+	// says the pod exists again (resourceVersions went back: an etcd
+	// restore resurrected it). On the real clock the times compare by the
+	// monotonic clock; a tie counts as after.
+	var deletedSinceList map[string]bool
+	for uid, at := range s.deleted {
 		v.Deleted[uid] = true
+		if _, listed := s.podHealth.listed[uid]; listed && !at.Before(s.podHealth.listedAt) {
+			if deletedSinceList == nil {
+				deletedSinceList = map[string]bool{}
+			}
+			deletedSinceList[uid] = true
+		}
 	}
 	listed := s.podHealth.listed // never written again
 	s.mu.Unlock()
@@ -272,7 +286,7 @@ func (s *APIPodSource) View(time.Time) PodView {
 	pods := s.pods.GetStore().List()
 	v.Live = make(map[string]bool, max(len(pods), len(listed)))
 	for uid, mirrored := range listed {
-		if v.Deleted[uid] {
+		if deletedSinceList[uid] {
 			continue
 		}
 		v.Live[uid] = true
@@ -397,7 +411,7 @@ func (s *APIPodSource) PodImages() (map[string]string, PodView) {
 	listed := s.podHealth.listed // never written again
 	s.mu.Unlock()
 	for uid := range listed {
-		if !cached[uid] && !view.Deleted[uid] {
+		if !cached[uid] && view.Live[uid] { // counted live from the list
 			return refs, PodView{Node: s.nodeName, Reason: ViewCacheBehind}
 		}
 	}

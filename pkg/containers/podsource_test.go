@@ -393,6 +393,93 @@ func TestRelistCountsBeforeTheCacheHoldsIt(t *testing.T) {
 	}
 }
 
+// TestListAfterADeletionCountsThePodLive: the watch saw pod p deleted, and
+// a list begun an hour later returns p again (resourceVersions went back:
+// an etcd restore resurrected the pod; the tracker keeps p, as the restored
+// etcd does). That list says p exists: until the cache holds p the view
+// counts it live from the list, as any pod a relist returned, and PodImages
+// is not authoritative (the cache lacks its images). Only a deletion
+// recorded once the list had begun (the list may predate it) outweighs the
+// list.
+func TestListAfterADeletionCountsThePodLive(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
+		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, p)
+	watches := make(chan *watch.RaceFreeFakeWatcher, 8)
+	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewRaceFreeFake()
+		watches <- w
+		return true, w, nil
+	})
+	s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hold atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	if err := s.pods.SetTransform(func(obj any) (any, error) {
+		if p, ok := obj.(*corev1.Pod); ok && p.UID == "uid-p" && hold.CompareAndSwap(true, false) {
+			close(held)
+			<-release
+		}
+		return slimPod(obj)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	var releaseOnce sync.Once
+	t.Cleanup(func() {
+		releaseOnce.Do(func() { close(release) })
+		cancel()
+		<-done
+	})
+	if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
+		t.Fatal("the informers did not sync")
+	}
+	first := <-watches
+	onNode := t0.Add(-2 * time.Hour)
+
+	// Deleted after the first list began (at the same instant, on the
+	// fake clock): the list may predate the deletion, which outweighs it.
+	first.Delete(p)
+	testbed.WaitFor(t, 30*time.Second, "the source to see pod p deleted", func() bool { return s.View(t0).Deleted["uid-p"] })
+	if v := s.View(t0); !v.Authoritative || !v.Gone("uid-p", onNode) {
+		t.Fatalf("pod p, deleted once the list that returned it had begun: authoritative %t (%q), gone %t; want gone",
+			v.Authoritative, v.Reason, v.Gone("uid-p", onNode))
+	}
+
+	clk.Step(time.Hour) // the restore
+	hold.Store(true)
+	first.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the relist did not reach pod p")
+	}
+	v := s.View(clk.Now())
+	if !v.Authoritative || !v.ListedAt.Equal(clk.Now().Add(-listSkew)) {
+		t.Fatalf("view after the relist returned: authoritative %t (%s), listed at %v; want authoritative, %v", v.Authoritative, v.Reason, v.ListedAt, clk.Now().Add(-listSkew))
+	}
+	if v.Gone("uid-p", onNode) {
+		t.Error("pod p, which a list begun an hour after its deletion returned, is gone while the cache has not caught up with that list")
+	}
+	if refs, v := s.PodImages(); v.Authoritative || v.Reason != ViewCacheBehind {
+		t.Errorf("PodImages while the cache lacks pod p: authoritative %t (%q), images %v; want not authoritative (%q)", v.Authoritative, v.Reason, refs, ViewCacheBehind)
+	}
+
+	releaseOnce.Do(func() { close(release) })
+	testbed.WaitFor(t, 30*time.Second, "the cache to hold pod p", func() bool { _, ok, _ := s.pods.GetStore().GetByKey("ns/p"); return ok })
+	if refs, v := s.PodImages(); !v.Authoritative || refs["registry.example/app:1"] != "ns/p" {
+		t.Errorf("PodImages once the cache holds pod p: authoritative %t (%q), images %v; want authoritative, with p's image", v.Authoritative, v.Reason, refs)
+	}
+}
+
 // TestStaleListMakesNoPodGone: a list asked with resourceVersion "0" (any
 // version: what an informer's first list asks, to be answered from the API
 // server's watch cache) may come from a cache minutes behind etcd, as an
