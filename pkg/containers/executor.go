@@ -58,6 +58,7 @@ const (
 	SkipPodFailed    = "pod_failed"    // a removal of the same pod failed: its log directory waits for the next run
 	SkipSandboxInUse = "sandbox_inuse" // a container of the sandbox could not be removed, or is there since planning, or the sandbox is ready again
 	SkipGone         = "gone"          // removed by another since planning (the kubelet's GC): nothing of nodegc's doing, nor counted as its removal
+	SkipPointsAgain  = "points_again"  // a log link dangling when planned points at a log again (the kubelet rotated the log)
 )
 
 // logPaths are the log locations the executor cleans.
@@ -396,6 +397,7 @@ func (e *executor) logLink(ctx context.Context, d LogLinkDecision) {
 	st := readLink(path, e.paths.PodLogs)
 	if !st.dangles {
 		klog.FromContext(ctx).V(4).Info("Container log link points at a log again; kept", "link", d.Link.Name)
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "log_link", ID: d.Link.Name, Why: SkipPointsAgain})
 		return
 	}
 	if linkOfLiveContainer(d.Link.ContainerID, e.linkContainers) || logOfLiveContainer(st.log, e.linkContainers) {

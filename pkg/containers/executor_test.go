@@ -83,7 +83,8 @@ func removedIDs(o *Outcome) []string {
 
 // TestExecuteKeepsALinkThatPointsAgain: a link dangling when planned points
 // at a log again when its turn comes (the kubelet rotated the log: renamed
-// it, then opened a new one); it is kept.
+// it, then opened a new one); it is kept, and the outcome says so, as for
+// every planned removal not done.
 func TestExecuteKeepsALinkThatPointsAgain(t *testing.T) {
 	f := newExecFixture(t)
 	plan := f.plan(t)
@@ -94,6 +95,9 @@ func TestExecuteKeepsALinkThatPointsAgain(t *testing.T) {
 	}
 	if _, err := os.Lstat(f.danglingLink); err != nil || len(out.LogLinks) != 0 {
 		t.Errorf("a link that points at a log again: %v, removed %d links; want it kept", err, len(out.LogLinks))
+	}
+	if diff := cmp.Diff([]Skip{{Kind: "log_link", ID: filepath.Base(f.danglingLink), Why: SkipPointsAgain}}, out.Skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
 	}
 }
 
