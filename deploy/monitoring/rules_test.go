@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/nodegc/nodegc/pkg/containers"
 )
 
 var update = flag.Bool("update", false, "write prometheusrule.yaml, and the Helm chart's copy of the rules, from prometheus-rules.yaml")
@@ -169,5 +171,35 @@ func TestPrometheusRule(t *testing.T) {
 	}
 	if diff := cmp.Diff(source.Groups, got.Groups); diff != "" {
 		t.Errorf("PrometheusRule spec groups (-prometheus-rules.yaml +prometheusrule.yaml):\n%s", diff)
+	}
+}
+
+// TestPodViewAlertNamesEveryReason: NodegcPodViewNotAuthoritative's
+// description names every reason the container GC's pod view is not
+// authoritative for (what `nodegc plan` prints), so that whoever it pages
+// can tell an API outage from a misconfiguration: a wrong node name that
+// another machine registered (node_other_boot), or one on a busy node
+// (disagrees_with_runtime).
+func TestPodViewAlertNamesEveryReason(t *testing.T) {
+	groups, err := ParseRules(RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	description := ""
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "NodegcPodViewNotAuthoritative" {
+				description = r.Annotations["description"]
+			}
+		}
+	}
+	if description == "" {
+		t.Fatal("no NodegcPodViewNotAuthoritative alert with a description")
+	}
+	for _, reason := range []string{containers.ViewNotSynced, containers.ViewUnreachable, containers.ViewNodeNotFound,
+		containers.ViewNodeOtherBoot, containers.ViewDisagrees, containers.ViewNodeOnly} {
+		if !strings.Contains(description, reason) {
+			t.Errorf("the description does not name %s", reason)
+		}
 	}
 }
