@@ -145,7 +145,16 @@
 //     dangles only if its target lies under podLogsDirectory and is
 //     missing: a target elsewhere cannot be checked from nodegc's
 //     container, which mounts the log directories alone (readLink), so
-//     its link stays, logged once.
+//     its link stays, logged once. Nor can a target under it be checked
+//     when nodegc's view of podLogsDirectory is not the kubelet's (a disk
+//     mounted on it on the host after nodegc's container started, which a
+//     hostPath mount without propagation does not show): when the runtime
+//     runs containers whose logs lie there and nodegc sees none of them
+//     (podLogsUnseen), no link, pod log directory or log file is removed,
+//     and a live pod's containers that a limit or maxAge would remove are
+//     kept (KeepLogsUnseen: their logs would stay behind until the pod is
+//     deleted; a gone pod's go, the kubelet removes its log directory),
+//     logged once when it begins and once when it ends.
 //
 // Where nodegc deviates from the kubelet, for safety:
 //   - The newest dead instance of each group of a live pod is never

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -194,5 +195,78 @@ func linkOfAnotherInstanceKept(t *testing.T, rotating bool) {
 	if target, err := os.Readlink(link); err != nil || target != st.GetLogPath() {
 		t.Errorf("the link of running instance %s (attempt 2), whose name the oldest instance's shares, is %q (%v) after that one's removal (its log rotating: %v); want it kept, pointing at %s",
 			ids[2][:12], target, err, rotating, st.GetLogPath())
+	}
+}
+
+// TestUnseenPodLogsKeepEverything, on a real containerd: a disk is mounted
+// on the pod logs directory after the containers started (here a tmpfs
+// over nodegc's podLogsDirectory: on a node, a disk the operator mounts on
+// /var/log/pods on the host, which nodegc's hostPath mount, without
+// propagation, does not show). nodegc then sees none of the logs the
+// runtime reports there, not even the running container's. Before, every
+// /var/log/containers link of an exited container counted as dangling and
+// went, the newest dead instance's included, and the older instances went
+// by the per-container limit with their log files left behind. Now the
+// run keeps every link and every container whose logs would stay behind,
+// and the plan says why.
+func TestUnseenPodLogsKeepEverything(t *testing.T) {
+	testbed.RequireRoot(t)
+	n := startNode(t, testbed.Containerd2, nil)
+	ctx := t.Context()
+	sb, err := n.RunPod(ctx, node.PodSpec{Name: "p", Namespace: "ns", UID: "0c000000-0000-4000-8000-00000000000c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := n.runDead(t, sb, "p", "ns", "app", 3)
+	id, err := n.RunContainer(ctx, sb, node.ContainerSpec{Name: "app", Image: n.image, Attempt: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.WaitContainerState(ctx, id, runtimeapi.ContainerState_CONTAINER_RUNNING, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{id: n.link(t, "p", "ns", "app", id, st.GetLogPath())}
+	for _, dead := range ids {
+		links[dead] = filepath.Join(n.linkDir, fmt.Sprintf("p_ns_app-%s.log", dead))
+	}
+	if err := unix.Mount("tmpfs", n.PodLogs, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(n.PodLogs, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the tmpfs over %s: %v", n.PodLogs, err)
+		}
+	})
+
+	r, err := n.manager(t, n.gcConfig(nil), nil).GarbageCollect(ctx, containers.TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range r.Plan.RemoveLogLinks {
+		t.Logf("plan removes link %s (%s)", d.Link.Name, d.Reason)
+	}
+	for cid, link := range links {
+		if _, err := os.Lstat(link); err != nil {
+			t.Errorf("the link of %s went (%v), though nodegc sees none of the logs under %s", cid[:12], err, n.PodLogs)
+		}
+	}
+	states := n.containerStates(t)
+	for _, cid := range ids {
+		if _, ok := states[cid]; !ok {
+			t.Errorf("exited instance %s was removed, its log files, which nodegc cannot see, left behind", cid[:12])
+		}
+	}
+	if !r.Plan.PodLogsUnseen {
+		t.Error("the plan does not say that the pod logs are unseen")
+	}
+	var unseen []string
+	for _, d := range r.Plan.KeepContainers {
+		if d.Reason == containers.KeepLogsUnseen {
+			unseen = append(unseen, d.Container.ID)
+		}
+	}
+	if want := ids[:2]; !slices.Equal(slices.Sorted(slices.Values(unseen)), slices.Sorted(slices.Values(want))) {
+		t.Errorf("containers kept as %s: %v; want the older instances %v, which the per-container limit removes", containers.KeepLogsUnseen, unseen, want)
 	}
 }

@@ -161,6 +161,9 @@ type Manager struct {
 	// elsewhereLogged: links whose targets lie outside the pod logs
 	// directory were logged (once).
 	elsewhereLogged bool
+	// logsUnseen: the last snapshot found the pod logs unseen
+	// (NodeState.PodLogsUnseen); logged when it changes.
+	logsUnseen bool
 }
 
 // NewManager validates opts.Config (defaulted: config.SetDefaults) with
@@ -242,6 +245,9 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
 			"containerLogBytes", r.Freed.ContainerLogs, "podLogDirectoryBytes", r.Freed.PodLogDirectory}
 		if why := r.Plan.WritableLayersUnknown; why != "" {
 			kv = append(kv, "writableLayersUnknown", why)
+		}
+		if r.Plan.PodLogsUnseen {
+			kv = append(kv, "podLogsUnseen", true)
 		}
 		if measured := measuredFreed(r.Filesystems); len(measured) > 0 {
 			kv = append(kv, "measuredFreedBytes", measured)
@@ -405,7 +411,29 @@ func (m *Manager) snapshot(ctx context.Context) (node *NodeState, podsRead bool,
 	if len(errs) > 0 {
 		m.metrics.errors.WithLabelValues(OpScanLogs).Add(float64(len(errs)))
 	}
+	var example string
+	node.PodLogsUnseen, example = podLogsUnseen(ctx, m.opts.Runtime, node.Containers, m.paths.PodLogs)
+	m.logsUnseenChange(ctx, node.PodLogsUnseen, example)
 	return node, podsRead, errors.Join(errs...)
+}
+
+// logsUnseenChange logs when the pod logs become unseen
+// (NodeState.PodLogsUnseen), naming a log the runtime reports that nodegc
+// does not see, and when they are seen again: once per episode.
+func (m *Manager) logsUnseenChange(ctx context.Context, unseen bool, example string) {
+	if unseen == m.logsUnseen {
+		return
+	}
+	m.logsUnseen = unseen
+	if unseen {
+		klog.FromContext(ctx).Info("Warning: nodegc sees none of the running containers' logs that the runtime writes under the pod logs directory: "+
+			"its view of that directory is not the kubelet's (a filesystem mounted there on the host after nodegc's container started, which its mount does not show: restart nodegc's pod). "+
+			"Until it sees them, no container log link, pod log directory or log file is removed, nor a live pod's container that a limit or maxAge would remove (its logs would stay behind)",
+			"podLogsDirectory", m.paths.PodLogs, "example", example)
+		return
+	}
+	klog.FromContext(ctx).Info("Container GC sees the running containers' logs under the pod logs directory again: log links, pod log directories and containers are collected",
+		"podLogsDirectory", m.paths.PodLogs)
 }
 
 // linksElsewhere logs, once, that container log links point outside the

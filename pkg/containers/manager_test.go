@@ -352,6 +352,87 @@ func TestNoRetainWhenPodLogDirsUnread(t *testing.T) {
 	}
 }
 
+// TestUnseenPodLogsKeepLogsAndWhatWouldLeaveThem: nodegc's view of the pod
+// logs directory is not the kubelet's (a disk mounted on the host at
+// /var/log/pods after nodegc's container started: its hostPath mount,
+// without propagation, shows the directory below). The log of running
+// container p/app/3, which the runtime reports under that directory, is
+// missing from it, as every log there is. Then no link can be told to
+// dangle, no log file can be removed, and a live pod's container a limit
+// would remove would leave its logs behind until its pod is deleted. The
+// run keeps every link (the newest dead instance's too), every pod log
+// directory and the containers of live pods (kept as logs_unseen),
+// removes what is of gone pods (the kubelet removes their log
+// directories), and says so. Once a running container's log is seen
+// again, the GC goes on as before.
+func TestUnseenPodLogsKeepLogsAndWhatWouldLeaveThem(t *testing.T) {
+	f := newManagerFixture(t)
+	logDir := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("p"), "app")
+	// The runtime's IDs are hex: the kubelet's link names end with them.
+	f.rt.mu.Lock()
+	for oldID, newID := range map[string]string{"p/app/0": "aaaaaaaaaaaa0", "p/app/1": "aaaaaaaaaaaa1", "p/app/2": "aaaaaaaaaaaa2"} {
+		f.rt.containers[newID], f.rt.sandboxIDs[newID] = f.rt.containers[oldID], f.rt.sandboxIDs[oldID]
+		f.rt.containers[newID].Id = newID
+		delete(f.rt.containers, oldID)
+		delete(f.rt.sandboxIDs, oldID)
+	}
+	f.rt.mu.Unlock()
+	run := with(ctr("p", "app", 3, StateRunning, 30*time.Minute), func(c *Container) { c.ID, c.PodUID = "aaaaaaaaaaaa3", fixtureUID("p") })
+	f.rt.addContainer(run, filepath.Join(logDir, "3.log"))
+	mkdirs(t, f.cfg.ContainerLogsDirectory)
+	links := map[string]string{}
+	for attempt, id := range []string{"aaaaaaaaaaaa0", "aaaaaaaaaaaa1", "aaaaaaaaaaaa2", "aaaaaaaaaaaa3"} {
+		links[id] = filepath.Join(f.cfg.ContainerLogsDirectory, legacyLinkName("p", "ns", "app", id))
+		if err := os.Symlink(filepath.Join(logDir, fmt.Sprint(attempt)+".log"), links[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	m := f.manager(t, nil)
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Plan.PodLogsUnseen {
+		t.Error("the plan does not say that the pod logs are unseen")
+	}
+	for id, link := range links {
+		if _, err := os.Lstat(link); err != nil {
+			t.Errorf("the link of %s went (%v), though nodegc sees no log the runtime reports under %s, not even the running container's", id, err, f.cfg.PodLogsDirectory)
+		}
+	}
+	if diff := cmp.Diff([]string{"gone/app/0:pod_gone", "gone/sb0:pod_gone"}, planIDs(r.Plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	if !exists(filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("gone"))) {
+		t.Error("the gone pod's log directory went, which nodegc cannot tell is the kubelet's")
+	}
+	if got := testutil.ToFloat64(m.metrics.containersKept.WithLabelValues(KeepLogsUnseen)); got != 2 {
+		t.Errorf("containers kept{%s} = %v, want 2 (p's instances 0 and 1, which the per-container limit removes)", KeepLogsUnseen, got)
+	}
+	for _, d := range r.Plan.KeepLogLinks {
+		if d.Reason != KeepLogsUnseen {
+			t.Errorf("link %s kept as %s, want %s", d.Link.Name, d.Reason, KeepLogsUnseen)
+		}
+	}
+
+	// The running container's log is seen: the GC goes on as before.
+	touch(t, filepath.Join(logDir, "3.log"))
+	r, err = m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Plan.PodLogsUnseen {
+		t.Error("the plan says the pod logs are unseen once the running container's log is seen")
+	}
+	if diff := cmp.Diff([]string{"aaaaaaaaaaaa0:per_container_limit", "aaaaaaaaaaaa1:per_container_limit", fixtureLogDir("gone") + ":pod_gone"}, planIDs(r.Plan)); diff != "" {
+		t.Errorf("plan once the logs are seen (-want +got):\n%s", diff)
+	}
+	if got := testutil.ToFloat64(m.metrics.containersKept.WithLabelValues(KeepLogsUnseen)); got != 0 {
+		t.Errorf("containers kept{%s} = %v once the logs are seen, want 0", KeepLogsUnseen, got)
+	}
+}
+
 // TestViewThatDisagreesIsNotAuthoritative: a pod view that lacks a pod
 // whose sandbox is ready (a wrong node name) removes nothing as pod_gone,
 // and the pod view metric says so; the plan names the missing pod.

@@ -29,7 +29,7 @@ var (
 	sandboxRemoveReasons   = []string{ReasonPodGone, ReasonSuperseded}
 	logDirRemoveReasons    = []string{ReasonPodGone}
 	logLinkRemoveReasons   = []string{ReasonDangling}
-	containerKeepReasons   = []string{KeepRunning, KeepMinAge, KeepStarting, KeepWithinLimit, KeepNewestDead, KeepUnmanaged, KeepIDFault}
+	containerKeepReasons   = []string{KeepRunning, KeepMinAge, KeepStarting, KeepWithinLimit, KeepNewestDead, KeepUnmanaged, KeepIDFault, KeepLogsUnseen}
 	operations             = []string{OpListRuntime, OpScanLogs, OpReadExitTime, OpReadBytes, OpContainerStatus, OpStopContainer, OpRemoveLogs,
 		OpRemoveContainer, OpSandboxStatus, OpStopSandbox, OpRemoveSandbox, OpRemoveLogDir, OpRemoveLogLink, OpReclaim}
 	byteKinds   = []string{KindWritableLayer, KindContainerLogs, KindPodLogDirectory}

@@ -48,6 +48,7 @@ const (
 	KeepPodsUnknown   = "pods_unknown"   // the pod view is not authoritative
 	KeepPodActive     = "pod_active"     // log directory of a gone pod that still has containers or sandboxes
 	KeepNotExited     = "not_exited"     // dangling log link of a container that has not exited
+	KeepLogsUnseen    = "logs_unseen"    // the pod logs as nodegc sees them are not the kubelet's (NodeState.PodLogsUnseen): links, log directories, and containers a limit or maxAge would remove, whose logs would stay behind
 )
 
 // StartMargin is how long, beyond the deadline the kubelet gives a
@@ -167,6 +168,11 @@ type Plan struct {
 	// WritableLayersUnknown, when not empty, says why writable layers
 	// count 0 bytes (e.g. "runtime cri-o": no snapshot source for it).
 	WritableLayersUnknown string
+
+	// PodLogsUnseen says the plan was made with NodeState.PodLogsUnseen:
+	// it removes no log link and no pod log directory, and keeps the
+	// containers a limit or maxAge would remove (KeepLogsUnseen).
+	PodLogsUnseen bool
 }
 
 // Empty says the plan removes nothing.
@@ -230,10 +236,17 @@ type planner struct {
 // Log directories of gone pods are removed once the plan leaves nothing of
 // the pod on the node; dangling log links are removed unless their
 // container exists and has not exited.
+//
+// When the pod logs as nodegc sees them are not the kubelet's
+// (node.PodLogsUnseen), no log link and no pod log directory is removed,
+// and the containers a limit or maxAge would remove are kept
+// (KeepLogsUnseen): their logs would stay behind. Those of gone pods
+// still go: the kubelet removes a deleted pod's log directory.
 func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
 	pl := &planner{
 		p: p, pods: pods, now: now,
-		plan:       &Plan{Now: now, PodsAuthoritative: pods.Authoritative, PodsReason: pods.Reason, PodsNode: pods.Node},
+		plan: &Plan{Now: now, PodsAuthoritative: pods.Authoritative, PodsReason: pods.Reason, PodsNode: pods.Node,
+			PodLogsUnseen: node.PodLogsUnseen},
 		static:     map[string]bool{},
 		newest:     map[string]time.Time{},
 		oldest:     map[string]time.Time{},
@@ -451,6 +464,14 @@ func (pl *planner) keepContainer(c *Container, reason string) {
 }
 
 func (pl *planner) removeContainer(c *Container, reason string) {
+	if pl.plan.PodLogsUnseen && reason != ReasonPodGone {
+		// Its log files, which nodegc cannot see, would stay until its
+		// pod is deleted: the kubelet no longer knows the container. A
+		// gone pod's go with its log directory, which the kubelet
+		// removes.
+		pl.keepContainer(c, KeepLogsUnseen)
+		return
+	}
 	pl.removed[c.ID] = true
 	pl.plan.RemoveContainers = append(pl.plan.RemoveContainers,
 		ContainerDecision{Container: *c, Reason: reason, StopFirst: c.State == StateUnknown})
@@ -740,6 +761,8 @@ func (pl *planner) logDirs(dirs []PodLogDir) {
 	for _, d := range dirs {
 		gone, why := pl.gone(d.PodUID)
 		switch {
+		case pl.plan.PodLogsUnseen:
+			pl.plan.KeepLogDirs = append(pl.plan.KeepLogDirs, LogDirDecision{Dir: d, Reason: KeepLogsUnseen})
 		case !gone:
 			pl.plan.KeepLogDirs = append(pl.plan.KeepLogDirs, LogDirDecision{Dir: d, Reason: why})
 		case pl.podStays[d.PodUID]:
@@ -753,6 +776,11 @@ func (pl *planner) logDirs(dirs []PodLogDir) {
 func (pl *planner) logLinks(links []LogLink, containers []Container) {
 	for _, l := range links {
 		if !l.Dangling {
+			continue
+		}
+		if pl.plan.PodLogsUnseen {
+			// Whether its target exists cannot be told.
+			pl.plan.KeepLogLinks = append(pl.plan.KeepLogLinks, LogLinkDecision{Link: l, Reason: KeepLogsUnseen})
 			continue
 		}
 		// A link is dangling for a moment while the kubelet rotates a

@@ -123,6 +123,15 @@ type NodeState struct {
 	Sandboxes  []Sandbox
 	LogDirs    []PodLogDir
 	LogLinks   []LogLink
+	// PodLogsUnseen says the pod logs directory as nodegc sees it is not
+	// the kubelet's: the runtime runs containers whose logs lie under it,
+	// and none of those logs is there (a filesystem mounted on it on the
+	// host after nodegc's container started, which its mount does not
+	// show). Whether a link dangles cannot be told then, nor can log
+	// files be removed: the plan removes no link and no pod log
+	// directory, and keeps every container a limit or maxAge would remove
+	// (its logs would stay behind until its pod is deleted).
+	PodLogsUnseen bool
 }
 
 // containerFromCRI converts a CRI container. It keeps no reference to c.
