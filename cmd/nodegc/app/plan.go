@@ -71,16 +71,19 @@ type planView struct {
 	NodeGC nodeGCView `json:"nodeGC"`
 	// DryRun names the collectors whose dryRun is on: `run` logs their
 	// removals and makes none.
-	DryRun      []string       `json:"dryRun,omitempty"`
-	Disk        *diskView      `json:"imageFilesystem,omitempty"`
-	Images      []imageRow     `json:"images"`
-	ImagesErr   string         `json:"imagesError,omitempty"`
-	PodsView    string         `json:"podsView"`
-	PodsMissing []string       `json:"podsMissingFromAPI,omitempty"`
-	Containers  []containerRow `json:"containers"`
-	Sandboxes   []containerRow `json:"sandboxes"`
-	LogDirs     []containerRow `json:"logDirectories"`
-	LogLinks    []containerRow `json:"logLinks"`
+	DryRun      []string   `json:"dryRun,omitempty"`
+	Disk        *diskView  `json:"imageFilesystem,omitempty"`
+	Images      []imageRow `json:"images"`
+	ImagesErr   string     `json:"imagesError,omitempty"`
+	PodsView    string     `json:"podsView"`
+	PodsMissing []string   `json:"podsMissingFromAPI,omitempty"`
+	// PodLogsUnseen: nodegc sees none of the running containers' logs
+	// under podLogsDirectory (containers.Plan.PodLogsUnseen).
+	PodLogsUnseen bool           `json:"podLogsUnseen,omitempty"`
+	Containers    []containerRow `json:"containers"`
+	Sandboxes     []containerRow `json:"sandboxes"`
+	LogDirs       []containerRow `json:"logDirectories"`
+	LogLinks      []containerRow `json:"logLinks"`
 	// ContainerBytes totals what the container GC's planned removals free.
 	ContainerBytes *containerBytesView `json:"containerBytes,omitempty"`
 	ContainerErr   string              `json:"containersError,omitempty"`
@@ -220,6 +223,7 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 		for _, ref := range p.PodsMissing {
 			v.PodsMissing = append(v.PodsMissing, ref.String())
 		}
+		v.PodLogsUnseen = p.PodLogsUnseen
 		removal := func(action string, n uint64) *uint64 {
 			if action != "remove" {
 				return nil
@@ -325,6 +329,11 @@ func (v *planView) print(out io.Writer) {
 	fmt.Fprintf(out, "POD VIEW: %s\n", v.PodsView)
 	if len(v.PodsMissing) > 0 {
 		fmt.Fprintf(out, "  the runtime runs pods the API server does not list for this node: %s\n", strings.Join(v.PodsMissing, ", "))
+	}
+	if v.PodLogsUnseen {
+		fmt.Fprintf(out, "POD LOGS: nodegc sees none of the running containers' logs under podLogsDirectory (its view of it is not the kubelet's: "+
+			"a filesystem mounted there after its container started?): no log link, pod log directory or log file is removed, "+
+			"nor a live pod's container a limit or maxAge would remove (%s)\n", containers.KeepLogsUnseen)
 	}
 	if b := v.ContainerBytes; b != nil {
 		fmt.Fprintf(out, "CONTAINER GC: planned removals free %s (writable layers %s, container logs %s, pod log directories %s)\n",

@@ -204,3 +204,26 @@ func TestPlanShowsWhatACollectionUnderWayRemoves(t *testing.T) {
 		t.Errorf("without a plan to low: %+v", v.Disk.IfCollecting)
 	}
 }
+
+// TestPlanSaysWhenPodLogsAreUnseen: when nodegc sees none of the running
+// containers' logs under podLogsDirectory (its view of it is not the
+// kubelet's), the plan says so, in the tables and the JSON, and why it
+// then keeps links, log directories and containers (kept as logs_unseen).
+func TestPlanSaysWhenPodLogsAreUnseen(t *testing.T) {
+	p := &containers.Plan{PodsAuthoritative: true, PodLogsUnseen: true}
+	v := newPlanView(&agent.PlanReport{Node: "n", Runtime: "containerd 2", Containers: p}, ptr.To[int32](85), ptr.To[int32](80))
+	if !v.PodLogsUnseen {
+		t.Error("podLogsUnseen is not set")
+	}
+	var out bytes.Buffer
+	v.print(&out)
+	if want := "POD LOGS: nodegc sees none of the running containers' logs under podLogsDirectory"; !strings.Contains(out.String(), want) {
+		t.Errorf("plan output lacks %q:\n%s", want, out.String())
+	}
+	p.PodLogsUnseen = false
+	out.Reset()
+	newPlanView(&agent.PlanReport{Node: "n", Runtime: "containerd 2", Containers: p}, ptr.To[int32](85), ptr.To[int32](80)).print(&out)
+	if strings.Contains(out.String(), "POD LOGS") {
+		t.Errorf("plan output speaks of the pod logs while they are seen:\n%s", out.String())
+	}
+}
