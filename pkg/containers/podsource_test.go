@@ -299,43 +299,8 @@ func TestDeletionOutlivesAFailedLogScan(t *testing.T) {
 func TestRelistCountsBeforeTheCacheHoldsIt(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
-	watches := make(chan *watch.RaceFreeFakeWatcher, 8)
-	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		w := watch.NewRaceFreeFake() // not the tracker's: what happens to pods meanwhile is not told
-		watches <- w
-		return true, w, nil
-	})
-	s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hold atomic.Bool
-	held, release := make(chan struct{}), make(chan struct{})
-	if err := s.pods.SetTransform(func(obj any) (any, error) {
-		if p, ok := obj.(*corev1.Pod); ok && p.UID == "uid-p" && hold.CompareAndSwap(true, false) {
-			close(held)
-			<-release
-		}
-		return slimPod(obj)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Run(ctx)
-	}()
-	var releaseOnce sync.Once
-	t.Cleanup(func() {
-		releaseOnce.Do(func() { close(release) })
-		cancel()
-		<-done
-	})
-	if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
-		t.Fatal("the informers did not sync")
-	}
-	first := <-watches
+	h := startHeldSource(t, client, clk)
+	s, watches, hold, held, first := h.s, h.watches, &h.hold, h.held, h.first
 
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
 		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
@@ -364,7 +329,7 @@ func TestRelistCountsBeforeTheCacheHoldsIt(t *testing.T) {
 		t.Errorf("PodImages while the cache lacks pod p: authoritative %t (%q), images %v; want not authoritative (%q)", v.Authoritative, v.Reason, refs, ViewCacheBehind)
 	}
 
-	releaseOnce.Do(func() { close(release) })
+	h.releaseP()
 	testbed.WaitFor(t, 30*time.Second, "the cache to hold pod p", func() bool { _, ok, _ := s.pods.GetStore().GetByKey("ns/p"); return ok })
 	if v := s.View(t0); v.Gone("uid-p", onNode) {
 		t.Error("pod p is gone once the cache holds it")
@@ -406,43 +371,8 @@ func TestListAfterADeletionCountsThePodLive(t *testing.T) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
 		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, p)
-	watches := make(chan *watch.RaceFreeFakeWatcher, 8)
-	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		w := watch.NewRaceFreeFake()
-		watches <- w
-		return true, w, nil
-	})
-	s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hold atomic.Bool
-	held, release := make(chan struct{}), make(chan struct{})
-	if err := s.pods.SetTransform(func(obj any) (any, error) {
-		if p, ok := obj.(*corev1.Pod); ok && p.UID == "uid-p" && hold.CompareAndSwap(true, false) {
-			close(held)
-			<-release
-		}
-		return slimPod(obj)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Run(ctx)
-	}()
-	var releaseOnce sync.Once
-	t.Cleanup(func() {
-		releaseOnce.Do(func() { close(release) })
-		cancel()
-		<-done
-	})
-	if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
-		t.Fatal("the informers did not sync")
-	}
-	first := <-watches
+	h := startHeldSource(t, client, clk)
+	s, hold, held, first := h.s, &h.hold, h.held, h.first
 	onNode := t0.Add(-2 * time.Hour)
 
 	// Deleted after the first list began (at the same instant, on the
@@ -473,7 +403,7 @@ func TestListAfterADeletionCountsThePodLive(t *testing.T) {
 		t.Errorf("PodImages while the cache lacks pod p: authoritative %t (%q), images %v; want not authoritative (%q)", v.Authoritative, v.Reason, refs, ViewCacheBehind)
 	}
 
-	releaseOnce.Do(func() { close(release) })
+	h.releaseP()
 	testbed.WaitFor(t, 30*time.Second, "the cache to hold pod p", func() bool { _, ok, _ := s.pods.GetStore().GetByKey("ns/p"); return ok })
 	if refs, v := s.PodImages(); !v.Authoritative || refs["registry.example/app:1"] != "ns/p" {
 		t.Errorf("PodImages once the cache holds pod p: authoritative %t (%q), images %v; want authoritative, with p's image", v.Authoritative, v.Reason, refs)
@@ -741,4 +671,61 @@ func runSynced(t *testing.T, s *APIPodSource) context.Context {
 		t.Fatal("the informers did not sync")
 	}
 	return ctx
+}
+
+// heldSource is a pod source on a fake client whose watches are the
+// test's (watches), started and synced, whose informer's transform of pod
+// uid-p blocks, once hold is set, until releaseP: the cache's catching up
+// with a list is held back, deterministically. first is the first watch.
+type heldSource struct {
+	s       *APIPodSource
+	watches chan *watch.RaceFreeFakeWatcher
+	hold    atomic.Bool
+	held    chan struct{} // closed when the transform of uid-p blocks
+	first   *watch.RaceFreeFakeWatcher
+
+	release     chan struct{}
+	releaseOnce sync.Once
+}
+
+func (h *heldSource) releaseP() { h.releaseOnce.Do(func() { close(h.release) }) }
+
+func startHeldSource(t *testing.T, client *fake.Clientset, clk *clocktesting.FakeClock) *heldSource {
+	t.Helper()
+	h := &heldSource{watches: make(chan *watch.RaceFreeFakeWatcher, 8), held: make(chan struct{}), release: make(chan struct{})}
+	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewRaceFreeFake() // not the tracker's: what happens to pods meanwhile is not told
+		h.watches <- w
+		return true, w, nil
+	})
+	s, err := NewAPIPodSource(client, PodSourceOptions{NodeName: "n1", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s = s
+	if err := s.pods.SetTransform(func(obj any) (any, error) {
+		if p, ok := obj.(*corev1.Pod); ok && p.UID == "uid-p" && h.hold.CompareAndSwap(true, false) {
+			close(h.held)
+			<-h.release
+		}
+		return slimPod(obj)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		h.releaseP()
+		cancel()
+		<-done
+	})
+	if !cache.WaitForCacheSync(ctx.Done(), s.HasSynced) {
+		t.Fatal("the informers did not sync")
+	}
+	h.first = <-h.watches
+	return h
 }
