@@ -149,9 +149,12 @@ func (t *demoTB) run(body func(*demoTB)) int {
 }
 
 // cancelOnSignals cancels the context on the first SIGINT or SIGTERM. The
-// signals stay caught until the process exits, so that a second Ctrl-C
-// during the teardown cannot leave containerd, mounts or loop devices
-// behind; it says so instead.
+// signals stay caught until stop is called, after the teardown (run defers
+// it), so that a second Ctrl-C during the teardown cannot leave
+// containerd, mounts or loop devices behind; it says so instead. stop
+// gives the signals back (signal.Stop): the demo also runs inside a test
+// process (TestDemo), which must not go on swallowing them once the demo
+// is over.
 func (t *demoTB) cancelOnSignals() (stop func()) {
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
@@ -176,7 +179,10 @@ func (t *demoTB) cancelOnSignals() (stop func()) {
 			}
 		}
 	}()
-	return func() { close(quit) }
+	return func() {
+		signal.Stop(ch)
+		close(quit)
+	}
 }
 
 var outMu sync.Mutex
