@@ -213,7 +213,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if opts.NodeFSSize > 0 {
 		// Under the node's directory: its teardown unmounts it and
 		// detaches the loop device, after this cluster's own teardown.
-		kind, err := node.MountSmallFS(t.Context(), filepath.Join(c.Node.Dir, "nodefs.img"), c.KubeletDir, opts.NodeFSSize, "", t.Logf)
+		kind, err := node.MountSmallFS(t, filepath.Join(c.Node.Dir, "nodefs.img"), c.KubeletDir, opts.NodeFSSize, "")
 		if err != nil {
 			t.Fatalf("kubecluster: the kubelet's root directory: %v", err)
 		}

@@ -9,7 +9,8 @@
 //
 //   - Start writes the containerd config (version 2 for 1.6, version 3 for
 //     2.x), optionally puts containerd's root on a small filesystem of its
-//     own (loop-mounted ext4, tmpfs when loop devices are unavailable),
+//     own (loop-mounted ext4; tmpfs when asked for, or, logged and outside
+//     CI only, when loop devices are unavailable),
 //     starts containerd in its own process group and returns once CRI
 //     answers. It registers Teardown with t.Cleanup.
 //   - Teardown always leaves the machine as it found it, also when the test

@@ -22,11 +22,12 @@ type Options struct {
 	// Version selects the containerd build (required).
 	Version testbed.ContainerdVersion
 	// SmallFS, when positive, puts containerd's root directory on a
-	// filesystem of its own of that many bytes (loop-mounted ext4, tmpfs as
-	// a fallback), so that disk pressure is reachable in a test.
+	// filesystem of its own of that many bytes (loop-mounted ext4; tmpfs as
+	// a fallback, logged, outside CI only: see MountSmallFS), so that disk
+	// pressure is reachable in a test.
 	SmallFS int64
 	// SmallFSKind forces the kind of small filesystem: "tmpfs", or ""
-	// for loop-mounted ext4 with tmpfs as the fallback.
+	// for loop-mounted ext4 (with tmpfs as the fallback outside CI).
 	SmallFSKind string
 	// Registry serves the node's images; Start starts one when nil. Share
 	// one between nodes to pull the same images into each.
@@ -227,7 +228,7 @@ func (n *Node) setup(ctx context.Context, opts Options) error {
 		}
 	}
 	if opts.SmallFS > 0 {
-		kind, err := MountSmallFS(ctx, filepath.Join(n.Dir, "fs.img"), n.Root, opts.SmallFS, opts.SmallFSKind, n.t.Logf)
+		kind, err := MountSmallFS(n.t, filepath.Join(n.Dir, "fs.img"), n.Root, opts.SmallFS, opts.SmallFSKind)
 		if err != nil {
 			return err
 		}
@@ -242,7 +243,7 @@ func (n *Node) setup(ctx context.Context, opts Options) error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
-		kind, err := MountSmallFS(ctx, filepath.Join(n.Dir, "snapshots.img"), dir, opts.SnapshotsFS, opts.SmallFSKind, n.t.Logf)
+		kind, err := MountSmallFS(n.t, filepath.Join(n.Dir, "snapshots.img"), dir, opts.SnapshotsFS, opts.SmallFSKind)
 		if err != nil {
 			return err
 		}
