@@ -171,7 +171,8 @@ func TestReadmeCommands(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					withNodegc := append(slices.Clone(env), "PATH="+filepath.Dir(nodegc)+string(os.PathListSeparator)+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+					// With -race, nodegc is race-enabled: a data race fails it (RaceEnv).
+					withNodegc := append(slices.Clone(env), nodegcproc.RaceEnv(), "PATH="+filepath.Dir(nodegc)+string(os.PathListSeparator)+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 					out, err := exec1(t, cmd, withNodegc)
 					if err != nil || !strings.Contains(string(out), "valid") {
 						t.Errorf("%v\n%s", err, out)
@@ -180,6 +181,8 @@ func TestReadmeCommands(t *testing.T) {
 					out, err = exec1(t, bad, withNodegc)
 					if err == nil || !strings.Contains(err.Error()+string(out), "imageGC.exclude[0]") {
 						t.Errorf("with an exclusion pattern the agent refuses, the pipeline says %v\n%s; want a failure naming imageGC.exclude[0]", err, out)
+					} else if r := nodegcproc.RaceReport([]byte(err.Error())); r != "" {
+						t.Errorf("nodegc config validate, refusing the pattern, reported a data race:\n%s", r)
 					}
 				case applyFile.MatchString(cmd):
 					seen["apply"]++

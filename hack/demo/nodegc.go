@@ -87,10 +87,12 @@ leaderElection:
 		a.podLogs, a.linkDir, nsNodegc)
 }
 
-// env is the environment of every nodegc command: the node's name, and no
-// in-cluster configuration even if the demo itself runs in a pod.
+// env is the environment of every nodegc command: the node's name, no
+// in-cluster configuration even if the demo itself runs in a pod, and the
+// race detector's settings for a race-enabled nodegc (TestDemo's, with
+// -race; see nodegcproc.Environ).
 func (a *agentConfig) env() []string {
-	return append(os.Environ(), "NODE_NAME="+nodeName, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
+	return nodegcproc.Environ("NODE_NAME="+nodeName, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
 }
 
 // plan runs `nodegc plan` with extra args and returns its standard output;
@@ -177,14 +179,13 @@ func startAgent(cfg *agentConfig) (*agent, error) {
 }
 
 // stop sends SIGTERM and waits up to grace for the exit, then SIGKILL. It
-// returns the exit code (-1 when killed) and how long the exit took.
-func (a *agent) stop(grace time.Duration) (code int, took time.Duration, killed bool) {
+// returns the exit code (-1 when killed), how long the exit took, and the
+// error of nodegcproc.Agent.Stop: one also when nodegc's log holds a data
+// race report (a race-enabled nodegc, as TestDemo's with -race).
+func (a *agent) stop(grace time.Duration) (code int, took time.Duration, killed bool, err error) {
 	began := time.Now()
-	killed, err := a.Stop(grace)
-	if err != nil {
-		say("[demo] stopping nodegc: %v", err)
-	}
-	return a.ExitCode(), time.Since(began), killed
+	killed, err = a.Stop(grace)
+	return a.ExitCode(), time.Since(began), killed, err
 }
 
 // waitHTTP polls url until it answers 200, the agent exits, or timeout; a

@@ -264,9 +264,13 @@ func (d *demo) stepRun() {
 	d.usage.event("nodegc started")
 	d.usage.watchRuns(a.Scrape)
 	d.t.Cleanup(func() {
-		if !a.Exited() {
-			code, _, killed := a.stop(stopTimeout)
+		wasRunning := !a.Exited()
+		code, _, killed, err := a.stop(stopTimeout) // also checks the log of an exited nodegc
+		if wasRunning {
 			say("[demo] stopped nodegc (pid %d): exit code %d, killed: %v", a.PID(), code, killed)
+		}
+		if err != nil {
+			d.t.Errorf("stopping nodegc: %v", err)
 		}
 	})
 	info("nodegc pid %d; log: %s", a.PID(), d.cfg.logPath)
@@ -412,11 +416,14 @@ func (d *demo) keepUp() {
 
 func (d *demo) stepStop() {
 	d.step(7, "Stop nodegc with SIGTERM; it must exit 0")
-	code, took, killed := d.agent.stop(stopTimeout)
-	ok := code == 0 && !killed
+	code, took, killed, err := d.agent.stop(stopTimeout)
+	ok := code == 0 && !killed && err == nil
 	detail := fmt.Sprintf("exit code %d after %v", code, took.Round(10*time.Millisecond))
 	if killed {
 		detail = fmt.Sprintf("still running %v after SIGTERM: killed", stopTimeout)
+	}
+	if err != nil {
+		detail += fmt.Sprintf("; %v", err)
 	}
 	d.checks = append(d.checks, check{"nodegc exits 0 on SIGTERM, within " + stopTimeout.String(), ok, detail})
 	info("nodegc (pid %d): %s", d.agent.PID(), detail)

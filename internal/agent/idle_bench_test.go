@@ -89,7 +89,11 @@ func BenchmarkIdleAgent(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { a.Stop(0) })
+			b.Cleanup(func() {
+				if _, err := a.Stop(0); err != nil {
+					b.Error(err)
+				}
+			})
 			var cpu, runtimeCPU float64
 			for b.Loop() {
 				time.Sleep(10 * time.Second) // start-up: dial, first listings, state file

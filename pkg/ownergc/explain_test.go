@@ -579,9 +579,15 @@ func cliExplain(t *testing.T, gc *testCollector, args ...string) string {
 	}
 	srv := httptest.NewServer(gc.ExplainHandler(nil))
 	defer srv.Close()
-	out, err := exec.CommandContext(t.Context(), bin, append(append([]string{"explain"}, args...), "--server", srv.URL)...).Output()
+	cmd := exec.CommandContext(t.Context(), bin, append(append([]string{"explain"}, args...), "--server", srv.URL)...)
+	cmd.Env = nodegcproc.Environ() // with -race: a data race fails the command
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("nodegc explain %s: %v", strings.Join(args, " "), err)
+		var stderr []byte
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("nodegc explain %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
 	t.Logf("$ nodegc explain %s\n%s", strings.Join(args, " "), out)
 	return string(out)

@@ -2,22 +2,28 @@
 // that need the real process (signals, restarts, kill -9, two agents in a
 // leader election) and for the demo (hack/demo): one harness for both.
 //
-// Build builds ./cmd/nodegc once per test binary. WriteConfig writes a
+// Build builds ./cmd/nodegc once per test binary, with the race detector
+// when the test binary has it (go test -race): the tests that run the real
+// process then check its concurrency too. WriteConfig writes a
 // configuration with /metrics and /healthz on free loopback ports. Start
 // runs `nodegc run` on it as a proc.Process (its own process group, output
 // in a log file, SIGKILL if the caller dies); the Agent then reads its
 // /metrics with the testbed's parser, and waits for its endpoints as the
 // other test-bed processes do (proc.Process.WaitReady with proc.HealthzOK).
+// Agent.Stop fails when the agent's log holds a race report.
 package nodegcproc
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -25,25 +31,82 @@ import (
 	"github.com/nodegc/nodegc/internal/testbed/proc"
 )
 
-// Build builds ./cmd/nodegc of this repository once per process, into a
-// temporary directory, and returns the binary's path.
+// Build builds ./cmd/nodegc of this repository once per process and
+// returns the binary's path: _output/testbin/race/nodegc when the test
+// binary runs with the race detector (the agent then gets it too; see
+// Environ), _output/testbin/norace/nodegc otherwise. The binary is always
+// named nodegc (a test puts its directory on PATH).
+//
+// The directory is the repository's, not a temporary one: a binary of
+// 60-80 MB per test package and run would otherwise pile up in /tmp. It
+// is `go build -o` that keeps it current: go relinks the target unless
+// the build ID it holds is that of the sources, flags and toolchain at
+// hand (it only touches it then), so a stale binary is never run, and the
+// link is skipped when nothing changed. A relink renames the new binary
+// into place, so test processes that build it together, or run it
+// meanwhile, each see a whole binary.
 var Build = sync.OnceValues(func() (string, error) {
 	root, err := testbed.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "nodegc-bin")
-	if err != nil {
+	args, flavour := []string{"build"}, "norace"
+	if raceEnabled {
+		args, flavour = append(args, "-race"), "race"
+	}
+	dir := filepath.Join(root, "_output", "testbin", flavour)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "nodegc")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/nodegc")
+	cmd := exec.Command("go", append(args, "-o", bin, "./cmd/nodegc")...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/nodegc: %v\n%s", err, out)
+		return "", fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 	}
 	return bin, nil
 })
+
+// raceOptions is the race detector's configuration (GORACE) for a Build
+// binary with the race detector: exit (with status 66) at the first data
+// race, its report on stderr. A race then fails the command that hit it,
+// and stops an agent, whose Stop then returns the report (RaceReport).
+// Without the race detector, GORACE is ignored.
+const raceOptions = "halt_on_error=1"
+
+// RaceEnv is the GORACE variable ("GORACE=...") of every command the
+// tests run from Build, agents (Start) and one-shot commands alike:
+// raceOptions, after any GORACE of this process's own.
+func RaceEnv() string {
+	if own := os.Getenv("GORACE"); own != "" {
+		return "GORACE=" + own + " " + raceOptions
+	}
+	return "GORACE=" + raceOptions
+}
+
+// Environ returns this process's environment followed by RaceEnv() and
+// extra: the environment of a command run from Build.
+func Environ(extra ...string) []string {
+	return append(append(os.Environ(), RaceEnv()), extra...)
+}
+
+// raceWarning starts each report of the race detector.
+const raceWarning = "WARNING: DATA RACE"
+
+// RaceReport returns the race detector's reports in a log (the output of a
+// Build binary), from the first one on and at most 200 lines, or "" when
+// there is none.
+func RaceReport(log []byte) string {
+	i := bytes.Index(log, []byte(raceWarning))
+	if i < 0 {
+		return ""
+	}
+	lines := strings.SplitAfter(string(log[i:]), "\n")
+	if len(lines) > 200 {
+		lines = append(lines[:200], "... (the rest is in the log)\n")
+	}
+	return "==================\n" + strings.Join(lines, "")
+}
 
 // Config is a configuration file written by WriteConfig.
 type Config struct {
@@ -85,15 +148,33 @@ type Agent struct {
 }
 
 // Start runs `binary run --config cfg.Path args...` with env (appended to
-// this process's environment, with no in-cluster API configuration unless
-// env gives one), its output in logPath.
+// Environ(), with no in-cluster API configuration unless env gives one),
+// its output in logPath.
 func Start(binary string, cfg *Config, logPath string, env []string, args ...string) (*Agent, error) {
-	full := append(append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="), env...)
+	full := append(Environ("KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="), env...)
 	p, err := proc.Start("nodegc", binary, append([]string{"run", "--config", cfg.Path}, args...), full, logPath)
 	if err != nil {
 		return nil, err
 	}
 	return &Agent{Process: p, Config: cfg}, nil
+}
+
+// Stop stops the agent as proc.Process.Stop does (also once it has exited:
+// then it only checks), and returns an error, too, when its log holds a
+// report of the race detector: a data race fails the test that ran the
+// agent, whether or not the race stopped it (raceOptions), and whether or
+// not the test killed it meanwhile.
+func (a *Agent) Stop(grace time.Duration) (killed bool, err error) {
+	killed, err = a.Process.Stop(grace)
+	log, rerr := os.ReadFile(a.LogPath)
+	if rerr != nil {
+		return killed, errors.Join(err, fmt.Errorf("%s: check its log for data races: %w", a.Name, rerr))
+	}
+	if r := RaceReport(log); r != "" {
+		err = errors.Join(err, fmt.Errorf("%s (pid %d, exit status %v): the race detector reported a data race (log %s):\n%s",
+			a.Name, a.PID(), a.Err(), a.LogPath, r))
+	}
+	return killed, err
 }
 
 // Scrape reads the agent's /metrics.
