@@ -9,7 +9,8 @@
 # lines, under the header comment below. deploy's tests fail when the file drifts from the chart.
 #
 # Usage: hack/gen-deploy.sh [OUT]   OUT defaults to deploy/daemonset.yaml; - prints to stdout
-# Env:   HELM  the helm binary (default _output/tools/bin/helm, built by make tools)
+# Env:   HELM  the helm binary (default $NODEGC_TOOLS_DIR/bin/helm, NODEGC_TOOLS_DIR defaulting to _output/tools:
+#              built by make tools)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,7 +21,7 @@ case "${1:-}" in
 	;;
 esac
 OUT="${1:-$ROOT/deploy/daemonset.yaml}"
-HELM="${HELM:-$ROOT/_output/tools/bin/helm}"
+HELM="${HELM:-${NODEGC_TOOLS_DIR:-$ROOT/_output/tools}/bin/helm}"
 [[ -x "$HELM" ]] || { echo "gen-deploy: $HELM not found; run make tools (or set HELM)" >&2; exit 1; }
 
 header() {

@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 #
 # hack/install-tools.sh: idempotent, cached installer of the test-bed binaries (containerd 1.6
-# and runc from Debian, containerd 2.x, etcd, the Kubernetes binaries, helm and crictl built from the Go module proxy). Versions are pinned in hack/versions.sh. Layout (relied on by the Go test harnesses):
+# and runc from Debian, containerd 2.x, etcd, the Kubernetes binaries, helm and crictl built from the Go module proxy). Versions are pinned in hack/versions.sh. Layout under TOOLS = $NODEGC_TOOLS_DIR, default _output/tools
+# (relied on by the Go test harnesses, which read NODEGC_TOOLS_DIR too: internal/testbed.ToolsDir):
 #
-#   _output/tools/bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,helm,crictl}
-#   _output/tools/containerd2/bin/{containerd,containerd-shim-runc-v2}   (own dir: the daemon finds its shim via PATH)
-#   _output/tools/stamps/NAME                                             (version each binary was built at)
+#   TOOLS/bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,helm,crictl}
+#   TOOLS/containerd2/bin/{containerd,containerd-shim-runc-v2}   (own dir: the daemon finds its shim via PATH)
+#   TOOLS/stamps/NAME                                             (version each binary was built at)
 #   /usr/bin/containerd (Debian, 1.6), /usr/sbin/runc, /usr/lib/cni/*    (apt)
 #
 # A binary is rebuilt only if it is missing or its stamp does not hold the pinned version; the stamp is written
 # only after a successful build and a smoke check of the binary's version output.
 #
 # Usage: hack/install-tools.sh [--print-env]
-# Env:   NODEGC_SKIP_APT=1  skip the apt step (e.g. not root on a dev box); GOCACHE/GOMODCACHE/GOPROXY are honoured.
+# Env:   NODEGC_TOOLS_DIR   where the tools go (an absolute path; default _output/tools in the repository): a cache
+#                           outside the checkout, shared by worktrees or kept by CI; the tests read it too.
+#        NODEGC_SKIP_APT=1  skip the apt step (e.g. not root on a dev box); GOCACHE/GOMODCACHE/GOPROXY are honoured.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-TOOLS_DIR="$ROOT/_output/tools"
+TOOLS_DIR="${NODEGC_TOOLS_DIR:-$ROOT/_output/tools}"
 BIN_DIR="$TOOLS_DIR/bin"
 CONTAINERD2_BIN_DIR="$TOOLS_DIR/containerd2/bin"
 STAMP_DIR="$TOOLS_DIR/stamps"
@@ -27,6 +30,8 @@ APT_PACKAGES=(containerd runc e2fsprogs btrfs-progs containernetworking-plugins 
 log() { printf '[tools] %s\n' "$*"; }
 die() { printf '[tools] ERROR: %s\n' "$*" >&2; exit 1; }
 elapsed() { local s=$(($(date +%s) - $1)); if ((s >= 60)); then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi; }
+
+[[ "$TOOLS_DIR" == /* ]] || die "NODEGC_TOOLS_DIR=$TOOLS_DIR: want an absolute path (the tests read it from each package's directory)"
 
 # shellcheck source=hack/versions.sh
 source "$ROOT/hack/versions.sh"
@@ -50,8 +55,10 @@ esac
 
 START=$(date +%s)
 mkdir -p "$BIN_DIR" "$CONTAINERD2_BIN_DIR" "$STAMP_DIR" "$TOOLS_DIR/tmp"
-# Keep everything under _output/ out of git without touching the repo's own files.
-[[ -f "$ROOT/_output/.gitignore" ]] || printf '*\n' >"$ROOT/_output/.gitignore"
+# Keep everything under _output/ out of git without touching the repo's own files (when the tools go there).
+if [[ "$TOOLS_DIR" == "$ROOT/_output/"* && ! -f "$ROOT/_output/.gitignore" ]]; then
+	printf '*\n' >"$ROOT/_output/.gitignore"
+fi
 
 # One installer at a time (several `make test` may start together).
 if command -v flock >/dev/null 2>&1; then

@@ -2,7 +2,7 @@
 # shellcheck disable=SC2034 # the variables are used by the scripts that source this file
 #
 # hack/versions.sh: the ONE place where the versions of the test-bed tools are pinned.
-# Sourced by hack/install-tools.sh (which builds them into _output/tools/); keep it side-effect free
+# Sourced by hack/install-tools.sh (which builds them into $NODEGC_TOOLS_DIR, default _output/tools/); keep it side-effect free
 # apart from setting the variables below.
 #
 # Changing a version here is all it takes: the installer rebuilds what changed (it compares against

@@ -4,7 +4,8 @@
 // with a message saying how to get it (`make tools`).
 //
 // The binaries are built or installed by hack/install-tools.sh into
-// _output/tools (override with NODEGC_TOOLS_DIR). The packages below this
+// _output/tools (override with NODEGC_TOOLS_DIR, an absolute path, which
+// the installer honours too). The packages below this
 // one start and tear down throw-away instances of them.
 //
 // It also holds, once, the support every test, harness and the demo

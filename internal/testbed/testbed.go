@@ -84,8 +84,9 @@ var RepoRoot = sync.OnceValues(func() (string, error) {
 	}
 })
 
-// ToolsDir returns the directory of the test-bed tools: $NODEGC_TOOLS_DIR,
-// else _output/tools in the repository.
+// ToolsDir returns the directory of the test-bed tools: $NODEGC_TOOLS_DIR
+// (an absolute path, as hack/install-tools.sh, which honours it too,
+// requires), else _output/tools in the repository.
 func ToolsDir() string {
 	if d := os.Getenv("NODEGC_TOOLS_DIR"); d != "" {
 		return d
