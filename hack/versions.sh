@@ -6,8 +6,8 @@
 # apart from setting the variables below.
 #
 # Changing a version here is all it takes: the installer rebuilds what changed (it compares against
-# _output/tools/stamps/NAME) and re-syncs the tools modules under hack/tools/ (commit their
-# go.mod/go.sum afterwards).
+# its stamps/NAME) and re-syncs the tools modules under hack/tools/ (commit their go.mod/go.sum
+# afterwards; under CI=true it fails instead of rewriting them).
 
 # kube-apiserver, kube-controller-manager, ... built from k8s.io/kubernetes (hack/tools/kube).
 KUBERNETES_VERSION=v1.34.4
