@@ -7,7 +7,7 @@
 #   TOOLS/bin/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,helm,crictl}
 #   TOOLS/containerd2/bin/{containerd,containerd-shim-runc-v2}   (own dir: the daemon finds its shim via PATH)
 #   TOOLS/stamps/NAME                                             (version each binary was built at)
-#   /usr/bin/containerd (Debian, 1.6), /usr/sbin/runc, /usr/lib/cni/*    (apt)
+#   /usr/bin/containerd (Debian, 1.6.x), /usr/sbin/runc, /usr/lib/cni/*    (apt)
 #
 # A binary is rebuilt only if it is missing or its stamp does not hold the pinned version; the stamp is written
 # only after a successful build and a smoke check of the binary's version output.
@@ -120,6 +120,7 @@ place() {
 install_apt() {
 	if [[ "${NODEGC_SKIP_APT:-}" == 1 ]]; then
 		log "apt: skipped (NODEGC_SKIP_APT=1)"
+		check_containerd16 warn
 		return
 	fi
 	command -v dpkg >/dev/null 2>&1 || die "dpkg not found: install ${APT_PACKAGES[*]} by hand and set NODEGC_SKIP_APT=1"
@@ -131,6 +132,7 @@ install_apt() {
 	done
 	if ((${#missing[@]} == 0)); then
 		log "apt: ${APT_PACKAGES[*]}: installed"
+		check_containerd16 die
 		return
 	fi
 	local sudo=()
@@ -144,6 +146,32 @@ install_apt() {
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 	log "apt: installed ${missing[*]} in $(elapsed "$t0")"
+	check_containerd16 die
+}
+
+# check_containerd16 die|warn: the tests call Debian's containerd "1.6" (internal/testbed.Containerd16) and run
+# /usr/bin/containerd with /usr/bin/containerd-shim-runc-v2: check that it is a 1.6.x (Debian 12, bookworm, ships
+# one; a newer release a newer containerd). Without one: die, or, with NODEGC_SKIP_APT=1, only warn (the tests
+# check it too).
+check_containerd16() {
+	local bin=/usr/bin/containerd out v
+	if [[ ! -x "$bin" ]]; then
+		[[ "$1" == warn ]] && { log "WARNING: $bin not found: the containerd 1.6 tests will skip (fail under CI=true)"; return 0; }
+		die "$bin not found after the apt step"
+	fi
+	# "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3": the third word.
+	out="$("$bin" --version 2>&1)" || out=""
+	read -r _ _ v _ <<<"$out"
+	if [[ "$v" == 1.6.* || "$v" == v1.6.* ]]; then
+		log "containerd 1.6: $bin is $v"
+		return 0
+	fi
+	local msg="$bin is ${v:-of an unknown version ($out)}, not a 1.6.x: the tests need containerd 1.6 there (internal/testbed.Containerd16),"
+	msg+=" with its shim as /usr/bin/containerd-shim-runc-v2. Debian 12 (bookworm) has it (apt-get install containerd=1.6.*);"
+	msg+=" on another release, install a containerd 1.6.x release (containerd and containerd-shim-runc-v2) into /usr/bin by hand,"
+	msg+=" keep apt from replacing it (apt-mark hold containerd, or remove the package), and rerun with NODEGC_SKIP_APT=1"
+	[[ "$1" == warn ]] && { log "WARNING: $msg"; return 0; }
+	die "$msg"
 }
 
 # --- 2. containerd 2.x + shim ----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -112,7 +113,8 @@ func Binary(t TB, name string) string {
 type ContainerdVersion string
 
 const (
-	// Containerd16 is Debian's containerd 1.6 (apt), with its own shim.
+	// Containerd16 is Debian's containerd 1.6 (apt), with its own shim;
+	// Containerd checks that /usr/bin/containerd is a 1.6.x.
 	Containerd16 ContainerdVersion = "1.6"
 	// Containerd2 is containerd 2.x built from the module proxy at the
 	// version of the containerd dependency in go.mod.
@@ -139,7 +141,39 @@ func Containerd(t TB, v ContainerdVersion) (bin, shimDir string) {
 	for _, p := range []string{bin, filepath.Join(shimDir, "containerd-shim-runc-v2")} {
 		Require(t, isExecutable(p), fmt.Sprintf("containerd %s: %s not found; run `make tools` (hack/install-tools.sh)", v, p))
 	}
+	if v == Containerd16 {
+		got := containerdVersion(bin)
+		Require(t, isContainerd16(got), fmt.Sprintf(
+			"containerd 1.6: %s is %s, not a 1.6.x; the tests need Debian 12's containerd 1.6 there, with its shim in %s: on Debian 12 (bookworm), "+
+				"`make tools` installs it; elsewhere install a containerd 1.6.x release (containerd, containerd-shim-runc-v2) into /usr/bin by hand "+
+				"and keep apt from replacing it (hack/install-tools.sh says how)", bin, got, shimDir))
+	}
 	return bin, shimDir
+}
+
+// isContainerd16 reports whether a version containerdVersion returned is
+// a 1.6.x.
+func isContainerd16(version string) bool {
+	return strings.HasPrefix(strings.TrimPrefix(version, "v"), "1.6.")
+}
+
+// containerdVersions caches containerdVersion's answers, per binary.
+var containerdVersions sync.Map
+
+// containerdVersion returns the version `bin --version` reports (its third
+// word: "containerd github.com/containerd/containerd 1.6.20~ds1 ..."), or
+// what went wrong, in parentheses.
+func containerdVersion(bin string) string {
+	if v, ok := containerdVersions.Load(bin); ok {
+		return v.(string)
+	}
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	v := fmt.Sprintf("(%s --version: %v: %s)", bin, err, bytes.TrimSpace(out))
+	if f := strings.Fields(string(out)); err == nil && len(f) >= 3 {
+		v = f[2]
+	}
+	containerdVersions.Store(bin, v)
+	return v
 }
 
 // Runc returns the runc binary both containerd versions use.
