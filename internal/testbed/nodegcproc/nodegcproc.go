@@ -171,8 +171,12 @@ func (a *Agent) Stop(grace time.Duration) (killed bool, err error) {
 		return killed, errors.Join(err, fmt.Errorf("%s: check its log for data races: %w", a.Name, rerr))
 	}
 	if r := RaceReport(log); r != "" {
-		err = errors.Join(err, fmt.Errorf("%s (pid %d, exit status %v): the race detector reported a data race (log %s):\n%s",
-			a.Name, a.PID(), a.Err(), a.LogPath, r))
+		status := "exit status 0"
+		if e := a.Err(); e != nil {
+			status = e.Error()
+		}
+		err = errors.Join(err, fmt.Errorf("%s (pid %d, %s): the race detector reported a data race (log %s):\n%s",
+			a.Name, a.PID(), status, a.LogPath, r))
 	}
 	return killed, err
 }
