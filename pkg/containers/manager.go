@@ -331,6 +331,7 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 	if node == nil {
 		return nil, err
 	}
+	node.ListedAt = began
 	now := m.clock.Now()
 	m.timeline.follow(ctx, now)
 	view := NodeOnlyView()

@@ -45,7 +45,7 @@ const (
 	KeepPodLive       = "pod_live"       // the pod exists (or is newer than the view's last list)
 	KeepPodRunning    = "pod_running"    // the pod has a ready sandbox or a running container: never gone
 	KeepStaticPod     = "static_pod"     // a static pod: only its kubelet knows whether it still exists
-	KeepPodsUnknown   = "pods_unknown"   // the pod view is not authoritative
+	KeepPodsUnknown   = "pods_unknown"   // the pod view is not authoritative; for dangling log links, the runtime lacks the view's running pods (ViewRuntimeLacksPods)
 	KeepPodActive     = "pod_active"     // log directory of a gone pod that still has containers or sandboxes
 	KeepNotExited     = "not_exited"     // dangling log link of a container that has not exited
 	KeepLogsUnseen    = "logs_unseen"    // the pod logs as nodegc sees them are not the kubelet's (NodeState.PodLogsUnseen): links, log directories, and containers a limit or maxAge would remove, whose logs would stay behind
@@ -146,6 +146,12 @@ type Plan struct {
 	// evidence that the view is not this node's (a wrong node name). Sorted
 	// by namespace, name and UID.
 	PodsMissing []PodRef
+	// PodsNotInRuntime lists, when PodsReason is ViewRuntimeLacksPods,
+	// the view's pods that the kubelet reports running since well before
+	// the runtime was listed (RunningMargin), of none of which the
+	// runtime lists a sandbox or a container: evidence that the runtime
+	// is not the kubelet's. Sorted like PodsMissing.
+	PodsNotInRuntime []PodRef
 
 	RemoveContainers, KeepContainers []ContainerDecision
 	RemoveSandboxes, KeepSandboxes   []SandboxDecision
@@ -216,6 +222,12 @@ type planner struct {
 // static, not seen deleted) whose oldest sandbox or container predates the
 // view's last complete list, the view is not this node's and the plan
 // treats it as not authoritative (PodsReason ViewDisagrees, PodsMissing).
+// The other way round, if the view has pods the kubelet reports running
+// since well before the runtime was listed and the runtime lists a sandbox
+// or container of none of them, the runtime is not the kubelet's (PodsReason
+// ViewRuntimeLacksPods, PodsNotInRuntime): nothing goes as pod gone, and
+// no dangling log link goes either (whether its container has exited
+// cannot be told).
 //
 // Containers, with kubelet's rules: evictable are managed containers that
 // are not running, at least minAge old, and, if created but never started,
@@ -262,6 +274,7 @@ func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
 	node.Containers = pl.distinctIDs(node.Containers)
 	pl.index(node)
 	pl.agree()
+	pl.runtimeHasViewPods(node.ListedAt)
 	pl.containers(node.Containers)
 	pl.sandboxes(node.Sandboxes, node.Containers)
 	pl.logDirs(node.LogDirs)
@@ -399,11 +412,63 @@ func (pl *planner) agree() {
 	if len(missing) == 0 {
 		return
 	}
-	slices.SortFunc(missing, func(a, b PodRef) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.UID, b.UID))
-	})
+	sortRefs(missing)
 	pl.pods.Authoritative, pl.pods.Reason = false, ViewDisagrees
 	pl.plan.PodsAuthoritative, pl.plan.PodsReason, pl.plan.PodsMissing = false, ViewDisagrees, missing
+}
+
+// RunningMargin is how long before the runtime was listed a pod must have
+// been running, as the kubelet reports it, to count in the check that the
+// runtime has the view's running pods (ViewRuntimeLacksPods): its sandbox,
+// made before its containers started, was then in the runtime, which
+// lists sandboxes in any state until they are removed. The margin is that
+// of the view's list date (a minute): the kubelet dates container starts
+// by the runtime's answers, on this machine's clock, which a step may
+// have moved since.
+const RunningMargin = time.Minute
+
+// runtimeHasViewPods checks an authoritative view the other way round from
+// agree: the pods the kubelet reports running since well before the runtime
+// was listed (listedAt, less RunningMargin; the plan's time if zero) must
+// have a sandbox, or a container, in the runtime. If the view has such pods
+// and the runtime lists none of them, the runtime is not the kubelet's (or
+// the view is not this node's): the plan treats the view as not
+// authoritative. One such pod the runtime lists is enough: a view lags
+// behind the kubelet, and may still show running a pod whose sandbox was
+// just removed.
+func (pl *planner) runtimeHasViewPods(listedAt time.Time) {
+	v := pl.pods
+	if !v.Authoritative || len(v.Running) == 0 {
+		return
+	}
+	if listedAt.IsZero() || listedAt.After(pl.now) {
+		listedAt = pl.now
+	}
+	before := listedAt.Add(-RunningMargin)
+	var lacking []PodRef
+	for uid, r := range v.Running {
+		if r.Since.IsZero() || !r.Since.Before(before) || v.Deleted[uid] {
+			continue
+		}
+		if _, listed := pl.refs[uid]; listed {
+			return
+		}
+		ref := r.PodRef
+		ref.UID = uid
+		lacking = append(lacking, ref)
+	}
+	if len(lacking) == 0 {
+		return
+	}
+	sortRefs(lacking)
+	pl.pods.Authoritative, pl.pods.Reason = false, ViewRuntimeLacksPods
+	pl.plan.PodsAuthoritative, pl.plan.PodsReason, pl.plan.PodsNotInRuntime = false, ViewRuntimeLacksPods, lacking
+}
+
+func sortRefs(refs []PodRef) {
+	slices.SortFunc(refs, func(a, b PodRef) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), strings.Compare(a.UID, b.UID))
+	})
 }
 
 // gone says whether the pod uid no longer exists; when it does not, why it
@@ -781,6 +846,12 @@ func (pl *planner) logLinks(links []LogLink, containers []Container) {
 		if pl.plan.PodLogsUnseen {
 			// Whether its target exists cannot be told.
 			pl.plan.KeepLogLinks = append(pl.plan.KeepLogLinks, LogLinkDecision{Link: l, Reason: KeepLogsUnseen})
+			continue
+		}
+		if pl.plan.PodsReason == ViewRuntimeLacksPods {
+			// Whether its container has exited cannot be told: the
+			// runtime listed is not the kubelet's.
+			pl.plan.KeepLogLinks = append(pl.plan.KeepLogLinks, LogLinkDecision{Link: l, Reason: KeepPodsUnknown})
 			continue
 		}
 		// A link is dangling for a moment while the kubelet rotates a

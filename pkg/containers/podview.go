@@ -28,7 +28,26 @@ const (
 	// complete list should have returned them (Plan.PodsMissing names them).
 	// Set by Policy.Plan, not by a source.
 	ViewDisagrees = "disagrees_with_runtime"
+	// ViewRuntimeLacksPods: the runtime lists no sandbox and no container
+	// of any of the view's pods that the kubelet reports running since
+	// well before the runtime was listed (Plan.PodsNotInRuntime names
+	// them). The runtime nodegc asks is not the kubelet's (a
+	// containerRuntimeEndpoint that is another runtime's: a distro
+	// containerd next to k3s's or RKE2's own, another install's), or the
+	// view is another node's. Which pods exist, and whether a container
+	// has exited, cannot be told from that runtime. Set by Policy.Plan,
+	// not by a source.
+	ViewRuntimeLacksPods = "runtime_lacks_view_pods"
 )
+
+// RunningPod is a pod the kubelet reports running, as the view keeps it.
+type RunningPod struct {
+	PodRef
+	// Since is when its earliest running container started
+	// (status.containerStatuses[].state.running.startedAt): its sandbox
+	// existed then.
+	Since time.Time
+}
 
 // PodView is a snapshot of which pods exist, as the policy sees them. It is
 // plain data: a pod source takes it at the start of a run.
@@ -59,6 +78,12 @@ type PodView struct {
 	Deleted map[string]bool
 	// ListedAt is when the last complete list of pods began.
 	ListedAt time.Time
+	// Running holds the pods of the informer's cache that the kubelet
+	// reports running (phase Running, not being deleted, a container
+	// running), by the pod UID the runtime's sandboxes carry: a mirror
+	// pod's is the static pod's. Policy.Plan checks that the runtime
+	// has them (ViewRuntimeLacksPods).
+	Running map[string]RunningPod
 }
 
 // NodeOnlyView is the view of an agent without API access: every pod is

@@ -20,6 +20,7 @@ type viewCase struct {
 	authoritative bool
 	reason        string
 	missing       []PodRef
+	notInRuntime  []PodRef
 }
 
 func runViewCases(t *testing.T, cases map[string]viewCase) {
@@ -36,6 +37,9 @@ func runViewCases(t *testing.T, cases map[string]viewCase) {
 			}
 			if diff := cmp.Diff(tc.missing, plan.PodsMissing); diff != "" {
 				t.Errorf("pods missing from the view (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.notInRuntime, plan.PodsNotInRuntime); diff != "" {
+				t.Errorf("pods missing from the runtime (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -185,6 +189,84 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 		viewCase{planCase: planCase{want: merge(finishedKept, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})},
 			reason: ViewNotSynced},
 		plus(finished(), running("run", 3*time.Hour)), PodView{Reason: ViewNotSynced})
+	runViewCases(t, cases)
+}
+
+// runningIn returns v with pods the kubelet reports running since the
+// given times (namespace ns, name = UID).
+func runningIn(v PodView, since map[string]time.Time) PodView {
+	v.Running = map[string]RunningPod{}
+	for uid, t := range since {
+		v.Running[uid] = RunningPod{PodRef: PodRef{UID: uid, Namespace: "ns", Name: uid}, Since: t}
+	}
+	return v
+}
+
+// TestPlanRuntimeHasTheViewsRunningPods: an authoritative view whose pods
+// the kubelet reports running since well before the runtime was listed,
+// none of which the runtime lists a sandbox or container of, is not the
+// runtime's (a CRI endpoint that is not the kubelet's runtime): the plan
+// treats it as not authoritative, and nothing goes as pod_gone. One such
+// pod the runtime has is enough to agree: a stale view of a pod whose
+// sandbox was just removed makes no false alarm.
+func TestPlanRuntimeHasTheViewsRunningPods(t *testing.T) {
+	running := func(pod string, age time.Duration) NodeState {
+		return NodeState{
+			Containers: []Container{ctr(pod, "app", 0, StateRunning, age)},
+			Sandboxes:  []Sandbox{sbx(pod, 0, true, age)},
+		}
+	}
+	long := t0.Add(-3 * time.Hour)
+	lacks := func(want summary, pods ...string) viewCase {
+		c := viewCase{planCase: planCase{want: want}, reason: ViewRuntimeLacksPods}
+		for _, p := range pods {
+			c.notInRuntime = append(c.notInRuntime, PodRef{UID: p, Namespace: "ns", Name: p})
+		}
+		return c
+	}
+	agrees := func(want summary) viewCase {
+		return viewCase{planCase: planCase{want: want}, authoritative: true}
+	}
+	cases := map[string]viewCase{}
+	add := func(name string, c viewCase, node NodeState, pods PodView) {
+		c.node, c.pods = node, pods
+		cases[name] = c
+	}
+	add("a runtime that lists none of the pods the kubelet runs: nothing goes as pod_gone",
+		lacks(finishedKept, "a", "b"),
+		finished(), runningIn(live("a", "b"), map[string]time.Time{"b": long, "a": long}))
+	add("an empty runtime: the log directory of a pod the watch saw deleted stays",
+		lacks(summary{KeepLogDirs: []string{"ns_gone_gone:pods_unknown"}}, "a"),
+		NodeState{LogDirs: []PodLogDir{{Name: "ns_gone_gone", PodUID: "gone", ModTime: t0.Add(-2 * time.Hour)}}},
+		with(runningIn(live("a"), map[string]time.Time{"a": long}), func(v *PodView) { v.Deleted = map[string]bool{"gone": true} }))
+	add("a dangling link of a container the runtime does not list stays",
+		lacks(summary{KeepLinks: []string{"x.log:pods_unknown"}}, "a"),
+		NodeState{LogLinks: []LogLink{{Name: "x.log", ContainerID: "0123456789ab", Dangling: true}}},
+		runningIn(live("a"), map[string]time.Time{"a": long}))
+	add("one running pod the runtime has is enough: a stale view of another whose sandbox is gone is no disagreement",
+		agrees(merge(finishedGone, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})),
+		plus(finished(), running("run", 3*time.Hour)), runningIn(live("run", "stale"), map[string]time.Time{"run": long, "stale": long}))
+	add("a sandbox in any state counts",
+		agrees(merge(finishedGone, summary{KeepSandboxes: []string{"idle/sb0:newest"}})),
+		plus(finished(), NodeState{Sandboxes: []Sandbox{sbx("idle", 0, false, 3*time.Hour)}}),
+		runningIn(live("idle"), map[string]time.Time{"idle": long}))
+	add("pods running since shortly before the listing do not count: their sandbox may be newer than it",
+		agrees(finishedGone),
+		finished(), runningIn(live("a"), map[string]time.Time{"a": t0.Add(-30 * time.Second)}))
+	add("the listing dates the check, not the plan's time",
+		agrees(finishedGone),
+		with(finished(), func(n *NodeState) { n.ListedAt = t0.Add(-10 * time.Minute) }),
+		runningIn(live("a"), map[string]time.Time{"a": t0.Add(-10 * time.Minute)}))
+	add("no running pod in the view: nothing to check",
+		agrees(finishedGone),
+		finished(), live("a"))
+	add("a view already not authoritative keeps its own reason",
+		viewCase{planCase: planCase{want: finishedKept}, reason: ViewNotSynced},
+		finished(), runningIn(PodView{Reason: ViewNotSynced}, map[string]time.Time{"a": long}))
+	add("a view that lacks pods the runtime runs says so first",
+		viewCase{planCase: planCase{want: merge(finishedKept, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})},
+			reason: ViewDisagrees, missing: []PodRef{{UID: "run", Namespace: "ns", Name: "run"}}},
+		plus(finished(), running("run", 3*time.Hour)), runningIn(live("a"), map[string]time.Time{"a": long}))
 	runViewCases(t, cases)
 }
 

@@ -123,6 +123,9 @@ type NodeState struct {
 	Sandboxes  []Sandbox
 	LogDirs    []PodLogDir
 	LogLinks   []LogLink
+	// ListedAt is when the listing of the runtime began; zero: the
+	// plan's time.
+	ListedAt time.Time
 	// PodLogsUnseen says the pod logs directory as nodegc sees it is not
 	// the kubelet's: the runtime runs containers whose logs lie under it,
 	// and none of those logs is there (a filesystem mounted on it on the
