@@ -1,6 +1,7 @@
 package containers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -304,8 +305,33 @@ func (s *APIPodSource) View(time.Time) PodView {
 		if uid := pod.Annotations[annotationConfigMirror]; uid != "" {
 			v.Live[uid] = true
 		}
+		if since := runningSince(pod); !since.IsZero() {
+			uid := cmp.Or(pod.Annotations[annotationConfigMirror], string(pod.UID))
+			if v.Running == nil {
+				v.Running = map[string]RunningPod{}
+			}
+			v.Running[uid] = RunningPod{PodRef: PodRef{UID: uid, Namespace: pod.Namespace, Name: pod.Name}, Since: since}
+		}
 	}
 	return v
+}
+
+// runningSince is when the earliest of the pod's running containers
+// started, as its kubelet reports it, if the pod runs: phase Running, not
+// being deleted; zero otherwise. Its sandbox existed then.
+func runningSince(pod *corev1.Pod) time.Time {
+	if pod.Status.Phase != corev1.PodRunning || Finished(pod) {
+		return time.Time{}
+	}
+	var since time.Time
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+		for _, st := range statuses {
+			if r := st.State.Running; r != nil && !r.StartedAt.IsZero() && (since.IsZero() || r.StartedAt.Time.Before(since)) {
+				since = r.StartedAt.Time
+			}
+		}
+	}
+	return since
 }
 
 // Retain forgets the deletions, recorded before since, of pods that have
@@ -426,8 +452,9 @@ func Finished(pod *corev1.Pod) bool {
 }
 
 // slimPod keeps only what the source reads, so that the cache stays small:
-// the pod's identity, the mirror annotation, and for the image GC its
-// phase, deletion and the images its containers name.
+// the pod's identity, the mirror annotation, its phase and deletion, the
+// images its containers name (for the image GC), and when each running
+// container started (PodView.Running).
 func slimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -467,13 +494,16 @@ func slimPod(obj any) (any, error) {
 		var out []corev1.ContainerStatus
 		for _, st := range ss {
 			slimSt := corev1.ContainerStatus{Name: st.Name, ImageID: st.ImageID}
+			if r := st.State.Running; r != nil && !r.StartedAt.IsZero() {
+				slimSt.State.Running = &corev1.ContainerStateRunning{StartedAt: r.StartedAt}
+			}
 			for _, m := range st.VolumeMounts {
 				if m.VolumeStatus != nil && m.VolumeStatus.Image != nil {
 					slimSt.VolumeMounts = append(slimSt.VolumeMounts, corev1.VolumeMountStatus{Name: m.Name,
 						VolumeStatus: &corev1.VolumeStatus{Image: &corev1.ImageVolumeStatus{ImageRef: m.VolumeStatus.Image.ImageRef}}})
 				}
 			}
-			if slimSt.ImageID != "" || len(slimSt.VolumeMounts) > 0 {
+			if slimSt.ImageID != "" || len(slimSt.VolumeMounts) > 0 || slimSt.State.Running != nil {
 				out = append(out, slimSt)
 			}
 		}

@@ -729,3 +729,71 @@ func startHeldSource(t *testing.T, client *fake.Clientset, clk *clocktesting.Fak
 	h.first = <-h.watches
 	return h
 }
+
+// TestViewHoldsThePodsTheKubeletRuns: the view's Running holds the pods the
+// kubelet reports running (phase Running, not being deleted, a container
+// running), each since its earliest running container started, by the UID
+// the runtime's sandboxes carry (a mirror pod's: the static pod's); the
+// cache keeps of each status only that start.
+func TestViewHoldsThePodsTheKubeletRuns(t *testing.T) {
+	at := func(d time.Duration) metav1.Time { return metav1.NewTime(t0.Add(-d).Truncate(time.Second)) }
+	runningSince := func(name string, d time.Duration) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, Image: "img", ImageID: "img@sha256:1", RestartCount: 3,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at(d)}}}
+	}
+	waiting := corev1.ContainerStatus{Name: "crashy", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{StartedAt: at(3 * time.Hour)}}}
+	pod := func(name string, phase corev1.PodPhase, mutate func(*corev1.Pod), statuses ...corev1.ContainerStatus) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: k8stypes.UID("uid-" + name)},
+			Spec:   corev1.PodSpec{NodeName: "n1"},
+			Status: corev1.PodStatus{Phase: phase, StartTime: ptrTime(at(5 * time.Hour)), ContainerStatuses: statuses}}
+		if mutate != nil {
+			mutate(p)
+		}
+		return p
+	}
+	deleting := metav1.NewTime(t0)
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+		pod("web", corev1.PodRunning, nil, runningSince("app", time.Hour), runningSince("side", 2*time.Hour), waiting),
+		pod("sidecar", corev1.PodRunning, func(p *corev1.Pod) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{runningSince("proxy", 4*time.Hour)}
+		}, runningSince("app", 3*time.Hour)),
+		pod("etcd-n1", corev1.PodRunning, func(p *corev1.Pod) {
+			p.Annotations = map[string]string{annotationConfigMirror: "static-uid"}
+		}, runningSince("etcd", 6*time.Hour)),
+		pod("crashing", corev1.PodRunning, nil, waiting),
+		pod("pending", corev1.PodPending, nil, runningSince("app", time.Hour)), // as a kubelet never reports it
+		pod("stopping", corev1.PodRunning, func(p *corev1.Pod) { p.DeletionTimestamp = &deleting }, runningSince("app", time.Hour)),
+		pod("done", corev1.PodSucceeded, nil),
+	)
+	s, _ := runSyncedSource(t, client, PodSourceOptions{NodeName: "n1", Clock: clocktesting.NewFakeClock(t0)})
+	v := s.View(t0)
+	if !v.Authoritative {
+		t.Fatalf("view not authoritative: %q", v.Reason)
+	}
+	ref := func(uid, name string, d time.Duration) RunningPod {
+		return RunningPod{PodRef: PodRef{UID: uid, Namespace: "ns", Name: name}, Since: at(d).Time}
+	}
+	want := map[string]RunningPod{
+		"uid-web":     ref("uid-web", "web", 2*time.Hour),
+		"uid-sidecar": ref("uid-sidecar", "sidecar", 4*time.Hour),
+		"static-uid":  ref("static-uid", "etcd-n1", 6*time.Hour),
+	}
+	if diff := cmp.Diff(want, v.Running); diff != "" {
+		t.Errorf("running pods (-want +got):\n%s", diff)
+	}
+	slim, err := slimPod(pod("web", corev1.PodRunning, nil, runningSince("app", time.Hour), waiting))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatuses := []corev1.ContainerStatus{{Name: "app", ImageID: "img@sha256:1",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at(time.Hour)}}}}
+	if diff := cmp.Diff(wantStatuses, slim.(*corev1.Pod).Status.ContainerStatuses); diff != "" {
+		t.Errorf("slim statuses (-want +got):\n%s", diff)
+	}
+	if st := slim.(*corev1.Pod).Status.StartTime; st != nil {
+		t.Errorf("the cache keeps the pod's start time %v", st)
+	}
+}
+
+func ptrTime(t metav1.Time) *metav1.Time { return &t }
