@@ -179,7 +179,8 @@ func TestPrometheusRule(t *testing.T) {
 // authoritative for (what `nodegc plan` prints), so that whoever it pages
 // can tell an API outage from a misconfiguration: a wrong node name that
 // another machine registered (node_other_boot), or one on a busy node
-// (disagrees_with_runtime).
+// (disagrees_with_runtime), or a runtime endpoint that is not the
+// kubelet's runtime (runtime_lacks_view_pods).
 func TestPodViewAlertNamesEveryReason(t *testing.T) {
 	groups, err := ParseRules(RulesFile())
 	if err != nil {
@@ -197,7 +198,7 @@ func TestPodViewAlertNamesEveryReason(t *testing.T) {
 		t.Fatal("no NodegcPodViewNotAuthoritative alert with a description")
 	}
 	for _, reason := range []string{containers.ViewNotSynced, containers.ViewUnreachable, containers.ViewNodeNotFound,
-		containers.ViewNodeOtherBoot, containers.ViewDisagrees, containers.ViewNodeOnly} {
+		containers.ViewNodeOtherBoot, containers.ViewDisagrees, containers.ViewRuntimeLacksPods, containers.ViewNodeOnly} {
 		if !strings.Contains(description, reason) {
 			t.Errorf("the description does not name %s", reason)
 		}

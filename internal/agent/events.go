@@ -138,7 +138,7 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 	}
 	if r.Plan != nil {
 		e.observeView(r.Plan.Now, r.Plan.PodsAuthoritative, r.Plan.PodsReason)
-		disagrees := r.Plan.PodsReason == containers.ViewDisagrees
+		disagrees := r.Plan.PodsReason == containers.ViewDisagrees || r.Plan.PodsReason == containers.ViewRuntimeLacksPods
 		if disagrees && !e.disagreed {
 			e.warn(EventPodViewNotAuthoritative, podViewMessage(r.Plan))
 		}
@@ -158,7 +158,7 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 func (e *nodeEvents) observeView(at time.Time, authoritative bool, reason string) {
 	switch {
 	case reason == containers.ViewNodeOtherBoot || reason == containers.ViewNodeNotFound:
-	case authoritative || reason == containers.ViewDisagrees:
+	case authoritative || reason == containers.ViewDisagrees || reason == containers.ViewRuntimeLacksPods:
 		reason = ""
 	default:
 		return
@@ -233,15 +233,27 @@ func (e *nodeEvents) interrupted(collector string, err error) bool {
 }
 
 func podViewMessage(p *containers.Plan) string {
+	if p.PodsReason == containers.ViewRuntimeLacksPods {
+		return fmt.Sprintf("The container runtime nodegc asks lists none of the %d pods the API server says run on node %q (%s): "+
+			"is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket; see the chart's presets), "+
+			"and %q the name the kubelet registered? Until they agree, nodegc removes nothing because its pod is gone, nor any dangling log link.",
+			len(p.PodsNotInRuntime), p.PodsNode, namedPods(p.PodsNotInRuntime), p.PodsNode)
+	}
+	return fmt.Sprintf("The API server's pods of node %q lack %d pods the container runtime runs (%s): is %q the name the kubelet registered? "+
+		"Until they agree, nodegc removes nothing because its pod is gone.",
+		p.PodsNode, len(p.PodsMissing), namedPods(p.PodsMissing), p.PodsNode)
+}
+
+// namedPods names the first maxPodsNamed pods of refs, and says how many
+// more there are.
+func namedPods(refs []containers.PodRef) string {
 	names := make([]string, 0, maxPodsNamed)
-	for _, ref := range p.PodsMissing[:min(len(p.PodsMissing), maxPodsNamed)] {
+	for _, ref := range refs[:min(len(refs), maxPodsNamed)] {
 		names = append(names, ref.String())
 	}
 	more := ""
-	if n := len(p.PodsMissing) - len(names); n > 0 {
+	if n := len(refs) - len(names); n > 0 {
 		more = fmt.Sprintf(" and %d more", n)
 	}
-	return fmt.Sprintf("The API server's pods of node %q lack %d pods the container runtime runs (%s%s): is %q the name the kubelet registered? "+
-		"Until they agree, nodegc removes nothing because its pod is gone.",
-		p.PodsNode, len(p.PodsMissing), strings.Join(names, ", "), more, p.PodsNode)
+	return strings.Join(names, ", ") + more
 }

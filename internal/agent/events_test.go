@@ -80,6 +80,35 @@ func TestPodViewEventOncePerEpisode(t *testing.T) {
 	}
 }
 
+// TestPodViewEventWhenTheRuntimeLacksThePods: a plan whose runtime lists
+// none of the pods the kubelet reports running (another runtime than the
+// kubelet's) puts one PodViewNotAuthoritative Warning on the Node, naming
+// a few of those pods and containerRuntimeEndpoint; the Node is this
+// machine's then (the view passed the boot ID check), so other failures
+// are Events too.
+func TestPodViewEventWhenTheRuntimeLacksThePods(t *testing.T) {
+	e, rec, _ := testNodeEvents(0)
+	lacks := &containers.Report{Plan: &containers.Plan{PodsReason: containers.ViewRuntimeLacksPods, PodsNode: "node-a",
+		PodsNotInRuntime: []containers.PodRef{{UID: "uid-a", Namespace: "team", Name: "a"}, {UID: "uid-b", Namespace: "team", Name: "b"}}}}
+	failed := &containers.Report{Plan: lacks.Plan, Run: gcrun.Run{Err: errors.New("boom")}}
+	var got []string
+	for _, r := range []*containers.Report{lacks, lacks, failed} {
+		e.containerGCReport(r)
+		got = append(got, drainEvents(rec)...)
+	}
+	if len(got) != 2 {
+		t.Fatalf("events %q, want one PodViewNotAuthoritative and a ContainerGCFailed", got)
+	}
+	for _, want := range []string{"Warning " + EventPodViewNotAuthoritative, "team/a (uid-a), team/b (uid-b)", "containerRuntimeEndpoint", `node "node-a"`} {
+		if !strings.Contains(got[0], want) {
+			t.Errorf("event %q lacks %q", got[0], want)
+		}
+	}
+	if !strings.HasPrefix(got[1], "Warning "+EventContainerGCFailed) {
+		t.Errorf("last event %q, want ContainerGCFailed", got[1])
+	}
+}
+
 // TestInterruptedRunsPostNoEvent: a run the agent's stop cancelled (SIGTERM,
 // at every rollout) ends with context.Canceled, or with the Canceled status
 // of the runtime call it cut short, which does not wrap it. That is no

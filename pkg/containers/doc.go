@@ -129,7 +129,8 @@
 //   - The log directories (podLogsDirectory/NAMESPACE_NAME_UID) of gone pods
 //     are removed, and dangling *.log links under containerLogsDirectory
 //     unless their container exists and has not exited (a running
-//     container's link dangles for a moment while its log rotates). A link
+//     container's link dangles for a moment while its log rotates), or the
+//     runtime lacks the view's running pods (ViewRuntimeLacksPods). A link
 //     name cut to 255 bytes ends in a prefix of the container's ID: at
 //     least 6 characters of it name every container whose ID they begin,
 //     as the kubelet's status lookup of the prefix does; cut further, it
@@ -275,6 +276,25 @@
 //     authoritative only while the Node reports it (ViewNodeOtherBoot
 //     otherwise: another machine's Node, or this one's before a reboot
 //     until the kubelet reports again).
+//   - The runtime must agree with the PodView the other way round
+//     (Policy.Plan checks it too): the view's pods that the kubelet
+//     reports running (PodView.Running: phase Running, not being
+//     deleted, a container running, since its earliest start) since more
+//     than RunningMargin before the runtime was listed had their sandbox
+//     then, which the runtime lists in any state until it is removed. If
+//     the view has such pods and the runtime lists a sandbox or container
+//     of none of them, the runtime nodegc asks is not the kubelet's (a
+//     containerRuntimeEndpoint that names another runtime answering CRI:
+//     a distro containerd next to k3s's or RKE2's own, another install's)
+//     or the view is not this node's: the plan treats the view as not
+//     authoritative (ViewRuntimeLacksPods), names those pods
+//     (Plan.PodsNotInRuntime), and keeps every dangling log link, since
+//     whether its container has exited cannot be asked of that runtime.
+//     One such pod in the runtime is enough: a view lags behind the
+//     kubelet, and may still show running a pod whose sandbox was just
+//     removed. A view that lacks pods the runtime runs says so first
+//     (ViewDisagrees). The check needs evidence: a view with no such pod
+//     is not checked.
 //   - A pod with a ready sandbox or a running container is never gone, even
 //     when the watch saw it deleted: the kubelet is still terminating it.
 //   - "Gone" needs more than absence from the cache: the watch saw the pod

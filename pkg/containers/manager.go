@@ -287,12 +287,13 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 		// restart on a control-plane node takes its kube-apiserver down
 		// too.
 		// A view the last plan found at odds with the runtime (a wrong
-		// node name) stays so until a plan finds them agreeing.
+		// node name, another runtime than the kubelet's) stays so until a
+		// plan finds them agreeing.
 		view := NodeOnlyView()
 		if m.opts.Pods != nil {
 			view = m.opts.Pods.View(m.clock.Now())
 		}
-		disagreed := m.lastView != nil && *m.lastView == ViewDisagrees
+		disagreed := m.lastView != nil && (*m.lastView == ViewDisagrees || *m.lastView == ViewRuntimeLacksPods)
 		m.metrics.observeView(view.Authoritative && !disagreed)
 		return err
 	}
@@ -560,6 +561,11 @@ func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 	case reason == ViewDisagrees:
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists: the API server does not list pods that run on this node; is this node's name the one the kubelet registered?",
 			"node", p.PodsNode, "missingPods", len(p.PodsMissing), "examples", examplePods(p.PodsMissing))
+	case reason == ViewRuntimeLacksPods:
+		klog.FromContext(ctx).Info("Container GC assumes every pod exists, and keeps dangling log links: the container runtime lists none of the pods "+
+			"the API server says run on this node; is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket), "+
+			"and this node's name the one the kubelet registered?",
+			"node", p.PodsNode, "podsNotInRuntime", len(p.PodsNotInRuntime), "examples", examplePods(p.PodsNotInRuntime))
 	default:
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists: nothing is removed because its pod is gone", "reason", reason)
 	}

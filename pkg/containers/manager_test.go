@@ -456,6 +456,42 @@ func TestViewThatDisagreesIsNotAuthoritative(t *testing.T) {
 	}
 }
 
+// TestViewTheRuntimeLacksIsNotAuthoritative: a runtime that lists none of
+// the pods the kubelet reports running (nodegc asks another runtime than
+// the kubelet's) removes nothing, the log directory of a pod the watch saw
+// deleted included; the plan names those pods and the pod view metric is
+// 0, and stays 0 while the runtime cannot be listed.
+func TestViewTheRuntimeLacksIsNotAuthoritative(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt = newFakeRuntime() // another runtime: none of the kubelet's sandboxes
+	web := fixtureUID("web")
+	f.pods.view = with(live(fixtureUID("p"), web), func(v *PodView) {
+		v.Deleted = map[string]bool{fixtureUID("gone"): true}
+		v.Running = map[string]RunningPod{web: {PodRef: PodRef{UID: web, Namespace: "ns", Name: "web"}, Since: t0.Add(-3 * time.Hour)}}
+	})
+	m := f.manager(t, nil)
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := planIDs(r.Plan); len(ids) > 0 {
+		t.Errorf("plan removes %v, want nothing", ids)
+	}
+	if r.Plan.PodsReason != ViewRuntimeLacksPods || !cmp.Equal(r.Plan.PodsNotInRuntime, []PodRef{{UID: web, Namespace: "ns", Name: "web"}}) {
+		t.Errorf("plan pod view: reason %q, not in runtime %v; want %q, [web]", r.Plan.PodsReason, r.Plan.PodsNotInRuntime, ViewRuntimeLacksPods)
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
+		t.Errorf("pod view authoritative = %v, want 0", got)
+	}
+	f.rt.fail["ListContainers "] = errors.New("unavailable")
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err == nil {
+		t.Fatal("a run whose runtime listing failed succeeded")
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
+		t.Errorf("pod view authoritative = %v while the runtime cannot be listed after it lacked the view's pods, want 0", got)
+	}
+}
+
 // TestNewManagerRejectsBadConfig: NewManager validates its configuration as
 // the agent does (config.ValidateContainerGC); NewPolicy trusts it.
 func TestNewManagerRejectsBadConfig(t *testing.T) {

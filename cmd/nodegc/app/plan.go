@@ -77,6 +77,10 @@ type planView struct {
 	ImagesErr   string     `json:"imagesError,omitempty"`
 	PodsView    string     `json:"podsView"`
 	PodsMissing []string   `json:"podsMissingFromAPI,omitempty"`
+	// PodsNotInRuntime: pods the API server says run on this node, of
+	// none of which the runtime lists a sandbox
+	// (containers.Plan.PodsNotInRuntime).
+	PodsNotInRuntime []string `json:"podsNotInRuntime,omitempty"`
 	// PodLogsUnseen: nodegc sees none of the running containers' logs
 	// under podLogsDirectory (containers.Plan.PodLogsUnseen).
 	PodLogsUnseen bool           `json:"podLogsUnseen,omitempty"`
@@ -223,6 +227,9 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 		for _, ref := range p.PodsMissing {
 			v.PodsMissing = append(v.PodsMissing, ref.String())
 		}
+		for _, ref := range p.PodsNotInRuntime {
+			v.PodsNotInRuntime = append(v.PodsNotInRuntime, ref.String())
+		}
 		v.PodLogsUnseen = p.PodLogsUnseen
 		removal := func(action string, n uint64) *uint64 {
 			if action != "remove" {
@@ -329,6 +336,11 @@ func (v *planView) print(out io.Writer) {
 	fmt.Fprintf(out, "POD VIEW: %s\n", v.PodsView)
 	if len(v.PodsMissing) > 0 {
 		fmt.Fprintf(out, "  the runtime runs pods the API server does not list for this node: %s\n", strings.Join(v.PodsMissing, ", "))
+	}
+	if len(v.PodsNotInRuntime) > 0 {
+		fmt.Fprintf(out, "  the runtime (%s) lists no sandbox of the pods the API server says run on this node: %s;\n"+
+			"  is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket)? Dangling log links are kept too\n",
+			v.Runtime, strings.Join(v.PodsNotInRuntime, ", "))
 	}
 	if v.PodLogsUnseen {
 		fmt.Fprintf(out, "POD LOGS: nodegc sees none of the running containers' logs under podLogsDirectory (its view of it is not the kubelet's: "+

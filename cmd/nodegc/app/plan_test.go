@@ -137,6 +137,30 @@ func TestPlanNamesPodsTheAPIDoesNotList(t *testing.T) {
 	}
 }
 
+// TestPlanNamesPodsTheRuntimeLacks: when the runtime lists none of the pods
+// the kubelet reports running (nodegc asks another runtime), the plan says
+// the pod view is not authoritative, names those pods in the tables and
+// the JSON, and points at containerRuntimeEndpoint.
+func TestPlanNamesPodsTheRuntimeLacks(t *testing.T) {
+	p := &containers.Plan{PodsReason: containers.ViewRuntimeLacksPods, PodsNode: "node-b",
+		PodsNotInRuntime: []containers.PodRef{{UID: "u1", Namespace: "ns", Name: "web-0"}}}
+	v := newPlanView(&agent.PlanReport{Node: "node-b", Runtime: "containerd 2", Containers: p}, ptr.To[int32](85), ptr.To[int32](80))
+	if diff := cmp.Diff([]string{"ns/web-0 (u1)"}, v.PodsNotInRuntime); diff != "" {
+		t.Errorf("podsNotInRuntime (-want +got):\n%s", diff)
+	}
+	var out bytes.Buffer
+	v.print(&out)
+	for _, want := range []string{
+		`POD VIEW: not authoritative (` + containers.ViewRuntimeLacksPods + `): nothing is removed because its pod is gone [node "node-b"]`,
+		"the runtime (containerd 2) lists no sandbox of the pods the API server says run on this node: ns/web-0 (u1)",
+		"containerRuntimeEndpoint",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // TestPlanSaysWhoRunsNodeGC: the plan's head says whether a nodegc runs
 // node GC on this state directory now, and who; its JSON too.
 func TestPlanSaysWhoRunsNodeGC(t *testing.T) {
