@@ -138,7 +138,7 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 	}
 	if r.Plan != nil {
 		e.observeView(r.Plan.Now, r.Plan.PodsAuthoritative, r.Plan.PodsReason)
-		disagrees := r.Plan.PodsReason == containers.ViewDisagrees || r.Plan.PodsReason == containers.ViewRuntimeLacksPods
+		disagrees := containers.RuntimeContradicts(r.Plan.PodsReason)
 		if disagrees && !e.disagreed {
 			e.warn(EventPodViewNotAuthoritative, podViewMessage(r.Plan))
 		}
@@ -158,7 +158,7 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 func (e *nodeEvents) observeView(at time.Time, authoritative bool, reason string) {
 	switch {
 	case reason == containers.ViewNodeOtherBoot || reason == containers.ViewNodeNotFound:
-	case authoritative || reason == containers.ViewDisagrees || reason == containers.ViewRuntimeLacksPods:
+	case authoritative || containers.RuntimeContradicts(reason):
 		reason = ""
 	default:
 		return

@@ -293,7 +293,7 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 		if m.opts.Pods != nil {
 			view = m.opts.Pods.View(m.clock.Now())
 		}
-		disagreed := m.lastView != nil && (*m.lastView == ViewDisagrees || *m.lastView == ViewRuntimeLacksPods)
+		disagreed := m.lastView != nil && RuntimeContradicts(*m.lastView)
 		m.metrics.observeView(view.Authoritative && !disagreed)
 		return err
 	}

@@ -40,6 +40,15 @@ const (
 	ViewRuntimeLacksPods = "runtime_lacks_view_pods"
 )
 
+// RuntimeContradicts says whether reason, a plan's PodsReason, is one the
+// runtime's listing gave an authoritative view (ViewDisagrees,
+// ViewRuntimeLacksPods): the view came from this machine's Node, and the
+// runtime says it is wrong about this node (a wrong node name, another
+// runtime than the kubelet's).
+func RuntimeContradicts(reason string) bool {
+	return reason == ViewDisagrees || reason == ViewRuntimeLacksPods
+}
+
 // RunningPod is a pod the kubelet reports running, as the view keeps it.
 type RunningPod struct {
 	PodRef
