@@ -180,7 +180,7 @@ func TestPrometheusRule(t *testing.T) {
 // can tell an API outage from a misconfiguration: a wrong node name that
 // another machine registered (node_other_boot), or one on a busy node
 // (disagrees_with_runtime), or a runtime endpoint that is not the
-// kubelet's runtime (runtime_lacks_view_pods).
+// kubelet's runtime (runtime_lacks_view_pods, node_other_runtime).
 func TestPodViewAlertNamesEveryReason(t *testing.T) {
 	groups, err := ParseRules(RulesFile())
 	if err != nil {
@@ -198,7 +198,7 @@ func TestPodViewAlertNamesEveryReason(t *testing.T) {
 		t.Fatal("no NodegcPodViewNotAuthoritative alert with a description")
 	}
 	for _, reason := range []string{containers.ViewNotSynced, containers.ViewUnreachable, containers.ViewNodeNotFound,
-		containers.ViewNodeOtherBoot, containers.ViewDisagrees, containers.ViewRuntimeLacksPods, containers.ViewNodeOnly} {
+		containers.ViewNodeOtherBoot, containers.ViewDisagrees, containers.ViewRuntimeLacksPods, containers.ViewNodeOtherRuntime, containers.ViewNodeOnly} {
 		if !strings.Contains(description, reason) {
 			t.Errorf("the description does not name %s", reason)
 		}

@@ -55,6 +55,11 @@ type nodeEvents struct {
 	// disagreed says the last container GC plan's pod view disagreed with
 	// the runtime; written by the container GC loop only.
 	disagreed bool
+	// otherRuntimeSince is when the container GC plans began to find the
+	// Node reporting another runtime than the one listed (the first such
+	// plan's Now; zero while they do not); written by the container GC
+	// loop only.
+	otherRuntimeSince time.Time
 
 	// mu guards what the image and container GC loops, which report
 	// concurrently, share.
@@ -139,6 +144,17 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 	if r.Plan != nil {
 		e.observeView(r.Plan.Now, r.Plan.PodsAuthoritative, r.Plan.PodsReason)
 		disagrees := containers.RuntimeContradicts(r.Plan.PodsReason)
+		if r.Plan.PodsReason != containers.ViewNodeOtherRuntime {
+			e.otherRuntimeSince = time.Time{}
+		} else {
+			// A runtime upgraded in place is another than the one
+			// the kubelet reports until it reports again (seconds):
+			// warned once the difference lasts.
+			if e.otherRuntimeSince.IsZero() {
+				e.otherRuntimeSince = r.Plan.Now
+			}
+			disagrees = r.Plan.Now.Sub(e.otherRuntimeSince) >= otherRuntimeWarnAfter
+		}
 		if disagrees && !e.disagreed {
 			e.warn(EventPodViewNotAuthoritative, podViewMessage(r.Plan))
 		}
@@ -232,7 +248,19 @@ func (e *nodeEvents) interrupted(collector string, err error) bool {
 	return true
 }
 
+// otherRuntimeWarnAfter is how long the container GC's plans must find the
+// Node reporting another runtime than the one listed before
+// PodViewNotAuthoritative says so: the kubelet reports a runtime upgraded
+// in place at its next node status update (every 10s by default).
+const otherRuntimeWarnAfter = 2 * time.Minute
+
 func podViewMessage(p *containers.Plan) string {
+	if p.PodsReason == containers.ViewNodeOtherRuntime {
+		return fmt.Sprintf("The kubelet of node %q reports another container runtime (%s) than the one nodegc asks (%s): "+
+			"is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket; see the chart's presets)? "+
+			"Until they agree, nodegc removes nothing because its pod is gone, nor any dangling log link.",
+			p.PodsNode, p.NodeRuntime, p.Runtime)
+	}
 	if p.PodsReason == containers.ViewRuntimeLacksPods {
 		return fmt.Sprintf("The container runtime nodegc asks lists none of the %d pods the API server says run on node %q (%s): "+
 			"is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket; see the chart's presets), "+

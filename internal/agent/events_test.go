@@ -109,6 +109,46 @@ func TestPodViewEventWhenTheRuntimeLacksThePods(t *testing.T) {
 	}
 }
 
+// TestPodViewEventWhenTheNodeReportsAnotherRuntime: plans that find the
+// Node's kubelet reporting another runtime than the one listed put one
+// PodViewNotAuthoritative Warning on the Node, naming both runtimes and
+// containerRuntimeEndpoint, once that has lasted otherRuntimeWarnAfter: a
+// runtime upgraded in place differs only until the kubelet reports it.
+func TestPodViewEventWhenTheNodeReportsAnotherRuntime(t *testing.T) {
+	e, rec, _ := testNodeEvents(0)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	other := func(at time.Duration) *containers.Report {
+		return &containers.Report{Plan: &containers.Plan{Now: t0.Add(at), PodsReason: containers.ViewNodeOtherRuntime, PodsNode: "node-a",
+			NodeRuntime: "containerd://1.7.23-k3s2", Runtime: "containerd://1.7.24"}}
+	}
+	agrees := func(at time.Duration) *containers.Report {
+		return &containers.Report{Plan: &containers.Plan{Now: t0.Add(at), PodsAuthoritative: true, PodsNode: "node-a"}}
+	}
+	var got []string
+	for _, r := range []*containers.Report{
+		other(0), agrees(10 * time.Second), // upgraded in place, then reported
+		other(time.Minute), other(time.Minute + otherRuntimeWarnAfter - time.Second),
+	} {
+		e.containerGCReport(r)
+		got = append(got, drainEvents(rec)...)
+	}
+	if len(got) != 0 {
+		t.Fatalf("events %q before the difference lasted %v, want none", got, otherRuntimeWarnAfter)
+	}
+	for _, r := range []*containers.Report{other(time.Minute + otherRuntimeWarnAfter), other(time.Hour)} {
+		e.containerGCReport(r)
+		got = append(got, drainEvents(rec)...)
+	}
+	if len(got) != 1 {
+		t.Fatalf("events %q, want one PodViewNotAuthoritative", got)
+	}
+	for _, want := range []string{"Warning " + EventPodViewNotAuthoritative, `node "node-a"`, "containerd://1.7.23-k3s2", "containerd://1.7.24", "containerRuntimeEndpoint"} {
+		if !strings.Contains(got[0], want) {
+			t.Errorf("event %q lacks %q", got[0], want)
+		}
+	}
+}
+
 // TestInterruptedRunsPostNoEvent: a run the agent's stop cancelled (SIGTERM,
 // at every rollout) ends with context.Canceled, or with the Canceled status
 // of the runtime call it cut short, which does not wrap it. That is no

@@ -130,7 +130,8 @@
 //     are removed, and dangling *.log links under containerLogsDirectory
 //     unless their container exists and has not exited (a running
 //     container's link dangles for a moment while its log rotates), or the
-//     runtime lacks the view's running pods (ViewRuntimeLacksPods). A link
+//     runtime is not the kubelet's (ViewRuntimeLacksPods,
+//     ViewNodeOtherRuntime: NotTheKubeletsRuntime). A link
 //     name cut to 255 bytes ends in a prefix of the container's ID: at
 //     least 6 characters of it name every container whose ID they begin,
 //     as the kubelet's status lookup of the prefix does; cut further, it
@@ -295,6 +296,18 @@
 //     removed. A view that lacks pods the runtime runs says so first
 //     (ViewDisagrees). The check needs evidence: a view with no such pod
 //     is not checked.
+//   - The runtime listed must be the one the Node's kubelet reports
+//     (PodView.NodeRuntime, status.nodeInfo.containerRuntimeVersion:
+//     "name://version" of its runtime's answer to CRI Version; Policy.Plan
+//     checks it against NodeState.RuntimeName and RuntimeVersion, compared
+//     as versions, build metadata left out). Another one is not the
+//     kubelet's, or was upgraded in place and not reported yet (seconds):
+//     the plan treats the view as not authoritative (ViewNodeOtherRuntime,
+//     Plan.NodeRuntime and Plan.Runtime), with the effects of
+//     ViewRuntimeLacksPods. This needs no running pod: it tells an idle
+//     node too. A side that does not say (no runtime reported, the
+//     kubelet's "Unknown", a runtime that gave no Version) is not checked;
+//     two installs of the very same version cannot be told apart.
 //   - A pod with a ready sandbox or a running container is never gone, even
 //     when the watch saw it deleted: the kubelet is still terminating it.
 //   - "Gone" needs more than absence from the cache: the watch saw the pod

@@ -27,6 +27,8 @@ type fakeRuntime struct {
 	listing, release chan struct{}
 	// imageFs is the image filesystem mountpoint ImageFsInfo reports.
 	imageFs string
+	// version is what RuntimeVersion answers (nil: nothing).
+	version *runtimeapi.VersionResponse
 }
 
 func newFakeRuntime() *fakeRuntime {
@@ -229,6 +231,12 @@ func (f *fakeRuntime) RemovePodSandbox(_ context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+func (f *fakeRuntime) RuntimeVersion() *runtimeapi.VersionResponse {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.version
 }
 
 func (f *fakeRuntime) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -172,4 +173,121 @@ func otherRuntimeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix 
 	if !plan.PodsAuthoritative {
 		t.Errorf("no pod runs: plan pod view not authoritative (%q)", plan.PodsReason)
 	}
+}
+
+// TestNodeOfAnotherRuntimeCollectsNothing, on a real containerd of each
+// version and a real kube-apiserver: nodegc asks a runtime that is not the
+// kubelet's, on an idle node (no pod runs, so nothing to compare the
+// runtime's listing with). The Node's kubelet reports its runtime, k3s's
+// containerd; the test's containerd answers another version. The pod logs
+// directory holds the log directory of a pod the list lacks, and a dangling
+// link. nodegc makes several runs and removes nothing: its plans say the
+// Node reports another runtime and name both, and the pod view metric is 0.
+// Once the kubelet reports the runtime nodegc asks (as it writes it:
+// "containerd://2.4.2" for a "v2.4.2"), the log directory and the link go:
+// the check is what kept them.
+func TestNodeOfAnotherRuntimeCollectsNothing(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{})
+	onEachContainerd(t, func(t *testing.T, v testbed.ContainerdVersion, n *testNode) {
+		ctx := t.Context()
+		suffix := strings.ReplaceAll(string(v), ".", "-")
+		node := registerNodeBooted(t, c, "idle-"+suffix, "boot-"+suffix)
+		reports := func(runtime string) {
+			t.Helper()
+			node.Status.NodeInfo.ContainerRuntimeVersion = runtime
+			var err error
+			if node, err = c.Client().CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reports("containerd://1.7.23-k3s2")
+		old := time.Now().Add(-2 * time.Hour)
+		logs := filepath.Join(n.PodLogs, fmt.Sprintf("%s_unlisted-%s_%s", metav1.NamespaceDefault, suffix, uuid.NewUUID()))
+		if err := os.MkdirAll(filepath.Join(logs, "app"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{filepath.Join(logs, "app"), logs} {
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+		link := n.link(t, "unlisted-"+suffix, metav1.NamespaceDefault, "app", strings.Repeat("cd", 32), filepath.Join(logs, "app", "0.log"))
+
+		src := startSourceWith(t, c, containers.PodSourceOptions{NodeName: node.Name, BootID: "boot-" + suffix})
+		testbed.WaitFor(t, 30*time.Second, "the pod source to sync", src.HasSynced)
+		testbed.WaitFor(t, 30*time.Second, "the view to say the Node's runtime", func() bool {
+			return src.View(time.Now()).NodeRuntime == "containerd://1.7.23-k3s2"
+		})
+		reg := prometheus.NewRegistry()
+		m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: n.client, Pods: src, Registerer: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		collect := func() (*containers.Plan, []string) {
+			t.Helper()
+			var plan *containers.Plan
+			var removed []string
+			for range 3 {
+				r, err := m.GarbageCollect(ctx, containers.TriggerManual)
+				if err != nil {
+					t.Fatal(err)
+				}
+				plan = r.Plan
+				for _, d := range r.Outcome.LogDirs {
+					removed = append(removed, d.Dir.Name+":"+d.Reason)
+				}
+				for _, d := range r.Outcome.LogLinks {
+					removed = append(removed, filepath.Base(d.Link.Name)+":"+d.Reason)
+				}
+			}
+			slices.Sort(removed)
+			return plan, removed
+		}
+		plan, removed := collect()
+		if len(removed) > 0 {
+			t.Errorf("the Node reports another runtime: removed %v, want nothing", removed)
+		}
+		// As the kubelet writes it: its runtime's version read as a
+		// semantic version, or else a generic one ("v2.4.2" is 2.4.2,
+		// Debian's "1.6.20~ds1" is 1.6.20).
+		rv := n.client.RuntimeVersion()
+		read, err := version.ParseSemantic(rv.GetRuntimeVersion())
+		if err != nil {
+			if read, err = version.ParseGeneric(rv.GetRuntimeVersion()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		asks := rv.GetRuntimeName() + "://" + read.String()
+		if plan.PodsAuthoritative || plan.PodsReason != containers.ViewNodeOtherRuntime ||
+			plan.NodeRuntime != "containerd://1.7.23-k3s2" || plan.Runtime != asks {
+			t.Errorf("plan pod view authoritative %v, reason %q, Node's runtime %q, asked %q; want false, %q, containerd://1.7.23-k3s2, %q",
+				plan.PodsAuthoritative, plan.PodsReason, plan.NodeRuntime, plan.Runtime, containers.ViewNodeOtherRuntime, asks)
+		}
+		if got := gaugeValue(t, reg, "nodegc_container_gc_pod_view_authoritative"); got != 0 {
+			t.Errorf("pod view authoritative = %v, want 0", got)
+		}
+		for _, p := range []string{logs, link} {
+			if _, err := os.Lstat(p); err != nil {
+				t.Errorf("%s: %v", p, err)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+
+		// The kubelet reports the runtime nodegc asks, as it writes it.
+		reports(asks)
+		testbed.WaitFor(t, 30*time.Second, "the view to say the Node's runtime", func() bool {
+			return src.View(time.Now()).NodeRuntime == asks
+		})
+		plan, removed = collect()
+		want := []string{filepath.Base(link) + ":dangling", filepath.Base(logs) + ":pod_gone"}
+		slices.Sort(want)
+		if diff := cmp.Diff(want, removed); diff != "" {
+			t.Errorf("the Node reports the runtime nodegc asks: removed (-want +got):\n%s", diff)
+		}
+		if !plan.PodsAuthoritative {
+			t.Errorf("the Node reports the runtime nodegc asks: plan pod view not authoritative (%q)", plan.PodsReason)
+		}
+	})
 }

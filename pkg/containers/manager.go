@@ -30,6 +30,9 @@ type RuntimeService interface {
 	RemovePodSandbox(ctx context.Context, id string) error
 	// ImageFsInfo says where writable layers are (Options.Disk).
 	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
+	// RuntimeVersion is the runtime's last answer to CRI Version (nil:
+	// none), which the plan checks against the runtime the Node reports.
+	RuntimeVersion() *runtimeapi.VersionResponse
 }
 
 var (
@@ -377,7 +380,9 @@ func (m *Manager) snapshot(ctx context.Context) (node *NodeState, podsRead bool,
 		m.metrics.errors.WithLabelValues(OpListRuntime).Inc()
 		return nil, false, err
 	}
-	node = &NodeState{Containers: make([]Container, 0, len(cs)), Sandboxes: make([]Sandbox, 0, len(sbs))}
+	v := m.opts.Runtime.RuntimeVersion()
+	node = &NodeState{Containers: make([]Container, 0, len(cs)), Sandboxes: make([]Sandbox, 0, len(sbs)),
+		RuntimeName: v.GetRuntimeName(), RuntimeVersion: v.GetRuntimeVersion()}
 	for _, s := range sbs {
 		node.Sandboxes = append(node.Sandboxes, sandboxFromCRI(s))
 	}
@@ -566,6 +571,11 @@ func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 			"the API server says run on this node; is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket), "+
 			"and this node's name the one the kubelet registered?",
 			"node", p.PodsNode, "podsNotInRuntime", len(p.PodsNotInRuntime), "examples", examplePods(p.PodsNotInRuntime))
+	case reason == ViewNodeOtherRuntime:
+		klog.FromContext(ctx).Info("Container GC assumes every pod exists, and keeps dangling log links: the Node's kubelet reports another container "+
+			"runtime than the one nodegc asks; is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket)? "+
+			"(A runtime upgraded in place is reported by the kubelet within seconds.)",
+			"node", p.PodsNode, "nodeRuntime", p.NodeRuntime, "runtime", p.Runtime)
 	default:
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists: nothing is removed because its pod is gone", "reason", reason)
 	}

@@ -492,6 +492,43 @@ func TestViewTheRuntimeLacksIsNotAuthoritative(t *testing.T) {
 	}
 }
 
+// TestViewOfAnotherRuntimeIsNotAuthoritative: a Node whose kubelet reports
+// another runtime than the one the manager lists (what the runtime answers
+// to Version) removes nothing as pod_gone, the log directory of a pod the
+// watch saw deleted included; the plan names both runtimes. With the
+// runtime the Node reports, it goes.
+func TestViewOfAnotherRuntimeIsNotAuthoritative(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt.version = &runtimeapi.VersionResponse{RuntimeName: "containerd", RuntimeVersion: "v1.7.24"}
+	f.pods.view = with(live(fixtureUID("p")), func(v *PodView) {
+		v.Deleted = map[string]bool{fixtureUID("gone"): true}
+		v.NodeRuntime = "containerd://1.7.23-k3s2"
+	})
+	m := f.manager(t, nil)
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"p/app/0:per_container_limit", "p/app/1:per_container_limit"}, planIDs(r.Plan)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	if r.Plan.PodsReason != ViewNodeOtherRuntime || r.Plan.NodeRuntime != "containerd://1.7.23-k3s2" || r.Plan.Runtime != "containerd://1.7.24" {
+		t.Errorf("plan pod view: reason %q, Node's runtime %q, listed %q; want %q, containerd://1.7.23-k3s2, containerd://1.7.24",
+			r.Plan.PodsReason, r.Plan.NodeRuntime, r.Plan.Runtime, ViewNodeOtherRuntime)
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
+		t.Errorf("pod view authoritative = %v, want 0", got)
+	}
+	f.pods.view.NodeRuntime = "containerd://1.7.24"
+	if r, err = m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Plan.PodsAuthoritative || !slices.Contains(planIDs(r.Plan), fixtureLogDir("gone")+":pod_gone") {
+		t.Errorf("the Node reports the runtime listed: authoritative %v (%s), plan %v; want the gone pod's log directory removed",
+			r.Plan.PodsAuthoritative, r.Plan.PodsReason, planIDs(r.Plan))
+	}
+}
+
 // TestNewManagerRejectsBadConfig: NewManager validates its configuration as
 // the agent does (config.ValidateContainerGC); NewPolicy trusts it.
 func TestNewManagerRejectsBadConfig(t *testing.T) {

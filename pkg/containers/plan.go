@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/version"
+
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -45,7 +47,7 @@ const (
 	KeepPodLive       = "pod_live"       // the pod exists (or is newer than the view's last list)
 	KeepPodRunning    = "pod_running"    // the pod has a ready sandbox or a running container: never gone
 	KeepStaticPod     = "static_pod"     // a static pod: only its kubelet knows whether it still exists
-	KeepPodsUnknown   = "pods_unknown"   // the pod view is not authoritative; for dangling log links, the runtime lacks the view's running pods (ViewRuntimeLacksPods)
+	KeepPodsUnknown   = "pods_unknown"   // the pod view is not authoritative; for dangling log links, the runtime is not the kubelet's (NotTheKubeletsRuntime)
 	KeepPodActive     = "pod_active"     // log directory of a gone pod that still has containers or sandboxes
 	KeepNotExited     = "not_exited"     // dangling log link of a container that has not exited
 	KeepLogsUnseen    = "logs_unseen"    // the pod logs as nodegc sees them are not the kubelet's (NodeState.PodLogsUnseen): links, log directories, and containers a limit or maxAge would remove, whose logs would stay behind
@@ -152,6 +154,11 @@ type Plan struct {
 	// runtime lists a sandbox or a container: evidence that the runtime
 	// is not the kubelet's. Sorted like PodsMissing.
 	PodsNotInRuntime []PodRef
+	// NodeRuntime and Runtime say, when PodsReason is
+	// ViewNodeOtherRuntime, the container runtime the Node's kubelet
+	// reports and the one listed, in the kubelet's form
+	// ("containerd://2.1.4").
+	NodeRuntime, Runtime string
 
 	RemoveContainers, KeepContainers []ContainerDecision
 	RemoveSandboxes, KeepSandboxes   []SandboxDecision
@@ -227,7 +234,9 @@ type planner struct {
 // or container of none of them, the runtime is not the kubelet's (PodsReason
 // ViewRuntimeLacksPods, PodsNotInRuntime): nothing goes as pod gone, and
 // no dangling log link goes either (whether its container has exited
-// cannot be told).
+// cannot be told). Before both, the runtime listed must be the one the
+// view's Node reports its kubelet runs (ViewNodeOtherRuntime, with the
+// effects of ViewRuntimeLacksPods; sameRuntime).
 //
 // Containers, with kubelet's rules: evictable are managed containers that
 // are not running, at least minAge old, and, if created but never started,
@@ -273,6 +282,7 @@ func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
 	}
 	node.Containers = pl.distinctIDs(node.Containers)
 	pl.index(node)
+	pl.sameRuntime(node.RuntimeName, node.RuntimeVersion)
 	pl.agree()
 	pl.runtimeHasViewPods(node.ListedAt)
 	pl.containers(node.Containers)
@@ -381,6 +391,52 @@ func (pl *planner) index(node NodeState) {
 			pl.newest[d.PodUID] = d.ModTime
 		}
 	}
+}
+
+// sameRuntime checks that the runtime listed, which answered name and
+// version to CRI Version, is the one the kubelet of an authoritative view's
+// Node reports (PodView.NodeRuntime): the kubelet asks its runtime the same
+// and reports "name://version". If it is another, the runtime nodegc asks is
+// not the kubelet's (a containerRuntimeEndpoint that names another runtime
+// answering CRI), or it was upgraded in place and the kubelet has not
+// reported since: the plan treats the view as not authoritative
+// (ViewNodeOtherRuntime), and keeps every dangling log link. Unlike
+// runtimeHasViewPods, this needs no running pod. Versions compare as
+// versions ("v2.1.4" is "2.1.4"; build metadata is not compared); a side
+// that does not say (nothing reported, a kubelet that could not ask:
+// "Unknown") is not checked.
+func (pl *planner) sameRuntime(name, version string) {
+	reported := pl.pods.NodeRuntime
+	if !pl.pods.Authoritative || reported == "" || name == "" {
+		return
+	}
+	ours, err := runtimeVersion(version)
+	if err != nil {
+		return
+	}
+	nodeName, nodeVersion, ok := strings.Cut(reported, "://")
+	if !ok {
+		return
+	}
+	theirs, err := runtimeVersion(nodeVersion)
+	if err != nil {
+		return
+	}
+	if nodeName == name && ours.EqualTo(theirs) {
+		return
+	}
+	pl.pods.Authoritative, pl.pods.Reason = false, ViewNodeOtherRuntime
+	pl.plan.PodsAuthoritative, pl.plan.PodsReason = false, ViewNodeOtherRuntime
+	pl.plan.NodeRuntime, pl.plan.Runtime = reported, name+"://"+ours.String()
+}
+
+// runtimeVersion reads a runtime's version as the kubelet does before it
+// reports it: semantic if it can, generic otherwise.
+func runtimeVersion(v string) (*version.Version, error) {
+	if sv, err := version.ParseSemantic(v); err == nil {
+		return sv, nil
+	}
+	return version.ParseGeneric(v)
 }
 
 // agree checks an authoritative view against the runtime: a pod that runs
@@ -848,7 +904,7 @@ func (pl *planner) logLinks(links []LogLink, containers []Container) {
 			pl.plan.KeepLogLinks = append(pl.plan.KeepLogLinks, LogLinkDecision{Link: l, Reason: KeepLogsUnseen})
 			continue
 		}
-		if pl.plan.PodsReason == ViewRuntimeLacksPods {
+		if NotTheKubeletsRuntime(pl.plan.PodsReason) {
 			// Whether its container has exited cannot be told: the
 			// runtime listed is not the kubelet's.
 			pl.plan.KeepLogLinks = append(pl.plan.KeepLogLinks, LogLinkDecision{Link: l, Reason: KeepPodsUnknown})

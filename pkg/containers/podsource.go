@@ -281,8 +281,12 @@ func (s *APIPodSource) View(time.Time) PodView {
 	if err != nil || !exists {
 		return PodView{Node: s.nodeName, Reason: ViewNodeNotFound}
 	}
-	if node, ok := obj.(*corev1.Node); s.bootID != "" && (!ok || node.Status.NodeInfo.BootID != s.bootID) {
+	node, ok := obj.(*corev1.Node)
+	if s.bootID != "" && (!ok || node.Status.NodeInfo.BootID != s.bootID) {
 		return PodView{Node: s.nodeName, Reason: ViewNodeOtherBoot}
+	}
+	if ok {
+		v.NodeRuntime = node.Status.NodeInfo.ContainerRuntimeVersion
 	}
 	pods := s.pods.GetStore().List()
 	v.Live = make(map[string]bool, max(len(pods), len(listed)))
@@ -516,14 +520,16 @@ func slimPod(obj any) (any, error) {
 }
 
 // slimNode keeps only the Node's identity: the source needs to know that it
-// exists, and which boot of which machine its kubelet last reported.
+// exists, which boot of which machine its kubelet last reported, and which
+// container runtime.
 func slimNode(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion},
-		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: node.Status.NodeInfo.BootID}}}, nil
+		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: node.Status.NodeInfo.BootID,
+			ContainerRuntimeVersion: node.Status.NodeInfo.ContainerRuntimeVersion}}}, nil
 }
 
 // trackingListWatch lists and watches one resource (the node's pods, or

@@ -642,6 +642,32 @@ func TestViewNeedsThisMachinesBoot(t *testing.T) {
 	}
 }
 
+// TestViewTellsTheNodesRuntime: the view says which container runtime the
+// Node's kubelet reports, as the Node says it now, for the plan to check
+// against the runtime it lists (ViewNodeOtherRuntime).
+func TestViewTellsTheNodesRuntime(t *testing.T) {
+	node := func(runtime string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "boot-a", ContainerRuntimeVersion: runtime}}}
+	}
+	client := fake.NewClientset(node("containerd://1.7.23-k3s2"))
+	s, ctx := runSyncedSource(t, client, PodSourceOptions{NodeName: "n1", BootID: "boot-a", Clock: clocktesting.NewFakeClock(t0)})
+	if v := s.View(t0); !v.Authoritative || v.NodeRuntime != "containerd://1.7.23-k3s2" {
+		t.Fatalf("view: authoritative %v (%s), Node's runtime %q; want true, %q", v.Authoritative, v.Reason, v.NodeRuntime, "containerd://1.7.23-k3s2")
+	}
+	// The runtime upgraded in place, the kubelet reports it.
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, node("containerd://1.7.24-k3s1"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.View(t0).NodeRuntime != "containerd://1.7.24-k3s1" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Node reports containerd://1.7.24-k3s1: view says %q", s.View(t0).NodeRuntime)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // runSyncedSource makes a pod source on client, runs it until the test
 // ends, and returns it once its informers synced, with the context it runs
 // in.

@@ -38,15 +38,32 @@ const (
 	// has exited, cannot be told from that runtime. Set by Policy.Plan,
 	// not by a source.
 	ViewRuntimeLacksPods = "runtime_lacks_view_pods"
+	// ViewNodeOtherRuntime: the Node's kubelet reports another container
+	// runtime (status.nodeInfo.containerRuntimeVersion: the name and
+	// version its runtime answers to CRI Version) than the one nodegc
+	// asks (Plan.NodeRuntime and Plan.Runtime say which). The runtime
+	// nodegc asks is not the kubelet's, as for ViewRuntimeLacksPods, but
+	// this tells it on an idle node too; or the runtime was upgraded in
+	// place and the kubelet has not reported it yet (seconds). Set by
+	// Policy.Plan, not by a source.
+	ViewNodeOtherRuntime = "node_other_runtime"
 )
 
 // RuntimeContradicts says whether reason, a plan's PodsReason, is one the
-// runtime's listing gave an authoritative view (ViewDisagrees,
-// ViewRuntimeLacksPods): the view came from this machine's Node, and the
-// runtime says it is wrong about this node (a wrong node name, another
-// runtime than the kubelet's).
+// runtime gave an authoritative view (ViewDisagrees, ViewRuntimeLacksPods,
+// ViewNodeOtherRuntime): the view came from this machine's Node, and the
+// runtime and the view disagree about this node (a wrong node name,
+// another runtime than the kubelet's).
 func RuntimeContradicts(reason string) bool {
-	return reason == ViewDisagrees || reason == ViewRuntimeLacksPods
+	return reason == ViewDisagrees || NotTheKubeletsRuntime(reason)
+}
+
+// NotTheKubeletsRuntime says whether reason, a plan's PodsReason, says that
+// the runtime nodegc asks is not the kubelet's (ViewRuntimeLacksPods,
+// ViewNodeOtherRuntime): whether a container of the kubelet's has exited
+// cannot be asked of it.
+func NotTheKubeletsRuntime(reason string) bool {
+	return reason == ViewRuntimeLacksPods || reason == ViewNodeOtherRuntime
 }
 
 // RunningPod is a pod the kubelet reports running, as the view keeps it.
@@ -93,6 +110,11 @@ type PodView struct {
 	// pod's is the static pod's. Policy.Plan checks that the runtime
 	// has them (ViewRuntimeLacksPods).
 	Running map[string]RunningPod
+	// NodeRuntime is the container runtime the Node's kubelet reports
+	// (status.nodeInfo.containerRuntimeVersion, "containerd://2.1.4"):
+	// Policy.Plan checks that it is the one listed (ViewNodeOtherRuntime).
+	// Empty: not reported.
+	NodeRuntime string
 }
 
 // NodeOnlyView is the view of an agent without API access: every pod is

@@ -21,6 +21,9 @@ type viewCase struct {
 	reason        string
 	missing       []PodRef
 	notInRuntime  []PodRef
+	// nodeRuntime and runtime: what the plan says the Node reports and
+	// the runtime answers, for ViewNodeOtherRuntime.
+	nodeRuntime, runtime string
 }
 
 func runViewCases(t *testing.T, cases map[string]viewCase) {
@@ -40,6 +43,9 @@ func runViewCases(t *testing.T, cases map[string]viewCase) {
 			}
 			if diff := cmp.Diff(tc.notInRuntime, plan.PodsNotInRuntime); diff != "" {
 				t.Errorf("pods missing from the runtime (-want +got):\n%s", diff)
+			}
+			if plan.NodeRuntime != tc.nodeRuntime || plan.Runtime != tc.runtime {
+				t.Errorf("plan runtimes: the Node's %q, nodegc's %q; want %q, %q", plan.NodeRuntime, plan.Runtime, tc.nodeRuntime, tc.runtime)
 			}
 		})
 	}
@@ -267,6 +273,64 @@ func TestPlanRuntimeHasTheViewsRunningPods(t *testing.T) {
 		viewCase{planCase: planCase{want: merge(finishedKept, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})},
 			reason: ViewDisagrees, missing: []PodRef{{UID: "run", Namespace: "ns", Name: "run"}}},
 		plus(finished(), running("run", 3*time.Hour)), runningIn(live("a"), map[string]time.Time{"a": long}))
+	runViewCases(t, cases)
+}
+
+// TestPlanRuntimeIsTheNodes: an authoritative view whose Node reports
+// another container runtime (status.nodeInfo.containerRuntimeVersion) than
+// the one nodegc lists is not authoritative: the runtime is not the
+// kubelet's. This holds on an idle node too, where no pod runs to compare.
+// A runtime or Node that does not say which it is is not checked, and the
+// comparison is that of the versions (a "v", build metadata), not of how
+// they are written.
+func TestPlanRuntimeIsTheNodes(t *testing.T) {
+	runs := func(name, version string, n NodeState) NodeState {
+		n.RuntimeName, n.RuntimeVersion = name, version
+		return n
+	}
+	reports := func(runtime string, v PodView) PodView {
+		v.NodeRuntime = runtime
+		return v
+	}
+	other := func(want summary, node, runtime string) viewCase {
+		return viewCase{planCase: planCase{want: want}, reason: ViewNodeOtherRuntime, nodeRuntime: node, runtime: runtime}
+	}
+	agrees := func(want summary) viewCase {
+		return viewCase{planCase: planCase{want: want}, authoritative: true}
+	}
+	danglingLink := NodeState{LogLinks: []LogLink{{Name: "x.log", ContainerID: "0123456789ab", Dangling: true}}}
+	cases := map[string]viewCase{}
+	add := func(name string, c viewCase, node NodeState, pods PodView) {
+		c.node, c.pods = node, pods
+		cases[name] = c
+	}
+	add("k3s's containerd on the Node, a distro containerd asked: nothing goes as pod_gone",
+		other(finishedKept, "containerd://1.7.23-k3s2", "containerd://1.7.24"),
+		runs("containerd", "v1.7.24", finished()), reports("containerd://1.7.23-k3s2", live()))
+	add("another runtime: no dangling link goes",
+		other(summary{KeepLinks: []string{"x.log:pods_unknown"}}, "cri-o://1.30.4", "containerd://2.1.4"),
+		runs("containerd", "2.1.4", danglingLink), reports("cri-o://1.30.4", live()))
+	add("the same runtime as the kubelet writes it",
+		agrees(finishedGone),
+		runs("containerd", "v2.1.4", finished()), reports("containerd://2.1.4", live()))
+	add("build metadata is not a version of its own",
+		agrees(merge(finishedGone, summary{RemoveLinks: []string{"x.log:dangling"}})),
+		runs("containerd", "2.1.4+unknown", with(finished(), func(n *NodeState) { n.LogLinks = danglingLink.LogLinks })), reports("containerd://2.1.4", live()))
+	add("a pre-release is",
+		other(finishedKept, "containerd://2.1.4", "containerd://2.1.4-rc.1"),
+		runs("containerd", "2.1.4-rc.1", finished()), reports("containerd://2.1.4", live()))
+	add("a Node whose kubelet could not ask its runtime: not checked",
+		agrees(finishedGone),
+		runs("containerd", "2.1.4", finished()), reports("containerd://Unknown", live()))
+	add("a Node that reports no runtime: not checked",
+		agrees(finishedGone),
+		runs("containerd", "2.1.4", finished()), live())
+	add("a runtime that did not say: not checked",
+		agrees(finishedGone),
+		finished(), reports("containerd://2.1.4", live()))
+	add("a view already not authoritative keeps its own reason",
+		viewCase{planCase: planCase{want: finishedKept}, reason: ViewUnreachable},
+		runs("containerd", "2.1.4", finished()), reports("cri-o://1.30.4", PodView{Reason: ViewUnreachable}))
 	runViewCases(t, cases)
 }
 

@@ -135,6 +135,11 @@ type NodeState struct {
 	// directory, and keeps every container a limit or maxAge would remove
 	// (its logs would stay behind until its pod is deleted).
 	PodLogsUnseen bool
+	// RuntimeName and RuntimeVersion are what the runtime listed answers
+	// to CRI Version ("containerd", "v2.1.4"), as the kubelet asks its
+	// own: Policy.Plan checks them against what the Node reports
+	// (PodView.NodeRuntime). Empty: not known, not checked.
+	RuntimeName, RuntimeVersion string
 }
 
 // containerFromCRI converts a CRI container. It keeps no reference to c.

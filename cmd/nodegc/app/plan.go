@@ -81,6 +81,9 @@ type planView struct {
 	// none of which the runtime lists a sandbox
 	// (containers.Plan.PodsNotInRuntime).
 	PodsNotInRuntime []string `json:"podsNotInRuntime,omitempty"`
+	// NodeRuntime: the container runtime the Node's kubelet reports when
+	// it is not the one nodegc asks (containers.Plan.NodeRuntime).
+	NodeRuntime string `json:"nodeRuntime,omitempty"`
 	// PodLogsUnseen: nodegc sees none of the running containers' logs
 	// under podLogsDirectory (containers.Plan.PodLogsUnseen).
 	PodLogsUnseen bool           `json:"podLogsUnseen,omitempty"`
@@ -230,6 +233,7 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 		for _, ref := range p.PodsNotInRuntime {
 			v.PodsNotInRuntime = append(v.PodsNotInRuntime, ref.String())
 		}
+		v.NodeRuntime = p.NodeRuntime
 		v.PodLogsUnseen = p.PodLogsUnseen
 		removal := func(action string, n uint64) *uint64 {
 			if action != "remove" {
@@ -341,6 +345,11 @@ func (v *planView) print(out io.Writer) {
 		fmt.Fprintf(out, "  the runtime (%s) lists no sandbox of the pods the API server says run on this node: %s;\n"+
 			"  is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket)? Dangling log links are kept too\n",
 			v.Runtime, strings.Join(v.PodsNotInRuntime, ", "))
+	}
+	if v.NodeRuntime != "" {
+		fmt.Fprintf(out, "  the Node's kubelet reports another container runtime (%s) than the one nodegc asks (%s);\n"+
+			"  is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket)? Dangling log links are kept too\n",
+			v.NodeRuntime, v.Runtime)
 	}
 	if v.PodLogsUnseen {
 		fmt.Fprintf(out, "POD LOGS: nodegc sees none of the running containers' logs under podLogsDirectory (its view of it is not the kubelet's: "+

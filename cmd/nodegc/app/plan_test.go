@@ -161,6 +161,30 @@ func TestPlanNamesPodsTheRuntimeLacks(t *testing.T) {
 	}
 }
 
+// TestPlanNamesTheNodesRuntime: when the Node's kubelet reports another
+// runtime than the one nodegc asks, the plan says the pod view is not
+// authoritative, names both runtimes in the tables and the JSON, and
+// points at containerRuntimeEndpoint.
+func TestPlanNamesTheNodesRuntime(t *testing.T) {
+	p := &containers.Plan{PodsReason: containers.ViewNodeOtherRuntime, PodsNode: "node-b",
+		NodeRuntime: "containerd://1.7.23-k3s2", Runtime: "containerd://1.7.24"}
+	v := newPlanView(&agent.PlanReport{Node: "node-b", Runtime: "containerd v1.7.24", Containers: p}, ptr.To[int32](85), ptr.To[int32](80))
+	if v.NodeRuntime != "containerd://1.7.23-k3s2" {
+		t.Errorf("nodeRuntime %q, want containerd://1.7.23-k3s2", v.NodeRuntime)
+	}
+	var out bytes.Buffer
+	v.print(&out)
+	for _, want := range []string{
+		`POD VIEW: not authoritative (` + containers.ViewNodeOtherRuntime + `): nothing is removed because its pod is gone [node "node-b"]`,
+		"the Node's kubelet reports another container runtime (containerd://1.7.23-k3s2) than the one nodegc asks (containerd v1.7.24)",
+		"containerRuntimeEndpoint",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // TestPlanSaysWhoRunsNodeGC: the plan's head says whether a nodegc runs
 // node GC on this state directory now, and who; its JSON too.
 func TestPlanSaysWhoRunsNodeGC(t *testing.T) {
