@@ -92,16 +92,19 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone, and keeps every image that is not in use", "waited", podSyncWait)
 		}
 	}
+	// The container GC's plan first: it checks the pod view against the
+	// runtime, and the image GC's scheduled rule goes by what it found
+	// (containers.APIPodSource.RuntimeChecked).
+	if cmErr != nil {
+		r.ContainersErr = cmErr
+	} else {
+		r.Containers, r.ContainersErr = cm.Plan(ctx)
+	}
 	n.agentRuns = r.NodeGCRunning
 	if im, err := n.imageManager(ctx, ctx, c, &rt, true, pods, reg); err != nil {
 		r.ImagesErr = err
 	} else {
 		r.Images, r.ImagesToLow, r.ImagesErr = im.PlanAndToLow(ctx)
 	}
-	if cmErr != nil {
-		r.ContainersErr = cmErr
-		return r, nil
-	}
-	r.Containers, r.ContainersErr = cm.Plan(ctx)
 	return r, nil
 }

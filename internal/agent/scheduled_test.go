@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -146,5 +147,112 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, plan("sched-node-typo")); diff != "" {
 		t.Errorf("plan for a node name the API does not know (-want +got):\n%s", diff)
+	}
+}
+
+// TestWrongNameOfTheSameBootRemovesNoImage: on kind, k3d or minikube with a
+// container driver, every node shares one kernel, so every Node reports the
+// same boot ID, and a wrong node name (set in a config every node reads)
+// that another registered Node has passes the boot ID check. The container
+// GC's plan finds the view at odds with the runtime (here the runtime lists
+// none of the pods the view's kubelet reports running, and runs one the
+// view lacks); the image GC must not trust that view either: with the
+// wrong name, `nodegc plan` keeps this node's pending pod's image as
+// scheduled, as with the right name, and the image of the other Node's
+// pod is not what keeps anything.
+func TestWrongNameOfTheSameBootRemovesNoImage(t *testing.T) {
+	testbed.RequireRoot(t)
+	n := node.Start(t, node.Options{Version: testbed.Containerd2, SmallFS: 128 << 20})
+	c := cluster.Start(t, cluster.Options{})
+	ctx := t.Context()
+	client := c.Client()
+	ids, refs := map[string]string{}, map[string]string{}
+	for _, repo := range []string{"same-boot/pending", "same-boot/running", "same-boot/elsewhere"} {
+		img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: repo, Tag: "v1", Layers: []registry.LayerSpec{{Seed: repo, Size: 1 << 20}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids[repo], err = n.PullImage(ctx, img.Ref); err != nil {
+			t.Fatal(err)
+		}
+		refs[repo] = img.Ref
+	}
+	boot := testbed.BootID(t)
+	for _, name := range []string{"kind-worker", "kind-worker2"} {
+		nd, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.Status.NodeInfo.BootID = boot
+		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods := client.CoreV1().Pods("default")
+	mk := func(name, nodeName, image string) *corev1.Pod {
+		p, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: image}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mk("pending", "kind-worker", refs["same-boot/pending"]) // bound here, not started yet
+	running := mk("running", "kind-worker", refs["same-boot/running"])
+	elsewhere := mk("elsewhere", "kind-worker2", refs["same-boot/elsewhere"])
+	// kind-worker2's kubelet, on its own machine, reports its pod running
+	// for two hours.
+	startedAt := metav1.NewTime(time.Now().Add(-2 * time.Hour).Truncate(time.Second))
+	elsewhere.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &startedAt, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "app", Image: refs["same-boot/elsewhere"], Ready: true, ContainerID: "containerd://" + strings.Repeat("ef", 32),
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: startedAt}},
+	}}}
+	if _, err := pods.UpdateStatus(ctx, elsewhere, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// This machine runs kind-worker's pod "running".
+	if _, err := n.RunPod(ctx, node.PodSpec{Name: running.Name, Namespace: running.Namespace, UID: string(running.UID)}); err != nil {
+		t.Fatal(err)
+	}
+
+	plan := func(name string) (images map[string]string, containerView string) {
+		cfg := nodeConfig(t, n.Endpoint, t.TempDir(), []string{"nodeName: " + name, "clientConnection:", "  kubeconfig: " + c.KubeconfigPath()},
+			[]string{"highThresholdPercent: 1", "lowThresholdPercent: 0", "minimumGCAge: 0s"}, nil)
+		stdout, stderr := runPlan(t, cfg)
+		var view struct {
+			PodsView string `json:"podsView"`
+			Images   []struct {
+				ID, Action, Reason, ScheduledBy string
+			} `json:"images"`
+		}
+		if err := json.Unmarshal(stdout, &view); err != nil {
+			t.Fatalf("%v\n%s", err, stdout)
+		}
+		images = map[string]string{}
+		for repo, id := range ids {
+			for _, row := range view.Images {
+				if row.ID == id {
+					images[repo] = row.Action + " " + row.Reason
+					if row.ScheduledBy != "" {
+						images[repo] += " (" + row.ScheduledBy + ")"
+					}
+				}
+			}
+		}
+		t.Logf("nodeName %q: images %v; the container GC's pod view %q\nstderr:\n%s", name, images, view.PodsView, stderr)
+		return images, view.PodsView
+	}
+	right, _ := plan("kind-worker")
+	if !strings.HasPrefix(right["same-boot/pending"], "keep scheduled") || right["same-boot/elsewhere"] != "remove space" {
+		t.Errorf("right name: images %v, want the pending pod's kept as scheduled, the other Node's pod's removed", right)
+	}
+	wrong, containerView := plan("kind-worker2")
+	if !strings.Contains(containerView, "not authoritative") {
+		t.Fatalf("wrong name: the container GC's pod view %q, want not authoritative (the check this test relies on)", containerView)
+	}
+	for _, repo := range []string{"same-boot/pending", "same-boot/running"} {
+		if !strings.HasPrefix(wrong[repo], "keep ") {
+			t.Errorf("wrong node name (another registered Node, same boot ID): %s's image is planned %q, want kept", repo, wrong[repo])
+		}
 	}
 }

@@ -308,6 +308,12 @@
 //     node too. A side that does not say (no runtime reported, the
 //     kubelet's "Unknown", a runtime that gave no Version) is not checked;
 //     two installs of the very same version cannot be told apart.
+//   - The image GC reads the view through PodImages, which is not
+//     authoritative until the container GC's plan has checked it against
+//     the runtime (ExpectRuntimeChecks, RuntimeChecked: ViewRuntimeUnchecked
+//     before the first check), nor while the last check found them at
+//     odds (the plan's reason): those checks are the container GC's, and
+//     the image GC trusts no view they refuse.
 //   - A pod with a ready sandbox or a running container is never gone, even
 //     when the watch saw it deleted: the kubelet is still terminating it.
 //   - "Gone" needs more than absence from the cache: the watch saw the pod

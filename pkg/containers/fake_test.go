@@ -255,6 +255,22 @@ type fakePods struct {
 	mu       sync.Mutex
 	view     PodView
 	retained map[string]bool
+	// expected counts ExpectRuntimeChecks calls; verdicts holds what
+	// RuntimeChecked reported, in order.
+	expected int
+	verdicts []string
+}
+
+func (p *fakePods) ExpectRuntimeChecks() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expected++
+}
+
+func (p *fakePods) RuntimeChecked(reason string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.verdicts = append(p.verdicts, reason)
 }
 
 func (p *fakePods) View(time.Time) PodView {

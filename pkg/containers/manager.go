@@ -44,6 +44,13 @@ var (
 type PodSource interface {
 	// View returns the pod view at now.
 	View(now time.Time) PodView
+	// ExpectRuntimeChecks says the manager checks the views against the
+	// runtime it lists, and reports each check with RuntimeChecked.
+	ExpectRuntimeChecks()
+	// RuntimeChecked reports what a plan found of an authoritative view
+	// against the runtime: "" when they agree, else the plan's PodsReason
+	// (RuntimeContradicts).
+	RuntimeChecked(reason string)
 	// Retain forgets remembered deletions, recorded before since, of pods
 	// that have nothing left on the node (onNode holds the UIDs that do).
 	// The Manager calls it only with a snapshot of the node that read
@@ -202,6 +209,11 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.SettleTimeout <= 0 {
 		opts.SettleTimeout = 20 * time.Second
 	}
+	if opts.Pods != nil {
+		// Nothing fails from here on: the image GC waits for this
+		// manager's first check.
+		opts.Pods.ExpectRuntimeChecks()
+	}
 	m := &Manager{
 		opts: opts, policy: NewPolicy(opts.Config, opts.RuntimeRequestTimeout), metrics: newMetrics(reg),
 		clock: opts.Clock, waitClock: clock.RealClock{},
@@ -354,6 +366,15 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 	}
 	m.timeline.place(node, now)
 	plan := m.policy.Plan(*node, view, now)
+	if view.Authoritative {
+		// The plan checked the view against the runtime: the image GC
+		// goes by what it found (APIPodSource.RuntimeChecked).
+		verdict := ""
+		if RuntimeContradicts(plan.PodsReason) {
+			verdict = plan.PodsReason
+		}
+		m.opts.Pods.RuntimeChecked(verdict)
+	}
 	plan.WritableLayersUnknown = m.opts.NoWritableLayers
 	m.idFaults(ctx, plan, now)
 	s := sizer{rt: m.opts.Runtime, layers: m.opts.WritableLayers, paths: m.paths}

@@ -529,6 +529,42 @@ func TestViewOfAnotherRuntimeIsNotAuthoritative(t *testing.T) {
 	}
 }
 
+// TestManagerReportsItsRuntimeChecks: a manager with a pod source says at
+// its making that it checks the views against the runtime, and reports
+// what each plan of an authoritative view found: "" when they agree, the
+// reason when the runtime contradicts the view. A plan of a view that is
+// not authoritative checked nothing and reports nothing.
+func TestManagerReportsItsRuntimeChecks(t *testing.T) {
+	f := newManagerFixture(t)
+	f.pods.view = live(fixtureUID("p"))
+	m := f.manager(t, nil)
+	if f.pods.expected != 1 {
+		t.Fatalf("ExpectRuntimeChecks called %d times by NewManager, want 1", f.pods.expected)
+	}
+	collect := func() {
+		t.Helper()
+		if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+			t.Fatal(err)
+		}
+	}
+	collect()
+	f.pods.view = with(live(fixtureUID("p")), func(v *PodView) { v.Node = "wrong" }) // lacks pods the runtime runs: see TestViewThatDisagreesIsNotAuthoritative
+	f.pods.view.Live = map[string]bool{}
+	collect()
+	f.pods.view = PodView{Reason: ViewUnreachable}
+	collect()
+	if _, err := m.Plan(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.pods.view = live(fixtureUID("p"))
+	if _, err := m.Plan(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"", ViewDisagrees, ""}, f.pods.verdicts); diff != "" {
+		t.Errorf("checks reported (-want +got):\n%s", diff)
+	}
+}
+
 // TestNewManagerRejectsBadConfig: NewManager validates its configuration as
 // the agent does (config.ValidateContainerGC); NewPolicy trusts it.
 func TestNewManagerRejectsBadConfig(t *testing.T) {

@@ -62,6 +62,20 @@ type APIPodSource struct {
 	podHealth  listHealth
 	nodeHealth listHealth
 	deleted    map[string]time.Time // UIDs the watch saw deleted, and when
+	// checks is what the container GC's plans found of the views against
+	// the runtime (ExpectRuntimeChecks, RuntimeChecked), which PodImages
+	// goes by.
+	checks runtimeChecks
+}
+
+// runtimeChecks is what the container GC's plans found of the source's
+// views against the runtime.
+type runtimeChecks struct {
+	expected bool // a container GC checks the views (ExpectRuntimeChecks)
+	done     bool // one has checked an authoritative view since
+	// verdict is the last check's: "" when the view agreed with the
+	// runtime, the plan's PodsReason (RuntimeContradicts) otherwise.
+	verdict string
 }
 
 // listHealth is how the list and watch requests of one informer went.
@@ -391,7 +405,9 @@ func (s *APIPodSource) onDelete(obj any) {
 // references are those of the pods last known (the informer's cache). The
 // images are read from the cache, so while it lacks a pod the view counts
 // live (a relist returned it, and the cache has not caught up yet), the
-// view is not authoritative (ViewCacheBehind).
+// view is not authoritative (ViewCacheBehind). Nor is it while the
+// container GC has not checked it against the runtime yet, or found them
+// at odds the last time it checked (ExpectRuntimeChecks, RuntimeChecked).
 func (s *APIPodSource) PodImages() (map[string]string, PodView) {
 	view := s.View(s.clock.Now())
 	refs := map[string]string{}
@@ -439,13 +455,49 @@ func (s *APIPodSource) PodImages() (map[string]string, PodView) {
 	}
 	s.mu.Lock()
 	listed := s.podHealth.listed // never written again
+	checks := s.checks
 	s.mu.Unlock()
+	switch {
+	case checks.expected && !checks.done:
+		return refs, PodView{Node: s.nodeName, Reason: ViewRuntimeUnchecked}
+	case checks.verdict != "":
+		return refs, PodView{Node: s.nodeName, Reason: checks.verdict}
+	}
 	for uid := range listed {
 		if !cached[uid] && view.Live[uid] { // counted live from the list
 			return refs, PodView{Node: s.nodeName, Reason: ViewCacheBehind}
 		}
 	}
 	return refs, view
+}
+
+// ExpectRuntimeChecks says that a container GC checks this source's views
+// against the runtime it lists (Policy.Plan: a wrong node name, another
+// runtime than the kubelet's) and reports each check with RuntimeChecked.
+// Until its first report, PodImages is not authoritative
+// (ViewRuntimeUnchecked): the image GC would otherwise trust, at the
+// agent's start, a view the first plan is about to refuse. A new container
+// GC (one built again for a runtime that came back as another) checks
+// anew. NewManager calls it.
+func (s *APIPodSource) ExpectRuntimeChecks() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks.expected, s.checks.done = true, false
+}
+
+// RuntimeChecked records what a container GC plan found of an
+// authoritative view against the runtime: reason is "" when they agree,
+// the plan's PodsReason when it contradicts the view (RuntimeContradicts).
+// PodImages is not authoritative, with that reason, from a report of a
+// contradiction until a report of agreement: the image GC does not trust
+// the pods of a view the container GC refuses (another Node's, on nodes
+// that share one boot ID; the pods of a runtime that is not the one
+// listed). A plan whose view was not authoritative checked nothing, and
+// is not reported.
+func (s *APIPodSource) RuntimeChecked(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checks.done, s.checks.verdict = true, reason
 }
 
 // Finished says whether a pod will run no container again: it succeeded or

@@ -668,6 +668,47 @@ func TestViewTellsTheNodesRuntime(t *testing.T) {
 	}
 }
 
+// TestPodImagesGoByTheRuntimeChecks: the image GC trusts no view the
+// container GC has not checked against the runtime, or refused: once a
+// container GC expects to check (at the agent's start, and again when it is
+// built for another runtime), PodImages is not authoritative until it
+// reports a check (runtime_unchecked), nor from a report that the runtime
+// contradicts the view until one that they agree. Without a container GC,
+// nothing is checked and PodImages goes by the view alone.
+func TestPodImagesGoByTheRuntimeChecks(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "boot-a"}}}
+	s, _ := runSyncedSource(t, fake.NewClientset(node), PodSourceOptions{NodeName: "n1", BootID: "boot-a", Clock: clocktesting.NewFakeClock(t0)})
+	reason := func() string {
+		if _, v := s.PodImages(); !v.Authoritative {
+			return v.Reason
+		}
+		return "authoritative"
+	}
+	for _, step := range []struct {
+		name string
+		do   func()
+		want string
+	}{
+		{"no container GC", func() {}, "authoritative"},
+		{"a container GC starts", s.ExpectRuntimeChecks, ViewRuntimeUnchecked},
+		{"it finds the runtime contradicts the view", func() { s.RuntimeChecked(ViewDisagrees) }, ViewDisagrees},
+		{"and another way", func() { s.RuntimeChecked(ViewRuntimeLacksPods) }, ViewRuntimeLacksPods},
+		{"then that they agree", func() { s.RuntimeChecked("") }, "authoritative"},
+		{"a container GC built again for another runtime", s.ExpectRuntimeChecks, ViewRuntimeUnchecked},
+		{"that runtime is not the Node's", func() { s.RuntimeChecked(ViewNodeOtherRuntime) }, ViewNodeOtherRuntime},
+		{"a container GC built again", s.ExpectRuntimeChecks, ViewRuntimeUnchecked},
+		{"agrees", func() { s.RuntimeChecked("") }, "authoritative"},
+	} {
+		step.do()
+		if got := reason(); got != step.want {
+			t.Errorf("%s: PodImages %s, want %s", step.name, got, step.want)
+		}
+		if v := s.View(t0); !v.Authoritative {
+			t.Errorf("%s: View not authoritative (%s): the container GC's plan makes its checks itself", step.name, v.Reason)
+		}
+	}
+}
+
 // runSyncedSource makes a pod source on client, runs it until the test
 // ends, and returns it once its informers synced, with the context it runs
 // in.

@@ -24,6 +24,11 @@ const (
 	// returned, whose images are not known. Set by PodImages only: View
 	// counts those pods live from the list.
 	ViewCacheBehind = "cache_behind"
+	// ViewRuntimeUnchecked: the container GC has not checked the view
+	// against the runtime yet (the agent's start, or a container GC built
+	// again for another runtime). Set by PodImages only: the container
+	// GC's plan makes the check itself (APIPodSource.ExpectRuntimeChecks).
+	ViewRuntimeUnchecked = "runtime_unchecked"
 	// ViewDisagrees: the view lacks pods the runtime runs although its last
 	// complete list should have returned them (Plan.PodsMissing names them).
 	// Set by Policy.Plan, not by a source.
