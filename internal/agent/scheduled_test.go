@@ -32,18 +32,7 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 	ctx := t.Context()
 	client := c.Client()
 
-	ids := map[string]string{} // repo -> image ID
-	refs := map[string]string{}
-	for _, repo := range []string{"sched/main", "sched/init", "sched/ran", "sched/done", "sched/free", "sched/volume"} {
-		img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: repo, Tag: "v1", Layers: []registry.LayerSpec{{Seed: repo, Size: 1 << 20}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ids[repo], err = n.PullImage(ctx, img.Ref); err != nil {
-			t.Fatal(err)
-		}
-		refs[repo] = img.Ref
-	}
+	ids, refs := pushAndPull(t, n, "sched/main", "sched/init", "sched/ran", "sched/done", "sched/free", "sched/volume")
 
 	const nodeName = "sched-node"
 	// Registered as a kubelet of this machine registers it: with its boot
@@ -166,17 +155,7 @@ func TestWrongNameOfTheSameBootRemovesNoImage(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	ctx := t.Context()
 	client := c.Client()
-	ids, refs := map[string]string{}, map[string]string{}
-	for _, repo := range []string{"same-boot/pending", "same-boot/running", "same-boot/elsewhere"} {
-		img, err := n.Registry.Push(ctx, registry.ImageSpec{Repo: repo, Tag: "v1", Layers: []registry.LayerSpec{{Seed: repo, Size: 1 << 20}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ids[repo], err = n.PullImage(ctx, img.Ref); err != nil {
-			t.Fatal(err)
-		}
-		refs[repo] = img.Ref
-	}
+	ids, refs := pushAndPull(t, n, "same-boot/pending", "same-boot/running", "same-boot/elsewhere")
 	boot := testbed.BootID(t)
 	for _, name := range []string{"kind-worker", "kind-worker2"} {
 		nd, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
@@ -255,4 +234,23 @@ func TestWrongNameOfTheSameBootRemovesNoImage(t *testing.T) {
 			t.Errorf("wrong node name (another registered Node, same boot ID): %s's image is planned %q, want kept", repo, wrong[repo])
 		}
 	}
+}
+
+// pushAndPull pushes an image of 1 MiB tagged v1 for each repository to n's
+// registry and pulls it, and returns the image IDs and the references, by
+// repository.
+func pushAndPull(t *testing.T, n *node.Node, repos ...string) (ids, refs map[string]string) {
+	t.Helper()
+	ids, refs = map[string]string{}, map[string]string{}
+	for _, repo := range repos {
+		img, err := n.Registry.Push(t.Context(), registry.ImageSpec{Repo: repo, Tag: "v1", Layers: []registry.LayerSpec{{Seed: repo, Size: 1 << 20}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids[repo], err = n.PullImage(t.Context(), img.Ref); err != nil {
+			t.Fatal(err)
+		}
+		refs[repo] = img.Ref
+	}
+	return ids, refs
 }

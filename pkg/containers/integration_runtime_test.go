@@ -111,27 +111,7 @@ func otherRuntimeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix 
 		return v.Deleted[string(forced.UID)] && len(v.Running) == 2
 	})
 
-	collect := func() (*containers.Plan, []string) {
-		t.Helper()
-		var plan *containers.Plan
-		var removed []string
-		for range 3 {
-			r, err := m.GarbageCollect(ctx, containers.TriggerManual)
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan = r.Plan
-			for _, d := range r.Outcome.LogDirs {
-				removed = append(removed, d.Dir.Name+":"+d.Reason)
-			}
-			for _, d := range r.Outcome.LogLinks {
-				removed = append(removed, filepath.Base(d.Link.Name)+":"+d.Reason)
-			}
-		}
-		slices.Sort(removed)
-		return plan, removed
-	}
-	plan, removed := collect()
+	plan, removed := collectLogsThrice(t, m)
 	if len(removed) > 0 {
 		t.Errorf("another runtime than the kubelet's: removed %v, want nothing", removed)
 	}
@@ -164,7 +144,7 @@ func otherRuntimeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix 
 		}
 	}
 	testbed.WaitFor(t, 30*time.Second, "the view to see the deletions", func() bool { return len(src.View(time.Now()).Running) == 0 })
-	plan, removed = collect()
+	plan, removed = collectLogsThrice(t, m)
 	want := []string{filepath.Base(link) + ":dangling", filepath.Base(forcedLogs) + ":pod_gone", filepath.Base(unlistedLogs) + ":pod_gone"}
 	slices.Sort(want)
 	if diff := cmp.Diff(want, removed); diff != "" {
@@ -223,27 +203,7 @@ func TestNodeOfAnotherRuntimeCollectsNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		collect := func() (*containers.Plan, []string) {
-			t.Helper()
-			var plan *containers.Plan
-			var removed []string
-			for range 3 {
-				r, err := m.GarbageCollect(ctx, containers.TriggerManual)
-				if err != nil {
-					t.Fatal(err)
-				}
-				plan = r.Plan
-				for _, d := range r.Outcome.LogDirs {
-					removed = append(removed, d.Dir.Name+":"+d.Reason)
-				}
-				for _, d := range r.Outcome.LogLinks {
-					removed = append(removed, filepath.Base(d.Link.Name)+":"+d.Reason)
-				}
-			}
-			slices.Sort(removed)
-			return plan, removed
-		}
-		plan, removed := collect()
+		plan, removed := collectLogsThrice(t, m)
 		if len(removed) > 0 {
 			t.Errorf("the Node reports another runtime: removed %v, want nothing", removed)
 		}
@@ -280,7 +240,7 @@ func TestNodeOfAnotherRuntimeCollectsNothing(t *testing.T) {
 		testbed.WaitFor(t, 30*time.Second, "the view to say the Node's runtime", func() bool {
 			return src.View(time.Now()).NodeRuntime == asks
 		})
-		plan, removed = collect()
+		plan, removed = collectLogsThrice(t, m)
 		want := []string{filepath.Base(link) + ":dangling", filepath.Base(logs) + ":pod_gone"}
 		slices.Sort(want)
 		if diff := cmp.Diff(want, removed); diff != "" {
@@ -290,4 +250,28 @@ func TestNodeOfAnotherRuntimeCollectsNothing(t *testing.T) {
 			t.Errorf("the Node reports the runtime nodegc asks: plan pod view not authoritative (%q)", plan.PodsReason)
 		}
 	})
+}
+
+// collectLogsThrice runs m three times, and returns the last run's plan and
+// the log directories and links the runs removed ("name:reason", the links
+// by base name), sorted.
+func collectLogsThrice(t *testing.T, m *containers.Manager) (*containers.Plan, []string) {
+	t.Helper()
+	var plan *containers.Plan
+	var removed []string
+	for range 3 {
+		r, err := m.GarbageCollect(t.Context(), containers.TriggerManual)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan = r.Plan
+		for _, d := range r.Outcome.LogDirs {
+			removed = append(removed, d.Dir.Name+":"+d.Reason)
+		}
+		for _, d := range r.Outcome.LogLinks {
+			removed = append(removed, filepath.Base(d.Link.Name)+":"+d.Reason)
+		}
+	}
+	slices.Sort(removed)
+	return plan, removed
 }
