@@ -62,7 +62,7 @@ func BenchmarkPlan(b *testing.B) {
 		// earliest.
 		now := t0.Add(time.Hour)
 		tr.applyImages(images, now)
-		in := tr.planInput(images, now)
+		in, _ := tr.planInput(images)
 		for i := range in {
 			in[i].Layers = layers[in[i].ID]
 		}
@@ -116,7 +116,7 @@ func BenchmarkPlan(b *testing.B) {
 	})
 	b.Run("policy", func(b *testing.B) {
 		tr := newTracker(b)
-		in := tr.planInput(images, t0)
+		in, _ := tr.planInput(images)
 		for i := range in {
 			in[i].Layers = layers[in[i].ID]
 		}

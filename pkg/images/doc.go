@@ -133,7 +133,11 @@
 //     is young again, whatever the state file says (from now, when a step
 //     forward moved its record past the new copy's arrival), and so is one removed
 //     and pulled again between the plan and its removal (the check before
-//     each removal reads when it arrived); a state record without
+//     each removal reads when it arrived, and counts its age less the steps
+//     of the clock forward since the plan: arrivedYoung); a plan reads now
+//     with the records it copies, after the steps applied to them, so that
+//     a step while it reads the node ages none (Tracker.planInput,
+//     recordsNow); a state record without
 //     a first-detected time, or with times after the clock's (saved while
 //     the clock ran ahead), counts from the load. Where the runtime does
 //     not say when an image arrived (another runtime, containerd's API not

@@ -824,8 +824,8 @@ func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
 	r.Plan, r.Before = plan, plan.Disk
 	m.metrics.observePlan(plan, m.opts.Config.DryRun)
 	replan := func(removed map[string]bool, held map[string]string, target uint64) *Plan {
-		rest := make([]Image, 0, len(in))
-		for _, img := range in {
+		rest := make([]Image, 0, len(in.images))
+		for _, img := range in.images {
 			if !removed[img.ID] {
 				rest = append(rest, img)
 			}
@@ -833,7 +833,7 @@ func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
 		return m.policy.replan(rest, held, target, plan.Disk, plan.Now)
 	}
 	rm := &firstRemoval{rt: m.opts.Runtime, clock: m.clock}
-	check := m.checkBeforeRemoval(ctx)
+	check := m.checkBeforeRemoval(ctx, in.now)
 	counted := func(img *Image) (string, error) {
 		keep, err := check(img)
 		m.metrics.observeCheck(keep, err)
@@ -904,26 +904,28 @@ func (m *Manager) PlanAndToLow(ctx context.Context) (now, toLow *Plan, err error
 // planInput is what a plan is made from: the images, marked, the disk, when,
 // and how the scheduled rule saw the pods (Plan.PodsView).
 type planInput struct {
-	images   []Image
-	disk     DiskStats
-	now      time.Time
+	images []Image
+	disk   DiskStats
+	// now is when, on the timeline of the records the images were copied
+	// from (Tracker.planInput).
+	now      recordsNow
 	podsView string
 }
 
-// plan also returns the images the plan was made from; it plans for what
-// the disk asks beyond what the plan reads from it (demand).
-func (m *Manager) plan(ctx context.Context, d demand) (*Plan, []Image, error) {
+// plan also returns what the plan was made from; it plans for what the
+// disk asks beyond what the plan reads from it (demand).
+func (m *Manager) plan(ctx context.Context, d demand) (*Plan, *planInput, error) {
 	in, err := m.planInput(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	plan, err := m.planOn(in, d)
-	return plan, in.images, err
+	return plan, in, err
 }
 
 // planOn plans on in for d.
 func (m *Manager) planOn(in *planInput, d demand) (*Plan, error) {
-	plan, err := m.policy.planFor(in.images, in.disk, in.now, d)
+	plan, err := m.policy.planFor(in.images, in.disk, in.now.at, d)
 	if plan != nil {
 		plan.PodsView = in.podsView
 		if l, ok := m.opts.Layers.(interface{ BlobsElsewhere() string }); ok && plan.ExactAccounting {
@@ -942,15 +944,16 @@ func (m *Manager) planInput(ctx context.Context) (*planInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := m.clock.Now()
 	disk, err := m.diskStats(ctx)
 	if err != nil {
 		return nil, err
 	}
 	m.observeDisk(disk)
-	arrivals := m.readArrivals(ctx, images, now, &m.arrivalReads,
+	arrivals := m.readArrivals(ctx, images, m.clock.Now(), &m.arrivalReads,
 		"Cannot read when images arrived from the runtime; the minimum age counts from the start of nodegc's watch at the earliest meanwhile")
-	in := m.tracker.planInput(images, now)
+	// Now is read with the records, after the steps of the clock applied
+	// to them while the above read the node.
+	in, now := m.tracker.planInput(images)
 	for i := range in {
 		in[i].Arrived = arrivals[in[i].ID]
 	}
@@ -1144,9 +1147,9 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // containers CRI does not list; and the pod view is read again, so a pod
 // bound since the plan keeps the images it names. When the image arrived is
 // read again (Options.Arrivals): a copy pulled since the plan, after
-// another client removed the one planned, is as young as its arrival. Its
-// last step lists the
-// containers again, event stream live or not (an event may still be on its
+// another client removed the one planned, is as young as its arrival, less
+// the steps of the clock forward since the plan (planNow, the reading the
+// plan was made at: arrivedYoung). Its last step lists the containers again, event stream live or not (an event may still be on its
 // way, and a stream may stay open and send nothing), and adds what events
 // told meanwhile. When the runtime cannot be asked, the check fails and
 // the run stops: nothing is removed on doubt; nor while what the manager
@@ -1154,7 +1157,7 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // check's last step, before RemoveImage, is not seen: CRI has no removal
 // on condition. Nor is a name of the image pulled then: containerd removes
 // every name the image has at its removal.
-func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
+func (m *Manager) checkBeforeRemoval(ctx context.Context, planNow recordsNow) removalCheck {
 	lookup, _ := m.opts.Runtime.(ImageLookup)
 	configured := refForms(m.opts.SandboxImages)
 	return func(planned *Image) (string, error) {
@@ -1223,7 +1226,7 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		// When the image on the node arrived: another client may have
 		// removed it and pulled it again since the plan, which dated the
 		// copy that went.
-		if m.arrivedYoung(ctx, planned, img) {
+		if m.arrivedYoung(ctx, planNow, planned, img) {
 			return KeepMinAge, nil
 		}
 		// Last, what the runtime's events told while the calls above went
@@ -1281,14 +1284,21 @@ func (m *Manager) readArrivals(ctx context.Context, images []*runtimeapi.Image, 
 // and less than the minimum age ago. The read dates the image anew in the
 // tracker, as a plan's does. Without an arrival source (a runtime other
 // than containerd), or when the read fails, the plan's dating stands.
-func (m *Manager) arrivedYoung(ctx context.Context, planned, img *Image) bool {
-	now := m.clock.Now()
-	at, ok := m.readArrivals(ctx, []*runtimeapi.Image{{Id: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests}}, now, &m.checkArrivalReads,
+//
+// The arrival is on the wall clock of the pull, which a step since has
+// moved: the age counts from now less the steps forward the tracker
+// applied since the plan's reading (planNow), a copy pulled since being
+// later than the plan. A step forward of more than the minimum age right
+// after the pull would otherwise make the copy old. A step back only
+// makes it younger.
+func (m *Manager) arrivedYoung(ctx context.Context, planNow recordsNow, planned, img *Image) bool {
+	at, ok := m.readArrivals(ctx, []*runtimeapi.Image{{Id: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests}}, m.clock.Now(), &m.checkArrivalReads,
 		"Cannot read when an image arrived at the check before its removal; the plan's dating stands")[img.ID]
 	if !ok || at.Equal(planned.Arrived) {
 		return false
 	}
-	return now.Sub(at) < m.policy.minAge()
+	now := m.tracker.follow()
+	return now.at.Sub(at)-(now.forward-planNow.forward) < m.policy.minAge()
 }
 
 // usedByContainer says whether a container the tracker knows uses img as

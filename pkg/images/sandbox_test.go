@@ -111,7 +111,7 @@ func TestSandboxesOfTheRuntime(t *testing.T) {
 	if err := m.markSandbox(ctx, pause()); !errors.Is(err, injected) {
 		t.Errorf("sandboxes unknown: markSandbox error %v, want %v", err, injected)
 	}
-	check := m.checkBeforeRemoval(ctx)
+	check := m.checkBeforeRemoval(ctx, m.tracker.follow())
 	if _, err := check(&pause()[0]); !errors.Is(err, injected) {
 		t.Errorf("sandboxes unknown at the check before a removal: error %v, want %v (the run stops)", err, injected)
 	}
@@ -158,7 +158,7 @@ func TestSandboxImageRemembered(t *testing.T) {
 	}
 	sandboxes := func(m *Manager) []string {
 		t.Helper()
-		in := m.tracker.planInput(listing, t0)
+		in, _ := m.tracker.planInput(listing)
 		if err := m.markSandbox(t.Context(), in); err != nil {
 			t.Fatal(err)
 		}

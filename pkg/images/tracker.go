@@ -48,6 +48,9 @@ type Tracker struct {
 	// each.
 	steps  clockstep.Follower
 	onStep func(step time.Duration)
+	// forward is the sum of the steps forward followLocked applied
+	// (recordsNow.forward).
+	forward time.Duration
 	// fileWatch is the watch the state file recorded when loaded.
 	fileWatch watch
 	// containers maps a container ID to the references to its image the
@@ -893,18 +896,22 @@ func (t *Tracker) observeArrivals(arrivals map[string]time.Time) {
 }
 
 // planInput joins a listing of the runtime's images with what the tracker
-// knows into the planner's input. planInput the tracker has not seen yet count
-// as first detected now (so the minimum age protects them).
-func (t *Tracker) planInput(images []*runtimeapi.Image, now time.Time) []Image {
+// knows into the planner's input, and returns the reading of the clock the
+// plan reads ages off (recordsNow): the records copied and now are on one
+// timeline, whichever step of the wall clock the tracker applied before
+// (while the plan read the node: a step back of D applied then, with a now
+// read before it, would age every record by D). Images the tracker has not
+// seen yet count as first detected now (so the minimum age protects them).
+func (t *Tracker) planInput(images []*runtimeapi.Image) ([]Image, recordsNow) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.followLocked()
+	now := t.followLocked()
 	refs := t.refs
 	out := make([]Image, 0, len(images))
 	for _, img := range images {
 		u, ok := t.usage[img.GetId()]
 		if !ok {
-			u = Usage{FirstDetected: now}
+			u = Usage{FirstDetected: now.at}
 		}
 		out = append(out, Image{
 			ID:            img.GetId(),
@@ -919,30 +926,50 @@ func (t *Tracker) planInput(images []*runtimeapi.Image, now time.Time) []Image {
 			RanSandboxes:  u.Sandbox,
 		})
 	}
-	return out
+	return out, now
+}
+
+// recordsNow is a reading of the wall clock on the records' timeline: taken
+// under the tracker's lock right after the steps found up to it were
+// applied to the records (followLocked). An age read off it for a record
+// copied under the same lock is what the monotonic clock says, whatever
+// step comes after: that step moves neither the reading nor the copy.
+type recordsNow struct {
+	at time.Time
+	// forward is the sum of the steps forward the tracker applied up to
+	// the reading: one between two readings is their difference. A time
+	// the tracker did not date (the runtime's arrival of an image) that
+	// falls between them is later on the second's timeline by at most
+	// that much.
+	forward time.Duration
 }
 
 // follow reads the wall and the monotonic clock and applies a step of the
-// wall clock since the last reading (followLocked).
-func (t *Tracker) follow() {
+// wall clock since the last reading (followLocked); it returns the reading.
+func (t *Tracker) follow() recordsNow {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.followLocked()
+	return t.followLocked()
 }
 
 // followLocked applies a step of the wall clock since the last reading to
-// the records (shiftLocked) and tells onStep. It is called right before
-// each time the tracker dates a record, so every record is on the wall
-// clock's timeline of its reading: none dated after a step is moved by it.
-func (t *Tracker) followLocked() {
-	step := t.steps.Follow(t.clock()).By
-	if step == 0 {
-		return
+// the records (shiftLocked) and tells onStep; it returns the reading, on
+// the records' timeline. It is called right before each time the tracker
+// dates a record, so every record is on the wall clock's timeline of its
+// reading: none dated after a step is moved by it.
+func (t *Tracker) followLocked() recordsNow {
+	now := t.clock()
+	step := t.steps.Follow(now).By
+	if step != 0 {
+		t.shiftLocked(step)
+		if step > 0 {
+			t.forward += step
+		}
+		if t.onStep != nil {
+			t.onStep(step)
+		}
 	}
-	t.shiftLocked(step)
-	if t.onStep != nil {
-		t.onStep(step)
-	}
+	return recordsNow{at: now, forward: t.forward}
 }
 
 // shiftLocked moves every time the records keep by d: the wall clock was

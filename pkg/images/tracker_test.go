@@ -59,7 +59,8 @@ func TestTrackerReconcile(t *testing.T) {
 		t.Errorf("usage (-want +got):\n%s", diff)
 	}
 	got := map[string]bool{}
-	for _, img := range tr.planInput(images, t0.Add(time.Minute)) {
+	in, _ := tr.planInput(images)
+	for _, img := range in {
 		got[img.ID] = img.InUse
 	}
 	if diff := cmp.Diff(map[string]bool{"sha256:a": true, "sha256:b": false, "sha256:c": false}, got); diff != "" {
@@ -107,7 +108,8 @@ func TestTrackerEvents(t *testing.T) {
 func TestTrackerImagesNewImageIsFresh(t *testing.T) {
 	tr, _ := newTestTracker(t)
 	now := t0.Add(time.Hour)
-	imgs := tr.planInput([]*runtimeapi.Image{criImage("sha256:new")}, now)
+	tr.clock = func() time.Time { return now }
+	imgs, _ := tr.planInput([]*runtimeapi.Image{criImage("sha256:new")})
 	if len(imgs) != 1 || !imgs[0].FirstDetected.Equal(now) {
 		t.Errorf("unseen image = %+v, want FirstDetected = now", imgs)
 	}

@@ -1,0 +1,180 @@
+package images
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+// steppingArrivals is containerd's arrival source whose listing takes the
+// moment the wall clock is stepped (chrony/NTP, a VM's time sync), when a
+// step is set: the step lands between the plan's first readings and the
+// tracker's copy of its records.
+type steppingArrivals struct {
+	mu      sync.Mutex
+	clk     *clocktesting.FakeClock
+	mono    *time.Duration
+	at      map[string]time.Time
+	stepNow time.Duration // applied once, at the next call
+}
+
+func (s *steppingArrivals) Arrivals(_ context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stepNow != 0 {
+		*s.mono += time.Millisecond
+		s.clk.Step(time.Millisecond + s.stepNow)
+		s.stepNow = 0
+	}
+	out := map[string]time.Time{}
+	for _, img := range imgs {
+		if at, ok := s.at[img.GetId()]; ok {
+			out[img.GetId()] = at
+		}
+	}
+	return out, nil
+}
+
+func (s *steppingArrivals) set(id string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at[id] = at
+}
+
+// steppedBed is a manager on one unused image, sha256:a, that arrived and
+// was first seen at t0, with containerd's arrivals (src), a monotonic
+// clock the test moves (mono), and config edited by edit.
+func steppedBed(t *testing.T, edit func(*Options)) (*backoffBed, *shrinkingRuntime, *steppingArrivals, *time.Duration) {
+	t.Helper()
+	mono := new(time.Duration)
+	var src *steppingArrivals
+	b, rt := newShrinkingBed(t, 1, func(o *Options) {
+		src = &steppingArrivals{clk: o.Clock.(*clocktesting.FakeClock), mono: mono, at: map[string]time.Time{"sha256:a": t0.Add(-time.Second)}}
+		o.Arrivals = src
+		if edit != nil {
+			edit(o)
+		}
+	})
+	b.m.tracker.steps.Monotonic = func() time.Duration { return *mono }
+	if _, err := b.m.Plan(t.Context()); err != nil { // first seen now, its arrival recorded
+		t.Fatal(err)
+	}
+	return b, rt, src, mono
+}
+
+// TestStepBackDuringThePlanAgesNothing: a step of the wall clock that the
+// tracker applies to its records while a plan reads the node (here while it
+// lists containerd's arrivals) ages no image: the plan reads now on the
+// records' timeline, after the step moved them. An image first seen a
+// minute ago stays under minimumGCAge (1h) with or without a step back of
+// 3h during the plan, and one used a minute ago is not unused for
+// maximumGCAge (2h), on a disk nearly empty.
+func TestStepBackDuringThePlanAgesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		edit    func(*Options)
+		usage   uint64
+		trigger string
+		kept    string
+	}{
+		{"minimumGCAge", func(o *Options) {
+			o.Config.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
+			o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
+		}, 90, TriggerManual, KeepMinAge},
+		{"maximumGCAge", func(o *Options) {
+			o.Config.MaximumGCAge = &metav1.Duration{Duration: 2 * time.Hour}
+		}, 10, TriggerPeriodic, ""},
+	} {
+		for _, step := range []time.Duration{0, -3 * time.Hour} {
+			t.Run(tc.name+"/step "+step.String(), func(t *testing.T) {
+				b, rt, src, mono := steppedBed(t, tc.edit)
+				*mono += time.Minute
+				b.clk.Step(time.Minute)
+				b.disk.set(tc.usage)
+				src.mu.Lock()
+				src.stepNow = step
+				src.mu.Unlock()
+				r, err := b.m.GarbageCollect(t.Context(), tc.trigger)
+				if err != nil {
+					t.Logf("run: %v", err)
+				}
+				for _, d := range r.Outcome.Removed {
+					t.Errorf("image %s removed (%s) a minute after it arrived (step %v during the plan)", d.Image.ID, d.Reason, step)
+				}
+				if len(rt.images) != 1 {
+					t.Errorf("%d images left, want 1", len(rt.images))
+				}
+				if tc.kept != "" && (len(r.Plan.Keep) != 1 || r.Plan.Keep[0].Reason != tc.kept) {
+					t.Errorf("kept %v, want sha256:a kept %s", r.Plan.Keep, tc.kept)
+				}
+			})
+		}
+	}
+}
+
+// onSandboxList runs hook at the given call of SandboxImages (the plan
+// lists the sandboxes, then each check before a removal): a moment of the
+// check before it reads when the image arrived.
+type onSandboxList struct {
+	mu    sync.Mutex
+	calls int
+	at    int
+	hook  func()
+}
+
+func (s *onSandboxList) SandboxImages(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.calls == s.at {
+		s.hook()
+	}
+	return nil, nil
+}
+
+// TestCopyPulledBeforeAStepForwardIsYoungAtTheCheck: between the plan and
+// the check before the removal, another client removed the planned image and
+// pulled it again, and the wall clock was then stepped forward by more than
+// minimumGCAge. The copy's arrival is on the clock of before the step: the
+// check counts its age less the steps forward the tracker applied since the
+// plan, and keeps it (min_age), as it keeps a copy pulled without a step.
+func TestCopyPulledBeforeAStepForwardIsYoungAtTheCheck(t *testing.T) {
+	for _, step := range []time.Duration{0, 3 * time.Hour} {
+		t.Run("step "+step.String(), func(t *testing.T) {
+			sandboxes := &onSandboxList{at: 2}
+			b, rt, src, mono := steppedBed(t, func(o *Options) {
+				o.Config.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
+				o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
+				o.Sandboxes = sandboxes
+			})
+			*mono += 2 * time.Hour
+			b.clk.Step(2 * time.Hour) // sha256:a is 2h old: the plan removes it
+			b.disk.set(90)
+			sandboxes.hook = func() { // in the check: pulled again, then the step
+				src.set("sha256:a", b.clk.Now())
+				*mono += time.Millisecond
+				b.clk.Step(time.Millisecond + step)
+			}
+			sandboxes.calls = 0
+			r, err := b.m.GarbageCollect(t.Context(), TriggerManual)
+			if err != nil {
+				t.Logf("run: %v", err)
+			}
+			if len(r.Plan.Remove) != 1 {
+				t.Fatalf("the plan removes %v, want sha256:a", r.Plan.Remove)
+			}
+			for _, d := range r.Outcome.Removed {
+				t.Errorf("the copy of %s pulled a moment before a step of %v removed (%s), minimumGCAge 1h", d.Image.ID, step, d.Reason)
+			}
+			if len(rt.images) != 1 || len(r.Outcome.Skipped) != 1 || r.Outcome.Skipped[0].Reason != KeepMinAge {
+				t.Errorf("skipped %v, want sha256:a skipped %s", r.Outcome.Skipped, KeepMinAge)
+			}
+		})
+	}
+}
