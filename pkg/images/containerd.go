@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/internal/containerdapi"
+	"github.com/nodegc/nodegc/pkg/cri"
 )
 
 // DefaultSnapshotter is containerd's default snapshotter.
@@ -309,11 +310,11 @@ func (c *ContainerdLayers) storage(ctx context.Context, img *Image) (imageStorag
 	defer cancel()
 	target, err := c.target(ctx, img)
 	if err != nil {
-		return imageStorage{}, err
+		return imageStorage{}, imageOwn(ctx, err)
 	}
 	st, err := c.read(ctx, target)
 	if err != nil {
-		return imageStorage{}, fmt.Errorf("layers of image %s: %w", img.ID, err)
+		return imageStorage{}, imageOwn(ctx, fmt.Errorf("layers of image %s: %w", img.ID, err))
 	}
 	if present != nil {
 		st.checked = present.gen // read after it
@@ -322,6 +323,18 @@ func (c *ContainerdLayers) storage(ctx context.Context, img *Image) (imageStorag
 	c.cache[img.ID] = st
 	c.mu.Unlock()
 	return st, nil
+}
+
+// imageOwn marks err, of a read of one image's storage, as the image's own
+// (ErrImageUnreadable: a blob or record not found, content that does not
+// decode) unless it says that containerd could not be asked: its
+// connection failed, or the call timed out or was cancelled (ctx, the
+// call's, ended), which says nothing of the image.
+func imageOwn(ctx context.Context, err error) error {
+	if ctx.Err() != nil || errdefs.IsUnavailable(err) || errdefs.IsDeadlineExceeded(err) || errdefs.IsCanceled(err) || cri.IsUnavailable(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrImageUnreadable, err)
 }
 
 // Forget drops the cached layers of an image (after its removal).

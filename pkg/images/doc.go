@@ -77,7 +77,12 @@
 //     does not list those made through containerd's API (ctr, nerdctl,
 //     buildkit) nor one the CRI plugin failed to load; a record keeps the
 //     image it names, and the one whose top layer its root filesystem was
-//     made on (a tag it names may have moved). The same check
+//     made on (a tag it names may have moved). An image whose storage
+//     containerd cannot read while it answers (ErrImageUnreadable: a blob
+//     gone from its content store) cannot be told unused by a record's
+//     top layer: while records exist, the plan and the check keep it
+//     (KeepUnreadable, logged once while it stays so) and go on with the
+//     others; containerd not answering still fails them. The same check
 //     reads the sandboxes and the pod view again (a pod bound since the
 //     plan keeps its images as scheduled), and asks the runtime for the
 //     image (ImageLookup): one another removed since the plan is reported

@@ -50,7 +50,8 @@ type Outcome struct {
 	// (in_use), a sandbox to run it (sandbox), a pod bound since names it
 	// (scheduled), or it gained a name since the plan that is pinned,
 	// excluded, the sandbox image's, a bound pod's, or a tag of a
-	// repository the plan did not rank it in (newest_tags).
+	// repository the plan did not rank it in (newest_tags), or containerd
+	// can no longer read what it holds (unreadable).
 	Skipped []Decision
 	// Failed lists planned images the runtime failed to remove.
 	Failed []Decision

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -97,9 +98,20 @@ var _ SandboxSource = (*ContainerdLayers)(nil)
 type ContainerRecordSource interface {
 	ContainerRecords(ctx context.Context) (ContainerRecords, error)
 	// TopLayer names the layer of img a container's root filesystem is
-	// made on, as ContainerRecords.Layers names them ("" for none).
+	// made on, as ContainerRecords.Layers names them ("" for none). An
+	// error that is img's own, the runtime answering, wraps
+	// ErrImageUnreadable.
 	TopLayer(ctx context.Context, img *Image) (string, error)
 }
+
+// ErrImageUnreadable is wrapped by the error of a read of one image's
+// storage (TopLayer, LayerSource.Layers) that is the image's own: the
+// runtime answers, and cannot read what the image holds (containerd: a
+// manifest or config blob gone from its content store, by corruption or
+// `ctr content rm`; an image record gone while the CRI plugin still lists
+// the image). A plan keeps such an image (KeepUnreadable) and goes on
+// with the others; a runtime that cannot be asked still fails it.
+var ErrImageUnreadable = errors.New("what the image holds cannot be read")
 
 var _ ContainerRecordSource = (*ContainerdLayers)(nil)
 
@@ -285,6 +297,7 @@ type Manager struct {
 	imagesListedAt atomic.Pointer[time.Time]
 	mountpoint     atomic.Pointer[string]
 	layersWarn     sync.Once
+	unreadable     unreadableImages
 	diskReads      readStreak // the disk checks' failures, for their logs
 	// The failures of the reads of containerd's own API that the plan
 	// goes on without, for their logs.
@@ -972,21 +985,69 @@ func (m *Manager) planInput(ctx context.Context) (*planInput, error) {
 }
 
 // markRecorded marks in use the images the runtime's own records of
-// containers were made from (Options.ContainerRecords).
+// containers were made from (Options.ContainerRecords). An image whose
+// storage the runtime cannot read (ErrImageUnreadable), while records of
+// containers tell only the top layer they were made on, cannot be told
+// unused: it is marked Unreadable, and kept; the plan goes on with the
+// others (one broken image would otherwise stop every plan while any
+// container exists). Each is logged once until a plan no longer finds it
+// unreadable.
 func (m *Manager) markRecorded(ctx context.Context, in []Image) error {
 	recs, err := m.containerRecords(ctx)
 	if err != nil {
 		return err
 	}
+	found := map[string]bool{}
 	for i := range in {
 		if in[i].InUse {
 			continue
 		}
-		if in[i].InUse, err = recs.use(ctx, &in[i]); err != nil {
+		used, err := recs.use(ctx, &in[i])
+		switch {
+		case errors.Is(err, ErrImageUnreadable):
+			in[i].Unreadable, found[in[i].ID] = true, true
+			m.unreadable.tell(ctx, in[i].ID, err)
+		case err != nil:
 			return err
 		}
+		in[i].InUse = used
 	}
+	m.unreadable.only(found)
 	return nil
+}
+
+// unreadableImages are the images a plan or a check found unreadable
+// (ErrImageUnreadable) since a plan last did not: each is logged once
+// while it stays so.
+type unreadableImages struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+// tell notes that id cannot be read (err), and logs it unless it is noted
+// already.
+func (u *unreadableImages) tell(ctx context.Context, id string, err error) {
+	u.mu.Lock()
+	known := u.ids[id]
+	if !known {
+		if u.ids == nil {
+			u.ids = map[string]bool{}
+		}
+		u.ids[id] = true
+	}
+	u.mu.Unlock()
+	if !known {
+		klog.FromContext(ctx).Info("Warning: containerd cannot read what an image holds, so whether a container record was made from it cannot be told; the image is kept until it can be read (pulling it again may repair it) or is removed by hand",
+			"imageID", id, "err", err)
+	}
+}
+
+// only forgets every image but those a plan found unreadable (found): the
+// others are readable again, gone, or no longer read.
+func (u *unreadableImages) only(found map[string]bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	maps.DeleteFunc(u.ids, func(id string, _ bool) bool { return !found[id] })
 }
 
 // recordedImages is a listing of the runtime's records of containers
@@ -1216,9 +1277,14 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context, planNow recordsNow) re
 		}
 		// The runtime's own records of containers, late in the check: a
 		// record is made and removed without an event CRI gives.
+		// An image that became unreadable since the plan stays, as the
+		// plan keeps one (markRecorded), and the run goes on.
 		if recs, err := m.containerRecords(ctx); err != nil {
 			return "", err
-		} else if used, err := recs.use(ctx, img); err != nil {
+		} else if used, err := recs.use(ctx, img); errors.Is(err, ErrImageUnreadable) {
+			m.unreadable.tell(ctx, img.ID, err)
+			return KeepUnreadable, nil
+		} else if err != nil {
 			return "", err
 		} else if used {
 			return KeepInUse, nil

@@ -48,7 +48,7 @@ var (
 	faultSources  = []string{faultInListing, faultInEvent}
 	// checkKeepReasons are the reasons the check before a removal keeps
 	// an image for (Manager.checkBeforeRemoval).
-	checkKeepReasons = []string{KeepInUse, KeepPinned, KeepSandbox, KeepScheduled, KeepExcluded, KeepNewestTags, KeepMinAge}
+	checkKeepReasons = []string{KeepInUse, KeepPinned, KeepSandbox, KeepScheduled, KeepExcluded, KeepNewestTags, KeepMinAge, KeepUnreadable}
 	checkFailures    = []string{checkFailedHeld, checkFailedError}
 )
 
@@ -200,7 +200,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		checkOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodegc_image_gc_check_outcomes_total",
 			Help: "Outcomes of the image GC's check right before each removal (dry runs too): " + checkPassed + " (the removal goes on), " +
-				checkKept + " (a container, a sandbox or a pod bound since the plan uses the image, a name it gained since protects it, or it was pulled again since; by reason: " +
+				checkKept + " (a container, a sandbox or a pod bound since the plan uses the image, a name it gained since protects it, it was pulled again since, or containerd can no longer read what it holds; by reason: " +
 				strings.Join(checkKeepReasons, ", ") + "), " + checkWasGone + " (another removed it since the plan), " + checkFailed +
 				" (the check could not be made and the run stopped; by reason: " + checkFailedHeld + ", removals held, see nodegc_image_gc_removals_held; " +
 				checkFailedError + ", the runtime, containerd's API or the pod view could not be asked).",

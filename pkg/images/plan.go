@@ -30,6 +30,11 @@ const (
 	KeepExcluded   = "excluded"
 	KeepMinAge     = "min_age"
 	KeepNewestTags = "newest_tags"
+	// KeepUnreadable: the runtime cannot read what the image holds
+	// (containerd: a manifest or config blob gone from its content store)
+	// while records of containers exist, so whether one was made from it
+	// cannot be told (Image.Unreadable).
+	KeepUnreadable = "unreadable"
 	KeepNotNeeded  = "not_needed"
 	// KeepRemoveFailed: the runtime failed to remove the image in this run;
 	// the run plans without it (see Policy.replan).
@@ -243,6 +248,7 @@ var keepRules = []struct {
 	{KeepSandbox, func(_ *Policy, img *Image, _ *keepContext) bool { return img.Sandbox }},
 	{KeepScheduled, func(_ *Policy, img *Image, _ *keepContext) bool { return img.Scheduled }},
 	{KeepExcluded, func(p *Policy, img *Image, _ *keepContext) bool { return p.excluded(img) }},
+	{KeepUnreadable, func(_ *Policy, img *Image, _ *keepContext) bool { return img.Unreadable }},
 	{KeepMinAge, func(p *Policy, img *Image, k *keepContext) bool { return k.now.Sub(youngSince(img)) < p.minAge() }},
 	{KeepNewestTags, func(_ *Policy, img *Image, k *keepContext) bool { return k.newest[img.ID] }},
 }

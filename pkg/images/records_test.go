@@ -42,8 +42,10 @@ func (f *fakeRecords) set(recs ContainerRecords, err, topErr error) {
 // containers CRI does not list) keep an image one names, in any form, and
 // one whose top layer a record's root filesystem was made on; not the
 // image whose top layer is only under another's (its base). When they
-// cannot be listed, or an image's top layer cannot be read, the plan fails,
-// and so does the check before a removal: nothing is removed on doubt.
+// cannot be listed, or containerd cannot be asked for an image's top layer,
+// the plan fails, and so does the check before a removal: nothing is
+// removed on doubt (an image containerd answers it cannot read is kept:
+// TestUnreadableImageKeptAndTheRunGoesOn).
 func TestContainerRecordsInUse(t *testing.T) {
 	images := func() []*runtimeapi.Image {
 		return []*runtimeapi.Image{

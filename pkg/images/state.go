@@ -31,6 +31,11 @@ type Image struct {
 	RanSandboxes bool
 	// InUse: a container the runtime knows, in any state, uses the image.
 	InUse bool
+	// Unreadable: the runtime cannot read what the image holds (its top
+	// layer: ErrImageUnreadable) while it has records of containers made
+	// on some image's top layer, so whether one was made on this one
+	// cannot be told: it may be in use (markRecorded).
+	Unreadable bool
 	// Scheduled: a pod bound to this node that has not finished may still
 	// run the image (or the pod view cannot say it will not); ScheduledBy
 	// says which pod, or why.
