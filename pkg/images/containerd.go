@@ -68,7 +68,8 @@ type ContainerdLayers struct {
 	present *presence
 	// roots maps the ID of each container record last listed to the
 	// snapshot its root filesystem was made on (ContainerRecords): a
-	// record's snapshot keeps its parent for its whole life.
+	// record's snapshot keeps its parent for its whole life, and a record
+	// made again under the same ID is another (recordRoot.created).
 	roots map[string]recordRoot
 }
 
@@ -116,9 +117,13 @@ func (st *imageStorage) matches(p *presence) bool {
 }
 
 // recordRoot is the snapshot (key, of snapshotter) of a container
-// record's root filesystem and the snapshot it was made on.
+// record's root filesystem and the snapshot it was made on, and the
+// record's creation and last update, which tell a record removed and made
+// again under the same ID and snapshot key (`ctr run --rm img1 x`, then
+// `ctr run img2 x`), or whose snapshot key was updated, from the one read.
 type recordRoot struct {
 	snapshotter, key, parent string
+	created, updated         time.Time
 }
 
 // NewContainerdLayers connects to containerd at socketPath (the CRI socket)
@@ -385,7 +390,8 @@ func (c *ContainerdLayers) SandboxImages(ctx context.Context) ([]string, error) 
 // parent of its snapshot: the chain ID of its image's top layer, as
 // TopLayer gives it), which still tells the image when the name a record
 // gives moved to another image since. One listing, and a look at the
-// snapshot of each record not seen before.
+// snapshot of each record not seen before (by ID, snapshot key, creation
+// and last update: a record made again under the same ID is read again).
 func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecords, error) {
 	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -410,7 +416,7 @@ func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecor
 		}
 		sn := cmp.Or(r.Snapshotter, c.snapshotter)
 		root, ok := known[r.ID]
-		if !ok || root.snapshotter != sn || root.key != r.SnapshotKey {
+		if !ok || root.snapshotter != sn || root.key != r.SnapshotKey || !root.created.Equal(r.CreatedAt) || !root.updated.Equal(r.UpdatedAt) {
 			info, err := c.client.SnapshotService(sn).Stat(ctx, r.SnapshotKey)
 			switch {
 			case errdefs.IsNotFound(err):
@@ -418,7 +424,7 @@ func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecor
 			case err != nil:
 				return ContainerRecords{}, fmt.Errorf("the snapshot of containerd's container %s: %w", r.ID, err)
 			}
-			root = recordRoot{snapshotter: sn, key: r.SnapshotKey, parent: info.Parent}
+			root = recordRoot{snapshotter: sn, key: r.SnapshotKey, parent: info.Parent, created: r.CreatedAt, updated: r.UpdatedAt}
 		}
 		roots[r.ID] = root
 		if root.parent != "" {
