@@ -240,6 +240,36 @@ func TestAlertsFire(t *testing.T) {
 				`up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
 			},
 		},
+		// Exported by the leader only, one series per state.
+		"NodegcOwnerGCMonitorsFailing": {
+			firing: []string{
+				// RBAC forbids one resource: its monitor failed, and the
+				// owner GC collects without it, synced.
+				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x30
+				nodegc_owner_gc_monitors{pod="a",state="failed"} 1x30
+				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x30
+				nodegc_owner_gc_monitors{pod="a",state="syncing"} 0x30
+				nodegc_owner_gc_synced{pod="a"} 1x30
+				nodegc_owner_gc_leader{pod="a"} 1x30`,
+				// An aggregated API went down after the monitor synced.
+				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x30
+				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x10 1x20
+				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x30`,
+			},
+			healthy: []string{
+				`nodegc_owner_gc_monitors{pod="a",state="synced"} 41x30
+				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x30
+				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x30
+				nodegc_owner_gc_monitors{pod="a",state="syncing"} 0x30`,
+				// Start-up: syncing for a while, then synced.
+				`nodegc_owner_gc_monitors{pod="a",state="syncing"} 41x2 0x28
+				nodegc_owner_gc_monitors{pod="a",state="synced"} 0x2 41x28
+				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x30`,
+				// A standby exports no monitors.
+				`nodegc_owner_gc_leader{pod="b"} 0x30
+				nodegc_owner_gc_running{pod="b"} 0x30`,
+			},
+		},
 		"NodegcOwnerGCActionErrors": {
 			firing: []string{`nodegc_owner_gc_action_errors_total{pod="a",action="delete"} 0+1x30`},
 			healthy: []string{`nodegc_owner_gc_action_errors_total{pod="a",action="delete"} 2x30
@@ -368,6 +398,94 @@ func TestRunFailureAlertsWhateverThePeriod(t *testing.T) {
 	}
 }
 
+// TestOwnerGCMonitorsAlertHolds: NodegcOwnerGCMonitorsFailing holds for
+// its whole for duration while one monitor stays unsynced, also when it
+// goes from failed (never synced) to failing (its API came back for a
+// moment between two scrapes, and went again): the alert sums the states. Watches that
+// fail for a minute at a time (API server restarts) never hold it that
+// long. Evaluated as Prometheus does, every 30s over series scraped every
+// 30s, each series selected waiting for itself.
+func TestOwnerGCMonitorsAlertHolds(t *testing.T) {
+	groups, err := ParseRules(RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expr string
+	var hold time.Duration
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "NodegcOwnerGCMonitorsFailing" {
+				expr, hold = r.Expr, time.Duration(r.For)
+			}
+		}
+	}
+	if expr == "" {
+		t.Fatal("no alert NodegcOwnerGCMonitorsFailing")
+	}
+	// Samples every 30s for 2h; state(i) is the one monitor's state at
+	// sample i, the other 40 are synced.
+	series := func(state func(i int) string) string {
+		const n = 240
+		values := map[string]*strings.Builder{}
+		for _, st := range []string{"syncing", "synced", "failed", "failing"} {
+			values[st] = &strings.Builder{}
+		}
+		for i := range n {
+			for st, b := range values {
+				v := 0
+				if st == "synced" {
+					v = 40
+				}
+				if st == state(i) {
+					v++
+				}
+				b.WriteString(" " + strconv.Itoa(v))
+			}
+		}
+		var b strings.Builder
+		for st, vs := range values {
+			b.WriteString(`nodegc_owner_gc_monitors{pod="a",state="` + st + `"}` + vs.String() + "\n")
+		}
+		return b.String()
+	}
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	for name, tc := range map[string]struct {
+		state    func(i int) string
+		wantFire bool
+	}{
+		// Failed 20 minutes, then failing 20 minutes (it synced, and
+		// failed again, between two scrapes), then synced: neither state
+		// lasts the for duration, the two together do.
+		"failed, then failing": {state: func(i int) string {
+			switch {
+			case i < 40:
+				return "failed"
+			case i < 80:
+				return "failing"
+			}
+			return "synced"
+		}, wantFire: true},
+		"failed for good": {state: func(int) string { return "failed" }, wantFire: true},
+		"failing a minute in every ten": {state: func(i int) string {
+			if i%20 < 2 {
+				return "failing"
+			}
+			return "synced"
+		}},
+		"failed at start, synced after 20 minutes": {state: func(i int) string {
+			if i < 40 {
+				return "failed"
+			}
+			return "synced"
+		}},
+	} {
+		got := longestHeldBySeries(t, engine, series(tc.state), expr)
+		if fired := got >= hold; fired != tc.wantFire {
+			t.Errorf("%s: the expression held at most %v (for: %v), want firing %v", name, got, hold, tc.wantFire)
+		}
+	}
+}
+
 // runSeries writes, in promqltest's load syntax with a sample every 30s for
 // span, the run series of a collector (prefix) on node n1 that runs at the
 // end of every period, run 1 first, each ending in failed when fails says
@@ -421,6 +539,21 @@ func runSeries(prefix, failed string, period, span time.Duration, fails func(run
 // with for: F fires only when that reaches F.
 func longestHeld(t *testing.T, engine *promql.Engine, series, expr string) time.Duration {
 	t.Helper()
+	return held(t, engine, series, expr, func(promql.Sample) string { return "" })
+}
+
+// longestHeldBySeries is longestHeld by the label set of what expr
+// selects, as Prometheus times an alert's for: a series that replaces
+// another with other labels starts its own wait.
+func longestHeldBySeries(t *testing.T, engine *promql.Engine, series, expr string) time.Duration {
+	t.Helper()
+	return held(t, engine, series, expr, func(s promql.Sample) string { return s.Metric.String() })
+}
+
+// held is longestHeld, the stretches counted for each key of what expr
+// selects.
+func held(t *testing.T, engine *promql.Engine, series, expr string, key func(promql.Sample) string) time.Duration {
+	t.Helper()
 	var load strings.Builder
 	load.WriteString("load 30s\n")
 	for line := range strings.Lines(series) {
@@ -431,7 +564,8 @@ func longestHeld(t *testing.T, engine *promql.Engine, series, expr string) time.
 	storage := promqltest.LoadedStorage(t, load.String())
 	defer storage.Close()
 	end := time.UnixMilli(storage.Head().MaxTime())
-	var longest, current time.Duration
+	var longest time.Duration
+	current := map[string]time.Duration{}
 	for at := time.UnixMilli(0); !at.After(end); at = at.Add(30 * time.Second) {
 		q, err := engine.NewInstantQuery(t.Context(), storage, nil, expr, at)
 		if err != nil {
@@ -443,12 +577,13 @@ func longestHeld(t *testing.T, engine *promql.Engine, series, expr string) time.
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(v) == 0 {
-			current = 0
-			continue
+		next := map[string]time.Duration{}
+		for _, s := range v {
+			k := key(s)
+			next[k] = current[k] + 30*time.Second
+			longest = max(longest, next[k])
 		}
-		current += 30 * time.Second
-		longest = max(longest, current)
+		current = next
 	}
 	return longest
 }
