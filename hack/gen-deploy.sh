@@ -38,7 +38,10 @@ header() {
 # The owner collector needs kube-controller-manager's garbage collector off (--controllers=*,-garbagecollector):
 # with both on, both collect and nodegc's holds of orphan and foregroundDeletion finalizers do not apply. Where
 # it cannot be turned off (managed control planes), leave the Deployment nodegc-owner and the nodegc-owner RBAC
-# out, or use the chart's ownerGC.mode=off (README, Deploy).
+# out, or use the chart's ownerGC.mode=off (README, Deploy). The owner collector then collects nodegc's own pods
+# too: uninstall with `kubectl delete -f deploy/daemonset.yaml`, which deletes the Namespace (the namespace
+# controller deletes the pods, ReplicaSets and ControllerRevisions left in it), or turn kube-controller-manager's
+# garbage collector back on first; never with --cascade=foreground (README, Uninstalling).
 #
 # Two workloads share one image and one ConfigMap:
 #   - DaemonSet nodegc-node (--owner-gc=off): image and dead-container GC on every node, through the
