@@ -240,14 +240,16 @@ func (s *suite) testHelmInstall(t *testing.T) {
 	t.Logf("helm uninstall: the release's objects gone after %v", time.Since(uninstallBegan).Round(time.Millisecond))
 
 	// The pods of the uninstalled workloads are orphans: this cluster has no
-	// garbage collector but nodegc's, uninstalled with the rest.
-	s.deletePods(t, helmNamespace)
+	// garbage collector but nodegc's, uninstalled with the rest, and no
+	// namespace controller. README.md, "Uninstalling", for a namespace that
+	// is not deleted.
+	s.deleteLeftovers(t, helmNamespace)
 }
 
 // removeManifest deletes the objects of the kubectl-applied manifest but
 // its Namespace (the test cluster runs no namespace controller to finish a
-// namespace's deletion), then the workloads' ReplicaSets and pods, which
-// only a garbage collector would delete, and waits for the pods to be gone.
+// namespace's deletion), then what the workloads leave, which only a
+// garbage collector would delete, and waits for the pods to be gone.
 func (s *suite) removeManifest(t *testing.T) {
 	data, err := os.ReadFile(s.manifest)
 	if err != nil {
@@ -268,24 +270,41 @@ func (s *suite) removeManifest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl delete -f %s: %v\n%s", objs, err, out)
 	}
-	s.deletePods(t, "nodegc")
+	s.deleteLeftovers(t, "nodegc")
 }
 
-// deletePods deletes the ReplicaSets and pods of namespace ns and waits
+// deleteLeftovers deletes what nodegc's uninstalled workloads leave in
+// namespace ns where no garbage collector runs, by README.md's commands
+// ("Uninstalling", a namespace that is not deleted): the ReplicaSets first
+// (the ReplicaSet controller would replace their pods), then the pods and
+// the DaemonSet's ControllerRevisions, and the election's Lease. It waits
 // for the pods to be gone (their containers stopped: the host ports free).
-func (s *suite) deletePods(t *testing.T, ns string) {
-	ctx := t.Context()
-	if err := s.client.AppsV1().ReplicaSets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
+func (s *suite) deleteLeftovers(t *testing.T, ns string) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	for _, args := range [][]string{
+		{"delete", "replicasets", "-l", "app.kubernetes.io/name=nodegc"},
+		{"delete", "pods,controllerrevisions", "-l", "app.kubernetes.io/name=nodegc"},
+		{"delete", "lease", "nodegc-owner-gc", "--ignore-not-found"},
+	} {
+		args = append([]string{"--kubeconfig=" + s.kc.API.KubeconfigPath(), "-n", ns}, args...)
+		if out, err := exec.CommandContext(ctx, testbed.Binary(t, "kubectl"), args...).CombinedOutput(); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args[1:], " "), err, out)
+		}
 	}
 	if err := poll(ctx, 2*time.Minute, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		pods, err := s.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		return err == nil && len(pods.Items) == 0, nil
+		if err != nil || len(pods.Items) > 0 {
+			return false, nil
+		}
+		rss, err := s.client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(rss.Items) > 0 {
+			return false, nil
+		}
+		revs, err := s.client.AppsV1().ControllerRevisions(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(revs.Items) == 0, nil
 	}); err != nil {
-		t.Fatalf("the pods of namespace %s are not gone: %v", ns, err)
+		t.Fatalf("the pods, ReplicaSets or ControllerRevisions of namespace %s are not gone: %v", ns, err)
 	}
 }
 
