@@ -299,8 +299,9 @@
 //   - The runtime listed must be the one the Node's kubelet reports
 //     (PodView.NodeRuntime, status.nodeInfo.containerRuntimeVersion:
 //     "name://version" of its runtime's answer to CRI Version; Policy.Plan
-//     checks it against NodeState.RuntimeName and RuntimeVersion, compared
-//     as versions, build metadata left out). Another one is not the
+//     checks it against NodeState.RuntimeName and RuntimeVersion, which the
+//     Manager asks at each listing, written as the kubelet writes them:
+//     kubeletVersion). Another one is not the
 //     kubelet's, or was upgraded in place and not reported yet (seconds):
 //     the plan treats the view as not authoritative (ViewNodeOtherRuntime,
 //     Plan.NodeRuntime and Plan.Runtime), with the effects of

@@ -41,8 +41,9 @@ const (
 	OpListRuntime     = "list_runtime"
 	OpScanLogs        = "scan_logs"
 	OpReadExitTime    = "read_exit_time"
-	OpReadBytes       = "read_bytes" // a writable layer, log path or log directory could not be sized: counted 0
-	OpReclaim         = "reclaim"    // the runtime was not made to free removed writable layers at once (Options.Reclaimer)
+	OpReadVersion     = "read_version" // the runtime's Version could not be asked: the run does not check it against the Node's (ViewNodeOtherRuntime)
+	OpReadBytes       = "read_bytes"   // a writable layer, log path or log directory could not be sized: counted 0
+	OpReclaim         = "reclaim"      // the runtime was not made to free removed writable layers at once (Options.Reclaimer)
 )
 
 // Grace periods, in seconds, for stopping a container in an unknown state.

@@ -27,7 +27,7 @@ type fakeRuntime struct {
 	listing, release chan struct{}
 	// imageFs is the image filesystem mountpoint ImageFsInfo reports.
 	imageFs string
-	// version is what RuntimeVersion answers (nil: nothing).
+	// version is what Version answers (nil: nothing).
 	version *runtimeapi.VersionResponse
 }
 
@@ -233,10 +233,13 @@ func (f *fakeRuntime) RemovePodSandbox(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeRuntime) RuntimeVersion() *runtimeapi.VersionResponse {
+func (f *fakeRuntime) Version(context.Context) (*runtimeapi.VersionResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.version
+	if err := f.call("Version", ""); err != nil {
+		return nil, err
+	}
+	return f.version, nil
 }
 
 func (f *fakeRuntime) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {

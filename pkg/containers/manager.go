@@ -30,9 +30,13 @@ type RuntimeService interface {
 	RemovePodSandbox(ctx context.Context, id string) error
 	// ImageFsInfo says where writable layers are (Options.Disk).
 	ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error)
-	// RuntimeVersion is the runtime's last answer to CRI Version (nil:
-	// none), which the plan checks against the runtime the Node reports.
-	RuntimeVersion() *runtimeapi.VersionResponse
+	// Version asks the runtime its name and version, which the plan checks
+	// against the runtime the Node reports. Asked at each listing, not
+	// taken from the connection's start: cri-dockerd answers with
+	// dockerd's version, which an upgrade of Docker Engine changes behind
+	// a connection that stays up (and the kubelet, which asks at each node
+	// status update, reports).
+	Version(ctx context.Context) (*runtimeapi.VersionResponse, error)
 }
 
 var (
@@ -401,7 +405,12 @@ func (m *Manager) snapshot(ctx context.Context) (node *NodeState, podsRead bool,
 		m.metrics.errors.WithLabelValues(OpListRuntime).Inc()
 		return nil, false, err
 	}
-	v := m.opts.Runtime.RuntimeVersion()
+	v, err := m.opts.Runtime.Version(ctx)
+	if err != nil {
+		// The plan does not check it against the Node's then.
+		m.metrics.errors.WithLabelValues(OpReadVersion).Inc()
+		klog.FromContext(ctx).V(2).Info("Cannot ask the runtime its version; this run does not check it against the Node's", "err", err)
+	}
 	node = &NodeState{Containers: make([]Container, 0, len(cs)), Sandboxes: make([]Sandbox, 0, len(sbs)),
 		RuntimeName: v.GetRuntimeName(), RuntimeVersion: v.GetRuntimeVersion()}
 	for _, s := range sbs {

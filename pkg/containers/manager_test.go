@@ -495,8 +495,9 @@ func TestViewTheRuntimeLacksIsNotAuthoritative(t *testing.T) {
 // TestViewOfAnotherRuntimeIsNotAuthoritative: a Node whose kubelet reports
 // another runtime than the one the manager lists (what the runtime answers
 // to Version) removes nothing as pod_gone, the log directory of a pod the
-// watch saw deleted included; the plan names both runtimes. With the
-// runtime the Node reports, it goes.
+// watch saw deleted included; the plan names both runtimes. Once the
+// runtime answers what the Node reports, asked again at each run (no
+// reconnect), it goes.
 func TestViewOfAnotherRuntimeIsNotAuthoritative(t *testing.T) {
 	f := newManagerFixture(t)
 	f.rt.version = &runtimeapi.VersionResponse{RuntimeName: "containerd", RuntimeVersion: "v1.7.24"}
@@ -519,13 +520,29 @@ func TestViewOfAnotherRuntimeIsNotAuthoritative(t *testing.T) {
 	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
 		t.Errorf("pod view authoritative = %v, want 0", got)
 	}
-	f.pods.view.NodeRuntime = "containerd://1.7.24"
+	// The runtime behind the same connection now answers the version the
+	// Node reports (cri-dockerd answers with dockerd's, which an upgrade
+	// changes without a reconnect): asked at each run, it agrees.
+	f.rt.mu.Lock()
+	f.rt.version = &runtimeapi.VersionResponse{RuntimeName: "containerd", RuntimeVersion: "v1.7.23-k3s2"}
+	f.rt.mu.Unlock()
 	if r, err = m.GarbageCollect(t.Context(), TriggerManual); err != nil {
 		t.Fatal(err)
 	}
 	if !r.Plan.PodsAuthoritative || !slices.Contains(planIDs(r.Plan), fixtureLogDir("gone")+":pod_gone") {
-		t.Errorf("the Node reports the runtime listed: authoritative %v (%s), plan %v; want the gone pod's log directory removed",
+		t.Errorf("the runtime answers the version the Node reports: authoritative %v (%s), plan %v; want the gone pod's log directory removed",
 			r.Plan.PodsAuthoritative, r.Plan.PodsReason, planIDs(r.Plan))
+	}
+	// A runtime that cannot say its version is not checked: counted, and
+	// the run goes on.
+	f.rt.mu.Lock()
+	f.rt.fail["Version "] = errors.New("unavailable")
+	f.rt.mu.Unlock()
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.metrics.errors.WithLabelValues(OpReadVersion)); got != 1 {
+		t.Errorf("errors{%s} = %v, want 1", OpReadVersion, got)
 	}
 }
 

@@ -30,7 +30,7 @@ var (
 	logDirRemoveReasons    = []string{ReasonPodGone}
 	logLinkRemoveReasons   = []string{ReasonDangling}
 	containerKeepReasons   = []string{KeepRunning, KeepMinAge, KeepStarting, KeepWithinLimit, KeepNewestDead, KeepUnmanaged, KeepIDFault, KeepLogsUnseen}
-	operations             = []string{OpListRuntime, OpScanLogs, OpReadExitTime, OpReadBytes, OpContainerStatus, OpStopContainer, OpRemoveLogs,
+	operations             = []string{OpListRuntime, OpScanLogs, OpReadExitTime, OpReadVersion, OpReadBytes, OpContainerStatus, OpStopContainer, OpRemoveLogs,
 		OpRemoveContainer, OpSandboxStatus, OpStopSandbox, OpRemoveSandbox, OpRemoveLogDir, OpRemoveLogLink, OpReclaim}
 	byteKinds   = []string{KindWritableLayer, KindContainerLogs, KindPodLogDirectory}
 	filesystems = []string{FSWritableLayers, FSPodLogs, FSWritableLayersAndPodLogs}

@@ -396,47 +396,46 @@ func (pl *planner) index(node NodeState) {
 // sameRuntime checks that the runtime listed, which answered name and
 // version to CRI Version, is the one the kubelet of an authoritative view's
 // Node reports (PodView.NodeRuntime): the kubelet asks its runtime the same
-// and reports "name://version". If it is another, the runtime nodegc asks is
-// not the kubelet's (a containerRuntimeEndpoint that names another runtime
-// answering CRI), or it was upgraded in place and the kubelet has not
-// reported since: the plan treats the view as not authoritative
-// (ViewNodeOtherRuntime), and keeps every dangling log link. Unlike
-// runtimeHasViewPods, this needs no running pod. Versions compare as
-// versions ("v2.1.4" is "2.1.4"; build metadata is not compared); a side
-// that does not say (nothing reported, a kubelet that could not ask:
-// "Unknown") is not checked.
+// and reports "name://version", the version as it reads it (kubeletVersion).
+// If it is another, the runtime nodegc asks is not the kubelet's (a
+// containerRuntimeEndpoint that names another runtime answering CRI), or it
+// was upgraded in place and the kubelet has not reported since: the plan
+// treats the view as not authoritative (ViewNodeOtherRuntime), and keeps
+// every dangling log link. Unlike runtimeHasViewPods, this needs no running
+// pod. The two are compared as the kubelet would write them, so that a
+// distro containerd is not taken for k3s's of the same numbers
+// ("1.6.20~ds1" reads 1.6.20, k3s's "v1.6.20-k3s1" 1.6.20-k3s1). A side
+// that does not say (nothing reported, a kubelet that could not ask its
+// runtime: "Unknown", a runtime that gave no Version) is not checked.
 func (pl *planner) sameRuntime(name, version string) {
 	reported := pl.pods.NodeRuntime
 	if !pl.pods.Authoritative || reported == "" || name == "" {
 		return
 	}
-	ours, err := runtimeVersion(version)
-	if err != nil {
+	if _, v, ok := strings.Cut(reported, "://"); !ok || v == "Unknown" {
 		return
 	}
-	nodeName, nodeVersion, ok := strings.Cut(reported, "://")
-	if !ok {
-		return
-	}
-	theirs, err := runtimeVersion(nodeVersion)
-	if err != nil {
-		return
-	}
-	if nodeName == name && ours.EqualTo(theirs) {
+	ours := name + "://" + kubeletVersion(version)
+	if ours == reported {
 		return
 	}
 	pl.pods.Authoritative, pl.pods.Reason = false, ViewNodeOtherRuntime
 	pl.plan.PodsAuthoritative, pl.plan.PodsReason = false, ViewNodeOtherRuntime
-	pl.plan.NodeRuntime, pl.plan.Runtime = reported, name+"://"+ours.String()
+	pl.plan.NodeRuntime, pl.plan.Runtime = reported, ours
 }
 
-// runtimeVersion reads a runtime's version as the kubelet does before it
-// reports it: semantic if it can, generic otherwise.
-func runtimeVersion(v string) (*version.Version, error) {
+// kubeletVersion writes a runtime's version as the kubelet reports it:
+// read as a semantic version if it can be, else as a generic one (only
+// its numbers: "1.6.20~ds1" is 1.6.20); as given if neither (the kubelet
+// then reports "Unknown").
+func kubeletVersion(v string) string {
 	if sv, err := version.ParseSemantic(v); err == nil {
-		return sv, nil
+		return sv.String()
 	}
-	return version.ParseGeneric(v)
+	if gv, err := version.ParseGeneric(v); err == nil {
+		return gv.String()
+	}
+	return v
 }
 
 // agree checks an authoritative view against the runtime: a pod that runs

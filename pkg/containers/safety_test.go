@@ -280,9 +280,9 @@ func TestPlanRuntimeHasTheViewsRunningPods(t *testing.T) {
 // another container runtime (status.nodeInfo.containerRuntimeVersion) than
 // the one nodegc lists is not authoritative: the runtime is not the
 // kubelet's. This holds on an idle node too, where no pod runs to compare.
-// A runtime or Node that does not say which it is is not checked, and the
-// comparison is that of the versions (a "v", build metadata), not of how
-// they are written.
+// A runtime or Node that does not say which it is is not checked; the
+// runtime's answer is compared as the kubelet writes it ("v2.1.4" is
+// 2.1.4, Debian's "1.6.20~ds1" is 1.6.20, build metadata is kept).
 func TestPlanRuntimeIsTheNodes(t *testing.T) {
 	runs := func(name, version string, n NodeState) NodeState {
 		n.RuntimeName, n.RuntimeVersion = name, version
@@ -313,12 +313,27 @@ func TestPlanRuntimeIsTheNodes(t *testing.T) {
 	add("the same runtime as the kubelet writes it",
 		agrees(finishedGone),
 		runs("containerd", "v2.1.4", finished()), reports("containerd://2.1.4", live()))
-	add("build metadata is not a version of its own",
+	add("build metadata, as the kubelet writes it",
 		agrees(merge(finishedGone, summary{RemoveLinks: []string{"x.log:dangling"}})),
-		runs("containerd", "2.1.4+unknown", with(finished(), func(n *NodeState) { n.LogLinks = danglingLink.LogLinks })), reports("containerd://2.1.4", live()))
-	add("a pre-release is",
+		runs("containerd", "2.1.4+unknown", with(finished(), func(n *NodeState) { n.LogLinks = danglingLink.LogLinks })), reports("containerd://2.1.4+unknown", live()))
+	add("Debian's version, as the kubelet writes it",
+		agrees(finishedGone),
+		runs("containerd", "1.6.20~ds1", finished()), reports("containerd://1.6.20", live()))
+	add("a pre-release is a version of its own",
 		other(finishedKept, "containerd://2.1.4", "containerd://2.1.4-rc.1"),
 		runs("containerd", "2.1.4-rc.1", finished()), reports("containerd://2.1.4", live()))
+	add("k3s's containerd on the Node, Debian's of the same numbers asked",
+		other(finishedKept, "containerd://1.6.20-k3s1", "containerd://1.6.20"),
+		runs("containerd", "1.6.20~ds1", finished()), reports("containerd://1.6.20-k3s1", live()))
+	add("a version with fewer numbers is another",
+		other(finishedKept, "containerd://1.7.0-k3s1", "containerd://1.7"),
+		runs("containerd", "1.7", finished()), reports("containerd://1.7.0-k3s1", live()))
+	add("another name, whatever the version",
+		other(finishedKept, "cri-o://1.30.4", "containerd://1.30.4"),
+		runs("containerd", "1.30.4", finished()), reports("cri-o://1.30.4", live()))
+	add("a runtime version the kubelet could not have read, on a Node that reports one: another runtime",
+		other(finishedKept, "containerd://1.7.24", "containerd://weird"),
+		runs("containerd", "weird", finished()), reports("containerd://1.7.24", live()))
 	add("a Node whose kubelet could not ask its runtime: not checked",
 		agrees(finishedGone),
 		runs("containerd", "2.1.4", finished()), reports("containerd://Unknown", live()))
