@@ -15,7 +15,10 @@
 // Decoding is strict: an unknown field, a value of the wrong type or a
 // duplicate key is an error naming the field path and its line. Unknown
 // fields of the KubeletConfiguration are warnings instead, because a node's
-// kubelet may be newer than the kubelet API types nodegc was built with.
+// kubelet may be newer than the kubelet API types nodegc was built with;
+// except one named as a top-level field of the NodeGCConfiguration (a
+// section of nodegc's in the wrong document), an error that names the
+// document it belongs in.
 // An imageGC.exclude pattern that can never match an image reference is a
 // warning too (see internal/imageref), with its field path and line.
 //

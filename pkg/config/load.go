@@ -149,7 +149,7 @@ func Decode(data []byte) (*Loaded, error) {
 				continue
 			}
 			nodegcDoc = d
-			docProblems, bad := d.decodeInto(out.Config, false, &out.Warnings)
+			docProblems, bad := d.decodeInto(out.Config, nil)
 			problems = append(problems, docProblems...)
 			nodegcBad = bad
 			out.lines = d.lines
@@ -171,12 +171,22 @@ func Decode(data []byte) (*Loaded, error) {
 	if kubeletDoc != nil {
 		kc = &kubeletconfigv1beta1.KubeletConfiguration{}
 		// A node's own kubelet config may be newer than the type nodegc
-		// knows: its unknown fields are warnings, not errors.
-		kubeletProblems, _ := kubeletDoc.decodeInto(kc, true, &out.Warnings)
+		// knows: its unknown fields are warnings, not errors; but not
+		// nodegc's own fields, which no kubelet has.
+		var misplaced []string
+		kubeletProblems, _ := kubeletDoc.decodeInto(kc, func(path, msg string) {
+			if nodegcField(path) {
+				misplaced = append(misplaced, misplacedField(path, kubeletDoc, nodegcDoc))
+				return
+			}
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%s (ignored in the %s document)", msg, KubeletKind))
+		})
 		problems = append(problems, kubeletProblems...)
 		if len(kubeletProblems) > 0 {
 			kc = nil // not merged: which of its values were meant is unknown
 		}
+		// The kubelet's values decoded: validation still weighs them.
+		problems = append(problems, misplaced...)
 	}
 	if len(problems) > 0 {
 		if nodegcDoc != nil {
@@ -219,6 +229,34 @@ func Decode(data []byte) (*Loaded, error) {
 		}
 	}
 	return out, nil
+}
+
+// nodegcField says whether path, an unknown field of a
+// KubeletConfiguration document, is the name of a top-level field of the
+// NodeGCConfiguration (imageGC, containerGC, nodeName, ...): a section of
+// nodegc's in the wrong document, not a newer kubelet's field.
+func nodegcField(path string) bool {
+	if path == "" || strings.ContainsAny(path, ".[") {
+		return false
+	}
+	_, ok := jsonField(reflect.TypeFor[NodeGCConfiguration](), path)
+	return ok
+}
+
+// misplacedField says that the field at path, a NodeGCConfiguration field,
+// is in the KubeletConfiguration document kubelet, and which document it
+// belongs in: nodegc, or a new one when the file has none.
+func misplacedField(path string, kubelet, nodegc *document) string {
+	where := fmt.Sprintf("a %s document (apiVersion: %s, kind: %s)", Kind, APIVersion, Kind)
+	if nodegc != nil {
+		where = fmt.Sprintf("the %s document (line %d)", Kind, nodegc.line)
+	}
+	msg := fmt.Sprintf("%s: a %s field, in the %s document (line %d), which has no such field: nodegc would ignore it there; it belongs in %s",
+		path, Kind, KubeletKind, kubelet.line, where)
+	if line := kubelet.lines[path]; line > 0 {
+		msg = fmt.Sprintf("line %d: %s", line, msg)
+	}
+	return msg
 }
 
 // kubeletImageGCOff reports whether a KubeletConfiguration sets
@@ -492,13 +530,13 @@ func isNull(n *yaml.Node) bool {
 }
 
 // decodeInto strictly decodes the document into target. Unknown fields are
-// problems, or warnings when unknownIsWarning is set. Type errors name the
-// field they concern. When some fields fail to decode, target holds every
+// problems, or, when unknown is set, passed to it instead: their field path
+// and the message that names it. Type errors name the field they concern. When some fields fail to decode, target holds every
 // other field of the document, and bad lists the field paths (as field.Path
 // prints them) whose value target does not hold as the file gives it: those
 // that failed to decode, duplicate keys, numbers JSON cannot carry. A bad
 // path "" means that what failed could not be told apart from the rest.
-func (d *document) decodeInto(target any, unknownIsWarning bool, warnings *[]string) (problems, bad []string) {
+func (d *document) decodeInto(target any, unknown func(path, msg string)) (problems, bad []string) {
 	problems = slices.Clone(d.problems)
 	bad = slices.Clone(d.bad)
 	strictErrs, err := unmarshalStrict(d.tree, target)
@@ -522,16 +560,17 @@ func (d *document) decodeInto(target any, unknownIsWarning bool, warnings *[]str
 		}
 	}
 	for _, se := range strictErrs {
-		msg := se.Error()
+		msg, path := se.Error(), ""
 		var fe sigsjson.FieldError
 		if errors.As(se, &fe) {
-			msg = fmt.Sprintf("%s: unknown field", fe.FieldPath())
-			if line := d.lines[fe.FieldPath()]; line > 0 {
+			path = fe.FieldPath()
+			msg = fmt.Sprintf("%s: unknown field", path)
+			if line := d.lines[path]; line > 0 {
 				msg = fmt.Sprintf("line %d: %s", line, msg)
 			}
 		}
-		if unknownIsWarning {
-			*warnings = append(*warnings, fmt.Sprintf("%s (ignored in the %s document)", msg, KubeletKind))
+		if unknown != nil {
+			unknown(path, msg)
 			continue
 		}
 		problems = append(problems, msg)

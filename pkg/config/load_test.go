@@ -624,3 +624,67 @@ func TestInodeSignalsWarn(t *testing.T) {
 		})
 	}
 }
+
+// TestNodegcFieldInKubeletDocument: a field whose name is a top-level field
+// of the NodeGCConfiguration (imageGC, containerGC, nodeName, ...) and that
+// the KubeletConfiguration does not have is an error in the
+// KubeletConfiguration document, naming the field, the document it is in
+// and the one it belongs in: no kubelet has such a field, and ignoring it
+// would drop an operator's exclusions, minimum age or container limits (a
+// section appended to the end of a file whose last document is the
+// kubelet's). Other unknown fields of the kubelet document stay warnings
+// (a newer kubelet's), nested ones included, and a kubelet field nodegc
+// also has (enableProfilingHandler) is the kubelet's own.
+func TestNodegcFieldInKubeletDocument(t *testing.T) {
+	const kubelet = "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	for name, tc := range map[string]struct {
+		doc      string
+		problems []string
+		warnings []string
+	}{
+		"sections appended to the kubelet document": {
+			doc: header + kubelet + "imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n" +
+				"imageGC:\n  exclude: [\"registry.example/critical/*\"]\n  minimumGCAge: 24h\n" +
+				"containerGC:\n  maxPerPodContainer: 5\n",
+			problems: []string{
+				"line 8: imageGC: a NodeGCConfiguration field, in the KubeletConfiguration document (line 4), which has no such field: " +
+					"nodegc would ignore it there; it belongs in the NodeGCConfiguration document (line 1)",
+				"line 11: containerGC: a NodeGCConfiguration field, in the KubeletConfiguration document (line 4), which has no such field: " +
+					"nodegc would ignore it there; it belongs in the NodeGCConfiguration document (line 1)",
+			},
+		},
+		"a kubelet document alone": {
+			doc: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nnodeName: worker-1\n",
+			problems: []string{
+				"line 3: nodeName: a NodeGCConfiguration field, in the KubeletConfiguration document (line 1), which has no such field: " +
+					"nodegc would ignore it there; it belongs in a NodeGCConfiguration document (apiVersion: nodegc.io/v1alpha1, kind: NodeGCConfiguration)",
+			},
+		},
+		"a newer kubelet's fields": {
+			doc: header + kubelet + "someFutureField: true\nlogging:\n  imageGC: x\nenableProfilingHandler: true\n",
+			warnings: []string{
+				"line 6: someFutureField: unknown field (ignored in the KubeletConfiguration document)",
+				"line 8: logging.imageGC: unknown field (ignored in the KubeletConfiguration document)",
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := Decode([]byte(tc.doc))
+			var de *DecodeError
+			switch {
+			case tc.problems == nil && err != nil:
+				t.Fatalf("Decode() = %v, want no error", err)
+			case tc.problems != nil && !errors.As(err, &de):
+				t.Fatalf("Decode() = %v, %v; want the problems %q (warnings %q)", loaded, err, tc.problems, loaded.Warnings)
+			case tc.problems != nil:
+				if diff := cmp.Diff(tc.problems, de.Problems); diff != "" {
+					t.Errorf("problems (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if diff := cmp.Diff(tc.warnings, slices.Sorted(slices.Values(loaded.Warnings))); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -251,7 +251,7 @@ func TestDecodeIntoKeepsWhatDecoded(t *testing.T) {
 				t.Fatalf("splitDocuments() = %d documents, %v", len(docs), err)
 			}
 			got := &NodeGCConfiguration{}
-			problems, bad := docs[0].decodeInto(got, false, nil)
+			problems, bad := docs[0].decodeInto(got, nil)
 			if len(problems) == 0 {
 				t.Error("decodeInto() reported no problem")
 			}

@@ -117,6 +117,23 @@ leaderElection:
 	}
 }
 
+// TestValidateRefusesNodegcFieldsInKubeletDocument: `config validate`
+// refuses a file whose KubeletConfiguration document holds a section of
+// nodegc's (appended after the kubelet document), naming the document it
+// belongs in; the agent would otherwise run without it.
+func TestValidateRefusesNodegcFieldsInKubeletDocument(t *testing.T) {
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\n---\n"+
+		"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"+
+		"imageGC:\n  exclude: [\"registry.example/critical/*\"]\n")
+	code, _, errOut := runMain(t, "", "config", "validate", "-f", file)
+	want := file + ": line 7: imageGC: a NodeGCConfiguration field, in the KubeletConfiguration document (line 4), which has no such field: " +
+		"nodegc would ignore it there; it belongs in the NodeGCConfiguration document (line 1)\n" +
+		file + ": 1 problem(s); the configuration is invalid\n"
+	if code != 1 || errOut != want {
+		t.Errorf("code %d, stderr:\n%s\nwant:\n%s", code, errOut, want)
+	}
+}
+
 func TestValidateDecodeErrors(t *testing.T) {
 	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nimageGC:\n  colour: blue\n  period: 1m\n  period: 2m\n")
 	code, _, errOut := runMain(t, "", "config", "validate", "-f", file)
