@@ -58,6 +58,10 @@ var fieldCandidates = map[string][]any{
 		map[string]any{"nodefs.available": "100.5%"}, map[string]any{"memory.available": "100Mi"},
 		map[string]any{"pid.available": "10%"}, map[string]any{"nodefs.inodesFree": "5%"},
 		map[string]any{"foo.available": "1%"}},
+	"imageGC.evictionSoft": {
+		map[string]any{"imagefs.available": "25%"}, map[string]any{"nodefs.available": "30Gi"},
+		map[string]any{"imagefs.available": "101%"}, map[string]any{"nodefs.available": "lots"},
+		map[string]any{"memory.available": "200Mi"}, map[string]any{"foo.available": "1%"}},
 	"ownerGC.gcIgnoredResources": {
 		[]any{map[string]any{"resource": "events"}},
 		[]any{map[string]any{"group": "apps", "resource": ""}},

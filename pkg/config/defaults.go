@@ -56,7 +56,8 @@ func DefaultIgnoredResources() []GroupResource {
 	}
 }
 
-// Eviction signals of the kubelet that nodegc reads (imageGC.evictionHard).
+// Eviction signals of the kubelet that nodegc reads (imageGC.evictionHard
+// and imageGC.evictionSoft).
 const (
 	SignalImageFsAvailable = "imagefs.available"
 	SignalNodeFsAvailable  = "nodefs.available"
@@ -94,6 +95,9 @@ func SetDefaults(c *NodeGCConfiguration) {
 	setPtr(&ig.FillRateHorizon, metav1.Duration{Duration: DefaultFillRateHorizon})
 	if ig.EvictionHard == nil {
 		ig.EvictionHard = DefaultEvictionHard()
+	}
+	if ig.EvictionSoft == nil {
+		ig.EvictionSoft = map[string]string{}
 	}
 	if ig.Exclude == nil {
 		ig.Exclude = []string{}

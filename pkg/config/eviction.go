@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// EvictionThreshold is one of the kubelet's hard eviction thresholds on
+// EvictionThreshold is one of the kubelet's eviction thresholds on
 // available space: a percentage of capacity or a quantity of bytes.
 type EvictionThreshold struct {
 	// Percent is set for a threshold written "15%".
@@ -20,8 +20,9 @@ type EvictionThreshold struct {
 	IsPercent bool
 }
 
-// ParseEvictionThreshold parses a value of the kubelet's evictionHard: a
-// percentage between 0% and 100%, or a non-negative quantity.
+// ParseEvictionThreshold parses a value of the kubelet's evictionHard or
+// evictionSoft: a percentage between 0% and 100%, or a non-negative
+// quantity.
 func ParseEvictionThreshold(v string) (EvictionThreshold, error) {
 	v = strings.TrimSpace(v)
 	if pct, ok := strings.CutSuffix(v, "%"); ok {
@@ -41,8 +42,9 @@ func ParseEvictionThreshold(v string) (EvictionThreshold, error) {
 	return EvictionThreshold{Bytes: uint64(q.Value())}, nil
 }
 
-// signalOff reports whether an evictionHard value turns its signal off: the
-// kubelet reads "0%" and "100%" so (not as "evict always").
+// signalOff reports whether an evictionHard or evictionSoft value turns
+// its signal off: the kubelet reads "0%" and "100%" so (not as "evict
+// always").
 func signalOff(v string) bool {
 	v = strings.TrimSpace(v)
 	return v == "0%" || v == "100%"
@@ -73,29 +75,57 @@ var kubeletSignals = []string{
 	"imagefs.inodesFree", "memory.available", "nodefs.available", "nodefs.inodesFree", "pid.available",
 }
 
-// diskSignals are the evictionHard signals about the image filesystem's
+// diskSignals are the eviction signals about the image filesystem's
 // available space nodegc reads: imagefs.available for a dedicated image
 // filesystem, nodefs.available for the node's root one.
 var diskSignals = []string{SignalImageFsAvailable, SignalNodeFsAvailable}
 
-// DiskEviction returns the stricter of the evictionHard thresholds on the
-// image filesystem's available space for a filesystem of that capacity:
-// the available bytes under which the kubelet evicts, and the signal and
-// threshold that say so. ok is false when evictionHard sets none (or turns
-// them off: signalOff). Values must be valid (Validate).
-func (c *ImageGCConfiguration) DiskEviction(capacity uint64) (available uint64, signal string, t EvictionThreshold, ok bool) {
-	for _, s := range diskSignals {
-		v, set := c.EvictionHard[s]
-		if !set || signalOff(v) {
-			continue
-		}
-		th, err := ParseEvictionThreshold(v)
-		if err != nil {
-			continue
-		}
-		if a := th.Available(capacity); !ok || a > available {
-			available, signal, t, ok = a, s, th, true
+// DiskThreshold is one of the kubelet's eviction thresholds on the image
+// filesystem's available space: which map of the configuration gives it,
+// its signal and its value.
+type DiskThreshold struct {
+	// Field is "evictionHard" or "evictionSoft".
+	Field string
+	// Signal is imagefs.available or nodefs.available.
+	Signal    string
+	Threshold EvictionThreshold
+}
+
+// Soft says whether the kubelet evicts on the threshold only once it has
+// held for its grace period (evictionSoftGracePeriod).
+func (t DiskThreshold) Soft() bool { return t.Field == "evictionSoft" }
+
+// String writes the threshold as "evictionSoft imagefs.available<25%".
+func (t DiskThreshold) String() string {
+	return fmt.Sprintf("%s %s<%s", t.Field, t.Signal, t.Threshold)
+}
+
+// DiskEviction returns the stricter of the kubelet's thresholds on the
+// image filesystem's available space, hard (evictionHard) and soft
+// (evictionSoft), for a filesystem of that capacity: the available bytes
+// under which the kubelet evicts (right away, or after the soft
+// threshold's grace period), and the threshold that says so; a soft one
+// only when it is strictly stricter than every hard one. ok is false when
+// neither map sets one (or turns them off: signalOff). Values must be
+// valid (Validate).
+func (c *ImageGCConfiguration) DiskEviction(capacity uint64) (available uint64, t DiskThreshold, ok bool) {
+	for _, m := range []struct {
+		name       string
+		thresholds map[string]string
+	}{{"evictionHard", c.EvictionHard}, {"evictionSoft", c.EvictionSoft}} {
+		for _, s := range diskSignals {
+			v, set := m.thresholds[s]
+			if !set || signalOff(v) {
+				continue
+			}
+			th, err := ParseEvictionThreshold(v)
+			if err != nil {
+				continue
+			}
+			if a := th.Available(capacity); !ok || a > available {
+				available, t, ok = a, DiskThreshold{Field: m.name, Signal: s, Threshold: th}, true
+			}
 		}
 	}
-	return available, signal, t, ok
+	return available, t, ok
 }

@@ -95,27 +95,38 @@ func TestEvictionHardValidation(t *testing.T) {
 	}
 }
 
-// TestDiskEviction: the stricter threshold wins, whichever form it has.
+// TestDiskEviction: the stricter threshold wins, whichever form it has and
+// whether it is hard or soft; a soft one only when strictly stricter.
 func TestDiskEviction(t *testing.T) {
 	const gi = 1 << 30
 	cases := []struct {
-		hard       map[string]string
+		hard, soft map[string]string
 		capacity   uint64
 		want       uint64
-		wantSignal string
+		wantWhich  string
 		wantOK     bool
 	}{
-		{DefaultEvictionHard(), 100 * gi, 15 * gi, SignalImageFsAvailable, true},
-		{map[string]string{SignalImageFsAvailable: "1Gi", SignalNodeFsAvailable: "10%"}, 100 * gi, 10 * gi, SignalNodeFsAvailable, true},
-		{map[string]string{SignalImageFsAvailable: "20Gi", SignalNodeFsAvailable: "10%"}, 100 * gi, 20 * gi, SignalImageFsAvailable, true},
-		{map[string]string{"memory.available": "100Mi"}, 100 * gi, 0, "", false},
-		{map[string]string{}, 100 * gi, 0, "", false},
+		{DefaultEvictionHard(), nil, 100 * gi, 15 * gi, "evictionHard imagefs.available<15%", true},
+		{map[string]string{SignalImageFsAvailable: "1Gi", SignalNodeFsAvailable: "10%"}, nil, 100 * gi, 10 * gi, "evictionHard nodefs.available<10%", true},
+		{map[string]string{SignalImageFsAvailable: "20Gi", SignalNodeFsAvailable: "10%"}, nil, 100 * gi, 20 * gi, "evictionHard imagefs.available<20Gi", true},
+		{map[string]string{"memory.available": "100Mi"}, nil, 100 * gi, 0, "", false},
+		{map[string]string{}, map[string]string{}, 100 * gi, 0, "", false},
+		{DefaultEvictionHard(), map[string]string{SignalImageFsAvailable: "25%"}, 100 * gi, 25 * gi, "evictionSoft imagefs.available<25%", true},
+		{DefaultEvictionHard(), map[string]string{SignalNodeFsAvailable: "30Gi"}, 100 * gi, 30 * gi, "evictionSoft nodefs.available<30Gi", true},
+		{DefaultEvictionHard(), map[string]string{SignalImageFsAvailable: "15%"}, 100 * gi, 15 * gi, "evictionHard imagefs.available<15%", true},
+		{DefaultEvictionHard(), map[string]string{SignalImageFsAvailable: "10%", "memory.available": "1Gi"}, 100 * gi, 15 * gi, "evictionHard imagefs.available<15%", true},
+		{DefaultEvictionHard(), map[string]string{SignalImageFsAvailable: "100%"}, 100 * gi, 15 * gi, "evictionHard imagefs.available<15%", true},
+		{map[string]string{}, map[string]string{SignalNodeFsAvailable: "12%"}, 100 * gi, 12 * gi, "evictionSoft nodefs.available<12%", true},
 	}
 	for _, tc := range cases {
-		ig := ImageGCConfiguration{EvictionHard: tc.hard}
-		got, signal, _, ok := ig.DiskEviction(tc.capacity)
-		if got != tc.want || signal != tc.wantSignal || ok != tc.wantOK {
-			t.Errorf("DiskEviction(%v, %d) = %d, %q, %v; want %d, %q, %v", tc.hard, tc.capacity, got, signal, ok, tc.want, tc.wantSignal, tc.wantOK)
+		ig := ImageGCConfiguration{EvictionHard: tc.hard, EvictionSoft: tc.soft}
+		got, which, ok := ig.DiskEviction(tc.capacity)
+		w := ""
+		if ok {
+			w = which.String()
+		}
+		if got != tc.want || w != tc.wantWhich || ok != tc.wantOK || which.Soft() != strings.HasPrefix(tc.wantWhich, "evictionSoft") {
+			t.Errorf("DiskEviction(hard %v, soft %v, %d) = %d, %q, %v; want %d, %q, %v", tc.hard, tc.soft, tc.capacity, got, w, ok, tc.want, tc.wantWhich, tc.wantOK)
 		}
 	}
 }
@@ -177,7 +188,7 @@ func TestKubeletMeaningOfItsFields(t *testing.T) {
 			if diff := cmp.Diff(tc.wantEviction, ig.EvictionHard); diff != "" {
 				t.Errorf("evictionHard (-want +got):\n%s", diff)
 			}
-			at, _, _, ok := ig.DiskEviction(100 * gi)
+			at, _, ok := ig.DiskEviction(100 * gi)
 			if ok != (tc.wantAt > 0) || at != tc.wantAt {
 				t.Errorf("DiskEviction(100 GiB) = %d, %v; want %d, %v", at, ok, tc.wantAt, tc.wantAt > 0)
 			}
@@ -185,5 +196,84 @@ func TestKubeletMeaningOfItsFields(t *testing.T) {
 				t.Errorf("Validate() = %v", errs)
 			}
 		})
+	}
+}
+
+// TestEvictionSoftFromKubelet: the kubelet starts evicting at a soft disk
+// threshold (evictionSoft) once it has held for its grace period: nodegc
+// takes the kubelet document's evictionSoft, and the stricter of the hard
+// and soft thresholds decides its early start, its warning at start and
+// its eviction gauge. Here imagefs.available 25% soft beside 15% hard: the
+// kubelet evicts from 75% usage, not 85%. The nodegc document's own
+// evictionSoft wins, as its evictionHard does; the kubelet's soft
+// thresholds are taken whatever the nodegc document's evictionHard, a
+// signal nodegc does not know is dropped with a warning, and one on inodes
+// is a warning as in evictionHard.
+func TestEvictionSoftFromKubelet(t *testing.T) {
+	const kubelet = "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n"
+	const soft = "evictionSoft:\n  imagefs.available: \"25%\"\nevictionSoftGracePeriod:\n  imagefs.available: 1m30s\n"
+	nodegc := header + "imageGC:\n  highThresholdPercent: 80\n  lowThresholdPercent: 75\n"
+	for name, tc := range map[string]struct {
+		doc      string
+		want     map[string]string
+		wantAt   string
+		warnings []string
+	}{
+		"the kubelet's": {doc: nodegc + kubelet + soft, want: map[string]string{"imagefs.available": "25%"}, wantAt: "evictionSoft imagefs.available<25%"},
+		"beside nodegc's evictionHard": {doc: nodegc + "  evictionHard:\n    nodefs.available: 5%\n" + kubelet + soft,
+			want: map[string]string{"imagefs.available": "25%"}, wantAt: "evictionSoft imagefs.available<25%"},
+		"nodegc's wins": {doc: nodegc + "  evictionSoft:\n    nodefs.available: 20%\n" + kubelet + soft,
+			want: map[string]string{"nodefs.available": "20%"}, wantAt: "evictionSoft nodefs.available<20%"},
+		"none: the hard ones": {doc: nodegc + kubelet, want: map[string]string{}, wantAt: "evictionHard imagefs.available<15%"},
+		"a signal nodegc does not know, one on inodes": {
+			doc:    nodegc + kubelet + "evictionSoft:\n  someNewFs.available: 5%\n  nodefs.inodesFree: 10%\nevictionSoftGracePeriod:\n  nodefs.inodesFree: 1m\n",
+			want:   map[string]string{"nodefs.inodesFree": "10%"},
+			wantAt: "evictionHard imagefs.available<15%",
+			warnings: []string{
+				"line 11: evictionSoft[someNewFs.available] of the KubeletConfiguration is a signal nodegc does not know (a newer kubelet's?); ignored",
+				"line 11: imageGC.evictionSoft[nodefs.inodesFree]: 10% is a signal on inodes; nodegc's image GC frees bytes, not inodes, " +
+					"as the kubelet's image GC does (the kubelet's eviction manager removes unused images itself when inodes run short) (value from the KubeletConfiguration document)",
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := Decode([]byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errs := Validate(loaded.Config); len(errs) > 0 {
+				t.Errorf("Validate() = %v", errs)
+			}
+			ig := loaded.Config.ImageGC
+			if diff := cmp.Diff(tc.want, ig.EvictionSoft); diff != "" {
+				t.Errorf("evictionSoft (-want +got):\n%s", diff)
+			}
+			if _, which, ok := ig.DiskEviction(100 << 30); !ok || which.String() != tc.wantAt {
+				t.Errorf("DiskEviction = %s (%v), want %s", which, ok, tc.wantAt)
+			}
+			if diff := cmp.Diff(tc.warnings, loaded.Warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEvictionSoftValidation: the nodegc document's evictionSoft is held
+// to evictionHard's rules: a disk signal's value must parse, and a signal
+// the kubelet does not know is refused.
+func TestEvictionSoftValidation(t *testing.T) {
+	c := Defaulted()
+	c.ImageGC.EvictionSoft = map[string]string{"imagefs.available": "115%", "memory.available": "whatever", "imagefs.avaliable": "15%"}
+	var got []string
+	for _, e := range Validate(c) {
+		got = append(got, e.Error())
+	}
+	want := []string{
+		`imageGC.evictionSoft[imagefs.available]: Invalid value: "115%": percentage "115%": must be between 0% and 100%`,
+		`imageGC.evictionSoft[imagefs.avaliable]: Unsupported value: "imagefs.avaliable": supported values: "allocatableMemory.available", "containerfs.available", "containerfs.inodesFree", "imagefs.available", "imagefs.inodesFree", "memory.available", "nodefs.available", "nodefs.inodesFree", "pid.available"`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }

@@ -202,7 +202,10 @@ func Decode(data []byte) (*Loaded, error) {
 	if kc != nil {
 		out.FromKubelet = mergeKubelet(out.Config, kc, kubeletDoc.lines, out.lines)
 		if slices.Contains(out.FromKubelet, "imageGC.evictionHard") {
-			out.Warnings = append(out.Warnings, dropUnknownSignals(out.Config.ImageGC.EvictionHard, kubeletDoc.lines)...)
+			out.Warnings = append(out.Warnings, dropUnknownSignals("evictionHard", out.Config.ImageGC.EvictionHard, kubeletDoc.lines)...)
+		}
+		if slices.Contains(out.FromKubelet, "imageGC.evictionSoft") {
+			out.Warnings = append(out.Warnings, dropUnknownSignals("evictionSoft", out.Config.ImageGC.EvictionSoft, kubeletDoc.lines)...)
 		}
 		// The kubelet sets no ceiling: a value it runs with must not stop
 		// nodegc; nodegc's own document is held to the ceiling.
@@ -267,19 +270,20 @@ func kubeletImageGCOff(kc *kubeletconfigv1beta1.KubeletConfiguration, lines map[
 	return set && kc.ImageGCHighThresholdPercent != nil && *kc.ImageGCHighThresholdPercent == 100
 }
 
-// dropUnknownSignals removes from hard, a KubeletConfiguration's
-// evictionHard, the signals the kubelet nodegc knows (1.34) does not, with
-// a warning each: a newer kubelet's signal is no error in its own config,
-// as its unknown fields are not. lines gives the kubelet document's lines.
-func dropUnknownSignals(hard map[string]string, lines map[string]int) []string {
+// dropUnknownSignals removes from thresholds, a KubeletConfiguration's
+// evictionHard or evictionSoft (name), the signals the kubelet nodegc knows
+// (1.34) does not, with a warning each: a newer kubelet's signal is no error
+// in its own config, as its unknown fields are not. lines gives the kubelet
+// document's lines.
+func dropUnknownSignals(name string, thresholds map[string]string, lines map[string]int) []string {
 	var out []string
-	for _, s := range slices.Sorted(maps.Keys(hard)) {
+	for _, s := range slices.Sorted(maps.Keys(thresholds)) {
 		if slices.Contains(kubeletSignals, s) {
 			continue
 		}
-		delete(hard, s)
-		msg := fmt.Sprintf("evictionHard[%s] of the %s is a signal nodegc does not know (a newer kubelet's?); ignored", s, KubeletKind)
-		if n := lines["evictionHard"]; n > 0 {
+		delete(thresholds, s)
+		msg := fmt.Sprintf("%s[%s] of the %s is a signal nodegc does not know (a newer kubelet's?); ignored", name, s, KubeletKind)
+		if n := lines[name]; n > 0 {
 			msg = fmt.Sprintf("line %d: %s", n, msg)
 		}
 		out = append(out, msg)
@@ -287,22 +291,27 @@ func dropUnknownSignals(hard map[string]string, lines map[string]int) []string {
 	return out
 }
 
-// inodeSignals are the evictionHard signals on inodes.
+// inodeSignals are the eviction signals on inodes.
 var inodeSignals = []string{"imagefs.inodesFree", "nodefs.inodesFree"}
 
-// inodeWarnings returns a warning for each evictionHard signal on inodes
-// that is on: nodegc reads its value but frees bytes only, as the kubelet's
-// image GC does.
+// inodeWarnings returns a warning for each evictionHard or evictionSoft
+// signal on inodes that is on: nodegc reads its value but frees bytes
+// only, as the kubelet's image GC does.
 func (l *Loaded) inodeWarnings() []string {
 	var out []string
-	for _, s := range inodeSignals {
-		v, set := l.Config.ImageGC.EvictionHard[s]
-		if !set || signalOff(v) {
-			continue
+	for _, m := range []struct {
+		name       string
+		thresholds map[string]string
+	}{{"evictionHard", l.Config.ImageGC.EvictionHard}, {"evictionSoft", l.Config.ImageGC.EvictionSoft}} {
+		for _, s := range inodeSignals {
+			v, set := m.thresholds[s]
+			if !set || signalOff(v) {
+				continue
+			}
+			msg := fmt.Sprintf("imageGC.%s[%s]: %s is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does "+
+				"(the kubelet's eviction manager removes unused images itself when inodes run short)", m.name, s, v)
+			out = append(out, l.locate("imageGC."+m.name, "imageGC."+m.name+"."+s, msg))
 		}
-		msg := fmt.Sprintf("imageGC.evictionHard[%s]: %s is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does "+
-			"(the kubelet's eviction manager removes unused images itself when inodes run short)", s, v)
-		out = append(out, l.locate("imageGC.evictionHard", "imageGC.evictionHard."+s, msg))
 	}
 	return out
 }
@@ -366,6 +375,8 @@ func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfig
 			}
 		}
 	})
+	// The kubelet has no default soft thresholds to merge.
+	take("evictionSoft", "imageGC.evictionSoft", func() { c.ImageGC.EvictionSoft = maps.Clone(kc.EvictionSoft) })
 	take("containerRuntimeEndpoint", "containerRuntimeEndpoint", func() { c.ContainerRuntimeEndpoint = kc.ContainerRuntimeEndpoint })
 	take("imageServiceEndpoint", "imageServiceEndpoint", func() { c.ImageServiceEndpoint = kc.ImageServiceEndpoint })
 	take("podLogsDir", "containerGC.podLogsDirectory", func() { c.ContainerGC.PodLogsDirectory = kc.PodLogsDir })

@@ -53,8 +53,10 @@ func TestREADMEReference(t *testing.T) {
 	}
 }
 
+// flatten maps every leaf of v to its path; an empty map (a default of
+// none, as imageGC.evictionSoft's) is a leaf.
 func flatten(prefix string, v any, out map[string]any) {
-	if obj, ok := v.(map[string]any); ok {
+	if obj, ok := v.(map[string]any); ok && len(obj) > 0 {
 		for k, child := range obj {
 			flatten(joinPath(prefix, k), child, out)
 		}

@@ -143,8 +143,9 @@ type ImageGCConfiguration struct {
 
 	// FillRateHorizon starts a GC before highThresholdPercent is reached
 	// when the image filesystem, filling at the rate of the last seconds,
-	// would reach the kubelet's eviction threshold (evictionHard) within
-	// this horizon (trigger "projected"). Such a run frees down to
+	// would reach the kubelet's eviction threshold (the stricter of
+	// evictionHard and evictionSoft) within this horizon (trigger
+	// "projected"). Such a run frees down to
 	// lowThresholdPercent as usage is projected to be at the end of the
 	// horizon. 0 turns it off. nodegc only. Default: 30s.
 	FillRateHorizon *metav1.Duration `json:"fillRateHorizon"`
@@ -161,6 +162,15 @@ type ImageGCConfiguration struct {
 	// empty map means the kubelet does not evict on disk. Default: the
 	// kubelet's, imagefs.available 15% and nodefs.available 10%.
 	EvictionHard map[string]string `json:"evictionHard"`
+
+	// EvictionSoft are the kubelet's soft eviction thresholds, in the same
+	// syntax: the kubelet starts evicting pods once one has been met for
+	// its evictionSoftGracePeriod. nodegc reads them as it reads
+	// evictionHard, and for each signal takes the stricter of the two:
+	// it frees space before the grace period even starts. Taken from the
+	// KubeletConfiguration document's evictionSoft when this is unset.
+	// Default: none, as in the kubelet.
+	EvictionSoft map[string]string `json:"evictionSoft"`
 
 	// Exclude lists image reference patterns, written as for docker pull,
 	// familiar or fully qualified ("nginx:*", "registry.k8s.io/pause",

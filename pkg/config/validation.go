@@ -101,16 +101,21 @@ func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
 	errs = append(errs, validatePositive(p.Child("period"), c.Period)...)
 	errs = append(errs, validatePositive(p.Child("diskCheckInterval"), c.DiskCheckInterval)...)
 	errs = append(errs, validateNonNegative(p.Child("fillRateHorizon"), c.FillRateHorizon)...)
-	for _, s := range diskSignals {
-		if v, ok := c.EvictionHard[s]; ok {
-			if _, err := ParseEvictionThreshold(v); err != nil {
-				errs = append(errs, field.Invalid(p.Child("evictionHard").Key(s), v, err.Error()))
+	for _, m := range []struct {
+		name       string
+		thresholds map[string]string
+	}{{"evictionHard", c.EvictionHard}, {"evictionSoft", c.EvictionSoft}} {
+		for _, s := range diskSignals {
+			if v, ok := m.thresholds[s]; ok {
+				if _, err := ParseEvictionThreshold(v); err != nil {
+					errs = append(errs, field.Invalid(p.Child(m.name).Key(s), v, err.Error()))
+				}
 			}
 		}
-	}
-	for _, s := range slices.Sorted(maps.Keys(c.EvictionHard)) {
-		if !slices.Contains(kubeletSignals, s) {
-			errs = append(errs, field.NotSupported(p.Child("evictionHard").Key(s), s, kubeletSignals))
+		for _, s := range slices.Sorted(maps.Keys(m.thresholds)) {
+			if !slices.Contains(kubeletSignals, s) {
+				errs = append(errs, field.NotSupported(p.Child(m.name).Key(s), s, kubeletSignals))
+			}
 		}
 	}
 	for i, pattern := range c.Exclude {

@@ -48,8 +48,9 @@
 //     last authoritative with them.
 //   - guardian.go: the fill rate of the last readings of the image
 //     filesystem, the projection against the kubelet's eviction threshold
-//     (evictionHard) over fillRateHorizon, the warning when the high
-//     threshold lets the kubelet evict first, and the reaction times.
+//     (the stricter of evictionHard and evictionSoft) over fillRateHorizon,
+//     the warning when the high threshold lets the kubelet evict first, and
+//     the reaction times.
 //   - manager.go: Manager lists the runtime, plans and executes, on a disk
 //     check every diskCheckInterval and right after each write the runtime
 //     reports to its storage (Options.Writes: containerd's events of blobs,

@@ -146,7 +146,7 @@ func (g *guardian) ahead(d DiskStats) uint64 {
 	if horizon <= 0 || !g.policy.thresholdGCEnabled() {
 		return 0
 	}
-	evictAt, _, _, ok := g.policy.cfg.DiskEviction(d.Capacity)
+	evictAt, _, ok := g.policy.cfg.DiskEviction(d.Capacity)
 	if !ok {
 		return 0
 	}
@@ -171,7 +171,7 @@ func (g *guardian) evictionWarning(d DiskStats) string {
 		return ""
 	}
 	g.warned = true
-	evictAt, signal, t, ok := g.policy.cfg.DiskEviction(d.Capacity)
+	evictAt, which, ok := g.policy.cfg.DiskEviction(d.Capacity)
 	if !ok || !g.policy.thresholdGCEnabled() {
 		return ""
 	}
@@ -180,9 +180,13 @@ func (g *guardian) evictionWarning(d DiskStats) string {
 	if float64(high) < evictUsage {
 		return ""
 	}
-	return fmt.Sprintf("imageGC.highThresholdPercent (%d) lets the kubelet evict pods first: its evictionHard %s<%s is met at %.1f%% usage of the image filesystem; "+
+	var soft string
+	if which.Soft() {
+		soft = " (a soft threshold: the kubelet evicts once it has held for its evictionSoftGracePeriod)"
+	}
+	return fmt.Sprintf("imageGC.highThresholdPercent (%d) lets the kubelet evict pods first: its %s is met at %.1f%% usage of the image filesystem%s; "+
 		"set highThresholdPercent below %.0f (a few points of margin), or keep fillRateHorizon on to start early when the disk fills fast",
-		high, signal, t, evictUsage, evictUsage)
+		high, which, evictUsage, soft, evictUsage)
 }
 
 // evictionUsagePercent is the usage in percent, as UsagePercent computes it

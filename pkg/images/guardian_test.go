@@ -64,6 +64,14 @@ func TestProjection(t *testing.T) {
 		"a quantity threshold, the stricter: 40 GiB to go": {mutate: func(c *config.ImageGCConfiguration) {
 			c.EvictionHard = map[string]string{config.SignalImageFsAvailable: "5%", config.SignalNodeFsAvailable: "25Gi"}
 		}, avail: []float64{33, 32, 31, 30}, wantAhead: 30 * gib},
+		// 0.2 GiB/s: 6 GiB within the horizon. imagefs.available 25% soft
+		// is 5 GiB away at 30 GiB available (the hard 15%, 15 GiB).
+		"a soft threshold, the stricter: 5 GiB to go": {mutate: func(c *config.ImageGCConfiguration) {
+			c.EvictionSoft = map[string]string{config.SignalImageFsAvailable: "25%"}
+		}, avail: []float64{30.6, 30.4, 30.2, 30}, wantAhead: uint64(0.2 * 30 * gib)},
+		"a soft threshold, the stricter: 10 GiB to go": {mutate: func(c *config.ImageGCConfiguration) {
+			c.EvictionSoft = map[string]string{config.SignalImageFsAvailable: "20%"}
+		}, avail: []float64{30.6, 30.4, 30.2, 30}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -123,7 +131,8 @@ func TestReactionTimes(t *testing.T) {
 }
 
 // TestEvictionWarning: warned once, when the high threshold is at or
-// above the usage at which the kubelet evicts.
+// above the usage at which the kubelet evicts, on its hard threshold or,
+// after a grace period, on a stricter soft one.
 func TestEvictionWarning(t *testing.T) {
 	disk := DiskStats{Capacity: 100 * gib, Available: 50 * gib}
 	cases := map[string]struct {
@@ -140,6 +149,15 @@ func TestEvictionWarning(t *testing.T) {
 			c.EvictionHard = map[string]string{config.SignalNodeFsAvailable: "20Gi"}
 		}, want: "evictionHard nodefs.available<20Gi is met at 80.0% usage"},
 		"no disk eviction": {mutate: func(c *config.ImageGCConfiguration) { c.EvictionHard = map[string]string{} }},
+		// The kubelet evicts from 75% once its grace period has passed.
+		"80 against a soft 25%": {mutate: func(c *config.ImageGCConfiguration) {
+			c.HighThresholdPercent, c.LowThresholdPercent = ptrTo[int32](80), ptrTo[int32](75)
+			c.EvictionSoft = map[string]string{config.SignalImageFsAvailable: "25%"}
+		}, want: "its evictionSoft imagefs.available<25% is met at 75.0% usage of the image filesystem (a soft threshold: the kubelet evicts once it has held for its evictionSoftGracePeriod)"},
+		"80 against a soft 10%: the hard 15% is stricter": {mutate: func(c *config.ImageGCConfiguration) {
+			c.HighThresholdPercent, c.LowThresholdPercent = ptrTo[int32](80), ptrTo[int32](75)
+			c.EvictionSoft = map[string]string{config.SignalImageFsAvailable: "10%"}
+		}},
 		"threshold GC off": {mutate: func(c *config.ImageGCConfiguration) {
 			c.HighThresholdPercent = ptrTo[int32](100)
 			c.LowThresholdPercent = ptrTo[int32](99)

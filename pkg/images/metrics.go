@@ -87,7 +87,7 @@ const (
 const (
 	thresholdHigh     = "high"     // imageGC.highThresholdPercent: a GC starts
 	thresholdLow      = "low"      // imageGC.lowThresholdPercent: the GC frees down to it
-	thresholdEviction = "eviction" // the usage at which the kubelet's evictionHard (imagefs/nodefs.available) is met
+	thresholdEviction = "eviction" // the usage at which the kubelet's evictionHard or evictionSoft (imagefs/nodefs.available) is met
 )
 
 // Phases of the reaction to a crossing of the high threshold (metric
@@ -172,15 +172,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"phase"}),
 		// high and low set from the configuration; eviction on every disk
 		// reading (a threshold in bytes is a percentage of the capacity),
-		// absent while evictionHard sets none.
+		// absent while neither evictionHard nor evictionSoft sets one.
 		thresholds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_image_gc_threshold_percent",
-			Help: metricvec.Help("Image filesystem usage in percent at which the image GC starts (high), down to which it frees (low), and at which the kubelet's evictionHard is met (eviction; exact, so the rounded-up usage reaches it up to 1% of the capacity before the kubelet evicts: nodegc_image_fs_eviction_available_bytes gives it in bytes), to compare with nodegc_image_fs_usage_percent,",
+			Help: metricvec.Help("Image filesystem usage in percent at which the image GC starts (high), down to which it frees (low), and at which the kubelet's eviction threshold is met (eviction: the stricter of evictionHard and evictionSoft on imagefs.available and nodefs.available, where a soft one evicts after its grace period; exact, so the rounded-up usage reaches it up to 1% of the capacity before the kubelet evicts: nodegc_image_fs_eviction_available_bytes gives it in bytes), to compare with nodegc_image_fs_usage_percent,",
 				"threshold", thresholds),
 		}, []string{"threshold"}),
 		evictionAvailable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodegc_image_fs_eviction_available_bytes",
-			Help: "Available bytes of the image filesystem under which the kubelet's evictionHard (the stricter of imagefs.available and nodefs.available; a percentage taken of the current capacity) is met: the kubelet evicts pods while nodegc_image_fs_available_bytes is below it, the comparison it makes itself. Absent without such a threshold.",
+			Help: "Available bytes of the image filesystem under which the kubelet's eviction threshold (the stricter of evictionHard and evictionSoft on imagefs.available and nodefs.available; a percentage taken of the current capacity) is met: the kubelet evicts pods while nodegc_image_fs_available_bytes is below it (after the grace period, for a soft threshold), the comparison it makes itself. Absent without such a threshold.",
 		}, nil),
 		diskChecks: metricvec.Counter("nodegc_image_gc_disk_checks_total",
 			"Readings of the image filesystem's usage that may start a run (trigger threshold or projected), every diskCheckInterval (interval) or right after the runtime wrote to its storage (write: a pull's blob or layer, an image record; at most one per 100ms),",
@@ -275,7 +275,8 @@ func (m *metrics) setThresholds(high, low int) {
 // observeEviction exports the kubelet's eviction threshold on a filesystem
 // of that capacity: the available bytes under which it is met (evictAt),
 // and the usage in percent at which it is; the series are removed when
-// there is none (no evictionHard on the image filesystem, or no capacity).
+// there is none (no evictionHard nor evictionSoft on the image
+// filesystem, or no capacity).
 func (m *metrics) observeEviction(capacity, evictAt uint64, ok bool) {
 	if !ok || capacity == 0 {
 		m.thresholds.DeleteLabelValues(thresholdEviction)

@@ -35,6 +35,9 @@ func TestThresholdGauges(t *testing.T) {
 		}, want: map[string]float64{"high": 85, "low": 80, "eviction": 75}},
 		"no disk eviction": {mutate: func(c *config.ImageGCConfiguration) { c.EvictionHard = map[string]string{} },
 			want: map[string]float64{"high": 85, "low": 80}},
+		"a soft threshold stricter than the hard one": {mutate: func(c *config.ImageGCConfiguration) {
+			c.EvictionSoft = map[string]string{config.SignalNodeFsAvailable: "30Gi"}
+		}, want: map[string]float64{"high": 85, "low": 80, "eviction": 70}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -439,18 +439,20 @@ include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
 {{- end }}
 {{- end }}
 {{- $signals := list "allocatableMemory.available" "containerfs.available" "containerfs.inodesFree" "imagefs.available" "imagefs.inodesFree" "memory.available" "nodefs.available" "nodefs.inodesFree" "pid.available" }}
-{{- range $signal, $raw := (get $ig "evictionHard" | default dict) }}
+{{- range $field := list "evictionHard" "evictionSoft" }}
+{{- range $signal, $raw := (get $ig $field | default dict) }}
 {{- if not (has $signal $signals) }}
-{{- fail (printf "config.imageGC.evictionHard[%s]: not an eviction signal of the kubelet (%s): %s" $signal (join ", " $signals) $refused) }}
+{{- fail (printf "config.imageGC.%s[%s]: not an eviction signal of the kubelet (%s): %s" $field $signal (join ", " $signals) $refused) }}
 {{- end }}
 {{- if and (has $signal (list "imagefs.available" "nodefs.available")) (not (kindIs "invalid" $raw)) }}
 {{- $v := trim (toString $raw) }}
 {{- if hasSuffix "%" $v }}
 {{- if or (not (regexMatch "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)%$" $v)) (gt (trimSuffix "%" $v | float64) 100.0) }}
-{{- fail (printf "config.imageGC.evictionHard[%s] %q: a percentage must be between 0%% and 100%%: %s" $signal (toString $raw) $refused) }}
+{{- fail (printf "config.imageGC.%s[%s] %q: a percentage must be between 0%% and 100%%: %s" $field $signal (toString $raw) $refused) }}
 {{- end }}
 {{- else if not (regexMatch "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$" $v) }}
-{{- fail (printf "config.imageGC.evictionHard[%s] %q: must be a percentage (\"15%%\") or a quantity that is not negative (\"2Gi\"): %s" $signal (toString $raw) $refused) }}
+{{- fail (printf "config.imageGC.%s[%s] %q: must be a percentage (\"15%%\") or a quantity that is not negative (\"2Gi\"): %s" $field $signal (toString $raw) $refused) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
