@@ -269,7 +269,11 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 				"runtime", v.GetRuntimeName(), "version", v.GetRuntimeVersion())
 			return c
 		}
-		klog.FromContext(ctx).Error(err, "Cannot reach the container runtime; node GC does nothing until it answers", "retryIn", delay)
+		logger := klog.FromContext(ctx)
+		if p := socketProblem(cfg.ContainerRuntimeEndpoint); p != "" {
+			logger = logger.WithValues("socket", p)
+		}
+		logger.Error(err, "Cannot reach the container runtime; node GC does nothing until it answers", "retryIn", delay)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -59,9 +61,7 @@ func (r *runtimeLink) changed(connected bool) {
 }
 
 // explain says, for /readyz, since when the runtime is unreachable and
-// what the socket path holds: a socket file that is gone or is no socket
-// (what a container sees after the runtime restarted, when it mounted the
-// socket file instead of its directory) is named.
+// what the socket path holds (socketProblem).
 func (r *runtimeLink) explain() string {
 	r.mu.Lock()
 	lostAt := r.lostAt
@@ -70,15 +70,56 @@ func (r *runtimeLink) explain() string {
 	if !lostAt.IsZero() {
 		s = fmt.Sprintf(" (connection lost at %s, %v ago; redialing)", stamp(lostAt), since(r.clock.Now(), lostAt))
 	}
-	path, err := endpoint.SocketPath(r.endpoint)
+	if p := socketProblem(r.endpoint); p != "" {
+		s += " (" + p + ")"
+	}
+	return s
+}
+
+// socketProblem says what is wrong with the socket path of a unix://
+// endpoint, "" when it is a socket (or the endpoint is no unix one): a
+// path that is gone, a file that is no socket (what a container sees
+// after the runtime restarted, when it mounted the socket file instead of
+// its directory), or a symbolic link whose target is not reachable in
+// nodegc's container (containerd's socket linked to k3s's, with only the
+// link's directory mounted), which a plain stat calls "no such file or
+// directory" while the operator sees the socket on the host.
+func socketProblem(ep string) string {
+	path, err := endpoint.SocketPath(ep)
 	if err != nil {
-		return s
+		return ""
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == fs.ModeSymlink {
+		if target, err := os.Readlink(path); err == nil {
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(filepath.Dir(path), target)
+			}
+			if _, err := os.Stat(path); err != nil {
+				var cause string // absent: the usual case, said by "not reachable"
+				if !errors.Is(err, fs.ErrNotExist) {
+					cause = fmt.Sprintf(" (%v)", unwrapPath(err))
+				}
+				return fmt.Sprintf("%s is a symbolic link to %s, which is not reachable in nodegc's container%s: "+
+					"set containerRuntimeEndpoint to unix://%s and mount its directory, %s (the Helm chart's runtime.socket does both)",
+					path, target, cause, target, filepath.Dir(target))
+			}
+		}
 	}
 	switch fi, err := os.Stat(path); {
 	case err != nil:
-		s += fmt.Sprintf(" (%v)", err)
+		return err.Error()
 	case fi.Mode().Type() != fs.ModeSocket:
-		s += fmt.Sprintf(" (%s is not a socket: mount the socket's directory, not the socket file, so that a restarted runtime's new socket is seen)", path)
+		return fmt.Sprintf("%s is not a socket: mount the socket's directory, not the socket file, so that a restarted runtime's new socket is seen", path)
 	}
-	return s
+	return ""
+}
+
+// unwrapPath returns the cause of a *fs.PathError (the path is said
+// already), or err.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
