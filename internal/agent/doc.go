@@ -11,7 +11,8 @@
 //
 // One node GC per node: before it reads any state, the node GC takes an
 // exclusive flock on its stateDirectory (nodelock.go; nodegc.lock there
-// names the holder) and holds it until it ends. An agent that finds it
+// names the holder, or no one when the holder could not write it: the
+// last holder's is removed then) and holds it until it ends. An agent that finds it
 // held collects nothing, logs the holder, sets nodegc_node_gc_standby and
 // stays ready, trying again every second; it takes over once the holder
 // exits (the kernel drops the lock of a dead process) and reads the state

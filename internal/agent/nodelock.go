@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,12 @@ const nodeLockRetry = time.Second
 var errLocked = errors.New("held by another nodegc")
 
 // nodeLock is a held lock; release (or the process's exit) lets it go.
-type nodeLock struct{ dir *os.File }
+type nodeLock struct {
+	dir *os.File
+	// holderErr says why NodeLockFileName does not name this holder
+	// (writeHolder), nil when it does.
+	holderErr error
+}
 
 // tryNodeLock takes the lock on dir without waiting. When another process
 // holds it, the error wraps errLocked and holder is what that process wrote
@@ -58,25 +64,56 @@ func tryNodeLock(dir, me string) (l *nodeLock, holder string, err error) {
 	}
 	// Who holds it, for the log of an agent that waits and `nodegc plan`:
 	// written whole, then renamed over the last holder's, so that a reader
-	// never sees half a name. A failed write (a read-only directory) only
-	// makes those less helpful.
-	writeHolder(dir, me)
-	return &nodeLock{dir: d}, "", nil
+	// never sees half a name. A failed write (a full or read-only
+	// directory) only makes those say the holder is unknown.
+	return &nodeLock{dir: d, holderErr: writeHolder(dir, me)}, "", nil
 }
 
-// writeHolder replaces NodeLockFileName in dir with me, atomically; it
-// gives up quietly.
-func writeHolder(dir, me string) {
+// writeHolder replaces NodeLockFileName in dir with me, atomically. When
+// that fails it removes the last holder's file, or empties it, so that
+// no reader is told of a holder that may be long gone: the holder is then
+// unknown (readHolder gives ""). The error says why the file does not
+// name me, and whether it still names the last holder.
+func writeHolder(dir, me string) error {
+	err := replaceHolder(dir, me)
+	if err == nil {
+		return nil
+	}
+	path := filepath.Join(dir, NodeLockFileName)
+	rerr := os.Remove(path)
+	if rerr == nil || errors.Is(rerr, fs.ErrNotExist) {
+		return err
+	}
+	// Emptying needs no space, and may be allowed where removing is not
+	// (a directory that is not writable, a file that is).
+	if terr := os.Truncate(path, 0); terr != nil {
+		return fmt.Errorf("%w; the last holder's %s could be neither removed nor emptied (%v), and still names that holder", err, NodeLockFileName, rerr)
+	}
+	return err
+}
+
+// replaceHolder writes me to a temporary file in dir and renames it over
+// NodeLockFileName. A variable, so that a test can make it fail as a full
+// or read-only state directory does.
+var replaceHolder = func(dir, me string) error {
 	f, err := os.CreateTemp(dir, NodeLockFileName+".tmp-*")
 	if err != nil {
-		return
+		return err
 	}
 	defer os.Remove(f.Name()) // no-op after the rename
 	_, err = f.WriteString(me + "\n")
-	if cerr := f.Close(); err == nil && cerr == nil {
-		os.Rename(f.Name(), filepath.Join(dir, NodeLockFileName))
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), filepath.Join(dir, NodeLockFileName))
 }
+
+// unknownHolder is what the log and `nodegc plan` say of a holder that
+// NodeLockFileName does not name.
+const unknownHolder = "unknown (" + NodeLockFileName + " names none: its holder could not write it, as in a full or read-only state directory)"
 
 // readHolder returns who the holder file in dir names (writeHolder), ""
 // if it cannot be read.
@@ -152,6 +189,10 @@ func acquireNodeLock(ctx context.Context, dir string, clk clock.Clock, standby f
 				standby(false)
 				logger.Info("Took over node GC: the other nodegc on this node stopped", "waited", clk.Since(began).Round(time.Millisecond))
 			}
+			if l.holderErr != nil {
+				logger.Error(l.holderErr, "Cannot write this agent's name to the state directory's lock file; another nodegc on this node and `nodegc plan` will say the holder is unknown",
+					"file", filepath.Join(dir, NodeLockFileName))
+			}
 			return l, true
 		case !errors.Is(err, errLocked) && waiting:
 			logger.V(2).Info("Cannot try the state directory's lock; still waiting for the other nodegc", "err", err)
@@ -162,7 +203,7 @@ func acquireNodeLock(ctx context.Context, dir string, clk clock.Clock, standby f
 			waiting = true
 			standby(true)
 			if holder == "" {
-				holder = "unknown"
+				holder = unknownHolder
 			}
 			logger.Info("Another nodegc runs node GC on this node (it holds the state directory's lock); this one collects nothing and waits for it to stop",
 				"holder", holder, "stateDirectory", dir)

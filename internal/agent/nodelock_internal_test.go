@@ -268,3 +268,38 @@ func TestNodeGCHolder(t *testing.T) {
 	}
 	l.release()
 }
+
+// TestNodeLockHolderNotWritten: when the lock's new holder cannot write
+// its name (a full or read-only state directory), nodegc.lock must not go
+// on naming the last holder, a process that may be long gone: the old
+// file is removed (or emptied), so that a second agent and `nodegc plan`
+// say the holder is unknown. The lock itself holds all the same.
+func TestNodeLockHolderNotWritten(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	old, _, err := tryNodeLock(dir, "pod nodegc/old-pod (pid 7) since yesterday")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.release()
+
+	write := replaceHolder
+	replaceHolder = func(string, string) error { return unix.ENOSPC }
+	t.Cleanup(func() { replaceHolder = write })
+	held, _, err := tryNodeLock(dir, "pod nodegc/new-pod (pid 8) since now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.release()
+
+	second, holder, err := tryNodeLock(dir, "second")
+	if !errors.Is(err, errLocked) || second != nil {
+		t.Fatalf("second take while the new holder holds it: %v, %v; want errLocked", second, err)
+	}
+	if holder != "" {
+		t.Errorf("a second agent is told the holder is %q, the last holder, not the one that holds the lock; want unknown (\"\")", holder)
+	}
+	running, holder, err := NodeGCHolder(dir)
+	if err != nil || !running || holder != "" {
+		t.Errorf("NodeGCHolder = %v, %q, %v; want running, holder unknown (\"\")", running, holder, err)
+	}
+}

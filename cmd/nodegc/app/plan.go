@@ -297,7 +297,7 @@ func (v *planView) print(out io.Writer) {
 	case g.Error != "":
 		fmt.Fprintf(out, "Node GC here: unknown (%s)\n", g.Error)
 	case g.Running:
-		fmt.Fprintf(out, "Node GC here: run by %s (it holds the state directory's lock; another `nodegc run` would wait for it)\n", cmp.Or(g.Holder, "a nodegc that did not say who it is"))
+		fmt.Fprintf(out, "Node GC here: run by %s (it holds the state directory's lock; another `nodegc run` would wait for it)\n", cmp.Or(g.Holder, "an unknown nodegc ("+agent.NodeLockFileName+" names none: its holder could not write it, as in a full or read-only state directory)"))
 	default:
 		fmt.Fprintln(out, "Node GC here: no nodegc runs it now (none holds the state directory's lock)")
 	}

@@ -194,6 +194,8 @@ func TestPlanSaysWhoRunsNodeGC(t *testing.T) {
 	}{
 		"running": {agent.PlanReport{NodeGCRunning: true, NodeGCHolder: "pod nodegc/nodegc-node-x (pid 1) since 2026-11-29T04:00:00Z"},
 			"Node GC here: run by pod nodegc/nodegc-node-x (pid 1) since 2026-11-29T04:00:00Z"},
+		"running, holder unknown": {agent.PlanReport{NodeGCRunning: true},
+			"Node GC here: run by an unknown nodegc (nodegc.lock names none: its holder could not write it, as in a full or read-only state directory)"},
 		"not running": {agent.PlanReport{}, "Node GC here: no nodegc runs it now"},
 		"unknown":     {agent.PlanReport{NodeGCErr: errors.New("open /var/lib/nodegc: permission denied")}, "Node GC here: unknown (open /var/lib/nodegc: permission denied)"},
 	} {
