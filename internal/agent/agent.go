@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -112,15 +113,18 @@ func newAgent(ctx context.Context, opts Options) (*agent, error) {
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.status = newStatus(a.reg)
 
-	var err error
-	if a.rest, err = restConfig(opts.Kubeconfig, cfg); err != nil {
+	var (
+		err      error
+		nodeOnly string
+	)
+	if a.rest, nodeOnly, err = restConfig(opts.Kubeconfig, cfg); err != nil {
 		return nil, err
 	}
 	if a.rest == nil {
-		klog.FromContext(ctx).Info("No kubeconfig and not in a cluster: running node-only (no pod informer, no Node events, no owner GC)")
 		if opts.OwnerGC == OwnerGCOnly {
-			return nil, errors.New("--owner-gc=only needs API access: give --kubeconfig or run in a cluster")
+			return nil, fmt.Errorf("--owner-gc=only needs API access: give --kubeconfig, or run in a pod with a service-account token (%s)", nodeOnly)
 		}
+		klog.FromContext(ctx).Info("Running node-only (no pod informer, no Node events, no owner GC)", "reason", nodeOnly)
 	}
 	if opts.OwnerGC != OwnerGCOnly {
 		if a.rest != nil {
@@ -155,28 +159,32 @@ func (a *agent) close() {
 }
 
 // restConfig returns the API configuration: the kubeconfig given, else the
-// in-cluster config, else nil (node-only).
-func restConfig(kubeconfig string, cfg *config.NodeGCConfiguration) (*rest.Config, error) {
+// in-cluster config, else nil (node-only) with why in nodeOnly: not in a
+// cluster, or in a pod without a service-account token
+// (automountServiceAccountToken: false), the one way to ask for node-only
+// in a pod, where KUBERNETES_SERVICE_HOST is always set. A token that is
+// there but cannot be read is an error.
+func restConfig(kubeconfig string, cfg *config.NodeGCConfiguration) (rc *rest.Config, nodeOnly string, err error) {
 	if kubeconfig == "" {
 		kubeconfig = cfg.ClientConnection.Kubeconfig
 	}
-	var (
-		rc  *rest.Config
-		err error
-	)
 	if kubeconfig != "" {
 		if rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+			return nil, "", fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 		}
 	} else if rc, err = rest.InClusterConfig(); errors.Is(err, rest.ErrNotInCluster) {
-		return nil, nil
+		return nil, "no kubeconfig and not in a cluster", nil
+	} else if errors.Is(err, fs.ErrNotExist) {
+		// The kubelet starts no container whose volumes failed to
+		// mount: a missing token was not mounted at all.
+		return nil, fmt.Sprintf("no kubeconfig, and in a pod without a service-account token (automountServiceAccountToken: false): %v", err), nil
 	} else if err != nil {
-		return nil, fmt.Errorf("in-cluster API config: %w", err)
+		return nil, "", fmt.Errorf("in-cluster API config: %w", err)
 	}
 	rc.QPS = cfg.ClientConnection.QPS
 	rc.Burst = int(cfg.ClientConnection.Burst)
 	rc.ContentType = cfg.ClientConnection.ContentType
 	rc.AcceptContentTypes = cfg.ClientConnection.AcceptContentTypes
 	rc.UserAgent = "nodegc"
-	return rc, nil
+	return rc, "", nil
 }

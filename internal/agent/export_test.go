@@ -28,7 +28,7 @@ func RegisteredFamilies(ctx context.Context, opts Options) (map[string]bool, err
 	if r.ImagesErr != nil || r.ContainersErr != nil {
 		return nil, fmt.Errorf("image GC: %v; container GC: %v", r.ImagesErr, r.ContainersErr)
 	}
-	rc, err := restConfig(opts.Kubeconfig, opts.Config)
+	rc, _, err := restConfig(opts.Kubeconfig, opts.Config)
 	if err != nil {
 		return nil, err
 	}

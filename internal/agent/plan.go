@@ -54,7 +54,7 @@ func Plan(ctx context.Context, opts Options) (*PlanReport, error) {
 
 // plan is Plan with the node GC's metrics registered in reg.
 func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *status) (*PlanReport, error) {
-	restCfg, err := restConfig(opts.Kubeconfig, opts.Config)
+	restCfg, _, err := restConfig(opts.Kubeconfig, opts.Config)
 	if err != nil {
 		return nil, err
 	}

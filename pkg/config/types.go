@@ -70,7 +70,9 @@ type NodeGCConfiguration struct {
 
 	// ClientConnection configures access to the API server for the node
 	// agent (pod informer, Node events). An empty kubeconfig means the
-	// in-cluster config; with neither the agent runs node-only. The owner GC
+	// in-cluster config; with neither (outside a cluster, or in a pod
+	// without a service-account token: automountServiceAccountToken:
+	// false) the agent runs node-only. The owner GC
 	// uses ownerGC.kubeAPIQPS/kubeAPIBurst instead of qps/burst.
 	// Defaults: qps 5, burst 10, contentType application/vnd.kubernetes.protobuf.
 	ClientConnection componentbaseconfigv1alpha1.ClientConnectionConfiguration `json:"clientConnection"`
