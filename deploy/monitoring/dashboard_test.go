@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/prometheus/promql/promqltest"
 )
 
 // TestDashboard: grafana-dashboard.json is a dashboard to import as it is
@@ -93,4 +95,49 @@ func readmeMetrics(t *testing.T) map[string]bool {
 		names[m[1]] = true
 	}
 	return names
+}
+
+// TestDashboardRuntimeConnectedIgnoresStandby: the "runtime connected"
+// panel shows, per node, the value of the agent that runs node GC there: a
+// second agent on standby (nodegc_node_gc_standby 1, which exports
+// nodegc_cri_connected 0 as it dials nothing) does not make a node whose
+// holder is connected show as disconnected, as NodegcRuntimeUnreachable
+// leaves standby agents out; a holder that is not connected still shows 0.
+func TestDashboardRuntimeConnectedIgnoresStandby(t *testing.T) {
+	queries, err := DashboardQueries(DashboardVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expr string
+	for _, q := range queries {
+		if strings.Contains(q.Expr, "nodegc_cri_connected") {
+			expr = q.Expr
+		}
+	}
+	if expr == "" {
+		t.Fatal("no panel queries nodegc_cri_connected")
+	}
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	for name, tc := range map[string]struct {
+		series string
+		want   float64
+	}{
+		"holder connected, a second agent on standby": {series: `nodegc_cri_connected{node="n1",pod="holder"} 1x5
+			nodegc_node_gc_standby{node="n1",pod="holder"} 0x5
+			nodegc_cri_connected{node="n1",pod="second"} 0x5
+			nodegc_node_gc_standby{node="n1",pod="second"} 1x5`, want: 1},
+		"holder not connected, a second agent on standby": {series: `nodegc_cri_connected{node="n1",pod="holder"} 0x5
+			nodegc_node_gc_standby{node="n1",pod="holder"} 0x5
+			nodegc_cri_connected{node="n1",pod="second"} 0x5
+			nodegc_node_gc_standby{node="n1",pod="second"} 1x5`, want: 0},
+		"one agent, connected": {series: `nodegc_cri_connected{node="n1",pod="holder"} 1x5
+			nodegc_node_gc_standby{node="n1",pod="holder"} 0x5`, want: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := evalAtEnd(t, engine, tc.series, expr)
+			if len(got) != 1 || got[0].F != tc.want {
+				t.Errorf("%s = %v, want one series at %v", expr, got, tc.want)
+			}
+		})
+	}
 }

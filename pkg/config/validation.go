@@ -28,6 +28,22 @@ const MaxRuntimeRequestTimeout = 24 * time.Hour
 
 // Validate checks a defaulted configuration and returns every problem found,
 // each with the path of the field it concerns. An empty list means valid.
+// NodeNameProblems says why name cannot be a Node's name, nil when it can.
+// A name with capitals that is valid lower-cased, as the kubelet registers
+// its --hostname-override (and its host name), gets one message that says
+// so and what to write, not the DNS rule.
+func NodeNameProblems(name string) []string {
+	msgs := validation.IsDNS1123Subdomain(name)
+	if len(msgs) == 0 {
+		return nil
+	}
+	if lower := strings.ToLower(name); lower != name && len(validation.IsDNS1123Subdomain(lower)) == 0 {
+		return []string{fmt.Sprintf("no Node has capitals in its name: the kubelet registers its node name lower-cased "+
+			"(--hostname-override=%s registers Node %s): write %q", name, lower, lower)}
+	}
+	return msgs
+}
+
 func Validate(c *NodeGCConfiguration) field.ErrorList {
 	var errs field.ErrorList
 	if c.APIVersion != APIVersion {
@@ -37,7 +53,7 @@ func Validate(c *NodeGCConfiguration) field.ErrorList {
 		errs = append(errs, field.NotSupported(field.NewPath("kind"), c.Kind, []string{Kind}))
 	}
 	if c.NodeName != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(c.NodeName) {
+		for _, msg := range NodeNameProblems(c.NodeName) {
 			errs = append(errs, field.Invalid(field.NewPath("nodeName"), c.NodeName, msg))
 		}
 	}

@@ -372,3 +372,22 @@ func TestIntervalFloorsSayTheFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeNameWithCapitals: a nodeName with capitals (a
+// --hostname-override copied from the kubelet's flags) is refused, as no
+// Node can have it, with a message that says the kubelet registers the name
+// lower-cased and what to write; a name lower-casing does not fix gets no
+// such hint.
+func TestNodeNameWithCapitals(t *testing.T) {
+	c := Defaulted()
+	c.NodeName = "Worker-1"
+	errs := Validate(c)
+	want := `the kubelet registers its node name lower-cased (--hostname-override=Worker-1 registers Node worker-1): write "worker-1"`
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), want) {
+		t.Errorf("Validate(nodeName Worker-1) = %v, want one problem saying %q", errs, want)
+	}
+	c.NodeName = "Node_1"
+	if errs := Validate(c); len(errs) == 0 || strings.Contains(errs.ToAggregate().Error(), "lower-cased") {
+		t.Errorf("Validate(nodeName Node_1) = %v, want a problem without the lower-case hint", errs)
+	}
+}

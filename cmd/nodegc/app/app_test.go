@@ -317,6 +317,11 @@ func TestResolveNodeName(t *testing.T) {
 	if _, err := resolveNodeName(""); err == nil || !strings.Contains(err.Error(), "set nodeName or NODE_NAME") {
 		t.Errorf("resolveNodeName(bad) error = %v", err)
 	}
+	// The kubelet lower-cases its --hostname-override: say so.
+	t.Setenv("NODE_NAME", "Worker-1")
+	if _, err := resolveNodeName(""); err == nil || !strings.Contains(err.Error(), `the kubelet registers its node name lower-cased (--hostname-override=Worker-1 registers Node worker-1): write "worker-1"`) {
+		t.Errorf("resolveNodeName(Worker-1) error = %v, want the lower-case hint", err)
+	}
 }
 
 // TestNodeNameWarning: a nodeName in the config that is not the node the

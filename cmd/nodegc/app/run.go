@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/internal/agent"
@@ -202,7 +201,7 @@ func resolveNodeName(fromConfig string) (string, error) {
 		}
 		name = strings.ToLower(host)
 	}
-	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+	if msgs := config.NodeNameProblems(name); len(msgs) > 0 {
 		return "", fmt.Errorf("node name %q: %s (set nodeName or NODE_NAME)", name, strings.Join(msgs, "; "))
 	}
 	return name, nil
