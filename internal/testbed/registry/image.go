@@ -66,9 +66,10 @@ func (i *Image) RepoDigest() string {
 	return host + "/" + i.Repo + "@" + i.ManifestDigest
 }
 
-// Push builds the image of spec and pushes it. Blobs already in the
-// registry are not uploaded again. Pushing an equal spec again gives the
-// same digests.
+// Push builds the image of spec and pushes it. Its config and layers go
+// into the registry's blob store in-process (see blobStore); the manifest
+// is pushed over HTTP, as a client pushes it. Pushing an equal spec again
+// gives the same digests.
 func (r *Registry) Push(ctx context.Context, spec ImageSpec) (*Image, error) {
 	if spec.Repo == "" {
 		return nil, errors.New("push image: empty repository")
@@ -81,6 +82,9 @@ func (r *Registry) Push(ctx context.Context, spec ImageSpec) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build image %s: %w", ref, err)
 	}
+	if err := r.storeBlobs(img, layers); err != nil {
+		return nil, fmt.Errorf("push image %s: %w", ref, err)
+	}
 	tag, err := name.NewTag(ref, name.Insecure)
 	if err != nil {
 		return nil, fmt.Errorf("push image %s: %w", ref, err)
@@ -89,6 +93,23 @@ func (r *Registry) Push(ctx context.Context, spec ImageSpec) (*Image, error) {
 		return nil, fmt.Errorf("push image %s: %w", ref, err)
 	}
 	return describe(ref, spec, img, layers)
+}
+
+// storeBlobs puts the config and layers of img into the blob store.
+func (r *Registry) storeBlobs(img v1.Image, layers []*memLayer) error {
+	cfgName, err := img.ConfigName()
+	if err != nil {
+		return err
+	}
+	cfg, err := img.RawConfigFile()
+	if err != nil {
+		return err
+	}
+	r.blobs.add(cfgName.String(), cfg)
+	for _, l := range layers {
+		r.blobs.add(l.info.Digest, l.compressed)
+	}
+	return nil
 }
 
 // PushPause pushes the pause-like sandbox image PauseRepo:PauseTag: the

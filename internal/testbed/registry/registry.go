@@ -22,6 +22,7 @@ type Registry struct {
 
 	srv     *httptest.Server
 	testbin string
+	blobs   *blobStore
 
 	mu      sync.Mutex // guards padding
 	padding map[LayerSpec]*memLayer
@@ -41,11 +42,13 @@ func New(ctx context.Context) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	blobs := newBlobStore()
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)), ggcrregistry.WithBlobHandler(blobs)))
 	return &Registry{
 		Host:    strings.TrimPrefix(srv.URL, "http://"),
 		srv:     srv,
 		testbin: bin,
+		blobs:   blobs,
 		padding: map[LayerSpec]*memLayer{},
 	}, nil
 }

@@ -1,10 +1,12 @@
 package registry
 
 import (
+	"io"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -116,5 +118,49 @@ func TestPushPause(t *testing.T) {
 	}
 	if len(p.Layers) != 1 {
 		t.Errorf("pause has %d layers, want 1 (testbin)", len(p.Layers))
+	}
+}
+
+// TestUploadOverHTTP: an image pushed by a client other than Push (as the
+// e2e tests push nodegc's image) is uploaded blob by blob over HTTP, and
+// the registry serves it back.
+func TestUploadOverHTTP(t *testing.T) {
+	ctx := t.Context()
+	r := Start(t)
+	img, err := random.Image(64<<10, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.NewTag(r.Ref("other/client", "v1"), name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	pulled, err := remote.Image(ref, remote.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pulled.Digest(); err != nil || got != want {
+		t.Fatalf("manifest digest %v (%v), pushed %v", got, err, want)
+	}
+	layers, err := pulled.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range layers {
+		rc, err := l.Compressed() // verifies the digest as it is read
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			t.Errorf("layer %d: %v", i, err)
+		}
+		rc.Close()
 	}
 }
