@@ -23,6 +23,7 @@ import (
 func TestPullTriggersDiskCheck(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			for i := range 3 {
 				b.pushPull(repoName(i), 10)

@@ -20,6 +20,7 @@ import (
 func TestArrivalsByName(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 128*mib)
 			ctx := t.Context()
 			pulled := b.pushPull("arrivals/byname", 1)

@@ -30,6 +30,7 @@ import (
 func TestExclusionsOnContainerd(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
 			ctr, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))

@@ -51,6 +51,7 @@ func isTestImage(tag string) bool { return strings.Contains(tag, "/gc/img") }
 func TestImageGoneBeforeItsRemoval(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
 			for i := range 4 {

@@ -71,6 +71,7 @@ func copyToNamespace(ctx context.Context, c *containerd.Client, name, ns string)
 func TestAccountingHeldOutsideKubernetes(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBedWith(t, node.Options{Version: v, SmallFS: 256 * mib, RareGC: true})
 			ctx := t.Context()
 			a := b.pushPull(repoName(0), 3, registry.LayerSpec{Seed: "base-a", Size: 25 * mib})

@@ -68,6 +68,15 @@ func (b *bed) metric(name string, filters ...string) float64 {
 	return v
 }
 
+// newBed starts a bed on a containerd of version v; smallFS > 0 puts
+// containerd's root on a filesystem of its own of that many bytes.
+//
+// A bed shares nothing with another: its node has its own containerd
+// (instance directory, socket, cgroup parent, loop device) and registry,
+// and a starting node sweeps only nodes whose test process is gone. So a
+// test's subtests over containerd versions (or over modes, each with its
+// own bed) run in parallel (t.Parallel): they spend most of their time
+// waiting on their runtime.
 func newBed(t *testing.T, v testbed.ContainerdVersion, smallFS int64) *bed {
 	t.Helper()
 	return newBedWith(t, node.Options{Version: v, SmallFS: smallFS})

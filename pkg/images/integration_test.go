@@ -29,6 +29,7 @@ import (
 func TestThresholdGCInLRUOrder(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			clk := clocktesting.NewFakeClock(time.Now())
 			var imgs []*registry.Image
@@ -104,6 +105,7 @@ func TestThresholdGCInLRUOrder(t *testing.T) {
 func TestSharedLayerAccounting(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			// containerd collects its garbage rarely: the measurement
 			// below sees the layers freed only because the CRI plugin
 			// removes an image's last reference synchronously (it has
@@ -151,6 +153,7 @@ func TestSharedLayerAccounting(t *testing.T) {
 func TestAccountingSnapshotsOnTheirOwnFilesystem(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBedWith(t, node.Options{Version: v, SnapshotsFS: 128 * mib})
 			var ids []string
 			for i := range 3 {
@@ -290,6 +293,7 @@ func TestStateOfAnotherNode(t *testing.T) {
 func TestReactionToThreshold(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			for i := range 3 {
 				b.pushPull(repoName(i), 10)

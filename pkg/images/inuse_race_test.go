@@ -68,6 +68,7 @@ func TestNoContainerLosesItsImage(t *testing.T) {
 			name += "-events"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			v := md.v
 			b := newBed(t, v, 192*mib)
 			ctx := t.Context()

@@ -145,6 +145,7 @@ func writeState(t *testing.T, dir string, usage map[string]images.Usage) {
 func TestNeverUsedImagesInPullOrder(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 0)
 			ctx := t.Context()
 			var imgs []*registry.Image

@@ -35,6 +35,7 @@ func TestMinimumAgeSurvivesRepullWhileDown(t *testing.T) {
 	const minAge = 10 * time.Minute
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 128*mib)
 			b.settleTimeout = time.Millisecond
 			ctx := t.Context()
@@ -146,6 +147,7 @@ func TestMinimumAgeWithoutArrivalTimes(t *testing.T) {
 	const minAge = 10 * time.Minute
 	for _, mode := range []string{"failing", "absent"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, testbed.Containerd2, 128*mib)
 			b.settleTimeout = time.Millisecond
 			ctx := t.Context()
@@ -226,6 +228,7 @@ func TestPulledAgainDuringTheCheck(t *testing.T) {
 	const minAge = 2 * time.Second
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 128*mib)
 			b.settleTimeout = time.Millisecond
 			ctx := t.Context()

@@ -26,6 +26,7 @@ import (
 func TestAccountingFollowsTheImagesStorage(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 0)
 			ctx := t.Context()
 			img := b.pushPull("presence/app", 3, registry.LayerSpec{Seed: "presence/base", Size: 4 * mib})

@@ -27,6 +27,7 @@ import (
 func TestProjectedTrigger(t *testing.T) {
 	for name, evict := range map[string]bool{"kubelet evicts": true, "kubelet does not evict": false} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, testbed.Containerd2, 256*mib)
 			for i := range 3 {
 				b.pushPull(repoName(i), 10)

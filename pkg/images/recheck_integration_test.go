@@ -36,6 +36,7 @@ func (h *hookedSandboxes) SandboxImages(ctx context.Context) ([]string, error) {
 func TestContainerMadeDuringTheCheck(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
 			var pulled, refs []string

@@ -30,6 +30,7 @@ import (
 func TestContainerRecordsKeepTheirImages(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
 			// Pulled in the order a plan removes them in (none used).

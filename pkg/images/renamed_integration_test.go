@@ -60,6 +60,7 @@ func addName(ctx context.Context, ctr *containerd.Client, c *cri.Client, target,
 func TestExcludedNameGainedMidRun(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
 			var pulled []string

@@ -28,6 +28,7 @@ import (
 func TestFailedRemovalIsReplanned(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 192*mib)
 			ctx := t.Context()
 			base := registry.LayerSpec{Seed: "replan-base", Size: 24 * mib}

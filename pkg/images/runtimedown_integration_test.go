@@ -59,6 +59,7 @@ func (r *killingRuntime) countCall() {
 func TestRuntimeDownMidRun(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
 			for i := range 4 {

@@ -31,6 +31,7 @@ func TestSafetyProperty(t *testing.T) {
 	rounds := map[testbed.ContainerdVersion]int{testbed.Containerd2: 50, testbed.Containerd16: 15}
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBed(t, v, 128*mib)         // its own filesystem: measurements are not disturbed by other writers
 			b.settleTimeout = time.Millisecond // measuring freed bytes is not what this test checks
 			ctx := t.Context()

@@ -28,6 +28,7 @@ import (
 func TestSandboxImagePinnedByDigest(t *testing.T) {
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
 			b := newBedWith(t, node.Options{Version: v, SmallFS: 256 * mib, SandboxImageByDigest: true})
 			ctx := t.Context()
 			sandbox, err := b.cri.SandboxImage(ctx)
