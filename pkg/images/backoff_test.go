@@ -94,7 +94,7 @@ func (b *backoffBed) withRuntime(rt RuntimeService, minAge time.Duration) *Manag
 	cfg := b.m.opts.Config
 	cfg.MinimumGCAge = &metav1.Duration{Duration: minAge}
 	m, err := NewManager(Options{Config: cfg, StateDirectory: b.t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
-		OnRun: func(*Report) { b.runs++ }})
+		SettleTimeout: noSettle, OnRun: func(*Report) { b.runs++ }})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestThresholdBackoffOnlyWhenNothingRemoved(t *testing.T) {
 		rt.images = append(rt.images, &runtimeapi.Image{Id: "sha256:" + string(rune('a'+i)), Size: 20, RepoTags: []string{"x/" + string(rune('a'+i)) + ":1"}})
 	}
 	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
-		OnRun: func(*Report) { b.runs++ }})
+		SettleTimeout: noSettle, OnRun: func(*Report) { b.runs++ }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func newShrinkingBed(t *testing.T, n int, edit func(*Options)) (*backoffBed, *sh
 		rt.images = append(rt.images, &runtimeapi.Image{Id: "sha256:" + string(rune('a'+i)), Size: 20, RepoTags: []string{"x/" + string(rune('a'+i)) + ":1"}})
 	}
 	opts := Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: rt, Disk: b.disk, Clock: b.clk,
-		OnRun: func(*Report) { b.runs++ }}
+		SettleTimeout: noSettle, OnRun: func(*Report) { b.runs++ }}
 	if edit != nil {
 		edit(&opts)
 	}

@@ -44,7 +44,7 @@ func TestMaxAgeCountsOnlyWatchedTime(t *testing.T) {
 			cfg.HighThresholdPercent = ptr.To[int32](100) // the age rule alone
 			clk := clocktesting.NewFakeClock(start)
 			m, err := NewManager(Options{Config: cfg, StateDirectory: dir, NodeName: "node-a", Runtime: rt,
-				Disk: statsDisk{Capacity: 100 * mib, Available: 90 * mib}, Clock: clk})
+				Disk: statsDisk{Capacity: 100 * mib, Available: 90 * mib}, Clock: clk, SettleTimeout: noSettle})
 			if err != nil {
 				t.Fatal(err)
 			}
