@@ -21,6 +21,7 @@ import (
 // after the check at start only the runtime's own events (a blob written,
 // a layer unpacked, an image created) can have the GC read the disk again.
 func TestPullTriggersDiskCheck(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

@@ -18,6 +18,7 @@ import (
 // one image is asked for (the check before a removal, which looks records
 // up by name) or several (a plan, which lists containerd's image store).
 func TestArrivalsByName(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

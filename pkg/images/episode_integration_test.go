@@ -26,6 +26,7 @@ import (
 // run (the newest) kept. (Before, no run was called for between the
 // thresholds: usage stayed there until the next crossing.)
 func TestEpisodeCollectsUntilLowBesidePulls(t *testing.T) {
+	t.Parallel()
 	b := newBed(t, testbed.Containerd2, 256*mib)
 	ctx := t.Context()
 	for i := range 10 {

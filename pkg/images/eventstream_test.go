@@ -26,6 +26,8 @@ import (
 // listing is held slow here (as on a loaded runtime: up to
 // runtimeRequestTimeout) while containers are created one after the other.
 // Creating a container must take as long as without nodegc.
+//
+// It compares times, so it does not run in parallel with other tests.
 func TestEventStreamNeverStallsTheRuntime(t *testing.T) {
 	const (
 		baselineCreates = 20

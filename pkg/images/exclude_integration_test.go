@@ -28,6 +28,7 @@ import (
 // asked to free everything removable keeps exactly the excluded images
 // (and the sandbox image) and removes the others.
 func TestExclusionsOnContainerd(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

@@ -49,6 +49,7 @@ func isTestImage(tag string) bool { return strings.Contains(tag, "/gc/img") }
 // count towards what the run had to free (the disk got their bytes back),
 // so no other image is removed in their place.
 func TestImageGoneBeforeItsRemoval(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

@@ -69,6 +69,7 @@ func copyToNamespace(ctx context.Context, c *containerd.Client, name, ns string)
 // the estimate is within 5% of the measured growth of free space. It
 // counted the held blobs as freed (45 MiB more).
 func TestAccountingHeldOutsideKubernetes(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

@@ -73,10 +73,12 @@ func (b *bed) metric(name string, filters ...string) float64 {
 //
 // A bed shares nothing with another: its node has its own containerd
 // (instance directory, socket, cgroup parent, loop device) and registry,
-// and a starting node sweeps only nodes whose test process is gone. So a
-// test's subtests over containerd versions (or over modes, each with its
-// own bed) run in parallel (t.Parallel): they spend most of their time
-// waiting on their runtime.
+// and a starting node sweeps only nodes whose test process is gone. So the
+// integration tests, and their subtests over containerd versions (or over
+// modes, each with its own bed), run in parallel (t.Parallel): they spend
+// most of their time waiting on their runtime. A test that times the
+// runtime's answers (TestEventStreamNeverStallsTheRuntime) does not: go
+// test runs it before the parallel ones, alone.
 func newBed(t *testing.T, v testbed.ContainerdVersion, smallFS int64) *bed {
 	t.Helper()
 	return newBedWith(t, node.Options{Version: v, SmallFS: smallFS})

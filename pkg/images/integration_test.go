@@ -27,6 +27,7 @@ import (
 // threshold or below, removes only eligible images, least recently used
 // first, and stops once enough is freed.
 func TestThresholdGCInLRUOrder(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()
@@ -103,6 +104,7 @@ func TestThresholdGCInLRUOrder(t *testing.T) {
 // measured growth of free space within 5%, while the sum of CRI sizes
 // counts the base once per image.
 func TestSharedLayerAccounting(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()
@@ -151,6 +153,7 @@ func TestSharedLayerAccounting(t *testing.T) {
 // blobs there, not on the image filesystem: the estimate must count the
 // snapshots only, or a run stops short while its estimate says it is done.
 func TestAccountingSnapshotsOnTheirOwnFilesystem(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()
@@ -181,6 +184,7 @@ func TestAccountingSnapshotsOnTheirOwnFilesystem(t *testing.T) {
 // manager on the same state directory; a corrupt state file is set aside
 // and the GC still runs.
 func TestStateSurvivesManagerRestart(t *testing.T) {
+	t.Parallel()
 	b := newBed(t, testbed.Containerd2, 0)
 	clk := clocktesting.NewFakeClock(time.Now())
 	dir := t.TempDir()
@@ -241,6 +245,7 @@ func TestStateSurvivesManagerRestart(t *testing.T) {
 // first run, as unused for 30 days. The state is set aside (it names the
 // template node) and this node's times start at its first run: kept.
 func TestStateOfAnotherNode(t *testing.T) {
+	t.Parallel()
 	b := newBed(t, testbed.Containerd2, 0)
 	clk := clocktesting.NewFakeClock(time.Now())
 	dir := t.TempDir()
@@ -291,6 +296,7 @@ func TestStateOfAnotherNode(t *testing.T) {
 // during the pull would start a run before the crossing
 // (TestProjectedTrigger covers that one).
 func TestReactionToThreshold(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()
@@ -356,6 +362,7 @@ func TestReactionToThreshold(t *testing.T) {
 // stepped back since. The image's record counts from the load: it is young
 // for the minimum age (one hour here), then removable, not for 30 days.
 func TestStateDatedAheadOfTheClock(t *testing.T) {
+	t.Parallel()
 	b := newBed(t, testbed.Containerd2, 64*mib)
 	clk := clocktesting.NewFakeClock(time.Now())
 	dir := t.TempDir()

@@ -45,6 +45,7 @@ var inuseSeed = flag.Uint64("inuse-seed", 0, "seed of TestNoContainerLosesItsIma
 // kept their image through the GC runs (not every iteration a runtime
 // race or a refused create).
 func TestNoContainerLosesItsImage(t *testing.T) {
+	t.Parallel()
 	const (
 		poolSize   = 6
 		iterations = 24

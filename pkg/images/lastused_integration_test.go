@@ -65,6 +65,7 @@ func inPlan(t *testing.T, p *images.Plan, id string) images.Decision {
 // stream, imageGC.containerEvents off or containerd 1.6, a container that
 // lives less than the polling interval is not seen.)
 func TestUseBetweenListingsIsDated(t *testing.T) {
+	t.Parallel()
 	b := newBed(t, testbed.Containerd2, 0)
 	m := b.runManager(t.TempDir())
 	img := b.pushPull("job/short", 1)
@@ -100,6 +101,7 @@ func TestUseBetweenListingsIsDated(t *testing.T) {
 // keeps its later last-used time; an image pulled and used while nodegc was
 // away counts as used, never before nodegc first saw it.
 func TestReplayedEventsAtConnect(t *testing.T) {
+	t.Parallel()
 	b := newBed(t, testbed.Containerd2, 0)
 	known := b.pushPull("replay/known", 1)
 	unknown := b.pushPull("replay/unknown", 1)
@@ -143,6 +145,7 @@ func writeState(t *testing.T, dir string, usage map[string]images.Usage) {
 // removes them in the order they were pulled (containerd's image record
 // times), whatever their IDs.
 func TestNeverUsedImagesInPullOrder(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()
@@ -201,6 +204,7 @@ func short(ids []string) []string {
 // directory within seconds of a use, while the manager runs (not only at
 // the end of a GC run or at shutdown), so a crash loses only those seconds.
 func TestUsageSavedWithinSeconds(t *testing.T) {
+	t.Parallel()
 	b := newBed(t, testbed.Containerd2, 0)
 	dir := t.TempDir()
 	b.runManager(dir)

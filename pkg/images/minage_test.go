@@ -32,6 +32,7 @@ import (
 // seconds ago and the zero time says nothing, so both must stay (min_age),
 // whatever the state file says; 11 minutes later both may go.
 func TestMinimumAgeSurvivesRepullWhileDown(t *testing.T) {
+	t.Parallel()
 	const minAge = 10 * time.Minute
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
@@ -144,6 +145,7 @@ func (failingArrivals) Arrivals(context.Context, []*runtimeapi.Image) (map[strin
 // once the minimum age has passed since the restart. On containerd 2.x
 // only: what is tested is nodegc's, whichever runtime answers.
 func TestMinimumAgeWithoutArrivalTimes(t *testing.T) {
+	t.Parallel()
 	const minAge = 10 * time.Minute
 	for _, mode := range []string{"failing", "absent"} {
 		t.Run(mode, func(t *testing.T) {
@@ -225,6 +227,7 @@ func TestMinimumAgeWithoutArrivalTimes(t *testing.T) {
 // dating (of the copy that went) would remove the image pulled a moment
 // ago, most likely for a pod about to start.
 func TestPulledAgainDuringTheCheck(t *testing.T) {
+	t.Parallel()
 	const minAge = 2 * time.Second
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {

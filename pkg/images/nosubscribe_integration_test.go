@@ -20,6 +20,7 @@ import (
 // when it ends, and the manager's end cancels any open one), and keeps
 // image usage by listing; with it set, it does, once.
 func TestNoEventSubscriptionByDefault(t *testing.T) {
+	t.Parallel()
 	b := newBed(t, testbed.Containerd2, 0)
 	img := b.pushPull("nosub/app", 1)
 	for _, events := range []bool{false, true} {

@@ -24,6 +24,7 @@ import (
 // by the snapshots' usage, comes back, and drops by the blob's size. It
 // stayed at the first read's for the process's life.
 func TestAccountingFollowsTheImagesStorage(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

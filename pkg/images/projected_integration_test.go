@@ -25,6 +25,7 @@ import (
 // brings. With the kubelet not evicting on disk (evictionHard {}) the same
 // fill starts nothing until the high threshold.
 func TestProjectedTrigger(t *testing.T) {
+	t.Parallel()
 	for name, evict := range map[string]bool{"kubelet evicts": true, "kubelet does not evict": false} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -34,6 +34,7 @@ func (h *hookedSandboxes) SandboxImages(ctx context.Context) ([]string, error) {
 // the image meanwhile, which the agent knows of when the check ends, keeps
 // it: containerd's RemoveImage removes an image a container uses.
 func TestContainerMadeDuringTheCheck(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

@@ -28,6 +28,7 @@ import (
 // removal (in use at the check). The image the second one's image was built
 // on, whose layers are below that root filesystem, is not in use and goes.
 func TestContainerRecordsKeepTheirImages(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

@@ -58,6 +58,7 @@ func addName(ctx context.Context, ctr *containerd.Client, c *cri.Client, target,
 // removal judges the image by the names it has then, and keeps it (it was
 // removed, both names with it).
 func TestExcludedNameGainedMidRun(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

@@ -26,6 +26,7 @@ import (
 // only what the removals really freed (the estimate within 5% of the
 // measured growth of free space) — or say it could not free enough.
 func TestFailedRemovalIsReplanned(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

@@ -57,6 +57,7 @@ func (r *killingRuntime) countCall() {
 // again, then confirms or builds the GC again); the next run removes the
 // rest.
 func TestRuntimeDownMidRun(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

@@ -28,6 +28,7 @@ import (
 // pinned, not the sandbox image, not excluded, and pulled at least the
 // minimum age ago.
 func TestSafetyProperty(t *testing.T) {
+	t.Parallel()
 	rounds := map[testbed.ContainerdVersion]int{testbed.Containerd2: 50, testbed.Containerd16: 15}
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 //     in the names CRI lists, and on either as the image the sandboxes
 //     last ran (the state file remembers it).
 func TestSandboxImagePinnedByDigest(t *testing.T) {
+	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()

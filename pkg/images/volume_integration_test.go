@@ -21,6 +21,7 @@ import (
 // no container any more is removable again. containerd 2.1 and later
 // mount image volumes.
 func TestImageVolumesAreInUse(t *testing.T) {
+	t.Parallel()
 	b := newBedWith(t, node.Options{Version: testbed.Containerd2})
 	ctx := t.Context()
 	app := b.pushPull("volume/app", 1)
