@@ -173,9 +173,9 @@ func TestGarbageCollectDryRunReportsTheSamePlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, call := range f.rt.callLog() {
-		// Listing, and reading the planned containers' log paths to count
-		// their bytes.
-		if !strings.HasPrefix(call, "List") && !strings.HasPrefix(call, "ContainerStatus ") {
+		// Listing, asking the runtime's version, and reading the planned
+		// containers' log paths to count their bytes.
+		if !strings.HasPrefix(call, "List") && call != "Version " && !strings.HasPrefix(call, "ContainerStatus ") {
 			t.Errorf("dry run made runtime calls beyond reading: %v", f.rt.callLog())
 			break
 		}
