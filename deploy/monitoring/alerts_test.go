@@ -255,12 +255,29 @@ func TestAlertsFire(t *testing.T) {
 				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x30
 				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x10 1x20
 				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x30`,
+				// An aggregated API down since before the leader
+				// started: never discovered, it has no monitor.
+				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x30
+				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x30
+				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x30
+				nodegc_owner_gc_unread_group_versions{pod="a"} 1x30`,
+				// Its server answers discovery for a while, and then
+				// fails the list: the failure moves to the monitor.
+				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x30
+				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x30
+				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x15 1x15
+				nodegc_owner_gc_unread_group_versions{pod="a"} 1x15 0x15`,
 			},
 			healthy: []string{
 				`nodegc_owner_gc_monitors{pod="a",state="synced"} 41x30
 				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x30
 				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x30
-				nodegc_owner_gc_monitors{pod="a",state="syncing"} 0x30`,
+				nodegc_owner_gc_monitors{pod="a",state="syncing"} 0x30
+				nodegc_owner_gc_unread_group_versions{pod="a"} 0x30`,
+				// An aggregated API down for a few minutes at the
+				// leader's start.
+				`nodegc_owner_gc_monitors{pod="a",state="synced"} 41x30
+				nodegc_owner_gc_unread_group_versions{pod="a"} 1x5 0x25`,
 				// Start-up: syncing for a while, then synced.
 				`nodegc_owner_gc_monitors{pod="a",state="syncing"} 41x2 0x28
 				nodegc_owner_gc_monitors{pod="a",state="synced"} 0x2 41x28

@@ -110,6 +110,7 @@ func (r *run) syncResources(ctx context.Context) error {
 	}
 	added, removed := r.monitors.sync(resources, keep)
 	r.undiscovered.Store(&undiscovered)
+	r.unread.Store(int64(len(failed) - len(lastRead)))
 	r.roundDone.Store(round)
 	r.discovered.Store(true)
 	if added+removed > 0 {

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/discovery"
@@ -104,5 +106,72 @@ func testResourceForbiddenByRBAC(t *testing.T, env *itEnv) {
 	// The reflector retries with a backoff of up to 30s.
 	eventually(t, 90*time.Second, "the Secrets monitor to sync once RBAC allows it", func(context.Context) (bool, error) {
 		return gc.monitorState(secrets) == monitorStates[stateSynced], nil
+	})
+}
+
+// testUnreadGroupVersion: an aggregated API whose server is missing, as
+// one whose backing Deployment was never rolled out, from before the
+// collector starts. kube-apiserver names its group version, and discovery
+// fails for it at every round: the collector never learns its resources,
+// so it has no monitor and is in no state of nodegc_owner_gc_monitors.
+// nodegc_owner_gc_unread_group_versions counts it, which
+// NodegcOwnerGCMonitorsFailing fires on; once the APIService is deleted,
+// the next round counts none. Before, only the discovery error counter
+// and the log told it.
+func testUnreadGroupVersion(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	gv := schema.GroupVersion{Group: "ownergc-" + utilrand.String(5) + ".test.nodegc.io", Version: "v1"}
+	apiServices := env.dyn.Resource(schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"})
+	svc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]any{"name": gv.Version + "." + gv.Group},
+		"spec": map[string]any{
+			"group": gv.Group, "version": gv.Version, "groupPriorityMinimum": int64(1000), "versionPriority": int64(15),
+			"insecureSkipTLSVerify": true,
+			"service":               map[string]any{"namespace": "default", "name": "nodegc-test-missing"},
+		},
+	}}
+	if _, err := apiServices.Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := false
+	deleteService := func() {
+		if err := apiServices.Delete(context.Background(), svc.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+		deleted = true
+	}
+	t.Cleanup(func() {
+		if !deleted {
+			deleteService()
+		}
+	})
+	eventually(t, 30*time.Second, "discovery to fail for "+gv.String(), func(ctx context.Context) (bool, error) {
+		_, _, err := env.cs.Discovery().ServerGroupsAndResources()
+		failed, _ := discovery.GroupDiscoveryFailedErrorGroups(err)
+		_, ok := failed[gv]
+		return ok, nil
+	})
+
+	gc := env.startCollector(t, testConfig()) // returns once synced
+	unread := func() float64 {
+		return counterByLabel(t, gc.reg, "nodegc_owner_gc_unread_group_versions", "")[""]
+	}
+	if got := unread(); got != 1 {
+		t.Errorf("nodegc_owner_gc_unread_group_versions = %v with %s failing since the start, want 1", got, gv)
+	}
+	if synced := counterByLabel(t, gc.reg, "nodegc_owner_gc_synced", "")[""]; synced != 1 {
+		t.Errorf("nodegc_owner_gc_synced = %v, want 1: the collector collects without that API", synced)
+	}
+
+	deleteService()
+	r := gc.current.Load()
+	begun := r.roundsStarted.Load()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+	eventually(t, 60*time.Second, "a discovery round without the APIService to count none", func(context.Context) (bool, error) {
+		return r.roundDone.Load() > begun && unread() == 0, nil
 	})
 }

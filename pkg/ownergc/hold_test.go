@@ -845,7 +845,10 @@ func TestHoldWhileDiscoveryFails(t *testing.T) {
 // events.k8s.io/v1 with events ignored. What the process learnt outlives
 // the run. Before, every failed group version held every owner in the
 // cluster for the bound (a crashlooping metrics-server delayed each
-// cascading delete by 10 minutes).
+// cascading delete by 10 minutes). The failed group versions this process
+// never read, which have no monitor, are counted in
+// nodegc_owner_gc_unread_group_versions (NodegcOwnerGCMonitorsFailing
+// fires on it); before, nothing but the discovery error counter told them.
 func TestHoldForFailedDiscovery(t *testing.T) {
 	all := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
 	group := func(name string, versions ...string) *metav1.APIGroup {
@@ -890,13 +893,21 @@ func TestHoldForFailedDiscovery(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, requestTimeout: time.Minute,
 		unsyncedHold: 10 * time.Minute, discovery: d, ignored: map[schema.GroupResource]struct{}{{Group: "events.k8s.io", Resource: "events"}: {}}}
-	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	reg := prometheus.NewRegistry()
+	c.metrics = newMetrics(reg, c)
 	c.watches = emptyResourceServer(t)
 	newTestRun := func() *run {
 		r := &run{c: c, logger: testLogger(t), events: newEventQueue(), kick: make(chan struct{}, 1)}
+		r.graph = newGraph()
+		r.deletes, r.orphans = newQueue(c, queueDelete), newQueue(c, queueOrphan)
 		r.monitors = newMonitorSet(t.Context(), r)
-		t.Cleanup(r.monitors.stopAll)
+		t.Cleanup(func() { r.monitors.stopAll(); r.deletes.ShutDown(); r.orphans.ShutDown() })
+		c.current.Store(r)
 		return r
+	}
+	unread := func() float64 {
+		t.Helper()
+		return counterByLabel(t, reg, "nodegc_owner_gc_unread_group_versions", "")[""]
 	}
 	// holding runs a discovery round and returns the group versions that
 	// failed it and hold an owner.
@@ -918,24 +929,28 @@ func TestHoldForFailedDiscovery(t *testing.T) {
 		name    string
 		do      func()
 		holding []string
+		unread  float64 // failed group versions never read
 	}{
 		{name: "everything discovered", do: func() {}},
 		{name: "metrics.k8s.io fails: it served nothing to monitor", do: func() { d.failing(metricsGV) }},
 		{name: "events.k8s.io fails: it served only an ignored resource", do: func() { d.failing(eventsGV) }},
 		{name: "example.com fails: it served widgets", do: func() { d.failing(widgetsGV, metricsGV) }, holding: []string{"example.com/v1"}},
 		{name: "a new group version fails from the start: unknown, it holds", do: func() { serve(true, true); d.failing(newGV, metricsGV) },
-			holding: []string{"new.example.com/v1"}},
+			holding: []string{"new.example.com/v1"}, unread: 1},
 		{name: "the new group version is discovered", do: func() { d.failing() }},
 		{name: "the new group version fails: it served gadgets", do: func() { d.failing(newGV) }, holding: []string{"new.example.com/v1"}},
 		{name: "metrics.k8s.io is no longer served", do: func() { serve(true, false); d.failing() }},
 		{name: "metrics.k8s.io is back, failing: unknown again, it holds", do: func() { serve(true, true); d.failing(metricsGV) },
-			holding: []string{"metrics.k8s.io/v1beta1"}},
+			holding: []string{"metrics.k8s.io/v1beta1"}, unread: 1},
 		{name: "metrics.k8s.io is discovered", do: func() { d.failing() }},
 	}
 	for _, s := range steps {
 		s.do()
 		if got := holding(r); !slices.Equal(got, s.holding) {
 			t.Errorf("%s: holding %q, want %q", s.name, got, s.holding)
+		}
+		if got := unread(); got != s.unread {
+			t.Errorf("%s: nodegc_owner_gc_unread_group_versions = %v, want %v", s.name, got, s.unread)
 		}
 	}
 	// A new run of the same process: what the last one learnt holds.

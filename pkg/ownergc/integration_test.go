@@ -61,6 +61,7 @@ func TestIntegration(t *testing.T) {
 	t.Run("orphaning refreshes discovery first", func(t *testing.T) { testOrphanWithUndiscoveredResource(t, env) })
 	t.Run("a failing resource does not block the others", func(t *testing.T) { testFailingResource(t, env) })
 	t.Run("a resource RBAC forbids counts as failed, the rest is collected", func(t *testing.T) { testResourceForbiddenByRBAC(t, env) })
+	t.Run("an API group version never discovered is counted", func(t *testing.T) { testUnreadGroupVersion(t, env) })
 	t.Run("a version that fails discovery keeps its monitor, alone", func(t *testing.T) { testVersionFailingDiscovery(t, env) })
 	t.Run("a dependent of an owner whose kind left discovery", func(t *testing.T) { testOwnerKindLeftDiscovery(t, env) })
 	t.Run("writes an admission policy denies are errors, not stale", func(t *testing.T) { testRefusedWrites(t, env) })

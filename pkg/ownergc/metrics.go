@@ -92,6 +92,8 @@ var (
 		metricvec.Help("Items waiting in the owner GC's queues,", "queue", allQueues), []string{"queue"}, nil)
 	descMonitors = prometheus.NewDesc("nodegc_owner_gc_monitors",
 		metricvec.Help("Resource monitors (failed: never synced, list/watch failing, not holding back collection; failing: synced, list/watch failing now or the graph not caught up since, holding back orphaning and foreground deletions),", "state", monitorStates), []string{"state"}, nil)
+	descUnread = prometheus.NewDesc("nodegc_owner_gc_unread_group_versions",
+		"API group versions that failed the last discovery round and that this process has never read (since the API server began to serve them): their resources are unknown and have no monitor, so they are in no state of nodegc_owner_gc_monitors, and orphan and foreground deletions wait for them up to ownerGC.unsyncedResourceHold.", nil, nil)
 	descSynced = prometheus.NewDesc("nodegc_owner_gc_synced",
 		"1 when the owner GC runs and every resource monitor has synced (its initial list is in the graph) or failed (nodegc_owner_gc_monitors{state=\"failed\"}: its resource may be missing from the graph).", nil, nil)
 	descRunning = prometheus.NewDesc("nodegc_owner_gc_running",
@@ -101,7 +103,7 @@ var (
 )
 
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGraphNodes, descQueueDepth, descMonitors, descSynced, descRunning, descUndecided} {
+	for _, d := range []*prometheus.Desc{descGraphNodes, descQueueDepth, descMonitors, descUnread, descSynced, descRunning, descUndecided} {
 		ch <- d
 	}
 }
@@ -136,6 +138,7 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for st, name := range monitorStates {
 		gauge(descMonitors, float64(states[monitorState(st)]), name)
 	}
+	gauge(descUnread, float64(r.unread.Load()))
 }
 
 // setStuck sets the stuck deletions by reason; nil: none.

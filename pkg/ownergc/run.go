@@ -62,10 +62,12 @@ type run struct {
 	// failed whole (no group read); undiscovered names the group versions
 	// the last round could not read that hold finalizers (those that served
 	// a monitored resource at their last read in this process, or were
-	// never read: groupVersions.learn). kick asks for a round now.
+	// never read: groupVersions.learn), unread how many of those were
+	// never read: they have no monitor. kick asks for a round now.
 	roundsStarted, roundDone atomic.Uint64
 	roundFailed              atomic.Uint64
 	undiscovered             atomic.Pointer[[]string]
+	unread                   atomic.Int64
 	kick                     chan struct{}
 	holds                    holdSet
 
