@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // fillWindow is how far back the fill rate looks: long enough to span a few
@@ -175,7 +177,7 @@ func (g *guardian) evictionWarning(d DiskStats) string {
 	if !ok || !g.policy.thresholdGCEnabled() {
 		return ""
 	}
-	evictUsage := evictionUsagePercent(d.Capacity, evictAt)
+	evictUsage := evictionUsagePercent(d.Capacity, evictAt, which.Threshold)
 	high := g.policy.highThresholdPercent()
 	if float64(high) < evictUsage {
 		return ""
@@ -190,8 +192,14 @@ func (g *guardian) evictionWarning(d DiskStats) string {
 }
 
 // evictionUsagePercent is the usage in percent, as UsagePercent computes it
-// but not rounded, at which available bytes fall under evictAt.
-func evictionUsagePercent(capacity, evictAt uint64) float64 {
+// but not rounded, at which available bytes fall under evictAt, threshold
+// th's bytes on a filesystem of that capacity. A percentage is its own:
+// its bytes are rounded down, which would put the usage a hair above it on
+// most capacities (85.0000000001% for 15% of 100 GiB and 4 KiB).
+func evictionUsagePercent(capacity, evictAt uint64, th config.EvictionThreshold) float64 {
+	if th.IsPercent {
+		return 100 - min(th.Percent, 100)
+	}
 	evictAt = min(evictAt, capacity)
 	return 100 - float64(evictAt)*100/float64(capacity)
 }

@@ -134,12 +134,24 @@ func TestReactionTimes(t *testing.T) {
 // above the usage at which the kubelet evicts, on its hard threshold or,
 // after a grace period, on a stricter soft one.
 func TestEvictionWarning(t *testing.T) {
-	disk := DiskStats{Capacity: 100 * gib, Available: 50 * gib}
 	cases := map[string]struct {
-		mutate func(*config.ImageGCConfiguration)
-		want   string
+		mutate   func(*config.ImageGCConfiguration)
+		capacity uint64 // 100 GiB if 0
+		want     string
 	}{
 		"defaults: 85 against imagefs.available 15%": {want: "imageGC.highThresholdPercent (85) lets the kubelet evict pods first: its evictionHard imagefs.available<15% is met at 85.0% usage"},
+		// 15% of it is not a whole number of bytes: the threshold's bytes
+		// are rounded down, the usage at which it is met is still 85%.
+		// Before, the warning came only on a capacity that is a multiple
+		// of 20 bytes.
+		"defaults on a capacity of 100 GiB and a block": {capacity: 100*gib + 4096,
+			want: "imageGC.highThresholdPercent (85) lets the kubelet evict pods first: its evictionHard imagefs.available<15% is met at 85.0% usage"},
+		"defaults on a capacity of 50 GiB and 3 blocks": {capacity: 50*gib + 3*4096,
+			want: "imageGC.highThresholdPercent (85) lets the kubelet evict pods first"},
+		"80 against 15% on a capacity of 100 GiB and a block": {capacity: 100*gib + 4096, mutate: func(c *config.ImageGCConfiguration) {
+			c.HighThresholdPercent = ptrTo[int32](80)
+			c.LowThresholdPercent = ptrTo[int32](75)
+		}},
 		"80 against 15%": {mutate: func(c *config.ImageGCConfiguration) {
 			c.HighThresholdPercent = ptrTo[int32](80)
 			c.LowThresholdPercent = ptrTo[int32](75)
@@ -165,6 +177,10 @@ func TestEvictionWarning(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			disk := DiskStats{Capacity: 100 * gib, Available: 50 * gib}
+			if tc.capacity != 0 {
+				disk = DiskStats{Capacity: tc.capacity, Available: tc.capacity / 2}
+			}
 			g := newGuardian(policyFor(t, tc.mutate))
 			got := g.evictionWarning(disk)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {

@@ -772,8 +772,8 @@ func (m *Manager) diskTrigger(disk DiskStats) (trigger string, ahead uint64) {
 // fill rate, and the reaction histogram.
 func (m *Manager) observeDisk(disk DiskStats) {
 	m.metrics.observeDisk(disk)
-	evictAt, _, ok := m.policy.cfg.DiskEviction(disk.Capacity)
-	m.metrics.observeEviction(disk.Capacity, evictAt, ok)
+	evictAt, which, ok := m.policy.cfg.DiskEviction(disk.Capacity)
+	m.metrics.observeEviction(disk.Capacity, evictAt, which.Threshold, ok)
 	if r := m.guard.observe(m.clock.Now(), disk); r.belowLow > 0 {
 		m.metrics.reaction.WithLabelValues(phaseBelowLow).Observe(r.belowLow.Seconds())
 	}

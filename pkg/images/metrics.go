@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodegc/nodegc/internal/gcrun"
 	"github.com/nodegc/nodegc/internal/metricvec"
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // Trigger values of a GC run (metric label).
@@ -273,17 +274,17 @@ func (m *metrics) setThresholds(high, low int) {
 }
 
 // observeEviction exports the kubelet's eviction threshold on a filesystem
-// of that capacity: the available bytes under which it is met (evictAt),
+// of that capacity, th: the available bytes under which it is met (evictAt),
 // and the usage in percent at which it is; the series are removed when
 // there is none (no evictionHard nor evictionSoft on the image
 // filesystem, or no capacity).
-func (m *metrics) observeEviction(capacity, evictAt uint64, ok bool) {
+func (m *metrics) observeEviction(capacity, evictAt uint64, th config.EvictionThreshold, ok bool) {
 	if !ok || capacity == 0 {
 		m.thresholds.DeleteLabelValues(thresholdEviction)
 		m.evictionAvailable.DeleteLabelValues()
 		return
 	}
-	m.thresholds.WithLabelValues(thresholdEviction).Set(evictionUsagePercent(capacity, evictAt))
+	m.thresholds.WithLabelValues(thresholdEviction).Set(evictionUsagePercent(capacity, evictAt, th))
 	m.evictionAvailable.WithLabelValues().Set(float64(evictAt))
 }
 

@@ -114,7 +114,7 @@ func TestEvictionAvailableGauge(t *testing.T) {
 					gauges["nodegc_image_fs_available_bytes"], evictAt, got, tc.wantEvicts)
 			}
 			// Without an eviction threshold the series goes.
-			m.metrics.observeEviction(tc.disk.Capacity, 0, false)
+			m.metrics.observeEviction(tc.disk.Capacity, 0, config.EvictionThreshold{}, false)
 			if _, ok := gaugeValues(t, reg)["nodegc_image_fs_eviction_available_bytes"]; ok {
 				t.Error("nodegc_image_fs_eviction_available_bytes stays without an eviction threshold")
 			}
