@@ -55,6 +55,25 @@ func (r *run) scope(apiVersion, kind string) (namespaced, known bool) {
 	return m.Scope.Name() == meta.RESTScopeNameNamespace, true
 }
 
+// markUnsureDeletion marks owner o deletionUnsure when the graph observed
+// its deletion and the monitor of its resource does not follow the API
+// server now (monitorSet.follows): failing, catching up after its watch
+// broke, or relisting. A deletion seen through a resource with no monitor
+// (a kind that left discovery, an ignored resource: a look-up's 404) or of
+// a kind discovery does not map stays proof, as it was.
+func (r *run) markUnsureDeletion(o *ownerView) {
+	o.deletionUnsure = false
+	if o.state != ownerDeleted {
+		return
+	}
+	m, err := r.mapping(o.node.apiVersion, o.node.kind)
+	if err != nil {
+		return
+	}
+	monitored, following := r.monitors.follows(m.Resource.GroupResource(), r.c.clock.Now())
+	o.deletionUnsure = monitored && !following
+}
+
 // resourceClient returns the metadata client for id's resource and
 // namespace.
 func (r *run) resourceClient(id objectID) (metadata.ResourceInterface, error) {

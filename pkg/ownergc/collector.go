@@ -118,6 +118,9 @@ type testHooks struct {
 	// beforeFeed sees every object a monitor's watch delivers, before it
 	// is queued for the graph, on the monitor's reflector goroutine.
 	beforeFeed func(res *resource, obj *metav1.PartialObjectMetadata)
+	// beforeList runs before every list of a monitor (the first and each
+	// relist), on its reflector goroutine.
+	beforeList func(res *resource)
 }
 
 // New returns a Collector, or the configuration's problems, each naming its

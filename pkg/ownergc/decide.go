@@ -68,6 +68,9 @@ type verdict struct {
 	// misnamed: the owner was observed alive under another name than the
 	// reference states (see judgeRef).
 	misnamed bool
+	// fresh: the lookup must read the owner, not take a cached verdict:
+	// it looks an observed deletion up again (ownerView.deletionUnsure).
+	fresh bool
 }
 
 // scopeFunc reports whether apiVersion/kind is namespaced, and whether
@@ -91,6 +94,13 @@ type scopeFunc func(apiVersion, kind string) (namespaced, known bool)
 // still classifies an owner whose deletion was observed, or that a lookup
 // found absent, as dangling. Only what needs the kind's scope, and the
 // graph cannot tell, waits for discovery.
+//
+// An observed deletion is proof while the monitor of the owner's resource
+// follows the API server. Once its watch broke (an API server restart), it
+// is not until the monitor has caught up or relisted: an etcd restored
+// from a backup brings deleted objects back with their UIDs, and the
+// monitor of a dependent's resource may relist before the owner's does.
+// Such an owner is looked up (o.deletionUnsure).
 func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 	sameKind := o.state != ownerUnknown && o.node.groupKind().Group == o.group() && o.node.kind == o.kind
 	observed := o.state == ownerObserved && sameKind
@@ -134,7 +144,7 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 		return verdict{class: classWaiting, reason: reasonWaiting, misnamed: true}, nil
 	case misnamed:
 		return verdict{class: classSolid, reason: reasonMisnamed, misnamed: true}, nil
-	case o.state == ownerDeleted:
+	case o.state == ownerDeleted && !o.deletionUnsure:
 		return verdict{class: classDangling, reason: reasonDeleted}, nil
 	case absentHere:
 		return verdict{class: classDangling, reason: reasonNotFound}, nil
@@ -152,7 +162,7 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 		// took its namespace from.
 		return verdict{class: classDangling, reason: reasonNotFound}, nil
 	}
-	return verdict{lookup: &key}, nil
+	return verdict{lookup: &key, fresh: o.state == ownerDeleted}, nil
 }
 
 // classifiedRef is an owner reference with its class.

@@ -3,10 +3,15 @@ package ownergc
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/restmapper"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // TestJudgeRef covers what the graph alone may say about a reference, in
@@ -51,6 +56,13 @@ func TestJudgeRef(t *testing.T) {
 		"observed deletion: dangling without a lookup": {
 			itemNS: "ns", owner: with(ownerDeleted, cmOwner("ns"), false),
 			want: verdict{class: classDangling, reason: reasonDeleted},
+		},
+		// The monitor of the owner's resource does not follow the API
+		// server now (its watch broke): an etcd restore may have brought
+		// the owner back. Before, the dependent went on the tombstone.
+		"observed deletion, the owner's monitor not following: a fresh lookup": {
+			itemNS: "ns", owner: func() ownerView { o := with(ownerDeleted, cmOwner("ns"), false); o.deletionUnsure = true; return o }(),
+			want: verdict{lookup: key("ns"), fresh: true},
 		},
 		"owner UID lives in another namespace: dangling": {
 			itemNS: "ns", owner: with(ownerObserved, cmOwner("other"), false),
@@ -347,5 +359,65 @@ func TestItemView(t *testing.T) {
 	lv := tg.g.liveView(v.id, live)
 	if !lv.live || lv.rv != "9" || len(lv.owners) != 1 || lv.owners[0].state != ownerObserved || !lv.hasDependents {
 		t.Errorf("live view = %+v; want the live object's fields with the graph's owner and dependents", lv)
+	}
+}
+
+// TestObservedDeletionTrustedWhileItsMonitorFollows: an owner's deletion the
+// graph observed is proof of its absence only while the monitor of its
+// resource follows the API server. From a failure of its list or watch (an
+// API server restarting, as after an etcd restore) until it has relisted,
+// or its resumed watch has caught up, the owner is looked up again: a
+// restore brings the owner back with its UID, and the monitor of a
+// dependent's resource may deliver the restored dependent first. Before,
+// the dependent was deleted on the tombstone alone. A deletion of a kind
+// with no monitor (a look-up's 404, a kind that left discovery) stays
+// proof.
+func TestObservedDeletionTrustedWhileItsMonitorFollows(t *testing.T) {
+	all := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	r := &run{c: c, logger: testLogger(t)}
+	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
+	r.snapshot.Store(&discoverySnapshot{mapper: restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{
+		apiGroup("", "v1", map[string][]metav1.APIResource{"v1": {
+			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: all},
+			{Name: "secrets", Kind: "Secret", Namespaced: true, Verbs: all},
+		}}),
+	})})
+	cms := &monitor{started: clk.Now(), res: resConfigMap}
+	r.monitors.byGR[resConfigMap.gvr.GroupResource()] = cms
+	cms.markGraphSynced()
+
+	unsure := func(kind string, state ownerState) bool {
+		o := ownerView{uid: "o", apiVersion: "v1", kind: kind, name: "o", state: state,
+			node: objectID{uid: "o", apiVersion: "v1", kind: kind, namespace: "ns", name: "o"}}
+		r.markUnsureDeletion(&o)
+		return o.deletionUnsure
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want bool
+	}{
+		{name: "synced", do: func() {}},
+		{name: "its watch fails (kube-apiserver down)", do: func() { r.monitors.noteError(t.Context(), cms, errors.New("connection refused")) }, want: true},
+		{name: "its watch resumes, not caught up", do: func() { cms.watching() }, want: true},
+		{name: "it relists", do: func() { cms.listing(); cms.listed() }, want: true},
+		{name: "the relist is applied", do: cms.recovered},
+		{name: "a relist begins with no failure", do: cms.listing, want: true},
+		{name: "that relist is applied", do: cms.recovered},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := unsure("ConfigMap", ownerDeleted); got != s.want {
+			t.Errorf("%s: a deleted ConfigMap owner unsure %t, want %t", s.name, got, s.want)
+		}
+		if unsure("Secret", ownerDeleted) {
+			t.Errorf("%s: a deleted Secret owner, no Secret monitor, unsure; want its deletion proof", s.name)
+		}
+		if unsure("ConfigMap", ownerObserved) {
+			t.Errorf("%s: an observed owner marked unsure", s.name)
+		}
 	}
 }

@@ -113,6 +113,19 @@
 // still. What remains is a request that passed the check in the
 // microseconds before a freeze and is sent after it; like every write it
 // carries the UID (and resourceVersion) its decision saw as preconditions.
+// The check needs one of the two clocks to count the time the machine did
+// not run: a virtual machine paused by its hypervisor whose guest clocks
+// stop too (KVM's kvmclock counts only while the VM runs, and the wall
+// clock stays behind until NTP corrects it) is not covered. Its writes go
+// on from a stale graph until its next renewal finds the lease taken, up to
+// retryPeriod (2 s) and a round trip after it resumes; deletes and
+// reference patches carry their decision's preconditions, but the removal
+// of an orphan or foregroundDeletion finalizer checks only the UID. The
+// server-side timeout counts from the check, not from the send: a write
+// that waits for a connection after the check reaches kube-apiserver with
+// a timeout past the window, up to the dial's wait (the collector's
+// requests time out at the request timeout, and its workers stop when the
+// window closes).
 //
 // Lease requests do not queue behind the collector's: the election has a
 // client of its own, with its own rate limiter, a timeout of renewDeadline/2
@@ -127,7 +140,24 @@
 // An owner reference is classified from the graph only when the graph is
 // certain: the owner was observed alive at the stated coordinates (solid or
 // waiting; under another name too, see "# Namespaces"), or its deletion was
-// observed (dangling: UIDs are never reused).
+// observed (dangling: UIDs are never reused) and the monitor of its resource
+// follows the API server now. From a failure of that monitor's list or
+// watch until its relist is applied, or its resumed watch has caught up,
+// the owner is looked up with a GET that no cache answers: etcd restored
+// from a backup brings deleted objects back with their UIDs, and the
+// monitor of a dependent's resource may deliver a restored dependent before
+// the owner's has. A restore is safe for the collector when it is made as
+// Kubernetes documents it (etcdutl snapshot restore with --bump-revision
+// and --mark-compacted, every kube-apiserver restarted): every watch then
+// has to relist. Without --mark-compacted a watch may resume past the
+// restored objects, which the collector cannot tell (kube-controller-manager
+// neither): restart the owner GC (delete the nodegc-owner pods) after such a
+// restore, as Kubernetes says of its controllers. After a restore without a
+// revision bump, the resource versions the builder has recorded for each
+// resource stay above the new objects' until the values pass them, so the
+// wait for a misnamed owner's watch (ownerWatchLagBound) does not hold
+// meanwhile, and a misnamed reference is judged as kube-controller-manager
+// judges it.
 // An owner the graph has never observed is a virtual node, and absence from
 // a cache is never taken as proof: a live GET decides (NotFound about the
 // object itself, or another UID: dangling; a 404 about its resource, such

@@ -310,8 +310,11 @@ func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
 	if live != nil {
 		id.uid = live.UID
 		v := r.graph.liveView(id, live)
-		d = explainView(e, r.graph, &v, r.scope, func(key ownerKey, apiVersion string) (lookupResult, string, error) {
-			return r.explainLookup(ctx, key, apiVersion)
+		for i := range v.owners {
+			r.markUnsureDeletion(&v.owners[i])
+		}
+		d = explainView(e, r.graph, &v, r.scope, func(key ownerKey, apiVersion string, fresh bool) (lookupResult, string, error) {
+			return r.explainLookup(ctx, key, apiVersion, fresh)
 		}, r.ownerWatchPending)
 		d.monitored = r.monitored(m.Resource.GroupResource())
 		r.readBlocking(ctx, e.Dependents)
@@ -353,7 +356,7 @@ type decision struct {
 
 // ownerLookup classifies an owner that only a live lookup can tell, and
 // says how (checked).
-type ownerLookup func(key ownerKey, apiVersion string) (res lookupResult, checked string, err error)
+type ownerLookup func(key ownerKey, apiVersion string, fresh bool) (res lookupResult, checked string, err error)
 
 // watchPending says whether a worker would wait for the watch of owner o
 // of v before taking a look-up that found nothing for its absence
@@ -436,7 +439,7 @@ func explainOwner(v *itemView, o *ownerView, scope scopeFunc, lookup ownerLookup
 		}
 	default:
 		st.Namespace = vd.lookup.namespace
-		res, checked, err := lookup(*vd.lookup, o.apiVersion)
+		res, checked, err := lookup(*vd.lookup, o.apiVersion, vd.fresh)
 		st.Checked = checked
 		if err != nil {
 			st.Class, st.Reason, st.Error = classUnknown, reasonLookupFailed, err.Error()
@@ -469,8 +472,8 @@ const (
 // explainLookup looks an owner up for explain: in the absent-owner cache,
 // else with one GET, which is neither shared with the workers' lookups nor
 // written back.
-func (r *run) explainLookup(ctx context.Context, key ownerKey, apiVersion string) (lookupResult, string, error) {
-	if r.absent.has(key) {
+func (r *run) explainLookup(ctx context.Context, key ownerKey, apiVersion string, fresh bool) (lookupResult, string, error) {
+	if r.absent.has(key) && !fresh {
 		return lookupResult{class: classDangling, reason: reasonNotFound}, checkedAbsentCache, nil
 	}
 	res, err := r.readOwner(ctx, key, apiVersion)

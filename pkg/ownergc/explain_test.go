@@ -63,7 +63,7 @@ func explainPure(t *testing.T, tc explainCase) *Explanation {
 	var d decision
 	if tc.live != nil {
 		v := tg.g.liveView(id, tc.live)
-		d = explainView(e, tg.g, &v, testScope, func(key ownerKey, _ string) (lookupResult, string, error) {
+		d = explainView(e, tg.g, &v, testScope, func(key ownerKey, _ string, _ bool) (lookupResult, string, error) {
 			if tc.absentCached {
 				return lookupResult{class: classDangling, reason: reasonNotFound}, checkedAbsentCache, nil
 			}

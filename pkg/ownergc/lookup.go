@@ -121,16 +121,17 @@ type lookupResult struct {
 }
 
 // lookupOwner classifies the owner at key with a GET, unless the
-// absent-owner cache or the present-owner cache already knows; concurrent
-// lookups of one key share a single request.
-func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string) (lookupResult, error) {
-	if res, ok := r.cachedLookup(key); ok {
+// absent-owner cache or the present-owner cache already knows (not when
+// fresh: then only the GET counts); concurrent lookups of one key share a
+// single request.
+func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string, fresh bool) (lookupResult, error) {
+	if res, ok := r.cachedLookup(key); ok && !fresh {
 		return res, nil
 	}
-	return r.flights.do(key, func() (lookupResult, error) {
+	return r.flights.do(key, fresh, func() (lookupResult, error) {
 		// A flight of key that ended since the look above may have
 		// answered.
-		if res, ok := r.cachedLookup(key); ok {
+		if res, ok := r.cachedLookup(key); ok && !fresh {
 			return res, nil
 		}
 		res, err := r.readOwner(ctx, key, apiVersion)
@@ -204,8 +205,15 @@ func lookupVerdict(key ownerKey, obj *metav1.PartialObjectMetadata) lookupResult
 // lookup that starts after it ended makes a new request.
 type flights struct{ g singleflight.Group }
 
-func (f *flights) do(key ownerKey, fn func() (lookupResult, error)) (lookupResult, error) {
-	v, err, _ := f.g.Do(key.String(), func() (any, error) { return fn() })
+// do runs fn, the lookup of key, unless one is in flight, whose result it
+// shares. A fresh lookup shares only another fresh one's: the others may
+// answer from the caches.
+func (f *flights) do(key ownerKey, fresh bool, fn func() (lookupResult, error)) (lookupResult, error) {
+	k := key.String()
+	if fresh {
+		k = "fresh " + k
+	}
+	v, err, _ := f.g.Do(k, func() (any, error) { return fn() })
 	res, _ := v.(lookupResult)
 	return res, err
 }

@@ -74,7 +74,7 @@ func TestFlightsShareOneLookup(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range n {
 				wg.Go(func() {
-					res, err := f.do(key, lookup)
+					res, err := f.do(key, false, lookup)
 					answers[i] = answer{res, err}
 				})
 			}
@@ -89,7 +89,7 @@ func TestFlightsShareOneLookup(t *testing.T) {
 					t.Errorf("lookup %d got (%v, %v), want (%v, %v)", i, a.res, a.err, tc.res, tc.err)
 				}
 			}
-			if _, err := f.do(key, func() (lookupResult, error) { calls.Add(1); return lookupResult{}, nil }); err != nil || calls.Load() != 2 {
+			if _, err := f.do(key, false, func() (lookupResult, error) { calls.Add(1); return lookupResult{}, nil }); err != nil || calls.Load() != 2 {
 				t.Errorf("a lookup after the shared one: err %v, %d requests in all, want a second request", err, calls.Load())
 			}
 		})
@@ -117,7 +117,7 @@ func TestFlightsKeepKeysApart(t *testing.T) {
 			release := make(chan struct{})
 			first := make(chan lookupResult, 1)
 			go func() {
-				res, _ := f.do(base, func() (lookupResult, error) {
+				res, _ := f.do(base, false, func() (lookupResult, error) {
 					<-release
 					return lookupResult{class: classSolid, reason: reasonPresent}, nil
 				})
@@ -128,7 +128,7 @@ func TestFlightsKeepKeysApart(t *testing.T) {
 			// which waits for release: give up after a while.
 			timer := time.AfterFunc(10*time.Second, func() { close(release) })
 			want := lookupResult{class: classDangling, reason: reasonNotFound}
-			got, err := f.do(other, func() (lookupResult, error) { return want, nil })
+			got, err := f.do(other, false, func() (lookupResult, error) { return want, nil })
 			if timer.Stop() {
 				close(release)
 			}
@@ -163,7 +163,7 @@ func TestPresentOwnerVerdict(t *testing.T) {
 	s.refuse("owner", answerPolicyDenied("owner"), object(ns, "owner", "owner"))
 	look := func(key ownerKey) lookupResult {
 		t.Helper()
-		res, err := r.lookupOwner(t.Context(), key, "v1")
+		res, err := r.lookupOwner(t.Context(), key, "v1", false)
 		if err != nil {
 			t.Fatalf("lookup of %v: %v", key, err)
 		}

@@ -44,8 +44,10 @@ type monitor struct {
 
 	graphSynced atomic.Bool
 	started     time.Time
-	// beforeFeed is the collector's test hook (testHooks.beforeFeed).
+	// beforeFeed and beforeList are the collector's test hooks
+	// (testHooks).
 	beforeFeed func(res *resource, obj *metav1.PartialObjectMetadata)
+	beforeList func(res *resource)
 	// clock times a resumed watch's catch-up (nil: the real clock);
 	// catchUpWithin bounds it (0: catchUpWithin).
 	clock         clock.Clock
@@ -278,7 +280,7 @@ func (ms *monitorSet) sync(resources map[schema.GroupResource]*resource, keep fu
 func (ms *monitorSet) start(res *resource) *monitor {
 	mctx, cancel := context.WithCancel(ms.ctx)
 	m := &monitor{res: res, cancel: cancel, queue: ms.r.events, started: ms.r.c.clock.Now(), beforeFeed: ms.r.c.hooks.beforeFeed,
-		clock: ms.r.c.clock, catchUpWithin: ms.r.c.catchUpWithin}
+		beforeList: ms.r.c.hooks.beforeList, clock: ms.r.c.clock, catchUpWithin: ms.r.c.catchUpWithin}
 	ctrl := cache.New(&cache.Config{
 		Queue:             newFeed(m),
 		ListerWatcher:     m.listWatch(ms.r.c.watches, func(ctx context.Context, err error) { ms.noteError(ctx, m, err) }),
@@ -318,6 +320,9 @@ func (m *monitor) listWatch(client *metaClient, silent func(context.Context, err
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			m.listing()
+			if m.beforeList != nil {
+				m.beforeList(m.res)
+			}
 			// Consistent: not any version (the first list's "0"), nor
 			// one not older than the last version seen (a relist's),
 			// which the watch cache serves as far as it got, and that
@@ -454,6 +459,20 @@ func (ms *monitorSet) unsyncedFor(now time.Time, ns string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// follows reports whether resource gr has a monitor, and whether that
+// monitor follows the API server now: synced, its list and watch working,
+// no relist to apply and no resumed watch to catch up on. A deletion it
+// delivered is proof of absence only then (see judgeRef).
+func (ms *monitorSet) follows(gr schema.GroupResource, now time.Time) (monitored, following bool) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	m, ok := ms.byGR[gr]
+	if !ok {
+		return false, false
+	}
+	return true, m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout) == stateSynced && !m.relistPending()
 }
 
 // synced reports whether every monitor is synced or failed, and there is

@@ -77,6 +77,10 @@ type ownerView struct {
 	node objectID
 	// waiting: observed, being deleted with the foregroundDeletion finalizer.
 	waiting bool
+	// deletionUnsure: the graph observed the owner's deletion, and the
+	// monitor of its resource does not follow the API server now (see
+	// run.markUnsureDeletion): the owner is looked up again.
+	deletionUnsure bool
 }
 
 func (o ownerView) group() string {

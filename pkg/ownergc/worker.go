@@ -179,6 +179,7 @@ func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, 
 	refs = make([]classifiedRef, 0, len(v.owners))
 	for i := range v.owners {
 		o := &v.owners[i]
+		r.markUnsureDeletion(o)
 		vd, err := judgeRef(v, o, r.scope)
 		if errors.Is(err, errNamespacedOwner) {
 			r.reportInvalidNamespace(v.id, o)
@@ -187,7 +188,7 @@ func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, 
 			return nil, false, time.Time{}, fmt.Errorf("owner reference to %s %s (uid %s): %w", o.kind, o.name, o.uid, err)
 		}
 		if vd.lookup != nil {
-			res, err := r.lookupOwner(ctx, *vd.lookup, o.apiVersion)
+			res, err := r.lookupOwner(ctx, *vd.lookup, o.apiVersion, vd.fresh)
 			if err != nil {
 				return nil, false, time.Time{}, fmt.Errorf("look up owner %s %s (uid %s): %w", o.kind, o.name, o.uid, err)
 			}
