@@ -149,6 +149,7 @@ func Decode(data []byte) (*Loaded, error) {
 				continue
 			}
 			nodegcDoc = d
+			d.refuseNumbersNotDecimal()
 			docProblems, bad := d.decodeInto(out.Config, nil)
 			problems = append(problems, docProblems...)
 			nodegcBad = bad
@@ -200,7 +201,9 @@ func Decode(data []byte) (*Loaded, error) {
 		return nil, &DecodeError{Problems: problems}
 	}
 	if kc != nil {
-		out.FromKubelet = mergeKubelet(out.Config, kc, kubeletDoc.lines, out.lines)
+		var taken map[string]string
+		out.FromKubelet, taken = mergeKubelet(out.Config, kc, kubeletDoc.lines, out.lines)
+		out.Warnings = append(out.Warnings, kubeletDoc.numbersNotDecimal(taken)...)
 		if slices.Contains(out.FromKubelet, "imageGC.evictionHard") {
 			out.Warnings = append(out.Warnings, dropUnknownSignals("evictionHard", out.Config.ImageGC.EvictionHard, kubeletDoc.lines)...)
 		}
@@ -336,9 +339,10 @@ func (l *Loaded) endpointWarnings() []string {
 
 // mergeKubelet copies the KubeletConfiguration fields nodegc honours into c
 // where the nodegc document did not set them, and returns the nodegc paths
-// it filled.
-func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfiguration, kubeletLines, nodegcLines map[string]int) []string {
-	var taken []string
+// it filled and, by the kubelet's field each came from, the same paths.
+func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfiguration,
+	kubeletLines, nodegcLines map[string]int) (taken []string, from map[string]string) {
+	from = map[string]string{}
 	take := func(kubeletField, nodegcPath string, apply func()) {
 		if _, set := kubeletLines[kubeletField]; !set {
 			return
@@ -349,6 +353,7 @@ func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfig
 		apply()
 		nodegcLines[nodegcPath] = kubeletLines[kubeletField]
 		taken = append(taken, nodegcPath)
+		from[kubeletField] = nodegcPath
 	}
 	// A kubelet whose image GC is off (high 100: nodegc runs beside it)
 	// says nothing of the thresholds nodegc's should have.
@@ -388,7 +393,7 @@ func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfig
 			c.RuntimeRequestTimeout = d
 		}
 	})
-	return taken
+	return taken, from
 }
 
 // document is one YAML document turned into a JSON tree, with the line of
@@ -405,6 +410,100 @@ type document struct {
 	// bad are the field paths whose value the file gives but the tree
 	// does not hold as given (a duplicate key, a number JSON cannot carry).
 	bad []string
+	// numbers are the numbers written other than in decimal.
+	numbers []writtenNumber
+}
+
+// writtenNumber is a number the file writes with a leading 0 (070) or in
+// another base (0x55, 0o70, 0b101). YAML 1.1, which the kubelet and Helm
+// read (sigs.k8s.io/yaml), and go.yaml.in/yaml/v3 read a leading 0 as
+// octal: 070 is 56, although YAML 1.2's core schema reads 70.
+type writtenNumber struct {
+	path string
+	line int
+	text string
+	// value is what YAML 1.1 reads: an int, or a float64 for a leading 0
+	// before digits that are not octal (080 is 80).
+	value any
+}
+
+var (
+	leadingZero = regexp.MustCompile(`^[-+]?0[0-9]+$`)
+	basePrefix  = regexp.MustCompile(`^[-+]?0[xXoObB]`)
+)
+
+// reading says how the number is read, with its value.
+func (n writtenNumber) reading() string {
+	digits := strings.TrimLeft(n.text, "+-")
+	switch strings.ToLower(digits[:2]) {
+	case "0x":
+		return fmt.Sprintf("a hexadecimal number (%v)", n.value)
+	case "0o":
+		return fmt.Sprintf("an octal number (%v)", n.value)
+	case "0b":
+		return fmt.Sprintf("a binary number (%v)", n.value)
+	}
+	if strings.Trim(digits, "01234567") != "" {
+		return "a leading 0 is read as octal where the digits allow it (070 is 56)"
+	}
+	return fmt.Sprintf("a leading 0 is read as octal (%v)", n.value)
+}
+
+// fix says what to write instead: the value read, and, for a leading 0
+// read as octal, the decimal the digits spell, given to or (such as
+// "%s (or %s)") with the decimal first.
+func (n writtenNumber) fix(or string) string {
+	read := fmt.Sprint(n.value)
+	if !leadingZero.MatchString(n.text) {
+		return read
+	}
+	sign, digits := "", strings.TrimPrefix(n.text, "+")
+	if rest, ok := strings.CutPrefix(digits, "-"); ok {
+		sign, digits = "-", rest
+	}
+	decimal := sign + strings.TrimLeft(digits, "0")
+	if decimal == sign {
+		decimal = "0"
+	}
+	if decimal == read {
+		return read
+	}
+	return fmt.Sprintf(or, decimal, read)
+}
+
+// refuseNumbersNotDecimal makes a problem of each number of a number field
+// of the NodeGCConfiguration document d that is written with a leading 0
+// or in another base: its value is not what an operator who zero-pads
+// means, and nodegc takes whole numbers in decimal only.
+func (d *document) refuseNumbersNotDecimal() {
+	for _, n := range d.numbers {
+		if !isNumber(fieldType(reflect.TypeFor[*NodeGCConfiguration](), strings.Split(n.path, "."))) {
+			continue // a type error, or an unknown field, says the rest
+		}
+		d.problems = append(d.problems, fmt.Sprintf("line %d: %s: %s: %s; write %s", n.line, n.path, n.text, n.reading(), n.fix("%s (or %s)")))
+		d.bad = append(d.bad, n.path)
+	}
+}
+
+// numbersNotDecimal returns a warning for each number of the
+// KubeletConfiguration document d written with a leading 0 or in another
+// base, of the fields nodegc took from it (taken: the nodegc path by the
+// kubelet's field): nodegc reads them as the kubelet does.
+func (d *document) numbersNotDecimal(taken map[string]string) []string {
+	var out []string
+	for _, n := range d.numbers {
+		if _, ok := taken[n.path]; !ok {
+			continue
+		}
+		out = append(out, fmt.Sprintf("line %d: %s: %s of the %s: %s; nodegc takes %v, as the kubelet does (write %s)",
+			n.line, n.path, n.text, KubeletKind, n.reading(), n.value, n.fix("%s or %s")))
+	}
+	return out
+}
+
+// isNumber says whether t is an integer or a floating-point type.
+func isNumber(t reflect.Type) bool {
+	return t != nil && (t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64 || t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64)
 }
 
 func splitDocuments(data []byte) ([]*document, error) {
@@ -438,7 +537,7 @@ func splitDocuments(data []byte) ([]*document, error) {
 		if !ok {
 			return nil, &DecodeError{Problems: []string{fmt.Sprintf("line %d: a configuration document must be a mapping", root.Line)}}
 		}
-		d := &document{line: root.Line, tree: tree, lines: c.lines, problems: c.problems, bad: c.bad}
+		d := &document{line: root.Line, tree: tree, lines: c.lines, problems: c.problems, bad: c.bad, numbers: c.numbers}
 		d.apiVersion, _ = tree["apiVersion"].(string)
 		d.kind, _ = tree["kind"].(string)
 		docs = append(docs, d)
@@ -446,11 +545,13 @@ func splitDocuments(data []byte) ([]*document, error) {
 }
 
 // converter turns a YAML node tree into plain JSON values, recording the line
-// of every mapping key and reporting duplicate keys.
+// of every mapping key and the numbers not written in decimal, and
+// reporting duplicate keys.
 type converter struct {
 	lines    map[string]int
 	problems []string
 	bad      []string
+	numbers  []writtenNumber
 	visited  int
 }
 
@@ -525,11 +626,18 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 		if _, ok := v.(string); !ok && n.Tag == "!!timestamp" {
 			return n.Value, nil // keep dates as written; no field of ours takes one
 		}
+		if tag := n.ShortTag(); (tag == "!!int" || tag == "!!float") && n.Style&quotedStyles == 0 &&
+			(leadingZero.MatchString(n.Value) || basePrefix.MatchString(n.Value)) {
+			c.numbers = append(c.numbers, writtenNumber{path: path, line: n.Line, text: n.Value, value: v})
+		}
 		return v, nil
 	default:
 		return nil, fmt.Errorf("line %d: %s: unsupported YAML node", n.Line, orRoot(path))
 	}
 }
+
+// quotedStyles are the styles of a scalar that is a string as written.
+const quotedStyles = yaml.SingleQuotedStyle | yaml.DoubleQuotedStyle | yaml.LiteralStyle | yaml.FoldedStyle
 
 // isNull says whether n is a null scalar (null, ~, or nothing), through an
 // alias.

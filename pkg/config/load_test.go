@@ -79,6 +79,37 @@ func TestDecodeProblems(t *testing.T) {
 				"line 5: leaderElection.resourceLock: cannot unmarshal number into a value of type string",
 			},
 		},
+		// YAML 1.1, which the kubelet and Helm read, takes a leading 0
+		// as octal; go.yaml.in/yaml/v3 does too: 070 would be 56.
+		"a leading 0": {
+			yaml: header + "imageGC:\n  highThresholdPercent: 070\n  lowThresholdPercent: 065\n" +
+				"containerGC:\n  maxContainers: -010\n  maxPerPodContainer: 07\nownerGC:\n  kubeAPIQPS: 010\n",
+			want: []string{
+				"line 4: imageGC.highThresholdPercent: 070: a leading 0 is read as octal (56); write 70 (or 56)",
+				"line 5: imageGC.lowThresholdPercent: 065: a leading 0 is read as octal (53); write 65 (or 53)",
+				"line 7: containerGC.maxContainers: -010: a leading 0 is read as octal (-8); write -10 (or -8)",
+				"line 8: containerGC.maxPerPodContainer: 07: a leading 0 is read as octal (7); write 7",
+				"line 10: ownerGC.kubeAPIQPS: 010: a leading 0 is read as octal (8); write 10 (or 8)",
+			},
+		},
+		"a leading 0 before digits that are not octal": {
+			yaml: header + "imageGC:\n  highThresholdPercent: 090\n",
+			want: []string{"line 4: imageGC.highThresholdPercent: 090: a leading 0 is read as octal where the digits allow it (070 is 56); write 90"},
+		},
+		// The rule between the thresholds would quote 56, which the file
+		// does not say.
+		"a leading 0 is not weighed by the rules": {
+			yaml: header + "imageGC:\n  highThresholdPercent: 070\n  lowThresholdPercent: 65\n",
+			want: []string{"line 4: imageGC.highThresholdPercent: 070: a leading 0 is read as octal (56); write 70 (or 56)"},
+		},
+		"a number in another base": {
+			yaml: header + "imageGC:\n  highThresholdPercent: 0x55\n  lowThresholdPercent: 0o70\ncontainerGC:\n  maxContainers: 0b101\n",
+			want: []string{
+				"line 4: imageGC.highThresholdPercent: 0x55: a hexadecimal number (85); write 85",
+				"line 5: imageGC.lowThresholdPercent: 0o70: an octal number (56); write 56",
+				"line 7: containerGC.maxContainers: 0b101: a binary number (5); write 5",
+			},
+		},
 		"bad duration": {
 			yaml: header + "containerGC:\n  period: soon\n",
 			want: []string{`line 4: containerGC.period: time: invalid duration "soon" (want a duration such as "90s", "2m" or "12h45m")`},
@@ -686,5 +717,43 @@ func TestNodegcFieldInKubeletDocument(t *testing.T) {
 				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestNumbersAsWritten: 0, a decimal and a quoted "070" are read as
+// written. A KubeletConfiguration's number with a leading 0 or a base
+// prefix is read as the kubelet reads it (YAML 1.1: 070 is 56), with a
+// warning naming its line, for the fields nodegc takes from it.
+func TestNumbersAsWritten(t *testing.T) {
+	loaded, err := Decode([]byte(header + "nodeName: \"070\"\nimageGC:\n  lowThresholdPercent: 0\n  exclude: [\"070\", '010']\n" +
+		"ownerGC:\n  kubeAPIQPS: 0.5\n  kubeAPIBurst: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := loaded.Config
+	if c.NodeName != "070" || *c.ImageGC.LowThresholdPercent != 0 || c.OwnerGC.KubeAPIQPS != 0.5 ||
+		!slices.Equal(c.ImageGC.Exclude, []string{"070", "010"}) {
+		t.Errorf("nodeName %q, lowThresholdPercent %d, kubeAPIQPS %v, exclude %q; want them as written",
+			c.NodeName, *c.ImageGC.LowThresholdPercent, c.OwnerGC.KubeAPIQPS, c.ImageGC.Exclude)
+	}
+	if len(loaded.Warnings) > 0 {
+		t.Errorf("warnings: %q", loaded.Warnings)
+	}
+
+	loaded, err = Decode([]byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"imageGCHighThresholdPercent: 0x55\nimageGCLowThresholdPercent: 070\nmaxPods: 0110\n---\n" + header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ig := loaded.Config.ImageGC
+	if *ig.HighThresholdPercent != 85 || *ig.LowThresholdPercent != 56 {
+		t.Errorf("thresholds %d/%d, want 85/56, as the kubelet reads them", *ig.HighThresholdPercent, *ig.LowThresholdPercent)
+	}
+	want := []string{
+		"line 3: imageGCHighThresholdPercent: 0x55 of the KubeletConfiguration: a hexadecimal number (85); nodegc takes 85, as the kubelet does (write 85)",
+		"line 4: imageGCLowThresholdPercent: 070 of the KubeletConfiguration: a leading 0 is read as octal (56); nodegc takes 56, as the kubelet does (write 70 or 56)",
+	}
+	if diff := cmp.Diff(want, loaded.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 }

@@ -95,7 +95,7 @@ func validateDecoded(decoded *NodeGCConfiguration, lines map[string]int, kc *kub
 		mergeKubelet(&c, kc, kubeletLines, l.lines)
 	case kubeletLines != nil:
 		// Which fields it sets, by merging an empty one into a scratch copy.
-		unmerged := mergeKubelet(&NodeGCConfiguration{}, &kubeletconfigv1beta1.KubeletConfiguration{}, kubeletLines, maps.Clone(lines))
+		unmerged, _ := mergeKubelet(&NodeGCConfiguration{}, &kubeletconfigv1beta1.KubeletConfiguration{}, kubeletLines, maps.Clone(lines))
 		bad = append(slices.Clone(bad), unmerged...)
 	}
 	SetDefaults(&c)
