@@ -735,7 +735,7 @@ func (d *document) locate(target any, obj map[string]any, prefix []string) ([]st
 				continue
 			}
 		}
-		out = append(out, d.describe(path, err, typeHint(reflect.TypeOf(target), path)))
+		out = append(out, d.describe(path, err, typeHint(reflect.TypeOf(target), path, obj[k])))
 		bad = append(bad, path)
 	}
 	return out, bad
@@ -819,16 +819,27 @@ func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
 }
 
 // typeHint says what the field at path of the document type root takes,
-// for a value of the wrong type: a duration is a string with a unit, a
-// bind address of nodegc's a quoted ":PORT", a percentage a bare number.
-// "" for other fields, whose error names the type well enough.
-func typeHint(root reflect.Type, path []string) string {
-	t := fieldType(root, path)
-	if t == nil || len(path) == 0 {
+// for value, of the wrong type: a duration is a string with a unit, a
+// bind address of nodegc's a quoted ":PORT", a percentage a bare number, a
+// boolean true or false (not YAML 1.1's yes or on), another string of
+// nodegc's a quoted one, an eviction threshold a quoted percentage or
+// quantity. "" for other fields, whose error names the type well enough.
+func typeHint(root reflect.Type, path []string, value any) string {
+	if len(path) == 0 {
 		return ""
 	}
 	name := path[len(path)-1]
+	if len(path) >= 2 && (path[len(path)-2] == "evictionHard" || path[len(path)-2] == "evictionSoft") {
+		if m := fieldType(root, path[:len(path)-1]); m != nil && m.Kind() == reflect.Map && isJSONNumber(value) {
+			return `want a quoted percentage such as "15%" or a quantity such as "10Gi"`
+		}
+	}
+	t := fieldType(root, path)
+	if t == nil {
+		return ""
+	}
 	nodegc := root == reflect.TypeFor[*NodeGCConfiguration]()
+	_, isString := value.(string)
 	switch {
 	case t == durationType:
 		return `want a duration string with a unit, such as "90s", "2m" or "12h45m"; a bare number has none`
@@ -836,8 +847,27 @@ func typeHint(root reflect.Type, path []string) string {
 		return `want a quoted "host:port" or ":port", such as ":10281", or "0" to disable`
 	case strings.HasSuffix(name, "Percent") && t.Kind() >= reflect.Int && t.Kind() <= reflect.Float64:
 		return `want a whole number from 0 to 100, without "%"`
+	case t.Kind() == reflect.Bool && isString:
+		return "want true or false; yes, no, on and off are strings in YAML 1.2, booleans only in YAML 1.1, as Helm reads values"
+	case t.Kind() == reflect.Bool:
+		return "want true or false"
+	case nodegc && t.Kind() == reflect.String && isJSONNumber(value):
+		return "want a string: quote it; unquoted, YAML reads it as a number"
+	case nodegc && t.Kind() == reflect.String:
+		if _, ok := value.(bool); ok {
+			return "want a string: quote it; unquoted, YAML reads it as a boolean"
+		}
 	}
 	return ""
+}
+
+// isJSONNumber says whether v, a value of a document's tree, is a number.
+func isJSONNumber(v any) bool {
+	switch v.(type) {
+	case int, int64, uint64, float64:
+		return true
+	}
+	return false
 }
 
 var goStructField = regexp.MustCompile(`into Go (?:struct field \S+|value) of type (\S+)`)

@@ -72,12 +72,35 @@ func TestDecodeProblems(t *testing.T) {
 			yaml: header + "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nhealthzBindAddress: 10\n",
 			want: []string{"line 6: healthzBindAddress: cannot unmarshal number into a value of type string"},
 		},
-		"other fields of the wrong type get no hint": {
-			yaml: header + "nodeName: 7\nleaderElection:\n  resourceLock: 7\n",
+		"a string given a number": {
+			yaml: header + "nodeName: 10001\nleaderElection:\n  resourceLock: true\n",
 			want: []string{
-				"line 3: nodeName: cannot unmarshal number into a value of type string",
-				"line 5: leaderElection.resourceLock: cannot unmarshal number into a value of type string",
+				"line 3: nodeName: cannot unmarshal number into a value of type string (want a string: quote it; unquoted, YAML reads it as a number)",
+				"line 5: leaderElection.resourceLock: cannot unmarshal bool into a value of type string (want a string: quote it; unquoted, YAML reads it as a boolean)",
 			},
+		},
+		// YAML 1.2 reads yes, no, on and off as strings; Helm, which reads
+		// values as YAML 1.1, as booleans.
+		"a boolean given yes or on": {
+			yaml: header + "imageGC:\n  dryRun: yes\nownerGC:\n  dryRun: on\n  enableGarbageCollector: 1\n",
+			want: []string{
+				"line 4: imageGC.dryRun: cannot unmarshal string into a value of type bool (want true or false; yes, no, on and off are strings in YAML 1.2, booleans only in YAML 1.1, as Helm reads values)",
+				"line 6: ownerGC.dryRun: cannot unmarshal string into a value of type bool (want true or false; yes, no, on and off are strings in YAML 1.2, booleans only in YAML 1.1, as Helm reads values)",
+				"line 7: ownerGC.enableGarbageCollector: cannot unmarshal number into a value of type bool (want true or false)",
+			},
+		},
+		"an eviction threshold given a number": {
+			yaml: header + "imageGC:\n  evictionHard:\n    imagefs.available: 15\n  evictionSoft:\n    nodefs.available: 10\n" +
+				"---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  imagefs.available: 15\n",
+			want: []string{
+				`line 5: imageGC.evictionHard.imagefs.available: cannot unmarshal number into a value of type string (want a quoted percentage such as "15%" or a quantity such as "10Gi")`,
+				`line 7: imageGC.evictionSoft.nodefs.available: cannot unmarshal number into a value of type string (want a quoted percentage such as "15%" or a quantity such as "10Gi")`,
+				`line 12: evictionHard.imagefs.available: cannot unmarshal number into a value of type string (want a quoted percentage such as "15%" or a quantity such as "10Gi")`,
+			},
+		},
+		"other fields of the wrong type get no hint": {
+			yaml: header + "containerGC:\n  maxContainers: many\n",
+			want: []string{"line 4: containerGC.maxContainers: cannot unmarshal string into a value of type int32"},
 		},
 		// YAML 1.1, which the kubelet and Helm read, takes a leading 0
 		// as octal; go.yaml.in/yaml/v3 does too: 070 would be 56.
@@ -622,7 +645,8 @@ func TestContainerEvents(t *testing.T) {
 	}
 	_, err := Decode([]byte(header + "imageGC:\n  containerEvents: yes\n"))
 	var de *DecodeError
-	if !errors.As(err, &de) || !slices.Equal(de.Problems, []string{"line 4: imageGC.containerEvents: cannot unmarshal string into a value of type bool"}) {
+	if !errors.As(err, &de) || !slices.Equal(de.Problems, []string{"line 4: imageGC.containerEvents: cannot unmarshal string into a value of type bool " +
+		"(want true or false; yes, no, on and off are strings in YAML 1.2, booleans only in YAML 1.1, as Helm reads values)"}) {
 		t.Errorf("containerEvents: yes: Decode() error = %v, want the line and a type error", err)
 	}
 }

@@ -67,7 +67,7 @@ func TestDecodeProblemsWithValidation(t *testing.T) {
 			yaml: header + "leaderElection:\n  renewDeadline: 20s\n  resourceLock: 7\n",
 			want: []string{
 				`line 3: leaderElection.leaseDuration: Invalid value: "15s": must be greater than renewDeadline (20s), in whole seconds (the Lease holds leaseDurationSeconds)`, // not in the file: its parent
-				"line 5: leaderElection.resourceLock: cannot unmarshal number into a value of type string",
+				"line 5: leaderElection.resourceLock: cannot unmarshal number into a value of type string (want a string: quote it; unquoted, YAML reads it as a number)",
 			},
 		},
 		"problems under a field that failed to decode are left out": {
