@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestKubeletSignalNodegcDoesNotKnow(t *testing.T) {
 	if errs := Validate(loaded.Config); len(errs) > 0 {
 		t.Errorf("Validate() = %v", errs)
 	}
-	want := `line 3: evictionHard[someNewFs.available] of the KubeletConfiguration`
+	want := `line 5: evictionHard[someNewFs.available] of the KubeletConfiguration`
 	if !slices.ContainsFunc(loaded.Warnings, func(w string) bool { return strings.HasPrefix(w, want) }) {
 		t.Errorf("warnings %q, want one beginning %q", loaded.Warnings, want)
 	}
@@ -92,6 +93,29 @@ func TestEvictionHardValidation(t *testing.T) {
 	c.ImageGC.FillRateHorizon = nil
 	if errs := Validate(c); !strings.Contains(errs.ToAggregate().Error(), "imageGC.fillRateHorizon: Required value") {
 		t.Errorf("an unset fillRateHorizon is not reported: %v", errs)
+	}
+}
+
+// TestSignalLines: a problem or a warning about an eviction signal names
+// the line of the signal's key, in either document, not that of
+// evictionHard or evictionSoft.
+func TestSignalLines(t *testing.T) {
+	loaded, err := Decode([]byte(header + "imageGC:\n  evictionHard:\n    nodefs.available: 10%\n    imagefs.avaliable: 15%\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := loaded.Problems(Validate(loaded.Config))
+	want := `line 6: imageGC.evictionHard[imagefs.avaliable]: Unsupported value: "imagefs.avaliable": supported values: ` +
+		`"allocatableMemory.available", "containerfs.available", "containerfs.inodesFree", "imagefs.available", "imagefs.inodesFree", ` +
+		`"memory.available", "nodefs.available", "nodefs.inodesFree", "pid.available"`
+	if diff := cmp.Diff([]string{want}, got); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	// The same file given to the agent as decode problems.
+	_, err = Decode([]byte(header + "imageGC:\n  evictionHard:\n    nodefs.available: 10%\n    imagefs.avaliable: 15%\n  bogus: 1\n"))
+	var de *DecodeError
+	if !errors.As(err, &de) || !slices.Contains(de.Problems, want) {
+		t.Errorf("Decode() = %v, want a problem %q", err, want)
 	}
 }
 
@@ -231,8 +255,8 @@ func TestEvictionSoftFromKubelet(t *testing.T) {
 			want:   map[string]string{"nodefs.inodesFree": "10%"},
 			wantAt: "evictionHard imagefs.available<15%",
 			warnings: []string{
-				"line 11: evictionSoft[someNewFs.available] of the KubeletConfiguration is a signal nodegc does not know (a newer kubelet's?); ignored",
-				"line 11: imageGC.evictionSoft[nodefs.inodesFree]: 10% is a signal on inodes; nodegc's image GC frees bytes, not inodes, " +
+				"line 12: evictionSoft[someNewFs.available] of the KubeletConfiguration is a signal nodegc does not know (a newer kubelet's?); ignored",
+				"line 13: imageGC.evictionSoft[nodefs.inodesFree]: 10% is a signal on inodes; nodegc's image GC frees bytes, not inodes, " +
 					"as the kubelet's image GC does (the kubelet's eviction manager removes unused images itself when inodes run short) (value from the KubeletConfiguration document)",
 			},
 		},

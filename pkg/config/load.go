@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,6 +66,10 @@ func (l *Loaded) Line(path string) int {
 	if n, ok := l.lines[path]; ok {
 		return n
 	}
+	// A map's key (a signal of evictionHard) has its own line.
+	if n, ok := l.lines[dottedKeys(path)]; ok {
+		return n
+	}
 	// A validation path may be deeper than what the file spelled out.
 	for p := path; ; {
 		i := strings.LastIndexAny(p, ".[")
@@ -75,6 +80,28 @@ func (l *Loaded) Line(path string) int {
 		if n, ok := l.lines[p]; ok {
 			return n
 		}
+	}
+}
+
+// dottedKeys returns path, as field.Path prints it, with its map keys
+// written as the file's lines record them: "imageGC.evictionHard[nodefs.available]"
+// gives "imageGC.evictionHard.nodefs.available". List indexes stay.
+func dottedKeys(path string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(path, '[')
+		j := strings.IndexByte(path[max(i, 0):], ']') + max(i, 0)
+		if i < 0 || j < i {
+			b.WriteString(path)
+			return b.String()
+		}
+		b.WriteString(path[:i])
+		if key := path[i+1 : j]; strings.Trim(key, "0123456789") == "" {
+			b.WriteString(path[i : j+1])
+		} else {
+			b.WriteString("." + key)
+		}
+		path = path[j+1:]
 	}
 }
 
@@ -275,9 +302,9 @@ func kubeletImageGCOff(kc *kubeletconfigv1beta1.KubeletConfiguration, lines map[
 
 // dropUnknownSignals removes from thresholds, a KubeletConfiguration's
 // evictionHard or evictionSoft (name), the signals the kubelet nodegc knows
-// (1.34) does not, with a warning each: a newer kubelet's signal is no error
-// in its own config, as its unknown fields are not. lines gives the kubelet
-// document's lines.
+// (1.34) does not, with a warning each, at the line of its key: a newer
+// kubelet's signal is no error in its own config, as its unknown fields are
+// not. lines gives the kubelet document's lines.
 func dropUnknownSignals(name string, thresholds map[string]string, lines map[string]int) []string {
 	var out []string
 	for _, s := range slices.Sorted(maps.Keys(thresholds)) {
@@ -286,7 +313,7 @@ func dropUnknownSignals(name string, thresholds map[string]string, lines map[str
 		}
 		delete(thresholds, s)
 		msg := fmt.Sprintf("%s[%s] of the %s is a signal nodegc does not know (a newer kubelet's?); ignored", name, s, KubeletKind)
-		if n := lines[name]; n > 0 {
+		if n := cmp.Or(lines[name+"."+s], lines[name]); n > 0 {
 			msg = fmt.Sprintf("line %d: %s", n, msg)
 		}
 		out = append(out, msg)
@@ -352,6 +379,12 @@ func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfig
 		}
 		apply()
 		nodegcLines[nodegcPath] = kubeletLines[kubeletField]
+		// The lines of its entries (an evictionHard's signals) too.
+		for p, line := range kubeletLines {
+			if rest, ok := strings.CutPrefix(p, kubeletField+"."); ok {
+				nodegcLines[nodegcPath+"."+rest] = line
+			}
+		}
 		taken = append(taken, nodegcPath)
 		from[kubeletField] = nodegcPath
 	}

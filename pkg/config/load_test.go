@@ -664,7 +664,7 @@ func TestInodeSignalsWarn(t *testing.T) {
 		"nodegc's": {doc: header + "imageGC:\n  evictionHard:\n    imagefs.available: 15%\n    imagefs.inodesFree: 5%\n",
 			want: []string{"line 6: imageGC.evictionHard[imagefs.inodesFree]: 5% is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does (the kubelet's eviction manager removes unused images itself when inodes run short)"}},
 		"the kubelet's": {doc: kubelet + "evictionHard:\n  nodefs.inodesFree: 10%\n  nodefs.available: 10%\n",
-			want: []string{"line 3: imageGC.evictionHard[nodefs.inodesFree]: 10% is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does (the kubelet's eviction manager removes unused images itself when inodes run short) (value from the KubeletConfiguration document)"}},
+			want: []string{"line 4: imageGC.evictionHard[nodefs.inodesFree]: 10% is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does (the kubelet's eviction manager removes unused images itself when inodes run short) (value from the KubeletConfiguration document)"}},
 		"off":     {doc: header + "imageGC:\n  evictionHard:\n    imagefs.inodesFree: 0%\n"},
 		"default": {doc: header},
 	} {
