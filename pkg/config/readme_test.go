@@ -10,15 +10,24 @@ import (
 	"time"
 )
 
-// TestREADMEReference checks the README's configuration table against the
-// type: every field is listed, and every scalar default shown is the real one.
+// TestREADMEReference checks the README's configuration table (its
+// Reference section) against the type: every field is listed, every row is
+// a field, and every default shown is the real one, lists and maps
+// included.
 func TestREADMEReference(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, reference, found := strings.Cut(string(readme), "\n### Reference\n")
+	if !found {
+		t.Fatal("README.md has no ### Reference section")
+	}
+	if i := strings.Index(reference, "\n#"); i >= 0 {
+		reference = reference[:i]
+	}
 	rows := map[string]string{} // field path -> default cell
-	for _, line := range strings.Split(string(readme), "\n") {
+	for _, line := range strings.Split(reference, "\n") {
 		cells := strings.Split(line, "|")
 		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
 			continue
@@ -42,12 +51,20 @@ func TestREADMEReference(t *testing.T) {
 			t.Errorf("README.md configuration reference has no row for `%s`", path)
 			continue
 		}
-		if want, scalar := scalarDefault(value); scalar && !sameDefault(strings.Trim(cell, "`"), want) {
+		want, ok := scalarDefault(value)
+		if !ok {
+			want, ok = listDefault(value)
+		}
+		if !ok {
+			t.Errorf("`%s`: no way to compare its default %v with the README's", path, value)
+			continue
+		}
+		if !sameDefault(strings.Trim(cell, "`"), want) {
 			t.Errorf("README.md shows default %s for `%s`; the real default is %q", cell, path, want)
 		}
 	}
 	for path := range rows {
-		if _, ok := leaves[path]; !ok && strings.Contains(path, ".") {
+		if _, ok := leaves[path]; !ok {
 			t.Errorf("README.md lists `%s`, which is not a field of NodeGCConfiguration", path)
 		}
 	}
@@ -77,6 +94,38 @@ func scalarDefault(v any) (string, bool) {
 	default:
 		return "", false
 	}
+}
+
+// listDefault returns a list or an empty map as the README shows it: "[]"
+// or "{}" when empty, else its items separated by commas, a group and
+// resource pair as "resource" (core group) or "group/resource".
+func listDefault(v any) (string, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		return "{}", len(v) == 0
+	case []any:
+		if len(v) == 0 {
+			return "[]", true
+		}
+		items := make([]string, 0, len(v))
+		for _, item := range v {
+			switch item := item.(type) {
+			case string:
+				items = append(items, item)
+			case map[string]any:
+				group, _ := item["group"].(string)
+				resource, _ := item["resource"].(string)
+				if len(item) != 2 || resource == "" {
+					return "", false
+				}
+				items = append(items, strings.TrimPrefix(group+"/"+resource, "/"))
+			default:
+				return "", false
+			}
+		}
+		return strings.Join(items, ", "), true
+	}
+	return "", false
 }
 
 func sameDefault(cell, want string) bool {
