@@ -91,15 +91,14 @@ func (s Supervisor) Call(ctx context.Context, work func(context.Context)) {
 	s(ctx, work)
 }
 
-// Every calls work through sup at once and then at every tick, until ctx
-// ends.
-func Every(ctx context.Context, sup Supervisor, tick <-chan time.Time, work func(context.Context)) {
+// Every calls work through sup at once, and again each time next, which
+// waits for the time of the next iteration (a ticker's tick), returns
+// true; it returns when next returns false (ctx ended).
+func Every(ctx context.Context, sup Supervisor, next func(context.Context) bool, work func(context.Context)) {
 	for {
 		sup.Call(ctx, work)
-		select {
-		case <-ctx.Done():
+		if !next(ctx) {
 			return
-		case <-tick:
 		}
 	}
 }

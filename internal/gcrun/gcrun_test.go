@@ -84,7 +84,8 @@ func TestSerialAfterRunsUnderTheLock(t *testing.T) {
 }
 
 // TestEveryRunsAtOnceThenPerTick: the first iteration needs no tick, each
-// tick gives one more, and every iteration goes through the supervisor.
+// tick next waits for gives one more, and every iteration goes through the
+// supervisor.
 func TestEveryRunsAtOnceThenPerTick(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	tick := make(chan time.Time)
@@ -94,7 +95,15 @@ func TestEveryRunsAtOnceThenPerTick(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Every(ctx, sup, tick, func(context.Context) { calls <- struct{}{} })
+		next := func(ctx context.Context) bool {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-tick:
+				return true
+			}
+		}
+		Every(ctx, sup, next, func(context.Context) { calls <- struct{}{} })
 	}()
 	<-calls // at once
 	tick <- t0

@@ -29,7 +29,9 @@
 //     frees (see Bytes below); containerd.go reads writable layers through
 //     containerd's API.
 //   - manager.go: Manager lists the node, plans and executes, every
-//     period, one run at a time on internal/gcrun's lifecycle, and reports
+//     period (and, with a pod source, as soon as the view is authoritative
+//     while no plan has checked one: Manager.Run), one run at a time on
+//     internal/gcrun's lifecycle, and reports
 //     each run (Report); measure.go measures the filesystems it freed space
 //     on, and metrics.go records it.
 //
@@ -312,9 +314,10 @@
 //   - The image GC reads the view through PodImages, which is not
 //     authoritative until the container GC's plan has checked it against
 //     the runtime (ExpectRuntimeChecks, RuntimeChecked: ViewRuntimeUnchecked
-//     before the first check), nor while the last check found them at
-//     odds (the plan's reason): those checks are the container GC's, and
-//     the image GC trusts no view they refuse.
+//     before the first check, which Manager.Run makes within a second of
+//     the view becoming authoritative), nor while the last check found
+//     them at odds (the plan's reason): those checks are the container
+//     GC's, and the image GC trusts no view they refuse.
 //   - A pod with a ready sandbox or a running container is never gone, even
 //     when the watch saw it deleted: the kubelet is still terminating it.
 //   - "Gone" needs more than absence from the cache: the watch saw the pod

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -165,10 +166,17 @@ type Manager struct {
 	// real time whatever clock decides ages.
 	waitClock clock.Clock
 
-	serial *gcrun.Serial // one run or plan at a time; guards lastView and timeline
+	serial *gcrun.Serial // one run or plan at a time; guards lastView, checked and timeline
 	// lastView is the pod view reason of the previous run, to log changes.
 	lastView *string
-	timeline *timeline
+	// checked: a plan of this manager has checked an authoritative pod
+	// view against the runtime (reported with Pods.RuntimeChecked).
+	checked bool
+	// awaitView: no plan has checked a view yet, and the last run read
+	// one that was not authoritative: Run looks at the view every
+	// viewPollInterval meanwhile, and runs as soon as it is (next).
+	awaitView atomic.Bool
+	timeline  *timeline
 	// idFaultLogged is, per listing, when the last one that gave entries no ID
 	// of their own was logged (one a minute at most).
 	idFaultLogged map[string]time.Time
@@ -244,12 +252,52 @@ func NewManager(opts Options) (*Manager, error) {
 }
 
 // Run runs the container GC at once and then every period until ctx ends.
-// It blocks.
+// With a pod source, until a plan has checked an authoritative view against
+// the runtime, it also runs as soon as the view is authoritative (next):
+// at the agent's start the first run comes before the informers have
+// synced, and the image GC trusts the view only once a plan has checked it
+// (APIPodSource.PodImages: ViewRuntimeUnchecked). It blocks.
 func (m *Manager) Run(ctx context.Context) error {
 	t := m.clock.NewTicker(m.opts.Config.Period.Duration)
 	defer t.Stop()
-	gcrun.Every(ctx, m.opts.Supervise, t.C(), func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic) })
+	next := func(ctx context.Context) bool { return m.next(ctx, t.C()) }
+	gcrun.Every(ctx, m.opts.Supervise, next, func(ctx context.Context) { m.collectAndLog(ctx, TriggerPeriodic) })
 	return nil
+}
+
+// viewPollInterval is how often Run looks at the pod view while no plan
+// has checked one (Manager.awaitView).
+const viewPollInterval = time.Second
+
+// next waits for Run's next run: the period's next tick, or, while no plan
+// has checked a pod view and the last run's was not authoritative, the
+// view turning authoritative (looked at every viewPollInterval: View reads
+// the informers' caches, and returns at once while the view is not
+// authoritative). A view that was authoritative at the last run does not
+// bring the next one forward: a run that failed to list the runtime is
+// tried again a period later, as without a pod source. It returns false
+// once ctx ends.
+func (m *Manager) next(ctx context.Context, tick <-chan time.Time) bool {
+	var poll <-chan time.Time
+	if m.awaitView.Load() {
+		t := m.clock.NewTicker(viewPollInterval)
+		defer t.Stop()
+		poll = t.C()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick:
+			return true
+		case <-poll:
+			if !m.awaitView.Load() {
+				poll = nil // a plan (Plan) checked one meanwhile
+			} else if m.opts.Pods.View(m.clock.Now()).Authoritative {
+				return true
+			}
+		}
+	}
 }
 
 func (m *Manager) collectAndLog(ctx context.Context, trigger string) {
@@ -314,6 +362,7 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 		}
 		disagreed := m.lastView != nil && RuntimeContradicts(*m.lastView)
 		m.metrics.observeView(view.Authoritative && !disagreed)
+		m.awaitView.Store(m.opts.Pods != nil && !m.checked && !view.Authoritative)
 		return err
 	}
 	r.Plan = plan
@@ -378,7 +427,9 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 			verdict = plan.PodsReason
 		}
 		m.opts.Pods.RuntimeChecked(verdict)
+		m.checked = true
 	}
+	m.awaitView.Store(m.opts.Pods != nil && !m.checked)
 	plan.WritableLayersUnknown = m.opts.NoWritableLayers
 	m.idFaults(ctx, plan, now)
 	s := sizer{rt: m.opts.Runtime, layers: m.opts.WritableLayers, paths: m.paths}
