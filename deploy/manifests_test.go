@@ -506,6 +506,27 @@ func TestPriorityClass(t *testing.T) {
 	}
 }
 
+// TestWorkloadsMountTheirToken: both workloads set
+// automountServiceAccountToken: true on their pods, which wins over their
+// ServiceAccount's: a policy that turns the ServiceAccount default off would
+// otherwise make the node agent run node-only, quietly (its image GC's
+// scheduled rule off), and the owner collector refuse to start.
+func TestWorkloadsMountTheirToken(t *testing.T) {
+	seen := 0
+	for _, o := range readObjects(t) {
+		if o.GetKind() != "DaemonSet" && o.GetKind() != "Deployment" {
+			continue
+		}
+		seen++
+		if got, found, _ := unstructured.NestedBool(o.Object, "spec", "template", "spec", "automountServiceAccountToken"); !found || !got {
+			t.Errorf("%s %s automountServiceAccountToken %v (set: %v), want true", o.GetKind(), o.GetName(), got, found)
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("%s: %d workloads, want the DaemonSet and the Deployment", manifest, seen)
+	}
+}
+
 // TestLinuxNodesOnly: both workloads select Linux amd64 nodes (the image
 // is built for amd64 alone): the node agent tolerates every taint, and
 // would otherwise be scheduled onto Windows, arm64 and virtual nodes, where
