@@ -118,12 +118,19 @@ func Statfs(path string) (Stats, error) {
 // fromStatfs is what statfs(2) of path answered, s; ErrImplausible when no
 // filesystem has those numbers (a FUSE daemon or a network filesystem may
 // answer anything): a negative block size, a size or free space past 2^64
-// bytes, more blocks available than there are.
+// bytes, more blocks available than there are. The blocks are counted in
+// fragments (f_frsize), as statvfs(3) and cadvisor count them, or in
+// f_bsize where the kernel gives no fragment size: f_bsize is the
+// preferred I/O size, larger on some filesystems (FUSE, network ones).
 func fromStatfs(path string, s *unix.Statfs_t) (Stats, error) {
-	if s.Bsize < 0 {
-		return Stats{}, fmt.Errorf("statfs %s: %w: block size %d", path, ErrImplausible, s.Bsize)
+	size := s.Frsize
+	if size == 0 {
+		size = s.Bsize
 	}
-	bs := uint64(s.Bsize)
+	if size < 0 || s.Bsize < 0 {
+		return Stats{}, fmt.Errorf("statfs %s: %w: block size %d, fragment size %d", path, ErrImplausible, s.Bsize, s.Frsize)
+	}
+	bs := uint64(size)
 	hi, capacity := bits.Mul64(s.Blocks, bs)
 	if hi != 0 {
 		return Stats{}, fmt.Errorf("statfs %s: %w: %d blocks of %d bytes pass 2^64 bytes", path, ErrImplausible, s.Blocks, bs)

@@ -105,6 +105,15 @@ func TestImplausibleStatfs(t *testing.T) {
 		{"available past 2^64 bytes", unix.Statfs_t{Bsize: 4096, Blocks: 1 << 60, Bavail: 1 << 60}, Stats{}},
 		{"more available than capacity", unix.Statfs_t{Bsize: 4096, Blocks: 100, Bavail: 200}, Stats{}},
 		{"negative block size", unix.Statfs_t{Bsize: -4096, Blocks: 1, Bavail: 1}, Stats{}},
+		// Counts are of fragments (f_frsize), as statvfs(3) and
+		// cadvisor read them; f_bsize is the preferred I/O size, which
+		// differs on some filesystems (FUSE, network ones). Before,
+		// this one was read as 128 times its size.
+		{"fragments smaller than the I/O size", unix.Statfs_t{Bsize: 131072, Frsize: 1024, Blocks: 1 << 20, Bavail: 1 << 19},
+			Stats{Capacity: 1 << 30, Available: 1 << 29, Source: SourceStatfs}},
+		{"no fragment size: the block size", unix.Statfs_t{Bsize: 4096, Blocks: 1 << 20, Bavail: 1 << 19},
+			Stats{Capacity: 1 << 32, Available: 1 << 31, Source: SourceStatfs}},
+		{"negative fragment size", unix.Statfs_t{Bsize: 4096, Frsize: -1024, Blocks: 1, Bavail: 1}, Stats{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := fromStatfs("/images", &tc.s)

@@ -295,6 +295,6 @@ func (n *Node) FSStats() (FSStats, error) {
 	if err := unix.Statfs(n.Root, &st); err != nil {
 		return FSStats{}, fmt.Errorf("statfs %s: %w", n.Root, err)
 	}
-	bs := uint64(st.Bsize)
+	bs := uint64(st.Frsize) // the unit of the counts, as for the agent (diskstats)
 	return FSStats{Capacity: st.Blocks * bs, Available: st.Bavail * bs, Used: (st.Blocks - st.Bfree) * bs}, nil
 }
