@@ -402,7 +402,7 @@ func (d *demo) keepUp() {
 	say("[demo]")
 	say("[demo] DEMO_KEEP=1: everything stays up until Ctrl-C. To look around:")
 	say("[demo]    kubeconfig:    %s", d.cluster.KubeconfigPath())
-	say("[demo]                   e.g. kubectl --kubeconfig %s get nodes,pods -A", d.cluster.KubeconfigPath())
+	say("[demo]                   e.g. %s --kubeconfig %s get nodes,pods -A", filepath.Join(testbed.ToolsDir(), "bin", "kubectl"), d.cluster.KubeconfigPath())
 	say("[demo]    CRI endpoint:  %s", d.node.Endpoint)
 	say("[demo]                   e.g. %s --runtime-endpoint %s images", filepath.Join(testbed.ToolsDir(), "bin", "crictl"), d.node.Endpoint)
 	say("[demo]    nodegc:        pid %d, log %s, config %s", d.agent.PID(), d.cfg.logPath, d.cfg.configPath)
