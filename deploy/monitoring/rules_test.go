@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/template"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nodegc/nodegc/pkg/containers"
@@ -201,6 +204,60 @@ func TestPodViewAlertNamesEveryReason(t *testing.T) {
 		containers.ViewNodeOtherBoot, containers.ViewDisagrees, containers.ViewRuntimeLacksPods, containers.ViewNodeOtherRuntime, containers.ViewNodeOnly} {
 		if !strings.Contains(description, reason) {
 			t.Errorf("the description does not name %s", reason)
+		}
+	}
+}
+
+// scrapeLabels are the target labels every alert's text may name: the two
+// README's Monitoring section asks a scrape for, and the two Prometheus
+// gives every target.
+var scrapeLabels = []string{"node", "component", "instance", "job"}
+
+// TestAlertTextWithoutOptionalLabels: the summary and description of every
+// alert read well with only the labels README's Monitoring section asks a
+// scrape for (a hand-written scrape config) and those its expression
+// selects on: a label beyond those (pod, which the chart's PodMonitor and
+// ServiceMonitor add) is named only where the series has it, so no text
+// shows an empty "(pod )".
+func TestAlertTextWithoutOptionalLabels(t *testing.T) {
+	groups, err := ParseRules(RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			labels := map[string]string{}
+			for _, l := range scrapeLabels {
+				labels[l] = "L-" + l
+			}
+			expr, err := PromQL.ParseExpr(r.Expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+				if vs, ok := n.(*parser.VectorSelector); ok {
+					for _, m := range vs.LabelMatchers {
+						labels[m.Name] = "L-" + m.Name
+					}
+				}
+				return nil
+			})
+			for _, a := range []string{"summary", "description"} {
+				text := r.Annotations[a]
+				data := template.AlertTemplateData(labels, nil, "", promql.Sample{F: 1})
+				out, err := template.NewTemplateExpander(t.Context(), "{{$labels := .Labels}}{{$value := .Value}}"+text,
+					r.Alert, data, 0, nil, nil, nil).Expand()
+				if err != nil {
+					t.Errorf("%s %s: %v", r.Alert, a, err)
+					continue
+				}
+				if m := regexp.MustCompile(`  |\( |\(\w+ \)| \)`).FindString(out); m != "" {
+					t.Errorf("%s %s without labels beyond %v reads %q (at %q)", r.Alert, a, scrapeLabels, out, m)
+				}
+			}
 		}
 	}
 }
