@@ -59,8 +59,10 @@ func newMetrics(reg prometheus.Registerer, c *Collector) *metrics {
 			"Writes of the owner GC that succeeded, by action ("+writeActionList()+") and rule.", "action", "rule"),
 		dryRunActions: metricvec.CounterOver("nodegc_owner_gc_dry_run_actions_total",
 			"Actions the owner GC decided but did not write (dry-run), by action and rule; each object, action and rule counts once per run.", "action", "rule"),
-		actionErrors: metricvec.CounterOver("nodegc_owner_gc_action_errors_total",
-			"Writes of the owner GC that failed for another reason than a changed or missing object, by action.", "action"),
+		// At 0 for every action: increase() in NodegcOwnerGCActionErrors
+		// does not count a series' first sample.
+		actionErrors: metricvec.Counter("nodegc_owner_gc_action_errors_total",
+			"Writes of the owner GC that failed for another reason than a changed or missing object,", "action", writeActionNames()),
 		requests: metricvec.CounterOver("nodegc_owner_gc_api_requests_total",
 			"API requests of the owner GC, by verb as the API server counts them (GET, LIST, WATCH, DELETE, PATCH, POST, ...; NONRESOURCE for discovery) and status class (2xx, 4xx, 5xx, error).", "verb", "code"),
 		lookups: metricvec.Counter("nodegc_owner_gc_owner_lookups_total",
@@ -210,11 +212,14 @@ func requestVerb(req *http.Request) string {
 	}
 }
 
-// writeActionList names the write actions, comma-separated.
-func writeActionList() string {
+// writeActionNames names the write actions.
+func writeActionNames() []string {
 	names := make([]string, 0, numActions)
 	for _, a := range writeActions() {
 		names = append(names, a.String())
 	}
-	return strings.Join(names, ", ")
+	return names
 }
+
+// writeActionList names the write actions, comma-separated.
+func writeActionList() string { return strings.Join(writeActionNames(), ", ") }
