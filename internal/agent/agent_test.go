@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,14 +15,17 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodegc/nodegc/internal/agent"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
 	"github.com/nodegc/nodegc/internal/testbed/node"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/images"
 )
 
@@ -269,64 +271,29 @@ func TestMetricsLint(t *testing.T) {
 	// The dashboard and alert rules of deploy/monitoring select what the
 	// agent exports, and Prometheus evaluates them over this scrape.
 	t.Run("monitoring", func(t *testing.T) { checkMonitoring(t, text, cfg, c.KubeconfigPath(), "lint") })
-	// The README's metrics reference names every nodegc family exported.
-	root, err := testbed.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A row of the reference table names it, not a mention in prose.
-	var rows strings.Builder
-	for _, line := range strings.Split(string(readme), "\n") {
-		if strings.HasPrefix(line, "| `nodegc_") {
-			rows.WriteString(line + "\n")
+	// README.md's metrics reference names every nodegc family the agent
+	// registers, with its type and labels, and the monitoring selects
+	// only label values the agent sets.
+	t.Run("README", func(t *testing.T) {
+		loaded, err := config.Decode([]byte(cfg))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, line := range strings.Split(text, "\n") {
-		if f, ok := strings.CutPrefix(line, "# TYPE nodegc_"); ok {
-			name := "nodegc_" + strings.Fields(f)[0]
-			if !strings.Contains(rows.String(), "`"+name+"`") && !strings.Contains(rows.String(), "`"+name+"{") {
-				t.Errorf("README.md's metrics reference has no row for %s", name)
-			}
+		registered, err := agent.RegisteredMetrics(t.Context(), agent.Options{Config: loaded.Config, Kubeconfig: c.KubeconfigPath(),
+			OwnerGC: agent.OwnerGCAuto, NodeName: "lint"})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	// And names its labels as exported: `name{a,b}`, or `name` for none.
-	documented := map[string][]string{}
-	var firstCells strings.Builder
-	for _, row := range strings.Split(rows.String(), "\n") {
-		if cells := strings.Split(row, "|"); len(cells) > 1 {
-			firstCells.WriteString(cells[1] + "\n")
+		families, err := p.Scrape(t.Context())
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, m := range readmeMetric.FindAllStringSubmatch(firstCells.String(), -1) {
-		var labels []string
-		if m[2] != "" {
-			labels = strings.Split(m[2], ",")
+		scraped := map[string]*dto.MetricFamily{}
+		for _, f := range families {
+			scraped[f.GetName()] = f
 		}
-		slices.Sort(labels)
-		documented[m[1]] = labels
-	}
-	families, err := p.Scrape(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		want, ok := documented[f.GetName()]
-		if !ok || len(f.GetMetric()) == 0 {
-			continue // no row (reported above), or no sample to read labels from
-		}
-		var got []string
-		for _, l := range f.GetMetric()[0].GetLabel() {
-			got = append(got, l.GetName())
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			t.Errorf("README.md's metrics reference gives %s the labels %v; it exports %v", f.GetName(), want, got)
-		}
-	}
+		checkMetricsReference(t, registered, scraped)
+	})
 	// The debug graph shows objects with owner relationships: make one.
 	ctx := t.Context()
 	owner, err := c.Client().CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "graph-owner"}}, metav1.CreateOptions{})
