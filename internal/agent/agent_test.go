@@ -273,7 +273,8 @@ func TestMetricsLint(t *testing.T) {
 	t.Run("monitoring", func(t *testing.T) { checkMonitoring(t, text, cfg, c.KubeconfigPath(), "lint") })
 	// README.md's metrics reference names every nodegc family the agent
 	// registers, with its type and labels, and the monitoring selects
-	// only label values the agent sets.
+	// only label values the agent sets; the families it says are exported
+	// at 0 from the start are.
 	t.Run("README", func(t *testing.T) {
 		loaded, err := config.Decode([]byte(cfg))
 		if err != nil {
@@ -293,6 +294,7 @@ func TestMetricsLint(t *testing.T) {
 			scraped[f.GetName()] = f
 		}
 		checkMetricsReference(t, registered, scraped)
+		checkExportedAtZero(t, registered)
 	})
 	// The debug graph shows objects with owner relationships: make one.
 	ctx := t.Context()

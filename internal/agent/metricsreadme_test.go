@@ -202,3 +202,77 @@ func checkMetricsReference(t *testing.T, registered map[string]*agent.Family, sc
 	t.Logf("%d families registered, %d README rows; %d label values selected by %d rule and %d dashboard expressions checked",
 		len(registered), len(documented), selected, len(rules), len(panels))
 }
+
+// checkExportedAtZero checks the families README.md's Metrics section
+// says are exported at 0 for every label value from the start (the
+// backquoted names before its reference table): each has, right after
+// registration and before any run, a series at 0 for every combination of
+// the values its Help lists, and for none its Help does not; a run's
+// trigger "manual" is no loop's and starts with no series, as the README
+// says.
+func checkExportedAtZero(t *testing.T, registered map[string]*agent.Family) {
+	readme := readmeText(t)
+	start := strings.Index(readme, "\n## Metrics\n")
+	end := strings.Index(readme, "\n| Metric | Type | Meaning |")
+	if start < 0 || end < start {
+		t.Fatal("README.md has no Metrics section with a reference table")
+	}
+	var listed []string
+	for _, m := range regexp.MustCompile("`(nodegc_[a-z_]+)`").FindAllStringSubmatch(readme[start:end], -1) {
+		listed = append(listed, m[1])
+	}
+	if len(listed) == 0 {
+		t.Fatal("README.md's Metrics section lists no families exported at 0")
+	}
+	for _, name := range listed {
+		f := registered[name]
+		if f == nil {
+			t.Errorf("README.md says %s is exported at 0; the agent does not register it", name)
+			continue
+		}
+		// want holds the series as label pairs, "a=x,b=y" in f.Labels'
+		// order: every combination of the listed values.
+		want := []string{""}
+		for _, label := range f.Labels {
+			var values []string
+			for _, m := range regexp.MustCompile(`\b`+regexp.QuoteMeta(label)+` \(([^)]*)\)`).FindAllStringSubmatch(f.Help, -1) {
+				values = append(values, strings.Split(m[1], ", ")...)
+			}
+			if label == "trigger" {
+				values = slices.DeleteFunc(values, func(v string) bool { return v == "manual" })
+			}
+			if len(values) == 0 {
+				t.Errorf("%s: its Help lists no values of %s: %q", name, label, f.Help)
+			}
+			var next []string
+			for _, w := range want {
+				for _, v := range values {
+					next = append(next, strings.TrimPrefix(w+","+label+"="+v, ","))
+				}
+			}
+			want = next
+		}
+		got := map[string]float64{}
+		for _, s := range f.Series {
+			var pairs []string
+			for _, l := range s.GetLabel() {
+				pairs = append(pairs, l.GetName()+"="+l.GetValue())
+			}
+			got[strings.Join(pairs, ",")] = s.GetCounter().GetValue() + s.GetGauge().GetValue()
+		}
+		for _, w := range want {
+			switch v, ok := got[w]; {
+			case !ok:
+				t.Errorf("%s{%s}: no series before any run, though README.md says it is exported at 0", name, w)
+			case v != 0:
+				t.Errorf("%s{%s} is %v before any run, want 0", name, w, v)
+			}
+		}
+		for series := range got {
+			if !slices.Contains(want, series) {
+				t.Errorf("%s{%s}: a series before any run with a value its Help does not list", name, series)
+			}
+		}
+	}
+	t.Logf("%d families exported at 0 checked", len(listed))
+}
