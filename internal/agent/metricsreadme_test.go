@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
@@ -173,7 +174,7 @@ func checkMetricsReference(t *testing.T, registered map[string]*agent.Family, sc
 				return nil // not nodegc's (checkMonitoring checks that it exists)
 			}
 			for _, m := range vs.LabelMatchers {
-				if m.Name == labels.MetricName || !slices.Contains(f.Labels, m.Name) {
+				if m.Name == model.MetricNameLabel || !slices.Contains(f.Labels, m.Name) {
 					continue // a target label (node, component, ...)
 				}
 				var want []string
