@@ -170,17 +170,17 @@ func TestArrivalsAfterAClockStepBack(t *testing.T) {
 	}
 	arrived := t0.Add(-time.Minute)
 	tr.usage["sha256:a"] = Usage{FirstDetected: t0, LastUsed: t0.Add(time.Minute)}
-	tr.observeArrivals(map[string]time.Time{"sha256:a": arrived})
+	tr.observeArrivals(map[string]time.Time{"sha256:a": arrived}, tr.follow())
 	tr.mu.Lock()
 	tr.shiftLocked(-24 * time.Hour)
 	tr.mu.Unlock()
-	tr.observeArrivals(map[string]time.Time{"sha256:a": arrived})
+	tr.observeArrivals(map[string]time.Time{"sha256:a": arrived}, tr.follow())
 	want := Usage{FirstDetected: t0.Add(-24 * time.Hour), LastUsed: t0.Add(-24*time.Hour + time.Minute), Arrived: arrived}
 	if got := tr.usage["sha256:a"]; got != want {
 		t.Errorf("after the same arrival: %+v, want %+v", got, want)
 	}
 	again := t0.Add(-time.Hour) // pulled again (later than the moved record)
-	tr.observeArrivals(map[string]time.Time{"sha256:a": again})
+	tr.observeArrivals(map[string]time.Time{"sha256:a": again}, tr.follow())
 	if got := tr.usage["sha256:a"]; got != (Usage{FirstDetected: again, Arrived: again}) {
 		t.Errorf("after a new arrival: %+v, want first detected at it, no last use", got)
 	}
@@ -228,7 +228,7 @@ func TestStepWhileNodegcWasDown(t *testing.T) {
 			tr.clock = func() time.Time { return t0 }
 			tr.usage["sha256:a"] = Usage{FirstDetected: t0.Add(-time.Minute), LastUsed: t0.Add(-30 * time.Second)}
 			arrivals := map[string]time.Time{"sha256:a": t0.Add(-2 * time.Minute)}
-			tr.observeArrivals(arrivals) // the running agent's plans
+			tr.observeArrivals(arrivals, tr.follow()) // the running agent's plans
 			tr.markDirtyLocked()
 			if _, err := tr.saveFinal(); err != nil {
 				t.Fatal(err)
@@ -239,7 +239,7 @@ func TestStepWhileNodegcWasDown(t *testing.T) {
 				t.Fatalf("loading after the step: %v", err)
 			}
 			again.clock = func() time.Time { return tc.now }
-			again.observeArrivals(arrivals) // the first plan's
+			again.observeArrivals(arrivals, again.follow()) // the first plan's
 			if again.fileWatch.shift != tc.shift {
 				t.Errorf("shift %v, want %v", again.fileWatch.shift, tc.shift)
 			}
@@ -418,9 +418,10 @@ func TestPodViewLapseAcrossAClockStep(t *testing.T) {
 // new copy on the clock of then), and the clock stepped a day forward on
 // the same boot: the record moves a day forward at the start, past the new
 // copy's arrival. Another arrival than the record's is a new copy: it
-// counts from now, unused. Before, it kept the old copy's first-detected
-// time and counted as 1h2m old a minute after its pull, removable before
-// the minimum age.
+// counts from its arrival plus the step forward since the record's arrival
+// was read (a minute ago, as old as it is), unused. Before, it kept the old
+// copy's first-detected time and counted as 1h2m old a minute after its
+// pull, removable before the minimum age.
 func TestNewCopyBeforeAForwardStepWhileDown(t *testing.T) {
 	const up = 100 * time.Second
 	dir := t.TempDir()
@@ -431,7 +432,7 @@ func TestNewCopyBeforeAForwardStepWhileDown(t *testing.T) {
 	tr.clock = func() time.Time { return t0 }
 	oldArrival := t0.Add(-time.Hour - time.Minute)
 	tr.usage["sha256:a"] = Usage{FirstDetected: t0.Add(-time.Hour), LastUsed: t0.Add(-time.Minute)}
-	tr.observeArrivals(map[string]time.Time{"sha256:a": oldArrival})
+	tr.observeArrivals(map[string]time.Time{"sha256:a": oldArrival}, tr.follow())
 	tr.markDirtyLocked()
 	if _, err := tr.saveFinal(); err != nil {
 		t.Fatal(err)
@@ -447,18 +448,60 @@ func TestNewCopyBeforeAForwardStepWhileDown(t *testing.T) {
 		t.Fatalf("step found at the start %v, want 24h", again.fileWatch.shift)
 	}
 	again.clock = func() time.Time { return now }
-	again.observeArrivals(map[string]time.Time{"sha256:a": pulled})
+	again.observeArrivals(map[string]time.Time{"sha256:a": pulled}, again.follow())
 	u := again.usage["sha256:a"]
-	if !u.FirstDetected.Equal(now) || !u.LastUsed.IsZero() || !u.Arrived.Equal(pulled) {
-		t.Errorf("a copy pulled a minute ago (arrival %v, the record's %v): first detected %v (%v old), last used %v, arrival %v; want first detected now, unused, arrival %v",
+	want := pulled.Add(24 * time.Hour)
+	if !u.FirstDetected.Equal(want) || !u.LastUsed.IsZero() || !u.Arrived.Equal(pulled) {
+		t.Errorf("a copy pulled a minute ago (arrival %v, the record's %v): first detected %v (%v old), last used %v, arrival %v; want first detected a minute ago, unused, arrival %v",
 			pulled, oldArrival, u.FirstDetected, now.Sub(u.FirstDetected), u.LastUsed, u.Arrived, pulled)
 	}
 	// The same arrival again changes nothing.
 	later := now.Add(time.Hour)
 	again.clock = func() time.Time { return later }
-	again.observeArrivals(map[string]time.Time{"sha256:a": pulled})
-	if got := again.usage["sha256:a"].FirstDetected; !got.Equal(now) {
-		t.Errorf("the same arrival read again moved first detected to %v, want %v", got, now)
+	again.observeArrivals(map[string]time.Time{"sha256:a": pulled}, again.follow())
+	if got := again.usage["sha256:a"].FirstDetected; !got.Equal(want) {
+		t.Errorf("the same arrival read again moved first detected to %v, want %v", got, want)
+	}
+}
+
+// TestStepForwardSinceTheArrivalOutlivesARestart: the wall clock steps
+// 30m forward while nodegc runs, after the last read of image a's
+// arrival; nodegc saves and restarts (on another boot: no step is found
+// at the start), and another client had meanwhile removed a and pulled it
+// again, on the clock of before the step. The state file keeps the step
+// with the record: the new copy counts from its arrival plus the step, a
+// minute old. Forgotten, it would count 31m old.
+func TestStepForwardSinceTheArrivalOutlivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	tr, err := newTracker(dir, t0, false, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.clock = func() time.Time { return t0 }
+	tr.usage["sha256:a"] = Usage{FirstDetected: t0.Add(-5 * time.Hour)}
+	tr.observeArrivals(map[string]time.Time{"sha256:a": t0.Add(-5 * time.Hour)}, tr.follow())
+	pulled := t0.Add(time.Minute)
+	tr.mu.Lock()
+	tr.shiftLocked(30 * time.Minute)
+	tr.mu.Unlock()
+	if _, err := tr.saveFinal(); err != nil {
+		t.Fatal(err)
+	}
+
+	now := t0.Add(32 * time.Minute)
+	again, err := newTracker(dir, now, false, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.clock = func() time.Time { return now }
+	again.observeArrivals(map[string]time.Time{"sha256:a": pulled}, again.follow())
+	u := again.usage["sha256:a"]
+	if want := pulled.Add(30 * time.Minute); !u.FirstDetected.Equal(want) {
+		t.Errorf("a copy pulled a minute before the restart, before a step of 30m: first detected %v (%v old), want %v (a minute old)",
+			u.FirstDetected, now.Sub(u.FirstDetected), want)
+	}
+	if u.SteppedForward != 0 {
+		t.Errorf("steps forward since the arrival was read %v, want 0", u.SteppedForward)
 	}
 }
 

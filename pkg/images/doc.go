@@ -136,11 +136,13 @@
 //     image record), once per arrival (each record keeps the arrival it was
 //     checked against, unmoved by steps of the clock: Usage.Arrived, in the
 //     state file): an image removed and pulled again while nodegc was down
-//     is young again, whatever the state file says (from now, when a step
-//     forward moved its record past the new copy's arrival), and so is one removed
-//     and pulled again between the plan and its removal (the check before
-//     each removal reads when it arrived, and counts its age less the steps
-//     of the clock forward since the plan: arrivedYoung); a plan reads now
+//     is young again, whatever the state file says (from its arrival plus
+//     the steps of the clock forward since its record was last checked
+//     against one, which moved the record and not the arrival:
+//     Usage.SteppedForward), and so is one removed and pulled again between
+//     two listings, or between the plan and its removal (the check before
+//     each removal reads when it arrived, and dates it the same way:
+//     arrivedYoung); a plan reads now
 //     with the records it copies, after the steps applied to them, so that
 //     a step while it reads the node ages none (Tracker.planInput,
 //     recordsNow); a state record without

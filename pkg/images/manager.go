@@ -846,7 +846,7 @@ func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
 		return m.policy.replan(rest, held, target, plan.Disk, plan.Now)
 	}
 	rm := &firstRemoval{rt: m.opts.Runtime, clock: m.clock}
-	check := m.checkBeforeRemoval(ctx, in.now)
+	check := m.checkBeforeRemoval(ctx)
 	counted := func(img *Image) (string, error) {
 		keep, err := check(img)
 		m.metrics.observeCheck(keep, err)
@@ -1209,8 +1209,8 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // bound since the plan keeps the images it names. When the image arrived is
 // read again (Options.Arrivals): a copy pulled since the plan, after
 // another client removed the one planned, is as young as its arrival, less
-// the steps of the clock forward since the plan (planNow, the reading the
-// plan was made at: arrivedYoung). Its last step lists the containers again, event stream live or not (an event may still be on its
+// the steps of the clock forward since the plan read arrivals
+// (arrivedYoung). Its last step lists the containers again, event stream live or not (an event may still be on its
 // way, and a stream may stay open and send nothing), and adds what events
 // told meanwhile. When the runtime cannot be asked, the check fails and
 // the run stops: nothing is removed on doubt; nor while what the manager
@@ -1218,7 +1218,7 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 // check's last step, before RemoveImage, is not seen: CRI has no removal
 // on condition. Nor is a name of the image pulled then: containerd removes
 // every name the image has at its removal.
-func (m *Manager) checkBeforeRemoval(ctx context.Context, planNow recordsNow) removalCheck {
+func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 	lookup, _ := m.opts.Runtime.(ImageLookup)
 	configured := refForms(m.opts.SandboxImages)
 	return func(planned *Image) (string, error) {
@@ -1292,7 +1292,7 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context, planNow recordsNow) re
 		// When the image on the node arrived: another client may have
 		// removed it and pulled it again since the plan, which dated the
 		// copy that went.
-		if m.arrivedYoung(ctx, planNow, planned, img) {
+		if m.arrivedYoung(ctx, planned, img) {
 			return KeepMinAge, nil
 		}
 		// Last, what the runtime's events told while the calls above went
@@ -1334,13 +1334,16 @@ func (m *Manager) readArrivals(ctx context.Context, images []*runtimeapi.Image, 
 	if m.opts.Arrivals == nil {
 		return nil
 	}
+	// Before the asking: the steps forward from here count for a copy
+	// pulled after the runtime answered (Tracker.observeArrivals).
+	from := m.tracker.follow()
 	arrivals, err := m.opts.Arrivals.Arrivals(ctx, images)
 	m.tellRead(ctx, readArrivals, streak, now, err, failing,
 		"Can read when images arrived from the runtime again", "watchedSince", m.tracker.watchStart())
 	if err != nil {
 		return nil
 	}
-	m.tracker.observeArrivals(arrivals)
+	m.tracker.observeArrivals(arrivals, from)
 	return arrivals
 }
 
@@ -1348,23 +1351,24 @@ func (m *Manager) readArrivals(ctx context.Context, images []*runtimeapi.Image, 
 // node and says whether that was since the plan read it (planned.Arrived:
 // the image was removed and pulled again, or the plan could not read it)
 // and less than the minimum age ago. The read dates the image anew in the
-// tracker, as a plan's does. Without an arrival source (a runtime other
-// than containerd), or when the read fails, the plan's dating stands.
-//
-// The arrival is on the wall clock of the pull, which a step since has
-// moved: the age counts from now less the steps forward the tracker
-// applied since the plan's reading (planNow), a copy pulled since being
-// later than the plan. A step forward of more than the minimum age right
-// after the pull would otherwise make the copy old. A step back only
-// makes it younger.
-func (m *Manager) arrivedYoung(ctx context.Context, planNow recordsNow, planned, img *Image) bool {
+// tracker, as a plan's does, and the age is the record's, so the check
+// and the next plan count it alike: from the arrival plus the steps of
+// the clock forward since the plan began to read arrivals (the arrival is
+// on the wall clock of the pull, which a step since has not moved; see
+// Tracker.observeArrivals). A step forward of more than the minimum age
+// right after the pull would otherwise make the copy old. An image the
+// tracker no longer has a record of (a listing without it came since the
+// plan) counts from now, as a new image does. Without an arrival source (a
+// runtime other than containerd), or when the read fails, the plan's
+// dating stands.
+func (m *Manager) arrivedYoung(ctx context.Context, planned, img *Image) bool {
 	at, ok := m.readArrivals(ctx, []*runtimeapi.Image{{Id: img.ID, RepoTags: img.RepoTags, RepoDigests: img.RepoDigests}}, m.clock.Now(), &m.checkArrivalReads,
 		"Cannot read when an image arrived at the check before its removal; the plan's dating stands")[img.ID]
 	if !ok || at.Equal(planned.Arrived) {
 		return false
 	}
-	now := m.tracker.follow()
-	return now.at.Sub(at)-(now.forward-planNow.forward) < m.policy.minAge()
+	age, _ := m.tracker.age(img.ID)
+	return age < m.policy.minAge()
 }
 
 // usedByContainer says whether a container the tracker knows uses img as

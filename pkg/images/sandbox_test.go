@@ -111,7 +111,7 @@ func TestSandboxesOfTheRuntime(t *testing.T) {
 	if err := m.markSandbox(ctx, pause()); !errors.Is(err, injected) {
 		t.Errorf("sandboxes unknown: markSandbox error %v, want %v", err, injected)
 	}
-	check := m.checkBeforeRemoval(ctx, m.tracker.follow())
+	check := m.checkBeforeRemoval(ctx)
 	if _, err := check(&pause()[0]); !errors.Is(err, injected) {
 		t.Errorf("sandboxes unknown at the check before a removal: error %v, want %v (the run stops)", err, injected)
 	}

@@ -18,9 +18,10 @@ const StateFileName = "images.json"
 
 // stateVersion is the version of the state file format this code writes.
 // A file of another version is set aside, never half-read. Fields added
-// since version 1 (node, watch, boot, a record's arrival) are optional
-// and keep it: a file without them is read as written before nodegc kept
-// them, and an older nodegc reads a newer file without them.
+// since version 1 (node, watch, boot, a record's arrival and the steps
+// forward since) are optional and keep it: a file without them is read as
+// written before nodegc kept them, and an older nodegc reads a newer file
+// without them.
 const stateVersion = 1
 
 // maxStateSize bounds what is read: 100k images take about 20 MB.
@@ -42,6 +43,14 @@ type Usage struct {
 	// time is a new copy of the image. Zero when none was read (or in
 	// files written before nodegc kept it).
 	Arrived time.Time `json:"arrived,omitzero"`
+	// SteppedForward is the sum of the steps of the wall clock forward
+	// that moved the record's times since the runtime was last asked when
+	// the image arrived (Tracker.observeArrivals: from just before the
+	// asking), while nodegc ran or while it was down (stepWhileDown). A
+	// copy pulled since has its arrival on the clock of its pull, which
+	// those steps did not move: on the records' timeline it arrived at
+	// most that much later.
+	SteppedForward time.Duration `json:"steppedForward,omitempty"`
 }
 
 type stateFile struct {
@@ -150,9 +159,13 @@ func loadStateAt(dir string, now time.Time, readOnly bool, node string, boot boo
 			step := stepWhileDown(sf.WatchedUntil, bootReading{id: sf.Boot, since: sf.SinceBoot}, boot, now)
 			if step != 0 {
 				// Not Usage.Arrived: the runtime's time, which the step
-				// did not move either.
+				// did not move either; a step forward counts in
+				// Usage.SteppedForward.
 				for id, u := range sf.Images {
 					u.FirstDetected, u.LastUsed = shifted(u.FirstDetected, step), shifted(u.LastUsed, step)
+					if step > 0 {
+						u.SteppedForward += step
+					}
 					sf.Images[id] = u
 				}
 				sf.WatchedSince, sf.WatchedUntil = shifted(sf.WatchedSince, step), shifted(sf.WatchedUntil, step)

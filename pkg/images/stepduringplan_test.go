@@ -142,8 +142,9 @@ func (s *onSandboxList) SandboxImages(context.Context) ([]string, error) {
 // the check before the removal, another client removed the planned image and
 // pulled it again, and the wall clock was then stepped forward by more than
 // minimumGCAge. The copy's arrival is on the clock of before the step: the
-// check counts its age less the steps forward the tracker applied since the
-// plan, and keeps it (min_age), as it keeps a copy pulled without a step.
+// check counts it from its arrival plus the steps forward the tracker
+// applied since the plan read arrivals, and keeps it (min_age), as it keeps
+// a copy pulled without a step.
 func TestCopyPulledBeforeAStepForwardIsYoungAtTheCheck(t *testing.T) {
 	for _, step := range []time.Duration{0, 3 * time.Hour} {
 		t.Run("step "+step.String(), func(t *testing.T) {
@@ -171,6 +172,155 @@ func TestCopyPulledBeforeAStepForwardIsYoungAtTheCheck(t *testing.T) {
 			}
 			for _, d := range r.Outcome.Removed {
 				t.Errorf("the copy of %s pulled a moment before a step of %v removed (%s), minimumGCAge 1h", d.Image.ID, step, d.Reason)
+			}
+			if len(rt.images) != 1 || len(r.Outcome.Skipped) != 1 || r.Outcome.Skipped[0].Reason != KeepMinAge {
+				t.Errorf("skipped %v, want sha256:a skipped %s", r.Outcome.Skipped, KeepMinAge)
+			}
+		})
+	}
+}
+
+// TestCopyPulledAgainBeforeAStepForwardIsYoungAtThePlan: an image first
+// seen 5h ago is removed and pulled again by another client between two
+// listings of nodegc (its record stays), then the wall clock is stepped
+// forward by more than minimumGCAge, and a plan runs a minute later. The
+// copy's arrival is on the clock of before the step, which moved the
+// record: the plan counts it from its arrival plus the steps forward since
+// the record was last checked against one, so the copy is a minute old, and
+// kept (min_age), as without a step.
+func TestCopyPulledAgainBeforeAStepForwardIsYoungAtThePlan(t *testing.T) {
+	for _, step := range []time.Duration{0, 30 * time.Minute} {
+		t.Run("step "+step.String(), func(t *testing.T) {
+			b, rt, src, mono := steppedBed(t, func(o *Options) {
+				o.Config.MinimumGCAge = &metav1.Duration{Duration: 10 * time.Minute}
+				o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
+			})
+			*mono += 5 * time.Hour
+			b.clk.Step(5 * time.Hour)
+			src.set("sha256:a", b.clk.Now()) // removed and pulled again
+			*mono += time.Millisecond
+			b.clk.Step(time.Millisecond + step)
+			*mono += time.Minute
+			b.clk.Step(time.Minute)
+			b.disk.set(90)
+			r, err := b.m.GarbageCollect(t.Context(), TriggerManual)
+			if err != nil {
+				t.Logf("run: %v", err)
+			}
+			for _, d := range r.Outcome.Removed {
+				t.Errorf("the copy of %s pulled a minute ago, before a step of %v, removed (%s), minimumGCAge 10m", d.Image.ID, step, d.Reason)
+			}
+			if len(rt.images) != 1 || len(r.Plan.Keep) != 1 || r.Plan.Keep[0].Reason != KeepMinAge {
+				t.Errorf("%d images left, kept %v; want sha256:a kept %s", len(rt.images), r.Plan.Keep, KeepMinAge)
+			}
+		})
+	}
+}
+
+// TestCopyKeptAtTheCheckIsYoungAtTheNextRun: the case of
+// TestCopyPulledBeforeAStepForwardIsYoungAtTheCheck (pulled again between
+// the plan and the check, then a step forward of more than minimumGCAge),
+// with a record older than the step; the disk stays over the threshold,
+// and the next run comes a second later. The check's read of the arrival
+// dates the record by it plus the steps forward since the plan read it, so
+// the next plan finds the copy a second old, and keeps it (min_age).
+func TestCopyKeptAtTheCheckIsYoungAtTheNextRun(t *testing.T) {
+	for _, step := range []time.Duration{0, 30 * time.Minute} {
+		t.Run("step "+step.String(), func(t *testing.T) {
+			sandboxes := &onSandboxList{at: 2}
+			b, rt, src, mono := steppedBed(t, func(o *Options) {
+				o.Config.MinimumGCAge = &metav1.Duration{Duration: 10 * time.Minute}
+				o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
+				o.Sandboxes = sandboxes
+			})
+			*mono += 2 * time.Hour
+			b.clk.Step(2 * time.Hour) // sha256:a is 2h old: the plan removes it
+			b.disk.set(90)
+			sandboxes.hook = func() { // in the check: pulled again, then the step
+				src.set("sha256:a", b.clk.Now())
+				*mono += time.Millisecond
+				b.clk.Step(time.Millisecond + step)
+			}
+			sandboxes.calls = 0
+			r, err := b.m.GarbageCollect(t.Context(), TriggerManual)
+			if err != nil {
+				t.Logf("first run: %v", err)
+			}
+			if len(r.Plan.Remove) != 1 || len(r.Outcome.Removed) != 0 || len(rt.images) != 1 {
+				t.Fatalf("first run: planned %v, removed %v; want sha256:a planned and kept at the check", r.Plan.Remove, r.Outcome.Removed)
+			}
+			*mono += time.Second
+			b.clk.Step(time.Second)
+			r, err = b.m.GarbageCollect(t.Context(), TriggerManual)
+			if err != nil {
+				t.Logf("second run: %v", err)
+			}
+			for _, d := range r.Outcome.Removed {
+				t.Errorf("the copy of %s pulled a second before the run (step %v since) removed (%s), minimumGCAge 10m", d.Image.ID, step, d.Reason)
+			}
+			if len(rt.images) != 1 || len(r.Plan.Keep) != 1 || r.Plan.Keep[0].Reason != KeepMinAge {
+				t.Errorf("%d images left, the second plan kept %v; want sha256:a kept %s", len(rt.images), r.Plan.Keep, KeepMinAge)
+			}
+		})
+	}
+}
+
+// afterRead is an arrival source that runs hook, once, right after a
+// read: a moment of the plan after containerd answered.
+type afterRead struct {
+	src  ArrivalSource
+	mu   sync.Mutex
+	hook func()
+}
+
+func (a *afterRead) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
+	out, err := a.src.Arrivals(ctx, imgs)
+	a.mu.Lock()
+	hook := a.hook
+	a.hook = nil
+	a.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return out, err
+}
+
+// TestCopyPulledAgainWhileThePlanReadsArrivalsIsYoungAtTheCheck: another
+// client removes the image and pulls it again right after containerd told
+// the plan when the image arrived, and the wall clock is stepped forward
+// at once, before the plan copies the records. The check before the
+// removal reads the new arrival, on the clock of before the step: it
+// counts the steps forward since the plan began to read arrivals, so the
+// copy is young, and kept (min_age).
+func TestCopyPulledAgainWhileThePlanReadsArrivalsIsYoungAtTheCheck(t *testing.T) {
+	for _, step := range []time.Duration{0, 3 * time.Hour} {
+		t.Run("step "+step.String(), func(t *testing.T) {
+			var read *afterRead
+			b, rt, src, mono := steppedBed(t, func(o *Options) {
+				o.Config.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
+				o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
+				read = &afterRead{src: o.Arrivals}
+				o.Arrivals = read
+			})
+			*mono += 2 * time.Hour
+			b.clk.Step(2 * time.Hour) // sha256:a is 2h old: the plan removes it
+			b.disk.set(90)
+			read.mu.Lock()
+			read.hook = func() {
+				src.set("sha256:a", b.clk.Now())
+				*mono += time.Millisecond
+				b.clk.Step(time.Millisecond + step)
+			}
+			read.mu.Unlock()
+			r, err := b.m.GarbageCollect(t.Context(), TriggerManual)
+			if err != nil {
+				t.Logf("run: %v", err)
+			}
+			if len(r.Plan.Remove) != 1 {
+				t.Fatalf("the plan removes %v, want sha256:a", r.Plan.Remove)
+			}
+			for _, d := range r.Outcome.Removed {
+				t.Errorf("the copy of %s pulled while the plan read arrivals, before a step of %v, removed (%s), minimumGCAge 1h", d.Image.ID, step, d.Reason)
 			}
 			if len(rt.images) != 1 || len(r.Outcome.Skipped) != 1 || r.Outcome.Skipped[0].Reason != KeepMinAge {
 				t.Errorf("skipped %v, want sha256:a skipped %s", r.Outcome.Skipped, KeepMinAge)

@@ -864,24 +864,52 @@ func earliest(a, b time.Time) time.Time {
 // same copy is then kept longer (min_age) and ranks as unused, where the
 // other reading could remove a copy just pulled before the minimum age.
 //
+// After a step forward, an arrival read counts from the arrival plus the
+// steps forward that moved the record since the runtime was last asked
+// for it (Usage.SteppedForward, counted from from of that read), or from
+// now if that is earlier; not from the arrival alone. A copy pulled since
+// that read was pulled after those steps began to count, and they moved
+// its pull on the records' timeline by at most as much (only those after
+// the pull), so it counts no older than it is; a step back only makes it
+// younger. From the arrival alone, a copy pulled again by another client
+// between two listings (or while nodegc was down), then a step forward of
+// more than the minimum age, counts older by the step and goes before the
+// minimum age: at the plan, or at the run after a check before a removal
+// kept it. Counting from now after any step forward would be as safe, but
+// would keep a copy longer than the minimum age where the step came before
+// the pull.
+//
 // A record with an arrival of its own that gets another is a new copy,
-// whatever the times say. Its arrival not after the record's first-detected
-// time happens only across a step of the clock (pulled while nodegc was
-// down, before a step forward that moved the record past it): where the
-// copy falls on the records' timeline is not known, so it counts from now,
-// unused; dated as the old copy, it could go before the minimum age.
-func (t *Tracker) observeArrivals(arrivals map[string]time.Time) {
+// whatever the times say. Its arrival, so corrected, not after the
+// record's first-detected time happens only where a step forward went
+// uncounted (in a state file of a nodegc that did not count them): where
+// the copy falls on the records' timeline is not known, so it counts from
+// now, unused; dated as the old copy, it could go before the minimum age.
+//
+// from is the tracker's reading (follow) taken before the runtime was
+// asked: a copy pulled after it answered for an image is pulled after
+// from, and the steps forward since from count for it at the next read.
+func (t *Tracker) observeArrivals(arrivals map[string]time.Time, from recordsNow) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.followLocked()
+	now := t.followLocked()
 	for id, at := range arrivals {
 		u, ok := t.usage[id]
-		if !ok || u.Arrived.Equal(at) {
+		if !ok {
 			continue
 		}
-		since := at
-		if !u.Arrived.IsZero() && !at.After(u.FirstDetected) {
-			since = t.clock()
+		stepped := u.SteppedForward
+		if checked := now.forward - from.forward; checked != stepped {
+			u.SteppedForward = checked
+			t.usage[id] = u
+			t.markDirtyLocked()
+		}
+		if u.Arrived.Equal(at) {
+			continue
+		}
+		since := earliest(at.Add(stepped), now.at)
+		if !u.Arrived.IsZero() && !since.After(u.FirstDetected) {
+			since = now.at
 		}
 		u.Arrived = at
 		if since.After(u.FirstDetected) {
@@ -893,6 +921,19 @@ func (t *Tracker) observeArrivals(arrivals map[string]time.Time) {
 		t.usage[id] = u
 		t.markDirtyLocked()
 	}
+}
+
+// age is how long ago, on the records' timeline now, the tracker first
+// detected the image id; false when it has no record of it.
+func (t *Tracker) age(id string) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.followLocked()
+	u, ok := t.usage[id]
+	if !ok {
+		return 0, false
+	}
+	return now.at.Sub(u.FirstDetected), true
 }
 
 // planInput joins a listing of the runtime's images with what the tracker
@@ -977,11 +1018,15 @@ func (t *Tracker) followLocked() recordsNow {
 // moved time keeps no monotonic reading: a time this process dated carries
 // one, by which its age would be read (unmoved by the step), and which
 // must not move. Usage.Arrived is the runtime's time, which the step did
-// not move either: it stays.
+// not move either: it stays, and a step forward counts in
+// Usage.SteppedForward.
 func (t *Tracker) shiftLocked(d time.Duration) {
 	move := func(at time.Time) time.Time { return shifted(at, d) }
 	for id, u := range t.usage {
 		u.FirstDetected, u.LastUsed = move(u.FirstDetected), move(u.LastUsed)
+		if d > 0 {
+			u.SteppedForward += d
+		}
 		t.usage[id] = u
 	}
 	for ref, p := range t.pending {

@@ -366,7 +366,7 @@ func TestArrivalsBoundFirstDetected(t *testing.T) {
 	reconcile(tr, images, []*runtimeapi.Container{criContainer("c", "sha256:repulled", 0), criContainer("d", "sha256:old", 0)}, t0.Add(time.Hour))
 	reconcile(tr, images, nil, t0.Add(2*time.Hour))
 	arrived := t0.Add(90 * time.Minute)
-	tr.observeArrivals(map[string]time.Time{"sha256:repulled": arrived, "sha256:old": t0.Add(-time.Hour), "sha256:gone": arrived})
+	tr.observeArrivals(map[string]time.Time{"sha256:repulled": arrived, "sha256:old": t0.Add(-time.Hour), "sha256:gone": arrived}, tr.follow())
 	want := map[string]Usage{
 		"sha256:repulled": {FirstDetected: arrived, Arrived: arrived},                                    // last used before it arrived: by the earlier copy
 		"sha256:old":      {FirstDetected: t0, LastUsed: t0.Add(time.Hour), Arrived: t0.Add(-time.Hour)}, // arrived before nodegc saw it
@@ -393,7 +393,7 @@ func TestStateWithoutArrivals(t *testing.T) {
 		t.Fatal(warn)
 	}
 	jan, feb, mar := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	tr.observeArrivals(map[string]time.Time{"sha256:a": jan.Add(-time.Hour), "sha256:b": mar})
+	tr.observeArrivals(map[string]time.Time{"sha256:a": jan.Add(-time.Hour), "sha256:b": mar}, tr.follow())
 	want := map[string]Usage{
 		"sha256:a": {FirstDetected: jan, LastUsed: feb, Arrived: jan.Add(-time.Hour)},
 		"sha256:b": {FirstDetected: mar, Arrived: mar}, // pulled again in March
