@@ -96,16 +96,23 @@ func (g *guardian) restart() {
 }
 
 // minFillSpan is the shortest run of readings a fill rate is taken from:
-// one step between two readings is not yet a fill (a pull that just ended,
-// or the first readings after a run, which forgets the rate).
+// two readings are not yet a fill (a pull that just ended, or the first
+// readings after a run, which forgets the rate).
 const minFillSpan = 2 * time.Second
 
 // fillRate is how many bytes per second the available space shrank over the
 // readings of the last fillWindow, at the pace the fill kept up: the slower
-// of its rate over the whole window and over the window's latter half, so a
-// burst that stopped no longer counts, and a burst followed by a slow fill
-// counts at the slow rate. 0 if the space did not shrink in either, or with
-// less than minFillSpan of readings.
+// of its rates over the window's first and latter halves, each from the
+// reading that starts it to the one that ends it. A burst that stopped
+// no longer counts; a burst followed by a slow fill counts at the slow
+// rate; one step between two readings, wherever it falls, is in one half
+// only, and is not a fill. 0 if the space did not shrink in both halves,
+// or with less than minFillSpan of readings. (The rate over the whole
+// window lies between the halves', so it is never the slower.) A fill
+// that starts after a flat spell counts once it reaches into the first
+// half, 3 to 4 s after it began at a reading a second, and at less than
+// its pace until it spans the window; the high threshold and the checks
+// after the runtime's writes do not wait for it.
 func (g *guardian) fillRate() float64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -118,7 +125,8 @@ func (g *guardian) fillRate() float64 {
 		return 0
 	}
 	// The latter half starts at the latest reading taken at least half the
-	// span before the last: at least a second, as minFillSpan is 2 s.
+	// span before the last: at least a second, as minFillSpan is 2 s. With
+	// no reading between first and last, the first half is empty: no rate.
 	mid := first
 	for _, s := range g.samples {
 		if last.at.Sub(s.at) < span/2 {
@@ -126,7 +134,7 @@ func (g *guardian) fillRate() float64 {
 		}
 		mid = s
 	}
-	return min(shrinkRate(first, last), shrinkRate(mid, last))
+	return min(shrinkRate(first, mid), shrinkRate(mid, last))
 }
 
 // shrinkRate is how many bytes per second the available space shrank from

@@ -43,6 +43,15 @@ func TestProjection(t *testing.T) {
 		// Its average over the window (0.24 GiB/s) says nothing of the
 		// next 30 s.
 		"a burst that stopped: no rate": {avail: []float64{23, 21.8, 21.8, 21.8, 21.8, 21.8}},
+		// A flat disk, then one drop of 3 GiB between two readings (a file
+		// fallocated beside the images, reserved blocks raised, a layer
+		// seen at its commit), in the window's latter half: one step is
+		// not a fill, wherever it falls (6 times the step ahead would start
+		// a run 11 GiB deep at 73% usage).
+		"flat, then one step in the last second: no rate":           {avail: []float64{30, 30, 30, 30, 30, 27}},
+		"flat, then one step a reading before the last: no rate":    {avail: []float64{30, 30, 30, 30, 27, 27}},
+		"flat, then one step two readings before the last: no rate": {avail: []float64{30, 30, 30, 27, 27, 27}},
+		"flat, then one step, a second of readings since: no rate":  {avail: []float64{30, 30, 27}},
 		// One second of readings (as right after a run, which forgets the
 		// rate): one step is not yet a fill.
 		"one second of readings: no rate":      {avail: []float64{17, 16}},
