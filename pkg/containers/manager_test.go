@@ -252,15 +252,7 @@ func TestRunCollectsEveryPeriod(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() { done <- m.Run(ctx) }()
-	next := func() *Report {
-		select {
-		case r := <-reports:
-			return r
-		case <-time.After(30 * time.Second):
-			t.Fatal("no GC run")
-			return nil
-		}
-	}
+	next := func() *Report { return nextReport(t, reports) }
 	if r := next(); r.Trigger != TriggerPeriodic || r.Plan.Empty() {
 		t.Fatalf("first run: trigger %q, plan %v", r.Trigger, planIDs(r.Plan))
 	}

@@ -138,6 +138,31 @@ func (s *onSandboxList) SandboxImages(context.Context) ([]string, error) {
 	return nil, nil
 }
 
+// runRepulledInTheCheck runs a GC on a disk at 90% (high 80, low 0) whose
+// one image, sha256:a, is 2 hours old: the plan removes it, and in the
+// check before the removal another client pulls it again and the wall
+// clock steps forward by step.
+func runRepulledInTheCheck(t *testing.T, minAge, step time.Duration) (*backoffBed, *shrinkingRuntime, *time.Duration, *Report, error) {
+	t.Helper()
+	sandboxes := &onSandboxList{at: 2}
+	b, rt, src, mono := steppedBed(t, func(o *Options) {
+		o.Config.MinimumGCAge = &metav1.Duration{Duration: minAge}
+		o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
+		o.Sandboxes = sandboxes
+	})
+	*mono += 2 * time.Hour
+	b.clk.Step(2 * time.Hour) // sha256:a is 2h old: the plan removes it
+	b.disk.set(90)
+	sandboxes.hook = func() { // in the check: pulled again, then the step
+		src.set("sha256:a", b.clk.Now())
+		*mono += time.Millisecond
+		b.clk.Step(time.Millisecond + step)
+	}
+	sandboxes.calls = 0
+	r, err := b.m.GarbageCollect(t.Context(), TriggerManual)
+	return b, rt, mono, r, err
+}
+
 // TestCopyPulledBeforeAStepForwardIsYoungAtTheCheck: between the plan and
 // the check before the removal, another client removed the planned image and
 // pulled it again, and the wall clock was then stepped forward by more than
@@ -148,22 +173,7 @@ func (s *onSandboxList) SandboxImages(context.Context) ([]string, error) {
 func TestCopyPulledBeforeAStepForwardIsYoungAtTheCheck(t *testing.T) {
 	for _, step := range []time.Duration{0, 3 * time.Hour} {
 		t.Run("step "+step.String(), func(t *testing.T) {
-			sandboxes := &onSandboxList{at: 2}
-			b, rt, src, mono := steppedBed(t, func(o *Options) {
-				o.Config.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
-				o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
-				o.Sandboxes = sandboxes
-			})
-			*mono += 2 * time.Hour
-			b.clk.Step(2 * time.Hour) // sha256:a is 2h old: the plan removes it
-			b.disk.set(90)
-			sandboxes.hook = func() { // in the check: pulled again, then the step
-				src.set("sha256:a", b.clk.Now())
-				*mono += time.Millisecond
-				b.clk.Step(time.Millisecond + step)
-			}
-			sandboxes.calls = 0
-			r, err := b.m.GarbageCollect(t.Context(), TriggerManual)
+			_, rt, _, r, err := runRepulledInTheCheck(t, time.Hour, step)
 			if err != nil {
 				t.Logf("run: %v", err)
 			}
@@ -227,22 +237,7 @@ func TestCopyPulledAgainBeforeAStepForwardIsYoungAtThePlan(t *testing.T) {
 func TestCopyKeptAtTheCheckIsYoungAtTheNextRun(t *testing.T) {
 	for _, step := range []time.Duration{0, 30 * time.Minute} {
 		t.Run("step "+step.String(), func(t *testing.T) {
-			sandboxes := &onSandboxList{at: 2}
-			b, rt, src, mono := steppedBed(t, func(o *Options) {
-				o.Config.MinimumGCAge = &metav1.Duration{Duration: 10 * time.Minute}
-				o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
-				o.Sandboxes = sandboxes
-			})
-			*mono += 2 * time.Hour
-			b.clk.Step(2 * time.Hour) // sha256:a is 2h old: the plan removes it
-			b.disk.set(90)
-			sandboxes.hook = func() { // in the check: pulled again, then the step
-				src.set("sha256:a", b.clk.Now())
-				*mono += time.Millisecond
-				b.clk.Step(time.Millisecond + step)
-			}
-			sandboxes.calls = 0
-			r, err := b.m.GarbageCollect(t.Context(), TriggerManual)
+			b, rt, mono, r, err := runRepulledInTheCheck(t, 10*time.Minute, step)
 			if err != nil {
 				t.Logf("first run: %v", err)
 			}
