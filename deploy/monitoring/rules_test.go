@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/template"
@@ -216,35 +217,36 @@ var scrapeLabels = []string{"node", "component", "instance", "job"}
 // TestAlertTextWithoutOptionalLabels: the summary and description of every
 // alert read well with only the labels README's Monitoring section asks a
 // scrape for (a hand-written scrape config) and those its expression
-// selects on: a label beyond those (pod, which the chart's PodMonitor and
-// ServiceMonitor add) is named only where the series has it, so no text
-// shows an empty "(pod )".
+// selects on and keeps (alertLabels): a label beyond those (pod, which the
+// chart's PodMonitor and ServiceMonitor add; state, which "sum without
+// (state)" drops) is named only where the series has it, so no text shows
+// an empty "(pod )".
 func TestAlertTextWithoutOptionalLabels(t *testing.T) {
 	groups, err := ParseRules(RulesFile())
 	if err != nil {
 		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricLabels := readmeMetricLabels(string(readme))
+	if len(metricLabels["nodegc_owner_gc_stuck_deletions"]) == 0 {
+		t.Fatal("README's metrics reference gives nodegc_owner_gc_stuck_deletions no label")
 	}
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
 			if r.Alert == "" {
 				continue
 			}
-			labels := map[string]string{}
-			for _, l := range scrapeLabels {
-				labels[l] = "L-" + l
-			}
 			expr, err := PromQL.ParseExpr(r.Expr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
-				if vs, ok := n.(*parser.VectorSelector); ok {
-					for _, m := range vs.LabelMatchers {
-						labels[m.Name] = "L-" + m.Name
-					}
-				}
-				return nil
-			})
+			labels := map[string]string{}
+			for l := range alertLabels(expr, metricLabels) {
+				labels[l] = "L-" + l
+			}
 			for _, a := range []string{"summary", "description"} {
 				text := r.Annotations[a]
 				data := template.AlertTemplateData(labels, nil, "", promql.Sample{F: 1})
@@ -254,10 +256,114 @@ func TestAlertTextWithoutOptionalLabels(t *testing.T) {
 					t.Errorf("%s %s: %v", r.Alert, a, err)
 					continue
 				}
-				if m := regexp.MustCompile(`  |\( |\(\w+ \)| \)`).FindString(out); m != "" {
+				if m := regexp.MustCompile(`  |\( |\(\w+ \)| \)|\(\)`).FindString(out); m != "" {
 					t.Errorf("%s %s without labels beyond %v reads %q (at %q)", r.Alert, a, scrapeLabels, out, m)
 				}
 			}
 		}
 	}
+}
+
+// alertLabels returns the labels every sample of expr carries, beyond its
+// metric name, when its series have the scrape's labels, their metric's
+// own (metricLabels, by name) and those its selectors match on: an aggregation keeps its by labels, or drops its
+// without ones; each side of an "or" may give the sample, so only the
+// labels of both count; the other binary operations keep their vector
+// side's (the left one's when both are vectors); a function its first
+// vector argument's. Before, a label a selector matched on counted as
+// there even where an aggregation dropped it.
+func alertLabels(n parser.Node, metricLabels map[string][]string) map[string]bool {
+	switch n := n.(type) {
+	case *parser.VectorSelector:
+		out := map[string]bool{}
+		for _, l := range scrapeLabels {
+			out[l] = true
+		}
+		for _, l := range metricLabels[n.Name] {
+			out[l] = true
+		}
+		for _, m := range n.LabelMatchers {
+			if m.Name != "__name__" {
+				out[m.Name] = true
+			}
+		}
+		return out
+	case *parser.MatrixSelector:
+		return alertLabels(n.VectorSelector, metricLabels)
+	case *parser.ParenExpr:
+		return alertLabels(n.Expr, metricLabels)
+	case *parser.SubqueryExpr:
+		return alertLabels(n.Expr, metricLabels)
+	case *parser.StepInvariantExpr:
+		return alertLabels(n.Expr, metricLabels)
+	case *parser.AggregateExpr:
+		inner := alertLabels(n.Expr, metricLabels)
+		out := map[string]bool{}
+		if n.Without {
+			for l := range inner {
+				if !slices.Contains(n.Grouping, l) {
+					out[l] = true
+				}
+			}
+			return out
+		}
+		for _, l := range n.Grouping {
+			if inner[l] {
+				out[l] = true
+			}
+		}
+		return out
+	case *parser.BinaryExpr:
+		lhs, rhs := alertLabels(n.LHS, metricLabels), alertLabels(n.RHS, metricLabels)
+		switch {
+		case lhs == nil:
+			return rhs
+		case rhs == nil || n.Op != parser.LOR:
+			return lhs
+		}
+		out := map[string]bool{}
+		for l := range lhs {
+			if rhs[l] {
+				out[l] = true
+			}
+		}
+		return out
+	case *parser.Call:
+		if n.Func.Name == "absent" || n.Func.Name == "absent_over_time" {
+			// Its sample has the equality matchers of a plain selector.
+			out := map[string]bool{}
+			var vs *parser.VectorSelector
+			switch a := n.Args[0].(type) {
+			case *parser.VectorSelector:
+				vs = a
+			case *parser.MatrixSelector:
+				vs, _ = a.VectorSelector.(*parser.VectorSelector)
+			}
+			if vs != nil {
+				for _, m := range vs.LabelMatchers {
+					if m.Type == labels.MatchEqual && m.Name != "__name__" {
+						out[m.Name] = true
+					}
+				}
+			}
+			return out
+		}
+		for _, a := range n.Args {
+			if ls := alertLabels(a, metricLabels); ls != nil {
+				return ls
+			}
+		}
+	}
+	return nil // a scalar
+}
+
+// readmeMetricLabels reads the label names of each metric README's metrics
+// reference writes as `name{a,b}` (the agent's tests check them against
+// what it registers).
+func readmeMetricLabels(readme string) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range regexp.MustCompile("`(nodegc_[a-z0-9_]+)\\{([a-z_,]+)\\}`").FindAllStringSubmatch(readme, -1) {
+		out[m[1]] = strings.Split(m[2], ",")
+	}
+	return out
 }
