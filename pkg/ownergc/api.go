@@ -55,23 +55,29 @@ func (r *run) scope(apiVersion, kind string) (namespaced, known bool) {
 	return m.Scope.Name() == meta.RESTScopeNameNamespace, true
 }
 
-// markUnsureDeletion marks owner o deletionUnsure when the graph observed
-// its deletion and the monitor of its resource does not follow the API
-// server now (monitorSet.follows): failing, catching up after its watch
-// broke, or relisting. A deletion seen through a resource with no monitor
-// (a kind that left discovery, an ignored resource: a look-up's 404) or of
-// a kind discovery does not map stays proof, as it was.
-func (r *run) markUnsureDeletion(o *ownerView) {
-	o.deletionUnsure = false
-	if o.state != ownerDeleted {
+// markUnsureAbsence marks owner o absenceUnsure when the graph does not
+// hold it alive and the monitor of its resource lags (monitorSet.lags):
+// it synced, and is failing, catching up after its watch broke, or
+// relisting. The resource is the kind the graph knows the owner by (its
+// node's), or the reference's. An absence known through a resource with
+// no monitor (a kind that left discovery, an ignored resource), one whose
+// monitor never synced (what it knows came from look-ups, as for
+// kube-controller-manager), or of a kind discovery does not map stays
+// proof.
+func (r *run) markUnsureAbsence(o *ownerView) {
+	o.absenceUnsure = false
+	apiVersion, kind := o.apiVersion, o.kind
+	switch o.state {
+	case ownerObserved:
 		return
+	case ownerDeleted, ownerAbsentAtIdentity, ownerVirtual:
+		apiVersion, kind = o.node.apiVersion, o.node.kind
 	}
-	m, err := r.mapping(o.node.apiVersion, o.node.kind)
+	m, err := r.mapping(apiVersion, kind)
 	if err != nil {
 		return
 	}
-	monitored, following := r.monitors.follows(m.Resource.GroupResource(), r.c.clock.Now())
-	o.deletionUnsure = monitored && !following
+	o.absenceUnsure = r.monitors.lags(m.Resource.GroupResource(), r.c.clock.Now())
 }
 
 // resourceClient returns the metadata client for id's resource and

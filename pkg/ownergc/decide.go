@@ -69,8 +69,11 @@ type verdict struct {
 	// reference states (see judgeRef).
 	misnamed bool
 	// fresh: the lookup must read the owner, not take a cached verdict:
-	// it looks an observed deletion up again (ownerView.deletionUnsure).
+	// the owner's absence is unsure (ownerView.absenceUnsure).
 	fresh bool
+	// apiVersion is the version to read the owner at, when not the
+	// reference's (one no longer served; see judgeRef).
+	apiVersion string
 }
 
 // scopeFunc reports whether apiVersion/kind is namespaced, and whether
@@ -95,12 +98,16 @@ type scopeFunc func(apiVersion, kind string) (namespaced, known bool)
 // found absent, as dangling. Only what needs the kind's scope, and the
 // graph cannot tell, waits for discovery.
 //
-// An observed deletion is proof while the monitor of the owner's resource
-// follows the API server. Once its watch broke (an API server restart), it
-// is not until the monitor has caught up or relisted: an etcd restored
-// from a backup brings deleted objects back with their UIDs, and the
-// monitor of a dependent's resource may relist before the owner's does.
-// Such an owner is looked up (o.deletionUnsure).
+// An owner's absence the graph or the absent-owner cache knows (its
+// deletion observed, a lookup that found nothing at its identity) is proof
+// while the monitor of the owner's resource follows the API server. From a
+// failure of that monitor, once synced, until it has relisted or its
+// resumed watch has caught up, it is not: an etcd restored from a backup
+// brings deleted objects back with their UIDs, and the monitor of a
+// dependent's resource may deliver a restored dependent before the
+// owner's has. Such an owner is read with a GET that no cache answers
+// (o.absenceUnsure), at the version the graph knows its kind by if the
+// reference's is no longer served.
 func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 	sameKind := o.state != ownerUnknown && o.node.groupKind().Group == o.group() && o.node.kind == o.kind
 	observed := o.state == ownerObserved && sameKind
@@ -144,12 +151,19 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 		return verdict{class: classWaiting, reason: reasonWaiting, misnamed: true}, nil
 	case misnamed:
 		return verdict{class: classSolid, reason: reasonMisnamed, misnamed: true}, nil
-	case o.state == ownerDeleted && !o.deletionUnsure:
+	case o.state == ownerDeleted && !o.absenceUnsure:
 		return verdict{class: classDangling, reason: reasonDeleted}, nil
-	case absentHere:
+	case absentHere && !o.absenceUnsure:
 		return verdict{class: classDangling, reason: reasonNotFound}, nil
 	}
+	var version string // the reference's
 	namespaced, known := scope(o.apiVersion, o.kind)
+	if !known && o.absenceUnsure && sameKind {
+		// A version no longer served: what the graph knew the owner's
+		// kind by is.
+		version = o.node.apiVersion
+		namespaced, known = scope(version, o.kind)
+	}
 	if !known {
 		return verdict{}, errUnknownKind
 	}
@@ -157,12 +171,12 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 	if namespaced {
 		key.namespace = item.id.namespace
 	}
-	if o.state == ownerAbsentAtIdentity && sameKind && o.node.name == key.name && key.namespace == "" {
+	if o.state == ownerAbsentAtIdentity && !o.absenceUnsure && sameKind && o.node.name == key.name && key.namespace == "" {
 		// Found absent at a cluster-scoped kind, wherever the virtual node
 		// took its namespace from.
 		return verdict{class: classDangling, reason: reasonNotFound}, nil
 	}
-	return verdict{lookup: &key, fresh: o.state == ownerDeleted}, nil
+	return verdict{lookup: &key, fresh: o.absenceUnsure, apiVersion: version}, nil
 }
 
 // classifiedRef is an owner reference with its class.

@@ -29,6 +29,10 @@ func TestJudgeRef(t *testing.T) {
 	key := func(ns string) *ownerKey {
 		return &ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: ns}
 	}
+	unsure := func(o ownerView) ownerView {
+		o.absenceUnsure = true
+		return o
+	}
 	renamed := func(id objectID) objectID {
 		id.name = "renamed"
 		return id
@@ -61,8 +65,25 @@ func TestJudgeRef(t *testing.T) {
 		// server now (its watch broke): an etcd restore may have brought
 		// the owner back. Before, the dependent went on the tombstone.
 		"observed deletion, the owner's monitor not following: a fresh lookup": {
-			itemNS: "ns", owner: func() ownerView { o := with(ownerDeleted, cmOwner("ns"), false); o.deletionUnsure = true; return o }(),
+			itemNS: "ns", owner: unsure(with(ownerDeleted, cmOwner("ns"), false)),
 			want: verdict{lookup: key("ns"), fresh: true},
+		},
+		"found absent at its identity, the owner's monitor not following: a fresh lookup": {
+			itemNS: "ns", owner: unsure(with(ownerAbsentAtIdentity, cmOwner("ns"), false)),
+			want: verdict{lookup: key("ns"), fresh: true},
+		},
+		"virtual, the owner's monitor not following: a fresh lookup (no cached absence)": {
+			itemNS: "ns", owner: unsure(with(ownerVirtual, cmOwner("ns"), false)),
+			want: verdict{lookup: key("ns"), fresh: true},
+		},
+		// The reference's version is no longer served: the owner is read
+		// at the version its deletion was observed at. Before, the
+		// dependent waited (unknown kind) while the monitor lagged.
+		"observed deletion, the owner's monitor not following, a version no longer served: a fresh lookup at the node's": {
+			itemNS: "ns",
+			owner: unsure(ownerView{uid: "o", apiVersion: "v1beta1", kind: "ConfigMap", name: "owner", state: ownerDeleted,
+				node: cmOwner("ns")}),
+			want: verdict{lookup: key("ns"), fresh: true, apiVersion: "v1"},
 		},
 		"owner UID lives in another namespace: dangling": {
 			itemNS: "ns", owner: with(ownerObserved, cmOwner("other"), false),
@@ -362,17 +383,18 @@ func TestItemView(t *testing.T) {
 	}
 }
 
-// TestObservedDeletionTrustedWhileItsMonitorFollows: an owner's deletion the
-// graph observed is proof of its absence only while the monitor of its
-// resource follows the API server. From a failure of its list or watch (an
-// API server restarting, as after an etcd restore) until it has relisted,
-// or its resumed watch has caught up, the owner is looked up again: a
+// TestOwnerAbsenceTrustedWhileItsMonitorFollows: an owner's absence the
+// graph or the absent-owner cache knows (its deletion observed, a lookup
+// that found nothing) is proof only while the monitor of its resource
+// follows the API server. From a failure of its list or watch, once synced
+// (an API server restarting, as after an etcd restore), until it has
+// relisted, or its resumed watch has caught up, the owner is read again: a
 // restore brings the owner back with its UID, and the monitor of a
 // dependent's resource may deliver the restored dependent first. Before,
-// the dependent was deleted on the tombstone alone. A deletion of a kind
-// with no monitor (a look-up's 404, a kind that left discovery) stays
-// proof.
-func TestObservedDeletionTrustedWhileItsMonitorFollows(t *testing.T) {
+// the dependent was deleted on the tombstone or the cached absence alone.
+// An absence of a kind with no monitor (a look-up's 404, a kind that left
+// discovery), or whose monitor never synced, stays proof.
+func TestOwnerAbsenceTrustedWhileItsMonitorFollows(t *testing.T) {
 	all := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
@@ -383,17 +405,23 @@ func TestObservedDeletionTrustedWhileItsMonitorFollows(t *testing.T) {
 		apiGroup("", "v1", map[string][]metav1.APIResource{"v1": {
 			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: all},
 			{Name: "secrets", Kind: "Secret", Namespaced: true, Verbs: all},
+			{Name: "pods", Kind: "Pod", Namespaced: true, Verbs: all},
 		}}),
 	})})
 	cms := &monitor{started: clk.Now(), res: resConfigMap}
+	pods := &monitor{started: clk.Now(), res: resPod} // never syncs
 	r.monitors.byGR[resConfigMap.gvr.GroupResource()] = cms
+	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
 	cms.markGraphSynced()
+	r.monitors.noteError(t.Context(), pods, errors.New("forbidden"))
 
 	unsure := func(kind string, state ownerState) bool {
-		o := ownerView{uid: "o", apiVersion: "v1", kind: kind, name: "o", state: state,
-			node: objectID{uid: "o", apiVersion: "v1", kind: kind, namespace: "ns", name: "o"}}
-		r.markUnsureDeletion(&o)
-		return o.deletionUnsure
+		o := ownerView{uid: "o", apiVersion: "v1", kind: kind, name: "o", state: state}
+		if state != ownerUnknown {
+			o.node = objectID{uid: "o", apiVersion: "v1", kind: kind, namespace: "ns", name: "o"}
+		}
+		r.markUnsureAbsence(&o)
+		return o.absenceUnsure
 	}
 	steps := []struct {
 		name string
@@ -410,11 +438,16 @@ func TestObservedDeletionTrustedWhileItsMonitorFollows(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.do()
-		if got := unsure("ConfigMap", ownerDeleted); got != s.want {
-			t.Errorf("%s: a deleted ConfigMap owner unsure %t, want %t", s.name, got, s.want)
-		}
-		if unsure("Secret", ownerDeleted) {
-			t.Errorf("%s: a deleted Secret owner, no Secret monitor, unsure; want its deletion proof", s.name)
+		for _, st := range []ownerState{ownerDeleted, ownerAbsentAtIdentity, ownerVirtual, ownerUnknown} {
+			if got := unsure("ConfigMap", st); got != s.want {
+				t.Errorf("%s: a ConfigMap owner in graph state %d unsure %t, want %t", s.name, st, got, s.want)
+			}
+			if unsure("Secret", st) {
+				t.Errorf("%s: a Secret owner in graph state %d, no Secret monitor, unsure; want its absence proof", s.name, st)
+			}
+			if unsure("Pod", st) {
+				t.Errorf("%s: a Pod owner in graph state %d, its monitor never synced, unsure; want its absence proof", s.name, st)
+			}
 		}
 		if unsure("ConfigMap", ownerObserved) {
 			t.Errorf("%s: an observed owner marked unsure", s.name)

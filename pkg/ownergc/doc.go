@@ -140,24 +140,8 @@
 // An owner reference is classified from the graph only when the graph is
 // certain: the owner was observed alive at the stated coordinates (solid or
 // waiting; under another name too, see "# Namespaces"), or its deletion was
-// observed (dangling: UIDs are never reused) and the monitor of its resource
-// follows the API server now. From a failure of that monitor's list or
-// watch until its relist is applied, or its resumed watch has caught up,
-// the owner is looked up with a GET that no cache answers: etcd restored
-// from a backup brings deleted objects back with their UIDs, and the
-// monitor of a dependent's resource may deliver a restored dependent before
-// the owner's has. A restore is safe for the collector when it is made as
-// Kubernetes documents it (etcdutl snapshot restore with --bump-revision
-// and --mark-compacted, every kube-apiserver restarted): every watch then
-// has to relist. Without --mark-compacted a watch may resume past the
-// restored objects, which the collector cannot tell (kube-controller-manager
-// neither): restart the owner GC (delete the nodegc-owner pods) after such a
-// restore, as Kubernetes says of its controllers. After a restore without a
-// revision bump, the resource versions the builder has recorded for each
-// resource stay above the new objects' until the values pass them, so the
-// wait for a misnamed owner's watch (ownerWatchLagBound) does not hold
-// meanwhile, and a misnamed reference is judged as kube-controller-manager
-// judges it.
+// observed (dangling: UIDs are never reused), while the monitor of the owner's
+// resource follows the API server (see "# An etcd restore").
 // An owner the graph has never observed is a virtual node, and absence from
 // a cache is never taken as proof: a live GET decides (NotFound about the
 // object itself, or another UID: dangling; a 404 about its resource, such
@@ -230,6 +214,39 @@
 // write with a 404 of its own, passed on as it wrote it): it is checked
 // with a GET, which no webhook sees (confirmGone), and is an error,
 // retried, while the object is there.
+//
+// # An etcd restore
+//
+// UIDs are never reused, but etcd restored from a backup brings deleted
+// objects back with theirs, and the monitor of a dependent's resource may
+// deliver a restored dependent before the owner's monitor has relisted. So
+// an owner's absence the collector knows (its deletion observed, a lookup
+// that found nothing at its identity, the absent-owner cache) is proof only
+// while the monitor of the owner's resource, once synced, follows the API
+// server. From a failure of its list or watch (every kube-apiserver
+// restarts in a restore) until its relist is applied, or its resumed watch
+// has caught up, the owner is read with a GET that no cache answers (at the
+// version the graph knows its kind by, if the reference's is no longer
+// served), and a GET that finds it drops it from the absent-owner cache.
+// The price: while the API serving an owner's resource is down (an
+// aggregated API server, a CRD's conversion webhook), the dependents of its
+// deleted owners wait for it, each read costing a GET, where they were
+// collected on what the graph knew. A resource whose monitor never synced
+// (its list forbidden or failing from the start) is judged by look-ups
+// and the absent-owner cache, as kube-controller-manager judges every
+// resource.
+//
+// A restore made as Kubernetes documents it (etcdutl snapshot restore with
+// --bump-revision and --mark-compacted, every kube-apiserver restarted)
+// makes every watch relist, which the collector follows as above. Without
+// --mark-compacted a watch may resume past the restored objects, which the
+// collector cannot tell (kube-controller-manager neither): restart the
+// owner GC (delete the nodegc-owner pods) after such a restore, as
+// Kubernetes says of its controllers. After a restore without a revision
+// bump, the resource versions the builder has recorded for each resource
+// stay above the new objects' until the values pass them, so the wait for a
+// misnamed owner's watch (ownerWatchLagBound) does not hold meanwhile, and
+// a misnamed reference is judged as kube-controller-manager judges it.
 //
 // # Synced
 //

@@ -311,7 +311,7 @@ func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
 		id.uid = live.UID
 		v := r.graph.liveView(id, live)
 		for i := range v.owners {
-			r.markUnsureDeletion(&v.owners[i])
+			r.markUnsureAbsence(&v.owners[i])
 		}
 		d = explainView(e, r.graph, &v, r.scope, func(key ownerKey, apiVersion string, fresh bool) (lookupResult, string, error) {
 			return r.explainLookup(ctx, key, apiVersion, fresh)
@@ -439,7 +439,7 @@ func explainOwner(v *itemView, o *ownerView, scope scopeFunc, lookup ownerLookup
 		}
 	default:
 		st.Namespace = vd.lookup.namespace
-		res, checked, err := lookup(*vd.lookup, o.apiVersion, vd.fresh)
+		res, checked, err := lookup(*vd.lookup, cmp.Or(vd.apiVersion, o.apiVersion), vd.fresh)
 		st.Checked = checked
 		if err != nil {
 			st.Class, st.Reason, st.Error = classUnknown, reasonLookupFailed, err.Error()

@@ -20,12 +20,18 @@ import (
 const absentCacheSize = 1000
 
 // absentCache remembers lookups that found no owner: an owner UID absent at
-// given coordinates stays absent (UIDs are never reused).
+// given coordinates stays absent (UIDs are never reused), unless etcd is
+// restored from a backup: a fresh lookup (see judgeRef) passes it by, and
+// drops an owner it finds.
 type absentCache struct{ c *lru.Cache }
 
 func newAbsentCache(size int) *absentCache { return &absentCache{c: lru.New(size)} }
 
 func (a *absentCache) add(k ownerKey) { a.c.Add(k, struct{}{}) }
+
+// drop forgets k: a lookup found it present (an etcd restore brought it
+// back, or the cache's entry was never checked since).
+func (a *absentCache) drop(k ownerKey) { a.c.Remove(k) }
 
 func (a *absentCache) has(k ownerKey) bool {
 	_, ok := a.c.Get(k)
@@ -147,9 +153,11 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string, 
 			r.events.push(event{typ: evOwnerAbsent, owner: &key})
 		case classSolid:
 			r.c.metrics.lookups.WithLabelValues(lookupPresent).Inc()
+			r.absent.drop(key) // a fresh lookup's
 			res.until = r.present.add(key, r.c.clock.Now())
 		default:
 			r.c.metrics.lookups.WithLabelValues(lookupPresent).Inc()
+			r.absent.drop(key)
 			r.present.drop(key) // deleting in the foreground: read each time
 		}
 		return res, nil

@@ -357,3 +357,27 @@ func testFailingLookupsRetryAtABoundedRate(t *testing.T, env *itEnv) {
 		t.Errorf("%d of %d dependents of owners that cannot be read left (%v); want every one kept", left, n, err)
 	}
 }
+
+// TestFreshLookupReadsTheOwner: a fresh lookup, of an owner whose absence
+// is unsure (its resource's monitor lags), reads the owner whatever the
+// caches say: an owner the absent-owner cache holds is found present (an
+// etcd restore brought it back); without fresh the cache answers, no GET.
+func TestFreshLookupReadsTheOwner(t *testing.T) {
+	s := newRejectServer(t)
+	r, _, _, _ := rejectRun(t, s)
+	ns := rejectNamespace
+	key := ownerKey{uid: "owner", kind: "ConfigMap", namespace: ns, name: "owner"}
+	s.refuse("owner", answerPolicyDenied("owner"), object(ns, "owner", "owner"))
+	r.absent.add(key)
+	res, err := r.lookupOwner(t.Context(), key, "v1", false)
+	if err != nil || res.class != classDangling || s.count(http.MethodGet, "owner") != 0 {
+		t.Fatalf("a lookup of an owner in the absent cache: %+v, %v after %d GETs; want dangling from the cache", res, err, s.count(http.MethodGet, "owner"))
+	}
+	res, err = r.lookupOwner(t.Context(), key, "v1", true)
+	if err != nil || res.class != classSolid || s.count(http.MethodGet, "owner") != 1 {
+		t.Fatalf("a fresh lookup of an owner in the absent cache that exists: %+v, %v after %d GETs; want it read and present", res, err, s.count(http.MethodGet, "owner"))
+	}
+	if r.absent.has(key) {
+		t.Error("the owner found present stays in the absent cache")
+	}
+}

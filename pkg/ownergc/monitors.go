@@ -461,18 +461,25 @@ func (ms *monitorSet) unsyncedFor(now time.Time, ns string) []string {
 	return out
 }
 
-// follows reports whether resource gr has a monitor, and whether that
-// monitor follows the API server now: synced, its list and watch working,
-// no relist to apply and no resumed watch to catch up on. A deletion it
-// delivered is proof of absence only then (see judgeRef).
-func (ms *monitorSet) follows(gr schema.GroupResource, now time.Time) (monitored, following bool) {
+// lags reports whether resource gr has a monitor that synced and does not
+// follow the API server now: its list or watch failed since (failing, or a
+// resumed watch not caught up), or a relist is to be applied. An owner's
+// absence is proof only while its resource's monitor does not lag (see
+// judgeRef).
+func (ms *monitorSet) lags(gr schema.GroupResource, now time.Time) bool {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	m, ok := ms.byGR[gr]
 	if !ok {
-		return false, false
+		return false
 	}
-	return true, m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout) == stateSynced && !m.relistPending()
+	switch m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout) {
+	case stateFailing:
+		return true
+	case stateSynced:
+		return m.relistPending()
+	}
+	return false
 }
 
 // synced reports whether every monitor is synced or failed, and there is

@@ -77,10 +77,10 @@ type ownerView struct {
 	node objectID
 	// waiting: observed, being deleted with the foregroundDeletion finalizer.
 	waiting bool
-	// deletionUnsure: the graph observed the owner's deletion, and the
-	// monitor of its resource does not follow the API server now (see
-	// run.markUnsureDeletion): the owner is looked up again.
-	deletionUnsure bool
+	// absenceUnsure: the monitor of the owner's resource synced and does
+	// not follow the API server now (run.markUnsureAbsence): no absence
+	// the graph or the absent-owner cache knows is proof (see judgeRef).
+	absenceUnsure bool
 }
 
 func (o ownerView) group() string {

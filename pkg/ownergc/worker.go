@@ -1,6 +1,7 @@
 package ownergc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -179,7 +180,7 @@ func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, 
 	refs = make([]classifiedRef, 0, len(v.owners))
 	for i := range v.owners {
 		o := &v.owners[i]
-		r.markUnsureDeletion(o)
+		r.markUnsureAbsence(o)
 		vd, err := judgeRef(v, o, r.scope)
 		if errors.Is(err, errNamespacedOwner) {
 			r.reportInvalidNamespace(v.id, o)
@@ -188,7 +189,7 @@ func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, 
 			return nil, false, time.Time{}, fmt.Errorf("owner reference to %s %s (uid %s): %w", o.kind, o.name, o.uid, err)
 		}
 		if vd.lookup != nil {
-			res, err := r.lookupOwner(ctx, *vd.lookup, o.apiVersion, vd.fresh)
+			res, err := r.lookupOwner(ctx, *vd.lookup, cmp.Or(vd.apiVersion, o.apiVersion), vd.fresh)
 			if err != nil {
 				return nil, false, time.Time{}, fmt.Errorf("look up owner %s %s (uid %s): %w", o.kind, o.name, o.uid, err)
 			}
