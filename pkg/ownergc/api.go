@@ -58,12 +58,18 @@ func (r *run) scope(apiVersion, kind string) (namespaced, known bool) {
 // markUnsureAbsence marks owner o absenceUnsure when the graph does not
 // hold it alive and the monitor of its resource lags (monitorSet.lags):
 // it synced, and is failing, catching up after its watch broke, or
-// relisting. The resource is the kind the graph knows the owner by (its
-// node's), or the reference's. An absence known through a resource with
-// no monitor (a kind that left discovery, an ignored resource), one whose
-// monitor never synced (what it knows came from look-ups, as for
+// relisting, or it is syncing (started again). The resource is the kind
+// the graph knows the owner by (its node's), or the reference's. An
+// absence known through a resource with no monitor (a kind that left
+// discovery, an ignored resource), one whose monitor never synced and
+// failed (what it knows came from look-ups, as for
 // kube-controller-manager), or of a kind discovery does not map stays
 // proof.
+//
+// When the monitor does not lag, o is taken again from the graph as it is
+// now: the view o comes from was taken before, and the monitor may have
+// caught up in between, its relist applied (the owner back from an etcd
+// restore): o's view would still have the owner absent.
 func (r *run) markUnsureAbsence(o *ownerView) {
 	o.absenceUnsure = false
 	apiVersion, kind := o.apiVersion, o.kind
@@ -77,7 +83,13 @@ func (r *run) markUnsureAbsence(o *ownerView) {
 	if err != nil {
 		return
 	}
-	o.absenceUnsure = r.monitors.lags(m.Resource.GroupResource(), r.c.clock.Now())
+	if r.monitors.lags(m.Resource.GroupResource(), r.c.clock.Now()) {
+		o.absenceUnsure = true
+		return
+	}
+	r.graph.mu.RLock()
+	*o = resolveOwner(*o, r.graph.nodes[o.uid])
+	r.graph.mu.RUnlock()
 }
 
 // resourceClient returns the metadata client for id's resource and

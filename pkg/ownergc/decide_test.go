@@ -399,21 +399,25 @@ func TestOwnerAbsenceTrustedWhileItsMonitorFollows(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
 	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
 	c.metrics = newMetrics(prometheus.NewRegistry(), c)
-	r := &run{c: c, logger: testLogger(t)}
+	r := &run{c: c, logger: testLogger(t), graph: newGraph()}
 	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
 	r.snapshot.Store(&discoverySnapshot{mapper: restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{
 		apiGroup("", "v1", map[string][]metav1.APIResource{"v1": {
 			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: all},
 			{Name: "secrets", Kind: "Secret", Namespaced: true, Verbs: all},
 			{Name: "pods", Kind: "Pod", Namespaced: true, Verbs: all},
+			{Name: "nodes", Kind: "Node", Verbs: all},
 		}}),
 	})})
 	cms := &monitor{started: clk.Now(), res: resConfigMap}
-	pods := &monitor{started: clk.Now(), res: resPod} // never syncs
+	pods := &monitor{started: clk.Now(), res: resPod} // never syncs: failed
 	r.monitors.byGR[resConfigMap.gvr.GroupResource()] = cms
 	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
 	cms.markGraphSynced()
 	r.monitors.noteError(t.Context(), pods, errors.New("forbidden"))
+	clk.Step(time.Minute)
+	// Started again (its resource came back to discovery): syncing.
+	r.monitors.byGR[resNode.gvr.GroupResource()] = &monitor{started: clk.Now(), res: resNode}
 
 	unsure := func(kind string, state ownerState) bool {
 		o := ownerView{uid: "o", apiVersion: "v1", kind: kind, name: "o", state: state}
@@ -448,9 +452,23 @@ func TestOwnerAbsenceTrustedWhileItsMonitorFollows(t *testing.T) {
 			if unsure("Pod", st) {
 				t.Errorf("%s: a Pod owner in graph state %d, its monitor never synced, unsure; want its absence proof", s.name, st)
 			}
+			if !unsure("Node", st) {
+				t.Errorf("%s: a Node owner in graph state %d, its monitor syncing, not unsure", s.name, st)
+			}
 		}
 		if unsure("ConfigMap", ownerObserved) {
 			t.Errorf("%s: an observed owner marked unsure", s.name)
 		}
+	}
+
+	// The view was taken while the owner was deleted; its monitor's relist
+	// brought it back before the lag was asked: the owner is taken from
+	// the graph as it is now. Before, the view's tombstone was trusted.
+	o := ownerView{uid: "o", apiVersion: "v1", kind: "ConfigMap", name: "o", state: ownerDeleted,
+		node: objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "o"}}
+	r.graph.nodes["o"] = &node{uid: "o", kind: r.graph.internKind("v1", "ConfigMap"), namespace: "ns", name: "o", flags: flagObserved}
+	r.markUnsureAbsence(&o)
+	if o.absenceUnsure || o.state != ownerObserved {
+		t.Errorf("an owner back in the graph after the view: unsure %t, state %d; want observed", o.absenceUnsure, o.state)
 	}
 }

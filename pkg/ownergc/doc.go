@@ -222,19 +222,25 @@
 // deliver a restored dependent before the owner's monitor has relisted. So
 // an owner's absence the collector knows (its deletion observed, a lookup
 // that found nothing at its identity, the absent-owner cache) is proof only
-// while the monitor of the owner's resource, once synced, follows the API
-// server. From a failure of its list or watch (every kube-apiserver
-// restarts in a restore) until its relist is applied, or its resumed watch
-// has caught up, the owner is read with a GET that no cache answers (at the
-// version the graph knows its kind by, if the reference's is no longer
-// served), and a GET that finds it drops it from the absent-owner cache.
-// The price: while the API serving an owner's resource is down (an
-// aggregated API server, a CRD's conversion webhook), the dependents of its
-// deleted owners wait for it, each read costing a GET, where they were
-// collected on what the graph knew. A resource whose monitor never synced
-// (its list forbidden or failing from the start) is judged by look-ups
-// and the absent-owner cache, as kube-controller-manager judges every
-// resource.
+// while the monitor of the owner's resource follows the API server. From a
+// failure of its list or watch (every kube-apiserver restarts in a
+// restore), or a watch that ends too old or too new for the server, until
+// its relist is applied or its resumed watch has caught up, and while a
+// monitor started again has not synced, the owner is read with a GET that
+// the absent-owner cache does not answer (at the version the graph knows
+// its kind by, if the reference's is no longer served), and a GET that
+// finds it drops it from that cache; the owner's state is taken from the
+// graph again once its monitor follows (it may have caught up since the
+// worker's view). The price: while the API serving an owner's resource is
+// down (an aggregated API server, a CRD's conversion webhook), the
+// dependents of its deleted owners wait for it, and for some seconds after
+// each kube-apiserver restart a dependent of a deleted owner costs a GET.
+// A resource whose monitor never synced (its list forbidden or failing
+// from the start) is judged by look-ups and the absent-owner cache, as
+// kube-controller-manager judges every resource. With leader election, a
+// restore that keeps every kube-apiserver down for longer than
+// renewDeadline ends the leader's run anyway: the next starts from an empty
+// graph and empty caches.
 //
 // A restore made as Kubernetes documents it (etcdutl snapshot restore with
 // --bump-revision and --mark-compacted, every kube-apiserver restarted)

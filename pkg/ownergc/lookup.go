@@ -127,17 +127,17 @@ type lookupResult struct {
 }
 
 // lookupOwner classifies the owner at key with a GET, unless the
-// absent-owner cache or the present-owner cache already knows (not when
-// fresh: then only the GET counts); concurrent lookups of one key share a
-// single request.
+// absent-owner cache or the present-owner cache already knows (when fresh,
+// only the present-owner cache, whose verdict only keeps a dependent);
+// concurrent lookups of one key share a single request.
 func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string, fresh bool) (lookupResult, error) {
-	if res, ok := r.cachedLookup(key); ok && !fresh {
+	if res, ok := r.cachedLookup(key, fresh); ok {
 		return res, nil
 	}
 	return r.flights.do(key, fresh, func() (lookupResult, error) {
 		// A flight of key that ended since the look above may have
 		// answered.
-		if res, ok := r.cachedLookup(key); ok && !fresh {
+		if res, ok := r.cachedLookup(key, fresh); ok {
 			return res, nil
 		}
 		res, err := r.readOwner(ctx, key, apiVersion)
@@ -164,10 +164,10 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string, 
 	})
 }
 
-// cachedLookup answers a lookup of key from the absent-owner cache, then
-// from the present-owner cache, without a request.
-func (r *run) cachedLookup(key ownerKey) (lookupResult, bool) {
-	if r.absent.has(key) {
+// cachedLookup answers a lookup of key from the absent-owner cache (not
+// when fresh), then from the present-owner cache, without a request.
+func (r *run) cachedLookup(key ownerKey, fresh bool) (lookupResult, bool) {
+	if !fresh && r.absent.has(key) {
 		r.c.metrics.lookups.WithLabelValues(lookupCachedAbsent).Inc()
 		return lookupResult{class: classDangling, reason: reasonNotFound}, true
 	}

@@ -354,14 +354,17 @@ func (m *monitor) listWatch(client *metaClient, silent func(context.Context, err
 				}
 				w = m.expireUnlessCaughtUp(w)
 			}
-			// A watch that ends because its version is too old is
-			// followed by a relist, after the reflector's backoff (up to
-			// half a minute): relisting from the moment the watch says so,
-			// since the graph misses what changed from then on. The
-			// reflector tells no handler of it.
+			// A watch that ends because its version is too old, or too
+			// large (etcd restored without a revision bump), is followed
+			// by a relist, after the reflector's backoff (up to half a
+			// minute): relisting from the moment the watch says so, since
+			// the graph misses what changed from then on. The reflector
+			// tells no handler of it.
 			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
 				if ev.Type == watch.Error {
-					if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+					err := apierrors.FromObject(ev.Object)
+					if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) ||
+						apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
 						m.listing()
 					}
 				}
@@ -461,11 +464,14 @@ func (ms *monitorSet) unsyncedFor(now time.Time, ns string) []string {
 	return out
 }
 
-// lags reports whether resource gr has a monitor that synced and does not
-// follow the API server now: its list or watch failed since (failing, or a
-// resumed watch not caught up), or a relist is to be applied. An owner's
-// absence is proof only while its resource's monitor does not lag (see
-// judgeRef).
+// lags reports whether resource gr has a monitor that does not follow the
+// API server now: synced, and its list or watch failed since (failing, or
+// a resumed watch not caught up), or a relist is to be applied; or
+// syncing (a monitor started again, as when its resource came back to
+// discovery, has not applied its first list). An owner's absence is proof
+// only while its resource's monitor does not lag (see judgeRef); a monitor
+// that never synced and failed does not lag: it has nothing to catch up
+// on.
 func (ms *monitorSet) lags(gr schema.GroupResource, now time.Time) bool {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -474,7 +480,7 @@ func (ms *monitorSet) lags(gr schema.GroupResource, now time.Time) bool {
 		return false
 	}
 	switch m.state(now, ms.r.c.failureGrace, ms.r.c.syncTimeout) {
-	case stateFailing:
+	case stateFailing, stateSyncing:
 		return true
 	case stateSynced:
 		return m.relistPending()
