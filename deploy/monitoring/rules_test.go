@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/template"
@@ -30,15 +31,8 @@ const chartRules = "../helm/nodegc/files/prometheus-rules.yaml"
 // description and runbook annotations: the description names a metric its
 // expression selects, the runbook a section of README.md.
 func TestRulesParse(t *testing.T) {
-	groups, err := ParseRules(RulesFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	anchors := readmeAnchors(string(readme))
+	groups, readme := rulesAndReadme(t)
+	anchors := readmeAnchors(readme)
 	alerts := 0
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
@@ -222,15 +216,8 @@ var scrapeLabels = []string{"node", "component", "instance", "job"}
 // (state)" drops) is named only where the series has it, so no text shows
 // an empty "(pod )".
 func TestAlertTextWithoutOptionalLabels(t *testing.T) {
-	groups, err := ParseRules(RulesFile())
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricLabels := readmeMetricLabels(string(readme))
+	groups, readme := rulesAndReadme(t)
+	metricLabels := readmeMetricLabels(readme)
 	if len(metricLabels["nodegc_owner_gc_stuck_deletions"]) == 0 {
 		t.Fatal("README's metrics reference gives nodegc_owner_gc_stuck_deletions no label")
 	}
@@ -366,4 +353,18 @@ func readmeMetricLabels(readme string) map[string][]string {
 		out[m[1]] = strings.Split(m[2], ",")
 	}
 	return out
+}
+
+// rulesAndReadme parses prometheus-rules.yaml and reads README.md.
+func rulesAndReadme(t *testing.T) (*rulefmt.RuleGroups, string) {
+	t.Helper()
+	groups, err := ParseRules(RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return groups, string(readme)
 }
