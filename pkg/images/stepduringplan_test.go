@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -177,15 +178,7 @@ func TestCopyPulledBeforeAStepForwardIsYoungAtTheCheck(t *testing.T) {
 			if err != nil {
 				t.Logf("run: %v", err)
 			}
-			if len(r.Plan.Remove) != 1 {
-				t.Fatalf("the plan removes %v, want sha256:a", r.Plan.Remove)
-			}
-			for _, d := range r.Outcome.Removed {
-				t.Errorf("the copy of %s pulled a moment before a step of %v removed (%s), minimumGCAge 1h", d.Image.ID, step, d.Reason)
-			}
-			if len(rt.images) != 1 || len(r.Outcome.Skipped) != 1 || r.Outcome.Skipped[0].Reason != KeepMinAge {
-				t.Errorf("skipped %v, want sha256:a skipped %s", r.Outcome.Skipped, KeepMinAge)
-			}
+			wantKeptAtTheCheck(t, rt, r, fmt.Sprintf("pulled a moment before a step of %v", step))
 		})
 	}
 }
@@ -311,15 +304,23 @@ func TestCopyPulledAgainWhileThePlanReadsArrivalsIsYoungAtTheCheck(t *testing.T)
 			if err != nil {
 				t.Logf("run: %v", err)
 			}
-			if len(r.Plan.Remove) != 1 {
-				t.Fatalf("the plan removes %v, want sha256:a", r.Plan.Remove)
-			}
-			for _, d := range r.Outcome.Removed {
-				t.Errorf("the copy of %s pulled while the plan read arrivals, before a step of %v, removed (%s), minimumGCAge 1h", d.Image.ID, step, d.Reason)
-			}
-			if len(rt.images) != 1 || len(r.Outcome.Skipped) != 1 || r.Outcome.Skipped[0].Reason != KeepMinAge {
-				t.Errorf("skipped %v, want sha256:a skipped %s", r.Outcome.Skipped, KeepMinAge)
-			}
+			wantKeptAtTheCheck(t, rt, r, fmt.Sprintf("pulled while the plan read arrivals, before a step of %v,", step))
 		})
+	}
+}
+
+// wantKeptAtTheCheck checks run r of a plan that removes sha256:a, the one
+// image of rt, a copy pulled as what says: the check before the removal
+// keeps it (min_age, minimumGCAge 1h).
+func wantKeptAtTheCheck(t *testing.T, rt *shrinkingRuntime, r *Report, what string) {
+	t.Helper()
+	if len(r.Plan.Remove) != 1 {
+		t.Fatalf("the plan removes %v, want sha256:a", r.Plan.Remove)
+	}
+	for _, d := range r.Outcome.Removed {
+		t.Errorf("the copy of %s %s removed (%s), minimumGCAge 1h", d.Image.ID, what, d.Reason)
+	}
+	if len(rt.images) != 1 || len(r.Outcome.Skipped) != 1 || r.Outcome.Skipped[0].Reason != KeepMinAge {
+		t.Errorf("skipped %v, want sha256:a skipped %s", r.Outcome.Skipped, KeepMinAge)
 	}
 }
