@@ -395,25 +395,11 @@ func TestItemView(t *testing.T) {
 // An absence of a kind with no monitor (a look-up's 404, a kind that left
 // discovery), or whose monitor never synced, stays proof.
 func TestOwnerAbsenceTrustedWhileItsMonitorFollows(t *testing.T) {
-	all := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
 	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
-	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
-	c.metrics = newMetrics(prometheus.NewRegistry(), c)
-	r := &run{c: c, logger: testLogger(t), graph: newGraph()}
-	r.monitors = &monitorSet{r: r, ctx: t.Context(), byGR: map[schema.GroupResource]*monitor{}}
-	r.snapshot.Store(&discoverySnapshot{mapper: restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{
-		apiGroup("", "v1", map[string][]metav1.APIResource{"v1": {
-			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: all},
-			{Name: "secrets", Kind: "Secret", Namespaced: true, Verbs: all},
-			{Name: "pods", Kind: "Pod", Namespaced: true, Verbs: all},
-			{Name: "nodes", Kind: "Node", Verbs: all},
-		}}),
-	})})
-	cms := &monitor{started: clk.Now(), res: resConfigMap}
+	r := absenceRun(t, clk)
+	cms := r.monitors.byGR[resConfigMap.gvr.GroupResource()]
 	pods := &monitor{started: clk.Now(), res: resPod} // never syncs: failed
-	r.monitors.byGR[resConfigMap.gvr.GroupResource()] = cms
 	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
-	cms.markGraphSynced()
 	r.monitors.noteError(t.Context(), pods, errors.New("forbidden"))
 	clk.Step(time.Minute)
 	// Started again (its resource came back to discovery): syncing.
@@ -471,4 +457,60 @@ func TestOwnerAbsenceTrustedWhileItsMonitorFollows(t *testing.T) {
 	if o.absenceUnsure || o.state != ownerObserved {
 		t.Errorf("an owner back in the graph after the view: unsure %t, state %d; want observed", o.absenceUnsure, o.state)
 	}
+}
+
+// absenceRun is a run whose discovery maps ConfigMaps, Secrets, Pods and
+// Nodes, with a synced ConfigMap monitor.
+func absenceRun(tb testing.TB, clk *testingclock.FakeClock) *run {
+	all := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	r := &run{c: c, logger: testLogger(tb), graph: newGraph()}
+	r.monitors = &monitorSet{r: r, ctx: tb.Context(), byGR: map[schema.GroupResource]*monitor{}}
+	r.snapshot.Store(&discoverySnapshot{mapper: restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{
+		apiGroup("", "v1", map[string][]metav1.APIResource{"v1": {
+			{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: all},
+			{Name: "secrets", Kind: "Secret", Namespaced: true, Verbs: all},
+			{Name: "pods", Kind: "Pod", Namespaced: true, Verbs: all},
+			{Name: "nodes", Kind: "Node", Verbs: all},
+		}}),
+	})})
+	cms := &monitor{started: clk.Now(), res: resConfigMap}
+	r.monitors.byGR[resConfigMap.gvr.GroupResource()] = cms
+	cms.markGraphSynced()
+	return r
+}
+
+// BenchmarkMarkUnsureAbsence: what the check of an owner's absence costs
+// each owner reference of a cascade's dependents (the owner deleted, its
+// monitor following), 20 workers at a time as in the collector, while a
+// writer applies deletions to the graph.
+func BenchmarkMarkUnsureAbsence(b *testing.B) {
+	r := absenceRun(b, testingclock.NewFakeClock(time.Unix(1000, 0)))
+	owner := objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "o"}
+	r.graph.nodes["o"] = &node{uid: "o", kind: r.graph.internKind("v1", "ConfigMap"), namespace: "ns", name: "o", flags: flagDeleted}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			r.graph.mu.Lock()
+			r.graph.mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	b.SetParallelism(10) // 20 goroutines on 2 Ps
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			o := ownerView{uid: "o", apiVersion: "v1", kind: "ConfigMap", name: "o", state: ownerDeleted, node: owner}
+			r.markUnsureAbsence(&o)
+			if o.absenceUnsure || o.state != ownerDeleted {
+				b.Fatalf("unsure %t, state %d; want a deleted owner, its absence proof", o.absenceUnsure, o.state)
+			}
+		}
+	})
 }
