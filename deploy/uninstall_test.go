@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"os"
@@ -48,6 +49,9 @@ const (
 // README says. The commands that unstick a foreground deletion of the owner
 // Deployment (the ReplicaSet and the Deployment held by foregroundDeletion,
 // as the owner GC leaves them after deleting its own pods) remove both.
+// In mode auto (no owner Deployment: the DaemonSet's agents elect the
+// collector) the commands for a shared namespace remove what is left, and
+// the README's command for the DaemonSet unsticks its foreground deletion.
 // After an install the chart's notes say how to uninstall, except with
 // ownerGC.mode off.
 func TestUninstall(t *testing.T) {
@@ -59,19 +63,22 @@ func TestUninstall(t *testing.T) {
 			t.Errorf("README.md, Uninstalling, does not say %q", want)
 		}
 	}
-	var leftoverCmds, unstickCmds []string
+	var leftoverCmds, unstickCmds, unstickAutoCmds []string
 	for _, cmd := range readmeCommands(t, readme, "### Uninstalling") {
 		switch {
 		case regexp.MustCompile(`^kubectl -n nodegc delete [a-z,]+ (-l app\.kubernetes\.io/name=nodegc|nodegc-owner-gc --ignore-not-found)$`).MatchString(cmd):
 			leftoverCmds = append(leftoverCmds, cmd)
-		case strings.Contains(cmd, "kubectl -n nodegc patch ") && strings.Contains(cmd, `'{"metadata":{"finalizers":null}}'`):
+		case strings.Contains(cmd, "kubectl -n nodegc patch daemonset nodegc-node ") && strings.HasSuffix(cmd, `'{"metadata":{"finalizers":null}}'`):
+			unstickAutoCmds = append(unstickAutoCmds, cmd)
+		case strings.Contains(cmd, "kubectl -n nodegc patch ") && strings.HasSuffix(cmd, `'{"metadata":{"finalizers":null}}'`):
 			unstickCmds = append(unstickCmds, cmd)
 		default:
 			t.Errorf("README.md, Uninstalling, shows %q, which this test does not run", cmd)
 		}
 	}
-	if len(leftoverCmds) != 3 || len(unstickCmds) != 2 {
-		t.Fatalf("README.md, Uninstalling, shows the leftovers' commands %q and the unsticking ones %q; want 3 and 2", leftoverCmds, unstickCmds)
+	if len(leftoverCmds) != 3 || len(unstickCmds) != 2 || len(unstickAutoCmds) != 1 {
+		t.Fatalf("README.md, Uninstalling, shows the leftovers' commands %q, the unsticking ones %q and for mode auto %q; want 3, 2 and 1",
+			leftoverCmds, unstickCmds, unstickAutoCmds)
 	}
 	var nsCmd string
 	for _, cmd := range readmeCommands(t, readme, "### Install with Helm") {
@@ -109,11 +116,12 @@ func TestUninstall(t *testing.T) {
 		}
 	}
 	// install makes the namespace and installs the chart as the README
-	// says, and what the workloads' controllers would have made.
-	install := func(t *testing.T) *leftovers {
+	// says, with flags, and what the workloads' controllers would have
+	// made.
+	install := func(t *testing.T, flags ...string) *leftovers {
 		t.Helper()
 		run(t, nsCmd)
-		notes := strings.Join(strings.Fields(run(t, "helm install nodegc deploy/"+chart+" -n nodegc")), " ")
+		notes := strings.Join(strings.Fields(run(t, strings.Join(append([]string{"helm install nodegc deploy/" + chart + " -n nodegc"}, flags...), " "))), " ")
 		for _, want := range []string{"Uninstalling:", "app.kubernetes.io/name=nodegc", "--cascade foreground", `README.md, "Uninstalling"`} {
 			if !strings.Contains(notes, want) {
 				t.Errorf("the chart's notes do not say %q:\n%s", want, notes)
@@ -173,6 +181,41 @@ func TestUninstall(t *testing.T) {
 		runAll(t, leftoverCmds...)
 		left.all().waitGone(t, cs)
 	})
+	t.Run("mode auto, shared namespace", func(t *testing.T) {
+		left := install(t, "--set ownerGC.mode=auto")
+		if left.rs != "" {
+			t.Fatalf("mode auto installed the owner Deployment")
+		}
+		run(t, uninstallCmd)
+		if missing := left.all().missing(t, cs); len(missing) > 0 {
+			t.Errorf("after helm uninstall alone, %v are gone: this cluster has no garbage collector", missing)
+		}
+		runAll(t, leftoverCmds...)
+		left.all().waitGone(t, cs)
+	})
+	t.Run("mode auto, foreground deletion unstuck", func(t *testing.T) {
+		left := install(t, "--set ownerGC.mode=auto")
+		run(t, "kubectl -n nodegc delete daemonset nodegc-node --cascade=foreground --wait=false")
+		// What the owner GC, elected among the DaemonSet's pods, does:
+		// it deletes the DaemonSet's pods, itself among them, and its
+		// ControllerRevisions.
+		ctx := t.Context()
+		if err := cs.CoreV1().Pods("nodegc").Delete(ctx, left.nodePod, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.AppsV1().ControllerRevisions("nodegc").Delete(ctx, left.revision, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := cs.AppsV1().DaemonSets("nodegc").Get(ctx, "nodegc-node", metav1.GetOptions{})
+		if err != nil || ds.DeletionTimestamp == nil || !slices.Contains(ds.Finalizers, metav1.FinalizerDeleteDependents) {
+			t.Fatalf("the DaemonSet deleted in the foreground: %v, %v; want it held by foregroundDeletion", err, ds)
+		}
+		runAll(t, unstickAutoCmds...)
+		objects{"DaemonSet nodegc-node"}.waitGone(t, cs)
+		run(t, uninstallCmd)
+		runAll(t, leftoverCmds...)
+		left.all().waitGone(t, cs)
+	})
 	t.Run("kube-controller-manager's collector on first", func(t *testing.T) {
 		left := install(t)
 		kcm := c.StartControllerManager(t, "garbagecollector")
@@ -225,16 +268,13 @@ type leftovers struct {
 
 // makeLeftovers makes in ns what the ReplicaSet, Deployment and DaemonSet
 // controllers would have made of the release's workloads (the test cluster
-// runs none): the Deployment's ReplicaSet and its pod, the DaemonSet's pod
-// and ControllerRevision, labelled and owned as they label and own them,
-// and the Lease the owner GC's election takes.
+// runs none): the Deployment's ReplicaSet and its pod (in mode auto there
+// is no Deployment), the DaemonSet's pod and ControllerRevision, labelled
+// and owned as they label and own them, and the Lease the owner GC's
+// election takes.
 func makeLeftovers(t *testing.T, cs kubernetes.Interface, ns string) *leftovers {
 	t.Helper()
 	ctx := t.Context()
-	dep, err := cs.AppsV1().Deployments(ns).Get(ctx, "nodegc-owner", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, "nodegc-node", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -244,22 +284,14 @@ func makeLeftovers(t *testing.T, cs kubernetes.Interface, ns string) *leftovers 
 			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
 	}
 	const hash = "6b9f8d7c5"
-	tmpl := dep.Spec.Template.DeepCopy()
-	tmpl.Labels = maps.Clone(tmpl.Labels)
-	tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
-	rs, err := cs.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: dep.Name + "-" + hash, Labels: tmpl.Labels, OwnerReferences: controlledBy("Deployment", dep)},
-		Spec:       appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: *tmpl},
-	}, metav1.CreateOptions{})
-	if err != nil {
+	var left leftovers
+	dep, err := cs.AppsV1().Deployments(ns).Get(ctx, "nodegc-owner", metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
 		t.Fatal(err)
-	}
-	ownerPod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: rs.Name + "-x7k2p", Labels: tmpl.Labels, OwnerReferences: controlledBy("ReplicaSet", rs)},
-		Spec:       tmpl.Spec,
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	default:
+		left.rs, left.ownerPod = ownerLeftovers(t, cs, dep, controlledBy("Deployment", dep), hash)
 	}
 	dsLabels := maps.Clone(ds.Spec.Template.Labels)
 	dsLabels[appsv1.DefaultDaemonSetUniqueLabelKey] = hash
@@ -280,18 +312,49 @@ func makeLeftovers(t *testing.T, cs kubernetes.Interface, ns string) *leftovers 
 	if err != nil {
 		t.Fatal(err)
 	}
+	left.nodePod, left.revision = nodePod.Name, rev.Name
 	if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "nodegc-owner-gc"},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(ownerPod.Name)},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(cmp.Or(left.ownerPod, left.nodePod))},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return &leftovers{rs: rs.Name, ownerPod: ownerPod.Name, nodePod: nodePod.Name, revision: rev.Name}
+	return &left
 }
 
-// all names the leftovers.
+// ownerLeftovers makes the owner Deployment dep's ReplicaSet, owned by
+// owners, and its pod, and returns their names.
+func ownerLeftovers(t *testing.T, cs kubernetes.Interface, dep *appsv1.Deployment, owners []metav1.OwnerReference, hash string) (rs, pod string) {
+	t.Helper()
+	ctx := t.Context()
+	tmpl := dep.Spec.Template.DeepCopy()
+	tmpl.Labels = maps.Clone(tmpl.Labels)
+	tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+	set, err := cs.AppsV1().ReplicaSets(dep.Namespace).Create(ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: dep.Name + "-" + hash, Labels: tmpl.Labels, OwnerReferences: owners},
+		Spec:       appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels}, Template: *tmpl},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cs.CoreV1().Pods(dep.Namespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: set.Name + "-x7k2p", Labels: tmpl.Labels, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "ReplicaSet", Name: set.Name, UID: set.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: tmpl.Spec,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set.Name, p.Name
+}
+
+// all names the leftovers (in mode auto no ReplicaSet or owner pod).
 func (l *leftovers) all() objects {
-	return objects{"ReplicaSet " + l.rs, "Pod " + l.ownerPod, "Pod " + l.nodePod, "ControllerRevision " + l.revision, "Lease nodegc-owner-gc"}
+	objs := objects{"Pod " + l.nodePod, "ControllerRevision " + l.revision, "Lease nodegc-owner-gc"}
+	if l.rs != "" {
+		objs = append(objs, "ReplicaSet "+l.rs, "Pod "+l.ownerPod)
+	}
+	return objs
 }
 
 // objects names objects of namespace nodegc, each "Kind name".
@@ -333,6 +396,8 @@ func exists(t *testing.T, cs kubernetes.Interface, ns, obj string) bool {
 		_, err = cs.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
 	case "Deployment":
 		_, err = cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	case "DaemonSet":
+		_, err = cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
 	case "Pod":
 		_, err = cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	case "ControllerRevision":
