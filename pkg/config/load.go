@@ -561,7 +561,7 @@ func splitDocuments(data []byte) ([]*document, error) {
 		if isNull(root) {
 			continue // an empty document between two ---
 		}
-		c := &converter{lines: map[string]int{}}
+		c := &converter{lines: map[string]int{}, yaml11Booleans: isKubeletDocument(root)}
 		v, err := c.convert(root, "")
 		if err != nil {
 			return nil, &DecodeError{Problems: []string{err.Error()}}
@@ -586,6 +586,32 @@ type converter struct {
 	bad      []string
 	numbers  []writtenNumber
 	visited  int
+	// yaml11Booleans reads a plain yes, no, on, off, y or n (any case
+	// YAML 1.1 allows) as a boolean, as the kubelet reads its
+	// configuration (sigs.k8s.io/yaml); YAML 1.2, which nodegc's own
+	// document follows, reads them as strings.
+	yaml11Booleans bool
+}
+
+// yaml11Booleans are the plain scalars YAML 1.1 reads as booleans and
+// YAML 1.2's core schema as strings.
+var yaml11Booleans = map[string]bool{
+	"y": true, "Y": true, "yes": true, "Yes": true, "YES": true, "on": true, "On": true, "ON": true,
+	"n": false, "N": false, "no": false, "No": false, "NO": false, "off": false, "Off": false, "OFF": false,
+}
+
+// isKubeletDocument says whether root is a mapping whose kind is
+// KubeletKind.
+func isKubeletDocument(root *yaml.Node) bool {
+	if root.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if k, v := root.Content[i], root.Content[i+1]; k.Value == "kind" && v.Kind == yaml.ScalarNode && v.Value == KubeletKind {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *converter) convert(n *yaml.Node, path string) (any, error) {
@@ -655,6 +681,9 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 				c.bad = append(c.bad, path)
 				return nil, nil
 			}
+		}
+		if b, ok := yaml11Booleans[n.Value]; ok && c.yaml11Booleans && n.Style == 0 {
+			return b, nil
 		}
 		if _, ok := v.(string); !ok && n.Tag == "!!timestamp" {
 			return n.Value, nil // keep dates as written; no field of ours takes one

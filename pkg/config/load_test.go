@@ -781,3 +781,42 @@ func TestNumbersAsWritten(t *testing.T) {
 		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 }
+
+// TestKubeletBooleansAsWritten: the kubelet reads its configuration as
+// YAML 1.1 (sigs.k8s.io/yaml), where a plain yes, no, on, off, y or n is a
+// boolean: a KubeletConfiguration that the kubelet runs with must not stop
+// nodegc, and nodegc takes mergeDefaultEvictionSettings as the kubelet
+// does. Quoted, or in nodegc's own document, they stay strings (YAML 1.2),
+// and a string field given one fails as it fails in the kubelet. Before,
+// failSwapOn: yes was a problem and nodegc refused to start.
+func TestKubeletBooleansAsWritten(t *testing.T) {
+	kubelet := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	loaded, err := Decode([]byte(kubelet + "failSwapOn: no\nserializeImagePulls: Off\nmergeDefaultEvictionSettings: yes\n" +
+		"evictionHard:\n  imagefs.available: 10%\n---\n" + header + "nodeName: \"yes\"\nimageGC:\n  exclude: [on, \"off\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := loaded.Config
+	if c.NodeName != "yes" || !slices.Equal(c.ImageGC.Exclude, []string{"on", "off"}) {
+		t.Errorf("nodeName %q, exclude %q; want the strings as written in nodegc's document", c.NodeName, c.ImageGC.Exclude)
+	}
+	if _, merged := c.ImageGC.EvictionHard[SignalNodeFsAvailable]; !merged {
+		t.Errorf("evictionHard %v: mergeDefaultEvictionSettings: yes not taken as true (the kubelet's defaults not merged)", c.ImageGC.EvictionHard)
+	}
+	loaded, err = Decode([]byte(kubelet + "mergeDefaultEvictionSettings: N\nevictionHard:\n  imagefs.available: 10%\n---\n" + header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eh := loaded.Config.ImageGC.EvictionHard; len(eh) != 1 {
+		t.Errorf("evictionHard %v: mergeDefaultEvictionSettings: N not taken as false (the kubelet's defaults merged)", eh)
+	}
+
+	_, err = Decode([]byte(kubelet + "cgroupDriver: on\n---\n" + header))
+	if err == nil || !strings.Contains(err.Error(), "line 3: cgroupDriver") {
+		t.Errorf("cgroupDriver: on (the kubelet reads a boolean, and refuses it): err %v; want a problem at line 3", err)
+	}
+	loaded, err = Decode([]byte(kubelet + "failSwapOn: \"no\"\n---\n" + header))
+	if err == nil || !strings.Contains(err.Error(), "failSwapOn") {
+		t.Errorf("failSwapOn: \"no\" (a string, quoted): err %v; want a problem naming the field", err)
+	}
+}
