@@ -797,7 +797,7 @@ func (d *document) locate(target any, obj map[string]any, prefix []string) ([]st
 				continue
 			}
 		}
-		out = append(out, d.describe(path, err, typeHint(reflect.TypeOf(target), path, obj[k])))
+		out = append(out, d.describe(reflect.TypeOf(target), path, err, typeHint(reflect.TypeOf(target), path, obj[k])))
 		bad = append(bad, path)
 	}
 	return out, bad
@@ -818,11 +818,11 @@ func withoutPaths(tree map[string]any, paths [][]string) map[string]any {
 	return out
 }
 
-// describe says why the field at path failed to decode; hint, if any,
+// describe says why the field at path of t failed to decode; hint, if any,
 // says what the field takes, for a value of the wrong type.
-func (d *document) describe(path []string, err error, hint string) string {
+func (d *document) describe(t reflect.Type, path []string, err error, hint string) string {
 	p := strings.Join(path, ".")
-	msg := fmt.Sprintf("%s: %s", p, cleanJSONError(err))
+	msg := fmt.Sprintf("%s: %s", displayPath(t, path), cleanJSONError(err))
 	if hint != "" && strings.Contains(msg, "cannot unmarshal") {
 		msg += " (" + hint + ")"
 	}
@@ -833,6 +833,36 @@ func (d *document) describe(path []string, err error, hint string) string {
 }
 
 var durationType = reflect.TypeFor[metav1.Duration]()
+
+// displayPath writes path (JSON names) in t as validation's field.Path
+// does: a map's key in brackets (evictionHard[imagefs.available]).
+func displayPath(t reflect.Type, path []string) string {
+	var b strings.Builder
+	for _, name := range path {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch {
+		case t != nil && t.Kind() == reflect.Map:
+			b.WriteString("[" + name + "]")
+			t = t.Elem()
+			continue
+		case b.Len() > 0:
+			b.WriteString(".")
+		}
+		b.WriteString(name)
+		if t == nil || t.Kind() != reflect.Struct {
+			t = nil
+			continue
+		}
+		if f, ok := jsonField(t, name); ok {
+			t = f.Type
+		} else {
+			t = nil
+		}
+	}
+	return b.String()
+}
 
 // fieldType returns the type of the field at path (JSON names) in t, or nil
 // when path names no field of it (a map's key, a list's element).

@@ -93,9 +93,9 @@ func TestDecodeProblems(t *testing.T) {
 			yaml: header + "imageGC:\n  evictionHard:\n    imagefs.available: 15\n  evictionSoft:\n    nodefs.available: 10\n" +
 				"---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  imagefs.available: 15\n",
 			want: []string{
-				`line 5: imageGC.evictionHard.imagefs.available: cannot unmarshal number into a value of type string (want a quoted percentage such as "15%" or a quantity such as "10Gi")`,
-				`line 7: imageGC.evictionSoft.nodefs.available: cannot unmarshal number into a value of type string (want a quoted percentage such as "15%" or a quantity such as "10Gi")`,
-				`line 12: evictionHard.imagefs.available: cannot unmarshal number into a value of type string (want a quoted percentage such as "15%" or a quantity such as "10Gi")`,
+				`line 5: imageGC.evictionHard[imagefs.available]: cannot unmarshal number into a value of type string (want a quoted percentage such as "15%" or a quantity such as "10Gi")`,
+				`line 7: imageGC.evictionSoft[nodefs.available]: cannot unmarshal number into a value of type string (want a quoted percentage such as "15%" or a quantity such as "10Gi")`,
+				`line 12: evictionHard[imagefs.available]: cannot unmarshal number into a value of type string (want a quoted percentage such as "15%" or a quantity such as "10Gi")`,
 			},
 		},
 		"other fields of the wrong type get no hint": {
