@@ -769,8 +769,9 @@ func unmarshalStrict(tree map[string]any, target any) ([]error, error) {
 
 // locate finds every field whose value alone fails to decode into target's
 // type, by decoding each field on its own, deepest first. It returns the
-// problems and the paths of the failing fields. It is only called once a
-// decode has failed, so its cost does not matter.
+// problems and the paths of the failing fields. A list's elements that fail
+// are named each (imageGC.exclude[0]), and the list is the failing field.
+// It is only called once a decode has failed, so its cost does not matter.
 func (d *document) locate(target any, obj map[string]any, prefix []string) ([]string, [][]string) {
 	var (
 		out []string
@@ -778,15 +779,7 @@ func (d *document) locate(target any, obj map[string]any, prefix []string) ([]st
 	)
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		path := append(slices.Clone(prefix), k)
-		var sub any = obj[k]
-		for i := len(path) - 1; i >= 0; i-- {
-			sub = map[string]any{path[i]: sub}
-		}
-		data, err := json.Marshal(sub)
-		if err != nil {
-			continue
-		}
-		err = sigsjson.UnmarshalCaseSensitivePreserveInts(data, newOfSameType(target))
+		err := decodesAlone(target, path, obj[k])
 		if err == nil {
 			continue
 		}
@@ -797,10 +790,39 @@ func (d *document) locate(target any, obj map[string]any, prefix []string) ([]st
 				continue
 			}
 		}
-		out = append(out, d.describe(reflect.TypeOf(target), path, err, typeHint(reflect.TypeOf(target), path, obj[k])))
 		bad = append(bad, path)
+		if list, ok := obj[k].([]any); ok && isList(fieldType(reflect.TypeOf(target), path)) {
+			var elems []string
+			for i, elem := range list {
+				if err := decodesAlone(target, path, []any{elem}); err != nil {
+					elems = append(elems, d.describe(reflect.TypeOf(target), path, i, err, typeHint(reflect.TypeOf(target), path, elem)))
+				}
+			}
+			if len(elems) > 0 {
+				out = append(out, elems...)
+				continue
+			}
+		}
+		out = append(out, d.describe(reflect.TypeOf(target), path, -1, err, typeHint(reflect.TypeOf(target), path, obj[k])))
 	}
 	return out, bad
+}
+
+// isList says whether t is a slice type.
+func isList(t reflect.Type) bool { return t != nil && t.Kind() == reflect.Slice }
+
+// decodesAlone decodes value at path into a new value of target's type,
+// with nothing else.
+func decodesAlone(target any, path []string, value any) error {
+	sub := value
+	for i := len(path) - 1; i >= 0; i-- {
+		sub = map[string]any{path[i]: sub}
+	}
+	data, err := json.Marshal(sub)
+	if err != nil {
+		return nil // not a value the file can give
+	}
+	return sigsjson.UnmarshalCaseSensitivePreserveInts(data, newOfSameType(target))
 }
 
 // withoutPaths returns a copy of tree without the fields at paths.
@@ -818,11 +840,16 @@ func withoutPaths(tree map[string]any, paths [][]string) map[string]any {
 	return out
 }
 
-// describe says why the field at path of t failed to decode; hint, if any,
-// says what the field takes, for a value of the wrong type.
-func (d *document) describe(t reflect.Type, path []string, err error, hint string) string {
-	p := strings.Join(path, ".")
-	msg := fmt.Sprintf("%s: %s", displayPath(t, path), cleanJSONError(err))
+// describe says why the field at path of t, or its element elem if not
+// negative, failed to decode; hint, if any, says what the field takes, for
+// a value of the wrong type.
+func (d *document) describe(t reflect.Type, path []string, elem int, err error, hint string) string {
+	p, shown := strings.Join(path, "."), displayPath(t, path)
+	if elem >= 0 {
+		p += "[" + strconv.Itoa(elem) + "]"
+		shown += "[" + strconv.Itoa(elem) + "]"
+	}
+	msg := fmt.Sprintf("%s: %s", shown, cleanJSONError(err))
 	if hint != "" && strings.Contains(msg, "cannot unmarshal") {
 		msg += " (" + hint + ")"
 	}
@@ -929,6 +956,9 @@ func typeHint(root reflect.Type, path []string, value any) string {
 	t := fieldType(root, path)
 	if t == nil {
 		return ""
+	}
+	if _, list := value.([]any); isList(t) && !list {
+		t = t.Elem() // value is an element of the list
 	}
 	nodegc := root == reflect.TypeFor[*NodeGCConfiguration]()
 	_, isString := value.(string)

@@ -89,6 +89,15 @@ func TestDecodeProblems(t *testing.T) {
 				"line 7: ownerGC.enableGarbageCollector: cannot unmarshal number into a value of type bool (want true or false)",
 			},
 		},
+		// Each element of a list that fails is named, with its own line.
+		"a list of strings given a number and a boolean": {
+			yaml: header + "imageGC:\n  exclude:\n  - 123\n  - \"ok\"\n  - true\nownerGC:\n  gcIgnoredResources: [{group: \"\", resource: events}, pods]\n",
+			want: []string{
+				"line 5: imageGC.exclude[0]: cannot unmarshal number into a value of type string (want a string: quote it; unquoted, YAML reads it as a number)",
+				"line 7: imageGC.exclude[2]: cannot unmarshal bool into a value of type string (want a string: quote it; unquoted, YAML reads it as a boolean)",
+				"line 9: ownerGC.gcIgnoredResources[1]: cannot unmarshal string into a value of type config.GroupResource",
+			},
+		},
 		"an eviction threshold given a number": {
 			yaml: header + "imageGC:\n  evictionHard:\n    imagefs.available: 15\n  evictionSoft:\n    nodefs.available: 10\n" +
 				"---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  imagefs.available: 15\n",

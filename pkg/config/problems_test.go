@@ -73,7 +73,7 @@ func TestDecodeProblemsWithValidation(t *testing.T) {
 		"problems under a field that failed to decode are left out": {
 			yaml: header + "imageGC:\n  exclude:\n  - ''\n  - 3\n  lowThresholdPercent: 101\n",
 			want: []string{
-				"line 4: imageGC.exclude: cannot unmarshal number into a value of type string",
+				"line 6: imageGC.exclude[1]: cannot unmarshal number into a value of type string (want a string: quote it; unquoted, YAML reads it as a number)",
 				"line 7: imageGC.lowThresholdPercent: Invalid value: 101: must be between 0 and 100, inclusive",
 				"line 7: imageGC.lowThresholdPercent: Invalid value: 101: must be less than highThresholdPercent (85)",
 			},
