@@ -269,9 +269,13 @@
 //     registered, that names another Node) and the plan treats it as not
 //     authoritative (ViewDisagrees), naming the missing pods. The
 //     nodegc_container_gc_pod_view_authoritative metric is 0 and the change
-//     is logged while it lasts. A pod force-deleted from the API while it
-//     runs makes the view disagree until the kubelet has stopped it: that
-//     only delays collection. The check needs evidence: on a node where no
+//     is logged while it lasts. Unless a pod the view lists runs here too
+//     (not static): the kubelet runs only pods bound to its Node, so the
+//     view is this node's, and the pods it lacks were deleted from the API
+//     while they run (force-deleted; a process the kubelet cannot stop,
+//     hung on a lost NFS server, runs on for hours, and a restarted agent
+//     never saw the deletion): they are named, logged and kept as running
+//     pods, and the view stays authoritative. The check needs evidence: on a node where no
 //     pod has run since before the view's last list, a name that names
 //     another existing Node is not detected by it. The boot ID is what
 //     detects it there: given this machine's (PodSourceOptions.BootID, the

@@ -63,7 +63,9 @@ func TestAPIPodSourceFollowsTheNode(t *testing.T) {
 // of another registered Node, makes several runs and removes nothing as
 // pod_gone, and its plans say why; given the right name, it collects the
 // finished pod (containers, sandbox, log directory) and leaves the others
-// to their per-container limit.
+// to their per-container limit. Then a pod force-deleted from the API while
+// it runs, seen by a fresh source (nodegc restarted), leaves the view
+// authoritative: the crash-looping pod it lists runs here.
 func TestWrongNodeNameCollectsNothing(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	onEachContainerd(t, func(t *testing.T, v testbed.ContainerdVersion, n *testNode) {
@@ -235,6 +237,26 @@ func wrongNodeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix str
 	}
 	if exists(finishedLogs) {
 		t.Error("the right node name: the finished pod's log directory is still there")
+	}
+
+	// The running pod is force-deleted from the API while its container
+	// runs on (a process the kubelet cannot stop), and nodegc restarts: a
+	// fresh source never saw the deletion. The crash-looping pod, which
+	// the view lists, runs here: the view is this node's, and stays
+	// authoritative; the deleted pod is named and kept as running.
+	if err := api.Delete(ctx, running.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	r = collect(right)
+	if len(r.removed) > 0 || !r.plan.PodsAuthoritative || r.authoritative != 1 {
+		t.Errorf("a pod force-deleted while it runs, after a restart: removed %v, plan pod view authoritative %v (%q), metric %v; want nothing removed, authoritative",
+			r.removed, r.plan.PodsAuthoritative, r.plan.PodsReason, r.authoritative)
+	}
+	if diff := cmp.Diff([]containers.PodRef{ref(running)}, r.plan.PodsMissing); diff != "" {
+		t.Errorf("a pod force-deleted while it runs: pods missing from the view (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantLeft, states()); diff != "" {
+		t.Errorf("a pod force-deleted while it runs: containers left (-want +got):\n%s", diff)
 	}
 }
 

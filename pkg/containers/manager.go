@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -169,6 +170,10 @@ type Manager struct {
 	serial *gcrun.Serial // one run or plan at a time; guards lastView, checked and timeline
 	// lastView is the pod view reason of the previous run, to log changes.
 	lastView *string
+	// runningDeleted names the pods the previous plan found running here
+	// although the authoritative view lacks them (Plan.PodsMissing), to
+	// log changes.
+	runningDeleted string
 	// checked: a plan of this manager has checked an authoritative pod
 	// view against the runtime (reported with Pods.RuntimeChecked).
 	checked bool
@@ -368,6 +373,7 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 	r.Plan = plan
 	m.metrics.observePlan(plan)
 	m.logViewChange(ctx, plan)
+	m.logRunningDeleted(ctx, plan)
 	out, execErr := execute(ctx, m.opts.Runtime, plan, m.paths, m.opts.Config.DryRun)
 	r.Outcome, r.Freed = out, out.Bytes()
 	if !out.DryRun && len(out.Containers)+len(out.Sandboxes) > 0 && m.opts.Reclaimer != nil {
@@ -659,6 +665,26 @@ func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 			"node", p.PodsNode, "nodeRuntime", p.NodeRuntime, "runtime", p.Runtime)
 	default:
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists: nothing is removed because its pod is gone", "reason", reason)
+	}
+}
+
+// logRunningDeleted logs, once per change, the pods that run here although
+// an authoritative view lacks them: deleted from the API while they run
+// (force-deleted), as a process the kubelet cannot stop may stay. They are
+// kept; the log says why they stay.
+func (m *Manager) logRunningDeleted(ctx context.Context, p *Plan) {
+	var names string
+	if p.PodsAuthoritative {
+		names = strings.Join(examplePods(p.PodsMissing), ",")
+	}
+	if names == m.runningDeleted {
+		return
+	}
+	m.runningDeleted = names
+	if names != "" {
+		klog.FromContext(ctx).Info("Pods run on this node that the API server no longer has (deleted while they run: force-deleted?); "+
+			"the container GC keeps them as running pods until the kubelet has stopped them",
+			"pods", len(p.PodsMissing), "examples", examplePods(p.PodsMissing))
 	}
 }
 

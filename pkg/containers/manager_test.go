@@ -842,11 +842,11 @@ func TestViewGaugeFollowsWhileTheRuntimeCannotBeListed(t *testing.T) {
 	}
 
 	// A view the last plan found at odds with the runtime (pods run here
-	// that it lacks: a wrong node name) does not turn authoritative
-	// because the runtime cannot be listed.
+	// that it lacks, and none it lists runs here: a wrong node name) does
+	// not turn authoritative because the runtime cannot be listed.
 	listing(nil)
 	f.addContainer(ctr("other", "app", 0, StateRunning, time.Hour))
-	view(live(fixtureUID("p")))
+	view(live())
 	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
 		t.Fatal(err)
 	}

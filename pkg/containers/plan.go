@@ -142,11 +142,13 @@ type Plan struct {
 	PodsReason        string
 	// PodsNode is the node name of the pod view; empty in node-only mode.
 	PodsNode string
-	// PodsMissing lists, when PodsReason is ViewDisagrees, the pods the
-	// runtime runs (a ready sandbox or a running container) that the view
-	// lacks although its last complete list should have returned them:
-	// evidence that the view is not this node's (a wrong node name). Sorted
-	// by namespace, name and UID.
+	// PodsMissing lists the pods the runtime runs (a ready sandbox or a
+	// running container) that the view lacks although its last complete
+	// list should have returned them. When PodsReason is ViewDisagrees,
+	// evidence that the view is not this node's (a wrong node name); in an
+	// authoritative view, of which a pod runs here, pods deleted from the
+	// API while they run (force-deleted), kept as running. Sorted by
+	// namespace, name and UID.
 	PodsMissing []PodRef
 	// PodsNotInRuntime lists, when PodsReason is ViewRuntimeLacksPods,
 	// the view's pods that the kubelet reports running since well before
@@ -444,11 +446,16 @@ func kubeletVersion(v string) string {
 // in that list. The kubelet runs only pods bound to its node, which exist in
 // the API before anything of theirs is created on the node; a pod deleted
 // while it runs stays in the API until the kubelet has stopped it, unless it
-// was force-deleted (then it disagrees only until the kubelet stops it). So
-// such a pod means the view is not this node's (a wrong node name: another
-// node's pods, or none): the plan then treats it as not authoritative. Any
-// creation time dates the pod, so the oldest is used: a pod whose container
-// just restarted is not taken for a new one.
+// was force-deleted. So such a pod means the view is not this node's (a
+// wrong node name: another node's pods, or none), and the plan treats it as
+// not authoritative, unless a pod the view lists runs here too (not
+// static): the kubelet runs only pods bound to its Node, so the view is
+// then this node's, and the pods it lacks were deleted from the API while
+// they run (force-deleted; a process the kubelet cannot stop, hung on a
+// lost NFS server, runs on for hours). They are named (Plan.PodsMissing),
+// and kept as running pods (gone). Any creation time dates the pod, so the
+// oldest is used: a pod whose container just restarted is not taken for a
+// new one.
 func (pl *planner) agree() {
 	v := pl.pods
 	if !v.Authoritative {
@@ -468,6 +475,12 @@ func (pl *planner) agree() {
 		return
 	}
 	sortRefs(missing)
+	pl.plan.PodsMissing = missing
+	for uid := range pl.running {
+		if v.Live[uid] && !pl.static[uid] && !staticPodUID(uid) {
+			return // the view is this node's
+		}
+	}
 	pl.pods.Authoritative, pl.pods.Reason = false, ViewDisagrees
 	pl.plan.PodsAuthoritative, pl.plan.PodsReason, pl.plan.PodsMissing = false, ViewDisagrees, missing
 }

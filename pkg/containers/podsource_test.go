@@ -864,3 +864,46 @@ func TestViewHoldsThePodsTheKubeletRuns(t *testing.T) {
 }
 
 func ptrTime(t metav1.Time) *metav1.Time { return &t }
+
+// TestForceDeletedPodStuckRunningAfterARestart: a pod hung on a lost NFS
+// server was force-deleted; its container runs on (the kubelet cannot stop
+// a process in uninterruptible sleep) and nodegc restarted since, so its
+// fresh pod source never saw the deletion. The pod it lists (web) runs in
+// this runtime, which shows the view is this node's: the plan keeps the
+// view authoritative, names the stuck pod, keeps it as running, collects
+// the finished and deleted pod (fin), and the image GC may trust the view
+// (PodImages). Before, the view was refused as another node's
+// (disagrees_with_runtime) for as long as the pod stayed stuck: nothing
+// went as pod_gone, and the restarted agent's image GC removed no image.
+func TestForceDeletedPodStuckRunningAfterARestart(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "uid-web"},
+			Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	src, _ := runSyncedSource(t, client, PodSourceOptions{NodeName: "n1", Clock: clocktesting.NewFakeClock(t0)})
+	rt := newFakeRuntime()
+	for _, pod := range []string{"web", "stuck"} {
+		rt.addSandbox(with(sbx(pod, 0, true, 5*time.Hour), func(s *Sandbox) { s.PodUID = "uid-" + pod }))
+		rt.addContainer(with(ctr(pod, "app", 0, StateRunning, 5*time.Hour), func(c *Container) { c.PodUID = "uid-" + pod }), "")
+	}
+	rt.addSandbox(with(sbx("fin", 0, false, 5*time.Hour), func(s *Sandbox) { s.PodUID = "uid-fin" }))
+	rt.addContainer(with(dead("fin", "app", 0, 5*time.Hour), func(c *Container) { c.PodUID = "uid-fin" }), "")
+	cfg := config.Defaulted().ContainerGC
+	cfg.PodLogsDirectory, cfg.ContainerLogsDirectory = filepath.Join(t.TempDir(), "pods"), filepath.Join(t.TempDir(), "containers")
+	m, err := NewManager(Options{Config: cfg, Runtime: rt, Pods: src, Clock: clocktesting.NewFakeClock(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := m.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.PodsAuthoritative || len(plan.PodsMissing) != 1 || plan.PodsMissing[0].UID != "uid-stuck" {
+		t.Errorf("plan's view: authoritative %t (%s), missing %v; want authoritative, the stuck pod named", plan.PodsAuthoritative, plan.PodsReason, plan.PodsMissing)
+	}
+	if diff := cmp.Diff([]string{"fin/app/0:pod_gone", "fin/sb0:pod_gone"}, planIDs(plan)); diff != "" {
+		t.Errorf("removals (-want +got):\n%s", diff)
+	}
+	if _, v := src.PodImages(); !v.Authoritative {
+		t.Errorf("PodImages' view not authoritative (%s): the image GC would remove nothing", v.Reason)
+	}
+}

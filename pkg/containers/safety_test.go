@@ -103,7 +103,14 @@ func (s summary) add(o summary) summary {
 // TestPlanPodViewAgreesWithRuntime: a synced, reachable view that lacks pods
 // the runtime runs (a wrong node name: the informer lists nobody's pods, or
 // another node's) is not authoritative, so nothing goes as pod_gone; a pod
-// with a ready sandbox or a running container is never gone.
+// with a ready sandbox or a running container is never gone. A pod the view
+// lists that runs here (not static) shows the view is this node's: the
+// kubelet runs only pods bound to its Node. The pods it lacks then were
+// deleted from the API while they run (force-deleted, a process the
+// kubelet cannot stop): named, kept as running, and the view stays
+// authoritative. Before, one such pod stopped pod-gone collection, and the
+// image GC, for as long as it stayed stuck, once nodegc had restarted and
+// not seen its deletion.
 func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 	running := func(pod string, age time.Duration) NodeState {
 		return NodeState{
@@ -117,11 +124,51 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 	agrees := func(want summary) viewCase {
 		return viewCase{planCase: planCase{want: want}, authoritative: true}
 	}
+	deletedRunning := func(want summary, pods ...string) viewCase {
+		c := agrees(want)
+		for _, p := range pods {
+			c.missing = append(c.missing, PodRef{UID: p, Namespace: "ns", Name: p})
+		}
+		return c
+	}
 	cases := map[string]viewCase{}
 	add := func(name string, c viewCase, node NodeState, pods PodView) {
 		c.node, c.pods = node, pods
 		cases[name] = c
 	}
+	add("a pod the view lists runs here: a running pod it lacks was deleted from the API while it runs, and the rest goes",
+		deletedRunning(merge(finishedGone, summary{
+			Keep:          []string{"stuck/app/0:running", "web/app/0:running"},
+			KeepSandboxes: []string{"stuck/sb0:ready", "web/sb0:ready"},
+		}), "stuck"),
+		plus(plus(finished(), running("web", 3*time.Hour)), running("stuck", 5*time.Hour)), live("web"))
+	add("a listed pod whose containers are not running but whose sandbox is ready runs here too",
+		deletedRunning(merge(finishedGone, summary{
+			Keep:          []string{"stuck/app/0:running", "web/app/0:within_limit"},
+			KeepSandboxes: []string{"stuck/sb0:ready", "web/sb0:ready"},
+		}), "stuck"),
+		plus(plus(finished(), NodeState{
+			Containers: []Container{dead("web", "app", 0, 3*time.Hour)},
+			Sandboxes:  []Sandbox{sbx("web", 0, true, 3*time.Hour)},
+		}), running("stuck", 5*time.Hour)), live("web"))
+	add("a listed pod with nothing running here does not show the view is this node's",
+		disagrees(merge(finishedKept, summary{
+			Keep:          []string{"old/app/0:within_limit", "run/app/0:running"},
+			KeepSandboxes: []string{"old/sb0:has_containers", "run/sb0:ready"},
+		})),
+		plus(plus(finished(), NodeState{
+			Containers: []Container{dead("old", "app", 0, 3*time.Hour)},
+			Sandboxes:  []Sandbox{sbx("old", 0, false, 3*time.Hour)},
+		}), running("run", 3*time.Hour)), live("old"))
+	add("a static pod the view lists (its mirror pod) does not show it",
+		disagrees(merge(finishedKept, summary{
+			Keep:          []string{"run/app/0:running", "st/app/0:running"},
+			KeepSandboxes: []string{"run/sb0:ready", "st/sb0:ready"},
+		})),
+		plus(plus(finished(), running("run", 3*time.Hour)), NodeState{
+			Containers: []Container{ctr("st", "app", 0, StateRunning, 3*time.Hour)},
+			Sandboxes:  []Sandbox{with(sbx("st", 0, true, 3*time.Hour), func(s *Sandbox) { s.Source = "file" })},
+		}), live("st"))
 	add("a pod running in the runtime but absent from a synced view: nothing goes as pod_gone",
 		disagrees(merge(finishedKept, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})),
 		plus(finished(), running("run", 3*time.Hour)), live())
@@ -184,11 +231,11 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 		plus(finished(), running("run", 3*time.Hour)), live("run"))
 	add("every missing pod is named, by namespace, name and UID",
 		viewCase{planCase: planCase{want: summary{
-			Keep:          []string{"a/app/0:running", "b/app/0:running", "c/app/0:running"},
+			Keep:          []string{"a/app/0:running", "b/app/0:running", "c/app/0:within_limit"},
 			KeepSandboxes: []string{"a/sb0:ready", "b/sb0:ready", "c/sb0:has_containers"},
 		}}, reason: ViewDisagrees, missing: []PodRef{{UID: "a", Namespace: "ns", Name: "a"}, {UID: "b", Namespace: "ns", Name: "b"}}},
 		plus(plus(running("b", 3*time.Hour), running("a", 3*time.Hour)), NodeState{
-			Containers: []Container{ctr("c", "app", 0, StateRunning, 3*time.Hour)},
+			Containers: []Container{dead("c", "app", 0, 3*time.Hour)},
 			Sandboxes:  []Sandbox{sbx("c", 0, false, 3*time.Hour)},
 		}), live("c"))
 	add("a view already not authoritative keeps its own reason",

@@ -338,7 +338,11 @@ func (v *planView) print(out io.Writer) {
 		return
 	}
 	fmt.Fprintf(out, "POD VIEW: %s\n", v.PodsView)
-	if len(v.PodsMissing) > 0 {
+	switch {
+	case len(v.PodsMissing) > 0 && strings.HasPrefix(v.PodsView, "authoritative"):
+		fmt.Fprintf(out, "  the runtime runs pods the API server no longer has (deleted while they run: force-deleted?), kept as running: %s\n",
+			strings.Join(v.PodsMissing, ", "))
+	case len(v.PodsMissing) > 0:
 		fmt.Fprintf(out, "  the runtime runs pods the API server does not list for this node: %s\n", strings.Join(v.PodsMissing, ", "))
 	}
 	if len(v.PodsNotInRuntime) > 0 {

@@ -117,7 +117,8 @@ func TestPlanSaysWhenRunWouldRemoveNothing(t *testing.T) {
 // TestPlanNamesPodsTheAPIDoesNotList: when the runtime runs pods that the
 // API server does not list for this node (a wrong node name), the plan says
 // the pod view is not authoritative and names those pods, in the tables
-// and the JSON, so the operator sees which node name is wrong.
+// and the JSON, so the operator sees which node name is wrong. In an
+// authoritative view, it names them as deleted while they run.
 func TestPlanNamesPodsTheAPIDoesNotList(t *testing.T) {
 	p := &containers.Plan{PodsReason: containers.ViewDisagrees, PodsNode: "node-b",
 		PodsMissing: []containers.PodRef{{UID: "u1", Namespace: "ns", Name: "web-0"}, {UID: "u2", Namespace: "kube-system", Name: "proxy"}}}
@@ -130,6 +131,20 @@ func TestPlanNamesPodsTheAPIDoesNotList(t *testing.T) {
 	for _, want := range []string{
 		`POD VIEW: not authoritative (` + containers.ViewDisagrees + `): nothing is removed because its pod is gone [node "node-b"]`,
 		"the runtime runs pods the API server does not list for this node: ns/web-0 (u1), kube-system/proxy (u2)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	// The view is authoritative (a pod it lists runs here): the pods it
+	// lacks were deleted from the API while they run.
+	p.PodsAuthoritative, p.PodsReason = true, ""
+	out.Reset()
+	newPlanView(&agent.PlanReport{Node: "node-b", Runtime: "containerd 2", Containers: p}, ptr.To[int32](85), ptr.To[int32](80)).print(&out)
+	for _, want := range []string{
+		`POD VIEW: authoritative [node "node-b"]`,
+		"the runtime runs pods the API server no longer has (deleted while they run: force-deleted?), kept as running: ns/web-0 (u1), kube-system/proxy (u2)",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("plan output lacks %q:\n%s", want, out.String())
