@@ -125,7 +125,12 @@
 // that waits for a connection after the check reaches kube-apiserver with
 // a timeout past the window, up to the dial's wait (the collector's
 // requests time out at the request timeout, and its workers stop when the
-// window closes).
+// window closes). A write already sent on a connection that then stalls
+// open (a half-open TCP connection, a partition) may reach kube-apiserver
+// later still, once the path heals, while the kernel retransmits it: the
+// same preconditions bound what it can do (a late finalizer removal can cut
+// short the wait for a dependent created meanwhile; it cannot delete an
+// object whose owner exists).
 //
 // Lease requests do not queue behind the collector's: the election has a
 // client of its own, with its own rate limiter, a timeout of renewDeadline/2
@@ -357,6 +362,19 @@
 // begun after the hold failed), and when the bound expires the collector
 // finishes as kube-controller-manager would, with a Warning
 // UnsyncedResourceHoldExpired and an error log (see hold.go).
+//
+// Not like it in one case: a resource that stays in discovery but loses the
+// list, watch or delete verb (an aggregated API server's change) while its
+// objects exist. The collector stops its monitor and turns its objects into
+// virtual nodes; kube-controller-manager keeps their stale nodes. So an
+// owner of that resource being deleted in the foreground or orphaning at
+// that moment keeps its foregroundDeletion or orphan finalizer (no worker
+// acts on a virtual owner: remove the finalizer by hand once its dependents
+// are gone, or orphaned), and a dependent there of an owner orphaning is
+// not orphaned: past the hold, the orphan finalizer goes, and the dependent
+// is deleted if its resource is monitored again with its reference to the
+// gone owner. kube-controller-manager finishes both through its stale
+// nodes, and keeps stale nodes of objects long deleted for good.
 //
 // What ends a failure is the graph catching up, not a request returning: a
 // relist counts from the moment it is due (a watch that ends because its

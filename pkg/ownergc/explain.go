@@ -189,6 +189,12 @@ type DependentState struct {
 	// kind, or while the owner's lookup fails (Error says how; the owner
 	// is not named otherwise).
 	Undecided *OwnerState `json:"undecided,omitempty"`
+	// KeptBy is, for a blocking dependent not being deleted whose owners
+	// can all be classified, an owner of its that the graph observes
+	// alive and not waiting for its dependents: the workers keep the
+	// dependent, and remove its reference to the owner being deleted
+	// (solid-owner-remains-remove-dangling-references).
+	KeptBy *OwnerState `json:"keptBy,omitempty"`
 }
 
 // FinalizerState is one finalizer of the object and who removes it.
@@ -538,7 +544,10 @@ func dependentStatesLocked(n *node) (deps []DependentState, total, blocking int)
 // the owner references of the listed blocking dependents that are not
 // being deleted, and records in each the first that cannot be classified
 // (Undecided): a foreground deletion waiting for such a dependent waits
-// for something the owner GC does not do. The graph's lock must be held.
+// for something the owner GC does not do. Failing that, it records the
+// first owner the graph observes alive and not waiting (KeptBy): the
+// workers keep such a dependent and only remove its reference. The graph's
+// lock must be held.
 func undecidedBlockersLocked(g *graph, deps []DependentState, scope scopeFunc) {
 	for i := range deps {
 		d := &deps[i]
@@ -550,21 +559,30 @@ func undecidedBlockersLocked(g *graph, deps []DependentState, scope scopeFunc) {
 			continue
 		}
 		v := g.itemViewLocked(n)
+		var kept *OwnerState
 		for j := range v.owners {
 			o := &v.owners[j]
-			_, err := judgeRef(&v, o, scope)
+			vd, err := judgeRef(&v, o, scope)
 			var reason string
 			switch {
 			case errors.Is(err, errNamespacedOwner):
 				reason = reasonNamespacedOwner
 			case errors.Is(err, errUnknownKind):
 				reason = reasonUnknownKind
+			case err == nil && kept == nil && vd.class == classSolid && vd.lookup == nil && !vd.misnamed:
+				kept = &OwnerState{APIVersion: o.apiVersion, Kind: o.kind, Namespace: o.node.namespace, Name: o.name, UID: o.uid,
+					Controller: o.controller, BlockOwnerDeletion: o.block, Class: classSolid.String(), Reason: vd.reason, Graph: graphState(o),
+					Checked: checkedGraph}
+				continue
 			default:
 				continue
 			}
 			d.Undecided = &OwnerState{APIVersion: o.apiVersion, Kind: o.kind, Name: o.name, UID: o.uid, Controller: o.controller,
 				BlockOwnerDeletion: o.block, Class: classUnknown, Reason: reason, Graph: graphState(o), Checked: checkedGraph}
 			break
+		}
+		if d.Undecided == nil {
+			d.KeptBy = kept
 		}
 	}
 }

@@ -127,6 +127,9 @@ func blockingVerdict(e *Explanation) string {
 		state = "which is being deleted"
 	case blocker.Undecided != nil:
 		state = undecidedBlockerWords(blocker.Undecided)
+	case blocker.KeptBy != nil:
+		o := blocker.KeptBy
+		state = "which the owner GC keeps, removing its reference to this object: its owner " + describe(o.Kind, o.Namespace, o.Name, o.UID) + " exists"
 	default:
 		state = "which the owner GC deletes first"
 	}
