@@ -268,17 +268,17 @@ func TestExplainVerdict(t *testing.T) {
 		"deleted by the owner GC": {
 			res: resConfigMap, id: cmID, records: []Record{deleteRec},
 			wantCode: CodeDeleted,
-			want:     "deleted at 2025-01-02T03:04:05Z by rule all-owners-absent because owner ConfigMap ns/o (uid o-1) was deleted (propagation Background)",
+			want:     "deleted at 2025-01-02T03:04:05Z (uid d-1) by rule all-owners-absent because owner ConfigMap ns/o (uid o-1) was deleted (propagation Background)",
 		},
 		"deleted after the owner GC removed its finalizer": {
-			res: resConfigMap, id: cmID, records: []Record{{Time: at, Action: "remove-finalizer", Finalizer: metav1.FinalizerDeleteDependents, Rule: ruleNoBlocking}},
+			res: resConfigMap, id: cmID, records: []Record{{Time: at, UID: "d-1", Action: "remove-finalizer", Finalizer: metav1.FinalizerDeleteDependents, Rule: ruleNoBlocking}},
 			wantCode: CodeDeleted,
-			want:     "deleted at 2025-01-02T03:04:05Z: the owner GC removed its foregroundDeletion finalizer by rule no-blocking-dependents-remain, and the API server deleted it",
+			want:     "deleted at 2025-01-02T03:04:05Z (uid d-1): the owner GC removed its foregroundDeletion finalizer by rule no-blocking-dependents-remain, and the API server deleted it",
 		},
 		"gone, the owner GC only decided in dry-run": {
 			res: resConfigMap, id: cmID, records: []Record{func() Record { r := deleteRec; r.DryRun = true; return r }()},
 			wantCode: CodeNotFound,
-			want:     "not found: the owner GC (dry-run) decided at 2025-01-02T03:04:05Z to delete it by rule all-owners-absent because owner ConfigMap ns/o (uid o-1) was deleted, but wrote nothing; another client deleted it",
+			want:     "not found: the owner GC (dry-run) decided at 2025-01-02T03:04:05Z to delete it (uid d-1) by rule all-owners-absent because owner ConfigMap ns/o (uid o-1) was deleted, but wrote nothing; another client deleted it",
 		},
 		// The records are in the leader's memory only: one that leads since
 		// a moment ago has none of its predecessor's.
@@ -475,8 +475,8 @@ func TestExplainOnAPIServer(t *testing.T) {
 			t.Fatalf("no decision record in the explanation: %+v", e)
 		}
 		rec := e.Records[len(e.Records)-1]
-		want := fmt.Sprintf("deleted at %s by rule all-owners-absent because owner ConfigMap %s/o (uid %s) was deleted (propagation Background)",
-			rec.Time.UTC().Format(time.RFC3339), ns, o.UID)
+		want := fmt.Sprintf("deleted at %s (uid %s) by rule all-owners-absent because owner ConfigMap %s/o (uid %s) was deleted (propagation Background)",
+			rec.Time.UTC().Format(time.RFC3339), d.UID, ns, o.UID)
 		if e.Code != CodeDeleted || e.Verdict != want {
 			t.Errorf("verdict:\n got %s: %s\nwant %s: %s", e.Code, e.Verdict, CodeDeleted, want)
 		}

@@ -178,15 +178,18 @@ func goneVerdict(e *Explanation) (VerdictCode, string) {
 		rec := &e.Records[i]
 		at := rec.Time.UTC().Format(time.RFC3339)
 		switch {
+		// The UID says which object of that name the record is about: a
+		// name may have been taken again since, by an object another
+		// client deleted.
 		case rec.Action == actDelete.String() && rec.DryRun:
-			return CodeNotFound, fmt.Sprintf("not found: the owner GC (dry-run) decided at %s to delete it by rule %s because %s, "+
-				"but wrote nothing; another client deleted it", at, rec.Rule, recordBecause(rec))
+			return CodeNotFound, fmt.Sprintf("not found: the owner GC (dry-run) decided at %s to delete it (uid %s) by rule %s because %s, "+
+				"but wrote nothing; another client deleted it", at, rec.UID, rec.Rule, recordBecause(rec))
 		case rec.Action == actDelete.String():
-			return CodeDeleted, fmt.Sprintf("deleted at %s by rule %s because %s (propagation %s)", at, rec.Rule,
+			return CodeDeleted, fmt.Sprintf("deleted at %s (uid %s) by rule %s because %s (propagation %s)", at, rec.UID, rec.Rule,
 				recordBecause(rec), rec.PropagationPolicy)
 		case rec.Action == actRemoveFinalizer.String() && !rec.DryRun:
-			return CodeDeleted, fmt.Sprintf("deleted at %s: the owner GC removed its %s finalizer by rule %s, "+
-				"and the API server deleted it", at, rec.Finalizer, rec.Rule)
+			return CodeDeleted, fmt.Sprintf("deleted at %s (uid %s): the owner GC removed its %s finalizer by rule %s, "+
+				"and the API server deleted it", at, rec.UID, rec.Finalizer, rec.Rule)
 		}
 	}
 	// The records are this process's memory: an earlier leader's
