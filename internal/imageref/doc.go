@@ -34,9 +34,10 @@
 //     DIGEST it matches digests only (RepoDigests) and a TAG beside it is
 //     ignored, as containerd ignores it when pulling.
 //   - A pattern sha256:..., sha384:... or sha512:... without "/" and "@" is
-//     matched against the image ID (the config digest), not against
-//     repository digests; write "**@sha256:..." for a manifest digest in
-//     any repository.
+//     matched against the image ID (the config digest) and against the
+//     digests of the image's repository digests (the manifest digest, which
+//     kubectl shows as a container's imageID): a digest names one blob, so
+//     it cannot be one image's ID and another's manifest.
 //
 // A pattern that is not valid path.Match syntax in one of its parts is an
 // error. A valid one that can never match a valid image reference (upper

@@ -308,6 +308,40 @@ func TestSetRemembers(t *testing.T) {
 	}
 }
 
+// TestIDPatternMatchesRepositoryDigests: the digest an operator finds for
+// a running image is most often its repository (manifest) digest: the
+// imageID kubectl shows for a pod's container
+// (docker.io/library/nginx@sha256:M), crictl's and ctr's DIGEST, a
+// registry's page. Written as sha256:M in imageGC.exclude, it protects the
+// image whose repository digest it is, as it protects the image whose ID
+// it is: a digest names one blob, so it cannot be one image's ID and
+// another's manifest. Before, it was matched against image IDs only, and
+// protected nothing, with no warning.
+func TestIDPatternMatchesRepositoryDigests(t *testing.T) {
+	s, err := Compile([]string{digest, "sha256:0123abcd*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const other = "sha256:9999999999999999999999999999999999999999999999999999999999999999"
+	for _, tc := range []struct {
+		name          string
+		id            string
+		tags, digests []string
+		want          bool
+	}{
+		{"the image whose repository digest the pattern is", other, []string{"docker.io/library/nginx:1.25"}, []string{"docker.io/library/nginx@" + digest}, true},
+		{"pulled by digest alone", other, nil, []string{"registry.example/app@" + digest}, true},
+		{"a prefix of a repository digest", other, nil, []string{"registry.example/app@" + id}, true},
+		{"the image whose ID the pattern is", id, []string{"docker.io/library/redis:7"}, nil, true},
+		{"another image", other, []string{"docker.io/library/redis:7"}, []string{"docker.io/library/redis@" + other}, false},
+		{"a tag is not a digest", other, []string{"registry.example/sha256:" + strings.Repeat("fedc9876", 8)[:10]}, nil, false},
+	} {
+		if got := s.MatchImage(tc.id, tc.tags, tc.digests); got != tc.want {
+			t.Errorf("%s: MatchImage(%s, %q, %q) = %v, want %v", tc.name, tc.id, tc.tags, tc.digests, got, tc.want)
+		}
+	}
+}
+
 // FuzzParse: Parse never panics; a compiled pattern matches any name
 // without panicking; a pattern without wildcards that is a valid name
 // matches that name, and its normalised form means the same.

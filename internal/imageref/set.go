@@ -2,6 +2,7 @@ package imageref
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -43,11 +44,19 @@ func Compile(patterns []string) (*Set, error) {
 func (s *Set) Empty() bool { return len(s.names) == 0 && len(s.ids) == 0 }
 
 // MatchImage reports whether an image matches a pattern: by its ID, or by
-// one of its names (tags and digests, as CRI lists them).
+// one of its names (tags and digests, as CRI lists them). An ID pattern
+// (sha256:...) matches the digest of a repository digest too: the digest
+// kubectl shows as a container's imageID is the manifest's, and a digest
+// names one blob, never one image's ID and another's manifest.
 func (s *Set) MatchImage(id string, repoTags, repoDigests []string) bool {
 	for _, p := range s.ids {
 		if p.MatchID(id) {
 			return true
+		}
+		for _, d := range repoDigests {
+			if i := strings.LastIndexByte(d, '@'); i >= 0 && p.MatchID(d[i+1:]) {
+				return true
+			}
 		}
 	}
 	if len(s.names) == 0 {

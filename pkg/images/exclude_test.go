@@ -85,10 +85,10 @@ func TestExcludedAsOperatorsWriteThem(t *testing.T) {
 		"tag and digest: digest decides": {"nginx:1.25@" + testDigest, "docker.io/library/nginx@" + testDigest, true},
 
 		// Image IDs.
-		"image ID":                     {testID, "", true},
-		"image ID prefix":              {"sha256:0123abcd*", "", true},
-		"image ID is not a digest":     {testDigest, "docker.io/library/nginx@" + testDigest, false},
-		"name pattern does not hit ID": {"*", "", false},
+		"image ID":        {testID, "", true},
+		"image ID prefix": {"sha256:0123abcd*", "", true},
+		"a digest matches a repository digest too": {testDigest, "docker.io/library/nginx@" + testDigest, true}, // kubectl's imageID
+		"name pattern does not hit ID":             {"*", "", false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := policyFor(t, func(c *config.ImageGCConfiguration) { c.Exclude = []string{tc.pattern} })
