@@ -499,6 +499,7 @@ func BenchmarkMarkUnsureAbsence(b *testing.B) {
 			default:
 			}
 			r.graph.mu.Lock()
+			r.graph.nodes["o"].flags |= flagDeleted // as a monitor's event would
 			r.graph.mu.Unlock()
 			time.Sleep(time.Millisecond)
 		}
