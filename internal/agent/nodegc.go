@@ -315,6 +315,9 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt *runt
 		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, NodeName: n.opts.NodeName, BootID: n.opts.BootID, Runtime: c, Disk: diskstats.NewReader(),
 		Registerer: reg, SandboxImages: sandboxes, ProfileGeneration: rt.generation, OnRun: n.events.imageGCReport, PlanOnly: planOnly,
 		WatchGoesOn: planOnly && n.agentRuns,
+		// On the kubelet's root filesystem, as far as nodegc can tell:
+		// an image filesystem on neither is a disk of its own.
+		NodeFilesystem: []string{cfg.ContainerGC.PodLogsDirectory, cfg.StateDirectory},
 	}
 	if rt.sandboxImageUnread() && !planOnly {
 		// Without it, an image the runtime makes its pods' sandboxes

@@ -196,7 +196,18 @@ type Options struct {
 	// its commit is seen at the commit, or at the next interval check.
 	Writes WriteSource
 	Disk   DiskReader
-	Clock  clock.WithTicker
+	// NodeFilesystem are paths nodegc can read that lie on the kubelet's
+	// root filesystem (nodefs), as far as it can tell: the pod logs
+	// directory and the state directory. The image filesystem is taken for
+	// a disk of its own (DiskStats.Dedicated: the kubelet's
+	// nodefs.available threshold then applies elsewhere) only when its
+	// device is that of none of them; with none readable, never: the
+	// stricter of the two thresholds then applies, as on a shared disk.
+	NodeFilesystem []string
+	// deviceOf returns the device of the filesystem holding a path; nil
+	// means stat(2)'s st_dev. Tests fake it.
+	deviceOf func(path string) (uint64, error)
+	Clock    clock.WithTicker
 	// Registerer receives the image GC metrics; nil means none are exported.
 	Registerer prometheus.Registerer
 	// SandboxImages name the runtime's sandbox image as its config writes
@@ -296,9 +307,12 @@ type Manager struct {
 	listedAt       atomic.Pointer[time.Time]
 	imagesListedAt atomic.Pointer[time.Time]
 	mountpoint     atomic.Pointer[string]
-	layersWarn     sync.Once
-	unreadable     unreadableImages
-	diskReads      readStreak // the disk checks' failures, for their logs
+	// fsKind is whether the image filesystem at a mountpoint is dedicated
+	// (Options.NodeFilesystem), as last judged.
+	fsKind     atomic.Pointer[fsKind]
+	layersWarn sync.Once
+	unreadable unreadableImages
+	diskReads  readStreak // the disk checks' failures, for their logs
 	// The failures of the reads of containerd's own API that the plan
 	// goes on without, for their logs.
 	// checkArrivalReads is the check's own: its one-image lookups and the
@@ -772,7 +786,7 @@ func (m *Manager) diskTrigger(disk DiskStats) (trigger string, ahead uint64) {
 // fill rate, and the reaction histogram.
 func (m *Manager) observeDisk(disk DiskStats) {
 	m.metrics.observeDisk(disk)
-	evictAt, which, ok := m.policy.cfg.DiskEviction(disk.Capacity)
+	evictAt, which, ok := m.policy.cfg.DiskEviction(disk.Capacity, disk.Dedicated)
 	m.metrics.observeEviction(disk.Capacity, evictAt, which.Threshold, ok)
 	if r := m.guard.observe(m.clock.Now(), disk); r.belowLow > 0 {
 		m.metrics.reaction.WithLabelValues(phaseBelowLow).Observe(r.belowLow.Seconds())
@@ -1555,7 +1569,51 @@ func (m *Manager) diskStats(ctx context.Context) (DiskStats, error) {
 	case st.Available > st.Capacity:
 		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: %d bytes available of %d", *mp, ErrInvalidDiskCapacity, st.Available, st.Capacity)
 	}
-	return DiskStats{Capacity: st.Capacity, Available: st.Available}, nil
+	return DiskStats{Capacity: st.Capacity, Available: st.Available, Dedicated: m.dedicated(ctx, *mp)}, nil
+}
+
+// fsKind is what dedicated judged of the image filesystem at mountpoint.
+type fsKind struct {
+	mountpoint string
+	dedicated  bool
+}
+
+// dedicated says whether the image filesystem at mountpoint is a disk of
+// its own: its device is none of Options.NodeFilesystem's, of which one at
+// least could be read. Judged once per mountpoint, and logged.
+func (m *Manager) dedicated(ctx context.Context, mountpoint string) bool {
+	if k := m.fsKind.Load(); k != nil && k.mountpoint == mountpoint {
+		return k.dedicated
+	}
+	deviceOf := m.opts.deviceOf
+	if deviceOf == nil {
+		deviceOf = diskstats.DeviceOf
+	}
+	k := &fsKind{mountpoint: mountpoint}
+	image, err := deviceOf(mountpoint)
+	var compared []string
+	if err == nil {
+		k.dedicated = true
+		for _, p := range m.opts.NodeFilesystem {
+			dev, err := deviceOf(p)
+			if err != nil {
+				continue
+			}
+			compared = append(compared, p)
+			if dev == image {
+				k.dedicated = false
+				break
+			}
+		}
+		k.dedicated = k.dedicated && len(compared) > 0
+	}
+	m.fsKind.Store(k)
+	if k.dedicated {
+		klog.FromContext(ctx).Info("The image filesystem is a disk of its own, not the kubelet's root filesystem: only the kubelet's "+
+			"imagefs.available threshold applies to it (nodefs.available is measured on the root filesystem)",
+			"mountpoint", mountpoint, "comparedWith", compared)
+	}
+	return k.dedicated
 }
 
 // settle waits, within SettleTimeout, for the runtime's asynchronous cleanup

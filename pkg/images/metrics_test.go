@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"unique"
 
@@ -236,6 +237,57 @@ func TestBytesTargetedLeavesDryRunsOut(t *testing.T) {
 			}
 			if targeted != wantTargeted || estimated != wantEstimated {
 				t.Errorf("targeted %v, estimated %v; want %v and %v (dry run %v)", targeted, estimated, wantTargeted, wantEstimated, dryRun)
+			}
+		})
+	}
+}
+
+// TestDedicatedImageFilesystem: an image filesystem whose device is that
+// of none of the paths on the kubelet's root filesystem (the pod logs and
+// state directories) is a disk of its own, where the kubelet's
+// nodefs.available does not apply: the eviction gauge is imagefs.available's
+// (5% of 100 GiB), not the stricter nodefs.available<10% of the root disk.
+// Before, the nodefs threshold was taken there: the critical eviction alert
+// fired, and early runs started, while the kubelet evicted nothing. On the
+// device of one of them, or with none readable, both apply, as on a shared
+// disk.
+func TestDedicatedImageFilesystem(t *testing.T) {
+	devices := map[string]uint64{"/images": 2, "/var/log/pods": 1, "/var/lib/nodegc": 1, "/var/lib/containerd-shared": 2}
+	for name, tc := range map[string]struct {
+		node          []string
+		wantDedicated bool
+		wantEvictAt   float64
+	}{
+		"another device than the pod logs and state directories": {[]string{"/var/log/pods", "/var/lib/nodegc"}, true, 5 << 30},
+		"the device of one of them":                              {[]string{"/var/log/pods", "/var/lib/containerd-shared"}, false, 10 << 30},
+		"none of them readable":                                  {[]string{"/missing"}, false, 10 << 30},
+		"none given":                                             {nil, false, 10 << 30},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := config.Defaulted().ImageGC
+			cfg.EvictionHard = map[string]string{config.SignalImageFsAvailable: "5%", config.SignalNodeFsAvailable: "10%"}
+			reg := prometheus.NewRegistry()
+			m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: &streamRuntime{}, Disk: fixedDisk{},
+				NodeFilesystem: tc.node, deviceOf: func(p string) (uint64, error) {
+					if d, ok := devices[p]; ok {
+						return d, nil
+					}
+					return 0, os.ErrNotExist
+				},
+				Clock: clocktesting.NewFakeClock(t0), Registerer: reg, PlanOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := m.diskStats(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Dedicated != tc.wantDedicated {
+				t.Errorf("dedicated %t, want %t", d.Dedicated, tc.wantDedicated)
+			}
+			m.observeDisk(d)
+			if got := gaugeValues(t, reg)["nodegc_image_fs_eviction_available_bytes"]; got != tc.wantEvictAt {
+				t.Errorf("nodegc_image_fs_eviction_available_bytes %v, want %v", got, tc.wantEvictAt)
 			}
 		})
 	}
