@@ -74,7 +74,9 @@ header() {
 # hack/render-deploy.sh IMAGE renders this file with another image (tested by the e2e suite).
 #
 # Running beside kubelet: set kubelet's imageGCHighThresholdPercent: 100 and imageMaximumGCAge: 0 so
-# only nodegc removes images, and keep nodegc's thresholds below the kubelet's eviction thresholds.
+# its periodic image GC does not race nodegc's, and keep nodegc's thresholds below the kubelet's eviction
+# thresholds. Under disk pressure the kubelet's eviction still removes every unused image the runtime does
+# not pin, nodegc's exclusions too: pin the images that must stay.
 #
 # imageGC.containerEvents stays false: set true, the agent subscribes to containerd 2.x's container event
 # stream, and containerd then blocks every container create, start, stop and removal on the node while the
