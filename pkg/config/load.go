@@ -249,6 +249,7 @@ func Decode(data []byte) (*Loaded, error) {
 	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out)...)
 	out.Warnings = append(out.Warnings, out.endpointWarnings()...)
 	out.Warnings = append(out.Warnings, out.inodeWarnings()...)
+	out.Warnings = append(out.Warnings, out.ignoredEventsWarning()...)
 	if kc != nil && kubeletImageGCOff(kc, kubeletDoc.lines) {
 		_, high := out.lines["imageGC.highThresholdPercent"]
 		_, low := out.lines["imageGC.lowThresholdPercent"]
@@ -344,6 +345,32 @@ func (l *Loaded) inodeWarnings() []string {
 		}
 	}
 	return out
+}
+
+// ignoredEventsWarning returns a warning, at its line, when the file gives
+// ownerGC.gcIgnoredResources without the default events entries: the list
+// replaces the defaults, so the owner GC then watches every Event of the
+// cluster, which kube-controller-manager's collector leaves out.
+func (l *Loaded) ignoredEventsWarning() []string {
+	const path = "ownerGC.gcIgnoredResources"
+	if _, set := l.lines[path]; !set {
+		return nil
+	}
+	var missing []string
+	for _, gr := range DefaultIgnoredResources() {
+		if !slices.Contains(l.Config.OwnerGC.GCIgnoredResources, gr) {
+			missing = append(missing, fmt.Sprintf("{group: %q, resource: %s}", gr.Group, gr.Resource))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	them := "them"
+	if len(missing) == 1 {
+		them = "it"
+	}
+	return []string{l.locate(path, path, fmt.Sprintf("%s leaves out %s: the list replaces the default, so the owner GC watches every Event "+
+		"of the cluster (kube-controller-manager's leaves them out); add %s to keep them out", path, strings.Join(missing, " and "), them))}
 }
 
 // endpointWarnings returns a warning for each runtime endpoint written in a

@@ -829,3 +829,39 @@ func TestKubeletBooleansAsWritten(t *testing.T) {
 		t.Errorf("failSwapOn: \"no\" (a string, quoted): err %v; want a problem naming the field", err)
 	}
 }
+
+// TestIgnoredResourcesWithoutEventsWarn: a gcIgnoredResources list the file
+// gives replaces the default, so one that leaves out the events entries
+// (core and events.k8s.io) makes the owner GC watch every Event of the
+// cluster; a warning at the list's line says so and names what is left
+// out. The default, a null list, and a list that keeps both give none.
+func TestIgnoredResourcesWithoutEventsWarn(t *testing.T) {
+	const og = "ownerGC:\n  gcIgnoredResources:"
+	for name, tc := range map[string]struct {
+		doc  string
+		want []string
+	}{
+		"one resource": {doc: header + og + "\n  - {group: apps, resource: deployments}\n",
+			want: []string{`line 4: ownerGC.gcIgnoredResources leaves out {group: "", resource: events} and {group: "events.k8s.io", resource: events}: ` +
+				"the list replaces the default, so the owner GC watches every Event of the cluster (kube-controller-manager's leaves them out); add them to keep them out"}},
+		"empty": {doc: header + og + " []\n",
+			want: []string{`line 4: ownerGC.gcIgnoredResources leaves out {group: "", resource: events} and {group: "events.k8s.io", resource: events}: ` +
+				"the list replaces the default, so the owner GC watches every Event of the cluster (kube-controller-manager's leaves them out); add them to keep them out"}},
+		"the core events only": {doc: header + og + "\n  - {group: '', resource: events}\n  - {group: apps, resource: deployments}\n",
+			want: []string{`line 4: ownerGC.gcIgnoredResources leaves out {group: "events.k8s.io", resource: events}: ` +
+				"the list replaces the default, so the owner GC watches every Event of the cluster (kube-controller-manager's leaves them out); add it to keep them out"}},
+		"both kept": {doc: header + og + "\n  - {group: '', resource: events}\n  - {group: events.k8s.io, resource: events}\n  - {group: apps, resource: deployments}\n"},
+		"null":      {doc: header + og + "\n"},
+		"default":   {doc: header},
+	} {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := Decode([]byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, loaded.Warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

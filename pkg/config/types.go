@@ -274,7 +274,9 @@ type OwnerGCConfiguration struct {
 	ConcurrentGCSyncs int32 `json:"concurrentGCSyncs"`
 
 	// GCIgnoredResources are never watched nor collected. Mirrors
-	// kube-controller-manager's gcIgnoredResources.
+	// kube-controller-manager's gcIgnoredResources. Entries are named as
+	// discovery names them: the group alone ("" for the core group) and
+	// the plural, lower-case resource; a list replaces the default.
 	// Default: [{group: "", resource: events}, {group: events.k8s.io, resource: events}].
 	GCIgnoredResources []GroupResource `json:"gcIgnoredResources"`
 

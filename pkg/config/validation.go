@@ -213,6 +213,7 @@ func validateOwnerGC(p *field.Path, c *OwnerGCConfiguration) field.ErrorList {
 		if gr.Resource == "" {
 			errs = append(errs, field.Required(ip.Child("resource"), "a plural resource name such as events"))
 		}
+		errs = append(errs, validateIgnoredResource(ip, gr)...)
 		if seen[gr] {
 			errs = append(errs, field.Duplicate(ip, gr))
 		}
@@ -230,6 +231,38 @@ func validateOwnerGC(p *field.Path, c *OwnerGCConfiguration) field.ErrorList {
 	errs = append(errs, validatePositive(p.Child("discoveryResyncPeriod"), c.DiscoveryResyncPeriod)...)
 	errs = append(errs, validateNonNegative(p.Child("unsyncedResourceHold"), c.UnsyncedResourceHold)...)
 	errs = append(errs, validateNonNegative(p.Child("stuckDeletionThreshold"), c.StuckDeletionThreshold)...)
+	return errs
+}
+
+// validateIgnoredResource refuses a gcIgnoredResources entry written as
+// operators write a resource elsewhere, which discovery never serves: it
+// would match nothing, and the owner GC would watch and collect the
+// resource it was meant to leave alone. The core group written "core" or
+// "v1" (kubectl's names), a group/version, a Kind, or a
+// CustomResourceDefinition's full name. A singular resource name
+// (deployment) cannot be told from a plural without discovery: it passes.
+func validateIgnoredResource(p *field.Path, gr GroupResource) field.ErrorList {
+	var errs field.ErrorList
+	switch group, _, versioned := strings.Cut(gr.Group, "/"); {
+	case gr.Group == "core" || gr.Group == "v1":
+		errs = append(errs, field.Invalid(p.Child("group"), gr.Group,
+			`the core group is "" here, as discovery names it: write group: ""`))
+	case versioned:
+		if group == "core" {
+			group = ""
+		}
+		errs = append(errs, field.Invalid(p.Child("group"), gr.Group,
+			fmt.Sprintf("a group/version: write the group alone, group: %q (an entry holds every version of its resource)", group)))
+	}
+	switch {
+	case strings.ToLower(gr.Resource) != gr.Resource:
+		errs = append(errs, field.Invalid(p.Child("resource"), gr.Resource,
+			"a Kind, not a resource: write the plural, lower-case resource name as `kubectl api-resources` shows it (configmaps for ConfigMap)"))
+	case strings.Contains(gr.Resource, "."):
+		plural, group, _ := strings.Cut(gr.Resource, ".")
+		errs = append(errs, field.Invalid(p.Child("resource"), gr.Resource,
+			fmt.Sprintf("a CustomResourceDefinition's full name: give its group in group and its plural in resource: {group: %s, resource: %s}", group, plural)))
+	}
 	return errs
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -389,5 +390,40 @@ func TestNodeNameWithCapitals(t *testing.T) {
 	c.NodeName = "Node_1"
 	if errs := Validate(c); len(errs) == 0 || strings.Contains(errs.ToAggregate().Error(), "lower-cased") {
 		t.Errorf("Validate(nodeName Node_1) = %v, want a problem without the lower-case hint", errs)
+	}
+}
+
+// TestIgnoredResourcesAsOperatorsWriteThem: a gcIgnoredResources entry
+// written as operators write a resource elsewhere (kubectl's "core" group,
+// the core group's "v1", a group/version, a Kind, a CustomResourceDefinition's
+// full name) names nothing discovery serves: it would match nothing, and
+// the owner GC would watch and collect what it was meant to leave alone. Each
+// is refused at its line, naming the field and what to write. A singular
+// resource name cannot be told without discovery: it passes.
+func TestIgnoredResourcesAsOperatorsWriteThem(t *testing.T) {
+	for entry, want := range map[string][]string{
+		"{group: core, resource: configmaps}": {`line 5: ownerGC.gcIgnoredResources[0].group: Invalid value: "core": the core group is "" here, as discovery names it: write group: ""`},
+		"{group: v1, resource: configmaps}":   {`line 5: ownerGC.gcIgnoredResources[0].group: Invalid value: "v1": the core group is "" here, as discovery names it: write group: ""`},
+		"{group: apps/v1, resource: deployments}": {`line 5: ownerGC.gcIgnoredResources[0].group: Invalid value: "apps/v1": a group/version: ` +
+			`write the group alone, group: "apps" (an entry holds every version of its resource)`},
+		"{group: core/v1, resource: pods}": {`line 5: ownerGC.gcIgnoredResources[0].group: Invalid value: "core/v1": a group/version: ` +
+			`write the group alone, group: "" (an entry holds every version of its resource)`},
+		"{group: '', resource: ConfigMap}": {`line 5: ownerGC.gcIgnoredResources[0].resource: Invalid value: "ConfigMap": a Kind, not a resource: ` +
+			"write the plural, lower-case resource name as `kubectl api-resources` shows it (configmaps for ConfigMap)"},
+		"{group: example.com, resource: widgets.example.com}": {`line 5: ownerGC.gcIgnoredResources[0].resource: Invalid value: "widgets.example.com": ` +
+			`a CustomResourceDefinition's full name: give its group in group and its plural in resource: {group: example.com, resource: widgets}`},
+		"{group: apps, resource: deployment}":  nil,
+		"{group: apps, resource: deployments}": nil,
+		"{group: '', resource: events}":        nil,
+	} {
+		t.Run(entry, func(t *testing.T) {
+			loaded, err := Decode([]byte(header + "ownerGC:\n  gcIgnoredResources:\n  - " + entry + "\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, loaded.Problems(Validate(loaded.Config)), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
