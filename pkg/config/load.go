@@ -250,6 +250,7 @@ func Decode(data []byte) (*Loaded, error) {
 	out.Warnings = append(out.Warnings, out.endpointWarnings()...)
 	out.Warnings = append(out.Warnings, out.inodeWarnings()...)
 	out.Warnings = append(out.Warnings, out.ignoredEventsWarning()...)
+	out.Warnings = append(out.Warnings, out.noMinimumAgeWarning()...)
 	if kc != nil && kubeletImageGCOff(kc, kubeletDoc.lines) {
 		_, high := out.lines["imageGC.highThresholdPercent"]
 		_, low := out.lines["imageGC.lowThresholdPercent"]
@@ -345,6 +346,23 @@ func (l *Loaded) inodeWarnings() []string {
 		}
 	}
 	return out
+}
+
+// noMinimumAgeWarning returns a warning, at its line, when the
+// NodeGCConfiguration document sets imageGC.minimumGCAge to 0: no minimum
+// age, where the kubelet reads its imageMinimumGCAge 0s (kubeadm writes it
+// into every node's config) as its 2m default, as nodegc reads it in a
+// KubeletConfiguration document.
+func (l *Loaded) noMinimumAgeWarning() []string {
+	const path = "imageGC.minimumGCAge"
+	if _, set := l.lines[path]; !set || slices.Contains(l.FromKubelet, path) {
+		return nil
+	}
+	if age := l.Config.ImageGC.MinimumGCAge; age == nil || age.Duration != 0 {
+		return nil
+	}
+	return []string{l.locate(path, path, path+": 0s is no minimum age: an image may be removed as soon as it is listed "+
+		"(the kubelet reads its imageMinimumGCAge 0s as its 2m default); write 1s for almost none, or leave it unset for the default")}
 }
 
 // ignoredEventsWarning returns a warning, at its line, when the file gives

@@ -865,3 +865,42 @@ func TestIgnoredResourcesWithoutEventsWarn(t *testing.T) {
 		})
 	}
 }
+
+// TestMinimumGCAgeZeroWarns: imageGC.minimumGCAge 0 in nodegc's own
+// document means no minimum age, the opposite of the kubelet's
+// imageMinimumGCAge 0s (kubeadm writes it into every node's config; the
+// kubelet reads it as its 2m default), whose name the Reference gives as
+// the field's upstream one: a value copied from there, 0s or "0", is kept
+// as written, with a warning at its line. In a KubeletConfiguration
+// document 0s is the 2m default already, and gives none; a nodegc 0s
+// beside a kubelet's 5m wins, and warns.
+func TestMinimumGCAgeZeroWarns(t *testing.T) {
+	const kubelet = "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	const warning = "line 4: imageGC.minimumGCAge: 0s is no minimum age: an image may be removed as soon as it is listed " +
+		"(the kubelet reads its imageMinimumGCAge 0s as its 2m default); write 1s for almost none, or leave it unset for the default"
+	for name, tc := range map[string]struct {
+		doc     string
+		wantAge time.Duration
+		want    []string
+	}{
+		"0s":                  {doc: header + "imageGC:\n  minimumGCAge: 0s\n", want: []string{warning}},
+		`"0"`:                 {doc: header + "imageGC:\n  minimumGCAge: \"0\"\n", want: []string{warning}},
+		"over a kubelet's 5m": {doc: header + "imageGC:\n  minimumGCAge: 0s\n" + kubelet + "imageMinimumGCAge: 5m\n", want: []string{warning}},
+		"the kubelet's 0s":    {doc: header + kubelet + "imageMinimumGCAge: 0s\n", wantAge: DefaultImageMinimumGCAge},
+		"1s":                  {doc: header + "imageGC:\n  minimumGCAge: 1s\n", wantAge: time.Second},
+		"null":                {doc: header + "imageGC:\n  minimumGCAge: null\n", wantAge: DefaultImageMinimumGCAge},
+	} {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := Decode([]byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := loaded.Config.ImageGC.MinimumGCAge.Duration; got != tc.wantAge {
+				t.Errorf("minimumGCAge = %v, want %v", got, tc.wantAge)
+			}
+			if diff := cmp.Diff(tc.want, loaded.Warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

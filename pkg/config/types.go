@@ -109,8 +109,9 @@ type ImageGCConfiguration struct {
 	LowThresholdPercent *int32 `json:"lowThresholdPercent"`
 
 	// MinimumGCAge is how long an image must have been known to nodegc
-	// before it may be removed. Mirrors kubelet's imageMinimumGCAge.
-	// Default: 2m.
+	// before it may be removed. Mirrors kubelet's imageMinimumGCAge, but 0
+	// is no minimum age here (with a warning), where the kubelet reads its
+	// 0s as its default. Default: 2m.
 	MinimumGCAge *metav1.Duration `json:"minimumGCAge"`
 
 	// MaximumGCAge removes an image unused for longer than this, whatever
