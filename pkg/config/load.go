@@ -828,7 +828,8 @@ func (d *document) locate(target any, obj map[string]any, prefix []string) ([]st
 		if err == nil {
 			continue
 		}
-		if child, ok := obj[k].(map[string]any); ok {
+		// A mapping given for a list is the list's problem, not its keys'.
+		if child, ok := obj[k].(map[string]any); ok && !isList(fieldType(reflect.TypeOf(target), path)) {
 			if deeper, deeperBad := d.locate(target, child, path); len(deeper) > 0 {
 				out = append(out, deeper...)
 				bad = append(bad, deeperBad...)
@@ -848,9 +849,25 @@ func (d *document) locate(target any, obj map[string]any, prefix []string) ([]st
 				continue
 			}
 		}
-		out = append(out, d.describe(reflect.TypeOf(target), path, -1, err, typeHint(reflect.TypeOf(target), path, obj[k])))
+		hint := typeHint(reflect.TypeOf(target), path, obj[k])
+		if isList(fieldType(reflect.TypeOf(target), path)) {
+			hint = listHint(obj[k]) // not a list: an element of the list's type, most often
+		}
+		out = append(out, d.describe(reflect.TypeOf(target), path, -1, err, hint))
 	}
 	return out, bad
+}
+
+// listHint says how to write a list for value, given where one is wanted:
+// a string (exclude: nginx) as ["nginx"] or a line "- nginx" each.
+func listHint(value any) string {
+	switch v := value.(type) {
+	case string:
+		return fmt.Sprintf(`want a list: write [%q] or one "- %s" per line`, v, v)
+	case map[string]any:
+		return `want a list: write [{...}], or "- " before each entry, one per line`
+	}
+	return `want a list: write [...], or "- " before each entry, one per line`
 }
 
 // isList says whether t is a slice type.

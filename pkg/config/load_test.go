@@ -98,6 +98,16 @@ func TestDecodeProblems(t *testing.T) {
 				"line 9: ownerGC.gcIgnoredResources[1]: cannot unmarshal string into a value of type config.GroupResource",
 			},
 		},
+		// A list given one element alone says to write a list.
+		"a list given a string, a mapping and a number": {
+			yaml: header + "imageGC:\n  exclude: nginx\nownerGC:\n  gcIgnoredResources: {group: apps, resource: deployments}\n" +
+				"---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS: 10\n",
+			want: []string{
+				`line 4: imageGC.exclude: cannot unmarshal string into a value of type []string (want a list: write ["nginx"] or one "- nginx" per line)`,
+				`line 6: ownerGC.gcIgnoredResources: cannot unmarshal object into a value of type []config.GroupResource (want a list: write [{...}], or "- " before each entry, one per line)`,
+				`line 10: clusterDNS: cannot unmarshal number into a value of type []string (want a list: write [...], or "- " before each entry, one per line)`,
+			},
+		},
 		"an eviction threshold given a number": {
 			yaml: header + "imageGC:\n  evictionHard:\n    imagefs.available: 15\n  evictionSoft:\n    nodefs.available: 10\n" +
 				"---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  imagefs.available: 15\n",
