@@ -22,9 +22,15 @@ type EvictionThreshold struct {
 
 // ParseEvictionThreshold parses a value of the kubelet's evictionHard or
 // evictionSoft: a percentage between 0% and 100%, or a non-negative
-// quantity.
+// quantity. A space inside ("15 %", "10 Gi") is refused, as the kubelet
+// refuses it, with an error that says so.
 func ParseEvictionThreshold(v string) (EvictionThreshold, error) {
 	v = strings.TrimSpace(v)
+	if joined := strings.Join(strings.Fields(v), ""); joined != v {
+		if _, err := ParseEvictionThreshold(joined); err == nil {
+			return EvictionThreshold{}, fmt.Errorf("%q: the space is the problem: a threshold has none, and the kubelet refuses it too: write %q", v, joined)
+		}
+	}
 	if pct, ok := strings.CutSuffix(v, "%"); ok {
 		f, err := strconv.ParseFloat(pct, 64)
 		if err != nil || math.IsNaN(f) || f < 0 || f > 100 {

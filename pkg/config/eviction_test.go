@@ -331,3 +331,24 @@ func TestEvictionSoftValidation(t *testing.T) {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }
+
+// TestThresholdWithASpace: an eviction threshold with a space inside ("15 %",
+// "10 Gi") is refused, as the kubelet refuses it, with a message that says
+// the space is the problem and what to write, not that 15 is out of 0% to
+// 100%. A space around the value is no problem, and a value that is wrong
+// without its space gets the usual message.
+func TestThresholdWithASpace(t *testing.T) {
+	loaded, err := Decode([]byte(header + "imageGC:\n  evictionHard:\n    imagefs.available: 15 %\n    nodefs.available: \" 10%  \"\n" +
+		"  evictionSoft:\n    imagefs.available: 10 Gi\n    nodefs.available: 1 0 x%\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`line 5: imageGC.evictionHard[imagefs.available]: Invalid value: "15 %": "15 %": the space is the problem: a threshold has none, and the kubelet refuses it too: write "15%"`,
+		`line 8: imageGC.evictionSoft[imagefs.available]: Invalid value: "10 Gi": "10 Gi": the space is the problem: a threshold has none, and the kubelet refuses it too: write "10Gi"`,
+		`line 9: imageGC.evictionSoft[nodefs.available]: Invalid value: "1 0 x%": percentage "1 0 x%": must be between 0% and 100%`,
+	}
+	if diff := cmp.Diff(want, loaded.Problems(Validate(loaded.Config))); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
