@@ -834,7 +834,7 @@ func TestKubeletBooleansAsWritten(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "line 3: cgroupDriver") {
 		t.Errorf("cgroupDriver: on (the kubelet reads a boolean, and refuses it): err %v; want a problem at line 3", err)
 	}
-	loaded, err = Decode([]byte(kubelet + "failSwapOn: \"no\"\n---\n" + header))
+	_, err = Decode([]byte(kubelet + "failSwapOn: \"no\"\n---\n" + header))
 	if err == nil || !strings.Contains(err.Error(), "failSwapOn") {
 		t.Errorf("failSwapOn: \"no\" (a string, quoted): err %v; want a problem naming the field", err)
 	}
