@@ -68,6 +68,10 @@ var fieldCandidates = map[string][]any{
 		[]any{map[string]any{"group": "apps"}},
 		[]any{map[string]any{"group": "apps", "resource": "replicasets"}, map[string]any{"group": "apps", "resource": "replicasets"}},
 		[]any{map[string]any{"resource": "events"}, map[string]any{"group": "", "resource": "events"}},
+		[]any{map[string]any{"group": "core", "resource": "configmaps"}}, []any{map[string]any{"group": "v1", "resource": "configmaps"}},
+		[]any{map[string]any{"group": "apps/v1", "resource": "deployments"}}, []any{map[string]any{"resource": "ConfigMap"}},
+		[]any{map[string]any{"group": "example.com", "resource": "widgets.example.com"}},
+		[]any{map[string]any{"group": "apps", "resource": "deployment"}},
 	},
 }
 

@@ -465,7 +465,20 @@ include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
 {{- if not $res }}
 {{- fail (printf "config.ownerGC.gcIgnoredResources[%d]: resource is required, a plural resource name such as events: %s" $i $refused) }}
 {{- end }}
-{{- $key := printf "%s/%s" (toString (get ($gr | default dict) "group")) $res }}
+{{- $group := toString (get ($gr | default dict) "group") }}
+{{- if or (eq $group "core") (eq $group "v1") }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d].group: %q: the core group is \"\" here, as discovery names it: write group: \"\": %s" $i $group $refused) }}
+{{- end }}
+{{- if contains "/" $group }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d].group: %q: a group/version: write the group alone (an entry holds every version of its resource): %s" $i $group $refused) }}
+{{- end }}
+{{- if ne (lower $res) $res }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d].resource: %q: a Kind, not a resource: write the plural, lower-case resource name as kubectl api-resources shows it: %s" $i $res $refused) }}
+{{- end }}
+{{- if contains "." $res }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d].resource: %q: a CustomResourceDefinition's full name: give its group in group and its plural in resource: %s" $i $res $refused) }}
+{{- end }}
+{{- $key := printf "%s/%s" $group $res }}
 {{- if hasKey $seen $key }}
 {{- fail (printf "config.ownerGC.gcIgnoredResources[%d]: group %q resource %q is listed twice (also at [%d]): %s" $i (toString (get $gr "group")) $res (get $seen $key) $refused) }}
 {{- end }}
