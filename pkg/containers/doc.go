@@ -152,9 +152,14 @@
 //     its link stays, logged once. Nor can a target under it be checked
 //     when nodegc's view of podLogsDirectory is not the kubelet's (a disk
 //     mounted on it on the host after nodegc's container started, which a
-//     hostPath mount without propagation does not show): when the runtime
-//     runs containers whose logs lie there and nodegc sees none of them
-//     (podLogsUnseen), no link, pod log directory or log file is removed,
+//     hostPath mount without propagation does not show, perhaps over a
+//     copy of the logs made before, which the directory nodegc sees still
+//     holds, frozen): when the runtime runs a container whose log lies
+//     there and nodegc does not see that log, or the runtime cannot be
+//     asked where it lies (podLogsUnseen: every running container's log is
+//     looked for where the kubelet lays it out, and the runtime asked for
+//     the log path of up to 10 found missing there; one log seen proves
+//     nothing, as it may be a copy), no link, pod log directory or log file is removed,
 //     and a live pod's containers that a limit or maxAge would remove are
 //     kept (KeepLogsUnseen: their logs would stay behind until the pod is
 //     deleted; a gone pod's go, the kubelet removes its log directory),

@@ -10,62 +10,72 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/pkg/cri"
 )
 
 // logViewSamples is how many running containers the runtime is asked the
-// log path of, at most, when none of their logs is where the kubelet lays
-// them out (podLogsUnseen).
+// log path of, at most, per snapshot (podLogsUnseen): those whose log is
+// not where the kubelet lays logs out.
 const logViewSamples = 10
 
-// podLogsUnseen says whether the pod logs directory podLogs, as nodegc
-// sees it, lacks the log of every running container whose log lies under
-// it (NodeState.PodLogsUnseen), and names one such log. A running
-// container's log exists as long as it runs (during a rotation, its
-// rotated sibling: missing), so if the runtime writes logs there and
-// nodegc sees none, nodegc's view of the directory is not the kubelet's: a
-// filesystem mounted on it on the host after nodegc's container started,
-// which a mount without propagation does not show.
+// podLogsUnseen says whether nodegc's view of the pod logs directory
+// podLogs is not the kubelet's (NodeState.PodLogsUnseen), and names a log
+// it lacks, or why it cannot tell. A running container's log exists as
+// long as it runs (during a rotation, its rotated sibling: missing), so one
+// missing where the runtime writes it says that nodegc does not see what
+// the kubelet sees there: a filesystem mounted on the directory on the host
+// after nodegc's container started, which a mount without propagation does
+// not show. A log that is there proves nothing: the directory nodegc still
+// sees may hold a copy of the logs made before that mount (copied, then
+// mounted over), frozen, while every log written since is on the new
+// filesystem alone.
 //
-// It looks first where the kubelet lays logs out
-// (<podLogs>/<namespace>_<pod>_<uid>/<container>/<attempt>.log, from the
-// labels): one log seen there settles it without a runtime call. Otherwise
-// it asks the runtime for the log paths of up to logViewSamples running
-// containers: a log path outside podLogs (a kubelet podLogsDir nodegc was
-// not told) or unknown tells nothing, and one seen settles it. A node that
-// runs no container, or whose runtime writes no log under podLogs, cannot
-// tell: the logs count as seen.
-func podLogsUnseen(ctx context.Context, rt statusReader, cs []Container, podLogs string) (unseen bool, example string) {
+// So it looks for the log of every managed running container where the
+// kubelet lays logs out (<podLogs>/<namespace>_<pod>_<uid>/<container>/<attempt>.log,
+// from the labels). A container whose log is missing there, or whose
+// labels make no such path, has the runtime asked for its log path, up to
+// logViewSamples containers: a log path under podLogs that is missing makes
+// the logs unseen; one outside podLogs (a kubelet podLogsDir nodegc was not
+// told) or unknown tells nothing, nor does a container that the runtime no
+// longer has or that exited meanwhile (the kubelet removes a dead
+// container's log before the container); another error means it cannot
+// tell, which counts as unseen: that keeps things. A node that runs no
+// container, or whose runtime writes no log under podLogs, cannot tell: the
+// logs count as seen. A log deleted by hand while its container runs makes
+// them unseen too, until that container ends.
+func podLogsUnseen(ctx context.Context, rt statusReader, cs []Container, podLogs string) (unseen bool, why string) {
 	if podLogs == "" {
 		return false, ""
 	}
-	var running []*Container
+	asked := 0
 	for i := range cs {
-		if c := &cs[i]; c.Managed && c.State == StateRunning {
-			running = append(running, c)
-		}
-	}
-	for _, c := range running {
-		if p, ok := kubeletLogPath(podLogs, c); ok && !missing(p) {
-			return false, ""
-		}
-	}
-	for _, c := range running[:min(len(running), logViewSamples)] {
-		st, err := rt.ContainerStatus(ctx, c.ID)
-		if err != nil {
-			continue // exited and removed meanwhile, or unknown
-		}
-		p := st.GetLogPath()
-		if p == "" || !within(p, podLogs) {
+		c := &cs[i]
+		if !c.Managed || c.State != StateRunning {
 			continue
 		}
-		if !missing(p) {
-			return false, ""
+		if p, ok := kubeletLogPath(podLogs, c); ok && !missing(p) {
+			continue
 		}
-		if example == "" {
-			example = p
+		if asked == logViewSamples {
+			continue
+		}
+		asked++
+		st, err := rt.ContainerStatus(ctx, c.ID)
+		switch {
+		case cri.IsNotFound(err):
+			continue // exited and removed meanwhile
+		case err != nil:
+			return true, fmt.Sprintf("the log path of running container %s cannot be read: %v", c.ID, err)
+		case st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING:
+			continue // exited meanwhile: the kubelet may be removing its log
+		}
+		if p := st.GetLogPath(); p != "" && within(p, podLogs) && missing(p) {
+			return true, p
 		}
 	}
-	return example != "", example
+	return false, ""
 }
 
 // kubeletLogPath is where the kubelet lays out c's log under podLogs, if

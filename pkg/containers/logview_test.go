@@ -1,29 +1,46 @@
 package containers
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// TestPodLogsUnseen: the pod logs count as unseen only when the runtime
-// runs containers whose logs lie under the pod logs directory and nodegc
-// sees none of them; one log seen where the kubelet lays them out settles
-// it without asking the runtime, and a log path elsewhere tells nothing.
+// TestPodLogsUnseen: the pod logs count as unseen as soon as the log of
+// one running container is missing under the pod logs directory, where the
+// kubelet lays it out and at the log path the runtime reports, or the
+// runtime cannot say where it is; a log that is there proves nothing (it
+// may be a copy from before a mount), a log path elsewhere tells nothing,
+// nor does a container the runtime no longer runs. The runtime is asked
+// only when the log is not where the kubelet lays it out, for up to
+// logViewSamples containers.
 func TestPodLogsUnseen(t *testing.T) {
 	const uid = "0a000000-0000-4000-8000-00000000000a"
 	running := with(ctr("p", "app", 2, StateRunning, time.Hour), func(c *Container) { c.ID, c.PodUID = "run", uid })
+	var many []Container
+	for i := range logViewSamples + 5 {
+		many = append(many, with(running, func(c *Container) { c.ID, c.Attempt = fmt.Sprint("run", i), uint32(100+i) }))
+	}
 	for _, tc := range []struct {
 		name string
-		// logPath is the running container's log path, relative to
+		// logPath is the running containers' log path, relative to
 		// the pod logs directory unless absolute; files exist there.
 		logPath    string
 		files      []string
 		containers []Container
-		unseen     bool
-		asked      bool // the runtime was asked for the log path
+		// runtime changes the runtime after the containers were added.
+		runtime func(*fakeRuntime)
+		unseen  bool
+		// why is in what podLogsUnseen says; "": logPath.
+		why   string
+		asked int // how many times the runtime was asked for the log path
 	}{
 		{name: "no running container", containers: []Container{dead("p", "app", 1, time.Hour)}},
 		{name: "unmanaged running container", logPath: "x/0.log",
@@ -31,18 +48,32 @@ func TestPodLogsUnseen(t *testing.T) {
 		{name: "log where the kubelet lays it out", logPath: "ns_p_" + uid + "/app/2.log", files: []string{"ns_p_" + uid + "/app/2.log"},
 			containers: []Container{running}},
 		{name: "log seen at the runtime's path", logPath: "elsewhere/app.log", files: []string{"elsewhere/app.log"},
-			containers: []Container{running}, asked: true},
+			containers: []Container{running}, asked: 1},
 		{name: "log path outside the pod logs directory", logPath: "/var/lib/other/app.log",
-			containers: []Container{running}, asked: true},
-		{name: "no log path", containers: []Container{running}, asked: true},
+			containers: []Container{running}, asked: 1},
+		{name: "no log path", containers: []Container{running}, asked: 1},
 		{name: "log rotating: only its rotated sibling", logPath: "ns_p_" + uid + "/app/2.log", files: []string{"ns_p_" + uid + "/app/2.log.20261130-021500"},
 			containers: []Container{running}},
 		{name: "another attempt's log only", logPath: "ns_p_" + uid + "/app/2.log", files: []string{"ns_p_" + uid + "/app/20.log"},
-			containers: []Container{running}, unseen: true, asked: true},
+			containers: []Container{running}, unseen: true, asked: 1},
 		{name: "log not seen", logPath: "ns_p_" + uid + "/app/2.log",
-			containers: []Container{running}, unseen: true, asked: true},
-		{name: "one of two seen", logPath: "ns_p_" + uid + "/app/2.log", files: []string{"ns_q_" + uid[:35] + "b/app/0.log"},
+			containers: []Container{running}, unseen: true, asked: 1},
+		// Before, one log seen settled it: a copy of the logs made
+		// before a mount over the directory counted as seen.
+		{name: "one of two seen", unseen: true, asked: 1, logPath: "ns_p_" + uid + "/app/2.log", files: []string{"ns_q_" + uid[:35] + "b/app/0.log"},
 			containers: []Container{running, with(running, func(c *Container) { c.ID, c.PodName, c.PodUID, c.Attempt = "run2", "q", uid[:35]+"b", 0 })}},
+		{name: "removed meanwhile", logPath: "ns_p_" + uid + "/app/2.log", containers: []Container{running},
+			runtime: func(rt *fakeRuntime) { delete(rt.containers, "run") }, asked: 1},
+		{name: "exited meanwhile", logPath: "ns_p_" + uid + "/app/2.log", containers: []Container{running},
+			runtime: func(rt *fakeRuntime) { rt.setState("run", runtimeapi.ContainerState_CONTAINER_EXITED) }, asked: 1},
+		// Before, a failed status read was skipped: the logs counted
+		// as seen if every read failed.
+		{name: "runtime cannot be asked", logPath: "ns_p_" + uid + "/app/2.log", containers: []Container{running},
+			runtime: func(rt *fakeRuntime) {
+				rt.fail["ContainerStatus run"] = status.Error(codes.Unavailable, "connection refused")
+			},
+			unseen: true, why: "the log path of running container run cannot be read", asked: 1},
+		{name: "runtime asked for a few at most", logPath: "/var/lib/other/app.log", containers: many, asked: logViewSamples},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			podLogs := filepath.Join(t.TempDir(), "pods")
@@ -59,14 +90,92 @@ func TestPodLogsUnseen(t *testing.T) {
 			for _, c := range tc.containers {
 				rt.addContainer(c, logPath)
 			}
-			unseen, example := podLogsUnseen(t.Context(), rt, tc.containers, podLogs)
-			if unseen != tc.unseen || unseen != (example != "") || unseen && example != logPath {
-				t.Errorf("podLogsUnseen = %t, %q; want %t (example %q)", unseen, example, tc.unseen, logPath)
+			if tc.runtime != nil {
+				tc.runtime(rt)
 			}
-			asked := slices.ContainsFunc(rt.callLog(), func(c string) bool { return strings.HasPrefix(c, "ContainerStatus ") })
+			unseen, why := podLogsUnseen(t.Context(), rt, tc.containers, podLogs)
+			want := tc.why
+			if want == "" && tc.unseen {
+				want = logPath
+			}
+			if unseen != tc.unseen || unseen != (why != "") || !strings.Contains(why, want) {
+				t.Errorf("podLogsUnseen = %t, %q; want %t (%q)", unseen, why, tc.unseen, want)
+			}
+			asked := 0
+			for _, c := range rt.callLog() {
+				if strings.HasPrefix(c, "ContainerStatus ") {
+					asked++
+				}
+			}
 			if asked != tc.asked {
-				t.Errorf("the runtime was asked for a log path: %t, want %t (calls %v)", asked, tc.asked, rt.callLog())
+				t.Errorf("the runtime was asked for a log path %d times, want %d (calls %v)", asked, tc.asked, rt.callLog())
 			}
 		})
+	}
+}
+
+// TestStaleCopyOfPodLogsIsUnseen: the operator moved the pod logs to a new
+// disk the usual way, copy then mount (rsync -a /var/log/pods/ /mnt/new/ &&
+// mount --bind /mnt/new /var/log/pods), 30 minutes ago. nodegc's hostPath
+// mount (no propagation) still shows the old directory, with the copied
+// files: the log of a container that runs since before the move (pod q's
+// db/0) is there, frozen; every log written since is on the new disk only,
+// running app/3's of live pod p too. Before, the one stale log counted as
+// proof that nodegc's view was the kubelet's: the link of p's newest dead
+// instance (app/2, exited 10 minutes ago, whose log exists on the host)
+// went as dangling, and app/1 went by the per-container limit while its
+// log files stayed on the new disk. Now the missing log of app/3 makes the
+// pod logs unseen, and the plan keeps them.
+func TestStaleCopyOfPodLogsIsUnseen(t *testing.T) {
+	f := newManagerFixture(t)
+	// Only p: the fixture's p/app/0..2 become instances made after the move.
+	f.rt.mu.Lock()
+	for id := range f.rt.containers {
+		delete(f.rt.containers, id)
+		delete(f.rt.sandboxIDs, id)
+	}
+	delete(f.rt.sandboxes, "gone/sb0")
+	f.rt.mu.Unlock()
+	if err := os.RemoveAll(filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("gone"))); err != nil {
+		t.Fatal(err)
+	}
+	f.pods.view = live(fixtureUID("p"), fixtureUID("q"))
+
+	pLogs := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("p"), "app")
+	qLogs := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("q"), "db")
+	mkdirs(t, pLogs, qLogs, f.cfg.ContainerLogsDirectory)
+	// q's db/0 runs since before the move: its copy is in nodegc's view.
+	touch(t, filepath.Join(qLogs, "0.log"))
+	f.addSandbox(sbx("q", 0, true, 5*time.Hour))
+	db := with(ctr("q", "db", 0, StateRunning, 5*time.Hour), func(c *Container) { c.ID, c.PodUID = "bbbbbbbbbbbb0", fixtureUID("q") })
+	f.rt.addContainer(db, filepath.Join(qLogs, "0.log"))
+
+	// p: app/0..2 exited after the move, app/3 runs; none of their logs is
+	// in nodegc's view.
+	for attempt, id := range []string{"aaaaaaaaaaaa0", "aaaaaaaaaaaa1", "aaaaaaaaaaaa2", "aaaaaaaaaaaa3"} {
+		state := StateExited
+		if attempt == 3 {
+			state = StateRunning
+		}
+		c := with(ctr("p", "app", uint32(attempt), state, time.Duration(25-5*attempt)*time.Minute), func(c *Container) { c.ID, c.PodUID = id, fixtureUID("p") })
+		log := filepath.Join(pLogs, fmt.Sprint(attempt)+".log")
+		f.rt.addContainer(c, log)
+		if err := os.Symlink(log, filepath.Join(f.cfg.ContainerLogsDirectory, legacyLinkName("p", "ns", "app", id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r, err := f.manager(t, nil).Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.PodLogsUnseen {
+		t.Error("the plan does not say that the pod logs are unseen, though nodegc does not see running app/3's log")
+	}
+	for _, d := range r.RemoveLogLinks {
+		t.Errorf("link %s removed as %s, though nodegc's view of the pod logs is a frozen copy", d.Link.Name, d.Reason)
+	}
+	for _, d := range r.RemoveContainers {
+		t.Errorf("container %s removed as %s, though its log files, on the disk nodegc cannot see, would stay until pod p is deleted", d.Container.ID, d.Reason)
 	}
 }

@@ -505,25 +505,26 @@ func (m *Manager) snapshot(ctx context.Context) (node *NodeState, podsRead bool,
 	if len(errs) > 0 {
 		m.metrics.errors.WithLabelValues(OpScanLogs).Add(float64(len(errs)))
 	}
-	var example string
-	node.PodLogsUnseen, example = podLogsUnseen(ctx, m.opts.Runtime, node.Containers, m.paths.PodLogs)
-	m.logsUnseenChange(ctx, node.PodLogsUnseen, example)
+	var why string
+	node.PodLogsUnseen, why = podLogsUnseen(ctx, m.opts.Runtime, node.Containers, m.paths.PodLogs)
+	m.logsUnseenChange(ctx, node.PodLogsUnseen, why)
 	return node, podsRead, errors.Join(errs...)
 }
 
 // logsUnseenChange logs when the pod logs become unseen
-// (NodeState.PodLogsUnseen), naming a log the runtime reports that nodegc
-// does not see, and when they are seen again: once per episode.
-func (m *Manager) logsUnseenChange(ctx context.Context, unseen bool, example string) {
+// (NodeState.PodLogsUnseen), naming a running container's log that the
+// runtime writes and nodegc does not see (or why it cannot tell), and when
+// they are seen again: once per episode.
+func (m *Manager) logsUnseenChange(ctx context.Context, unseen bool, why string) {
 	if unseen == m.logsUnseen {
 		return
 	}
 	m.logsUnseen = unseen
 	if unseen {
-		klog.FromContext(ctx).Info("Warning: nodegc sees none of the running containers' logs that the runtime writes under the pod logs directory: "+
+		klog.FromContext(ctx).Info("Warning: nodegc does not see a running container's log that the runtime writes under the pod logs directory: "+
 			"its view of that directory is not the kubelet's (a filesystem mounted there on the host after nodegc's container started, which its mount does not show: restart nodegc's pod). "+
-			"Until it sees them, no container log link, pod log directory or log file is removed, nor a live pod's container that a limit or maxAge would remove (its logs would stay behind)",
-			"podLogsDirectory", m.paths.PodLogs, "example", example)
+			"Until it sees them all, no container log link, pod log directory or log file is removed, nor a live pod's container that a limit or maxAge would remove (its logs would stay behind)",
+			"podLogsDirectory", m.paths.PodLogs, "unseen", why)
 		return
 	}
 	klog.FromContext(ctx).Info("Container GC sees the running containers' logs under the pod logs directory again: log links, pod log directories and containers are collected",

@@ -127,10 +127,11 @@ type NodeState struct {
 	// plan's time.
 	ListedAt time.Time
 	// PodLogsUnseen says the pod logs directory as nodegc sees it is not
-	// the kubelet's: the runtime runs containers whose logs lie under it,
-	// and none of those logs is there (a filesystem mounted on it on the
-	// host after nodegc's container started, which its mount does not
-	// show). Whether a link dangles cannot be told then, nor can log
+	// the kubelet's: the runtime runs a container whose log lies under
+	// it, and that log is not there, or the runtime cannot be asked where
+	// it is (podLogsUnseen; a filesystem mounted on it on the host after
+	// nodegc's container started, which its mount does not show, perhaps
+	// over a copy of the logs from before). Whether a link dangles cannot be told then, nor can log
 	// files be removed: the plan removes no link and no pod log
 	// directory, and keeps every container a limit or maxAge would remove
 	// (its logs would stay behind until its pod is deleted).

@@ -84,8 +84,8 @@ type planView struct {
 	// NodeRuntime: the container runtime the Node's kubelet reports when
 	// it is not the one nodegc asks (containers.Plan.NodeRuntime).
 	NodeRuntime string `json:"nodeRuntime,omitempty"`
-	// PodLogsUnseen: nodegc sees none of the running containers' logs
-	// under podLogsDirectory (containers.Plan.PodLogsUnseen).
+	// PodLogsUnseen: nodegc does not see a running container's log under
+	// podLogsDirectory (containers.Plan.PodLogsUnseen).
 	PodLogsUnseen bool           `json:"podLogsUnseen,omitempty"`
 	Containers    []containerRow `json:"containers"`
 	Sandboxes     []containerRow `json:"sandboxes"`
@@ -356,7 +356,7 @@ func (v *planView) print(out io.Writer) {
 			v.NodeRuntime, v.Runtime)
 	}
 	if v.PodLogsUnseen {
-		fmt.Fprintf(out, "POD LOGS: nodegc sees none of the running containers' logs under podLogsDirectory (its view of it is not the kubelet's: "+
+		fmt.Fprintf(out, "POD LOGS: nodegc does not see a running container's log under podLogsDirectory (its view of it is not the kubelet's: "+
 			"a filesystem mounted there after its container started?): no log link, pod log directory or log file is removed, "+
 			"nor a live pod's container a limit or maxAge would remove (%s)\n", containers.KeepLogsUnseen)
 	}

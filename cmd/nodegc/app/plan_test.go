@@ -270,8 +270,8 @@ func TestPlanShowsWhatACollectionUnderWayRemoves(t *testing.T) {
 	}
 }
 
-// TestPlanSaysWhenPodLogsAreUnseen: when nodegc sees none of the running
-// containers' logs under podLogsDirectory (its view of it is not the
+// TestPlanSaysWhenPodLogsAreUnseen: when nodegc does not see a running
+// container's log under podLogsDirectory (its view of it is not the
 // kubelet's), the plan says so, in the tables and the JSON, and why it
 // then keeps links, log directories and containers (kept as logs_unseen).
 func TestPlanSaysWhenPodLogsAreUnseen(t *testing.T) {
@@ -282,7 +282,7 @@ func TestPlanSaysWhenPodLogsAreUnseen(t *testing.T) {
 	}
 	var out bytes.Buffer
 	v.print(&out)
-	if want := "POD LOGS: nodegc sees none of the running containers' logs under podLogsDirectory"; !strings.Contains(out.String(), want) {
+	if want := "POD LOGS: nodegc does not see a running container's log under podLogsDirectory"; !strings.Contains(out.String(), want) {
 		t.Errorf("plan output lacks %q:\n%s", want, out.String())
 	}
 	p.PodLogsUnseen = false
