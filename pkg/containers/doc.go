@@ -149,19 +149,26 @@
 //     dangles only if its target lies under podLogsDirectory and is
 //     missing: a target elsewhere cannot be checked from nodegc's
 //     container, which mounts the log directories alone (readLink), so
-//     its link stays, logged once. Nor can a target under it be checked
-//     when nodegc's view of podLogsDirectory is not the kubelet's (a disk
-//     mounted on it on the host after nodegc's container started, which a
-//     hostPath mount without propagation does not show, perhaps over a
-//     copy of the logs made before, which the directory nodegc sees still
-//     holds, frozen): when the runtime runs a container whose log lies
-//     there and nodegc does not see that log, or the runtime cannot be
-//     asked where it lies (podLogsUnseen: every running container's log is
-//     looked for where the kubelet lays it out, and the runtime asked for
-//     the log path of up to 10 found missing there; one log seen proves
-//     nothing, as it may be a copy), no link, pod log directory or log file is removed,
-//     and a live pod's containers that a limit or maxAge would remove are
-//     kept (KeepLogsUnseen: their logs would stay behind until the pod is
+//     its link stays, logged once. So does a link whose target is reached
+//     through a symbolic link at or below a pod's log directory (a pod's
+//     directory moved to another disk and linked in its place, which
+//     nodegc's container may not mount): each component of the target
+//     below podLogsDirectory, which may itself be a link, is looked up
+//     without following a link (presenceBelow), and such a target cannot
+//     be told; nor does a running container's log there count as missing
+//     below. Nor can a target under podLogsDirectory be checked when
+//     nodegc's view of it is not the kubelet's (a disk mounted on it on
+//     the host after nodegc's container started, which a hostPath mount
+//     without propagation does not show, perhaps over a copy of the logs
+//     made before, which the directory nodegc sees still holds, frozen):
+//     when the runtime runs a container whose log lies there and nodegc
+//     does not see that log, or the runtime cannot say where it lies
+//     (podLogsUnseen: every running container's log is looked for where
+//     the kubelet lays it out, and the runtime is asked the log path of
+//     up to 10 missing there; a log seen proves nothing, as it may be a
+//     copy), no link, pod log directory or log file is removed, and a
+//     live pod's containers that a limit or maxAge would remove are kept
+//     (KeepLogsUnseen: their logs would stay behind until the pod is
 //     deleted; a gone pod's go, the kubelet removes its log directory),
 //     logged once when it begins and once when it ends.
 //

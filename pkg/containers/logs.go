@@ -120,7 +120,11 @@ type linkState struct {
 	// nodegc was not told, or a podLogsDirectory given as the resolved
 	// path of a link the kubelet writes through) is missing there whether
 	// or not it exists on the host. Such a link (elsewhere) does not
-	// dangle; the kubelet, in the host's view, removes it if it does.
+	// dangle; the kubelet, in the host's view, removes it if it does. Nor
+	// does one whose target is reached through a symbolic link below
+	// podLogsDir (a pod's log directory moved to another disk and linked
+	// in its place), or cannot be looked up (presenceBelow): podLogsDir is
+	// the right one, the path below it cannot be followed.
 	dangles, elsewhere bool
 	// log is whose log the target is (logTargetOf); nil when it is not a
 	// container log as the kubelet lays them out under podLogsDir.
@@ -142,9 +146,57 @@ func readLink(path, podLogsDir string) linkState {
 		st.elsewhere = true
 		return st
 	}
-	_, err = os.Stat(path)
-	st.dangles = errors.Is(err, fs.ErrNotExist)
+	if podLogsDir == "" {
+		_, err = os.Stat(path)
+		st.dangles = errors.Is(err, fs.ErrNotExist)
+		return st
+	}
+	st.dangles = presenceBelow(target, podLogsDir) == absent
 	return st
+}
+
+// presence is what nodegc can tell of a path below the pod logs directory
+// (presenceBelow).
+type presence int
+
+const (
+	present presence = iota
+	absent
+	untold // cannot be told from nodegc's container
+)
+
+// presenceBelow says whether path, below podLogsDir, exists, looking up
+// each of its components below podLogsDir with Lstat, so as to follow no
+// symbolic link there. podLogsDir itself may be one (the path the kubelet
+// writes through, given as is). But a symbolic link at or below a pod's
+// log directory may lead where nodegc's container, which mounts the log
+// directories alone, does not see (a pod's log directory moved to another
+// disk and linked in its place): what lies below it cannot be told, and
+// neither can a path whose lookup fails otherwise than with ENOENT
+// (permission denied, a component that is not a directory), nor one that
+// is not below podLogsDir. Only ENOENT on a component reached without a
+// symbolic link says the path is absent.
+func presenceBelow(path, podLogsDir string) presence {
+	if podLogsDir == "" || !within(path, podLogsDir) {
+		return untold
+	}
+	dir := filepath.Clean(podLogsDir)
+	rel, err := filepath.Rel(dir, filepath.Clean(path))
+	if err != nil {
+		return untold
+	}
+	p := dir
+	for _, name := range strings.Split(rel, string(filepath.Separator)) {
+		p = filepath.Join(p, name)
+		info, err := os.Lstat(p)
+		if errors.Is(err, unix.ENOENT) {
+			return absent
+		}
+		if err != nil || info.Mode()&fs.ModeSymlink != 0 {
+			return untold
+		}
+	}
+	return present
 }
 
 // logTargetOf says whose log path is, when it is a container log as the

@@ -1,11 +1,13 @@
 package containers
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -412,5 +414,130 @@ func TestContainerLogFilesStayInTheirDirectory(t *testing.T) {
 	}
 	if got, err := containerLogFiles(filepath.Join(pods, "ns_gone_u", "app", "0.log"), pods); err != nil || len(got) != 0 {
 		t.Errorf("a directory already gone: %q, %v; want nothing, no error", names(got), err)
+	}
+}
+
+// TestPresenceBelow: a path below the pod logs directory is absent only
+// where a component reached without a symbolic link is missing (ENOENT);
+// below a symbolic link at or under a pod's log directory (one moved to
+// another disk and linked in its place, which nodegc's container may not
+// mount), below a component that is not a directory, or outside the pod
+// logs directory, it cannot be told. The pod logs directory itself may be
+// a symbolic link.
+func TestPresenceBelow(t *testing.T) {
+	root := t.TempDir()
+	real := filepath.Join(root, "real-pods")
+	touch(t, filepath.Join(real, "ns_p_u", "app", "0.log"), filepath.Join(real, "ns_f_u"), filepath.Join(root, "moved", "ns_m_u", "app", "0.log"))
+	mkdirs(t, filepath.Join(real, "ns_e_u"))
+	for link, target := range map[string]string{
+		filepath.Join(root, "pods"):                   real,                                         // podLogsDirectory through a link
+		filepath.Join(real, "ns_m_u"):                 filepath.Join(root, "moved", "ns_m_u"),       // moved, seen
+		filepath.Join(real, "ns_x_u"):                 filepath.Join(root, "not-mounted", "ns_x_u"), // moved, not seen
+		filepath.Join(real, "ns_p_u", "app", "1.log"): filepath.Join(root, "moved", "ns_m_u", "app", "0.log"),
+		filepath.Join(real, "ns_e_u", "app"):          filepath.Join(root, "not-mounted", "app"),
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, podLogs := range []string{real, filepath.Join(root, "pods")} {
+		for path, want := range map[string]presence{
+			"ns_p_u/app/0.log":    present,
+			"ns_p_u/app":          present,
+			"ns_p_u/app/2.log":    absent,
+			"ns_p_u/db/0.log":     absent,
+			"ns_q_u/app/0.log":    absent,
+			"ns_m_u/app/0.log":    untold, // through a link, though it exists there
+			"ns_x_u/app/0.log":    untold, // through a link nodegc cannot follow
+			"ns_x_u":              untold,
+			"ns_e_u/app/0.log":    untold,
+			"ns_p_u/app/1.log":    untold, // a link itself
+			"ns_f_u/app/0.log":    untold, // below a file: ENOTDIR
+			"ns_p_u/app/../x.log": absent, // cleaned: ns_p_u/x.log
+			"../elsewhere/0.log":  untold,
+			".":                   untold,
+		} {
+			if got := presenceBelow(filepath.Join(podLogs, path), podLogs); got != want {
+				t.Errorf("presenceBelow(%s) under %s = %d, want %d", path, podLogs, got, want)
+			}
+		}
+	}
+	if got := presenceBelow("/etc/passwd", real); got != untold {
+		t.Errorf("a path outside the pod logs directory: %d, want %d (untold)", got, untold)
+	}
+}
+
+// TestLinkThroughSymlinkedPodLogDirDoesNotDangle: on a full disk the
+// operator moved one big pod's log directory to another disk and left a
+// symbolic link in its place (mv /var/log/pods/ns_p_UID /data/ && ln -s
+// /data/ns_p_UID /var/log/pods/). The kubelet and the runtime write through
+// the link; nodegc's container mounts the log directories only, so /data
+// is not there. Before, a link target under podLogsDirectory was stat'ed
+// through the link, ENOENT, and the link dangled: the links of live pod
+// p's exited instances went, the newest dead one's (app/2) among them,
+// which the kubelet keeps. Now a target below a symbolic link in the pod
+// logs directory cannot be told, and its link stays; nor does p's running
+// container make the pod logs unseen, as pod q's shows nodegc's view is
+// the kubelet's.
+func TestLinkThroughSymlinkedPodLogDirDoesNotDangle(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt.mu.Lock()
+	for id := range f.rt.containers {
+		delete(f.rt.containers, id)
+		delete(f.rt.sandboxIDs, id)
+	}
+	delete(f.rt.sandboxes, "gone/sb0")
+	f.rt.mu.Unlock()
+	if err := os.RemoveAll(filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("gone"))); err != nil {
+		t.Fatal(err)
+	}
+	f.pods.view = live(fixtureUID("p"), fixtureUID("q"))
+
+	// p's log directory is a link to a disk nodegc does not mount.
+	pDir := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("p"))
+	if err := os.RemoveAll(pDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(t.TempDir(), "not-mounted-in-nodegc", fixtureLogDir("p")), pDir); err != nil {
+		t.Fatal(err)
+	}
+	qLogs := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("q"), "db")
+	mkdirs(t, qLogs, f.cfg.ContainerLogsDirectory)
+	touch(t, filepath.Join(qLogs, "0.log"))
+	f.addSandbox(sbx("q", 0, true, 5*time.Hour))
+	f.rt.addContainer(with(ctr("q", "db", 0, StateRunning, 5*time.Hour), func(c *Container) { c.ID, c.PodUID = "bbbbbbbbbbbb0", fixtureUID("q") }),
+		filepath.Join(qLogs, "0.log"))
+
+	logs := filepath.Join(pDir, "app")
+	for attempt, id := range map[uint32]string{1: "aaaaaaaaaaaa1", 2: "aaaaaaaaaaaa2", 3: "aaaaaaaaaaaa3"} {
+		state := StateExited
+		if attempt == 3 {
+			state = StateRunning
+		}
+		c := with(ctr("p", "app", attempt, state, time.Duration(4-attempt)*time.Hour), func(c *Container) { c.ID, c.PodUID = id, fixtureUID("p") })
+		log := filepath.Join(logs, fmt.Sprint(attempt)+".log")
+		f.rt.addContainer(c, log)
+		if err := os.Symlink(log, filepath.Join(f.cfg.ContainerLogsDirectory, legacyLinkName("p", "ns", "app", id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := f.manager(t, nil).Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PodLogsUnseen {
+		t.Error("the plan says the pod logs are unseen, though the one log it cannot tell is below a pod log directory that is a symbolic link, and q's is seen")
+	}
+	for _, d := range r.RemoveLogLinks {
+		t.Errorf("link %s removed as %s: its target lies below a pod log directory that is a symbolic link nodegc cannot follow, so whether it exists cannot be told", d.Link.Name, d.Reason)
+	}
+	links, err := scanLogLinks(f.cfg.ContainerLogsDirectory, f.cfg.PodLogsDirectory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if l.Dangling || l.Elsewhere {
+			t.Errorf("link %s: dangling %t, elsewhere %t; want neither (its target cannot be told, and podLogsDirectory is the kubelet's)", l.Name, l.Dangling, l.Elsewhere)
+		}
 	}
 }

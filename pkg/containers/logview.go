@@ -55,7 +55,7 @@ func podLogsUnseen(ctx context.Context, rt statusReader, cs []Container, podLogs
 		if !c.Managed || c.State != StateRunning {
 			continue
 		}
-		if p, ok := kubeletLogPath(podLogs, c); ok && !missing(p) {
+		if p, ok := kubeletLogPath(podLogs, c); ok && !missing(p, podLogs) {
 			continue
 		}
 		if asked == logViewSamples {
@@ -71,7 +71,7 @@ func podLogsUnseen(ctx context.Context, rt statusReader, cs []Container, podLogs
 		case st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING:
 			continue // exited meanwhile: the kubelet may be removing its log
 		}
-		if p := st.GetLogPath(); p != "" && within(p, podLogs) && missing(p) {
+		if p := st.GetLogPath(); p != "" && within(p, podLogs) && missing(p, podLogs) {
 			return true, p
 		}
 	}
@@ -88,12 +88,16 @@ func kubeletLogPath(podLogs string, c *Container) (string, bool) {
 	return filepath.Join(podLogs, dir, c.Name, fmt.Sprintf("%d%s", c.Attempt, logSuffix)), true
 }
 
-// missing says whether neither the log at path nor a rotated sibling of it
-// exists: the kubelet rotates a log by renaming it PATH.<timestamp>, and
-// has the runtime open it anew only then. An error that does not say they
-// are absent (permission denied) is not taken for their absence.
-func missing(path string) bool {
-	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+// missing says whether neither the log at path, below podLogs, nor a
+// rotated sibling of it exists: the kubelet rotates a log by renaming it
+// PATH.<timestamp>, and has the runtime open it anew only then. What
+// cannot be told (presenceBelow: a log reached through a symbolic link
+// below podLogs, such as a pod's log directory moved to another disk and
+// linked in its place; an error that does not say it is absent, such as
+// permission denied) is not taken for its absence: one such pod does not
+// make the whole view unseen.
+func missing(path, podLogs string) bool {
+	if presenceBelow(path, podLogs) != absent {
 		return false
 	}
 	dir, base := filepath.Split(path)
