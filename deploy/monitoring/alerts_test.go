@@ -158,6 +158,17 @@ func TestAlertsFire(t *testing.T) {
 			firing:  []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 0x30`},
 			healthy: []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 1x30`},
 		},
+		"NodegcPodLogsUnseen": {
+			// A disk mounted on /var/log/pods after nodegc's container
+			// started: unseen until nodegc's pod restarts, with no dead
+			// container a limit would remove (none kept as logs_unseen),
+			// links and log directories still held.
+			firing: []string{`nodegc_container_gc_pod_logs_unseen{node="n1"} 1x30
+				nodegc_container_gc_containers_kept{node="n1",reason="logs_unseen"} 0x30`},
+			healthy: []string{`nodegc_container_gc_pod_logs_unseen{node="n1"} 0x30`,
+				// nodegc's pod restarted: its new mount sees the logs.
+				`nodegc_container_gc_pod_logs_unseen{node="n1"} 1x10 _x2 0x18`},
+		},
 		"NodegcOwnerGCNoSyncedLeader": {
 			firing: []string{
 				// Nobody leads.

@@ -105,7 +105,8 @@ func checkMonitoring(t *testing.T, scrape, configYAML, kubeconfig, node string) 
 		"rule NodegcImageGCFailing": true, "rule NodegcOwnerGCActionErrors": true,
 		"rule NodegcNodeAgentDown": true, "rule NodegcNodeAgentsAbsent": true,
 		"rule NodegcContainerGCFailing": true, "rule NodegcImageStateSavesFailing": true,
-		"rule NodegcNodeAgentOnStandby": true, "rule NodegcOwnerGCMonitorsFailing": true}
+		"rule NodegcNodeAgentOnStandby": true, "rule NodegcOwnerGCMonitorsFailing": true,
+		"rule NodegcPodLogsUnseen": true}
 	var empty []string
 	for _, q := range append(rules, panels...) {
 		expr, err := monitoring.PromQL.ParseExpr(q.Expr)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodegc/nodegc/internal/clockstep"
 	"github.com/nodegc/nodegc/internal/gcrun"
+	"github.com/nodegc/nodegc/internal/metricvec"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/cri"
 )
@@ -511,11 +512,12 @@ func (m *Manager) snapshot(ctx context.Context) (node *NodeState, podsRead bool,
 	return node, podsRead, errors.Join(errs...)
 }
 
-// logsUnseenChange logs when the pod logs become unseen
-// (NodeState.PodLogsUnseen), naming a running container's log that the
-// runtime writes and nodegc does not see (or why it cannot tell), and when
-// they are seen again: once per episode.
+// logsUnseenChange sets the gauge of whether the pod logs are unseen
+// (NodeState.PodLogsUnseen), and logs when they become unseen, naming a
+// running container's log that the runtime writes and nodegc does not see
+// (or why it cannot tell), and when they are seen again: once per episode.
 func (m *Manager) logsUnseenChange(ctx context.Context, unseen bool, why string) {
+	m.metrics.podLogsUnseen.Set(metricvec.Bool(unseen))
 	if unseen == m.logsUnseen {
 		return
 	}

@@ -355,8 +355,9 @@ func TestNoRetainWhenPodLogDirsUnread(t *testing.T) {
 // run keeps every link (the newest dead instance's too), every pod log
 // directory and the containers of live pods (kept as logs_unseen),
 // removes what is of gone pods (the kubelet removes their log
-// directories), and says so. Once a running container's log is seen
-// again, the GC goes on as before.
+// directories), and says so, also in nodegc_container_gc_pod_logs_unseen
+// (1 while it lasts, 0 before the first run and after). Once the running
+// containers' logs are seen again, the GC goes on as before.
 func TestUnseenPodLogsKeepLogsAndWhatWouldLeaveThem(t *testing.T) {
 	f := newManagerFixture(t)
 	logDir := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("p"), "app")
@@ -381,12 +382,19 @@ func TestUnseenPodLogsKeepLogsAndWhatWouldLeaveThem(t *testing.T) {
 	}
 
 	m := f.manager(t, nil)
+	if got := testutil.ToFloat64(m.metrics.podLogsUnseen); got != 0 {
+		t.Errorf("pod logs unseen = %v before any run, want 0", got)
+	}
 	r, err := m.GarbageCollect(t.Context(), TriggerManual)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !r.Plan.PodLogsUnseen {
 		t.Error("the plan does not say that the pod logs are unseen")
+	}
+	// Before, nothing but one log line said so.
+	if got := testutil.ToFloat64(m.metrics.podLogsUnseen); got != 1 {
+		t.Errorf("pod logs unseen = %v, want 1", got)
 	}
 	for id, link := range links {
 		if _, err := os.Lstat(link); err != nil {
@@ -422,6 +430,9 @@ func TestUnseenPodLogsKeepLogsAndWhatWouldLeaveThem(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.metrics.containersKept.WithLabelValues(KeepLogsUnseen)); got != 0 {
 		t.Errorf("containers kept{%s} = %v once the logs are seen, want 0", KeepLogsUnseen, got)
+	}
+	if got := testutil.ToFloat64(m.metrics.podLogsUnseen); got != 0 {
+		t.Errorf("pod logs unseen = %v once the logs are seen, want 0", got)
 	}
 }
 

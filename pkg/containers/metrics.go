@@ -53,8 +53,11 @@ type metrics struct {
 	errors            *prometheus.CounterVec
 	containersKept    *prometheus.GaugeVec
 	podsAuthoritative prometheus.Gauge
-	bytesFreed        *prometheus.CounterVec
-	bytesMeasured     *prometheus.CounterVec
+	// podLogsUnseen is 1 while the last snapshot found the pod logs
+	// unseen (NodeState.PodLogsUnseen).
+	podLogsUnseen prometheus.Gauge
+	bytesFreed    *prometheus.CounterVec
+	bytesMeasured *prometheus.CounterVec
 	// idFaults counts the listings that gave containers
 	// (Plan.ContainerIDFaults) or sandboxes (Plan.SandboxIDFaults) no ID
 	// of their own.
@@ -79,6 +82,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Containers the last container GC plan kept,", "reason", containerKeepReasons),
 		podsAuthoritative: metricvec.SingleGauge("nodegc_container_gc_pod_view_authoritative",
 			"1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, and the pods the runtime runs are listed); 0 when every pod was assumed to exist."),
+		podLogsUnseen: metricvec.SingleGauge("nodegc_container_gc_pod_logs_unseen",
+			"1 while the last container GC snapshot found that nodegc does not see a running container's log under the pod logs directory, or could not ask the runtime where it is: its view of that directory is not the kubelet's (a filesystem mounted there on the host after nodegc's container started; restart nodegc's pod), and no log link, pod log directory or log file is removed, nor a live pod's container that a limit or maxAge would remove; 0 otherwise."),
 		bytesFreed: metricvec.Counter("nodegc_container_gc_bytes_freed_total",
 			"Bytes freed by the container GC's removals that succeeded, as estimated when planning (writable layers: the runtime's snapshot usage, 0 where it is unknown; container logs: allocated blocks), pod log directories as they were right before their removal (allocated blocks),",
 			"kind", byteKinds),
@@ -91,7 +96,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.runs.Init(TriggerPeriodic) // the runs Run starts: exported before the first ends
 	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,
-		m.errors, m.containersKept, m.podsAuthoritative, m.bytesFreed, m.bytesMeasured, m.idFaults)
+		m.errors, m.containersKept, m.podsAuthoritative, m.podLogsUnseen, m.bytesFreed, m.bytesMeasured, m.idFaults)
 	return m
 }
 
