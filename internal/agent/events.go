@@ -32,6 +32,9 @@ const (
 	// EventPodViewNotAuthoritative: the API's pods of this node lack pods
 	// the runtime runs (nodegc's).
 	EventPodViewNotAuthoritative = "PodViewNotAuthoritative"
+	// EventPodLogsUnseen: nodegc does not see a running container's log
+	// under its pod logs directory (containers.Plan.PodLogsUnseen).
+	EventPodLogsUnseen = "PodLogsUnseen"
 )
 
 // maxPodsNamed bounds how many pods an event names.
@@ -55,6 +58,9 @@ type nodeEvents struct {
 	// disagreed says the last container GC plan's pod view disagreed with
 	// the runtime; written by the container GC loop only.
 	disagreed bool
+	// logsUnseen says the last container GC plan found the pod logs
+	// unseen; written by the container GC loop only.
+	logsUnseen bool
 	// otherRuntimeSince is when the container GC plans began to find the
 	// Node reporting another runtime than the one listed (the first such
 	// plan's Now; zero while they do not); written by the container GC
@@ -132,8 +138,10 @@ func (e *nodeEvents) imageGCReport(r *images.Report) {
 }
 
 // containerGCReport turns a failed container GC run into ContainerGCFailed,
-// and a pod view that starts disagreeing with the runtime (a wrong node
-// name, most likely) into PodViewNotAuthoritative, once per episode. When
+// a pod view that starts disagreeing with the runtime (a wrong node name,
+// most likely) into PodViewNotAuthoritative, and pod logs that become
+// unseen (a disk mounted on the pod logs directory after nodegc's container
+// started) into PodLogsUnseen, each once per episode. When
 // no Node has nodegc's node name, or it reports another boot ID, the
 // manager's log line is all there is of the view: an event would name a
 // Node that does not exist, or another machine's.
@@ -159,6 +167,13 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 			e.warn(EventPodViewNotAuthoritative, podViewMessage(r.Plan))
 		}
 		e.disagreed = disagrees
+		if r.Plan.PodLogsUnseen && !e.logsUnseen {
+			e.warn(EventPodLogsUnseen, fmt.Sprintf("nodegc on node %q does not see a running container's log under its pod logs directory: "+
+				"its view of that directory is not the kubelet's (a disk mounted on /var/log/pods after nodegc's container started? its log names the log). "+
+				"Until it sees them, nodegc removes no container log link, pod log directory or log file, nor a live pod's container that a limit or maxAge would remove. "+
+				"Restart nodegc's pod on this node, so that its mount sees the host's directory.", e.node.Name))
+		}
+		e.logsUnseen = r.Plan.PodLogsUnseen
 	}
 	if r.Err != nil && !e.interrupted("Container GC", r.Err) {
 		e.warn(EventContainerGCFailed, r.Err.Error())

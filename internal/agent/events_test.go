@@ -80,6 +80,33 @@ func TestPodViewEventOncePerEpisode(t *testing.T) {
 	}
 }
 
+// TestPodLogsUnseenEventOncePerEpisode: a container GC plan that finds the
+// pod logs unseen (a disk mounted on /var/log/pods after nodegc's
+// container started) puts one PodLogsUnseen Warning on the Node, saying
+// what stops and to restart nodegc's pod; the plans that follow while it
+// lasts, and a run that cannot list the runtime (no plan), add none, and a
+// new episode after the logs were seen adds one again.
+func TestPodLogsUnseenEventOncePerEpisode(t *testing.T) {
+	e, rec, _ := testNodeEvents(0)
+	unseen := &containers.Report{Plan: &containers.Plan{PodsAuthoritative: true, PodsNode: "node-a", PodLogsUnseen: true}}
+	seen := &containers.Report{Plan: &containers.Plan{PodsAuthoritative: true, PodsNode: "node-a"}}
+	var got []string
+	for _, r := range []*containers.Report{seen, unseen, unseen, {}, unseen, seen, unseen} {
+		e.containerGCReport(r)
+		got = append(got, drainEvents(rec)...)
+	}
+	if len(got) != 2 {
+		t.Fatalf("events %q, want a PodLogsUnseen per episode (2)", got)
+	}
+	for _, ev := range got {
+		for _, want := range []string{"Warning " + EventPodLogsUnseen, `node "node-a"`, "no container log link", "Restart nodegc's pod"} {
+			if !strings.Contains(ev, want) {
+				t.Errorf("event %q lacks %q", ev, want)
+			}
+		}
+	}
+}
+
 // TestPodViewEventWhenTheRuntimeLacksThePods: a plan whose runtime lists
 // none of the pods the kubelet reports running (another runtime than the
 // kubelet's) puts one PodViewNotAuthoritative Warning on the Node, naming
