@@ -11,7 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
@@ -651,6 +653,48 @@ func TestChartLinuxNodes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChartLeavesVirtualNodesOut: the node agent's pods require a node that
+// is not virtual (EKS Fargate, virtual-kubelet), where a DaemonSet pod never
+// runs: one made there stays Pending and counts against the rollout's
+// maxUnavailable, which can stop a helm upgrade's rollout before it reaches
+// the real nodes. Before, nothing left them out. Another affinity given in
+// the values replaces it; null removes it.
+func TestChartLeavesVirtualNodesOut(t *testing.T) {
+	affinity := func(args ...string) *corev1.Affinity {
+		t.Helper()
+		o := find(render(t, "nodegc", args...), "DaemonSet", "nodegc-node")
+		if o == nil {
+			t.Fatal("no DaemonSet nodegc-node")
+		}
+		raw, found, err := unstructured.NestedMap(o.Object, "spec", "template", "spec", "affinity")
+		if err != nil || !found {
+			return nil
+		}
+		var a corev1.Affinity
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &a); err != nil {
+			t.Fatal(err)
+		}
+		return &a
+	}
+	want := []corev1.NodeSelectorRequirement{
+		{Key: "eks.amazonaws.com/compute-type", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"fargate"}},
+		{Key: "type", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"virtual-kubelet"}},
+	}
+	for _, args := range [][]string{nil, {"-f", presetFile(presets[0]), "--set", "ownerGC.mode=deployment"}} {
+		a := affinity(args...)
+		if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+			len(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) != 1 {
+			t.Fatalf("%q: node agent affinity %+v; want one required node selector term", args, a)
+		}
+		if diff := cmp.Diff(want, a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions); diff != "" {
+			t.Errorf("%q: node agent's required node affinity (-want +got):\n%s", args, diff)
+		}
+	}
+	if a := affinity("--set", "node.affinity=null"); a != nil {
+		t.Errorf("node.affinity=null: affinity %+v, want none", a)
 	}
 }
 
