@@ -76,6 +76,41 @@ func Validate(c *NodeGCConfiguration) field.ErrorList {
 	errs = append(errs, ValidateOwnerGC(&c.OwnerGC)...)
 	errs = append(errs, validateFloors(c)...)
 	errs = append(errs, validateLeaderElection(field.NewPath("leaderElection"), &c.LeaderElection)...)
+	errs = append(errs, validateDirectoriesApart(c)...)
+	return errs
+}
+
+// validateDirectoriesApart refuses stateDirectory, podLogsDirectory and
+// containerLogsDirectory that coincide or lie in one another (compared
+// cleaned: /var/lib/nodegc/../kubelet is /var/lib/kubelet): the container
+// GC removes pod log directories under podLogsDirectory and links in
+// containerLogsDirectory, so nodegc's state in either would go with them,
+// and one log directory in the other would be read as the other's.
+func validateDirectoriesApart(c *NodeGCConfiguration) field.ErrorList {
+	dirs := []struct {
+		p   *field.Path
+		dir string
+	}{
+		{field.NewPath("stateDirectory"), c.StateDirectory},
+		{field.NewPath("containerGC", "podLogsDirectory"), c.ContainerGC.PodLogsDirectory},
+		{field.NewPath("containerGC", "containerLogsDirectory"), c.ContainerGC.ContainerLogsDirectory},
+	}
+	var errs field.ErrorList
+	for i, a := range dirs {
+		for j, b := range dirs {
+			if i == j || !filepath.IsAbs(a.dir) || !filepath.IsAbs(b.dir) {
+				continue
+			}
+			rel, err := filepath.Rel(filepath.Clean(b.dir), filepath.Clean(a.dir))
+			switch {
+			case err != nil || rel == ".." || strings.HasPrefix(rel, "../"):
+			case rel == "." && i > j: // said once, at the later field
+				errs = append(errs, field.Invalid(a.p, a.dir, fmt.Sprintf("is %s (%s): give each its own directory", b.p, b.dir)))
+			case rel != ".":
+				errs = append(errs, field.Invalid(a.p, a.dir, fmt.Sprintf("lies in %s (%s): give each its own directory, apart", b.p, b.dir)))
+			}
+		}
+	}
 	return errs
 }
 

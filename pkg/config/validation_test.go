@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -423,6 +424,49 @@ func TestIgnoredResourcesAsOperatorsWriteThem(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, loaded.Problems(Validate(loaded.Config)), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDirectoriesApart: stateDirectory, podLogsDirectory and
+// containerLogsDirectory must not coincide or lie in one another: the
+// container GC removes pod log directories under podLogsDirectory and
+// links in containerLogsDirectory, so nodegc's state in either would go
+// with them, and one log directory inside the other would be read as the
+// other's. Before, each of these was valid.
+func TestDirectoriesApart(t *testing.T) {
+	for name, tc := range map[string]struct {
+		state, pods, links string
+		want               string
+	}{
+		"state under the pod logs": {state: "/var/log/pods/nodegc", want: `stateDirectory: Invalid value: "/var/log/pods/nodegc": lies in containerGC.podLogsDirectory (/var/log/pods)`},
+		"state is the pod logs, written otherwise": {state: "/var/log/pods/", want: `containerGC.podLogsDirectory: Invalid value: "/var/log/pods": is stateDirectory (/var/log/pods/)`},
+		"state escapes into the kubelet's":         {state: "/var/lib/nodegc/../kubelet", pods: "/var/lib/kubelet/pods-logs", want: `containerGC.podLogsDirectory: Invalid value: "/var/lib/kubelet/pods-logs": lies in stateDirectory (/var/lib/nodegc/../kubelet)`},
+		"links are the pod logs":                   {links: "/var/log/pods", want: `containerGC.containerLogsDirectory: Invalid value: "/var/log/pods": is containerGC.podLogsDirectory (/var/log/pods)`},
+		"apart":                                    {state: "/var/lib/nodegc", pods: "/var/log/pods", links: "/var/log/containers"},
+		"siblings with a common prefix":            {state: "/var/log/pods-state"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := Defaulted()
+			if tc.state != "" {
+				c.StateDirectory = tc.state
+			}
+			if tc.pods != "" {
+				c.ContainerGC.PodLogsDirectory = tc.pods
+			}
+			if tc.links != "" {
+				c.ContainerGC.ContainerLogsDirectory = tc.links
+			}
+			var got []string
+			for _, e := range Validate(c) {
+				got = append(got, e.Error())
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("problems %q, want none", got)
+			case tc.want != "" && !slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, tc.want) }):
+				t.Errorf("problems %q, want one beginning %q", got, tc.want)
 			}
 		})
 	}
