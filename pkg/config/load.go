@@ -251,6 +251,8 @@ func Decode(data []byte) (*Loaded, error) {
 	out.Warnings = append(out.Warnings, out.inodeWarnings()...)
 	out.Warnings = append(out.Warnings, out.ignoredEventsWarning()...)
 	out.Warnings = append(out.Warnings, out.noMinimumAgeWarning()...)
+	out.Warnings = append(out.Warnings, out.thresholdGCOffWarning()...)
+	out.Warnings = append(out.Warnings, out.tinyThresholdWarnings()...)
 	if kc != nil && kubeletImageGCOff(kc, kubeletDoc.lines) {
 		_, high := out.lines["imageGC.highThresholdPercent"]
 		_, low := out.lines["imageGC.lowThresholdPercent"]
@@ -346,6 +348,53 @@ func (l *Loaded) inodeWarnings() []string {
 		}
 	}
 	return out
+}
+
+// tinyQuantity is the quantity under which a disk eviction threshold is
+// taken for a mistake (a fraction meant as a percentage: "0.15" for 15%).
+const tinyQuantity = 1 << 20
+
+// tinyThresholdWarnings returns a warning, at its line, for each disk
+// eviction threshold written as a quantity under tinyQuantity that is not
+// zero: a few bytes, which the kubelet never reaches before the disk is
+// full, so that nodegc's early start, its warning at start and the eviction
+// alert are off by it. The kubelet takes it as written, and so does nodegc.
+func (l *Loaded) tinyThresholdWarnings() []string {
+	var out []string
+	for _, m := range []struct {
+		name       string
+		thresholds map[string]string
+	}{{"evictionHard", l.Config.ImageGC.EvictionHard}, {"evictionSoft", l.Config.ImageGC.EvictionSoft}} {
+		for _, s := range diskSignals {
+			v, set := m.thresholds[s]
+			if !set {
+				continue
+			}
+			th, err := ParseEvictionThreshold(v)
+			if err != nil || th.IsPercent || th.Bytes == 0 || th.Bytes >= tinyQuantity {
+				continue
+			}
+			msg := fmt.Sprintf("imageGC.%s[%s]: %q is a quantity of %d byte(s), which the kubelet never reaches before the disk is full; "+
+				`a percentage is written "15%%"`, m.name, s, v, th.Bytes)
+			out = append(out, l.locate("imageGC."+m.name, "imageGC."+m.name+"."+s, msg))
+		}
+	}
+	return out
+}
+
+// thresholdGCOffWarning returns a warning, at its line, when nodegc's
+// document sets imageGC.highThresholdPercent to 100: its disk-threshold
+// image GC is off (as the kubelet's is at 100).
+func (l *Loaded) thresholdGCOffWarning() []string {
+	const path = "imageGC.highThresholdPercent"
+	if _, set := l.lines[path]; !set || slices.Contains(l.FromKubelet, path) {
+		return nil
+	}
+	if h := l.Config.ImageGC.HighThresholdPercent; h == nil || *h != 100 {
+		return nil
+	}
+	return []string{l.locate(path, path, path+": 100 turns nodegc's disk-threshold image GC off: no image is removed for disk space "+
+		"(only past maximumGCAge, if set), and under disk pressure the kubelet's eviction removes images instead")}
 }
 
 // noMinimumAgeWarning returns a warning, at its line, when the

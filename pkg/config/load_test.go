@@ -914,3 +914,32 @@ func TestMinimumGCAgeZeroWarns(t *testing.T) {
 		})
 	}
 }
+
+// TestThresholdsThatDoNothingWarn: an eviction threshold written as a tiny
+// quantity ("0.15", meant as 15%) is a few bytes, which the kubelet never
+// reaches first: nodegc's early start, its warning at start and the
+// eviction alert are off by it; and highThresholdPercent 100 in nodegc's
+// document turns its disk-threshold image GC off. Both are valid, as in the
+// kubelet, and now warned about at their line; before, nothing was said.
+func TestThresholdsThatDoNothingWarn(t *testing.T) {
+	loaded, err := Decode([]byte(header + "imageGC:\n  highThresholdPercent: 100\n  lowThresholdPercent: 80\n  evictionHard:\n" +
+		"    imagefs.available: \"0.15\"\n    nodefs.available: 2Mi\n  evictionSoft:\n    nodefs.available: 10k\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`line 4: imageGC.highThresholdPercent: 100 turns nodegc's disk-threshold image GC off: no image is removed for disk space (only past maximumGCAge, if set), and under disk pressure the kubelet's eviction removes images instead`,
+		`line 7: imageGC.evictionHard[imagefs.available]: "0.15" is a quantity of 1 byte(s), which the kubelet never reaches before the disk is full; a percentage is written "15%"`,
+		`line 10: imageGC.evictionSoft[nodefs.available]: "10k" is a quantity of 10000 byte(s), which the kubelet never reaches before the disk is full; a percentage is written "15%"`,
+	}
+	if diff := cmp.Diff(want, loaded.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	loaded, err = Decode([]byte(header + "imageGC:\n  highThresholdPercent: 99\n  evictionHard:\n    imagefs.available: 1Gi\n    nodefs.available: \"0%\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded.Warnings) > 0 {
+		t.Errorf("warnings %q, want none", loaded.Warnings)
+	}
+}
