@@ -336,8 +336,9 @@ shared, and an agent restarted for any reason reads it). An unset or null value 
 (below, as pkg/config has them), which it accepts; a zero duration the agent defaults (the non-pointer
 ones: runtimeRequestTimeout, the periods, the election's durations) is its default too. The values' schema
 holds the types, enumerations and integer ranges; deploy's TestChartConfigAgreesWithAgent checks the two
-against the agent's validation, value by value. Not checked here: the glob syntax of
-imageGC.exclude's patterns (nodegc config validate checks it: README, Install with Helm).
+against the agent's validation, value by value. Of the glob syntax of imageGC.exclude's patterns,
+only a [ left open in a path component is checked here (nodegc config validate checks the rest:
+README, Install with Helm).
 include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
 */}}
 {{- define "nodegc.checkConfig" -}}
@@ -436,6 +437,11 @@ include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
 {{- range $i, $p := (get $ig "exclude" | default list) }}
 {{- if eq (trim (toString $p)) "" }}
 {{- fail (printf "config.imageGC.exclude[%d] %q: must not be empty: %s" $i (toString $p) $refused) }}
+{{- end }}
+{{- range $part := splitList "/" (toString $p) }}
+{{- if regexMatch "(^|[^\\\\])\\[[^\\]]*$" $part }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: a [ without its ] in %q (glob syntax): close the character class, or write \\[ for a [ itself: %s" $i (toString $p) $part $refused) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- $signals := list "allocatableMemory.available" "containerfs.available" "containerfs.inodesFree" "imagefs.available" "imagefs.inodesFree" "memory.available" "nodefs.available" "nodefs.inodesFree" "pid.available" }}
