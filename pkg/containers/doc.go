@@ -282,8 +282,10 @@
 //     authoritative (ViewDisagrees), naming the missing pods. The
 //     nodegc_container_gc_pod_view_authoritative metric is 0 and the change
 //     is logged while it lasts. Unless a pod the view lists runs here too
-//     (not static): the kubelet runs only pods bound to its Node, so the
-//     view is this node's, and the pods it lacks were deleted from the API
+//     (not static), and the kubelet of the Node, Ready, reports it running
+//     (not being deleted): the kubelet runs only pods bound to its Node, so
+//     the view is this node's (a pod of a name the machine had before, hung
+//     here, is Terminating, or its Node not Ready), and the pods it lacks were deleted from the API
 //     while they run (force-deleted; a process the kubelet cannot stop,
 //     hung on a lost NFS server, runs on for hours, and a restarted agent
 //     never saw the deletion): they are named, logged and kept as running

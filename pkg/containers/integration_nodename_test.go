@@ -242,8 +242,23 @@ func wrongNodeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix str
 	// The running pod is force-deleted from the API while its container
 	// runs on (a process the kubelet cannot stop), and nodegc restarts: a
 	// fresh source never saw the deletion. The crash-looping pod, which
-	// the view lists, runs here: the view is this node's, and stays
-	// authoritative; the deleted pod is named and kept as running.
+	// the view lists and the kubelet of the Ready Node reports running,
+	// runs here: the view is this node's, and stays authoritative; the
+	// deleted pod is named and kept as running.
+	// The kubelet of the Ready Node reports the crash-looping pod running.
+	rightNode, err := c.Client().CoreV1().Nodes().Get(ctx, right, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rightNode.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	if _, err := c.Client().CoreV1().Nodes().UpdateStatus(ctx, rightNode, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crashy.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: 3,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
+	if _, err := api.UpdateStatus(ctx, crashy, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := api.Delete(ctx, running.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}

@@ -448,12 +448,17 @@ func kubeletVersion(v string) string {
 // while it runs stays in the API until the kubelet has stopped it, unless it
 // was force-deleted. So such a pod means the view is not this node's (a
 // wrong node name: another node's pods, or none), and the plan treats it as
-// not authoritative, unless a pod the view lists runs here too (not
-// static): the kubelet runs only pods bound to its Node, so the view is
-// then this node's, and the pods it lacks were deleted from the API while
-// they run (force-deleted; a process the kubelet cannot stop, hung on a
-// lost NFS server, runs on for hours). They are named (Plan.PodsMissing),
-// and kept as running pods (gone). Any creation time dates the pod, so the
+// not authoritative, unless the view's Node is Ready and a pod the view
+// lists, that the kubelet reports running (PodView.Running: not being
+// deleted), runs here too (not static): the kubelet runs only pods bound to
+// its Node, so the view is then this node's, and the pods it lacks were
+// deleted from the API while they run (force-deleted; a process the
+// kubelet cannot stop, hung on a lost NFS server, runs on for hours). They
+// are named (Plan.PodsMissing), and kept as running pods (gone). A pod the
+// view lists that runs here is not enough alone: the machine may have run
+// under the view's node name before (renamed), and a pod of that name hung
+// here, Terminating in the API, would vouch for the old Node's view, whose
+// kubelet is gone (not Ready). Any creation time dates the pod, so the
 // oldest is used: a pod whose container just restarted is not taken for a
 // new one.
 func (pl *planner) agree() {
@@ -477,7 +482,7 @@ func (pl *planner) agree() {
 	sortRefs(missing)
 	pl.plan.PodsMissing = missing
 	for uid := range pl.running {
-		if v.Live[uid] && !pl.static[uid] && !staticPodUID(uid) {
+		if _, reported := v.Running[uid]; v.NodeReady && reported && !pl.static[uid] && !staticPodUID(uid) {
 			return // the view is this node's
 		}
 	}

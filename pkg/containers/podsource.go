@@ -301,6 +301,9 @@ func (s *APIPodSource) View(time.Time) PodView {
 	}
 	if ok {
 		v.NodeRuntime = node.Status.NodeInfo.ContainerRuntimeVersion
+		for _, c := range node.Status.Conditions {
+			v.NodeReady = v.NodeReady || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}
 	}
 	pods := s.pods.GetStore().List()
 	v.Live = make(map[string]bool, max(len(pods), len(listed)))
@@ -572,16 +575,23 @@ func slimPod(obj any) (any, error) {
 }
 
 // slimNode keeps only the Node's identity: the source needs to know that it
-// exists, which boot of which machine its kubelet last reported, and which
-// container runtime.
+// exists, which boot of which machine its kubelet last reported, which
+// container runtime, and whether the Node is Ready (its Ready condition
+// alone).
 func slimNode(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
 		return obj, nil
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion},
+	slim := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion},
 		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: node.Status.NodeInfo.BootID,
-			ContainerRuntimeVersion: node.Status.NodeInfo.ContainerRuntimeVersion}}}, nil
+			ContainerRuntimeVersion: node.Status.NodeInfo.ContainerRuntimeVersion}}}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			slim.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return slim, nil
 }
 
 // trackingListWatch lists and watches one resource (the node's pods, or

@@ -869,16 +869,19 @@ func ptrTime(t metav1.Time) *metav1.Time { return &t }
 // server was force-deleted; its container runs on (the kubelet cannot stop
 // a process in uninterruptible sleep) and nodegc restarted since, so its
 // fresh pod source never saw the deletion. The pod it lists (web) runs in
-// this runtime, which shows the view is this node's: the plan keeps the
+// this runtime, and the kubelet of the Ready Node reports it running, which
+// shows the view is this node's: the plan keeps the
 // view authoritative, names the stuck pod, keeps it as running, collects
 // the finished and deleted pod (fin), and the image GC may trust the view
 // (PodImages). Before, the view was refused as another node's
 // (disagrees_with_runtime) for as long as the pod stayed stuck: nothing
 // went as pod_gone, and the restarted agent's image GC removed no image.
 func TestForceDeletedPodStuckRunningAfterARestart(t *testing.T) {
-	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "uid-web"},
-			Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+			Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(-5 * time.Hour))}}}}}})
 	src, _ := runSyncedSource(t, client, PodSourceOptions{NodeName: "n1", Clock: clocktesting.NewFakeClock(t0)})
 	rt := newFakeRuntime()
 	for _, pod := range []string{"web", "stuck"} {

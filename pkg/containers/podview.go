@@ -120,6 +120,11 @@ type PodView struct {
 	// Policy.Plan checks that it is the one listed (ViewNodeOtherRuntime).
 	// Empty: not reported.
 	NodeRuntime string
+	// NodeReady says the Node's Ready condition is True: its kubelet
+	// reports it (a Node whose kubelet went away, as after the machine
+	// took another node name, turns Unknown within the node monitor's
+	// grace period).
+	NodeReady bool
 }
 
 // NodeOnlyView is the view of an agent without API access: every pod is

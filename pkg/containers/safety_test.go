@@ -131,6 +131,17 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 		}
 		return c
 	}
+	// reported is a view of a Ready Node whose kubelet reports pods
+	// running.
+	reported := func(v PodView, pods ...string) PodView {
+		since := map[string]time.Time{}
+		for _, p := range pods {
+			since[p] = t0.Add(-3 * time.Hour)
+		}
+		v = runningIn(v, since)
+		v.NodeReady = true
+		return v
+	}
 	cases := map[string]viewCase{}
 	add := func(name string, c viewCase, node NodeState, pods PodView) {
 		c.node, c.pods = node, pods
@@ -141,7 +152,20 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 			Keep:          []string{"stuck/app/0:running", "web/app/0:running"},
 			KeepSandboxes: []string{"stuck/sb0:ready", "web/sb0:ready"},
 		}), "stuck"),
-		plus(plus(finished(), running("web", 3*time.Hour)), running("stuck", 5*time.Hour)), live("web"))
+		plus(plus(finished(), running("web", 3*time.Hour)), running("stuck", 5*time.Hour)), reported(live("web"), "web"))
+	// The machine ran under the view's node name before (renamed): a pod
+	// of that name hung here, Terminating in the API (not reported
+	// running), or on a Node whose kubelet is gone (not Ready), does not
+	// vouch for that Node's view. Before, it did, and a finished pod of
+	// the machine's new name went as pod_gone.
+	renamed := merge(finishedKept, summary{
+		Keep: []string{"orphan/app/0:running", "run/app/0:running"}, KeepSandboxes: []string{"orphan/sb0:ready", "run/sb0:ready"},
+	})
+	add("a pod of the machine's previous node name, Terminating, does not vouch",
+		disagrees(renamed), plus(plus(finished(), running("run", 3*time.Hour)), running("orphan", 30*time.Hour)), with(live("orphan"), func(v *PodView) { v.NodeReady = true }))
+	add("nor one the kubelet of a Node that is not Ready last reported running",
+		disagrees(renamed), plus(plus(finished(), running("run", 3*time.Hour)), running("orphan", 30*time.Hour)),
+		with(reported(live("orphan"), "orphan"), func(v *PodView) { v.NodeReady = false }))
 	add("a listed pod whose containers are not running but whose sandbox is ready runs here too",
 		deletedRunning(merge(finishedGone, summary{
 			Keep:          []string{"stuck/app/0:running", "web/app/0:within_limit"},
@@ -150,7 +174,7 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 		plus(plus(finished(), NodeState{
 			Containers: []Container{dead("web", "app", 0, 3*time.Hour)},
 			Sandboxes:  []Sandbox{sbx("web", 0, true, 3*time.Hour)},
-		}), running("stuck", 5*time.Hour)), live("web"))
+		}), running("stuck", 5*time.Hour)), reported(live("web"), "web"))
 	add("a listed pod with nothing running here does not show the view is this node's",
 		disagrees(merge(finishedKept, summary{
 			Keep:          []string{"old/app/0:within_limit", "run/app/0:running"},
