@@ -440,7 +440,7 @@ func TestDirectoriesApart(t *testing.T) {
 		state, pods, links string
 		want               string
 	}{
-		"state under the pod logs": {state: "/var/log/pods/nodegc", want: `stateDirectory: Invalid value: "/var/log/pods/nodegc": lies in containerGC.podLogsDirectory (/var/log/pods)`},
+		"state under the pod logs":                 {state: "/var/log/pods/nodegc", want: `stateDirectory: Invalid value: "/var/log/pods/nodegc": lies in containerGC.podLogsDirectory (/var/log/pods)`},
 		"state is the pod logs, written otherwise": {state: "/var/log/pods/", want: `containerGC.podLogsDirectory: Invalid value: "/var/log/pods": is stateDirectory (/var/log/pods/)`},
 		"state escapes into the kubelet's":         {state: "/var/lib/nodegc/../kubelet", pods: "/var/lib/kubelet/pods-logs", want: `containerGC.podLogsDirectory: Invalid value: "/var/lib/kubelet/pods-logs": lies in stateDirectory (/var/lib/nodegc/../kubelet)`},
 		"links are the pod logs":                   {links: "/var/log/pods", want: `containerGC.containerLogsDirectory: Invalid value: "/var/log/pods": is containerGC.podLogsDirectory (/var/log/pods)`},
