@@ -196,14 +196,16 @@ type Options struct {
 	// its commit is seen at the commit, or at the next interval check.
 	Writes WriteSource
 	Disk   DiskReader
-	// NodeFilesystem are paths nodegc can read that lie on the kubelet's
-	// root filesystem (nodefs), as far as it can tell: the pod logs
-	// directory and the state directory. The image filesystem is taken for
-	// a disk of its own (DiskStats.Dedicated: the kubelet's
-	// nodefs.available threshold then applies elsewhere) only when its
-	// device is that of none of them; with none readable, never: the
-	// stricter of the two thresholds then applies, as on a shared disk.
-	NodeFilesystem []string
+	// NodeFilesystem is the kubelet's root directory (its --root-dir,
+	// /var/lib/kubelet), whose filesystem is the kubelet's nodefs. The
+	// image filesystem is taken for a disk of its own (DiskStats.Dedicated:
+	// the kubelet's nodefs.available threshold then applies elsewhere)
+	// only when nodegc can read both and their devices differ, as the
+	// kubelet tells them (the block device cadvisor resolves, which is one
+	// for the subvolumes of one btrfs filesystem; else stat's st_dev).
+	// Unreadable (in a pod that does not mount it), or empty: never, and
+	// the stricter of the two thresholds applies, as on a shared disk.
+	NodeFilesystem string
 	// deviceOf returns the device of the filesystem holding a path; nil
 	// means stat(2)'s st_dev. Tests fake it.
 	deviceOf func(path string) (uint64, error)
@@ -1579,41 +1581,43 @@ type fsKind struct {
 }
 
 // dedicated says whether the image filesystem at mountpoint is a disk of
-// its own: its device is none of Options.NodeFilesystem's, of which one at
-// least could be read. Judged once per mountpoint, and logged.
+// its own (Options.NodeFilesystem). Judged once per mountpoint, and logged.
 func (m *Manager) dedicated(ctx context.Context, mountpoint string) bool {
 	if k := m.fsKind.Load(); k != nil && k.mountpoint == mountpoint {
 		return k.dedicated
 	}
-	deviceOf := m.opts.deviceOf
-	if deviceOf == nil {
-		deviceOf = diskstats.DeviceOf
-	}
 	k := &fsKind{mountpoint: mountpoint}
-	image, err := deviceOf(mountpoint)
-	var compared []string
-	if err == nil {
-		k.dedicated = true
-		for _, p := range m.opts.NodeFilesystem {
-			dev, err := deviceOf(p)
-			if err != nil {
-				continue
-			}
-			compared = append(compared, p)
-			if dev == image {
-				k.dedicated = false
-				break
-			}
-		}
-		k.dedicated = k.dedicated && len(compared) > 0
+	if root := m.opts.NodeFilesystem; root != "" {
+		k.dedicated = m.otherDevice(mountpoint, root)
 	}
 	m.fsKind.Store(k)
 	if k.dedicated {
 		klog.FromContext(ctx).Info("The image filesystem is a disk of its own, not the kubelet's root filesystem: only the kubelet's "+
 			"imagefs.available threshold applies to it (nodefs.available is measured on the root filesystem)",
-			"mountpoint", mountpoint, "comparedWith", compared)
+			"mountpoint", mountpoint, "kubeletRoot", m.opts.NodeFilesystem)
 	}
 	return k.dedicated
+}
+
+// otherDevice says whether paths a and b, both readable, are on two
+// devices: the block devices cadvisor resolves when it resolves both, else
+// stat's st_dev. false when either cannot be read.
+func (m *Manager) otherDevice(a, b string) bool {
+	sa, errA := m.opts.Disk.Stat(a)
+	sb, errB := m.opts.Disk.Stat(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	if sa.Device != "" && sb.Device != "" {
+		return sa.Device != sb.Device
+	}
+	deviceOf := m.opts.deviceOf
+	if deviceOf == nil {
+		deviceOf = diskstats.DeviceOf
+	}
+	da, errA := deviceOf(a)
+	db, errB := deviceOf(b)
+	return errA == nil && errB == nil && da != db
 }
 
 // settle waits, within SettleTimeout, for the runtime's asynchronous cleanup
