@@ -569,8 +569,11 @@ func undecidedBlockersLocked(g *graph, deps []DependentState, scope scopeFunc) {
 				reason = reasonNamespacedOwner
 			case errors.Is(err, errUnknownKind):
 				reason = reasonUnknownKind
-			case err == nil && kept == nil && vd.class == classSolid && vd.lookup == nil && !vd.misnamed:
-				kept = &OwnerState{APIVersion: o.apiVersion, Kind: o.kind, Namespace: o.node.namespace, Name: o.name, UID: o.uid,
+			case err == nil && kept == nil && vd.class == classSolid && vd.lookup == nil:
+				// The owner as observed: under another name than the
+				// reference states, if misnamed (the workers keep the
+				// dependent all the same).
+				kept = &OwnerState{APIVersion: o.apiVersion, Kind: o.kind, Namespace: o.node.namespace, Name: o.node.name, UID: o.uid,
 					Controller: o.controller, BlockOwnerDeletion: o.block, Class: classSolid.String(), Reason: vd.reason, Graph: graphState(o),
 					Checked: checkedGraph}
 				continue

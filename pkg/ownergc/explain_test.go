@@ -205,6 +205,16 @@ func TestExplainVerdict(t *testing.T) {
 			want: "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which the owner GC keeps, removing its " +
 				"reference to this object: its owner ConfigMap ns/q (uid q-1) exists",
 		},
+		// Also when its reference names that owner otherwise (misnamed):
+		// the workers judge it by UID, and keep the dependent.
+		"foreground: a blocking dependent with another owner, misnamed": {
+			graph: []event{fgOwner(), upsert(resConfigMap, object("ns", "q", "q-1")),
+				upsert(resConfigMap, child(ownedBy(resConfigMap, "typo", "q-1", false)))},
+			res: resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)),
+			wantCode: CodeWaitsForDependents,
+			want: "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which the owner GC keeps, removing its " +
+				"reference to this object: its owner ConfigMap ns/q (uid q-1) exists",
+		},
 		// A blocking dependent the workers never delete, or not until
 		// they can classify its owner references, is not "deleted first".
 		"foreground: waits for a cluster-scoped dependent naming the namespaced owner kind": {
