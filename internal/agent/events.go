@@ -58,6 +58,9 @@ type nodeEvents struct {
 	// disagreed says the last container GC plan's pod view disagreed with
 	// the runtime; written by the container GC loop only.
 	disagreed bool
+	// logsUnseenSince is when the plans began to find the pod logs
+	// unseen, zero while they see them.
+	logsUnseenSince time.Time
 	// logsUnseen says the last container GC plan found the pod logs
 	// unseen; written by the container GC loop only.
 	logsUnseen bool
@@ -167,13 +170,23 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 			e.warn(EventPodViewNotAuthoritative, podViewMessage(r.Plan))
 		}
 		e.disagreed = disagrees
-		if r.Plan.PodLogsUnseen && !e.logsUnseen {
+		// An episode that ends at the next snapshot (a status read that
+		// failed once, a log between two rotations) is no mount to fix:
+		// warned once it lasts.
+		switch {
+		case !r.Plan.PodLogsUnseen:
+			e.logsUnseenSince = time.Time{}
+		case e.logsUnseenSince.IsZero():
+			e.logsUnseenSince = r.Plan.Now
+		}
+		unseen := r.Plan.PodLogsUnseen && r.Plan.Now.Sub(e.logsUnseenSince) >= logsUnseenWarnAfter
+		if unseen && !e.logsUnseen {
 			e.warn(EventPodLogsUnseen, fmt.Sprintf("nodegc on node %q does not see a running container's log under its pod logs directory: "+
 				"its view of that directory is not the kubelet's (a disk mounted on /var/log/pods after nodegc's container started? its log names the log). "+
 				"Until it sees them, nodegc removes no container log link, pod log directory or log file, nor a live pod's container that a limit or maxAge would remove. "+
 				"Restart nodegc's pod on this node, so that its mount sees the host's directory.", e.node.Name))
 		}
-		e.logsUnseen = r.Plan.PodLogsUnseen
+		e.logsUnseen = unseen
 	}
 	if r.Err != nil && !e.interrupted("Container GC", r.Err) {
 		e.warn(EventContainerGCFailed, r.Err.Error())
@@ -268,6 +281,12 @@ func (e *nodeEvents) interrupted(collector string, err error) bool {
 // PodViewNotAuthoritative says so: the kubelet reports a runtime upgraded
 // in place at its next node status update (every 10s by default).
 const otherRuntimeWarnAfter = 2 * time.Minute
+
+// logsUnseenWarnAfter is how long the pod logs must stay unseen, from the
+// first plan that found them so, before a PodLogsUnseen Warning: longer
+// than the container GC's default period, so that an episode of one
+// snapshot is not warned about.
+const logsUnseenWarnAfter = 2 * time.Minute
 
 func podViewMessage(p *containers.Plan) string {
 	if p.PodsReason == containers.ViewNodeOtherRuntime {

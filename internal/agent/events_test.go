@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,15 +89,23 @@ func TestPodViewEventOncePerEpisode(t *testing.T) {
 // new episode after the logs were seen adds one again.
 func TestPodLogsUnseenEventOncePerEpisode(t *testing.T) {
 	e, rec, _ := testNodeEvents(0)
-	unseen := &containers.Report{Plan: &containers.Plan{PodsAuthoritative: true, PodsNode: "node-a", PodLogsUnseen: true}}
-	seen := &containers.Report{Plan: &containers.Plan{PodsAuthoritative: true, PodsNode: "node-a"}}
-	var got []string
-	for _, r := range []*containers.Report{seen, unseen, unseen, {}, unseen, seen, unseen} {
-		e.containerGCReport(r)
-		got = append(got, drainEvents(rec)...)
+	now := time.Unix(1000, 0)
+	report := func(unseen bool) *containers.Report {
+		now = now.Add(time.Minute) // the container GC's default period
+		return &containers.Report{Plan: &containers.Plan{PodsAuthoritative: true, PodsNode: "node-a", PodLogsUnseen: unseen, Now: now}}
 	}
-	if len(got) != 2 {
-		t.Fatalf("events %q, want a PodLogsUnseen per episode (2)", got)
+	var got []string
+	var per []int
+	for _, unseen := range []bool{false, true, true, true, false, true, false, true, true, true, true} {
+		e.containerGCReport(report(unseen))
+		ev := drainEvents(rec)
+		got = append(got, ev...)
+		per = append(per, len(ev))
+	}
+	// An episode of one snapshot (a status read that failed once) is not
+	// warned about; a lasting one is, once, at its third plan (2 minutes).
+	if want := []int{0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0}; !slices.Equal(per, want) {
+		t.Fatalf("events per plan %v, want %v (a PodLogsUnseen per lasting episode): %q", per, want, got)
 	}
 	for _, ev := range got {
 		for _, want := range []string{"Warning " + EventPodLogsUnseen, `node "node-a"`, "no container log link", "Restart nodegc's pod"} {
