@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -54,4 +56,17 @@ func apiVersionFirst(doc *yaml.Node) {
 	if len(m.Content) >= 4 && m.Content[0].Value == "kind" && m.Content[2].Value == "apiVersion" {
 		m.Content[0], m.Content[1], m.Content[2], m.Content[3] = m.Content[2], m.Content[3], m.Content[0], m.Content[1]
 	}
+}
+
+// Digest is the first 16 hex digits of the SHA-256 of c as Marshal renders
+// it: the same for two configurations that set the same values, however
+// their files are written (order, comments, defaults left out or given).
+// The agent exports it as nodegc_config_info{sha256}.
+func Digest(c *NodeGCConfiguration) (string, error) {
+	data, err := Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:16], nil
 }

@@ -990,3 +990,32 @@ func TestKubeletImageGCOnWarns(t *testing.T) {
 		})
 	}
 }
+
+// TestDigest: two files that set the same values, written differently
+// (fields in another order, a comment, a default given or left out), give
+// one digest, the SHA-256 of what `config defaults` prints for them; one
+// value changed gives another.
+func TestDigest(t *testing.T) {
+	digest := func(doc string) string {
+		t.Helper()
+		loaded, err := Decode([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := Digest(loaded.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	defaults := digest(header)
+	if len(defaults) != 16 || strings.Trim(defaults, "0123456789abcdef") != "" {
+		t.Fatalf("Digest = %q, want 16 hex digits", defaults)
+	}
+	if d := digest("kind: NodeGCConfiguration\n# the defaults\napiVersion: nodegc.io/v1alpha1\nimageGC:\n  lowThresholdPercent: 80\n"); d != defaults {
+		t.Errorf("the defaults written otherwise: %s, want %s", d, defaults)
+	}
+	if d := digest(header + "imageGC:\n  lowThresholdPercent: 70\n"); d == defaults {
+		t.Errorf("lowThresholdPercent 70: %s, the defaults' digest", d)
+	}
+}
