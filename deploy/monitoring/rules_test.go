@@ -349,7 +349,7 @@ func alertLabels(n parser.Node, metricLabels map[string][]string) map[string]boo
 // what it registers).
 func readmeMetricLabels(readme string) map[string][]string {
 	out := map[string][]string{}
-	for _, m := range regexp.MustCompile("`(nodegc_[a-z0-9_]+)\\{([a-z_,]+)\\}`").FindAllStringSubmatch(readme, -1) {
+	for _, m := range regexp.MustCompile("`(nodegc_[a-z0-9_]+)\\{([a-z0-9_,]+)\\}`").FindAllStringSubmatch(readme, -1) {
 		out[m[1]] = strings.Split(m[2], ",")
 	}
 	return out

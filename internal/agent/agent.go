@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/nodegc/nodegc/internal/version"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -72,7 +73,9 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	work := startAll(ctx, a.runnables)
-	logger.Info("nodegc agent started", "node", opts.NodeName, "ownerGC", opts.OwnerGC, "nodeOnly", a.rest == nil)
+	v := version.Get()
+	logger.Info("nodegc agent started", "version", v.Version, "revision", v.Commit, "configSHA256", a.configDigest,
+		"node", opts.NodeName, "ownerGC", opts.OwnerGC, "nodeOnly", a.rest == nil)
 
 	<-ctx.Done()
 	logger.Info("Shutting down: no new work; GC runs stop now, a runtime call in flight is cancelled, not awaited", "timeout", opts.ShutdownTimeout)
@@ -102,6 +105,8 @@ type agent struct {
 	events    *nodeEvents  // nil without API access or without node GC
 	owner     *ownerGC     // nil when the owner GC does not run here
 	runnables []runnable
+	// configDigest is nodegc_config_info's sha256, for the start-up log.
+	configDigest string
 }
 
 // newAgent builds every part of the agent, starting nothing: the node GC
@@ -117,6 +122,9 @@ func newAgent(ctx context.Context, opts Options) (*agent, error) {
 		err      error
 		nodeOnly string
 	)
+	if a.configDigest, err = registerInfo(a.reg, cfg); err != nil {
+		return nil, err
+	}
 	if a.rest, nodeOnly, err = restConfig(opts.Kubeconfig, cfg); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
 	"github.com/nodegc/nodegc/internal/testbed/node"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
+	"github.com/nodegc/nodegc/internal/version"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/images"
 )
@@ -268,6 +269,35 @@ func TestMetricsLint(t *testing.T) {
 			t.Errorf("/metrics lacks %s", family)
 		}
 	}
+	// What it runs: the version `nodegc version` prints and the digest of
+	// its configuration (the test's file, bind addresses included), in
+	// the metrics and the start-up log line.
+	t.Run("info", func(t *testing.T) {
+		v := version.Get()
+		if got := p.metric("nodegc_build_info", "version="+v.Version, "revision="+v.Commit, "goversion="+v.GoVersion); got != 1 {
+			t.Errorf("nodegc_build_info{version=%q,revision=%q,goversion=%q} = %v, want 1", v.Version, v.Commit, v.GoVersion, got)
+		}
+		loaded, err := config.LoadFile(p.Config.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest, err := config.Digest(loaded.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.metric("nodegc_config_info", "sha256="+digest); got != 1 {
+			t.Errorf("nodegc_config_info{sha256=%q} = %v, want 1", digest, got)
+		}
+		line, err := p.logLine("nodegc agent started")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`version="` + v.Version + `"`, `revision="` + v.Commit + `"`, `configSHA256="` + digest + `"`} {
+			if !strings.Contains(line, want) {
+				t.Errorf("start-up log line %q lacks %s", line, want)
+			}
+		}
+	})
 	// The dashboard and alert rules of deploy/monitoring select what the
 	// agent exports, and Prometheus evaluates them over this scrape.
 	t.Run("monitoring", func(t *testing.T) { checkMonitoring(t, text, cfg, c.KubeconfigPath(), "lint") })
@@ -320,7 +350,7 @@ func TestMetricsLint(t *testing.T) {
 
 // readmeMetric is a metric as the README's reference table names it:
 // `name` or `name{label,label}`.
-var readmeMetric = regexp.MustCompile("`(nodegc_[a-z_]+)(?:\\{([a-z_,]+)\\})?`")
+var readmeMetric = regexp.MustCompile("`(nodegc_[a-z_]+)(?:\\{([a-z0-9_,]+)\\})?`")
 
 // cascade creates, in namespace default, a ConfigMap "owner" and n
 // ConfigMaps dep-NNNN labelled cascade=yes that it owns (blockOwnerDeletion

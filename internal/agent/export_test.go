@@ -52,6 +52,9 @@ func RegisteredMetrics(ctx context.Context, opts Options) (map[string]*Family, e
 	reg := &recordingRegisterer{Registry: prometheus.NewRegistry()}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st := newStatus(reg)
+	if _, err := registerInfo(reg, opts.Config); err != nil {
+		return nil, err
+	}
 	r, err := plan(ctx, opts, reg, st)
 	if err != nil {
 		return nil, err
