@@ -251,6 +251,28 @@ func TestAlertsFire(t *testing.T) {
 				`up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
 			},
 		},
+		// Every agent, one series at 1; only the node agents' count.
+		"NodegcConfigMixed": {
+			firing: []string{
+				// A ConfigMap edited by hand: n2 restarted since, n1 not.
+				`nodegc_config_info{component="node",node="n1",sha256="1111111111111111"} 1x30
+				nodegc_config_info{component="node",node="n2",sha256="1111111111111111"} 1x5
+				nodegc_config_info{component="node",node="n2",sha256="2222222222222222"} _x5 1x25
+				nodegc_config_info{component="node",node="n3",sha256="2222222222222222"} 1x30`,
+			},
+			healthy: []string{
+				`nodegc_config_info{component="node",node="n1",sha256="1111111111111111"} 1x30
+				nodegc_config_info{component="node",node="n2",sha256="1111111111111111"} 1x30`,
+				// The owner collector runs with flags of its own.
+				`nodegc_config_info{component="node",node="n1",sha256="1111111111111111"} 1x30
+				nodegc_config_info{component="owner",node="n2",sha256="2222222222222222"} 1x30`,
+				// A rollout that ended: n1's old pod is gone (its series
+				// stale after 5 minutes), its new one runs the new digest.
+				`nodegc_config_info{component="node",node="n1",sha256="1111111111111111"} 1x10
+				nodegc_config_info{component="node",node="n1",sha256="2222222222222222"} _x10 1x20
+				nodegc_config_info{component="node",node="n2",sha256="2222222222222222"} 1x30`,
+			},
+		},
 		// Exported by the leader only, one series per state.
 		"NodegcOwnerGCMonitorsFailing": {
 			firing: []string{
