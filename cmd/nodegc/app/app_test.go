@@ -284,7 +284,7 @@ func TestFlagsOverrideTheFileBeforeValidation(t *testing.T) {
 	addr := lis.Addr().String()
 	lis.Close() // nothing answers there
 	_, _, errOut = runMain(t, "", "explain", "cm/x", "-c", file, "--metrics-bind-address="+addr)
-	if !strings.Contains(errOut, "ask the agent at http://"+addr) {
+	if !strings.Contains(errOut, "no nodegc agent answers at http://"+addr+" (metricsBindAddress "+addr+", from --metrics-bind-address)") {
 		t.Errorf("explain with --metrics-bind-address=%s: %q; want it to ask the agent there", addr, errOut)
 	}
 	// Without a file, a flag that clashes with a default is blamed on the

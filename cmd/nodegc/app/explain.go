@@ -46,8 +46,8 @@ The agent asked is --server, else the one at metricsBindAddress of the
 configuration (-c), on 127.0.0.1 when that binds every address. Only the
 instance that holds the owner GC lease can answer; another one says which
 instance does, and this command prints how to ask it.`,
-		Example: `  nodegc explain deployment/web -n shop
-  kubectl exec -n nodegc deploy/nodegc-owner -- /nodegc explain cm/settings -n shop -o json`,
+		Example: `  nodegc explain deployment/web -n shop -c /etc/nodegc/config.yaml
+  kubectl exec -n nodegc deploy/nodegc-owner -- /nodegc explain cm/settings -n shop -o json -c /etc/nodegc/config.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
 			_, _, err := explainTarget(args)
 			return err
@@ -108,6 +108,11 @@ func (o *explainOptions) run(ctx context.Context, s streams, args []string) erro
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := http.DefaultClient.Do(req)
+	if opErr := (*net.OpError)(nil); errors.As(err, &opErr) && opErr.Op == "dial" {
+		fmt.Fprintf(s.err, "nodegc: no nodegc agent answers at %s (%s): %v\n", server, o.serverSource(cfg.MetricsBindAddress), opErr)
+		o.printUnreachableHint(s.err, cfg.LeaderElection.ResourceNamespace, cfg.LeaderElection.ResourceName, kind+"/"+name)
+		return &exitError{code: 1}
+	}
 	if err != nil {
 		return fmt.Errorf("ask the agent at %s: %w", server, err)
 	}
@@ -153,6 +158,40 @@ func serverFor(addr string) (string, error) {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// serverSource says where the address explain asked came from: --server,
+// else metricsBindAddress (addr), of -c's file or its flag, or the default.
+func (o *explainOptions) serverSource(addr string) string {
+	switch {
+	case o.server != "":
+		return "given by --server"
+	case o.config.metricsBindAddress != "":
+		return fmt.Sprintf("metricsBindAddress %s, from --metrics-bind-address", addr)
+	case o.config.configFile != "":
+		return fmt.Sprintf("metricsBindAddress %s of -c %s, the default where the file sets none", addr, o.config.configFile)
+	}
+	return fmt.Sprintf("metricsBindAddress %s, the default: no -c given", addr)
+}
+
+// deployedConfig is where the manifests of deploy/ and the chart mount the
+// agents' configuration.
+const deployedConfig = "/etc/nodegc/config.yaml"
+
+// printUnreachableHint says what explain needs when no agent answers: the
+// running agent that leads the owner GC, asked from its own pod with its
+// configuration (whose metricsBindAddress says where it listens).
+func (o *explainOptions) printUnreachableHint(w io.Writer, leaseNamespace, leaseName, target string) {
+	args := target + " -n " + o.namespace
+	if o.output != "" {
+		args += " -o " + o.output
+	}
+	fmt.Fprintf(w, "nodegc explain asks the running agent that leads the owner GC, at its metricsBindAddress: run it in that agent's pod "+
+		"with the agent's configuration (-c), or give --server. With the manifests of deploy/ or the chart:\n"+
+		"  kubectl exec -n %s deploy/nodegc-owner -- /nodegc explain %s -c %s\n"+
+		"(another instance than the leader says which one leads; with ownerGC.mode auto the leader is a node agent: "+
+		"kubectl get lease -n %s %s -o jsonpath='{.spec.holderIdentity}' names its pod)\n",
+		leaseNamespace, args, deployedConfig, leaseNamespace, leaseName)
 }
 
 // printLeaderHint says which instance leads and how to ask it.

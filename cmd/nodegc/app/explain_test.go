@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -169,6 +170,49 @@ func TestExplainCommandServerFromConfig(t *testing.T) {
 	code, _, errOut := runMain(t, "", "explain", "cm/owner", "-c", file)
 	if code != 1 || !strings.Contains(errOut, "--server") {
 		t.Errorf("metricsBindAddress 0: code %d, stderr %q; want 1 and a hint to give --server", code, errOut)
+	}
+}
+
+// No agent listens where explain asks (a closed port: connection
+// refused): it says at which address, where that came from, and what to
+// run instead, exit 1.
+func TestExplainCommandNoAgent(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	file := writeFile(t, fmt.Sprintf("apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nmetricsBindAddress: %q\n", addr))
+	for name, tc := range map[string]struct {
+		args   []string
+		source string
+	}{
+		"--server":               {args: []string{"--server", "http://" + addr}, source: "(given by --server)"},
+		"-c":                     {args: []string{"-c", file}, source: "(metricsBindAddress " + addr + " of -c " + file + ", the default where the file sets none)"},
+		"--metrics-bind-address": {args: []string{"--metrics-bind-address", addr}, source: "(metricsBindAddress " + addr + ", from --metrics-bind-address)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := runMain(t, "", append([]string{"explain", "cm/settings", "-n", "shop"}, tc.args...)...)
+			if code != 1 || out != "" {
+				t.Errorf("code %d, stdout %q; want 1 and nothing", code, out)
+			}
+			for _, want := range []string{
+				"nodegc: no nodegc agent answers at http://" + addr + " " + tc.source + ": dial tcp " + addr + ": connect: connection refused\n",
+				"asks the running agent that leads the owner GC",
+				"kubectl exec -n nodegc deploy/nodegc-owner -- /nodegc explain cm/settings -n shop -c /etc/nodegc/config.yaml\n",
+				"kubectl get lease -n nodegc nodegc-owner-gc -o jsonpath='{.spec.holderIdentity}'",
+			} {
+				if !strings.Contains(errOut, want) {
+					t.Errorf("stderr %q lacks %q", errOut, want)
+				}
+			}
+		})
+	}
+	// Without -c: the default, and says so.
+	o := &explainOptions{}
+	if got, want := o.serverSource("127.0.0.1:10281"), "metricsBindAddress 127.0.0.1:10281, the default: no -c given"; got != want {
+		t.Errorf("serverSource without -c = %q, want %q", got, want)
 	}
 }
 
