@@ -716,6 +716,8 @@ func TestChartRefusesNodeName(t *testing.T) {
 // in the containerd root, whose directory is then mounted twice; a state
 // directory that is the pod logs directory) fail the render, naming both
 // values: the API server refuses a pod with two volume mounts at one path.
+// State and log directories that nest fail it too, as the agent refuses
+// them (before, the chart rendered them and every agent crash-looped).
 func TestChartMountPathsDistinct(t *testing.T) {
 	cases := map[string]struct {
 		args []string
@@ -732,6 +734,16 @@ func TestChartMountPathsDistinct(t *testing.T) {
 		"pod logs at the configuration's mount": {
 			args: []string{"--set", "podLogsDirectory=/etc/nodegc"},
 			want: []string{"podLogsDirectory", "/etc/nodegc"},
+		},
+		// The agent refuses nested state and log directories: the chart
+		// refuses them too, or every agent would crash-loop.
+		"state under the pod logs": {
+			args: []string{"--set", "stateDirectory=/var/log/pods/nodegc"},
+			want: []string{"stateDirectory", `"/var/log/pods/nodegc"`, "lies in podLogsDirectory", "the agent refuses it"},
+		},
+		"container logs under the state": {
+			args: []string{"--set", "containerLogsDirectory=/var/lib/nodegc/links"},
+			want: []string{"containerLogsDirectory", "lies in stateDirectory"},
 		},
 	}
 	for name, tc := range cases {

@@ -118,7 +118,9 @@ the whole host: refused.
 The node agent's mount paths, each the value it comes from. Each must be absolute (the agent refuses a
 relative stateDirectory or log directory, in a crash loop on every node) and not / (the whole host),
 and two that coincide are refused (compared cleaned: /var/log/pods/ is /var/log/pods): the API server
-refuses a pod with two volume mounts at one path. Nested paths are distinct mounts, and fine.
+refuses a pod with two volume mounts at one path. Nested paths are distinct mounts, which the API server
+takes, but of stateDirectory, podLogsDirectory and containerLogsDirectory none may lie in another, as the
+agent refuses (its state would go with what the container GC removes in a log directory).
 */}}
 {{- define "nodegc.checkMountPaths" -}}
 {{- $mounts := list
@@ -146,6 +148,14 @@ refuses a pod with two volume mounts at one path. Nested paths are distinct moun
 {{- fail (printf "%s and %s are both %s: the node agent would mount two volumes at one path, which the API server refuses. %s" . (index $m 0) $path $hint) }}
 {{- end }}
 {{- $_ := set $seen $path (index $m 0) }}
+{{- end }}
+{{- $dirs := list (list "stateDirectory" .Values.stateDirectory) (list "podLogsDirectory" .Values.podLogsDirectory) (list "containerLogsDirectory" .Values.containerLogsDirectory) }}
+{{- range $a := $dirs }}
+{{- range $b := $dirs }}
+{{- if hasPrefix (printf "%s/" (clean (toString (index $b 1)))) (clean (toString (index $a 1))) }}
+{{- fail (printf "%s %q lies in %s %q: the agent refuses it (its state would go with what the container GC removes in a log directory). Give each its own directory, apart" (index $a 0) (toString (index $a 1)) (index $b 0) (toString (index $b 1))) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 
