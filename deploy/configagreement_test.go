@@ -51,7 +51,7 @@ var fieldCandidates = map[string][]any{
 	"imageGC.maximumGCAge":         {"2m", "2m1ns"},
 	"imageGC.exclude": {[]any{}, []any{""}, []any{"  "}, []any{"docker.io/library/busybox:*"},
 		[]any{"registry.example/**/app"}, []any{"[abc"}, []any{"app-[ab"}, []any{`\[::1\]:5000/app`}, []any{"a[b/c]d"},
-		[]any{`registry\[x/app`}, []any{"app:[0-9]*"}},
+		[]any{`registry\[x/app`}, []any{"app:[0-9]*"}, []any{"[]abc"}, []any{`app\`}, []any{"[fd00::1]:5000/app"}},
 	"imageGC.evictionHard": {
 		map[string]any{"imagefs.available": "2Gi"}, map[string]any{"imagefs.available": " 15% "},
 		map[string]any{"imagefs.available": "101%"}, map[string]any{"imagefs.available": "-1Gi"},
@@ -86,7 +86,14 @@ var (
 		"leaderElection.leaderElect=false":                    "two owner collectors without an election (TestChartOwnerReplicas)",
 		`imageServiceEndpoint="unix:///run/other/image.sock"`: "a socket outside runtime.socket's directory, which the node agent does not mount",
 	}
-	agentOnlyRefusals = map[string]string{} // none: the chart checks even a [ left open in an exclusion pattern
+	agentOnlyRefusals = map[string]string{
+		// The chart checks a [ left open in an exclusion pattern's component;
+		// the rest of path.Match's syntax, and the agent's own reading of a
+		// pattern, are the agent's (README: nodegc config validate).
+		`imageGC.exclude=["[]abc"]`:              "a character class path.Match refuses, which the chart does not parse",
+		`imageGC.exclude=["app\\"]`:              "a trailing backslash, which the chart does not parse",
+		`imageGC.exclude=["[fd00::1]:5000/app"]`: "an IPv6 registry written as a pull writes it, whose brackets path.Match reads as a class",
+	}
 )
 
 // agreementCase is a values file's config (and other values) and its name.
