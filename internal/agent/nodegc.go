@@ -315,10 +315,6 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt *runt
 		Config: cfg.ImageGC, StateDirectory: cfg.StateDirectory, NodeName: n.opts.NodeName, BootID: n.opts.BootID, Runtime: c, Disk: diskstats.NewReader(),
 		Registerer: reg, SandboxImages: sandboxes, ProfileGeneration: rt.generation, OnRun: n.events.imageGCReport, PlanOnly: planOnly,
 		WatchGoesOn: planOnly && n.agentRuns,
-		// The kubelet's root directory: an image filesystem on another
-		// device is a disk of its own, as the kubelet tells it. Not
-		// mounted in the chart's pods: there both thresholds apply.
-		NodeFilesystem: kubeletRootDirectory,
 	}
 	if rt.sandboxImageUnread() && !planOnly {
 		// Without it, an image the runtime makes its pods' sandboxes
@@ -339,10 +335,6 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt *runt
 	}
 	return images.NewManager(opts)
 }
-
-// kubeletRootDirectory is the kubelet's --root-dir default, whose
-// filesystem is the kubelet's nodefs.
-const kubeletRootDirectory = "/var/lib/kubelet"
 
 // podImages gives the image GC the images of the pods bound to this node
 // that have not finished, from the container GC's pod source.

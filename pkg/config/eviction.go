@@ -113,17 +113,15 @@ func (t DiskThreshold) String() string {
 // threshold's grace period), and the threshold that says so; a soft one
 // only when it is strictly stricter than every hard one. ok is false when
 // neither map sets one (or turns them off: signalOff). Values must be
-// valid (Validate). On a dedicated image filesystem (not the kubelet's
-// root filesystem) only imagefs.available applies: the kubelet measures
-// nodefs.available on its root filesystem, and reclaims no image for it.
-func (c *ImageGCConfiguration) DiskEviction(capacity uint64, dedicated bool) (available uint64, t DiskThreshold, ok bool) {
+// valid (Validate).
+func (c *ImageGCConfiguration) DiskEviction(capacity uint64) (available uint64, t DiskThreshold, ok bool) {
 	for _, m := range []struct {
 		name       string
 		thresholds map[string]string
 	}{{"evictionHard", c.EvictionHard}, {"evictionSoft", c.EvictionSoft}} {
 		for _, s := range diskSignals {
 			v, set := m.thresholds[s]
-			if !set || signalOff(v) || dedicated && s != SignalImageFsAvailable {
+			if !set || signalOff(v) {
 				continue
 			}
 			th, err := ParseEvictionThreshold(v)

@@ -120,12 +120,7 @@ func TestSignalLines(t *testing.T) {
 }
 
 // TestDiskEviction: the stricter threshold wins, whichever form it has and
-// whether it is hard or soft; a soft one only when strictly stricter. On a
-// dedicated image filesystem only imagefs.available applies: the kubelet
-// measures nodefs.available on its root filesystem. Before, a 10% nodefs
-// threshold was taken for a 1000 GiB image disk whose own threshold is 5%:
-// the eviction alert fired, and early runs started, while the kubelet
-// evicted nothing.
+// whether it is hard or soft; a soft one only when strictly stricter.
 func TestDiskEviction(t *testing.T) {
 	const gi = 1 << 30
 	cases := []struct {
@@ -149,38 +144,13 @@ func TestDiskEviction(t *testing.T) {
 	}
 	for _, tc := range cases {
 		ig := ImageGCConfiguration{EvictionHard: tc.hard, EvictionSoft: tc.soft}
-		got, which, ok := ig.DiskEviction(tc.capacity, false)
+		got, which, ok := ig.DiskEviction(tc.capacity)
 		w := ""
 		if ok {
 			w = which.String()
 		}
 		if got != tc.want || w != tc.wantWhich || ok != tc.wantOK || which.Soft() != strings.HasPrefix(tc.wantWhich, "evictionSoft") {
 			t.Errorf("DiskEviction(hard %v, soft %v, %d) = %d, %q, %v; want %d, %q, %v", tc.hard, tc.soft, tc.capacity, got, w, ok, tc.want, tc.wantWhich, tc.wantOK)
-		}
-	}
-
-	split := map[string]string{SignalImageFsAvailable: "5%", SignalNodeFsAvailable: "10%"}
-	for _, tc := range []struct {
-		hard, soft map[string]string
-		dedicated  bool
-		want       uint64
-		wantWhich  string
-	}{
-		{hard: split, want: 100 * gi, wantWhich: "evictionHard nodefs.available<10%"},
-		{hard: split, dedicated: true, want: 50 * gi, wantWhich: "evictionHard imagefs.available<5%"},
-		{hard: DefaultEvictionHard(), soft: map[string]string{SignalNodeFsAvailable: "30%"}, dedicated: true, want: 150 * gi,
-			wantWhich: "evictionHard imagefs.available<15%"},
-		{hard: map[string]string{SignalNodeFsAvailable: "10%"}, dedicated: true},
-	} {
-		ig := ImageGCConfiguration{EvictionHard: tc.hard, EvictionSoft: tc.soft}
-		got, which, ok := ig.DiskEviction(1000*gi, tc.dedicated)
-		w := ""
-		if ok {
-			w = which.String()
-		}
-		if got != tc.want || w != tc.wantWhich || ok != (tc.wantWhich != "") {
-			t.Errorf("DiskEviction(hard %v, soft %v, 1000 GiB, dedicated %t) = %d, %q, %v; want %d, %q",
-				tc.hard, tc.soft, tc.dedicated, got, w, ok, tc.want, tc.wantWhich)
 		}
 	}
 }
@@ -242,7 +212,7 @@ func TestKubeletMeaningOfItsFields(t *testing.T) {
 			if diff := cmp.Diff(tc.wantEviction, ig.EvictionHard); diff != "" {
 				t.Errorf("evictionHard (-want +got):\n%s", diff)
 			}
-			at, _, ok := ig.DiskEviction(100*gi, false)
+			at, _, ok := ig.DiskEviction(100 * gi)
 			if ok != (tc.wantAt > 0) || at != tc.wantAt {
 				t.Errorf("DiskEviction(100 GiB) = %d, %v; want %d, %v", at, ok, tc.wantAt, tc.wantAt > 0)
 			}
@@ -303,7 +273,7 @@ func TestEvictionSoftFromKubelet(t *testing.T) {
 			if diff := cmp.Diff(tc.want, ig.EvictionSoft); diff != "" {
 				t.Errorf("evictionSoft (-want +got):\n%s", diff)
 			}
-			if _, which, ok := ig.DiskEviction(100<<30, false); !ok || which.String() != tc.wantAt {
+			if _, which, ok := ig.DiskEviction(100 << 30); !ok || which.String() != tc.wantAt {
 				t.Errorf("DiskEviction = %s (%v), want %s", which, ok, tc.wantAt)
 			}
 			if diff := cmp.Diff(tc.warnings, loaded.Warnings); diff != "" {

@@ -149,14 +149,3 @@ func fromStatfs(path string, s *unix.Statfs_t) (Stats, error) {
 
 // ErrImplausible says that statfs(2) answered numbers no filesystem has.
 var ErrImplausible = errors.New("implausible filesystem statistics")
-
-// DeviceOf returns the device of the filesystem holding path (stat(2)'s
-// st_dev): two paths with the same device are on one filesystem, as the
-// kubelet tells its image filesystem from its root filesystem.
-func DeviceOf(path string) (uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, fmt.Errorf("stat %s: %w", path, err)
-	}
-	return uint64(st.Dev), nil //nolint:unconvert // Dev is uint32 on some platforms
-}

@@ -156,7 +156,7 @@ func (g *guardian) ahead(d DiskStats) uint64 {
 	if horizon <= 0 || !g.policy.thresholdGCEnabled() {
 		return 0
 	}
-	evictAt, _, ok := g.policy.cfg.DiskEviction(d.Capacity, d.Dedicated)
+	evictAt, _, ok := g.policy.cfg.DiskEviction(d.Capacity)
 	if !ok {
 		return 0
 	}
@@ -181,7 +181,7 @@ func (g *guardian) evictionWarning(d DiskStats) string {
 		return ""
 	}
 	g.warned = true
-	evictAt, which, ok := g.policy.cfg.DiskEviction(d.Capacity, d.Dedicated)
+	evictAt, which, ok := g.policy.cfg.DiskEviction(d.Capacity)
 	if !ok || !g.policy.thresholdGCEnabled() {
 		return ""
 	}

@@ -196,20 +196,7 @@ type Options struct {
 	// its commit is seen at the commit, or at the next interval check.
 	Writes WriteSource
 	Disk   DiskReader
-	// NodeFilesystem is the kubelet's root directory (its --root-dir,
-	// /var/lib/kubelet), whose filesystem is the kubelet's nodefs. The
-	// image filesystem is taken for a disk of its own (DiskStats.Dedicated:
-	// the kubelet's nodefs.available threshold then applies elsewhere)
-	// only when nodegc can read both and their devices differ, as the
-	// kubelet tells them (the block device cadvisor resolves, which is one
-	// for the subvolumes of one btrfs filesystem; else stat's st_dev).
-	// Unreadable (in a pod that does not mount it), or empty: never, and
-	// the stricter of the two thresholds applies, as on a shared disk.
-	NodeFilesystem string
-	// deviceOf returns the device of the filesystem holding a path; nil
-	// means stat(2)'s st_dev. Tests fake it.
-	deviceOf func(path string) (uint64, error)
-	Clock    clock.WithTicker
+	Clock  clock.WithTicker
 	// Registerer receives the image GC metrics; nil means none are exported.
 	Registerer prometheus.Registerer
 	// SandboxImages name the runtime's sandbox image as its config writes
@@ -309,12 +296,9 @@ type Manager struct {
 	listedAt       atomic.Pointer[time.Time]
 	imagesListedAt atomic.Pointer[time.Time]
 	mountpoint     atomic.Pointer[string]
-	// fsKind is whether the image filesystem at a mountpoint is dedicated
-	// (Options.NodeFilesystem), as last judged.
-	fsKind     atomic.Pointer[fsKind]
-	layersWarn sync.Once
-	unreadable unreadableImages
-	diskReads  readStreak // the disk checks' failures, for their logs
+	layersWarn     sync.Once
+	unreadable     unreadableImages
+	diskReads      readStreak // the disk checks' failures, for their logs
 	// The failures of the reads of containerd's own API that the plan
 	// goes on without, for their logs.
 	// checkArrivalReads is the check's own: its one-image lookups and the
@@ -788,7 +772,7 @@ func (m *Manager) diskTrigger(disk DiskStats) (trigger string, ahead uint64) {
 // fill rate, and the reaction histogram.
 func (m *Manager) observeDisk(disk DiskStats) {
 	m.metrics.observeDisk(disk)
-	evictAt, which, ok := m.policy.cfg.DiskEviction(disk.Capacity, disk.Dedicated)
+	evictAt, which, ok := m.policy.cfg.DiskEviction(disk.Capacity)
 	m.metrics.observeEviction(disk.Capacity, evictAt, which.Threshold, ok)
 	if r := m.guard.observe(m.clock.Now(), disk); r.belowLow > 0 {
 		m.metrics.reaction.WithLabelValues(phaseBelowLow).Observe(r.belowLow.Seconds())
@@ -1571,53 +1555,7 @@ func (m *Manager) diskStats(ctx context.Context) (DiskStats, error) {
 	case st.Available > st.Capacity:
 		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: %d bytes available of %d", *mp, ErrInvalidDiskCapacity, st.Available, st.Capacity)
 	}
-	return DiskStats{Capacity: st.Capacity, Available: st.Available, Dedicated: m.dedicated(ctx, *mp)}, nil
-}
-
-// fsKind is what dedicated judged of the image filesystem at mountpoint.
-type fsKind struct {
-	mountpoint string
-	dedicated  bool
-}
-
-// dedicated says whether the image filesystem at mountpoint is a disk of
-// its own (Options.NodeFilesystem). Judged once per mountpoint, and logged.
-func (m *Manager) dedicated(ctx context.Context, mountpoint string) bool {
-	if k := m.fsKind.Load(); k != nil && k.mountpoint == mountpoint {
-		return k.dedicated
-	}
-	k := &fsKind{mountpoint: mountpoint}
-	if root := m.opts.NodeFilesystem; root != "" {
-		k.dedicated = m.otherDevice(mountpoint, root)
-	}
-	m.fsKind.Store(k)
-	if k.dedicated {
-		klog.FromContext(ctx).Info("The image filesystem is a disk of its own, not the kubelet's root filesystem: only the kubelet's "+
-			"imagefs.available threshold applies to it (nodefs.available is measured on the root filesystem)",
-			"mountpoint", mountpoint, "kubeletRoot", m.opts.NodeFilesystem)
-	}
-	return k.dedicated
-}
-
-// otherDevice says whether paths a and b, both readable, are on two
-// devices: the block devices cadvisor resolves when it resolves both, else
-// stat's st_dev. false when either cannot be read.
-func (m *Manager) otherDevice(a, b string) bool {
-	sa, errA := m.opts.Disk.Stat(a)
-	sb, errB := m.opts.Disk.Stat(b)
-	if errA != nil || errB != nil {
-		return false
-	}
-	if sa.Device != "" && sb.Device != "" {
-		return sa.Device != sb.Device
-	}
-	deviceOf := m.opts.deviceOf
-	if deviceOf == nil {
-		deviceOf = diskstats.DeviceOf
-	}
-	da, errA := deviceOf(a)
-	db, errB := deviceOf(b)
-	return errA == nil && errB == nil && da != db
+	return DiskStats{Capacity: st.Capacity, Available: st.Available}, nil
 }
 
 // settle waits, within SettleTimeout, for the runtime's asynchronous cleanup

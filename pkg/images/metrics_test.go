@@ -3,7 +3,6 @@ package images
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"unique"
 
@@ -14,7 +13,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodegc/nodegc/pkg/config"
-	"github.com/nodegc/nodegc/pkg/diskstats"
 )
 
 // TestThresholdGauges: nodegc_image_gc_threshold_percent exports the high
@@ -241,78 +239,4 @@ func TestBytesTargetedLeavesDryRunsOut(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestDedicatedImageFilesystem: an image filesystem on another device than
-// the kubelet's root directory is a disk of its own, as the kubelet tells
-// it, where its nodefs.available does not apply: the eviction gauge is
-// imagefs.available's (5% of 100 GiB), not the stricter
-// nodefs.available<10% of the root disk. Before, the nodefs threshold was
-// taken there: the critical eviction alert fired, and early runs started,
-// while the kubelet evicted nothing. On the same device (cadvisor's block
-// device when it resolves both: the subvolumes of one btrfs filesystem have
-// st_devs of their own), or with the kubelet's root directory unreadable
-// (a pod that does not mount it), both apply, as on a shared disk.
-func TestDedicatedImageFilesystem(t *testing.T) {
-	devices := map[string]uint64{"/images": 2, "/var/lib/kubelet": 1, "/kubelet-on-images": 2, "/btrfs-subvolume": 3}
-	blockDevices := map[string]string{"/images": "/dev/sdb", "/btrfs-subvolume": "/dev/sdb", "/var/lib/kubelet": "/dev/sda"}
-	for name, tc := range map[string]struct {
-		root          string
-		cadvisor      bool
-		wantDedicated bool
-		wantEvictAt   float64
-	}{
-		"another device than the kubelet's root":         {root: "/var/lib/kubelet", wantDedicated: true, wantEvictAt: 5 << 30},
-		"another block device, by cadvisor":              {root: "/var/lib/kubelet", cadvisor: true, wantDedicated: true, wantEvictAt: 5 << 30},
-		"the kubelet's root on the image disk":           {root: "/kubelet-on-images", wantEvictAt: 10 << 30},
-		"one btrfs filesystem, another subvolume st_dev": {root: "/btrfs-subvolume", cadvisor: true, wantEvictAt: 10 << 30},
-		"the kubelet's root unreadable (in a pod)":       {root: "/missing", wantEvictAt: 10 << 30},
-		"not given": {wantEvictAt: 10 << 30},
-	} {
-		t.Run(name, func(t *testing.T) {
-			cfg := config.Defaulted().ImageGC
-			cfg.EvictionHard = map[string]string{config.SignalImageFsAvailable: "5%", config.SignalNodeFsAvailable: "10%"}
-			reg := prometheus.NewRegistry()
-			disk := devicesDisk{known: devices}
-			if tc.cadvisor {
-				disk.block = blockDevices
-			}
-			m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), Runtime: &streamRuntime{}, Disk: disk,
-				NodeFilesystem: tc.root, deviceOf: func(p string) (uint64, error) {
-					if d, ok := devices[p]; ok {
-						return d, nil
-					}
-					return 0, os.ErrNotExist
-				},
-				Clock: clocktesting.NewFakeClock(t0), Registerer: reg, PlanOnly: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := m.diskStats(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d.Dedicated != tc.wantDedicated {
-				t.Errorf("dedicated %t, want %t", d.Dedicated, tc.wantDedicated)
-			}
-			m.observeDisk(d)
-			if got := gaugeValues(t, reg)["nodegc_image_fs_eviction_available_bytes"]; got != tc.wantEvictAt {
-				t.Errorf("nodegc_image_fs_eviction_available_bytes %v, want %v", got, tc.wantEvictAt)
-			}
-		})
-	}
-}
-
-// devicesDisk is a disk of 100 GiB at every path in known (else not
-// found), with the block devices of block, as cadvisor resolves them.
-type devicesDisk struct {
-	known map[string]uint64
-	block map[string]string
-}
-
-func (d devicesDisk) Stat(path string) (diskstats.Stats, error) {
-	if _, ok := d.known[path]; !ok {
-		return diskstats.Stats{}, os.ErrNotExist
-	}
-	return diskstats.Stats{Capacity: 100 << 30, Available: 90 << 30, Device: d.block[path]}, nil
 }

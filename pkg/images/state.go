@@ -64,10 +64,6 @@ type Image struct {
 type DiskStats struct {
 	Capacity  uint64
 	Available uint64
-	// Dedicated says the image filesystem is not the kubelet's root
-	// filesystem (Options.NodeFilesystem): the kubelet's nodefs.available
-	// threshold does not apply to it.
-	Dedicated bool
 }
 
 // UsagePercent is 100 - available*100/capacity, rounded down in the
