@@ -253,15 +253,19 @@ func Decode(data []byte) (*Loaded, error) {
 	out.Warnings = append(out.Warnings, out.noMinimumAgeWarning()...)
 	out.Warnings = append(out.Warnings, out.thresholdGCOffWarning()...)
 	out.Warnings = append(out.Warnings, out.tinyThresholdWarnings()...)
-	if kc != nil && !kubeletImageGCOff(kc, kubeletDoc.lines) {
-		high := "unset: 85"
+	if kc != nil && (!kubeletImageGCOff(kc, kubeletDoc.lines) || kc.ImageMaximumGCAge.Duration > 0) {
+		on := "imageGCHighThresholdPercent unset: 85"
 		if kc.ImageGCHighThresholdPercent != nil {
-			high = strconv.Itoa(int(*kc.ImageGCHighThresholdPercent))
+			on = "imageGCHighThresholdPercent " + strconv.Itoa(int(*kc.ImageGCHighThresholdPercent))
 		}
-		msg := fmt.Sprintf("the %s's image GC is on (imageGCHighThresholdPercent %s): it and nodegc's race for the same images; "+
+		line := kubeletDoc.lines["imageGCHighThresholdPercent"]
+		if kubeletImageGCOff(kc, kubeletDoc.lines) { // on by age alone
+			on, line = "imageMaximumGCAge "+kc.ImageMaximumGCAge.Duration.String(), kubeletDoc.lines["imageMaximumGCAge"]
+		}
+		msg := fmt.Sprintf("the %s's image GC is on (%s): it and nodegc's race for the same images; "+
 			"where a nodegc node agent runs, set imageGCHighThresholdPercent: 100 and imageMaximumGCAge: 0s in the kubelet's configuration "+
-			"(README, Running beside kubelet)", KubeletKind, high)
-		if line := cmp.Or(kubeletDoc.lines["imageGCHighThresholdPercent"], kubeletDoc.line); line > 0 {
+			"(README, Running beside kubelet)", KubeletKind, on)
+		if line := cmp.Or(line, kubeletDoc.line); line > 0 {
 			msg = fmt.Sprintf("line %d: %s", line, msg)
 		}
 		out.Warnings = append(out.Warnings, msg)

@@ -969,6 +969,7 @@ func TestKubeletImageGCOnWarns(t *testing.T) {
 		"its threshold":   {kubelet + "imageGCHighThresholdPercent: 85\nimageGCLowThresholdPercent: 80\n", "line 3: the KubeletConfiguration's image GC is on (imageGCHighThresholdPercent 85)"},
 		"unset":           {kubelet + "cgroupDriver: systemd\n", "line 1: the KubeletConfiguration's image GC is on (imageGCHighThresholdPercent unset: 85)"},
 		"off, as advised": {kubelet + "imageGCHighThresholdPercent: 100\nimageMaximumGCAge: 0s\n", ""},
+		"on by age alone": {kubelet + "imageGCHighThresholdPercent: 100\nimageMaximumGCAge: 24h\n", "line 4: the KubeletConfiguration's image GC is on (imageMaximumGCAge 24h0m0s)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			loaded, err := Decode([]byte(tc.doc + "---\n" + header))
