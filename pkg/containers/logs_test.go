@@ -480,18 +480,7 @@ func TestPresenceBelow(t *testing.T) {
 // container make the pod logs unseen, as pod q's shows nodegc's view is
 // the kubelet's.
 func TestLinkThroughSymlinkedPodLogDirDoesNotDangle(t *testing.T) {
-	f := newManagerFixture(t)
-	f.rt.mu.Lock()
-	for id := range f.rt.containers {
-		delete(f.rt.containers, id)
-		delete(f.rt.sandboxIDs, id)
-	}
-	delete(f.rt.sandboxes, "gone/sb0")
-	f.rt.mu.Unlock()
-	if err := os.RemoveAll(filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("gone"))); err != nil {
-		t.Fatal(err)
-	}
-	f.pods.view = live(fixtureUID("p"), fixtureUID("q"))
+	f := livePodsFixture(t)
 
 	// p's log directory is a link to a disk nodegc does not mount.
 	pDir := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("p"))

@@ -127,19 +127,7 @@ func TestPodLogsUnseen(t *testing.T) {
 // log files stayed on the new disk. Now the missing log of app/3 makes the
 // pod logs unseen, and the plan keeps them.
 func TestStaleCopyOfPodLogsIsUnseen(t *testing.T) {
-	f := newManagerFixture(t)
-	// Only p: the fixture's p/app/0..2 become instances made after the move.
-	f.rt.mu.Lock()
-	for id := range f.rt.containers {
-		delete(f.rt.containers, id)
-		delete(f.rt.sandboxIDs, id)
-	}
-	delete(f.rt.sandboxes, "gone/sb0")
-	f.rt.mu.Unlock()
-	if err := os.RemoveAll(filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("gone"))); err != nil {
-		t.Fatal(err)
-	}
-	f.pods.view = live(fixtureUID("p"), fixtureUID("q"))
+	f := livePodsFixture(t) // p/app/0..2 become instances made after the move
 
 	pLogs := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("p"), "app")
 	qLogs := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("q"), "db")
@@ -178,4 +166,24 @@ func TestStaleCopyOfPodLogsIsUnseen(t *testing.T) {
 	for _, d := range r.RemoveContainers {
 		t.Errorf("container %s removed as %s, though its log files, on the disk nodegc cannot see, would stay until pod p is deleted", d.Container.ID, d.Reason)
 	}
+}
+
+// livePodsFixture is the manager fixture without its containers and
+// without pod gone (its sandbox and log directory), the view listing the
+// live pods p and q: a test adds the containers it needs.
+func livePodsFixture(t *testing.T) *managerFixture {
+	t.Helper()
+	f := newManagerFixture(t)
+	f.rt.mu.Lock()
+	for id := range f.rt.containers {
+		delete(f.rt.containers, id)
+		delete(f.rt.sandboxIDs, id)
+	}
+	delete(f.rt.sandboxes, "gone/sb0")
+	f.rt.mu.Unlock()
+	if err := os.RemoveAll(filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("gone"))); err != nil {
+		t.Fatal(err)
+	}
+	f.pods.view = live(fixtureUID("p"), fixtureUID("q"))
+	return f
 }
