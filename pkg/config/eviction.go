@@ -115,23 +115,33 @@ func (t DiskThreshold) String() string {
 // neither map sets one (or turns them off: signalOff). Values must be
 // valid (Validate).
 func (c *ImageGCConfiguration) DiskEviction(capacity uint64) (available uint64, t DiskThreshold, ok bool) {
+	c.eachThreshold(diskSignals, func(field, signal, v string) {
+		if signalOff(v) {
+			return
+		}
+		th, err := ParseEvictionThreshold(v)
+		if err != nil {
+			return
+		}
+		if a := th.Available(capacity); !ok || a > available {
+			available, t, ok = a, DiskThreshold{Field: field, Signal: signal, Threshold: th}, true
+		}
+	})
+	return available, t, ok
+}
+
+// eachThreshold calls f with each of signals that evictionHard, then
+// evictionSoft, sets (to a value that turns it off too), in the order of
+// signals: the field's name, the signal and its value.
+func (c *ImageGCConfiguration) eachThreshold(signals []string, f func(field, signal, value string)) {
 	for _, m := range []struct {
-		name       string
+		field      string
 		thresholds map[string]string
 	}{{"evictionHard", c.EvictionHard}, {"evictionSoft", c.EvictionSoft}} {
-		for _, s := range diskSignals {
-			v, set := m.thresholds[s]
-			if !set || signalOff(v) {
-				continue
-			}
-			th, err := ParseEvictionThreshold(v)
-			if err != nil {
-				continue
-			}
-			if a := th.Available(capacity); !ok || a > available {
-				available, t, ok = a, DiskThreshold{Field: m.name, Signal: s, Threshold: th}, true
+		for _, s := range signals {
+			if v, set := m.thresholds[s]; set {
+				f(m.field, s, v)
 			}
 		}
 	}
-	return available, t, ok
 }

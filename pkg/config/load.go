@@ -253,22 +253,8 @@ func Decode(data []byte) (*Loaded, error) {
 	out.Warnings = append(out.Warnings, out.noMinimumAgeWarning()...)
 	out.Warnings = append(out.Warnings, out.thresholdGCOffWarning()...)
 	out.Warnings = append(out.Warnings, out.tinyThresholdWarnings()...)
-	if kc != nil && (!kubeletImageGCOff(kc, kubeletDoc.lines) || kc.ImageMaximumGCAge.Duration > 0) {
-		on := "imageGCHighThresholdPercent unset: 85"
-		if kc.ImageGCHighThresholdPercent != nil {
-			on = "imageGCHighThresholdPercent " + strconv.Itoa(int(*kc.ImageGCHighThresholdPercent))
-		}
-		line := kubeletDoc.lines["imageGCHighThresholdPercent"]
-		if kubeletImageGCOff(kc, kubeletDoc.lines) { // on by age alone
-			on, line = "imageMaximumGCAge "+kc.ImageMaximumGCAge.Duration.String(), kubeletDoc.lines["imageMaximumGCAge"]
-		}
-		msg := fmt.Sprintf("the %s's image GC is on (%s): it and nodegc's race for the same images; "+
-			"where a nodegc node agent runs, set imageGCHighThresholdPercent: 100 and imageMaximumGCAge: 0s in the kubelet's configuration "+
-			"(README, Running beside kubelet)", KubeletKind, on)
-		if line := cmp.Or(line, kubeletDoc.line); line > 0 {
-			msg = fmt.Sprintf("line %d: %s", line, msg)
-		}
-		out.Warnings = append(out.Warnings, msg)
+	if kc != nil {
+		out.Warnings = append(out.Warnings, kubeletImageGCOnWarning(kc, kubeletDoc)...)
 	}
 	if kc != nil && kubeletImageGCOff(kc, kubeletDoc.lines) {
 		_, high := out.lines["imageGC.highThresholdPercent"]
@@ -321,6 +307,32 @@ func kubeletImageGCOff(kc *kubeletconfigv1beta1.KubeletConfiguration, lines map[
 	return set && kc.ImageGCHighThresholdPercent != nil && *kc.ImageGCHighThresholdPercent == 100
 }
 
+// kubeletImageGCOnWarning returns a warning, at its line in the
+// KubeletConfiguration document d, when its image GC is on, by its
+// thresholds (imageGCHighThresholdPercent under 100, or unset: 85) or by
+// age (imageMaximumGCAge): it and nodegc's race for the same images.
+func kubeletImageGCOnWarning(kc *kubeletconfigv1beta1.KubeletConfiguration, d *document) []string {
+	var on string
+	var line int
+	switch {
+	case !kubeletImageGCOff(kc, d.lines) && kc.ImageGCHighThresholdPercent != nil:
+		on, line = "imageGCHighThresholdPercent "+strconv.Itoa(int(*kc.ImageGCHighThresholdPercent)), d.lines["imageGCHighThresholdPercent"]
+	case !kubeletImageGCOff(kc, d.lines):
+		on = "imageGCHighThresholdPercent unset: 85"
+	case kc.ImageMaximumGCAge.Duration > 0:
+		on, line = "imageMaximumGCAge "+kc.ImageMaximumGCAge.Duration.String(), d.lines["imageMaximumGCAge"]
+	default:
+		return nil
+	}
+	msg := fmt.Sprintf("the %s's image GC is on (%s): it and nodegc's race for the same images; "+
+		"where a nodegc node agent runs, set imageGCHighThresholdPercent: 100 and imageMaximumGCAge: 0s in the kubelet's configuration "+
+		"(README, Running beside kubelet)", KubeletKind, on)
+	if line := cmp.Or(line, d.line); line > 0 {
+		msg = fmt.Sprintf("line %d: %s", line, msg)
+	}
+	return []string{msg}
+}
+
 // dropUnknownSignals removes from thresholds, a KubeletConfiguration's
 // evictionHard or evictionSoft (name), the signals the kubelet nodegc knows
 // (1.34) does not, with a warning each, at the line of its key: a newer
@@ -350,21 +362,22 @@ var inodeSignals = []string{"imagefs.inodesFree", "nodefs.inodesFree"}
 // only, as the kubelet's image GC does.
 func (l *Loaded) inodeWarnings() []string {
 	var out []string
-	for _, m := range []struct {
-		name       string
-		thresholds map[string]string
-	}{{"evictionHard", l.Config.ImageGC.EvictionHard}, {"evictionSoft", l.Config.ImageGC.EvictionSoft}} {
-		for _, s := range inodeSignals {
-			v, set := m.thresholds[s]
-			if !set || signalOff(v) {
-				continue
-			}
-			msg := fmt.Sprintf("imageGC.%s[%s]: %s is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does "+
-				"(the kubelet's eviction manager removes unused images itself when inodes run short)", m.name, s, v)
-			out = append(out, l.locate("imageGC."+m.name, "imageGC."+m.name+"."+s, msg))
+	l.Config.ImageGC.eachThreshold(inodeSignals, func(field, s, v string) {
+		if signalOff(v) {
+			return
 		}
-	}
+		msg := fmt.Sprintf("imageGC.%s[%s]: %s is a signal on inodes; nodegc's image GC frees bytes, not inodes, as the kubelet's image GC does "+
+			"(the kubelet's eviction manager removes unused images itself when inodes run short)", field, s, v)
+		out = append(out, l.locate("imageGC."+field, "imageGC."+field+"."+s, msg))
+	})
 	return out
+}
+
+// setByNodegcDocument says whether the NodeGCConfiguration document sets
+// the field at path, not the KubeletConfiguration document.
+func (l *Loaded) setByNodegcDocument(path string) bool {
+	_, set := l.lines[path]
+	return set && !slices.Contains(l.FromKubelet, path)
 }
 
 // tinyQuantity is the quantity under which a disk eviction threshold is
@@ -378,24 +391,15 @@ const tinyQuantity = 1 << 20
 // alert are off by it. The kubelet takes it as written, and so does nodegc.
 func (l *Loaded) tinyThresholdWarnings() []string {
 	var out []string
-	for _, m := range []struct {
-		name       string
-		thresholds map[string]string
-	}{{"evictionHard", l.Config.ImageGC.EvictionHard}, {"evictionSoft", l.Config.ImageGC.EvictionSoft}} {
-		for _, s := range diskSignals {
-			v, set := m.thresholds[s]
-			if !set {
-				continue
-			}
-			th, err := ParseEvictionThreshold(v)
-			if err != nil || th.IsPercent || th.Bytes == 0 || th.Bytes >= tinyQuantity {
-				continue
-			}
-			msg := fmt.Sprintf("imageGC.%s[%s]: %q is a quantity of %d byte(s), which the kubelet never reaches before the disk is full; "+
-				`a percentage is written "15%%"`, m.name, s, v, th.Bytes)
-			out = append(out, l.locate("imageGC."+m.name, "imageGC."+m.name+"."+s, msg))
+	l.Config.ImageGC.eachThreshold(diskSignals, func(field, s, v string) {
+		th, err := ParseEvictionThreshold(v)
+		if err != nil || th.IsPercent || th.Bytes == 0 || th.Bytes >= tinyQuantity {
+			return
 		}
-	}
+		msg := fmt.Sprintf("imageGC.%s[%s]: %q is a quantity of %d byte(s), which the kubelet never reaches before the disk is full; "+
+			`a percentage is written "15%%"`, field, s, v, th.Bytes)
+		out = append(out, l.locate("imageGC."+field, "imageGC."+field+"."+s, msg))
+	})
 	return out
 }
 
@@ -404,7 +408,7 @@ func (l *Loaded) tinyThresholdWarnings() []string {
 // image GC is off (as the kubelet's is at 100).
 func (l *Loaded) thresholdGCOffWarning() []string {
 	const path = "imageGC.highThresholdPercent"
-	if _, set := l.lines[path]; !set || slices.Contains(l.FromKubelet, path) {
+	if !l.setByNodegcDocument(path) {
 		return nil
 	}
 	if h := l.Config.ImageGC.HighThresholdPercent; h == nil || *h != 100 {
@@ -421,7 +425,7 @@ func (l *Loaded) thresholdGCOffWarning() []string {
 // KubeletConfiguration document.
 func (l *Loaded) noMinimumAgeWarning() []string {
 	const path = "imageGC.minimumGCAge"
-	if _, set := l.lines[path]; !set || slices.Contains(l.FromKubelet, path) {
+	if !l.setByNodegcDocument(path) {
 		return nil
 	}
 	if age := l.Config.ImageGC.MinimumGCAge; age == nil || age.Duration != 0 {
@@ -888,14 +892,16 @@ func (d *document) locate(target any, obj map[string]any, prefix []string) ([]st
 		out []string
 		bad [][]string
 	)
+	rt := reflect.TypeOf(target)
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		path := append(slices.Clone(prefix), k)
 		err := decodesAlone(target, path, obj[k])
 		if err == nil {
 			continue
 		}
+		list := isList(fieldType(rt, path))
 		// A mapping given for a list is the list's problem, not its keys'.
-		if child, ok := obj[k].(map[string]any); ok && !isList(fieldType(reflect.TypeOf(target), path)) {
+		if child, ok := obj[k].(map[string]any); ok && !list {
 			if deeper, deeperBad := d.locate(target, child, path); len(deeper) > 0 {
 				out = append(out, deeper...)
 				bad = append(bad, deeperBad...)
@@ -903,23 +909,23 @@ func (d *document) locate(target any, obj map[string]any, prefix []string) ([]st
 			}
 		}
 		bad = append(bad, path)
-		if list, ok := obj[k].([]any); ok && isList(fieldType(reflect.TypeOf(target), path)) {
-			var elems []string
-			for i, elem := range list {
+		if elems, ok := obj[k].([]any); ok && list {
+			var failed []string
+			for i, elem := range elems {
 				if err := decodesAlone(target, path, []any{elem}); err != nil {
-					elems = append(elems, d.describe(reflect.TypeOf(target), path, i, err, typeHint(reflect.TypeOf(target), path, elem)))
+					failed = append(failed, d.describe(rt, path, i, err, typeHint(rt, path, elem)))
 				}
 			}
-			if len(elems) > 0 {
-				out = append(out, elems...)
+			if len(failed) > 0 {
+				out = append(out, failed...)
 				continue
 			}
 		}
-		hint := typeHint(reflect.TypeOf(target), path, obj[k])
-		if isList(fieldType(reflect.TypeOf(target), path)) {
+		hint := typeHint(rt, path, obj[k])
+		if list {
 			hint = listHint(obj[k]) // not a list: an element of the list's type, most often
 		}
-		out = append(out, d.describe(reflect.TypeOf(target), path, -1, err, hint))
+		out = append(out, d.describe(rt, path, -1, err, hint))
 	}
 	return out, bad
 }
