@@ -1,7 +1,6 @@
 package containers
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -499,16 +498,7 @@ func TestLinkThroughSymlinkedPodLogDirDoesNotDangle(t *testing.T) {
 
 	logs := filepath.Join(pDir, "app")
 	for attempt, id := range map[uint32]string{1: "aaaaaaaaaaaa1", 2: "aaaaaaaaaaaa2", 3: "aaaaaaaaaaaa3"} {
-		state := StateExited
-		if attempt == 3 {
-			state = StateRunning
-		}
-		c := with(ctr("p", "app", attempt, state, time.Duration(4-attempt)*time.Hour), func(c *Container) { c.ID, c.PodUID = id, fixtureUID("p") })
-		log := filepath.Join(logs, fmt.Sprint(attempt)+".log")
-		f.rt.addContainer(c, log)
-		if err := os.Symlink(log, filepath.Join(f.cfg.ContainerLogsDirectory, legacyLinkName("p", "ns", "app", id))); err != nil {
-			t.Fatal(err)
-		}
+		f.addLinkedInstance(t, logs, attempt, id, attempt == 3, time.Duration(4-attempt)*time.Hour)
 	}
 	r, err := f.manager(t, nil).Plan(t.Context())
 	if err != nil {

@@ -141,16 +141,7 @@ func TestStaleCopyOfPodLogsIsUnseen(t *testing.T) {
 	// p: app/0..2 exited after the move, app/3 runs; none of their logs is
 	// in nodegc's view.
 	for attempt, id := range []string{"aaaaaaaaaaaa0", "aaaaaaaaaaaa1", "aaaaaaaaaaaa2", "aaaaaaaaaaaa3"} {
-		state := StateExited
-		if attempt == 3 {
-			state = StateRunning
-		}
-		c := with(ctr("p", "app", uint32(attempt), state, time.Duration(25-5*attempt)*time.Minute), func(c *Container) { c.ID, c.PodUID = id, fixtureUID("p") })
-		log := filepath.Join(pLogs, fmt.Sprint(attempt)+".log")
-		f.rt.addContainer(c, log)
-		if err := os.Symlink(log, filepath.Join(f.cfg.ContainerLogsDirectory, legacyLinkName("p", "ns", "app", id))); err != nil {
-			t.Fatal(err)
-		}
+		f.addLinkedInstance(t, pLogs, uint32(attempt), id, attempt == 3, time.Duration(25-5*attempt)*time.Minute)
 	}
 
 	r, err := f.manager(t, nil).Plan(t.Context())
@@ -165,6 +156,23 @@ func TestStaleCopyOfPodLogsIsUnseen(t *testing.T) {
 	}
 	for _, d := range r.RemoveContainers {
 		t.Errorf("container %s removed as %s, though its log files, on the disk nodegc cannot see, would stay until pod p is deleted", d.Container.ID, d.Reason)
+	}
+}
+
+// addLinkedInstance adds pod p's container app of that attempt and ID,
+// running or exited, created age ago, its log at logs/<attempt>.log, and
+// its link in the container logs directory.
+func (f *managerFixture) addLinkedInstance(t *testing.T, logs string, attempt uint32, id string, running bool, age time.Duration) {
+	t.Helper()
+	state := StateExited
+	if running {
+		state = StateRunning
+	}
+	c := with(ctr("p", "app", attempt, state, age), func(c *Container) { c.ID, c.PodUID = id, fixtureUID("p") })
+	log := filepath.Join(logs, fmt.Sprint(attempt)+".log")
+	f.rt.addContainer(c, log)
+	if err := os.Symlink(log, filepath.Join(f.cfg.ContainerLogsDirectory, legacyLinkName("p", "ns", "app", id))); err != nil {
+		t.Fatal(err)
 	}
 }
 

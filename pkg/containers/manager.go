@@ -676,10 +676,11 @@ func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 // (force-deleted), as a process the kubelet cannot stop may stay. They are
 // kept; the log says why they stay.
 func (m *Manager) logRunningDeleted(ctx context.Context, p *Plan) {
-	var names string
+	var examples []string
 	if p.PodsAuthoritative {
-		names = strings.Join(examplePods(p.PodsMissing), ",")
+		examples = examplePods(p.PodsMissing)
 	}
+	names := strings.Join(examples, ",")
 	if names == m.runningDeleted {
 		return
 	}
@@ -687,7 +688,7 @@ func (m *Manager) logRunningDeleted(ctx context.Context, p *Plan) {
 	if names != "" {
 		klog.FromContext(ctx).Info("Pods run on this node that the API server no longer has (deleted while they run: force-deleted?); "+
 			"the container GC keeps them as running pods until the kubelet has stopped them",
-			"pods", len(p.PodsMissing), "examples", examplePods(p.PodsMissing))
+			"pods", len(p.PodsMissing), "examples", examples)
 	}
 }
 
