@@ -168,8 +168,10 @@ func (o *explainOptions) serverSource(addr string) string {
 		return "given by --server"
 	case o.config.metricsBindAddress != "":
 		return fmt.Sprintf("metricsBindAddress %s, from --metrics-bind-address", addr)
+	case o.config.configFile != "" && o.config.metricsBindAddressLine > 0:
+		return fmt.Sprintf("metricsBindAddress %s, line %d of -c %s", addr, o.config.metricsBindAddressLine, o.config.configFile)
 	case o.config.configFile != "":
-		return fmt.Sprintf("metricsBindAddress %s of -c %s, the default where the file sets none", addr, o.config.configFile)
+		return fmt.Sprintf("metricsBindAddress %s, the default: -c %s does not set it", addr, o.config.configFile)
 	}
 	return fmt.Sprintf("metricsBindAddress %s, the default: no -c given", addr)
 }
@@ -180,18 +182,20 @@ const deployedConfig = "/etc/nodegc/config.yaml"
 
 // printUnreachableHint says what explain needs when no agent answers: the
 // running agent that leads the owner GC, asked from its own pod with its
-// configuration (whose metricsBindAddress says where it listens).
+// configuration (whose metricsBindAddress says where it listens). The
+// leader's pod is named by the Lease it holds (its identity is the pod's
+// name, "_" and a suffix), whatever the release's name and the owner GC's
+// mode; the chart puts the Lease in the release's namespace.
 func (o *explainOptions) printUnreachableHint(w io.Writer, leaseNamespace, leaseName, target string) {
 	args := target + " -n " + o.namespace
 	if o.output != "" {
 		args += " -o " + o.output
 	}
-	fmt.Fprintf(w, "nodegc explain asks the running agent that leads the owner GC, at its metricsBindAddress: run it in that agent's pod "+
-		"with the agent's configuration (-c), or give --server. With the manifests of deploy/ or the chart:\n"+
-		"  kubectl exec -n %s deploy/nodegc-owner -- /nodegc explain %s -c %s\n"+
-		"(another instance than the leader says which one leads; with ownerGC.mode auto the leader is a node agent: "+
-		"kubectl get lease -n %s %s -o jsonpath='{.spec.holderIdentity}' names its pod)\n",
-		leaseNamespace, args, deployedConfig, leaseNamespace, leaseName)
+	fmt.Fprintf(w, "nodegc explain asks the running agent that leads the owner GC, at its metricsBindAddress: run it in the leader's pod "+
+		"with the agent's configuration (-c), or give --server. The leader's pod holds the Lease %s/%s; with the manifests of deploy/ or the chart:\n"+
+		"  POD=$(kubectl get lease -n %s %s -o jsonpath='{.spec.holderIdentity}' | cut -d_ -f1)\n"+
+		"  kubectl exec -n %s \"$POD\" -- /nodegc explain %s -c %s\n",
+		leaseNamespace, leaseName, leaseNamespace, leaseName, leaseNamespace, args, deployedConfig)
 }
 
 // printLeaderHint says which instance leads and how to ask it.

@@ -183,13 +183,13 @@ func TestExplainCommandNoAgent(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	file := writeFile(t, fmt.Sprintf("apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nmetricsBindAddress: %q\n", addr))
+	file := writeFile(t, fmt.Sprintf("apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\n\nmetricsBindAddress: %q\n", addr))
 	for name, tc := range map[string]struct {
 		args   []string
 		source string
 	}{
 		"--server":               {args: []string{"--server", "http://" + addr}, source: "(given by --server)"},
-		"-c":                     {args: []string{"-c", file}, source: "(metricsBindAddress " + addr + " of -c " + file + ", the default where the file sets none)"},
+		"-c":                     {args: []string{"-c", file}, source: "(metricsBindAddress " + addr + ", line 4 of -c " + file + ")"},
 		"--metrics-bind-address": {args: []string{"--metrics-bind-address", addr}, source: "(metricsBindAddress " + addr + ", from --metrics-bind-address)"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -200,8 +200,9 @@ func TestExplainCommandNoAgent(t *testing.T) {
 			for _, want := range []string{
 				"nodegc: no nodegc agent answers at http://" + addr + " " + tc.source + ": dial tcp " + addr + ": connect: connection refused\n",
 				"asks the running agent that leads the owner GC",
-				"kubectl exec -n nodegc deploy/nodegc-owner -- /nodegc explain cm/settings -n shop -c /etc/nodegc/config.yaml\n",
-				"kubectl get lease -n nodegc nodegc-owner-gc -o jsonpath='{.spec.holderIdentity}'",
+				// The leader's pod, whatever the release's name and mode.
+				"  POD=$(kubectl get lease -n nodegc nodegc-owner-gc -o jsonpath='{.spec.holderIdentity}' | cut -d_ -f1)\n" +
+					"  kubectl exec -n nodegc \"$POD\" -- /nodegc explain cm/settings -n shop -c /etc/nodegc/config.yaml\n",
 			} {
 				if !strings.Contains(errOut, want) {
 					t.Errorf("stderr %q lacks %q", errOut, want)
@@ -209,10 +210,15 @@ func TestExplainCommandNoAgent(t *testing.T) {
 			}
 		})
 	}
-	// Without -c: the default, and says so.
+	// Without -c, or with a file that does not set it: the default, and
+	// says which.
 	o := &explainOptions{}
 	if got, want := o.serverSource("127.0.0.1:10281"), "metricsBindAddress 127.0.0.1:10281, the default: no -c given"; got != want {
 		t.Errorf("serverSource without -c = %q, want %q", got, want)
+	}
+	o.config.configFile = "/etc/nodegc/config.yaml"
+	if got, want := o.serverSource("127.0.0.1:10281"), "metricsBindAddress 127.0.0.1:10281, the default: -c /etc/nodegc/config.yaml does not set it"; got != want {
+		t.Errorf("serverSource of a file without it = %q, want %q", got, want)
 	}
 }
 

@@ -21,6 +21,11 @@ type runOptions struct {
 	ownerGC            string
 	metricsBindAddress string
 	healthzBindAddress string
+
+	// metricsBindAddressLine is the line of configFile that set
+	// metricsBindAddress (0: the file does not set it), once loaded:
+	// explain says where the address it asked came from.
+	metricsBindAddressLine int
 }
 
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
@@ -141,6 +146,7 @@ func (o *runOptions) load(s streams) (*config.NodeGCConfiguration, error) {
 		if len(loaded.FromKubelet) > 0 {
 			klog.InfoS("Using fields of the KubeletConfiguration document", "fields", loaded.FromKubelet)
 		}
+		o.metricsBindAddressLine = loaded.Line("metricsBindAddress")
 	}
 	cfg := loaded.Config
 	if o.metricsBindAddress != "" {
