@@ -32,7 +32,7 @@ import (
 const (
 	uninstallCmd      = "helm uninstall nodegc -n nodegc"
 	deleteNamespace   = "kubectl delete namespace nodegc"
-	clusterLeftovers  = "kubectl delete clusterrole,clusterrolebinding -l app.kubernetes.io/name=nodegc"
+	clusterLeftovers  = "kubectl delete clusterrole,clusterrolebinding,flowschema -l app.kubernetes.io/name=nodegc"
 	defaultNSLeftover = "kubectl -n default delete role,rolebinding -l app.kubernetes.io/name=nodegc"
 )
 
@@ -447,7 +447,7 @@ func waitNamespaceGone(t *testing.T, cs kubernetes.Interface, ns string) {
 
 // labelledNodegc names the cluster-scoped objects and those in default
 // labelled app.kubernetes.io/name=nodegc: the chart's RBAC outside its
-// namespace.
+// namespace, and its FlowSchema.
 func labelledNodegc(t *testing.T, cs kubernetes.Interface) []string {
 	t.Helper()
 	ctx := t.Context()
@@ -466,6 +466,13 @@ func labelledNodegc(t *testing.T, cs kubernetes.Interface) []string {
 	}
 	for _, o := range crbs.Items {
 		out = append(out, "ClusterRoleBinding "+o.Name)
+	}
+	fss, err := cs.FlowcontrolV1().FlowSchemas().List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range fss.Items {
+		out = append(out, "FlowSchema "+o.Name)
 	}
 	roles, err := cs.RbacV1().Roles(metav1.NamespaceDefault).List(ctx, sel)
 	if err != nil {

@@ -54,10 +54,13 @@ header() {
 #     cluster's ownerReference garbage collector. Its ServiceAccount gets, lists, watches, patches and
 #     deletes every resource, as kube-controller-manager's collector does; that get includes pods/exec,
 #     pods/attach, pods/portforward and nodes/proxy, so it prefers control-plane nodes (README, Deploy).
+#   - FlowSchema nodegc-owner-gc: API Priority and Fairness puts the owner collector's requests in the
+#     priority level workload-high, as kube-controller-manager's collector's, not workload-low with every
+#     other ServiceAccount's.
 #
 # Single-workload alternative for small clusters (the chart's ownerGC.mode=auto): drop the Deployment, run
 # the DaemonSet with --owner-gc=auto and bind the nodegc-owner ClusterRole and Role to the nodegc-node
-# ServiceAccount. Every node then joins the election and the elected one runs the owner GC. The trade-off:
+# ServiceAccount (the FlowSchema's subject too). Every node then joins the election and the elected one runs the owner GC. The trade-off:
 # every node's agent can get, list and watch every object of every resource (every Secret included, and
 # pods/exec and nodes/proxy) and patch and delete any, so taking over any one node (the agent reaches the
 # runtime socket) gives all of that;

@@ -233,6 +233,10 @@ func (s *suite) testHelmInstall(t *testing.T) {
 			return err
 		})
 	}
+	gone("FlowSchema nodegc-owner-gc", func(ctx context.Context) error {
+		_, err := s.client.FlowcontrolV1().FlowSchemas().Get(ctx, "nodegc-owner-gc", metav1.GetOptions{})
+		return err
+	})
 	gone("RoleBinding nodegc-owner-leader-election", func(ctx context.Context) error {
 		_, err := s.client.RbacV1().RoleBindings(helmNamespace).Get(ctx, "nodegc-owner-leader-election", metav1.GetOptions{})
 		return err
