@@ -282,14 +282,26 @@
 //     authoritative (ViewDisagrees), naming the missing pods. The
 //     nodegc_container_gc_pod_view_authoritative metric is 0 and the change
 //     is logged while it lasts. Unless a pod the view lists runs here too
-//     (not static), and the kubelet of the Node, Ready, reports it running
-//     (not being deleted): the kubelet runs only pods bound to its Node, so
-//     the view is this node's (a pod of a name the machine had before, hung
-//     here, is Terminating, or its Node not Ready), and the pods it lacks were deleted from the API
+//     (not static), and the kubelet of the Node, Ready and renewing the
+//     Node's lease, reports it running (not being deleted): the kubelet
+//     runs only pods bound to its Node, so the view is this node's (a pod
+//     of a name the machine had before, hung here, is Terminating, or its
+//     Node's kubelet is gone: the Ready condition outlives it by the node
+//     lifecycle controller's grace period, and for good while
+//     kube-controller-manager is down, but its lease, which the kubelet
+//     renews every 10s, goes stale), and the pods it lacks were deleted from the API
 //     while they run (force-deleted; a process the kubelet cannot stop,
 //     hung on a lost NFS server, runs on for hours, and a restarted agent
 //     never saw the deletion): they are named, logged and kept as running
-//     pods, and the view stays authoritative. The check needs evidence: on a node where no
+//     pods, and the view stays authoritative. The lease
+//     (kube-node-lease/<node>, APIPodSource.NodeLease) is read with a GET
+//     only then, at most every 10s, and not watched: a watch in every
+//     node's agent would cost the API server the filtering of every
+//     node's renewals. A lease missing, unreadable (a role without get on
+//     leases), renewed more than NodeLeaseAheadTolerance ahead of this
+//     clock, or expired (renewTime + leaseDurationSeconds, less any step
+//     back of the clock seen since the last list) lets no pod vouch, and
+//     the plan says why (Plan.PodsLease). The check needs evidence: on a node where no
 //     pod has run since before the view's last list, a name that names
 //     another existing Node is not detected by it. The boot ID is what
 //     detects it there: given this machine's (PodSourceOptions.BootID, the

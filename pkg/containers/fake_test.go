@@ -262,6 +262,9 @@ type fakePods struct {
 	// RuntimeChecked reported, in order.
 	expected int
 	verdicts []string
+	// lease is what NodeLease reads; leaseReads counts the reads.
+	lease      NodeLease
+	leaseReads int
 }
 
 func (p *fakePods) ExpectRuntimeChecks() {
@@ -274,6 +277,13 @@ func (p *fakePods) RuntimeChecked(reason string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.verdicts = append(p.verdicts, reason)
+}
+
+func (p *fakePods) NodeLease(context.Context) NodeLease {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.leaseReads++
+	return p.lease
 }
 
 func (p *fakePods) View(time.Time) PodView {

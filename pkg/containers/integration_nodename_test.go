@@ -245,15 +245,10 @@ func wrongNodeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix str
 	// the view lists and the kubelet of the Ready Node reports running,
 	// runs here: the view is this node's, and stays authoritative; the
 	// deleted pod is named and kept as running.
-	// The kubelet of the Ready Node reports the crash-looping pod running.
-	rightNode, err := c.Client().CoreV1().Nodes().Get(ctx, right, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rightNode.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
-	if _, err := c.Client().CoreV1().Nodes().UpdateStatus(ctx, rightNode, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The kubelet of the Ready Node, which renews its lease, reports the
+	// crash-looping pod running.
+	readyNode(t, c, right)
+	renewNodeLease(t, c, right, time.Now())
 	crashy.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: 3,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
 	if _, err := api.UpdateStatus(ctx, crashy, metav1.UpdateOptions{}); err != nil {

@@ -58,6 +58,10 @@ type PodSource interface {
 	// against the runtime: "" when they agree, else the plan's PodsReason
 	// (RuntimeContradicts).
 	RuntimeChecked(reason string)
+	// NodeLease reads the lease of the view's Node, which its kubelet
+	// renews; a plan asks for it only when a pod the view lists would
+	// vouch for the view (PodView.NodeLease).
+	NodeLease(ctx context.Context) NodeLease
 	// Retain forgets remembered deletions, recorded before since, of pods
 	// that have nothing left on the node (onNode holds the UIDs that do).
 	// The Manager calls it only with a snapshot of the node that read
@@ -415,6 +419,7 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 		// After listing the node: a pod that has anything on the node
 		// existed before this view was taken.
 		view = m.opts.Pods.View(now)
+		view.NodeLease = func() NodeLease { return m.opts.Pods.NodeLease(ctx) }
 		// Only a snapshot that read what podsOnNode reads says which pods
 		// have nothing left on the node: one whose log directories could
 		// not be read would forget the deletion of a pod that has only
@@ -654,8 +659,12 @@ func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 			"it is another machine's Node (is this node's name the one its kubelet registered?), or the kubelet has not reported since this machine booted",
 			"node", p.PodsNode)
 	case reason == ViewDisagrees:
+		kv := []any{"node", p.PodsNode, "missingPods", len(p.PodsMissing), "examples", examplePods(p.PodsMissing)}
+		if p.PodsLease != "" {
+			kv = append(kv, "nodeLease", p.PodsLease)
+		}
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists: the API server does not list pods that run on this node; is this node's name the one the kubelet registered?",
-			"node", p.PodsNode, "missingPods", len(p.PodsMissing), "examples", examplePods(p.PodsMissing))
+			kv...)
 	case reason == ViewRuntimeLacksPods:
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists, and keeps dangling log links: the container runtime lists none of the pods "+
 			"the API server says run on this node; is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket), "+

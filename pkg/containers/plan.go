@@ -2,6 +2,7 @@ package containers
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -150,6 +151,12 @@ type Plan struct {
 	// API while they run (force-deleted), kept as running. Sorted by
 	// namespace, name and UID.
 	PodsMissing []PodRef
+	// PodsLease says, when PodsReason is ViewDisagrees although a pod the
+	// view lists, reported running by the kubelet of its Ready Node, runs
+	// here, why that pod could not vouch for the view: the Node's lease
+	// is not fresh (its kubelet is gone: the Ready condition outlives it)
+	// or could not be read (PodView.NodeLease).
+	PodsLease string
 	// PodsNotInRuntime lists, when PodsReason is ViewRuntimeLacksPods,
 	// the view's pods that the kubelet reports running since well before
 	// the runtime was listed (RunningMargin), of none of which the
@@ -448,19 +455,20 @@ func kubeletVersion(v string) string {
 // while it runs stays in the API until the kubelet has stopped it, unless it
 // was force-deleted. So such a pod means the view is not this node's (a
 // wrong node name: another node's pods, or none), and the plan treats it as
-// not authoritative, unless the view's Node is Ready and a pod the view
-// lists, that the kubelet reports running (PodView.Running: not being
-// deleted), runs here too (not static): the kubelet runs only pods bound to
-// its Node, so the view is then this node's, and the pods it lacks were
-// deleted from the API while they run (force-deleted; a process the
-// kubelet cannot stop, hung on a lost NFS server, runs on for hours). They
-// are named (Plan.PodsMissing), and kept as running pods (gone). A pod the
-// view lists that runs here is not enough alone: the machine may have run
-// under the view's node name before (renamed), and a pod of that name hung
-// here, Terminating in the API, would vouch for the old Node's view, whose
-// kubelet is gone (not Ready). Any creation time dates the pod, so the
-// oldest is used: a pod whose container just restarted is not taken for a
-// new one.
+// not authoritative, unless the view's Node is Ready, its lease fresh, and
+// a pod the view lists, that the kubelet reports running (PodView.Running:
+// not being deleted), runs here too (not static; vouched): the kubelet
+// runs only pods bound to its Node, so the view is then this node's, and
+// the pods it lacks were deleted from the API while they run
+// (force-deleted; a process the kubelet cannot stop, hung on a lost NFS
+// server, runs on for hours). They are named (Plan.PodsMissing), and kept
+// as running pods (gone). A pod the view lists that runs here is not
+// enough alone: the machine may have run under the view's node name
+// before (renamed), and a pod of that name hung here, Terminating in the
+// API, would vouch for the old Node's view, whose kubelet is gone (not
+// Ready, its lease stale). Any creation time dates the pod, so the oldest
+// is used: a pod whose container just restarted is not taken for a new
+// one.
 func (pl *planner) agree() {
 	v := pl.pods
 	if !v.Authoritative {
@@ -481,13 +489,41 @@ func (pl *planner) agree() {
 	}
 	sortRefs(missing)
 	pl.plan.PodsMissing = missing
-	for uid := range pl.running {
-		if _, reported := v.Running[uid]; v.NodeReady && reported && !pl.static[uid] && !staticPodUID(uid) {
-			return // the view is this node's
-		}
+	if pl.vouched() {
+		return // the view is this node's
 	}
 	pl.pods.Authoritative, pl.pods.Reason = false, ViewDisagrees
 	pl.plan.PodsAuthoritative, pl.plan.PodsReason, pl.plan.PodsMissing = false, ViewDisagrees, missing
+}
+
+// vouched says whether a pod the view lists, that the kubelet of its Ready
+// Node reports running, runs here (not static), while that kubelet renews
+// the Node's lease (NodeLease.Fresh): the view is then this node's. The
+// Ready condition is not enough: the node lifecycle controller turns it
+// Unknown only after its grace period (40s) without the kubelet, and
+// never while kube-controller-manager is down; within that time a pod of
+// the machine's previous node name, not yet Terminating, would vouch for
+// that Node's view. The lease is read only here, once such a pod is
+// found, and at most once; when it lets no pod vouch, Plan.PodsLease
+// says why.
+func (pl *planner) vouched() bool {
+	v := pl.pods
+	if !v.NodeReady {
+		return false
+	}
+	for uid := range pl.running {
+		if _, reported := v.Running[uid]; !reported || pl.static[uid] || staticPodUID(uid) {
+			continue
+		}
+		if v.NodeLease == nil {
+			pl.plan.PodsLease = fmt.Sprintf("node lease of %s not read", v.Node)
+			return false
+		}
+		fresh, why := v.NodeLease().Fresh(v.Node, pl.now)
+		pl.plan.PodsLease = why
+		return fresh
+	}
+	return false
 }
 
 // RunningMargin is how long before the runtime was listed a pod must have

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -66,6 +67,13 @@ type APIPodSource struct {
 	// the runtime (ExpectRuntimeChecks, RuntimeChecked), which PodImages
 	// goes by.
 	checks runtimeChecks
+
+	// leases reads the Node's lease (NodeLease); leaseMu guards
+	// leaseRead, its last read, and is held across a read, which
+	// concurrent callers then share.
+	leases    coordinationv1client.LeaseInterface
+	leaseMu   sync.Mutex
+	leaseRead *nodeLeaseRead
 }
 
 // runtimeChecks is what the container GC's plans found of the source's
@@ -123,7 +131,8 @@ func NewAPIPodSource(client kubernetes.Interface, opts PodSourceOptions) (*APIPo
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	s := &APIPodSource{nodeName: nodeName, bootID: opts.BootID, clock: clk, deleted: map[string]time.Time{}, stepSampleEvery: defaultStepSampleEvery}
+	s := &APIPodSource{nodeName: nodeName, bootID: opts.BootID, clock: clk, deleted: map[string]time.Time{}, stepSampleEvery: defaultStepSampleEvery,
+		leases: client.CoordinationV1().Leases(corev1.NamespaceNodeLease)}
 	if _, real := clk.(clock.RealClock); real {
 		s.monotonic = clockstep.Since(time.Now())
 	}

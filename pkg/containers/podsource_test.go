@@ -881,7 +881,9 @@ func TestForceDeletedPodStuckRunningAfterARestart(t *testing.T) {
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "uid-web"},
 			Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
-				{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(-5 * time.Hour))}}}}}})
+				{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(-5 * time.Hour))}}}}}},
+		nodeLease("n1", t0.Add(-5*time.Second), 40))
+	gets := countLeaseGets(client)
 	src, _ := runSyncedSource(t, client, PodSourceOptions{NodeName: "n1", Clock: clocktesting.NewFakeClock(t0)})
 	rt := newFakeRuntime()
 	for _, pod := range []string{"web", "stuck"} {
@@ -908,5 +910,13 @@ func TestForceDeletedPodStuckRunningAfterARestart(t *testing.T) {
 	}
 	if _, v := src.PodImages(); !v.Authoritative {
 		t.Errorf("PodImages' view not authoritative (%s): the image GC would remove nothing", v.Reason)
+	}
+	// The kubelet renews the Node's lease: its read is what let the
+	// pod vouch, once; the next plan, within nodeLeaseCacheFor, shares it.
+	if _, err := m.Plan(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := gets.Load(); n != 1 {
+		t.Errorf("two plans read the node lease %d times; want once", n)
 	}
 }

@@ -1,6 +1,9 @@
 package containers
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Why a PodView cannot say that a pod is gone. They are log values and the
 // value of PodView.Reason and Plan.PodsReason.
@@ -125,6 +128,12 @@ type PodView struct {
 	// took another node name, turns Unknown within the node monitor's
 	// grace period).
 	NodeReady bool
+	// NodeLease reads the Node's lease (kube-node-lease/<Node>), which
+	// its kubelet renews every 10s: Policy.Plan asks for it only when a
+	// pod the view lists would vouch for the view (agree), as the Ready
+	// condition outlives the kubelet. Nil: no lease can be read, and no
+	// pod vouches.
+	NodeLease func() NodeLease
 }
 
 // NodeOnlyView is the view of an agent without API access: every pod is
@@ -143,4 +152,59 @@ func (v PodView) Gone(uid string, newest time.Time) bool {
 	default:
 		return !newest.IsZero() && newest.Before(v.ListedAt)
 	}
+}
+
+// NodeLease is what a read of a Node's lease (namespace kube-node-lease,
+// the Node's name; coordination.k8s.io/v1) found.
+type NodeLease struct {
+	// RenewTime is spec.renewTime, as the kubelet wrote it (on this
+	// machine's clock, when the Node is this machine's); zero if the
+	// lease was never renewed.
+	RenewTime time.Time
+	// Duration is spec.leaseDurationSeconds (DefaultNodeLeaseDuration if
+	// unset).
+	Duration time.Duration
+	// ClockBack is how far this machine's wall clock was seen stepped
+	// back (0 or less) since the pod source's last complete list: a
+	// renewal written before the step is that much older than RenewTime
+	// says.
+	ClockBack time.Duration
+	// Err says why the lease could not be read (not found, forbidden: an
+	// RBAC without get on leases, unreachable).
+	Err error
+}
+
+// DefaultNodeLeaseDuration is a node lease's duration when it sets none:
+// the kubelet's default nodeLeaseDurationSeconds.
+const DefaultNodeLeaseDuration = 40 * time.Second
+
+// NodeLeaseAheadTolerance is how far after now a lease's renewTime may be
+// and still count: the kubelet of this machine's Node dates it on the same
+// clock, so a renewal further ahead was written before the clock stepped
+// back (or on another machine's clock), and its age cannot be told.
+const NodeLeaseAheadTolerance = 5 * time.Second
+
+// Fresh says whether the lease, read with the kubelet alive, shows its
+// kubelet renewing it at now: renewed, no further ahead of now than
+// NodeLeaseAheadTolerance, and not expired (RenewTime + Duration, moved
+// back by ClockBack, after now). When not, why not, naming node.
+func (l NodeLease) Fresh(node string, now time.Time) (bool, string) {
+	switch {
+	case l.Err != nil:
+		return false, fmt.Sprintf("node lease of %s unreadable: %v", node, l.Err)
+	case l.RenewTime.IsZero():
+		return false, fmt.Sprintf("node lease of %s never renewed", node)
+	case l.RenewTime.After(now.Add(NodeLeaseAheadTolerance)):
+		return false, fmt.Sprintf("node lease of %s renewed at %s, ahead of this clock (%s): stepped back?",
+			node, l.RenewTime.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	d := l.Duration
+	if d <= 0 {
+		d = DefaultNodeLeaseDuration
+	}
+	if expiry := l.RenewTime.Add(d + min(l.ClockBack, 0)); !expiry.After(now) {
+		return false, fmt.Sprintf("node lease of %s stale since %s (renewed %s, for %s)", node,
+			expiry.UTC().Format(time.RFC3339), l.RenewTime.UTC().Format(time.RFC3339), d)
+	}
+	return true, ""
 }

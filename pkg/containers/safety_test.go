@@ -1,6 +1,7 @@
 package containers
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodegc/nodegc/pkg/config"
@@ -24,6 +27,8 @@ type viewCase struct {
 	// nodeRuntime and runtime: what the plan says the Node reports and
 	// the runtime answers, for ViewNodeOtherRuntime.
 	nodeRuntime, runtime string
+	// lease: why the Node's lease let no pod vouch (Plan.PodsLease).
+	lease string
 }
 
 func runViewCases(t *testing.T, cases map[string]viewCase) {
@@ -46,6 +51,9 @@ func runViewCases(t *testing.T, cases map[string]viewCase) {
 			}
 			if plan.NodeRuntime != tc.nodeRuntime || plan.Runtime != tc.runtime {
 				t.Errorf("plan runtimes: the Node's %q, nodegc's %q; want %q, %q", plan.NodeRuntime, plan.Runtime, tc.nodeRuntime, tc.runtime)
+			}
+			if plan.PodsLease != tc.lease {
+				t.Errorf("plan's node lease: %q; want %q", plan.PodsLease, tc.lease)
 			}
 		})
 	}
@@ -131,15 +139,22 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 		}
 		return c
 	}
-	// reported is a view of a Ready Node whose kubelet reports pods
-	// running.
+	// reported is a view of a Ready Node, whose kubelet renewed its lease
+	// 5s before t0 and reports pods running.
 	reported := func(v PodView, pods ...string) PodView {
 		since := map[string]time.Time{}
 		for _, p := range pods {
 			since[p] = t0.Add(-3 * time.Hour)
 		}
 		v = runningIn(v, since)
-		v.NodeReady = true
+		v.Node, v.NodeReady = "n1", true
+		v.NodeLease = leaseReads(t, NodeLease{RenewTime: t0.Add(-5 * time.Second), Duration: 40 * time.Second})
+		return v
+	}
+	// leased is reported with the Node's lease as read.
+	leased := func(l NodeLease, v PodView, pods ...string) PodView {
+		v = reported(v, pods...)
+		v.NodeLease = leaseReads(t, l)
 		return v
 	}
 	cases := map[string]viewCase{}
@@ -166,6 +181,57 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 	add("nor one the kubelet of a Node that is not Ready last reported running",
 		disagrees(renamed), plus(plus(finished(), running("run", 3*time.Hour)), running("orphan", 30*time.Hour)),
 		with(reported(live("orphan"), "orphan"), func(v *PodView) { v.NodeReady = false }))
+	// The Ready condition outlives the kubelet: the node lifecycle
+	// controller turns it Unknown only after its grace period (40s), and
+	// never while kube-controller-manager is down. Only a fresh lease,
+	// which the kubelet renews every 10s, shows the kubelet of the view's
+	// Node runs. Before, a Ready Node was enough.
+	staleLease := "node lease of n1 stale since 2026-11-21T11:58:40Z (renewed 2026-11-21T11:58:00Z, for 40s)"
+	add("nor one of a Ready Node whose lease is stale: its kubelet is gone",
+		with(disagrees(renamed), func(c *viewCase) { c.lease = staleLease }),
+		plus(plus(finished(), running("run", 3*time.Hour)), running("orphan", 30*time.Hour)),
+		leased(NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}, live("orphan"), "orphan"))
+	add("nor one of a Ready Node without a lease",
+		with(disagrees(renamed), func(c *viewCase) {
+			c.lease = `node lease of n1 unreadable: leases.coordination.k8s.io "n1" not found`
+		}),
+		plus(plus(finished(), running("run", 3*time.Hour)), running("orphan", 30*time.Hour)),
+		leased(NodeLease{Err: apierrors.NewNotFound(coordinationv1.Resource("leases"), "n1")}, live("orphan"), "orphan"))
+	add("nor one of a Ready Node whose lease nodegc may not read (an RBAC without get on leases)",
+		with(disagrees(renamed), func(c *viewCase) {
+			c.lease = `node lease of n1 unreadable: leases.coordination.k8s.io "n1" is forbidden: no get on leases`
+		}),
+		plus(plus(finished(), running("run", 3*time.Hour)), running("orphan", 30*time.Hour)),
+		leased(NodeLease{Err: apierrors.NewForbidden(coordinationv1.Resource("leases"), "n1", errors.New("no get on leases"))}, live("orphan"), "orphan"))
+	add("nor one of a Ready Node whose lease was never renewed",
+		with(disagrees(renamed), func(c *viewCase) { c.lease = "node lease of n1 never renewed" }),
+		plus(plus(finished(), running("run", 3*time.Hour)), running("orphan", 30*time.Hour)),
+		leased(NodeLease{Duration: 40 * time.Second}, live("orphan"), "orphan"))
+	add("nor one of a Ready Node whose lease was renewed ahead of this clock (the clock stepped back since)",
+		with(disagrees(renamed), func(c *viewCase) {
+			c.lease = "node lease of n1 renewed at 2026-11-21T12:10:00Z, ahead of this clock (2026-11-21T12:00:00Z): stepped back?"
+		}),
+		plus(plus(finished(), running("run", 3*time.Hour)), running("orphan", 30*time.Hour)),
+		leased(NodeLease{RenewTime: t0.Add(10 * time.Minute), Duration: 40 * time.Second}, live("orphan"), "orphan"))
+	add("nor one whose lease looks fresh but was renewed before this clock was seen stepped back a minute",
+		with(disagrees(renamed), func(c *viewCase) {
+			c.lease = "node lease of n1 stale since 2026-11-21T11:59:35Z (renewed 2026-11-21T12:00:00Z, for 40s)"
+		}),
+		plus(plus(finished(), running("run", 3*time.Hour)), running("orphan", 30*time.Hour)),
+		leased(NodeLease{RenewTime: t0, Duration: 40 * time.Second, ClockBack: -65 * time.Second}, live("orphan"), "orphan"))
+	add("a fresh lease of another duration vouches (renewed 50s ago, for 60s)",
+		deletedRunning(merge(finishedGone, summary{
+			Keep:          []string{"stuck/app/0:running", "web/app/0:running"},
+			KeepSandboxes: []string{"stuck/sb0:ready", "web/sb0:ready"},
+		}), "stuck"),
+		plus(plus(finished(), running("web", 3*time.Hour)), running("stuck", 5*time.Hour)),
+		leased(NodeLease{RenewTime: t0.Add(-50 * time.Second), Duration: time.Minute}, live("web"), "web"))
+	add("a lease without a duration lasts the kubelet's default, 40s",
+		with(disagrees(renamed), func(c *viewCase) {
+			c.lease = "node lease of n1 stale since 2026-11-21T11:59:50Z (renewed 2026-11-21T11:59:10Z, for 40s)"
+		}),
+		plus(plus(finished(), running("run", 3*time.Hour)), running("orphan", 30*time.Hour)),
+		leased(NodeLease{RenewTime: t0.Add(-50 * time.Second)}, live("orphan"), "orphan"))
 	add("a listed pod whose containers are not running but whose sandbox is ready runs here too",
 		deletedRunning(merge(finishedGone, summary{
 			Keep:          []string{"stuck/app/0:running", "web/app/0:within_limit"},
@@ -253,6 +319,12 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 	add("pods the view lists agree",
 		agrees(merge(finishedGone, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})),
 		plus(finished(), running("run", 3*time.Hour)), live("run"))
+	add("a view that agrees does not read the Node's lease",
+		agrees(merge(finishedGone, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})),
+		plus(finished(), running("run", 3*time.Hour)),
+		with(reported(live("run"), "run"), func(v *PodView) {
+			v.NodeLease = func() NodeLease { t.Error("the node lease read although the view agrees"); return NodeLease{} }
+		}))
 	add("every missing pod is named, by namespace, name and UID",
 		viewCase{planCase: planCase{want: summary{
 			Keep:          []string{"a/app/0:running", "b/app/0:running", "c/app/0:within_limit"},
@@ -267,6 +339,18 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 			reason: ViewNotSynced},
 		plus(finished(), running("run", 3*time.Hour)), PodView{Reason: ViewNotSynced})
 	runViewCases(t, cases)
+}
+
+// leaseReads returns a PodView.NodeLease that reads l, and fails the test
+// if a plan reads it more than once.
+func leaseReads(t *testing.T, l NodeLease) func() NodeLease {
+	reads := 0
+	return func() NodeLease {
+		if reads++; reads > 1 {
+			t.Errorf("the node lease read %d times in one plan", reads)
+		}
+		return l
+	}
 }
 
 // runningIn returns v with pods the kubelet reports running since the
