@@ -301,9 +301,13 @@ func podViewMessage(p *containers.Plan) string {
 			"and %q the name the kubelet registered? Until they agree, nodegc removes nothing because its pod is gone, nor any dangling log link.",
 			len(p.PodsNotInRuntime), p.PodsNode, namedPods(p.PodsNotInRuntime), p.PodsNode)
 	}
-	return fmt.Sprintf("The API server's pods of node %q lack %d pods the container runtime runs (%s): is %q the name the kubelet registered? "+
+	lease := ""
+	if p.PodsLease != "" {
+		lease = " Pods it lists run here, but do not show the view is this node's: " + p.PodsLease + "."
+	}
+	return fmt.Sprintf("The API server's pods of node %q lack %d pods the container runtime runs (%s): is %q the name the kubelet registered?%s "+
 		"Until they agree, nodegc removes nothing because its pod is gone.",
-		p.PodsNode, len(p.PodsMissing), namedPods(p.PodsMissing), p.PodsNode)
+		p.PodsNode, len(p.PodsMissing), namedPods(p.PodsMissing), p.PodsNode, lease)
 }
 
 // namedPods names the first maxPodsNamed pods of refs, and says how many

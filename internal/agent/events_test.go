@@ -81,6 +81,20 @@ func TestPodViewEventOncePerEpisode(t *testing.T) {
 	}
 }
 
+// TestPodViewEventSaysWhyTheLeaseDidNotVouch: when pods the view lists run
+// here but its Node's lease is stale (the machine ran under that name
+// before; its kubelet is gone), the PodViewNotAuthoritative Warning says so.
+func TestPodViewEventSaysWhyTheLeaseDidNotVouch(t *testing.T) {
+	e, rec, _ := testNodeEvents(0)
+	lease := "node lease of node-a stale since 2026-11-21T11:58:40Z (renewed 2026-11-21T11:58:00Z, for 40s)"
+	e.containerGCReport(&containers.Report{Plan: &containers.Plan{PodsReason: containers.ViewDisagrees, PodsNode: "node-a",
+		PodsMissing: []containers.PodRef{{UID: "uid-web", Namespace: "team", Name: "web"}}, PodsLease: lease}})
+	got := drainEvents(rec)
+	if len(got) != 1 || !strings.Contains(got[0], "do not show the view is this node's: "+lease) {
+		t.Errorf("events %q, want one PodViewNotAuthoritative naming the stale lease", got)
+	}
+}
+
 // TestPodLogsUnseenEventOncePerEpisode: a container GC plan that finds the
 // pod logs unseen (a disk mounted on /var/log/pods after nodegc's
 // container started) puts one PodLogsUnseen Warning on the Node, saying

@@ -77,6 +77,9 @@ type planView struct {
 	ImagesErr   string     `json:"imagesError,omitempty"`
 	PodsView    string     `json:"podsView"`
 	PodsMissing []string   `json:"podsMissingFromAPI,omitempty"`
+	// NodeLease: why the pods of the view that run here did not show it
+	// is this node's (containers.Plan.PodsLease).
+	NodeLease string `json:"nodeLease,omitempty"`
 	// PodsNotInRuntime: pods the API server says run on this node, of
 	// none of which the runtime lists a sandbox
 	// (containers.Plan.PodsNotInRuntime).
@@ -230,6 +233,7 @@ func newPlanView(r *agent.PlanReport, high, low *int32) *planView {
 		for _, ref := range p.PodsMissing {
 			v.PodsMissing = append(v.PodsMissing, ref.String())
 		}
+		v.NodeLease = p.PodsLease
 		for _, ref := range p.PodsNotInRuntime {
 			v.PodsNotInRuntime = append(v.PodsNotInRuntime, ref.String())
 		}
@@ -344,6 +348,9 @@ func (v *planView) print(out io.Writer) {
 			strings.Join(v.PodsMissing, ", "))
 	case len(v.PodsMissing) > 0:
 		fmt.Fprintf(out, "  the runtime runs pods the API server does not list for this node: %s\n", strings.Join(v.PodsMissing, ", "))
+	}
+	if v.NodeLease != "" {
+		fmt.Fprintf(out, "  pods the view lists run here, but do not show it is this node's: %s\n", v.NodeLease)
 	}
 	if len(v.PodsNotInRuntime) > 0 {
 		fmt.Fprintf(out, "  the runtime (%s) lists no sandbox of the pods the API server says run on this node: %s;\n"+

@@ -121,7 +121,8 @@ func TestPlanSaysWhenRunWouldRemoveNothing(t *testing.T) {
 // authoritative view, it names them as deleted while they run.
 func TestPlanNamesPodsTheAPIDoesNotList(t *testing.T) {
 	p := &containers.Plan{PodsReason: containers.ViewDisagrees, PodsNode: "node-b",
-		PodsMissing: []containers.PodRef{{UID: "u1", Namespace: "ns", Name: "web-0"}, {UID: "u2", Namespace: "kube-system", Name: "proxy"}}}
+		PodsMissing: []containers.PodRef{{UID: "u1", Namespace: "ns", Name: "web-0"}, {UID: "u2", Namespace: "kube-system", Name: "proxy"}},
+		PodsLease:   "node lease of node-b stale since 2026-11-21T11:58:40Z (renewed 2026-11-21T11:58:00Z, for 40s)"}
 	v := newPlanView(&agent.PlanReport{Node: "node-b", Runtime: "containerd 2", Containers: p}, ptr.To[int32](85), ptr.To[int32](80))
 	if diff := cmp.Diff([]string{"ns/web-0 (u1)", "kube-system/proxy (u2)"}, v.PodsMissing); diff != "" {
 		t.Errorf("podsMissingFromAPI (-want +got):\n%s", diff)
@@ -131,6 +132,7 @@ func TestPlanNamesPodsTheAPIDoesNotList(t *testing.T) {
 	for _, want := range []string{
 		`POD VIEW: not authoritative (` + containers.ViewDisagrees + `): nothing is removed because its pod is gone [node "node-b"]`,
 		"the runtime runs pods the API server does not list for this node: ns/web-0 (u1), kube-system/proxy (u2)",
+		"pods the view lists run here, but do not show it is this node's: node lease of node-b stale since 2026-11-21T11:58:40Z",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("plan output lacks %q:\n%s", want, out.String())
@@ -139,7 +141,7 @@ func TestPlanNamesPodsTheAPIDoesNotList(t *testing.T) {
 
 	// The view is authoritative (a pod it lists runs here): the pods it
 	// lacks were deleted from the API while they run.
-	p.PodsAuthoritative, p.PodsReason = true, ""
+	p.PodsAuthoritative, p.PodsReason, p.PodsLease = true, "", ""
 	out.Reset()
 	newPlanView(&agent.PlanReport{Node: "node-b", Runtime: "containerd 2", Containers: p}, ptr.To[int32](85), ptr.To[int32](80)).print(&out)
 	for _, want := range []string{
