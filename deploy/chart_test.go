@@ -190,7 +190,8 @@ func TestChartOwnerGCModes(t *testing.T) {
 				}
 			}
 			// The node agent's own rights are there in every mode.
-			for kind, name := range map[string]string{"ClusterRoleBinding": "nodegc-node", "RoleBinding": "nodegc-node-events"} {
+			for _, kn := range [][2]string{{"ClusterRoleBinding", "nodegc-node"}, {"RoleBinding", "nodegc-node-events"}, {"RoleBinding", "nodegc-node-lease"}} {
+				kind, name := kn[0], kn[1]
 				if b := find(objs, kind, name); b == nil {
 					t.Errorf("no %s %s", kind, name)
 				} else if diff := cmp.Diff([]string{"ServiceAccount/" + ns + "/nodegc-node"}, subjects(b)); diff != "" {
@@ -205,8 +206,11 @@ func TestChartOwnerGCModes(t *testing.T) {
 					t.Errorf("Namespace %s rendered without namespace.create", o.GetName())
 				}
 				want := ns
-				if o.GetName() == "nodegc-node-events" { // the Node's Events are in default
+				switch o.GetName() {
+				case "nodegc-node-events": // the Node's Events are in default
 					want = "default"
+				case "nodegc-node-lease": // the kubelets' node leases
+					want = "kube-node-lease"
 				}
 				if n := o.GetNamespace(); n != "" && n != want {
 					t.Errorf("%s %s in namespace %q, want %q", o.GetKind(), o.GetName(), n, want)

@@ -217,7 +217,7 @@ func TestNodeAgentProbes(t *testing.T) {
 // server-side dry-run first and then for real, and checks the RBAC with
 // SubjectAccessReviews: the node agent cannot delete Deployments nor read
 // Secrets, and has only what its code uses (list and watch of pods and
-// nodes, core/v1 events); the owner collector can delete Deployments, and
+// nodes, core/v1 events, get of node leases); the owner collector can delete Deployments, and
 // writes no events.k8s.io events either.
 func TestApplyAndRBAC(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
@@ -260,6 +260,12 @@ func TestApplyAndRBAC(t *testing.T) {
 		return err
 	}
 	// The namespace must exist for namespaced objects, even in dry-run.
+	// kube-apiserver creates kube-node-lease (the node agent's Role for
+	// its Node's lease is there) soon after it starts.
+	testbed.WaitFor(t, 30*time.Second, "namespace kube-node-lease", func() bool {
+		_, err := c.Client().CoreV1().Namespaces().Get(ctx, corev1.NamespaceNodeLease, metav1.GetOptions{})
+		return err == nil
+	})
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {
 			if err := apply(o, true); err != nil {
@@ -322,6 +328,13 @@ func TestApplyAndRBAC(t *testing.T) {
 		{owner, authorizationv1.ResourceAttributes{Resource: "events", Verb: "create", Namespace: "default"}, true},
 		{owner, authorizationv1.ResourceAttributes{Group: "events.k8s.io", Resource: "events", Verb: "create", Namespace: "default"}, false},
 		{node, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "nodegc"}, false},
+		// Its Node's lease, which the kubelet renews: get only, in
+		// kube-node-lease only.
+		{node, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "get", Namespace: "kube-node-lease", Name: "node-a"}, true},
+		{node, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "list", Namespace: "kube-node-lease"}, false},
+		{node, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "watch", Namespace: "kube-node-lease"}, false},
+		{node, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "update", Namespace: "kube-node-lease", Name: "node-a"}, false},
+		{node, authorizationv1.ResourceAttributes{Group: "coordination.k8s.io", Resource: "leases", Verb: "get", Namespace: "kube-system"}, false},
 		{owner, authorizationv1.ResourceAttributes{Group: "apps", Resource: "deployments", Verb: "delete", Namespace: "default"}, true},
 		{owner, authorizationv1.ResourceAttributes{Group: "apps", Resource: "replicasets", Verb: "patch", Namespace: "default"}, true},
 		{owner, authorizationv1.ResourceAttributes{Resource: "configmaps", Verb: "watch"}, true},

@@ -34,6 +34,7 @@ const (
 	deleteNamespace   = "kubectl delete namespace nodegc"
 	clusterLeftovers  = "kubectl delete clusterrole,clusterrolebinding,flowschema -l app.kubernetes.io/name=nodegc"
 	defaultNSLeftover = "kubectl -n default delete role,rolebinding -l app.kubernetes.io/name=nodegc"
+	leaseNSLeftover   = "kubectl -n kube-node-lease delete role,rolebinding -l app.kubernetes.io/name=nodegc"
 )
 
 // TestUninstall runs README.md's "Uninstalling", as it is there, on a real
@@ -58,7 +59,7 @@ func TestUninstall(t *testing.T) {
 	readme := repoFile(t, "README.md")
 	section := strings.Join(strings.Fields(readmeSection(t, readme, "### Uninstalling")), " ")
 	for _, want := range []string{"-garbagecollector", "--cascade foreground", "--cascade=foreground", "foregroundDeletion",
-		"`" + uninstallCmd + "`", "`" + deleteNamespace + "`", "`" + clusterLeftovers + "`", "`" + defaultNSLeftover + "`"} {
+		"`" + uninstallCmd + "`", "`" + deleteNamespace + "`", "`" + clusterLeftovers + "`", "`" + defaultNSLeftover + "`", "`" + leaseNSLeftover + "`"} {
 		if !strings.Contains(section, want) {
 			t.Errorf("README.md, Uninstalling, does not say %q", want)
 		}
@@ -251,9 +252,9 @@ func TestUninstall(t *testing.T) {
 		run(t, deleteNamespace)
 		waitNamespaceGone(t, cs, "nodegc")
 		if left := labelledNodegc(t, cs); len(left) == 0 {
-			t.Error("with the namespace deleted first, no cluster-scoped object or Role in default is left: the README says they are")
+			t.Error("with the namespace deleted first, no cluster-scoped object or Role in default or kube-node-lease is left: the README says they are")
 		}
-		runAll(t, clusterLeftovers, defaultNSLeftover)
+		runAll(t, clusterLeftovers, defaultNSLeftover, leaseNSLeftover)
 		if left := labelledNodegc(t, cs); len(left) > 0 {
 			t.Errorf("after the README's commands for them, %v remain", left)
 		}
@@ -445,9 +446,9 @@ func waitNamespaceGone(t *testing.T, cs kubernetes.Interface, ns string) {
 	}
 }
 
-// labelledNodegc names the cluster-scoped objects and those in default
-// labelled app.kubernetes.io/name=nodegc: the chart's RBAC outside its
-// namespace, and its FlowSchema.
+// labelledNodegc names the cluster-scoped objects and those in default and
+// kube-node-lease labelled app.kubernetes.io/name=nodegc: the chart's RBAC
+// outside its namespace, and its FlowSchema.
 func labelledNodegc(t *testing.T, cs kubernetes.Interface) []string {
 	t.Helper()
 	ctx := t.Context()
@@ -474,19 +475,21 @@ func labelledNodegc(t *testing.T, cs kubernetes.Interface) []string {
 	for _, o := range fss.Items {
 		out = append(out, "FlowSchema "+o.Name)
 	}
-	roles, err := cs.RbacV1().Roles(metav1.NamespaceDefault).List(ctx, sel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range roles.Items {
-		out = append(out, "Role default/"+o.Name)
-	}
-	rbs, err := cs.RbacV1().RoleBindings(metav1.NamespaceDefault).List(ctx, sel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range rbs.Items {
-		out = append(out, "RoleBinding default/"+o.Name)
+	for _, ns := range []string{metav1.NamespaceDefault, corev1.NamespaceNodeLease} {
+		roles, err := cs.RbacV1().Roles(ns).List(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range roles.Items {
+			out = append(out, "Role "+ns+"/"+o.Name)
+		}
+		rbs, err := cs.RbacV1().RoleBindings(ns).List(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range rbs.Items {
+			out = append(out, "RoleBinding "+ns+"/"+o.Name)
+		}
 	}
 	return out
 }

@@ -45,8 +45,8 @@ header() {
 #
 # Two workloads share one image and one ConfigMap:
 #   - DaemonSet nodegc-node (--owner-gc=off): image and dead-container GC on every node, through the
-#     node's CRI socket. Its ServiceAccount lists and watches pods and nodes and writes events; it can
-#     delete nothing in the API, so a compromised node holds no cluster-wide delete rights. Its reads are
+#     node's CRI socket. Its ServiceAccount lists and watches pods and nodes, gets node leases (in
+#     kube-node-lease) and writes events; it can delete nothing in the API, so a compromised node holds no cluster-wide delete rights. Its reads are
 #     cluster-wide, though: RBAC cannot narrow a list or watch to one node's pods, so the token on every
 #     node can list and watch every Pod (whole specs, literal env values included) and every Node of the
 #     cluster (README, Deploy).
