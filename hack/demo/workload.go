@@ -182,9 +182,9 @@ func createNamespaces(ctx context.Context, c kubernetes.Interface) error {
 const bootIDFile = "/proc/sys/kernel/random/boot_id"
 
 // createNode registers the demo node in the API and reports it Ready, with
-// this machine's boot ID, as a kubelet would: nodegc trusts the pod view
-// only while its Node reports the boot nodegc runs on (a Node without it
-// is a node that booted again, or another machine).
+// this machine's boot ID, and creates its lease, as a kubelet would: nodegc
+// trusts the pod view only while its Node reports the boot nodegc runs on
+// (a Node without it is a node that booted again, or another machine).
 func createNode(ctx context.Context, c kubernetes.Interface, name string) error {
 	bootID, err := os.ReadFile(bootIDFile)
 	if err != nil {
@@ -203,7 +203,20 @@ func createNode(ctx context.Context, c kubernetes.Interface, name string) error 
 	if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update the status of Node %s: %w", name, err)
 	}
-	return nil
+	// The kubelet stand-in renews it (step 4). kube-apiserver creates
+	// kube-node-lease soon after it starts.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := renewNodeLease(ctx, c, name)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // setPhase reports the pod's phase in the API, as the kubelet would.
