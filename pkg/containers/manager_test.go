@@ -1013,3 +1013,45 @@ func TestIDFaultWarningBounded(t *testing.T) {
 		t.Errorf("warning %q (%d bytes): want at most %d containers named and the count 500", got[0][:min(len(got[0]), 400)], len(got[0]), idFaultExamples)
 	}
 }
+
+// TestManagerReadsTheNodeLeaseToVouch: the Manager hands the plan its pod
+// source's lease reader. A pod the view lists that runs here, reported
+// running on a Ready Node, vouches for the view only while the lease the
+// source reads is fresh: stale, the view disagrees and the plan says why,
+// and nothing goes as pod_gone; fresh, the pod force-deleted while it runs
+// is kept as running and the rest goes. Each plan reads the lease once.
+func TestManagerReadsTheNodeLeaseToVouch(t *testing.T) {
+	f := newManagerFixture(t)
+	f.addContainer(ctr("stuck", "app", 0, StateRunning, 5*time.Hour))
+	f.addSandbox(sbx("stuck", 0, true, 5*time.Hour))
+	f.pods.view = with(runningIn(live(fixtureUID("p")), map[string]time.Time{fixtureUID("p"): t0.Add(-3 * time.Hour)}), func(v *PodView) {
+		v.Node, v.NodeReady = "n1", true
+	})
+	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
+	m := f.manager(t, nil)
+	plan, err := m.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "node lease of n1 stale since 2026-11-21T11:58:40Z (renewed 2026-11-21T11:58:00Z, for 40s)"; plan.PodsAuthoritative ||
+		plan.PodsReason != ViewDisagrees || plan.PodsLease != want || f.pods.leaseReads != 1 {
+		t.Errorf("stale lease: plan pod view authoritative %v (%q), lease %q, %d reads; want %q, %q, 1 read",
+			plan.PodsAuthoritative, plan.PodsReason, plan.PodsLease, f.pods.leaseReads, ViewDisagrees, want)
+	}
+	if ids := planIDs(plan); slices.ContainsFunc(ids, func(id string) bool { return strings.HasSuffix(id, ":pod_gone") }) {
+		t.Errorf("stale lease: removals %v; want none as pod_gone", ids)
+	}
+
+	f.pods.lease.RenewTime = t0.Add(-5 * time.Second)
+	if plan, err = m.Plan(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !plan.PodsAuthoritative || plan.PodsLease != "" || f.pods.leaseReads != 2 ||
+		!cmp.Equal(plan.PodsMissing, []PodRef{{UID: fixtureUID("stuck"), Namespace: "ns", Name: "stuck"}}) {
+		t.Errorf("fresh lease: plan pod view authoritative %v (%q), lease %q, %d reads, missing %v; want authoritative, 2 reads, stuck",
+			plan.PodsAuthoritative, plan.PodsReason, plan.PodsLease, f.pods.leaseReads, plan.PodsMissing)
+	}
+	if ids := planIDs(plan); !slices.Contains(ids, fixtureLogDir("gone")+":pod_gone") {
+		t.Errorf("fresh lease: removals %v; want the gone pod's", ids)
+	}
+}

@@ -34,7 +34,7 @@ type nodeLeaseRead struct {
 func (s *APIPodSource) NodeLease(ctx context.Context) NodeLease {
 	s.leaseMu.Lock()
 	defer s.leaseMu.Unlock()
-	if r := s.leaseRead; r == nil || !s.fresh(r.at) {
+	if r := s.leaseRead; r == nil || !s.recentRead(r.at) {
 		s.leaseRead = &nodeLeaseRead{lease: s.getNodeLease(ctx), at: s.clock.Now()}
 	}
 	l := s.leaseRead.lease
@@ -45,8 +45,9 @@ func (s *APIPodSource) NodeLease(ctx context.Context) NodeLease {
 	return l
 }
 
-// fresh says whether a read at at is recent enough to answer again.
-func (s *APIPodSource) fresh(at time.Time) bool {
+// recentRead says whether a read of the lease at at is recent enough to
+// answer again (a clock stepped back since makes it not).
+func (s *APIPodSource) recentRead(at time.Time) bool {
 	age := s.clock.Since(at)
 	return age >= 0 && age < nodeLeaseCacheFor
 }

@@ -124,9 +124,11 @@ type PodView struct {
 	// Empty: not reported.
 	NodeRuntime string
 	// NodeReady says the Node's Ready condition is True: its kubelet
-	// reports it (a Node whose kubelet went away, as after the machine
-	// took another node name, turns Unknown within the node monitor's
-	// grace period).
+	// reported it. A Node whose kubelet went away, as after the machine
+	// took another node name, turns Unknown only after the node
+	// lifecycle controller's grace period, and not at all while
+	// kube-controller-manager is down: NodeLease tells that the kubelet
+	// still runs.
 	NodeReady bool
 	// NodeLease reads the Node's lease (kube-node-lease/<Node>), which
 	// its kubelet renews every 10s: Policy.Plan asks for it only when a
@@ -184,10 +186,10 @@ const DefaultNodeLeaseDuration = 40 * time.Second
 // back (or on another machine's clock), and its age cannot be told.
 const NodeLeaseAheadTolerance = 5 * time.Second
 
-// Fresh says whether the lease, read with the kubelet alive, shows its
-// kubelet renewing it at now: renewed, no further ahead of now than
-// NodeLeaseAheadTolerance, and not expired (RenewTime + Duration, moved
-// back by ClockBack, after now). When not, why not, naming node.
+// Fresh says whether the lease shows its kubelet renewing it at now:
+// read, renewed, no further ahead of now than NodeLeaseAheadTolerance, and
+// not expired (RenewTime + Duration, moved back by ClockBack, after now).
+// When not, why not, naming node.
 func (l NodeLease) Fresh(node string, now time.Time) (bool, string) {
 	switch {
 	case l.Err != nil:
