@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +58,10 @@ func (b *builder) apply(ev *event) {
 		b.ownerAbsent(*ev.owner)
 	case evResourceGone:
 		b.resourceGone(ev.res)
+	case evResourceUnmonitored:
+		b.resourceUnmonitored(ev.res)
+	case evRefresh:
+		b.refresh(ev.obj)
 	case evRelisted:
 		b.relisted(ev.res, ev.uids)
 		if ev.mon != nil {
@@ -143,7 +148,8 @@ func (b *builder) upsert(obj *metav1.PartialObjectMetadata, res *resource) {
 }
 
 func (b *builder) setObjectFlags(n *node, obj *metav1.PartialObjectMetadata) {
-	flags := n.flags &^ (flagBeingDeleted | flagForegroundFinalizer | flagOrphanFinalizer)
+	// A monitor's delivery (a refresh puts the mark back: see refresh).
+	flags := n.flags &^ (flagBeingDeleted | flagForegroundFinalizer | flagOrphanFinalizer | flagUnmonitored)
 	if obj.DeletionTimestamp != nil {
 		flags |= flagBeingDeleted
 	}
@@ -267,7 +273,7 @@ func (b *builder) needsAttention(n *node) bool {
 	for i := range n.owners {
 		l := &n.owners[i]
 		o := l.owner
-		if !o.observed() || l.alt != nil || o.deletingDependents() {
+		if !o.observed() || o.unmonitored() || l.alt != nil || o.deletingDependents() {
 			return true
 		}
 		if o.namespace != "" && o.namespace != n.namespace {
@@ -356,14 +362,16 @@ func (b *builder) dropIfUnreferenced(o *node) {
 	}
 }
 
-// ownerAbsent records a lookup's verdict on a virtual node.
+// ownerAbsent records a lookup's verdict on a virtual node, or on an
+// unmonitored one (gone: no event would tell).
 func (b *builder) ownerAbsent(k ownerKey) {
 	n, ok := b.g.nodes[k.uid]
-	if !ok || !n.virtual() {
-		return
-	}
-	if identityMatches(n, k) {
+	switch {
+	case !ok || !identityMatches(n, k):
+	case n.virtual():
 		b.g.setFlags(n, n.flags|flagAbsentAtIdentity)
+	case n.observed() && n.unmonitored():
+		b.observeDelete(k.uid)
 	}
 }
 
@@ -376,9 +384,19 @@ func identityMatches(n *node, k ownerKey) bool {
 }
 
 // resourceBack forgets that owners lost dependents to res's resource: its
-// monitor's first list is in the graph, and with it those dependents.
+// monitor's first list is in the graph, and with it those dependents. The
+// objects of the resource kept while it was not monitored that the list
+// did not deliver (still marked unmonitored) are gone.
 func (b *builder) resourceBack(res *resource) {
 	gr := res.gvr.GroupResource()
+	if id, ok := b.g.resIDs[gr]; ok && b.g.unmonitored[id] != nil {
+		delete(b.g.unmonitored, id)
+		for uid, n := range b.g.nodes {
+			if n.observedBy(id) && n.unmonitored() {
+				b.observeDelete(uid)
+			}
+		}
+	}
 	for uid, lost := range b.g.lostTo {
 		delete(lost, gr)
 		if len(lost) == 0 {
@@ -430,6 +448,7 @@ func (b *builder) resourceGone(res *resource) {
 	if !ok {
 		return // res delivered no object that is still observed
 	}
+	delete(g.unmonitored, id)
 	defer g.releaseResourceID(gr) // no observed node keeps it after the loop
 	for _, n := range g.nodes {
 		if !n.observedBy(id) {
@@ -451,4 +470,76 @@ func (b *builder) resourceGone(res *resource) {
 		}
 		b.enqueueDependents(n)
 	}
+}
+
+// resourceUnmonitored keeps the observed nodes of a resource that
+// discovery still lists, but without list, watch or delete (an aggregated
+// API's change, a built-in one after an upgrade): its monitor stopped, yet
+// its objects can still be read and patched through the REST mapping. As
+// kube-controller-manager keeps the nodes of a monitor it stops, they stay
+// observed, marked unmonitored: an owner being deleted in the foreground
+// or orphaning there is still woken by its dependents and finished by a
+// worker, and a dependent there of an owner orphaning is still orphaned,
+// not unlinked and later deleted. Unlike kube-controller-manager, nothing
+// is decided on their stale copies: workers read them first
+// (run.processUnmonitored), their dependents look them up (resolveOwner),
+// and those found gone leave the graph. Objects created there from now on
+// are not seen, as by kube-controller-manager.
+func (b *builder) resourceUnmonitored(res *resource) {
+	g := b.g
+	id, ok := g.resIDs[res.gvr.GroupResource()]
+	if !ok {
+		return // res delivered no object that is still observed
+	}
+	g.unmonitored[id] = res
+	kept := 0
+	defer func() {
+		b.logger.Info("Resource no longer monitored: discovery lists it without list, watch or delete; its objects stay in the graph, read before the owner GC acts on them",
+			"resource", res.gvr.String(), "objects", kept)
+	}()
+	for _, n := range g.nodes {
+		if !n.observedBy(id) || n.unmonitored() {
+			continue
+		}
+		kept++
+		g.setFlags(n, n.flags|flagUnmonitored)
+		// Its dependents look it up from now on; an object being deleted
+		// is read until it is gone (no event will tell).
+		b.enqueueDependents(n)
+		if n.beingDeleted() {
+			b.enqueueDelete(n.uid)
+		}
+		if n.orphaning() {
+			b.enqueueOrphan(n.uid)
+		}
+	}
+}
+
+// refresh replaces what the graph keeps of an unmonitored object with obj,
+// as a worker read it (a read older than what the node holds, as far as
+// resource versions tell, is dropped). A node no longer unmonitored (its
+// monitor is back) keeps what its monitor delivers.
+func (b *builder) refresh(obj *metav1.PartialObjectMetadata) {
+	n, ok := b.g.nodes[obj.UID]
+	if !ok || !n.observed() || !n.unmonitored() || olderVersion(obj.ResourceVersion, n.rv) {
+		return
+	}
+	res := b.g.unmonitored[n.res]
+	if res == nil {
+		return
+	}
+	b.upsert(obj, res)
+	b.g.setFlags(n, n.flags|flagUnmonitored)
+}
+
+// olderVersion reports whether resource version rv is older than was,
+// when both are numbers (kube-apiserver's are; they are compared only to
+// order two reads of one object).
+func olderVersion(rv, was string) bool {
+	a, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return false
+	}
+	b, err := strconv.ParseUint(was, 10, 64)
+	return err == nil && a < b
 }

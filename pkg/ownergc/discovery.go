@@ -108,7 +108,8 @@ func (r *run) syncResources(ctx context.Context) error {
 		_, ok := failed[gvr.GroupVersion()]
 		return ok
 	}
-	added, removed := r.monitors.sync(resources, keep)
+	listed := listedResources(groups)
+	added, removed := r.monitors.sync(resources, keep, func(gr schema.GroupResource) bool { return listed[gr] })
 	r.undiscovered.Store(&undiscovered)
 	r.unread.Store(int64(len(failed) - len(lastRead)))
 	r.roundDone.Store(round)
@@ -172,6 +173,24 @@ func deletableResources(groups []*restmapper.APIGroupResources, ignored map[sche
 					continue
 				}
 				out[gr] = newResource(gr.WithVersion(v), ar.Kind, ar.Namespaced)
+			}
+		}
+	}
+	return out
+}
+
+// listedResources returns the resources (no subresource) that discovery
+// lists with the get verb at some version: the objects of one that is not
+// monitorable can still be read, and the graph keeps them (see
+// monitorSet.sync).
+func listedResources(groups []*restmapper.APIGroupResources) map[schema.GroupResource]bool {
+	out := map[schema.GroupResource]bool{}
+	for _, g := range groups {
+		for _, rs := range g.VersionedResources {
+			for _, ar := range rs {
+				if !strings.Contains(ar.Name, "/") && hasVerbs(ar.Verbs, "get") {
+					out[schema.GroupResource{Group: g.Group.Name, Resource: ar.Name}] = true
+				}
 			}
 		}
 	}

@@ -50,6 +50,11 @@ const (
 	evOwnerAbsent
 	// evResourceGone: a resource left discovery and its monitor stopped.
 	evResourceGone
+	// evResourceUnmonitored: discovery lists a resource without list,
+	// watch or delete, and its monitor stopped.
+	evResourceUnmonitored
+	// evRefresh: a worker read an object of an unmonitored resource.
+	evRefresh
 	// evSynced: every object of a monitor's initial list was delivered
 	// before this event.
 	evSynced
@@ -95,8 +100,8 @@ type ownerKey struct {
 type event struct {
 	typ   eventType
 	seq   uint32                        // evCaughtUp: the failure count; evUpsert, evDelete: fromWatch (in what would be padding)
-	obj   *metav1.PartialObjectMetadata // evUpsert, evDelete; evProgress (its resource version only)
-	res   *resource                     // evUpsert, evDelete, evResourceGone, evRelisted
+	obj   *metav1.PartialObjectMetadata // evUpsert, evDelete, evRefresh; evProgress (its resource version only)
+	res   *resource                     // evUpsert, evDelete, evResourceGone, evResourceUnmonitored, evRelisted
 	uids  map[types.UID]struct{}        // evRelisted
 	mon   *monitor                      // evSynced, evRelisted, evCaughtUp
 	owner *ownerKey                     // evOwnerAbsent

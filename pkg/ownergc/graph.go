@@ -56,6 +56,13 @@ const (
 	flagForegroundFinalizer
 	// flagOrphanFinalizer: the orphan finalizer is present.
 	flagOrphanFinalizer
+	// flagUnmonitored: observed, of a resource that discovery still lists
+	// but no longer with list, watch and delete (graph.unmonitored): its
+	// monitor stopped, and the node keeps what was observed last, which
+	// may be stale. Workers read such an object before they decide about
+	// it (run.processUnmonitored), and its dependents look it up rather
+	// than trust the graph (resolveOwner).
+	flagUnmonitored
 )
 
 // refFlags are the boolean fields of an owner reference.
@@ -117,6 +124,7 @@ func (n *node) observed() bool     { return n.flags&flagObserved != 0 }
 func (n *node) deleted() bool      { return n.flags&flagDeleted != 0 }
 func (n *node) virtual() bool      { return n.flags&(flagObserved|flagDeleted) == 0 }
 func (n *node) beingDeleted() bool { return n.observed() && n.flags&flagBeingDeleted != 0 }
+func (n *node) unmonitored() bool  { return n.flags&flagUnmonitored != 0 }
 
 // observedBy reports whether n is an observed object that the resource
 // numbered id delivered last. A monitor's relist and removal act on these
@@ -178,6 +186,13 @@ type graph struct {
 	// back (its CRD deleted while its objects could not be watched) holds
 	// no owner for longer, as any hold.
 	lostTo map[types.UID]map[schema.GroupResource]time.Time
+	// unmonitored are the resources whose monitors stopped while
+	// discovery still listed them, without list, watch or delete
+	// (builder.resourceUnmonitored), by number: their observed nodes stay,
+	// marked flagUnmonitored, until a live read finds them gone, the
+	// resource leaves discovery (resourceGone) or is monitored again
+	// (resourceBack).
+	unmonitored map[resID]*resource
 	// resIDs numbers the resources whose monitors delivered the observed
 	// nodes (node.res): two bytes a node instead of a pointer, which would
 	// not fit in the node's padding. A number is freed when its resource
@@ -193,11 +208,12 @@ type graph struct {
 
 func newGraph() *graph {
 	return &graph{
-		nodes:      map[types.UID]*node{},
-		kinds:      map[kindKey]*kindRef{},
-		namespaces: map[string]string{},
-		lostTo:     map[types.UID]map[schema.GroupResource]time.Time{},
-		resIDs:     map[schema.GroupResource]resID{},
+		nodes:       map[types.UID]*node{},
+		kinds:       map[kindKey]*kindRef{},
+		namespaces:  map[string]string{},
+		lostTo:      map[types.UID]map[schema.GroupResource]time.Time{},
+		unmonitored: map[resID]*resource{},
+		resIDs:      map[schema.GroupResource]resID{},
 	}
 }
 

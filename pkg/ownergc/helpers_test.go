@@ -133,7 +133,8 @@ func (tg *testGraph) takeQueues() (deletes, orphans map[types.UID]bool) {
 //   - only observed nodes have owners; virtual nodes and tombstones exist
 //     only while a dependent references them;
 //   - no node is both observed and deleted; the absent-at-identity mark is
-//     only on virtual nodes;
+//     only on virtual nodes, the unmonitored mark only on observed nodes
+//     of a resource the graph keeps unmonitored;
 //   - a link's alternate coordinates differ from its owner's identity;
 //   - kinds and namespaces are interned; the state counters are exact.
 func verifyGraphInvariants(t testing.TB, g *graph) {
@@ -169,6 +170,9 @@ func verifyGraphInvariants(t testing.TB, g *graph) {
 		}
 		if n.flags&flagAbsentAtIdentity != 0 && !n.virtual() {
 			fail("absent-at-identity mark on a node that is not virtual")
+		}
+		if n.unmonitored() && (!n.observed() || g.unmonitored[n.res] == nil) {
+			fail("unmonitored mark on a node that is not observed, or whose resource is monitored")
 		}
 		if !n.observed() {
 			if len(n.owners) > 0 {

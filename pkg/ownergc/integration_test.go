@@ -65,6 +65,7 @@ func TestIntegration(t *testing.T) {
 	t.Run("an API group version never discovered is counted", func(t *testing.T) { testUnreadGroupVersion(t, env) })
 	t.Run("a version that fails discovery keeps its monitor, alone", func(t *testing.T) { testVersionFailingDiscovery(t, env) })
 	t.Run("a dependent of an owner whose kind left discovery", func(t *testing.T) { testOwnerKindLeftDiscovery(t, env) })
+	t.Run("owners and dependents of a resource that left monitoring finish", func(t *testing.T) { testResourceLeftMonitoring(t, env) })
 	t.Run("writes an admission policy denies are errors, not stale", func(t *testing.T) { testRefusedWrites(t, env) })
 	t.Run("a write a webhook denies with a 404 is no proof of absence", func(t *testing.T) { testWebhookNotFoundIsNoProof(t, env) })
 	t.Run("a write a webhook denies with a 409 is an error", func(t *testing.T) { testWebhookConflictIsAnError(t, env) })

@@ -196,14 +196,17 @@ func (m *monitor) state(now time.Time, grace, timeout time.Duration) monitorStat
 	return stateSyncing
 }
 
-// stop stops the reflector; with gone, the graph forgets what the monitor
-// observed (the resource left discovery).
-func (m *monitor) stop(gone bool) {
+// stop stops the reflector. With last (evResourceGone: the resource left
+// discovery, the graph forgets what the monitor observed;
+// evResourceUnmonitored: discovery lists it without list, watch or
+// delete, the graph keeps it), that event of m's resource is the last of
+// m's to reach the graph.
+func (m *monitor) stop(last eventType, final bool) {
 	m.cancel()
 	m.pushMu.Lock()
 	defer m.pushMu.Unlock()
-	if gone && !m.stopped {
-		m.queue.push(event{typ: evResourceGone, res: m.res})
+	if final && !m.stopped {
+		m.queue.push(event{typ: last, res: m.res})
 	}
 	m.stopped = true
 }
@@ -229,10 +232,15 @@ type monitorSet struct {
 	mu     sync.Mutex
 	byGR   map[schema.GroupResource]*monitor
 	closed bool
+	// unmonitored are the resources whose monitors stopped while
+	// discovery still listed them (see listed in sync), whose objects the
+	// graph keeps (builder.resourceUnmonitored) until the resource is
+	// monitored again or leaves discovery.
+	unmonitored map[schema.GroupResource]*resource
 }
 
 func newMonitorSet(ctx context.Context, r *run) *monitorSet {
-	return &monitorSet{r: r, ctx: ctx, byGR: map[schema.GroupResource]*monitor{}}
+	return &monitorSet{r: r, ctx: ctx, byGR: map[schema.GroupResource]*monitor{}, unmonitored: map[schema.GroupResource]*resource{}}
 }
 
 // get returns the monitor of gr, nil if none.
@@ -250,19 +258,49 @@ func (ms *monitorSet) get(gr schema.GroupResource) *monitor {
 // monitor stays in place of the version discovery picked meanwhile (the
 // preferred version failed, another one did not): the monitor of the
 // failed version still works, and none starts beside it.
-func (ms *monitorSet) sync(resources map[schema.GroupResource]*resource, keep func(schema.GroupVersionResource) bool) (added, removed int) {
+//
+// A resource that discovery still lists (listed: with get) but without
+// list, watch or delete has its monitor stopped, and the graph keeps its
+// objects (evResourceUnmonitored); they are forgotten (evResourceGone)
+// once it is no longer listed, or is monitored at another version, kind
+// or scope.
+func (ms *monitorSet) sync(resources map[schema.GroupResource]*resource, keep func(schema.GroupVersionResource) bool,
+	listed func(schema.GroupResource) bool) (added, removed int) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	if ms.closed {
 		return 0, 0
 	}
+	if ms.unmonitored == nil {
+		ms.unmonitored = map[schema.GroupResource]*resource{}
+	}
+	for gr, old := range ms.unmonitored {
+		res, ok := resources[gr]
+		switch {
+		case ok && res.sameAs(old):
+			// Monitored again: its first list tells what went meanwhile
+			// (builder.resourceBack).
+		case !ok && (keep(old.gvr) || listed(gr)):
+			continue
+		default:
+			ms.r.events.push(event{typ: evResourceGone, res: old})
+		}
+		delete(ms.unmonitored, gr)
+	}
 	for gr, m := range ms.byGR {
-		if res, ok := resources[gr]; (ok && res.sameAs(m.res)) || keep(m.res.gvr) {
+		res, ok := resources[gr]
+		if (ok && res.sameAs(m.res)) || keep(m.res.gvr) {
 			continue
 		}
-		// Its events so far, then evResourceGone, reach the graph before
-		// anything of a monitor started below for another version.
-		m.stop(true)
+		// Its events so far, then evResourceGone (or
+		// evResourceUnmonitored), reach the graph before anything of a
+		// monitor started below for another version.
+		if !ok && listed(gr) {
+			m.stop(evResourceUnmonitored, true)
+			ms.unmonitored[gr] = m.res
+		} else {
+			m.stop(evResourceGone, true)
+		}
 		delete(ms.byGR, gr)
 		removed++
 	}
@@ -546,7 +584,7 @@ func (ms *monitorSet) stopAll() {
 	ms.mu.Lock()
 	ms.closed = true
 	for _, m := range ms.byGR {
-		m.stop(false)
+		m.stop(evResourceGone, false)
 	}
 	ms.mu.Unlock()
 	ms.wg.Wait()

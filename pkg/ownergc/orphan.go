@@ -24,6 +24,27 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 		r.holds.drop(uid)
 		return done
 	}
+	if v.unmonitored {
+		// What the graph keeps of it may be stale: read it first (see
+		// processUnmonitored), and once done let the delete worker read
+		// it until it is gone.
+		defer r.deletes.Add(uid)
+		live, gone, err := r.getSame(ctx, v.id)
+		switch {
+		case err != nil:
+			r.logger.V(2).Info("Cannot read an owner whose resource is not monitored; will retry", "owner", v.id, "err", err)
+			return retry
+		case gone:
+			r.holds.drop(uid)
+			return done
+		}
+		r.refresh(live)
+		_, v.orphanIndex = deletionFinalizers(live.Finalizers)
+		if live.DeletionTimestamp == nil || v.orphanIndex < 0 {
+			r.holds.drop(uid)
+			return done
+		}
+	}
 	if err := r.orphanDependents(ctx, v); err != nil {
 		switch {
 		case stopping(ctx):

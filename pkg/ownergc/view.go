@@ -110,9 +110,12 @@ type dependentView struct {
 
 // itemView is an object a worker considers, with its owners.
 type itemView struct {
-	id                  objectID
-	rv                  string
-	live                bool // read from the API server rather than the graph
+	id   objectID
+	rv   string
+	live bool // read from the API server rather than the graph
+	// unmonitored: of a resource no longer monitored (flagUnmonitored):
+	// the graph's copy may be stale.
+	unmonitored         bool
 	beingDeleted        bool
 	deletingDependents  bool
 	orphanFinalizer     bool
@@ -162,6 +165,7 @@ func (g *graph) itemViewLocked(n *node) itemView {
 	v := itemView{
 		id:                  nodeID(n),
 		rv:                  n.rv,
+		unmonitored:         n.unmonitored(),
 		beingDeleted:        n.beingDeleted(),
 		deletingDependents:  n.deletingDependents(),
 		orphanFinalizer:     n.flags&flagOrphanFinalizer != 0,
@@ -230,6 +234,10 @@ func resolveOwner(v ownerView, o *node) ownerView {
 	case o == nil:
 		v.state = ownerUnknown
 		return v
+	case o.observed() && o.unmonitored():
+		// What the graph keeps may be stale (its resource is no longer
+		// monitored): looked up, as a virtual owner is.
+		v.state = ownerVirtual
 	case o.observed():
 		v.state = ownerObserved
 		v.waiting = o.deletingDependents()
@@ -260,6 +268,7 @@ func (g *graph) addDependents(v *itemView, n *node) {
 // dependents whose references to it must go.
 type orphanView struct {
 	id          objectID
+	unmonitored bool // see itemView.unmonitored
 	orphaning   bool
 	orphanIndex int
 	dependents  []orphanDependent
@@ -277,7 +286,7 @@ func (g *graph) orphanView(uid types.UID) (orphanView, bool) {
 // orphanViewLocked copies what orphaning n's dependents needs; the graph's
 // lock must be held.
 func orphanViewLocked(n *node) orphanView {
-	v := orphanView{id: nodeID(n), orphaning: n.orphaning(), orphanIndex: int(n.orphanIndex)}
+	v := orphanView{id: nodeID(n), unmonitored: n.unmonitored(), orphaning: n.orphaning(), orphanIndex: int(n.orphanIndex)}
 	for dep := range n.dependents {
 		d := orphanDependent{id: nodeID(dep)}
 		for i := range dep.owners {

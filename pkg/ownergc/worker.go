@@ -79,7 +79,52 @@ func (r *run) attemptToDelete(ctx context.Context, uid types.UID) outcome {
 		r.undecided.forget(uid)
 		return done // gone, or virtual: dependents verify virtual owners themselves
 	}
+	if v.unmonitored {
+		return r.processUnmonitored(ctx, &v)
+	}
 	return r.process(ctx, &v, true)
+}
+
+// processUnmonitored decides about an object of a resource that discovery
+// lists without list, watch or delete (builder.resourceUnmonitored). What
+// the graph keeps of it may be stale, so it is read first and decided on
+// as it is, as kube-controller-manager reads every item; the read
+// refreshes the graph's copy, or drops it if the object is gone. No event
+// tells when it changes or goes, so it is read again after acting on it,
+// and, while it is being deleted, again and again with the item's backoff
+// until it is gone. A read that fails decides nothing: it is retried.
+func (r *run) processUnmonitored(ctx context.Context, v *itemView) outcome {
+	live, gone, err := r.getSame(ctx, v.id)
+	switch {
+	case err != nil:
+		r.logger.V(2).Info("Cannot read an object whose resource is not monitored; will retry", "object", v.id, "err", err)
+		return retry
+	case gone:
+		return done // forgotten
+	}
+	r.refresh(live)
+	lv := r.graph.liveView(v.id, live)
+	out := r.process(ctx, &lv, false)
+	if out != done {
+		return out
+	}
+	live, gone, err = r.getSame(ctx, v.id)
+	switch {
+	case err != nil:
+		return retry
+	case gone:
+		return done
+	}
+	r.refresh(live)
+	if live.DeletionTimestamp != nil {
+		return retry
+	}
+	return done
+}
+
+// refresh hands the graph an unmonitored object as just read.
+func (r *run) refresh(live *metav1.PartialObjectMetadata) {
+	r.events.push(event{typ: evRefresh, obj: live})
 }
 
 // process decides about v and acts. With mayReread, a write rejected

@@ -1,0 +1,373 @@
+package ownergc
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/discovery"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// unmonitoredFixture is a run whose discovery serves configmaps and
+// widgets, and a graph that the run's events (the monitors' and
+// discovery's) are applied to.
+type unmonitoredFixture struct {
+	t       *testing.T
+	r       *run
+	tg      *testGraph
+	static  *staticDiscovery
+	widgets *resource
+}
+
+var allVerbs = metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
+
+func newUnmonitoredFixture(t *testing.T) *unmonitoredFixture {
+	f := &unmonitoredFixture{t: t, static: &staticDiscovery{}, tg: newTestGraph(t),
+		widgets: newResource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}, "Widget", true)}
+	f.serve(allVerbs)
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	c := &Collector{clock: clk, failureGrace: 10 * time.Second, syncTimeout: time.Minute, requestTimeout: time.Minute,
+		unsyncedHold: 10 * time.Minute, discovery: f.static}
+	c.metrics = newMetrics(prometheus.NewRegistry(), c)
+	c.watches = emptyResourceServer(t)
+	f.r = &run{c: c, logger: testLogger(t), events: newEventQueue(), kick: make(chan struct{}, 1), graph: f.tg.g}
+	f.r.monitors = newMonitorSet(t.Context(), f.r)
+	t.Cleanup(f.r.monitors.stopAll)
+	f.tg.b.now, f.tg.b.lostFor = clk.Now, c.unsyncedHold
+	f.round()
+	return f
+}
+
+// serve makes discovery list widgets with verbs (not at all if none).
+func (f *unmonitoredFixture) serve(widgetVerbs metav1.Verbs) {
+	groups := []*metav1.APIGroup{
+		{Name: "", Versions: []metav1.GroupVersionForDiscovery{{GroupVersion: "v1", Version: "v1"}},
+			PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: "v1", Version: "v1"}},
+	}
+	resources := []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{
+		{Name: "configmaps", Kind: "ConfigMap", Namespaced: true, Verbs: allVerbs}}}}
+	if widgetVerbs != nil {
+		groups = append(groups, &metav1.APIGroup{Name: "example.com",
+			Versions:         []metav1.GroupVersionForDiscovery{{GroupVersion: "example.com/v1", Version: "v1"}},
+			PreferredVersion: metav1.GroupVersionForDiscovery{GroupVersion: "example.com/v1", Version: "v1"}})
+		resources = append(resources, &metav1.APIResourceList{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
+			{Name: "widgets", Kind: "Widget", Namespaced: true, Verbs: widgetVerbs}}})
+	}
+	f.static.set(groups, resources)
+}
+
+// round runs a discovery round and applies the events queued so far
+// (the monitors' of an empty API server, and what discovery pushed).
+func (f *unmonitoredFixture) round() {
+	f.t.Helper()
+	_ = f.r.syncResources(f.t.Context())
+	f.drain()
+}
+
+func (f *unmonitoredFixture) drain() {
+	f.t.Helper()
+	if n := f.r.events.len(); n > 0 {
+		evs, _ := f.r.events.pop(nil, n)
+		f.tg.apply(evs...)
+	}
+}
+
+// TestForegroundOwnerWhoseResourceLeftMonitoringFinishes: a widget being
+// deleted in the foreground waits for a blocking ConfigMap; discovery then
+// lists widgets without watch (an aggregated API's change). The widget
+// stays in the graph, so the ConfigMap's deletion queues it and a worker
+// decides to remove its foregroundDeletion finalizer. Before, the widget
+// turned virtual: nothing queued it, no worker could decide about it, and
+// it kept the finalizer for good.
+func TestForegroundOwnerWhoseResourceLeftMonitoringFinishes(t *testing.T) {
+	f := newUnmonitoredFixture(t)
+	owner := object("ns", "o", "o", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
+	dep := object("ns", "d", "d", ownedBy(f.widgets, "o", "o", true), deleting(), withFinalizers("example.com/hold"))
+	f.tg.apply(upsert(f.widgets, owner), upsert(resConfigMap, dep))
+	f.tg.takeQueues()
+
+	f.serve(metav1.Verbs{"get", "patch", "delete", "list"}) // no watch
+	f.round()
+	if f.r.monitors.get(f.widgets.gvr.GroupResource()) != nil {
+		t.Fatal("widgets without watch still have a monitor")
+	}
+	f.tg.apply(del(resConfigMap, dep))
+	deletes, _ := f.tg.takeQueues()
+	v, ok := f.tg.g.itemView("o")
+	t.Logf("after the blocking dependent's deletion: owner queued %v, owner has an item view %v", deletes["o"], ok)
+	if !deletes["o"] || !ok {
+		t.Fatal("the foreground owner whose resource left monitoring is not queued, or has no view: no worker removes its finalizer")
+	}
+	if p := decideDeletingDependents(&v); p.action != actRemoveFinalizer {
+		t.Errorf("owner's plan = %s, want %s", p.action, actRemoveFinalizer)
+	}
+}
+
+// TestOrphaningOwnerWhoseResourceLeftMonitoringFinishes: a widget being
+// deleted with the orphan finalizer, with a ConfigMap dependent, whose
+// resource discovery then lists without watch. The orphan worker still
+// finds it orphaning, with its dependent to orphan. Before, it turned
+// virtual: the worker found nothing to do, the dependent kept its
+// reference and the widget its orphan finalizer for good.
+func TestOrphaningOwnerWhoseResourceLeftMonitoringFinishes(t *testing.T) {
+	f := newUnmonitoredFixture(t)
+	owner := object("ns", "o", "o", deleting(), withFinalizers(metav1.FinalizerOrphanDependents))
+	f.tg.apply(upsert(f.widgets, owner), upsert(resConfigMap, object("ns", "d", "d", ownedBy(f.widgets, "o", "o", false))))
+	f.serve(metav1.Verbs{"get", "patch", "delete", "watch"}) // no list
+	f.round()
+	v, ok := f.tg.g.orphanView("o")
+	t.Logf("orphan view of the owner after its resource left monitoring: ok %v, orphaning %v, dependents %d", ok, v.orphaning, len(v.dependents))
+	if !ok || !v.orphaning || len(v.dependents) != 1 || v.dependents[0].id.uid != "d" {
+		t.Fatal("the orphan worker finds no orphaning owner with its dependent: the dependent keeps its reference, the owner its finalizer")
+	}
+}
+
+// TestDependentWhoseResourceLeftMonitoringIsOrphaned: a ConfigMap being
+// deleted with the orphan finalizer, with a widget dependent whose
+// resource discovery lists without delete. The orphan worker still sees
+// the widget, to remove its reference, and no hold waits for widgets.
+// Before, the widget left the graph: past the hold, the finalizer went
+// without orphaning it, and once widgets were monitored again the widget,
+// its reference dangling, would have been deleted. When widgets leave
+// discovery, their objects turn virtual and the owner waits for them
+// (bounded), as before; when they are monitored again, the objects their
+// first list lacks are gone (TestUnmonitoredObjectsMonitoredAgain).
+func TestDependentWhoseResourceLeftMonitoringIsOrphaned(t *testing.T) {
+	f := newUnmonitoredFixture(t)
+	f.tg.apply(upsert(resConfigMap, object("ns", "o", "o", deleting(), withFinalizers(metav1.FinalizerOrphanDependents))),
+		upsert(f.widgets, object("ns", "d", "d", ownedBy(resConfigMap, "o", "o", false))))
+	f.serve(metav1.Verbs{"get", "patch", "list", "watch"}) // no delete
+	f.round()
+	v, ok := f.tg.g.orphanView("o")
+	lost := f.tg.g.lostDependents("o", f.r.c.clock.Now(), f.r.c.unsyncedHold)
+	t.Logf("after widgets left monitoring: the owner's dependents to orphan %d, waits for lost resources %q", len(v.dependents), lost)
+	if !ok || len(v.dependents) != 1 || v.dependents[0].id.uid != "d" {
+		t.Error("the orphan worker does not see the widget dependent: it would not be orphaned")
+	}
+	if len(lost) != 0 {
+		t.Errorf("the owner waits for %q, whose dependent is in the graph", lost)
+	}
+
+	f.serve(nil) // widgets leave discovery: as before, virtual, and waited for
+	f.round()
+	if n := f.tg.g.nodes["d"]; n != nil && n.observed() {
+		t.Error("a widget of a resource that left discovery is still observed")
+	}
+	if lost := f.tg.g.lostDependents("o", f.r.c.clock.Now(), f.r.c.unsyncedHold); !slices.Equal(lost, []string{"widgets.example.com"}) {
+		t.Errorf("after widgets left discovery the owner waits for %q, want widgets", lost)
+	}
+}
+
+// verbsDiscovery is a discovery client that lists one resource without
+// some of its verbs, as an aggregated API server may come to.
+type verbsDiscovery struct {
+	discovery.DiscoveryInterfaceWithContext
+	gr    schema.GroupResource
+	mu    sync.Mutex
+	strip []string
+}
+
+// without makes discovery list the resource without verbs from now on
+// (none: as served).
+func (d *verbsDiscovery) without(verbs ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.strip = verbs
+}
+
+func (d *verbsDiscovery) ServerGroupsAndResourcesWithContext(ctx context.Context) ([]*metav1.APIGroup, []*metav1.APIResourceList, error) {
+	groups, lists, err := d.DiscoveryInterfaceWithContext.ServerGroupsAndResourcesWithContext(ctx)
+	d.mu.Lock()
+	strip := d.strip
+	d.mu.Unlock()
+	if len(strip) == 0 {
+		return groups, lists, err
+	}
+	out := make([]*metav1.APIResourceList, 0, len(lists))
+	for _, l := range lists {
+		gv, _ := schema.ParseGroupVersion(l.GroupVersion)
+		if gv.Group != d.gr.Group {
+			out = append(out, l)
+			continue
+		}
+		c := l.DeepCopy()
+		for i := range c.APIResources {
+			if c.APIResources[i].Name == d.gr.Resource {
+				c.APIResources[i].Verbs = slices.DeleteFunc(c.APIResources[i].Verbs, func(v string) bool { return slices.Contains(strip, v) })
+			}
+		}
+		out = append(out, c)
+	}
+	return groups, out, err
+}
+
+// testResourceLeftMonitoring: discovery lists a CRD's resource without
+// watch (an aggregated API's change) while objects of it are mid-deletion.
+// A widget deleted in the foreground, whose blocking ConfigMap goes after
+// the change, and one deleted with orphan, finish: the collector reads and
+// patches them through the REST mapping. A widget that depends on a
+// ConfigMap deleted with orphan after the change is orphaned, and stays
+// once widgets are monitored again. Before, the two owners kept their
+// finalizers for good, and the dependent kept its reference (past the
+// hold, the orphan finalizer went without it) and was deleted once its
+// resource was monitored again.
+func testResourceLeftMonitoring(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	ns := env.namespace(t, "unmonitored")
+	group := "ownergc-" + utilrand.String(5) + ".test.nodegc.io"
+	env.createCRD(t, group, "widgets", "Widget", []any{crdVersion("v1", true)}, nil)
+	crd := "widgets." + group
+	t.Cleanup(func() { _ = env.dyn.Resource(crdGVR).Delete(context.Background(), crd, metav1.DeleteOptions{}) })
+	widgets := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
+	wref := func(w metav1.Object, block bool) metav1.OwnerReference {
+		return ref(group+"/v1", "Widget", w, block)
+	}
+	widgetGone := func(name string) func(context.Context) (bool, error) {
+		return gone(func(ctx context.Context) error {
+			_, err := env.dyn.Resource(widgets).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			return err
+		})
+	}
+	deleteWidget := func(name string, policy metav1.DeletionPropagation) {
+		t.Helper()
+		if err := env.dyn.Resource(widgets).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+			t.Fatalf("delete Widget %s (%s): %v", name, policy, err)
+		}
+	}
+
+	fgOwner := env.createCR(t, widgets, "Widget", ns, "fg-owner", nil)
+	env.configMap(t, ns, "fg-dep", []metav1.OwnerReference{wref(fgOwner, true)}, "example.com/hold")
+	orphanOwner := env.createCR(t, widgets, "Widget", ns, "orphan-owner", nil)
+	env.configMap(t, ns, "orphan-dep", []metav1.OwnerReference{wref(orphanOwner, true)})
+	cmOwner := env.configMap(t, ns, "cm-owner", nil)
+	w := env.createCR(t, widgets, "Widget", ns, "w", []metav1.OwnerReference{cmRef(cmOwner, true)})
+
+	cfg := testConfig()
+	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: 5 * time.Second}
+	var d *verbsDiscovery
+	gc := env.startCollector(t, cfg, func(c *Collector) {
+		d = &verbsDiscovery{DiscoveryInterfaceWithContext: c.discovery, gr: widgets.GroupResource()}
+		c.discovery = d
+	})
+	gc.waitObserved(t, w.GetUID(), "")
+	gc.waitObserved(t, fgOwner.GetUID(), "")
+
+	// The foreground owner waits for its dependent, which its own
+	// finalizer keeps.
+	deleteWidget("fg-owner", metav1.DeletePropagationForeground)
+	eventually(t, 30*time.Second, "the foreground owner's dependent to be deleted", func(ctx context.Context) (bool, error) {
+		cm, err := env.cs.CoreV1().ConfigMaps(ns).Get(ctx, "fg-dep", metav1.GetOptions{})
+		return err == nil && cm.DeletionTimestamp != nil, err
+	})
+	// Right after a discovery round, widgets lose watch and the orphan
+	// owner is deleted: its orphan finalizer is held until a round begun
+	// after it, which no longer monitors widgets.
+	r := gc.current.Load()
+	last := r.roundDone.Load()
+	eventually(t, 30*time.Second, "a discovery round to end", func(context.Context) (bool, error) { return r.roundDone.Load() > last, nil })
+	d.without("watch")
+	deleteWidget("orphan-owner", metav1.DeletePropagationOrphan)
+	eventually(t, 30*time.Second, "widgets to lose their monitor", func(context.Context) (bool, error) { return !gc.hasMonitor(widgets), nil })
+
+	env.removeFinalizers(t, ns, "fg-dep")
+	// within reports a wait that times out as an error and goes on: each
+	// of the three cases tells its own.
+	within := func(what string, cond func(context.Context) (bool, error)) bool {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if ok, _ := cond(ctx); ok {
+				return true
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("timed out after 30s waiting for %s", what)
+		return false
+	}
+	within("the foreground owner to lose its finalizer and go", widgetGone("fg-owner"))
+	if within("the orphan owner to lose its finalizer and go", widgetGone("orphan-owner")) {
+		if refs := env.getCM(t, ns, "orphan-dep").OwnerReferences; len(refs) != 0 {
+			t.Errorf("the orphan owner's dependent references %v; want it orphaned", refs)
+		}
+	}
+
+	// A dependent in the resource no longer monitored, of an owner
+	// deleted with orphan.
+	env.deleteCM(t, ns, "cm-owner", metav1.DeletePropagationOrphan)
+	within("the ConfigMap deleted with orphan to go", env.cmGone(ns, "cm-owner"))
+	orphaned := func(ctx context.Context) (bool, error) {
+		got, err := env.dyn.Resource(widgets).Namespace(ns).Get(ctx, "w", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return got.GetUID() == w.GetUID() && len(got.GetOwnerReferences()) == 0, nil
+	}
+	if ok, err := orphaned(ctx); !ok {
+		t.Errorf("the widget of the ConfigMap deleted with orphan is not orphaned (%v)", err)
+	}
+	d.without()
+	eventually(t, 30*time.Second, "widgets to be monitored again", func(context.Context) (bool, error) { return gc.hasMonitor(widgets), nil })
+	gc.waitIdle(t)
+	if ok, err := orphaned(ctx); !ok {
+		t.Errorf("once widgets are monitored again, the widget of the ConfigMap deleted with orphan is not there, orphaned (%v)", err)
+	}
+}
+
+// TestUnmonitoredObjectsMonitoredAgain: once a resource whose objects the
+// graph kept unmonitored is monitored again, its first list replaces them:
+// the objects it lacks went meanwhile (their dependents are dangling), the
+// others are monitored again. A live read that finds one gone drops it
+// too, as a lookup at its identity that finds no object with its UID.
+func TestUnmonitoredObjectsMonitoredAgain(t *testing.T) {
+	f := newUnmonitoredFixture(t)
+	f.tg.apply(upsert(f.widgets, object("ns", "w", "w")), upsert(f.widgets, object("ns", "w2", "w2")),
+		upsert(resConfigMap, object("ns", "d", "d", ownedBy(f.widgets, "w", "w", false))),
+		upsert(resConfigMap, object("ns", "d2", "d2", ownedBy(f.widgets, "w2", "w2", false))))
+	f.serve(metav1.Verbs{"get", "list", "watch"}) // no delete
+	f.round()
+	if n := f.tg.g.nodes["w"]; n == nil || !n.observed() || !n.unmonitored() {
+		t.Fatal("a widget is not kept, marked unmonitored, once widgets are listed without delete")
+	}
+	deletes, _ := f.tg.takeQueues()
+	if !deletes["d"] {
+		t.Error("the dependent of an unmonitored widget is not queued to look it up")
+	}
+	if v, _ := f.tg.g.itemView("d"); v.owners[0].state != ownerVirtual {
+		t.Errorf("owner state of the unmonitored widget = %d, want ownerVirtual (looked up)", v.owners[0].state)
+	}
+	// A lookup of w2 at its identity finds no object with its UID.
+	f.tg.apply(event{typ: evOwnerAbsent, owner: &ownerKey{uid: "w2", group: "example.com", kind: "Widget", namespace: "ns", name: "w2"}})
+	if n := f.tg.g.nodes["w2"]; n == nil || !n.deleted() {
+		t.Error("an unmonitored widget that a lookup found gone is not deleted in the graph")
+	}
+	// A refresh (a worker's read) updates what the graph keeps.
+	f.tg.apply(event{typ: evRefresh, obj: object("ns", "w", "w", withRV("5"), deleting(), withFinalizers(metav1.FinalizerOrphanDependents))})
+	if v, ok := f.tg.g.orphanView("w"); !ok || !v.orphaning || !v.unmonitored {
+		t.Errorf("after a read of an orphaning unmonitored widget: orphan view %+v, %v; want orphaning, unmonitored", v, ok)
+	}
+	f.tg.apply(event{typ: evRefresh, obj: object("ns", "w", "w", withRV("4"))}) // older than what the graph holds
+	if v, _ := f.tg.g.orphanView("w"); !v.orphaning {
+		t.Error("an older read replaced a newer one")
+	}
+
+	f.serve(allVerbs)
+	f.round()
+	deadline := time.Now().Add(30 * time.Second)
+	for f.tg.g.nodes["w"] != nil && f.tg.g.nodes["w"].observed() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		f.drain()
+	}
+	if n := f.tg.g.nodes["w"]; n != nil && n.observed() {
+		t.Error("a widget that the first list after widgets are monitored again lacks is still observed")
+	}
+	if len(f.tg.g.unmonitored) != 0 {
+		t.Errorf("resources kept unmonitored after they are monitored again: %d", len(f.tg.g.unmonitored))
+	}
+}
