@@ -98,6 +98,10 @@ type Explanation struct {
 	// InGraph: the graph has observed the object (at GraphResourceVersion).
 	InGraph              bool   `json:"inGraph"`
 	GraphResourceVersion string `json:"graphResourceVersion,omitempty"`
+	// Unmonitored: in the graph, of a resource that discovery lists
+	// without list, watch or delete: its monitor stopped, and the owner GC
+	// reads the object before it acts on it.
+	Unmonitored bool `json:"unmonitored,omitempty"`
 	// DryRun: the owner GC decides and records but writes nothing.
 	DryRun bool `json:"dryRun,omitempty"`
 	// LeaderSince is when this instance's current Run of the owner GC
@@ -381,6 +385,7 @@ func explainView(e *Explanation, g *graph, v *itemView, scope scopeFunc, lookup 
 		e.InGraph = n.observed()
 		if e.InGraph {
 			e.GraphResourceVersion = n.rv
+			e.Unmonitored = n.unmonitored()
 		}
 		e.Dependents, e.DependentsTotal, e.BlockingTotal = dependentStatesLocked(n)
 		undecidedBlockersLocked(g, e.Dependents, scope)

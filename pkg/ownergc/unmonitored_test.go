@@ -2,7 +2,9 @@ package ownergc
 
 import (
 	"context"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -369,5 +372,52 @@ func TestUnmonitoredObjectsMonitoredAgain(t *testing.T) {
 	}
 	if len(f.tg.g.unmonitored) != 0 {
 		t.Errorf("resources kept unmonitored after they are monitored again: %d", len(f.tg.g.unmonitored))
+	}
+}
+
+// TestUnmonitoredOwnerIsExplainedAndFinished: a ConfigMap being deleted in
+// the foreground, kept in the graph after discovery listed configmaps
+// without watch, is seen by explain (its verdict says that its resource is
+// no longer monitored) and by the stuck-deletion scan; once its blocking
+// dependent goes, a worker reads it, removes its finalizer, and reads it
+// again, to follow it until it is gone. Before, it left the graph:
+// explain said "not watched", the scan never saw it, and no worker acted.
+func TestUnmonitoredOwnerIsExplainedAndFinished(t *testing.T) {
+	s := newRejectServer(t)
+	r, tg, _, _ := rejectRun(t, s)
+	r.recorder = record.NewFakeRecorder(10)
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(1)
+	r.discovered.Store(true)
+	pods := &monitor{started: r.c.clock.Now(), res: resPod} // synced: the run is
+	pods.markGraphSynced()
+	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+	ns := rejectNamespace
+	fg := object(ns, "fg", "fg", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
+	p := object(ns, "p", "p", ownedBy(resConfigMap, "fg", "fg", true))
+	s.refuse("fg", metav1.Status{}, fg)
+	s.accept("fg")
+	tg.apply(upsert(resConfigMap, fg), upsert(resPod, p))
+	tg.apply(event{typ: evResourceUnmonitored, res: resConfigMap})
+	id := objectID{uid: "fg", apiVersion: "v1", kind: "ConfigMap", namespace: ns, name: "fg"}
+
+	e, err := r.explain(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("explain: %s %q", e.Code, e.Verdict)
+	if e.Code != CodeWaitsForDependents || !e.Unmonitored || !strings.Contains(e.Verdict, "no longer monitored") {
+		t.Errorf("explain of the unmonitored foreground owner: %s %q (unmonitored %v); want %s saying its resource is no longer monitored",
+			e.Code, e.Verdict, e.Unmonitored, CodeWaitsForDependents)
+	}
+	if !slices.ContainsFunc(r.graph.deletingObjects(), func(o deletingObject) bool { return o.id.uid == "fg" }) {
+		t.Error("the stuck-deletion scan does not see the unmonitored foreground owner")
+	}
+
+	tg.apply(del(resPod, p))
+	out := r.attemptToDelete(t.Context(), "fg")
+	if out != retry || s.count(http.MethodPatch, "fg") != 1 || s.count(http.MethodGet, "fg") < 2 {
+		t.Errorf("worker on the unmonitored owner: outcome %+v, %d PATCH, %d GET; want the finalizer patched once, read before and after, and a retry (still being deleted)",
+			out, s.count(http.MethodPatch, "fg"), s.count(http.MethodGet, "fg"))
 	}
 }

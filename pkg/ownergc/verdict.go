@@ -15,6 +15,10 @@ import (
 // check reports the same words.
 func verdictOf(e *Explanation, d decision) (VerdictCode, string) {
 	code, text := verdictText(e, d)
+	if e.Unmonitored && e.Object.Exists {
+		text += fmt.Sprintf(" (%s is no longer monitored: discovery lists it without list, watch or delete; "+
+			"the owner GC reads the object before it acts on it, and sees no object of it created since)", e.Object.Resource)
+	}
 	if e.DryRun && e.Object.Exists {
 		text += " (dry-run: the owner GC decides but writes nothing)"
 	}
