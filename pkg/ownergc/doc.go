@@ -363,18 +363,31 @@
 // finishes as kube-controller-manager would, with a Warning
 // UnsyncedResourceHoldExpired and an error log (see hold.go).
 //
-// Not like it in one case: a resource that stays in discovery but loses the
-// list, watch or delete verb (an aggregated API server's change) while its
-// objects exist. The collector stops its monitor and turns its objects into
-// virtual nodes; kube-controller-manager keeps their stale nodes. So an
-// owner of that resource being deleted in the foreground or orphaning at
-// that moment keeps its foregroundDeletion or orphan finalizer (no worker
-// acts on a virtual owner: remove the finalizer by hand once its dependents
-// are gone, or orphaned), and a dependent there of an owner orphaning is
-// not orphaned: past the hold, the orphan finalizer goes, and the dependent
-// is deleted if its resource is monitored again with its reference to the
-// gone owner. kube-controller-manager finishes both through its stale
-// nodes, and keeps stale nodes of objects long deleted for good.
+// A resource that stays in discovery but loses the list, watch or delete
+// verb while its objects exist (an aggregated API server's change, a
+// built-in one after an upgrade) is no resource that left discovery: its
+// objects can still be read and patched through the REST mapping. Its
+// monitor stops, and the graph keeps its observed nodes, marked
+// unmonitored (builder.resourceUnmonitored; no graph.lostTo, no hold), as
+// kube-controller-manager keeps the nodes of a monitor it stops. So an
+// owner of it being deleted in the foreground is still woken when its
+// last blocking dependent goes, and orphaning still sees its dependents;
+// a dependent there of an owner orphaning is orphaned with a patch, not
+// unlinked and deleted once its resource is monitored again. Unlike
+// kube-controller-manager, nothing is decided on those stale copies: a
+// worker reads such an object before it decides (processUnmonitored; the
+// read refreshes the node, evRefresh), and reads again after acting and
+// while it is being deleted, with the item's backoff, until it is gone
+// (no event would tell); its dependents look it up as a virtual owner
+// (resolveOwner); a read or lookup that finds it gone drops it. When the
+// resource is monitored again, its first list replaces the nodes, and
+// those the list lacks are deleted (resourceBack); when it leaves
+// discovery (or is listed without get), they turn virtual as above. As
+// for kube-controller-manager, objects created there after the monitor
+// stopped are unseen: an owner orphaning may finish without orphaning
+// one, which is deleted if the resource is monitored again. The stuck
+// scanner sees such owners (they stay in the graph), and explain says
+// that their resource is no longer monitored.
 //
 // What ends a failure is the graph catching up, not a request returning: a
 // relist counts from the moment it is due (a watch that ends because its
