@@ -492,20 +492,24 @@ func (b *builder) resourceUnmonitored(res *resource) {
 		return // res delivered no object that is still observed
 	}
 	g.unmonitored[id] = res
-	kept := 0
-	defer func() {
-		b.logger.Info("Resource no longer monitored: discovery lists it without list, watch or delete; its objects stay in the graph, read before the owner GC acts on them",
-			"resource", res.gvr.String(), "objects", kept)
-	}()
+	var kept []*node
 	for _, n := range g.nodes {
-		if !n.observedBy(id) || n.unmonitored() {
-			continue
+		if n.observedBy(id) && !n.unmonitored() {
+			g.setFlags(n, n.flags|flagUnmonitored)
+			kept = append(kept, n)
 		}
-		kept++
-		g.setFlags(n, n.flags|flagUnmonitored)
-		// Its dependents look it up from now on; an object being deleted
-		// is read until it is gone (no event will tell).
-		b.enqueueDependents(n)
+	}
+	for _, n := range kept {
+		// Its monitored dependents look it up from now on (and again
+		// while it is there, see run.process); the unmonitored ones,
+		// read by a worker only when their owners' or dependents'
+		// changes call for it, would only cost reads. An object being
+		// deleted is read until it is gone (no event will tell).
+		for dep := range n.dependents {
+			if !dep.unmonitored() {
+				b.enqueueDelete(dep.uid)
+			}
+		}
 		if n.beingDeleted() {
 			b.enqueueDelete(n.uid)
 		}
@@ -513,6 +517,8 @@ func (b *builder) resourceUnmonitored(res *resource) {
 			b.enqueueOrphan(n.uid)
 		}
 	}
+	b.logger.Info("Resource no longer monitored: discovery lists it without list, watch or delete; its objects stay in the graph, read before the owner GC acts on them",
+		"resource", res.gvr.String(), "objects", len(kept))
 }
 
 // refresh replaces what the graph keeps of an unmonitored object with obj,
