@@ -421,3 +421,34 @@ func TestUnmonitoredOwnerIsExplainedAndFinished(t *testing.T) {
 			out, s.count(http.MethodPatch, "fg"), s.count(http.MethodGet, "fg"))
 	}
 }
+
+// TestUnmonitoredResourceThatCannotBeReadIsGone: a resource whose objects
+// the graph keeps unmonitored is forgotten, as one that left discovery,
+// once discovery lists it without get too: its objects cannot be read,
+// and they turn virtual (their owners wait for them, bounded, as for a
+// resource that left discovery). A resource listed without get from the
+// start of its loss is forgotten at once.
+func TestUnmonitoredResourceThatCannotBeReadIsGone(t *testing.T) {
+	for name, steps := range map[string][]metav1.Verbs{
+		"listed without watch, then without get": {{"get", "list", "delete"}, {"list", "delete"}},
+		"listed without watch nor get":           {{"list", "delete"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newUnmonitoredFixture(t)
+			f.tg.apply(upsert(resConfigMap, object("ns", "o", "o")), upsert(f.widgets, object("ns", "w", "w", ownedBy(resConfigMap, "o", "o", false))))
+			for _, verbs := range steps {
+				f.serve(verbs)
+				f.round()
+			}
+			if n := f.tg.g.nodes["w"]; n != nil && n.observed() {
+				t.Error("a widget of a resource listed without get is still observed")
+			}
+			if lost := f.tg.g.lostDependents("o", f.r.c.clock.Now(), f.r.c.unsyncedHold); !slices.Equal(lost, []string{"widgets.example.com"}) {
+				t.Errorf("the widget's owner waits for %q, want widgets", lost)
+			}
+			if len(f.tg.g.unmonitored) != 0 {
+				t.Errorf("resources kept unmonitored: %d, want none", len(f.tg.g.unmonitored))
+			}
+		})
+	}
+}
