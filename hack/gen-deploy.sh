@@ -60,7 +60,7 @@ header() {
 #
 # Single-workload alternative for small clusters (the chart's ownerGC.mode=auto): drop the Deployment, run
 # the DaemonSet with --owner-gc=auto and bind the nodegc-owner ClusterRole and Role to the nodegc-node
-# ServiceAccount (the FlowSchema's subject too). Every node then joins the election and the elected one runs the owner GC. The trade-off:
+# ServiceAccount, and drop the FlowSchema (its subject would be every node's agent). Every node then joins the election and the elected one runs the owner GC. The trade-off:
 # every node's agent can get, list and watch every object of every resource (every Secret included, and
 # pods/exec and nodes/proxy) and patch and delete any, so taking over any one node (the agent reaches the
 # runtime socket) gives all of that;

@@ -192,7 +192,8 @@ func (o *explainOptions) printUnreachableHint(w io.Writer, leaseNamespace, lease
 		args += " -o " + o.output
 	}
 	fmt.Fprintf(w, "nodegc explain asks the running agent that leads the owner GC, at its metricsBindAddress: run it in the leader's pod "+
-		"with the agent's configuration (-c), or give --server. The leader's pod holds the Lease %s/%s; with the manifests of deploy/ or the chart:\n"+
+		"with the agent's configuration (-c), or give --server. The leader's pod holds the Lease %s/%s (POD is empty while no instance leads: "+
+		"wait for one to take the Lease); with the manifests of deploy/ or the chart:\n"+
 		"  POD=$(kubectl get lease -n %s %s -o jsonpath='{.spec.holderIdentity}' | cut -d_ -f1)\n"+
 		"  kubectl exec -n %s \"$POD\" -- /nodegc explain %s -c %s\n",
 		leaseNamespace, leaseName, leaseNamespace, leaseName, leaseNamespace, args, deployedConfig)
