@@ -61,7 +61,7 @@ func (b *builder) apply(ev *event) {
 	case evResourceUnmonitored:
 		b.resourceUnmonitored(ev.res)
 	case evRefresh:
-		b.refresh(ev.obj)
+		b.refresh(ev.obj, ev.owner)
 	case evRelisted:
 		b.relisted(ev.res, ev.uids)
 		if ev.mon != nil {
@@ -522,12 +522,17 @@ func (b *builder) resourceUnmonitored(res *resource) {
 }
 
 // refresh replaces what the graph keeps of an unmonitored object with obj,
-// as a worker read it (a read older than what the node holds, as far as
-// resource versions tell, is dropped). A node no longer unmonitored (its
-// monitor is back) keeps what its monitor delivers.
-func (b *builder) refresh(obj *metav1.PartialObjectMetadata) {
+// as a worker read it, or a dependent's lookup at key (nil: a worker's
+// read at the node's identity) if key names the node's identity (a read
+// older than what the node holds, as far as resource versions tell, is
+// dropped). A node no longer unmonitored (its monitor is back) keeps what
+// its monitor delivers.
+func (b *builder) refresh(obj *metav1.PartialObjectMetadata, key *ownerKey) {
 	n, ok := b.g.nodes[obj.UID]
 	if !ok || !n.observed() || !n.unmonitored() || olderVersion(obj.ResourceVersion, n.rv) {
+		return
+	}
+	if key != nil && !identityMatches(n, *key) {
 		return
 	}
 	res := b.g.unmonitored[n.res]

@@ -53,7 +53,8 @@ const (
 	// evResourceUnmonitored: discovery lists a resource without list,
 	// watch or delete, and its monitor stopped.
 	evResourceUnmonitored
-	// evRefresh: a worker read an object of an unmonitored resource.
+	// evRefresh: a worker, or a dependent's lookup, read an object of an
+	// unmonitored resource.
 	evRefresh
 	// evSynced: every object of a monitor's initial list was delivered
 	// before this event.
@@ -104,7 +105,7 @@ type event struct {
 	res   *resource                     // evUpsert, evDelete, evResourceGone, evResourceUnmonitored, evRelisted
 	uids  map[types.UID]struct{}        // evRelisted
 	mon   *monitor                      // evSynced, evRelisted, evCaughtUp
-	owner *ownerKey                     // evOwnerAbsent
+	owner *ownerKey                     // evOwnerAbsent; evRefresh of a lookup's read (nil: a worker's)
 	done  chan struct{}                 // evBarrier
 }
 

@@ -487,7 +487,7 @@ func (r *run) explainLookup(ctx context.Context, key ownerKey, apiVersion string
 	if r.absent.has(key) && !fresh {
 		return lookupResult{class: classDangling, reason: reasonNotFound}, checkedAbsentCache, nil
 	}
-	res, err := r.readOwner(ctx, key, apiVersion)
+	res, _, err := r.readOwner(ctx, key, apiVersion)
 	return res, checkedGet, err
 }
 

@@ -140,10 +140,13 @@ func (r *run) lookupOwner(ctx context.Context, key ownerKey, apiVersion string, 
 		if res, ok := r.cachedLookup(key, fresh); ok {
 			return res, nil
 		}
-		res, err := r.readOwner(ctx, key, apiVersion)
+		res, live, err := r.readOwner(ctx, key, apiVersion)
 		if err != nil {
 			r.c.metrics.lookups.WithLabelValues(lookupError).Inc()
 			return res, err
+		}
+		if live != nil && live.UID == key.uid {
+			r.refreshKept(key, live)
 		}
 		switch res.class {
 		case classDangling:
@@ -178,19 +181,36 @@ func (r *run) cachedLookup(key ownerKey, fresh bool) (lookupResult, bool) {
 	return lookupResult{}, false
 }
 
-// readOwner reads the owner at key with one GET and classifies it. Only a
-// 404 about the object itself means absent: a 404 about its resource (a
-// version no longer served since the last discovery) is an error, and the
-// dependent waits. It records nothing: see lookupOwner.
-func (r *run) readOwner(ctx context.Context, key ownerKey, apiVersion string) (lookupResult, error) {
+// readOwner reads the owner at key with one GET and classifies it; live
+// is what it read (nil: NotFound). Only a 404 about the object itself
+// means absent: a 404 about its resource (a version no longer served since
+// the last discovery) is an error, and the dependent waits. It records
+// nothing: see lookupOwner.
+func (r *run) readOwner(ctx context.Context, key ownerKey, apiVersion string) (res lookupResult, live *metav1.PartialObjectMetadata, err error) {
 	obj, err := r.getObject(ctx, objectID{uid: key.uid, apiVersion: apiVersion, kind: key.kind, namespace: key.namespace, name: key.name})
 	switch {
 	case objectNotFound(err, key.name):
 		obj = nil
 	case err != nil:
-		return lookupResult{}, err
+		return lookupResult{}, nil, err
 	}
-	return lookupVerdict(key, obj), nil
+	return lookupVerdict(key, obj), obj, nil
+}
+
+// refreshKept hands the graph live, the owner at key as a lookup just read
+// it (its UID), when the graph keeps that owner unmonitored (observed at
+// key's identity, its resource no longer monitored): no event would tell
+// the graph that its deletion began, in the foreground or with orphan,
+// after its resource lost a verb, and the graph's copy is what queues it
+// when a dependent goes (builder.unlinkOwners) and what the stuck scan
+// reads. The refresh queues it as a monitor's update would
+// (builder.upsert); it is dropped if the graph's copy is newer or the node
+// is monitored again by then (builder.refresh). Workers still read the
+// owner before acting on it (processUnmonitored).
+func (r *run) refreshKept(key ownerKey, live *metav1.PartialObjectMetadata) {
+	if r.graph.keptUnmonitored(key) {
+		r.events.push(event{typ: evRefresh, obj: live, owner: &key})
+	}
 }
 
 // lookupVerdict classifies the owner at key from what a GET there returned

@@ -91,11 +91,11 @@ func TestStale(t *testing.T) {
 	}
 }
 
-// rejectServer is an API server of ConfigMaps in namespace "reject" that
-// refuses the writes of the names given to refuse: a DELETE or a PATCH of
-// such a ConfigMap gets the answer set for its name, a GET the object set
-// for its name. Writes of the names given to accept succeed. It counts the
-// requests by method and name.
+// rejectServer is an API server of ConfigMaps and Pods (one set of names
+// for both) in namespace "reject" that refuses the writes of the names
+// given to refuse: a DELETE or a PATCH of such an object gets the answer
+// set for its name, a GET the object set for its name. Writes of the names
+// given to accept succeed. It counts the requests by method and name.
 type rejectServer struct {
 	*httptest.Server
 	mu       sync.Mutex
@@ -109,12 +109,15 @@ const rejectNamespace = "reject"
 func newRejectServer(t *testing.T) *rejectServer {
 	t.Helper()
 	s := &rejectServer{answers: map[string]metav1.Status{}, objects: map[string]*metav1.PartialObjectMetadata{}, requests: map[string]int{}}
-	prefix := "/api/v1/namespaces/" + rejectNamespace + "/configmaps/"
+	prefix := "/api/v1/namespaces/" + rejectNamespace + "/"
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		_, _ = io.Copy(io.Discard, req.Body)
-		name, ok := strings.CutPrefix(req.URL.Path, prefix)
+		name, ok := strings.CutPrefix(req.URL.Path, prefix+"configmaps/")
 		if !ok {
-			http.Error(w, "not a ConfigMap in "+rejectNamespace, http.StatusBadRequest)
+			name, ok = strings.CutPrefix(req.URL.Path, prefix+"pods/")
+		}
+		if !ok {
+			http.Error(w, "not a ConfigMap or Pod in "+rejectNamespace, http.StatusBadRequest)
 			return
 		}
 		s.mu.Lock()
@@ -174,7 +177,7 @@ func (s *rejectServer) count(method, name string) int {
 
 // rejectRun is a run whose clients reach s (through the transport
 // wrappers wraps, such as a fence), logging into logs and counting into
-// reg, with the ConfigMaps of the graph tg.
+// reg, with the ConfigMaps and Pods of the graph tg.
 func rejectRun(t *testing.T, s *rejectServer, wraps ...func(http.RoundTripper) http.RoundTripper) (r *run, tg *testGraph,
 	reg *prometheus.Registry, logs *syncBuffer) {
 	t.Helper()
@@ -203,6 +206,7 @@ func rejectRun(t *testing.T, s *rejectServer, wraps ...func(http.RoundTripper) h
 	})
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
 	r.snapshot.Store(&discoverySnapshot{mapper: mapper})
 	tg = newTestGraph(t)
 	tg.g, tg.b.g = r.graph, r.graph

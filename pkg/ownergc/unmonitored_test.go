@@ -359,6 +359,23 @@ func TestUnmonitoredObjectsMonitoredAgain(t *testing.T) {
 	if v, _ := f.tg.g.orphanView("w"); !v.orphaning {
 		t.Error("an older read replaced a newer one")
 	}
+	// A lookup's read counts only at the node's identity.
+	other := &ownerKey{uid: "w", group: "other.example.com", kind: "Widget", namespace: "ns", name: "w"}
+	f.tg.apply(event{typ: evRefresh, obj: object("ns", "w", "w", withRV("6")), owner: other})
+	if v, _ := f.tg.g.orphanView("w"); !v.orphaning {
+		t.Error("a lookup's read at another identity replaced what the graph keeps")
+	}
+	if f.tg.g.keptUnmonitored(*other) {
+		t.Error("keptUnmonitored at another identity")
+	}
+	at := &ownerKey{uid: "w", group: "example.com", kind: "Widget", namespace: "ns", name: "w"}
+	if !f.tg.g.keptUnmonitored(*at) {
+		t.Error("keptUnmonitored is false at the kept widget's identity")
+	}
+	f.tg.apply(event{typ: evRefresh, obj: object("ns", "w", "w", withRV("6"), deleting(), withFinalizers(metav1.FinalizerDeleteDependents)), owner: at})
+	if v, _ := f.tg.g.itemView("w"); !v.deletingDependents || !v.unmonitored {
+		t.Errorf("after a lookup's read of the widget, deleting in the foreground: %+v; want deletingDependents, unmonitored", v)
+	}
 
 	f.serve(allVerbs)
 	f.round()
@@ -448,6 +465,82 @@ func TestUnmonitoredResourceThatCannotBeReadIsGone(t *testing.T) {
 			}
 			if len(f.tg.g.unmonitored) != 0 {
 				t.Errorf("resources kept unmonitored: %d, want none", len(f.tg.g.unmonitored))
+			}
+		})
+	}
+}
+
+// TestOwnerDeletedAfterItsResourceLeftMonitoringIsSeenByALookup: a
+// ConfigMap kept in the graph after discovery listed configmaps without
+// watch is then deleted in the foreground, or with orphan: no event tells
+// the graph. Its Pod dependent looks it up (one GET), and what the lookup
+// read refreshes the graph's copy: the owner is queued (to the delete or
+// the orphan worker), the stuck-deletion scan sees it, and a worker
+// finishes it. Before, the lookup only classified the owner: nothing
+// queued it, the scan read the stale copy, and its finalizer stayed for
+// good.
+func TestOwnerDeletedAfterItsResourceLeftMonitoringIsSeenByALookup(t *testing.T) {
+	for name, finalizer := range map[string]string{
+		"foreground": metav1.FinalizerDeleteDependents,
+		"orphan":     metav1.FinalizerOrphanDependents,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newRejectServer(t)
+			r, tg, _, _ := rejectRun(t, s)
+			r.recorder = record.NewFakeRecorder(10)
+			r.roundsStarted.Add(1)
+			r.roundDone.Store(1)
+			r.discovered.Store(true)
+			pods := &monitor{started: r.c.clock.Now(), res: resPod} // synced: the run is
+			pods.markGraphSynced()
+			r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+			ns := rejectNamespace
+			p := object(ns, "p", "p", ownedBy(resConfigMap, "o", "o", true))
+			tg.apply(upsert(resConfigMap, object(ns, "o", "o")), upsert(resPod, p))
+			tg.apply(event{typ: evResourceUnmonitored, res: resConfigMap})
+			tg.takeQueues()
+
+			// The owner's deletion begins: only the API server knows.
+			s.refuse("o", metav1.Status{}, object(ns, "o", "o", withRV("2"), deleting(), withFinalizers(finalizer)))
+			s.accept("o")
+			s.refuse("p", metav1.Status{}, p)
+			s.accept("p")
+			drain := func() {
+				if n := r.events.len(); n > 0 {
+					evs, _ := r.events.pop(nil, n)
+					tg.apply(evs...)
+				}
+			}
+			r.attemptToDelete(t.Context(), "p") // the dependent's lookup
+			drain()
+			deletes, orphans := tg.takeQueues()
+			queued := deletes["o"]
+			if finalizer == metav1.FinalizerOrphanDependents {
+				queued = orphans["o"]
+			}
+			scanned := slices.ContainsFunc(r.graph.deletingObjects(), func(o deletingObject) bool { return o.id.uid == "o" })
+			t.Logf("after the dependent's lookup (%d GET): owner queued %v, stuck scan sees it %v", s.count(http.MethodGet, "o"), queued, scanned)
+			if s.count(http.MethodGet, "o") != 1 {
+				t.Errorf("the dependent read its owner %d times, want once", s.count(http.MethodGet, "o"))
+			}
+			if !queued || !scanned {
+				t.Fatal("the owner whose deletion began after its resource left monitoring is not queued, or not seen by the stuck scan: it keeps its finalizer for good")
+			}
+
+			if finalizer == metav1.FinalizerDeleteDependents {
+				if s.count(http.MethodDelete, "p") != 1 {
+					t.Errorf("the blocking dependent of the foreground owner: %d DELETE, want 1", s.count(http.MethodDelete, "p"))
+				}
+				tg.apply(del(resPod, p))
+				r.attemptToDelete(t.Context(), "o")
+			} else {
+				r.attemptToOrphan(t.Context(), "o")
+				if s.count(http.MethodPatch, "p") != 1 {
+					t.Errorf("the orphaning owner's dependent: %d PATCH, want 1 (orphaned)", s.count(http.MethodPatch, "p"))
+				}
+			}
+			if s.count(http.MethodPatch, "o") != 1 {
+				t.Errorf("the owner: %d PATCH, want its finalizer removed once", s.count(http.MethodPatch, "o"))
 			}
 		})
 	}

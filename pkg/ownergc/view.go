@@ -155,6 +155,15 @@ func (g *graph) observedOwnerOf(o *ownerView, namespace string) bool {
 	return ok && n.observed() && n.kind.group == o.group() && n.kind.kind == o.kind && (n.namespace == "" || n.namespace == namespace)
 }
 
+// keptUnmonitored reports whether the graph keeps the owner at key as an
+// observed node of a resource no longer monitored (see refreshKept).
+func (g *graph) keptUnmonitored(key ownerKey) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	n, ok := g.nodes[key.uid]
+	return ok && n.observed() && n.unmonitored() && identityMatches(n, key)
+}
+
 // itemView returns the view of the observed node uid.
 func (g *graph) itemView(uid types.UID) (itemView, bool) {
 	return viewOf(g, uid, g.itemViewLocked)
