@@ -215,12 +215,16 @@ func (d *verbsDiscovery) ServerGroupsAndResourcesWithContext(ctx context.Context
 // watch (an aggregated API's change) while objects of it are mid-deletion.
 // A widget deleted in the foreground, whose blocking ConfigMap goes after
 // the change, and one deleted with orphan, finish: the collector reads and
-// patches them through the REST mapping. A widget that depends on a
+// patches them through the REST mapping. So do two widgets deleted after
+// the change, in the foreground and with orphan, which their ConfigMap
+// dependents' lookups find being deleted. A widget that depends on a
 // ConfigMap deleted with orphan after the change is orphaned, and stays
 // once widgets are monitored again. Before, the two owners kept their
 // finalizers for good, and the dependent kept its reference (past the
 // hold, the orphan finalizer went without it) and was deleted once its
-// resource was monitored again.
+// resource was monitored again; then the two widgets deleted after the
+// change kept their finalizers for good (no event told the graph, and a
+// lookup did not update its copy).
 func testResourceLeftMonitoring(t *testing.T, env *itEnv) {
 	ctx := t.Context()
 	ns := env.namespace(t, "unmonitored")
@@ -249,6 +253,10 @@ func testResourceLeftMonitoring(t *testing.T, env *itEnv) {
 	env.configMap(t, ns, "fg-dep", []metav1.OwnerReference{wref(fgOwner, true)}, "example.com/hold")
 	orphanOwner := env.createCR(t, widgets, "Widget", ns, "orphan-owner", nil)
 	env.configMap(t, ns, "orphan-dep", []metav1.OwnerReference{wref(orphanOwner, true)})
+	lateFg := env.createCR(t, widgets, "Widget", ns, "late-fg-owner", nil)
+	env.configMap(t, ns, "late-fg-dep", []metav1.OwnerReference{wref(lateFg, true)})
+	lateOrphan := env.createCR(t, widgets, "Widget", ns, "late-orphan-owner", nil)
+	env.configMap(t, ns, "late-orphan-dep", []metav1.OwnerReference{wref(lateOrphan, true)})
 	cmOwner := env.configMap(t, ns, "cm-owner", nil)
 	w := env.createCR(t, widgets, "Widget", ns, "w", []metav1.OwnerReference{cmRef(cmOwner, true)})
 
@@ -261,6 +269,8 @@ func testResourceLeftMonitoring(t *testing.T, env *itEnv) {
 	})
 	gc.waitObserved(t, w.GetUID(), "")
 	gc.waitObserved(t, fgOwner.GetUID(), "")
+	gc.waitObserved(t, lateFg.GetUID(), "")
+	gc.waitObserved(t, lateOrphan.GetUID(), "")
 
 	// The foreground owner waits for its dependent, which its own
 	// finalizer keeps.
@@ -298,6 +308,20 @@ func testResourceLeftMonitoring(t *testing.T, env *itEnv) {
 	if within("the orphan owner to lose its finalizer and go", widgetGone("orphan-owner")) {
 		if refs := env.getCM(t, ns, "orphan-dep").OwnerReferences; len(refs) != 0 {
 			t.Errorf("the orphan owner's dependent references %v; want it orphaned", refs)
+		}
+	}
+
+	// Owners whose deletion begins after widgets lost their monitor: their
+	// ConfigMap dependents' lookups (at least every maxRetryDelay; within
+	// seconds here, so soon after the loss) find them being deleted.
+	deleteWidget("late-fg-owner", metav1.DeletePropagationForeground)
+	deleteWidget("late-orphan-owner", metav1.DeletePropagationOrphan)
+	if within("the widget deleted in the foreground after the loss to go, and its dependent", widgetGone("late-fg-owner")) {
+		within("the dependent of the widget deleted in the foreground after the loss to go", env.cmGone(ns, "late-fg-dep"))
+	}
+	if within("the widget deleted with orphan after the loss to go", widgetGone("late-orphan-owner")) {
+		if refs := env.getCM(t, ns, "late-orphan-dep").OwnerReferences; len(refs) != 0 {
+			t.Errorf("the dependent of the widget deleted with orphan after the loss references %v; want it orphaned", refs)
 		}
 	}
 
