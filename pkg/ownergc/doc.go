@@ -260,7 +260,10 @@
 // bump, the resource versions the builder has recorded for each resource
 // stay above the new objects' until the values pass them, so the wait for a
 // misnamed owner's watch (ownerWatchLagBound) does not hold meanwhile, and
-// a misnamed reference is judged as kube-controller-manager judges it.
+// a misnamed reference is judged as kube-controller-manager judges it;
+// every read of an object kept unmonitored is dropped as older than the
+// graph's copy (builder.refresh), which stays as before the restore until
+// the values pass it.
 //
 // # Synced
 //
@@ -370,24 +373,49 @@
 // monitor stops, and the graph keeps its observed nodes, marked
 // unmonitored (builder.resourceUnmonitored; no graph.lostTo, no hold), as
 // kube-controller-manager keeps the nodes of a monitor it stops. So an
-// owner of it being deleted in the foreground is still woken when its
-// last blocking dependent goes, and orphaning still sees its dependents;
-// a dependent there of an owner orphaning is orphaned with a patch, not
-// unlinked and deleted once its resource is monitored again. Unlike
+// owner of it whose deletion in the foreground or with orphan had begun
+// when its monitor stopped is still woken when its last blocking
+// dependent goes, and orphaning still sees its dependents; a dependent
+// there of an owner orphaning is orphaned with a patch, not unlinked and
+// deleted once its resource is monitored again. Unlike
 // kube-controller-manager, nothing is decided on those stale copies: a
 // worker reads such an object before it decides (processUnmonitored; the
 // read refreshes the node, evRefresh), and reads again after acting and
 // while it is being deleted, with the item's backoff, until it is gone
 // (no event would tell); its dependents look it up as a virtual owner
-// (resolveOwner); a read or lookup that finds it gone drops it. When the
-// resource is monitored again, its first list replaces the nodes, and
-// those the list lacks are deleted (resourceBack); when it leaves
-// discovery (or is listed without get), they turn virtual as above. As
-// for kube-controller-manager, objects created there after the monitor
+// (resolveOwner); a read or lookup that finds it gone drops it. An owner
+// whose deletion begins after its monitor stopped is seen only when a
+// monitored dependent looks it up (when queued, then at least every
+// maxRetryDelay while the owner is there): what the lookup read refreshes
+// the node too (refreshKept, at the node's identity; no extra request),
+// which queues the owner as a monitor's update would. An owner no
+// monitored dependent looks up is not read: its finalizer stays, and the
+// stuck scanner, which reads the graph's copy, does not see it
+// (kube-controller-manager never learns of it either). When the resource
+// is monitored again, its first list replaces the nodes, and those the
+// list lacks are deleted (resourceBack); when it leaves discovery (or is
+// listed without get), they turn virtual as above. As for
+// kube-controller-manager, objects created there after the monitor
 // stopped are unseen: an owner orphaning may finish without orphaning
 // one, which is deleted if the resource is monitored again. The stuck
-// scanner sees such owners (they stay in the graph), and explain says
-// that their resource is no longer monitored.
+// scanner sees the owners being deleted that the graph's copies show, and
+// explain says that their resource is no longer monitored.
+//
+// The kept nodes live in the graph of the run that saw the loss only. A
+// run that starts after it (a restart, a rollout, a lost Lease: a new
+// leader) never observes them, and no hold waits for such a resource: its
+// objects are as objects created after the loss, as for
+// kube-controller-manager after a restart. (Holding for resources listed
+// with get but never monitored would make every orphan deletion wait the
+// whole hold in any cluster serving one, such as metrics.k8s.io, which
+// serves get and list, never watch.) A kept object that stays being
+// deleted (another finalizer that nobody removes, such as one of the
+// broken aggregated API's own controller) is read, twice per attempt, at
+// each retry of the delete queue until it goes; those retries share the
+// queue's rate limiter (10/s for all items), so thousands of them slow
+// every other retry of that queue. A kept object that nobody reads (no
+// monitored dependent, not being deleted) stays in the graph until its
+// resource is monitored again or leaves discovery, or the run ends.
 //
 // What ends a failure is the graph catching up, not a request returning: a
 // relist counts from the moment it is due (a watch that ends because its
