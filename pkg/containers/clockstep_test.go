@@ -31,6 +31,7 @@ func newSteppedFixture(t *testing.T, view PodView, mutate func(*config.Container
 	root := t.TempDir()
 	f := &steppedFixture{managerFixture: &managerFixture{rt: newFakeRuntime(), clock: clocktesting.NewFakeClock(t0),
 		reg: prometheus.NewPedanticRegistry(), pods: &fakePods{view: view}}}
+	f.pods.renewing = f.clock
 	f.cfg = config.Defaulted().ContainerGC
 	f.cfg.PodLogsDirectory, f.cfg.ContainerLogsDirectory = filepath.Join(root, "pods"), filepath.Join(root, "containers")
 	if mutate != nil {

@@ -309,6 +309,16 @@
 //     authoritative only while the Node reports it (ViewNodeOtherBoot
 //     otherwise: another machine's Node, or this one's before a reboot
 //     until the kubelet reports again).
+//   - Nothing goes as pod gone unless the Node's lease is fresh too
+//     (Policy.Plan reads it, as above, only when the plan would remove
+//     something because its pod is gone): on a machine renamed without a
+//     reboot, the old Node exists and reports this boot ID, none of its
+//     pods runs here any more, so its view agrees with the runtime, and it
+//     lacks the pods of the new name (a finished Job's); only its lease,
+//     which no kubelet renews, tells. The plan is then made again with
+//     the view not authoritative (ViewNodeLeaseStale, Plan.PodsLease says
+//     why). A kubelet that is down leaves the lease stale too: nothing
+//     goes as pod gone until it renews it.
 //   - The runtime must agree with the PodView the other way round
 //     (Policy.Plan checks it too): the view's pods that the kubelet
 //     reports running (PodView.Running: phase Running, not being

@@ -37,7 +37,11 @@ func Example() {
 			ctr("old", "app", 0, containers.StateExited, 8*time.Hour),
 		},
 	}
-	fromAPI := containers.PodView{Node: "node-a", Authoritative: true, Live: map[string]bool{"uid-web": true}, ListedAt: now.Add(-time.Minute)}
+	// The kubelet of node-a renewed its lease 5s ago: without a fresh
+	// one, nothing is gone.
+	lease := func() containers.NodeLease { return containers.NodeLease{RenewTime: now.Add(-5 * time.Second)} }
+	fromAPI := containers.PodView{Node: "node-a", Authoritative: true, Live: map[string]bool{"uid-web": true}, ListedAt: now.Add(-time.Minute),
+		NodeLease: lease}
 	for _, view := range []containers.PodView{containers.NodeOnlyView(), fromAPI} {
 		plan := policy.Plan(node, view, now)
 		fmt.Printf("pod view authoritative: %v\n", plan.PodsAuthoritative)

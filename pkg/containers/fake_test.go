@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/clock"
 )
 
 // fakeRuntime is a small in-memory runtime with the cri.Client's contract:
@@ -262,9 +263,12 @@ type fakePods struct {
 	// RuntimeChecked reported, in order.
 	expected int
 	verdicts []string
-	// lease is what NodeLease reads; leaseReads counts the reads.
+	// lease is what NodeLease reads; leaseReads counts the reads. Unset
+	// (zero), NodeLease reads a lease renewed at renewing's now, as a
+	// kubelet renews it, if renewing is set.
 	lease      NodeLease
 	leaseReads int
+	renewing   clock.PassiveClock
 }
 
 func (p *fakePods) ExpectRuntimeChecks() {
@@ -283,6 +287,9 @@ func (p *fakePods) NodeLease(context.Context) NodeLease {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.leaseReads++
+	if p.lease == (NodeLease{}) && p.renewing != nil {
+		return NodeLease{RenewTime: p.renewing.Now(), Duration: DefaultNodeLeaseDuration}
+	}
 	return p.lease
 }
 

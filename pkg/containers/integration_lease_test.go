@@ -1,6 +1,7 @@
 package containers_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -181,4 +182,147 @@ func renewNodeLease(t *testing.T, c *cluster.Cluster, name string, renewed time.
 		_, err = leases.Update(t.Context(), l, metav1.UpdateOptions{})
 		return err == nil
 	})
+}
+
+// TestRenamedMachineSameBootOnlyFinishedPods, on a real containerd and a
+// real kube-apiserver: the machine ran as node old and was renamed without
+// a reboot (its kubelet restarted as node new), but nodegc still runs with
+// the old name. The old Node still exists and reports this boot ID, and is
+// Ready (the node lifecycle controller has not turned it Unknown yet); the
+// new name's kubelet stopped the old name's pods, so nothing of the old
+// name runs, and nothing of the new name does either: its only pod here is
+// a finished Job's (still in the API, container exited, sandbox stopped).
+// The old Node's view lacks nothing that runs, so it agrees with the
+// runtime, and lacks the finished pod. Nobody renews the old Node's lease:
+// the container GC removes nothing as pod_gone, and its plans say why
+// (node_lease_stale). Before, the finished pod's container, sandbox and log
+// directory went as pod_gone. Once the lease is fresh again (a kubelet of
+// that name renews it), they go.
+func TestRenamedMachineSameBootOnlyFinishedPods(t *testing.T) {
+	testbed.RequireRoot(t)
+	c := cluster.Start(t, cluster.Options{})
+	n := startNode(t, testbed.Containerd2, registry.Start(t))
+	ctx := t.Context()
+	oldName, newName := "samboot-old", "samboot-new"
+	bootID := testbed.BootID(t)
+	registerNodeBooted(t, c, oldName, bootID)
+	registerNodeBooted(t, c, newName, bootID)
+	readyNode(t, c, oldName)
+	api := c.Client().CoreV1().Pods(metav1.NamespaceDefault)
+	done, err := api.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "done"},
+		Spec:       corev1.PodSpec{NodeName: newName, RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "app", Image: n.image}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doneSB, err := n.RunPod(ctx, node.PodSpec{Name: done.Name, Namespace: done.Namespace, UID: string(done.UID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doneIDs := n.runDead(t, doneSB, done.Name, done.Namespace, "app", 1)
+	if err := n.StopPod(ctx, doneSB); err != nil {
+		t.Fatal(err)
+	}
+	done.Status.Phase = corev1.PodSucceeded
+	if _, err := api.UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	doneLogs := filepath.Join(n.PodLogs, fmt.Sprintf("%s_%s_%s", done.Namespace, done.Name, done.UID))
+	if !exists(doneLogs) {
+		t.Fatalf("no log directory %s", doneLogs)
+	}
+
+	// The pod has been on the node for minutes when the source lists (its
+	// clock runs that far ahead; the plans' clock, by which the lease is
+	// judged, does not).
+	const ahead = 3 * time.Minute
+	gc := func(what string) (*containers.Plan, []string) {
+		src := startSourceWith(t, c, containers.PodSourceOptions{NodeName: oldName, BootID: bootID, Clock: laterClock{ahead}})
+		testbed.WaitFor(t, 30*time.Second, "the pod source of "+oldName+" to sync", src.HasSynced)
+		m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: n.client, Pods: src, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var removed []string
+		var plan *containers.Plan
+		for range 2 {
+			r, err := m.GarbageCollect(ctx, containers.TriggerManual)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan = r.Plan
+			removed = append(removed, removals(r.Plan)...)
+		}
+		t.Logf("%s: pod view authoritative %v, reason %q, node lease %q; removed %v", what, plan.PodsAuthoritative, plan.PodsReason, plan.PodsLease, removed)
+		return plan, removed
+	}
+	for _, tc := range []struct {
+		name  string
+		lease func() // what becomes of the old Node's lease first
+		why   string // how Plan.PodsLease begins
+	}{
+		{"no lease", func() {}, fmt.Sprintf(`node lease of %s unreadable: leases.coordination.k8s.io %q not found`, oldName, oldName)},
+		{"a lease last renewed a minute ago", func() { renewNodeLease(t, c, oldName, time.Now().Add(-time.Minute)) },
+			"node lease of " + oldName + " stale since "},
+	} {
+		tc.lease()
+		plan, removed := gc(tc.name)
+		if len(removed) > 0 {
+			t.Errorf("%s: removed %v, want nothing", tc.name, removed)
+		}
+		if plan.PodsAuthoritative || plan.PodsReason != containers.ViewNodeLeaseStale || !strings.HasPrefix(plan.PodsLease, tc.why) {
+			t.Errorf("%s: pod view authoritative %v, reason %q, node lease %q; want not authoritative, %q, %q...",
+				tc.name, plan.PodsAuthoritative, plan.PodsReason, plan.PodsLease, containers.ViewNodeLeaseStale, tc.why)
+		}
+		if diff := cmp.Diff(map[string]runtimeapi.ContainerState{doneIDs[0]: runtimeapi.ContainerState_CONTAINER_EXITED}, n.containerStates(t)); diff != "" {
+			t.Errorf("%s: containers left (-want +got):\n%s", tc.name, diff)
+		}
+		if sbs, err := n.client.ListPodSandboxes(ctx, &runtimeapi.PodSandboxFilter{Id: doneSB}); err != nil || len(sbs) != 1 {
+			t.Errorf("%s: the finished pod's sandbox: %d listed (%v), want it kept", tc.name, len(sbs), err)
+		}
+		if !exists(doneLogs) {
+			t.Errorf("%s: the finished pod's log directory was removed", tc.name)
+		}
+	}
+
+	// The control: a lease some kubelet of the old name renews makes the
+	// view this node's, and the pod it lacks goes.
+	renewNodeLease(t, c, oldName, time.Now())
+	plan, removed := gc("a fresh lease")
+	if !plan.PodsAuthoritative || len(removed) != 3 || exists(doneLogs) {
+		t.Errorf("a fresh lease: pod view authoritative %v (%q), removed %v, log directory left %v; want authoritative, the finished pod's container, sandbox and log directory removed",
+			plan.PodsAuthoritative, plan.PodsReason, removed, exists(doneLogs))
+	}
+}
+
+// kubeletRenews renews the lease of Node name now and then every 5s until
+// the test ends, as its kubelet would: the container GC removes nothing as
+// pod_gone unless the Node's lease is fresh. Renewals that fail (an API
+// server the test stopped) are tried again at the next tick.
+func kubeletRenews(t *testing.T, c *cluster.Cluster, name string) {
+	t.Helper()
+	renewNodeLease(t, c, name, time.Now())
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		leases := c.Client().CoordinationV1().Leases(corev1.NamespaceNodeLease)
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			l, err := leases.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			_, _ = leases.Update(ctx, l, metav1.UpdateOptions{})
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 }

@@ -79,6 +79,7 @@ func wrongNodeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix str
 	ctx := t.Context()
 	right, other, missing := "node-"+suffix, "other-"+suffix, "missing-"+suffix
 	registerNode(t, c, right)
+	kubeletRenews(t, c, right)
 	registerNode(t, c, other)
 	api := c.Client().CoreV1().Pods(metav1.NamespaceDefault)
 	createPod := func(name, nodeName string) *corev1.Pod {
@@ -305,6 +306,7 @@ func TestWrongNodeNameOnAnIdleNode(t *testing.T) {
 	bootID := testbed.BootID(t)
 	right, other := "idle-node", "idle-other"
 	registerNodeBooted(t, c, right, bootID)
+	kubeletRenews(t, c, right)
 	registerNodeBooted(t, c, other, "5e0c8f9a-2b1d-4c3e-9f7a-another-boot")
 	p, err := c.Client().CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "idle"},

@@ -665,6 +665,10 @@ func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 		}
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists: the API server does not list pods that run on this node; is this node's name the one the kubelet registered?",
 			kv...)
+	case reason == ViewNodeLeaseStale:
+		klog.FromContext(ctx).Info("Container GC removes nothing because its pod is gone: the Node's lease is not renewed; "+
+			"its kubelet is down, or runs under another node name now (is this node's name the one the kubelet registered?)",
+			"node", p.PodsNode, "nodeLease", p.PodsLease)
 	case reason == ViewRuntimeLacksPods:
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists, and keeps dangling log links: the container runtime lists none of the pods "+
 			"the API server says run on this node; is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket), "+

@@ -43,6 +43,7 @@ func newManagerFixture(t *testing.T) *managerFixture {
 	root := t.TempDir()
 	f := &managerFixture{rt: newFakeRuntime(), clock: clocktesting.NewFakeClock(t0), reg: prometheus.NewPedanticRegistry(),
 		pods: &fakePods{view: live(fixtureUID("p"))}}
+	f.pods.renewing = f.clock
 	f.cfg = config.Defaulted().ContainerGC
 	f.cfg.PodLogsDirectory, f.cfg.ContainerLogsDirectory = filepath.Join(root, "pods"), filepath.Join(root, "containers")
 	for _, c := range append(restarts("p", "app", 3), dead("gone", "app", 0, 5*time.Hour)) {

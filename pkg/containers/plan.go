@@ -2,7 +2,6 @@ package containers
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -153,9 +152,10 @@ type Plan struct {
 	PodsMissing []PodRef
 	// PodsLease says, when PodsReason is ViewDisagrees although a pod the
 	// view lists, reported running by the kubelet of its Ready Node, runs
-	// here, why that pod could not vouch for the view: the Node's lease
-	// is not fresh (its kubelet is gone: the Ready condition outlives it)
-	// or could not be read (PodView.NodeLease).
+	// here, why that pod could not vouch for the view, and when it is
+	// ViewNodeLeaseStale, why nothing goes as pod gone: the Node's lease
+	// is not fresh (its kubelet is gone, or down: the Ready condition
+	// outlives it) or could not be read (PodView.NodeLease).
 	PodsLease string
 	// PodsNotInRuntime lists, when PodsReason is ViewRuntimeLacksPods,
 	// the view's pods that the kubelet reports running since well before
@@ -272,7 +272,57 @@ type planner struct {
 // and the containers a limit or maxAge would remove are kept
 // (KeepLogsUnseen): their logs would stay behind. Those of gone pods
 // still go: the kubelet removes a deleted pod's log directory.
+//
+// Nothing goes as pod gone either unless the lease of the view's Node is
+// fresh (PodView.NodeLease, NodeLease.Fresh): only a plan that would
+// remove something so reads it, and when it is not fresh the node is
+// planned again with the view not authoritative (ViewNodeLeaseStale;
+// Plan.PodsLease says why). A view of the machine's previous node name
+// (renamed without a reboot: that Node exists, reports this boot ID, and
+// none of its pods runs here any more) agrees with the runtime, and lacks
+// the pods of the new name; no kubelet renews that Node's lease. A kubelet
+// that is down leaves its lease stale too, and nothing goes as pod gone
+// until it renews it. The lease is read at most once per plan.
 func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
+	pods.NodeLease = readOnce(pods.NodeLease)
+	plan := p.plan(node, pods, now)
+	if !plan.PodsAuthoritative || !plan.removesGonePods() {
+		return plan
+	}
+	if fresh, why := pods.leaseFresh(now); !fresh {
+		pods.Authoritative, pods.Reason = false, ViewNodeLeaseStale
+		plan = p.plan(node, pods, now)
+		plan.PodsLease = why
+	}
+	return plan
+}
+
+// removesGonePods says whether the plan removes anything because its pod
+// is gone (ReasonPodGone).
+func (p *Plan) removesGonePods() bool {
+	gone := func(reason string) bool { return reason == ReasonPodGone }
+	return slices.ContainsFunc(p.RemoveContainers, func(d ContainerDecision) bool { return gone(d.Reason) }) ||
+		slices.ContainsFunc(p.RemoveSandboxes, func(d SandboxDecision) bool { return gone(d.Reason) }) ||
+		slices.ContainsFunc(p.RemoveLogDirs, func(d LogDirDecision) bool { return gone(d.Reason) })
+}
+
+// readOnce returns read, called at most once: a plan reads the Node's
+// lease at most once, whoever asks (vouched, Plan). nil stays nil.
+func readOnce(read func() NodeLease) func() NodeLease {
+	if read == nil {
+		return nil
+	}
+	var got *NodeLease
+	return func() NodeLease {
+		if got == nil {
+			l := read()
+			got = &l
+		}
+		return *got
+	}
+}
+
+func (p *Policy) plan(node NodeState, pods PodView, now time.Time) *Plan {
 	pl := &planner{
 		p: p, pods: pods, now: now,
 		plan: &Plan{Now: now, PodsAuthoritative: pods.Authoritative, PodsReason: pods.Reason, PodsNode: pods.Node,
@@ -515,11 +565,7 @@ func (pl *planner) vouched() bool {
 		if _, reported := v.Running[uid]; !reported || pl.static[uid] || staticPodUID(uid) {
 			continue
 		}
-		if v.NodeLease == nil {
-			pl.plan.PodsLease = fmt.Sprintf("node lease of %s not read", v.Node)
-			return false
-		}
-		fresh, why := v.NodeLease().Fresh(v.Node, pl.now)
+		fresh, why := v.leaseFresh(pl.now)
 		pl.plan.PodsLease = why
 		return fresh
 	}

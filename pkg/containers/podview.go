@@ -55,6 +55,15 @@ const (
 	// place and the kubelet has not reported it yet (seconds). Set by
 	// Policy.Plan, not by a source.
 	ViewNodeOtherRuntime = "node_other_runtime"
+	// ViewNodeLeaseStale: the plan would remove something because its pod
+	// is gone, but the lease of the view's Node (kube-node-lease/<Node>)
+	// is not fresh, or could not be read (Plan.PodsLease says which): no
+	// kubelet is shown renewing it. The machine may run under another
+	// node name now (renamed without a reboot: the old Node still exists,
+	// reports this boot ID and may stay Ready, and its view lacks the new
+	// name's pods), or the Node's kubelet is down: nothing goes as pod
+	// gone until it renews the lease. Set by Policy.Plan, not by a source.
+	ViewNodeLeaseStale = "node_lease_stale"
 )
 
 // RuntimeContradicts says whether reason, a plan's PodsReason, is one the
@@ -133,8 +142,9 @@ type PodView struct {
 	// NodeLease reads the Node's lease (kube-node-lease/<Node>), which
 	// its kubelet renews every 10s: Policy.Plan asks for it only when a
 	// pod the view lists would vouch for the view (agree), as the Ready
-	// condition outlives the kubelet. Nil: no lease can be read, and no
-	// pod vouches.
+	// condition outlives the kubelet, or when it would remove something
+	// because its pod is gone; at most once per plan. Nil: no lease can
+	// be read, no pod vouches, and nothing is gone.
 	NodeLease func() NodeLease
 }
 
@@ -154,6 +164,15 @@ func (v PodView) Gone(uid string, newest time.Time) bool {
 	default:
 		return !newest.IsZero() && newest.Before(v.ListedAt)
 	}
+}
+
+// leaseFresh reads the lease of the view's Node (NodeLease) and says
+// whether it is fresh at now; when not, why not.
+func (v PodView) leaseFresh(now time.Time) (bool, string) {
+	if v.NodeLease == nil {
+		return false, fmt.Sprintf("node lease of %s not read", v.Node)
+	}
+	return v.NodeLease().Fresh(v.Node, now)
 }
 
 // NodeLease is what a read of a Node's lease (namespace kube-node-lease,

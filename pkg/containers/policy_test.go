@@ -73,9 +73,12 @@ func sbx(pod string, attempt uint32, ready bool, age time.Duration) Sandbox {
 
 func with[T any](v T, f func(*T)) T { f(&v); return v }
 
-// live is an authoritative view in which the given pods exist, listed at t0.
+// live is an authoritative view in which the given pods exist, listed at t0,
+// of a Node whose kubelet renewed its lease at t0 (pods go as gone only
+// while it is fresh).
 func live(pods ...string) PodView {
-	v := PodView{Authoritative: true, Live: map[string]bool{}, ListedAt: t0}
+	v := PodView{Authoritative: true, Live: map[string]bool{}, ListedAt: t0,
+		NodeLease: func() NodeLease { return NodeLease{RenewTime: t0, Duration: DefaultNodeLeaseDuration} }}
 	for _, p := range pods {
 		v.Live[p] = true
 	}

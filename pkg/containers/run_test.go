@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // runLoop runs m.Run until the test ends, its reports sent on the channel
@@ -68,7 +70,10 @@ func TestRunChecksThePodViewOnceItSyncs(t *testing.T) {
 	f := newManagerFixture(t)
 	f.rt = newFakeRuntime() // an empty node: nothing contradicts the view
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "boot-a"}}}
-	src, err := NewAPIPodSource(fake.NewClientset(node), PodSourceOptions{NodeName: "n1", BootID: "boot-a", Clock: f.clock})
+	// Its kubelet renewed its lease (nothing goes as pod_gone without).
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: f.clock.Now()}, LeaseDurationSeconds: ptr.To[int32](40)}}
+	src, err := NewAPIPodSource(fake.NewClientset(node, lease), PodSourceOptions{NodeName: "n1", BootID: "boot-a", Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -319,9 +319,12 @@ func TestPlanPodViewAgreesWithRuntime(t *testing.T) {
 	add("pods the view lists agree",
 		agrees(merge(finishedGone, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})),
 		plus(finished(), running("run", 3*time.Hour)), live("run"))
-	add("a view that agrees does not read the Node's lease",
-		agrees(merge(finishedGone, summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}})),
-		plus(finished(), running("run", 3*time.Hour)),
+	// A view that agrees needs no pod to vouch for it; the lease is read
+	// only when something would go as pod_gone
+	// (TestPlanPodGoneNeedsAFreshNodeLease).
+	add("a view that agrees, of which nothing is gone, does not read the Node's lease",
+		agrees(summary{Keep: []string{"run/app/0:running"}, KeepSandboxes: []string{"run/sb0:ready"}}),
+		running("run", 3*time.Hour),
 		with(reported(live("run"), "run"), func(v *PodView) {
 			v.NodeLease = func() NodeLease { t.Error("the node lease read although the view agrees"); return NodeLease{} }
 		}))
