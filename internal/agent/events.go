@@ -69,6 +69,10 @@ type nodeEvents struct {
 	// plan's Now; zero while they do not); written by the container GC
 	// loop only.
 	otherRuntimeSince time.Time
+	// leaseStaleSince is, likewise, when they began to find the Node's
+	// lease stale (containers.ViewNodeLeaseStale); zero when the last did
+	// not.
+	leaseStaleSince time.Time
 
 	// mu guards what the image and container GC loops, which report
 	// concurrently, share.
@@ -142,7 +146,8 @@ func (e *nodeEvents) imageGCReport(r *images.Report) {
 
 // containerGCReport turns a failed container GC run into ContainerGCFailed,
 // a pod view that starts disagreeing with the runtime (a wrong node name,
-// most likely) into PodViewNotAuthoritative, and pod logs that become
+// most likely), or a Node's lease its kubelet no longer renews while
+// pods would go as gone, into PodViewNotAuthoritative, and pod logs that become
 // unseen (a disk mounted on the pod logs directory after nodegc's container
 // started) into PodLogsUnseen, each once per episode. When
 // no Node has nodegc's node name, or it reports another boot ID, the
@@ -155,16 +160,17 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 	if r.Plan != nil {
 		e.observeView(r.Plan.Now, r.Plan.PodsAuthoritative, r.Plan.PodsReason)
 		disagrees := containers.RuntimeContradicts(r.Plan.PodsReason)
-		if r.Plan.PodsReason != containers.ViewNodeOtherRuntime {
-			e.otherRuntimeSince = time.Time{}
-		} else {
-			// A runtime upgraded in place is another than the one
-			// the kubelet reports until it reports again (seconds):
-			// warned once the difference lasts.
-			if e.otherRuntimeSince.IsZero() {
-				e.otherRuntimeSince = r.Plan.Now
-			}
-			disagrees = r.Plan.Now.Sub(e.otherRuntimeSince) >= otherRuntimeWarnAfter
+		// A runtime upgraded in place is another than the one the
+		// kubelet reports until it reports again (seconds), and a
+		// restarted kubelet renews its Node's lease within seconds:
+		// warned once the episode lasts.
+		otherRuntimeLasts := lasted(&e.otherRuntimeSince, r.Plan, containers.ViewNodeOtherRuntime, otherRuntimeWarnAfter)
+		leaseStaleLasts := lasted(&e.leaseStaleSince, r.Plan, containers.ViewNodeLeaseStale, leaseStaleWarnAfter)
+		switch r.Plan.PodsReason {
+		case containers.ViewNodeOtherRuntime:
+			disagrees = otherRuntimeLasts
+		case containers.ViewNodeLeaseStale:
+			disagrees = leaseStaleLasts
 		}
 		if disagrees && !e.disagreed {
 			e.warn(EventPodViewNotAuthoritative, podViewMessage(r.Plan))
@@ -282,6 +288,25 @@ func (e *nodeEvents) interrupted(collector string, err error) bool {
 // in place at its next node status update (every 10s by default).
 const otherRuntimeWarnAfter = 2 * time.Minute
 
+// lasted follows an episode of plans whose pod view reason is reason,
+// begun at *since (zero: none), and says whether it has lasted after.
+func lasted(since *time.Time, p *containers.Plan, reason string, after time.Duration) bool {
+	if p.PodsReason != reason {
+		*since = time.Time{}
+		return false
+	}
+	if since.IsZero() {
+		*since = p.Now
+	}
+	return p.Now.Sub(*since) >= after
+}
+
+// leaseStaleWarnAfter is how long the container GC's plans must find the
+// Node's lease stale, keeping what they would remove as pod_gone, before
+// PodViewNotAuthoritative says so: a kubelet restarted renews the lease
+// within seconds of its start.
+const leaseStaleWarnAfter = 2 * time.Minute
+
 // logsUnseenWarnAfter is how long the pod logs must stay unseen, from the
 // first plan that found them so, before a PodLogsUnseen Warning: longer
 // than the container GC's default period, so that an episode of one
@@ -294,6 +319,11 @@ func podViewMessage(p *containers.Plan) string {
 			"is containerRuntimeEndpoint the kubelet's runtime (k3s, RKE2: their own containerd's socket; see the chart's presets)? "+
 			"Until they agree, nodegc removes nothing because its pod is gone, nor any dangling log link.",
 			p.PodsNode, p.NodeRuntime, p.Runtime)
+	}
+	if p.PodsReason == containers.ViewNodeLeaseStale {
+		return fmt.Sprintf("The lease of node %q is not renewed (%s): its kubelet is down, or this machine's kubelet runs under another node name now "+
+			"(is %q the name the kubelet registered?). Until it is renewed, nodegc removes nothing because its pod is gone.",
+			p.PodsNode, p.PodsLease, p.PodsNode)
 	}
 	if p.PodsReason == containers.ViewRuntimeLacksPods {
 		return fmt.Sprintf("The container runtime nodegc asks lists none of the %d pods the API server says run on node %q (%s): "+

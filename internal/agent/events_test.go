@@ -199,6 +199,47 @@ func TestPodViewEventWhenTheNodeReportsAnotherRuntime(t *testing.T) {
 	}
 }
 
+// TestPodViewEventWhenTheNodeLeaseIsStale: plans that would remove
+// something as pod_gone but find the Node's lease stale (its kubelet down,
+// or running under another node name: a machine renamed without a reboot)
+// put one PodViewNotAuthoritative Warning on the Node, naming the lease,
+// once that has lasted leaseStaleWarnAfter: a kubelet restart leaves it
+// stale only until the kubelet renews it.
+func TestPodViewEventWhenTheNodeLeaseIsStale(t *testing.T) {
+	e, rec, _ := testNodeEvents(0)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	why := "node lease of node-a stale since 2026-11-30T07:59:20Z (renewed 2026-11-30T07:58:40Z, for 40s)"
+	stale := func(at time.Duration) *containers.Report {
+		return &containers.Report{Plan: &containers.Plan{Now: t0.Add(at), PodsReason: containers.ViewNodeLeaseStale, PodsNode: "node-a", PodsLease: why}}
+	}
+	agrees := func(at time.Duration) *containers.Report {
+		return &containers.Report{Plan: &containers.Plan{Now: t0.Add(at), PodsAuthoritative: true, PodsNode: "node-a"}}
+	}
+	var got []string
+	for _, r := range []*containers.Report{
+		agrees(0), stale(10 * time.Second), agrees(40 * time.Second), // the kubelet restarted
+		stale(time.Minute), stale(time.Minute + leaseStaleWarnAfter - time.Second),
+	} {
+		e.containerGCReport(r)
+		got = append(got, drainEvents(rec)...)
+	}
+	if len(got) != 0 {
+		t.Fatalf("events %q before the stale lease lasted %v, want none", got, leaseStaleWarnAfter)
+	}
+	for _, r := range []*containers.Report{stale(time.Minute + leaseStaleWarnAfter), stale(time.Hour)} {
+		e.containerGCReport(r)
+		got = append(got, drainEvents(rec)...)
+	}
+	if len(got) != 1 {
+		t.Fatalf("events %q, want one PodViewNotAuthoritative", got)
+	}
+	for _, want := range []string{"Warning " + EventPodViewNotAuthoritative, `node "node-a"`, why, "removes nothing because its pod is gone"} {
+		if !strings.Contains(got[0], want) {
+			t.Errorf("event %q lacks %q", got[0], want)
+		}
+	}
+}
+
 // TestInterruptedRunsPostNoEvent: a run the agent's stop cancelled (SIGTERM,
 // at every rollout) ends with context.Canceled, or with the Canceled status
 // of the runtime call it cut short, which does not wrap it. That is no

@@ -78,7 +78,9 @@ type planView struct {
 	PodsView    string     `json:"podsView"`
 	PodsMissing []string   `json:"podsMissingFromAPI,omitempty"`
 	// NodeLease: why the pods of the view that run here did not show it
-	// is this node's (containers.Plan.PodsLease).
+	// is this node's, or why nothing goes because its pod is gone
+	// (node_lease_stale): the Node's lease is not fresh
+	// (containers.Plan.PodsLease).
 	NodeLease string `json:"nodeLease,omitempty"`
 	// PodsNotInRuntime: pods the API server says run on this node, of
 	// none of which the runtime lists a sandbox
@@ -349,7 +351,10 @@ func (v *planView) print(out io.Writer) {
 	case len(v.PodsMissing) > 0:
 		fmt.Fprintf(out, "  the runtime runs pods the API server does not list for this node: %s\n", strings.Join(v.PodsMissing, ", "))
 	}
-	if v.NodeLease != "" {
+	switch {
+	case v.NodeLease != "" && strings.Contains(v.PodsView, "("+containers.ViewNodeLeaseStale+")"):
+		fmt.Fprintf(out, "  the Node's kubelet does not renew its lease (down, or running under another node name): %s\n", v.NodeLease)
+	case v.NodeLease != "":
 		fmt.Fprintf(out, "  pods the view lists run here, but do not show it is this node's: %s\n", v.NodeLease)
 	}
 	if len(v.PodsNotInRuntime) > 0 {

@@ -154,6 +154,32 @@ func TestPlanNamesPodsTheAPIDoesNotList(t *testing.T) {
 	}
 }
 
+// TestPlanSaysTheNodeLeaseIsStale: when the plan would remove something
+// as pod_gone but the Node's lease is not fresh (the kubelet is down, or
+// the machine runs under another node name now), the plan says the view is
+// not authoritative, and why, in the tables and the JSON (nodeLease).
+func TestPlanSaysTheNodeLeaseIsStale(t *testing.T) {
+	why := "node lease of node-b stale since 2026-11-21T11:58:40Z (renewed 2026-11-21T11:58:00Z, for 40s)"
+	p := &containers.Plan{PodsReason: containers.ViewNodeLeaseStale, PodsNode: "node-b", PodsLease: why}
+	v := newPlanView(&agent.PlanReport{Node: "node-b", Runtime: "containerd 2", Containers: p}, ptr.To[int32](85), ptr.To[int32](80))
+	if v.NodeLease != why {
+		t.Errorf("nodeLease %q, want %q", v.NodeLease, why)
+	}
+	var out bytes.Buffer
+	v.print(&out)
+	for _, want := range []string{
+		`POD VIEW: not authoritative (` + containers.ViewNodeLeaseStale + `): nothing is removed because its pod is gone [node "node-b"]`,
+		"the Node's kubelet does not renew its lease (down, or running under another node name): " + why,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "pods the view lists run here") {
+		t.Errorf("plan output speaks of pods that run here:\n%s", out.String())
+	}
+}
+
 // TestPlanNamesPodsTheRuntimeLacks: when the runtime lists none of the pods
 // the kubelet reports running (nodegc asks another runtime), the plan says
 // the pod view is not authoritative, names those pods in the tables and
