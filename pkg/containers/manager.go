@@ -434,8 +434,11 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 	if view.Authoritative {
 		// The plan checked the view against the runtime: the image GC
 		// goes by what it found (APIPodSource.RuntimeChecked).
+		// A stale Node lease counts too: the view may be of the
+		// machine's previous node name, whose pods' images are not the
+		// ones about to run here.
 		verdict := ""
-		if RuntimeContradicts(plan.PodsReason) {
+		if RuntimeContradicts(plan.PodsReason) || plan.PodsReason == ViewNodeLeaseStale {
 			verdict = plan.PodsReason
 		}
 		m.opts.Pods.RuntimeChecked(verdict)

@@ -1056,3 +1056,40 @@ func TestManagerReadsTheNodeLeaseToVouch(t *testing.T) {
 		t.Errorf("fresh lease: removals %v; want the gone pod's", ids)
 	}
 }
+
+// TestManagerStaleLeaseKeepsGonePods: the fixture's pod "gone" would go as
+// pod_gone; while the source reads the Node's lease stale (no kubelet
+// renews it: down, or the machine runs under another node name now), the
+// Manager's plans keep it, say why (node_lease_stale), and report that to
+// the pod source, so that the image GC does not trust the view either
+// (PodImages, through RuntimeChecked); once the lease is renewed, it goes,
+// and the source hears the view agrees. Each plan reads the lease once.
+func TestManagerStaleLeaseKeepsGonePods(t *testing.T) {
+	f := newManagerFixture(t)
+	f.pods.view.Node = "n1"
+	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
+	m := f.manager(t, nil)
+	plan, err := m.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "node lease of n1 stale since 2026-11-21T11:58:40Z (renewed 2026-11-21T11:58:00Z, for 40s)"; plan.PodsAuthoritative ||
+		plan.PodsReason != ViewNodeLeaseStale || plan.PodsLease != want || f.pods.leaseReads != 1 {
+		t.Errorf("stale lease: plan pod view authoritative %v (%q), lease %q, %d reads; want %q, %q, 1 read",
+			plan.PodsAuthoritative, plan.PodsReason, plan.PodsLease, f.pods.leaseReads, ViewNodeLeaseStale, want)
+	}
+	if ids := planIDs(plan); slices.ContainsFunc(ids, func(id string) bool { return strings.HasSuffix(id, ":pod_gone") }) {
+		t.Errorf("stale lease: removals %v; want none as pod_gone", ids)
+	}
+	f.pods.lease = NodeLease{} // renewed now (fakePods.renewing)
+	if plan, err = m.Plan(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if ids := planIDs(plan); !plan.PodsAuthoritative || !slices.Contains(ids, fixtureLogDir("gone")+":pod_gone") || f.pods.leaseReads != 2 {
+		t.Errorf("renewed lease: plan pod view authoritative %v (%q), removals %v, %d reads; want authoritative, the gone pod's, 2 reads",
+			plan.PodsAuthoritative, plan.PodsReason, ids, f.pods.leaseReads)
+	}
+	if diff := cmp.Diff([]string{ViewNodeLeaseStale, ""}, f.pods.verdicts); diff != "" {
+		t.Errorf("checks reported (-want +got):\n%s", diff)
+	}
+}

@@ -499,7 +499,9 @@ func (s *APIPodSource) ExpectRuntimeChecks() {
 
 // RuntimeChecked records what a container GC plan found of an
 // authoritative view against the runtime: reason is "" when they agree,
-// the plan's PodsReason when it contradicts the view (RuntimeContradicts).
+// the plan's PodsReason when it contradicts the view (RuntimeContradicts)
+// or when the plan found the Node's lease stale (ViewNodeLeaseStale: read
+// only by plans that would remove something as pod gone).
 // PodImages is not authoritative, with that reason, from a report of a
 // contradiction until a report of agreement: the image GC does not trust
 // the pods of a view the container GC refuses (another Node's, on nodes
