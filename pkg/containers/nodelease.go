@@ -25,7 +25,8 @@ type nodeLeaseRead struct {
 // NodeLease reads the lease of the source's Node (namespace
 // kube-node-lease, the node's name), which its kubelet renews: a GET, only
 // when a plan needs it (PodView.NodeLease: a pod the view lists would
-// vouch for it), and not more than once every nodeLeaseCacheFor. A watch
+// vouch for it, or something would go as its pod is gone), and not more
+// than once every nodeLeaseCacheFor. A watch
 // of the lease would cost the API server, for every node's agent, the
 // filtering of every node's renewals. A failed read (no such lease, a
 // role without get on leases, an unreachable server) says why in
