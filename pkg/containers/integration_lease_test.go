@@ -103,32 +103,9 @@ func TestRenamedMachineReadyNodeStaleLease(t *testing.T) {
 	// (its clock runs that far ahead; the plans' clock, by which the
 	// lease is judged, does not).
 	const ahead = 3 * time.Minute
-	for _, tc := range []struct {
-		name  string
-		lease func() // what becomes of the old Node's lease first
-		why   string // how Plan.PodsLease begins
-	}{
-		{"no lease", func() {}, fmt.Sprintf(`node lease of %s unreadable: leases.coordination.k8s.io %q not found`, oldName, oldName)},
-		{"a lease last renewed a minute ago", func() { renewNodeLease(t, c, oldName, time.Now().Add(-time.Minute)) },
-			"node lease of " + oldName + " stale since "},
-	} {
+	for _, tc := range staleLeases(t, c, oldName) {
 		tc.lease()
-		src := startSourceWith(t, c, containers.PodSourceOptions{NodeName: oldName, Clock: laterClock{ahead}})
-		testbed.WaitFor(t, 30*time.Second, "the pod source of "+oldName+" to sync", src.HasSynced)
-		m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: n.client, Pods: src, Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var removed []string
-		var plan *containers.Plan
-		for range 2 {
-			r, err := m.GarbageCollect(ctx, containers.TriggerManual)
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan = r.Plan
-			removed = append(removed, removals(r.Plan)...)
-		}
+		plan, removed := collectTwice(t, c, n, containers.PodSourceOptions{NodeName: oldName, Clock: laterClock{ahead}})
 		if len(removed) > 0 {
 			t.Errorf("%s: removed %v, want nothing", tc.name, removed)
 		}
@@ -238,34 +215,11 @@ func TestRenamedMachineSameBootOnlyFinishedPods(t *testing.T) {
 	// judged, does not).
 	const ahead = 3 * time.Minute
 	gc := func(what string) (*containers.Plan, []string) {
-		src := startSourceWith(t, c, containers.PodSourceOptions{NodeName: oldName, BootID: bootID, Clock: laterClock{ahead}})
-		testbed.WaitFor(t, 30*time.Second, "the pod source of "+oldName+" to sync", src.HasSynced)
-		m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: n.client, Pods: src, Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var removed []string
-		var plan *containers.Plan
-		for range 2 {
-			r, err := m.GarbageCollect(ctx, containers.TriggerManual)
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan = r.Plan
-			removed = append(removed, removals(r.Plan)...)
-		}
+		plan, removed := collectTwice(t, c, n, containers.PodSourceOptions{NodeName: oldName, BootID: bootID, Clock: laterClock{ahead}})
 		t.Logf("%s: pod view authoritative %v, reason %q, node lease %q; removed %v", what, plan.PodsAuthoritative, plan.PodsReason, plan.PodsLease, removed)
 		return plan, removed
 	}
-	for _, tc := range []struct {
-		name  string
-		lease func() // what becomes of the old Node's lease first
-		why   string // how Plan.PodsLease begins
-	}{
-		{"no lease", func() {}, fmt.Sprintf(`node lease of %s unreadable: leases.coordination.k8s.io %q not found`, oldName, oldName)},
-		{"a lease last renewed a minute ago", func() { renewNodeLease(t, c, oldName, time.Now().Add(-time.Minute)) },
-			"node lease of " + oldName + " stale since "},
-	} {
+	for _, tc := range staleLeases(t, c, oldName) {
 		tc.lease()
 		plan, removed := gc(tc.name)
 		if len(removed) > 0 {
@@ -294,6 +248,47 @@ func TestRenamedMachineSameBootOnlyFinishedPods(t *testing.T) {
 		t.Errorf("a fresh lease: pod view authoritative %v (%q), removed %v, log directory left %v; want authoritative, the finished pod's container, sandbox and log directory removed",
 			plan.PodsAuthoritative, plan.PodsReason, removed, exists(doneLogs))
 	}
+}
+
+// staleLease is what becomes of a Node's lease (no kubelet renews it) and
+// how Plan.PodsLease then begins.
+type staleLease struct {
+	name  string
+	lease func()
+	why   string
+}
+
+// staleLeases are the leases of Node name that no kubelet renews: none,
+// then one last renewed a minute ago (made by its lease func, in turn).
+func staleLeases(t *testing.T, c *cluster.Cluster, name string) []staleLease {
+	return []staleLease{
+		{"no lease", func() {}, fmt.Sprintf(`node lease of %s unreadable: leases.coordination.k8s.io %q not found`, name, name)},
+		{"a lease last renewed a minute ago", func() { renewNodeLease(t, c, name, time.Now().Add(-time.Minute)) },
+			"node lease of " + name + " stale since "},
+	}
+}
+
+// collectTwice starts a pod source with opts and a Manager on n, runs two
+// collections, and returns the last plan and what both removed.
+func collectTwice(t *testing.T, c *cluster.Cluster, n *testNode, opts containers.PodSourceOptions) (*containers.Plan, []string) {
+	t.Helper()
+	src := startSourceWith(t, c, opts)
+	testbed.WaitFor(t, 30*time.Second, "the pod source of "+opts.NodeName+" to sync", src.HasSynced)
+	m, err := containers.NewManager(containers.Options{Config: n.gcConfig(nil), Runtime: n.client, Pods: src, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed []string
+	var plan *containers.Plan
+	for range 2 {
+		r, err := m.GarbageCollect(t.Context(), containers.TriggerManual)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan = r.Plan
+		removed = append(removed, removals(r.Plan)...)
+	}
+	return plan, removed
 }
 
 // kubeletRenews renews the lease of Node name now and then every 5s until

@@ -1030,18 +1030,8 @@ func TestManagerReadsTheNodeLeaseToVouch(t *testing.T) {
 	})
 	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
 	m := f.manager(t, nil)
-	plan, err := m.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "node lease of n1 stale since 2026-11-21T11:58:40Z (renewed 2026-11-21T11:58:00Z, for 40s)"; plan.PodsAuthoritative ||
-		plan.PodsReason != ViewDisagrees || plan.PodsLease != want || f.pods.leaseReads != 1 {
-		t.Errorf("stale lease: plan pod view authoritative %v (%q), lease %q, %d reads; want %q, %q, 1 read",
-			plan.PodsAuthoritative, plan.PodsReason, plan.PodsLease, f.pods.leaseReads, ViewDisagrees, want)
-	}
-	if ids := planIDs(plan); slices.ContainsFunc(ids, func(id string) bool { return strings.HasSuffix(id, ":pod_gone") }) {
-		t.Errorf("stale lease: removals %v; want none as pod_gone", ids)
-	}
+	plan := planWithStaleLease(t, f, m, ViewDisagrees)
+	var err error
 
 	f.pods.lease.RenewTime = t0.Add(-5 * time.Second)
 	if plan, err = m.Plan(t.Context()); err != nil {
@@ -1057,6 +1047,26 @@ func TestManagerReadsTheNodeLeaseToVouch(t *testing.T) {
 	}
 }
 
+// planWithStaleLease plans with f's lease, renewed two minutes before t0,
+// checks that the plan read it once and says it is stale (the view not
+// authoritative, for reason), removing nothing as pod_gone, and returns it.
+func planWithStaleLease(t *testing.T, f *managerFixture, m *Manager, reason string) *Plan {
+	t.Helper()
+	plan, err := m.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "node lease of n1 stale since 2026-11-21T11:58:40Z (renewed 2026-11-21T11:58:00Z, for 40s)"; plan.PodsAuthoritative ||
+		plan.PodsReason != reason || plan.PodsLease != want || f.pods.leaseReads != 1 {
+		t.Errorf("stale lease: plan pod view authoritative %v (%q), lease %q, %d reads; want %q, %q, 1 read",
+			plan.PodsAuthoritative, plan.PodsReason, plan.PodsLease, f.pods.leaseReads, reason, want)
+	}
+	if ids := planIDs(plan); slices.ContainsFunc(ids, func(id string) bool { return strings.HasSuffix(id, ":pod_gone") }) {
+		t.Errorf("stale lease: removals %v; want none as pod_gone", ids)
+	}
+	return plan
+}
+
 // TestManagerStaleLeaseKeepsGonePods: the fixture's pod "gone" would go as
 // pod_gone; while the source reads the Node's lease stale (no kubelet
 // renews it: down, or the machine runs under another node name now), the
@@ -1069,18 +1079,8 @@ func TestManagerStaleLeaseKeepsGonePods(t *testing.T) {
 	f.pods.view.Node = "n1"
 	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
 	m := f.manager(t, nil)
-	plan, err := m.Plan(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "node lease of n1 stale since 2026-11-21T11:58:40Z (renewed 2026-11-21T11:58:00Z, for 40s)"; plan.PodsAuthoritative ||
-		plan.PodsReason != ViewNodeLeaseStale || plan.PodsLease != want || f.pods.leaseReads != 1 {
-		t.Errorf("stale lease: plan pod view authoritative %v (%q), lease %q, %d reads; want %q, %q, 1 read",
-			plan.PodsAuthoritative, plan.PodsReason, plan.PodsLease, f.pods.leaseReads, ViewNodeLeaseStale, want)
-	}
-	if ids := planIDs(plan); slices.ContainsFunc(ids, func(id string) bool { return strings.HasSuffix(id, ":pod_gone") }) {
-		t.Errorf("stale lease: removals %v; want none as pod_gone", ids)
-	}
+	plan := planWithStaleLease(t, f, m, ViewNodeLeaseStale)
+	var err error
 	f.pods.lease = NodeLease{} // renewed now (fakePods.renewing)
 	if plan, err = m.Plan(t.Context()); err != nil {
 		t.Fatal(err)
