@@ -123,3 +123,35 @@ func TestNodeLeaseClockStepBack(t *testing.T) {
 		t.Log(why)
 	}
 }
+
+// TestNodeLeaseClockStepBackPasses: a step back of the wall clock counts
+// against the lease only while a renewal made before it could still look
+// fresh (the lease's duration plus the step, on the monotonic clock, after
+// the step was seen); then renewals made since, on the stepped clock, are
+// judged as they are. Before, the step counted until the pods were listed
+// again (days, with a healthy watch): every pod_gone removal waited,
+// blaming the kubelet.
+func TestNodeLeaseClockStepBackPasses(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, nodeLease("n1", t0.Add(-5*time.Second), 40))
+	clk := clocktesting.NewFakeClock(t0)
+	s, mono := steppedSource(t, client, clk)
+	ctx := runSynced(t, s)
+	_ = s.NodeLease(ctx)
+	mono.Add(int64(10 * time.Second))
+	clk.SetTime(t0.Add(-50 * time.Second)) // 10s on, the wall clock steps back a minute
+	if got := s.NodeLease(ctx); got.ClockBack != -time.Minute {
+		t.Errorf("just after a step back of a minute: clock back %v; want -1m", got.ClockBack)
+	}
+	// 40s + 1m + a margin on: the kubelet renewed 5s ago on the stepped clock.
+	after := 40*time.Second + time.Minute + 10*time.Second
+	mono.Add(int64(after))
+	clk.SetTime(t0.Add(-50*time.Second + after))
+	renewNow := nodeLease("n1", clk.Now().Add(-5*time.Second), 40)
+	if _, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Update(ctx, renewNow, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := s.NodeLease(ctx)
+	if fresh, why := got.Fresh("n1", clk.Now()); got.ClockBack != 0 || !fresh {
+		t.Errorf("%v after the step, a lease renewed 5s ago: clock back %v, fresh %v (%s); want 0 and fresh", after, got.ClockBack, fresh, why)
+	}
+}

@@ -74,7 +74,18 @@ type APIPodSource struct {
 	leases    coordinationv1client.LeaseInterface
 	leaseMu   sync.Mutex
 	leaseRead *nodeLeaseRead
+	// leaseSteps are the steps of the wall clock back seen (guarded by
+	// mu), which a lease's renewal made before each may look younger by
+	// (NodeLease.ClockBack); stepOffset is how far the wall clock has
+	// moved from the monotonic one since stepRef, as last read.
+	leaseSteps              []clockStepBack
+	stepRef                 time.Time
+	stepRefMono, stepOffset time.Duration
 }
+
+// clockStepBack is a step of the wall clock back, by by (negative), seen
+// when the monotonic clock read at.
+type clockStepBack struct{ at, by time.Duration }
 
 // runtimeChecks is what the container GC's plans found of the source's
 // views against the runtime.
@@ -253,6 +264,7 @@ func (s *APIPodSource) followBack(h *listHealth) {
 		return
 	}
 	now, mono := s.clock.Now().Round(0), s.monotonic()
+	s.followLeaseSteps(now, mono)
 	if !h.listedAt.IsZero() {
 		h.back = min(h.back, now.Sub(h.listedAt.Round(0))-(mono-h.listedMono))
 	}

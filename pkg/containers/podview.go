@@ -186,9 +186,10 @@ type NodeLease struct {
 	// unset).
 	Duration time.Duration
 	// ClockBack is how far this machine's wall clock was seen stepped
-	// back (0 or less) since the pod source's last complete list: a
-	// renewal written before the step is that much older than RenewTime
-	// says.
+	// back (0 or less) while a renewal written before the step could
+	// still look fresh: such a renewal is that much older than RenewTime
+	// says. A step counts for the lease's duration and the step after it
+	// was seen (APIPodSource.NodeLease).
 	ClockBack time.Duration
 	// Err says why the lease could not be read (not found, forbidden: an
 	// RBAC without get on leases, unreachable).
