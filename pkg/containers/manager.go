@@ -56,11 +56,13 @@ type PodSource interface {
 	ExpectRuntimeChecks()
 	// RuntimeChecked reports what a plan found of an authoritative view
 	// against the runtime: "" when they agree, else the plan's PodsReason
-	// (RuntimeContradicts).
+	// (RuntimeContradicts, or ViewNodeLeaseStale: the Node's lease was
+	// stale, and stays so until a plan reads it fresh).
 	RuntimeChecked(reason string)
 	// NodeLease reads the lease of the view's Node, which its kubelet
-	// renews; a plan asks for it only when a pod the view lists would
-	// vouch for the view (PodView.NodeLease).
+	// renews; a plan asks for it only when something would go as its pod
+	// is gone or a pod the view lists would vouch for the view
+	// (PodView.NodeLease), and after a stale one until it is fresh.
 	NodeLease(ctx context.Context) NodeLease
 	// Retain forgets remembered deletions, recorded before since, of pods
 	// that have nothing left on the node (onNode holds the UIDs that do).
@@ -182,6 +184,9 @@ type Manager struct {
 	// checked: a plan of this manager has checked an authoritative pod
 	// view against the runtime (reported with Pods.RuntimeChecked).
 	checked bool
+	// leaseStale: the last plan that checked an authoritative view told
+	// the pod source the Node's lease was stale.
+	leaseStale bool
 	// awaitView: no plan has checked a view yet, and the last run read
 	// one that was not authoritative: Run looks at the view every
 	// viewPollInterval meanwhile, and runs as soon as it is (next).
@@ -371,12 +376,19 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 			view = m.opts.Pods.View(m.clock.Now())
 		}
 		disagreed := m.lastView != nil && RuntimeContradicts(*m.lastView)
-		m.metrics.observeView(view.Authoritative && !disagreed)
+		m.metrics.observeView(view.Authoritative && !disagreed && !m.leaseStale)
 		m.awaitView.Store(m.opts.Pods != nil && !m.checked && !view.Authoritative)
 		return err
 	}
 	r.Plan = plan
 	m.metrics.observePlan(plan)
+	if m.leaseStale {
+		// A plan with nothing to go as pod_gone is authoritative, but the
+		// lease it read is stale still: the gauge stays 0 until it is
+		// fresh, so that an unreadable lease (RBAC without get on
+		// leases) or a dead kubelet does not flap it.
+		m.metrics.observeView(false)
+	}
 	m.logViewChange(ctx, plan)
 	m.logRunningDeleted(ctx, plan)
 	out, execErr := execute(ctx, m.opts.Runtime, plan, m.paths, m.opts.Config.DryRun)
@@ -415,11 +427,15 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 	now := m.clock.Now()
 	m.timeline.follow(ctx, now)
 	view := NodeOnlyView()
+	leaseRead := false // the plan read the Node's lease
 	if m.opts.Pods != nil {
 		// After listing the node: a pod that has anything on the node
 		// existed before this view was taken.
 		view = m.opts.Pods.View(now)
-		view.NodeLease = func() NodeLease { return m.opts.Pods.NodeLease(ctx) }
+		view.NodeLease = func() NodeLease {
+			leaseRead = true
+			return m.opts.Pods.NodeLease(ctx)
+		}
 		// Only a snapshot that read what podsOnNode reads says which pods
 		// have nothing left on the node: one whose log directories could
 		// not be read would forget the deletion of a pod that has only
@@ -441,6 +457,15 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 		if RuntimeContradicts(plan.PodsReason) || plan.PodsReason == ViewNodeLeaseStale {
 			verdict = plan.PodsReason
 		}
+		// A plan with nothing to remove as pod_gone did not read the
+		// lease: after one that found it stale, it stays so until a read
+		// finds it fresh (the cached read, or one GET every 10s at most).
+		if verdict == "" && m.leaseStale && !leaseRead {
+			if fresh, _ := m.opts.Pods.NodeLease(ctx).Fresh(view.Node, now); !fresh {
+				verdict = ViewNodeLeaseStale
+			}
+		}
+		m.leaseStale = verdict == ViewNodeLeaseStale
 		m.opts.Pods.RuntimeChecked(verdict)
 		m.checked = true
 	}

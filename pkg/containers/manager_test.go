@@ -1093,3 +1093,46 @@ func TestManagerStaleLeaseKeepsGonePods(t *testing.T) {
 		t.Errorf("checks reported (-want +got):\n%s", diff)
 	}
 }
+
+// TestManagerStaleLeaseStaysUntilFresh: once a plan found the Node's lease
+// stale, a later plan with nothing to remove as pod_gone (the pod the view
+// lacked is listed again, or its leftovers are gone) reads the lease before
+// telling the pod source that the view agrees: still stale, the image GC
+// goes on distrusting the view. Before, such a plan read nothing and said
+// the view agreed, and the image GC trusted the view of the machine's
+// previous node name again; the authoritative gauge flapped to 1 with it.
+// Renewed, the view agrees.
+func TestManagerStaleLeaseStaysUntilFresh(t *testing.T) {
+	f := newManagerFixture(t)
+	f.pods.view.Node = "n1"
+	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
+	m := f.manager(t, nil)
+	planWithStaleLease(t, f, m, ViewNodeLeaseStale)
+	f.pods.view = with(live(fixtureUID("p"), fixtureUID("gone")), func(v *PodView) { v.Node = "n1" })
+	plan, err := m.Plan(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := planIDs(plan); slices.ContainsFunc(ids, func(id string) bool { return strings.HasSuffix(id, ":pod_gone") }) {
+		t.Fatalf("the fixture still removes %v as pod_gone; want nothing", ids)
+	}
+	// A run with nothing to remove as pod_gone, the lease still stale:
+	// the gauge says the view is not authoritative (it stays 0 while the
+	// lease is stale, unreadable included, rather than flap).
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
+		t.Errorf("a run with the lease still stale: pod_view_authoritative %v; want 0", got)
+	}
+	f.pods.lease = NodeLease{} // renewed now (fakePods.renewing)
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 1 {
+		t.Errorf("a run with the lease renewed: pod_view_authoritative %v; want 1", got)
+	}
+	if diff := cmp.Diff([]string{ViewNodeLeaseStale, ViewNodeLeaseStale, ViewNodeLeaseStale, ""}, f.pods.verdicts); diff != "" {
+		t.Errorf("checks reported: stale, then nothing to remove with the lease still stale (a plan, a run), then renewed (-want +got):\n%s", diff)
+	}
+}

@@ -81,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		containersKept: metricvec.Gauge("nodegc_container_gc_containers_kept",
 			"Containers the last container GC plan kept,", "reason", containerKeepReasons),
 		podsAuthoritative: metricvec.SingleGauge("nodegc_container_gc_pod_view_authoritative",
-			"1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, the pods the runtime runs are listed, and, when something would go as its pod is gone, the Node's lease is fresh); 0 when every pod was assumed to exist."),
+			"1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, the pods the runtime runs are listed, and, when something would go as its pod is gone, the Node's lease is fresh); 0 when every pod was assumed to exist, and while the Node's lease was last read stale or unreadable."),
 		podLogsUnseen: metricvec.SingleGauge("nodegc_container_gc_pod_logs_unseen",
 			"1 while the last container GC snapshot found that nodegc does not see a running container's log under the pod logs directory, or could not ask the runtime where it is: its view of that directory is not the kubelet's (a filesystem mounted there on the host after nodegc's container started; restart nodegc's pod), and no log link, pod log directory or log file is removed, nor a live pod's container that a limit or maxAge would remove; 0 otherwise."),
 		bytesFreed: metricvec.Counter("nodegc_container_gc_bytes_freed_total",
