@@ -115,7 +115,7 @@ func (s *APIPodSource) getNodeLease(ctx context.Context) NodeLease {
 	if err != nil {
 		return NodeLease{Err: err}
 	}
-	l := NodeLease{Duration: DefaultNodeLeaseDuration}
+	l := NodeLease{Duration: DefaultNodeLeaseDuration, ReadAt: s.clock.Now()}
 	if rt := lease.Spec.RenewTime; rt != nil {
 		l.RenewTime = rt.Time
 	}

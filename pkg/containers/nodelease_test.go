@@ -54,7 +54,7 @@ func TestNodeLeaseReadLazily(t *testing.T) {
 	if n := gets.Load(); n != 0 {
 		t.Errorf("the view read the lease %d times; want none", n)
 	}
-	want := NodeLease{RenewTime: t0.Add(-5 * time.Second), Duration: 40 * time.Second}
+	want := NodeLease{RenewTime: t0.Add(-5 * time.Second), Duration: 40 * time.Second, ReadAt: t0}
 	if diff := cmp.Diff(want, s.NodeLease(ctx)); diff != "" {
 		t.Errorf("lease (-want +got):\n%s", diff)
 	}
@@ -66,7 +66,7 @@ func TestNodeLeaseReadLazily(t *testing.T) {
 		t.Errorf("within %v of the read: %d reads, lease (-want +got):\n%s; want the first read again", nodeLeaseCacheFor, gets.Load(), diff)
 	}
 	clk.Step(time.Millisecond)
-	want.RenewTime = t0.Add(5 * time.Second)
+	want.RenewTime, want.ReadAt = t0.Add(5*time.Second), clk.Now()
 	if diff := cmp.Diff(want, s.NodeLease(ctx)); diff != "" || gets.Load() != 2 {
 		t.Errorf("%v after the read: %d reads, lease (-want +got):\n%s; want a second read", nodeLeaseCacheFor, gets.Load(), diff)
 	}
@@ -153,5 +153,23 @@ func TestNodeLeaseClockStepBackPasses(t *testing.T) {
 	got := s.NodeLease(ctx)
 	if fresh, why := got.Fresh("n1", clk.Now()); got.ClockBack != 0 || !fresh {
 		t.Errorf("%v after the step, a lease renewed 5s ago: clock back %v, fresh %v (%s); want 0 and fresh", after, got.ClockBack, fresh, why)
+	}
+}
+
+// TestNodeLeaseRenewedDuringTheRead: a plan's time is taken before the
+// lease is read, and a read may take seconds (up to nodeLeaseTimeout): a
+// renewal the kubelet made while the read was under way is after the
+// plan's time, yet not ahead of the clock. It counts as fresh when no
+// further ahead than the tolerance of the read's own time; before, one
+// more than 5s after the plan's time read as "ahead of this clock:
+// stepped back?".
+func TestNodeLeaseRenewedDuringTheRead(t *testing.T) {
+	l := NodeLease{RenewTime: t0.Add(7 * time.Second), Duration: 40 * time.Second, ReadAt: t0.Add(8 * time.Second)}
+	if fresh, why := l.Fresh("n1", t0); !fresh {
+		t.Errorf("renewed 7s after the plan's time, during a read that ended 8s after it: %s; want fresh", why)
+	}
+	l.ReadAt = t0.Add(time.Second)
+	if fresh, _ := l.Fresh("n1", t0); fresh {
+		t.Error("renewed 7s after the plan's time, 6s after the read ended: fresh; want ahead of the clock")
 	}
 }

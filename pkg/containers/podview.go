@@ -191,9 +191,21 @@ type NodeLease struct {
 	// says. A step counts for the lease's duration and the step after it
 	// was seen (APIPodSource.NodeLease).
 	ClockBack time.Duration
+	// ReadAt is when the read returned, on this machine's clock (zero:
+	// unknown): a renewal the kubelet made during the read is no
+	// further ahead of it than the tolerance.
+	ReadAt time.Time
 	// Err says why the lease could not be read (not found, forbidden: an
 	// RBAC without get on leases, unreachable).
 	Err error
+}
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // DefaultNodeLeaseDuration is a node lease's duration when it sets none:
@@ -216,9 +228,9 @@ func (l NodeLease) Fresh(node string, now time.Time) (bool, string) {
 		return false, fmt.Sprintf("node lease of %s unreadable: %v", node, l.Err)
 	case l.RenewTime.IsZero():
 		return false, fmt.Sprintf("node lease of %s never renewed", node)
-	case l.RenewTime.After(now.Add(NodeLeaseAheadTolerance)):
+	case l.RenewTime.After(latest(now, l.ReadAt).Add(NodeLeaseAheadTolerance)):
 		return false, fmt.Sprintf("node lease of %s renewed at %s, ahead of this clock (%s): stepped back?",
-			node, l.RenewTime.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+			node, l.RenewTime.UTC().Format(time.RFC3339), latest(now, l.ReadAt).UTC().Format(time.RFC3339))
 	}
 	d := l.Duration
 	if d <= 0 {
