@@ -208,7 +208,9 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 func (e *nodeEvents) observeView(at time.Time, authoritative bool, reason string) {
 	switch {
 	case reason == containers.ViewNodeOtherBoot || reason == containers.ViewNodeNotFound:
-	case authoritative || containers.RuntimeContradicts(reason):
+	case authoritative || containers.RuntimeContradicts(reason) || reason == containers.ViewNodeLeaseStale:
+		// A stale lease is of a Node that reports this machine's boot:
+		// its Warning says so, rather than wait for a view that agrees.
 		reason = ""
 	default:
 		return
@@ -321,8 +323,9 @@ func podViewMessage(p *containers.Plan) string {
 			p.PodsNode, p.NodeRuntime, p.Runtime)
 	}
 	if p.PodsReason == containers.ViewNodeLeaseStale {
-		return fmt.Sprintf("The lease of node %q is not renewed (%s): its kubelet is down, or this machine's kubelet runs under another node name now "+
-			"(is %q the name the kubelet registered?). Until it is renewed, nodegc removes nothing because its pod is gone.",
+		return fmt.Sprintf("The lease of node %q is not renewed, or nodegc may not read it (%s): its kubelet is down, or this machine's kubelet runs under another node name now "+
+			"(is %q the name the kubelet registered?), or nodegc's ServiceAccount lacks get on leases in kube-node-lease (the Role nodegc-node-lease). "+
+			"Until nodegc reads it renewed, it removes nothing because its pod is gone.",
 			p.PodsNode, p.PodsLease, p.PodsNode)
 	}
 	if p.PodsReason == containers.ViewRuntimeLacksPods {

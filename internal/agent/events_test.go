@@ -240,6 +240,31 @@ func TestPodViewEventWhenTheNodeLeaseIsStale(t *testing.T) {
 	}
 }
 
+// TestPodViewEventLeaseStaleSinceStart: when every plan since the agent
+// started found the Node's lease stale (a kubelet down since, or a
+// ServiceAccount without get on leases), no view ever agreed; the Node
+// reports this machine's boot, so the Warning is posted once the stale
+// lease has lasted, not held for a view that agrees (before, it was held
+// for good, logged at V(2) only), and names the RBAC cause too.
+func TestPodViewEventLeaseStaleSinceStart(t *testing.T) {
+	e, rec, _ := testNodeEvents(0)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	why := `node lease of node-a unreadable: leases.coordination.k8s.io "node-a" is forbidden`
+	var got []string
+	for _, at := range []time.Duration{0, time.Minute, leaseStaleWarnAfter, time.Hour} {
+		e.containerGCReport(&containers.Report{Plan: &containers.Plan{Now: t0.Add(at), PodsReason: containers.ViewNodeLeaseStale, PodsNode: "node-a", PodsLease: why}})
+		got = append(got, drainEvents(rec)...)
+	}
+	if len(got) != 1 {
+		t.Fatalf("events %q, want one PodViewNotAuthoritative", got)
+	}
+	for _, want := range []string{"Warning " + EventPodViewNotAuthoritative, why, "get on leases in kube-node-lease"} {
+		if !strings.Contains(got[0], want) {
+			t.Errorf("event %q lacks %q", got[0], want)
+		}
+	}
+}
+
 // TestInterruptedRunsPostNoEvent: a run the agent's stop cancelled (SIGTERM,
 // at every rollout) ends with context.Canceled, or with the Canceled status
 // of the runtime call it cut short, which does not wrap it. That is no

@@ -671,6 +671,9 @@ func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 	if m.lastView != nil && *m.lastView == reason {
 		return
 	}
+	if p.PodsAuthoritative && m.leaseStale {
+		return // nothing to remove as pod_gone, and the lease is still stale
+	}
 	first := m.lastView == nil
 	m.lastView = &reason
 	switch {
@@ -694,8 +697,9 @@ func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists: the API server does not list pods that run on this node; is this node's name the one the kubelet registered?",
 			kv...)
 	case reason == ViewNodeLeaseStale:
-		klog.FromContext(ctx).Info("Container GC removes nothing because its pod is gone: the Node's lease is not renewed; "+
-			"its kubelet is down, or runs under another node name now (is this node's name the one the kubelet registered?)",
+		klog.FromContext(ctx).Info("Container GC removes nothing because its pod is gone: the Node's lease is not renewed, or nodegc may not read it; "+
+			"its kubelet is down, or runs under another node name now (is this node's name the one the kubelet registered?), "+
+			"or nodegc's ServiceAccount lacks get on leases in kube-node-lease (nodeLease says which)",
 			"node", p.PodsNode, "nodeLease", p.PodsLease)
 	case reason == ViewRuntimeLacksPods:
 		klog.FromContext(ctx).Info("Container GC assumes every pod exists, and keeps dangling log links: the container runtime lists none of the pods "+

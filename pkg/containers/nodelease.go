@@ -111,7 +111,10 @@ func (s *APIPodSource) recentRead(at time.Time) bool {
 func (s *APIPodSource) getNodeLease(ctx context.Context) NodeLease {
 	ctx, cancel := context.WithTimeout(ctx, nodeLeaseTimeout)
 	defer cancel()
-	lease, err := s.leases.Get(ctx, s.nodeName, metav1.GetOptions{})
+	// From kube-apiserver's watch cache (resourceVersion 0), not a
+	// quorum read of etcd: a cache that lags can only give an older
+	// renewal, or none, which never makes the lease look fresher.
+	lease, err := s.leases.Get(ctx, s.nodeName, metav1.GetOptions{ResourceVersion: "0"})
 	if err != nil {
 		return NodeLease{Err: err}
 	}

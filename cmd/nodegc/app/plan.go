@@ -353,7 +353,7 @@ func (v *planView) print(out io.Writer) {
 	}
 	switch {
 	case v.NodeLease != "" && strings.Contains(v.PodsView, "("+containers.ViewNodeLeaseStale+")"):
-		fmt.Fprintf(out, "  the Node's kubelet does not renew its lease (down, or running under another node name): %s\n", v.NodeLease)
+		fmt.Fprintf(out, "  the Node's lease is not renewed (its kubelet down, or running under another node name), or nodegc may not read it (RBAC: get on leases in kube-node-lease): %s\n", v.NodeLease)
 	case v.NodeLease != "":
 		fmt.Fprintf(out, "  pods the view lists run here, but do not show it is this node's: %s\n", v.NodeLease)
 	}

@@ -169,7 +169,7 @@ func TestPlanSaysTheNodeLeaseIsStale(t *testing.T) {
 	v.print(&out)
 	for _, want := range []string{
 		`POD VIEW: not authoritative (` + containers.ViewNodeLeaseStale + `): nothing is removed because its pod is gone [node "node-b"]`,
-		"the Node's kubelet does not renew its lease (down, or running under another node name): " + why,
+		"the Node's lease is not renewed (its kubelet down, or running under another node name), or nodegc may not read it (RBAC: get on leases in kube-node-lease): " + why,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("plan output lacks %q:\n%s", want, out.String())
