@@ -425,14 +425,7 @@ func TestUnmonitoredObjectsMonitoredAgain(t *testing.T) {
 // explain said "not watched", the scan never saw it, and no worker acted.
 func TestUnmonitoredOwnerIsExplainedAndFinished(t *testing.T) {
 	s := newRejectServer(t)
-	r, tg, _, _ := rejectRun(t, s)
-	r.recorder = record.NewFakeRecorder(10)
-	r.roundsStarted.Add(1)
-	r.roundDone.Store(1)
-	r.discovered.Store(true)
-	pods := &monitor{started: r.c.clock.Now(), res: resPod} // synced: the run is
-	pods.markGraphSynced()
-	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+	r, tg := syncedRejectRun(t, s)
 	ns := rejectNamespace
 	fg := object(ns, "fg", "fg", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
 	p := object(ns, "p", "p", ownedBy(resConfigMap, "fg", "fg", true))
@@ -510,14 +503,7 @@ func TestOwnerDeletedAfterItsResourceLeftMonitoringIsSeenByALookup(t *testing.T)
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newRejectServer(t)
-			r, tg, _, _ := rejectRun(t, s)
-			r.recorder = record.NewFakeRecorder(10)
-			r.roundsStarted.Add(1)
-			r.roundDone.Store(1)
-			r.discovered.Store(true)
-			pods := &monitor{started: r.c.clock.Now(), res: resPod} // synced: the run is
-			pods.markGraphSynced()
-			r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+			r, tg := syncedRejectRun(t, s)
 			ns := rejectNamespace
 			p := object(ns, "p", "p", ownedBy(resConfigMap, "o", "o", true))
 			tg.apply(upsert(resConfigMap, object(ns, "o", "o")), upsert(resPod, p))
@@ -568,4 +554,19 @@ func TestOwnerDeletedAfterItsResourceLeftMonitoringIsSeenByALookup(t *testing.T)
 			}
 		})
 	}
+}
+
+// syncedRejectRun is rejectRun on s, with a discovery round done, pods
+// monitored and synced (so is the run), and Events recorded.
+func syncedRejectRun(t *testing.T, s *rejectServer) (*run, *testGraph) {
+	t.Helper()
+	r, tg, _, _ := rejectRun(t, s)
+	r.recorder = record.NewFakeRecorder(10)
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(1)
+	r.discovered.Store(true)
+	pods := &monitor{started: r.c.clock.Now(), res: resPod}
+	pods.markGraphSynced()
+	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
+	return r, tg
 }
