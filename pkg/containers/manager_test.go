@@ -1030,11 +1030,11 @@ func TestManagerReadsTheNodeLeaseToVouch(t *testing.T) {
 	})
 	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
 	m := f.manager(t, nil)
-	plan := planWithStaleLease(t, f, m, ViewDisagrees)
-	var err error
+	planWithStaleLease(t, f, m, ViewDisagrees)
 
 	f.pods.lease.RenewTime = t0.Add(-5 * time.Second)
-	if plan, err = m.Plan(t.Context()); err != nil {
+	plan, err := m.Plan(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
 	if !plan.PodsAuthoritative || plan.PodsLease != "" || f.pods.leaseReads != 2 ||
@@ -1079,10 +1079,10 @@ func TestManagerStaleLeaseKeepsGonePods(t *testing.T) {
 	f.pods.view.Node = "n1"
 	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
 	m := f.manager(t, nil)
-	plan := planWithStaleLease(t, f, m, ViewNodeLeaseStale)
-	var err error
+	planWithStaleLease(t, f, m, ViewNodeLeaseStale)
 	f.pods.lease = NodeLease{} // renewed now (fakePods.renewing)
-	if plan, err = m.Plan(t.Context()); err != nil {
+	plan, err := m.Plan(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
 	if ids := planIDs(plan); !plan.PodsAuthoritative || !slices.Contains(ids, fixtureLogDir("gone")+":pod_gone") || f.pods.leaseReads != 2 {
