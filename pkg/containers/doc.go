@@ -318,7 +318,9 @@
 //     which no kubelet renews, tells. The plan is then made again with
 //     the view not authoritative (ViewNodeLeaseStale, Plan.PodsLease says
 //     why). A kubelet that is down leaves the lease stale too: nothing
-//     goes as pod gone until it renews it.
+//     goes as pod gone until it renews it. The Manager also reads it at
+//     its first check of a view, and after a stale read until a fresh
+//     one, and tells the image GC (RuntimeChecked) whatever it found.
 //   - The runtime must agree with the PodView the other way round
 //     (Policy.Plan checks it too): the view's pods that the kubelet
 //     reports running (PodView.Running: phase Running, not being

@@ -62,7 +62,8 @@ type PodSource interface {
 	// NodeLease reads the lease of the view's Node, which its kubelet
 	// renews; a plan asks for it only when something would go as its pod
 	// is gone or a pod the view lists would vouch for the view
-	// (PodView.NodeLease), and after a stale one until it is fresh.
+	// (PodView.NodeLease), at the manager's first check of a view, and
+	// after a stale read until one is fresh.
 	NodeLease(ctx context.Context) NodeLease
 	// Retain forgets remembered deletions, recorded before since, of pods
 	// that have nothing left on the node (onNode holds the UIDs that do).
@@ -184,8 +185,9 @@ type Manager struct {
 	// checked: a plan of this manager has checked an authoritative pod
 	// view against the runtime (reported with Pods.RuntimeChecked).
 	checked bool
-	// leaseStale: the last plan that checked an authoritative view told
-	// the pod source the Node's lease was stale.
+	// leaseStale: the last plan that checked an authoritative view found
+	// the Node's lease stale; the next reads it (PodView.CheckLease), as
+	// the first does.
 	leaseStale bool
 	// awaitView: no plan has checked a view yet, and the last run read
 	// one that was not authoritative: Run looks at the view every
@@ -382,13 +384,6 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 	}
 	r.Plan = plan
 	m.metrics.observePlan(plan)
-	if m.leaseStale {
-		// A plan with nothing to go as pod_gone is authoritative, but the
-		// lease it read is stale still: the gauge stays 0 until it is
-		// fresh, so that an unreadable lease (RBAC without get on
-		// leases) or a dead kubelet does not flap it.
-		m.metrics.observeView(false)
-	}
 	m.logViewChange(ctx, plan)
 	m.logRunningDeleted(ctx, plan)
 	out, execErr := execute(ctx, m.opts.Runtime, plan, m.paths, m.opts.Config.DryRun)
@@ -427,15 +422,20 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 	now := m.clock.Now()
 	m.timeline.follow(ctx, now)
 	view := NodeOnlyView()
-	leaseRead := false // the plan read the Node's lease
 	if m.opts.Pods != nil {
 		// After listing the node: a pod that has anything on the node
 		// existed before this view was taken.
 		view = m.opts.Pods.View(now)
-		view.NodeLease = func() NodeLease {
-			leaseRead = true
-			return m.opts.Pods.NodeLease(ctx)
-		}
+		view.NodeLease = func() NodeLease { return m.opts.Pods.NodeLease(ctx) }
+		// The first check reads the lease, even with nothing to remove as
+		// pod_gone: otherwise the image GC would trust, from the start,
+		// the view of a name the machine no longer runs under (renamed
+		// without a reboot) until some plan had a pod_gone candidate.
+		// After a plan that found it stale, the plans read it until one
+		// finds it fresh (the cached read, or one GET every 10s at most),
+		// and are not authoritative meanwhile: the gauge and the Warning
+		// do not flap on plans with nothing to remove as pod_gone.
+		view.CheckLease = view.Authoritative && (m.leaseStale || !m.checked)
 		// Only a snapshot that read what podsOnNode reads says which pods
 		// have nothing left on the node: one whose log directories could
 		// not be read would forget the deletion of a pod that has only
@@ -456,14 +456,6 @@ func (m *Manager) plan(ctx context.Context) (*Plan, error) {
 		verdict := ""
 		if RuntimeContradicts(plan.PodsReason) || plan.PodsReason == ViewNodeLeaseStale {
 			verdict = plan.PodsReason
-		}
-		// A plan with nothing to remove as pod_gone did not read the
-		// lease: after one that found it stale, it stays so until a read
-		// finds it fresh (the cached read, or one GET every 10s at most).
-		if verdict == "" && m.leaseStale && !leaseRead {
-			if fresh, _ := m.opts.Pods.NodeLease(ctx).Fresh(view.Node, now); !fresh {
-				verdict = ViewNodeLeaseStale
-			}
 		}
 		m.leaseStale = verdict == ViewNodeLeaseStale
 		m.opts.Pods.RuntimeChecked(verdict)
@@ -670,9 +662,6 @@ func (m *Manager) logViewChange(ctx context.Context, p *Plan) {
 	reason := p.PodsReason
 	if m.lastView != nil && *m.lastView == reason {
 		return
-	}
-	if p.PodsAuthoritative && m.leaseStale {
-		return // nothing to remove as pod_gone, and the lease is still stale
 	}
 	first := m.lastView == nil
 	m.lastView = &reason

@@ -1116,6 +1116,13 @@ func TestManagerStaleLeaseStaysUntilFresh(t *testing.T) {
 	if ids := planIDs(plan); slices.ContainsFunc(ids, func(id string) bool { return strings.HasSuffix(id, ":pod_gone") }) {
 		t.Fatalf("the fixture still removes %v as pod_gone; want nothing", ids)
 	}
+	// The plan itself says so, as the stale one did: the Node Warning,
+	// which waits for an episode of stale plans to last, does not start
+	// over at each plan with nothing to remove as pod_gone.
+	if plan.PodsAuthoritative || plan.PodsReason != ViewNodeLeaseStale || plan.PodsLease == "" {
+		t.Errorf("nothing to remove as pod_gone, the lease still stale: plan authoritative %v (%q), lease %q; want %q and why",
+			plan.PodsAuthoritative, plan.PodsReason, plan.PodsLease, ViewNodeLeaseStale)
+	}
 	// A run with nothing to remove as pod_gone, the lease still stale:
 	// the gauge says the view is not authoritative (it stays 0 while the
 	// lease is stale, unreadable included, rather than flap).
@@ -1134,5 +1141,47 @@ func TestManagerStaleLeaseStaysUntilFresh(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{ViewNodeLeaseStale, ViewNodeLeaseStale, ViewNodeLeaseStale, ""}, f.pods.verdicts); diff != "" {
 		t.Errorf("checks reported: stale, then nothing to remove with the lease still stale (a plan, a run), then renewed (-want +got):\n%s", diff)
+	}
+}
+
+// TestManagerFirstCheckReadsTheNodeLease: the agent's first plan that
+// checks an authoritative view reads the Node's lease even with nothing to
+// remove as pod_gone. Before, it read nothing and told the pod source the
+// view agreed: on a machine renamed without a reboot under an agent that
+// kept the old name, the image GC trusted the old name's pods (and not the
+// images of the new name's pods about to run, with no container yet) until
+// some plan had a pod_gone candidate. Stale, the verdict stays so until a
+// read finds the lease fresh; fresh, later plans read no lease.
+func TestManagerFirstCheckReadsTheNodeLease(t *testing.T) {
+	f := newManagerFixture(t)
+	f.pods.view = with(live(fixtureUID("p"), fixtureUID("gone")), func(v *PodView) { v.Node = "n1" })
+	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
+	m := f.manager(t, nil)
+	for range 2 {
+		plan, err := m.Plan(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids := planIDs(plan); slices.ContainsFunc(ids, func(id string) bool { return strings.HasSuffix(id, ":pod_gone") }) {
+			t.Fatalf("the fixture removes %v as pod_gone; want nothing", ids)
+		}
+	}
+	if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.metrics.podsAuthoritative); got != 0 {
+		t.Errorf("the lease stale since start: pod_view_authoritative %v; want 0", got)
+	}
+	f.pods.lease = NodeLease{} // renewed now (fakePods.renewing)
+	for range 3 {
+		if _, err := m.Plan(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]string{ViewNodeLeaseStale, ViewNodeLeaseStale, ViewNodeLeaseStale, "", "", ""}, f.pods.verdicts); diff != "" {
+		t.Errorf("checks reported: stale from the first plan (two plans, a run), then renewed (-want +got):\n%s", diff)
+	}
+	if f.pods.leaseReads != 4 {
+		t.Errorf("lease reads %d; want 4: one per plan while stale, one that found it fresh, none after", f.pods.leaseReads)
 	}
 }

@@ -275,9 +275,9 @@ type planner struct {
 //
 // Nothing goes as pod gone either unless the lease of the view's Node is
 // fresh (PodView.NodeLease, NodeLease.Fresh): only a plan that would
-// remove something so reads it, and when it is not fresh the node is
-// planned again with the view not authoritative (ViewNodeLeaseStale;
-// Plan.PodsLease says why). A view of the machine's previous node name
+// remove something so reads it (or one asked to, PodView.CheckLease), and
+// when it is not fresh the node is planned again with the view not
+// authoritative (ViewNodeLeaseStale; Plan.PodsLease says why). A view of the machine's previous node name
 // (renamed without a reboot: that Node exists, reports this boot ID, and
 // none of its pods runs here any more) agrees with the runtime, and lacks
 // the pods of the new name; no kubelet renews that Node's lease. A kubelet
@@ -286,7 +286,7 @@ type planner struct {
 func (p *Policy) Plan(node NodeState, pods PodView, now time.Time) *Plan {
 	pods.NodeLease = readOnce(pods.NodeLease)
 	plan := p.plan(node, pods, now)
-	if !plan.PodsAuthoritative || !plan.removesGonePods() {
+	if !plan.PodsAuthoritative || !(pods.CheckLease || plan.removesGonePods()) {
 		return plan
 	}
 	if fresh, why := pods.leaseFresh(now); !fresh {

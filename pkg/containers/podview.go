@@ -146,6 +146,14 @@ type PodView struct {
 	// because its pod is gone; at most once per plan. Nil: no lease can
 	// be read, no pod vouches, and nothing is gone.
 	NodeLease func() NodeLease
+	// CheckLease has Policy.Plan read the lease of an authoritative view
+	// even when nothing would go as pod gone, and plan with the view not
+	// authoritative (ViewNodeLeaseStale) if it is not fresh. The Manager
+	// sets it at its first check of a view and after a plan found the
+	// lease stale, until one finds it fresh, so that the image GC, which
+	// goes by the plans' verdicts (PodSource.RuntimeChecked), trusts no
+	// view whose kubelet is not known to renew it.
+	CheckLease bool
 }
 
 // NodeOnlyView is the view of an agent without API access: every pod is
