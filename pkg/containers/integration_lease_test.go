@@ -77,24 +77,12 @@ func TestRenamedMachineReadyNodeStaleLease(t *testing.T) {
 
 	orphan, web, done := createPod("orphan", oldName), createPod("web", newName), createPod("done", newName)
 	orphanID, webID := runApp(runPod(orphan)), runApp(runPod(web))
-	doneSB := runPod(done)
-	doneIDs := n.runDead(t, doneSB, done.Name, done.Namespace, "app", 1)
-	if err := n.StopPod(ctx, doneSB); err != nil {
-		t.Fatal(err)
-	}
-	done.Status.Phase = corev1.PodSucceeded
-	if _, err := api.UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, doneIDs, doneLogs := n.finishedPod(t, c, done)
 	// The old Node's kubelet last reported its pod running.
 	orphan.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "app",
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
 	if _, err := api.UpdateStatus(ctx, orphan, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
-	}
-	doneLogs := filepath.Join(n.PodLogs, fmt.Sprintf("%s_%s_%s", done.Namespace, done.Name, done.UID))
-	if !exists(doneLogs) {
-		t.Fatalf("no log directory %s", doneLogs)
 	}
 	exited, running := runtimeapi.ContainerState_CONTAINER_EXITED, runtimeapi.ContainerState_CONTAINER_RUNNING
 	wantLeft := map[string]runtimeapi.ContainerState{doneIDs[0]: exited, orphanID: running, webID: running}
@@ -193,22 +181,7 @@ func TestRenamedMachineSameBootOnlyFinishedPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doneSB, err := n.RunPod(ctx, node.PodSpec{Name: done.Name, Namespace: done.Namespace, UID: string(done.UID)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doneIDs := n.runDead(t, doneSB, done.Name, done.Namespace, "app", 1)
-	if err := n.StopPod(ctx, doneSB); err != nil {
-		t.Fatal(err)
-	}
-	done.Status.Phase = corev1.PodSucceeded
-	if _, err := api.UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	doneLogs := filepath.Join(n.PodLogs, fmt.Sprintf("%s_%s_%s", done.Namespace, done.Name, done.UID))
-	if !exists(doneLogs) {
-		t.Fatalf("no log directory %s", doneLogs)
-	}
+	doneSB, doneIDs, doneLogs := n.finishedPod(t, c, done)
 
 	// The pod has been on the node for minutes when the source lists (its
 	// clock runs that far ahead; the plans' clock, by which the lease is
@@ -320,4 +293,31 @@ func kubeletRenews(t *testing.T, c *cluster.Cluster, name string) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// finishedPod gives the API's pod p, on n, what a finished pod leaves:
+// one exited container, its sandbox stopped, its log directory, and the
+// phase Succeeded in the API. It returns the sandbox's ID, the
+// container's and the log directory.
+func (n *testNode) finishedPod(t *testing.T, c *cluster.Cluster, p *corev1.Pod) (string, []string, string) {
+	t.Helper()
+	ctx := t.Context()
+	sb, err := n.RunPod(ctx, node.PodSpec{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := n.runDead(t, sb, p.Name, p.Namespace, "app", 1)
+	if err := n.StopPod(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	p = p.DeepCopy()
+	p.Status.Phase = corev1.PodSucceeded
+	if _, err := c.Client().CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Join(n.PodLogs, fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID))
+	if !exists(logs) {
+		t.Fatalf("no log directory %s", logs)
+	}
+	return sb, ids, logs
 }
