@@ -371,6 +371,9 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	policy := NewPolicy(opts.Config)
 	metrics := newMetrics(reg)
+	if d := (*stateDiscarded)(nil); errors.As(warn, &d) && !opts.PlanOnly {
+		metrics.stateDiscarded.WithLabelValues(d.reason).Inc()
+	}
 	metrics.setThresholds(policy.highThresholdPercent(), policy.lowThresholdPercent())
 	memory := opts.PodsMemory
 	if memory == nil {

@@ -117,6 +117,7 @@ type metrics struct {
 	available       prometheus.Gauge
 	usageSource     *prometheus.GaugeVec
 	stateSaves      *prometheus.CounterVec
+	stateDiscarded  *prometheus.CounterVec
 	reaction        *prometheus.HistogramVec
 	thresholds      *prometheus.GaugeVec
 	diskChecks      *prometheus.CounterVec
@@ -212,10 +213,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		stateSaves: metricvec.Counter("nodegc_image_state_saves_total",
 			"Writes of the image usage records (first-detected and last-used times) to the state directory, within seconds of a change (a last-used time that moved less than a minute waits for the next),",
 			"result", saveResults),
+		stateDiscarded: metricvec.Counter("nodegc_image_state_discarded_total",
+			"Image usage records (first-detected and last-used times) discarded at the image GC's start, the state file set aside as images.json.corrupt-<time> or .othernode-<time> (unusable: unreadable, not JSON, or of another version; other_node: written for another node, a disk cloned from a template node or a node renamed): those times start over, so the minimum age keeps every image for that long, and maximumGCAge counts from then,",
+			"reason", discardedReasons),
 	}
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
-		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.reaction, m.thresholds, m.evictionAvailable,
+		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.stateDiscarded, m.reaction, m.thresholds, m.evictionAvailable,
 		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld, m.containerdReadErrors, m.checkOutcomes, m.containerIDFaults)
 	m.checkOutcomes.WithLabelValues(checkPassed, "")
 	m.checkOutcomes.WithLabelValues(checkWasGone, "")

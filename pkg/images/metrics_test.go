@@ -3,6 +3,8 @@ package images
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"unique"
 
@@ -236,6 +238,48 @@ func TestBytesTargetedLeavesDryRunsOut(t *testing.T) {
 			}
 			if targeted != wantTargeted || estimated != wantEstimated {
 				t.Errorf("targeted %v, estimated %v; want %v and %v (dry run %v)", targeted, estimated, wantTargeted, wantEstimated, dryRun)
+			}
+		})
+	}
+}
+
+// TestStateDiscardedIsCounted: a state file whose records the image GC
+// discards at its start (set aside: unusable, or written for another node)
+// is counted by reason in nodegc_image_state_discarded_total, beside the
+// log line: those records' times start over. A usable file, no file, and
+// `nodegc plan` (which leaves the file where it is) count nothing.
+func TestStateDiscardedIsCounted(t *testing.T) {
+	for name, tc := range map[string]struct {
+		file     string
+		planOnly bool
+		want     map[string]float64
+	}{
+		"no file":        {want: map[string]float64{discardedUnusable: 0, discardedOtherNode: 0}},
+		"usable":         {file: `{"version": 1, "node": "n1", "images": {}}`, want: map[string]float64{discardedUnusable: 0, discardedOtherNode: 0}},
+		"not JSON":       {file: `{"version": 1, "images": {"x": `, want: map[string]float64{discardedUnusable: 1, discardedOtherNode: 0}},
+		"other version":  {file: `{"version": 99, "images": {}}`, want: map[string]float64{discardedUnusable: 1, discardedOtherNode: 0}},
+		"another node":   {file: `{"version": 1, "node": "template", "images": {}}`, want: map[string]float64{discardedUnusable: 0, discardedOtherNode: 1}},
+		"plan, not JSON": {file: `{"version": 1, "images": {"x": `, planOnly: true, want: map[string]float64{discardedUnusable: 0, discardedOtherNode: 0}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.file != "" {
+				if err := os.WriteFile(filepath.Join(dir, StateFileName), []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reg := prometheus.NewRegistry()
+			m, err := NewManager(Options{Config: config.Defaulted().ImageGC, StateDirectory: dir, NodeName: "n1", Runtime: &streamRuntime{}, Disk: fixedDisk{},
+				Clock: clocktesting.NewFakeClock(t0), Registerer: reg, PlanOnly: tc.planOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]float64{}
+			for _, r := range discardedReasons {
+				got[r] = testutil.ToFloat64(m.metrics.stateDiscarded.WithLabelValues(r))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("nodegc_image_state_discarded_total by reason (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -139,6 +139,7 @@ func loadStateAt(dir string, now time.Time, readOnly bool, node string, boot boo
 	}
 	var problem error
 	aside := fmt.Sprintf("%s.corrupt-%s", p, now.UTC().Format("20060102T150405Z"))
+	discarded := discardedUnusable
 	if err != nil {
 		problem = err
 	} else {
@@ -152,6 +153,7 @@ func loadStateAt(dir string, now time.Time, readOnly bool, node string, boot boo
 			problem = fmt.Errorf("written for node %q, and this is node %q: a disk cloned from another node, or a node renamed? "+
 				"Its last-used times describe another node's images", sf.Node, node)
 			aside = fmt.Sprintf("%s.othernode-%s", p, now.UTC().Format("20060102T150405Z"))
+			discarded = discardedOtherNode
 		default:
 			if sf.Images == nil {
 				sf.Images = map[string]Usage{}
@@ -207,11 +209,34 @@ func loadStateAt(dir string, now time.Time, readOnly bool, node string, boot boo
 	}
 	aside = unusedName(aside)
 	if err := os.Rename(p, aside); err != nil {
-		return map[string]Usage{}, false, watch{}, fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)
+		return map[string]Usage{}, false, watch{}, &stateDiscarded{reason: discarded,
+			err: fmt.Errorf("state file %s unusable (%v) and could not be set aside: %w; starting with empty image usage", p, problem, err)}
 	}
 	pruneAside(dir, aside)
-	return map[string]Usage{}, false, watch{}, fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)
+	return map[string]Usage{}, false, watch{}, &stateDiscarded{reason: discarded,
+		err: fmt.Errorf("state file %s unusable (%v); moved it to %s and started with empty image usage", p, problem, aside)}
 }
+
+// Why a state file's records were discarded (stateDiscarded; metric
+// label).
+const (
+	discardedUnusable  = "unusable"   // unreadable, not JSON, or of another version
+	discardedOtherNode = "other_node" // written for another node
+)
+
+var discardedReasons = []string{discardedUnusable, discardedOtherNode}
+
+// stateDiscarded is loadState's warning when it discarded the state
+// file's records (and set the file aside, unless renaming failed): the
+// image GC starts over with empty usage. The Manager counts it in
+// nodegc_image_state_discarded_total.
+type stateDiscarded struct {
+	reason string
+	err    error
+}
+
+func (e *stateDiscarded) Error() string { return e.err.Error() }
+func (e *stateDiscarded) Unwrap() error { return e.err }
 
 // watchGapCovered is the longest break in nodegc's watch of the node that
 // does not start a new watch (watch.continuousSince): a rollout of the agent, a
