@@ -143,6 +143,9 @@ func dial(ep string, m *Metrics) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(m.unaryInterceptor),
 			grpc.WithChainStreamInterceptor(m.streamInterceptor))
 	}
+	// Innermost, so that the metrics count what the callers see.
+	opts = append(opts, grpc.WithChainUnaryInterceptor(startingUnaryInterceptor),
+		grpc.WithChainStreamInterceptor(startingStreamInterceptor))
 	// gRPC reads its target as a URL: the path goes escaped, so that a
 	// socket path holding %, ? or # is the one dialed.
 	conn, err := grpc.NewClient("unix://"+(&url.URL{Path: path}).EscapedPath(), opts...)

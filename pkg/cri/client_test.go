@@ -584,6 +584,9 @@ func TestNoEventStreamFromASharedQueue(t *testing.T) {
 		{"containerd", "v2.4.2", true},
 		{"containerd", "not-a-version", true},
 		{"cri-o", "1.29.0", true},
+		{"cri-o", "1.28.0", true},
+		{"cri-o", "1.27.4", false},
+		{"cri-o", "1.26.0-rc.1", false},
 	} {
 		t.Run(tc.name+" "+tc.version, func(t *testing.T) {
 			f := newFakeRuntime()
@@ -700,5 +703,43 @@ func TestDialBackoffIsCapped(t *testing.T) {
 	}
 	if reached < 0 || reached > 10 {
 		t.Errorf("the cap is reached after %d attempts, want within 10 (a few seconds down)", reached)
+	}
+}
+
+// TestRuntimeStartingIsUnavailable: containerd 1.x answers every CRI call
+// with "server is not initialized yet" while its CRI plugin recovers after
+// a start, as a plain error, which gRPC sends as Unknown; containerd 2.x
+// sends Unavailable. The client makes it Unavailable, message kept, for a
+// unary call and a streamed list alike, so that the callers treat it as a
+// runtime not reachable yet (IsUnavailable: the image GC retries within
+// 10s) and the request metrics count it so. Another Unknown stays one.
+func TestRuntimeStartingIsUnavailable(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	f := newFakeRuntime()
+	f.streaming = true
+	f.images["sha256:a"] = &runtimeapi.Image{Id: "sha256:a"}
+	c := dialFake(t, f, Options{Metrics: m})
+	ctx := t.Context()
+	f.mu.Lock()
+	f.listErr = errors.New("server is not initialized yet")
+	f.removeErr = errors.New("server is not initialised, or something else")
+	f.mu.Unlock()
+	// Images first: a runtime without StreamContainers (this fake) has
+	// the client list unary from then on.
+	_, listImages := c.ListImages(ctx)
+	_, listContainers := c.ListContainers(ctx, nil)
+	for call, err := range map[string]error{"ListContainers": listContainers, "ListImages (streamed)": listImages} {
+		if !IsUnavailable(err) || status.Code(err) != codes.Unavailable || !strings.HasSuffix(err.Error(), "desc = server is not initialized yet") {
+			t.Errorf("%s while the runtime starts: %v (IsUnavailable %v); want Unavailable, the message kept", call, err, IsUnavailable(err))
+		}
+	}
+	if err := c.RemoveImage(ctx, "sha256:a"); status.Code(err) != codes.Unknown {
+		t.Errorf("RemoveImage failing otherwise: %v; want it Unknown still", err)
+	}
+	for method, code := range map[string]string{"ListContainers": "Unavailable", "StreamImages": "Unavailable", "RemoveImage": "Unknown"} {
+		if got := testutil.ToFloat64(m.requests.WithLabelValues(method, code)); got != 1 {
+			t.Errorf("nodegc_cri_requests_total{method=%s,code=%s} = %v, want 1", method, code, got)
+		}
 	}
 }

@@ -114,20 +114,45 @@ func (c *Client) WatchContainerEvents(ctx context.Context, connected func(), han
 }
 
 // sharedEventQueue says why the runtime's container event stream is not to
-// be subscribed, "" when it may be: containerd before 2.0 hands each event
-// to one of its subscribers only (they all read one queue; containerd
-// issue 7318, fixed in 2.0), so a subscription would take events from the
-// kubelet's evented PLEG, and miss those the kubelet takes.
+// be subscribed, "" when it may be: containerd before 2.0 and CRI-O before
+// 1.28 hand each event to one of their subscribers only (they all read one
+// queue; containerd issue 7318, fixed in 2.0; cri-o issue 6466, fixed in
+// 1.28), so a subscription would take events from the kubelet's evented
+// PLEG, and miss those the kubelet takes. A version that does not parse is
+// taken as a later one.
 func sharedEventQueue(v *runtimeapi.VersionResponse) string {
-	if v.GetRuntimeName() != "containerd" {
+	var fixed [2]int
+	switch v.GetRuntimeName() {
+	case "containerd":
+		fixed = [2]int{2, 0}
+	case "cri-o":
+		fixed = [2]int{1, 28}
+	default:
 		return ""
 	}
-	major, _, _ := strings.Cut(strings.TrimPrefix(v.GetRuntimeVersion(), "v"), ".")
-	if n, err := strconv.Atoi(major); err != nil || n >= 2 {
+	version, ok := majorMinor(v.GetRuntimeVersion())
+	if !ok || version[0] > fixed[0] || version[0] == fixed[0] && version[1] >= fixed[1] {
 		return ""
 	}
-	return fmt.Sprintf("containerd %s hands each container event to one of its subscribers only (all read one queue, until containerd 2.0), "+
-		"so nodegc would take events from the kubelet; listing containers instead", v.GetRuntimeVersion())
+	return fmt.Sprintf("%s %s hands each container event to one of its subscribers only (all read one queue, until %s %d.%d), "+
+		"so nodegc would take events from the kubelet; listing containers instead", v.GetRuntimeName(), v.GetRuntimeVersion(), v.GetRuntimeName(), fixed[0], fixed[1])
+}
+
+// majorMinor reads the major and minor numbers of a runtime version
+// ("v1.7.29", "1.27.4", "1.7.20~ds1"); a version of the major number alone
+// has minor 0.
+func majorMinor(version string) ([2]int, bool) {
+	major, rest, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	if minor == "" {
+		minor = "0"
+	}
+	maj, err1 := strconv.Atoi(major)
+	mnr, err2 := strconv.Atoi(strings.TrimRightFunc(minor, func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return [2]int{}, false
+	}
+	return [2]int{maj, mnr}, true
 }
 
 func classifyStreamError(err error) error {

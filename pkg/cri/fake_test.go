@@ -31,9 +31,12 @@ type fakeRuntime struct {
 	sandboxes     map[string]*runtimeapi.PodSandbox
 	streaming     bool // offer the Stream* list calls
 	removeErr     error
-	block         chan struct{} // ListImages waits on it (or on the deadline) when set
-	events        chan *runtimeapi.ContainerEventResponse
-	noEvents      bool
+	// listErr, when set, is what ListContainers, ListImages and
+	// StreamImages answer.
+	listErr  error
+	block    chan struct{} // ListImages waits on it (or on the deadline) when set
+	events   chan *runtimeapi.ContainerEventResponse
+	noEvents bool
 	// eventsOff makes GetContainerEvents return at once, cleanly, as CRI-O
 	// does with enable_pod_events = false; endEvents, when closed, ends an
 	// open event stream cleanly, as a runtime shutting down does.
@@ -109,6 +112,9 @@ func (f *fakeRuntime) ListImages(ctx context.Context, _ *runtimeapi.ListImagesRe
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
 	resp := &runtimeapi.ListImagesResponse{}
 	for _, img := range f.images {
 		resp.Images = append(resp.Images, img)
@@ -119,6 +125,10 @@ func (f *fakeRuntime) ListImages(ctx context.Context, _ *runtimeapi.ListImagesRe
 func (f *fakeRuntime) StreamImages(_ *runtimeapi.StreamImagesRequest, s grpc.ServerStreamingServer[runtimeapi.StreamImagesResponse]) error {
 	f.mu.Lock()
 	f.streamCalls++
+	if f.listErr != nil {
+		f.mu.Unlock()
+		return f.listErr
+	}
 	if !f.streaming {
 		f.mu.Unlock()
 		return status.Error(codes.Unimplemented, "no streaming")
@@ -162,6 +172,9 @@ func (f *fakeRuntime) ListContainers(_ context.Context, req *runtimeapi.ListCont
 	f.count("ListContainers")
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
 	resp := &runtimeapi.ListContainersResponse{}
 	for _, c := range f.containers {
 		if st := req.GetFilter().GetState(); st != nil && st.State != c.State {
