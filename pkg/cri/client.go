@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,7 +77,8 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.conns = append(c.conns, rconn)
 	iconn := rconn
-	if opts.ImageEndpoint != "" && opts.ImageEndpoint != opts.RuntimeEndpoint {
+	separate := separateImageService(opts)
+	if separate {
 		if iconn, err = dial(opts.ImageEndpoint, opts.Metrics); err != nil {
 			c.Close()
 			return nil, err
@@ -98,7 +100,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 			v.RuntimeName, v.RuntimeVersion, opts.RuntimeEndpoint, v.RuntimeApiVersion)
 	}
 	c.version.Store(v)
-	if opts.ImageEndpoint != "" && opts.ImageEndpoint != opts.RuntimeEndpoint {
+	if separate {
 		// The image service has no Version call: list images to check it answers.
 		if _, err := c.ListImages(ctx); err != nil {
 			c.Close()
@@ -106,6 +108,19 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// separateImageService says whether opts name an image service apart from
+// the runtime: another socket, not the same one spelled otherwise
+// ("/run/x.sock", "unix:///run/x.sock"), which would get a second
+// connection, counted twice at each restart.
+func separateImageService(opts Options) bool {
+	if opts.ImageEndpoint == "" || opts.ImageEndpoint == opts.RuntimeEndpoint {
+		return false
+	}
+	image, err1 := endpoint.SocketPath(opts.ImageEndpoint)
+	runtime, err2 := endpoint.SocketPath(opts.RuntimeEndpoint)
+	return err1 != nil || err2 != nil || filepath.Clean(image) != filepath.Clean(runtime)
 }
 
 // dialBackoff is the backoff between a connection's attempts: from 100ms,

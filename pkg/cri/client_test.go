@@ -743,3 +743,23 @@ func TestRuntimeStartingIsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestImageEndpointSameSocketSpelledOtherwise: an image endpoint that names
+// the runtime's socket in another spelling (a path, or unix:// with a
+// path not cleaned) shares the runtime's connection: one connection, so a
+// restart is counted once in nodegc_cri_reconnects_total.
+func TestImageEndpointSameSocketSpelledOtherwise(t *testing.T) {
+	f := newFakeRuntime()
+	ep := f.serve(t)
+	path := strings.TrimPrefix(ep, "unix://")
+	for _, image := range []string{path, "unix://" + filepath.Dir(path) + "/./" + filepath.Base(path)} {
+		c := dialFake(t, f, Options{RuntimeEndpoint: ep, ImageEndpoint: image})
+		if len(c.conns) != 1 {
+			t.Errorf("image endpoint %q beside %q: %d connections; want 1", image, ep, len(c.conns))
+		}
+	}
+	other := newFakeRuntime()
+	if c := dialFake(t, f, Options{RuntimeEndpoint: ep, ImageEndpoint: other.serve(t)}); len(c.conns) != 2 {
+		t.Errorf("another socket: %d connections; want 2", len(c.conns))
+	}
+}
