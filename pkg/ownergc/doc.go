@@ -380,9 +380,9 @@
 // deleted once its resource is monitored again. Unlike
 // kube-controller-manager, nothing is decided on those stale copies: a
 // worker reads such an object before it decides (processUnmonitored; the
-// read refreshes the node, evRefresh), and reads again after acting and
-// while it is being deleted, with the item's backoff, until it is gone
-// (no event would tell); its dependents look it up as a virtual owner
+// read refreshes the node, evRefresh), and reads again after acting and,
+// while it is being deleted and waited on, at growing intervals, until it
+// is gone (no event would tell); its dependents look it up as a virtual owner
 // (resolveOwner); a read or lookup that finds it gone drops it. An owner
 // whose deletion begins after its monitor stopped is seen only when a
 // monitored dependent looks it up (when queued, then at least every
@@ -410,12 +410,16 @@
 // whole hold in any cluster serving one, such as metrics.k8s.io, which
 // serves get and list, never watch.) A kept object that stays being
 // deleted (another finalizer that nobody removes, such as one of the
-// broken aggregated API's own controller) is read, twice per attempt, at
-// each retry of the delete queue until it goes; those retries share the
-// queue's rate limiter (10/s for all items), so thousands of them slow
-// every other retry of that queue. A kept object that nobody reads (no
-// monitored dependent, not being deleted) stays in the graph until its
-// resource is monitored again or leaves discovery, or the run ends.
+// broken aggregated API's own controller) is read again, twice per
+// attempt, only while the collector waits on it (waitedOn: its own
+// foregroundDeletion or orphan finalizer, dependents in the graph, a
+// blocking reference to an owner deleting in the foreground), from a
+// second doubling to maxUnmonitoredPoll (10 minutes), each at its own
+// pace: not through the delete queue's retries, whose rate limiter (10/s
+// for all items) thousands of them would hold, slowing every other retry.
+// A kept object that nobody reads (no monitored dependent, not waited on)
+// stays in the graph until its resource is monitored again or leaves
+// discovery, or the run ends.
 //
 // What ends a failure is the graph catching up, not a request returning: a
 // relist counts from the moment it is due (a watch that ends because its

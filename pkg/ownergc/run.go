@@ -20,6 +20,12 @@ import (
 // maxRetryDelay caps the per-item backoff of both work queues.
 const maxRetryDelay = 5 * time.Minute
 
+// maxUnmonitoredPoll caps the interval between reads of an object kept
+// unmonitored that is being deleted and waited on (processUnmonitored):
+// two GETs per read, so 10,000 such objects cost about 33 a second at
+// most, and the collector learns they went within 10 minutes.
+const maxUnmonitoredPoll = 10 * time.Minute
+
 // retryQPS and retryBurst bound the retries of each work queue together
 // (a token bucket beside the per-item backoff, the larger delay wins), as
 // kube-controller-manager's DefaultTypedControllerRateLimiter does: a
@@ -53,6 +59,10 @@ type run struct {
 	// not (yet) observed whose verdict is not kept (deleting in the
 	// foreground); present ones are the owners' own (presentCache).
 	recheck workqueue.TypedRateLimiter[types.UID]
+	// polls paces the reads of objects kept unmonitored that are being
+	// deleted and waited on (processUnmonitored): from a second, doubling
+	// to maxUnmonitoredPoll.
+	polls workqueue.TypedRateLimiter[types.UID]
 
 	monitors   *monitorSet
 	snapshot   atomic.Pointer[discoverySnapshot]
@@ -108,6 +118,7 @@ func newRun(ctx context.Context, c *Collector) *run {
 		kick:   make(chan struct{}, 1),
 	}
 	r.recheck = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, maxRetryDelay)
+	r.polls = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](time.Second, maxUnmonitoredPoll)
 	r.deletes = newQueue(c, queueDelete)
 	r.orphans = newQueue(c, queueOrphan)
 	r.deletePool = pool{name: queueDelete, queue: r.deletes, workers: int32(c.workers)}

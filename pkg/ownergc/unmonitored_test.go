@@ -450,8 +450,11 @@ func TestUnmonitoredOwnerIsExplainedAndFinished(t *testing.T) {
 
 	tg.apply(del(resPod, p))
 	out := r.attemptToDelete(t.Context(), "fg")
-	if out != retry || s.count(http.MethodPatch, "fg") != 1 || s.count(http.MethodGet, "fg") < 2 {
-		t.Errorf("worker on the unmonitored owner: outcome %+v, %d PATCH, %d GET; want the finalizer patched once, read before and after, and a retry (still being deleted)",
+	// Still being deleted with its finalizer as this server answers, it is
+	// read again after a delay of its own (not a retry of the queue's
+	// shared bucket: TestUnmonitoredTerminatingIsPolledOnlyWhenWaitedOn).
+	if out.retry || out.after <= 0 || s.count(http.MethodPatch, "fg") != 1 || s.count(http.MethodGet, "fg") < 2 {
+		t.Errorf("worker on the unmonitored owner: outcome %+v, %d PATCH, %d GET; want the finalizer patched once, read before and after, and read again later (still being deleted)",
 			out, s.count(http.MethodPatch, "fg"), s.count(http.MethodGet, "fg"))
 	}
 }
@@ -569,4 +572,48 @@ func syncedRejectRun(t *testing.T, s *rejectServer) (*run, *testGraph) {
 	pods.markGraphSynced()
 	r.monitors.byGR[resPod.gvr.GroupResource()] = pods
 	return r, tg
+}
+
+// TestUnmonitoredTerminatingIsPolledOnlyWhenWaitedOn: an object kept
+// unmonitored that stays in deletion (someone else's finalizer) is read
+// again, since no event would tell when it goes, only where the collector
+// waits on it: its own foregroundDeletion or orphan finalizer, dependents
+// to collect once it goes, or a blocking reference to an owner deleting
+// in the foreground. It is then read again after a delay of its own
+// (outcome.after), not through the delete queue's retries, whose shared
+// bucket (10 a second) thousands of such objects held for every other
+// retry. Otherwise it is not read again: nothing depends on when it goes.
+// Before, every one was retried through the shared bucket for good.
+func TestUnmonitoredTerminatingIsPolledOnlyWhenWaitedOn(t *testing.T) {
+	ns := rejectNamespace
+	for name, tc := range map[string]struct {
+		obj    *metav1.PartialObjectMetadata
+		others []event // applied before the object's resource is unmonitored
+		polled bool
+	}{
+		"someone else's finalizer": {obj: object(ns, "t", "t", deleting(), withFinalizers("example.com/hold"))},
+		"its own foreground finalizer": {obj: object(ns, "t", "t", deleting(), withFinalizers(metav1.FinalizerDeleteDependents, "example.com/hold")),
+			others: []event{upsert(resPod, object(ns, "p", "p", ownedBy(resConfigMap, "t", "t", true)))}, polled: true},
+		"dependents to collect": {obj: object(ns, "t", "t", deleting(), withFinalizers("example.com/hold")),
+			others: []event{upsert(resPod, object(ns, "p", "p", ownedBy(resConfigMap, "t", "t", false)))}, polled: true},
+		"blocking a foreground owner": {obj: object(ns, "t", "t", ownedBy(resPod, "o", "o", true), deleting(), withFinalizers("example.com/hold")),
+			others: []event{upsert(resPod, object(ns, "o", "o", deleting(), withFinalizers(metav1.FinalizerDeleteDependents)))}, polled: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := newRejectServer(t)
+			r, tg := syncedRejectRun(t, s)
+			tg.apply(append(tc.others, upsert(resConfigMap, tc.obj))...)
+			tg.apply(event{typ: evResourceUnmonitored, res: resConfigMap})
+			tg.takeQueues()
+			s.refuse("t", metav1.Status{}, tc.obj) // what a GET reads
+			out := r.attemptToDelete(t.Context(), "t")
+			t.Logf("outcome %+v after %d GET", out, s.count(http.MethodGet, "t"))
+			if out.retry {
+				t.Fatal("retried through the delete queue's shared bucket")
+			}
+			if polled := out.after > 0; polled != tc.polled || out.after > maxUnmonitoredPoll {
+				t.Errorf("read again after %v; want again %v, within %v", out.after, tc.polled, maxUnmonitoredPoll)
+			}
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -75,6 +76,7 @@ func (r *run) attemptToDelete(ctx context.Context, uid types.UID) outcome {
 	v, ok := r.graph.itemView(uid)
 	if !ok {
 		r.recheck.Forget(uid)
+		r.polls.Forget(uid)
 		r.holds.drop(uid)
 		r.undecided.forget(uid)
 		return done // gone, or virtual: dependents verify virtual owners themselves
@@ -91,8 +93,9 @@ func (r *run) attemptToDelete(ctx context.Context, uid types.UID) outcome {
 // as it is, as kube-controller-manager reads every item; the read
 // refreshes the graph's copy, or drops it if the object is gone. No event
 // tells when it changes or goes, so it is read again after acting on it,
-// and, while it is being deleted, again and again with the item's backoff
-// until it is gone. A read that fails decides nothing: it is retried.
+// and, while it is being deleted and the collector waits on it
+// (waitedOn), again and again, at growing intervals (polls), until it is
+// gone. A read that fails decides nothing: it is retried.
 func (r *run) processUnmonitored(ctx context.Context, v *itemView) outcome {
 	live, gone, err := r.getSame(ctx, v.id)
 	switch {
@@ -100,6 +103,7 @@ func (r *run) processUnmonitored(ctx context.Context, v *itemView) outcome {
 		r.logger.V(2).Info("Cannot read an object whose resource is not monitored; will retry", "object", v.id, "err", err)
 		return retry
 	case gone:
+		r.polls.Forget(v.id.uid)
 		return done // forgotten
 	}
 	r.refresh(live)
@@ -113,13 +117,34 @@ func (r *run) processUnmonitored(ctx context.Context, v *itemView) outcome {
 	case err != nil:
 		return retry
 	case gone:
+		r.polls.Forget(v.id.uid)
 		return done
 	}
 	r.refresh(live)
-	if live.DeletionTimestamp != nil {
-		return retry
+	if live.DeletionTimestamp == nil {
+		r.polls.Forget(v.id.uid)
+		return done
 	}
+	// Still being deleted (someone else's finalizer, or dependents to
+	// wait for): read again later only if the collector waits on it, after
+	// a delay of its own, growing to maxUnmonitoredPoll. Not through the
+	// queue's retries: their bucket is shared, and thousands of objects
+	// stuck in deletion would delay every other retry by their number.
+	if lv := r.graph.liveView(v.id, live); waitedOn(&lv) {
+		return outcome{after: r.polls.When(v.id.uid)}
+	}
+	r.polls.Forget(v.id.uid)
 	return done
+}
+
+// waitedOn says whether the collector waits on an object being deleted to
+// go: it has the foregroundDeletion or orphan finalizer, which a worker
+// removes; dependents the graph holds, which go or stay once it is gone;
+// or a blocking reference to an owner deleting in the foreground, which
+// waits for it.
+func waitedOn(v *itemView) bool {
+	return v.foregroundFinalizer || v.orphanFinalizer || v.hasDependents ||
+		slices.ContainsFunc(v.owners, func(o ownerView) bool { return o.block && o.waiting })
 }
 
 // refresh hands the graph an unmonitored object as just read.
