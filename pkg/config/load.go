@@ -246,6 +246,9 @@ func Decode(data []byte) (*Loaded, error) {
 		}
 	}
 	SetDefaults(out.Config)
+	if kc != nil {
+		out.Warnings = append(out.Warnings, out.hiddenImageServiceWarning(kc, kubeletDoc.lines)...)
+	}
 	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out)...)
 	out.Warnings = append(out.Warnings, out.endpointWarnings()...)
 	out.Warnings = append(out.Warnings, out.inodeWarnings()...)
@@ -297,6 +300,22 @@ func misplacedField(path string, kubelet, nodegc *document) string {
 		msg = fmt.Sprintf("line %d: %s", line, msg)
 	}
 	return msg
+}
+
+// hiddenImageServiceWarning returns a warning, at its line, when the
+// NodeGCConfiguration document sets imageServiceEndpoint to "" (the runtime
+// endpoint) beside a KubeletConfiguration kc that sets one: nodegc's ""
+// wins, as any value its document gives, and asks the runtime endpoint for
+// images where the kubelet asks another. kubeletLines are kc's lines.
+func (l *Loaded) hiddenImageServiceWarning(kc *kubeletconfigv1beta1.KubeletConfiguration, kubeletLines map[string]int) []string {
+	const path = "imageServiceEndpoint"
+	line, set := kubeletLines[path]
+	if !set || kc.ImageServiceEndpoint == "" || !l.setByNodegcDocument(path) || l.Config.ImageServiceEndpoint != "" {
+		return nil
+	}
+	return []string{l.locate(path, path, fmt.Sprintf("%s: \"\" (the same as containerRuntimeEndpoint) hides the %s's %s %q (line %d): "+
+		"nodegc asks for images at %s; remove the line (or write null) to take the kubelet's",
+		path, KubeletKind, path, kc.ImageServiceEndpoint, line, l.Config.ContainerRuntimeEndpoint))}
 }
 
 // kubeletImageGCOff reports whether a KubeletConfiguration sets
@@ -480,16 +499,23 @@ func (l *Loaded) endpointWarnings() []string {
 }
 
 // mergeKubelet copies the KubeletConfiguration fields nodegc honours into c
-// where the nodegc document did not set them, and returns the nodegc paths
-// it filled and, by the kubelet's field each came from, the same paths.
+// where the nodegc document did not set them, or set them to the zero value
+// that SetDefaults replaces ("" for containerRuntimeEndpoint and
+// containerGC.podLogsDirectory, 0 for runtimeRequestTimeout: "the default",
+// which would otherwise hide the kubelet's value behind nodegc's default),
+// and returns the nodegc paths it filled and, by the kubelet's field each
+// came from, the same paths. imageServiceEndpoint "" is a value of its own
+// (the runtime endpoint's) and wins (see hiddenImageServiceWarning).
 func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfiguration,
 	kubeletLines, nodegcLines map[string]int) (taken []string, from map[string]string) {
 	from = map[string]string{}
-	take := func(kubeletField, nodegcPath string, apply func()) {
+	// defaulted: the nodegc document's value, if it sets one, is the zero
+	// SetDefaults replaces.
+	takeUnlessGiven := func(kubeletField, nodegcPath string, defaulted bool, apply func()) {
 		if _, set := kubeletLines[kubeletField]; !set {
 			return
 		}
-		if _, set := nodegcLines[nodegcPath]; set {
+		if _, set := nodegcLines[nodegcPath]; set && !defaulted {
 			return
 		}
 		apply()
@@ -502,6 +528,9 @@ func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfig
 		}
 		taken = append(taken, nodegcPath)
 		from[kubeletField] = nodegcPath
+	}
+	take := func(kubeletField, nodegcPath string, apply func()) {
+		takeUnlessGiven(kubeletField, nodegcPath, false, apply)
 	}
 	// A kubelet whose image GC is off (high 100: nodegc runs beside it)
 	// says nothing of the thresholds nodegc's should have.
@@ -530,13 +559,15 @@ func mergeKubelet(c *NodeGCConfiguration, kc *kubeletconfigv1beta1.KubeletConfig
 	})
 	// The kubelet has no default soft thresholds to merge.
 	take("evictionSoft", "imageGC.evictionSoft", func() { c.ImageGC.EvictionSoft = maps.Clone(kc.EvictionSoft) })
-	take("containerRuntimeEndpoint", "containerRuntimeEndpoint", func() { c.ContainerRuntimeEndpoint = kc.ContainerRuntimeEndpoint })
+	takeUnlessGiven("containerRuntimeEndpoint", "containerRuntimeEndpoint", c.ContainerRuntimeEndpoint == "",
+		func() { c.ContainerRuntimeEndpoint = kc.ContainerRuntimeEndpoint })
 	take("imageServiceEndpoint", "imageServiceEndpoint", func() { c.ImageServiceEndpoint = kc.ImageServiceEndpoint })
-	take("podLogsDir", "containerGC.podLogsDirectory", func() { c.ContainerGC.PodLogsDirectory = kc.PodLogsDir })
+	takeUnlessGiven("podLogsDir", "containerGC.podLogsDirectory", c.ContainerGC.PodLogsDirectory == "",
+		func() { c.ContainerGC.PodLogsDirectory = kc.PodLogsDir })
 	// The kubelet's deadline for a container's start, which decides how
 	// long a created container may still be starting (the container GC's
 	// start grace). The kubelet reads 0 as its default.
-	take("runtimeRequestTimeout", "runtimeRequestTimeout", func() {
+	takeUnlessGiven("runtimeRequestTimeout", "runtimeRequestTimeout", c.RuntimeRequestTimeout.Duration == 0, func() {
 		if d := kc.RuntimeRequestTimeout; d.Duration != 0 {
 			c.RuntimeRequestTimeout = d
 		}

@@ -1020,3 +1020,74 @@ func TestDigest(t *testing.T) {
 		t.Errorf("lowThresholdPercent 70: %s, the defaults' digest", d)
 	}
 }
+
+// TestMergeKubeletExplicitZero: a field of the NodeGCConfiguration document
+// written at the zero value that SetDefaults replaces (containerRuntimeEndpoint
+// "", containerGC.podLogsDirectory "", runtimeRequestTimeout 0s) says "the
+// default", not a value: it must not hide the KubeletConfiguration's value,
+// which nodegc takes (else nodegc's default replaced the kubelet's, silently,
+// and a 10m runtimeRequestTimeout became 2m, narrowing the container GC's
+// start grace). imageServiceEndpoint "" means "the runtime endpoint": it
+// wins, with a warning naming the kubelet's value it hides. Before, the
+// kubelet's three values were lost (containerd, /var/log/pods, 2m) with no
+// warning.
+func TestMergeKubeletExplicitZero(t *testing.T) {
+	doc := header + "containerRuntimeEndpoint: \"\"\nimageServiceEndpoint: \"\"\nruntimeRequestTimeout: 0s\n" +
+		"containerGC:\n  podLogsDirectory: \"\"\n" +
+		"---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"containerRuntimeEndpoint: unix:///var/run/crio/crio.sock\nimageServiceEndpoint: unix:///var/run/crio/images.sock\n" +
+		"podLogsDir: /data/pod-logs\nruntimeRequestTimeout: 10m\n"
+	loaded, err := Decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := loaded.Config
+	got := map[string]any{
+		"runtime":  c.ContainerRuntimeEndpoint,
+		"images":   c.ImageServiceEndpoint,
+		"podLogs":  c.ContainerGC.PodLogsDirectory,
+		"timeout":  c.RuntimeRequestTimeout.Duration,
+		"fromKubl": strings.Join(loaded.FromKubelet, ","),
+	}
+	want := map[string]any{
+		"runtime":  "unix:///var/run/crio/crio.sock",
+		"images":   "", // nodegc's: the runtime endpoint
+		"podLogs":  "/data/pod-logs",
+		"timeout":  10 * time.Minute,
+		"fromKubl": "containerRuntimeEndpoint,containerGC.podLogsDirectory,runtimeRequestTimeout",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("merged config (-want +got):\n%s", diff)
+	}
+	// The lines are the kubelet's, where the values come from.
+	for path, line := range map[string]int{"containerRuntimeEndpoint": 11, "containerGC.podLogsDirectory": 13, "runtimeRequestTimeout": 14} {
+		if got := loaded.Line(path); got != line {
+			t.Errorf("Line(%s) = %d, want %d (the KubeletConfiguration's)", path, got, line)
+		}
+	}
+	wantWarnings := []string{`line 4: imageServiceEndpoint: "" (the same as containerRuntimeEndpoint) hides the KubeletConfiguration's ` +
+		`imageServiceEndpoint "unix:///var/run/crio/images.sock" (line 12): nodegc asks for images at unix:///var/run/crio/crio.sock; ` +
+		`remove the line (or write null) to take the kubelet's`}
+	if diff := cmp.Diff(wantWarnings, withoutKubeletGCOn(loaded.Warnings)); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	if errs := Validate(c); len(errs) > 0 {
+		t.Errorf("merged config invalid: %v", errs)
+	}
+
+	// A value the nodegc document gives still wins, and an empty
+	// imageServiceEndpoint beside a kubelet that sets none says nothing.
+	loaded, err = Decode([]byte(header + "containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\nimageServiceEndpoint: \"\"\n" +
+		"runtimeRequestTimeout: 1m\n---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"containerRuntimeEndpoint: unix:///var/run/crio/crio.sock\nruntimeRequestTimeout: 10m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := loaded.Config; c.ContainerRuntimeEndpoint != "unix:///run/containerd/containerd.sock" || c.RuntimeRequestTimeout.Duration != time.Minute ||
+		len(loaded.FromKubelet) != 0 {
+		t.Errorf("runtime %q, timeout %v, from the kubelet %q; want nodegc's values", c.ContainerRuntimeEndpoint, c.RuntimeRequestTimeout.Duration, loaded.FromKubelet)
+	}
+	if w := withoutKubeletGCOn(loaded.Warnings); len(w) > 0 {
+		t.Errorf("warnings %q, want none", w)
+	}
+}

@@ -94,8 +94,11 @@ func validateDecoded(decoded *NodeGCConfiguration, lines map[string]int, kc *kub
 	case kc != nil:
 		mergeKubelet(&c, kc, kubeletLines, l.lines)
 	case kubeletLines != nil:
-		// Which fields it sets, by merging an empty one into a scratch copy.
-		unmerged, _ := mergeKubelet(&NodeGCConfiguration{}, &kubeletconfigv1beta1.KubeletConfiguration{}, kubeletLines, maps.Clone(lines))
+		// Which fields it sets, by merging an empty one into a scratch
+		// copy (of what decoded: an explicit zero there does not hide
+		// the kubelet's value).
+		scratch := *decoded
+		unmerged, _ := mergeKubelet(&scratch, &kubeletconfigv1beta1.KubeletConfiguration{}, kubeletLines, maps.Clone(lines))
 		bad = append(slices.Clone(bad), unmerged...)
 	}
 	SetDefaults(&c)

@@ -114,6 +114,18 @@ func TestDecodeProblemsWithValidation(t *testing.T) {
 				`line 9: imageMinimumGCAge: time: invalid duration "soon" (want a duration such as "90s", "2m" or "12h45m")`,
 			},
 		},
+		// What the nodegc document gives is validated: the kubelet's
+		// value would not replace it (only an explicit zero, which
+		// says "the default", leaves the field to the kubelet's).
+		"a field the NodeGCConfiguration gives is validated beside a KubeletConfiguration with a problem": {
+			yaml: header + "runtimeRequestTimeout: 30h\n---\n" + kubeletHeader +
+				"runtimeRequestTimeout: 10m\n" + // line 7
+				"imageMinimumGCAge: soon\n",
+			want: []string{
+				`line 3: runtimeRequestTimeout: Invalid value: "30h0m0s": must be at most 24h0m0s`,
+				`line 8: imageMinimumGCAge: time: invalid duration "soon" (want a duration such as "90s", "2m" or "12h45m")`,
+			},
+		},
 		"without a NodeGCConfiguration document nothing is validated": {
 			yaml: kubeletHeader + "imageGCHighThresholdPercent: lots\nimageGCLowThresholdPercent: 120\n",
 			want: []string{
