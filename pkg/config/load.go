@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -207,6 +208,10 @@ func Decode(data []byte) (*Loaded, error) {
 				misplaced = append(misplaced, misplacedField(path, kubeletDoc, nodegcDoc))
 				return
 			}
+			if sections := sectionFields()[path]; len(sections) > 0 {
+				misplaced = append(misplaced, misplacedSectionField(path, sections, kubeletDoc, nodegcDoc))
+				return
+			}
 			out.Warnings = append(out.Warnings, fmt.Sprintf("%s (ignored in the %s document)", msg, KubeletKind))
 		})
 		problems = append(problems, kubeletProblems...)
@@ -290,17 +295,72 @@ func nodegcField(path string) bool {
 // is in the KubeletConfiguration document kubelet, and which document it
 // belongs in: nodegc, or a new one when the file has none.
 func misplacedField(path string, kubelet, nodegc *document) string {
-	where := fmt.Sprintf("a %s document (apiVersion: %s, kind: %s)", Kind, APIVersion, Kind)
-	if nodegc != nil {
-		where = fmt.Sprintf("the %s document (line %d)", Kind, nodegc.line)
+	return misplaced(path, "a "+Kind+" field", "in "+nodegcDocument(nodegc), kubelet)
+}
+
+// misplacedSectionField says that the field at path, at the top of the
+// KubeletConfiguration document kubelet, is a field of nodegc's sections
+// (their JSON names: imageGC, ...), and where it belongs: under them, in
+// nodegc's document, or a new one when the file has none.
+func misplacedSectionField(path string, sections []string, kubelet, nodegc *document) string {
+	fields := make([]string, len(sections))
+	for i, s := range sections {
+		fields[i] = s + "." + path
 	}
-	msg := fmt.Sprintf("%s: a %s field, in the %s document (line %d), which has no such field: nodegc would ignore it there; it belongs in %s",
-		path, Kind, KubeletKind, kubelet.line, where)
+	return misplaced(path, "the field "+strings.Join(fields, " or ")+" of a "+Kind,
+		"under "+strings.Join(sections, " or ")+" in "+nodegcDocument(nodegc), kubelet)
+}
+
+// nodegcDocument names the NodeGCConfiguration document nodegc, or says
+// what to write when the file has none (nil).
+func nodegcDocument(nodegc *document) string {
+	if nodegc != nil {
+		return fmt.Sprintf("the %s document (line %d)", Kind, nodegc.line)
+	}
+	return fmt.Sprintf("a %s document (apiVersion: %s, kind: %s)", Kind, APIVersion, Kind)
+}
+
+// misplaced says that the field at path of the KubeletConfiguration
+// document kubelet is what (a field of nodegc's) and belongs where.
+func misplaced(path, what, where string, kubelet *document) string {
+	msg := fmt.Sprintf("%s: %s, in the %s document (line %d), which has no such field: nodegc would ignore it there; it belongs %s",
+		path, what, KubeletKind, kubelet.line, where)
 	if line := kubelet.lines[path]; line > 0 {
 		msg = fmt.Sprintf("line %d: %s", line, msg)
 	}
 	return msg
 }
+
+// sectionFields maps the JSON name of each field of nodegc's own sections
+// (the fields of NodeGCConfiguration whose type is a struct of this
+// package: imageGC, containerGC, ownerGC) that the KubeletConfiguration
+// does not have to the JSON names of the sections that have it, in the
+// order of NodeGCConfiguration's fields: written at the top of a
+// KubeletConfiguration document, such a field is nodegc's, out of place
+// (exclude, keepNewestPerRepository, maxPerPodContainer, ...), not a newer
+// kubelet's.
+var sectionFields = sync.OnceValue(func() map[string][]string {
+	out := map[string][]string{}
+	root, kubelet := reflect.TypeFor[NodeGCConfiguration](), reflect.TypeFor[kubeletconfigv1beta1.KubeletConfiguration]()
+	for i := range root.NumField() {
+		sf := root.Field(i)
+		section, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if section == "" || sf.Type.Kind() != reflect.Struct || sf.Type.PkgPath() != root.PkgPath() {
+			continue
+		}
+		for j := range sf.Type.NumField() {
+			name, _, _ := strings.Cut(sf.Type.Field(j).Tag.Get("json"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if _, ok := jsonField(kubelet, name); ok {
+				continue
+			}
+			out[name] = append(out[name], section)
+		}
+	}
+	return out
+})
 
 // hiddenImageServiceWarning returns a warning, at its line, when the
 // NodeGCConfiguration document sets imageServiceEndpoint to "" (the runtime

@@ -734,6 +734,31 @@ func TestNodegcFieldInKubeletDocument(t *testing.T) {
 					"nodegc would ignore it there; it belongs in a NodeGCConfiguration document (apiVersion: nodegc.io/v1alpha1, kind: NodeGCConfiguration)",
 			},
 		},
+		// The fields of nodegc's sections, written flat (the imageGC:
+		// line lost in a paste): no kubelet has them either, and the
+		// exclusions would be dropped. Before, a warning each.
+		"section fields at the top of a kubelet document alone": {
+			doc: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 100\nimageMaximumGCAge: 0s\n" +
+				"# nodegc\nexclude:\n- registry.example.com/critical/**\nkeepNewestPerRepository: 2\n",
+			problems: []string{
+				"line 6: exclude: the field imageGC.exclude of a NodeGCConfiguration, in the KubeletConfiguration document (line 1), which has no such field: " +
+					"nodegc would ignore it there; it belongs under imageGC in a NodeGCConfiguration document (apiVersion: nodegc.io/v1alpha1, kind: NodeGCConfiguration)",
+				"line 8: keepNewestPerRepository: the field imageGC.keepNewestPerRepository of a NodeGCConfiguration, in the KubeletConfiguration document (line 1), which has no such field: " +
+					"nodegc would ignore it there; it belongs under imageGC in a NodeGCConfiguration document (apiVersion: nodegc.io/v1alpha1, kind: NodeGCConfiguration)",
+			},
+		},
+		"section fields at the top of a kubelet document beside nodegc's": {
+			doc: header + kubelet + "imageGCHighThresholdPercent: 100\nperiod: 1m\nmaxPerPodContainer: 2\ngcIgnoredResources: []\nkubeAPIQPS: 50\n",
+			problems: []string{
+				"line 7: period: the field imageGC.period or containerGC.period of a NodeGCConfiguration, in the KubeletConfiguration document (line 4), which has no such field: " +
+					"nodegc would ignore it there; it belongs under imageGC or containerGC in the NodeGCConfiguration document (line 1)",
+				"line 8: maxPerPodContainer: the field containerGC.maxPerPodContainer of a NodeGCConfiguration, in the KubeletConfiguration document (line 4), which has no such field: " +
+					"nodegc would ignore it there; it belongs under containerGC in the NodeGCConfiguration document (line 1)",
+				"line 9: gcIgnoredResources: the field ownerGC.gcIgnoredResources of a NodeGCConfiguration, in the KubeletConfiguration document (line 4), which has no such field: " +
+					"nodegc would ignore it there; it belongs under ownerGC in the NodeGCConfiguration document (line 1)",
+				// kubeAPIQPS is the kubelet's own too: no problem
+			},
+		},
 		"a newer kubelet's fields": {
 			doc: header + kubelet + "someFutureField: true\nlogging:\n  imageGC: x\nenableProfilingHandler: true\n",
 			warnings: []string{
@@ -1089,5 +1114,26 @@ func TestMergeKubeletExplicitZero(t *testing.T) {
 	}
 	if w := withoutKubeletGCOn(loaded.Warnings); len(w) > 0 {
 		t.Errorf("warnings %q, want none", w)
+	}
+}
+
+// TestSectionFieldsFromTheTypes: the fields of nodegc's sections that a
+// KubeletConfiguration document refuses at its top (see
+// TestNodegcFieldInKubeletDocument) are read from the types: each of
+// imageGC's, containerGC's and ownerGC's, but those the kubelet has too
+// (evictionHard, kubeAPIQPS), which are the kubelet's own there.
+func TestSectionFieldsFromTheTypes(t *testing.T) {
+	got := sectionFields()
+	for name, want := range map[string]string{
+		"exclude": "imageGC", "keepNewestPerRepository": "imageGC", "minimumGCAge": "imageGC", "maximumGCAge": "imageGC",
+		"fillRateHorizon": "imageGC", "diskCheckInterval": "imageGC", "containerEvents": "imageGC", "highThresholdPercent": "imageGC",
+		"minAge": "containerGC", "maxAge": "containerGC", "minAgeFrom": "containerGC", "maxPerPodContainer": "containerGC",
+		"maxContainers": "containerGC", "podLogsDirectory": "containerGC", "gcIgnoredResources": "ownerGC",
+		"stuckDeletionThreshold": "ownerGC", "period": "imageGC,containerGC", "dryRun": "imageGC,containerGC,ownerGC",
+		"evictionHard": "", "evictionSoft": "", "kubeAPIQPS": "", "kubeAPIBurst": "", "kubeconfig": "", "leaseDuration": "",
+	} {
+		if g := strings.Join(got[name], ","); g != want {
+			t.Errorf("sectionFields()[%q] = %q, want %q", name, g, want)
+		}
 	}
 }
