@@ -671,9 +671,13 @@ var (
 	basePrefix  = regexp.MustCompile(`^[-+]?0[xXoObB]`)
 )
 
+// digits returns the number as written without the underscores that the
+// YAML library drops before reading it.
+func (n writtenNumber) digits() string { return strings.ReplaceAll(n.text, "_", "") }
+
 // reading says how the number is read, with its value.
 func (n writtenNumber) reading() string {
-	digits := strings.TrimLeft(n.text, "+-")
+	digits := strings.TrimLeft(n.digits(), "+-")
 	switch strings.ToLower(digits[:2]) {
 	case "0x":
 		return fmt.Sprintf("a hexadecimal number (%v)", n.value)
@@ -693,10 +697,10 @@ func (n writtenNumber) reading() string {
 // "%s (or %s)") with the decimal first.
 func (n writtenNumber) fix(or string) string {
 	read := fmt.Sprint(n.value)
-	if !leadingZero.MatchString(n.text) {
+	if !leadingZero.MatchString(n.digits()) {
 		return read
 	}
-	sign, digits := "", strings.TrimPrefix(n.text, "+")
+	sign, digits := "", strings.TrimPrefix(n.digits(), "+")
 	if rest, ok := strings.CutPrefix(digits, "-"); ok {
 		sign, digits = "-", rest
 	}
@@ -894,8 +898,10 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 		if _, ok := v.(string); !ok && n.Tag == "!!timestamp" {
 			return n.Value, nil // keep dates as written; no field of ours takes one
 		}
-		if tag := n.ShortTag(); (tag == "!!int" || tag == "!!float") && n.Style&quotedStyles == 0 &&
-			(leadingZero.MatchString(n.Value) || basePrefix.MatchString(n.Value)) {
+		// The YAML library drops the _ of a number before reading it
+		// (0_60 is 060, octal): check the digits it reads.
+		if tag, digits := n.ShortTag(), strings.ReplaceAll(n.Value, "_", ""); (tag == "!!int" || tag == "!!float") && n.Style&quotedStyles == 0 &&
+			(leadingZero.MatchString(digits) || basePrefix.MatchString(digits)) {
 			c.numbers = append(c.numbers, writtenNumber{path: path, line: n.Line, text: n.Value, value: v})
 		}
 		return v, nil

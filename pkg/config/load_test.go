@@ -134,6 +134,18 @@ func TestDecodeProblems(t *testing.T) {
 				"line 10: ownerGC.kubeAPIQPS: 010: a leading 0 is read as octal (8); write 10 (or 8)",
 			},
 		},
+		// go.yaml.in/yaml/v3 drops the _ before reading the number:
+		// 0_60 is 060, octal 48. Before, it passed as 48.
+		"a leading 0 with underscores": {
+			yaml: header + "imageGC:\n  highThresholdPercent: 0_90\n  lowThresholdPercent: 0_60\ncontainerGC:\n  maxContainers: -0_1_0\n" +
+				"  maxPerPodContainer: 0x_5\nownerGC:\n  concurrentGCSyncs: 2_0\n",
+			want: []string{
+				"line 4: imageGC.highThresholdPercent: 0_90: a leading 0 is read as octal where the digits allow it (070 is 56); write 90",
+				"line 5: imageGC.lowThresholdPercent: 0_60: a leading 0 is read as octal (48); write 60 (or 48)",
+				"line 7: containerGC.maxContainers: -0_1_0: a leading 0 is read as octal (-8); write -10 (or -8)",
+				"line 8: containerGC.maxPerPodContainer: 0x_5: a hexadecimal number (5); write 5",
+			},
+		},
 		"a leading 0 before digits that are not octal": {
 			yaml: header + "imageGC:\n  highThresholdPercent: 090\n",
 			want: []string{"line 4: imageGC.highThresholdPercent: 090: a leading 0 is read as octal where the digits allow it (070 is 56); write 90"},
