@@ -163,6 +163,11 @@ func isWordByte(b byte) bool {
 	return b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
 }
 
+// SortProblems sorts problems as Loaded.Problems and DecodeError sort
+// theirs: by their "line N: " prefix, keeping the order of those on one
+// line; problems without a line go last.
+func SortProblems(problems []string) { sortProblems(problems) }
+
 // sortProblems sorts problems by their "line N: " prefix, keeping the order
 // of those on one line; problems without a line go last.
 func sortProblems(problems []string) {

@@ -436,3 +436,43 @@ func TestProblemsSayWhereTheValueCameFrom(t *testing.T) {
 		t.Errorf("a high threshold beside a kubelet whose image GC is off: code %d, stderr %q; want valid, with a warning", code, errOut)
 	}
 }
+
+// TestConfigValidateLeaderElectFalse: `config validate` refuses what `run`
+// with the same --owner-gc refuses (auto unless given, as for run), with
+// the same message, naming the file and the line of the field: a ConfigMap
+// checked with `config validate` must not crash-loop the agents. Before,
+// validate said valid for leaderElect: false, and run's refusal named no
+// file or line.
+func TestConfigValidateLeaderElectFalse(t *testing.T) {
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nleaderElection:\n  leaderElect: false\n")
+	const msg = "line 4: leaderElection.leaderElect: false with --owner-gc=auto would run the owner GC in every agent"
+	code, _, errOut := runMain(t, "", "config", "validate", "-f", file)
+	if code != 1 || !strings.HasPrefix(errOut, file+": "+msg) || !strings.HasSuffix(errOut, file+": 1 problem(s); the configuration is invalid\n") {
+		t.Errorf("config validate: code %d, stderr %q; want 1 and %q", code, errOut, file+": "+msg)
+	}
+	code, _, runErr := runMain(t, "", "run", "--config", file, "--metrics-bind-address=0", "--healthz-bind-address=0")
+	if code != 1 || runErr != errOut {
+		t.Errorf("run: code %d, stderr %q; want 1 and what config validate says, %q", code, runErr, errOut)
+	}
+	code, out, errOut := runMain(t, "", "config", "validate", "-f", file, "--owner-gc=off")
+	if code != 0 || out != file+": valid\n" || errOut != "" {
+		t.Errorf("config validate --owner-gc=off: code %d, stdout %q, stderr %q; want valid", code, out, errOut)
+	}
+	code, out, errOut = runMain(t, "", "config", "validate", "-f", file, "--owner-gc=only")
+	if code != 0 || out != file+": valid\n" || !strings.Contains(errOut, "warning: --owner-gc=only with leaderElection.leaderElect: false") {
+		t.Errorf("config validate --owner-gc=only: code %d, stdout %q, stderr %q; want valid with run's warning", code, out, errOut)
+	}
+	code, _, errOut = runMain(t, "", "config", "validate", "-f", file, "--owner-gc=sometimes")
+	if code != 1 || !strings.Contains(errOut, "--owner-gc must be one of auto, only, off") {
+		t.Errorf("config validate --owner-gc=sometimes: code %d, stderr %q", code, errOut)
+	}
+
+	off := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nownerGC:\n  enableGarbageCollector: false\n")
+	code, _, errOut = runMain(t, "", "config", "validate", "-f", off, "--owner-gc=only")
+	if code != 1 || !strings.HasPrefix(errOut, off+": line 4: ownerGC.enableGarbageCollector: false with --owner-gc=only would run nothing") {
+		t.Errorf("config validate --owner-gc=only, owner GC off: code %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut = runMain(t, "", "config", "validate", "-f", off); code != 0 {
+		t.Errorf("config validate, owner GC off, auto: code %d, stderr %q; want valid", code, errOut)
+	}
+}

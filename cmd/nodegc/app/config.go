@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/nodegc/nodegc/internal/agent"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -30,26 +30,36 @@ func newConfigCommand(s streams) *cobra.Command {
 		},
 	})
 
-	var file string
+	var file, ownerGC string
 	validate := &cobra.Command{
 		Use:   "validate -f FILE",
 		Short: "Check a configuration file; print every problem with its field path and exit 1 if any",
 		Example: `  nodegc config validate -f /etc/nodegc/config.yaml
+  nodegc config validate -f owner.yaml --owner-gc=only
   nodegc config defaults | nodegc config validate -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			mode, err := parseOwnerGCMode(ownerGC)
+			if err != nil {
+				return err
+			}
 			loaded, err := decodeConfig(file, s)
 			if err != nil {
 				return err
 			}
-			if err := validateConfig(file, loaded, s); err != nil {
+			if err := validateConfig(file, loaded, mode, s); err != nil {
 				return err
+			}
+			if w := soloOwnerGCWarning(mode, loaded.Config); w != "" {
+				fmt.Fprintf(s.err, "%s: warning: %s\n", displayName(file), w)
 			}
 			fmt.Fprintf(s.out, "%s: valid\n", displayName(file))
 			return nil
 		},
 	}
 	validate.Flags().StringVarP(&file, "file", "f", "", `configuration file to check ("-" for standard input)`)
+	validate.Flags().StringVar(&ownerGC, "owner-gc", string(agent.OwnerGCAuto),
+		"the --owner-gc of the nodegc run that reads the file (auto, only, off; auto, as for run): what run refuses with it is refused")
 	_ = validate.MarkFlagRequired("file")
 	cmd.AddCommand(validate)
 	return cmd
@@ -83,13 +93,19 @@ func decodeConfig(file string, s streams) (*config.Loaded, error) {
 }
 
 // validateConfig validates loaded.Config, decoded from file, with whatever
-// flags set (Loaded.SetByFlag). It prints every problem on a line of its
-// own prefixed with the file name and, when the file gives it, the line (a
-// flag's value is blamed on the flag), in line order, then their count; on
-// any problem it returns an exitError(1).
-func validateConfig(file string, loaded *config.Loaded, s streams) error {
-	if errs := config.Validate(loaded.Config); len(errs) > 0 {
-		printFieldErrors(s.err, displayName(file), loaded, errs)
+// flags set (Loaded.SetByFlag), and what run with --owner-gc=mode refuses
+// in it (modeProblems; none for mode ""). It prints every problem on a line
+// of its own prefixed with the file name and, when the file gives it, the
+// line (a flag's value is blamed on the flag), in line order, then their
+// count; on any problem it returns an exitError(1).
+func validateConfig(file string, loaded *config.Loaded, mode agent.OwnerGCMode, s streams) error {
+	problems := loaded.Problems(config.Validate(loaded.Config))
+	if mp := modeProblems(mode, loaded); len(mp) > 0 {
+		problems = append(problems, mp...)
+		config.SortProblems(problems)
+	}
+	if len(problems) > 0 {
+		printProblemList(s.err, displayName(file), problems)
 		return &exitError{code: 1}
 	}
 	return nil
@@ -104,12 +120,6 @@ func printProblems(w io.Writer, name string, err error) {
 		return
 	}
 	fmt.Fprintf(w, "%s: %v\n", name, err)
-}
-
-// printFieldErrors prints validation errors as printProblems prints a
-// DecodeError: with their lines in the file (loaded may be nil: no file).
-func printFieldErrors(w io.Writer, name string, loaded *config.Loaded, errs field.ErrorList) {
-	printProblemList(w, name, loaded.Problems(errs))
 }
 
 func printProblemList(w io.Writer, name string, problems []string) {

@@ -59,25 +59,13 @@ func newRunCommand(s streams) *cobra.Command {
 
 func (o *runOptions) run(cmd *cobra.Command, s streams) error {
 	adjustMemoryLimit()
-	mode := agent.OwnerGCMode(o.ownerGC)
-	switch mode {
-	case agent.OwnerGCAuto, agent.OwnerGCOnly, agent.OwnerGCOff:
-	default:
-		return fmt.Errorf("--owner-gc must be one of auto, only, off; got %q", o.ownerGC)
+	mode, err := parseOwnerGCMode(o.ownerGC)
+	if err != nil {
+		return err
 	}
 	cfg, err := o.load(s)
 	if err != nil {
 		return err
-	}
-	if mode == agent.OwnerGCAuto && *cfg.OwnerGC.EnableGarbageCollector && !*cfg.LeaderElection.LeaderElect {
-		return fmt.Errorf("--owner-gc=auto with leaderElection.leaderElect: false would run the owner GC in every agent that runs " +
-			"with it (every node of a DaemonSet), each deleting on its own: set leaderElect: true, or run the owner GC in one " +
-			"instance with --owner-gc=only (and the node agents with --owner-gc=off)")
-	}
-	if mode == agent.OwnerGCOnly && !*cfg.OwnerGC.EnableGarbageCollector {
-		return fmt.Errorf("--owner-gc=only with ownerGC.enableGarbageCollector: false would run nothing (no node GC, no owner GC), " +
-			"while its monitoring takes it for an owner GC that never syncs: remove this instance (the chart: ownerGC.mode off), " +
-			"or set enableGarbageCollector: true")
 	}
 	if w := soloOwnerGCWarning(mode, cfg); w != "" {
 		klog.Warning(w)
@@ -157,7 +145,7 @@ func (o *runOptions) load(s streams) (*config.NodeGCConfiguration, error) {
 		cfg.HealthzBindAddress = o.healthzBindAddress
 		loaded.SetByFlag("healthzBindAddress", "--healthz-bind-address")
 	}
-	if err := validateConfig(o.configFile, loaded, s); err != nil {
+	if err := validateConfig(o.configFile, loaded, agent.OwnerGCMode(o.ownerGC), s); err != nil {
 		return nil, err
 	}
 	return cfg, nil
@@ -174,6 +162,42 @@ func nodeNameWarning(fromConfig string) string {
 	}
 	return fmt.Sprintf("nodeName %q in the config is not NODE_NAME %q, the node this pod runs on; the config wins: "+
 		"remove nodeName from a config that several nodes read", fromConfig, env)
+}
+
+// parseOwnerGCMode returns the --owner-gc mode s names.
+func parseOwnerGCMode(s string) (agent.OwnerGCMode, error) {
+	switch mode := agent.OwnerGCMode(s); mode {
+	case agent.OwnerGCAuto, agent.OwnerGCOnly, agent.OwnerGCOff:
+		return mode, nil
+	}
+	return "", fmt.Errorf("--owner-gc must be one of auto, only, off; got %q", s)
+}
+
+// modeProblems returns what `run --owner-gc=mode` refuses in the
+// configuration loaded, as config.Loaded.Problems writes problems ("line N:
+// " when the file sets the field); none for mode "" (plan, explain: no
+// owner GC). run and `config validate` both check them, so that a file
+// validate accepts does not stop run with the same --owner-gc.
+func modeProblems(mode agent.OwnerGCMode, loaded *config.Loaded) []string {
+	cfg := loaded.Config
+	var out []string
+	at := func(path, msg string) {
+		if line := loaded.Line(path); line > 0 {
+			msg = fmt.Sprintf("line %d: %s", line, msg)
+		}
+		out = append(out, msg)
+	}
+	if mode == agent.OwnerGCAuto && *cfg.OwnerGC.EnableGarbageCollector && !*cfg.LeaderElection.LeaderElect {
+		at("leaderElection.leaderElect", "leaderElection.leaderElect: false with --owner-gc=auto would run the owner GC in every agent "+
+			"that runs with it (every node of a DaemonSet), each deleting on its own: set leaderElect: true, or run the owner GC in one "+
+			"instance with --owner-gc=only (and the node agents with --owner-gc=off)")
+	}
+	if mode == agent.OwnerGCOnly && !*cfg.OwnerGC.EnableGarbageCollector {
+		at("ownerGC.enableGarbageCollector", "ownerGC.enableGarbageCollector: false with --owner-gc=only would run nothing "+
+			"(no node GC, no owner GC), while its monitoring takes it for an owner GC that never syncs: remove this instance "+
+			"(the chart: ownerGC.mode off), or set enableGarbageCollector: true")
+	}
+	return out
 }
 
 // soloOwnerGCWarning warns when the owner GC runs without a Lease
