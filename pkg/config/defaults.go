@@ -47,6 +47,12 @@ const (
 	DefaultResourceNamespace = "nodegc"
 )
 
+// FillRateWindow is how far back the image GC's fill rate looks
+// (pkg/images, fillWindow): it takes the rate from three disk readings
+// within it at least, so fillRateHorizon needs diskCheckInterval under
+// half of it (or the runtime's writes followed).
+const FillRateWindow = 5 * time.Second
+
 // DefaultIgnoredResources are the resources the owner GC skips when
 // gcIgnoredResources is unset: events, as in kube-controller-manager.
 func DefaultIgnoredResources() []GroupResource {

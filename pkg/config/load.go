@@ -260,6 +260,7 @@ func Decode(data []byte) (*Loaded, error) {
 	out.Warnings = append(out.Warnings, out.ignoredEventsWarning()...)
 	out.Warnings = append(out.Warnings, out.noMinimumAgeWarning()...)
 	out.Warnings = append(out.Warnings, out.thresholdGCOffWarning()...)
+	out.Warnings = append(out.Warnings, out.fillRateWarning()...)
 	out.Warnings = append(out.Warnings, out.tinyThresholdWarnings()...)
 	if kc != nil {
 		out.Warnings = append(out.Warnings, kubeletImageGCOnWarning(kc, kubeletDoc)...)
@@ -495,6 +496,26 @@ func (l *Loaded) thresholdGCOffWarning() []string {
 	}
 	return []string{l.locate(path, path, path+": 100 turns nodegc's disk-threshold image GC off: no image is removed for disk space "+
 		"(only past maximumGCAge, if set), and under disk pressure the kubelet's eviction removes images instead")}
+}
+
+// fillRateWarning returns a warning, at its line, when
+// imageGC.diskCheckInterval is too long for imageGC.fillRateHorizon, which
+// is on: the image GC takes the fill rate from three disk readings within
+// FillRateWindow, which readings every diskCheckInterval give only when it
+// is under half of it (at half, the third reading is as old as the window,
+// and lost to the timing half of the time). Readings after the runtime's
+// writes (containerd's) still give one during a pull.
+func (l *Loaded) fillRateWarning() []string {
+	const path = "imageGC.diskCheckInterval"
+	ig := l.Config.ImageGC
+	if ig.FillRateHorizon == nil || ig.FillRateHorizon.Duration <= 0 || 2*ig.DiskCheckInterval.Duration < FillRateWindow {
+		return nil
+	}
+	return []string{l.locate(path, path, fmt.Sprintf("%s: %v is too long for imageGC.fillRateHorizon (%v): the fill rate is measured "+
+		"from three disk readings within %v, so at one reading every %v or more the early start before the high threshold is off "+
+		"(but while the runtime's writes are followed: containerd's, once its stream is open); "+
+		"write a diskCheckInterval under %v, or fillRateHorizon: 0s to turn it off",
+		path, ig.DiskCheckInterval.Duration, ig.FillRateHorizon.Duration, FillRateWindow, FillRateWindow/2, FillRateWindow/2))}
 }
 
 // noMinimumAgeWarning returns a warning, at its line, when the

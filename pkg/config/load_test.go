@@ -5,7 +5,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -1147,5 +1149,57 @@ func TestSectionFieldsFromTheTypes(t *testing.T) {
 		if g := strings.Join(got[name], ","); g != want {
 			t.Errorf("sectionFields()[%q] = %q, want %q", name, g, want)
 		}
+	}
+}
+
+// TestLoadWarnsFillRateNeedsFastChecks: pkg/images measures the fill rate
+// over the readings of its last FillRateWindow (5s) and needs three of them
+// there, so with diskCheckInterval at half of it or more (2.5s: the third
+// reading is as old as the window, and lost to the timing's jitter half of
+// the time) fillRateHorizon's early start is off, where the runtime's
+// writes are not followed: a warning at diskCheckInterval's line names both
+// fields. fillRateHorizon 0 says it is off on purpose: no warning. Before,
+// none.
+func TestLoadWarnsFillRateNeedsFastChecks(t *testing.T) {
+	const want = "line 4: imageGC.diskCheckInterval: 3s is too long for imageGC.fillRateHorizon (30s): the fill rate is measured " +
+		"from three disk readings within 5s, so at one reading every 2.5s or more the early start before the high threshold is off " +
+		"(but while the runtime's writes are followed: containerd's, once its stream is open); " +
+		"write a diskCheckInterval under 2.5s, or fillRateHorizon: 0s to turn it off"
+	for name, tc := range map[string]struct {
+		doc  string
+		want []string
+	}{
+		"3s":               {"imageGC:\n  diskCheckInterval: 3s\n", []string{want}},
+		"2.5s":             {"imageGC:\n  diskCheckInterval: 2500ms\n", []string{strings.NewReplacer("3s", "2.5s").Replace(want)}},
+		"2s":               {"imageGC:\n  diskCheckInterval: 2s\n", nil},
+		"horizon off":      {"imageGC:\n  diskCheckInterval: 10s\n  fillRateHorizon: 0s\n", nil},
+		"default":          {"imageGC:\n  period: 1m\n", nil},
+		"a longer horizon": {"imageGC:\n  diskCheckInterval: 1m\n  fillRateHorizon: 2m\n", []string{strings.NewReplacer("3s", "1m0s", "(30s)", "(2m0s)").Replace(want)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			loaded, err := Decode([]byte(header + tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, loaded.Warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestFillRateWindowIsTheGuardians: FillRateWindow is pkg/images' fillWindow
+// (guardian.go), which config cannot import: read from its source.
+func TestFillRateWindowIsTheGuardians(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "images", "guardian.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^const fillWindow = (\d+) \* time\.Second$`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("pkg/images/guardian.go: no `const fillWindow = N * time.Second`; update this test and FillRateWindow")
+	}
+	if n, _ := strconv.Atoi(string(m[1])); time.Duration(n)*time.Second != FillRateWindow {
+		t.Errorf("pkg/images fillWindow is %ss, FillRateWindow %v: make them agree", m[1], FillRateWindow)
 	}
 }
