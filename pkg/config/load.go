@@ -120,24 +120,41 @@ type DecodeError struct {
 
 func (e *DecodeError) Error() string { return strings.Join(e.Problems, "\n") }
 
+// An Option changes how a configuration is decoded.
+type Option func(*decodeOptions)
+
+type decodeOptions struct {
+	override func(*Loaded)
+}
+
+// WithOverride has override change the configuration once it is decoded,
+// merged and defaulted, before it is validated, also where Decode validates
+// a file that does not decode whole (see DecodeError): command-line flags
+// that replace fields of the file, each recorded with Loaded.SetByFlag so
+// that what they fix is not reported and a problem with their value is
+// blamed on the flag.
+func WithOverride(override func(*Loaded)) Option {
+	return func(o *decodeOptions) { o.override = override }
+}
+
 // LoadFile reads, decodes and defaults the configuration in path. It does
 // not validate: call Validate on the result.
-func LoadFile(path string) (*Loaded, error) {
+func LoadFile(path string, opts ...Option) (*Loaded, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading configuration: %w", err)
 	}
 	defer f.Close()
-	return DecodeReader(f)
+	return DecodeReader(f, opts...)
 }
 
 // DecodeReader reads at most MaxFileSize bytes from r and decodes them.
-func DecodeReader(r io.Reader) (*Loaded, error) {
+func DecodeReader(r io.Reader, opts ...Option) (*Loaded, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading configuration: %w", err)
 	}
-	return Decode(data)
+	return Decode(data, opts...)
 }
 
 // Decode decodes a multi-document YAML configuration: at most one
@@ -153,7 +170,11 @@ func DecodeReader(r io.Reader) (*Loaded, error) {
 // once: what failed to decode and, when the NodeGCConfiguration document
 // was found, what Validate says of the fields that did decode, defaulted and
 // merged with a KubeletConfiguration document that decoded without problems.
-func Decode(data []byte) (*Loaded, error) {
+func Decode(data []byte, opts ...Option) (*Loaded, error) {
+	var o decodeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("configuration is larger than %d bytes", MaxFileSize)
 	}
@@ -227,7 +248,7 @@ func Decode(data []byte) (*Loaded, error) {
 			if kubeletDoc != nil {
 				kubeletLines = kubeletDoc.lines
 			}
-			problems = append(problems, validateDecoded(out.Config, out.lines, kc, kubeletLines, nodegcBad)...)
+			problems = append(problems, validateDecoded(out.Config, out.lines, kc, kubeletLines, nodegcBad, o.override)...)
 		}
 		sortProblems(problems)
 		return nil, &DecodeError{Problems: problems}
@@ -251,6 +272,9 @@ func Decode(data []byte) (*Loaded, error) {
 		}
 	}
 	SetDefaults(out.Config)
+	if o.override != nil {
+		o.override(out)
+	}
 	if kc != nil {
 		out.Warnings = append(out.Warnings, out.hiddenImageServiceWarning(kc, kubeletDoc.lines)...)
 	}

@@ -77,7 +77,9 @@ func (l *Loaded) flagOf(path string) (string, bool) {
 // KubeletConfiguration document, nil without one; kc is that document when
 // it decoded without problems, merged first as Decode does, else nil: then
 // the fields it would set hold their defaults, not the file's values, and
-// count as bad. Neither decoded nor lines is modified.
+// count as bad. override, if not nil, changes the defaulted configuration
+// before it is validated (WithOverride). Neither decoded nor lines is
+// modified.
 //
 // A problem about a field that failed to decode is left out: its path is, or
 // is under, a bad path, or it is a rule between fields of one struct whose
@@ -85,7 +87,7 @@ func (l *Loaded) flagOf(path string) (string, bool) {
 // not a value the file gives). Unknown fields are not bad: a typo hides no
 // problem of the field it was meant to be.
 func validateDecoded(decoded *NodeGCConfiguration, lines map[string]int, kc *kubeletconfigv1beta1.KubeletConfiguration,
-	kubeletLines map[string]int, bad []string) []string {
+	kubeletLines map[string]int, bad []string, override func(*Loaded)) []string {
 	// A shallow copy is enough: mergeKubelet and SetDefaults assign fields
 	// (pointers included) and never write through a pointer.
 	c := *decoded
@@ -102,6 +104,12 @@ func validateDecoded(decoded *NodeGCConfiguration, lines map[string]int, kc *kub
 		bad = append(slices.Clone(bad), unmerged...)
 	}
 	SetDefaults(&c)
+	if override != nil {
+		override(l)
+		// A field a flag set holds the flag's value, not the file's
+		// that failed to decode: it is validated.
+		bad = slices.DeleteFunc(slices.Clone(bad), func(b string) bool { _, byFlag := l.flags[b]; return byFlag })
+	}
 	var errs field.ErrorList
 	for _, e := range Validate(&c) {
 		if !concernsBadField(e, bad) {

@@ -218,6 +218,55 @@ func TestProblemsNameTheFlagOfAnotherField(t *testing.T) {
 	}
 }
 
+// TestOverrideAppliesToAFileThatDoesNotDecode: WithOverride's changes (a
+// flag's value) apply before the validation Decode makes of a file that
+// does not decode whole: the clash a flag fixes is not reported, and a
+// field a flag sets is validated with the flag's value, blamed on the
+// flag, even where the file's value failed to decode.
+func TestOverrideAppliesToAFileThatDoesNotDecode(t *testing.T) {
+	flag := func(path, value string) Option {
+		return WithOverride(func(l *Loaded) {
+			switch path {
+			case "metricsBindAddress":
+				l.Config.MetricsBindAddress = value
+			case "healthzBindAddress":
+				l.Config.HealthzBindAddress = value
+			}
+			l.SetByFlag(path, "--flag")
+		})
+	}
+	for name, tc := range map[string]struct {
+		yaml string
+		opt  Option
+		want []string
+	}{
+		"a clash the flag fixes": {
+			yaml: header + "metricsBindAddress: \"127.0.0.1:10280\"\nimageGC:\n  perod: 5m\n",
+			opt:  flag("healthzBindAddress", ":9999"),
+			want: []string{"line 5: imageGC.perod: unknown field"},
+		},
+		"a bad flag value where the file's failed to decode": {
+			yaml: header + "metricsBindAddress: 10281\n",
+			opt:  flag("metricsBindAddress", "nowhere"),
+			want: []string{
+				`line 3: metricsBindAddress: cannot unmarshal number into a value of type string (want a quoted "host:port" or ":port", such as ":10281", or "0" to disable)`,
+				`--flag: metricsBindAddress: Invalid value: "nowhere": must be "host:port", ":port", or "0" to disable`,
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Decode([]byte(tc.yaml), tc.opt)
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("Decode() = %v, want a *DecodeError", err)
+			}
+			if diff := cmp.Diff(tc.want, de.Problems); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestDecodeIntoKeepsWhatDecoded: when some fields fail to decode, the target
 // holds every other field as the file gives it and nothing of the failed
 // ones (a plain decode stops at the first failure, or leaves a list half

@@ -476,3 +476,26 @@ func TestConfigValidateLeaderElectFalse(t *testing.T) {
 		t.Errorf("config validate, owner GC off, auto: code %d, stderr %q; want valid", code, errOut)
 	}
 }
+
+// TestFlagsApplyToAFileThatDoesNotDecode: the bind-address flags that fix
+// a clash of the file (TestFlagsOverrideTheFileBeforeValidation) also
+// apply when the file has a decode problem, whose validation is printed
+// with it: only the decode problem is printed, not the clash the flag
+// fixed; and a bad flag value is blamed on the flag there too. Before, the
+// clash was printed beside the typo (2 problems), sending the operator to
+// change a value that is not wrong.
+func TestFlagsApplyToAFileThatDoesNotDecode(t *testing.T) {
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\nmetricsBindAddress: \"127.0.0.1:10280\"\nimageGC:\n  perod: 5m\n")
+	want := file + ": line 5: imageGC.perod: unknown field\n" + file + ": 1 problem(s); the configuration is invalid\n"
+	for _, cmd := range []string{"run", "plan"} {
+		code, _, errOut := runMain(t, "", cmd, "-c", file, "--healthz-bind-address", ":9999")
+		if code != 1 || errOut != want {
+			t.Errorf("%s -c FILE --healthz-bind-address :9999: code %d, stderr:\n%s\nwant:\n%s", cmd, code, errOut, want)
+		}
+	}
+	code, _, errOut := runMain(t, "", "run", "-c", file, "--healthz-bind-address", ":9999", "--metrics-bind-address", "nowhere")
+	if code != 1 || !strings.Contains(errOut, file+": --metrics-bind-address: metricsBindAddress: Invalid value: \"nowhere\"") ||
+		!strings.Contains(errOut, "2 problem(s)") {
+		t.Errorf("a bad flag value beside a decode problem: code %d, stderr:\n%s\nwant it blamed on --metrics-bind-address", code, errOut)
+	}
+}

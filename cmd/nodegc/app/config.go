@@ -68,19 +68,21 @@ func newConfigCommand(s streams) *cobra.Command {
 // decodeConfig reads, decodes and defaults the configuration in file ("-":
 // standard input) and prints its warnings; it does not validate (see
 // validateConfig), so that the flags that override the file can be applied
-// first. A file that does not decode whole gets its decode and validation
-// problems printed together (see config.DecodeError), as validateConfig
-// prints them, and an exitError(1).
-func decodeConfig(file string, s streams) (*config.Loaded, error) {
+// first (opts: config.WithOverride, which also applies them to the
+// validation of a file that does not decode whole). A file that does not
+// decode whole gets its decode and validation problems printed together
+// (see config.DecodeError), as validateConfig prints them, and an
+// exitError(1).
+func decodeConfig(file string, s streams, opts ...config.Option) (*config.Loaded, error) {
 	name := displayName(file)
 	var (
 		loaded *config.Loaded
 		err    error
 	)
 	if file == "-" {
-		loaded, err = config.DecodeReader(s.in)
+		loaded, err = config.DecodeReader(s.in, opts...)
 	} else {
-		loaded, err = config.LoadFile(file)
+		loaded, err = config.LoadFile(file, opts...)
 	}
 	if err != nil {
 		printProblems(s.err, name, err)

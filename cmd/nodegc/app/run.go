@@ -123,32 +123,38 @@ func readBootID() string {
 // load reads and defaults the configuration, applies the flags that
 // override it, then validates the result once: a flag may fix what the file
 // alone gets wrong (a bind address that clashes with the other's default),
-// and a problem with a flag's value is blamed on the flag.
+// and a problem with a flag's value is blamed on the flag. The flags apply
+// to the validation of a file that does not decode whole too.
 func (o *runOptions) load(s streams) (*config.NodeGCConfiguration, error) {
 	loaded := &config.Loaded{Config: config.Defaulted()}
 	if o.configFile != "" {
 		var err error
-		if loaded, err = decodeConfig(o.configFile, s); err != nil {
+		if loaded, err = decodeConfig(o.configFile, s, config.WithOverride(o.applyFlags)); err != nil {
 			return nil, err
 		}
 		if len(loaded.FromKubelet) > 0 {
 			klog.InfoS("Using fields of the KubeletConfiguration document", "fields", loaded.FromKubelet)
 		}
 		o.metricsBindAddressLine = loaded.Line("metricsBindAddress")
-	}
-	cfg := loaded.Config
-	if o.metricsBindAddress != "" {
-		cfg.MetricsBindAddress = o.metricsBindAddress
-		loaded.SetByFlag("metricsBindAddress", "--metrics-bind-address")
-	}
-	if o.healthzBindAddress != "" {
-		cfg.HealthzBindAddress = o.healthzBindAddress
-		loaded.SetByFlag("healthzBindAddress", "--healthz-bind-address")
+	} else {
+		o.applyFlags(loaded)
 	}
 	if err := validateConfig(o.configFile, loaded, agent.OwnerGCMode(o.ownerGC), s); err != nil {
 		return nil, err
 	}
-	return cfg, nil
+	return loaded.Config, nil
+}
+
+// applyFlags gives the fields of loaded that a flag sets the flag's value.
+func (o *runOptions) applyFlags(loaded *config.Loaded) {
+	if o.metricsBindAddress != "" {
+		loaded.Config.MetricsBindAddress = o.metricsBindAddress
+		loaded.SetByFlag("metricsBindAddress", "--metrics-bind-address")
+	}
+	if o.healthzBindAddress != "" {
+		loaded.Config.HealthzBindAddress = o.healthzBindAddress
+		loaded.SetByFlag("healthzBindAddress", "--healthz-bind-address")
+	}
 }
 
 // nodeNameWarning says when nodeName in the config and $NODE_NAME (the
