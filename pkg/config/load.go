@@ -804,7 +804,14 @@ func splitDocuments(data []byte) ([]*document, error) {
 			return docs, nil
 		}
 		if err != nil {
-			return nil, &DecodeError{Problems: []string{"invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}}
+			problems := []string{"invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+			if line := laterBOM(data); line > 0 {
+				// Before a comment or a ---, where the parser fails
+				// without naming it.
+				problems = append([]string{fmt.Sprintf("line %d: a byte order mark (U+FEFF): remove it "+
+					"(it is allowed only at the start of the file)", line)}, problems...)
+			}
+			return nil, &DecodeError{Problems: problems}
 		}
 		root := &n
 		if root.Kind == yaml.DocumentNode {
@@ -830,6 +837,16 @@ func splitDocuments(data []byte) ([]*document, error) {
 		d.kind, _ = tree["kind"].(string)
 		docs = append(docs, d)
 	}
+}
+
+// laterBOM returns the line of the first byte order mark of data (UTF-8)
+// that does not start it, or 0.
+func laterBOM(data []byte) int {
+	i := bytes.Index(data[min(len(data), 1):], []byte(bom))
+	if i < 0 {
+		return 0
+	}
+	return bytes.Count(data[:i+1], []byte("\n")) + 1
 }
 
 // converter turns a YAML node tree into plain JSON values, recording the line
@@ -862,7 +879,7 @@ func isKubeletDocument(root *yaml.Node) bool {
 		return false
 	}
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		if k, v := root.Content[i], root.Content[i+1]; k.Value == "kind" && v.Kind == yaml.ScalarNode && v.Value == KubeletKind {
+		if k, v := root.Content[i], root.Content[i+1]; strings.TrimPrefix(k.Value, bom) == "kind" && v.Kind == yaml.ScalarNode && v.Value == KubeletKind {
 			return true
 		}
 	}
@@ -893,13 +910,22 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 				c.problems = append(c.problems, fmt.Sprintf("line %d: %s: YAML merge keys (<<) are not supported", k.Line, orRoot(path)))
 				continue
 			}
-			child := joinPath(path, k.Value)
-			if first, dup := firstLine[k.Value]; dup {
+			key := k.Value
+			// A byte order mark is taken for one at the start of the
+			// file only (cat a.yaml b.yaml, b saved with one): it
+			// becomes part of a later document's first key.
+			if rest, ok := strings.CutPrefix(key, bom); ok && k.Style&quotedStyles == 0 {
+				c.problems = append(c.problems, fmt.Sprintf("line %d: a byte order mark (U+FEFF) before %q: remove it "+
+					"(it is allowed only at the start of the file)", k.Line, rest))
+				key = rest
+			}
+			child := joinPath(path, key)
+			if first, dup := firstLine[key]; dup {
 				c.problems = append(c.problems, fmt.Sprintf("line %d: %s: duplicate key (first set at line %d)", k.Line, child, first))
 				c.bad = append(c.bad, child)
 				continue
 			}
-			firstLine[k.Value] = k.Line
+			firstLine[key] = k.Line
 			// A null value leaves the field unset, as Kubernetes reads it:
 			// it has no line, so a KubeletConfiguration's value (or the
 			// default) applies.
@@ -910,7 +936,7 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			obj[k.Value] = cv
+			obj[key] = cv
 		}
 		return obj, nil
 	case yaml.SequenceNode:
@@ -954,6 +980,9 @@ func (c *converter) convert(n *yaml.Node, path string) (any, error) {
 		return nil, fmt.Errorf("line %d: %s: unsupported YAML node", n.Line, orRoot(path))
 	}
 }
+
+// bom is the byte order mark, U+FEFF.
+const bom = "\ufeff"
 
 // quotedStyles are the styles of a scalar that is a string as written.
 const quotedStyles = yaml.SingleQuotedStyle | yaml.DoubleQuotedStyle | yaml.LiteralStyle | yaml.FoldedStyle

@@ -212,6 +212,27 @@ func TestDecodeProblems(t *testing.T) {
 			yaml: header + "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: lots\n",
 			want: []string{`line 6: imageGCHighThresholdPercent: cannot unmarshal string into a value of type int32 (want a whole number from 0 to 100, without "%")`},
 		},
+		// cat nodegc.yaml kubelet-config.yaml, the second saved with a
+		// byte order mark: allowed at the start of the file only. Before:
+		// "unsupported document apiVersion \"\"".
+		"a byte order mark at the start of a later document": {
+			yaml: header + "---\n\ufeffapiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nimageGCHighThresholdPercent: 100\n",
+			want: []string{`line 4: a byte order mark (U+FEFF) before "apiVersion": remove it (it is allowed only at the start of the file)`},
+		},
+		"a byte order mark at the start of a later nodegc document": {
+			yaml: "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n---\n\ufeff" + header + "imageGC:\n  perod: 1m\n",
+			want: []string{
+				`line 4: a byte order mark (U+FEFF) before "apiVersion": remove it (it is allowed only at the start of the file)`,
+				"line 7: imageGC.perod: unknown field",
+			},
+		},
+		"a byte order mark before a comment of a later document": {
+			yaml: header + "---\n\ufeff# the kubelet's\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
+			want: []string{
+				"line 4: a byte order mark (U+FEFF): remove it (it is allowed only at the start of the file)",
+				"invalid YAML: line 5: mapping values are not allowed in this context",
+			},
+		},
 		"invalid yaml": {
 			yaml: header + "imageGC: [\n",
 			want: []string{"invalid YAML: line 3: did not find expected node content"},
