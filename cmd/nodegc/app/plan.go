@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/internal/agent"
+	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/containers"
 	"github.com/nodegc/nodegc/pkg/images"
 )
@@ -45,6 +47,8 @@ func newPlanCommand(s streams) *cobra.Command {
 			}
 			view := newPlanView(r, cfg.ImageGC.HighThresholdPercent, cfg.ImageGC.LowThresholdPercent)
 			view.setDryRun(cfg.ImageGC.DryRun, cfg.ContainerGC.DryRun)
+			_, statErr := os.Stat(deployedConfig)
+			view.setConfiguration(o.configFile, cfg, statErr == nil)
 			if output == "json" {
 				enc := json.NewEncoder(s.out)
 				enc.SetIndent("", "  ")
@@ -66,6 +70,8 @@ func newPlanCommand(s streams) *cobra.Command {
 type planView struct {
 	Node    string `json:"node"`
 	Runtime string `json:"runtime"`
+	// Configuration: which one the plan was made with.
+	Configuration configView `json:"configuration"`
 	// NodeGC says whether a nodegc runs node GC on this state directory
 	// now (`nodegc run` would wait for it on standby), and who.
 	NodeGC nodeGCView `json:"nodeGC"`
@@ -99,6 +105,21 @@ type planView struct {
 	// ContainerBytes totals what the container GC's planned removals free.
 	ContainerBytes *containerBytesView `json:"containerBytes,omitempty"`
 	ContainerErr   string              `json:"containersError,omitempty"`
+}
+
+// configView says which configuration a plan was made with.
+type configView struct {
+	// File is the -c file ("<stdin>" for -), "" for none.
+	File string `json:"file,omitempty"`
+	// BuiltInDefaults: no -c was given; the defaults (and flags) were.
+	BuiltInDefaults bool `json:"builtInDefaults,omitempty"`
+	// SHA256 is config.Digest of the configuration, defaults and flags
+	// applied: an agent that runs the same one exports it as
+	// nodegc_config_info{sha256}.
+	SHA256 string `json:"sha256"`
+	// DeployedHere: with no -c, deployedConfig exists here (the agent's
+	// pod), and was not read.
+	DeployedHere bool `json:"deployedConfigHere,omitempty"`
 }
 
 type nodeGCView struct {
@@ -297,8 +318,33 @@ func (v *planView) setDryRun(images, containers bool) {
 	}
 }
 
+// setConfiguration records which configuration the plan was made with:
+// cfg, read from file ("" for none: the built-in defaults); deployedHere
+// says deployedConfig exists on this machine.
+func (v *planView) setConfiguration(file string, cfg *config.NodeGCConfiguration, deployedHere bool) {
+	v.Configuration = configView{File: file}
+	if file == "" {
+		v.Configuration = configView{BuiltInDefaults: true, DeployedHere: deployedHere}
+	}
+	if file == "-" {
+		v.Configuration.File = displayName(file)
+	}
+	// A configuration that validated marshals; else the digest stays "".
+	v.Configuration.SHA256, _ = config.Digest(cfg)
+}
+
 func (v *planView) print(out io.Writer) {
 	fmt.Fprintf(out, "Node %s, runtime %s\n", v.Node, v.Runtime)
+	switch c := v.Configuration; {
+	case c.File != "":
+		fmt.Fprintf(out, "Configuration: %s (sha256 %s, as nodegc_config_info of an agent that runs it)\n", c.File, c.SHA256)
+	case c.DeployedHere:
+		fmt.Fprintf(out, "Configuration: built-in defaults (no -c; sha256 %s): %s is here, the agent's: give -c %s to plan with it\n",
+			c.SHA256, deployedConfig, deployedConfig)
+	case c.BuiltInDefaults:
+		fmt.Fprintf(out, "Configuration: built-in defaults (no -c; sha256 %s): the agents of the chart and of deploy/ read %s\n",
+			c.SHA256, deployedConfig)
+	}
 	switch g := v.NodeGC; {
 	case g.Error != "":
 		fmt.Fprintf(out, "Node GC here: unknown (%s)\n", g.Error)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodegc/nodegc/internal/agent"
+	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/containers"
 	"github.com/nodegc/nodegc/pkg/images"
 )
@@ -318,5 +319,55 @@ func TestPlanSaysWhenPodLogsAreUnseen(t *testing.T) {
 	newPlanView(&agent.PlanReport{Node: "n", Runtime: "containerd 2", Containers: p}, ptr.To[int32](85), ptr.To[int32](80)).print(&out)
 	if strings.Contains(out.String(), "POD LOGS") {
 		t.Errorf("plan output speaks of the pod logs while they are seen:\n%s", out.String())
+	}
+}
+
+// TestPlanSaysWhichConfiguration: a plan says which configuration it
+// planned with, in its head and in the JSON: the file and its digest (as
+// the agent's nodegc_config_info{sha256}), or the built-in defaults when no
+// -c was given, then naming the deployed file when it is there. Before, a
+// plan without -c (kubectl exec ... -- /nodegc plan) planned with the
+// defaults, no exclusions and 85/80, and said nothing of it.
+func TestPlanSaysWhichConfiguration(t *testing.T) {
+	cfg := config.Defaulted()
+	digest, err := config.Digest(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		file     string
+		deployed bool
+		want     configView
+		line     string
+	}{
+		"a file": {file: "/etc/nodegc/config.yaml", want: configView{File: "/etc/nodegc/config.yaml", SHA256: digest},
+			line: "Configuration: /etc/nodegc/config.yaml (sha256 " + digest + ", as nodegc_config_info of an agent that runs it)"},
+		"no -c": {want: configView{BuiltInDefaults: true, SHA256: digest},
+			line: "Configuration: built-in defaults (no -c; sha256 " + digest + "): the agents of the chart and of deploy/ read /etc/nodegc/config.yaml"},
+		"no -c, the deployed file here": {deployed: true, want: configView{BuiltInDefaults: true, SHA256: digest, DeployedHere: true},
+			line: "Configuration: built-in defaults (no -c; sha256 " + digest + "): /etc/nodegc/config.yaml is here, the agent's: give -c /etc/nodegc/config.yaml to plan with it"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := newPlanView(&agent.PlanReport{Node: "n", Runtime: "containerd 2"}, ptr.To[int32](85), ptr.To[int32](80))
+			v.setConfiguration(tc.file, cfg, tc.deployed)
+			if diff := cmp.Diff(tc.want, v.Configuration); diff != "" {
+				t.Errorf("configuration (-want +got):\n%s", diff)
+			}
+			var out bytes.Buffer
+			v.print(&out)
+			if lines := strings.Split(out.String(), "\n"); len(lines) < 2 || lines[1] != tc.line {
+				t.Errorf("the plan's second line is not %q:\n%s", tc.line, out.String())
+			}
+			data, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				Configuration map[string]any `json:"configuration"`
+			}
+			if err := json.Unmarshal(data, &got); err != nil || got.Configuration["sha256"] != digest {
+				t.Errorf("JSON configuration %v (%v), want its sha256 %s", got.Configuration, err, digest)
+			}
+		})
 	}
 }
