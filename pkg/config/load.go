@@ -1266,7 +1266,16 @@ func typeHint(root reflect.Type, path []string, value any) string {
 		t = t.Elem() // value is an element of the list
 	}
 	nodegc := root == reflect.TypeFor[*NodeGCConfiguration]()
-	_, isString := value.(string)
+	str, isString := value.(string)
+	// Quoted (Helm's quote): what the field takes, but for the quotes.
+	switch {
+	case isString && t.Kind() == reflect.Bool && yaml12Booleans[str]:
+		return fmt.Sprintf("want true or false: unquote it; %q is a string", str)
+	case isString && isNumber(t) && quotedNumber.MatchString(str) && strings.HasSuffix(name, "Percent"):
+		return fmt.Sprintf("want a whole number from 0 to 100: unquote it; %q is a string", str)
+	case isString && isNumber(t) && quotedNumber.MatchString(str):
+		return fmt.Sprintf("want a number: unquote it; %q is a string", str)
+	}
 	switch {
 	case t == durationType:
 		return `want a duration string with a unit, such as "90s", "2m" or "12h45m"; a bare number has none`
@@ -1287,6 +1296,14 @@ func typeHint(root reflect.Type, path []string, value any) string {
 	}
 	return ""
 }
+
+// yaml12Booleans are the plain scalars YAML 1.2's core schema reads as
+// booleans.
+var yaml12Booleans = map[string]bool{"true": true, "True": true, "TRUE": true, "false": true, "False": true, "FALSE": true}
+
+// quotedNumber matches a string that, unquoted, YAML reads as a decimal
+// number.
+var quotedNumber = regexp.MustCompile(`^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
 
 // isJSONNumber says whether v, a value of a document's tree, is a number.
 func isJSONNumber(v any) bool {

@@ -119,6 +119,19 @@ func TestDecodeProblems(t *testing.T) {
 				`line 12: evictionHard[imagefs.available]: cannot unmarshal number into a value of type string (want a quoted percentage such as "15%" or a quantity such as "10Gi")`,
 			},
 		},
+		// Quotes (Helm's quote) make a string of a boolean or a number:
+		// the hint says to remove them, not what else the field takes.
+		// Before: the yes/on hint, and `without "%"`.
+		"a boolean or a number quoted": {
+			yaml: header + "imageGC:\n  dryRun: \"true\"\n  highThresholdPercent: \"90\"\ncontainerGC:\n  maxContainers: '5'\n" +
+				"ownerGC:\n  dryRun: \"False\"\n",
+			want: []string{
+				`line 4: imageGC.dryRun: cannot unmarshal string into a value of type bool (want true or false: unquote it; "true" is a string)`,
+				`line 5: imageGC.highThresholdPercent: cannot unmarshal string into a value of type int32 (want a whole number from 0 to 100: unquote it; "90" is a string)`,
+				`line 7: containerGC.maxContainers: cannot unmarshal string into a value of type int32 (want a number: unquote it; "5" is a string)`,
+				`line 9: ownerGC.dryRun: cannot unmarshal string into a value of type bool (want true or false: unquote it; "False" is a string)`,
+			},
+		},
 		"other fields of the wrong type get no hint": {
 			yaml: header + "containerGC:\n  maxContainers: many\n",
 			want: []string{"line 4: containerGC.maxContainers: cannot unmarshal string into a value of type int32"},
