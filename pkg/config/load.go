@@ -199,8 +199,12 @@ func Decode(data []byte, opts ...Option) (*Loaded, error) {
 			}
 			nodegcDoc = d
 			d.refuseNumbersNotDecimal()
-			docProblems, bad := d.decodeInto(out.Config, nil)
+			var unknown []string
+			docProblems, bad := d.decodeInto(out.Config, func(path, msg string) {
+				unknown = append(unknown, msg+kubeletFieldHint(path))
+			})
 			problems = append(problems, docProblems...)
+			problems = append(problems, unknown...)
 			nodegcBad = bad
 			out.lines = d.lines
 		case d.apiVersion == KubeletAPIVersion && d.kind == KubeletKind:
@@ -315,6 +319,38 @@ func nodegcField(path string) bool {
 	_, ok := jsonField(reflect.TypeFor[NodeGCConfiguration](), path)
 	return ok
 }
+
+// kubeletFieldHint says, for path, an unknown field of the
+// NodeGCConfiguration document at its top or in one of its sections, when
+// its name is a KubeletConfiguration field, which of nodegc's fields it is
+// (mergeKubelet's), or that nodegc does not take it; else "".
+func kubeletFieldHint(path string) string {
+	parent, name := splitField(path)
+	if strings.ContainsAny(parent, ".[") || strings.Contains(name, "[") || name == "apiVersion" || name == "kind" {
+		return ""
+	}
+	if _, ok := jsonField(reflect.TypeFor[kubeletconfigv1beta1.KubeletConfiguration](), name); !ok {
+		return ""
+	}
+	if ours, ok := kubeletToNodegc()[name]; ok {
+		return fmt.Sprintf(": a %s field; nodegc's is %s (or give the kubelet's configuration as a %s document of its own)", KubeletKind, ours, KubeletKind)
+	}
+	return fmt.Sprintf(": a %s field, which nodegc does not take", KubeletKind)
+}
+
+// kubeletToNodegc maps each KubeletConfiguration field nodegc takes to the
+// path of its own field, as mergeKubelet does.
+var kubeletToNodegc = sync.OnceValue(func() map[string]string {
+	t := reflect.TypeFor[kubeletconfigv1beta1.KubeletConfiguration]()
+	lines := map[string]int{}
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			lines[name] = 1
+		}
+	}
+	_, from := mergeKubelet(&NodeGCConfiguration{}, &kubeletconfigv1beta1.KubeletConfiguration{}, lines, map[string]int{})
+	return from
+})
 
 // misplacedField says that the field at path, a NodeGCConfiguration field,
 // is in the KubeletConfiguration document kubelet, and which document it

@@ -36,6 +36,23 @@ func TestDecodeProblems(t *testing.T) {
 			yaml: header + "nodeNmae: a\n",
 			want: []string{"line 3: nodeNmae: unknown field"},
 		},
+		// A KubeletConfiguration's field in nodegc's document: nodegc
+		// knows which of its own it is. Before: a bare "unknown field".
+		"a KubeletConfiguration field": {
+			yaml: header + "imageGCHighThresholdPercent: 90\nevictionHard:\n  imagefs.available: 10%\npodLogsDir: /data/pods\ncontainerLogMaxSize: 10Mi\n" +
+				"imageGC:\n  imageMinimumGCAge: 5m\n",
+			want: []string{
+				"line 3: imageGCHighThresholdPercent: unknown field: a KubeletConfiguration field; nodegc's is imageGC.highThresholdPercent " +
+					"(or give the kubelet's configuration as a KubeletConfiguration document of its own)",
+				"line 4: evictionHard: unknown field: a KubeletConfiguration field; nodegc's is imageGC.evictionHard " +
+					"(or give the kubelet's configuration as a KubeletConfiguration document of its own)",
+				"line 6: podLogsDir: unknown field: a KubeletConfiguration field; nodegc's is containerGC.podLogsDirectory " +
+					"(or give the kubelet's configuration as a KubeletConfiguration document of its own)",
+				"line 7: containerLogMaxSize: unknown field: a KubeletConfiguration field, which nodegc does not take",
+				"line 9: imageGC.imageMinimumGCAge: unknown field: a KubeletConfiguration field; nodegc's is imageGC.minimumGCAge " +
+					"(or give the kubelet's configuration as a KubeletConfiguration document of its own)",
+			},
+		},
 		"field names are case-sensitive": {
 			yaml: header + "NodeName: a\n",
 			want: []string{"line 3: NodeName: unknown field"},
