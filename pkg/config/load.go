@@ -40,7 +40,8 @@ type Loaded struct {
 	// KubeletConfiguration document.
 	FromKubelet []string
 	// Warnings are problems that do not stop the agent, such as fields of
-	// a KubeletConfiguration that this version of nodegc does not know.
+	// a KubeletConfiguration that this version of nodegc does not know, in
+	// line order, those without a line last.
 	Warnings []string
 
 	lines map[string]int
@@ -305,6 +306,7 @@ func Decode(data []byte, opts ...Option) (*Loaded, error) {
 				*ig.HighThresholdPercent, *ig.LowThresholdPercent))
 		}
 	}
+	sortProblems(out.Warnings) // in line order, as problems
 	return out, nil
 }
 

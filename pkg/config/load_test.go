@@ -462,10 +462,10 @@ func TestKubeletOnlyDocument(t *testing.T) {
 	if errs := Validate(loaded.Config); len(errs) > 0 {
 		t.Fatalf("Validate() = %v", errs)
 	}
-	want := []string{
-		"line 5: someFutureField: unknown field (ignored in the KubeletConfiguration document)",
+	want := []string{ // in line order (TestWarningsInLineOrder)
 		"line 3: imageGCHighThresholdPercent of the KubeletConfiguration is 100, its image GC off: its thresholds are not taken, " +
 			"and nodegc's image GC runs at highThresholdPercent 85, lowThresholdPercent 80 (set both in the NodeGCConfiguration document to choose)",
+		"line 5: someFutureField: unknown field (ignored in the KubeletConfiguration document)",
 	}
 	if diff := cmp.Diff(want, loaded.Warnings); diff != "" {
 		t.Errorf("warnings (-want +got):\n%s", diff)
@@ -1252,5 +1252,23 @@ func TestFillRateWindowIsTheGuardians(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(string(m[1])); time.Duration(n)*time.Second != FillRateWindow {
 		t.Errorf("pkg/images fillWindow is %ss, FillRateWindow %v: make them agree", m[1], FillRateWindow)
+	}
+}
+
+// TestWarningsInLineOrder: warnings are in line order, as problems are,
+// those without a line last, whichever check found them. Before, in the
+// order of the checks (line 4, then 6, then 3).
+func TestWarningsInLineOrder(t *testing.T) {
+	loaded, err := Decode([]byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"imageGCHighThresholdPercent: 100\nsomeFutureField: 1\nevictionHard:\n  imagefs.avaliable: 10%\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []int
+	for _, w := range loaded.Warnings {
+		lines = append(lines, lineOf(w))
+	}
+	if want := []int{3, 4, 6}; !slices.Equal(lines, want) {
+		t.Errorf("warnings on lines %v, want %v:\n%s", lines, want, strings.Join(loaded.Warnings, "\n"))
 	}
 }
