@@ -290,6 +290,7 @@ func Decode(data []byte, opts ...Option) (*Loaded, error) {
 	out.Warnings = append(out.Warnings, out.noMinimumAgeWarning()...)
 	out.Warnings = append(out.Warnings, out.thresholdGCOffWarning()...)
 	out.Warnings = append(out.Warnings, out.fillRateWarning()...)
+	out.Warnings = append(out.Warnings, out.profilingOffWarning()...)
 	out.Warnings = append(out.Warnings, out.tinyThresholdWarnings()...)
 	if kc != nil {
 		out.Warnings = append(out.Warnings, kubeletImageGCOnWarning(kc, kubeletDoc)...)
@@ -578,6 +579,18 @@ func (l *Loaded) fillRateWarning() []string {
 		"(but while the runtime's writes are followed: containerd's, once its stream is open); "+
 		"write a diskCheckInterval under %v, or fillRateHorizon: 0s to turn it off",
 		path, ig.DiskCheckInterval.Duration, ig.FillRateHorizon.Duration, FillRateWindow, FillRateWindow/2, FillRateWindow/2))}
+}
+
+// profilingOffWarning returns a warning, at its line, when
+// enableProfilingHandler is on with metricsBindAddress "0" (off), where the
+// profiles would be served: none is.
+func (l *Loaded) profilingOffWarning() []string {
+	const path = "enableProfilingHandler"
+	if !l.Config.EnableProfilingHandler || l.Config.MetricsBindAddress != "0" {
+		return nil
+	}
+	return []string{l.locate(path, path, path+`: true serves Go's profiles on metricsBindAddress, which is "0" (off): `+
+		"no profile is served; give metricsBindAddress an address to serve them")}
 }
 
 // noMinimumAgeWarning returns a warning, at its line, when the

@@ -1272,3 +1272,25 @@ func TestWarningsInLineOrder(t *testing.T) {
 		t.Errorf("warnings on lines %v, want %v:\n%s", lines, want, strings.Join(loaded.Warnings, "\n"))
 	}
 }
+
+// TestProfilingWithMetricsOffWarns: the profiles are served on
+// metricsBindAddress: with it "0" (off), enableProfilingHandler: true
+// serves none, which a warning at its line says. Before, none.
+func TestProfilingWithMetricsOffWarns(t *testing.T) {
+	loaded, err := Decode([]byte(header + "enableProfilingHandler: true\nmetricsBindAddress: \"0\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`line 3: enableProfilingHandler: true serves Go's profiles on metricsBindAddress, which is "0" (off): ` +
+		`no profile is served; give metricsBindAddress an address to serve them`}
+	if diff := cmp.Diff(want, loaded.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	loaded, err = Decode([]byte(header + "enableProfilingHandler: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded.Warnings) > 0 {
+		t.Errorf("profiling on the default metrics address: warnings %q, want none", loaded.Warnings)
+	}
+}
