@@ -206,7 +206,9 @@ func Decode(data []byte, opts ...Option) (*Loaded, error) {
 			})
 			problems = append(problems, docProblems...)
 			problems = append(problems, unknown...)
-			nodegcBad = bad
+			spaced, spacedBad := d.whiteSpaceProblems(out.Config)
+			problems = append(problems, spaced...)
+			nodegcBad = append(bad, spacedBad...)
 			out.lines = d.lines
 		case d.apiVersion == KubeletAPIVersion && d.kind == KubeletKind:
 			if kubeletDoc != nil {
@@ -321,6 +323,36 @@ func nodegcField(path string) bool {
 	}
 	_, ok := jsonField(reflect.TypeFor[NodeGCConfiguration](), path)
 	return ok
+}
+
+// whiteSpaceProblems makes a problem of each path or endpoint of c, decoded
+// from the NodeGCConfiguration document d, with white space around it (a
+// block scalar's newline, a space inside the quotes), which nodegc would
+// take as written: a directory made with a newline in its name, an
+// endpoint that fails to dial, a log directory never found. It returns the
+// problems and their paths.
+func (d *document) whiteSpaceProblems(c *NodeGCConfiguration) (problems, bad []string) {
+	for _, f := range []struct{ path, value string }{
+		{"stateDirectory", c.StateDirectory},
+		{"containerRuntimeEndpoint", c.ContainerRuntimeEndpoint},
+		{"imageServiceEndpoint", c.ImageServiceEndpoint},
+		{"clientConnection.kubeconfig", c.ClientConnection.Kubeconfig},
+		{"containerGC.podLogsDirectory", c.ContainerGC.PodLogsDirectory},
+		{"containerGC.containerLogsDirectory", c.ContainerGC.ContainerLogsDirectory},
+	} {
+		if strings.TrimSpace(f.value) == f.value {
+			continue
+		}
+		msg := fmt.Sprintf("%s: %q has white space around it: remove it", f.path, f.value)
+		if strings.HasSuffix(f.value, "\n") {
+			msg += " (a block scalar, | or >, ends with a newline: write the value on the key's line)"
+		}
+		if line := d.lines[f.path]; line > 0 {
+			msg = fmt.Sprintf("line %d: %s", line, msg)
+		}
+		problems, bad = append(problems, msg), append(bad, f.path)
+	}
+	return problems, bad
 }
 
 // kubeletFieldHint says, for path, an unknown field of the

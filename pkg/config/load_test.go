@@ -53,6 +53,18 @@ func TestDecodeProblems(t *testing.T) {
 					"(or give the kubelet's configuration as a KubeletConfiguration document of its own)",
 			},
 		},
+		// A block scalar ends with a newline, a quoted value may hold a
+		// space: the agent would make a directory "/var/lib/nodegc\n" or
+		// dial "...sock ". Before: valid.
+		"white space around a path or an endpoint": {
+			yaml: header + "stateDirectory: |\n  /var/lib/nodegc\ncontainerRuntimeEndpoint: \"unix:///run/containerd/containerd.sock \"\n" +
+				"containerGC:\n  podLogsDirectory: \"/var/log/pods \"\n",
+			want: []string{
+				`line 3: stateDirectory: "/var/lib/nodegc\n" has white space around it: remove it (a block scalar, | or >, ends with a newline: write the value on the key's line)`,
+				`line 5: containerRuntimeEndpoint: "unix:///run/containerd/containerd.sock " has white space around it: remove it`,
+				`line 7: containerGC.podLogsDirectory: "/var/log/pods " has white space around it: remove it`,
+			},
+		},
 		"field names are case-sensitive": {
 			yaml: header + "NodeName: a\n",
 			want: []string{"line 3: NodeName: unknown field"},
