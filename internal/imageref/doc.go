@@ -42,9 +42,13 @@
 // A pattern that is not valid path.Match syntax in one of its parts is an
 // error. A valid one that can never match a valid image reference (upper
 // case in the repository path, a scheme, characters a reference cannot
-// hold, a tag longer than 128 characters, a malformed digest...) compiles
-// with a warning; it is still matched, as written, against fully qualified
-// names, so that a warning never makes an exclusion weaker than its text.
+// hold, a tag longer than 128 characters, a malformed digest...) compiles,
+// and NeverMatches says why and what to write; one that matches some
+// reference but not what its text plainly names (a short image ID read as
+// a Docker Hub name) compiles, and Misread says so. pkg/config refuses
+// both. Such a pattern is still matched, as written, against fully
+// qualified names. Warnings says how a pattern is read other than as
+// written (white space around it dropped, "**" inside a component).
 //
 // A Set is compiled once and is safe for concurrent use. It remembers the
 // result for every image name it has seen (the patterns do not change), so

@@ -40,7 +40,7 @@ func normalize(comps []string) (normalized, string) {
 		asWritten.segments[i] = newSegment(c)
 	}
 	if len(comps) == 1 && comps[0] == "" {
-		return asWritten, "no repository name (write ** for any repository)"
+		return asWritten, whyNoRepository
 	}
 	if slices.Contains(comps, "") {
 		return asWritten, `empty path component (a leading, trailing or double "/")`
@@ -183,16 +183,25 @@ func placeholder(glob string) (s string, stars, literals int) {
 func nameProblem(s string, err error) string {
 	switch {
 	case len(s) == 64 && reference.IdentifierRegexp.MatchString(s):
-		return "a name of 64 hexadecimal digits is an image ID: write sha256:<ID>"
+		return whyImageID
 	case errors.Is(err, reference.ErrNameTooLong):
 		return "the repository path has more than 255 characters"
 	}
 	if _, lowerErr := reference.ParseNormalizedNamed(strings.ToLower(s)); lowerErr == nil {
-		return "upper case in the repository path (references are lowercase)"
+		return whyUpperCase
 	}
-	return `the repository name holds characters a reference cannot (a registry is a host name with an optional port; ` +
-		`a path component is lowercase letters and digits separated by ".", "_", "__" or "-")`
+	return whyCharacters
 }
+
+// Why a name can never match, as nameProblem and normalize say it (fix.go
+// adds what to write).
+const (
+	whyNoRepository = "no repository name"
+	whyImageID      = "a name of 64 hexadecimal digits is an image ID"
+	whyUpperCase    = "upper case in the repository path (references are lowercase)"
+	whyCharacters   = `the repository name holds characters a reference cannot (a registry is a host name with an optional port; ` +
+		`a path component is lowercase letters and digits separated by ".", "_", "__" or "-")`
+)
 
 // anyName is a valid name to check tags with.
 var anyName, _ = reference.WithName("x")

@@ -26,6 +26,11 @@ type Pattern struct {
 	// it is rejected without path.Match.
 	idPrefix string
 	warnings []string
+	// never says why no image reference can match the pattern, and what
+	// to write instead; "" when one can. misread says how a pattern that
+	// matches some reference is read as something other than its text
+	// plainly names, and what to write instead.
+	never, misread string
 }
 
 // segment is one path component of a name pattern.
@@ -45,7 +50,7 @@ func (s segment) match(comp string) bool {
 
 // Parse compiles pattern. The error says which part is not valid
 // path.Match syntax; a pattern that is valid syntax but can never match a
-// valid reference compiles, and Warnings says why.
+// valid reference compiles (matched as written), and NeverMatches says why.
 //
 // White space around the pattern (quoted in YAML, " nginx:1.25 ") is
 // dropped, with a warning: no reference holds it, so the pattern as
@@ -80,7 +85,8 @@ func parse(pattern string) (*Pattern, error) {
 			p.idPrefix = pattern
 		}
 		if why := digestProblem(pattern); why != "" {
-			p.warnings = append(p.warnings, neverMatches+why)
+			p.never = why + digestFix(pattern, "", "for the images whose ID starts so, ",
+				": for an image ID, write sha256: and its hexadecimal digits, all 64 of them or a prefix and *")
 		}
 		return p, nil
 	}
@@ -103,17 +109,22 @@ func parse(pattern string) (*Pattern, error) {
 	n, why := normalize(comps)
 	p.name, p.orName = n.segments, n.registryReading
 	if i := strings.Index(pattern, "://"); i >= 0 {
-		why = fmt.Sprintf("a reference has no scheme (remove %q)", pattern[:i+3])
+		why = "a reference has no scheme" + suggest(pattern[i+3:])
+	} else if why != "" {
+		why += nameFix(pattern, name, why)
 	}
 	if why == "" && hasTag {
-		why = tagProblem(tag)
+		if why = tagProblem(tag); why != "" {
+			why += listFix(pattern)
+		}
 	}
 	if why == "" && hasDigest {
 		why = digestProblem(digest)
+		if why != "" {
+			why += digestFix(digest, rest+"@", "for the digests that start so, ", "")
+		}
 	}
-	if why != "" {
-		p.warnings = append(p.warnings, neverMatches+why)
-	}
+	p.never = why
 	for _, c := range comps {
 		if c != "**" && strings.Contains(c, "**") {
 			p.warnings = append(p.warnings, `has "**" inside a path component, where it is the same as "*": `+
@@ -122,8 +133,8 @@ func parse(pattern string) (*Pattern, error) {
 		}
 	}
 	if why == "" && len(comps) == 1 && shortIDRegexp.MatchString(comps[0]) {
-		p.warnings = append(p.warnings, fmt.Sprintf("is a Docker Hub name of hexadecimal digits (%s), which looks like a short image ID "+
-			"as crictl images shows it: an image ID pattern is sha256:%s*", p, strings.TrimRight(comps[0], "*")))
+		p.misread = fmt.Sprintf("is a Docker Hub name of hexadecimal digits (%s), which looks like a short image ID "+
+			"as crictl images shows it: an image ID pattern is %q", p, "sha256:"+strings.TrimRight(comps[0], "*")+"*")
 	}
 	if why == "" && n.onlyWildcards {
 		p.warnings = append(p.warnings, fmt.Sprintf("is a name of one component, so it matches Docker Hub's official images only (%s): "+
@@ -131,8 +142,6 @@ func parse(pattern string) (*Pattern, error) {
 	}
 	return p, nil
 }
-
-const neverMatches = "can never match an image reference: "
 
 // shortIDRegexp matches the start of an image ID written without its
 // algorithm: 12 to 63 hexadecimal digits (64 are refused as a name), or
@@ -143,9 +152,28 @@ var shortIDRegexp = regexp.MustCompile(`^([0-9a-f]{12,63}|[0-9a-f]{8,63}\*+)$`)
 // written unescaped, as in a pull: "[::1]:5000", "[fd00::1]".
 var ipv6RegistryRegexp = regexp.MustCompile(`^\[[0-9A-Fa-f:.%]*:[0-9A-Fa-f:.%]*\](:[0-9]+)?$`)
 
-// Warnings says why the pattern can never match a valid image reference,
-// or means something other than it seems to; nil when neither.
+// Warnings says how the pattern, which can match, is read other than as
+// written: white space around it dropped, "**" inside a component read as
+// "*". Nil when neither. A pattern NeverMatches refuses may have
+// warnings too.
 func (p *Pattern) Warnings() []string { return p.warnings }
+
+// NeverMatches says why no image reference can match the pattern (upper
+// case in the repository path, a malformed digest, characters a reference
+// cannot hold, no repository name...) and, where the mistake is plain, what
+// to write instead; "" when a reference can match it. Such a pattern still
+// compiles and is matched as written (it then protects nothing): a program
+// that reads patterns from an operator refuses it.
+func (p *Pattern) NeverMatches() string { return p.never }
+
+// Misread says how the pattern, which matches some reference, is read as
+// something other than its text plainly names, with what to write for
+// either meaning; "" when it is not. The reason starts with "is ...", the
+// pattern being its subject. So far: a name of one component that is 12
+// to 63 hexadecimal digits, a short image ID read as a Docker Hub official
+// image no one publishes. A program that reads patterns from an operator
+// refuses such a pattern.
+func (p *Pattern) Misread() string { return p.misread }
 
 // String returns the pattern normalised: the fully qualified name, then the
 // tag and digest as written. An image ID pattern is returned as written

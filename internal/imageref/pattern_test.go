@@ -177,73 +177,87 @@ func TestNormalised(t *testing.T) {
 	}
 }
 
-// TestWarnings: patterns that can never match a valid reference warn (the
-// wording is checked in pkg/config); patterns that can match do not,
-// including ones close to the limits.
-func TestWarnings(t *testing.T) {
+// TestVerdicts: a pattern that can never match a valid reference is
+// reported by NeverMatches ("never"), one read as another image than it
+// names by Misread ("misread"), one read other than as written but meaning
+// it by Warnings ("warn"); patterns that can match as they say are none of
+// these, including ones close to the limits. The wording is checked in
+// pkg/config. (Before, the first two were Warnings too, and config only
+// warned of them: each "never" and "misread" row was a warning.)
+func TestVerdicts(t *testing.T) {
 	for name, tc := range map[string]struct {
 		pattern string
-		warns   bool
+		want    string
 	}{
-		"familiar":                           {"nginx", false},
-		"upper case registry is allowed":     {"Registry.Example/app:v1", false},
-		"tag of 128":                         {"nginx:" + strings.Repeat("a", 128), false},
-		"tag of 128 around a star":           {"nginx:" + strings.Repeat("a", 64) + "*" + strings.Repeat("a", 64), false},
-		"star tag":                           {"nginx:*", false},
-		"double star, path with a dot":       {"**/team.x/app", false},
-		"double star, registry with a port":  {"**/127.0.0.1:5000/app", false},
-		"double star alone":                  {"**", false},
-		"any digest":                         {"**@*", false},
-		"any sha256 digest":                  {"**@sha256:*", false},
-		"full digest":                        {"nginx@" + digest, false},
-		"image ID prefix":                    {"sha256:01*", false},
-		"all image IDs":                      {"sha256:*", false},
-		"sha512 ID":                          {"sha512:" + strings.Repeat("ab", 64), false},
-		"separators":                         {"registry.example/a__b/c-d/e.f_g", false},
-		"ipv6 registry":                      {`\[::1\]:5000/app`, false},
-		"upper case path":                    {"registry.example/team/App", true},
-		"upper case in a class is not seen":  {"registry.example/team/[A-Z]pp", false},
-		"scheme":                             {"oci://registry.example/app", true},
-		"trailing slash":                     {"registry.example/app/", true},
-		"leading slash":                      {"/app", true},
-		"space":                              {"my app", true},
-		"spaces around":                      {" nginx:1.25 ", true},
-		"colon in a path component":          {"registry.example/a:b/c", true},
-		"dangling separator":                 {"registry.example/app-", true},
-		"tag of 129":                         {"nginx:" + strings.Repeat("a", 129), true},
-		"tag starting with a dash":           {"nginx:-rc1", true},
-		"empty tag":                          {"nginx:", true},
-		"empty digest":                       {"nginx@", true},
-		"short literal digest":               {"nginx@sha256:abc", true},
-		"unknown algorithm":                  {"nginx@md5:*", true},
-		"upper case digest":                  {"nginx@sha256:ABC*", true},
-		"digest too long":                    {"nginx@sha256:" + strings.Repeat("a", 65) + "*", true},
-		"short literal ID":                   {"sha256:pinned", true},
-		"bare 64 hex":                        {strings.Repeat("ab", 32), true},
-		"short image ID, as crictl shows":    {"0123abcd0123a", true},
-		"short image ID, 12":                 {"0123abcd0123", true},
-		"short image ID with a star":         {"0123abcd*", true},
-		"hex name with a star, short":        {"abc12*", false},
-		"hex name with a tag":                {"0123abcd0123a:v1", true},
-		"hex-looking hub user":               {"0123abcd0123a/app", false},
-		"short hex name":                     {"abc123", false},
-		"no name":                            {":v1", true},
-		"path too long":                      {"registry.example/" + strings.Repeat("a", 256), true},
-		"path of 255":                        {"registry.example/" + strings.Repeat("a", 255), false},
-		"double star inside a component":     {"registry.example/a**", true},
-		"wildcard first component":           {"*/app", false},
-		"wildcard first component, question": {"?/app", false},
-		"star alone":                         {"*", true},
-		"star alone with a tag":              {"*:*", true},
-		"one component with a prefix":        {"ngin*", false},
+		"familiar":                           {"nginx", ""},
+		"upper case registry is allowed":     {"Registry.Example/app:v1", ""},
+		"tag of 128":                         {"nginx:" + strings.Repeat("a", 128), ""},
+		"tag of 128 around a star":           {"nginx:" + strings.Repeat("a", 64) + "*" + strings.Repeat("a", 64), ""},
+		"star tag":                           {"nginx:*", ""},
+		"double star, path with a dot":       {"**/team.x/app", ""},
+		"double star, registry with a port":  {"**/127.0.0.1:5000/app", ""},
+		"double star alone":                  {"**", ""},
+		"any digest":                         {"**@*", ""},
+		"any sha256 digest":                  {"**@sha256:*", ""},
+		"full digest":                        {"nginx@" + digest, ""},
+		"image ID prefix":                    {"sha256:01*", ""},
+		"all image IDs":                      {"sha256:*", ""},
+		"sha512 ID":                          {"sha512:" + strings.Repeat("ab", 64), ""},
+		"separators":                         {"registry.example/a__b/c-d/e.f_g", ""},
+		"ipv6 registry":                      {`\[::1\]:5000/app`, ""},
+		"upper case path":                    {"registry.example/team/App", "never"},
+		"upper case in a class is not seen":  {"registry.example/team/[A-Z]pp", ""},
+		"scheme":                             {"oci://registry.example/app", "never"},
+		"trailing slash":                     {"registry.example/app/", "never"},
+		"leading slash":                      {"/app", "never"},
+		"space":                              {"my app", "never"},
+		"spaces around":                      {" nginx:1.25 ", "warn"},
+		"colon in a path component":          {"registry.example/a:b/c", "never"},
+		"dangling separator":                 {"registry.example/app-", "never"},
+		"tag of 129":                         {"nginx:" + strings.Repeat("a", 129), "never"},
+		"tag starting with a dash":           {"nginx:-rc1", "never"},
+		"empty tag":                          {"nginx:", "never"},
+		"empty digest":                       {"nginx@", "never"},
+		"short literal digest":               {"nginx@sha256:abc", "never"},
+		"unknown algorithm":                  {"nginx@md5:*", "never"},
+		"upper case digest":                  {"nginx@sha256:ABC*", "never"},
+		"digest too long":                    {"nginx@sha256:" + strings.Repeat("a", 65) + "*", "never"},
+		"short literal ID":                   {"sha256:pinned", "never"},
+		"bare 64 hex":                        {strings.Repeat("ab", 32), "never"},
+		"short image ID, as crictl shows":    {"0123abcd0123a", "misread"},
+		"short image ID, 12":                 {"0123abcd0123", "misread"},
+		"short image ID with a star":         {"0123abcd*", "misread"},
+		"hex name with a star, short":        {"abc12*", ""},
+		"hex name with a tag":                {"0123abcd0123a:v1", "misread"},
+		"hex-looking hub user":               {"0123abcd0123a/app", ""},
+		"short hex name":                     {"abc123", ""},
+		"no name":                            {":v1", "never"},
+		"path too long":                      {"registry.example/" + strings.Repeat("a", 256), "never"},
+		"path of 255":                        {"registry.example/" + strings.Repeat("a", 255), ""},
+		"double star inside a component":     {"registry.example/a**", "warn"},
+		"wildcard first component":           {"*/app", ""},
+		"wildcard first component, question": {"?/app", ""},
+		"star alone":                         {"*", "warn"},
+		"star alone with a tag":              {"*:*", "warn"},
+		"one component with a prefix":        {"ngin*", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p, err := Parse(tc.pattern)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := len(p.Warnings()) > 0; got != tc.warns {
-				t.Errorf("Parse(%q).Warnings() = %q, want warnings: %v", tc.pattern, p.Warnings(), tc.warns)
+			got := ""
+			switch {
+			case p.NeverMatches() != "":
+				got = "never"
+			case p.Misread() != "":
+				got = "misread"
+			case len(p.Warnings()) > 0:
+				got = "warn"
+			}
+			if got != tc.want {
+				t.Errorf("Parse(%q): %q (never %q, misread %q, warnings %q), want %q",
+					tc.pattern, got, p.NeverMatches(), p.Misread(), p.Warnings(), tc.want)
 			}
 		})
 	}
@@ -356,7 +370,7 @@ func FuzzParse(f *testing.F) {
 		}
 		p.Match(name)
 		p.MatchID(name)
-		if hasWildcard(pattern) || len(p.Warnings()) > 0 || p.id {
+		if hasWildcard(pattern) || len(p.Warnings()) > 0 || p.NeverMatches() != "" || p.Misread() != "" || p.id {
 			return
 		}
 		if !p.Match(pattern) {

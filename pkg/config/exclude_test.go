@@ -9,12 +9,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestExcludeWarnings: an exclusion pattern that can never match a valid
-// image reference, or that means something else than it seems to, is a
-// warning of the loader naming the field, its line and why; a valid
-// pattern is silent. The agent still starts.
+// TestExcludeWarnings: an exclusion pattern that matches what its text
+// says but with a note (white space around it, "**" inside a component) is
+// a warning of the loader naming the field, its line and why; a valid
+// pattern is silent. The agent still starts. (Patterns that can never
+// match, or that read as something else than they plainly say, were
+// warnings here too: they are refused now, see
+// TestValidateRefusesExcludeThatNeverMatches and TestValidateRefusesMisreadExclude.)
 func TestExcludeWarnings(t *testing.T) {
-	const never = "can never match an image reference: "
 	for name, tc := range map[string]struct {
 		pattern string
 		want    string // the reason; "" for no warning
@@ -26,31 +28,18 @@ func TestExcludeWarnings(t *testing.T) {
 		"hub namespace prefix":     {pattern: "team-*/app"},
 		"digest in any repository": {pattern: "**@sha256:" + strings.Repeat("ab", 32)},
 		"image ID prefix":          {pattern: "sha256:0123*"},
-		"upper case in the path":   {pattern: "registry.example/Team/app:*", want: never + "upper case in the repository path (references are lowercase)"},
-		"upper case familiar":      {pattern: "Nginx:1.25", want: never + "upper case in the repository path (references are lowercase)"},
-		"scheme":                   {pattern: "https://registry.example/team/app:v1", want: never + `a reference has no scheme (remove "https://")`},
-		"space":                    {pattern: "my app:*", want: never + `the repository name holds characters a reference cannot (a registry is a host name with an optional port; a path component is lowercase letters and digits separated by ".", "_", "__" or "-")`},
+		"registry host and path":   {pattern: "registry.k8s.io/pause"},
+		"localhost with a port":    {pattern: "localhost:5000/x:*"},
+		"every image of a host":    {pattern: "registry.k8s.io/**"},
+		"official images, written": {pattern: "docker.io/library/*nginx*"},
+		"any registry, substring":  {pattern: "**/*nginx*"},
+		"one component, prefix":    {pattern: "ngin*"},
 		"spaces around":            {pattern: " nginx:1.25\t", want: `has white space around it, which no reference holds: matched as "nginx:1.25"`},
-		"empty component":          {pattern: "registry.example//app", want: never + `empty path component (a leading, trailing or double "/")`},
-		"tag too long":             {pattern: "nginx:" + strings.Repeat("a", 129), want: never + "a tag has at most 128 characters"},
-		"tag starting with a dot":  {pattern: "nginx:.hidden", want: never + `a tag is letters, digits, "_", "." and "-", and does not start with "." or "-"`},
-		"digest in upper case":     {pattern: "nginx@sha256:ABC*", want: never + "a digest is an algorithm and lowercase hexadecimal digits, such as sha256:<64 hex digits>"},
-		"image ID in upper case":   {pattern: "sha256:ABCD*", want: never + "a digest is an algorithm and lowercase hexadecimal digits, such as sha256:<64 hex digits>"},
-		"bare image ID":            {pattern: strings.Repeat("ab", 32), want: never + "a name of 64 hexadecimal digits is an image ID: write sha256:<ID>"},
-		"no repository":            {pattern: "@sha256:" + strings.Repeat("ab", 32), want: never + "no repository name (write ** for any repository)"},
 		"double star in a component": {
 			pattern: "registry.example/team**/app",
 			want:    `has "**" inside a path component, where it is the same as "*": "**" spans path components only as a whole component, as in registry.example/**/app`,
 		},
 		"wildcard first component": {pattern: "*/critical-agent:*"},
-		"star alone": {
-			pattern: "*",
-			want:    "is a name of one component, so it matches Docker Hub's official images only (docker.io/library/*): write ** for any repository, or docker.io/library/* for this meaning",
-		},
-		"star alone with a tag": {
-			pattern: "*:*",
-			want:    "is a name of one component, so it matches Docker Hub's official images only (docker.io/library/*:*): write **:* for any repository, or docker.io/library/*:* for this meaning",
-		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			loaded, err := Decode([]byte(header + "imageGC:\n  exclude:\n  - ok/*\n  - " + strconv.Quote(tc.pattern) + "\n"))
@@ -58,7 +47,7 @@ func TestExcludeWarnings(t *testing.T) {
 				t.Fatal(err)
 			}
 			if errs := Validate(loaded.Config); len(errs) > 0 {
-				t.Fatalf("Validate() = %v; a pattern that cannot match is a warning, not an error", errs)
+				t.Fatalf("Validate() = %v; a pattern that matches what it says is no error", errs)
 			}
 			var want []string
 			if tc.want != "" {
@@ -68,6 +57,70 @@ func TestExcludeWarnings(t *testing.T) {
 				t.Errorf("warnings (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// checkExcludeRefused decodes a file whose imageGC.exclude is ["ok/*",
+// pattern] and checks that Validate refuses pattern alone, at its line, with
+// want as the detail, and that the loader does not also warn of it.
+func checkExcludeRefused(t *testing.T, pattern, want string) {
+	t.Helper()
+	loaded, err := Decode([]byte(header + "imageGC:\n  exclude:\n  - ok/*\n  - " + strconv.Quote(pattern) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := Validate(loaded.Config)
+	wantProblems := []string{fmt.Sprintf("line 6: imageGC.exclude[1]: Invalid value: %q: %s", pattern, want)}
+	if diff := cmp.Diff(wantProblems, loaded.Problems(errs)); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	if len(errs) == 1 && errs[0].Field != "imageGC.exclude[1]" {
+		t.Errorf("field %s, want imageGC.exclude[1]", errs[0].Field)
+	}
+	if len(loaded.Warnings) > 0 {
+		t.Errorf("warnings %q for a pattern that is refused", loaded.Warnings)
+	}
+}
+
+// TestValidateRefusesExcludeThatNeverMatches: an exclusion pattern that can
+// never match an image reference protects nothing. Before, it was a warning
+// printed once at start, and the agent ran with the image the operator meant
+// unprotected; now Validate refuses it at imageGC.exclude[i], naming the
+// rule and what to write.
+func TestValidateRefusesExcludeThatNeverMatches(t *testing.T) {
+	const never = "can never match an image reference: "
+	const upper = never + "upper case in the repository path (references are lowercase): write "
+	const badDigest = never + "a digest is an algorithm and lowercase hexadecimal digits, such as sha256:<64 hex digits>"
+	const chars = never + `the repository name holds characters a reference cannot (a registry is a host name with an optional port; ` +
+		`a path component is lowercase letters and digits separated by ".", "_", "__" or "-")`
+	hex64 := strings.Repeat("0123abcd", 8)
+	for name, tc := range map[string]struct{ pattern, want string }{
+		"upper case familiar":      {"Nginx", upper + `"nginx"`},
+		"upper case with a tag":    {"MyApp:v1", upper + `"myapp:v1"`},
+		"upper case, qualified":    {"docker.io/library/Redis:7", upper + `"docker.io/library/redis:7"`},
+		"upper case in the path":   {"registry.example/Team/app:*", upper + `"registry.example/team/app:*"`},
+		"upper case with wildcard": {"Ngin*", upper + `"ngin*"`},
+		"truncated image ID":       {"sha256:5e1ce4d7a8c9b", badDigest + `: for the images whose ID starts so, write "sha256:5e1ce4d7a8c9b*"`},
+		"image ID in upper case":   {"sha256:ABCDEF*", badDigest + `: write "sha256:abcdef*"`},
+		"image ID not hex":         {"sha256:pinned", badDigest + ": for an image ID, write sha256: and its hexadecimal digits, all 64 of them or a prefix and *"},
+		"truncated digest":         {"nginx:1.25@sha256:0123", badDigest + `: for the digests that start so, write "nginx:1.25@sha256:0123*"`},
+		"digest in upper case":     {"nginx@sha256:ABC*", badDigest + `: write "nginx@sha256:abc*"`},
+		"list in one item":         {"nginx, redis", chars + `: write one pattern per list item ("nginx", "redis")`},
+		"space":                    {"my app:*", chars + `: write one pattern per list item ("my", "app:*")`},
+		"regular expression":       {"ghcr.io/org/.*", chars + `: a pattern is a glob, not a regular expression: * is any run of characters within a path component, ** any number of components; write "ghcr.io/org/**"`},
+		"anchored expression":      {"^nginx$", chars + `: a pattern is a glob, not a regular expression: * is any run of characters within a path component, ** any number of components; write "nginx"`},
+		"brace expansion":          {"ghcr.io/org/app:{v1,v2}", never + `a tag is letters, digits, "_", "." and "-", and does not start with "." or "-": write one pattern per list item ("ghcr.io/org/app:v1", "ghcr.io/org/app:v2")`},
+		"no repository":            {"@sha256:" + hex64, never + `no repository name: write "**@sha256:` + hex64 + `" for any repository`},
+		"no repository, tag":       {":v1", never + `no repository name: write "**:v1" for any repository`},
+		"bare image ID":            {hex64, never + `a name of 64 hexadecimal digits is an image ID: write "sha256:` + hex64 + `"`},
+		"scheme":                   {"https://registry.example/team/app:v1", never + `a reference has no scheme: write "registry.example/team/app:v1"`},
+		"empty component":          {"registry.example//app", never + `empty path component (a leading, trailing or double "/")`},
+		"tag too long":             {"nginx:" + strings.Repeat("a", 129), never + "a tag has at most 128 characters"},
+		"tag starting with a dot":  {"nginx:.hidden", never + `a tag is letters, digits, "_", "." and "-", and does not start with "." or "-"`},
+		"short image ID":           {"5e1ce4d7a8c9", `is a Docker Hub name of hexadecimal digits (docker.io/library/5e1ce4d7a8c9), which looks like a short image ID as crictl images shows it: an image ID pattern is "sha256:5e1ce4d7a8c9*"`},
+		"short image ID, 13":       {"5e1ce4d7a8c9b", `is a Docker Hub name of hexadecimal digits (docker.io/library/5e1ce4d7a8c9b), which looks like a short image ID as crictl images shows it: an image ID pattern is "sha256:5e1ce4d7a8c9b*"`},
+	} {
+		t.Run(name, func(t *testing.T) { checkExcludeRefused(t, tc.pattern, tc.want) })
 	}
 }
 

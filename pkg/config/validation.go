@@ -175,8 +175,18 @@ func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
 			errs = append(errs, field.Invalid(ip, pattern, "must not be empty"))
 			continue
 		}
-		if _, err := imageref.Parse(pattern); err != nil {
+		parsed, err := imageref.Parse(pattern)
+		if err != nil {
 			errs = append(errs, field.Invalid(ip, pattern, "must be a valid image reference pattern: "+err.Error()))
+			continue
+		}
+		// A pattern no reference can match, or read as another image
+		// than it names, protects nothing the operator meant: refused, not
+		// a warning at start that a DaemonSet's log soon buries.
+		if why := parsed.NeverMatches(); why != "" {
+			errs = append(errs, field.Invalid(ip, pattern, "can never match an image reference: "+why))
+		} else if why := parsed.Misread(); why != "" {
+			errs = append(errs, field.Invalid(ip, pattern, why))
 		}
 	}
 	if c.KeepNewestPerRepository < 0 {
@@ -187,14 +197,15 @@ func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
 }
 
 // excludeWarnings returns a warning for every image GC exclusion pattern
-// that can never match a valid image reference, or means something other
-// than it seems to, naming the field path and, when l locates it, its line.
-// Patterns that are invalid are left to Validate.
+// that is read other than as written (white space around it, "**" inside
+// a component), naming the field path and, when l locates it, its line.
+// Patterns that are invalid, or that Validate refuses (NeverMatches,
+// Misread), are left to Validate.
 func excludeWarnings(c *ImageGCConfiguration, l *Loaded) []string {
 	var out []string
 	for i, pattern := range c.Exclude {
 		p, err := imageref.Parse(pattern)
-		if err != nil {
+		if err != nil || p.NeverMatches() != "" || p.Misread() != "" {
 			continue
 		}
 		path := field.NewPath("imageGC", "exclude").Index(i).String()
