@@ -124,6 +124,13 @@ func parse(pattern string) (*Pattern, error) {
 			why += digestFix(digest, rest+"@", "for the digests that start so, ", "")
 		}
 	}
+	if host, ok := bareHost(comps, tag, hasTag, hasDigest); ok {
+		// Before any reason it can never match (Registry.K8s.io): the
+		// mistake is the missing path.
+		p.misread = fmt.Sprintf("is a registry host alone, which a reference reads as the Docker Hub image docker.io/library/%s: "+
+			"write %q for every image of that registry", pattern, host)
+		return p, nil
+	}
 	p.never = why
 	for _, c := range comps {
 		if c != "**" && strings.Contains(c, "**") {
@@ -141,6 +148,32 @@ func parse(pattern string) (*Pattern, error) {
 			"write %s for any repository, or %s for this meaning", p, "**"+pattern[len(comps[0]):], p))
 	}
 	return p, nil
+}
+
+// bareHost reports whether a name of one component is plainly a registry
+// host (it holds a ".", or is localhost), perhaps with a port read as a tag
+// (localhost:5000), and returns the pattern for every image of that
+// registry. A reference reads such a name as a Docker Hub official image,
+// and no official image is named like a host.
+func bareHost(comps []string, tag string, hasTag, hasDigest bool) (string, bool) {
+	if len(comps) != 1 || hasDigest {
+		return "", false
+	}
+	stand, _, _ := placeholder(comps[0])
+	port := hasTag && tag != "" && strings.Trim(tag, "0123456789") == ""
+	switch {
+	case strings.Contains(stand, "."):
+	case strings.EqualFold(stand, "localhost") && (!hasTag || port):
+	default:
+		return "", false
+	}
+	switch {
+	case port:
+		return comps[0] + ":" + tag + "/**", true
+	case hasTag:
+		return comps[0] + "/**:" + tag, true
+	}
+	return comps[0] + "/**", true
 }
 
 // shortIDRegexp matches the start of an image ID written without its
@@ -169,10 +202,11 @@ func (p *Pattern) NeverMatches() string { return p.never }
 // Misread says how the pattern, which matches some reference, is read as
 // something other than its text plainly names, with what to write for
 // either meaning; "" when it is not. The reason starts with "is ...", the
-// pattern being its subject. So far: a name of one component that is 12
-// to 63 hexadecimal digits, a short image ID read as a Docker Hub official
-// image no one publishes. A program that reads patterns from an operator
-// refuses such a pattern.
+// pattern being its subject. A program that reads patterns from an
+// operator refuses such a pattern. So far: a registry host alone (registry.k8s.io, localhost:5000), read as
+// docker.io/library/registry.k8s.io or as the image localhost with the tag
+// 5000; and a name of one component that is 12 to 63 hexadecimal digits, a
+// short image ID read as a Docker Hub official image no one publishes.
 func (p *Pattern) Misread() string { return p.misread }
 
 // String returns the pattern normalised: the fully qualified name, then the

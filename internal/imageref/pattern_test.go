@@ -41,6 +41,7 @@ func TestMatch(t *testing.T) {
 		"localhost":                          {"localhost/app:v1", "localhost/app:v1", true},
 		"localhost is not hub":               {"localhost/app:v1", "docker.io/localhost/app:v1", false},
 		"localhost with a port":              {"localhost:5000/app", "localhost:5000/app:v1", true},
+		"localhost with a port, any tag":     {"localhost:5000/x:*", "localhost:5000/x:v1", true},
 		"ipv6 registry, escaped":             {`\[::1\]:5000/app:v1`, "[::1]:5000/app:v1", true},
 		"wildcard registry":                  {"*.example/team/app:v1", "registry.example/team/app:v1", true},
 		"wildcard registry is not hub":       {"*.example/team/app:v1", "docker.io/team/app:v1", false},
@@ -240,6 +241,14 @@ func TestVerdicts(t *testing.T) {
 		"star alone":                         {"*", "warn"},
 		"star alone with a tag":              {"*:*", "warn"},
 		"one component with a prefix":        {"ngin*", ""},
+		"registry host alone":                {"registry.k8s.io", "misread"},
+		"registry host alone, port":          {"registry.example:5000", "misread"},
+		"localhost alone":                    {"localhost", "misread"},
+		"localhost with a port alone":        {"localhost:5000", "misread"},
+		"registry host in capitals":          {"Registry.K8s.io", "misread"},
+		"registry host and a repository":     {"registry.k8s.io/pause", ""},
+		"localhost with a port and a path":   {"localhost:5000/x:*", ""},
+		"localhost with a tag is a name":     {"localhost:v1", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p, err := Parse(tc.pattern)

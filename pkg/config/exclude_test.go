@@ -153,3 +153,28 @@ func TestExcludeSyntaxErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateRefusesBareRegistryHost: a pattern of one component that is
+// plainly a registry host (a ".", or localhost, with or without a port) is
+// read by the reference library as a Docker Hub official image
+// (registry.k8s.io is docker.io/library/registry.k8s.io, localhost:5000 the
+// image localhost with the tag 5000) and protected nothing, with no warning.
+// Now it is refused, with what to write for every image of that registry.
+func TestValidateRefusesBareRegistryHost(t *testing.T) {
+	const host = "is a registry host alone, which a reference reads as the Docker Hub image %s: write %q for every image of that registry"
+	for pattern, want := range map[string]string{
+		"registry.k8s.io":       fmt.Sprintf(host, "docker.io/library/registry.k8s.io", "registry.k8s.io/**"),
+		"quay.io":               fmt.Sprintf(host, "docker.io/library/quay.io", "quay.io/**"),
+		"docker.io":             fmt.Sprintf(host, "docker.io/library/docker.io", "docker.io/**"),
+		"localhost":             fmt.Sprintf(host, "docker.io/library/localhost", "localhost/**"),
+		"localhost:5000":        fmt.Sprintf(host, "docker.io/library/localhost:5000", "localhost:5000/**"),
+		"registry.example:5000": fmt.Sprintf(host, "docker.io/library/registry.example:5000", "registry.example:5000/**"),
+		"123456789012.dkr.ecr.us-east-1.amazonaws.com": fmt.Sprintf(host, "docker.io/library/123456789012.dkr.ecr.us-east-1.amazonaws.com",
+			"123456789012.dkr.ecr.us-east-1.amazonaws.com/**"),
+		"Registry.K8s.io": fmt.Sprintf(host, "docker.io/library/Registry.K8s.io", "Registry.K8s.io/**"),
+		"*.k8s.io":        fmt.Sprintf(host, "docker.io/library/*.k8s.io", "*.k8s.io/**"),
+		"quay.io:latest":  fmt.Sprintf(host, "docker.io/library/quay.io:latest", "quay.io/**:latest"),
+	} {
+		t.Run(pattern, func(t *testing.T) { checkExcludeRefused(t, pattern, want) })
+	}
+}
