@@ -24,7 +24,8 @@
 //     ":", or is "localhost". Otherwise the name is on Docker Hub:
 //     "docker.io/" is put in front, and "library/" too for a name of one
 //     component ("*" is docker.io/library/*, Docker Hub's official images
-//     only; a warning says so). A first component with wildcards and no
+//     only: Misread says so of every name of one component that starts
+//     with a wildcard, and of a registry host alone, "registry.k8s.io"). A first component with wildcards and no
 //     literal "." or ":" may be either: "*/app" matches docker.io/team/app
 //     and quay.io/app, but not quay.io/team/app ("*" is one component;
 //     write "**/app" for any registry and depth). A pattern starting with
@@ -44,8 +45,9 @@
 // case in the repository path, a scheme, characters a reference cannot
 // hold, a tag longer than 128 characters, a malformed digest...) compiles,
 // and NeverMatches says why and what to write; one that matches some
-// reference but not what its text plainly names (a short image ID read as
-// a Docker Hub name) compiles, and Misread says so. pkg/config refuses
+// reference but not what its text plainly names (a registry host alone,
+// "*nginx*", a short image ID, each read as a Docker Hub official image)
+// compiles, and Misread says so. pkg/config refuses
 // both. Such a pattern is still matched, as written, against fully
 // qualified names. Warnings says how a pattern is read other than as
 // written (white space around it dropped, "**" inside a component).

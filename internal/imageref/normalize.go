@@ -16,9 +16,6 @@ type normalized struct {
 	// first component has wildcards and was read as a Docker Hub name:
 	// the components as written, the first one a registry.
 	registryReading []segment
-	// onlyWildcards: the name is one component of wildcards only ("*"),
-	// which can only be a Docker Hub official image.
-	onlyWildcards bool
 }
 
 // normalize makes the name pattern comps fully qualified the way the
@@ -90,10 +87,7 @@ func normalize(comps []string) (normalized, string) {
 		for i, c := range comps {
 			out.segments[len(full)-n+i] = newSegment(c)
 		}
-		switch _, _, literals := placeholder(comps[0]); {
-		case n == 1:
-			out.onlyWildcards = literals == 0 && hasWildcard(comps[0])
-		case hasWildcard(comps[0]):
+		if n > 1 && hasWildcard(comps[0]) {
 			out.registryReading = slices.Clone(asWritten.segments)
 			out.registryReading[0] = hostSegment(out.registryReading[0])
 		}

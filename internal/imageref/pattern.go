@@ -143,9 +143,15 @@ func parse(pattern string) (*Pattern, error) {
 		p.misread = fmt.Sprintf("is a Docker Hub name of hexadecimal digits (%s), which looks like a short image ID "+
 			"as crictl images shows it: an image ID pattern is %q", p, "sha256:"+strings.TrimRight(comps[0], "*")+"*")
 	}
-	if why == "" && n.onlyWildcards {
-		p.warnings = append(p.warnings, fmt.Sprintf("is a name of one component, so it matches Docker Hub's official images only (%s): "+
-			"write %s for any repository, or %s for this meaning", p, "**"+pattern[len(comps[0]):], p))
+	if why == "" && len(comps) == 1 && comps[0] != "**" && strings.IndexAny(comps[0], "*?[") == 0 {
+		// "*nginx*", "*-agent:*", "*": written as a search of every
+		// registry, read as Docker Hub's official images.
+		anyRegistry := "**/" + strings.ReplaceAll(comps[0], "**", "*")
+		if strings.Trim(comps[0], "*") == "" {
+			anyRegistry = "**"
+		}
+		p.misread = fmt.Sprintf("is a name of one component, so it matches Docker Hub's official images only (%s): "+
+			"write %q for any registry, or %q to mean official images only", p, anyRegistry+pattern[len(comps[0]):], p)
 	}
 	return p, nil
 }
@@ -203,10 +209,14 @@ func (p *Pattern) NeverMatches() string { return p.never }
 // something other than its text plainly names, with what to write for
 // either meaning; "" when it is not. The reason starts with "is ...", the
 // pattern being its subject. A program that reads patterns from an
-// operator refuses such a pattern. So far: a registry host alone (registry.k8s.io, localhost:5000), read as
+// operator refuses such a pattern. So far: a registry host alone
+// (registry.k8s.io, localhost:5000), read as
 // docker.io/library/registry.k8s.io or as the image localhost with the tag
-// 5000; and a name of one component that is 12 to 63 hexadecimal digits, a
-// short image ID read as a Docker Hub official image no one publishes.
+// 5000; a name of one component starting with a wildcard ("*nginx*",
+// "*-agent:*", "*"), written as a search of every registry and read as
+// Docker Hub's official images; and a name of one component that is 12 to
+// 63 hexadecimal digits, a short image ID read as a Docker Hub official
+// image no one publishes.
 func (p *Pattern) Misread() string { return p.misread }
 
 // String returns the pattern normalised: the fully qualified name, then the

@@ -184,7 +184,9 @@ func TestNormalised(t *testing.T) {
 // it by Warnings ("warn"); patterns that can match as they say are none of
 // these, including ones close to the limits. The wording is checked in
 // pkg/config. (Before, the first two were Warnings too, and config only
-// warned of them: each "never" and "misread" row was a warning.)
+// warned of them: each "never" and "misread" row was a warning, but for
+// the one-component names starting with a wildcard other than "*" alone,
+// and the registry hosts alone, which were silent.)
 func TestVerdicts(t *testing.T) {
 	for name, tc := range map[string]struct {
 		pattern string
@@ -238,9 +240,14 @@ func TestVerdicts(t *testing.T) {
 		"double star inside a component":     {"registry.example/a**", "warn"},
 		"wildcard first component":           {"*/app", ""},
 		"wildcard first component, question": {"?/app", ""},
-		"star alone":                         {"*", "warn"},
-		"star alone with a tag":              {"*:*", "warn"},
+		"star alone":                         {"*", "misread"},
+		"star alone with a tag":              {"*:*", "misread"},
 		"one component with a prefix":        {"ngin*", ""},
+		"one component, star first":          {"*nginx*", "misread"},
+		"one component, star first, tag":     {"*-agent:*", "misread"},
+		"one component, question first":      {"?ginx", "misread"},
+		"one component, double star first":   {"**nginx", "misread"},
+		"double star then a name":            {"**/*nginx*", ""},
 		"registry host alone":                {"registry.k8s.io", "misread"},
 		"registry host alone, port":          {"registry.example:5000", "misread"},
 		"localhost alone":                    {"localhost", "misread"},

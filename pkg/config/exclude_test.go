@@ -178,3 +178,23 @@ func TestValidateRefusesBareRegistryHost(t *testing.T) {
 		t.Run(pattern, func(t *testing.T) { checkExcludeRefused(t, pattern, want) })
 	}
 }
+
+// TestValidateRefusesWildcardFirstOneComponent: a name of one component
+// that starts with a wildcard ("*nginx*", "*-agent:*", "*") is read as a
+// Docker Hub official image, as every name of one component is: it matches
+// neither bitnami/nginx nor registry.k8s.io/ingress-nginx/controller.
+// Before, "*" alone was a warning and the others were silent; now each is
+// refused, with what to write for either meaning.
+func TestValidateRefusesWildcardFirstOneComponent(t *testing.T) {
+	const hub = "is a name of one component, so it matches Docker Hub's official images only (%s): write %q for any registry, or %q to mean official images only"
+	for pattern, want := range map[string]string{
+		"*nginx*":   fmt.Sprintf(hub, "docker.io/library/*nginx*", "**/*nginx*", "docker.io/library/*nginx*"),
+		"*-agent:*": fmt.Sprintf(hub, "docker.io/library/*-agent:*", "**/*-agent:*", "docker.io/library/*-agent:*"),
+		"*":         fmt.Sprintf(hub, "docker.io/library/*", "**", "docker.io/library/*"),
+		"*:*":       fmt.Sprintf(hub, "docker.io/library/*:*", "**:*", "docker.io/library/*:*"),
+		"?ginx":     fmt.Sprintf(hub, "docker.io/library/?ginx", "**/?ginx", "docker.io/library/?ginx"),
+		"[a-z]*":    fmt.Sprintf(hub, "docker.io/library/[a-z]*", "**/[a-z]*", "docker.io/library/[a-z]*"),
+	} {
+		t.Run(pattern, func(t *testing.T) { checkExcludeRefused(t, pattern, want) })
+	}
+}
