@@ -73,6 +73,11 @@ var fieldCandidates = map[string][]any{
 		[]any{map[string]any{"group": "apps/v1", "resource": "deployments"}}, []any{map[string]any{"resource": "ConfigMap"}},
 		[]any{map[string]any{"group": "example.com", "resource": "widgets.example.com"}},
 		[]any{map[string]any{"group": "apps", "resource": "deployment"}},
+		[]any{map[string]any{"group": "Example.COM", "resource": "widgets"}}, []any{map[string]any{"group": "apps ", "resource": "deployments"}},
+		[]any{map[string]any{"group": "*", "resource": "secrets"}}, []any{map[string]any{"group": "batch", "resource": " jobs"}},
+		[]any{map[string]any{"group": "example.com", "resource": "*"}}, []any{map[string]any{"resource": "pods/status"}},
+		[]any{map[string]any{"resource": "config_maps"}}, []any{map[string]any{"group": "-bad.example", "resource": "widgets"}},
+		[]any{map[string]any{"group": "metrics.k8s.io", "resource": "pods"}}, []any{map[string]any{"group": "x-1.example.com", "resource": "a-1"}},
 	},
 }
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -284,12 +285,17 @@ func validateOwnerGC(p *field.Path, c *OwnerGCConfiguration) field.ErrorList {
 // operators write a resource elsewhere, which discovery never serves: it
 // would match nothing, and the owner GC would watch and collect the
 // resource it was meant to leave alone. The core group written "core" or
-// "v1" (kubectl's names), a group/version, a Kind, or a
-// CustomResourceDefinition's full name. A singular resource name
+// "v1" (kubectl's names), a group/version, a Kind, a
+// CustomResourceDefinition's full name, a subresource (pods/status); a
+// group that is no lower-case DNS subdomain, a resource that is no DNS
+// label (capitals, white space, a wildcard: entries are compared exactly,
+// pkg/ownergc). A singular resource name
 // (deployment) cannot be told from a plural without discovery: it passes.
 func validateIgnoredResource(p *field.Path, gr GroupResource) field.ErrorList {
+	const wildcard = "no wildcards: an entry names one group and one resource; list each as its own entry"
 	var errs field.ErrorList
 	switch group, _, versioned := strings.Cut(gr.Group, "/"); {
+	case gr.Group == "":
 	case gr.Group == "core" || gr.Group == "v1":
 		errs = append(errs, field.Invalid(p.Child("group"), gr.Group,
 			`the core group is "" here, as discovery names it: write group: ""`))
@@ -299,8 +305,21 @@ func validateIgnoredResource(p *field.Path, gr GroupResource) field.ErrorList {
 		}
 		errs = append(errs, field.Invalid(p.Child("group"), gr.Group,
 			fmt.Sprintf("a group/version: write the group alone, group: %q (an entry holds every version of its resource)", group)))
+	case strings.Contains(gr.Group, "*"):
+		errs = append(errs, field.Invalid(p.Child("group"), gr.Group, wildcard))
+	case len(validation.IsDNS1123Subdomain(gr.Group)) == 0:
+	case strings.TrimSpace(gr.Group) != gr.Group && len(validation.IsDNS1123Subdomain(strings.TrimSpace(gr.Group))) == 0:
+		errs = append(errs, field.Invalid(p.Child("group"), gr.Group,
+			fmt.Sprintf("has white space around it, which no API group holds: write group: %q", strings.TrimSpace(gr.Group))))
+	case len(validation.IsDNS1123Subdomain(strings.ToLower(gr.Group))) == 0:
+		errs = append(errs, field.Invalid(p.Child("group"), gr.Group,
+			fmt.Sprintf("an API group is lower case, as discovery names it: write group: %q", strings.ToLower(gr.Group))))
+	default:
+		errs = append(errs, field.Invalid(p.Child("group"), gr.Group,
+			"an API group is a DNS subdomain, as discovery names it: "+strings.Join(validation.IsDNS1123Subdomain(gr.Group), "; ")))
 	}
-	switch {
+	switch trimmed := strings.TrimSpace(gr.Resource); {
+	case gr.Resource == "" || resourceNameRegexp.MatchString(gr.Resource):
 	case strings.ToLower(gr.Resource) != gr.Resource:
 		errs = append(errs, field.Invalid(p.Child("resource"), gr.Resource,
 			"a Kind, not a resource: write the plural, lower-case resource name as `kubectl api-resources` shows it (configmaps for ConfigMap)"))
@@ -308,9 +327,26 @@ func validateIgnoredResource(p *field.Path, gr GroupResource) field.ErrorList {
 		plural, group, _ := strings.Cut(gr.Resource, ".")
 		errs = append(errs, field.Invalid(p.Child("resource"), gr.Resource,
 			fmt.Sprintf("a CustomResourceDefinition's full name: give its group in group and its plural in resource: {group: %s, resource: %s}", group, plural)))
+	case strings.Contains(gr.Resource, "/"):
+		resource, _, _ := strings.Cut(gr.Resource, "/")
+		errs = append(errs, field.Invalid(p.Child("resource"), gr.Resource,
+			fmt.Sprintf("a subresource: the owner GC watches resources, and an entry holds its subresources: write resource: %q", resource)))
+	case strings.Contains(gr.Resource, "*"):
+		errs = append(errs, field.Invalid(p.Child("resource"), gr.Resource, wildcard))
+	case trimmed != gr.Resource && resourceNameRegexp.MatchString(trimmed):
+		errs = append(errs, field.Invalid(p.Child("resource"), gr.Resource,
+			fmt.Sprintf("has white space around it, which no resource name holds: write resource: %q", trimmed)))
+	default:
+		errs = append(errs, field.Invalid(p.Child("resource"), gr.Resource,
+			"a resource name is lower-case letters, digits and \"-\", starting and ending with a letter or digit, as `kubectl api-resources` shows it"))
 	}
 	return errs
 }
+
+// resourceNameRegexp matches a resource's name as discovery serves it: a
+// DNS label (the plural of a CustomResourceDefinition is one, and so is
+// every built-in resource's).
+var resourceNameRegexp = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 func validateClientConnection(p *field.Path, c *componentbaseconfigv1alpha1.ClientConnectionConfiguration) field.ErrorList {
 	var errs field.ErrorList

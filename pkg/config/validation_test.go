@@ -398,9 +398,12 @@ func TestNodeNameWithCapitals(t *testing.T) {
 // written as operators write a resource elsewhere (kubectl's "core" group,
 // the core group's "v1", a group/version, a Kind, a CustomResourceDefinition's
 // full name) names nothing discovery serves: it would match nothing, and
-// the owner GC would watch and collect what it was meant to leave alone. Each
-// is refused at its line, naming the field and what to write. A singular
-// resource name cannot be told without discovery: it passes.
+// the owner GC would watch and collect what it was meant to leave alone. So
+// does a group that is no lower-case DNS subdomain (capitals, white space,
+// a wildcard), or a resource with white space, a wildcard, a subresource's
+// "/" or another character no resource name holds. Each is refused at its
+// line, naming the field and what to write. A singular resource name
+// cannot be told without discovery: it passes.
 func TestIgnoredResourcesAsOperatorsWriteThem(t *testing.T) {
 	for entry, want := range map[string][]string{
 		"{group: core, resource: configmaps}": {`line 5: ownerGC.gcIgnoredResources[0].group: Invalid value: "core": the core group is "" here, as discovery names it: write group: ""`},
@@ -413,6 +416,23 @@ func TestIgnoredResourcesAsOperatorsWriteThem(t *testing.T) {
 			"write the plural, lower-case resource name as `kubectl api-resources` shows it (configmaps for ConfigMap)"},
 		"{group: example.com, resource: widgets.example.com}": {`line 5: ownerGC.gcIgnoredResources[0].resource: Invalid value: "widgets.example.com": ` +
 			`a CustomResourceDefinition's full name: give its group in group and its plural in resource: {group: example.com, resource: widgets}`},
+		// Before, each of these was valid, and matched nothing (review r7 F2).
+		"{group: Example.COM, resource: widgets}": {`line 5: ownerGC.gcIgnoredResources[0].group: Invalid value: "Example.COM": ` +
+			`an API group is lower case, as discovery names it: write group: "example.com"`},
+		`{group: "apps ", resource: deployments}`: {`line 5: ownerGC.gcIgnoredResources[0].group: Invalid value: "apps ": ` +
+			`has white space around it, which no API group holds: write group: "apps"`},
+		`{group: "*", resource: secrets}`: {`line 5: ownerGC.gcIgnoredResources[0].group: Invalid value: "*": ` +
+			`no wildcards: an entry names one group and one resource; list each as its own entry`},
+		`{group: "example com", resource: widgets}`: {`line 5: ownerGC.gcIgnoredResources[0].group: Invalid value: "example com": ` +
+			`an API group is a DNS subdomain, as discovery names it: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
+		`{group: batch, resource: " jobs"}`: {`line 5: ownerGC.gcIgnoredResources[0].resource: Invalid value: " jobs": ` +
+			`has white space around it, which no resource name holds: write resource: "jobs"`},
+		`{group: example.com, resource: "*"}`: {`line 5: ownerGC.gcIgnoredResources[0].resource: Invalid value: "*": ` +
+			`no wildcards: an entry names one group and one resource; list each as its own entry`},
+		`{group: "", resource: pods/status}`: {`line 5: ownerGC.gcIgnoredResources[0].resource: Invalid value: "pods/status": ` +
+			`a subresource: the owner GC watches resources, and an entry holds its subresources: write resource: "pods"`},
+		`{group: "", resource: config_maps}`: {`line 5: ownerGC.gcIgnoredResources[0].resource: Invalid value: "config_maps": ` +
+			"a resource name is lower-case letters, digits and \"-\", starting and ending with a letter or digit, as `kubectl api-resources` shows it"},
 		"{group: apps, resource: deployment}":  nil,
 		"{group: apps, resource: deployments}": nil,
 		"{group: '', resource: events}":        nil,

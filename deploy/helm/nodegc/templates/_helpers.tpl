@@ -488,11 +488,28 @@ include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
 {{- if contains "/" $group }}
 {{- fail (printf "config.ownerGC.gcIgnoredResources[%d].group: %q: a group/version: write the group alone (an entry holds every version of its resource): %s" $i $group $refused) }}
 {{- end }}
+{{- /* Entries are compared exactly: a group that is no lower-case DNS subdomain, a resource that is no DNS label, match nothing. */}}
+{{- $wildcard := "no wildcards: an entry names one group and one resource; list each as its own entry" }}
+{{- if contains "*" $group }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d].group: %q: %s: %s" $i $group $wildcard $refused) }}
+{{- end }}
+{{- if and $group (or (gt (len $group) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $group))) }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d].group: %q: an API group is a lower-case DNS subdomain as discovery names it (lower case letters, digits, '-' and '.', no white space): %s" $i $group $refused) }}
+{{- end }}
 {{- if ne (lower $res) $res }}
 {{- fail (printf "config.ownerGC.gcIgnoredResources[%d].resource: %q: a Kind, not a resource: write the plural, lower-case resource name as kubectl api-resources shows it: %s" $i $res $refused) }}
 {{- end }}
 {{- if contains "." $res }}
 {{- fail (printf "config.ownerGC.gcIgnoredResources[%d].resource: %q: a CustomResourceDefinition's full name: give its group in group and its plural in resource: %s" $i $res $refused) }}
+{{- end }}
+{{- if contains "/" $res }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d].resource: %q: a subresource: the owner GC watches resources, and an entry holds its subresources: write resource: %q: %s" $i $res (index (splitList "/" $res) 0) $refused) }}
+{{- end }}
+{{- if contains "*" $res }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d].resource: %q: %s: %s" $i $res $wildcard $refused) }}
+{{- end }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $res) }}
+{{- fail (printf "config.ownerGC.gcIgnoredResources[%d].resource: %q: a resource name is lower-case letters, digits and '-', starting and ending with a letter or digit, as kubectl api-resources shows it (no white space): %s" $i $res $refused) }}
 {{- end }}
 {{- $key := printf "%s/%s" $group $res }}
 {{- if hasKey $seen $key }}
