@@ -49,6 +49,7 @@ var fieldCandidates = map[string][]any{
 	"leaderElection.renewDeadline": {"2.4s", "2.5s", "14s", "15s"},
 	"leaderElection.retryPeriod":   {"8s", "8.333s", "8.334s"},
 	"imageGC.maximumGCAge":         {"2m", "2m1ns"},
+	"imageGC.fillRateHorizon":      {"5m", "5m1ns", "1h"},
 	"imageGC.exclude": {[]any{}, []any{""}, []any{"  "}, []any{"docker.io/library/busybox:*"},
 		[]any{"registry.example/**/app"}, []any{"[abc"}, []any{"app-[ab"}, []any{`\[::1\]:5000/app`}, []any{"a[b/c]d"},
 		[]any{`registry\[x/app`}, []any{"app:[0-9]*"}, []any{"[]abc"}, []any{`app\`}, []any{"[fd00::1]:5000/app"}},

@@ -27,6 +27,16 @@ import (
 // start grace, the stall watchdog's) must not reach the longest Duration.
 const MaxRuntimeRequestTimeout = 24 * time.Hour
 
+// MaxFillRateHorizon is the longest imageGC.fillRateHorizon accepted. The
+// image GC measures the fill rate over the last 5 seconds (pkg/images,
+// fillWindow) and, when that rate over the horizon reaches the eviction
+// threshold, frees down to the low threshold as usage is projected to be
+// then, at most from an empty disk: over an hour, a pull of a few seconds
+// on a half-empty disk asks to free (100-low)% of it. 5m is 60 times the
+// window, and the default imageGC.period (a full sweep comes that often
+// anyway); nothing in the code founds a tighter bound.
+const MaxFillRateHorizon = 5 * time.Minute
+
 // Validate checks a defaulted configuration and returns every problem found,
 // each with the path of the field it concerns. An empty list means valid.
 // NodeNameProblems says why name cannot be a Node's name, nil when it can.
@@ -153,6 +163,10 @@ func validateImageGC(p *field.Path, c *ImageGCConfiguration) field.ErrorList {
 	errs = append(errs, validatePositive(p.Child("period"), c.Period)...)
 	errs = append(errs, validatePositive(p.Child("diskCheckInterval"), c.DiskCheckInterval)...)
 	errs = append(errs, validateNonNegative(p.Child("fillRateHorizon"), c.FillRateHorizon)...)
+	if h := c.FillRateHorizon; h != nil && h.Duration > MaxFillRateHorizon {
+		errs = append(errs, field.Invalid(p.Child("fillRateHorizon"), h.Duration.String(), "must be at most "+MaxFillRateHorizon.String()+
+			": the fill rate is measured over the last 5s, and a longer horizon turns an ordinary pull into a purge"))
+	}
 	for _, m := range []struct {
 		name       string
 		thresholds map[string]string

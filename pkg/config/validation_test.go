@@ -491,3 +491,28 @@ func TestDirectoriesApart(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateFillRateHorizonCeiling: the fill rate is measured over the
+// last 5 seconds; projected over an hour, an ordinary pull of a few seconds
+// on a half-empty disk asked to free down to the low threshold from a
+// projected-empty disk (review r7 F3: 20% of a 100 GiB disk at 41% used).
+// Before, any horizon was valid; now it is at most 5m.
+func TestValidateFillRateHorizonCeiling(t *testing.T) {
+	for horizon, want := range map[time.Duration][]string{
+		0:                               nil,
+		30 * time.Second:                nil,
+		5 * time.Minute:                 nil,
+		5*time.Minute + time.Nanosecond: {`imageGC.fillRateHorizon: Invalid value: "5m0.000000001s": must be at most 5m0s: the fill rate is measured over the last 5s, and a longer horizon turns an ordinary pull into a purge`},
+		time.Hour:                       {`imageGC.fillRateHorizon: Invalid value: "1h0m0s": must be at most 5m0s: the fill rate is measured over the last 5s, and a longer horizon turns an ordinary pull into a purge`},
+	} {
+		c := Defaulted()
+		c.ImageGC.FillRateHorizon = ptr.To(dur(horizon))
+		var got []string
+		for _, e := range Validate(c) {
+			got = append(got, e.Error())
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("fillRateHorizon %v (-want +got):\n%s", horizon, diff)
+		}
+	}
+}
