@@ -52,7 +52,19 @@ var fieldCandidates = map[string][]any{
 	"imageGC.fillRateHorizon":      {"5m", "5m1ns", "1h"},
 	"imageGC.exclude": {[]any{}, []any{""}, []any{"  "}, []any{"docker.io/library/busybox:*"},
 		[]any{"registry.example/**/app"}, []any{"[abc"}, []any{"app-[ab"}, []any{`\[::1\]:5000/app`}, []any{"a[b/c]d"},
-		[]any{`registry\[x/app`}, []any{"app:[0-9]*"}, []any{"[]abc"}, []any{`app\`}, []any{"[fd00::1]:5000/app"}},
+		[]any{`registry\[x/app`}, []any{"app:[0-9]*"}, []any{"[]abc"}, []any{`app\`}, []any{"[fd00::1]:5000/app"},
+		// Patterns the agent reads and refuses (NeverMatches, Misread), and
+		// neighbours it takes.
+		[]any{"Nginx"}, []any{"MyApp:v1"}, []any{"registry.example/Team/app:*"}, []any{"Registry.Example/team/app"}, []any{"**/Team/app"},
+		[]any{"sha256:5e1ce4d7a8c9b"}, []any{"sha256:ABCDEF*"}, []any{"sha256:0123abcd*"}, []any{"sha256:" + strings.Repeat("ab", 32)},
+		[]any{"nginx, redis"}, []any{"@sha256:" + strings.Repeat("ab", 32)}, []any{"**@sha256:" + strings.Repeat("ab", 32)},
+		[]any{"nginx:1.25@sha256:0123"}, []any{"nginx@sha256:ABC*"}, []any{"nginx@sha256:*"}, []any{"nginx@md5:*"},
+		[]any{"5e1ce4d7a8c9"}, []any{strings.Repeat("ab", 32)}, []any{"abc123"},
+		[]any{"ghcr.io/org/.*"}, []any{"ghcr.io/org/app:{v1,v2}"}, []any{"https://registry.example/app"}, []any{"registry.example//app"},
+		[]any{"registry.k8s.io"}, []any{"localhost:5000"}, []any{"quay.io:latest"}, []any{"registry.k8s.io/pause"},
+		[]any{"localhost:5000/x:*"}, []any{"localhost:v1"},
+		[]any{"*nginx*"}, []any{"*-agent:*"}, []any{"*"}, []any{"*:*"}, []any{"[a-z]*"}, []any{"**/*nginx*"}, []any{"*/app"},
+		[]any{"ngin*"}, []any{"docker.io/library/*nginx*"}, []any{"nginx:.hidden"}},
 	"imageGC.evictionHard": {
 		map[string]any{"imagefs.available": "2Gi"}, map[string]any{"imagefs.available": " 15% "},
 		map[string]any{"imagefs.available": "101%"}, map[string]any{"imagefs.available": "-1Gi"},
@@ -93,12 +105,16 @@ var (
 		`imageServiceEndpoint="unix:///run/other/image.sock"`: "a socket outside runtime.socket's directory, which the node agent does not mount",
 	}
 	agentOnlyRefusals = map[string]string{
-		// The chart checks a [ left open in an exclusion pattern's component;
-		// the rest of path.Match's syntax, and the agent's own reading of a
-		// pattern, are the agent's (README: nodegc config validate).
+		// The chart checks a [ left open in an exclusion pattern's component,
+		// and the agent's reading of a pattern where a regular expression
+		// says it exactly (nodegc.checkExclude); the rest of path.Match's
+		// syntax, and the rest of that reading, are the agent's (README:
+		// nodegc config validate).
 		`imageGC.exclude=["[]abc"]`:              "a character class path.Match refuses, which the chart does not parse",
 		`imageGC.exclude=["app\\"]`:              "a trailing backslash, which the chart does not parse",
 		`imageGC.exclude=["[fd00::1]:5000/app"]`: "an IPv6 registry written as a pull writes it, whose brackets path.Match reads as a class",
+		`imageGC.exclude=["registry\\[x/app"]`:   "an escaped [ in a registry name, which no reference holds (accepted before r7 F1, a warning); the chart leaves escapes to the agent",
+		`imageGC.exclude=["nginx:.hidden"]`:      "a tag that starts with a dot; the chart checks a pattern's tag for commas, spaces and braces only",
 	}
 )
 

@@ -347,8 +347,8 @@ shared, and an agent restarted for any reason reads it). An unset or null value 
 ones: runtimeRequestTimeout, the periods, the election's durations) is its default too. The values' schema
 holds the types, enumerations and integer ranges; deploy's TestChartConfigAgreesWithAgent checks the two
 against the agent's validation, value by value. Of the glob syntax of imageGC.exclude's patterns,
-only a [ left open in a path component is checked here (nodegc config validate checks the rest:
-README, Install with Helm).
+only a [ left open in a path component is checked here; of the agent's reading of a pattern, what
+nodegc.checkExclude says (nodegc config validate checks the rest: README, Install with Helm).
 include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
 */}}
 {{- define "nodegc.checkConfig" -}}
@@ -453,6 +453,7 @@ include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
 {{- fail (printf "config.imageGC.exclude[%d] %q: a [ without its ] in %q (glob syntax): close the character class, or write \\[ for a [ itself: %s" $i (toString $p) $part $refused) }}
 {{- end }}
 {{- end }}
+{{- include "nodegc.checkExclude" (dict "i" $i "p" (toString $p) "refused" $refused) }}
 {{- end }}
 {{- $signals := list "allocatableMemory.available" "containerfs.available" "containerfs.inodesFree" "imagefs.available" "imagefs.inodesFree" "memory.available" "nodefs.available" "nodefs.inodesFree" "pid.available" }}
 {{- range $field := list "evictionHard" "evictionSoft" }}
@@ -516,6 +517,104 @@ include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
 {{- fail (printf "config.ownerGC.gcIgnoredResources[%d]: group %q resource %q is listed twice (also at [%d]): %s" $i (toString (get $gr "group")) $res (get $seen $key) $refused) }}
 {{- end }}
 {{- $_ := set $seen $key $i }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The agent's refusals of an imageGC.exclude pattern that compiles but can never match an image
+reference, or reads as another image than it names (internal/imageref NeverMatches and Misread,
+pkg/config Validate), where a regular expression says them exactly: a pattern with a character
+class or an escape ([, \\) is left to the agent but for the checks that hold whatever they are.
+Each refusal here is one the agent makes (deploy's TestChartConfigAgreesWithAgent).
+include "nodegc.checkExclude" (dict "i" INDEX "p" PATTERN "refused" REASON)
+*/}}
+{{- define "nodegc.checkExclude" -}}
+{{- $i := .i }}
+{{- $p := .p }}
+{{- $t := trim $p }}
+{{- $refused := .refused }}
+{{- $simple := not (regexMatch "[\\[\\\\]" $t) }}
+{{- $lengths := dict "sha256" 64 "sha384" 96 "sha512" 128 }}
+{{- $digestRule := "a digest is an algorithm and lowercase hexadecimal digits, such as sha256:<64 hex digits>, or a prefix of them and *" }}
+{{- if regexMatch "^sha(256|384|512):[^/@]*$" $t }}
+{{- /* An image ID pattern. */}}
+{{- $algo := index (splitList ":" $t) 0 }}
+{{- $hex := trimPrefix (printf "%s:" $algo) $t }}
+{{- if and $simple (not (contains "?" $hex)) }}
+{{- $want := get $lengths $algo }}
+{{- $lit := replace "*" "" $hex }}
+{{- if or (not (regexMatch "^[0-9a-f]*$" $lit)) (gt (len $lit) (int $want)) (and (not (contains "*" $hex)) (ne (len $lit) (int $want))) }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: %s (an image ID is %d of them: for the images whose ID starts with the digits crictl images shows, write sha256:DIGITS*): %s" $i $p $digestRule (int $want) $refused) }}
+{{- end }}
+{{- end }}
+{{- else }}
+{{- $rest := regexReplaceAll "@.*$" $t "" }}
+{{- $hasDigest := contains "@" $t }}
+{{- $digest := regexReplaceAll "^[^@]*@" $t "" }}
+{{- $hasTag := regexMatch "^(.*):([^:/]*)$" $rest }}
+{{- $name := $rest }}
+{{- $tag := "" }}
+{{- if $hasTag }}
+{{- $name = regexReplaceAll "^(.*):([^:/]*)$" $rest "${1}" }}
+{{- $tag = regexReplaceAll "^(.*):([^:/]*)$" $rest "${2}" }}
+{{- end }}
+{{- $comps := splitList "/" $name }}
+{{- $one := eq (len $comps) 1 }}
+{{- $first := index $comps 0 }}
+{{- if contains "://" $t }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: a reference has no scheme (remove it): %s" $i $p $refused) }}
+{{- end }}
+{{- if eq $name "" }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: no repository name: write **%s for any repository: %s" $i $p $t $refused) }}
+{{- end }}
+{{- if and $one (not $hasDigest) (regexMatch "^[^\\[\\\\]*$" $first) (or (contains "." $first) (and (eq (lower $first) "localhost") (or (not $hasTag) (regexMatch "^[0-9]+$" $tag)))) }}
+{{- $host := printf "%s/**" $first }}
+{{- if regexMatch "^[0-9]+$" $tag }}
+{{- $host = printf "%s:%s/**" $first $tag }}
+{{- else if $hasTag }}
+{{- $host = printf "%s/**:%s" $first $tag }}
+{{- end }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: is a registry host alone, which a reference reads as the Docker Hub image docker.io/library/%s: write %s for every image of that registry: %s" $i $p $t $host $refused) }}
+{{- end }}
+{{- if has "" $comps }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: empty path component (a leading, trailing or double \"/\"): %s" $i $p $refused) }}
+{{- end }}
+{{- if and $one (regexMatch "^[0-9a-f]{64}$" $first) }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: a name of 64 hexadecimal digits is an image ID: write sha256:%s: %s" $i $p $first $refused) }}
+{{- end }}
+{{- if ne $first "**" }}
+{{- range $c := ($one | ternary $comps (rest $comps)) }}
+{{- if and (not (contains "\\" $c)) (regexMatch "[A-Z]" (regexReplaceAll "\\[[^\\]]*\\]" $c "")) }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: upper case in the repository path (references are lowercase): write the path in lower case: %s" $i $p $refused) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and $simple (not $hasDigest) (regexMatch "[,{}()|+^$\\s]|(^|/)\\." $rest) }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: characters a reference cannot hold: one pattern per list item (no commas, spaces or braces), and a glob, not a regular expression (* within a path component, ** for any number of components): %s" $i $p $refused) }}
+{{- end }}
+{{- if and $hasDigest (not (regexMatch "[?\\[\\\\]" $digest)) }}
+{{- $algo := index (splitList ":" $digest) 0 }}
+{{- if not (contains "*" $digest) }}
+{{- if not (regexMatch "^(sha256:[0-9a-f]{64}|sha384:[0-9a-f]{96}|sha512:[0-9a-f]{128})$" $digest) }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: %s: %s" $i $p $digestRule $refused) }}
+{{- end }}
+{{- else if and (contains ":" $digest) (not (contains "*" $algo)) }}
+{{- $lit := replace "*" "" (trimPrefix (printf "%s:" $algo) $digest) }}
+{{- if or (not (hasKey $lengths $algo)) (not (regexMatch "^[0-9a-f]*$" $lit)) (gt (len $lit) (int (get $lengths $algo | default 0))) }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: %s: %s" $i $p $digestRule $refused) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and $one (regexMatch "^([0-9a-f]{12,63}|[0-9a-f]{8,63}\\*+)$" $first) }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: is a Docker Hub name of hexadecimal digits (docker.io/library/%s), which looks like a short image ID as crictl images shows it: an image ID pattern is sha256:%s*: %s" $i $p $first (trimAll "*" $first) $refused) }}
+{{- end }}
+{{- if and $one (ne $first "**") (regexMatch "^[*?\\[]" $first) (not (regexMatch "\\[\\^?\\]" $first)) }}
+{{- $any := printf "**/%s" $t }}
+{{- if regexMatch "^\\*+$" $first }}
+{{- $any = printf "**%s" (trimPrefix $first $t) }}
+{{- end }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: is a name of one component, so it matches Docker Hub's official images only (docker.io/library/%s): write %s for any registry, or docker.io/library/%s to mean official images only: %s" $i $p $t $any $t $refused) }}
 {{- end }}
 {{- end }}
 {{- end }}
