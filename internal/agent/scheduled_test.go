@@ -45,6 +45,7 @@ func TestPlanKeepsScheduledImages(t *testing.T) {
 	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, registered, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	c.KubeletRenews(t, nodeName) // its kubelet runs: nodegc trusts a view only then
 	pod := func(name string, init, main string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PodSpec{
 			NodeName:   nodeName,
@@ -166,6 +167,7 @@ func TestWrongNameOfTheSameBootRemovesNoImage(t *testing.T) {
 		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, nd, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		c.KubeletRenews(t, name) // each Node's kubelet runs, on its own machine
 	}
 	pods := client.CoreV1().Pods("default")
 	mk := func(name, nodeName, image string) *corev1.Pod {

@@ -73,7 +73,7 @@ func TestBytesFreed(t *testing.T) {
 func bytesScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName string) {
 	ctx := t.Context()
 	registerNode(t, c, nodeName)
-	kubeletRenews(t, c, nodeName)
+	c.KubeletRenews(t, nodeName)
 	api := c.Client().CoreV1().Pods(metav1.NamespaceDefault)
 	pod, err := api.Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "filler"},

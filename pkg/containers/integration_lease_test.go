@@ -1,7 +1,6 @@
 package containers_test
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,12 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/cluster"
@@ -127,28 +123,6 @@ func readyNode(t *testing.T, c *cluster.Cluster, name string) {
 	}
 }
 
-// renewNodeLease creates or renews the lease of Node name, renewed at
-// renewed for 40s, as its kubelet would.
-func renewNodeLease(t *testing.T, c *cluster.Cluster, name string, renewed time.Time) {
-	t.Helper()
-	leases := c.Client().CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	spec := coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &metav1.MicroTime{Time: renewed}}
-	// kube-apiserver creates its namespace soon after it starts.
-	testbed.WaitFor(t, 30*time.Second, "the lease of "+name+" to be written", func() bool {
-		l, err := leases.Get(t.Context(), name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = leases.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
-			return err == nil
-		}
-		if err != nil {
-			return false
-		}
-		l.Spec = spec
-		_, err = leases.Update(t.Context(), l, metav1.UpdateOptions{})
-		return err == nil
-	})
-}
-
 // TestRenamedMachineSameBootOnlyFinishedPods, on a real containerd and a
 // real kube-apiserver: the machine ran as node old and was renamed without
 // a reboot (its kubelet restarted as node new), but nodegc still runs with
@@ -215,7 +189,7 @@ func TestRenamedMachineSameBootOnlyFinishedPods(t *testing.T) {
 
 	// The control: a lease some kubelet of the old name renews makes the
 	// view this node's, and the pod it lacks goes.
-	renewNodeLease(t, c, oldName, time.Now())
+	c.RenewNodeLease(t, oldName, time.Now())
 	plan, removed := gc("a fresh lease")
 	if !plan.PodsAuthoritative || len(removed) != 3 || exists(doneLogs) {
 		t.Errorf("a fresh lease: pod view authoritative %v (%q), removed %v, log directory left %v; want authoritative, the finished pod's container, sandbox and log directory removed",
@@ -236,7 +210,7 @@ type staleLease struct {
 func staleLeases(t *testing.T, c *cluster.Cluster, name string) []staleLease {
 	return []staleLease{
 		{"no lease", func() {}, fmt.Sprintf(`node lease of %s unreadable: leases.coordination.k8s.io %q not found`, name, name)},
-		{"a lease last renewed a minute ago", func() { renewNodeLease(t, c, name, time.Now().Add(-time.Minute)) },
+		{"a lease last renewed a minute ago", func() { c.RenewNodeLease(t, name, time.Now().Add(-time.Minute)) },
 			"node lease of " + name + " stale since "},
 	}
 }
@@ -262,37 +236,6 @@ func collectTwice(t *testing.T, c *cluster.Cluster, n *testNode, opts containers
 		removed = append(removed, removals(r.Plan)...)
 	}
 	return plan, removed
-}
-
-// kubeletRenews renews the lease of Node name now and then every 5s until
-// the test ends, as its kubelet would: the container GC removes nothing as
-// pod_gone unless the Node's lease is fresh. Renewals that fail (an API
-// server the test stopped) are tried again at the next tick.
-func kubeletRenews(t *testing.T, c *cluster.Cluster, name string) {
-	t.Helper()
-	renewNodeLease(t, c, name, time.Now())
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		leases := c.Client().CoordinationV1().Leases(corev1.NamespaceNodeLease)
-		tick := time.NewTicker(5 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			l, err := leases.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				continue
-			}
-			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-			_, _ = leases.Update(ctx, l, metav1.UpdateOptions{})
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
 }
 
 // finishedPod gives the API's pod p, on n, what a finished pod leaves:

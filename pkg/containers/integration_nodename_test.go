@@ -79,7 +79,7 @@ func wrongNodeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix str
 	ctx := t.Context()
 	right, other, missing := "node-"+suffix, "other-"+suffix, "missing-"+suffix
 	registerNode(t, c, right)
-	kubeletRenews(t, c, right)
+	c.KubeletRenews(t, right)
 	registerNode(t, c, other)
 	api := c.Client().CoreV1().Pods(metav1.NamespaceDefault)
 	createPod := func(name, nodeName string) *corev1.Pod {
@@ -249,7 +249,7 @@ func wrongNodeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix str
 	// The kubelet of the Ready Node, which renews its lease, reports the
 	// crash-looping pod running.
 	readyNode(t, c, right)
-	renewNodeLease(t, c, right, time.Now())
+	c.RenewNodeLease(t, right, time.Now())
 	crashy.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: 3,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
 	if _, err := api.UpdateStatus(ctx, crashy, metav1.UpdateOptions{}); err != nil {
@@ -306,7 +306,7 @@ func TestWrongNodeNameOnAnIdleNode(t *testing.T) {
 	bootID := testbed.BootID(t)
 	right, other := "idle-node", "idle-other"
 	registerNodeBooted(t, c, right, bootID)
-	kubeletRenews(t, c, right)
+	c.KubeletRenews(t, right)
 	registerNodeBooted(t, c, other, "5e0c8f9a-2b1d-4c3e-9f7a-another-boot")
 	p, err := c.Client().CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "idle"},

@@ -45,7 +45,7 @@ func otherRuntimeScenario(t *testing.T, c *cluster.Cluster, n *testNode, suffix 
 	ctx := t.Context()
 	nodeName := "kubelets-" + suffix
 	registerNode(t, c, nodeName)
-	kubeletRenews(t, c, nodeName)
+	c.KubeletRenews(t, nodeName)
 	api := c.Client().CoreV1().Pods(metav1.NamespaceDefault)
 	startedAt := metav1.NewTime(time.Now().Add(-2 * time.Hour).Truncate(time.Second))
 	createPod := func(name string, running bool) *corev1.Pod {
@@ -173,7 +173,7 @@ func TestNodeOfAnotherRuntimeCollectsNothing(t *testing.T) {
 		ctx := t.Context()
 		suffix := strings.ReplaceAll(string(v), ".", "-")
 		node := registerNodeBooted(t, c, "idle-"+suffix, "boot-"+suffix)
-		kubeletRenews(t, c, node.Name)
+		c.KubeletRenews(t, node.Name)
 		reports := func(runtime string) {
 			t.Helper()
 			node.Status.NodeInfo.ContainerRuntimeVersion = runtime

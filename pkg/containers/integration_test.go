@@ -139,7 +139,7 @@ func TestPodGoneWithAPIServer(t *testing.T) {
 func podGoneScenario(t *testing.T, c *cluster.Cluster, n *testNode, nodeName string) {
 	ctx := t.Context()
 	registerNode(t, c, nodeName)
-	kubeletRenews(t, c, nodeName)
+	c.KubeletRenews(t, nodeName)
 	api := c.Client().CoreV1().Pods(metav1.NamespaceDefault)
 	createPod := func(name string, annotations map[string]string) *corev1.Pod {
 		p, err := api.Create(ctx, &corev1.Pod{
