@@ -68,6 +68,11 @@ type Outcome struct {
 	Short uint64
 	// Replans counts the plans made again after a skip or a failure.
 	Replans int
+	// LeftAtGoal counts the planned space removals not made because the
+	// image filesystem, read before each, had reached the run's goal
+	// (spaceGauge): the estimates only order the candidates, the
+	// measurement bounds how many go.
+	LeftAtGoal int
 	// DryRun says nothing was removed.
 	DryRun bool
 }
@@ -82,6 +87,21 @@ type removalCheck func(*Image) (keep string, err error)
 // longer has.
 const checkGone = "gone"
 
+// spaceGauge reads the image filesystem during a run, for its space
+// removals (ReasonSpace; age removals go whatever the disk).
+type spaceGauge interface {
+	// stop is asked before the check of each space removal: stopAtGoal
+	// when the filesystem has reached the run's goal (the space removals
+	// left are not needed), "" to go on (also when it cannot be read: the
+	// estimates decide then).
+	stop(ctx context.Context) string
+}
+
+// Why a spaceGauge stops a run's space removals.
+const (
+	stopAtGoal = "goal"
+)
+
 // replanner plans again within a run (see Policy.replan): removed names the
 // images removed so far in the run, held those that stay and why, and
 // target is what the threshold rule still asks to free.
@@ -92,7 +112,9 @@ type replanner func(removed map[string]bool, held map[string]string, target uint
 // removal (a container may have started since planning); when it cannot be
 // made, the run stops there with its error: nothing is removed on doubt,
 // and a runtime that does not answer is not asked again for every other
-// candidate. The estimate of
+// candidate. space, if set, is asked before each space removal whether the
+// disk still needs it: once it says no, the space removals left are not
+// made (Outcome.LeftAtGoal), and no shortfall is returned. The estimate of
 // each removal holds only if the ones before it happened: when one is
 // skipped (in use) or fails, execute plans again with replan, that image
 // held and what was really removed left out, and goes on with the new plan,
@@ -103,7 +125,7 @@ type replanner func(removed map[string]bool, held map[string]string, target uint
 // when there is one. A cancelled ctx stops between removals. In dry-run
 // nothing is removed, the outcome lists what would have been, and a
 // shortfall is logged and left in Outcome.Short, not returned.
-func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalCheck, replan replanner, dryRun bool) (*Outcome, error) {
+func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalCheck, space spaceGauge, replan replanner, dryRun bool) (*Outcome, error) {
 	out := &Outcome{DryRun: dryRun}
 	var (
 		errs    []error
@@ -151,12 +173,27 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 		out.EstimatedFreed += d.Bytes
 		return true, nil
 	}
-	for current := plan; current != nil; {
+	stopped := ""
+	for current := plan; current != nil && stopped == ""; {
 		next := (*Plan)(nil)
-		for _, d := range current.Remove {
+		for i, d := range current.Remove {
 			if ctx.Err() != nil {
 				errs = append(errs, fmt.Errorf("image GC stopped after %d removals: %w", len(out.Removed), ctx.Err()))
 				return out, errors.Join(errs...)
+			}
+			if space != nil && !dryRun && d.Reason == ReasonSpace {
+				if stopped = space.stop(ctx); stopped != "" {
+					left := 0
+					for _, l := range current.Remove[i:] {
+						if l.Reason == ReasonSpace {
+							left++
+						}
+					}
+					out.LeftAtGoal = left
+					klog.FromContext(ctx).Info("Image filesystem reached the run's goal: the space removals left are not needed",
+						"left", left, "removed", len(out.Removed), "estimatedFreedBytes", out.EstimatedFreed)
+					break
+				}
 			}
 			ok, err := apply(d)
 			if err != nil {
@@ -173,7 +210,8 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 	}
 	// Only what the high threshold asks now must be freed: the bytes a
 	// projection adds (Plan.Ahead) are freed when images allow.
-	if plan.Required > 0 && out.EstimatedFreed+gone < plan.Required {
+	// A run stopped at its goal measured what the estimates would guess.
+	if plan.Required > 0 && out.EstimatedFreed+gone < plan.Required && stopped == "" {
 		out.Short = plan.Required - out.EstimatedFreed - gone
 		switch {
 		case dryRun:

@@ -56,7 +56,7 @@ func planFor(t *testing.T, images []Image, disk DiskStats, mutate func(*config.I
 }
 
 func executePlanned(ctx context.Context, rt imageRemover, p planned, check removalCheck, dryRun bool) (*Outcome, error) {
-	return execute(ctx, rt, p.Plan, check, p.replan, dryRun)
+	return execute(ctx, rt, p.Plan, check, nil, p.replan, dryRun)
 }
 
 func TestExecuteStopsWhenEnoughIsFreed(t *testing.T) {

@@ -237,14 +237,14 @@ func TestPlanAhead(t *testing.T) {
 	// fail; over the high threshold it fails for the threshold's bytes only.
 	held := []Image{with(images[0], func(i *Image) { i.InUse = true })}
 	under, _ := p.PlanAhead(held, disk, t0, 10*gib)
-	if _, err := execute(t.Context(), &fakeRemover{}, under, never, nil, false); err != nil {
+	if _, err := execute(t.Context(), &fakeRemover{}, under, never, nil, nil, false); err != nil {
 		t.Errorf("a projected run under the high threshold with nothing to remove failed: %v", err)
 	}
 	over, _ := p.PlanAhead(held, DiskStats{Capacity: 100 * gib, Available: 10 * gib}, t0, 10*gib) // 90%
 	if over.Required != 10*gib || over.Target != 20*gib {
 		t.Errorf("over high: required %d, target %d; want 10 and 20 GiB", over.Required, over.Target)
 	}
-	_, err = execute(t.Context(), &fakeRemover{}, over, never, nil, false)
+	_, err = execute(t.Context(), &fakeRemover{}, over, never, nil, nil, false)
 	var fe *FreeDiskSpaceError
 	if !errors.As(err, &fe) || fe.BytesToFree != 10*gib {
 		t.Errorf("over high with nothing to remove: %v; want a FreeDiskSpaceError for the threshold's 10 GiB", err)

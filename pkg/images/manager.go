@@ -793,7 +793,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, d demand) (
 		if !o.DryRun {
 			removed = len(o.Removed)
 		}
-		done = []any{"removed", len(o.Removed), "failed", len(o.Failed), "skipped", len(o.Skipped), "gone", len(o.Gone), "replans", o.Replans,
+		done = []any{"removed", len(o.Removed), "failed", len(o.Failed), "skipped", len(o.Skipped), "gone", len(o.Gone), "replans", o.Replans, "leftAtGoal", o.LeftAtGoal,
 			"estimatedFreedBytes", o.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed}
 	}
 	if gcrun.LogEnd(ctx, "Image GC", trigger, err, done...) {
@@ -806,7 +806,7 @@ func (m *Manager) collectAndLog(ctx context.Context, trigger string, d demand) (
 		logger = logger.V(2)
 	}
 	logger.Info("Image GC run done", "trigger", trigger, "removed", len(r.Outcome.Removed), "skipped", len(r.Outcome.Skipped), "gone", len(r.Outcome.Gone),
-		"replans", r.Outcome.Replans, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
+		"replans", r.Outcome.Replans, "leftAtGoal", r.Outcome.LeftAtGoal, "estimatedFreedBytes", r.Outcome.EstimatedFreed, "measuredFreedBytes", r.MeasuredFreed,
 		"usagePercentBefore", r.Before.UsagePercent(), "usagePercentAfter", r.After.UsagePercent(), "duration", r.Duration.Round(time.Millisecond))
 	return removed, nil
 }
@@ -855,7 +855,14 @@ func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
 		m.metrics.observeCheck(keep, err)
 		return keep, err
 	}
-	outcome, err := execute(ctx, rm, plan, counted, replan, m.opts.Config.DryRun)
+	var space spaceGauge
+	if !m.opts.Config.DryRun {
+		// The run's goal, in available bytes: what the plan's Target asks
+		// on top of the reading it was made on (the low threshold, with
+		// the projection when the run was started ahead of a fill).
+		space = &spaceWatch{m: m, goal: plan.Disk.Available + plan.Target}
+	}
+	outcome, err := execute(ctx, rm, plan, counted, space, replan, m.opts.Config.DryRun)
 	r.Outcome = outcome
 	if !rm.at.IsZero() {
 		if d := m.guard.removed(rm.at); d > 0 {
@@ -881,6 +888,31 @@ func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
 		r.After = plan.Disk
 	}
 	return err
+}
+
+// spaceWatch is a run's spaceGauge: it reads the image filesystem
+// (Manager.diskStats: statfs, microseconds) before each space removal,
+// and stops them once available bytes reached goal. Without exact
+// accounting the estimates may be several times off either way (on
+// containerd, CRI sizes count the compressed content only, not the
+// unpacked layers); containerd and CRI-O free an image's last reference
+// before RemoveImage returns (Manager.settle), so the reading shows where
+// the disk stands.
+type spaceWatch struct {
+	m    *Manager
+	goal uint64
+}
+
+func (w *spaceWatch) stop(ctx context.Context) string {
+	disk, err := w.m.diskStats(ctx)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Cannot read the image filesystem before a space removal; the estimates decide", "err", err)
+		return ""
+	}
+	if disk.Available >= w.goal {
+		return stopAtGoal
+	}
+	return ""
 }
 
 // Plan lists the runtime's images and containers, brings usage up to date
