@@ -206,12 +206,42 @@ func (r *shrinkingRuntime) RemoveImage(_ context.Context, id string) error {
 	return nil
 }
 
+// refillingDisk is an image filesystem of 100 bytes at 90% at each check,
+// whose removals free their 20 bytes as the runtime returns: other writers
+// fill them again by the next check (refill).
+type refillingDisk struct {
+	rt   *shrinkingRuntime
+	mu   sync.Mutex
+	mark int // images at the last refill
+}
+
+func (d *refillingDisk) refill() {
+	d.rt.mu.Lock()
+	n := len(d.rt.images)
+	d.rt.mu.Unlock()
+	d.mu.Lock()
+	d.mark = n
+	d.mu.Unlock()
+}
+
+func (d *refillingDisk) Stat(string) (diskstats.Stats, error) {
+	d.rt.mu.Lock()
+	n := len(d.rt.images)
+	d.rt.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return diskstats.Stats{Capacity: 100, Available: 10 + 20*uint64(d.mark-n)}, nil
+}
+
 // TestThresholdBackoffOnlyWhenNothingRemoved: the disk fills faster than
-// the runs free it (usage stays at 90%), but each run removes images: the
-// next check runs again, as long as there is something to remove. Only
-// runs that removed nothing are spaced out. (Before, every run that left
-// the disk over the threshold doubled the wait: runs at ticks 1, 2, 4, 8,
-// with images left to remove.)
+// the runs free it (usage is 90% at every check), but each run removes
+// images: the next check runs again, as long as there is something to
+// remove. Only runs that removed nothing are spaced out. (Before, every
+// run that left the disk over the threshold doubled the wait: runs at
+// ticks 1, 2, 4, 8, with images left to remove.) Each removal shows on the
+// disk, which others fill again before the next check: a reading that
+// never moves at a removal is one of another filesystem
+// (TestRemovalsThatFreeNothingHold).
 func TestThresholdBackoffOnlyWhenNothingRemoved(t *testing.T) {
 	b := newBackoffBed(t)
 	cfg := b.m.opts.Config
@@ -226,9 +256,16 @@ func TestThresholdBackoffOnlyWhenNothingRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.m = m
-	b.disk.set(90) // 15 bytes to free per run (down to 75%): one image each time
+	disk := &refillingDisk{rt: rt}
+	m.opts.Disk = disk // 15 bytes to free per run (down to 75%): one image each time
 
-	got := b.checks(12)
+	var got []int
+	for i := 1; i <= 12; i++ {
+		disk.refill()
+		if b.check() {
+			got = append(got, i)
+		}
+	}
 	// Four runs remove the four images; the fifth removes nothing and the
 	// backoff starts: the sixth run 2 ticks later, the seventh 4 later.
 	want := []int{1, 2, 3, 4, 5, 6, 8, 12}

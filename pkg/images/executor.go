@@ -73,6 +73,11 @@ type Outcome struct {
 	// (spaceGauge): the estimates only order the candidates, the
 	// measurement bounds how many go.
 	LeftAtGoal int
+	// LeftDiskUnresponsive counts the planned space removals not made
+	// because removals free nothing on the image filesystem as nodegc
+	// reads it (Manager.feedback): what it reads is likely not the
+	// filesystem the images are on.
+	LeftDiskUnresponsive int
 	// DryRun says nothing was removed.
 	DryRun bool
 }
@@ -93,13 +98,18 @@ type spaceGauge interface {
 	// stop is asked before the check of each space removal: stopAtGoal
 	// when the filesystem has reached the run's goal (the space removals
 	// left are not needed), "" to go on (also when it cannot be read: the
-	// estimates decide then).
+	// estimates decide then), stopDiskUnresponsive when removals free
+	// nothing on it.
 	stop(ctx context.Context) string
+	// remove removes d's image with rt, reading the filesystem right
+	// before and right after.
+	remove(ctx context.Context, rt imageRemover, d Decision) error
 }
 
 // Why a spaceGauge stops a run's space removals.
 const (
-	stopAtGoal = "goal"
+	stopAtGoal           = "goal"
+	stopDiskUnresponsive = "disk_unresponsive"
 )
 
 // replanner plans again within a run (see Policy.replan): removed names the
@@ -113,8 +123,9 @@ type replanner func(removed map[string]bool, held map[string]string, target uint
 // made, the run stops there with its error: nothing is removed on doubt,
 // and a runtime that does not answer is not asked again for every other
 // candidate. space, if set, is asked before each space removal whether the
-// disk still needs it: once it says no, the space removals left are not
-// made (Outcome.LeftAtGoal), and no shortfall is returned. The estimate of
+// disk still needs it, and removes them: once it says no, the space
+// removals left are not made (Outcome.LeftAtGoal, LeftDiskUnresponsive),
+// and no shortfall is returned. The estimate of
 // each removal holds only if the ones before it happened: when one is
 // skipped (in use) or fails, execute plans again with replan, that image
 // held and what was really removed left out, and goes on with the new plan,
@@ -160,7 +171,11 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 		if dryRun {
 			klog.FromContext(ctx).Info("Image would be removed (dry run)", "imageID", d.Image.ID, "tags", d.Image.RepoTags, "digests", d.Image.RepoDigests, "reason", d.Reason, "estimatedBytes", d.Bytes)
 		} else {
-			if err := rt.RemoveImage(ctx, d.Image.ID); err != nil {
+			remove := rt.RemoveImage
+			if space != nil && d.Reason == ReasonSpace {
+				remove = func(ctx context.Context, _ string) error { return space.remove(ctx, rt, d) }
+			}
+			if err := remove(ctx, d.Image.ID); err != nil {
 				errs = append(errs, err)
 				out.Failed = append(out.Failed, d)
 				held[d.Image.ID] = KeepRemoveFailed
@@ -189,9 +204,15 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 							left++
 						}
 					}
-					out.LeftAtGoal = left
-					klog.FromContext(ctx).Info("Image filesystem reached the run's goal: the space removals left are not needed",
-						"left", left, "removed", len(out.Removed), "estimatedFreedBytes", out.EstimatedFreed)
+					if stopped == stopAtGoal {
+						out.LeftAtGoal = left
+						klog.FromContext(ctx).Info("Image filesystem reached the run's goal: the space removals left are not needed",
+							"left", left, "removed", len(out.Removed), "estimatedFreedBytes", out.EstimatedFreed)
+					} else {
+						out.LeftDiskUnresponsive = left
+						klog.FromContext(ctx).V(2).Info("Image removals free nothing on the image filesystem as nodegc reads it: the space removals left are held",
+							"left", left, "removed", len(out.Removed))
+					}
 					break
 				}
 			}
@@ -210,7 +231,9 @@ func execute(ctx context.Context, rt imageRemover, plan *Plan, check removalChec
 	}
 	// Only what the high threshold asks now must be freed: the bytes a
 	// projection adds (Plan.Ahead) are freed when images allow.
-	// A run stopped at its goal measured what the estimates would guess.
+	// A run stopped at its goal measured what the estimates would guess;
+	// one stopped because the disk does not answer is told apart
+	// (Manager.feedback), not as too few removable images.
 	if plan.Required > 0 && out.EstimatedFreed+gone < plan.Required && stopped == "" {
 		out.Short = plan.Required - out.EstimatedFreed - gone
 		switch {

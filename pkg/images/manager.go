@@ -307,6 +307,9 @@ type Manager struct {
 	// idFaults follows the listings and events that gave containers no ID
 	// of their own, for their logs.
 	idFaults readStreak
+	// feedback holds space removals while they free nothing on the image
+	// filesystem as nodegc reads it.
+	feedback diskFeedback
 }
 
 // NewManager validates opts.Config (defaulted: config.SetDefaults) with
@@ -598,7 +601,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	if since, was := m.diskReads.succeeded(); was {
 		logger.Info("Image filesystem can be read again", "failedFor", start.Sub(since).Round(time.Second))
 	}
-	m.observeDisk(disk)
+	m.observeDisk(ctx, disk)
 	if msg := m.guard.evictionWarning(disk); msg != "" {
 		logger.Info("Warning: the kubelet may evict pods before image GC starts", "problem", msg)
 	}
@@ -635,6 +638,11 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 			b.next = start
 		}
 	}
+	if m.feedback.holding() {
+		logger.V(4).Info("Image filesystem calls for a run, but removals free nothing on it as nodegc reads it: held",
+			"trigger", trigger, "usagePercent", disk.UsagePercent())
+		return
+	}
 	if !b.due(start, grid) {
 		logger.V(4).Info("Image filesystem still calls for a run, waiting: the last one could not relieve it",
 			"trigger", trigger, "usagePercent", disk.UsagePercent(), "aheadBytes", ahead, "backoff", b.delay, "runIn", b.next.Sub(start).Round(time.Millisecond))
@@ -653,6 +661,11 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	}
 	usedBefore := m.tracker.usedIDs() // what the run's plan saw used at the latest
 	removed, runErr := m.collectAndLog(ctx, trigger, demand{ahead: ahead, toLow: b.toLow})
+	if m.feedback.holding() {
+		// What it removed freed nothing on the disk read: a run that
+		// relieved nothing, not one to follow at the next check.
+		removed = 0
+	}
 	if removed == 0 && failedRun(ctx, runErr) {
 		// The run failed (the runtime is down or restarting, a check
 		// could not be made): what is removable is unknown. It is tried
@@ -673,7 +686,7 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 	b.failDelay = 0
 	after, err := m.diskStats(ctx)
 	if err == nil {
-		m.observeDisk(after)
+		m.observeDisk(ctx, after)
 		if t, _ := m.diskTrigger(after); removed == 0 && (t != "" || goingOn) {
 			// The run could not relieve the disk: the next one waits. Between
 			// the thresholds, the episode's runs toward low end with it
@@ -772,9 +785,15 @@ func (m *Manager) diskTrigger(disk DiskStats) (trigger string, ahead uint64) {
 }
 
 // observeDisk records a reading of the image filesystem: the gauges, the
-// fill rate, and the reaction histogram.
-func (m *Manager) observeDisk(disk DiskStats) {
+// fill rate, the reaction histogram, and whether the filesystem answers
+// again after its space removals were held (diskFeedback).
+func (m *Manager) observeDisk(ctx context.Context, disk DiskStats) {
 	m.metrics.observeDisk(disk)
+	if m.feedback.observe(disk) {
+		m.metrics.diskUnresponsive.Set(0)
+		klog.FromContext(ctx).Info("Image filesystem as nodegc reads it grew since its space removals were held: removing for space again",
+			"availableBytes", disk.Available)
+	}
 	evictAt, which, ok := m.policy.cfg.DiskEviction(disk.Capacity)
 	m.metrics.observeEviction(disk.Capacity, evictAt, which.Threshold, ok)
 	if r := m.guard.observe(m.clock.Now(), disk); r.belowLow > 0 {
@@ -860,7 +879,7 @@ func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
 		// The run's goal, in available bytes: what the plan's Target asks
 		// on top of the reading it was made on (the low threshold, with
 		// the projection when the run was started ahead of a fill).
-		space = &spaceWatch{m: m, goal: plan.Disk.Available + plan.Target}
+		space = &spaceWatch{m: m, goal: plan.Disk.Available + plan.Target, exact: plan.ExactAccounting}
 	}
 	outcome, err := execute(ctx, rm, plan, counted, space, replan, m.opts.Config.DryRun)
 	r.Outcome = outcome
@@ -888,31 +907,6 @@ func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
 		r.After = plan.Disk
 	}
 	return err
-}
-
-// spaceWatch is a run's spaceGauge: it reads the image filesystem
-// (Manager.diskStats: statfs, microseconds) before each space removal,
-// and stops them once available bytes reached goal. Without exact
-// accounting the estimates may be several times off either way (on
-// containerd, CRI sizes count the compressed content only, not the
-// unpacked layers); containerd and CRI-O free an image's last reference
-// before RemoveImage returns (Manager.settle), so the reading shows where
-// the disk stands.
-type spaceWatch struct {
-	m    *Manager
-	goal uint64
-}
-
-func (w *spaceWatch) stop(ctx context.Context) string {
-	disk, err := w.m.diskStats(ctx)
-	if err != nil {
-		klog.FromContext(ctx).V(2).Info("Cannot read the image filesystem before a space removal; the estimates decide", "err", err)
-		return ""
-	}
-	if disk.Available >= w.goal {
-		return stopAtGoal
-	}
-	return ""
 }
 
 // Plan lists the runtime's images and containers, brings usage up to date
@@ -996,7 +990,7 @@ func (m *Manager) planInput(ctx context.Context) (*planInput, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.observeDisk(disk)
+	m.observeDisk(ctx, disk)
 	arrivals := m.readArrivals(ctx, images, m.clock.Now(), &m.arrivalReads,
 		"Cannot read when images arrived from the runtime; the minimum age counts from the start of nodegc's watch at the earliest meanwhile")
 	// Now is read with the records, after the steps of the clock applied
@@ -1616,7 +1610,7 @@ func (m *Manager) settle(ctx context.Context, before DiskStats) (DiskStats, bool
 			last, best, measured = cur, cur.Available, true
 			return false, true
 		}
-		m.observeDisk(cur)
+		m.observeDisk(ctx, cur)
 		if grew = cur.Available > best+gcrun.SettleNoise; grew {
 			best = cur.Available
 		}

@@ -1,7 +1,16 @@
 package images
 
 import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )
@@ -89,5 +98,100 @@ func TestSpaceRemovalsStopAtProjectedGoal(t *testing.T) {
 	}
 	if removed := 15 - len(rt.images); removed != 4 || r.Outcome.LeftAtGoal != 11 {
 		t.Errorf("the projected run removed %d images, left %d at the goal; want 4 removed (450 bytes available), 11 left", removed, r.Outcome.LeftAtGoal)
+	}
+}
+
+// TestRemovalsThatFreeNothingHold: the filesystem nodegc reads is not the
+// one the images are on (a disk mounted on the host at the runtime's root
+// after nodegc's container started: its hostPath mount still shows the
+// root filesystem underneath). That reading stays at 90% whatever is
+// removed. Two removals (one per run, each planned to free 15 bytes) free
+// nothing there of the 40 bytes they were estimated to free: space
+// removals are held, said once in the log
+// (naming the mountpoint and what to do) and by
+// nodegc_image_gc_disk_unresponsive; no threshold run starts while the
+// hold lasts, and a periodic run's space removals are left. A later
+// reading that grew ends it. (Before, every image went, one per check, with
+// 0 bytes measured freed of 200 estimated.)
+func TestRemovalsThatFreeNothingHold(t *testing.T) {
+	var reports []*Report
+	b, rt := newShrinkingBed(t, 10, reportsOf(&reports))
+	var logs bytes.Buffer
+	b.ctx = klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs))))
+	b.m.mountpoint.Store(ptr.To("/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"))
+	b.disk.set(90)
+	ran := b.checks(60)
+	if removed := 10 - len(rt.images); removed > 2 || !slices.Equal(ran, []int{1, 2}) {
+		t.Errorf("runs at ticks %v removed %d of 10 images (measured %v), want two runs removing 2, then none",
+			ran, removed, testutil.ToFloat64(b.m.metrics.bytesMeasured))
+	}
+	if got := testutil.ToFloat64(b.m.metrics.diskUnresponsive); got != 1 {
+		t.Errorf("nodegc_image_gc_disk_unresponsive %v, want 1", got)
+	}
+	lines := strings.Count(logs.String(), "free nothing on the image filesystem")
+	if lines != 1 || !strings.Contains(logs.String(), "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs") ||
+		!strings.Contains(logs.String(), "restart nodegc's pod") {
+		t.Errorf("%d lines telling the hold, want one naming the mountpoint and what to do:\n%s", lines, logs.String())
+	}
+	r, err := b.m.collectFor(b.ctx, TriggerPeriodic, demand{})
+	if err != nil || r.Outcome.LeftDiskUnresponsive == 0 || len(r.Outcome.Removed) > 0 {
+		t.Errorf("a periodic run while held: err %v, %+v; want no error, the space removals left", err, r.Outcome)
+	}
+
+	b.disk.set(70) // something freed 20 bytes there: the reading answers
+	if b.check() {
+		t.Error("a run at 70%")
+	}
+	if got := testutil.ToFloat64(b.m.metrics.diskUnresponsive); got != 0 {
+		t.Errorf("nodegc_image_gc_disk_unresponsive %v after the reading grew, want 0", got)
+	}
+	if !strings.Contains(logs.String(), "removing for space again") {
+		t.Errorf("no line for the end of the hold:\n%s", logs.String())
+	}
+}
+
+// TestRemovalsThatFreeNothingStopTheRun: a run that planned 8 removals on
+// a filesystem reading that does not move stops after the second: what
+// they freed there is nothing of what they were estimated to free.
+func TestRemovalsThatFreeNothingStopTheRun(t *testing.T) {
+	b, rt := newShrinkingBed(t, 10, nil)
+	for _, img := range rt.images {
+		img.Size = 2
+	}
+	b.disk.set(90)
+	r, err := b.m.collectFor(t.Context(), TriggerThreshold, demand{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed := len(r.Outcome.Removed); removed > 2 || r.Outcome.LeftDiskUnresponsive+removed != 8 {
+		t.Errorf("the run removed %d, left %d as the disk did not answer; want at most 2 removed of the 8 planned, the rest left", removed, r.Outcome.LeftDiskUnresponsive)
+	}
+}
+
+// sharedBaseDisk is an image filesystem of 100 bytes at 90% where each
+// removal of rt's images frees 1 byte of the 20 CRI says it holds: the
+// images are built on a base that images kept hold (CRI sizes count it in
+// each).
+type sharedBaseDisk struct {
+	rt    *shrinkingRuntime
+	start int
+}
+
+func (d *sharedBaseDisk) Stat(string) (diskstats.Stats, error) {
+	d.rt.mu.Lock()
+	n := len(d.rt.images)
+	d.rt.mu.Unlock()
+	return diskstats.Stats{Capacity: 100, Available: 10 + uint64(d.start-n)}, nil
+}
+
+// TestRemovalsOfSharedLayersDoNotHold: with CRI sizes, images that share
+// nearly everything with images kept free a twentieth of their estimate:
+// the filesystem answers all the same, and space removals go on.
+func TestRemovalsOfSharedLayersDoNotHold(t *testing.T) {
+	b, rt := newShrinkingBed(t, 10, nil)
+	b.m.opts.Disk = &sharedBaseDisk{rt: rt, start: 10}
+	ran := b.checks(5)
+	if got := testutil.ToFloat64(b.m.metrics.diskUnresponsive); got != 0 || len(ran) != 5 || len(rt.images) != 5 {
+		t.Errorf("nodegc_image_gc_disk_unresponsive %v, runs at ticks %v, %d images left; want 0, a run at each of 5 checks, 5 left", got, ran, len(rt.images))
 	}
 }

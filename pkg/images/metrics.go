@@ -125,6 +125,9 @@ type metrics struct {
 	clockSteps      prometheus.Counter
 	writesFollowed  prometheus.Gauge
 	removalsHeld    *prometheus.GaugeVec
+	// diskUnresponsive is 1 while space removals are held because they
+	// free nothing on the image filesystem as nodegc reads it.
+	diskUnresponsive prometheus.Gauge
 	// containerdReadErrors counts the failed reads of containerd's own
 	// API that a plan goes on without.
 	containerdReadErrors *prometheus.CounterVec
@@ -196,6 +199,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		removalsHeld: metricvec.Gauge("nodegc_image_gc_removals_held",
 			"1 while the image GC removes no image because what it was built for may not hold: the connection to the runtime was lost since the runtime's config was read (runtime_reconnected; set by a run's check, cleared once the agent read it again, or rebuilt the GC for a changed one), or the runtime's sandbox image could not be read (profile_unread; until the agent reads it: every 30s),",
 			"reason", heldReasons),
+		diskUnresponsive: metricvec.SingleGauge("nodegc_image_gc_disk_unresponsive",
+			"1 while the image GC removes no image for space because its space removals (two or more), estimated to free at least 1% of the image filesystem's capacity, showed less than a tenth of that freed on it as nodegc reads it (a hundredth with CRI sizes; a statfs right before and after each): nodegc's view of the filesystem is likely not the runtime's (a filesystem mounted at or under its mountpoint on the host after nodegc's container started; restart nodegc's pod); no threshold or projected run starts, and periodic runs make their age removals only. 0 once a reading of it grew by 1% of its capacity since, or the GC is built again."),
 		containerdReadErrors: metricvec.Counter("nodegc_image_gc_containerd_read_errors_total",
 			"Reads of containerd's own API that failed and that a plan, or the check before a removal, went on without: when images arrived (arrivals; the minimum age of every image then counts from the start of nodegc's current watch at the earliest, and the check keeps the plan's dating), what else holds image storage (held; the estimates then count it as freed); the first failure of a streak, one a minute after, and the recovery are logged,",
 			"read", apiReads),
@@ -220,7 +225,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.runs.Init(loopTriggers...)
 	reg.MustRegister(m.removed, m.bytesTargeted, m.bytesEstimated, m.bytesMeasured,
 		m.skipped, m.exactAccounting, m.usagePercent, m.capacity, m.available, m.usageSource, m.stateSaves, m.stateDiscarded, m.reaction, m.thresholds, m.evictionAvailable,
-		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld, m.containerdReadErrors, m.checkOutcomes, m.containerIDFaults)
+		m.diskChecks, m.diskCheckErrors, m.clockSteps, m.writesFollowed, m.removalsHeld, m.diskUnresponsive, m.containerdReadErrors, m.checkOutcomes, m.containerIDFaults)
 	m.checkOutcomes.WithLabelValues(checkPassed, "")
 	m.checkOutcomes.WithLabelValues(checkWasGone, "")
 	for _, r := range checkKeepReasons {

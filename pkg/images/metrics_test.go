@@ -57,7 +57,7 @@ func TestThresholdGauges(t *testing.T) {
 			if _, ok := before["eviction"]; ok || before["high"] != tc.want["high"] || before["low"] != tc.want["low"] {
 				t.Errorf("before a disk reading: %v, want high and low only", before)
 			}
-			m.observeDisk(disk)
+			m.observeDisk(t.Context(), disk)
 			if diff := cmp.Diff(tc.want, thresholdGauges(t, reg)); diff != "" {
 				t.Errorf("nodegc_image_gc_threshold_percent (-want +got):\n%s", diff)
 			}
@@ -102,7 +102,7 @@ func TestEvictionAvailableGauge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.observeDisk(tc.disk)
+			m.observeDisk(t.Context(), tc.disk)
 			gauges := gaugeValues(t, reg)
 			if got := gauges["nodegc_image_fs_usage_percent"]; got != tc.wantUsage {
 				t.Errorf("nodegc_image_fs_usage_percent %v, want %v", got, tc.wantUsage)

@@ -56,6 +56,32 @@ func (r *removalsRuntime) RemoveImage(_ context.Context, id string) error {
 	return nil
 }
 
+// freedBytes sums the CRI sizes of the images removed.
+func (r *removalsRuntime) freedBytes() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n uint64
+	for _, img := range r.images {
+		if slices.Contains(r.removed, img.GetId()) {
+			n += img.GetSize()
+		}
+	}
+	return n
+}
+
+// freeingDisk is an image filesystem of capacity bytes, available of them
+// free before the removals of rt, whose removals free the images' CRI sizes
+// as the runtime returns (containerd and CRI-O free an image's last
+// reference synchronously).
+type freeingDisk struct {
+	capacity, available uint64
+	rt                  interface{ freedBytes() uint64 }
+}
+
+func (d freeingDisk) Stat(string) (diskstats.Stats, error) {
+	return diskstats.Stats{Capacity: d.capacity, Available: min(d.capacity, d.available+d.rt.freedBytes())}, nil
+}
+
 // statsDisk is an image filesystem whose usage never changes.
 type statsDisk diskstats.Stats
 
@@ -157,6 +183,11 @@ func everythingNeeded(t *testing.T, opts Options, mutate ...func(*config.ImageGC
 		f(&opts.Config)
 	}
 	opts.StateDirectory, opts.Disk = t.TempDir(), statsDisk{Capacity: 100 * mib, Available: 10 * mib}
+	if rt, ok := opts.Runtime.(interface{ freedBytes() uint64 }); ok {
+		// Removals show on the disk: one whose reading never moves at
+		// removals is another filesystem (diskFeedback).
+		opts.Disk = freeingDisk{capacity: 100 * mib, available: 10 * mib, rt: rt}
+	}
 	opts.SettleTimeout = noSettle
 	opts.Clock = clocktesting.NewFakeClock(t0.Add(time.Hour))
 	m, err := NewManager(opts)
