@@ -936,6 +936,46 @@ func TestChartRuntimeRootMayBeAbsent(t *testing.T) {
 	}
 }
 
+// TestChartRuntimeRootSeesLaterMounts: the runtime's root, which holds the
+// image filesystem, is mounted HostToContainer with every preset (each
+// changes only its path), so that a filesystem mounted at or under it on
+// the host after the agent started is the one the agent reads (else it
+// reads the directory underneath, and removes images for space on a disk
+// they are not on); runtime.containerdRootPropagation None turns it off,
+// for hosts whose / is a private mount, where the runtime would refuse the
+// container; no other mount propagates.
+func TestChartRuntimeRootSeesLaterMounts(t *testing.T) {
+	propagation := func(t *testing.T, args ...string) map[string]string {
+		spec := podSpec(t, find(render(t, "nodegc", args...), "DaemonSet", "nodegc-node"))
+		ctrs, _, _ := unstructured.NestedSlice(spec, "containers")
+		ms, _, _ := unstructured.NestedSlice(ctrs[0].(map[string]any), "volumeMounts")
+		got := map[string]string{}
+		for _, m := range ms {
+			mm := m.(map[string]any)
+			if p, ok := mm["mountPropagation"].(string); ok {
+				got[mm["name"].(string)] = p
+			}
+		}
+		return got
+	}
+	for _, p := range append([]string{""}, presets...) {
+		name, args := p, []string{"-f", presetFile(p)}
+		if p == "" {
+			name, args = "defaults", nil
+		}
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(map[string]string{"containerd-root": "HostToContainer"}, propagation(t, args...)); diff != "" {
+				t.Errorf("mount propagation by mount (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("None", func(t *testing.T) {
+		if diff := cmp.Diff(map[string]string{"containerd-root": "None"}, propagation(t, "--set", "runtime.containerdRootPropagation=None")); diff != "" {
+			t.Errorf("mount propagation by mount (-want +got):\n%s", diff)
+		}
+	})
+}
+
 // TestChartOwnerPrefersControlPlane: the owner collector, whose rights are
 // kube-controller-manager's collector's (get on pods/exec and nodes/proxy
 // among them), prefers control-plane nodes and tolerates their NoSchedule

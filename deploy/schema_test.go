@@ -96,6 +96,7 @@ func TestChartSchemaRefuses(t *testing.T) {
 		"image tag as a number":   {[]string{"-f", "testdata/image-tag-number.yaml"}, "at '/image/tag': got number, want string"},
 		"image tag 1.10 unquoted": {[]string{"-f", "testdata/image-tag-decimal.yaml"}, "at '/image/tag': got number, want string"},
 		"update strategy":         {[]string{"--set", "node.updateStrategy.type=Recreate"}, "at '/node/updateStrategy/type': value must be one of"},
+		"root propagation":        {[]string{"--set", "runtime.containerdRootPropagation=Bidirectional"}, "at '/runtime/containerdRootPropagation': value must be one of"},
 		"scrape interval":         {[]string{"--set", "metrics.podMonitor.interval=30"}, "at '/metrics/podMonitor/interval'"},
 	}
 	for name, tc := range cases {
