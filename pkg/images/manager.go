@@ -310,6 +310,9 @@ type Manager struct {
 	// feedback holds space removals while they free nothing on the image
 	// filesystem as nodegc reads it.
 	feedback diskFeedback
+	// unreadTold logs once that threshold runs wait for the runtime's
+	// configuration (Options.ProfileUnread).
+	unreadTold sync.Once
 }
 
 // NewManager validates opts.Config (defaulted: config.SetDefaults) with
@@ -637,6 +640,17 @@ func (m *Manager) checkDisk(ctx context.Context, b *thresholdBackoff, cause stri
 				"trigger", trigger, "usagePercent", disk.UsagePercent(), "backoff", b.delay)
 			b.next = start
 		}
+	}
+	if m.opts.ProfileUnread != "" {
+		// Every run would plan in full and fail at its first check: this
+		// manager removes nothing for good, and the agent builds another
+		// once it reads what is missing (asked again every 30s). The
+		// periodic run still plans, for the metrics and the log.
+		m.unreadTold.Do(func() {
+			logger.Info("Image filesystem calls for a run, but image removals are held until the runtime's configuration can be read: no threshold or projected run starts meanwhile; the image GC is built again once it is",
+				"unread", m.opts.ProfileUnread, "trigger", trigger, "usagePercent", disk.UsagePercent())
+		})
+		return
 	}
 	if m.feedback.holding() {
 		logger.V(4).Info("Image filesystem calls for a run, but removals free nothing on it as nodegc reads it: held",

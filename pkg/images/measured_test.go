@@ -168,6 +168,29 @@ func TestRemovalsThatFreeNothingStopTheRun(t *testing.T) {
 	}
 }
 
+// TestProfileUnreadStartsNoThresholdRun: containerd 1.x whose sandbox
+// image cannot be read (ProfileUnread): the manager removes nothing until
+// the agent reads it and builds the GC again. With the disk over the high
+// threshold, no threshold run starts (each would plan in full and fail at
+// its first check), and that is said once. (Before: 63 runs in 600 s, each
+// with its error line.)
+func TestProfileUnreadStartsNoThresholdRun(t *testing.T) {
+	b, rt := newShrinkingBed(t, 4, func(o *Options) { o.ProfileUnread = "sandbox image" })
+	var logs bytes.Buffer
+	b.ctx = klog.NewContext(context.Background(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs))))
+	b.disk.set(90)
+	ran := b.checks(600)
+	if len(ran) > 0 || len(rt.images) != 4 {
+		t.Errorf("%d runs in 600 s at ticks %v (images left %d), want none while removals are held for good", len(ran), ran[:min(len(ran), 12)], len(rt.images))
+	}
+	if got := strings.Count(logs.String(), "no threshold or projected run starts"); got != 1 {
+		t.Errorf("%d lines saying why no run starts, want 1:\n%s", got, logs.String())
+	}
+	if got := testutil.ToFloat64(b.m.metrics.removalsHeld.WithLabelValues(heldProfileUnread)); got != 1 {
+		t.Errorf("nodegc_image_gc_removals_held{reason=profile_unread} %v, want 1", got)
+	}
+}
+
 // sharedBaseDisk is an image filesystem of 100 bytes at 90% where each
 // removal of rt's images frees 1 byte of the 20 CRI says it holds: the
 // images are built on a base that images kept hold (CRI sizes count it in
