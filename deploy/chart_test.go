@@ -937,13 +937,13 @@ func TestChartRuntimeRootMayBeAbsent(t *testing.T) {
 }
 
 // TestChartRuntimeRootSeesLaterMounts: the runtime's root, which holds the
-// image filesystem, is mounted HostToContainer with every preset (each
-// changes only its path), so that a filesystem mounted at or under it on
-// the host after the agent started is the one the agent reads (else it
-// reads the directory underneath, and removes images for space on a disk
-// they are not on); runtime.containerdRootPropagation None turns it off,
-// for hosts whose / is a private mount, where the runtime would refuse the
-// container; no other mount propagates.
+// image filesystem, is mounted without propagation by default, with every
+// preset (each changes only its path): every host accepts that, where
+// HostToContainer makes the runtime refuse the container on a host whose /
+// is a private mount. runtime.containerdRootPropagation HostToContainer
+// turns it on, so that a filesystem mounted at or under the root on the
+// host after the agent started is the one the agent reads; no other mount
+// propagates.
 func TestChartRuntimeRootSeesLaterMounts(t *testing.T) {
 	propagation := func(t *testing.T, args ...string) map[string]string {
 		spec := podSpec(t, find(render(t, "nodegc", args...), "DaemonSet", "nodegc-node"))
@@ -964,13 +964,13 @@ func TestChartRuntimeRootSeesLaterMounts(t *testing.T) {
 			name, args = "defaults", nil
 		}
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(map[string]string{"containerd-root": "HostToContainer"}, propagation(t, args...)); diff != "" {
+			if diff := cmp.Diff(map[string]string{"containerd-root": "None"}, propagation(t, args...)); diff != "" {
 				t.Errorf("mount propagation by mount (-want +got):\n%s", diff)
 			}
 		})
 	}
-	t.Run("None", func(t *testing.T) {
-		if diff := cmp.Diff(map[string]string{"containerd-root": "None"}, propagation(t, "--set", "runtime.containerdRootPropagation=None")); diff != "" {
+	t.Run("HostToContainer", func(t *testing.T) {
+		if diff := cmp.Diff(map[string]string{"containerd-root": "HostToContainer"}, propagation(t, "--set", "runtime.containerdRootPropagation=HostToContainer")); diff != "" {
 			t.Errorf("mount propagation by mount (-want +got):\n%s", diff)
 		}
 	})
