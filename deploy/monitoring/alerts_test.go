@@ -219,9 +219,15 @@ func TestAlertsFire(t *testing.T) {
 		// PodMonitor and ServiceMonitor add component (node or owner).
 		"NodegcNodeAgentDown": {
 			firing: []string{`up{component="node",node="n1",pod="nodegc-node-a"} 0x30
-				up{component="node",node="n2",pod="nodegc-node-b"} 1x30`},
+				up{component="node",node="n2",pod="nodegc-node-b"} 1x30`,
+				// A crash loop at the kubelet's backoff cap (5 minutes),
+				// scraped while up: down for less than `for` at a time.
+				`up{component="node",node="n1",pod="nodegc-node-a"} 1 0x4 1 0x4 1 0x4 1 0x4 1 0x4 1 0x4 1`},
 			healthy: []string{
 				`up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
+				// It crash-looped, and a rollout replaced the pod since.
+				`up{component="node",node="n1",pod="nodegc-node-a"} 1 0x4 1 0x4 1 0x4 stale
+				up{component="node",node="n1",pod="nodegc-node-b"} _x16 1x14`,
 				// Another component's target is none of this alert's.
 				`up{component="owner",node="n1",pod="nodegc-owner-a"} 0x30
 				up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
@@ -243,8 +249,13 @@ func TestAlertsFire(t *testing.T) {
 		},
 		"NodegcOwnerCollectorDown": {
 			firing: []string{`up{component="owner",node="n1",pod="nodegc-owner-a"} 0x30
-				up{component="owner",node="n2",pod="nodegc-owner-b"} 1x30`},
+				up{component="owner",node="n2",pod="nodegc-owner-b"} 1x30`,
+				// Restarted by its liveness probe (the owner GC stalls) again and again.
+				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1x4 0x5 1x4 0x5 1x4 0x5 1x3`},
 			healthy: []string{
+				// It crash-looped, and a rollout replaced the pod since.
+				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1 0x4 1 0x4 1 0x4 stale
+				up{component="owner",node="n1",pod="nodegc-owner-b"} _x16 1x14`,
 				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1x30
 				up{component="node",node="n1",pod="nodegc-node-a"} 0x30`,
 				// ownerGC.mode auto or off: no owner target.
@@ -636,4 +647,77 @@ func held(t *testing.T, engine *promql.Engine, series, expr string, key func(pro
 		current = next
 	}
 	return longest
+}
+
+// crashLoop writes, in promqltest's load syntax with a sample every 30s for
+// span, Prometheus's up series of one target (labels) whose container lives
+// for alive and is then down for down, again and again: a crash loop at the
+// kubelet's backoff cap (5m), or a wedge the liveness probe restarts. alive
+// 0 is a pod that never starts.
+func crashLoop(labels string, alive, down, span time.Duration) string {
+	var up strings.Builder
+	for at := time.Duration(0); at <= span; at += 30 * time.Second {
+		if at%(alive+down) < alive {
+			up.WriteString(" 1")
+		} else {
+			up.WriteString(" 0")
+		}
+	}
+	return "up" + labels + up.String() + "\n"
+}
+
+// TestUpAlertsHoldForCrashLoops: NodegcNodeAgentDown and
+// NodegcOwnerCollectorDown hold for their whole for duration for a target
+// that never starts, and for one in a crash loop or restarted by its
+// liveness probe, though CrashLoopBackOff (capped at 5 minutes) keeps it
+// down for less than `for` at a time; they do not for a single restart, a
+// single outage shorter than `for`, or a rolling update (the new pod is a
+// new series). Evaluated as Prometheus does, every 30s over series scraped
+// every 30s, for 3 hours.
+func TestUpAlertsHoldForCrashLoops(t *testing.T) {
+	groups, err := ParseRules(RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const span = 3 * time.Hour
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	for alert, component := range map[string]string{"NodegcNodeAgentDown": "node", "NodegcOwnerCollectorDown": "owner"} {
+		var expr string
+		var hold time.Duration
+		for _, g := range groups.Groups {
+			for _, r := range g.Rules {
+				if r.Alert == alert {
+					expr, hold = r.Expr, time.Duration(r.For)
+				}
+			}
+		}
+		if expr == "" {
+			t.Fatalf("no alert %s", alert)
+		}
+		target := `{component="` + component + `",node="n1",pod="nodegc-` + component + `-a"}`
+		newPod := `{component="` + component + `",node="n1",pod="nodegc-` + component + `-b"}`
+		for name, tc := range map[string]struct {
+			series   string
+			wantFire bool
+		}{
+			"never starts":                                     {crashLoop(target, 0, time.Hour, span), true},
+			"dies at start, backoff at its cap":                {crashLoop(target, 30*time.Second, 5*time.Minute, span), true},
+			"dies a minute in":                                 {crashLoop(target, time.Minute, 5*time.Minute, span), true},
+			"wedged, restarted by the liveness probe":          {crashLoop(target, 4*time.Minute, 5*time.Minute, span), true},
+			"dies 14 minutes in":                               {crashLoop(target, 14*time.Minute, 5*time.Minute, span), true},
+			"down for good after an hour":                      {"up" + target + " 1x120 0x240", true},
+			"healthy":                                          {"up" + target + " 1x360", false},
+			"one restart (OOM killed once)":                    {"up" + target + " 1x120 0 1x239", false},
+			"a reboot of the node, down 9 minutes":             {"up" + target + " 1x120 0x17 1x223", false},
+			"down 5 minutes twice, an hour apart":              {"up" + target + " 1x120 0x10 1x110 0x10 1x110", false},
+			"down 9 minutes, and 2 minutes half an hour later": {"up" + target + " 1x120 0x17 1x60 0x4 1x158", false},
+			"restarted every 30 minutes, down a minute":        {crashLoop(target, 29*time.Minute, time.Minute, span), false},
+			"rolling update":                                   {"up" + target + " 1x120 0 stale\nup" + newPod + " _x122 0 1x237", false},
+		} {
+			got := longestHeld(t, engine, tc.series, expr)
+			if fired := got >= hold; fired != tc.wantFire {
+				t.Errorf("%s, %s: the expression held at most %v (for: %v), want firing %v", alert, name, got, hold, tc.wantFire)
+			}
+		}
+	}
 }
