@@ -503,10 +503,18 @@ func TestOwnerGCMonitorsAlertHolds(t *testing.T) {
 				b.WriteString(" " + strconv.Itoa(v))
 			}
 		}
-		var b strings.Builder
+		var b, unread strings.Builder
 		for st, vs := range values {
 			b.WriteString(`nodegc_owner_gc_monitors{pod="a",state="` + st + `"}` + vs.String() + "\n")
 		}
+		for i := range n {
+			if state(i) == "unread" {
+				unread.WriteString(" 1")
+			} else {
+				unread.WriteString(" 0")
+			}
+		}
+		b.WriteString(`nodegc_owner_gc_unread_group_versions{pod="a"}` + unread.String() + "\n")
 		return b.String()
 	}
 	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
@@ -527,6 +535,19 @@ func TestOwnerGCMonitorsAlertHolds(t *testing.T) {
 			return "synced"
 		}, wantFire: true},
 		"failed for good": {state: func(int) string { return "failed" }, wantFire: true},
+		// Discovery of its group version failed 20 minutes (no monitor,
+		// the unread gauge), then it answered and the list fails: the
+		// failure moved from one side of the "or" to the other; 20
+		// minutes later it synced.
+		"unread, then failing": {state: func(i int) string {
+			switch {
+			case i < 40:
+				return "unread"
+			case i < 80:
+				return "failing"
+			}
+			return "synced"
+		}, wantFire: true},
 		"failing a minute in every ten": {state: func(i int) string {
 			if i%20 < 2 {
 				return "failing"
@@ -605,10 +626,13 @@ func longestHeld(t *testing.T, engine *promql.Engine, series, expr string) time.
 
 // longestHeldBySeries is longestHeld by the label set of what expr
 // selects, as Prometheus times an alert's for: a series that replaces
-// another with other labels starts its own wait.
+// another with other labels starts its own wait. The metric name is no
+// part of it: Prometheus drops it from an alert's labels, so "x > 0"
+// (which keeps it) and "sum(x) > 0" (which does not) on either side of an
+// "or" are one alert.
 func longestHeldBySeries(t *testing.T, engine *promql.Engine, series, expr string) time.Duration {
 	t.Helper()
-	return held(t, engine, series, expr, func(s promql.Sample) string { return s.Metric.String() })
+	return held(t, engine, series, expr, func(s promql.Sample) string { return s.Metric.DropMetricName().String() })
 }
 
 // held is longestHeld, the stretches counted for each key of what expr
