@@ -11,14 +11,23 @@ import (
 )
 
 // TestAlertsFire: each alert's expression, evaluated by Prometheus's engine
-// at the end of synthetic series (most 30 minutes long, one sample a minute, promqltest's
-// load syntax; some cases end a series earlier, or run it longer, to show
-// what is gone), selects something when the condition holds and nothing on
-// a healthy node or cluster. Its `for` is not evaluated here.
+// at the end of synthetic series (most 30 minutes long, or the alert's `for`
+// and 15 minutes, one sample a minute, promqltest's load syntax; some cases
+// end a series earlier, or run it longer, to show what is gone), selects
+// something when the condition holds and nothing on a healthy node or
+// cluster, nor once a fault has ended (resolved). Evaluated every 30s over
+// the series as Prometheus does, a firing case also holds for the alert's
+// whole `for` (by the alert's labels), a healthy one for less. The tests
+// after this one model faults whose series are not a constant: a crash
+// loop (TestUpAlertsHoldForCrashLoops), runs a period apart
+// (TestRunFailureAlertsWhateverThePeriod).
 func TestAlertsFire(t *testing.T) {
 	cases := map[string]struct {
 		firing  []string
 		healthy []string
+		// the fault ended before the last sample: it may have fired,
+		// and has resolved
+		resolved []string
 	}{
 		"NodegcImageGCCannotFreeEnough": {
 			firing: []string{
@@ -59,9 +68,9 @@ func TestAlertsFire(t *testing.T) {
 				nodegc_image_gc_consecutive_runs{node="n1",result="success"} 0x30`},
 		},
 		"NodegcImageFSAboveHighThreshold": {
-			firing: []string{`nodegc_image_fs_usage_percent{node="n1"} 85x30
-				nodegc_image_gc_threshold_percent{node="n1",threshold="high"} 85x30
-				nodegc_image_gc_threshold_percent{node="n1",threshold="low"} 80x30`},
+			firing: []string{`nodegc_image_fs_usage_percent{node="n1"} 85x45
+				nodegc_image_gc_threshold_percent{node="n1",threshold="high"} 85x45
+				nodegc_image_gc_threshold_percent{node="n1",threshold="low"} 80x45`},
 			healthy: []string{
 				`nodegc_image_fs_usage_percent{node="n1"} 84x30
 				nodegc_image_gc_threshold_percent{node="n1",threshold="high"} 85x30
@@ -163,8 +172,8 @@ func TestAlertsFire(t *testing.T) {
 			// started: unseen until nodegc's pod restarts, with no dead
 			// container a limit would remove (none kept as logs_unseen),
 			// links and log directories still held.
-			firing: []string{`nodegc_container_gc_pod_logs_unseen{node="n1"} 1x30
-				nodegc_container_gc_containers_kept{node="n1",reason="logs_unseen"} 0x30`},
+			firing: []string{`nodegc_container_gc_pod_logs_unseen{node="n1"} 1x45
+				nodegc_container_gc_containers_kept{node="n1",reason="logs_unseen"} 0x45`},
 			healthy: []string{`nodegc_container_gc_pod_logs_unseen{node="n1"} 0x30`,
 				// nodegc's pod restarted: its new mount sees the logs.
 				`nodegc_container_gc_pod_logs_unseen{node="n1"} 1x10 _x2 0x18`},
@@ -207,6 +216,8 @@ func TestAlertsFire(t *testing.T) {
 				// ownerGC.mode off: node agents only, no owner target.
 				`nodegc_owner_gc_leader{component="node",pod="n"} 0x30
 				up{component="node",pod="n"} 1x30`,
+			},
+			resolved: []string{
 				// Turned off (mode off) more than an hour ago.
 				`nodegc_owner_gc_leader{component="owner",pod="a"} 1x10
 				nodegc_owner_gc_synced{component="owner",pod="a"} 1x10
@@ -225,12 +236,14 @@ func TestAlertsFire(t *testing.T) {
 				`up{component="node",node="n1",pod="nodegc-node-a"} 1 0x4 1 0x4 1 0x4 1 0x4 1 0x4 1 0x4 1`},
 			healthy: []string{
 				`up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
-				// It crash-looped, and a rollout replaced the pod since.
-				`up{component="node",node="n1",pod="nodegc-node-a"} 1 0x4 1 0x4 1 0x4 stale
-				up{component="node",node="n1",pod="nodegc-node-b"} _x16 1x14`,
 				// Another component's target is none of this alert's.
 				`up{component="owner",node="n1",pod="nodegc-owner-a"} 0x30
 				up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
+			},
+			resolved: []string{
+				// It crash-looped, and a rollout replaced the pod since.
+				`up{component="node",node="n1",pod="nodegc-node-a"} 1 0x4 1 0x4 1 0x4 stale
+				up{component="node",node="n1",pod="nodegc-node-b"} _x16 1x14`,
 			},
 		},
 		"NodegcNodeAgentsAbsent": {
@@ -253,23 +266,25 @@ func TestAlertsFire(t *testing.T) {
 				// Restarted by its liveness probe (the owner GC stalls) again and again.
 				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1x4 0x5 1x4 0x5 1x4 0x5 1x3`},
 			healthy: []string{
-				// It crash-looped, and a rollout replaced the pod since.
-				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1 0x4 1 0x4 1 0x4 stale
-				up{component="owner",node="n1",pod="nodegc-owner-b"} _x16 1x14`,
 				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1x30
 				up{component="node",node="n1",pod="nodegc-node-a"} 0x30`,
 				// ownerGC.mode auto or off: no owner target.
 				`up{component="node",node="n1",pod="nodegc-node-a"} 1x30`,
+			},
+			resolved: []string{
+				// It crash-looped, and a rollout replaced the pod since.
+				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1 0x4 1 0x4 1 0x4 stale
+				up{component="owner",node="n1",pod="nodegc-owner-b"} _x16 1x14`,
 			},
 		},
 		// Every agent, one series at 1; only the node agents' count.
 		"NodegcConfigMixed": {
 			firing: []string{
 				// A ConfigMap edited by hand: n2 restarted since, n1 not.
-				`nodegc_config_info{component="node",node="n1",sha256="1111111111111111"} 1x30
+				`nodegc_config_info{component="node",node="n1",sha256="1111111111111111"} 1x45
 				nodegc_config_info{component="node",node="n2",sha256="1111111111111111"} 1x5
-				nodegc_config_info{component="node",node="n2",sha256="2222222222222222"} _x5 1x25
-				nodegc_config_info{component="node",node="n3",sha256="2222222222222222"} 1x30`,
+				nodegc_config_info{component="node",node="n2",sha256="2222222222222222"} _x5 1x40
+				nodegc_config_info{component="node",node="n3",sha256="2222222222222222"} 1x45`,
 			},
 			healthy: []string{
 				`nodegc_config_info{component="node",node="n1",sha256="1111111111111111"} 1x30
@@ -289,28 +304,28 @@ func TestAlertsFire(t *testing.T) {
 			firing: []string{
 				// RBAC forbids one resource: its monitor failed, and the
 				// owner GC collects without it, synced.
-				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x30
-				nodegc_owner_gc_monitors{pod="a",state="failed"} 1x30
-				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x30
-				nodegc_owner_gc_monitors{pod="a",state="syncing"} 0x30
-				nodegc_owner_gc_synced{pod="a"} 1x30
-				nodegc_owner_gc_leader{pod="a"} 1x30`,
+				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x45
+				nodegc_owner_gc_monitors{pod="a",state="failed"} 1x45
+				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x45
+				nodegc_owner_gc_monitors{pod="a",state="syncing"} 0x45
+				nodegc_owner_gc_synced{pod="a"} 1x45
+				nodegc_owner_gc_leader{pod="a"} 1x45`,
 				// An aggregated API went down after the monitor synced.
-				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x30
-				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x10 1x20
-				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x30`,
+				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x45
+				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x10 1x35
+				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x45`,
 				// An aggregated API down since before the leader
 				// started: never discovered, it has no monitor.
-				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x30
-				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x30
-				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x30
-				nodegc_owner_gc_unread_group_versions{pod="a"} 1x30`,
+				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x45
+				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x45
+				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x45
+				nodegc_owner_gc_unread_group_versions{pod="a"} 1x45`,
 				// Its server answers discovery for a while, and then
 				// fails the list: the failure moves to the monitor.
-				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x30
-				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x30
-				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x15 1x15
-				nodegc_owner_gc_unread_group_versions{pod="a"} 1x15 0x15`,
+				`nodegc_owner_gc_monitors{pod="a",state="synced"} 40x45
+				nodegc_owner_gc_monitors{pod="a",state="failed"} 0x45
+				nodegc_owner_gc_monitors{pod="a",state="failing"} 0x15 1x30
+				nodegc_owner_gc_unread_group_versions{pod="a"} 1x15 0x30`,
 			},
 			healthy: []string{
 				`nodegc_owner_gc_monitors{pod="a",state="synced"} 41x30
@@ -342,8 +357,8 @@ func TestAlertsFire(t *testing.T) {
 			healthy: []string{`nodegc_owner_gc_stuck_deletions{pod="a",reason="blocking-dependent"} 0x30`},
 		},
 		"NodegcOwnerGCUndecidedItems": {
-			firing: []string{`nodegc_owner_gc_undecided_items{pod="a",reason="unknown-kind"} 3x30
-				nodegc_owner_gc_undecided_items{pod="a",reason="lookup-error"} 0x30`},
+			firing: []string{`nodegc_owner_gc_undecided_items{pod="a",reason="unknown-kind"} 3x75
+				nodegc_owner_gc_undecided_items{pod="a",reason="lookup-error"} 0x75`},
 			healthy: []string{`nodegc_owner_gc_undecided_items{pod="a",reason="unknown-kind"} 0x30
 				nodegc_owner_gc_undecided_items{pod="a",reason="lookup-error"} 0x30`},
 		},
@@ -351,6 +366,16 @@ func TestAlertsFire(t *testing.T) {
 	queries, err := RuleQueries()
 	if err != nil {
 		t.Fatal(err)
+	}
+	groups, err := ParseRules(RulesFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fors := map[string]time.Duration{}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			fors[r.Alert] = time.Duration(r.For)
+		}
 	}
 	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
 	for _, q := range queries {
@@ -361,15 +386,27 @@ func TestAlertsFire(t *testing.T) {
 			continue
 		}
 		delete(cases, name)
+		hold := fors[name]
 		t.Run(name, func(t *testing.T) {
 			for i, series := range tc.firing {
 				if got := evalAtEnd(t, engine, series, q.Expr); len(got) == 0 {
 					t.Errorf("firing case %d: nothing selected", i)
 				}
+				if got := heldLoaded(t, engine, "1m", series, q.Expr, alertKey); got < hold {
+					t.Errorf("firing case %d: held at most %v, under its for: %v", i, got, hold)
+				}
 			}
 			for i, series := range tc.healthy {
 				if got := evalAtEnd(t, engine, series, q.Expr); len(got) != 0 {
 					t.Errorf("healthy case %d: selected %v", i, got)
+				}
+				if got := heldLoaded(t, engine, "1m", series, q.Expr, alertKey); got >= hold {
+					t.Errorf("healthy case %d: held %v, its for: %v (it would fire before the end)", i, got, hold)
+				}
+			}
+			for i, series := range tc.resolved {
+				if got := evalAtEnd(t, engine, series, q.Expr); len(got) != 0 {
+					t.Errorf("resolved case %d: selected %v", i, got)
 				}
 			}
 		})
@@ -632,15 +669,25 @@ func longestHeld(t *testing.T, engine *promql.Engine, series, expr string) time.
 // "or" are one alert.
 func longestHeldBySeries(t *testing.T, engine *promql.Engine, series, expr string) time.Duration {
 	t.Helper()
-	return held(t, engine, series, expr, func(s promql.Sample) string { return s.Metric.DropMetricName().String() })
+	return held(t, engine, series, expr, alertKey)
 }
+
+// alertKey is what Prometheus tells an alert's instances apart by.
+func alertKey(s promql.Sample) string { return s.Metric.DropMetricName().String() }
 
 // held is longestHeld, the stretches counted for each key of what expr
 // selects.
 func held(t *testing.T, engine *promql.Engine, series, expr string, key func(promql.Sample) string) time.Duration {
 	t.Helper()
+	return heldLoaded(t, engine, "30s", series, expr, key)
+}
+
+// heldLoaded is held for series loaded one sample every step (promqltest's
+// duration syntax), still evaluated every 30s.
+func heldLoaded(t *testing.T, engine *promql.Engine, step, series, expr string, key func(promql.Sample) string) time.Duration {
+	t.Helper()
 	var load strings.Builder
-	load.WriteString("load 30s\n")
+	load.WriteString("load " + step + "\n")
 	for line := range strings.Lines(series) {
 		if line = strings.TrimSpace(line); line != "" {
 			load.WriteString("  " + line + "\n")
