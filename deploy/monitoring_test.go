@@ -117,8 +117,11 @@ var componentRelabeling = map[string]any{"sourceLabels": []any{"__meta_kubernete
 // agent not running, or not scraped) select nodegc's targets by labels
 // the chart's PodMonitor and ServiceMonitor give them: component, relabeled
 // from the pods' app.kubernetes.io/component, with the values the
-// DaemonSet's and the Deployment's pods carry. Alerts built only on the
-// agent's own series are silent when the agent is gone.
+// DaemonSet's and the Deployment's pods carry, and owner_gc, relabeled from
+// nodegc.io/owner-gc, which the DaemonSet's pods carry in ownerGC.mode
+// deployment only (NodegcOwnerGCNoSyncedLeader's sign that an owner
+// collector must run). Alerts built only on the agent's own series are
+// silent when the agent is gone.
 func TestUpAlertsMatchScrapeLabels(t *testing.T) {
 	objs := render(t, "nodegc", "--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true")
 	for kind, field := range map[string]string{"PodMonitor": "podMetricsEndpoints", "ServiceMonitor": "endpoints"} {
@@ -132,6 +135,31 @@ func TestUpAlertsMatchScrapeLabels(t *testing.T) {
 			if !slices.ContainsFunc(rels, func(r any) bool { return cmp.Equal(componentRelabeling, r) }) {
 				t.Errorf("%s relabelings %v lack %v", kind, rels, componentRelabeling)
 			}
+		}
+	}
+	// owner_gc: the node agents' pod label nodegc.io/owner-gc, in ownerGC.mode deployment (the default).
+	ownerGCRelabeling := map[string]any{"sourceLabels": []any{"__meta_kubernetes_pod_label_nodegc_io_owner_gc"}, "targetLabel": "owner_gc"}
+	for kind, field := range map[string]string{"PodMonitor": "podMetricsEndpoints", "ServiceMonitor": "endpoints"} {
+		eps, _, _ := unstructured.NestedSlice(find(objs, kind, "nodegc").Object, "spec", field)
+		for _, ep := range eps {
+			rels, _, _ := unstructured.NestedSlice(ep.(map[string]any), "relabelings")
+			if !slices.ContainsFunc(rels, func(r any) bool { return cmp.Equal(ownerGCRelabeling, r) }) {
+				t.Errorf("%s relabelings %v lack %v", kind, rels, ownerGCRelabeling)
+			}
+		}
+	}
+	ds := find(objs, "DaemonSet", "nodegc-node")
+	if ds == nil {
+		t.Fatal("no DaemonSet nodegc-node")
+	}
+	ownerGCLabel, _, _ := unstructured.NestedString(ds.Object, "spec", "template", "metadata", "labels", "nodegc.io/owner-gc")
+	if ownerGCLabel != "deployment" {
+		t.Errorf("ownerGC.mode deployment: the node agents' pod label nodegc.io/owner-gc is %q, want deployment", ownerGCLabel)
+	}
+	for _, mode := range []string{"auto", "off"} {
+		ds := find(render(t, "nodegc", "--set", "ownerGC.mode="+mode), "DaemonSet", "nodegc-node")
+		if l, ok, _ := unstructured.NestedString(ds.Object, "spec", "template", "metadata", "labels", "nodegc.io/owner-gc"); ok {
+			t.Errorf("ownerGC.mode %s: the node agents' pods carry nodegc.io/owner-gc %q, which says an owner collector must run", mode, l)
 		}
 	}
 	components := map[string]bool{}
@@ -165,6 +193,7 @@ func TestUpAlertsMatchScrapeLabels(t *testing.T) {
 				case m.Name == model.MetricNameLabel:
 				case m.Name == "component" && m.Type == labels.MatchEqual && components[m.Value]:
 					component = m.Value
+				case m.Name == "owner_gc" && m.Type == labels.MatchEqual && m.Value == ownerGCLabel:
 				default:
 					t.Errorf("%s: up selected by %s, which the chart's scrape objects do not set (component: %v)", q.Where, m, components)
 				}

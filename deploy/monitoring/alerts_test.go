@@ -198,12 +198,19 @@ func TestAlertsFire(t *testing.T) {
 				up{component="owner",pod="a"} 0x30
 				up{component="owner",pod="b"} 0x30`,
 				// The owner collectors led and were synced, then went away
-				// (evicted, unschedulable, scaled to 0): no owner target left.
+				// (evicted, unschedulable, scaled to 0): no owner target
+				// left, 3 hours on. In ownerGC.mode deployment the chart's
+				// monitors give the node agents' targets owner_gc="deployment".
 				`nodegc_owner_gc_leader{component="owner",pod="a"} 1x10
 				nodegc_owner_gc_synced{component="owner",pod="a"} 1x10
 				up{component="owner",pod="a"} 1x10
-				nodegc_owner_gc_leader{component="node",pod="n"} 0x30
-				up{component="node",pod="n"} 1x30`,
+				nodegc_owner_gc_leader{component="node",pod="n"} 0x180
+				up{component="node",owner_gc="deployment",pod="n"} 1x180`,
+				// A fresh install whose owner collectors never get a pod IP
+				// (unschedulable, refused by a quota or by admission): never
+				// a target.
+				`nodegc_owner_gc_leader{component="node",pod="n"} 0x180
+				up{component="node",owner_gc="deployment",pod="n"} 1x180`,
 			},
 			healthy: []string{
 				`nodegc_owner_gc_leader{pod="a"} 1x30
@@ -216,14 +223,16 @@ func TestAlertsFire(t *testing.T) {
 				// ownerGC.mode off: node agents only, no owner target.
 				`nodegc_owner_gc_leader{component="node",pod="n"} 0x30
 				up{component="node",pod="n"} 1x30`,
-			},
-			resolved: []string{
-				// Turned off (mode off) more than an hour ago.
+				// Turned off (ownerGC.mode off) 20 minutes ago: the owner
+				// collectors are gone, the node agents' new pods lack the
+				// owner_gc label.
 				`nodegc_owner_gc_leader{component="owner",pod="a"} 1x10
 				nodegc_owner_gc_synced{component="owner",pod="a"} 1x10
 				up{component="owner",pod="a"} 1x10
-				nodegc_owner_gc_leader{component="node",pod="n"} 0x90
-				up{component="node",pod="n"} 1x90`,
+				nodegc_owner_gc_leader{component="node",pod="n"} 0x10
+				up{component="node",owner_gc="deployment",pod="n"} 1x10
+				nodegc_owner_gc_leader{component="node",pod="n2"} _x10 0x20
+				up{component="node",pod="n2"} _x10 1x20`,
 			},
 		},
 		// Prometheus's own up series of each scrape target; the chart's
