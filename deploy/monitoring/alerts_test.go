@@ -132,10 +132,17 @@ func TestAlertsFire(t *testing.T) {
 			firing: []string{
 				`nodegc_container_gc_errors_total{node="n1",operation="read_exit_time"} 0+1x30`,
 				`nodegc_container_gc_errors_total{node="n1",operation="reclaim"} 0+1x30`,
+				// containerGC.period 1h: the last two runs that removed
+				// something failed to reclaim.
+				`nodegc_container_gc_errors_total{node="n1",operation="reclaim"} 2x30
+				nodegc_container_gc_operation_failing_runs{node="n1",operation="reclaim"} 2x30`,
 			},
 			healthy: []string{
 				`nodegc_container_gc_errors_total{node="n1",operation="reclaim"} 3x30
 				nodegc_container_gc_errors_total{node="n1",operation="read_exit_time"} 0x30`,
+				// One run an hour ago failed to read the version, the next did not.
+				`nodegc_container_gc_errors_total{node="n1",operation="read_version"} 1x30
+				nodegc_container_gc_operation_failing_runs{node="n1",operation="read_version"} 0x30`,
 				// Only the byte counters miss something.
 				`nodegc_container_gc_errors_total{node="n1",operation="read_bytes"} 0+1x30`,
 				// A failing removal fails its run: NodegcContainerGCFailing's case.
@@ -449,7 +456,8 @@ func evalAtEnd(t *testing.T, engine *promql.Engine, series, expr string) promql.
 }
 
 // TestRunFailureAlertsWhateverThePeriod: NodegcContainerGCFailing,
-// NodegcImageGCFailing and NodegcImageGCCannotFreeEnough hold for their
+// NodegcContainerGCOperationsFailing (an operation that fails in
+// runs that succeed), NodegcImageGCFailing and NodegcImageGCCannotFreeEnough hold for their
 // whole for duration once a collector's runs keep failing, however far apart
 // its runs are (containerGC.period, imageGC.period, which also caps the
 // image GC's backoff); a single failed run among successes holds for less,
@@ -464,9 +472,13 @@ func TestRunFailureAlertsWhateverThePeriod(t *testing.T) {
 		prefix, failed string
 		// other series of the node, to load beside the runs
 		extra string
+		// the series of the runs, runSeries when nil
+		series func(prefix, failed string, period, span time.Duration, fails func(run int) bool) string
 	}{
 		"NodegcContainerGCFailing": {prefix: "nodegc_container_gc", failed: "error"},
-		"NodegcImageGCFailing":     {prefix: "nodegc_image_gc", failed: "error"},
+		// Runs that succeed, in which reading the runtime's version fails.
+		"NodegcContainerGCOperationsFailing": {prefix: "nodegc_container_gc", failed: "read_version", series: operationSeries},
+		"NodegcImageGCFailing":               {prefix: "nodegc_image_gc", failed: "error"},
 		// The image filesystem stays over the low threshold.
 		"NodegcImageGCCannotFreeEnough": {prefix: "nodegc_image_gc", failed: "not_enough",
 			extra: `nodegc_image_fs_usage_percent{node="n1"} 90x1000
@@ -490,7 +502,11 @@ func TestRunFailureAlertsWhateverThePeriod(t *testing.T) {
 			hold := time.Duration(r.For)
 			for _, period := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 20 * time.Minute, time.Hour, 2 * time.Hour} {
 				for name, p := range patterns {
-					series := runSeries(a.prefix, a.failed, period, 8*time.Hour, p.fails) + "\n" + a.extra
+					gen := runSeries
+					if a.series != nil {
+						gen = a.series
+					}
+					series := gen(a.prefix, a.failed, period, 8*time.Hour, p.fails) + "\n" + a.extra
 					got := longestHeld(t, engine, series, r.Expr)
 					if fired := got >= hold; fired != p.wantFire {
 						t.Errorf("%s, period %v, %s: the expression held at most %v (for: %v), want firing %v",
@@ -659,6 +675,30 @@ func runSeries(prefix, failed string, period, span time.Duration, fails func(run
 		b.WriteString(prefix + `_consecutive_runs{node="n1",result="` + r + `"}` + values["consecutive"+r].String() + "\n")
 	}
 	return b.String()
+}
+
+// operationSeries writes, as runSeries, the series of a collector (prefix)
+// on node n1 whose runs at the end of every period fail operation op when
+// fails says so: <prefix>_errors_total{operation} and
+// <prefix>_operation_failing_runs{operation}.
+func operationSeries(prefix, op string, period, span time.Duration, fails func(run int) bool) string {
+	var errs, streaks strings.Builder
+	total, streak := 0, 0
+	for at := time.Duration(0); at <= span; at += 30 * time.Second {
+		if at > 0 && at%period == 0 {
+			if fails(int(at / period)) {
+				total++
+				streak++
+			} else {
+				streak = 0
+			}
+		}
+		errs.WriteString(" " + strconv.Itoa(total))
+		streaks.WriteString(" " + strconv.Itoa(streak))
+	}
+	labels := `{node="n1",operation="` + op + `"}`
+	return prefix + "_errors_total" + labels + errs.String() + "\n" +
+		prefix + "_operation_failing_runs" + labels + streaks.String() + "\n"
 }
 
 // longestHeld loads series (promqltest's load syntax, one sample every

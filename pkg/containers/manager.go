@@ -178,6 +178,9 @@ type Manager struct {
 	serial *gcrun.Serial // one run or plan at a time; guards lastView, checked and timeline
 	// lastView is the pod view reason of the previous run, to log changes.
 	lastView *string
+	// ops: the operations of streakOperations the current run did, and
+	// their streaks.
+	ops ops
 	// runningDeleted names the pods the previous plan found running here
 	// although the authoritative view lacks them (Plan.PodsMissing), to
 	// log changes.
@@ -360,6 +363,8 @@ func (m *Manager) GarbageCollect(ctx context.Context, trigger string) (*Report, 
 }
 
 func (m *Manager) collect(ctx context.Context, r *Report) error {
+	m.ops.begin()
+	defer m.ops.end(m.metrics)
 	var fss []FilesystemChange
 	if m.opts.Disk != nil {
 		fss = m.filesystems(ctx)
@@ -489,6 +494,7 @@ func (m *Manager) snapshot(ctx context.Context) (node *NodeState, podsRead bool,
 		return nil, false, err
 	}
 	v, err := m.opts.Runtime.Version(ctx)
+	m.ops.done(OpReadVersion, err != nil)
 	if err != nil {
 		// The plan does not check it against the Node's then.
 		m.metrics.errors.WithLabelValues(OpReadVersion).Inc()
@@ -503,6 +509,7 @@ func (m *Manager) snapshot(ctx context.Context) (node *NodeState, podsRead bool,
 		ct := containerFromCRI(c)
 		if m.policy.agesFromExit() && ct.Managed && ct.State == StateExited {
 			st, err := m.opts.Runtime.ContainerStatus(ctx, ct.ID)
+			m.ops.done(OpReadExitTime, err != nil && !cri.IsNotFound(err))
 			switch {
 			case cri.IsNotFound(err):
 				continue // removed meanwhile

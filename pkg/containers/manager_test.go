@@ -1185,3 +1185,69 @@ func TestManagerFirstCheckReadsTheNodeLease(t *testing.T) {
 		t.Errorf("lease reads %d; want 4: one per plan while stale, one that found it fresh, none after", f.pods.leaseReads)
 	}
 }
+
+// errReclaimer fails every Reclaim with err, nil for none.
+type errReclaimer struct{ err error }
+
+func (r *errReclaimer) Reclaim(context.Context) error { return r.err }
+
+// TestOperationFailingRuns: nodegc_container_gc_operation_failing_runs
+// counts, per operation whose failure leaves the run a success, the runs in
+// a row in which it failed: 0 after a run in which it was done and did not
+// fail, unchanged by a run that did not do it (no reclaim without a
+// removal), so that an alert on it fires however far apart the runs are.
+func TestOperationFailingRuns(t *testing.T) {
+	f := newManagerFixture(t)
+	rec := &errReclaimer{err: errors.New("containerd unreachable")}
+	m := f.manager(t, func(o *Options) { o.Reclaimer = rec })
+	failing := func(op string) float64 {
+		t.Helper()
+		families, err := f.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, ok := testbed.MetricSum(families, "nodegc_container_gc_operation_failing_runs", "operation="+op)
+		if !ok {
+			t.Fatalf("no nodegc_container_gc_operation_failing_runs{operation=%q}", op)
+		}
+		return n
+	}
+	run := func() {
+		t.Helper()
+		if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+			t.Fatalf("run failed: %v", err)
+		}
+	}
+	for _, op := range []string{OpReadExitTime, OpReadVersion, OpReclaim} {
+		if got := failing(op); got != 0 {
+			t.Errorf("before any run: %s %v, want 0", op, got)
+		}
+	}
+	f.rt.mu.Lock()
+	f.rt.fail["Version "] = errors.New("unimplemented")
+	f.rt.mu.Unlock()
+	run() // removes the gone pod's container and sandbox: reclaim fails
+	if got, got2 := failing(OpReadVersion), failing(OpReclaim); got != 1 || got2 != 1 {
+		t.Errorf("after a run in which both failed: read_version %v, reclaim %v, want 1, 1", got, got2)
+	}
+	run() // nothing to remove: no reclaim
+	if got, got2 := failing(OpReadVersion), failing(OpReclaim); got != 2 || got2 != 1 {
+		t.Errorf("after a second run, which removed nothing: read_version %v, reclaim %v, want 2, 1 (not tried)", got, got2)
+	}
+	f.addContainer(dead("gone2", "app", 0, 5*time.Hour))
+	f.addSandbox(sbx("gone2", 0, false, 5*time.Hour))
+	run()
+	if got := failing(OpReclaim); got != 2 {
+		t.Errorf("after a third run whose reclaim failed: reclaim %v, want 2", got)
+	}
+	f.rt.mu.Lock()
+	delete(f.rt.fail, "Version ")
+	f.rt.mu.Unlock()
+	rec.err = nil
+	f.addContainer(dead("gone3", "app", 0, 5*time.Hour))
+	f.addSandbox(sbx("gone3", 0, false, 5*time.Hour))
+	run()
+	if got, got2 := failing(OpReadVersion), failing(OpReclaim); got != 0 || got2 != 0 {
+		t.Errorf("after a run in which both worked: read_version %v, reclaim %v, want 0, 0", got, got2)
+	}
+}

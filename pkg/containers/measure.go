@@ -103,7 +103,9 @@ func (m *Manager) reclaim(ctx context.Context, out *Outcome) {
 	if ctx.Err() != nil {
 		return
 	}
-	if err := m.opts.Reclaimer.Reclaim(ctx); err != nil {
+	err := m.opts.Reclaimer.Reclaim(ctx)
+	m.ops.done(OpReclaim, err != nil)
+	if err != nil {
 		out.Failures[OpReclaim]++
 		klog.FromContext(ctx).Error(err, "Container GC: the runtime did not free the removed writable layers at once; it frees them in its own time, and this run's measured freed bytes may miss them",
 			"containers", len(out.Containers), "sandboxes", len(out.Sandboxes))

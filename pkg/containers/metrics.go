@@ -32,9 +32,13 @@ var (
 	containerKeepReasons   = []string{KeepRunning, KeepMinAge, KeepStarting, KeepWithinLimit, KeepNewestDead, KeepUnmanaged, KeepIDFault, KeepLogsUnseen}
 	operations             = []string{OpListRuntime, OpScanLogs, OpReadExitTime, OpReadVersion, OpReadBytes, OpContainerStatus, OpStopContainer, OpRemoveLogs,
 		OpRemoveContainer, OpSandboxStatus, OpStopSandbox, OpRemoveSandbox, OpRemoveLogDir, OpRemoveLogLink, OpReclaim}
-	byteKinds   = []string{KindWritableLayer, KindContainerLogs, KindPodLogDirectory}
-	filesystems = []string{FSWritableLayers, FSPodLogs, FSWritableLayersAndPodLogs}
-	listings    = []string{listingContainers, listingSandboxes}
+	// streakOperations: the operations whose failure leaves the run a
+	// success, each with a streak of runs it failed in
+	// (nodegc_container_gc_operation_failing_runs).
+	streakOperations = []string{OpReadExitTime, OpReadVersion, OpReclaim}
+	byteKinds        = []string{KindWritableLayer, KindContainerLogs, KindPodLogDirectory}
+	filesystems      = []string{FSWritableLayers, FSPodLogs, FSWritableLayersAndPodLogs}
+	listings         = []string{listingContainers, listingSandboxes}
 )
 
 // The listings an ID fault is counted for.
@@ -51,6 +55,9 @@ type metrics struct {
 	logLinksRemoved   *prometheus.CounterVec
 	runs              *gcrun.RunMetrics
 	errors            *prometheus.CounterVec
+	// failingRuns is, per streakOperations, the runs in a row that it
+	// failed in (ops.end).
+	failingRuns       *prometheus.GaugeVec
 	containersKept    *prometheus.GaugeVec
 	podsAuthoritative prometheus.Gauge
 	// podLogsUnseen is 1 while the last snapshot found the pod logs
@@ -78,6 +85,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		runs: gcrun.NewRunMetrics(reg, "nodegc_container_gc", "Container GC", "from listing to the last removal", triggers, results),
 		errors: metricvec.Counter("nodegc_container_gc_errors_total",
 			"Failed container GC operations,", "operation", operations),
+		failingRuns: metricvec.Gauge("nodegc_container_gc_operation_failing_runs",
+			"Container GC runs in a row in which the operation failed, for the operations whose failure leaves the run a success: 0 after a run in which it was done and did not fail, unchanged by a run that did not do it (reclaim follows only a run that removed something, read_exit_time needs a dead container to date),",
+			"operation", streakOperations),
 		containersKept: metricvec.Gauge("nodegc_container_gc_containers_kept",
 			"Containers the last container GC plan kept,", "reason", containerKeepReasons),
 		podsAuthoritative: metricvec.SingleGauge("nodegc_container_gc_pod_view_authoritative",
@@ -96,7 +106,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.runs.Init(TriggerPeriodic) // the runs Run starts: exported before the first ends
 	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,
-		m.errors, m.containersKept, m.podsAuthoritative, m.podLogsUnseen, m.bytesFreed, m.bytesMeasured, m.idFaults)
+		m.errors, m.failingRuns, m.containersKept, m.podsAuthoritative, m.podLogsUnseen, m.bytesFreed, m.bytesMeasured, m.idFaults)
 	return m
 }
 
@@ -153,5 +163,43 @@ func (m *metrics) observeFilesystems(fss []FilesystemChange) {
 		if f.Measured && f.MeasuredFreed > 0 {
 			m.bytesMeasured.WithLabelValues(f.Filesystem).Add(float64(f.MeasuredFreed))
 		}
+	}
+}
+
+// ops records, within one run, which of streakOperations were done and
+// which failed; end sets their streaks (metrics.failingRuns).
+type ops struct {
+	tried, failed map[string]bool
+	streak        map[string]int
+}
+
+// begin forgets what an earlier run or plan did.
+func (o *ops) begin() {
+	o.tried, o.failed = map[string]bool{}, map[string]bool{}
+	if o.streak == nil {
+		o.streak = map[string]int{}
+	}
+}
+
+// done records that op was done, and whether it failed.
+func (o *ops) done(op string, failed bool) {
+	if o.tried == nil {
+		o.begin()
+	}
+	o.tried[op] = true
+	o.failed[op] = o.failed[op] || failed
+}
+
+// end sets each operation's streak after a run: one more when it failed,
+// 0 when it was done without failing, unchanged when it was not done.
+func (o *ops) end(m *metrics) {
+	for _, op := range streakOperations {
+		switch {
+		case o.failed[op]:
+			o.streak[op]++
+		case o.tried[op]:
+			o.streak[op] = 0
+		}
+		m.failingRuns.WithLabelValues(op).Set(float64(o.streak[op]))
 	}
 }
