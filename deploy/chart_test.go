@@ -118,8 +118,11 @@ func TestChartLint(t *testing.T) {
 		cases["preset "+p] = []string{"-f", presetFile(p)}
 	}
 	for _, m := range ownerGCModes {
-		cases["ownerGC.mode "+m] = []string{"--set", "ownerGC.mode=" + m,
-			"--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.prometheusRule.enabled=true"}
+		// One scrape kind at a time: the render refuses both (TestChartRefusesBothScrapeKinds).
+		for _, scrape := range []string{"podMonitor", "serviceMonitor"} {
+			cases["ownerGC.mode "+m+", "+scrape] = []string{"--set", "ownerGC.mode=" + m,
+				"--set", "metrics." + scrape + ".enabled=true", "--set", "metrics.prometheusRule.enabled=true"}
+		}
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -543,9 +546,10 @@ func TestChartOwnerGCDisabled(t *testing.T) {
 	// auto: every node agent would hold the owner GC's rights unused.
 	renderRefused(t, append([]string{"--set", "ownerGC.mode=auto"}, off...), "ownerGC.mode auto", "cluster-wide rights", "set ownerGC.mode off")
 	renderRefused(t, append([]string{"--set", "ownerGC.mode=auto", "--set", "config.leaderElection.leaderElect=false"}, off...), "set ownerGC.mode off")
-	objs := render(t, "nodegc", append([]string{"--set", "ownerGC.mode=off", "--set", "metrics.podMonitor.enabled=true",
-		"--set", "metrics.serviceMonitor.enabled=true"}, off...)...)
-	for _, o := range objs {
+	// One scrape kind at a time: the render refuses both (TestChartRefusesBothScrapeKinds).
+	objs := render(t, "nodegc", append([]string{"--set", "ownerGC.mode=off", "--set", "metrics.podMonitor.enabled=true"}, off...)...)
+	withServiceMonitor := render(t, "nodegc", append([]string{"--set", "ownerGC.mode=off", "--set", "metrics.serviceMonitor.enabled=true"}, off...)...)
+	for _, o := range append(append([]*unstructured.Unstructured{}, objs...), withServiceMonitor...) {
 		if strings.Contains(o.GetName(), "owner") {
 			t.Errorf("%s %s rendered with the owner GC off", o.GetKind(), o.GetName())
 		}

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -123,7 +124,11 @@ var componentRelabeling = map[string]any{"sourceLabels": []any{"__meta_kubernete
 // collector must run). Alerts built only on the agent's own series are
 // silent when the agent is gone.
 func TestUpAlertsMatchScrapeLabels(t *testing.T) {
-	objs := render(t, "nodegc", "--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true")
+	// One of the two at a time (TestChartRefusesBothScrapeKinds).
+	objs := render(t, "nodegc", "--set", "metrics.podMonitor.enabled=true")
+	if sm := find(render(t, "nodegc", "--set", "metrics.serviceMonitor.enabled=true"), "ServiceMonitor", "nodegc"); sm != nil {
+		objs = append(objs, sm)
+	}
 	for kind, field := range map[string]string{"PodMonitor": "podMetricsEndpoints", "ServiceMonitor": "endpoints"} {
 		o := find(objs, kind, "nodegc")
 		if o == nil {
@@ -244,5 +249,16 @@ func TestChartPrometheusRule(t *testing.T) {
 	}
 	if diff := cmp.Diff(want.Groups, got.Groups); diff != "" {
 		t.Errorf("the chart's PrometheusRule groups (-deploy/monitoring/prometheus-rules.yaml +chart):\n%s", diff)
+	}
+}
+
+// TestChartRefusesBothScrapeKinds: the PodMonitor and the ServiceMonitor
+// together would scrape every target twice, under two jobs, and every
+// per-node alert would fire twice: the render fails and says so.
+func TestChartRefusesBothScrapeKinds(t *testing.T) {
+	_, err := helm(t, "template", "nodegc", chart, "--namespace", "nodegc",
+		"--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true")
+	if err == nil || !strings.Contains(err.Error(), "metrics.podMonitor.enabled and metrics.serviceMonitor.enabled") {
+		t.Errorf("both enabled: %v, want the render to fail naming both", err)
 	}
 }
