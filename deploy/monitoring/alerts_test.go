@@ -171,8 +171,11 @@ func TestAlertsFire(t *testing.T) {
 				`nodegc_image_gc_disk_check_errors_total{node="n1"} 0+3x3 9x27`},
 		},
 		"NodegcPodViewNotAuthoritative": {
-			firing:  []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 0x30`},
-			healthy: []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 1x30`},
+			firing: []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 0x30`},
+			healthy: []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 1x30`,
+				// A node-only agent (no API access): 0 for good, by design.
+				`nodegc_container_gc_pod_view_authoritative{node="n1"} 0x30
+				nodegc_container_gc_pod_view_node_only{node="n1"} 1x30`},
 		},
 		"NodegcPodLogsUnseen": {
 			// A disk mounted on /var/log/pods after nodegc's container

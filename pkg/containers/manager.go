@@ -252,6 +252,9 @@ func NewManager(opts Options) (*Manager, error) {
 		serial: gcrun.NewSerial(opts.Clock),
 		paths:  logPaths{PodLogs: opts.Config.PodLogsDirectory, ContainerLogs: opts.Config.ContainerLogsDirectory},
 	}
+	if opts.Pods == nil {
+		m.metrics.podViewNodeOnly.Set(1)
+	}
 	if opts.Timeline == nil {
 		opts.Timeline = NewTimeline()
 	}

@@ -1251,3 +1251,34 @@ func TestOperationFailingRuns(t *testing.T) {
 		t.Errorf("after a run in which both worked: read_version %v, reclaim %v, want 0, 0", got, got2)
 	}
 }
+
+// TestPodViewNodeOnlyGauge: nodegc_container_gc_pod_view_node_only is 1 for
+// an agent without API access (no pod source: its view is never
+// authoritative, by design) and 0 for one with it, so that an alert on the
+// view can leave node-only agents out.
+func TestPodViewNodeOnlyGauge(t *testing.T) {
+	for name, tc := range map[string]struct {
+		nodeOnly bool
+		want     float64
+	}{"node-only": {true, 1}, "with API access": {false, 0}} {
+		t.Run(name, func(t *testing.T) {
+			f := newManagerFixture(t)
+			m := f.manager(t, func(o *Options) {
+				if tc.nodeOnly {
+					o.Pods = nil
+				}
+			})
+			if _, err := m.GarbageCollect(t.Context(), TriggerManual); err != nil {
+				t.Fatalf("run failed: %v", err)
+			}
+			families, err := f.reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := testbed.MetricSum(families, "nodegc_container_gc_pod_view_node_only")
+			if !ok || got != tc.want {
+				t.Errorf("nodegc_container_gc_pod_view_node_only %v (exported %v), want %v", got, ok, tc.want)
+			}
+		})
+	}
+}

@@ -60,6 +60,8 @@ type metrics struct {
 	failingRuns       *prometheus.GaugeVec
 	containersKept    *prometheus.GaugeVec
 	podsAuthoritative prometheus.Gauge
+	// podViewNodeOnly is 1 for an agent without a pod source.
+	podViewNodeOnly prometheus.Gauge
 	// podLogsUnseen is 1 while the last snapshot found the pod logs
 	// unseen (NodeState.PodLogsUnseen).
 	podLogsUnseen prometheus.Gauge
@@ -92,6 +94,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Containers the last container GC plan kept,", "reason", containerKeepReasons),
 		podsAuthoritative: metricvec.SingleGauge("nodegc_container_gc_pod_view_authoritative",
 			"1 when the last container GC run knew which pods exist (synced, reachable API, the Node of its name exists, the pods the runtime runs are listed, and, when something would go as its pod is gone, the Node's lease is fresh); 0 when every pod was assumed to exist, and while the Node's lease was last read stale or unreadable."),
+		podViewNodeOnly: metricvec.SingleGauge("nodegc_container_gc_pod_view_node_only",
+			"1 when the agent runs without API access (node-only): it knows no pod view, assumes every pod exists, and nodegc_container_gc_pod_view_authoritative is 0 for as long as it runs, by design; 0 when it has a pod view."),
 		podLogsUnseen: metricvec.SingleGauge("nodegc_container_gc_pod_logs_unseen",
 			"1 while the last container GC snapshot found that nodegc does not see a running container's log under the pod logs directory, or could not ask the runtime where it is: its view of that directory is not the kubelet's (a filesystem mounted there on the host after nodegc's container started; restart nodegc's pod), and no log link, pod log directory or log file is removed, nor a live pod's container that a limit or maxAge would remove; 0 otherwise."),
 		bytesFreed: metricvec.Counter("nodegc_container_gc_bytes_freed_total",
@@ -106,7 +110,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.runs.Init(TriggerPeriodic) // the runs Run starts: exported before the first ends
 	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,
-		m.errors, m.failingRuns, m.containersKept, m.podsAuthoritative, m.podLogsUnseen, m.bytesFreed, m.bytesMeasured, m.idFaults)
+		m.errors, m.failingRuns, m.containersKept, m.podsAuthoritative, m.podViewNodeOnly, m.podLogsUnseen, m.bytesFreed, m.bytesMeasured, m.idFaults)
 	return m
 }
 
