@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/promqltest"
 )
@@ -725,7 +726,9 @@ func longestHeldBySeries(t *testing.T, engine *promql.Engine, series, expr strin
 }
 
 // alertKey is what Prometheus tells an alert's instances apart by.
-func alertKey(s promql.Sample) string { return s.Metric.DropMetricName().String() }
+func alertKey(s promql.Sample) string {
+	return s.Metric.DropReserved(func(n string) bool { return n == model.MetricNameLabel }).String()
+}
 
 // held is longestHeld, the stretches counted for each key of what expr
 // selects.
