@@ -171,6 +171,12 @@ func TestAlertsFire(t *testing.T) {
 				// A blip: a few failed readings, then none.
 				`nodegc_image_gc_disk_check_errors_total{node="n1"} 0+3x3 9x27`},
 		},
+		"NodegcImageFSMisread": {
+			firing: []string{`nodegc_image_gc_disk_unresponsive{node="n1"} 0x5 1x25`},
+			healthy: []string{`nodegc_image_gc_disk_unresponsive{node="n1"} 0x30`,
+				// Held, then a reading moved: removals go on.
+				`nodegc_image_gc_disk_unresponsive{node="n1"} 1x3 0x27`},
+		},
 		"NodegcPodViewNotAuthoritative": {
 			firing: []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 0x30`},
 			healthy: []string{`nodegc_container_gc_pod_view_authoritative{node="n1"} 1x30`,
