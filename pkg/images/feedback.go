@@ -12,24 +12,25 @@ import (
 // free at least unansweredFloor of its capacity showed, measured right
 // around each, less than 1/unansweredShare of that freed. containerd's CRI
 // plugin and CRI-O free an image's last reference before RemoveImage
-// returns (Manager.settle), so a removal shows at once. With exact
-// accounting (containerd's layers, shared ones counted once) the estimate
-// is what the removal frees: a reading that shows less than a tenth of it
-// reads another filesystem. CRI sizes count the layers an image shares
-// with the images kept in full (CRI-O counts them unpacked): an image
-// built on a base that kept images hold frees a few percent of its size,
-// so with them the share is a hundredth (a reading of another filesystem
-// shows nothing at all). Each removal is measured alone (a statfs right
-// before and right after RemoveImage, milliseconds apart), which keeps
-// most of what other writers on the disk do out of the measurement; one
-// during which available bytes fell by a tenth of its estimate or more (a
-// pull wrote beside it) tells nothing, and is left out. And it takes
+// returns (Manager.settle), so a removal shows at once. Only exact
+// accounting (containerd's layers, shared ones counted once, storage held
+// elsewhere left out) is judged: its estimate is what the removal frees,
+// and a reading that shows less than a tenth of it reads another
+// filesystem. CRI sizes count the layers an image shares with the images
+// kept (an image built on a large base frees only its own top layers, a
+// rebuild that changed only its config a few kilobytes), so with them a
+// healthy disk may show next to nothing freed: they are never judged (CRI-O
+// always, containerd when its API cannot be read), and there a misread
+// disk goes unnoticed, as before. Each removal is measured alone (a statfs
+// right before and right after RemoveImage, milliseconds apart), which
+// keeps most of what other writers on the disk do out of the measurement;
+// one during which available bytes fell by a tenth of its estimate or more
+// (a pull wrote beside it) tells nothing, and is left out. And it takes
 // unansweredRemovals removals: one removal's reading alone is not enough.
 const (
-	unansweredShare         = 10
-	unansweredShareCRISizes = 100
-	unansweredFloorPercent  = 1
-	unansweredRemovals      = 2
+	unansweredShare        = 10
+	unansweredFloorPercent = 1
+	unansweredRemovals     = 2
 )
 
 // unansweredFloor is the least estimate of space removals, on a filesystem
@@ -42,8 +43,8 @@ func unansweredFloor(capacity uint64) uint64 {
 // diskFeedback compares what the space removals were estimated to free with
 // what the image filesystem, as nodegc reads it, showed each free. When
 // unansweredRemovals removals or more, estimated to free at least
-// unansweredFloor, show less than 1/unansweredShare of it (with CRI sizes
-// 1/unansweredShareCRISizes), what nodegc reads is likely not the filesystem
+// unansweredFloor, show less than 1/unansweredShare of it (exact accounting
+// only), what nodegc reads is likely not the filesystem
 // the images are on (a filesystem mounted at or under the runtime's root on
 // the host after nodegc's container started, which its mount of the root
 // does not show): every removal would go for nothing, or the real image
@@ -68,8 +69,8 @@ type diskFeedback struct {
 // after it, and says whether it began a hold (then with the sums that
 // did).
 func (f *diskFeedback) removed(estimated uint64, exact bool, before, after DiskStats) (began bool, est, meas uint64, n int) {
-	if estimated == 0 {
-		return false, 0, 0, 0
+	if estimated == 0 || !exact {
+		return false, 0, 0, 0 // CRI sizes: see unansweredShare
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -84,10 +85,7 @@ func (f *diskFeedback) removed(estimated uint64, exact bool, before, after DiskS
 		f.measured += after.Available - before.Available
 	}
 	f.removals++
-	share := uint64(unansweredShareCRISizes)
-	if exact {
-		share = unansweredShare
-	}
+	share := uint64(unansweredShare)
 	if f.measured*share >= f.estimated {
 		f.estimated, f.measured, f.removals = 0, 0, 0 // it answers
 		return false, 0, 0, 0
