@@ -290,7 +290,7 @@ func TestAlertsFire(t *testing.T) {
 			firing: []string{`up{component="owner",node="n1",pod="nodegc-owner-a"} 0x30
 				up{component="owner",node="n2",pod="nodegc-owner-b"} 1x30`,
 				// Restarted by its liveness probe (the owner GC stalls) again and again.
-				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1x4 0x5 1x4 0x5 1x4 0x5 1x3`},
+				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1x4 0x5 1x4 0x5 1x4 0x5 1x4 0x5 1x3`},
 			healthy: []string{
 				`up{component="owner",node="n1",pod="nodegc-owner-a"} 1x30
 				up{component="node",node="n1",pod="nodegc-node-a"} 0x30`,
@@ -845,6 +845,8 @@ func TestUpAlertsHoldForCrashLoops(t *testing.T) {
 			"down 9 minutes, and 2 minutes half an hour later": {"up" + target + " 1x120 0x17 1x60 0x4 1x158", false},
 			"restarted every 30 minutes, down a minute":        {crashLoop(target, 29*time.Minute, time.Minute, span), false},
 			"rolling update":                                   {"up" + target + " 1x120 0 stale\nup" + newPod + " _x122 0 1x237", false},
+			"a new pod pulling its image for 3 minutes":        {"up" + newPod + " 0x6 1x354", false},
+			"down 15 minutes, then healthy for good":           {"up" + target + " 1x120 0x30 1x210", true}, // during the outage
 		} {
 			got := longestHeld(t, engine, tc.series, expr)
 			if fired := got >= hold; fired != tc.wantFire {
