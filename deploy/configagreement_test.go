@@ -64,7 +64,9 @@ var fieldCandidates = map[string][]any{
 		[]any{"registry.k8s.io"}, []any{"localhost:5000"}, []any{"quay.io:latest"}, []any{"registry.k8s.io/pause"},
 		[]any{"localhost:5000/x:*"}, []any{"localhost:v1"},
 		[]any{"*nginx*"}, []any{"*-agent:*"}, []any{"*"}, []any{"*:*"}, []any{"[a-z]*"}, []any{"**/*nginx*"}, []any{"*/app"},
-		[]any{"ngin*"}, []any{"docker.io/library/*nginx*"}, []any{"nginx:.hidden"}},
+		[]any{"ngin*"}, []any{"docker.io/library/*nginx*"}, []any{"nginx:.hidden"},
+		[]any{"nginx.*"}, []any{"ghcr.io/org/app.*"}, []any{"ghcr.io/org/app.*-worker:v*"}, []any{"ghcr.io/org/app[.]*"}, []any{`ghcr.io/org/app\.*`},
+		[]any{"*.dkr.ecr.*.amazonaws.com/**"}, []any{"nginx:1.*"}},
 	"imageGC.evictionHard": {
 		map[string]any{"imagefs.available": "2Gi"}, map[string]any{"imagefs.available": " 15% "},
 		map[string]any{"imagefs.available": "101%"}, map[string]any{"imagefs.available": "-1Gi"},

@@ -46,8 +46,9 @@
 // hold, a tag longer than 128 characters, a malformed digest...) compiles,
 // and NeverMatches says why and what to write; one that matches some
 // reference but not what its text plainly names (a registry host alone,
-// "*nginx*", a short image ID, each read as a Docker Hub official image)
-// compiles, and Misread says so. pkg/config refuses
+// "*nginx*", a short image ID, each read as a Docker Hub official image;
+// ".*" in a repository path, a regular expression's "any characters" read
+// as a dot and then any characters) compiles, and Misread says so. pkg/config refuses
 // both. Such a pattern is still matched, as written, against fully
 // qualified names. Warnings says how a pattern is read other than as
 // written (white space around it dropped, "**" inside a component).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -124,6 +125,16 @@ func parse(pattern string) (*Pattern, error) {
 			why += digestFix(digest, rest+"@", "for the digests that start so, ", "")
 		}
 	}
+	if why == "" {
+		if anyChars, dot, ok := regexpDotStar(comps); ok {
+			// Before a registry host alone: "nginx.*" is a regular
+			// expression written for nginx and its variants, not a host.
+			suffix := pattern[len(name):]
+			p.misread = fmt.Sprintf(`has ".*", which in a regular expression is any characters; in a pattern "." is a dot and "*" alone is any characters, `+
+				`so it matches only names with a dot there: write %q for any characters, or %q to mean the dot`, anyChars+suffix, dot+suffix)
+			return p, nil
+		}
+	}
 	if host, ok := bareHost(comps, tag, hasTag, hasDigest); ok {
 		// Before any reason it can never match (Registry.K8s.io): the
 		// mistake is the missing path.
@@ -181,6 +192,27 @@ func bareHost(comps []string, tag string, hasTag, hasDigest bool) (string, bool)
 	}
 	return comps[0] + "/**", true
 }
+
+// regexpDotStar reports whether a path component of the name (every
+// component but the registry host: the first of several) holds ".*", a
+// regular expression's "any characters", and returns the name with it
+// written as a glob's "*", and with the dot kept ("[.]*"). A host keeps
+// its dots ("*.dkr.ecr.*.amazonaws.com/**"), and so does an escaped one.
+func regexpDotStar(comps []string) (anyChars, dot string, ok bool) {
+	star, kept := slices.Clone(comps), slices.Clone(comps)
+	for i, c := range comps {
+		if (i == 0 && len(comps) > 1) || !dotStarRegexp.MatchString(c) {
+			continue
+		}
+		ok = true
+		star[i] = dotStarRegexp.ReplaceAllString(c, "${1}*")
+		kept[i] = dotStarRegexp.ReplaceAllString(c, "${1}[.]*")
+	}
+	return strings.Join(star, "/"), strings.Join(kept, "/"), ok
+}
+
+// dotStarRegexp matches ".*" not escaped.
+var dotStarRegexp = regexp.MustCompile(`(^|[^\\])\.\*`)
 
 // shortIDRegexp matches the start of an image ID written without its
 // algorithm: 12 to 63 hexadecimal digits (64 are refused as a name), or

@@ -256,6 +256,17 @@ func TestVerdicts(t *testing.T) {
 		"registry host and a repository":     {"registry.k8s.io/pause", ""},
 		"localhost with a port and a path":   {"localhost:5000/x:*", ""},
 		"localhost with a tag is a name":     {"localhost:v1", ""},
+		"regular expression, one component":  {"nginx.*", "misread"},
+		"regular expression, with a tag":     {"nginx.*:latest", "misread"},
+		"regular expression in the path":     {"ghcr.io/org/app.*", "misread"},
+		"regular expression, hub user":       {"org/app.*", "misread"},
+		"regular expression inside":          {"ghcr.io/org/app.*-worker", "misread"},
+		"dot kept in a class":                {"ghcr.io/org/app[.]*", ""},
+		"dot escaped":                        {`ghcr.io/org/app\.*`, ""},
+		"dot then a letter":                  {"ghcr.io/org/app.v*", ""},
+		"host glob keeps its dots":           {"*.dkr.ecr.*.amazonaws.com/**", ""},
+		"host glob, then a path":             {"registry.*/team/app", ""},
+		"version tag keeps its dots":         {"nginx:1.*", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p, err := Parse(tc.pattern)

@@ -40,6 +40,10 @@ func TestExcludeWarnings(t *testing.T) {
 			want:    `has "**" inside a path component, where it is the same as "*": "**" spans path components only as a whole component, as in registry.example/**/app`,
 		},
 		"wildcard first component": {pattern: "*/critical-agent:*"},
+		"a dot, kept in a class":   {pattern: "ghcr.io/org/app[.]*"},
+		"a dot, then a letter":     {pattern: "ghcr.io/org/app.v*"},
+		"host glob with dots":      {pattern: "*.dkr.ecr.*.amazonaws.com/**"},
+		"version tag with dots":    {pattern: "nginx:1.*"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			loaded, err := Decode([]byte(header + "imageGC:\n  exclude:\n  - ok/*\n  - " + strconv.Quote(tc.pattern) + "\n"))
@@ -194,6 +198,26 @@ func TestValidateRefusesWildcardFirstOneComponent(t *testing.T) {
 		"*:*":       fmt.Sprintf(hub, "docker.io/library/*:*", "**:*", "docker.io/library/*:*"),
 		"?ginx":     fmt.Sprintf(hub, "docker.io/library/?ginx", "**/?ginx", "docker.io/library/?ginx"),
 		"[a-z]*":    fmt.Sprintf(hub, "docker.io/library/[a-z]*", "**/[a-z]*", "docker.io/library/[a-z]*"),
+	} {
+		t.Run(pattern, func(t *testing.T) { checkExcludeRefused(t, pattern, want) })
+	}
+}
+
+// TestValidateRefusesRegexpDotStar: ".*" in a repository path is a
+// regular expression's "any characters" written in a glob, where "." is a
+// dot: "ghcr.io/org/app.*" matched app.v2 but not app or app-v2, and was
+// accepted; "nginx.*" was refused as a registry host alone, the wrong
+// reason. Each is now refused with both readings' patterns.
+func TestValidateRefusesRegexpDotStar(t *testing.T) {
+	const dotStar = `has ".*", which in a regular expression is any characters; in a pattern "." is a dot and "*" alone is any characters, ` +
+		`so it matches only names with a dot there: write %q for any characters, or %q to mean the dot`
+	for pattern, want := range map[string]string{
+		"nginx.*":                       fmt.Sprintf(dotStar, "nginx*", "nginx[.]*"),
+		"nginx.*:latest":                fmt.Sprintf(dotStar, "nginx*:latest", "nginx[.]*:latest"),
+		"ghcr.io/org/app.*":             fmt.Sprintf(dotStar, "ghcr.io/org/app*", "ghcr.io/org/app[.]*"),
+		"bitnami/redis.*":               fmt.Sprintf(dotStar, "bitnami/redis*", "bitnami/redis[.]*"),
+		"ghcr.io/org/app.*-worker":      fmt.Sprintf(dotStar, "ghcr.io/org/app*-worker", "ghcr.io/org/app[.]*-worker"),
+		"registry.*/org.*/app@sha256:*": fmt.Sprintf(dotStar, "registry.*/org*/app@sha256:*", "registry.*/org[.]*/app@sha256:*"),
 	} {
 		t.Run(pattern, func(t *testing.T) { checkExcludeRefused(t, pattern, want) })
 	}

@@ -85,8 +85,7 @@ func (f *diskFeedback) removed(estimated uint64, exact bool, before, after DiskS
 		f.measured += after.Available - before.Available
 	}
 	f.removals++
-	share := uint64(unansweredShare)
-	if f.measured*share >= f.estimated {
+	if f.measured*unansweredShare >= f.estimated {
 		f.estimated, f.measured, f.removals = 0, 0, 0 // it answers
 		return false, 0, 0, 0
 	}

@@ -568,6 +568,14 @@ include "nodegc.checkExclude" (dict "i" INDEX "p" PATTERN "refused" REASON)
 {{- if eq $name "" }}
 {{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: no repository name: write **%s for any repository: %s" $i $p $t $refused) }}
 {{- end }}
+{{- $tail := ($one | ternary $name (join "/" (rest $comps))) }}
+{{- if regexMatch "(^|[^\\\\])\\.\\*" $tail }}
+{{- $head := ($one | ternary "" (printf "%s/" $first)) }}
+{{- $suffix := trimPrefix $name $t }}
+{{- $anyChars := printf "%s%s%s" $head (regexReplaceAll "(^|[^\\\\])\\.\\*" $tail "${1}*") $suffix }}
+{{- $dot := printf "%s%s%s" $head (regexReplaceAll "(^|[^\\\\])\\.\\*" $tail "${1}[.]*") $suffix }}
+{{- fail (printf "config.imageGC.exclude[%d] %q: has \".*\", which in a regular expression is any characters; in a pattern \".\" is a dot and \"*\" alone is any characters, so it matches only names with a dot there: write %s for any characters, or %s to mean the dot: %s" $i $p $anyChars $dot $refused) }}
+{{- end }}
 {{- if and $one (not $hasDigest) (regexMatch "^[^\\[\\\\]*$" $first) (or (contains "." $first) (and (eq (lower $first) "localhost") (or (not $hasTag) (regexMatch "^[0-9]+$" $tag)))) }}
 {{- $host := printf "%s/**" $first }}
 {{- if regexMatch "^[0-9]+$" $tag }}
