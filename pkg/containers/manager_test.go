@@ -1067,6 +1067,19 @@ func planWithStaleLease(t *testing.T, f *managerFixture, m *Manager, reason stri
 	return plan
 }
 
+// staleLeaseManager returns the fixture's manager, for node n1 whose
+// lease was renewed two minutes before t0 for 40s, after a first plan
+// that found it stale (planWithStaleLease).
+func staleLeaseManager(t *testing.T) (*managerFixture, *Manager) {
+	t.Helper()
+	f := newManagerFixture(t)
+	f.pods.view.Node = "n1"
+	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
+	m := f.manager(t, nil)
+	planWithStaleLease(t, f, m, ViewNodeLeaseStale)
+	return f, m
+}
+
 // TestManagerStaleLeaseKeepsGonePods: the fixture's pod "gone" would go as
 // pod_gone; while the source reads the Node's lease stale (no kubelet
 // renews it: down, or the machine runs under another node name now), the
@@ -1075,11 +1088,7 @@ func planWithStaleLease(t *testing.T, f *managerFixture, m *Manager, reason stri
 // (PodImages, through RuntimeChecked); once the lease is renewed, it goes,
 // and the source hears the view agrees. Each plan reads the lease once.
 func TestManagerStaleLeaseKeepsGonePods(t *testing.T) {
-	f := newManagerFixture(t)
-	f.pods.view.Node = "n1"
-	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
-	m := f.manager(t, nil)
-	planWithStaleLease(t, f, m, ViewNodeLeaseStale)
+	f, m := staleLeaseManager(t)
 	f.pods.lease = NodeLease{} // renewed now (fakePods.renewing)
 	plan, err := m.Plan(t.Context())
 	if err != nil {
@@ -1103,11 +1112,7 @@ func TestManagerStaleLeaseKeepsGonePods(t *testing.T) {
 // previous node name again; the authoritative gauge flapped to 1 with it.
 // Renewed, the view agrees.
 func TestManagerStaleLeaseStaysUntilFresh(t *testing.T) {
-	f := newManagerFixture(t)
-	f.pods.view.Node = "n1"
-	f.pods.lease = NodeLease{RenewTime: t0.Add(-2 * time.Minute), Duration: 40 * time.Second}
-	m := f.manager(t, nil)
-	planWithStaleLease(t, f, m, ViewNodeLeaseStale)
+	f, m := staleLeaseManager(t)
 	f.pods.view = with(live(fixtureUID("p"), fixtureUID("gone")), func(v *PodView) { v.Node = "n1" })
 	plan, err := m.Plan(t.Context())
 	if err != nil {
