@@ -381,8 +381,8 @@
 // kube-controller-manager, nothing is decided on those stale copies: a
 // worker reads such an object before it decides (processUnmonitored; the
 // read refreshes the node, evRefresh), and reads again after acting and,
-// while it is being deleted and waited on, at growing intervals, until it
-// is gone (no event would tell); its dependents look it up as a virtual owner
+// while it is being deleted, until it is gone (no event would tell): at
+// growing intervals while the collector waits on it, hourly otherwise; its dependents look it up as a virtual owner
 // (resolveOwner); a read or lookup that finds it gone drops it. An owner
 // whose deletion begins after its monitor stopped is seen only when a
 // monitored dependent looks it up (when queued, then at least every
@@ -411,15 +411,20 @@
 // serves get and list, never watch.) A kept object that stays being
 // deleted (another finalizer that nobody removes, such as one of the
 // broken aggregated API's own controller) is read again, twice per
-// attempt, only while the collector waits on it (waitedOn: its own
-// foregroundDeletion or orphan finalizer, dependents in the graph, a
-// blocking reference to an owner deleting in the foreground), from a
-// second doubling to maxUnmonitoredPoll (10 minutes), each at its own
-// pace: not through the delete queue's retries, whose rate limiter (10/s
-// for all items) thousands of them would hold, slowing every other retry.
-// A kept object that nobody reads (no monitored dependent, not waited on)
-// stays in the graph until its resource is monitored again or leaves
-// discovery, or the run ends.
+// attempt, each at its own pace: while the collector waits on it
+// (waitedOn: its own foregroundDeletion or orphan finalizer, dependents in
+// the graph, a blocking reference to an owner deleting in the foreground),
+// from a second doubling to maxUnmonitoredPoll (10 minutes); otherwise
+// every idleUnmonitoredPoll (an hour), to see a foregroundDeletion or
+// orphan finalizer that a later DELETE adds to it (kube-apiserver adds
+// them to an object being deleted), which no event would tell and which
+// only the collector removes. Not through the delete queue's retries,
+// whose rate limiter (10/s for all items) thousands of them would hold,
+// slowing every other retry; a read that fails is tried again at the same
+// pace (1 second doubling to 10 minutes), for the same reason.
+// A kept object that is not being deleted and that nobody looks up (no
+// monitored dependent) is not read; it stays in the graph until its
+// resource is monitored again or leaves discovery, or the run ends.
 //
 // What ends a failure is the graph catching up, not a request returning: a
 // relist counts from the moment it is due (a watch that ends because its

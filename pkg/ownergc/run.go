@@ -26,6 +26,13 @@ const maxRetryDelay = 5 * time.Minute
 // most, and the collector learns they went within 10 minutes.
 const maxUnmonitoredPoll = 10 * time.Minute
 
+// idleUnmonitoredPoll is the interval between reads of an object kept
+// unmonitored that is being deleted and not waited on (someone else's
+// finalizer, nothing of the collector's): 10,000 such objects cost about
+// 5.5 GETs a second, and a foregroundDeletion or orphan finalizer that a
+// later DELETE adds to it is seen within the hour.
+const idleUnmonitoredPoll = time.Hour
+
 // retryQPS and retryBurst bound the retries of each work queue together
 // (a token bucket beside the per-item backoff, the larger delay wins), as
 // kube-controller-manager's DefaultTypedControllerRateLimiter does: a

@@ -76,9 +76,14 @@ func (f *unmonitoredFixture) round() {
 
 func (f *unmonitoredFixture) drain() {
 	f.t.Helper()
-	if n := f.r.events.len(); n > 0 {
-		evs, _ := f.r.events.pop(nil, n)
-		f.tg.apply(evs...)
+	applyRunEvents(f.r, f.tg)
+}
+
+// applyRunEvents applies to tg the events r's workers pushed.
+func applyRunEvents(r *run, tg *testGraph) {
+	if n := r.events.len(); n > 0 {
+		evs, _ := r.events.pop(nil, n)
+		tg.apply(evs...)
 	}
 }
 
@@ -518,12 +523,7 @@ func TestOwnerDeletedAfterItsResourceLeftMonitoringIsSeenByALookup(t *testing.T)
 			s.accept("o")
 			s.refuse("p", metav1.Status{}, p)
 			s.accept("p")
-			drain := func() {
-				if n := r.events.len(); n > 0 {
-					evs, _ := r.events.pop(nil, n)
-					tg.apply(evs...)
-				}
-			}
+			drain := func() { applyRunEvents(r, tg) }
 			r.attemptToDelete(t.Context(), "p") // the dependent's lookup
 			drain()
 			deletes, orphans := tg.takeQueues()
@@ -574,22 +574,24 @@ func syncedRejectRun(t *testing.T, s *rejectServer) (*run, *testGraph) {
 	return r, tg
 }
 
-// TestUnmonitoredTerminatingIsPolledOnlyWhenWaitedOn: an object kept
-// unmonitored that stays in deletion (someone else's finalizer) is read
-// again, since no event would tell when it goes, only where the collector
-// waits on it: its own foregroundDeletion or orphan finalizer, dependents
-// to collect once it goes, or a blocking reference to an owner deleting
-// in the foreground. It is then read again after a delay of its own
+// TestUnmonitoredTerminatingPollPace: an object kept unmonitored that
+// stays in deletion (someone else's finalizer) is read again, since no
+// event would tell when it goes or changes, after a delay of its own
 // (outcome.after), not through the delete queue's retries, whose shared
 // bucket (10 a second) thousands of such objects held for every other
-// retry. Otherwise it is not read again: nothing depends on when it goes.
-// Before, every one was retried through the shared bucket for good.
-func TestUnmonitoredTerminatingIsPolledOnlyWhenWaitedOn(t *testing.T) {
+// retry. Where the collector waits on it (its own foregroundDeletion or
+// orphan finalizer, dependents to collect once it goes, a blocking
+// reference to an owner deleting in the foreground), from a second
+// growing to maxUnmonitoredPoll; otherwise every idleUnmonitoredPoll.
+// Before, every one was retried through the shared bucket for good; then,
+// for a while, one nobody waited on was not read again at all
+// (TestUnmonitoredRedeleteIsSeen).
+func TestUnmonitoredTerminatingPollPace(t *testing.T) {
 	ns := rejectNamespace
 	for name, tc := range map[string]struct {
 		obj    *metav1.PartialObjectMetadata
 		others []event // applied before the object's resource is unmonitored
-		polled bool
+		polled bool    // waited on: at the pace of polls
 	}{
 		"someone else's finalizer": {obj: object(ns, "t", "t", deleting(), withFinalizers("example.com/hold"))},
 		"its own foreground finalizer": {obj: object(ns, "t", "t", deleting(), withFinalizers(metav1.FinalizerDeleteDependents, "example.com/hold")),
@@ -606,14 +608,72 @@ func TestUnmonitoredTerminatingIsPolledOnlyWhenWaitedOn(t *testing.T) {
 			tg.apply(event{typ: evResourceUnmonitored, res: resConfigMap})
 			tg.takeQueues()
 			s.refuse("t", metav1.Status{}, tc.obj) // what a GET reads
-			out := r.attemptToDelete(t.Context(), "t")
-			t.Logf("outcome %+v after %d GET", out, s.count(http.MethodGet, "t"))
-			if out.retry {
-				t.Fatal("retried through the delete queue's shared bucket")
-			}
-			if polled := out.after > 0; polled != tc.polled || out.after > maxUnmonitoredPoll {
-				t.Errorf("read again after %v; want again %v, within %v", out.after, tc.polled, maxUnmonitoredPoll)
+			for i := range 3 {
+				out := r.attemptToDelete(t.Context(), "t")
+				t.Logf("attempt %d: outcome %+v after %d GET", i, out, s.count(http.MethodGet, "t"))
+				if out.retry {
+					t.Fatal("retried through the delete queue's shared bucket")
+				}
+				if want := time.Second << i; tc.polled && out.after != want {
+					t.Errorf("attempt %d: read again after %v; want %v (polls)", i, out.after, want)
+				}
+				if !tc.polled && out.after != idleUnmonitoredPoll {
+					t.Errorf("attempt %d: read again after %v; want %v", i, out.after, idleUnmonitoredPoll)
+				}
 			}
 		})
+	}
+}
+
+// TestUnmonitoredRedeleteIsSeen: an object kept unmonitored, stuck in
+// deletion on someone else's finalizer with nothing of the collector's
+// waiting on it, is deleted again with propagation Foreground
+// (kube-apiserver adds foregroundDeletion to an object being deleted);
+// then the other finalizer goes. No event tells the collector, and no
+// dependent looks it up. Before, it was read once and never again, so
+// it kept foregroundDeletion for good, unseen by the stuck scan, while
+// explain promised its removal. Now the next read, due
+// idleUnmonitoredPoll later, sees the finalizer, and the collector
+// removes it (no dependents).
+func TestUnmonitoredRedeleteIsSeen(t *testing.T) {
+	ns := rejectNamespace
+	s := newRejectServer(t)
+	r, tg := syncedRejectRun(t, s)
+	stuck := object(ns, "t", "t", deleting(), withFinalizers("example.com/hold"), withRV("10"))
+	tg.apply(upsert(resConfigMap, stuck))
+	tg.apply(event{typ: evResourceUnmonitored, res: resConfigMap})
+	tg.takeQueues()
+	s.refuse("t", metav1.Status{}, stuck)
+	if out := r.attemptToDelete(t.Context(), "t"); out.after != idleUnmonitoredPoll {
+		t.Fatalf("stuck on someone else's finalizer: outcome %+v; want read again after %v", out, idleUnmonitoredPoll)
+	}
+	applyRunEvents(r, tg)
+	s.refuse("t", metav1.Status{}, object(ns, "t", "t", deleting(), withFinalizers(metav1.FinalizerDeleteDependents), withRV("12")))
+	s.accept("t")
+	out := r.attemptToDelete(t.Context(), "t") // idleUnmonitoredPoll later
+	if got := s.count(http.MethodPatch, "t"); got != 1 {
+		t.Errorf("the read after the re-delete: %d PATCH of t, outcome %+v; want the foregroundDeletion finalizer removed", got, out)
+	}
+}
+
+// TestUnmonitoredReadErrorIsPolled: an object kept unmonitored whose read
+// fails (its API's backend down, a 403) is tried again at the pace of its
+// own polls, not through the delete queue's retries, whose shared bucket
+// thousands of such objects would hold for every other retry while the
+// failure lasts. Before, each failed read was a retry.
+func TestUnmonitoredReadErrorIsPolled(t *testing.T) {
+	ns := rejectNamespace
+	s := newRejectServer(t)
+	r, tg := syncedRejectRun(t, s)
+	tg.apply(upsert(resPod, object(ns, "p", "p", ownedBy(resConfigMap, "t", "t", false))),
+		upsert(resConfigMap, object(ns, "t", "t", deleting(), withFinalizers("example.com/hold"))))
+	tg.apply(event{typ: evResourceUnmonitored, res: resConfigMap})
+	tg.takeQueues()
+	s.refuse("t", metav1.Status{}, nil) // no object: every GET of t fails (400)
+	for i := range 3 {
+		out := r.attemptToDelete(t.Context(), "t")
+		if want := (outcome{after: time.Second << i}); out != want || s.count(http.MethodGet, "t") != i+1 {
+			t.Errorf("attempt %d: outcome %+v after %d GETs; want %+v after %d", i, out, s.count(http.MethodGet, "t"), want, i+1)
+		}
 	}
 }

@@ -93,15 +93,17 @@ func (r *run) attemptToDelete(ctx context.Context, uid types.UID) outcome {
 // as it is, as kube-controller-manager reads every item; the read
 // refreshes the graph's copy, or drops it if the object is gone. No event
 // tells when it changes or goes, so it is read again after acting on it,
-// and, while it is being deleted and the collector waits on it
-// (waitedOn), again and again, at growing intervals (polls), until it is
-// gone. A read that fails decides nothing: it is retried.
+// and, while it is being deleted, again and again until it is gone: at
+// growing intervals (polls) while the collector waits on it (waitedOn),
+// every idleUnmonitoredPoll otherwise, to see a GC finalizer a later
+// DELETE adds. A read that fails decides nothing: it is tried again at
+// the pace of polls.
 func (r *run) processUnmonitored(ctx context.Context, v *itemView) outcome {
 	live, gone, err := r.getSame(ctx, v.id)
 	switch {
 	case err != nil:
 		r.logger.V(2).Info("Cannot read an object whose resource is not monitored; will retry", "object", v.id, "err", err)
-		return retry
+		return outcome{after: r.polls.When(v.id.uid)}
 	case gone:
 		r.polls.Forget(v.id.uid)
 		return done // forgotten
@@ -115,7 +117,7 @@ func (r *run) processUnmonitored(ctx context.Context, v *itemView) outcome {
 	live, gone, err = r.getSame(ctx, v.id)
 	switch {
 	case err != nil:
-		return retry
+		return outcome{after: r.polls.When(v.id.uid)}
 	case gone:
 		r.polls.Forget(v.id.uid)
 		return done
@@ -126,15 +128,18 @@ func (r *run) processUnmonitored(ctx context.Context, v *itemView) outcome {
 		return done
 	}
 	// Still being deleted (someone else's finalizer, or dependents to
-	// wait for): read again later only if the collector waits on it, after
-	// a delay of its own, growing to maxUnmonitoredPoll. Not through the
+	// wait for): read again later, after a delay of its own, growing to
+	// maxUnmonitoredPoll if the collector waits on it. Not through the
 	// queue's retries: their bucket is shared, and thousands of objects
 	// stuck in deletion would delay every other retry by their number.
+	// Nobody waits on it: read again in idleUnmonitoredPoll all the same,
+	// for a DELETE with propagation Foreground or Orphan adds its
+	// finalizer to an object being deleted, and no event would tell.
 	if lv := r.graph.liveView(v.id, live); waitedOn(&lv) {
 		return outcome{after: r.polls.When(v.id.uid)}
 	}
 	r.polls.Forget(v.id.uid)
-	return done
+	return outcome{after: idleUnmonitoredPoll}
 }
 
 // waitedOn says whether the collector waits on an object being deleted to
