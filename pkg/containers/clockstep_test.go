@@ -263,3 +263,46 @@ func TestRebuiltManagerKeepsTheTimeline(t *testing.T) {
 		t.Errorf("rebuilt 5s later, the wall clock stepped an hour forward meanwhile: %v, want %v", got, want)
 	}
 }
+
+// TestStepKeepsTheNewestDeadInstance: a step of the wall clock between
+// the creations of two instances of a live pod's container may swap their
+// order as the plan reads it, and the newest dead instance stays all the
+// same (kept beside the one the times say is newest). Forward: the clock
+// steps 30s forward 10s after a plan; attempt 1, created 20s after it (on
+// the monotonic clock), is in the part of the window the timeline cannot
+// tell and is moved 30s later, attempt 2, 40s after it, is not, and reads
+// older. Back: the clock steps 30s back; attempt 2, created after the
+// step, has the earlier time. Before, attempt 2, the last crash with its
+// logs, went by the per-container limit in both, and attempt 1 stayed:
+// the kubelet, which reads the runtime's times, then removed attempt 1.
+func TestStepKeepsTheNewestDeadInstance(t *testing.T) {
+	for name, tc := range map[string]struct {
+		created    [3]time.Duration // attempts 1-3, before the second plan's wall time
+		wall, mono time.Duration    // the second plan, after the first
+	}{
+		"forward": {created: [3]time.Duration{50 * time.Second, 70 * time.Second, 85 * time.Second}, wall: 90 * time.Second, mono: time.Minute},
+		"back":    {created: [3]time.Duration{25 * time.Second, 10 * time.Second, 20 * time.Second}, wall: 30 * time.Second, mono: time.Minute},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newSteppedFixture(t, live(fixtureUID("p")), nil)
+			f.addSandbox(sbx("p", 0, true, time.Hour))
+			f.reasons(t) // the first plan, at t0: the clocks are read
+			f.addContainer(dead("p", "app", 1, -tc.created[0]))
+			f.addContainer(dead("p", "app", 2, -tc.created[1]))
+			f.addContainer(ctr("p", "app", 3, StateRunning, -tc.created[2]))
+			f.step(tc.wall, tc.mono)
+			got := f.reasons(t)
+			if got["p/app/2"] != KeepNewestDead || got["p/app/1"] == "" || got["p/app/3"] != KeepRunning {
+				t.Errorf("decisions %v; want attempt 2, the newest dead instance, kept as %s (attempt 1 kept or removed)", got, KeepNewestDead)
+			}
+			// The kubelet removes attempt 1 by its own limit: attempt 2
+			// is then the newest by both orders, and nothing else goes.
+			if err := f.rt.RemoveContainer(t.Context(), "p/app/1"); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.reasons(t); got["p/app/2"] != KeepWithinLimit {
+				t.Errorf("attempt 1 gone: decisions %v; want attempt 2 %s", got, KeepWithinLimit)
+			}
+		})
+	}
+}

@@ -225,9 +225,9 @@ func TestNodeOnlyNeverRemovesForPodGone(t *testing.T) {
 func TestMinAgeFromExitReadsExitTimes(t *testing.T) {
 	f := newManagerFixture(t)
 	f.rt = newFakeRuntime()
-	f.addContainer(with(dead("p", "app", 0, 5*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-2 * time.Hour) }))
-	f.addContainer(with(dead("p", "app", 1, 4*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-time.Minute) }))
-	f.addContainer(with(dead("p", "app", 2, 6*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-3 * time.Hour) }))
+	f.addContainer(with(dead("p", "app", 0, 6*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-3 * time.Hour) }))
+	f.addContainer(with(dead("p", "app", 1, 5*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-2 * time.Hour) }))
+	f.addContainer(with(dead("p", "app", 2, 4*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-time.Minute) }))
 	m := f.manager(t, func(o *Options) {
 		o.Config.MinAge = &metav1.Duration{Duration: time.Hour}
 		o.Config.MinAgeFrom = config.AgeFromExit
@@ -237,9 +237,9 @@ func TestMinAgeFromExitReadsExitTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// app/1 exited a minute ago (min age), app/0 and app/2 are old enough
+	// app/2 exited a minute ago (min age), app/0 and app/1 are old enough
 	// by their exit times: the newer of them stays within the limit.
-	if diff := cmp.Diff([]string{"p/app/2:per_container_limit", fixtureLogDir("gone") + ":pod_gone"}, planIDs(r.Plan)); diff != "" {
+	if diff := cmp.Diff([]string{"p/app/0:per_container_limit", fixtureLogDir("gone") + ":pod_gone"}, planIDs(r.Plan)); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 }

@@ -225,7 +225,7 @@ type planner struct {
 	idFaults map[string]bool      // IDs the listing gave no container of its own (Plan.ContainerIDFaults)
 	podStays map[string]bool      // pod UIDs that keep a container or sandbox
 
-	newestDead map[unit]*Container // the instance of each unit that is never removed while its pod lives
+	newestDead map[unit]*newest    // the instances of each unit that are never removed while its pod lives
 	protected  map[*Container]bool // newest dead instances kept although a limit or maxAge would remove them
 }
 
@@ -336,7 +336,7 @@ func (p *Policy) plan(node NodeState, pods PodView, now time.Time) *Plan {
 		kept:       map[string]bool{},
 		idFaults:   map[string]bool{},
 		podStays:   map[string]bool{},
-		newestDead: map[unit]*Container{},
+		newestDead: map[unit]*newest{},
 		protected:  map[*Container]bool{},
 	}
 	node.Containers = pl.distinctIDs(node.Containers)
@@ -661,17 +661,52 @@ func newestFirst(a, b *Container) int {
 	return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.Attempt, a.Attempt), strings.Compare(a.ID, b.ID))
 }
 
+// newest is the newest dead instance of a pod's container, by creation
+// time (deadFirst) and by attempt (deadAttemptFirst): the two differ only
+// when the wall clock stepped between their creations (the plan's times
+// are moved for a step it saw, and one moved and the other not may swap
+// their order; a step back swaps the runtime's own times), and then both
+// stay. The kubelet's restart count only grows for a container of a pod,
+// so the attempt orders the instances whatever the clock did; the time
+// still decides when the attempts cannot (a runtime wiped, a kubelet that
+// lost its log directory).
+type newest struct{ byTime, byAttempt *Container }
+
+// see takes c, a dead instance of the unit, into account.
+func (n *newest) see(c *Container) {
+	if n.byTime == nil || deadFirst(c, n.byTime) < 0 {
+		n.byTime = c
+	}
+	if n.byAttempt == nil || deadAttemptFirst(c, n.byAttempt) < 0 {
+		n.byAttempt = c
+	}
+}
+
+// is says whether c is the newest dead instance by either order.
+func (n *newest) is(c *Container) bool {
+	return n != nil && (c == n.byTime || c == n.byAttempt)
+}
+
+// deadAttemptFirst orders as deadFirst does, by attempt before creation
+// time.
+func deadAttemptFirst(a, b *Container) int {
+	return cmp.Or(cmp.Compare(ran(a), ran(b)), cmp.Compare(b.Attempt, a.Attempt), newestFirst(a, b))
+}
+
+// ran is 0 for a container that ran (exited, or unknown), 1 for one never
+// started.
+func ran(c *Container) int {
+	if c.State == StateCreated {
+		return 1
+	}
+	return 0
+}
+
 // deadFirst orders the instances of a pod's container for maxAge: those
 // that ran and stopped (exited, or unknown) before those never started, then
 // newest first. The first is the "previous" instance that `kubectl logs
 // --previous` and restart counts read.
 func deadFirst(a, b *Container) int {
-	ran := func(c *Container) int {
-		if c.State == StateCreated {
-			return 1
-		}
-		return 0
-	}
 	return cmp.Or(cmp.Compare(ran(a), ran(b)), newestFirst(a, b))
 }
 
@@ -768,9 +803,10 @@ func (pl *planner) evictable(all []Container, units map[unit][]*Container) {
 			continue
 		}
 		key := unit{c.PodUID, c.Name}
-		if n := pl.newestDead[key]; n == nil || deadFirst(c, n) < 0 {
-			pl.newestDead[key] = c
+		if pl.newestDead[key] == nil {
+			pl.newestDead[key] = &newest{}
 		}
+		pl.newestDead[key].see(c)
 		if grace := max(pl.p.minAge, pl.p.startGrace); c.State == StateCreated &&
 			(pl.now.Sub(c.CreatedAt) < grace || !c.SeenCreatedSince.IsZero() && pl.now.Sub(c.SeenCreatedSince) < grace) {
 			pl.keepContainer(c, KeepStarting)
@@ -816,7 +852,7 @@ func (pl *planner) maxAge(_ []Container, units map[unit][]*Container) {
 		kept := cs[:0]
 		for _, c := range cs {
 			if age, _ := pl.age(c); age > pl.p.maxAge {
-				if c != pl.newestDead[key] {
+				if !pl.newestDead[key].is(c) {
 					pl.removeContainer(c, ReasonMaxAge)
 					continue
 				}
@@ -850,7 +886,7 @@ func (pl *planner) nodeLimit(_ []Container, units map[unit][]*Container) {
 		switch {
 		case i < limit:
 			pl.keepWithinLimit(c)
-		case c == pl.newestDead[unit{c.PodUID, c.Name}]:
+		case pl.newestDead[unit{c.PodUID, c.Name}].is(c):
 			// Safety over the count: the newest dead container of a
 			// live pod's container stays, even above maxContainers.
 			pl.keepContainer(c, KeepNewestDead)
@@ -874,25 +910,28 @@ func (pl *planner) keepWithinLimit(c *Container) {
 // first) and removes the rest for reason. The kubelet keeps the n newest;
 // so does capUnits, unless the unit's newest dead instance is not among
 // them (newer instances were created but never started): then it keeps
-// that one and the n-1 newest. Emptied units stay in the map: the kubelet
-// counts them when it shares the node limit.
+// that one and the n-1 newest. The newest dead instance by attempt, where
+// a step of the clock made it another than by time, stays too, above n.
+// Emptied units stay in the map: the kubelet counts them when it shares
+// the node limit.
 func (pl *planner) capUnits(units map[unit][]*Container, n int, reason string) {
 	for key, cs := range units {
 		if len(cs) <= n {
 			continue
 		}
-		p := pl.newestDead[key]
-		if i := slices.Index(cs, p); i < n {
-			for _, c := range cs[n:] {
-				pl.removeContainer(c, reason)
-			}
-			units[key] = cs[:n]
-			continue
+		nd := pl.newestDead[key]
+		kept := cs[:n:n]
+		if p := nd.byTime; slices.Index(cs, p) >= n {
+			pl.protected[p] = true
+			kept = append(slices.Clone(cs[:n-1]), p) // cs[:n-1] are newer than p: still newest first
 		}
-		pl.protected[p] = true
-		kept := append(slices.Clone(cs[:n-1]), p) // cs[:n-1] are newer than p: still newest first
-		for _, c := range cs[n-1:] {
-			if c != p {
+		if a := nd.byAttempt; a != nd.byTime && slices.Contains(cs, a) && !slices.Contains(kept, a) {
+			pl.protected[a] = true
+			kept = append(slices.Clone(kept), a)
+			slices.SortFunc(kept, newestFirst)
+		}
+		for _, c := range cs {
+			if !slices.Contains(kept, c) {
 				pl.removeContainer(c, reason)
 			}
 		}

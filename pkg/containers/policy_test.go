@@ -173,10 +173,13 @@ func TestPlanKubeletParity(t *testing.T) {
 				Keep:   []string{"p/app/2:within_limit"},
 			},
 		},
-		"newest means newest created, not highest attempt": {
+		// The kubelet keeps the newest created; where the attempts say
+		// otherwise (a step of the clock swapped two instances'
+		// times), the highest attempt stays too, above the limit.
+		"newest created stays, and so does the highest attempt": {
 			node: NodeState{Containers: []Container{dead("p", "app", 7, 3*time.Hour), dead("p", "app", 1, time.Minute)}},
 			pods: live("p"),
-			want: summary{Remove: []string{"p/app/7:per_container_limit"}, Keep: []string{"p/app/1:within_limit"}},
+			want: summary{Keep: []string{"p/app/1:within_limit", "p/app/7:newest_dead"}},
 		},
 		"units are (pod UID, container name)": {
 			node: NodeState{Containers: slices.Concat(restarts("p", "app", 2), restarts("p", "side", 2), restarts("q", "app", 2))},
@@ -277,17 +280,17 @@ func TestPlanKubeletParity(t *testing.T) {
 				c.MinAgeFrom = config.AgeFromExit
 			},
 			node: NodeState{Containers: []Container{
-				with(dead("p", "a", 0, 5*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-2 * time.Hour) }),
-				with(dead("p", "a", 1, 5*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-10 * time.Minute) }),
-				dead("p", "a", 2, 5*time.Hour), // exit time unknown: kept
-				with(dead("p", "a", 3, 6*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-3 * time.Hour) }),
+				with(dead("p", "a", 0, 6*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-3 * time.Hour) }),
+				with(dead("p", "a", 1, 5*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-2 * time.Hour) }),
+				with(dead("p", "a", 2, 5*time.Hour), func(c *Container) { c.FinishedAt = t0.Add(-10 * time.Minute) }),
+				dead("p", "a", 3, 5*time.Hour), // exit time unknown: kept
 				ctr("p", "b", 0, StateCreated, 2*time.Hour),
 			}},
 			pods: live("p"),
 			want: summary{
-				// By exit time a/0 and a/3 are old enough; a/0 is the newer.
-				Remove: []string{"p/a/3:per_container_limit"},
-				Keep:   []string{"p/a/0:within_limit", "p/a/1:min_age", "p/a/2:min_age", "p/b/0:within_limit"},
+				// By exit time a/0 and a/1 are old enough; a/1 is the newer.
+				Remove: []string{"p/a/0:per_container_limit"},
+				Keep:   []string{"p/a/1:within_limit", "p/a/2:min_age", "p/a/3:min_age", "p/b/0:within_limit"},
 			},
 		},
 		"pod gone: every evictable container and every inactive sandbox go, whatever the limits": {
