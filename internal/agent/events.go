@@ -187,10 +187,11 @@ func (e *nodeEvents) containerGCReport(r *containers.Report) {
 		}
 		unseen := r.Plan.PodLogsUnseen && r.Plan.Now.Sub(e.logsUnseenSince) >= logsUnseenWarnAfter
 		if unseen && !e.logsUnseen {
-			e.warn(EventPodLogsUnseen, fmt.Sprintf("nodegc on node %q does not see a running container's log under its pod logs directory: "+
-				"its view of that directory is not the kubelet's (a disk mounted on /var/log/pods after nodegc's container started? its log names the log). "+
+			e.warn(EventPodLogsUnseen, fmt.Sprintf("nodegc on node %q does not see a running container's log where the runtime writes it: "+
+				"its view of its pod logs directory is not the kubelet's (a disk mounted on /var/log/pods after nodegc's container started, "+
+				"or a kubelet podLogsDir other than nodegc's containerGC.podLogsDirectory? its log names the log). "+
 				"Until it sees them, nodegc removes no container log link, pod log directory or log file, nor a live pod's container that a limit or maxAge would remove. "+
-				"Restart nodegc's pod on this node, so that its mount sees the host's directory.", e.node.Name))
+				"Restart nodegc's pod on this node, so that its mount sees the host's directory, or set containerGC.podLogsDirectory to the kubelet's podLogsDir.", e.node.Name))
 		}
 		e.logsUnseen = unseen
 	}

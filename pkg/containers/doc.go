@@ -162,7 +162,9 @@
 //     without propagation does not show, perhaps over a copy of the logs
 //     made before, which the directory nodegc sees still holds, frozen):
 //     when the runtime runs a container whose log lies there and nodegc
-//     does not see that log, or the runtime cannot say where it lies
+//     does not see that log, or lies outside podLogsDirectory (a kubelet
+//     podLogsDir nodegc was not told: nodegc could remove none of its
+//     files), or the runtime cannot say where it lies
 //     (podLogsUnseen: every running container's log is looked for where
 //     the kubelet lays it out, and the runtime is asked the log path of
 //     up to 10 missing there; a log seen proves nothing, as it may be a

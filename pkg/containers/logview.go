@@ -37,13 +37,15 @@ const logViewSamples = 10
 // from the labels). A container whose log is missing there, or whose
 // labels make no such path, has the runtime asked for its log path, up to
 // logViewSamples containers: a log path under podLogs that is missing makes
-// the logs unseen; one outside podLogs (a kubelet podLogsDir nodegc was not
-// told) or unknown tells nothing, nor does a container that the runtime no
-// longer has or that exited meanwhile (the kubelet removes a dead
+// the logs unseen, and so does one outside podLogs (a kubelet podLogsDir
+// nodegc was not told, or podLogs given as the target of a link the
+// kubelet writes through): nodegc cannot remove such a container's log
+// files, which would stay until its pod is deleted. One unknown tells
+// nothing, nor does a container that the runtime no longer has or that
+// exited meanwhile (the kubelet removes a dead
 // container's log before the container); another error means it cannot
 // tell, which counts as unseen: that keeps things. A node that runs no
-// container, or whose runtime writes no log under podLogs, cannot tell: the
-// logs count as seen. A log deleted by hand while its container runs makes
+// container cannot tell: the logs count as seen. A log deleted by hand while its container runs makes
 // them unseen too, until that container ends.
 func podLogsUnseen(ctx context.Context, rt statusReader, cs []Container, podLogs string) (unseen bool, why string) {
 	if podLogs == "" {
@@ -71,7 +73,13 @@ func podLogsUnseen(ctx context.Context, rt statusReader, cs []Container, podLogs
 		case st.GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING:
 			continue // exited meanwhile: the kubelet may be removing its log
 		}
-		if p := st.GetLogPath(); p != "" && within(p, podLogs) && missing(p, podLogs) {
+		switch p := st.GetLogPath(); {
+		case p == "" || !filepath.IsAbs(p):
+			// It cannot tell.
+		case !within(p, podLogs):
+			return true, fmt.Sprintf("%s, outside the pod logs directory: the kubelet's podLogsDir is another "+
+				"(set containerGC.podLogsDirectory to it, and mount it)", p)
+		case missing(p, podLogs):
 			return true, p
 		}
 	}

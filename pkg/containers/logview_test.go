@@ -17,8 +17,10 @@ import (
 // one running container is missing under the pod logs directory, where the
 // kubelet lays it out and at the log path the runtime reports, or the
 // runtime cannot say where it is; a log that is there proves nothing (it
-// may be a copy from before a mount), a log path elsewhere tells nothing,
-// nor does a container the runtime no longer runs. The runtime is asked
+// may be a copy from before a mount), a log path outside the directory
+// makes them unseen too (nodegc could not remove its files), one unknown
+// tells nothing, nor does a container the runtime no longer
+// runs. The runtime is asked
 // only when the log is not where the kubelet lays it out, for up to
 // logViewSamples containers.
 func TestPodLogsUnseen(t *testing.T) {
@@ -49,8 +51,10 @@ func TestPodLogsUnseen(t *testing.T) {
 			containers: []Container{running}},
 		{name: "log seen at the runtime's path", logPath: "elsewhere/app.log", files: []string{"elsewhere/app.log"},
 			containers: []Container{running}, asked: 1},
+		// Before, it told nothing: nodegc removed containers whose
+		// log files it could not remove, which stayed behind.
 		{name: "log path outside the pod logs directory", logPath: "/var/lib/other/app.log",
-			containers: []Container{running}, asked: 1},
+			containers: []Container{running}, unseen: true, asked: 1},
 		{name: "no log path", containers: []Container{running}, asked: 1},
 		{name: "log rotating: only its rotated sibling", logPath: "ns_p_" + uid + "/app/2.log", files: []string{"ns_p_" + uid + "/app/2.log.20261130-021500"},
 			containers: []Container{running}},
@@ -73,7 +77,8 @@ func TestPodLogsUnseen(t *testing.T) {
 				rt.fail["ContainerStatus run"] = status.Error(codes.Unavailable, "connection refused")
 			},
 			unseen: true, why: "the log path of running container run cannot be read", asked: 1},
-		{name: "runtime asked for a few at most", logPath: "/var/lib/other/app.log", containers: many, asked: logViewSamples},
+		{name: "runtime asked for a few at most", logPath: "ns_p_" + uid + "/app/9.log", files: []string{"ns_p_" + uid + "/app/9.log"},
+			containers: many, asked: logViewSamples},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			podLogs := filepath.Join(t.TempDir(), "pods")
@@ -194,4 +199,54 @@ func livePodsFixture(t *testing.T) *managerFixture {
 	}
 	f.pods.view = live(fixtureUID("p"), fixtureUID("q"))
 	return f
+}
+
+// TestLogsElsewhereKeepLivePodsContainers: the kubelet writes the pod logs
+// under a podLogsDir nodegc was not told (/data/pods), or
+// podLogsDirectory names the target of the /var/log/pods link the kubelet
+// writes through: every log path the runtime reports lies outside
+// podLogsDirectory, where nodegc can remove no log file. Before, it still
+// removed live pods' dead containers by the per-container limit, with
+// success and 0 log bytes, and their log files stayed until their pod was
+// deleted (the kubelet no longer knew the containers), with nothing said.
+// Now the logs count as unseen, naming the path and the fix, and those
+// containers are kept (logs_unseen).
+func TestLogsElsewhereKeepLivePodsContainers(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt = newFakeRuntime()
+	kubeletLogs := filepath.Join(t.TempDir(), "data", "pods", fixtureLogDir("p"), "app") // the kubelet's podLogsDir
+	for a := range 4 {
+		state := StateExited
+		if a == 3 {
+			state = StateRunning
+		}
+		logPath := filepath.Join(kubeletLogs, fmt.Sprintf("%d.log", a))
+		touch(t, logPath)
+		f.rt.addContainer(with(ctr("p", "app", uint32(a), state, time.Duration(4-a)*time.Hour), func(c *Container) {
+			c.PodUID = fixtureUID("p")
+		}), logPath)
+	}
+	f.addSandbox(sbx("p", 0, true, 5*time.Hour))
+	m := f.manager(t, nil)
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Plan.PodLogsUnseen || len(r.Outcome.Containers) > 0 {
+		t.Errorf("logs outside podLogsDirectory: unseen %t, removed %v; want unseen, nothing removed", r.Plan.PodLogsUnseen, planIDs(r.Plan))
+	}
+	kept := 0
+	for _, d := range r.Plan.KeepContainers {
+		if d.Reason == KeepLogsUnseen {
+			kept++
+		}
+	}
+	if kept != 2 {
+		t.Errorf("%d containers kept as %s; want 2 (app/0 and app/1, over the per-container limit)", kept, KeepLogsUnseen)
+	}
+	for a := range 3 {
+		if !exists(filepath.Join(kubeletLogs, fmt.Sprintf("%d.log", a))) {
+			t.Errorf("log %d.log removed", a)
+		}
+	}
 }

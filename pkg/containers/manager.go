@@ -558,8 +558,9 @@ func (m *Manager) logsUnseenChange(ctx context.Context, unseen bool, why string)
 	}
 	m.logsUnseen = unseen
 	if unseen {
-		klog.FromContext(ctx).Info("Warning: nodegc does not see a running container's log that the runtime writes under the pod logs directory: "+
-			"its view of that directory is not the kubelet's (a filesystem mounted there on the host after nodegc's container started, which its mount does not show: restart nodegc's pod). "+
+		klog.FromContext(ctx).Info("Warning: nodegc does not see a running container's log where the runtime writes it: "+
+			"its view of the pod logs directory is not the kubelet's (a filesystem mounted there on the host after nodegc's container started, which its mount does not show: restart nodegc's pod; "+
+			"or the runtime writes the logs outside it, in a kubelet podLogsDir that containerGC.podLogsDirectory does not name: the unseen log's path says which). "+
 			"Until it sees them all, no container log link, pod log directory or log file is removed, nor a live pod's container that a limit or maxAge would remove (its logs would stay behind)",
 			"podLogsDirectory", m.paths.PodLogs, "unseen", why)
 		return
