@@ -25,8 +25,15 @@ import (
 // right before and right after RemoveImage, milliseconds apart), which
 // keeps most of what other writers on the disk do out of the measurement;
 // one during which available bytes fell by a tenth of its estimate or more
-// (a pull wrote beside it) tells nothing, and is left out. And it takes
-// unansweredRemovals removals: one removal's reading alone is not enough.
+// (a pull wrote beside it) tells nothing, and is left out. Each removal is
+// judged on its own estimate, and it takes unansweredRemovals in a row
+// that do not answer: one removal's reading alone is not enough, and a
+// removal that shows its own estimate answers, whatever those before it
+// showed (a pull of an image on the same base, between the plan and a
+// removal, makes that removal free only its top layers: one such removal
+// must not hold). A plan whose estimates counted storage held elsewhere
+// (containerd's leases and other namespaces could not be read) is not
+// judged either.
 const (
 	unansweredShare        = 10
 	unansweredFloorPercent = 1
@@ -42,9 +49,9 @@ func unansweredFloor(capacity uint64) uint64 {
 
 // diskFeedback compares what the space removals were estimated to free with
 // what the image filesystem, as nodegc reads it, showed each free. When
-// unansweredRemovals removals or more, estimated to free at least
-// unansweredFloor, show less than 1/unansweredShare of it (exact accounting
-// only), what nodegc reads is likely not the filesystem
+// unansweredRemovals removals or more in a row, estimated to free at least
+// unansweredFloor together, each show less than 1/unansweredShare of its
+// own estimate (exact accounting only), what nodegc reads is likely not the filesystem
 // the images are on (a filesystem mounted at or under the runtime's root on
 // the host after nodegc's container started, which its mount of the root
 // does not show): every removal would go for nothing, or the real image
@@ -55,9 +62,10 @@ func unansweredFloor(capacity uint64) uint64 {
 // manager is built again.
 type diskFeedback struct {
 	mu sync.Mutex
-	// estimated and measured sum the space removals since the filesystem
-	// last answered: what they were estimated to free, and what it showed
-	// freed right around each (negative changes count as 0).
+	// estimated and measured sum the space removals in a row that did not
+	// answer, since the last that did: what they were estimated to free,
+	// and what the filesystem showed freed right around each (negative
+	// changes count as 0).
 	estimated, measured uint64
 	removals            int
 	held                bool
@@ -80,15 +88,17 @@ func (f *diskFeedback) removed(estimated uint64, exact bool, before, after DiskS
 	if after.Available < before.Available && before.Available-after.Available >= estimated/unansweredShare {
 		return false, 0, 0, 0 // others wrote beside it
 	}
-	f.estimated += estimated
+	var freed uint64
 	if after.Available > before.Available {
-		f.measured += after.Available - before.Available
+		freed = after.Available - before.Available
 	}
-	f.removals++
-	if f.measured*unansweredShare >= f.estimated {
+	if freed*unansweredShare >= estimated {
 		f.estimated, f.measured, f.removals = 0, 0, 0 // it answers
 		return false, 0, 0, 0
 	}
+	f.estimated += estimated
+	f.measured += freed
+	f.removals++
 	if f.estimated < unansweredFloor(after.Capacity) || f.removals < unansweredRemovals {
 		return false, 0, 0, 0
 	}
@@ -130,7 +140,7 @@ func (f *diskFeedback) holding() bool {
 type spaceWatch struct {
 	m     *Manager
 	goal  uint64
-	exact bool // the plan's estimates are exact (Plan.ExactAccounting)
+	exact bool // the plan's estimates are exact (Plan.ExactAccounting, and storage held elsewhere was read)
 }
 
 func (w *spaceWatch) stop(ctx context.Context) string {

@@ -893,7 +893,7 @@ func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
 		// The run's goal, in available bytes: what the plan's Target asks
 		// on top of the reading it was made on (the low threshold, with
 		// the projection when the run was started ahead of a fill).
-		space = &spaceWatch{m: m, goal: plan.Disk.Available + plan.Target, exact: plan.ExactAccounting}
+		space = &spaceWatch{m: m, goal: plan.Disk.Available + plan.Target, exact: plan.ExactAccounting && in.heldRead}
 	}
 	outcome, err := execute(ctx, rm, plan, counted, space, replan, m.opts.Config.DryRun)
 	r.Outcome = outcome
@@ -966,6 +966,9 @@ type planInput struct {
 	// from (Tracker.planInput).
 	now      recordsNow
 	podsView string
+	// heldRead says that what else holds image storage was read
+	// (LayerSource.Held), so that exact estimates leave it out.
+	heldRead bool
 }
 
 // plan also returns what the plan was made from; it plans for what the
@@ -1023,8 +1026,8 @@ func (m *Manager) planInput(ctx context.Context) (*planInput, error) {
 		return nil, err
 	}
 	podsView := m.markScheduled(in)
-	m.addLayers(ctx, in)
-	return &planInput{images: in, disk: disk, now: now, podsView: podsView}, nil
+	heldRead := m.addLayers(ctx, in)
+	return &planInput{images: in, disk: disk, now: now, podsView: podsView, heldRead: heldRead}, nil
 }
 
 // markRecorded marks in use the images the runtime's own records of
@@ -1198,10 +1201,10 @@ func refForms(refs []string) map[string]string {
 // the accounting count some bytes twice. Storage something else holds
 // (LayerSource.Held) is left out: removing the images frees none of it.
 // When that cannot be read, it is left in (estimates may then be high), and
-// said at -v=2.
-func (m *Manager) addLayers(ctx context.Context, in []Image) {
+// said at -v=2; heldRead is false then.
+func (m *Manager) addLayers(ctx context.Context, in []Image) (heldRead bool) {
 	if m.opts.Layers == nil {
-		return
+		return false
 	}
 	held, err := m.opts.Layers.Held(ctx)
 	m.tellRead(ctx, readHeld, &m.heldReads, m.clock.Now(), err,
@@ -1221,7 +1224,7 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 			for j := range in {
 				in[j].Layers = nil
 			}
-			return
+			return false
 		}
 		if len(held) > 0 && slices.ContainsFunc(layers, func(l Layer) bool { return held[l.Key] }) {
 			layers = slices.DeleteFunc(slices.Clone(layers), func(l Layer) bool { return held[l.Key] })
@@ -1231,6 +1234,7 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) {
 		}
 		in[i].Layers = layers
 	}
+	return err == nil
 }
 
 // checkBeforeRemoval returns the check execute makes right before each

@@ -3,6 +3,7 @@ package images
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -247,6 +248,58 @@ func TestRemovalsOnCRISizesNeverHold(t *testing.T) {
 	ran := b.checks(30)
 	if got := testutil.ToFloat64(b.m.metrics.diskUnresponsive); got != 0 || len(rt.images) != 0 || len(ran) < 10 {
 		t.Errorf("nodegc_image_gc_disk_unresponsive %v, runs at ticks %v, %d images left; want 0, runs until every image went (the disk never answers here)",
+			got, ran, len(rt.images))
+	}
+}
+
+// TestOneRemovalThatFreesLittleDoesNotHold: exact accounting, 100 GiB.
+// The first removal was estimated to free 10 GiB (a large base the plan saw
+// held by that image alone) and freed 20 MiB: a pull of an image on the
+// same base, after the plan, took the base. The second freed its 200 MiB
+// estimate: the filesystem answers. Before, the sums since the last answer
+// (10.2 GiB estimated, 220 MiB measured, 2 removals) began a hold, so no
+// space removal ran while the disk went on filling, and
+// NodegcImageFSMisread paged with the wrong cause. Each removal is judged
+// on its own estimate now; two in a row that free little still hold.
+func TestOneRemovalThatFreesLittleDoesNotHold(t *testing.T) {
+	var f diskFeedback
+	d := func(avail uint64) DiskStats { return DiskStats{Capacity: 100 << 30, Available: avail} }
+	avail := uint64(10 << 30)
+	remove := func(estimated, freed uint64) bool {
+		began, _, _, _ := f.removed(estimated, true, d(avail), d(avail+freed))
+		avail += freed
+		return began
+	}
+	if remove(10<<30, 20*mib) || remove(200*mib, 200*mib) {
+		t.Error("a removal that freed little, then one that freed its estimate: held")
+	}
+	if remove(10<<30, 20*mib) || remove(200*mib, 200*mib) || remove(10<<30, 20*mib) {
+		t.Error("the same again, then one that freed little: held")
+	}
+	if !remove(1<<30, 0) {
+		t.Error("two removals in a row, estimated over 1% of the disk together, that freed under a tenth of it: not held")
+	}
+}
+
+// heldUnreadLayers are ownLayers whose Held cannot be read: the estimates
+// count storage held elsewhere as freed.
+type heldUnreadLayers struct{ ownLayers }
+
+func (heldUnreadLayers) Held(context.Context) (map[unique.Handle[string]]bool, error) {
+	return nil, errors.New("listing leases: deadline exceeded")
+}
+
+// TestRemovalsNotJudgedWithoutHeld: when what else holds image storage
+// cannot be read (a pull's lease, other namespaces' blobs), the plan's
+// exact estimates may count it as freed: its removals are not judged, and
+// a disk that shows little freed holds nothing. Before, they were judged
+// as exact, and two such removals held every later space removal.
+func TestRemovalsNotJudgedWithoutHeld(t *testing.T) {
+	b, rt := newShrinkingBed(t, 10, func(o *Options) { o.Layers = heldUnreadLayers{} })
+	b.disk.set(90)
+	ran := b.checks(30)
+	if got := testutil.ToFloat64(b.m.metrics.diskUnresponsive); got != 0 || len(rt.images) != 0 || len(ran) < 10 {
+		t.Errorf("nodegc_image_gc_disk_unresponsive %v, runs at ticks %v, %d images left; want 0, runs until every image went",
 			got, ran, len(rt.images))
 	}
 }
