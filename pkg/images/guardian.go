@@ -101,12 +101,15 @@ func (g *guardian) restart() {
 const minFillSpan = 2 * time.Second
 
 // fillRate is how many bytes per second the available space shrank over the
-// readings of the last fillWindow, at the pace the fill kept up: the slower
-// of its rates over the window's first and latter halves, each from the
-// reading that starts it to the one that ends it. A burst that stopped
-// no longer counts; a burst followed by a slow fill counts at the slow
-// rate; one step between two readings, wherever it falls, is in one half
-// only, and is not a fill. 0 if the space did not shrink in both halves,
+// readings of the last fillWindow, at the pace the fill kept up: the slowest
+// of its rates over the window's first and latter halves, and over its last
+// second (from the latest reading at least minFillSpan/2 before the last),
+// each from the reading that starts it to the one that ends it. A burst
+// that stopped no longer counts, also one that spanned a reading and so
+// both halves (a pull's burst, at the readings a second apart or faster
+// that its writes bring); a burst followed by a slow fill counts at the
+// slow rate; one step between two readings, wherever it falls, is in one
+// half only, and is not a fill. 0 if the space did not shrink in each,
 // or with less than minFillSpan of readings. (The rate over the whole
 // window lies between the halves', so it is never the slower.) A fill
 // that starts after a flat spell counts once it reaches into the first
@@ -127,14 +130,20 @@ func (g *guardian) fillRate() float64 {
 	// The latter half starts at the latest reading taken at least half the
 	// span before the last: at least a second, as minFillSpan is 2 s. With
 	// no reading between first and last, the first half is empty: no rate.
-	mid := first
+	mid, tail := first, first
 	for _, s := range g.samples {
 		if last.at.Sub(s.at) < span/2 {
 			break
 		}
 		mid = s
 	}
-	return min(shrinkRate(first, mid), shrinkRate(mid, last))
+	for _, s := range g.samples {
+		if last.at.Sub(s.at) < minFillSpan/2 {
+			break
+		}
+		tail = s
+	}
+	return min(shrinkRate(first, mid), shrinkRate(mid, last), shrinkRate(tail, last))
 }
 
 // shrinkRate is how many bytes per second the available space shrank from

@@ -52,6 +52,12 @@ func TestProjection(t *testing.T) {
 		"flat, then one step a reading before the last: no rate":    {avail: []float64{30, 30, 30, 30, 27, 27}},
 		"flat, then one step two readings before the last: no rate": {avail: []float64{30, 30, 30, 27, 27, 27}},
 		"flat, then one step, a second of readings since: no rate":  {avail: []float64{30, 30, 27}},
+		// A burst over two seconds that spans a reading, so both halves
+		// of the window shrink, ended a second or two ago: not a fill.
+		// Before, 0.75 and 0.5 GiB/s: 22.5 and 15 GiB ahead, a projected
+		// run 8-15 GiB deep at 73% usage.
+		"a burst over two readings that ended a second ago: no rate":    {avail: []float64{30, 30, 28.5, 27, 27}},
+		"a burst over two readings that ended two seconds ago: no rate": {avail: []float64{30, 30, 28.5, 27, 27, 27}},
 		// One second of readings (as right after a run, which forgets the
 		// rate): one step is not yet a fill.
 		"one second of readings: no rate":      {avail: []float64{17, 16}},
