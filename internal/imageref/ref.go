@@ -7,6 +7,48 @@ import (
 	godigest "github.com/opencontainers/go-digest"
 )
 
+// ShortForms returns, for a reference that names no registry ("nginx",
+// "ubi8/ubi-minimal:8.9"), the forms Forms gives without their registry
+// ("nginx:latest", "ubi8/ubi-minimal:8.9"), as written: CRI-O resolves
+// such a name through its registries.conf (aliases, then its
+// unqualified-search-registries in order) and lists the image under the
+// registry that served it, "registry.access.redhat.com/ubi8/ubi-minimal:8.9",
+// which Forms (Docker Hub's reading) does not name. Nil for a reference
+// that names its registry, and for an image ID. WithoutRegistry of a
+// listed name is what to compare them with.
+func ShortForms(ref string) []string {
+	ref = strings.TrimSpace(ref)
+	if _, rest, ok := strings.Cut(ref, "://"); ok {
+		ref = rest
+	}
+	first, _, hasPath := strings.Cut(ref, "/")
+	if hasPath && (strings.ContainsAny(first, ".:") || first == "localhost") {
+		return nil // a registry
+	}
+	var out []string
+	for _, f := range Forms(ref) {
+		if !strings.HasPrefix(f, "docker.io/") {
+			continue // an image ID
+		}
+		name := strings.TrimPrefix(f, "docker.io/")
+		if !strings.HasPrefix(ref, "library/") && !strings.HasPrefix(ref, "docker.io/") {
+			name = strings.TrimPrefix(name, "library/")
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// WithoutRegistry returns a fully qualified image name without its
+// registry: "registry.access.redhat.com/ubi8/ubi-minimal:8.9" is
+// "ubi8/ubi-minimal:8.9".
+func WithoutRegistry(name string) string {
+	if _, rest, ok := strings.Cut(name, "/"); ok {
+		return rest
+	}
+	return name
+}
+
 // Forms returns the fully qualified forms under which a runtime lists the
 // image that ref, an image reference as a pod spec or a pod's status
 // (imageID) writes it, names: "NAME:TAG" (":latest" when ref has neither

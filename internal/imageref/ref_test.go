@@ -1,6 +1,8 @@
 package imageref
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,5 +47,31 @@ func TestNormalize(t *testing.T) {
 		if got := Normalize(in); got != want {
 			t.Errorf("Normalize(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestShortForms: a reference without a registry gives its forms without
+// one, as written (CRI-O lists it under the registry it resolved it to);
+// one with a registry, or an image ID, gives none.
+func TestShortForms(t *testing.T) {
+	shortHex := strings.Repeat("ab", 32)
+	for ref, want := range map[string][]string{
+		"nginx":                          {"nginx:latest"},
+		"nginx:1.27":                     {"nginx:1.27"},
+		"library/nginx":                  {"library/nginx:latest"},
+		"ubi8/ubi-minimal:8.9":           {"ubi8/ubi-minimal:8.9"},
+		"team/app:v2@sha256:" + shortHex: {"team/app:v2", "team/app@sha256:" + shortHex},
+		"docker.io/library/nginx":        nil,
+		"quay.io/team/app":               nil,
+		"localhost/app":                  nil,
+		"127.0.0.1:5000/app":             nil,
+		"sha256:" + shortHex:             nil,
+	} {
+		if got := ShortForms(ref); !slices.Equal(got, want) {
+			t.Errorf("ShortForms(%q) = %q, want %q", ref, got, want)
+		}
+	}
+	if got := WithoutRegistry("registry.access.redhat.com/ubi8/ubi-minimal:8.9"); got != "ubi8/ubi-minimal:8.9" {
+		t.Errorf("WithoutRegistry = %q", got)
 	}
 }

@@ -111,15 +111,27 @@ func (m *Manager) markScheduled(in []Image) (podsView string) {
 	since := s.lastAuthoritative
 	s.mu.Unlock()
 
-	forms := make(map[string]string, len(refs))
+	// A short name (no registry) is matched under any registry too: CRI-O
+	// lists the image under the registry its registries.conf resolved the
+	// name to (imageref.ShortForms). On containerd, which reads it as
+	// Docker Hub's, that may keep an image of another registry by the same
+	// path, never fewer.
+	forms, short := make(map[string]string, len(refs)), map[string]string{}
 	for ref, pod := range refs {
 		for _, f := range imageref.Forms(ref) {
 			forms[f] = pod
 		}
+		for _, f := range imageref.ShortForms(ref) {
+			short[f] = pod
+		}
 	}
 	for i := range in {
 		img := &in[i]
-		if pod, ok := namedBy(img, forms); ok {
+		pod, ok := namedBy(img, forms)
+		if !ok {
+			pod, ok = namedWithoutRegistry(img, short)
+		}
+		if ok {
 			img.Scheduled, img.ScheduledBy = true, "pod "+pod
 			continue
 		}
@@ -131,6 +143,23 @@ func (m *Manager) markScheduled(in []Image) (podsView string) {
 		return PodsAuthoritative
 	}
 	return view.Reason
+}
+
+// namedWithoutRegistry returns the value of the first of img's names
+// that, without its registry, short holds (imageref.ShortForms of
+// references, to what named them), and whether there is one.
+func namedWithoutRegistry(img *Image, short map[string]string) (string, bool) {
+	if len(short) == 0 {
+		return "", false
+	}
+	for _, names := range [][]string{img.RepoTags, img.RepoDigests} {
+		for _, n := range names {
+			if pod, ok := short[imageref.WithoutRegistry(imageref.Normalize(n))]; ok {
+				return pod, true
+			}
+		}
+	}
+	return "", false
 }
 
 // namedBy returns the value of the first of img's ID and names that forms

@@ -237,3 +237,38 @@ func TestScheduledKeepRule(t *testing.T) {
 		t.Errorf("decisions (-want +got):\n%s", diff)
 	}
 }
+
+// TestScheduledShortNameUnderAnyRegistry: CRI-O resolves a short name
+// (no registry) through its registries.conf and lists the image under the
+// registry that served it; the kubelet passes the spec's name as written.
+// The image of a pod bound to the node whose spec says ubi8/ubi-minimal,
+// listed as registry.access.redhat.com/ubi8/ubi-minimal:latest, is
+// scheduled; so is nginx's from quay.io. Before, a short name was read as
+// Docker Hub's only, and such an image was not protected. A reference with
+// a registry still names that registry's image only, and a short name
+// another tag or path of no image.
+func TestScheduledShortNameUnderAnyRegistry(t *testing.T) {
+	pods := &fakePods{view: PodImages{Authoritative: true, Refs: map[string]string{
+		"ubi8/ubi-minimal":      "web/pending",
+		"nginx:1.27":            "web/front",
+		"registry.k8s.io/pause": "kube-system/x",
+		"team/app@" + digestA:   "jobs/pinned",
+	}}}
+	m := &Manager{opts: Options{Pods: pods}, scheduled: &PodsMemory{}}
+	images := []Image{
+		{ID: "sha256:11", RepoTags: []string{"registry.access.redhat.com/ubi8/ubi-minimal:latest"}},
+		{ID: "sha256:12", RepoTags: []string{"quay.io/nginx:1.27"}},
+		{ID: "sha256:13", RepoTags: []string{"quay.io/nginx:1.26"}},
+		{ID: "sha256:14", RepoTags: []string{"quay.io/pause:latest"}},
+		{ID: "sha256:15", RepoDigests: []string{"registry.example/team/app@" + digestA}},
+		{ID: "sha256:16", RepoTags: []string{"registry.access.redhat.com/ubi9/ubi-minimal:latest"}},
+	}
+	got := scheduledImages(m, images, t0)
+	want := map[string]string{
+		"sha256:11": "pod web/pending", "sha256:12": "pod web/front", "sha256:13": "", "sha256:14": "",
+		"sha256:15": "pod jobs/pinned", "sha256:16": "",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scheduled (-want +got):\n%s", diff)
+	}
+}
