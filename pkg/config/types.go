@@ -188,8 +188,9 @@ type ImageGCConfiguration struct {
 	// nodegc only. Default: none.
 	Exclude []string `json:"exclude"`
 
-	// KeepNewestPerRepository keeps the N most recently used tags of every
-	// repository, whatever the disk usage. 0 turns it off. nodegc only.
+	// KeepNewestPerRepository keeps the N most recently used images of
+	// every repository, by their tags and digests (tagged images first),
+	// whatever the disk usage. 0 turns it off. nodegc only.
 	// Default: 0.
 	KeepNewestPerRepository int32 `json:"keepNewestPerRepository"`
 

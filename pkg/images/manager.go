@@ -1319,7 +1319,7 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		if m.policy.excluded(img) {
 			return KeepExcluded, nil
 		}
-		if m.policy.cfg.KeepNewestPerRepository > 0 && newRepository(planned, img) {
+		if m.policy.cfg.KeepNewestPerRepository > 0 && newName(planned, img) {
 			return KeepNewestTags, nil
 		}
 		// The runtime's own records of containers, late in the check: a
@@ -1435,14 +1435,19 @@ func nowNamed(planned *Image, now *runtimeapi.Image) *Image {
 	return &img
 }
 
-// newRepository says whether now has a tag of a repository none of was's
-// tags is of.
-func newRepository(was, now *Image) bool {
-	seen := map[string]bool{}
-	for _, t := range was.RepoTags {
-		seen[repository(t)] = true
+// newName says whether now has a tag was had not, or a digest of a
+// repository none of was's names is of: the plan could not rank it there
+// (keepNewestPerRepository). A tag moved within a repository counts: it
+// may be that repository's newest now.
+func newName(was, now *Image) bool {
+	if slices.ContainsFunc(now.RepoTags, func(t string) bool { return !slices.Contains(was.RepoTags, t) }) {
+		return true
 	}
-	return slices.ContainsFunc(now.RepoTags, func(t string) bool { return !seen[repository(t)] })
+	seen := map[string]bool{}
+	for _, r := range repositories(was) {
+		seen[r] = true
+	}
+	return slices.ContainsFunc(repositories(now), func(r string) bool { return !seen[r] })
 }
 
 func (m *Manager) listContainers(ctx context.Context) ([]*runtimeapi.Container, error) {

@@ -324,7 +324,10 @@ func (p *Policy) excluded(img *Image) bool {
 }
 
 // newestPerRepository returns the IDs of the keepNewest most recently used
-// images of every repository (by tag).
+// images of every repository, by its tags and digests: an image pulled by
+// digest alone has no tag. Tagged images come first: an image that lost
+// its tag to a newer pull keeps its digest, and fills a place only where
+// fewer than keepNewest images hold a tag.
 func (p *Policy) newestPerRepository(images []Image) map[string]bool {
 	keepNewest := int(p.cfg.KeepNewestPerRepository)
 	if keepNewest == 0 {
@@ -333,19 +336,14 @@ func (p *Policy) newestPerRepository(images []Image) map[string]bool {
 	byRepo := map[string][]*Image{}
 	for i := range images {
 		img := &images[i]
-		seen := map[string]bool{}
-		for _, tag := range img.RepoTags {
-			repo := repository(tag)
-			if !seen[repo] {
-				seen[repo] = true
-				byRepo[repo] = append(byRepo[repo], img)
-			}
+		for _, repo := range repositories(img) {
+			byRepo[repo] = append(byRepo[repo], img)
 		}
 	}
 	keep := map[string]bool{}
 	for _, imgs := range byRepo {
 		slices.SortFunc(imgs, func(a, b *Image) int {
-			return cmp.Or(lastActive(b).Compare(lastActive(a)), b.FirstDetected.Compare(a.FirstDetected), b.Arrived.Compare(a.Arrived),
+			return cmp.Or(cmp.Compare(untagged(a), untagged(b)), lastActive(b).Compare(lastActive(a)), b.FirstDetected.Compare(a.FirstDetected), b.Arrived.Compare(a.Arrived),
 				strings.Compare(a.ID, b.ID))
 		})
 		for _, img := range imgs[:min(keepNewest, len(imgs))] {
@@ -366,6 +364,31 @@ func lastActive(img *Image) time.Time {
 // repository returns the repository of a "repository:tag" reference:
 // everything before the tag's colon (a colon before the last slash belongs
 // to a registry port).
+// untagged is 1 for an image without a tag, else 0.
+func untagged(img *Image) int {
+	if len(img.RepoTags) == 0 {
+		return 1
+	}
+	return 0
+}
+
+// repositories returns the repositories of img's tags and digests, each
+// once.
+func repositories(img *Image) []string {
+	var out []string
+	for _, t := range img.RepoTags {
+		if r := repository(t); !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	for _, d := range img.RepoDigests {
+		if r, _, ok := strings.Cut(d, "@"); ok && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func repository(tag string) string {
 	slash := strings.LastIndexByte(tag, '/')
 	if i := strings.LastIndexByte(tag, ':'); i > slash {

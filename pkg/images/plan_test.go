@@ -2,11 +2,13 @@ package images
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 	"unique"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -427,5 +429,36 @@ func TestMinimumAgeFromTheWatchWithoutArrival(t *testing.T) {
 	want = summary{Remove: []string{"sha256:unknown:space", "sha256:known:space"}, BytesToFree: 90 * mib}
 	if diff := cmp.Diff(want, summarize(plan)); diff != "" {
 		t.Errorf("a watch older than the minimum age (-want +got):\n%s", diff)
+	}
+}
+
+// TestNewestPerRepositoryByDigest: keeping the newest image of every
+// repository, images pulled by digest alone (a pod's app@sha256:..., or
+// app:v2@sha256:..., which containerd keeps under the digest name only)
+// count in their repository: the more recently used stays. Before, they
+// had no tag, and the rule kept none of them. A tagged image comes before
+// one that only kept its digest after its tag moved to a newer pull, even
+// used more recently.
+func TestNewestPerRepositoryByDigest(t *testing.T) {
+	p := policyFor(t, func(c *config.ImageGCConfiguration) { c.KeepNewestPerRepository = 1 })
+	img := func(id, repo string, tagged bool, used time.Duration) Image {
+		i := Image{ID: id, RepoDigests: []string{repo + "@sha256:" + strings.Repeat(id[len(id)-1:], 64)}, Size: mib,
+			FirstDetected: t0.Add(-10 * time.Hour), LastUsed: t0.Add(-used)}
+		if tagged {
+			i.RepoTags = []string{repo + ":" + id}
+		}
+		return i
+	}
+	plan, err := p.Plan([]Image{
+		img("sha256:1", "ghcr.io/org/app", false, 5*time.Hour), img("sha256:2", "ghcr.io/org/app", false, time.Hour),
+		img("sha256:3", "ghcr.io/org/web", false, time.Minute), img("sha256:4", "ghcr.io/org/web", true, 2*time.Hour),
+	}, DiskStats{Capacity: 100 * mib, Available: 0}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := summarize(plan)
+	want := summary{Remove: []string{"sha256:1:space", "sha256:3:space"}, Keep: []string{"sha256:2:newest_tags", "sha256:4:newest_tags"}, BytesToFree: got.BytesToFree}
+	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b }), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 }

@@ -330,6 +330,36 @@ func TestNewRepositoryKeepsTheNewest(t *testing.T) {
 	}
 }
 
+// TestTagMovedWithinTheRepositoryKeepsIt: keeping the newest tag of every
+// repository, a run removes app:2 and app:1 (app:3 is the newest); while it
+// removes app:2, app:3 moves onto app:1's image (a rollback: ctr images tag
+// --force, or a pull of app:3 whose registry tag went back). That image
+// is then the repository's only one, holding its newest tag, as a plan
+// would rank it now: it stays. Before, the check asked only for a tag of a
+// new repository, and the repository was left with no image.
+func TestTagMovedWithinTheRepositoryKeepsIt(t *testing.T) {
+	rt := &removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/app:3"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/app:2"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/app:1"}, Size: 30 * mib},
+	}}
+	rt.onRemove = func(id string) {
+		if id == "sha256:bb" {
+			rt.mu.Lock()
+			rt.images[0] = &runtimeapi.Image{Id: "sha256:aa", Size: 30 * mib}
+			rt.images[2] = &runtimeapi.Image{Id: "sha256:cc", RepoTags: []string{"registry.example/app:1", "registry.example/app:3"}, Size: 30 * mib}
+			rt.mu.Unlock()
+		}
+	}
+	m := everythingNeeded(t, Options{Runtime: statusRuntime{rt}}, func(c *config.ImageGCConfiguration) { c.KeepNewestPerRepository = 1 })
+	if r, err := m.GarbageCollect(t.Context(), TriggerManual); r == nil || r.Outcome == nil {
+		t.Fatalf("no run: %v", err)
+	}
+	if diff := cmp.Diff([]string{"sha256:bb"}, rt.removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+}
+
 // listingRuntime is a removalsRuntime whose container listing the test
 // sets.
 type listingRuntime struct {
