@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // TestLeaseFence: the fence is open for renewDeadline from when the last
@@ -241,3 +247,45 @@ func (l *fakeLock) Update(_ context.Context, ler resourcelock.LeaderElectionReco
 func (l *fakeLock) RecordEvent(string) {}
 func (l *fakeLock) Identity() string   { return "me" }
 func (l *fakeLock) Describe() string   { return "fake" }
+
+// otherHolds is a Lease that another instance holds and renews: its Get
+// always names "other", renewed just now.
+type otherHolds struct{}
+
+func (otherHolds) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	now := metav1.NewTime(time.Now())
+	r := &resourcelock.LeaderElectionRecord{HolderIdentity: "other", LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now}
+	return r, []byte("other" + now.String()), nil
+}
+func (otherHolds) Create(context.Context, resourcelock.LeaderElectionRecord) error { return nil }
+func (otherHolds) Update(context.Context, resourcelock.LeaderElectionRecord) error { return nil }
+func (otherHolds) RecordEvent(string)                                              {}
+func (otherHolds) Identity() string                                                { return "me" }
+func (otherHolds) Describe() string                                                { return "fake" }
+
+// TestStandbyShutdownKeepsQuietAboutTheLease: an instance that never held
+// the owner GC lease says nothing at shutdown about no longer holding it
+// (client-go calls OnStoppedLeading whether or not it led): at a rollout,
+// every standby's line would look like a real loss of the lease.
+func TestStandbyShutdownKeepsQuietAboutTheLease(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	logger := funcr.New(func(_, args string) { mu.Lock(); lines = append(lines, args); mu.Unlock() }, funcr.Options{})
+	cfg := config.Defaulted()
+	o := &ownerGC{opts: Options{Config: cfg}, identity: "me", fence: newLeaseFence(clock.RealClock{}, cfg.LeaderElection.RenewDeadline.Duration)}
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	leaderelection.RunOrDie(ctx, o.electionConfig(logger, otherHolds{}))
+	mu.Lock()
+	defer mu.Unlock()
+	var sawLeader bool
+	for _, l := range lines {
+		sawLeader = sawLeader || strings.Contains(l, "Another instance leads the owner GC")
+		if strings.Contains(l, "no longer holds") {
+			t.Errorf("an instance that never led logs, at shutdown: %s", l)
+		}
+	}
+	if !sawLeader {
+		t.Errorf("the standby did not see the other leader; its log:\n%s", strings.Join(lines, "\n"))
+	}
+}

@@ -132,8 +132,9 @@ func (o *ownerGC) run(ctx context.Context) {
 // fencedLock).
 func (o *ownerGC) electionConfig(logger klog.Logger, lock resourcelock.Interface) leaderelection.LeaderElectionConfig {
 	le := o.opts.Config.LeaderElection
+	term := &termLock{Interface: lock}
 	return leaderelection.LeaderElectionConfig{
-		Lock:            lock,
+		Lock:            term,
 		LeaseDuration:   le.LeaseDuration.Duration,
 		RenewDeadline:   le.RenewDeadline.Duration,
 		RetryPeriod:     le.RetryPeriod.Duration,
@@ -146,7 +147,12 @@ func (o *ownerGC) electionConfig(logger klog.Logger, lock resourcelock.Interface
 			},
 			OnStoppedLeading: func() {
 				o.fence.revoke()
-				logger.Info("This instance no longer holds the owner GC lease", "identity", o.identity)
+				// client-go calls this at the end of every term, also
+				// of one that never acquired the lease (a standby shut
+				// down): only a loss is worth a line.
+				if term.acquired.Load() {
+					logger.Info("This instance no longer holds the owner GC lease", "identity", o.identity)
+				}
 			},
 			OnNewLeader: func(id string) {
 				o.leader.Store(&id)
@@ -155,6 +161,36 @@ func (o *ownerGC) electionConfig(logger klog.Logger, lock resourcelock.Interface
 				}
 			},
 		},
+	}
+}
+
+// termLock is the lock of one election term; acquired says whether this
+// instance wrote the Lease as its holder in the term (acquired or renewed
+// it). Set before client-go starts OnStartedLeading in a goroutine of its
+// own, it is what OnStoppedLeading goes by: that goroutine may not have
+// run yet when a shutdown right after the acquisition ends the term.
+type termLock struct {
+	resourcelock.Interface
+	acquired atomic.Bool
+}
+
+func (l *termLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, ler)
+	l.wrote(ler, err)
+	return err
+}
+
+func (l *termLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, ler)
+	l.wrote(ler, err)
+	return err
+}
+
+// wrote notes a successful write that names this instance the holder (a
+// release names none).
+func (l *termLock) wrote(ler resourcelock.LeaderElectionRecord, err error) {
+	if err == nil && ler.HolderIdentity == l.Identity() {
+		l.acquired.Store(true)
 	}
 }
 
