@@ -297,7 +297,11 @@ func (n *nodeGC) imageManager(ctx, life context.Context, c *cri.Client, rt *runt
 			l, err = images.NewContainerdLayers(ctx, path, rt.imageFs, cfg.RuntimeRequestTimeout.Duration)
 		}
 		if err != nil {
-			klog.FromContext(ctx).Info("Cannot use containerd's own API; the image GC goes on without exact layer accounting (CRI sizes), image arrival times, the images of the pod sandboxes (the one remembered in the state file is kept) and disk checks after writes; asked again every 30s", "err", err)
+			// A cancelled context (shutdown, an interrupted plan) is no
+			// complaint about containerd.
+			if ctx.Err() == nil {
+				klog.FromContext(ctx).Info("Cannot use containerd's own API; the image GC goes on without exact layer accounting (CRI sizes), image arrival times, the images of the pod sandboxes (the one remembered in the state file is kept) and disk checks after writes; asked again every 30s", "err", err)
+			}
 			rt.apiUnread(err)
 		} else {
 			layers = l

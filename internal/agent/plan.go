@@ -85,11 +85,21 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 		cm, cmErr = n.containerManager(ctx, ctx, c, &rt, pods, reg)
 	}
 	if pods != nil {
+		start := time.Now()
 		syncCtx, stop := context.WithTimeout(ctx, podSyncWait)
 		r.PodsSynced = cache.WaitForCacheSync(syncCtx.Done(), pods.HasSynced)
 		stop()
-		if !r.PodsSynced {
-			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone, and keeps every image that is not in use", "waited", podSyncWait)
+		waited := time.Since(start).Round(time.Millisecond)
+		switch {
+		case ctx.Err() != nil:
+			// Interrupted (SIGINT, SIGTERM): the plans would only fail
+			// on the cancelled calls, which would blame the runtime.
+			klog.FromContext(ctx).Info("Interrupted while waiting for the pod informer to sync; no plan is made", "waited", waited)
+			err := fmt.Errorf("interrupted after %v, while waiting for the pod view: %w", waited, ctx.Err())
+			r.ContainersErr, r.ImagesErr = err, err
+			return r, nil
+		case !r.PodsSynced:
+			klog.FromContext(ctx).Info("The pod informer did not sync in time; the plan removes nothing because a pod is gone, and keeps every image that is not in use", "waited", waited)
 		}
 	}
 	// The container GC's plan first: it checks the pod view against the

@@ -2,6 +2,7 @@ package app
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -52,9 +53,18 @@ func newPlanCommand(s streams) *cobra.Command {
 			if output == "json" {
 				enc := json.NewEncoder(s.out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(view)
+				if err := enc.Encode(view); err != nil {
+					return err
+				}
+			} else {
+				view.print(s.out)
 			}
-			view.print(s.out)
+			// What was made is printed; the exit code says whether it
+			// is the whole plan.
+			if code, why := planExitCode(cmd.Context(), r); code != 0 {
+				fmt.Fprintf(s.err, "nodegc: %s\n", why)
+				return &exitError{code: code}
+			}
 			return nil
 		},
 	}
@@ -64,6 +74,25 @@ func newPlanCommand(s streams) *cobra.Command {
 	o.addBindFlags(fs, "; as for run, to read the configuration the agent runs with")
 	fs.StringVarP(&output, "output", "o", "", "output format: empty for tables, or json")
 	return cmd
+}
+
+// planExitCode returns the exit code of `nodegc plan` for r, made under
+// ctx, and why it is not 0: 1 when the plan was interrupted (ctx ended:
+// SIGINT, SIGTERM) or neither the image plan nor the container plan was
+// made, 2 when one of them is missing. The README's Commands section
+// documents them.
+func planExitCode(ctx context.Context, r *agent.PlanReport) (int, string) {
+	switch {
+	case ctx.Err() != nil:
+		return 1, "interrupted: the plan may be incomplete; run plan again"
+	case r.Images == nil && r.Containers == nil:
+		return 1, "no image plan and no container plan (see why above); nothing was planned"
+	case r.Images == nil:
+		return 2, "no image plan (see why above); the container plan was made"
+	case r.Containers == nil:
+		return 2, "no container plan (see why above); the image plan was made"
+	}
+	return 0, ""
 }
 
 // planView is the printable form of a plan, also its JSON.

@@ -1,0 +1,107 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/internal/agent"
+	"github.com/nodegc/nodegc/pkg/containers"
+	"github.com/nodegc/nodegc/pkg/images"
+)
+
+// versionOnly is a CRI runtime that answers Version and nothing else: the
+// list calls that make a plan fail (Unimplemented).
+type versionOnly struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+}
+
+func (versionOnly) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{RuntimeName: "test", RuntimeVersion: "0", RuntimeApiVersion: "v1"}, nil
+}
+
+// serveCRI serves rt (none: a gRPC server without the CRI services, as
+// containerd with its cri plugin disabled is) on a socket of its own, and
+// returns a configuration file whose runtime it is.
+func serveCRI(t *testing.T, rt runtimeapi.RuntimeServiceServer) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "plan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "cri.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	if rt != nil {
+		runtimeapi.RegisterRuntimeServiceServer(srv, rt)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		os.RemoveAll(dir)
+	})
+	return writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\n"+
+		"containerRuntimeEndpoint: unix://"+sock+"\nstateDirectory: "+t.TempDir()+"\n")
+}
+
+// TestPlanWithoutAPlanFails: `nodegc plan` that could make neither the
+// image plan nor the container plan (the runtime answers Version, not its
+// list calls) still prints why, and exits 1, with -o json too: a script
+// that reads "nothing to remove" from its output must see it failed.
+func TestPlanWithoutAPlanFails(t *testing.T) {
+	cfg := serveCRI(t, versionOnly{})
+	code, out, errOut := runMain(t, "", "plan", "-c", cfg)
+	if code != 1 || !strings.Contains(out, "IMAGES: no plan: ") || !strings.Contains(out, "CONTAINERS: no plan: ") {
+		t.Errorf("plan, neither plan made: code %d, want 1 after printing both errors; stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, out, errOut = runMain(t, "", "plan", "-c", cfg, "-o", "json")
+	var view planView
+	if err := json.Unmarshal([]byte(out), &view); err != nil || view.ImagesErr == "" || view.ContainerErr == "" {
+		t.Errorf("plan -o json, neither plan made: %v; stdout:\n%s", err, out)
+	}
+	if code != 1 {
+		t.Errorf("plan -o json, neither plan made: code %d, want 1; stderr:\n%s", code, errOut)
+	}
+}
+
+// TestPlanExitCodes: plan exits 0 with both plans, 2 with one of them
+// missing, 1 with neither or when it was interrupted (SIGINT, SIGTERM),
+// whatever it printed: the README's Commands section says so.
+func TestPlanExitCodes(t *testing.T) {
+	failed := errors.New("listing containers: failed")
+	img, ctr := &images.Plan{}, &containers.Plan{}
+	live := t.Context()
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	cases := []struct {
+		name string
+		ctx  context.Context
+		r    agent.PlanReport
+		want int
+		why  string
+	}{
+		{"both plans", live, agent.PlanReport{Images: img, Containers: ctr}, 0, ""},
+		{"no image plan", live, agent.PlanReport{ImagesErr: failed, Containers: ctr}, 2, "no image plan"},
+		{"no container plan", live, agent.PlanReport{Images: img, ContainersErr: failed}, 2, "no container plan"},
+		{"neither", live, agent.PlanReport{ImagesErr: failed, ContainersErr: failed}, 1, "no image plan and no container plan"},
+		{"interrupted", cancelled, agent.PlanReport{Images: img, ContainersErr: failed}, 1, "interrupted"},
+		{"interrupted with both", cancelled, agent.PlanReport{Images: img, Containers: ctr}, 1, "interrupted"},
+	}
+	for _, c := range cases {
+		code, why := planExitCode(c.ctx, &c.r)
+		if code != c.want || !strings.Contains(why, c.why) || (c.why == "") != (why == "") {
+			t.Errorf("%s: exit code %d (%q), want %d (%q)", c.name, code, why, c.want, c.why)
+		}
+	}
+}
