@@ -264,6 +264,7 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 			Timeout: cfg.RuntimeRequestTimeout.Duration, Metrics: n.metrics, OnConnectionChange: n.link.changed,
 		})
 		if err == nil {
+			n.link.dialed()
 			v := c.RuntimeVersion()
 			klog.FromContext(ctx).Info("Connected to the container runtime", "endpoint", cfg.ContainerRuntimeEndpoint,
 				"runtime", v.GetRuntimeName(), "version", v.GetRuntimeVersion())
@@ -273,6 +274,10 @@ func (n *nodeGC) connect(ctx context.Context) *cri.Client {
 		if p := socketProblem(cfg.ContainerRuntimeEndpoint); p != "" {
 			logger = logger.WithValues("socket", p)
 		}
+		if hint := dialHint(err); hint != "" {
+			logger = logger.WithValues("hint", hint)
+		}
+		n.link.dialFailed(err, delay)
 		logger.Error(err, "Cannot reach the container runtime; node GC does nothing until it answers", "retryIn", delay)
 		select {
 		case <-ctx.Done():

@@ -66,6 +66,9 @@ func plan(ctx context.Context, opts Options, reg prometheus.Registerer, st *stat
 	c, err := cri.Dial(ctx, cri.Options{RuntimeEndpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
 		Timeout: cfg.RuntimeRequestTimeout.Duration})
 	if err != nil {
+		if hint := dialHint(err); hint != "" {
+			return nil, fmt.Errorf("%w: %s", err, hint)
+		}
 		return nil, fmt.Errorf("%w (is the runtime at %s running, and may this user open its socket?)", err, cfg.ContainerRuntimeEndpoint)
 	}
 	defer c.Close()

@@ -6,9 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -34,6 +37,11 @@ type runtimeLink struct {
 	mu         sync.Mutex
 	lostAt     time.Time // zero while connected
 	reconnects int
+	// dialErr is why the last of attempts dials (connect) failed, nextDial
+	// when the next one begins; nil and 0 once one succeeded.
+	dialErr  error
+	attempts int
+	nextDial time.Time
 }
 
 func newRuntimeLink(logger klog.Logger, endpoint string, clk clock.PassiveClock) *runtimeLink {
@@ -60,20 +68,66 @@ func (r *runtimeLink) changed(connected bool) {
 	}
 }
 
-// explain says, for /readyz, since when the runtime is unreachable and
-// what the socket path holds (socketProblem).
+// dialFailed notes that a dial (cri.Dial in connect) failed with err, and
+// that the next one begins after retryIn.
+func (r *runtimeLink) dialFailed(err error, retryIn time.Duration) {
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dialErr, r.nextDial = err, now.Add(retryIn)
+	r.attempts++
+}
+
+// dialed notes that a dial succeeded.
+func (r *runtimeLink) dialed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dialErr, r.attempts, r.nextDial = nil, 0, time.Time{}
+}
+
+// explain says, for /readyz, why the last dial failed (with what to do,
+// dialHint), which attempt it was and when the next is, since when the
+// runtime is unreachable, and what the socket path holds (socketProblem).
 func (r *runtimeLink) explain() string {
 	r.mu.Lock()
-	lostAt := r.lostAt
+	lostAt, dialErr, attempts, nextDial := r.lostAt, r.dialErr, r.attempts, r.nextDial
 	r.mu.Unlock()
 	var s string
+	if dialErr != nil {
+		s = ": " + dialErr.Error()
+		if hint := dialHint(dialErr); hint != "" {
+			s += ": " + hint
+		}
+		if left := nextDial.Sub(r.clock.Now()); left > 0 {
+			s += fmt.Sprintf("; attempt %d, next in %v", attempts, left.Round(time.Second))
+		} else {
+			s += fmt.Sprintf("; attempt %d failed, attempt %d under way", attempts, attempts+1)
+		}
+	}
 	if !lostAt.IsZero() {
-		s = fmt.Sprintf(" (connection lost at %s, %v ago; redialing)", stamp(lostAt), since(r.clock.Now(), lostAt))
+		s += fmt.Sprintf(" (connection lost at %s, %v ago; redialing)", stamp(lostAt), since(r.clock.Now(), lostAt))
 	}
 	if p := socketProblem(r.endpoint); p != "" {
 		s += " (" + p + ")"
 	}
 	return s
+}
+
+// dialHint says what to do about err, a failed cri.Dial, when the socket
+// answered but serves no CRI v1 (codes.Unimplemented): a runtime that runs
+// without it, such as Docker Engine's containerd, whose cri plugin is
+// disabled while the kubelet talks to cri-dockerd. "" for other errors.
+func dialHint(err error) string {
+	if grpcstatus.Code(err) != codes.Unimplemented {
+		return ""
+	}
+	if strings.Contains(err.Error(), "runtime.v1.ImageService") {
+		return "the image service's socket serves no CRI v1 ImageService: set imageServiceEndpoint to the kubelet's " +
+			"--image-service-endpoint, or leave it empty for the runtime's"
+	}
+	return "this socket serves no CRI v1 RuntimeService (a containerd with its cri plugin disabled, as Docker Engine's is, " +
+		"whose kubelet talks to cri-dockerd; or the socket of another service): set containerRuntimeEndpoint to the " +
+		"kubelet's --container-runtime-endpoint"
 }
 
 // socketProblem says what is wrong with the socket path of a unix://

@@ -1,14 +1,19 @@
 package agent
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // TestExplainSocketSymlink: a runtime socket path that is a symbolic link
@@ -72,5 +77,63 @@ func TestExplainSocketSymlink(t *testing.T) {
 	}
 	if got := explain(linked); got != "" {
 		t.Errorf("link to a live socket: explain() = %q, want nothing", got)
+	}
+}
+
+// TestReadyzSaysWhyTheRuntimeIsNotConnected: while the first dial to the
+// runtime fails, /readyz says why (the last dial's error), which attempt
+// failed and when the next one is, beside what the socket path holds. A
+// socket that serves no CRI v1 RuntimeService (containerd with its cri
+// plugin disabled, as Docker's containerd is, while the kubelet uses
+// cri-dockerd) is named as such, with the field to change.
+func TestReadyzSaysWhyTheRuntimeIsNotConnected(t *testing.T) {
+	for name, c := range map[string]struct {
+		endpoint string
+		want     []string
+	}{
+		"no CRI service": {serveRuntime(t, nil), []string{
+			"container runtime not connected yet: ", "Unimplemented",
+			"this socket serves no CRI v1 RuntimeService", "set containerRuntimeEndpoint to the kubelet's --container-runtime-endpoint",
+			"attempt 1", "next in ",
+		}},
+		"no socket": {"unix://" + filepath.Join(t.TempDir(), "absent.sock"), []string{
+			"container runtime not connected yet: ", "does not answer CRI v1 Version", "attempt 1", "next in ", "no such file or directory",
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := config.Defaulted()
+			cfg.ContainerRuntimeEndpoint = c.endpoint
+			cfg.StateDirectory = t.TempDir()
+			reg := prometheus.NewRegistry()
+			st := newStatus(reg)
+			n, err := newNodeGC(Options{Config: cfg, NodeName: "n"}, nil, reg, nil, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				n.run(ctx)
+			}()
+			defer func() { cancel(); <-done }()
+			var got string
+			deadline := time.Now().Add(10 * time.Second)
+			for time.Now().Before(deadline) {
+				if err := st.ready(ctx); err != nil {
+					got = err.Error()
+				}
+				if strings.Contains(got, "attempt") {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Logf("/readyz: %s", got)
+			for _, want := range c.want {
+				if !strings.Contains(got, want) {
+					t.Errorf("/readyz says %q; want it to contain %q", got, want)
+				}
+			}
+		})
 	}
 }

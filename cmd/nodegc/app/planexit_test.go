@@ -105,3 +105,23 @@ func TestPlanExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanNamesARuntimeWithoutCRI: plan against a socket that serves no
+// CRI v1 RuntimeService (Docker's containerd, its cri plugin disabled,
+// beside cri-dockerd) says so and which field to change, not "is the
+// runtime running, and may this user open its socket?": it runs, and the
+// socket opened. A socket that is not there keeps that question.
+func TestPlanNamesARuntimeWithoutCRI(t *testing.T) {
+	code, _, errOut := runMain(t, "", "plan", "-c", serveCRI(t, nil))
+	if code != 1 || !strings.Contains(errOut, "this socket serves no CRI v1 RuntimeService") ||
+		!strings.Contains(errOut, "set containerRuntimeEndpoint to the kubelet's --container-runtime-endpoint") ||
+		strings.Contains(errOut, "may this user open its socket") {
+		t.Errorf("plan, no CRI on the socket: code %d, stderr %q; want 1 and the field to change", code, errOut)
+	}
+	absent := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\n"+
+		"containerRuntimeEndpoint: unix://"+filepath.Join(t.TempDir(), "absent.sock")+"\nstateDirectory: "+t.TempDir()+"\n")
+	code, _, errOut = runMain(t, "", "plan", "-c", absent)
+	if code != 1 || !strings.Contains(errOut, "is the runtime at unix://") || !strings.Contains(errOut, "may this user open its socket?") {
+		t.Errorf("plan, no socket: code %d, stderr %q; want 1 and the question", code, errOut)
+	}
+}
