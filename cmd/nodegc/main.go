@@ -9,17 +9,32 @@ import (
 	"os/signal"
 	"syscall"
 
+	"k8s.io/klog/v2"
+
 	"github.com/nodegc/nodegc/cmd/nodegc/app"
 )
 
 func main() {
-	// SIGTERM (kubelet stopping the pod) and SIGINT end the context: the
-	// agent stops taking work, cancels the runtime calls and API requests
-	// in flight without waiting for them (the runtime may still complete a
-	// cancelled removal; the next run finishes what is left), saves its
-	// state, releases its lease and exits 0.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	// SIGTERM (kubelet stopping the pod), SIGINT and SIGHUP end the
+	// context: the agent stops taking work, cancels the runtime calls and
+	// API requests in flight without waiting for them (the runtime may
+	// still complete a cancelled removal; the next run finishes what is
+	// left), saves its state, releases its lease and exits 0. SIGHUP is
+	// no reload (a habit of daemons, or the hangup of the terminal that ran
+	// `nodegc run`): without a handler it would end the process at once,
+	// with no shutdown and the lease left to expire.
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
+	go func() {
+		if sig := <-signals; sig == syscall.SIGHUP {
+			klog.InfoS("SIGHUP received: shutting down as on SIGTERM; nodegc does not reload its configuration: "+
+				"a changed configuration needs a restart", "signal", sig.String())
+		}
+		cancel()
+	}()
 	code := app.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(signals)
+	cancel()
 	os.Exit(code)
 }

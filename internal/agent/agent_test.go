@@ -227,6 +227,34 @@ func TestSIGTERMDuringGC(t *testing.T) {
 	}
 }
 
+// TestSIGHUPShutsDown: SIGHUP (a reload habit, or the hangup of a terminal
+// that ran `nodegc run`) ends the agent as SIGTERM does: it shuts down and
+// exits 0 (no exit 129 without a word, leaving its lease to expire), and
+// says that a changed configuration needs a restart.
+func TestSIGHUPShutsDown(t *testing.T) {
+	cfg := nodeConfig(t, "unix://"+filepath.Join(t.TempDir(), "absent.sock"), t.TempDir(), nil, nil, nil)
+	p := startNodegc(t, "sighup", cfg, "--owner-gc=off")
+	if _, err := p.logLine("Cannot reach the container runtime"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("nodegc did not exit within 10 s of SIGHUP")
+	}
+	if p.Err() != nil {
+		t.Errorf("exit after SIGHUP: %v, want status 0", p.Err())
+	}
+	for _, want := range []string{"SIGHUP", "Shutting down"} {
+		if _, err := p.logLine(want); err != nil {
+			t.Errorf("the log after SIGHUP: no line with %q: %v", want, err)
+		}
+	}
+}
+
 // TestMetricsLint: /metrics of a running agent (node GC and owner GC) has
 // every family nodegc documents and passes promlint, the linter behind
 // `promtool check metrics`.
