@@ -42,6 +42,7 @@ var (
 var fieldCandidates = map[string][]any{
 	"imageServiceEndpoint": {"", "unix:///run/containerd/containerd.sock", "/run/containerd/containerd.sock",
 		"unix://run/containerd/containerd.sock", "tcp://127.0.0.1:1234", "unix:///run/other/image.sock"},
+	"clientConnection.kubeconfig":  {"", "kubeconfig", "./kubeconfig", "/etc/nodegc/kubeconfig"},
 	"containerGC.minAgeFrom":       {"", "Created", "Exited", "Started"},
 	"leaderElection.resourceLock":  {"", "leases", "endpointsleases"},
 	"leaderElection.resourceName":  {"", "nodegc-owner-gc", "gc.example.com", "Bad_Name", strings.Repeat("a", 254)},

@@ -370,6 +370,13 @@ func validateClientConnection(p *field.Path, c *componentbaseconfigv1alpha1.Clie
 	if c.Burst <= 0 {
 		errs = append(errs, field.Invalid(p.Child("burst"), c.Burst, "must be greater than 0"))
 	}
+	// A relative path would be read from the working directory of the
+	// process, not from the configuration file's: `config validate`
+	// would accept what `run` started elsewhere cannot find.
+	if c.Kubeconfig != "" && !filepath.IsAbs(c.Kubeconfig) {
+		errs = append(errs, field.Invalid(p.Child("kubeconfig"), c.Kubeconfig,
+			"must be an absolute path (a relative one is read from the working directory of nodegc, not from the configuration file's)"))
+	}
 	return errs
 }
 

@@ -37,6 +37,13 @@ func TestValidate(t *testing.T) {
 			mutate: func(c *NodeGCConfiguration) { c.StateDirectory = "var/lib/nodegc" },
 			want:   []string{"stateDirectory: Invalid value"},
 		},
+		"relative kubeconfig: read from the working directory, not the file's": {
+			mutate: func(c *NodeGCConfiguration) { c.ClientConnection.Kubeconfig = "kc.yaml" },
+			want:   []string{"clientConnection.kubeconfig: Invalid value"},
+		},
+		"absolute kubeconfig": {
+			mutate: func(c *NodeGCConfiguration) { c.ClientConnection.Kubeconfig = "/etc/nodegc/kubeconfig" },
+		},
 		"runtime endpoint must be unix://": {
 			mutate: func(c *NodeGCConfiguration) { c.ContainerRuntimeEndpoint = "tcp://127.0.0.1:1234" },
 			want:   []string{"containerRuntimeEndpoint: Invalid value"},

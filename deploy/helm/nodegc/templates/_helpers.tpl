@@ -431,6 +431,15 @@ include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
 {{- if and (kindIs "map" $cg) (hasKey $cg "maxPerPodContainer") (eq (toString (index $cg "maxPerPodContainer")) "0") }}
 {{- fail (printf "config.containerGC.maxPerPodContainer 0: must be at least 1, or negative for no limit (nodegc always keeps the newest dead container of a live pod's container, which kubectl logs --previous reads): %s" $refused) }}
 {{- end }}
+{{- /* clientConnection.kubeconfig: an absolute path; the agent would read a relative one from its working directory. */}}
+{{- $cc := get $cfg "clientConnection" }}
+{{- if kindIs "map" $cc }}
+{{- with toString (get $cc "kubeconfig" | default "") }}
+{{- if not (isAbs .) }}
+{{- fail (printf "config.clientConnection.kubeconfig %q: must be an absolute path (the agent would read a relative one from its working directory, not from the configuration's): %s" . $refused) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- /* imageServiceEndpoint: a unix socket, in runtime.socket's directory, the one the node agent mounts. */}}
 {{- with toString (get $cfg "imageServiceEndpoint" | default "") }}
 {{- $path := trimPrefix "unix://" . }}
