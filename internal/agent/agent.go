@@ -51,6 +51,11 @@ type Options struct {
 	// ShutdownTimeout bounds how long the GC loops may take to stop after
 	// the context ended (state saved, lease released). Default 8s.
 	ShutdownTimeout time.Duration
+	// BindSource says what set a bind address field (metricsBindAddress,
+	// healthzBindAddress): a line of the configuration file, a flag, the
+	// default. An address that cannot be listened on is named with it.
+	// Nil, or "" for a field: the field is named alone.
+	BindSource func(field string) string
 }
 
 // Run runs the agent until ctx ends: it builds its parts (newAgent), starts
@@ -70,6 +75,9 @@ func Run(ctx context.Context, opts Options) error {
 	// the agent before any work began.
 	servers, err := startServers(ctx, opts.Config, a.reg, a.status, a.owner)
 	if err != nil {
+		if be := (*bindError)(nil); errors.As(err, &be) {
+			be.source = opts.BindSource
+		}
 		return err
 	}
 	work := startAll(ctx, a.runnables)

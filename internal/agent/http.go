@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,32 @@ type server struct {
 	lis net.Listener
 }
 
+// bindError is a listener that could not start: its address, the fields
+// of the configuration that gave it, and (source, Options.BindSource) what
+// set each of them.
+type bindError struct {
+	addr   string
+	fields []string
+	source func(field string) string
+	err    error
+}
+
+func (e *bindError) Error() string {
+	who := make([]string, 0, len(e.fields))
+	for _, f := range e.fields {
+		if e.source != nil {
+			if s := e.source(f); s != "" {
+				f += ", " + s
+			}
+		}
+		who = append(who, f)
+	}
+	return fmt.Sprintf("listening on %s (%s): %v; give it an address that is free here, or 0 to serve nothing there",
+		e.addr, strings.Join(who, "; "), e.err)
+}
+
+func (e *bindError) Unwrap() error { return e.err }
+
 // startServers serves metricsMux on
 // metricsBindAddress and /healthz, /readyz on healthzBindAddress; one
 // listener when both addresses are equal; none for "0".
@@ -37,13 +64,13 @@ func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *pro
 	health := healthMux(st)
 
 	var servers []*server
-	listen := func(addr string, h http.Handler) error {
+	listen := func(addr string, h http.Handler, fields ...string) error {
 		if addr == "0" {
 			return nil
 		}
 		lis, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("listening on %s: %w", addr, err)
+			return &bindError{addr: addr, fields: fields, err: err}
 		}
 		s := &server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, lis: lis}
 		go func() {
@@ -60,12 +87,12 @@ func startServers(ctx context.Context, cfg *config.NodeGCConfiguration, reg *pro
 		both.Handle("/", metrics)
 		both.Handle("/healthz", health)
 		both.Handle("/readyz", health)
-		return servers, listen(cfg.MetricsBindAddress, both)
+		return servers, listen(cfg.MetricsBindAddress, both, "metricsBindAddress", "healthzBindAddress")
 	}
-	if err := listen(cfg.MetricsBindAddress, metrics); err != nil {
+	if err := listen(cfg.MetricsBindAddress, metrics, "metricsBindAddress"); err != nil {
 		return servers, err
 	}
-	if err := listen(cfg.HealthzBindAddress, health); err != nil {
+	if err := listen(cfg.HealthzBindAddress, health, "healthzBindAddress"); err != nil {
 		shutdownServers(ctx, servers)
 		return nil, err
 	}

@@ -125,3 +125,31 @@ func TestPlanNamesARuntimeWithoutCRI(t *testing.T) {
 		t.Errorf("plan, no socket: code %d, stderr %q; want 1 and the question", code, errOut)
 	}
 }
+
+// TestRunBindFailureNamesTheSource: an address run cannot listen on is
+// named with what set it, a line of the file or a flag, for the operator
+// of a crash-looping hostNetwork agent to know what to change.
+func TestRunBindFailureNamesTheSource(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	addr := busy.Addr().String()
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\n"+
+		"metricsBindAddress: \""+addr+"\"\nhealthzBindAddress: \"127.0.0.1:0\"\n"+
+		"containerRuntimeEndpoint: unix://"+filepath.Join(t.TempDir(), "absent.sock")+"\nstateDirectory: "+t.TempDir()+"\n")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--owner-gc=off", "-c", file}, "listening on " + addr + " (metricsBindAddress, line 3 of " + file + "): "},
+		{[]string{"run", "--owner-gc=off", "-c", file, "--metrics-bind-address=127.0.0.1:0", "--healthz-bind-address=" + addr},
+			"listening on " + addr + " (healthzBindAddress, from --healthz-bind-address): "},
+	} {
+		code, _, errOut := runMain(t, "", c.args...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: code %d, stderr %q; want 1 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}

@@ -22,10 +22,39 @@ type runOptions struct {
 	metricsBindAddress string
 	healthzBindAddress string
 
-	// metricsBindAddressLine is the line of configFile that set
-	// metricsBindAddress (0: the file does not set it), once loaded:
-	// explain says where the address it asked came from.
+	// metricsBindAddressLine and healthzBindAddressLine are the lines of
+	// configFile that set metricsBindAddress and healthzBindAddress (0:
+	// the file does not set it), once loaded: explain says where the
+	// address it asked came from, run where one it cannot listen on did
+	// (bindSource).
 	metricsBindAddressLine int
+	healthzBindAddressLine int
+}
+
+// bindSource says what set the bind address field (metricsBindAddress,
+// healthzBindAddress), once loaded: its flag, a line of the file, or the
+// default (agent.Options.BindSource).
+func (o *runOptions) bindSource(field string) string {
+	var flag string
+	var line int
+	switch field {
+	case "metricsBindAddress":
+		flag, line = "--metrics-bind-address", o.metricsBindAddressLine
+		if o.metricsBindAddress != "" {
+			return "from " + flag
+		}
+	case "healthzBindAddress":
+		flag, line = "--healthz-bind-address", o.healthzBindAddressLine
+		if o.healthzBindAddress != "" {
+			return "from " + flag
+		}
+	default:
+		return ""
+	}
+	if line > 0 {
+		return fmt.Sprintf("line %d of %s", line, displayName(o.configFile))
+	}
+	return "the default; " + flag + " or the configuration file sets another"
 }
 
 func (o *runOptions) addFlags(fs *pflag.FlagSet) {
@@ -81,7 +110,8 @@ func (o *runOptions) run(cmd *cobra.Command, s streams) error {
 	if mode != agent.OwnerGCOnly {
 		bootID = readBootID()
 	}
-	return agent.Run(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, OwnerGC: mode, NodeName: nodeName, BootID: bootID})
+	return agent.Run(cmd.Context(), agent.Options{Config: cfg, Kubeconfig: o.kubeconfig, OwnerGC: mode, NodeName: nodeName, BootID: bootID,
+		BindSource: o.bindSource})
 }
 
 // adjustMemoryLimit lowers a GOMEMLIMIT at the container's memory limit (as
@@ -136,6 +166,7 @@ func (o *runOptions) load(s streams) (*config.NodeGCConfiguration, error) {
 			klog.InfoS("Using fields of the KubeletConfiguration document", "fields", loaded.FromKubelet)
 		}
 		o.metricsBindAddressLine = loaded.Line("metricsBindAddress")
+		o.healthzBindAddressLine = loaded.Line("healthzBindAddress")
 	} else {
 		o.applyFlags(loaded)
 	}
