@@ -37,11 +37,15 @@ const logViewSamples = 10
 // from the labels). A container whose log is missing there, or whose
 // labels make no such path, has the runtime asked for its log path, up to
 // logViewSamples containers: a log path under podLogs that is missing makes
-// the logs unseen, and so does one outside podLogs (a kubelet podLogsDir
-// nodegc was not told, or podLogs given as the target of a link the
-// kubelet writes through): nodegc cannot remove such a container's log
-// files, which would stay until its pod is deleted. One unknown tells
-// nothing, nor does a container that the runtime no longer has or that
+// the logs unseen, and so does one outside podLogs while no running
+// container's log is seen under podLogs (a kubelet podLogsDir nodegc was
+// not told): nodegc cannot remove such a container's log files, which
+// would stay until its pod is deleted. Beside logs under podLogs, one
+// outside tells nothing (a kubelet podLogsDir moved: the pods that ran
+// before the move log in the old one until they restart). Nor is podLogs
+// given as the target of a link the kubelet writes through told apart:
+// the logs are there, under another path than the runtime's. One unknown
+// tells nothing, nor does a container that the runtime no longer has or that
 // exited meanwhile (the kubelet removes a dead
 // container's log before the container); another error means it cannot
 // tell, which counts as unseen: that keeps things. A node that runs no
@@ -51,13 +55,14 @@ func podLogsUnseen(ctx context.Context, rt statusReader, cs []Container, podLogs
 	if podLogs == "" {
 		return false, ""
 	}
-	asked := 0
+	asked, present, outside := 0, 0, ""
 	for i := range cs {
 		c := &cs[i]
 		if !c.Managed || c.State != StateRunning {
 			continue
 		}
 		if p, ok := kubeletLogPath(podLogs, c); ok && !missing(p, podLogs) {
+			present++
 			continue
 		}
 		if asked == logViewSamples {
@@ -77,11 +82,18 @@ func podLogsUnseen(ctx context.Context, rt statusReader, cs []Container, podLogs
 		case p == "" || !filepath.IsAbs(p):
 			// It cannot tell.
 		case !within(p, podLogs):
-			return true, fmt.Sprintf("%s, outside the pod logs directory: the kubelet's podLogsDir is another "+
-				"(set containerGC.podLogsDirectory to it, and mount it)", p)
+			if outside == "" {
+				outside = p
+			}
 		case missing(p, podLogs):
 			return true, p
+		default:
+			present++
 		}
+	}
+	if outside != "" && present == 0 {
+		return true, fmt.Sprintf("%s, outside the pod logs directory, where no running container's log is: the kubelet's "+
+			"podLogsDir is another (set containerGC.podLogsDirectory to the directory the kubelet writes, and mount it)", outside)
 	}
 	return false, ""
 }

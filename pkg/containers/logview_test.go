@@ -55,6 +55,11 @@ func TestPodLogsUnseen(t *testing.T) {
 		// log files it could not remove, which stayed behind.
 		{name: "log path outside the pod logs directory", logPath: "/var/lib/other/app.log",
 			containers: []Container{running}, unseen: true, asked: 1},
+		// A kubelet podLogsDir moved: the pods started before the move
+		// log in the old one until they restart; the new ones are seen.
+		{name: "log path outside, another log seen where the kubelet lays it out", logPath: "/var/lib/other/app.log",
+			files: []string{"ns_q_" + uid[:35] + "b/app/0.log"}, asked: 1,
+			containers: []Container{running, with(running, func(c *Container) { c.ID, c.PodName, c.PodUID, c.Attempt = "run2", "q", uid[:35]+"b", 0 })}},
 		{name: "no log path", containers: []Container{running}, asked: 1},
 		{name: "log rotating: only its rotated sibling", logPath: "ns_p_" + uid + "/app/2.log", files: []string{"ns_p_" + uid + "/app/2.log.20261130-021500"},
 			containers: []Container{running}},
