@@ -10,10 +10,11 @@ import (
 // ShortForms returns, for a reference that names no registry ("nginx",
 // "ubi8/ubi-minimal:8.9"), the forms Forms gives without their registry
 // ("nginx:latest", "ubi8/ubi-minimal:8.9"), as written: CRI-O resolves
-// such a name through its registries.conf (aliases, then its
-// unqualified-search-registries in order) and lists the image under the
+// such a name through its registries.conf and lists the image under the
 // registry that served it, "registry.access.redhat.com/ubi8/ubi-minimal:8.9",
-// which Forms (Docker Hub's reading) does not name. Nil for a reference
+// which Forms (Docker Hub's reading) does not name. That covers its
+// unqualified-search-registries, not a short-name alias that changes the
+// path too ("centos" to quay.io/centos/centos). Nil for a reference
 // that names its registry, and for an image ID. WithoutRegistry of a
 // listed name is what to compare them with.
 func ShortForms(ref string) []string {

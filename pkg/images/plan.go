@@ -325,9 +325,9 @@ func (p *Policy) excluded(img *Image) bool {
 
 // newestPerRepository returns the IDs of the keepNewest most recently used
 // images of every repository, by its tags and digests: an image pulled by
-// digest alone has no tag. Tagged images come first: an image that lost
-// its tag to a newer pull keeps its digest, and fills a place only where
-// fewer than keepNewest images hold a tag.
+// digest alone has no tag. Images with a tag of the repository come first:
+// an image that lost its tag to a newer pull keeps its digest, and fills a
+// place only where fewer than keepNewest images hold a tag there.
 func (p *Policy) newestPerRepository(images []Image) map[string]bool {
 	keepNewest := int(p.cfg.KeepNewestPerRepository)
 	if keepNewest == 0 {
@@ -341,9 +341,9 @@ func (p *Policy) newestPerRepository(images []Image) map[string]bool {
 		}
 	}
 	keep := map[string]bool{}
-	for _, imgs := range byRepo {
+	for repo, imgs := range byRepo {
 		slices.SortFunc(imgs, func(a, b *Image) int {
-			return cmp.Or(cmp.Compare(untagged(a), untagged(b)), lastActive(b).Compare(lastActive(a)), b.FirstDetected.Compare(a.FirstDetected), b.Arrived.Compare(a.Arrived),
+			return cmp.Or(cmp.Compare(untaggedIn(a, repo), untaggedIn(b, repo)), lastActive(b).Compare(lastActive(a)), b.FirstDetected.Compare(a.FirstDetected), b.Arrived.Compare(a.Arrived),
 				strings.Compare(a.ID, b.ID))
 		})
 		for _, img := range imgs[:min(keepNewest, len(imgs))] {
@@ -364,12 +364,12 @@ func lastActive(img *Image) time.Time {
 // repository returns the repository of a "repository:tag" reference:
 // everything before the tag's colon (a colon before the last slash belongs
 // to a registry port).
-// untagged is 1 for an image without a tag, else 0.
-func untagged(img *Image) int {
-	if len(img.RepoTags) == 0 {
-		return 1
+// untaggedIn is 1 for an image without a tag of repo, else 0.
+func untaggedIn(img *Image, repo string) int {
+	if slices.ContainsFunc(img.RepoTags, func(t string) bool { return repository(t) == repo }) {
+		return 0
 	}
-	return 0
+	return 1
 }
 
 // repositories returns the repositories of img's tags and digests, each

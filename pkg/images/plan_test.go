@@ -436,28 +436,35 @@ func TestMinimumAgeFromTheWatchWithoutArrival(t *testing.T) {
 // repository, images pulled by digest alone (a pod's app@sha256:..., or
 // app:v2@sha256:..., which containerd keeps under the digest name only)
 // count in their repository: the more recently used stays. Before, they
-// had no tag, and the rule kept none of them. A tagged image comes before
-// one that only kept its digest after its tag moved to a newer pull, even
-// used more recently.
+// had no tag, and the rule kept none of them. An image with a tag of the
+// repository comes before one that only kept its digest there after its
+// tag moved to a newer pull, even used more recently, and even with a tag
+// of another repository (kept as that one's newest).
 func TestNewestPerRepositoryByDigest(t *testing.T) {
 	p := policyFor(t, func(c *config.ImageGCConfiguration) { c.KeepNewestPerRepository = 1 })
 	img := func(id, repo string, tagged bool, used time.Duration) Image {
 		i := Image{ID: id, RepoDigests: []string{repo + "@sha256:" + strings.Repeat(id[len(id)-1:], 64)}, Size: mib,
 			FirstDetected: t0.Add(-10 * time.Hour), LastUsed: t0.Add(-used)}
 		if tagged {
-			i.RepoTags = []string{repo + ":" + id}
+			i.RepoTags = []string{repo + ":v" + id[len(id)-1:]}
 		}
 		return i
 	}
+	// sha256:6 kept only its digest of api after api:sha256:5 moved to
+	// sha256:5; it holds a tag of another repository, and was used later.
+	elsewhere := img("sha256:6", "ghcr.io/org/api", false, time.Minute)
+	elsewhere.RepoTags = []string{"ghcr.io/org/tools:1"}
 	plan, err := p.Plan([]Image{
 		img("sha256:1", "ghcr.io/org/app", false, 5*time.Hour), img("sha256:2", "ghcr.io/org/app", false, time.Hour),
 		img("sha256:3", "ghcr.io/org/web", false, time.Minute), img("sha256:4", "ghcr.io/org/web", true, 2*time.Hour),
+		img("sha256:5", "ghcr.io/org/api", true, 3*time.Hour), elsewhere,
 	}, DiskStats{Capacity: 100 * mib, Available: 0}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := summarize(plan)
-	want := summary{Remove: []string{"sha256:1:space", "sha256:3:space"}, Keep: []string{"sha256:2:newest_tags", "sha256:4:newest_tags"}, BytesToFree: got.BytesToFree}
+	want := summary{Remove: []string{"sha256:1:space", "sha256:3:space"},
+		Keep: []string{"sha256:2:newest_tags", "sha256:4:newest_tags", "sha256:5:newest_tags", "sha256:6:newest_tags"}, BytesToFree: got.BytesToFree}
 	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b }), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
