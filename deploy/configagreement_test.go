@@ -67,7 +67,7 @@ var fieldCandidates = map[string][]any{
 		[]any{"*nginx*"}, []any{"*-agent:*"}, []any{"*"}, []any{"*:*"}, []any{"[a-z]*"}, []any{"**/*nginx*"}, []any{"*/app"},
 		[]any{"ngin*"}, []any{"docker.io/library/*nginx*"}, []any{"nginx:.hidden"},
 		[]any{"nginx.*"}, []any{"ghcr.io/org/app.*"}, []any{"ghcr.io/org/app.*-worker:v*"}, []any{"ghcr.io/org/app[.]*"}, []any{`ghcr.io/org/app\.*`},
-		[]any{"*.dkr.ecr.*.amazonaws.com/**"}, []any{"nginx:1.*"}},
+		[]any{"*.dkr.ecr.*.amazonaws.com/**"}, []any{"nginx:1.*"}, []any{"ghcr.io/org/app[.*]"}, []any{"ghcr.io/org/app[.*]-v.*"}},
 	"imageGC.evictionHard": {
 		map[string]any{"imagefs.available": "2Gi"}, map[string]any{"imagefs.available": " 15% "},
 		map[string]any{"imagefs.available": "101%"}, map[string]any{"imagefs.available": "-1Gi"},

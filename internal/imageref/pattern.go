@@ -197,22 +197,50 @@ func bareHost(comps []string, tag string, hasTag, hasDigest bool) (string, bool)
 // component but the registry host: the first of several) holds ".*", a
 // regular expression's "any characters", and returns the name with it
 // written as a glob's "*", and with the dot kept ("[.]*"). A host keeps
-// its dots ("*.dkr.ecr.*.amazonaws.com/**"), and so does an escaped one.
+// its dots ("*.dkr.ecr.*.amazonaws.com/**"), and so do an escaped one and
+// one in a character class ("app[.*]").
 func regexpDotStar(comps []string) (anyChars, dot string, ok bool) {
 	star, kept := slices.Clone(comps), slices.Clone(comps)
 	for i, c := range comps {
-		if (i == 0 && len(comps) > 1) || !dotStarRegexp.MatchString(c) {
+		if i == 0 && len(comps) > 1 {
+			continue
+		}
+		at := dotStars(c)
+		if len(at) == 0 {
 			continue
 		}
 		ok = true
-		star[i] = dotStarRegexp.ReplaceAllString(c, "${1}*")
-		kept[i] = dotStarRegexp.ReplaceAllString(c, "${1}[.]*")
+		var s, k strings.Builder
+		last := 0
+		for _, j := range at {
+			s.WriteString(c[last:j] + "*")
+			k.WriteString(c[last:j] + "[.]*")
+			last = j + 2
+		}
+		star[i], kept[i] = s.String()+c[last:], k.String()+c[last:]
 	}
 	return strings.Join(star, "/"), strings.Join(kept, "/"), ok
 }
 
-// dotStarRegexp matches ".*" not escaped.
-var dotStarRegexp = regexp.MustCompile(`(^|[^\\])\.\*`)
+// dotStars returns where c holds ".*" outside a character class and not
+// escaped.
+func dotStars(c string) []int {
+	var at []int
+	inClass := false
+	for i := 0; i < len(c); i++ {
+		switch {
+		case c[i] == '\\':
+			i++ // the next character is literal
+		case inClass:
+			inClass = c[i] != ']'
+		case c[i] == '[':
+			inClass = true
+		case c[i] == '.' && i+1 < len(c) && c[i+1] == '*':
+			at = append(at, i)
+		}
+	}
+	return at
+}
 
 // shortIDRegexp matches the start of an image ID written without its
 // algorithm: 12 to 63 hexadecimal digits (64 are refused as a name), or

@@ -262,6 +262,8 @@ func TestVerdicts(t *testing.T) {
 		"regular expression, hub user":       {"org/app.*", "misread"},
 		"regular expression inside":          {"ghcr.io/org/app.*-worker", "misread"},
 		"dot kept in a class":                {"ghcr.io/org/app[.]*", ""},
+		"dot and star in a class":            {"ghcr.io/org/app[.*]", ""},
+		"class, then a regular expression":   {"ghcr.io/org/app[.*]-v.*", "misread"},
 		"dot escaped":                        {`ghcr.io/org/app\.*`, ""},
 		"dot then a letter":                  {"ghcr.io/org/app.v*", ""},
 		"host glob keeps its dots":           {"*.dkr.ecr.*.amazonaws.com/**", ""},

@@ -44,6 +44,7 @@ func TestExcludeWarnings(t *testing.T) {
 		"a dot, then a letter":     {pattern: "ghcr.io/org/app.v*"},
 		"host glob with dots":      {pattern: "*.dkr.ecr.*.amazonaws.com/**"},
 		"version tag with dots":    {pattern: "nginx:1.*"},
+		"dot and star in a class":  {pattern: "ghcr.io/org/app[.*]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			loaded, err := Decode([]byte(header + "imageGC:\n  exclude:\n  - ok/*\n  - " + strconv.Quote(tc.pattern) + "\n"))
@@ -218,6 +219,7 @@ func TestValidateRefusesRegexpDotStar(t *testing.T) {
 		"bitnami/redis.*":               fmt.Sprintf(dotStar, "bitnami/redis*", "bitnami/redis[.]*"),
 		"ghcr.io/org/app.*-worker":      fmt.Sprintf(dotStar, "ghcr.io/org/app*-worker", "ghcr.io/org/app[.]*-worker"),
 		"registry.*/org.*/app@sha256:*": fmt.Sprintf(dotStar, "registry.*/org*/app@sha256:*", "registry.*/org[.]*/app@sha256:*"),
+		"ghcr.io/org/app[.*]-v.*":       fmt.Sprintf(dotStar, "ghcr.io/org/app[.*]-v*", "ghcr.io/org/app[.*]-v[.]*"),
 	} {
 		t.Run(pattern, func(t *testing.T) { checkExcludeRefused(t, pattern, want) })
 	}

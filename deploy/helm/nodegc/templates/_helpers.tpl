@@ -578,7 +578,7 @@ include "nodegc.checkExclude" (dict "i" INDEX "p" PATTERN "refused" REASON)
 {{- fail (printf "config.imageGC.exclude[%d] %q: can never match an image reference: no repository name: write **%s for any repository: %s" $i $p $t $refused) }}
 {{- end }}
 {{- $tail := ($one | ternary $name (join "/" (rest $comps))) }}
-{{- if regexMatch "(^|[^\\\\])\\.\\*" $tail }}
+{{- if regexMatch "(^|[^\\\\])\\.\\*" (regexReplaceAll "\\[[^\\]]*\\]" $tail "") }}
 {{- $head := ($one | ternary "" (printf "%s/" $first)) }}
 {{- $suffix := trimPrefix $name $t }}
 {{- $anyChars := printf "%s%s%s" $head (regexReplaceAll "(^|[^\\\\])\\.\\*" $tail "${1}*") $suffix }}
