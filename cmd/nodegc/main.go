@@ -25,7 +25,13 @@ func main() {
 	// with no shutdown and the lease left to expire.
 	ctx, cancel := context.WithCancel(context.Background())
 	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
+	stopOn := []os.Signal{syscall.SIGTERM, os.Interrupt}
+	if !signal.Ignored(syscall.SIGHUP) {
+		// Under nohup SIGHUP is ignored, and asking for it would turn it
+		// back on: nodegc would end at the hangup nohup is for.
+		stopOn = append(stopOn, syscall.SIGHUP)
+	}
+	signal.Notify(signals, stopOn...)
 	go func() {
 		if sig := <-signals; sig == syscall.SIGHUP {
 			klog.InfoS("SIGHUP received: shutting down as on SIGTERM; nodegc does not reload its configuration: "+

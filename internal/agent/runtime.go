@@ -126,8 +126,8 @@ func dialHint(err error) string {
 			"--image-service-endpoint, or leave it empty for the runtime's"
 	}
 	return "this socket serves no CRI v1 RuntimeService (a containerd with its cri plugin disabled, as Docker Engine's is, " +
-		"whose kubelet talks to cri-dockerd; or the socket of another service): set containerRuntimeEndpoint to the " +
-		"kubelet's --container-runtime-endpoint"
+		"whose kubelet talks to cri-dockerd; a runtime too old for CRI v1, such as containerd before 1.6; or the socket of " +
+		"another service): set containerRuntimeEndpoint to the kubelet's --container-runtime-endpoint"
 }
 
 // socketProblem says what is wrong with the socket path of a unix://
