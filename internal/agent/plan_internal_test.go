@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,46 +11,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
-	"google.golang.org/grpc"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 )
-
-// containerdVersion answers Version as containerd does, and nothing else.
-type containerdVersion struct {
-	runtimeapi.UnimplementedRuntimeServiceServer
-}
-
-func (containerdVersion) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	return &runtimeapi.VersionResponse{RuntimeName: "containerd", RuntimeVersion: "2.1.0", RuntimeApiVersion: "v1"}, nil
-}
-
-// serveRuntime serves rt (nil: no CRI service at all, as containerd with
-// its cri plugin disabled) on a socket of its own and returns its endpoint.
-func serveRuntime(t *testing.T, rt runtimeapi.RuntimeServiceServer) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "rt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "cri.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	if rt != nil {
-		runtimeapi.RegisterRuntimeServiceServer(srv, rt)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		os.RemoveAll(dir)
-	})
-	return "unix://" + sock
-}
 
 // logLines returns a context whose logger keeps its lines, and them.
 func logLines(ctx context.Context) (context.Context, func() []string) {
@@ -81,7 +45,7 @@ current-context: c
 		t.Fatal(err)
 	}
 	cfg := config.Defaulted()
-	cfg.ContainerRuntimeEndpoint = serveRuntime(t, containerdVersion{})
+	cfg.ContainerRuntimeEndpoint = testbed.ServeCRI(t, testbed.VersionOnly{Runtime: "containerd", RuntimeVersion: "2.1.0"})
 	cfg.StateDirectory = t.TempDir()
 	ctx, lines := logLines(t.Context())
 	ctx, cancel := context.WithCancel(ctx)

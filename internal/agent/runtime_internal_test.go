@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -91,7 +92,7 @@ func TestReadyzSaysWhyTheRuntimeIsNotConnected(t *testing.T) {
 		endpoint string
 		want     []string
 	}{
-		"no CRI service": {serveRuntime(t, nil), []string{
+		"no CRI service": {testbed.ServeCRI(t, nil), []string{
 			"container runtime not connected yet: ", "Unimplemented",
 			"this socket serves no CRI v1 RuntimeService", "set containerRuntimeEndpoint to the kubelet's --container-runtime-endpoint",
 			"attempt 1", "next in ",

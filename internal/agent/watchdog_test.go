@@ -3,20 +3,17 @@ package agent
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/cri"
 )
 
@@ -56,27 +53,11 @@ func (s slowStop) StopContainer(ctx context.Context, _ *runtimeapi.StopContainer
 
 func dialServer(t *testing.T, rt runtimeapi.RuntimeServiceServer) *cri.Client {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wd")
+	c, err := cri.Dial(t.Context(), cri.Options{RuntimeEndpoint: testbed.ServeCRI(t, rt), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "cri.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, rt)
-	go func() { _ = srv.Serve(lis) }()
-	c, err := cri.Dial(t.Context(), cri.Options{RuntimeEndpoint: "unix://" + sock, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		srv.Stop()
-		os.RemoveAll(dir)
-	})
+	t.Cleanup(func() { c.Close() }) // before the server stops: cleanups run last first
 	return c
 }
 

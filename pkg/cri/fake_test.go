@@ -3,9 +3,6 @@ package cri
 import (
 	"cmp"
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -13,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodegc/nodegc/internal/testbed"
 )
 
 // fakeRuntime is a small in-memory CRI server, served over a real gRPC unix
@@ -61,24 +60,7 @@ func newFakeRuntime() *fakeRuntime {
 // endpoint. The server stops when the test ends.
 func (f *fakeRuntime) serve(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "cri")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "cri.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, f)
-	runtimeapi.RegisterImageServiceServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		os.RemoveAll(dir)
-	})
-	return "unix://" + sock
+	return testbed.ServeCRI(t, f)
 }
 
 func (f *fakeRuntime) count(method string) {

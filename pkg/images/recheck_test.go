@@ -296,16 +296,22 @@ func TestNamesGainedSinceThePlan(t *testing.T) {
 	}
 }
 
+// threeOfApp is a runtime holding app:1, app:2 and app:3, one image each,
+// sha256:cc, bb and aa.
+func threeOfApp() *removalsRuntime {
+	return &removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/app:3"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/app:2"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/app:1"}, Size: 30 * mib},
+	}}
+}
+
 // TestNewRepositoryKeepsTheNewest: keeping the newest tag of every
 // repository, a run removes the older two of app:1-3; while it removes the
 // first, the last gains a tag of another repository. The plan could not
 // rank it there (it may be that repository's newest), so it stays.
 func TestNewRepositoryKeepsTheNewest(t *testing.T) {
-	rt := &removalsRuntime{images: []*runtimeapi.Image{
-		{Id: "sha256:aa", RepoTags: []string{"registry.example/app:3"}, Size: 30 * mib},
-		{Id: "sha256:bb", RepoTags: []string{"registry.example/app:2"}, Size: 30 * mib},
-		{Id: "sha256:cc", RepoTags: []string{"registry.example/app:1"}, Size: 30 * mib},
-	}}
+	rt := threeOfApp()
 	rt.onRemove = func(id string) {
 		if id == "sha256:bb" {
 			rt.mu.Lock()
@@ -338,11 +344,7 @@ func TestNewRepositoryKeepsTheNewest(t *testing.T) {
 // would rank it now: it stays. Before, the check asked only for a tag of a
 // new repository, and the repository was left with no image.
 func TestTagMovedWithinTheRepositoryKeepsIt(t *testing.T) {
-	rt := &removalsRuntime{images: []*runtimeapi.Image{
-		{Id: "sha256:aa", RepoTags: []string{"registry.example/app:3"}, Size: 30 * mib},
-		{Id: "sha256:bb", RepoTags: []string{"registry.example/app:2"}, Size: 30 * mib},
-		{Id: "sha256:cc", RepoTags: []string{"registry.example/app:1"}, Size: 30 * mib},
-	}}
+	rt := threeOfApp()
 	rt.onRemove = func(id string) {
 		if id == "sha256:bb" {
 			rt.mu.Lock()

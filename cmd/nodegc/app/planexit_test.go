@@ -5,54 +5,26 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodegc/nodegc/internal/agent"
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/containers"
 	"github.com/nodegc/nodegc/pkg/images"
 )
-
-// versionOnly is a CRI runtime that answers Version and nothing else: the
-// list calls that make a plan fail (Unimplemented).
-type versionOnly struct {
-	runtimeapi.UnimplementedRuntimeServiceServer
-}
-
-func (versionOnly) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
-	return &runtimeapi.VersionResponse{RuntimeName: "test", RuntimeVersion: "0", RuntimeApiVersion: "v1"}, nil
-}
 
 // serveCRI serves rt (none: a gRPC server without the CRI services, as
 // containerd with its cri plugin disabled is) on a socket of its own, and
 // returns a configuration file whose runtime it is.
 func serveCRI(t *testing.T, rt runtimeapi.RuntimeServiceServer) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "plan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "cri.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	if rt != nil {
-		runtimeapi.RegisterRuntimeServiceServer(srv, rt)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		os.RemoveAll(dir)
-	})
+	endpoint := testbed.ServeCRI(t, rt)
 	return writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\n"+
-		"containerRuntimeEndpoint: unix://"+sock+"\nstateDirectory: "+t.TempDir()+"\n")
+		"containerRuntimeEndpoint: "+endpoint+"\nstateDirectory: "+t.TempDir()+"\n")
 }
 
 // TestPlanWithoutAPlanFails: `nodegc plan` that could make neither the
@@ -60,7 +32,7 @@ func serveCRI(t *testing.T, rt runtimeapi.RuntimeServiceServer) string {
 // list calls) still prints why, and exits 1, with -o json too: a script
 // that reads "nothing to remove" from its output must see it failed.
 func TestPlanWithoutAPlanFails(t *testing.T) {
-	cfg := serveCRI(t, versionOnly{})
+	cfg := serveCRI(t, testbed.VersionOnly{Runtime: "test", RuntimeVersion: "0"})
 	code, out, errOut := runMain(t, "", "plan", "-c", cfg)
 	if code != 1 || !strings.Contains(out, "IMAGES: no plan: ") || !strings.Contains(out, "CONTAINERS: no plan: ") {
 		t.Errorf("plan, neither plan made: code %d, want 1 after printing both errors; stdout:\n%s\nstderr:\n%s", code, out, errOut)
