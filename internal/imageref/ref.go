@@ -32,7 +32,7 @@ func ShortForms(ref string) []string {
 			continue // an image ID
 		}
 		name := strings.TrimPrefix(f, "docker.io/")
-		if !strings.HasPrefix(ref, "library/") && !strings.HasPrefix(ref, "docker.io/") {
+		if !strings.HasPrefix(ref, "library/") { // a registry was refused above: ref names none
 			name = strings.TrimPrefix(name, "library/")
 		}
 		out = append(out, name)
