@@ -14,7 +14,8 @@ import (
 // registry that served it, "registry.access.redhat.com/ubi8/ubi-minimal:8.9",
 // which Forms (Docker Hub's reading) does not name. That covers its
 // unqualified-search-registries, not a short-name alias that changes the
-// path too ("centos" to quay.io/centos/centos). Nil for a reference
+// path too ("centos" to quay.io/centos/centos): only the runtime can
+// resolve those (ImageStatus of the name). Nil for a reference
 // that names its registry, and for an image ID. WithoutRegistry of a
 // listed name is what to compare them with.
 func ShortForms(ref string) []string {

@@ -51,6 +51,8 @@ type bed struct {
 	// answer at their build).
 	arrivals   images.ArrivalSource
 	noArrivals bool
+	// pods, if set, is the managers' pod source (the scheduled rule).
+	pods images.PodImageSource
 }
 
 // metric is the sum of the samples of name in b.registry that match every
@@ -173,7 +175,7 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 	opts := images.Options{
 		Config: cfg, StateDirectory: stateDir, NodeName: b.nodeName, Runtime: rt, Layers: b.layers, Arrivals: b.layers, Writes: b.layers,
 		Disk: b.disk, Clock: clk, SandboxImages: []string{sandbox}, Sandboxes: sandboxes, ContainerRecords: b.layers,
-		SettleTimeout: b.settleTimeout, OnRun: b.onRun,
+		SettleTimeout: b.settleTimeout, OnRun: b.onRun, Pods: b.pods,
 	}
 	if b.registry != nil {
 		opts.Registerer = b.registry

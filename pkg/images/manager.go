@@ -1025,7 +1025,10 @@ func (m *Manager) planInput(ctx context.Context) (*planInput, error) {
 	if err := m.markSandbox(ctx, in); err != nil {
 		return nil, err
 	}
-	podsView := m.markScheduled(in)
+	podsView, err := m.markScheduled(ctx, in, shortNames{})
+	if err != nil {
+		return nil, err
+	}
 	heldRead := m.addLayers(ctx, in)
 	return &planInput{images: in, disk: disk, now: now, podsView: podsView, heldRead: heldRead}, nil
 }
@@ -1268,6 +1271,7 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) (heldRead bool) {
 func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 	lookup, _ := m.opts.Runtime.(ImageLookup)
 	configured := refForms(m.opts.SandboxImages)
+	asked := shortNames{}
 	return func(planned *Image) (string, error) {
 		img := planned
 		if lookup != nil {
@@ -1312,7 +1316,9 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 			}
 		}
 		one := []Image{*img}
-		m.markScheduled(one)
+		if _, err := m.markScheduled(ctx, one, asked); err != nil {
+			return "", err
+		}
 		if one[0].Scheduled {
 			return KeepScheduled, nil
 		}

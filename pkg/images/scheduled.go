@@ -1,10 +1,14 @@
 package images
 
 import (
+	"context"
 	"sync"
 	"time"
 
+	"k8s.io/klog/v2"
+
 	"github.com/nodegc/nodegc/internal/imageref"
+	"github.com/nodegc/nodegc/pkg/cri"
 )
 
 // PodImages is what the pods bound to this node that have not finished may
@@ -43,7 +47,16 @@ type PodsMemory struct {
 	// the view is not: a pod source that lost the API may have dropped
 	// nothing, or everything.
 	refs map[string]string
+	// unresolved are the short names the runtime last failed to resolve
+	// (logged once until one resolves again).
+	unresolved map[string]bool
 }
+
+// shortNames is what markScheduled asked the runtime of the short names
+// (no registry) that pods name, in one plan, or in the checks of one run:
+// the ID of the image each resolves to ("" when the runtime has none, or
+// could not say).
+type shortNames map[string]string
 
 // steppedBack is told each step of the wall clock that a tracker applied
 // to its usage records (Manager.clockStepped, and a step while the
@@ -82,9 +95,15 @@ func (s *PodsMemory) steppedBack(step time.Duration) {
 // arrived since the view was last authoritative (all of them, if it never
 // was since the agent started). Without a pod source (no API access) the
 // rule is off. It returns how it saw the pods, as Plan.PodsView says it.
-func (m *Manager) markScheduled(in []Image) (podsView string) {
+//
+// A short name (no registry) is also resolved by the runtime, as a pull of
+// it would be (resolveShort): CRI-O follows its registries.conf, whose
+// aliases may change the path too ("centos" to "quay.io/centos/centos").
+// asked keeps the answers for the plan, or the run's checks: a name is
+// asked once. A runtime that cannot be reached fails the marking.
+func (m *Manager) markScheduled(ctx context.Context, in []Image, asked shortNames) (podsView string, err error) {
 	if m.opts.Pods == nil {
-		return ""
+		return "", nil
 	}
 	s := m.scheduled
 	// The clock is read before the view is: whatever arrived after the
@@ -115,14 +134,25 @@ func (m *Manager) markScheduled(in []Image) (podsView string) {
 	// lists the image under the registry its registries.conf resolved the
 	// name to (imageref.ShortForms). On containerd, which reads it as
 	// Docker Hub's, that may keep an image of another registry by the same
-	// path, never fewer.
+	// path, never fewer. And the image the runtime resolves it to is
+	// matched by ID (resolveShort), for aliases that change the path.
 	forms, short := make(map[string]string, len(refs)), map[string]string{}
 	for ref, pod := range refs {
 		for _, f := range imageref.Forms(ref) {
 			forms[f] = pod
 		}
-		for _, f := range imageref.ShortForms(ref) {
+		shortForms := imageref.ShortForms(ref)
+		for _, f := range shortForms {
 			short[f] = pod
+		}
+		if len(shortForms) > 0 {
+			id, err := m.resolveShort(ctx, ref, asked)
+			if err != nil {
+				return "", err
+			}
+			if id != "" {
+				forms[imageref.CanonicalID(id)] = pod
+			}
 		}
 	}
 	for i := range in {
@@ -140,9 +170,46 @@ func (m *Manager) markScheduled(in []Image) (podsView string) {
 		}
 	}
 	if view.Authoritative {
-		return PodsAuthoritative
+		return PodsAuthoritative, nil
 	}
-	return view.Reason
+	return view.Reason, nil
+}
+
+// resolveShort returns the ID of the image the runtime resolves ref, a
+// short name, to ("" when it has none), asking it once per asked. Only a
+// runtime that cannot be reached fails it: another error (a name the
+// runtime's resolution refuses) is logged, once until the name resolves
+// again, and the name is then matched as imageref.ShortForms says only.
+func (m *Manager) resolveShort(ctx context.Context, ref string, asked shortNames) (string, error) {
+	lookup, ok := m.opts.Runtime.(ImageLookup)
+	if !ok {
+		return "", nil
+	}
+	if id, ok := asked[ref]; ok {
+		return id, nil
+	}
+	img, err := lookup.ImageStatus(ctx, ref)
+	s := m.scheduled
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err != nil && (cri.IsUnavailable(err) || ctx.Err() != nil):
+		return "", err
+	case err != nil:
+		if !s.unresolved[ref] {
+			klog.FromContext(ctx).Info("The container runtime cannot resolve a short image name a pod bound to this node names; the scheduled rule matches it under any registry by its path only, so an image a registries.conf alias names another path may go",
+				"reference", ref, "err", err)
+			if s.unresolved == nil {
+				s.unresolved = map[string]bool{}
+			}
+			s.unresolved[ref] = true
+		}
+		asked[ref] = ""
+		return "", nil
+	}
+	delete(s.unresolved, ref)
+	asked[ref] = img.GetId()
+	return img.GetId(), nil
 }
 
 // namedWithoutRegistry returns the value of the first of img's names

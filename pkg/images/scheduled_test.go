@@ -1,13 +1,22 @@
 package images
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodegc/nodegc/pkg/cri"
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )
 
@@ -25,7 +34,9 @@ const (
 // scheduled).
 func scheduledImages(m *Manager, in []Image, now time.Time) map[string]string {
 	m.clock = clocktesting.NewFakeClock(now)
-	m.markScheduled(in)
+	if _, err := m.markScheduled(context.Background(), in, shortNames{}); err != nil {
+		panic(err)
+	}
 	out := map[string]string{}
 	for _, img := range in {
 		if img.Scheduled != (img.ScheduledBy != "") {
@@ -270,5 +281,89 @@ func TestScheduledShortNameUnderAnyRegistry(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("scheduled (-want +got):\n%s", diff)
+	}
+}
+
+// aliasRuntime resolves short names as CRI-O does through a registries.conf
+// with aliases: ImageStatus of a name in aliases answers the image of the
+// name it stands for, of an image ID or a fully qualified name the image
+// itself, of a name in fails an error.
+type aliasRuntime struct {
+	RuntimeService
+	images  []*runtimeapi.Image
+	aliases map[string]string
+	fails   map[string]error
+	asked   []string
+}
+
+func (r *aliasRuntime) ImageStatus(_ context.Context, ref string) (*runtimeapi.Image, error) {
+	r.asked = append(r.asked, ref)
+	if err := r.fails[ref]; err != nil {
+		return nil, err
+	}
+	if full, ok := r.aliases[ref]; ok {
+		ref = full
+	}
+	for _, img := range r.images {
+		if img.GetId() == ref || slices.Contains(img.GetRepoTags(), ref) {
+			return img, nil
+		}
+	}
+	return nil, nil
+}
+
+// TestScheduledShortNameResolvedByTheRuntime: CRI-O resolves a pod's short
+// name through its registries.conf, whose aliases may change the path
+// ("centos" is "quay.io/centos/centos"): the image the runtime resolves the
+// name to is scheduled, each name is asked once per plan or run, a runtime
+// that cannot be reached fails the marking, and a name the runtime refuses
+// is matched by its path only.
+func TestScheduledShortNameResolvedByTheRuntime(t *testing.T) {
+	rt := &aliasRuntime{
+		images: []*runtimeapi.Image{
+			{Id: "sha256:21", RepoTags: []string{"quay.io/centos/centos:latest"}},
+			{Id: "sha256:22", RepoTags: []string{"quay.io/centos/centos:stream8"}},
+			{Id: "sha256:23", RepoTags: []string{"registry.fedoraproject.org/fedora:40"}},
+		},
+		aliases: map[string]string{"centos": "quay.io/centos/centos:latest", "fedora:40": "registry.fedoraproject.org/fedora:40"},
+		fails:   map[string]error{"ambiguous": errors.New("short-name resolution enforced but cannot prompt without a TTY")},
+	}
+	pods := &fakePods{view: PodImages{Authoritative: true, Refs: map[string]string{
+		"centos":                   "web/pending",
+		"fedora:40":                "jobs/build",
+		"ambiguous":                "jobs/other",
+		"quay.io/centos/centos:v9": "web/full", // a registry: not asked
+	}}}
+	m := &Manager{opts: Options{Pods: pods, Runtime: rt}, scheduled: &PodsMemory{}, clock: clocktesting.NewFakeClock(t0)}
+	images := []Image{{ID: "sha256:21", RepoTags: []string{"quay.io/centos/centos:latest"}},
+		{ID: "sha256:22", RepoTags: []string{"quay.io/centos/centos:stream8"}},
+		{ID: "23", RepoTags: []string{"registry.fedoraproject.org/fedora:40"}}} // CRI-O lists IDs without "sha256:"
+	var logs strings.Builder
+	ctx := klog.NewContext(t.Context(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs))))
+	asked := shortNames{}
+	for range 2 {
+		if _, err := m.markScheduled(ctx, images, asked); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]string{}
+	for _, img := range images {
+		got[img.ID] = img.ScheduledBy
+	}
+	want := map[string]string{"sha256:21": "pod web/pending", "sha256:22": "", "23": "pod jobs/build"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("scheduled (-want +got):\n%s", diff)
+	}
+	slices.Sort(rt.asked)
+	if diff := cmp.Diff([]string{"ambiguous", "centos", "fedora:40"}, rt.asked); diff != "" {
+		t.Errorf("asked the runtime, over two markings sharing what was asked (-want +got):\n%s", diff)
+	}
+	if n := strings.Count(logs.String(), `reference="ambiguous"`); n != 1 {
+		t.Errorf("the name the runtime refuses logged %d times, want once:\n%s", n, logs.String())
+	}
+
+	rt.fails["centos"] = status.Error(codes.Unavailable, "connection refused")
+	if _, err := m.markScheduled(ctx, images, shortNames{}); !cri.IsUnavailable(err) {
+		t.Errorf("marking with the runtime down: err %v, want it unavailable", err)
 	}
 }
