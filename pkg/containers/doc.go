@@ -172,7 +172,13 @@
 //     live pod's containers that a limit or maxAge would remove are kept
 //     (KeepLogsUnseen: their logs would stay behind until the pod is
 //     deleted; a gone pod's go, the kubelet removes its log directory),
-//     logged once when it begins and once when it ends.
+//     logged once when it begins and once when it ends. Beside logs seen
+//     under podLogsDirectory (a kubelet podLogsDir moved: pods started
+//     before the move log in the old directory until they restart), the
+//     check before each removal of a live pod's container skips one whose
+//     log the runtime reports outside podLogsDirectory
+//     (SkipLogsElsewhere), and leaves it to the kubelet's GC, which
+//     removes it with its log files.
 //
 // Where nodegc deviates from the kubelet, for safety:
 //   - The newest dead instance of each group of a live pod is never

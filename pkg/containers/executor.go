@@ -54,12 +54,13 @@ const (
 
 // Why a planned removal was not done although nothing failed.
 const (
-	SkipStarted      = "started"       // the container runs now (created containers can be started after planning)
-	SkipChanged      = "changed"       // the container's state differs from the planned one (a created one ran and exited since): the next run plans it again
-	SkipPodFailed    = "pod_failed"    // a removal of the same pod failed: its log directory waits for the next run
-	SkipSandboxInUse = "sandbox_inuse" // a container of the sandbox could not be removed, or is there since planning, or the sandbox is ready again
-	SkipGone         = "gone"          // removed by another since planning (the kubelet's GC): nothing of nodegc's doing, nor counted as its removal
-	SkipPointsAgain  = "points_again"  // a log link dangling when planned points at a log again (the kubelet rotated the log)
+	SkipStarted       = "started"        // the container runs now (created containers can be started after planning)
+	SkipChanged       = "changed"        // the container's state differs from the planned one (a created one ran and exited since): the next run plans it again
+	SkipPodFailed     = "pod_failed"     // a removal of the same pod failed: its log directory waits for the next run
+	SkipSandboxInUse  = "sandbox_inuse"  // a container of the sandbox could not be removed, or is there since planning, or the sandbox is ready again
+	SkipGone          = "gone"           // removed by another since planning (the kubelet's GC): nothing of nodegc's doing, nor counted as its removal
+	SkipPointsAgain   = "points_again"   // a log link dangling when planned points at a log again (the kubelet rotated the log)
+	SkipLogsElsewhere = "logs_elsewhere" // a live pod's container whose log the runtime writes outside podLogsDirectory: nodegc could not remove its log files, the kubelet's GC can
 )
 
 // logPaths are the log locations the executor cleans.
@@ -246,6 +247,19 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "container", ID: c.ID, Why: SkipChanged})
 		e.keepPod(c.PodUID, c.SandboxID)
 		return
+	case d.Reason != ReasonPodGone && logsElsewhere(st.GetLogPath(), e.paths.PodLogs):
+		// A live pod's container whose log lies where nodegc cannot remove
+		// it (a kubelet podLogsDir moved, or one nodegc was not told, while
+		// the logs count as seen by others under podLogsDirectory): once
+		// removed, the kubelet no longer knows it, and its log files would
+		// stay until the pod is deleted. The kubelet's GC removes it with
+		// them. A gone pod's container goes: the kubelet removes a removed
+		// pod's log directory.
+		klog.FromContext(ctx).Info("Container's log lies outside the pod logs directory, leaving it to the kubelet's GC: set containerGC.podLogsDirectory to the kubelet's podLogsDir",
+			"containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "logPath", st.GetLogPath(), "podLogsDirectory", e.paths.PodLogs, "reason", d.Reason)
+		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "container", ID: c.ID, Why: SkipLogsElsewhere})
+		e.keepPod(c.PodUID, c.SandboxID)
+		return
 	}
 	klog.FromContext(ctx).V(4).Info("Removing container", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "reason", d.Reason)
 	if d.StopFirst || st.GetState() == runtimeapi.ContainerState_CONTAINER_UNKNOWN {
@@ -285,6 +299,14 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 	}
 	klog.FromContext(ctx).Info("Removed container", "containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "reason", d.Reason)
 	e.out.Containers = append(e.out.Containers, d)
+}
+
+// logsElsewhere says whether logPath, a container's log path as the
+// runtime reports it, lies outside podLogs, the pod logs directory nodegc
+// removes log files in (none when podLogs is ""). A path not given, or
+// relative, tells nothing.
+func logsElsewhere(logPath, podLogs string) bool {
+	return podLogs != "" && filepath.IsAbs(logPath) && !within(logPath, podLogs)
 }
 
 // changedSincePlanning says whether a container planned in state planned

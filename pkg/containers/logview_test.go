@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -251,6 +252,69 @@ func TestLogsElsewhereKeepLivePodsContainers(t *testing.T) {
 	}
 	for a := range 3 {
 		if !exists(filepath.Join(kubeletLogs, fmt.Sprintf("%d.log", a))) {
+			t.Errorf("log %d.log removed", a)
+		}
+	}
+}
+
+// TestPodLogsDirMovedNewPodsKeepTheirContainers: the kubelet's podLogsDir
+// was moved (to /data/pods) and nodegc was not told. A container started
+// before the move still runs and logs in the old directory, which nodegc
+// sees, so the logs count as seen for the whole node. A live pod started
+// after the move logs in the new one, where nodegc can remove no log file:
+// before, its dead instances went by the per-container limit, with success
+// and 0 log bytes, and their log files stayed until the pod was deleted,
+// with nothing said (review containers r9 #1). Now the check before each
+// removal of a live pod's container skips one whose log the runtime writes
+// outside podLogsDirectory (logs_elsewhere), and the kubelet's own GC,
+// which reaches those files, removes it with them; a gone pod's container
+// still goes.
+func TestPodLogsDirMovedNewPodsKeepTheirContainers(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt = newFakeRuntime()
+	f.pods.view = live(fixtureUID("p"), fixtureUID("q"))
+	// q: running since before the move, its log where nodegc looks.
+	qLog := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("q"), "db", "0.log")
+	touch(t, qLog)
+	f.rt.addContainer(with(ctr("q", "db", 0, StateRunning, 30*24*time.Hour), func(c *Container) { c.PodUID = fixtureUID("q") }), qLog)
+	f.addSandbox(sbx("q", 0, true, 30*24*time.Hour))
+	// p: started after the move, its logs in the kubelet's new podLogsDir.
+	newLogs := filepath.Join(t.TempDir(), "data", "pods", fixtureLogDir("p"), "app")
+	for a := range 4 {
+		state := StateExited
+		if a == 3 {
+			state = StateRunning
+		}
+		logPath := filepath.Join(newLogs, fmt.Sprintf("%d.log", a))
+		touch(t, logPath)
+		f.rt.addContainer(with(ctr("p", "app", uint32(a), state, time.Duration(4-a)*time.Hour), func(c *Container) {
+			c.PodUID = fixtureUID("p")
+		}), logPath)
+	}
+	f.addSandbox(sbx("p", 0, true, 5*time.Hour))
+	m := f.manager(t, nil)
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Plan.PodLogsUnseen {
+		t.Error("the logs count as unseen; want seen (q's log is there)")
+	}
+	var skipped []string
+	for _, s := range r.Outcome.Skipped {
+		skipped = append(skipped, s.ID+" "+s.Why)
+	}
+	for _, d := range r.Outcome.Containers {
+		if d.Container.PodUID == fixtureUID("p") {
+			t.Errorf("%s (app/%d of live pod p) removed by %s; its log stays outside podLogsDirectory", d.Container.ID, d.Container.Attempt, d.Reason)
+		}
+	}
+	want := []string{"p/app/0 " + SkipLogsElsewhere, "p/app/1 " + SkipLogsElsewhere}
+	if diff := cmp.Diff(want, skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	for a := range 4 {
+		if !exists(filepath.Join(newLogs, fmt.Sprintf("%d.log", a))) {
 			t.Errorf("log %d.log removed", a)
 		}
 	}

@@ -38,6 +38,9 @@ type PodSpec struct {
 	Name, Namespace, UID string
 	Attempt              uint32
 	Labels, Annotations  map[string]string
+	// LogsUnder, if set, is the pod logs directory the pod's log directory
+	// is made in (the kubelet's podLogsDir), instead of the node's PodLogs.
+	LogsUnder string
 }
 
 // RunPod runs a host-network pod sandbox under the node's cgroup parent,
@@ -49,7 +52,11 @@ func (n *Node) RunPod(ctx context.Context, spec PodSpec) (string, error) {
 	if spec.UID == "" {
 		spec.UID = newUID()
 	}
-	logDir := filepath.Join(n.PodLogs, fmt.Sprintf("%s_%s_%s", spec.Namespace, spec.Name, spec.UID))
+	logsUnder := n.PodLogs
+	if spec.LogsUnder != "" {
+		logsUnder = spec.LogsUnder
+	}
+	logDir := filepath.Join(logsUnder, fmt.Sprintf("%s_%s_%s", spec.Namespace, spec.Name, spec.UID))
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return "", fmt.Errorf("run pod %s/%s: %w", spec.Namespace, spec.Name, err)
 	}
