@@ -71,6 +71,10 @@ type ContainerdLayers struct {
 	// record's snapshot keeps its parent for its whole life, and a record
 	// made again under the same ID is another (recordRoot.created).
 	roots map[string]recordRoot
+	// unserved are the records whose snapshotter containerd did not serve
+	// at the last listing (ContainerRecords), each logged once while it
+	// stays so.
+	unserved map[string]bool
 }
 
 // imageStorage is what ContainerdLayers keeps of one image: the storage
@@ -392,6 +396,15 @@ func (c *ContainerdLayers) SandboxImages(ctx context.Context) ([]string, error) 
 // gives moved to another image since. One listing, and a look at the
 // snapshot of each record not seen before (by ID, snapshot key, creation
 // and last update: a record made again under the same ID is read again).
+//
+// A record made on a snapshotter containerd does not serve (a proxy
+// snapshotter whose daemon is down or was removed, such as nydus, stargz
+// or soci; devmapper that failed to load at containerd's start) cannot be
+// asked what its root filesystem was made on: while containerd itself
+// answers, that record's root is left unread, logged once while it stays
+// so, and it keeps the image it names by name only. One such record does
+// not stop the image GC of the node; a failure of the image filesystem's
+// own snapshotter does.
 func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecords, error) {
 	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -400,10 +413,12 @@ func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecor
 		return ContainerRecords{}, fmt.Errorf("listing containerd's containers: %w", err)
 	}
 	c.mu.Lock()
-	known := maps.Clone(c.roots)
+	known, logged := maps.Clone(c.roots), maps.Clone(c.unserved)
 	c.mu.Unlock()
 	out := ContainerRecords{Layers: map[string]bool{}}
 	roots := make(map[string]recordRoot, len(recs))
+	unserved := map[string]bool{}
+	answers := false // containerd answered since the listing
 	for _, r := range recs {
 		if r.Labels[criKindLabel] == criKindSandbox {
 			continue
@@ -421,6 +436,20 @@ func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecor
 			switch {
 			case errdefs.IsNotFound(err):
 				continue // removed with its container, or never made
+			case err != nil && sn != c.snapshotter && ctx.Err() == nil:
+				// The record's own snapshotter, if containerd answers.
+				if !answers {
+					if _, verr := c.client.Version(ctx); verr != nil {
+						return ContainerRecords{}, fmt.Errorf("the snapshot of containerd's container %s: %w", r.ID, err)
+					}
+					answers = true
+				}
+				unserved[r.ID] = true
+				if !logged[r.ID] {
+					klog.FromContext(ctx).Info("Warning: containerd cannot read the snapshot of a container record on another snapshotter; that record keeps the image it names by name only",
+						"container", r.ID, "snapshotter", sn, "image", r.Image, "err", err)
+				}
+				continue
 			case err != nil:
 				return ContainerRecords{}, fmt.Errorf("the snapshot of containerd's container %s: %w", r.ID, err)
 			}
@@ -432,7 +461,7 @@ func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecor
 		}
 	}
 	c.mu.Lock()
-	c.roots = roots
+	c.roots, c.unserved = roots, unserved
 	c.mu.Unlock()
 	return out, nil
 }
