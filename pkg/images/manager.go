@@ -1204,7 +1204,12 @@ func refForms(refs []string) map[string]string {
 // the accounting count some bytes twice. Storage something else holds
 // (LayerSource.Held) is left out: removing the images frees none of it.
 // When that cannot be read, it is left in (estimates may then be high), and
-// said at -v=2; heldRead is false then.
+// said at -v=2; heldRead is false then. An image whose own storage
+// containerd cannot read while it answers (ErrImageUnreadable: kept as
+// unreadable where records exist, markRecorded) counts as one layer of its
+// own, of its CRI size, and the others as ever; what it shares with them
+// is unknown, so their estimates may be high, and heldRead is false too:
+// removals are not judged on them (spaceWatch.exact).
 func (m *Manager) addLayers(ctx context.Context, in []Image) (heldRead bool) {
 	if m.opts.Layers == nil {
 		return false
@@ -1218,8 +1223,15 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) (heldRead bool) {
 		listed[in[i].ID] = true
 	}
 	m.opts.Layers.Retain(listed)
+	unreadable := false
 	for i := range in {
 		layers, err := m.opts.Layers.Layers(ctx, &in[i])
+		if errors.Is(err, ErrImageUnreadable) {
+			klog.FromContext(ctx).V(2).Info("Cannot read what an image holds; counting it by its CRI size, and not judging removals on their estimates", "imageID", in[i].ID, "err", err)
+			in[i].Layers = []Layer{{Key: unique.Make("unreadable:" + in[i].ID), Size: in[i].Size}}
+			unreadable = true
+			continue
+		}
 		if err != nil {
 			m.layersWarn.Do(func() {
 				klog.FromContext(ctx).Info("Cannot read image layers from containerd; planning with CRI sizes for now", "imageID", in[i].ID, "err", err)
@@ -1237,7 +1249,7 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) (heldRead bool) {
 		}
 		in[i].Layers = layers
 	}
-	return err == nil
+	return err == nil && !unreadable
 }
 
 // checkBeforeRemoval returns the check execute makes right before each

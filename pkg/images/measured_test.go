@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -301,5 +302,44 @@ func TestRemovalsNotJudgedWithoutHeld(t *testing.T) {
 	if got := testutil.ToFloat64(b.m.metrics.diskUnresponsive); got != 0 || len(rt.images) != 0 || len(ran) < 10 {
 		t.Errorf("nodegc_image_gc_disk_unresponsive %v, runs at ticks %v, %d images left; want 0, runs until every image went",
 			got, ran, len(rt.images))
+	}
+}
+
+// unreadableLayers is ownLayers but for the image id, whose own storage
+// containerd cannot read (ErrImageUnreadable: its config blob gone).
+type unreadableLayers struct {
+	ownLayers
+	id string
+}
+
+func (l unreadableLayers) Layers(ctx context.Context, img *Image) ([]Layer, error) {
+	if img.ID == l.id {
+		return nil, fmt.Errorf("%w: reading rootfs of config %s: not found", ErrImageUnreadable, img.ID)
+	}
+	return l.ownLayers.Layers(ctx, img)
+}
+
+// TestRemovalsBesideAnUnreadableImageNeverHold: exact accounting, and one
+// image (pinned here, so that every plan holds it) whose own storage
+// containerd cannot read. It counts by its CRI size, the others by their
+// layers; what it shares with them is unknown (a removal of an image on the
+// same base frees only its top layers), so no removal is judged while it
+// is in the plan: the disk here never answers, and the space removals go
+// on, where with every image read two of them hold
+// (TestRemovalsThatFreeNothingHold). The plans stay exact.
+func TestRemovalsBesideAnUnreadableImageNeverHold(t *testing.T) {
+	var reports []*Report
+	b, rt := newShrinkingBed(t, 10, func(o *Options) { reportsOf(&reports)(o); o.Layers = unreadableLayers{id: "sha256:j"} })
+	rt.images[9].Pinned = true
+	b.disk.set(90)
+	ran := b.checks(30)
+	if got := testutil.ToFloat64(b.m.metrics.diskUnresponsive); got != 0 || len(rt.images) != 1 || len(ran) < 9 {
+		t.Errorf("nodegc_image_gc_disk_unresponsive %v, runs at ticks %v, %d images left; want 0, runs until only the pinned one is left (the disk never answers here)",
+			got, ran, len(rt.images))
+	}
+	for i, r := range reports {
+		if r.Plan != nil && !r.Plan.ExactAccounting {
+			t.Errorf("run %d planned with CRI sizes; want exact accounting for the images that can be read", i)
+		}
 	}
 }

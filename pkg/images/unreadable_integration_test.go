@@ -21,7 +21,9 @@ import (
 // containers, which exist on any node running a pod (here one exited
 // container): it is kept, as unreadable, and never removed on that missing
 // information. It stops nothing else: every run goes on, and removes the
-// other images not in use.
+// other images not in use, their layers read as ever (before, one
+// unreadable image put every plan on CRI sizes for as long as it stayed:
+// review images r9 #2).
 func TestUnreadableImageIsKeptAndTheOthersGo(t *testing.T) {
 	b := newBed(t, testbed.Containerd2, 256*mib)
 	b.registry = prometheus.NewRegistry()
@@ -60,6 +62,9 @@ func TestUnreadableImageIsKeptAndTheOthersGo(t *testing.T) {
 		}
 		if kept[used.ID()] != images.KeepInUse {
 			t.Errorf("run %d: the used image kept %q, want %s", i, kept[used.ID()], images.KeepInUse)
+		}
+		if !r.Plan.ExactAccounting {
+			t.Errorf("run %d: planned with CRI sizes; want the other images' layers read (one unreadable image counts alone by its CRI size)", i)
 		}
 		if got := b.metric("nodegc_image_gc_images_skipped", "reason=unreadable"); got != 1 {
 			t.Errorf("run %d: nodegc_image_gc_images_skipped{reason=unreadable} %v, want 1", i, got)
