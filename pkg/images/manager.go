@@ -370,7 +370,7 @@ func NewManager(opts Options) (*Manager, error) {
 	case warn != nil && opts.PlanOnly:
 		klog.Background().Info("Image GC state is unusable; planning without first-detected and last-used times", "err", warn)
 	case warn != nil:
-		klog.Background().Info("Image GC state was unusable and has been set aside; first-detected and last-used times start over", "err", warn)
+		klog.Background().Info("Image GC state was unusable; first-detected and last-used times start over (the error says where the file was set aside, or why it could not be)", "err", warn)
 	}
 	if opts.Layers == nil {
 		klog.Background().Info("Image GC uses CRI image sizes: shared layers are counted once per image, and on containerd only the compressed content (not the unpacked layers) is, so freed-byte estimates may be off either way")
