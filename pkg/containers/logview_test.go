@@ -207,6 +207,28 @@ func livePodsFixture(t *testing.T) *managerFixture {
 	return f
 }
 
+// podLoggingIn gives f's runtime live pod p, whose container app
+// restarted three times (app/0 to app/2 exited, app/3 runs), each logging
+// under podLogs, a pod logs directory other than f's; it returns the
+// directory of app's logs there.
+func podLoggingIn(t *testing.T, f *managerFixture, podLogs string) string {
+	t.Helper()
+	logs := filepath.Join(podLogs, fixtureLogDir("p"), "app")
+	for a := range 4 {
+		state := StateExited
+		if a == 3 {
+			state = StateRunning
+		}
+		logPath := filepath.Join(logs, fmt.Sprintf("%d.log", a))
+		touch(t, logPath)
+		f.rt.addContainer(with(ctr("p", "app", uint32(a), state, time.Duration(4-a)*time.Hour), func(c *Container) {
+			c.PodUID = fixtureUID("p")
+		}), logPath)
+	}
+	f.addSandbox(sbx("p", 0, true, 5*time.Hour))
+	return logs
+}
+
 // TestLogsElsewhereKeepLivePodsContainers: the kubelet writes the pod logs
 // under a podLogsDir nodegc was not told (/data/pods), or
 // podLogsDirectory names the target of the /var/log/pods link the kubelet
@@ -220,19 +242,7 @@ func livePodsFixture(t *testing.T) *managerFixture {
 func TestLogsElsewhereKeepLivePodsContainers(t *testing.T) {
 	f := newManagerFixture(t)
 	f.rt = newFakeRuntime()
-	kubeletLogs := filepath.Join(t.TempDir(), "data", "pods", fixtureLogDir("p"), "app") // the kubelet's podLogsDir
-	for a := range 4 {
-		state := StateExited
-		if a == 3 {
-			state = StateRunning
-		}
-		logPath := filepath.Join(kubeletLogs, fmt.Sprintf("%d.log", a))
-		touch(t, logPath)
-		f.rt.addContainer(with(ctr("p", "app", uint32(a), state, time.Duration(4-a)*time.Hour), func(c *Container) {
-			c.PodUID = fixtureUID("p")
-		}), logPath)
-	}
-	f.addSandbox(sbx("p", 0, true, 5*time.Hour))
+	kubeletLogs := podLoggingIn(t, f, filepath.Join(t.TempDir(), "data", "pods")) // the kubelet's podLogsDir
 	m := f.manager(t, nil)
 	r, err := m.GarbageCollect(t.Context(), TriggerManual)
 	if err != nil {
@@ -279,19 +289,7 @@ func TestPodLogsDirMovedNewPodsKeepTheirContainers(t *testing.T) {
 	f.rt.addContainer(with(ctr("q", "db", 0, StateRunning, 30*24*time.Hour), func(c *Container) { c.PodUID = fixtureUID("q") }), qLog)
 	f.addSandbox(sbx("q", 0, true, 30*24*time.Hour))
 	// p: started after the move, its logs in the kubelet's new podLogsDir.
-	newLogs := filepath.Join(t.TempDir(), "data", "pods", fixtureLogDir("p"), "app")
-	for a := range 4 {
-		state := StateExited
-		if a == 3 {
-			state = StateRunning
-		}
-		logPath := filepath.Join(newLogs, fmt.Sprintf("%d.log", a))
-		touch(t, logPath)
-		f.rt.addContainer(with(ctr("p", "app", uint32(a), state, time.Duration(4-a)*time.Hour), func(c *Container) {
-			c.PodUID = fixtureUID("p")
-		}), logPath)
-	}
-	f.addSandbox(sbx("p", 0, true, 5*time.Hour))
+	newLogs := podLoggingIn(t, f, filepath.Join(t.TempDir(), "data", "pods"))
 	m := f.manager(t, nil)
 	r, err := m.GarbageCollect(t.Context(), TriggerManual)
 	if err != nil {
