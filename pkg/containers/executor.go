@@ -255,7 +255,7 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 		// stay until the pod is deleted. The kubelet's GC removes it with
 		// them. A gone pod's container goes: the kubelet removes a removed
 		// pod's log directory.
-		klog.FromContext(ctx).Info("Container's log lies outside the pod logs directory, leaving it to the kubelet's GC: set containerGC.podLogsDirectory to the kubelet's podLogsDir",
+		klog.FromContext(ctx).V(2).Info("Container's log lies outside the pod logs directory, leaving it to the kubelet's GC",
 			"containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "logPath", st.GetLogPath(), "podLogsDirectory", e.paths.PodLogs, "reason", d.Reason)
 		e.out.Skipped = append(e.out.Skipped, Skip{Kind: "container", ID: c.ID, Why: SkipLogsElsewhere})
 		e.keepPod(c.PodUID, c.SandboxID)

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 )
 
 // TestPodLogsUnseen: the pod logs count as unseen as soon as the log of
@@ -291,7 +293,9 @@ func TestPodLogsDirMovedNewPodsKeepTheirContainers(t *testing.T) {
 	// p: started after the move, its logs in the kubelet's new podLogsDir.
 	newLogs := podLoggingIn(t, f, filepath.Join(t.TempDir(), "data", "pods"))
 	m := f.manager(t, nil)
-	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	var logs strings.Builder
+	ctx := klog.NewContext(t.Context(), textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs))))
+	r, err := m.GarbageCollect(ctx, TriggerManual)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,5 +319,12 @@ func TestPodLogsDirMovedNewPodsKeepTheirContainers(t *testing.T) {
 		if !exists(filepath.Join(newLogs, fmt.Sprintf("%d.log", a))) {
 			t.Errorf("log %d.log removed", a)
 		}
+	}
+	// The next run skips them again, and says nothing new.
+	if _, err := m.GarbageCollect(ctx, TriggerManual); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "log outside the pod logs directory"); n != 1 {
+		t.Errorf("the skips logged %d times over two runs, want once:\n%s", n, logs.String())
 	}
 }

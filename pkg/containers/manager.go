@@ -203,6 +203,9 @@ type Manager struct {
 	// elsewhereLogged: links whose targets lie outside the pod logs
 	// directory were logged (once).
 	elsewhereLogged bool
+	// elsewhereSkipped are the containers the last run skipped as
+	// SkipLogsElsewhere (logsElsewhereSkipped).
+	elsewhereSkipped map[string]bool
 	// logsUnseen: the last snapshot found the pod logs unseen
 	// (NodeState.PodLogsUnseen); logged when it changes.
 	logsUnseen bool
@@ -396,6 +399,7 @@ func (m *Manager) collect(ctx context.Context, r *Report) error {
 	m.logRunningDeleted(ctx, plan)
 	out, execErr := execute(ctx, m.opts.Runtime, plan, m.paths, m.opts.Config.DryRun)
 	r.Outcome, r.Freed = out, out.Bytes()
+	m.logsElsewhereSkipped(ctx, out)
 	if !out.DryRun && len(out.Containers)+len(out.Sandboxes) > 0 && m.opts.Reclaimer != nil {
 		m.reclaim(ctx, out)
 	}
@@ -567,6 +571,27 @@ func (m *Manager) logsUnseenChange(ctx context.Context, unseen bool, why string)
 	}
 	klog.FromContext(ctx).Info("Container GC sees the running containers' logs under the pod logs directory again: log links, pod log directories and containers are collected",
 		"podLogsDirectory", m.paths.PodLogs)
+}
+
+// logsElsewhereSkipped logs, when a run skips a container the last did
+// not as SkipLogsElsewhere, how many it skipped so: each run skips them
+// again until the kubelet's GC removes them.
+func (m *Manager) logsElsewhereSkipped(ctx context.Context, out *Outcome) {
+	skipped, example, fresh := map[string]bool{}, "", false
+	for _, s := range out.Skipped {
+		if s.Why != SkipLogsElsewhere {
+			continue
+		}
+		skipped[s.ID] = true
+		if !m.elsewhereSkipped[s.ID] {
+			fresh, example = true, s.ID
+		}
+	}
+	m.elsewhereSkipped = skipped
+	if fresh {
+		klog.FromContext(ctx).Info("Warning: containers of live pods log outside the pod logs directory, where nodegc can remove no log file; it leaves them to the kubelet's GC: set containerGC.podLogsDirectory to the kubelet's podLogsDir (-v=2 names each log)",
+			"containers", len(skipped), "example", example, "podLogsDirectory", m.paths.PodLogs)
+	}
 }
 
 // linksElsewhere logs, once, that container log links point outside the
