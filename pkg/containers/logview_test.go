@@ -328,3 +328,40 @@ func TestPodLogsDirMovedNewPodsKeepTheirContainers(t *testing.T) {
 		t.Errorf("the skips logged %d times over two runs, want once:\n%s", n, logs.String())
 	}
 }
+
+// TestPodLogsDirectoryNamesTheLinkTarget: /var/log/pods is a link to
+// /data/pods, which the kubelet writes through, and podLogsDirectory names
+// the target. The logs are there, but the runtime reports their paths
+// through the link, outside podLogsDirectory: nodegc could remove none of
+// a live pod's containers' log files by those paths. Before, it removed
+// their dead instances by the limits and left the files (0 log bytes); now
+// they are skipped as logs_elsewhere, and left to the kubelet's GC.
+func TestPodLogsDirectoryNamesTheLinkTarget(t *testing.T) {
+	f := newManagerFixture(t)
+	f.rt = newFakeRuntime()
+	f.pods.view = live(fixtureUID("p"))
+	link := filepath.Join(t.TempDir(), "var-log-pods")
+	if err := os.Symlink(f.cfg.PodLogsDirectory, link); err != nil {
+		t.Fatal(err)
+	}
+	podLoggingIn(t, f, link)
+	r, err := f.manager(t, nil).GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Plan.PodLogsUnseen {
+		t.Error("the logs count as unseen; want seen (they are under podLogsDirectory, through the link)")
+	}
+	var skipped []string
+	for _, s := range r.Outcome.Skipped {
+		skipped = append(skipped, s.ID+" "+s.Why)
+	}
+	if diff := cmp.Diff([]string{"p/app/0 " + SkipLogsElsewhere, "p/app/1 " + SkipLogsElsewhere}, skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	for a := range 3 {
+		if p := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("p"), "app", fmt.Sprintf("%d.log", a)); !exists(p) {
+			t.Errorf("%s removed", p)
+		}
+	}
+}
