@@ -22,8 +22,8 @@ import (
 // dependents from the graph, its finalizers, the decision records kept
 // about it, and one plain verdict. It only reads: the requests it makes are
 // GETs (the object, an owner the graph never observed, the blocking
-// dependents' finalizers), and nothing goes back into the graph or the
-// absent-owner cache.
+// dependents' finalizers, and their owners the graph never observed), and
+// nothing goes back into the graph or the absent-owner cache.
 
 // ExplainQuery names the object to explain.
 type ExplainQuery struct {
@@ -194,9 +194,12 @@ type DependentState struct {
 	// is not named otherwise).
 	Undecided *OwnerState `json:"undecided,omitempty"`
 	// KeptBy is, for a blocking dependent not being deleted whose owners
-	// can all be classified, an owner of its that the graph observes
-	// alive and not waiting for its dependents: the workers keep the
-	// dependent, and remove its reference to the owner being deleted
+	// can all be classified, an owner of its that exists and does not
+	// wait for its dependents: one the graph observes alive (class
+	// solid), or, for one of the first 20 blocking dependents, one the
+	// graph never observed that a look-up found, as the dependent's
+	// worker looks it up (class unverified, checked get). The workers keep
+	// the dependent, and remove its reference to the owner being deleted
 	// (solid-owner-remains-remove-dangling-references).
 	KeptBy *OwnerState `json:"keptBy,omitempty"`
 }
@@ -323,11 +326,13 @@ func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
 		for i := range v.owners {
 			r.markUnsureAbsence(&v.owners[i])
 		}
-		d = explainView(e, r.graph, &v, r.scope, func(key ownerKey, apiVersion string, fresh bool) (lookupResult, string, error) {
+		lookup := func(key ownerKey, apiVersion string, fresh bool) (lookupResult, string, error) {
 			return r.explainLookup(ctx, key, apiVersion, fresh)
-		}, r.ownerWatchPending)
+		}
+		d = explainView(e, r.graph, &v, r.scope, lookup, r.ownerWatchPending)
 		d.monitored = r.monitored(m.Resource.GroupResource())
 		r.readBlocking(ctx, e.Dependents)
+		keptByLookups(r.graph, e.Dependents, r.scope, r.markUnsureAbsence, lookup, r.ownerWatchPending)
 		if v.beingDeleted && (v.foregroundFinalizer || v.orphanFinalizer) {
 			e.UnsyncedResources = r.holding(id) // what holds the finalizer (hold.go)
 		}
@@ -551,8 +556,8 @@ func dependentStatesLocked(n *node) (deps []DependentState, total, blocking int)
 // (Undecided): a foreground deletion waiting for such a dependent waits
 // for something the owner GC does not do. Failing that, it records the
 // first owner the graph observes alive and not waiting (KeptBy): the
-// workers keep such a dependent and only remove its reference. The graph's
-// lock must be held.
+// workers keep such a dependent and only remove its reference (owners only
+// a look-up can tell are keptByLookups'). The graph's lock must be held.
 func undecidedBlockersLocked(g *graph, deps []DependentState, scope scopeFunc) {
 	for i := range deps {
 		d := &deps[i]
@@ -594,6 +599,94 @@ func undecidedBlockersLocked(g *graph, deps []DependentState, scope scopeFunc) {
 		}
 	}
 }
+
+// keptByLookups classifies, as their workers would, the owners of the
+// first maxExplainReads listed blocking dependents that are not being
+// deleted and that the graph alone did not settle (neither Undecided nor
+// KeptBy): with unsure (run.markUnsureAbsence, nil: none) and judgeRef on
+// the graph's view of each, and lookup where only a look-up can tell (an
+// owner the graph never observed: of a resource not watched, or whose
+// watch event is late). A dependent that its worker keeps, as decide says
+// with those classes (an owner found to exist: unverified), gets KeptBy;
+// one with an owner that cannot be classified now (the look-up fails, or
+// found nothing while the owner's watch is behind: pending) gets
+// Undecided. Explain of the dependent itself says the same. At most
+// maxExplainReads owners are looked up, each once.
+func keptByLookups(g *graph, deps []DependentState, scope scopeFunc, unsure func(*ownerView), lookup ownerLookup, pending watchPending) {
+	type lookupKey struct {
+		key        ownerKey
+		apiVersion string
+		fresh      bool
+	}
+	type answer struct {
+		res     lookupResult
+		checked string
+		err     error
+	}
+	looked := map[lookupKey]answer{}
+	budgetSpent := false
+	memo := func(key ownerKey, apiVersion string, fresh bool) (lookupResult, string, error) {
+		k := lookupKey{key, apiVersion, fresh}
+		if a, ok := looked[k]; ok {
+			return a.res, a.checked, a.err
+		}
+		if len(looked) == maxExplainReads {
+			budgetSpent = true
+			return lookupResult{}, "", errLookupBudget
+		}
+		var a answer
+		a.res, a.checked, a.err = lookup(key, apiVersion, fresh)
+		looked[k] = a
+		return a.res, a.checked, a.err
+	}
+	for i := range deps {
+		d := &deps[i]
+		if !d.BlockOwnerDeletion || i == maxExplainReads || budgetSpent {
+			break
+		}
+		if d.BeingDeleted || d.Gone || d.Undecided != nil || d.KeptBy != nil {
+			continue
+		}
+		v, ok := g.itemView(d.UID)
+		if !ok || v.beingDeleted {
+			continue
+		}
+		refs := make([]classifiedRef, 0, len(v.owners))
+		var kept, undecided *OwnerState
+		for j := range v.owners {
+			o := &v.owners[j]
+			if unsure != nil {
+				unsure(o)
+			}
+			st, class, err := explainOwner(&v, o, scope, memo, pending)
+			if errors.Is(err, errLookupBudget) {
+				return
+			}
+			if err != nil {
+				if st.Reason == reasonLookupFailed {
+					st.Error = fmt.Sprintf("look up owner %s %s (uid %s): %s", o.kind, o.name, o.uid, st.Error)
+				}
+				undecided = &st
+				break
+			}
+			if kept == nil && (st.Class == classSolid.String() || st.Class == classUnverified) {
+				kept = &st
+			}
+			refs = append(refs, classifiedRef{ownerView: *o, class: class, reason: st.Reason})
+		}
+		switch {
+		case undecided != nil:
+			d.Undecided = undecided
+		case kept != nil:
+			if p := decide(&v, refs); p.action == actNone || p.action == actRemoveRefs {
+				d.KeptBy = kept
+			}
+		}
+	}
+}
+
+// errLookupBudget: keptByLookups has made its maxExplainReads look-ups.
+var errLookupBudget = errors.New("explain's look-ups of the blocking dependents' owners are spent")
 
 // noteLookupErrors records in the blocking dependents that are not being
 // deleted, and have no undecided owner yet, that a worker cannot look one

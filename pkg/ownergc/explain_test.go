@@ -1,6 +1,7 @@
 package ownergc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,12 +13,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodegc/nodegc/internal/testbed/nodegcproc"
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 const exampleHold = "example.com/hold"
@@ -34,6 +38,7 @@ type explainCase struct {
 	// lookups answer the GETs of owners the graph has not observed, by UID
 	// (absent from the map: not found).
 	lookups      map[types.UID]*metav1.PartialObjectMetadata
+	lookupErr    error // every look-up fails so
 	absentCached bool
 	finalizers   map[types.UID][]string // the blocking dependents' finalizers, as read
 	lookupErrors map[types.UID]string   // the items whose owner lookups fail, and the error
@@ -63,7 +68,10 @@ func explainPure(t *testing.T, tc explainCase) *Explanation {
 	var d decision
 	if tc.live != nil {
 		v := tg.g.liveView(id, tc.live)
-		d = explainView(e, tg.g, &v, testScope, func(key ownerKey, _ string, _ bool) (lookupResult, string, error) {
+		lookup := func(key ownerKey, _ string, _ bool) (lookupResult, string, error) {
+			if tc.lookupErr != nil {
+				return lookupResult{}, checkedGet, tc.lookupErr
+			}
 			if tc.absentCached {
 				return lookupResult{class: classDangling, reason: reasonNotFound}, checkedAbsentCache, nil
 			}
@@ -72,7 +80,9 @@ func explainPure(t *testing.T, tc explainCase) *Explanation {
 				obj = nil
 			}
 			return lookupVerdict(key, obj), checkedGet, nil
-		}, func(*itemView, *ownerView) bool { return tc.watchPending })
+		}
+		pending := func(*itemView, *ownerView) bool { return tc.watchPending }
+		d = explainView(e, tg.g, &v, testScope, lookup, pending)
 		d.monitored = !tc.unmonitored
 		for i := range e.Dependents {
 			if f, ok := tc.finalizers[e.Dependents[i].UID]; ok {
@@ -83,6 +93,7 @@ func explainPure(t *testing.T, tc explainCase) *Explanation {
 			msg, ok := tc.lookupErrors[uid]
 			return msg, ok
 		})
+		keptByLookups(tg.g, e.Dependents, testScope, nil, lookup, pending)
 	}
 	e.UnsyncedResources, e.Records, e.LeaderSince = tc.unsynced, tc.records, tc.leaderSince
 	if e.Records == nil {
@@ -728,4 +739,111 @@ func TestExplainOwnerInAnotherNamespace(t *testing.T) {
 	if len(recs) != 1 || len(recs[0].Owners) != 1 || recs[0].Owners[0].Namespace != "elsewhere" {
 		t.Errorf("records of d = %+v; want one, with its owner in namespace elsewhere", recs)
 	}
+}
+
+// TestExplainBlockerKeptByAnOwnerTheGraphDoesNotObserve: p is deleted in
+// the foreground; its blocking dependent c has a second owner q that exists
+// but that the graph never observed (its resource is not watched, or its
+// watch event is late). c's worker looks q up, finds it, and only removes
+// c's reference to p (solid-owner-remains-remove-dangling-references);
+// explain of c says it is kept. Explain of p must say the same of c, from a
+// look-up of q as the worker makes. Before, it said c was "deleted first"
+// (review ownergc r9 F1), as it only knew owners the graph observes.
+func TestExplainBlockerKeptByAnOwnerTheGraphDoesNotObserve(t *testing.T) {
+	p := object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
+	c := object("ns", "c", "c-1", ownedBy(resConfigMap, "p", "p-1", true), ownedBy(resConfigMap, "q", "q-1", false))
+	graph := []event{upsert(resConfigMap, p), upsert(resConfigMap, c)}
+	found := map[types.UID]*metav1.PartialObjectMetadata{"q-1": object("ns", "q", "q-1")} // never delivered to the graph
+
+	ofC := explainPure(t, explainCase{graph: graph, res: resConfigMap, live: c, lookups: found})
+	if ofC.Code != CodeKept {
+		t.Fatalf("explain c: %s: %s; want %s (the test needs the worker to keep c)", ofC.Code, ofC.Verdict, CodeKept)
+	}
+	for name, tc := range map[string]struct {
+		lookups      map[types.UID]*metav1.PartialObjectMetadata
+		watchPending bool
+		lookupErr    error
+		wantCode     VerdictCode
+		want         string
+	}{
+		"q exists": {lookups: found, wantCode: CodeWaitsForDependents,
+			want: "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which the owner GC keeps, removing its " +
+				"reference to this object: its owner ConfigMap ns/q (uid q-1) exists (read live; the graph has not observed it)"},
+		// Without q, c goes first indeed.
+		"q does not exist": {wantCode: CodeWaitsForDependents,
+			want: "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which the owner GC deletes first"},
+		// The worker waits for q's watch before it takes q for absent
+		// (explain of c: undecided).
+		"q not found, its watch behind c's version": {watchPending: true, wantCode: CodeWaitsForDependents,
+			want: "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which the owner GC decides about once its " +
+				"ConfigMap watch has reached the dependent's version: a look-up of its owner ConfigMap ns/q (uid q-1) found nothing " +
+				"with that UID (it waits at most 10s)"},
+		"q's look-up fails": {lookupErr: errors.New(`configmaps "q" is forbidden`), wantCode: CodeWaitsForDependents,
+			want: "waits for dependent ConfigMap ns/c (uid c-1) (blockOwnerDeletion) which the owner GC cannot decide about while it " +
+				`cannot look an owner up (it retries): look up owner ConfigMap q (uid q-1): configmaps "q" is forbidden`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := explainPure(t, explainCase{graph: graph, res: resConfigMap, live: p, lookups: tc.lookups, watchPending: tc.watchPending,
+				lookupErr: tc.lookupErr})
+			if e.Code != tc.wantCode || e.Verdict != tc.want {
+				t.Errorf("explain p: verdict:\n got %s: %s\nwant %s: %s", e.Code, e.Verdict, tc.wantCode, tc.want)
+			}
+		})
+	}
+}
+
+// TestExplainWhatTheCollectorDoesNotWatch explains, on a real API server
+// with secrets in gcIgnoredResources (as events are by default), objects
+// the owner GC sees only through look-ups:
+//   - a blocking dependent of a foreground deletion whose other owner is
+//     an ignored Secret: its worker looks the Secret up, finds it, and
+//     only removes its reference (dry-run keeps the owner waiting so that
+//     explain can be asked). Before, explain of the owner said the
+//     dependent was "deleted first" (review ownergc r9 F1).
+func TestExplainWhatTheCollectorDoesNotWatch(t *testing.T) {
+	env := newEnv(t)
+	cfg := testConfig()
+	cfg.DryRun = true
+	cfg.GCIgnoredResources = append(cfg.GCIgnoredResources, config.GroupResource{Resource: "secrets"})
+	gc := env.startCollector(t, cfg)
+	ns := env.namespace(t, "unwatched")
+	unfinalize := func(t *testing.T, name string, secret bool) {
+		p := []byte(`{"metadata":{"finalizers":null}}`)
+		var err error
+		if secret {
+			_, err = env.cs.CoreV1().Secrets(ns).Patch(context.Background(), name, types.MergePatchType, p, metav1.PatchOptions{})
+		} else {
+			_, err = env.cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), name, types.MergePatchType, p, metav1.PatchOptions{})
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("cleanup of %s: %v", name, err)
+		}
+	}
+
+	t.Run("blocking dependent kept by an ignored owner", func(t *testing.T) {
+		q, err := env.cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "q"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := env.configMap(t, ns, "p", nil)
+		c := env.configMap(t, ns, "c", []metav1.OwnerReference{cmRef(p, true), ref("v1", "Secret", q, false)})
+		gc.waitObserved(t, c.UID, c.ResourceVersion)
+		env.deleteCM(t, ns, "p", metav1.DeletePropagationForeground)
+		defer unfinalize(t, "p", false)
+		recs := gc.settledRecords(t, c.UID)[c.UID]
+		if len(recs) == 0 || recs[len(recs)-1].rec.action != actRemoveRefs {
+			t.Fatalf("decisions about c: %+v; want the last to remove its reference to p", recs)
+		}
+		e, err := gc.Explain(t.Context(), ExplainQuery{Resource: "cm", Namespace: ns, Name: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("waits for dependent ConfigMap %s/c (uid %s) (blockOwnerDeletion) which the owner GC keeps, removing its "+
+			"reference to this object: its owner Secret %s/q (uid %s) exists (read live; the graph has not observed it) "+
+			"(dry-run: the owner GC decides but writes nothing)", ns, c.UID, ns, q.UID)
+		if e.Code != CodeWaitsForDependents || e.Verdict != want {
+			t.Errorf("explain p: verdict:\n got %s: %s\nwant %s: %s", e.Code, e.Verdict, CodeWaitsForDependents, want)
+		}
+	})
+
 }

@@ -134,6 +134,9 @@ func blockingVerdict(e *Explanation) string {
 	case blocker.KeptBy != nil:
 		o := blocker.KeptBy
 		state = "which the owner GC keeps, removing its reference to this object: its owner " + describe(o.Kind, o.Namespace, o.Name, o.UID) + " exists"
+		if o.Class == classUnverified {
+			state += " (read live; the graph has not observed it)"
+		}
 	default:
 		state = "which the owner GC deletes first"
 	}
@@ -167,6 +170,10 @@ func undecidedBlockerWords(u *OwnerState) string {
 	case reasonUnknownKind:
 		return fmt.Sprintf("which the owner GC does not delete until a discovery round knows the kind %s (%s) of its owner %s",
 			u.Kind, u.APIVersion, u.Name)
+	case reasonOwnerWatchBehind:
+		return fmt.Sprintf("which the owner GC decides about once its %s watch has reached the dependent's version: a look-up of its "+
+			"owner %s found nothing with that UID (it waits at most %s)", u.Kind, describe(u.Kind, u.Namespace, u.Name, u.UID),
+			shortDuration(ownerWatchLagBound))
 	default:
 		return "which the owner GC cannot decide about while it cannot look an owner up (it retries): " + u.Error
 	}
