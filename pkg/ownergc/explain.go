@@ -207,10 +207,16 @@ type DependentState struct {
 // FinalizerState is one finalizer of the object and who removes it.
 type FinalizerState struct {
 	Name string `json:"name"`
-	// RemovedBy is "owner GC" or "another controller".
+	// RemovedBy is "owner GC", "another controller", or "nobody": the
+	// owner GC's foregroundDeletion or orphan finalizer on an object of a
+	// resource it does not watch (Code not-watched), which stays until
+	// removed by hand.
 	RemovedBy string `json:"removedBy"`
 	Condition string `json:"condition,omitempty"`
 }
+
+// removedByNobody: FinalizerState.RemovedBy of a finalizer nothing removes.
+const removedByNobody = "nobody"
 
 // Record is a decision record of the owner GC, as kept for explain.
 type Record struct {
@@ -329,8 +335,7 @@ func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
 		lookup := func(key ownerKey, apiVersion string, fresh bool) (lookupResult, string, error) {
 			return r.explainLookup(ctx, key, apiVersion, fresh)
 		}
-		d = explainView(e, r.graph, &v, r.scope, lookup, r.ownerWatchPending)
-		d.monitored = r.monitored(m.Resource.GroupResource())
+		d = explainView(e, r.graph, &v, r.monitored(m.Resource.GroupResource()), r.scope, lookup, r.ownerWatchPending)
 		r.readBlocking(ctx, e.Dependents)
 		keptByLookups(r.graph, e.Dependents, r.scope, r.markUnsureAbsence, lookup, r.ownerWatchPending)
 		if v.beingDeleted && (v.foregroundFinalizer || v.orphanFinalizer) {
@@ -381,10 +386,11 @@ type watchPending func(v *itemView, o *ownerView) bool
 // explainView fills in what the graph knows about the live object v (its
 // presence, owners, dependents, finalizers) and decides as a worker would:
 // judgeRef for each owner reference, then decide (or
-// decideDeletingDependents). lookup stands in for the worker's lookups,
-// pending for its wait for an owner's watch.
-func explainView(e *Explanation, g *graph, v *itemView, scope scopeFunc, lookup ownerLookup, pending watchPending) decision {
-	var d decision
+// decideDeletingDependents). monitored says whether a monitor watches v's
+// resource; lookup stands in for the worker's lookups, pending for its
+// wait for an owner's watch.
+func explainView(e *Explanation, g *graph, v *itemView, monitored bool, scope scopeFunc, lookup ownerLookup, pending watchPending) decision {
+	d := decision{monitored: monitored}
 	g.mu.RLock()
 	if n, ok := g.nodes[v.id.uid]; ok {
 		e.InGraph = n.observed()
@@ -396,7 +402,11 @@ func explainView(e *Explanation, g *graph, v *itemView, scope scopeFunc, lookup 
 		undecidedBlockersLocked(g, e.Dependents, scope)
 	}
 	g.mu.RUnlock()
-	e.Finalizers = finalizerStates(e.Object.Finalizers, e.BlockingTotal, e.DependentsTotal)
+	unwatched := ""
+	if !e.InGraph && !monitored {
+		unwatched = e.Object.Resource
+	}
+	e.Finalizers = finalizerStates(e.Object.Finalizers, e.BlockingTotal, e.DependentsTotal, unwatched)
 
 	refs := make([]classifiedRef, 0, len(v.owners))
 	for i := range v.owners {
@@ -730,10 +740,20 @@ func (r *run) readBlocking(ctx context.Context, deps []DependentState) {
 	}
 }
 
-// finalizerStates says who removes each finalizer, and when.
-func finalizerStates(finalizers []string, blocking, dependents int) []FinalizerState {
+// finalizerStates says who removes each finalizer, and when. unwatched
+// names the object's resource if the owner GC does not watch it (not in
+// the graph, no monitor): nothing removes the owner GC's finalizers then.
+func finalizerStates(finalizers []string, blocking, dependents int, unwatched string) []FinalizerState {
 	out := make([]FinalizerState, 0, len(finalizers))
 	for _, f := range finalizers {
+		switch f {
+		case metav1.FinalizerDeleteDependents, metav1.FinalizerOrphanDependents:
+			if unwatched != "" {
+				out = append(out, FinalizerState{Name: f, RemovedBy: removedByNobody,
+					Condition: "the owner GC does not watch " + unwatched + ": remove it by hand (the verdict gives the command)"})
+				continue
+			}
+		}
 		switch f {
 		case metav1.FinalizerDeleteDependents:
 			out = append(out, FinalizerState{Name: f, RemovedBy: "owner GC",

@@ -82,8 +82,7 @@ func explainPure(t *testing.T, tc explainCase) *Explanation {
 			return lookupVerdict(key, obj), checkedGet, nil
 		}
 		pending := func(*itemView, *ownerView) bool { return tc.watchPending }
-		d = explainView(e, tg.g, &v, testScope, lookup, pending)
-		d.monitored = !tc.unmonitored
+		d = explainView(e, tg.g, &v, !tc.unmonitored, testScope, lookup, pending)
 		for i := range e.Dependents {
 			if f, ok := tc.finalizers[e.Dependents[i].UID]; ok {
 				e.Dependents[i].Read, e.Dependents[i].Finalizers, e.Dependents[i].BeingDeleted = true, f, true
@@ -800,6 +799,12 @@ func TestExplainBlockerKeptByAnOwnerTheGraphDoesNotObserve(t *testing.T) {
 //     only removes its reference (dry-run keeps the owner waiting so that
 //     explain can be asked). Before, explain of the owner said the
 //     dependent was "deleted first" (review ownergc r9 F1).
+//   - an ignored Secret deleted with propagation Foreground: nothing
+//     removes its foregroundDeletion finalizer; explain says so and gives
+//     the patch that removes it by hand, which works. Before, its
+//     finalizer table said the owner GC removes it once no blocking
+//     dependent remains, beside a verdict saying the owner GC never deals
+//     with it (r9 F2).
 func TestExplainWhatTheCollectorDoesNotWatch(t *testing.T) {
 	env := newEnv(t)
 	cfg := testConfig()
@@ -846,4 +851,105 @@ func TestExplainWhatTheCollectorDoesNotWatch(t *testing.T) {
 		}
 	})
 
+	t.Run("ignored object deleted in the foreground", func(t *testing.T) {
+		s, err := env.cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fg := metav1.DeletePropagationForeground
+		if err := env.cs.CoreV1().Secrets(ns).Delete(t.Context(), "s", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
+			t.Fatal(err)
+		}
+		defer unfinalize(t, "s", true)
+		time.Sleep(3 * time.Second) // what nothing removes stays
+		e, err := gc.Explain(t.Context(), ExplainQuery{Resource: "secret", Namespace: ns, Name: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		patch := `[{"op":"test","path":"/metadata/finalizers/0","value":"foregroundDeletion"},{"op":"remove","path":"/metadata/finalizers/0"}]`
+		want := "not watched: the owner GC has no monitor for secrets (it is in ownerGC.gcIgnoredResources, or does not support list, " +
+			"watch and delete), so it never deletes it nor waits for it; nor does it remove its foregroundDeletion finalizer, which " +
+			"stays until removed by hand: kubectl patch secrets s -n " + ns + " --type=json -p '" + patch + "'" +
+			" (dry-run: the owner GC decides but writes nothing)"
+		if e.Code != CodeNotWatched || e.Verdict != want {
+			t.Errorf("explain s: verdict:\n got %s: %s\nwant %s: %s", e.Code, e.Verdict, CodeNotWatched, want)
+		}
+		wantFin := []FinalizerState{{Name: metav1.FinalizerDeleteDependents, RemovedBy: "nobody",
+			Condition: "the owner GC does not watch secrets: remove it by hand (the verdict gives the command)"}}
+		if diff := cmp.Diff(wantFin, e.Finalizers); diff != "" {
+			t.Errorf("explain s: finalizers (-want +got):\n%s", diff)
+		}
+		// The patch the verdict gives ends the deletion.
+		if _, err := env.cs.CoreV1().Secrets(ns).Patch(t.Context(), "s", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("the verdict's patch: %v", err)
+		}
+		if got, err := env.cs.CoreV1().Secrets(ns).Get(t.Context(), "s", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after the verdict's patch: %v, %v; want secret s (uid %s) gone", got, err, s.UID)
+		}
+	})
+}
+
+// TestExplainNotWatchedFinalizers: an object of a resource the owner GC
+// does not watch (gcIgnoredResources, or no list or watch) that carries
+// the foregroundDeletion or orphan finalizer (kube-apiserver adds it at a
+// --cascade=foreground or orphan delete) keeps it for good: no worker ever
+// looks at the object. Explain says nothing removes it, and gives the
+// patch that does, testing each finalizer before it removes it. Before,
+// its finalizer table said the owner GC removes it once no blocking
+// dependent remains ("0 remain"), beside a verdict saying the owner GC
+// never deletes the object nor waits for it (review ownergc r9 F2).
+func TestExplainNotWatchedFinalizers(t *testing.T) {
+	const notWatched = "not watched: the owner GC has no monitor for configmaps (it is in ownerGC.gcIgnoredResources, or does not " +
+		"support list, watch and delete), so it never deletes it nor waits for it"
+	nobody := func(f string) FinalizerState {
+		return FinalizerState{Name: f, RemovedBy: "nobody", Condition: "the owner GC does not watch configmaps: remove it by hand (the verdict gives the command)"}
+	}
+	for name, tc := range map[string]struct {
+		finalizers []string
+		res        *resource
+		want       string
+		wantFin    []FinalizerState
+	}{
+		"foregroundDeletion": {finalizers: []string{metav1.FinalizerDeleteDependents}, res: resConfigMap,
+			want: notWatched + "; nor does it remove its foregroundDeletion finalizer, which stays until removed by hand: kubectl patch " +
+				`configmaps e -n ns --type=json -p '[{"op":"test","path":"/metadata/finalizers/0","value":"foregroundDeletion"},` +
+				`{"op":"remove","path":"/metadata/finalizers/0"}]'`,
+			wantFin: []FinalizerState{nobody(metav1.FinalizerDeleteDependents)}},
+		"orphan": {finalizers: []string{metav1.FinalizerOrphanDependents}, res: resConfigMap,
+			want: notWatched + "; nor does it remove its orphan finalizer, which stays until removed by hand: kubectl patch " +
+				`configmaps e -n ns --type=json -p '[{"op":"test","path":"/metadata/finalizers/0","value":"orphan"},` +
+				`{"op":"remove","path":"/metadata/finalizers/0"}]'`,
+			wantFin: []FinalizerState{nobody(metav1.FinalizerOrphanDependents)}},
+		// The last goes first, so that the indexes of the others hold;
+		// another controller's finalizer stays.
+		"both, and another controller's": {finalizers: []string{metav1.FinalizerOrphanDependents, exampleHold, metav1.FinalizerDeleteDependents},
+			res: resConfigMap,
+			want: notWatched + "; nor does it remove its orphan and foregroundDeletion finalizers, which stay until removed by hand: " +
+				`kubectl patch configmaps e -n ns --type=json -p '[{"op":"test","path":"/metadata/finalizers/2","value":"foregroundDeletion"},` +
+				`{"op":"remove","path":"/metadata/finalizers/2"},{"op":"test","path":"/metadata/finalizers/0","value":"orphan"},` +
+				`{"op":"remove","path":"/metadata/finalizers/0"}]'`,
+			wantFin: []FinalizerState{nobody(metav1.FinalizerOrphanDependents), {Name: exampleHold, RemovedBy: "another controller"},
+				nobody(metav1.FinalizerDeleteDependents)}},
+		"cluster-scoped": {finalizers: []string{metav1.FinalizerDeleteDependents}, res: resNode,
+			want: strings.Replace(notWatched, "configmaps", "nodes", 1) + "; nor does it remove its foregroundDeletion finalizer, which " +
+				`stays until removed by hand: kubectl patch nodes e --type=json -p '[{"op":"test","path":"/metadata/finalizers/0",` +
+				`"value":"foregroundDeletion"},{"op":"remove","path":"/metadata/finalizers/0"}]'`,
+			wantFin: []FinalizerState{{Name: metav1.FinalizerDeleteDependents, RemovedBy: "nobody",
+				Condition: "the owner GC does not watch nodes: remove it by hand (the verdict gives the command)"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ns := "ns"
+			if tc.res == resNode {
+				ns = ""
+			}
+			live := object(ns, "e", "e-1", deleting(), withFinalizers(tc.finalizers...))
+			e := explainPure(t, explainCase{res: tc.res, live: live, unmonitored: true})
+			if e.Code != CodeNotWatched || e.Verdict != tc.want {
+				t.Errorf("verdict:\n got %s: %s\nwant %s: %s", e.Code, e.Verdict, CodeNotWatched, tc.want)
+			}
+			if diff := cmp.Diff(tc.wantFin, e.Finalizers); diff != "" {
+				t.Errorf("finalizers (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package ownergc
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,7 +35,7 @@ func verdictText(e *Explanation, d decision) (VerdictCode, string) {
 		return CodeNoOwners, "no owners: the owner GC never deletes it"
 	case !e.InGraph && !d.monitored:
 		return CodeNotWatched, fmt.Sprintf("not watched: the owner GC has no monitor for %s (it is in ownerGC.gcIgnoredResources, "+
-			"or does not support list, watch and delete), so it never deletes it nor waits for it", o.Resource)
+			"or does not support list, watch and delete), so it never deletes it nor waits for it", o.Resource) + unwatchedFinalizerWords(o)
 	case !e.InGraph:
 		return CodeNotInGraph, "not in the graph yet: its monitor has not delivered it; the owner GC decides once it has"
 	case o.DeletionTimestamp != nil:
@@ -64,6 +65,37 @@ func verdictText(e *Explanation, d decision) (VerdictCode, string) {
 		return CodeWillBeDeleted, fmt.Sprintf("will be deleted with propagation %s: %s", p.policy, why)
 	}
 	return CodeUndecided, "undecided: " + p.action.String() + " (rule " + p.rule + ")"
+}
+
+// unwatchedFinalizerWords says, of an object the owner GC does not watch,
+// that nothing removes the foregroundDeletion or orphan finalizer it
+// carries (kube-apiserver adds them at a delete with propagation
+// Foreground or Orphan), and gives the command that removes them by hand:
+// a JSON patch that tests each before it removes it, the last first so
+// that the others' indexes hold. "" without such a finalizer.
+func unwatchedFinalizerWords(o *ObjectInfo) string {
+	var names, ops []string
+	for i := len(o.Finalizers) - 1; i >= 0; i-- {
+		f := o.Finalizers[i]
+		if f != metav1.FinalizerDeleteDependents && f != metav1.FinalizerOrphanDependents {
+			continue
+		}
+		names = append([]string{f}, names...)
+		ops = append(ops, fmt.Sprintf(`{"op":"test","path":"/metadata/finalizers/%d","value":%s},{"op":"remove","path":"/metadata/finalizers/%d"}`,
+			i, strconv.Quote(f), i))
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	cmd := "kubectl patch " + o.Resource + " " + o.Name
+	if o.Namespace != "" {
+		cmd += " -n " + o.Namespace
+	}
+	cmd += " --type=json -p '[" + strings.Join(ops, ",") + "]'"
+	if len(names) == 1 {
+		return "; nor does it remove its " + names[0] + " finalizer, which stays until removed by hand: " + cmd
+	}
+	return "; nor does it remove its " + strings.Join(names, " and ") + " finalizers, which stay until removed by hand: " + cmd
 }
 
 // deletingVerdict explains an object whose deletion is under way.
