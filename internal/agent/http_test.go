@@ -42,7 +42,8 @@ func explainAt(t *testing.T, owner *ownerGC) (int, ownergc.ExplainError) {
 	return resp.StatusCode, body
 }
 
-// An instance that does not lead answers 503 naming the leader it heard of.
+// An instance that does not run the owner GC answers 503 naming the leader
+// it heard of, unless that is itself.
 func TestExplainEndpointNotLeader(t *testing.T) {
 	cfg := config.Defaulted()
 	o, err := newOwnerGC(Options{Config: cfg, Identity: "me_1"}, &rest.Config{Host: "https://127.0.0.1:1"}, prometheus.NewRegistry(), newStatus(prometheus.NewRegistry()))
@@ -61,6 +62,18 @@ func TestExplainEndpointNotLeader(t *testing.T) {
 		Message: "this instance is not running the owner GC (it is not the leader); the leader is nodegc-owner-5b7c9-x2x_1f2e3d"}
 	if diff := cmp.Diff(want, body); code != http.StatusServiceUnavailable || diff != "" {
 		t.Errorf("another instance leads: status %d, body (-want +got):\n%s", code, diff)
+	}
+
+	// This instance, as the last leader heard of, while its owner GC does
+	// not run: between fence windows (renewals failing), or after the
+	// lease passed before this instance read the new holder. It does not
+	// send the user back to itself (review ownergc r9 N2): the command
+	// then says how to find the holder from the Lease.
+	o.electionConfig(klog.Background(), o.lock).Callbacks.OnNewLeader("me_1")
+	code, body = explainAt(t, o)
+	want = ownergc.ExplainError{Message: "this instance is not running the owner GC (it is not the leader)"}
+	if diff := cmp.Diff(want, body); code != http.StatusServiceUnavailable || diff != "" {
+		t.Errorf("this instance last heard of as the leader: status %d, body (-want +got):\n%s", code, diff)
 	}
 }
 

@@ -52,10 +52,13 @@ type ownerGC struct {
 	leader atomic.Pointer[string] // the leader's identity, as OnNewLeader last said
 }
 
-// leaderIdentity is the identity of the instance that leads, "" while
-// unknown.
+// leaderIdentity is the identity of the instance that leads, as explain
+// names it to a caller this instance cannot answer: "" while unknown, and
+// when that is this instance. It does not run the owner GC then (between
+// fence windows while renewals fail, or after losing the lease before it
+// read the new holder), and explain must not send the user back to it.
 func (o *ownerGC) leaderIdentity() string {
-	if id := o.leader.Load(); id != nil {
+	if id := o.leader.Load(); id != nil && *id != o.identity {
 		return *id
 	}
 	return ""
