@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +137,72 @@ func TestReadyzSaysWhyTheRuntimeIsNotConnected(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// criConnected reads nodegc_cri_connected from reg (-1 when it is not
+// there).
+func criConnected(t *testing.T, reg prometheus.Gatherer) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := testbed.MetricSum(mfs, "nodegc_cri_connected"); ok {
+		return v
+	}
+	return -1
+}
+
+// runNodeGC runs a node GC on cfg until the test ends, its metrics in reg
+// and its /readyz in the status returned.
+func runNodeGC(t *testing.T, cfg *config.NodeGCConfiguration, reg *prometheus.Registry) *status {
+	t.Helper()
+	st := newStatus(reg)
+	n, err := newNodeGC(Options{Config: cfg, NodeName: "n"}, nil, reg, nil, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return st
+}
+
+// secondDialFailed matches /readyz once a second dial, or a later one, has
+// failed ("attempt 1 failed, attempt 2 under way" does not).
+var secondDialFailed = regexp.MustCompile(`attempt ([2-9]|\d\d+)(, next in| failed)`)
+
+// TestConnectedGaugeZeroWhileDialsFail: a socket that accepts gRPC
+// connections but serves no CRI v1 (Docker Engine's containerd, whose cri
+// plugin is off, on a cri-dockerd node; a containerd too old for CRI v1)
+// fails every dial at Version, and node GC never starts. nodegc_cri_connected,
+// which NodegcRuntimeUnreachable fires on, must say 0 then, as it does for a
+// missing socket. Before, each failed dial's connection went READY before
+// its Version failed, the gauge kept the 1 the connection's watcher set, and
+// the critical alert never fired (review node r9 #1).
+func TestConnectedGaugeZeroWhileDialsFail(t *testing.T) {
+	cfg := config.Defaulted()
+	cfg.ContainerRuntimeEndpoint = testbed.ServeCRI(t, nil) // gRPC, no CRI service
+	cfg.StateDirectory = t.TempDir()
+	reg := prometheus.NewRegistry()
+	st := runNodeGC(t, cfg, reg)
+	var why string
+	testbed.WaitFor(t, 20*time.Second, "two dials failed", func() bool {
+		err := st.ready(t.Context())
+		if err != nil {
+			why = err.Error()
+		}
+		return err != nil && secondDialFailed.MatchString(why)
+	})
+	if !strings.Contains(why, "this socket serves no CRI v1 RuntimeService") {
+		t.Errorf("/readyz says %q; want the dial's failure", why)
+	}
+	if v := criConnected(t, reg); v != 0 {
+		t.Errorf("nodegc_cri_connected = %v while every dial fails (no CRI v1 on the socket), want 0: NodegcRuntimeUnreachable cannot fire", v)
 	}
 }

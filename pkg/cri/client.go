@@ -32,7 +32,9 @@ type Options struct {
 	// container gets its grace period on top, as in kubelet.
 	Timeout time.Duration
 	// Metrics, if set, counts every call by method and result, and the
-	// connection's losses and returns.
+	// connection's losses and returns, and says whether the client talks
+	// CRI to the runtime (nodegc_cri_connected). It serves one client at a
+	// time: a client sets it to 0 at its Close.
 	Metrics *Metrics
 	// OnConnectionChange, if set, is called when the connection to the
 	// runtime (or to the image service) is lost (false) and when every
@@ -61,16 +63,20 @@ type Client struct {
 	stopWatching context.CancelFunc
 	watchers     sync.WaitGroup
 	conn         connState
+	metrics      *Metrics
 }
 
 // Dial connects to the runtime (and image service), and checks that the
-// runtime speaks CRI v1 by calling Version. It fails if the runtime does not
-// answer within the context's deadline or Options.Timeout.
+// runtime speaks CRI v1 by calling Version (and that a separate image
+// service answers, by listing its images). It fails if the runtime does not
+// answer within the context's deadline or Options.Timeout. Options.Metrics'
+// nodegc_cri_connected is 1 only once these checks passed: a failed Dial
+// leaves it 0, though its connections may have gone READY.
 func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Timeout <= 0 {
 		return nil, errors.New("cri: Options.Timeout must be positive")
 	}
-	c := &Client{timeout: opts.Timeout}
+	c := &Client{timeout: opts.Timeout, metrics: opts.Metrics}
 	rconn, err := dial(opts.RuntimeEndpoint, opts.Metrics)
 	if err != nil {
 		return nil, err
@@ -107,6 +113,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 			return nil, fmt.Errorf("image service at %s does not answer: %w", opts.ImageEndpoint, err)
 		}
 	}
+	c.setTalking(true)
 	return c, nil
 }
 
@@ -170,12 +177,14 @@ func dial(ep string, m *Metrics) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// Close stops watching the connections and closes them.
+// Close stops watching the connections and closes them; the client no
+// longer talks to the runtime (nodegc_cri_connected 0).
 func (c *Client) Close() error {
 	if c.stopWatching != nil {
 		c.stopWatching()
 		c.watchers.Wait()
 	}
+	c.setTalking(false)
 	var errs []error
 	for _, conn := range c.conns {
 		errs = append(errs, conn.Close())
@@ -193,8 +202,14 @@ func (c *Client) RuntimeVersion() *runtimeapi.VersionResponse { return c.version
 // was upgraded, downgraded or replaced while the connection was down. What
 // the client learnt of the old one (streaming lists unimplemented) is then
 // forgotten.
+//
+// Its answer also says whether the client talks CRI to the runtime: from a
+// RefreshVersion that fails (a runtime that came back on the socket without
+// CRI v1, or not serving it yet) until one answers, nodegc_cri_connected is
+// 0 even while the connections are READY.
 func (c *Client) RefreshVersion(ctx context.Context) (v *runtimeapi.VersionResponse, changed bool, err error) {
 	v, err = c.Version(ctx)
+	c.setTalking(err == nil)
 	if err != nil {
 		return nil, false, err
 	}

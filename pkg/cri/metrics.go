@@ -38,10 +38,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reconnects: metricvec.Single("nodegc_cri_reconnects_total",
 			"Connections to the container runtime (or image service) re-established after being lost, e.g. by a runtime restart."),
 		connected: metricvec.SingleGauge("nodegc_cri_connected",
-			"1 while nodegc is connected to the container runtime (and image service), else 0."),
+			"1 while nodegc talks CRI to the container runtime (and image service): connected, and the runtime answered CRI v1 at the dial and, after a return of the connection, when asked again; else 0."),
 	}
 	reg.MustRegister(m.requests, m.duration, m.reconnects, m.connected)
 	return m
+}
+
+// setConnected sets nodegc_cri_connected.
+func (m *Metrics) setConnected(talking bool) {
+	if talking {
+		m.connected.Set(1)
+	} else {
+		m.connected.Set(0)
+	}
 }
 
 func (m *Metrics) unaryInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,

@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -25,6 +27,9 @@ type restartableRuntime struct {
 	f    *fakeRuntime
 	sock string
 	srv  *grpc.Server
+	// noCRI makes the next start serve no CRI service: a gRPC server that
+	// answers Unimplemented to every CRI call.
+	noCRI bool
 }
 
 func newRestartableRuntime(t *testing.T, f *fakeRuntime) *restartableRuntime {
@@ -52,8 +57,10 @@ func (r *restartableRuntime) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.srv = grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(r.srv, r.f)
-	runtimeapi.RegisterImageServiceServer(r.srv, r.f)
+	if !r.noCRI {
+		runtimeapi.RegisterRuntimeServiceServer(r.srv, r.f)
+		runtimeapi.RegisterImageServiceServer(r.srv, r.f)
+	}
 	srv := r.srv
 	go func() { _ = srv.Serve(lis) }()
 }
@@ -179,6 +186,98 @@ func TestCloseStopsWatching(t *testing.T) {
 	}
 	if got := changes.get(); len(got) != 0 {
 		t.Errorf("OnConnectionChange after Close: %v, want no call", got)
+	}
+}
+
+// TestFailedDialLeavesDisconnected: a Dial that fails after its
+// connections went READY (a socket that accepts gRPC but serves no CRI v1,
+// a runtime that speaks an older CRI, an image service that does not
+// answer) leaves nodegc_cri_connected 0: the client cannot talk CRI to the
+// runtime, and NodegcRuntimeUnreachable fires on 0. So does the Close of a
+// client that was connected. Before, the connection's watcher set 1 when
+// the connection went READY, before the checks failed, and Close left it
+// (review node r9 #1).
+func TestFailedDialLeavesDisconnected(t *testing.T) {
+	old := newFakeRuntime()
+	old.apiVersion = "v1alpha2"
+	noImages := newFakeRuntime()
+	noImages.listErr = status.Error(codes.Internal, "image store broken")
+	for name, opts := range map[string]Options{
+		"no CRI on the socket":             {RuntimeEndpoint: testbed.ServeCRI(t, nil)},
+		"CRI v1alpha2":                     {RuntimeEndpoint: old.serve(t)},
+		"no CRI on the image socket":       {RuntimeEndpoint: newFakeRuntime().serve(t), ImageEndpoint: testbed.ServeCRI(t, nil)},
+		"the image service fails its list": {RuntimeEndpoint: newFakeRuntime().serve(t), ImageEndpoint: noImages.serve(t)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := NewMetrics(prometheus.NewPedanticRegistry())
+			opts.Timeout, opts.Metrics = 5*time.Second, m
+			// Each dial's connections go READY before its checks fail:
+			// a few, so that a watcher that saw READY is not missed.
+			for range 3 {
+				if c, err := Dial(t.Context(), opts); err == nil {
+					c.Close()
+					t.Fatal("Dial succeeded")
+				}
+				if got := testutil.ToFloat64(m.connected); got != 0 {
+					t.Fatalf("nodegc_cri_connected = %v after a failed Dial, want 0", got)
+				}
+			}
+		})
+	}
+
+	m := NewMetrics(prometheus.NewPedanticRegistry())
+	c, err := Dial(t.Context(), Options{RuntimeEndpoint: newFakeRuntime().serve(t), Timeout: 5 * time.Second, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testbed.WaitFor(t, 10*time.Second, "connected after Dial", func() bool { return testutil.ToFloat64(m.connected) == 1 })
+	c.Close()
+	if got := testutil.ToFloat64(m.connected); got != 0 {
+		t.Errorf("nodegc_cri_connected = %v after Close, want 0", got)
+	}
+}
+
+// TestRefreshVersionFailureDisconnects: a runtime that comes back on the
+// socket but answers no CRI Version (a containerd with its cri plugin off in
+// place of the one that was there, or one still starting) leaves the client
+// not connected: nodegc_cri_connected 0 from RefreshVersion's failure,
+// through the returns of the connection, until a RefreshVersion answers.
+// Before, the READY connection said 1 however the runtime answered.
+func TestRefreshVersionFailureDisconnects(t *testing.T) {
+	m := NewMetrics(prometheus.NewPedanticRegistry())
+	rt := newRestartableRuntime(t, newFakeRuntime())
+	c, err := Dial(t.Context(), Options{RuntimeEndpoint: rt.endpoint(), Timeout: 5 * time.Second, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	connected := func() float64 { return testutil.ToFloat64(m.connected) }
+	reconnects := func() float64 { return testutil.ToFloat64(m.reconnects) }
+	testbed.WaitFor(t, 10*time.Second, "connected after Dial", func() bool { return connected() == 1 })
+
+	rt.stop()
+	rt.noCRI = true
+	rt.start(t)
+	testbed.WaitFor(t, 10*time.Second, "the connection back, to a socket without CRI", func() bool { return reconnects() == 1 })
+	if _, _, err := c.RefreshVersion(t.Context()); err == nil {
+		t.Fatal("RefreshVersion answered on a socket without CRI")
+	}
+	if got := connected(); got != 0 {
+		t.Errorf("nodegc_cri_connected = %v after RefreshVersion failed on a READY connection, want 0", got)
+	}
+
+	rt.stop()
+	rt.noCRI = false
+	rt.start(t)
+	testbed.WaitFor(t, 10*time.Second, "the connection back, to the runtime", func() bool { return reconnects() == 2 })
+	if got := connected(); got != 0 {
+		t.Errorf("nodegc_cri_connected = %v once the connection is back, before a RefreshVersion answered, want 0", got)
+	}
+	if _, _, err := c.RefreshVersion(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := connected(); got != 1 {
+		t.Errorf("nodegc_cri_connected = %v after RefreshVersion answered, want 1", got)
 	}
 }
 

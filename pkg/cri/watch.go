@@ -10,13 +10,18 @@ import (
 
 // connState is what the connection watchers know; mu guards it whole. Each
 // watcher writes its own connection's entry; the client is connected while
-// every connection is READY.
+// every connection is READY, and talks CRI while it is connected and
+// talking.
 type connState struct {
 	mu        sync.Mutex
 	ready     []bool
 	everReady []bool
 	connected bool // every connection READY, as last reported
 	reported  bool // the client was connected once: later changes are reported
+	// talking is set once Dial's checks passed, cleared by a RefreshVersion
+	// that fails until one answers, and by Close: the runtime answers CRI
+	// v1 on the connection.
+	talking bool
 	// generation counts the losses of a connection that was READY
 	// (Client.Generation).
 	generation uint64
@@ -94,14 +99,23 @@ func (c *Client) observe(i int, ready bool, m *Metrics, onChange func(bool)) {
 		if reconnected {
 			m.reconnects.Inc()
 		}
-		if all {
-			m.connected.Set(1)
-		} else {
-			m.connected.Set(0)
-		}
+		m.setConnected(all && s.talking)
 	}
 	if report && onChange != nil {
 		onChange(all)
+	}
+}
+
+// setTalking records whether the runtime answers CRI on the connection
+// (Dial's checks, RefreshVersion; false at Close), and sets
+// nodegc_cri_connected to whether the client talks CRI to it now.
+func (c *Client) setTalking(talking bool) {
+	s := &c.conn
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.talking = talking
+	if c.metrics != nil {
+		c.metrics.setConnected(s.connected && talking)
 	}
 }
 
