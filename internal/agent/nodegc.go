@@ -215,12 +215,8 @@ func profileChanged(ctx context.Context, was runtimeProfile, reconnected <-chan 
 			return false
 		case <-retry:
 		case <-reconnected:
-			for delay := 100 * time.Millisecond; refresh(ctx) != nil; delay = min(2*delay, 5*time.Second) {
-				select {
-				case <-ctx.Done():
-					return false
-				case <-time.After(delay):
-				}
+			if !refreshUntilAnswered(ctx, refresh) {
+				return false
 			}
 		}
 		now := read(ctx)
@@ -241,6 +237,42 @@ func profileChanged(ctx context.Context, was runtimeProfile, reconnected <-chan 
 		}
 		klog.FromContext(ctx).Info(msg, "changes", changes)
 		return true
+	}
+}
+
+// refreshUntilAnswered asks refresh (the runtime's Version) until it
+// answers (true) or ctx ends (false), every 5s at most: a runtime may accept
+// connections before it serves CRI, and one that came back on the socket
+// may serve none (the client is not connected meanwhile:
+// nodegc_cri_connected 0). Its first failure is logged, with what to do
+// about a socket that serves no CRI v1, and the answer after it; the
+// retries between are not.
+func refreshUntilAnswered(ctx context.Context, refresh func(context.Context) error) bool {
+	logger := klog.FromContext(ctx)
+	for failures, delay := 0, 100*time.Millisecond; ; failures, delay = failures+1, min(2*delay, 5*time.Second) {
+		err := refresh(ctx)
+		if err == nil {
+			if failures > 0 {
+				logger.Info("The container runtime answers CRI Version again; node GC goes on", "failures", failures)
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if failures == 0 {
+			kv := []any{"err", err, "retryEvery", "5s at most"}
+			if hint := dialHint(err); hint != "" {
+				kv = append(kv, "hint", hint)
+			}
+			logger.Info("The connection to the container runtime returned, but the runtime does not answer CRI Version; "+
+				"the image GC removes nothing until it does", kv...)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(delay):
+		}
 	}
 }
 

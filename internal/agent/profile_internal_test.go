@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
 	"github.com/nodegc/nodegc/pkg/cri"
@@ -106,6 +109,53 @@ func TestProfileReadAgainWhileUnread(t *testing.T) {
 	defer cancel()
 	if !profileChanged(ctx, full, reconnected, time.Hour, noRefresh, func(context.Context) runtimeProfile { return other }, noConfirm) {
 		t.Error("another sandbox image after a reconnection: no rebuild")
+	}
+}
+
+// TestRefreshFailureLoggedOnce: a runtime that comes back on its socket
+// but does not answer CRI Version (a containerd with its cri plugin off in
+// place of the one that was there, one still starting) is asked again until
+// it answers; its first failure is logged, with what to do when the socket
+// serves no CRI v1, and the answer after it, not each of the retries.
+// Before, the retries were silent: nothing in the log said why node GC
+// held its removals (review node r9 #1).
+func TestRefreshFailureLoggedOnce(t *testing.T) {
+	was := runtimeProfile{name: "containerd", version: "1.7.27", sandboxImage: "registry.k8s.io/pause:3.10"}
+	noCRI := grpcstatus.Error(codes.Unimplemented, "unknown service runtime.v1.RuntimeService")
+	refreshes := 0
+	refresh := func(context.Context) error {
+		if refreshes++; refreshes <= 3 {
+			return noCRI
+		}
+		return nil
+	}
+	reconnected := make(chan struct{}, 1)
+	reconnected <- struct{}{}
+	ctx, lines := logLines(t.Context())
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if profileChanged(ctx, was, reconnected, time.Hour, refresh, func(context.Context) runtimeProfile { return was },
+		func(uint64) { cancel() }) {
+		t.Error("an unchanged profile after a reconnection: rebuilt")
+	}
+	if refreshes != 4 {
+		t.Errorf("Version asked %d times, want 4 (until it answered)", refreshes)
+	}
+	var failed, answered []string
+	for _, l := range lines() {
+		switch {
+		case strings.Contains(l, "does not answer CRI Version"):
+			failed = append(failed, l)
+		case strings.Contains(l, "answers CRI Version again"):
+			answered = append(answered, l)
+		}
+	}
+	if len(failed) != 1 || !strings.Contains(failed[0], "unknown service runtime.v1.RuntimeService") ||
+		!strings.Contains(failed[0], "this socket serves no CRI v1 RuntimeService") {
+		t.Errorf("failures logged: %q; want one, with the error and the hint", failed)
+	}
+	if len(answered) != 1 || !strings.Contains(answered[0], `"failures"=3`) {
+		t.Errorf("answers logged: %q; want one, after 3 failures", answered)
 	}
 }
 
