@@ -36,7 +36,8 @@
 // timeout of 30s, so only a fault of the process stalls it), so that the
 // kubelet's liveness probe restarts the agent; it answers from memory.
 // /readyz (503) says why the agent cannot work now: the runtime does not
-// answer (since when, and what the socket path holds), a GC loop is wedged
+// answer (since when, and what the socket path holds), a separate image
+// service does not answer (which endpoint), a GC loop is wedged
 // or could not start (which one, since when), the owner GC has not synced.
 // A loop (the image GC: its disk checks and sweeps; the container GC: its
 // runs) is wedged when

@@ -80,7 +80,9 @@ func (n *nodeGC) run(ctx context.Context) {
 		if _, err := c.Version(ctx); err != nil {
 			return fmt.Errorf("container runtime does not answer%s: %w", n.link.explain(), err)
 		}
-		return nil
+		// A separate image service (imageServiceEndpoint) may be gone
+		// while the runtime answers: every image GC call fails then.
+		return c.CheckImageService(ctx)
 	})
 	// Watched from here on: the setup for a runtime (collect) runs as an
 	// iteration of both loops, so one that waits on runtime calls within

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -204,5 +206,63 @@ func TestConnectedGaugeZeroWhileDialsFail(t *testing.T) {
 	}
 	if v := criConnected(t, reg); v != 0 {
 		t.Errorf("nodegc_cri_connected = %v while every dial fails (no CRI v1 on the socket), want 0: NodegcRuntimeUnreachable cannot fire", v)
+	}
+}
+
+// imagesOnly is a CRI image service that holds no image, and nothing else.
+type imagesOnly struct {
+	runtimeapi.UnimplementedImageServiceServer
+}
+
+func (imagesOnly) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	return &runtimeapi.ListImagesResponse{}, nil
+}
+
+func (imagesOnly) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+	return &runtimeapi.ImageFsInfoResponse{}, nil
+}
+
+// TestReadyzAsksASeparateImageService: with an imageServiceEndpoint apart
+// from the runtime's (a stargz or Nydus CRI image-service proxy), /readyz
+// asks the image service too, and names its endpoint when it does not
+// answer. Before, it asked the runtime's Version only and stayed ready while
+// the image service was gone and every image GC call failed (review node r9
+// #2).
+func TestReadyzAsksASeparateImageService(t *testing.T) {
+	dir, err := os.MkdirTemp("", "img") // short: a socket path has at most 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "img.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	runtimeapi.RegisterImageServiceServer(srv, imagesOnly{})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+
+	cfg := config.Defaulted()
+	cfg.ContainerRuntimeEndpoint = testbed.ServeCRI(t, testbed.VersionOnly{Runtime: "fake", RuntimeVersion: "1"})
+	cfg.ImageServiceEndpoint = "unix://" + sock
+	cfg.StateDirectory = t.TempDir()
+	reg := prometheus.NewRegistry()
+	st := runNodeGC(t, cfg, reg)
+	testbed.WaitFor(t, 20*time.Second, "connected to both services, and ready", func() bool {
+		return criConnected(t, reg) == 1 && st.ready(t.Context()) == nil
+	})
+
+	srv.Stop() // the image service goes away, its socket with it
+	os.Remove(sock)
+	testbed.WaitFor(t, 20*time.Second, "the image service's loss seen", func() bool { return criConnected(t, reg) == 0 })
+	err = st.ready(t.Context())
+	if err == nil {
+		t.Fatal("/readyz is ready while the image service is gone (nodegc_cri_connected 0): every image GC call fails")
+	}
+	t.Logf("/readyz: %v", err)
+	if want := "image service at " + cfg.ImageServiceEndpoint + " does not answer"; !strings.Contains(err.Error(), want) {
+		t.Errorf("/readyz says %q; want it to contain %q", err, want)
 	}
 }

@@ -64,6 +64,9 @@ type Client struct {
 	watchers     sync.WaitGroup
 	conn         connState
 	metrics      *Metrics
+	// imageEndpoint is the image service's endpoint when it is not the
+	// runtime's (CheckImageService), else "".
+	imageEndpoint string
 }
 
 // Dial connects to the runtime (and image service), and checks that the
@@ -90,6 +93,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 			return nil, err
 		}
 		c.conns = append(c.conns, iconn)
+		c.imageEndpoint = opts.ImageEndpoint
 	}
 	c.runtime = runtimeapi.NewRuntimeServiceClient(rconn)
 	c.images = runtimeapi.NewImageServiceClient(iconn)
@@ -225,6 +229,20 @@ func (c *Client) RefreshVersion(ctx context.Context) (v *runtimeapi.VersionRespo
 // the longest time.Duration).
 func (c *Client) withTimeout(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, addDurations(c.timeout, extra))
+}
+
+// CheckImageService asks a separate image service whether it answers, by
+// a call as cheap as it has (ImageFsInfo), and says which endpoint does not;
+// nil without asking when the image service is the runtime's, which Version
+// asks. Readiness probes use it.
+func (c *Client) CheckImageService(ctx context.Context) error {
+	if c.imageEndpoint == "" {
+		return nil
+	}
+	if _, err := c.ImageFsInfo(ctx); err != nil {
+		return fmt.Errorf("image service at %s does not answer: %w", c.imageEndpoint, err)
+	}
+	return nil
 }
 
 // Version calls CRI Version; readiness probes use it.

@@ -144,6 +144,7 @@ func (f *fakeRuntime) RemoveImage(_ context.Context, req *runtimeapi.RemoveImage
 }
 
 func (f *fakeRuntime) ImageFsInfo(context.Context, *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+	f.count("ImageFsInfo")
 	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{{
 		FsId:      &runtimeapi.FilesystemIdentifier{Mountpoint: "/var/lib/fake"},
 		UsedBytes: &runtimeapi.UInt64Value{Value: 42},

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -278,6 +279,36 @@ func TestRefreshVersionFailureDisconnects(t *testing.T) {
 	}
 	if got := connected(); got != 1 {
 		t.Errorf("nodegc_cri_connected = %v after RefreshVersion answered, want 1", got)
+	}
+}
+
+// TestCheckImageService: CheckImageService asks a separate image service
+// (ImageFsInfo) and names its endpoint when it does not answer; with the
+// runtime's own image service, which Version asks, it asks nothing.
+func TestCheckImageService(t *testing.T) {
+	rt := newRestartableRuntime(t, newFakeRuntime())
+	img := newRestartableRuntime(t, newFakeRuntime())
+	c, err := Dial(t.Context(), Options{RuntimeEndpoint: rt.endpoint(), ImageEndpoint: img.endpoint(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.CheckImageService(t.Context()); err != nil {
+		t.Errorf("CheckImageService with the image service up: %v", err)
+	}
+	img.stop()
+	err = c.CheckImageService(t.Context())
+	if want := "image service at " + img.endpoint() + " does not answer"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckImageService with the image service gone = %v, want an error containing %q", err, want)
+	}
+
+	f := newFakeRuntime()
+	shared := dialFake(t, f, Options{})
+	if err := shared.CheckImageService(t.Context()); err != nil {
+		t.Errorf("CheckImageService on the runtime's image service: %v", err)
+	}
+	if n := f.callCount("ImageFsInfo"); n != 0 {
+		t.Errorf("CheckImageService on the runtime's image service made %d ImageFsInfo calls, want none", n)
 	}
 }
 
