@@ -3,6 +3,7 @@ package images
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"unique"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/snapshots"
@@ -72,10 +74,21 @@ type ContainerdLayers struct {
 	// made again under the same ID is another (recordRoot.created).
 	roots map[string]recordRoot
 	// unserved are the records whose snapshotter containerd did not serve
-	// at the last listing (ContainerRecords), each logged once while it
-	// stays so.
-	unserved map[string]bool
+	// at the last listing (ContainerRecords), each with when it was last
+	// asked: logged once while it stays so, and asked again
+	// unservedRecheck after.
+	unserved map[string]time.Time
 }
+
+// unservedRecheck is how long a record whose snapshotter containerd did
+// not serve counts as such before its snapshot is asked for again, and
+// unservedStatTimeout how long a look at a snapshot on a snapshotter other
+// than the image filesystem's may take (a proxy snapshotter's daemon that
+// hangs): the check before each removal lists the records again.
+const (
+	unservedRecheck     = time.Minute
+	unservedStatTimeout = 5 * time.Second
+)
 
 // imageStorage is what ContainerdLayers keeps of one image: the storage
 // it holds, and the chain ID of its top layer (the snapshot a container's
@@ -397,14 +410,20 @@ func (c *ContainerdLayers) SandboxImages(ctx context.Context) ([]string, error) 
 // snapshot of each record not seen before (by ID, snapshot key, creation
 // and last update: a record made again under the same ID is read again).
 //
+// A record of the CRI plugin also gives, in its metadata, the ID of the
+// image it was made from (criImageRef), which Images lists too: that
+// keeps the image whatever its name and snapshot say.
+//
 // A record made on a snapshotter containerd does not serve (a proxy
-// snapshotter whose daemon is down or was removed, such as nydus, stargz
-// or soci; devmapper that failed to load at containerd's start) cannot be
-// asked what its root filesystem was made on: while containerd itself
-// answers, that record's root is left unread, logged once while it stays
-// so, and it keeps the image it names by name only. One such record does
-// not stop the image GC of the node; a failure of the image filesystem's
-// own snapshotter does.
+// snapshotter whose daemon is down, hangs or was removed, such as nydus,
+// stargz or soci; devmapper that failed to load at containerd's start)
+// cannot be asked what its root filesystem was made on: while containerd
+// itself answers, that record's root is left unread, logged once while it
+// stays so and asked again unservedRecheck later, and it keeps the image it
+// names and, a CRI plugin's record, the image it was made from, by ID;
+// another's whose name moved keeps nothing more. One such record does not
+// stop the image GC of the node; a failure of the image filesystem's own
+// snapshotter does.
 func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecords, error) {
 	ctx, cancel := containerdapi.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -413,26 +432,33 @@ func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecor
 		return ContainerRecords{}, fmt.Errorf("listing containerd's containers: %w", err)
 	}
 	c.mu.Lock()
-	known, logged := maps.Clone(c.roots), maps.Clone(c.unserved)
+	known, asked := maps.Clone(c.roots), maps.Clone(c.unserved)
 	c.mu.Unlock()
+	now := time.Now()
 	out := ContainerRecords{Layers: map[string]bool{}}
 	roots := make(map[string]recordRoot, len(recs))
-	unserved := map[string]bool{}
+	unserved := map[string]time.Time{}
 	answers := false // containerd answered since the listing
 	for _, r := range recs {
 		if r.Labels[criKindLabel] == criKindSandbox {
 			continue
 		}
-		if r.Image != "" && !slices.Contains(out.Images, r.Image) {
-			out.Images = append(out.Images, r.Image)
+		for _, name := range []string{r.Image, criImageRef(r)} {
+			if name != "" && !slices.Contains(out.Images, name) {
+				out.Images = append(out.Images, name)
+			}
 		}
 		if r.SnapshotKey == "" {
 			continue
 		}
 		sn := cmp.Or(r.Snapshotter, c.snapshotter)
+		if at, ok := asked[r.ID]; ok && sn != c.snapshotter && now.Sub(at) < unservedRecheck {
+			unserved[r.ID] = at
+			continue
+		}
 		root, ok := known[r.ID]
 		if !ok || root.snapshotter != sn || root.key != r.SnapshotKey || !root.created.Equal(r.CreatedAt) || !root.updated.Equal(r.UpdatedAt) {
-			info, err := c.client.SnapshotService(sn).Stat(ctx, r.SnapshotKey)
+			info, err := c.statSnapshot(ctx, sn, r.SnapshotKey)
 			switch {
 			case errdefs.IsNotFound(err):
 				continue // removed with its container, or never made
@@ -444,11 +470,11 @@ func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecor
 					}
 					answers = true
 				}
-				unserved[r.ID] = true
-				if !logged[r.ID] {
-					klog.FromContext(ctx).Info("Warning: containerd cannot read the snapshot of a container record on another snapshotter; that record keeps the image it names by name only",
-						"container", r.ID, "snapshotter", sn, "image", r.Image, "err", err)
+				if _, ok := asked[r.ID]; !ok {
+					klog.FromContext(ctx).Info("Warning: containerd cannot read the snapshot of a container record on another snapshotter; that record keeps the image it names, and the one the CRI plugin made it from, only",
+						"container", r.ID, "snapshotter", sn, "image", r.Image, "imageRef", criImageRef(r), "err", err)
 				}
+				unserved[r.ID] = now
 				continue
 			case err != nil:
 				return ContainerRecords{}, fmt.Errorf("the snapshot of containerd's container %s: %w", r.ID, err)
@@ -466,11 +492,44 @@ func (c *ContainerdLayers) ContainerRecords(ctx context.Context) (ContainerRecor
 	return out, nil
 }
 
+// statSnapshot looks at the snapshot key of snapshotter sn: within
+// unservedStatTimeout when sn is not the image filesystem's.
+func (c *ContainerdLayers) statSnapshot(ctx context.Context, sn, key string) (snapshots.Info, error) {
+	if sn != c.snapshotter {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, unservedStatTimeout)
+		defer cancel()
+	}
+	return c.client.SnapshotService(sn).Stat(ctx, key)
+}
+
+// criImageRef returns the ID of the image a container record of the CRI
+// plugin was made from, as its metadata (criMetadataExtension) gives it;
+// "" for another record, or metadata that does not parse.
+func criImageRef(r containers.Container) string {
+	ext, ok := r.Extensions[criMetadataExtension]
+	if !ok || ext == nil {
+		return ""
+	}
+	var md struct {
+		Version  string
+		Metadata struct{ ImageRef string }
+	}
+	if err := json.Unmarshal(ext.GetValue(), &md); err != nil || md.Version != "v1" {
+		return ""
+	}
+	return md.Metadata.ImageRef
+}
+
 // The label the CRI plugin gives its container records, and its value for
 // a pod sandbox's.
 const (
 	criKindLabel   = "io.cri-containerd.kind"
 	criKindSandbox = "sandbox"
+	// criMetadataExtension is the extension of a container record in
+	// which the CRI plugin keeps its metadata (JSON: {"Version": "v1",
+	// "Metadata": {..., "ImageRef": IMAGE ID}}), in containerd 1.6 to 2.x.
+	criMetadataExtension = "io.cri-containerd.container.metadata"
 )
 
 // Arrivals returns, for each of the images given (by CRI image ID), when it

@@ -77,8 +77,12 @@
 //     too (Options.ContainerRecords), at the plan and at that check: CRI
 //     does not list those made through containerd's API (ctr, nerdctl,
 //     buildkit) nor one the CRI plugin failed to load; a record keeps the
-//     image it names, and the one whose top layer its root filesystem was
-//     made on (a tag it names may have moved). An image whose storage
+//     image it names, the one whose top layer its root filesystem was
+//     made on (a tag it names may have moved), and, one of the CRI
+//     plugin's, the one its metadata says it was made from. A record on a
+//     snapshotter containerd does not serve (a proxy snapshotter down) has
+//     no root filesystem to read: it keeps the images it names and its
+//     metadata gives only (ContainerdLayers.ContainerRecords). An image whose storage
 //     containerd cannot read while it answers (ErrImageUnreadable: a blob
 //     gone from its content store) cannot be told unused by a record's
 //     top layer: while records exist, the plan and the check keep it

@@ -9,6 +9,8 @@ import (
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/typeurl/v2"
+	"google.golang.org/protobuf/types/known/anypb"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -114,16 +116,19 @@ func TestContainerRecordsKeepTheirImages(t *testing.T) {
 	}
 }
 
-// TestRecordOnAnUnservedSnapshotter, on each real containerd: a container
-// record of the k8s.io namespace made on a snapshotter containerd does not
+// TestRecordOnAnUnservedSnapshotter, on each real containerd: container
+// records of the k8s.io namespace made on a snapshotter containerd does not
 // serve (a proxy snapshotter, nydus, stargz or soci, whose daemon is down
-// or was removed; devmapper that failed to load at containerd's start).
-// Its snapshot cannot be asked what its root filesystem was made on.
-// Before, that failed every plan and every check of the image GC, from the
-// agent's next start, until someone removed the record by hand (review
-// images r9 #1). Now that record's root filesystem is left unread (logged
-// once): it still keeps the image it names, by name, and the run removes
-// the images nothing uses.
+// or was removed; devmapper that failed to load at containerd's start, when
+// the CRI plugin fails to load its containers, which CRI then does not
+// list). Their snapshots cannot be asked what their root filesystems were
+// made on. Before, that failed every plan and every check of the image GC,
+// from the agent's next start, until someone removed the record by hand
+// (review images r9 #1). Now those roots are left unread: one record keeps
+// the image it names, by name; one of the CRI plugin's, whose name moved
+// to another image since, keeps the image its metadata says it was made
+// from, by ID (review diff13 #2); and the run removes the image nothing
+// uses.
 func TestRecordOnAnUnservedSnapshotter(t *testing.T) {
 	t.Parallel()
 	for _, v := range testbed.ContainerdVersions {
@@ -133,17 +138,31 @@ func TestRecordOnAnUnservedSnapshotter(t *testing.T) {
 			ctx := t.Context()
 			free := b.pushPull("unserved/free", 1)
 			named := b.pushPull("unserved/named", 1)
+			madeFrom := b.pushPull("unserved/madefrom", 1)
 			c, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace("k8s.io"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.Close() })
-			onNydus := func(_ context.Context, _ *containerd.Client, r *containers.Container) error {
-				r.Image, r.Snapshotter, r.SnapshotKey = named.Ref, "nydus", "on-nydus"
-				return nil
+			onNydus := func(id, name, imageRef string) containerd.NewContainerOpts {
+				return func(_ context.Context, _ *containerd.Client, r *containers.Container) error {
+					r.Image, r.Snapshotter, r.SnapshotKey = name, "nydus", id
+					if imageRef != "" { // as the CRI plugin writes it
+						r.Extensions = map[string]typeurl.Any{"io.cri-containerd.container.metadata": &anypb.Any{
+							TypeUrl: "github.com/containerd/cri/pkg/store/container/Metadata",
+							Value:   []byte(`{"Version":"v1","Metadata":{"ID":"` + id + `","ImageRef":"` + imageRef + `"}}`),
+						}}
+					}
+					return nil
+				}
 			}
-			if _, err := c.NewContainer(ctx, "on-nydus", containerd.WithNewSpec(oci.WithRootFSPath("/var/lib/elsewhere/on-nydus")), onNydus); err != nil {
-				t.Fatal(err)
+			for id, opt := range map[string]containerd.NewContainerOpts{
+				"named":     onNydus("named", named.Ref, ""),
+				"cri-moved": onNydus("cri-moved", b.node.Registry.Ref("unserved/moved", "v1"), madeFrom.ID()),
+			} {
+				if _, err := c.NewContainer(ctx, id, containerd.WithNewSpec(oci.WithRootFSPath("/var/lib/elsewhere/"+id)), opt); err != nil {
+					t.Fatal(err)
+				}
 			}
 			m := b.manager(t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
 			r, err := m.GarbageCollect(ctx, images.TriggerManual)
@@ -155,14 +174,37 @@ func TestRecordOnAnUnservedSnapshotter(t *testing.T) {
 			if !slices.Equal(removed, []string{free.ID()}) {
 				t.Errorf("removed %v, want the image nothing uses %s", removed, free.ID())
 			}
-			var keptAs string
+			kept := map[string]string{}
 			for _, d := range r.Plan.Keep {
-				if d.Image.ID == named.ID() {
-					keptAs = d.Reason
+				kept[d.Image.ID] = d.Reason
+			}
+			for what, img := range map[string]*registry.Image{"the image a record names": named, "the image a CRI record was made from": madeFrom} {
+				if kept[img.ID()] != images.KeepInUse {
+					t.Errorf("%s kept as %q, want %q", what, kept[img.ID()], images.KeepInUse)
 				}
 			}
-			if keptAs != images.KeepInUse {
-				t.Errorf("the image the record names kept as %q, want %q", keptAs, images.KeepInUse)
+		})
+	}
+}
+
+// TestCRIRecordsGiveTheirImageID, on each real containerd: the CRI
+// plugin's own record of a container it made gives, in its metadata, the
+// ID of the image it was made from, which the records list beside the name
+// (the format TestRecordOnAnUnservedSnapshotter writes by hand).
+func TestCRIRecordsGiveTheirImageID(t *testing.T) {
+	t.Parallel()
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
+			b := newBed(t, v, 0)
+			img := b.pushPull("records/cri", 1)
+			b.useImage(img)
+			recs, err := b.layers.ContainerRecords(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(recs.Images, img.ID()) {
+				t.Errorf("the records give %v, want the image ID %s among them", recs.Images, img.ID())
 			}
 		})
 	}
