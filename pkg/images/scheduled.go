@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -48,7 +49,7 @@ type PodsMemory struct {
 	// nothing, or everything.
 	refs map[string]string
 	// unresolved are the short names the runtime last failed to resolve
-	// (logged once until one resolves again).
+	// that pods still name (logged once until one resolves again).
 	unresolved map[string]bool
 }
 
@@ -128,6 +129,11 @@ func (m *Manager) markScheduled(ctx context.Context, in []Image, asked shortName
 		refs = merged
 	}
 	since := s.lastAuthoritative
+	// A short name no pod names any more is not told again.
+	maps.DeleteFunc(s.unresolved, func(ref string, _ bool) bool {
+		_, named := refs[ref]
+		return !named
+	})
 	s.mu.Unlock()
 
 	// A short name (no registry) is matched under any registry too: CRI-O

@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -365,5 +366,26 @@ func TestScheduledShortNameResolvedByTheRuntime(t *testing.T) {
 	rt.fails["centos"] = status.Error(codes.Unavailable, "connection refused")
 	if _, err := m.markScheduled(ctx, images, shortNames{}); !cri.IsUnavailable(err) {
 		t.Errorf("marking with the runtime down: err %v, want it unavailable", err)
+	}
+}
+
+// TestUnresolvedShortNamesForgotten: the short names the runtime refuses
+// to resolve are remembered, to be logged once, only while a pod names
+// them: on a CI node each job names another (review diff13 #1: every name
+// ever refused stayed for the agent's life).
+func TestUnresolvedShortNamesForgotten(t *testing.T) {
+	rt := &aliasRuntime{fails: map[string]error{}}
+	pods := &fakePods{}
+	m := &Manager{opts: Options{Pods: pods, Runtime: rt}, scheduled: &PodsMemory{}, clock: clocktesting.NewFakeClock(t0)}
+	for i := range 100 {
+		name := fmt.Sprintf("ci/build-%d", i)
+		rt.fails[name] = errors.New("short-name did not resolve to an alias and no unqualified-search registries are defined")
+		pods.view = PodImages{Authoritative: true, Refs: map[string]string{name: "ci/job"}}
+		if _, err := m.markScheduled(t.Context(), nil, shortNames{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(m.scheduled.unresolved); n != 1 {
+		t.Errorf("%d short names remembered as unresolved; want 1, the one a pod names", n)
 	}
 }
