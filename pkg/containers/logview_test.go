@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -314,6 +315,9 @@ func TestPodLogsDirMovedNewPodsKeepTheirContainers(t *testing.T) {
 	want := []string{"p/app/0 " + SkipLogsElsewhere, "p/app/1 " + SkipLogsElsewhere}
 	if diff := cmp.Diff(want, skipped); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+	if got := testutil.ToFloat64(m.metrics.skipped.WithLabelValues(SkipLogsElsewhere)); got != 2 {
+		t.Errorf("nodegc_container_gc_removals_skipped_total{why=logs_elsewhere} = %v, want 2", got)
 	}
 	for a := range 4 {
 		if !exists(filepath.Join(newLogs, fmt.Sprintf("%d.log", a))) {

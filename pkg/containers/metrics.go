@@ -39,6 +39,7 @@ var (
 	byteKinds        = []string{KindWritableLayer, KindContainerLogs, KindPodLogDirectory}
 	filesystems      = []string{FSWritableLayers, FSPodLogs, FSWritableLayersAndPodLogs}
 	listings         = []string{listingContainers, listingSandboxes}
+	skipReasons      = []string{SkipStarted, SkipChanged, SkipPodFailed, SkipSandboxInUse, SkipGone, SkipPointsAgain, SkipLogsElsewhere}
 )
 
 // The listings an ID fault is counted for.
@@ -53,8 +54,11 @@ type metrics struct {
 	sandboxesRemoved  *prometheus.CounterVec
 	logDirsRemoved    *prometheus.CounterVec
 	logLinksRemoved   *prometheus.CounterVec
-	runs              *gcrun.RunMetrics
-	errors            *prometheus.CounterVec
+	// skipped counts the planned removals the check right before each
+	// did not do (Outcome.Skipped), by why.
+	skipped *prometheus.CounterVec
+	runs    *gcrun.RunMetrics
+	errors  *prometheus.CounterVec
 	// failingRuns is, per streakOperations, the runs in a row that it
 	// failed in (ops.end).
 	failingRuns       *prometheus.GaugeVec
@@ -84,6 +88,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Pod log directories removed by the container GC,", "reason", logDirRemoveReasons),
 		logLinksRemoved: metricvec.Counter("nodegc_container_gc_log_links_removed_total",
 			"Dangling container log links removed by the container GC,", "reason", logLinkRemoveReasons),
+		skipped: metricvec.Counter("nodegc_container_gc_removals_skipped_total",
+			"Planned removals (of containers, sandboxes, pod log directories and log links) that the check right before each did not do, though nothing failed: the container started or changed state, another removed it, a removal of its pod failed or a container of its sandbox stays, a link points at a log again, or a live pod's container logs outside the pod logs directory (logs_elsewhere: left to the kubelet's GC),",
+			"why", skipReasons),
 		runs: gcrun.NewRunMetrics(reg, "nodegc_container_gc", "Container GC", "from listing to the last removal", triggers, results),
 		errors: metricvec.Counter("nodegc_container_gc_errors_total",
 			"Failed container GC operations,", "operation", operations),
@@ -109,7 +116,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"listing", listings),
 	}
 	m.runs.Init(TriggerPeriodic) // the runs Run starts: exported before the first ends
-	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved,
+	reg.MustRegister(m.containersRemoved, m.sandboxesRemoved, m.logDirsRemoved, m.logLinksRemoved, m.skipped,
 		m.errors, m.failingRuns, m.containersKept, m.podsAuthoritative, m.podViewNodeOnly, m.podLogsUnseen, m.bytesFreed, m.bytesMeasured, m.idFaults)
 	return m
 }
@@ -154,6 +161,9 @@ func (m *metrics) observeOutcome(o *Outcome) {
 	}
 	for _, d := range o.LogLinks {
 		m.logLinksRemoved.WithLabelValues(d.Reason).Inc()
+	}
+	for _, s := range o.Skipped {
+		m.skipped.WithLabelValues(s.Why).Inc()
 	}
 	for kind, n := range o.Bytes().ByKind() {
 		m.bytesFreed.WithLabelValues(kind).Add(float64(n))
