@@ -162,8 +162,12 @@ func TestRuntimeRestartUnderAgent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The pod logs directory the runtime writes the containers'
+			// logs in: a live pod's dead container whose log lies
+			// elsewhere is left to the kubelet's GC.
 			cfg := nodeConfig(t, n.Endpoint, t.TempDir(), []string{"runtimeRequestTimeout: 10s"},
-				[]string{"highThresholdPercent: 100"}, []string{fmt.Sprintf("period: %v", period), "maxPerPodContainer: 1"})
+				[]string{"highThresholdPercent: 100"}, []string{fmt.Sprintf("period: %v", period), "maxPerPodContainer: 1",
+					"podLogsDirectory: " + n.PodLogs, "containerLogsDirectory: " + t.TempDir()})
 			p := startNodegc(t, "restart", cfg, "--owner-gc=off")
 			testbed.WaitFor(t, time.Minute, "the agent to be ready", func() bool {
 				resp, err := http.Get(p.healthz + "/readyz")
