@@ -108,19 +108,7 @@ func TestReadyzSaysWhyTheRuntimeIsNotConnected(t *testing.T) {
 			cfg := config.Defaulted()
 			cfg.ContainerRuntimeEndpoint = c.endpoint
 			cfg.StateDirectory = t.TempDir()
-			reg := prometheus.NewRegistry()
-			st := newStatus(reg)
-			n, err := newNodeGC(Options{Config: cfg, NodeName: "n"}, nil, reg, nil, st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				n.run(ctx)
-			}()
-			defer func() { cancel(); <-done }()
+			st, ctx := runNodeGC(t, cfg, prometheus.NewRegistry()), t.Context()
 			var got string
 			deadline := time.Now().Add(10 * time.Second)
 			for time.Now().Before(deadline) {
