@@ -16,6 +16,8 @@ type configParams struct {
 	SandboxImage, Snapshotter                              string
 	// GCPauseThreshold is the GC scheduler's pause_threshold.
 	GCPauseThreshold string
+	// ProxySnapshotters are Options.ProxySnapshotters.
+	ProxySnapshotters map[string]string
 }
 
 // gcPauseThreshold is containerd's default pause_threshold, or with rare
@@ -64,6 +66,11 @@ imports = []
   disable = true
 [plugins."io.containerd.gc.v1.scheduler"]
   pause_threshold = {{.GCPauseThreshold}}
+{{- range $name, $address := .ProxySnapshotters}}
+[proxy_plugins.{{$name}}]
+  type = "snapshot"
+  address = "{{$address}}"
+{{- end}}
 `))
 
 // config16 is containerd 1.6's config (version 2): the same settings under
@@ -100,6 +107,11 @@ imports = []
   disable = true
 [plugins."io.containerd.gc.v1.scheduler"]
   pause_threshold = {{.GCPauseThreshold}}
+{{- range $name, $address := .ProxySnapshotters}}
+[proxy_plugins.{{$name}}]
+  type = "snapshot"
+  address = "{{$address}}"
+{{- end}}
 `))
 
 // loopbackCNI is a loopback-only CNI network: enough for containerd to

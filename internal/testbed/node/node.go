@@ -57,6 +57,10 @@ type Options struct {
 	// with its tag and manifest digest (REF@DIGEST), as operators pin it;
 	// CRI lists the image by its tag and by NAME@DIGEST, never as written.
 	SandboxImageByDigest bool
+	// ProxySnapshotters are snapshotters containerd reaches through a
+	// socket of their own (proxy_plugins, as nydus, stargz or soci are
+	// installed): name -> socket path. Nothing need listen there.
+	ProxySnapshotters map[string]string
 }
 
 // Node is a running throw-away containerd. Its exported fields are set by
@@ -253,6 +257,7 @@ func (n *Node) setup(ctx context.Context, opts Options) error {
 		Dir: n.Dir, Root: n.Root, State: n.State, Socket: n.Socket, RuncRoot: n.RuncRoot, Runc: n.runc,
 		CNIConf: filepath.Join(n.Dir, "cni"), Opt: filepath.Join(n.Dir, "opt"),
 		SandboxImage: n.SandboxImage, Snapshotter: snapshotter, GCPauseThreshold: gcPauseThreshold(opts.RareGC),
+		ProxySnapshotters: opts.ProxySnapshotters,
 	}
 	cfg, err := writeConfig(n.Version, n.config)
 	if err != nil {
