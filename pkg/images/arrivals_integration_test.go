@@ -4,10 +4,8 @@ import (
 	"testing"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 )
 
@@ -27,11 +25,7 @@ func TestArrivalsByName(t *testing.T) {
 			pulled := b.pushPull("arrivals/byname", 1)
 			time.Sleep(10 * time.Millisecond)
 			other := b.pushPull("arrivals/other", 1)
-			ctr, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ctr.Close() })
+			ctr := b.containerd()
 			st, err := b.cri.ImageStatus(ctx, pulled.ID())
 			if err != nil || st == nil {
 				t.Fatalf("image %s: %v, %v", pulled.ID(), st, err)

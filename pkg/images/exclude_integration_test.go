@@ -7,12 +7,10 @@ import (
 	"testing"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
 	ctrimages "github.com/containerd/containerd/v2/core/images"
 	"github.com/google/go-cmp/cmp"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/images"
@@ -34,11 +32,7 @@ func TestExclusionsOnContainerd(t *testing.T) {
 			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
-			ctr, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ctr.Close() })
+			ctr := b.containerd()
 
 			// Every image is pulled as 127.0.0.1:PORT/src/<name>:v1; some
 			// get one more name, which is then the only one a pattern

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -15,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/node"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
@@ -191,6 +193,18 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 		b.t.Fatal(err)
 	}
 	return m
+}
+
+// containerd is a client of containerd's own API on the bed's node, in the
+// CRI plugin's namespace (k8s.io), closed when the test ends.
+func (b *bed) containerd() *containerd.Client {
+	b.t.Helper()
+	c, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // useImage runs a container of img in a new pod until it exits, so that

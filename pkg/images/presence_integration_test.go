@@ -4,13 +4,11 @@ import (
 	"testing"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/internal/testbed/registry"
 	"github.com/nodegc/nodegc/pkg/images"
@@ -37,11 +35,7 @@ func TestAccountingFollowsTheImagesStorage(t *testing.T) {
 				t.Fatal(err)
 			}
 			snapshotter := images.SnapshotterFromMountpoint(info.GetImageFilesystems()[0].GetFsId().GetMountpoint())
-			c, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := b.containerd()
 			ci, err := c.GetImage(ctx, img.Ref)
 			if err != nil {
 				t.Fatal(err)

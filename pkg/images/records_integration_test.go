@@ -50,11 +50,7 @@ func TestContainerRecordsKeepTheirImages(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			onTop := b.pushPull("records/ontop", 1, registry.LayerSpec{Seed: "records/base", Size: 2 * mib})
 
-			c, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace("k8s.io"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := b.containerd()
 			record := func(ctx context.Context, id string, img *registry.Image, snapshot bool, name string) error {
 				ci, err := c.GetImage(ctx, img.Ref)
 				if err != nil {
@@ -140,45 +136,13 @@ func TestRecordOnAnUnservedSnapshotter(t *testing.T) {
 		t.Run("containerd"+string(v), func(t *testing.T) {
 			t.Parallel()
 			b := newBed(t, v, 256*mib)
-			ctx := t.Context()
 			free := b.pushPull("unserved/free", 1)
 			named := b.pushPull("unserved/named", 1)
 			madeFrom := b.pushPull("unserved/madefrom", 1)
-			c, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace("k8s.io"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			onNydus := func(id, name, imageRef string) containerd.NewContainerOpts {
-				return func(_ context.Context, _ *containerd.Client, r *containers.Container) error {
-					r.Image, r.Snapshotter, r.SnapshotKey = name, "nydus", id
-					if imageRef != "" { // as the CRI plugin writes it
-						r.Extensions = map[string]typeurl.Any{"io.cri-containerd.container.metadata": &anypb.Any{
-							TypeUrl: "github.com/containerd/cri/pkg/store/container/Metadata",
-							Value:   []byte(`{"Version":"v1","Metadata":{"ID":"` + id + `","ImageRef":"` + imageRef + `"}}`),
-						}}
-					}
-					return nil
-				}
-			}
-			for id, opt := range map[string]containerd.NewContainerOpts{
-				"named":     onNydus("named", named.Ref, ""),
-				"cri-moved": onNydus("cri-moved", b.node.Registry.Ref("unserved/moved", "v1"), madeFrom.ID()),
-			} {
-				if _, err := c.NewContainer(ctx, id, containerd.WithNewSpec(oci.WithRootFSPath("/var/lib/elsewhere/"+id)), opt); err != nil {
-					t.Fatal(err)
-				}
-			}
-			m := b.manager(t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
-			r, err := m.GarbageCollect(ctx, images.TriggerManual)
-			if r == nil || r.Outcome == nil {
-				t.Fatalf("no run: %v", err)
-			}
-			removed, skipped := outcome(r)
-			t.Logf("containerd %s: removed %v, skipped at the check %v; run error: %v", v, removed, skipped, err)
-			if !slices.Equal(removed, []string{free.ID()}) {
-				t.Errorf("removed %v, want the image nothing uses %s", removed, free.ID())
-			}
+			c := b.containerd()
+			recordOnSnapshotter(t, c, "named", "nydus", named.Ref, "")
+			recordOnSnapshotter(t, c, "cri-moved", "nydus", b.node.Registry.Ref("unserved/moved", "v1"), madeFrom.ID())
+			r := collectRemovesOnly(t, b, v, free)
 			kept := map[string]string{}
 			for _, d := range r.Plan.Keep {
 				kept[d.Image.ID] = d.Reason
@@ -190,6 +154,45 @@ func TestRecordOnAnUnservedSnapshotter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordOnSnapshotter makes container record id in c's namespace on
+// snapshotter, its snapshot key id, naming the image name, and, when
+// imageRef is not "", with the metadata the CRI plugin writes, which gives
+// the image it was made from; its root filesystem lies elsewhere.
+func recordOnSnapshotter(t *testing.T, c *containerd.Client, id, snapshotter, name, imageRef string) {
+	t.Helper()
+	on := func(_ context.Context, _ *containerd.Client, r *containers.Container) error {
+		r.Image, r.Snapshotter, r.SnapshotKey = name, snapshotter, id
+		if imageRef != "" {
+			r.Extensions = map[string]typeurl.Any{"io.cri-containerd.container.metadata": &anypb.Any{
+				TypeUrl: "github.com/containerd/cri/pkg/store/container/Metadata",
+				Value:   []byte(`{"Version":"v1","Metadata":{"ID":"` + id + `","ImageRef":"` + imageRef + `"}}`),
+			}}
+		}
+		return nil
+	}
+	if _, err := c.NewContainer(t.Context(), id, containerd.WithNewSpec(oci.WithRootFSPath("/var/lib/elsewhere/"+id)), on); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// collectRemovesOnly runs one collection of every image not in use on b's
+// containerd of version v, and checks that it removed free alone; it
+// returns the run's report.
+func collectRemovesOnly(t *testing.T, b *bed, v testbed.ContainerdVersion, free *registry.Image) *images.Report {
+	t.Helper()
+	m := b.manager(t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
+	r, err := m.GarbageCollect(t.Context(), images.TriggerManual)
+	if r == nil || r.Outcome == nil {
+		t.Fatalf("no run: %v", err)
+	}
+	removed, skipped := outcome(r)
+	t.Logf("containerd %s: removed %v, skipped at the check %v; run error: %v", v, removed, skipped, err)
+	if !slices.Equal(removed, []string{free.ID()}) {
+		t.Errorf("removed %v, want the image nothing uses %s", removed, free.ID())
+	}
+	return r
 }
 
 // TestCRIRecordsGiveTheirImageID, on each real containerd: the CRI
@@ -255,34 +258,14 @@ func TestRecordOnAHungSnapshotter(t *testing.T) {
 			go func() { _ = srv.Serve(l) }()
 			t.Cleanup(srv.Stop)
 			b := newBedWith(t, node.Options{Version: v, SmallFS: 256 * mib, ProxySnapshotters: map[string]string{"stalled": sock}})
-			ctx := t.Context()
 			free := b.pushPull("hung/free", 1)
 			named := b.pushPull("hung/named", 1)
-			c, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace("k8s.io"))
-			if err != nil {
+			c := b.containerd()
+			if _, err := c.SnapshotService("stalled").Prepare(t.Context(), "on-stalled", ""); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { c.Close() })
-			if _, err := c.SnapshotService("stalled").Prepare(ctx, "on-stalled", ""); err != nil {
-				t.Fatal(err)
-			}
-			onStalled := func(_ context.Context, _ *containerd.Client, r *containers.Container) error {
-				r.Image, r.Snapshotter, r.SnapshotKey = named.Ref, "stalled", "on-stalled"
-				return nil
-			}
-			if _, err := c.NewContainer(ctx, "on-stalled", containerd.WithNewSpec(oci.WithRootFSPath("/var/lib/elsewhere/on-stalled")), onStalled); err != nil {
-				t.Fatal(err)
-			}
-			m := b.manager(t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
-			r, err := m.GarbageCollect(ctx, images.TriggerManual)
-			if r == nil || r.Outcome == nil {
-				t.Fatalf("no run: %v", err)
-			}
-			removed, skipped := outcome(r)
-			t.Logf("containerd %s: removed %v, skipped at the check %v; run error: %v", v, removed, skipped, err)
-			if !slices.Equal(removed, []string{free.ID()}) {
-				t.Errorf("removed %v, want the image nothing uses %s", removed, free.ID())
-			}
+			recordOnSnapshotter(t, c, "on-stalled", "stalled", named.Ref, "")
+			collectRemovesOnly(t, b, v, free)
 			if !b.imageIDs()[named.ID()] {
 				t.Errorf("the image the record names, %s, went", named.ID())
 			}

@@ -27,11 +27,7 @@ func TestRecordMadeAgainIsReadAgain(t *testing.T) {
 			ctx := t.Context()
 			first := b.pushPull("remade/first", 1)
 			second := b.pushPull("remade/second", 1)
-			c, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace("k8s.io"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := b.containerd()
 			// The record names a tag that is not the image's (it moved
 			// since): only its root filesystem tells the image.
 			moved := b.node.Registry.Ref("remade/moved", "v1")

@@ -11,7 +11,6 @@ import (
 	ctrimages "github.com/containerd/containerd/v2/core/images"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/cri"
@@ -69,11 +68,7 @@ func TestExcludedNameGainedMidRun(t *testing.T) {
 				pulled = append(pulled, b.pushPull(repoName(i), 2).ID())
 				time.Sleep(10 * time.Millisecond) // first-detected times in pull order
 			}
-			ctr, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ctr.Close() })
+			ctr := b.containerd()
 			const critical = "registry.example/critical/agent:2"
 			// While nodegc removes the first, the last gains the name.
 			rt := &afterFirstRemoval{recordingRuntime: b.runtime, then: func(ctx context.Context, _ string) error {

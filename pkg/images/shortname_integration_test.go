@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/nodegc/nodegc/internal/containerdapi"
 	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/images"
 )
@@ -53,11 +51,7 @@ func TestShortNameResolvedByTheRuntime(t *testing.T) {
 			ctx := t.Context()
 			unnamed := b.pushPull(repoName(0), 2).ID()
 			named := b.pushPull(repoName(1), 2).ID()
-			ctr, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace(containerdapi.Namespace))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ctr.Close() })
+			ctr := b.containerd()
 			if err := addName(ctx, ctr, b.cri, named, "docker.io/library/nodegc-short:v1"); err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
 	godigest "github.com/opencontainers/go-digest"
 	"github.com/prometheus/client_golang/prometheus"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -32,11 +31,7 @@ func TestUnreadableImageIsKeptAndTheOthersGo(t *testing.T) {
 	broken := b.pushPull("unreadable/broken", 1)
 	free := b.pushPull("unreadable/free", 1)
 	b.useImage(used)
-	c, err := containerd.New(b.node.Socket, containerd.WithDefaultNamespace("k8s.io"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := b.containerd()
 	if err := c.ContentStore().Delete(ctx, godigest.Digest(broken.ID())); err != nil {
 		t.Fatal(err)
 	}
