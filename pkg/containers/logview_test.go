@@ -232,6 +232,15 @@ func podLoggingIn(t *testing.T, f *managerFixture, podLogs string) string {
 	return logs
 }
 
+// skipsOf lists the removals out skipped, each as "ID WHY".
+func skipsOf(out *Outcome) []string {
+	var skipped []string
+	for _, s := range out.Skipped {
+		skipped = append(skipped, s.ID+" "+s.Why)
+	}
+	return skipped
+}
+
 // TestLogsElsewhereKeepLivePodsContainers: the kubelet writes the pod logs
 // under a podLogsDir nodegc was not told (/data/pods), or
 // podLogsDirectory names the target of the /var/log/pods link the kubelet
@@ -303,10 +312,7 @@ func TestPodLogsDirMovedNewPodsKeepTheirContainers(t *testing.T) {
 	if r.Plan.PodLogsUnseen {
 		t.Error("the logs count as unseen; want seen (q's log is there)")
 	}
-	var skipped []string
-	for _, s := range r.Outcome.Skipped {
-		skipped = append(skipped, s.ID+" "+s.Why)
-	}
+	skipped := skipsOf(r.Outcome)
 	for _, d := range r.Outcome.Containers {
 		if d.Container.PodUID == fixtureUID("p") {
 			t.Errorf("%s (app/%d of live pod p) removed by %s; its log stays outside podLogsDirectory", d.Container.ID, d.Container.Attempt, d.Reason)
@@ -356,10 +362,7 @@ func TestPodLogsDirectoryNamesTheLinkTarget(t *testing.T) {
 	if r.Plan.PodLogsUnseen {
 		t.Error("the logs count as unseen; want seen (they are under podLogsDirectory, through the link)")
 	}
-	var skipped []string
-	for _, s := range r.Outcome.Skipped {
-		skipped = append(skipped, s.ID+" "+s.Why)
-	}
+	skipped := skipsOf(r.Outcome)
 	if diff := cmp.Diff([]string{"p/app/0 " + SkipLogsElsewhere, "p/app/1 " + SkipLogsElsewhere}, skipped); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
 	}
