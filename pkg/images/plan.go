@@ -361,9 +361,6 @@ func lastActive(img *Image) time.Time {
 	return img.FirstDetected
 }
 
-// repository returns the repository of a "repository:tag" reference:
-// everything before the tag's colon (a colon before the last slash belongs
-// to a registry port).
 // untaggedIn is 1 for an image without a tag of repo, else 0.
 func untaggedIn(img *Image, repo string) int {
 	if slices.ContainsFunc(img.RepoTags, func(t string) bool { return repository(t) == repo }) {
@@ -389,6 +386,9 @@ func repositories(img *Image) []string {
 	return out
 }
 
+// repository returns the repository of a "repository:tag" reference:
+// everything before the tag's colon (a colon before the last slash belongs
+// to a registry port).
 func repository(tag string) string {
 	slash := strings.LastIndexByte(tag, '/')
 	if i := strings.LastIndexByte(tag, ':'); i > slash {
