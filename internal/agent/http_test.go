@@ -67,11 +67,13 @@ func TestExplainEndpointNotLeader(t *testing.T) {
 	// This instance, as the last leader heard of, while its owner GC does
 	// not run: between fence windows (renewals failing), or after the
 	// lease passed before this instance read the new holder. It does not
-	// send the user back to itself (review ownergc r9 N2): the command
-	// then says how to find the holder from the Lease.
+	// send the user back to itself (review ownergc r9 N2), nor say it is
+	// not the leader: the command then says how to find the holder from
+	// the Lease.
 	o.electionConfig(klog.Background(), o.lock).Callbacks.OnNewLeader("me_1")
 	code, body = explainAt(t, o)
-	want = ownergc.ExplainError{Message: "this instance is not running the owner GC (it is not the leader)"}
+	want = ownergc.ExplainError{Message: "this instance is not running the owner GC (it was last heard of as the leader: " +
+		"its lease renewals are failing, or the lease just passed to another instance)"}
 	if diff := cmp.Diff(want, body); code != http.StatusServiceUnavailable || diff != "" {
 		t.Errorf("this instance last heard of as the leader: status %d, body (-want +got):\n%s", code, diff)
 	}

@@ -53,15 +53,16 @@ type ownerGC struct {
 }
 
 // leaderIdentity is the identity of the instance that leads, as explain
-// names it to a caller this instance cannot answer: "" while unknown, and
-// when that is this instance. It does not run the owner GC then (between
-// fence windows while renewals fail, or after losing the lease before it
-// read the new holder), and explain must not send the user back to it.
-func (o *ownerGC) leaderIdentity() string {
-	if id := o.leader.Load(); id != nil && *id != o.identity {
-		return *id
+// names it to a caller this instance cannot answer ("" while unknown), and
+// whether that is this instance. It does not run the owner GC then
+// (between fence windows while renewals fail, or after losing the lease
+// before it read the new holder), and explain must not send the user back
+// to it.
+func (o *ownerGC) leaderIdentity() (identity string, self bool) {
+	if id := o.leader.Load(); id != nil {
+		return *id, *id == o.identity
 	}
-	return ""
+	return "", false
 }
 
 // defaultIdentity is this instance's identity in the Lease: its pod's name,

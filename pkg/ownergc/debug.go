@@ -37,13 +37,14 @@ type ExplainError struct {
 type debugHandler struct {
 	c *Collector
 	// leader returns the identity of the instance that leads, "" when
-	// unknown; nil: unknown.
-	leader func() string
+	// unknown, and whether that is this instance; nil: unknown.
+	leader func() (identity string, self bool)
 }
 
 // ExplainHandler is DebugHandler, with leader naming the instance that
-// holds the lease in the answer of an instance that does not.
-func (c *Collector) ExplainHandler(leader func() string) http.Handler {
+// holds the lease in the answer of an instance that does not run the
+// owner GC, and saying whether that is this instance.
+func (c *Collector) ExplainHandler(leader func() (identity string, self bool)) http.Handler {
 	return &debugHandler{c: c, leader: leader}
 }
 
@@ -70,11 +71,19 @@ func (h *debugHandler) serveExplain(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case errors.Is(err, ErrNotRunning):
 		status, body.Leader = http.StatusServiceUnavailable, false
+		var self bool
 		if h.leader != nil {
-			body.LeaderIdentity = h.leader()
+			body.LeaderIdentity, self = h.leader()
 		}
-		if body.LeaderIdentity != "" {
-			body.Message += "; the leader is " + body.LeaderIdentity
+		switch {
+		case self:
+			// Never send the caller back to this instance.
+			body.LeaderIdentity = ""
+			body.Message += " (it was last heard of as the leader: its lease renewals are failing, or the lease just passed to another instance)"
+		case body.LeaderIdentity != "":
+			body.Message += " (it is not the leader); the leader is " + body.LeaderIdentity
+		default:
+			body.Message += " (it is not the leader)"
 		}
 	case errors.Is(err, ErrNotSynced):
 		status = http.StatusServiceUnavailable

@@ -39,8 +39,9 @@ type ExplainQuery struct {
 // Errors of Explain; classify them with errors.Is.
 var (
 	// ErrNotRunning: this instance does not run the owner GC (it is not the
-	// leader), so it has no graph to explain from.
-	ErrNotRunning = errors.New("this instance is not running the owner GC (it is not the leader)")
+	// leader, or its collector is starting or stopping), so it has no
+	// graph to explain from.
+	ErrNotRunning = errors.New("this instance is not running the owner GC")
 	// ErrNotSynced: the owner GC runs here but its graph does not hold the
 	// initial state of every resource yet.
 	ErrNotSynced = errors.New("the owner GC has not synced its graph yet")

@@ -441,7 +441,7 @@ func TestExplainHandlerNotRunning(t *testing.T) {
 	}{
 		"debug handler": {handler: (&Collector{}).DebugHandler(),
 			wantBody: ExplainError{Leader: false, Message: "this instance is not running the owner GC (it is not the leader)"}},
-		"with the leader's identity": {handler: (&Collector{}).ExplainHandler(func() string { return "nodegc-owner-7d9f_1234" }),
+		"with the leader's identity": {handler: (&Collector{}).ExplainHandler(func() (string, bool) { return "nodegc-owner-7d9f_1234", false }),
 			wantBody: ExplainError{Leader: false, LeaderIdentity: "nodegc-owner-7d9f_1234",
 				Message: "this instance is not running the owner GC (it is not the leader); the leader is nodegc-owner-7d9f_1234"}},
 	}
@@ -569,7 +569,7 @@ func TestExplainOnAPIServer(t *testing.T) {
 	})
 
 	t.Run("HTTP", func(t *testing.T) {
-		h := gc.ExplainHandler(func() string { return "me" })
+		h := gc.ExplainHandler(func() (string, bool) { return "me", false })
 		get := func(query string) *httptest.ResponseRecorder {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, ExplainPath+"?"+query, nil).WithContext(t.Context()))
