@@ -2,12 +2,14 @@ package ownergc
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
@@ -159,4 +161,52 @@ func testDryRun(t *testing.T, env *itEnv) {
 	if got := gc.requests(t); got["DELETE"] != 0 || got["PATCH"] != 0 || got["POST"] != 0 {
 		t.Errorf("dry run sent writes: %v", got)
 	}
+}
+
+// testStopDropsTheEventBacklog: a run that stops throws its graph away, so
+// it must not apply the events still queued first (the initial lists of a
+// large cluster queue millions, a few microseconds each, and outlasted the
+// process's shutdown margin). The graph builder is held on the graph's
+// lock while a backlog of made-up objects is queued and the run told to
+// stop, then let go once the run closed its queue: it may apply the one
+// batch it holds, no more.
+func testStopDropsTheEventBacklog(t *testing.T, env *itEnv) {
+	gc := env.startCollector(t, testConfig())
+	gc.waitIdle(t)
+	r := gc.current.Load()
+	observed, _, _ := r.graph.size()
+
+	const backlog = 100_000
+	r.graph.mu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			r.graph.mu.Unlock()
+		}
+	}()
+	evs := make([]event, backlog)
+	for i := range evs {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.UID = types.UID(fmt.Sprintf("backlog-%d", i))
+		obj.Namespace, obj.Name, obj.ResourceVersion = "backlog", string(obj.UID), "1"
+		evs[i] = event{typ: evUpsert, obj: obj, res: resPod}
+	}
+	r.events.pushAll(evs)
+	stopped := make(chan time.Duration, 1)
+	go func() { stopped <- gc.stop(t) }()
+	closed := false
+	for deadline := time.Now().Add(20 * time.Second); !closed && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		closed = r.events.isClosed()
+	}
+	r.graph.mu.Unlock()
+	locked = false
+	took := <-stopped
+	if !closed {
+		t.Errorf("the run did not close its event queue before waiting for its workers and monitors")
+	}
+	after, _, _ := r.graph.size()
+	if added := after - observed; added > graphBatch {
+		t.Errorf("the stopping run applied %d of the %d queued events, want at most one batch (%d)", added, backlog, graphBatch)
+	}
+	t.Logf("stopped in %v with %d events queued", took.Round(time.Millisecond), backlog)
 }

@@ -144,11 +144,13 @@ func (q *eventQueue) push(ev event) {
 	q.pushAll([]event{ev})
 }
 
-// pushAll queues evs, in order.
+// pushAll queues evs, in order. Once the queue is closed they are dropped
+// (their barriers released).
 func (q *eventQueue) pushAll(evs []event) {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
+		releaseBarriers(evs)
 		return
 	}
 	for len(evs) > 0 {
@@ -227,13 +229,41 @@ func (q *eventQueue) len() int {
 	return q.n
 }
 
-// close ends the queue: later pushes are dropped, pop drains what is left.
+// close ends the queue: what is queued and later pushes are dropped, and
+// pop reports the end. Only a stopping run closes its queue, and it throws
+// its graph away: applying a backlog first would only delay the exit (a
+// few microseconds an event; the initial lists of a large cluster queue
+// millions) past the shutdown margin. The barriers among the dropped
+// events are released, so that no waiter hangs.
 func (q *eventQueue) close() {
 	q.mu.Lock()
 	q.closed = true
+	chunks := q.chunks
+	if len(chunks) > 0 {
+		chunks[0] = chunks[0][q.head:]
+	}
+	q.chunks, q.head, q.n = nil, 0, 0
 	q.mu.Unlock()
+	for _, c := range chunks {
+		releaseBarriers(c)
+	}
 	select {
 	case q.wake <- struct{}{}:
 	default:
+	}
+}
+
+// isClosed reports whether close was called.
+func (q *eventQueue) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
+
+func releaseBarriers(evs []event) {
+	for i := range evs {
+		if evs[i].typ == evBarrier {
+			close(evs[i].done)
+		}
 	}
 }

@@ -103,8 +103,8 @@ func TestFeed(t *testing.T) {
 // TestEventQueue: events come out in the order they went in, across chunk
 // boundaries, whatever the sizes of pushes and pops; a queue that holds a
 // few events at a time allocates nothing per event; pop blocks until
-// there is an event; after close, pushes are dropped and what is left
-// drains before pop reports the end.
+// there is an event; close drops what is queued and later pushes, and
+// releases their barriers.
 func TestEventQueue(t *testing.T) {
 	q := newEventQueue()
 	buf := make([]event, 0, 8)
@@ -162,13 +162,28 @@ func TestEventQueue(t *testing.T) {
 		t.Fatalf("pop after a push: %+v", b)
 	}
 
-	q.push(event{typ: evSynced})
-	q.close()
-	q.push(event{typ: evBarrier})
-	if b, ok := q.pop(nil, 10); !ok || len(b) != 1 || b[0].typ != evSynced {
-		t.Fatalf("pop after close: %+v, %v; want the event pushed before close", b, ok)
+	// A stopping run throws its graph away: close drops the backlog
+	// rather than have the builder apply it (a large one outlasted the
+	// shutdown margin), and releases the barriers in it.
+	newEventQueue().close() // nothing ever queued
+	before, after := make(chan struct{}), make(chan struct{})
+	for range 3 * eventChunk {
+		q.push(event{typ: evSynced})
 	}
+	q.push(event{typ: evBarrier, done: before})
+	q.close()
+	q.push(event{typ: evBarrier, done: after})
 	if b, ok := q.pop(nil, 10); ok || len(b) != 0 {
-		t.Fatalf("pop of a closed, drained queue: %+v, %v", b, ok)
+		t.Fatalf("pop after close: %d events, ok %v; want none and the end", len(b), ok)
+	}
+	if n := q.len(); n != 0 {
+		t.Fatalf("len after close %d, want 0", n)
+	}
+	for name, done := range map[string]chan struct{}{"queued before close": before, "pushed after close": after} {
+		select {
+		case <-done:
+		default:
+			t.Errorf("a barrier %s is not released", name)
+		}
 	}
 }

@@ -45,6 +45,7 @@ func TestIntegration(t *testing.T) {
 	t.Run("a delete's answer is metadata, its errors intact", func(t *testing.T) { testDeleteAnswer(t, env) })
 	t.Run("about one request per collected object", func(t *testing.T) { testRequestsPerObject(t, env) })
 	t.Run("restart in the middle of a cascade", func(t *testing.T) { testRestartMidCascade(t, env) })
+	t.Run("a stopping run drops its event backlog", func(t *testing.T) { testStopDropsTheEventBacklog(t, env) })
 	t.Run("dry run decides and writes nothing", func(t *testing.T) { testDryRun(t, env) })
 	t.Run("relist across a delete and recreate", func(t *testing.T) { testRelistAcrossRecreate(t, env) })
 	t.Run("an owner back from an etcd restore keeps its dependents", func(t *testing.T) { testOwnerBackFromAnEtcdRestore(t, env) })

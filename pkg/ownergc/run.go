@@ -2,6 +2,7 @@ package ownergc
 
 import (
 	"context"
+	"errors"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -190,13 +191,14 @@ func (r *run) run(ctx context.Context) {
 	}
 	<-ctx.Done()
 
-	// Stop: no new work, in-flight requests end with ctx, monitors stop,
-	// then the graph builder drains what is left and exits.
+	// Stop: the graph builder drops the events not applied yet (the graph
+	// goes with the run) and exits, no new work, in-flight requests end
+	// with ctx, monitors stop.
+	r.events.close()
 	r.deletes.ShutDown()
 	r.orphans.ShutDown()
 	loops.Wait()
 	r.monitors.stopAll()
-	r.events.close()
 	graphWG.Wait()
 }
 
@@ -248,12 +250,17 @@ func (r *run) waitForSync(ctx context.Context) bool {
 	return true
 }
 
-// barrier returns once the builder applied every event pushed before.
+// barrier returns once the builder applied every event pushed before; an
+// error once the run stops (the events not applied were dropped) or ctx
+// ends.
 func (r *run) barrier(ctx context.Context) error {
 	done := make(chan struct{})
 	r.events.push(event{typ: evBarrier, done: done})
 	select {
 	case <-done:
+		if r.events.isClosed() {
+			return errors.New("the run stopped")
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
