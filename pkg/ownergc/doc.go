@@ -683,7 +683,8 @@
 // # Lifecycle
 //
 // Run blocks until its context ends. Cancelling the context cancels every
-// in-flight request and starts none; Run then shuts the queues down, lets
-// the workers finish their current item, stops the monitors, drains the
-// FIFO and returns. The next Run starts from an empty graph.
+// in-flight request and starts none; Run then closes the FIFO (the events
+// the graph builder has not applied are dropped: the graph goes with the
+// Run), shuts the queues down, lets the workers finish their current item,
+// stops the monitors and returns. The next Run starts from an empty graph.
 package ownergc
