@@ -66,6 +66,9 @@ func (n *nodeGC) run(ctx context.Context) {
 	}
 	defer lock.release()
 	n.link = newRuntimeLink(klog.FromContext(ctx), cfg.ContainerRuntimeEndpoint, n.status.watchdog.clock)
+	if cfg.ImageServiceEndpoint != cfg.ContainerRuntimeEndpoint {
+		n.link.imageEndpoint = cfg.ImageServiceEndpoint
+	}
 	n.status.setRuntimeCheck(func(context.Context) error {
 		return fmt.Errorf("container runtime not connected yet%s", n.link.explain())
 	})

@@ -27,8 +27,11 @@ const RuntimeCheckTimeout = 5 * time.Second
 // it whole.
 type runtimeLink struct {
 	endpoint string
-	clock    clock.PassiveClock
-	logger   klog.Logger
+	// imageEndpoint is the image service's endpoint when it is another
+	// (imageServiceEndpoint): a lost connection may be that one's.
+	imageEndpoint string
+	clock         clock.PassiveClock
+	logger        klog.Logger
 
 	// reconnected receives a token at each return of the connection (not
 	// at the first): the runtime may have been replaced meanwhile.
@@ -56,11 +59,20 @@ func (r *runtimeLink) changed(connected bool) {
 	defer r.mu.Unlock()
 	if !connected {
 		r.lostAt = now
+		if r.imageEndpoint != "" {
+			r.logger.Info("Lost the connection to the container runtime or to its image service; redialing, node GC fails until it is back",
+				"endpoint", r.endpoint, "imageEndpoint", r.imageEndpoint)
+			return
+		}
 		r.logger.Info("Lost the connection to the container runtime; redialing, node GC fails until it is back", "endpoint", r.endpoint)
 		return
 	}
 	r.reconnects++
-	r.logger.Info("Reconnected to the container runtime", "endpoint", r.endpoint, "downFor", now.Sub(r.lostAt).Round(time.Millisecond), "reconnects", r.reconnects)
+	kv := []any{"endpoint", r.endpoint, "downFor", now.Sub(r.lostAt).Round(time.Millisecond), "reconnects", r.reconnects}
+	if r.imageEndpoint != "" {
+		kv = append(kv, "imageEndpoint", r.imageEndpoint)
+	}
+	r.logger.Info("Reconnected to the container runtime", kv...)
 	r.lostAt = time.Time{}
 	select {
 	case r.reconnected <- struct{}{}:

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/clock"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -252,5 +253,36 @@ func TestReadyzAsksASeparateImageService(t *testing.T) {
 	t.Logf("/readyz: %v", err)
 	if want := "image service at " + cfg.ImageServiceEndpoint + " does not answer"; !strings.Contains(err.Error(), want) {
 		t.Errorf("/readyz says %q; want it to contain %q", err, want)
+	}
+}
+
+// TestConnectionLossNamesTheImageService: with an image service of its
+// own (imageServiceEndpoint), a lost connection may be that service's: the
+// loss and the return name both endpoints, not the runtime's alone (review
+// runtime r7 F6).
+func TestConnectionLossNamesTheImageService(t *testing.T) {
+	for name, tc := range map[string]struct {
+		imageEndpoint string
+		want          []string
+	}{
+		"one service": {want: []string{
+			`"Lost the connection to the container runtime; redialing, node GC fails until it is back" endpoint="unix:///run/rt.sock"`,
+			`"Reconnected to the container runtime" endpoint="unix:///run/rt.sock"`}},
+		"a separate image service": {imageEndpoint: "unix:///run/img.sock", want: []string{
+			`"Lost the connection to the container runtime or to its image service; redialing, node GC fails until it is back" endpoint="unix:///run/rt.sock" imageEndpoint="unix:///run/img.sock"`,
+			`reconnects=1 imageEndpoint="unix:///run/img.sock"`}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logs strings.Builder
+			r := newRuntimeLink(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&logs))), "unix:///run/rt.sock", clock.RealClock{})
+			r.imageEndpoint = tc.imageEndpoint
+			r.changed(false)
+			r.changed(true)
+			for _, want := range tc.want {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("the log does not contain %s:\n%s", want, logs.String())
+				}
+			}
+		})
 	}
 }
