@@ -55,27 +55,33 @@ func (r *run) scope(apiVersion, kind string) (namespaced, known bool) {
 	return m.Scope.Name() == meta.RESTScopeNameNamespace, true
 }
 
-// markUnsureAbsence marks owner o absenceUnsure when the graph does not
-// hold it alive and the monitor of its resource lags (monitorSet.lags):
-// it synced, and is failing, catching up after its watch broke, or
-// relisting, or it is syncing (started again). The resource is the kind
-// the graph knows the owner by (its node's), or the reference's. An
-// absence known through a resource with no monitor (a kind that left
-// discovery, an ignored resource), one whose monitor never synced and
-// failed (what it knows came from look-ups, as for
-// kube-controller-manager), or of a kind discovery does not map stays
-// proof.
+// markUnsure marks owner o unsure when the graph does not hold it alive,
+// or holds it deleting in the foreground (waiting), and the monitor of its
+// resource lags (monitorSet.lags): it synced, and is failing, catching up
+// after its watch broke, or relisting, or it is syncing (started again).
+// An etcd restored from a backup taken before the owner's deletion brings
+// the owner back alive with its UID, which the graph learns only once that
+// monitor caught up. The resource is the kind the graph knows the owner by
+// (its node's), or the reference's. An absence known through a resource
+// with no monitor (a kind that left discovery, an ignored resource), one
+// whose monitor never synced and failed (what it knows came from
+// look-ups, as for kube-controller-manager), or of a kind discovery does
+// not map stays proof. An owner the graph holds alive and not being
+// deleted keeps its dependents whatever its monitor does.
 //
 // When the monitor does not lag, o is taken again from the graph as it is
 // now: the view o comes from was taken before, and the monitor may have
 // caught up in between, its relist applied (the owner back from an etcd
-// restore): o's view would still have the owner absent.
-func (r *run) markUnsureAbsence(o *ownerView) {
-	o.absenceUnsure = false
+// restore): o's view would still have the owner absent, or waiting.
+func (r *run) markUnsure(o *ownerView) {
+	o.unsure = false
 	apiVersion, kind := o.apiVersion, o.kind
 	switch o.state {
 	case ownerObserved:
-		return
+		if !o.waiting {
+			return
+		}
+		apiVersion, kind = o.node.apiVersion, o.node.kind
 	case ownerDeleted, ownerAbsentAtIdentity, ownerVirtual:
 		apiVersion, kind = o.node.apiVersion, o.node.kind
 	}
@@ -84,7 +90,7 @@ func (r *run) markUnsureAbsence(o *ownerView) {
 		return
 	}
 	if r.monitors.lags(m.Resource.GroupResource(), r.c.clock.Now()) {
-		o.absenceUnsure = true
+		o.unsure = true
 		return
 	}
 	r.graph.mu.RLock()

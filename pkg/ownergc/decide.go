@@ -69,7 +69,7 @@ type verdict struct {
 	// reference states (see judgeRef).
 	misnamed bool
 	// fresh: the lookup must read the owner, not take a cached verdict:
-	// the owner's absence is unsure (ownerView.absenceUnsure).
+	// the owner's absence is unsure (ownerView.unsure).
 	fresh bool
 	// apiVersion is the version to read the owner at, when not the
 	// reference's (one no longer served; see judgeRef).
@@ -106,8 +106,13 @@ type scopeFunc func(apiVersion, kind string) (namespaced, known bool)
 // brings deleted objects back with their UIDs, and the monitor of a
 // dependent's resource may deliver a restored dependent before the
 // owner's has. Such an owner is read with a GET that no cache answers
-// (o.absenceUnsure), at the version the graph knows its kind by if the
-// reference's is no longer served.
+// (o.unsure), at the version the graph knows its kind by if the
+// reference's is no longer served. So is an owner the graph observed
+// deleting in the foreground (the restore brings it back not being
+// deleted): kube-controller-manager reads every owner before it decides,
+// and would keep the dependent. Where the reference misnames that owner,
+// the read at the stated name finds nothing, and the dependent waits for
+// the owner's monitor (ownerWatchBehind: the graph holds the owner).
 func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 	sameKind := o.state != ownerUnknown && o.node.groupKind().Group == o.group() && o.node.kind == o.kind
 	observed := o.state == ownerObserved && sameKind
@@ -143,6 +148,8 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 	switch {
 	case matches && o.node.namespace != "" && o.node.namespace != item.id.namespace:
 		return verdict{class: classDangling, reason: reasonOtherNamespace}, nil
+	case (matches || misnamed) && o.waiting && o.unsure:
+		// Read below.
 	case matches && o.waiting:
 		return verdict{class: classWaiting, reason: reasonWaiting}, nil
 	case matches:
@@ -151,14 +158,14 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 		return verdict{class: classWaiting, reason: reasonWaiting, misnamed: true}, nil
 	case misnamed:
 		return verdict{class: classSolid, reason: reasonMisnamed, misnamed: true}, nil
-	case o.state == ownerDeleted && !o.absenceUnsure:
+	case o.state == ownerDeleted && !o.unsure:
 		return verdict{class: classDangling, reason: reasonDeleted}, nil
-	case absentHere && !o.absenceUnsure:
+	case absentHere && !o.unsure:
 		return verdict{class: classDangling, reason: reasonNotFound}, nil
 	}
 	var version string // the reference's
 	namespaced, known := scope(o.apiVersion, o.kind)
-	if !known && o.absenceUnsure && sameKind {
+	if !known && o.unsure && sameKind {
 		// A version no longer served: what the graph knew the owner's
 		// kind by is.
 		version = o.node.apiVersion
@@ -171,12 +178,12 @@ func judgeRef(item *itemView, o *ownerView, scope scopeFunc) (verdict, error) {
 	if namespaced {
 		key.namespace = item.id.namespace
 	}
-	if o.state == ownerAbsentAtIdentity && !o.absenceUnsure && sameKind && o.node.name == key.name && key.namespace == "" {
+	if o.state == ownerAbsentAtIdentity && !o.unsure && sameKind && o.node.name == key.name && key.namespace == "" {
 		// Found absent at a cluster-scoped kind, wherever the virtual node
 		// took its namespace from.
 		return verdict{class: classDangling, reason: reasonNotFound}, nil
 	}
-	return verdict{lookup: &key, fresh: o.absenceUnsure, apiVersion: version}, nil
+	return verdict{lookup: &key, fresh: o.unsure, apiVersion: version}, nil
 }
 
 // classifiedRef is an owner reference with its class.

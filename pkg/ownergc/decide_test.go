@@ -30,7 +30,7 @@ func TestJudgeRef(t *testing.T) {
 		return &ownerKey{uid: "o", kind: "ConfigMap", name: "owner", namespace: ns}
 	}
 	unsure := func(o ownerView) ownerView {
-		o.absenceUnsure = true
+		o.unsure = true
 		return o
 	}
 	renamed := func(id objectID) objectID {
@@ -56,6 +56,18 @@ func TestJudgeRef(t *testing.T) {
 		"observed owner deleting its dependents: waiting": {
 			itemNS: "ns", owner: with(ownerObserved, cmOwner("ns"), true),
 			want: verdict{class: classWaiting, reason: reasonWaiting},
+		},
+		// An etcd restore may have brought the owner back not being
+		// deleted; kube-controller-manager reads every owner. Before, the
+		// dependent went as the graph's waiting owner's (review ownergc
+		// r10 F1).
+		"observed owner deleting its dependents, its monitor not following: a fresh lookup": {
+			itemNS: "ns", owner: unsure(with(ownerObserved, cmOwner("ns"), true)),
+			want: verdict{lookup: key("ns"), fresh: true},
+		},
+		"observed owner under another name deleting its dependents, its monitor not following: a fresh lookup": {
+			itemNS: "ns", owner: unsure(with(ownerObserved, renamed(cmOwner("ns")), true)),
+			want: verdict{lookup: key("ns"), fresh: true},
 		},
 		"observed deletion: dangling without a lookup": {
 			itemNS: "ns", owner: with(ownerDeleted, cmOwner("ns"), false),
@@ -410,8 +422,16 @@ func TestOwnerAbsenceTrustedWhileItsMonitorFollows(t *testing.T) {
 		if state != ownerUnknown {
 			o.node = objectID{uid: "o", apiVersion: "v1", kind: kind, namespace: "ns", name: "o"}
 		}
-		r.markUnsureAbsence(&o)
-		return o.absenceUnsure
+		r.markUnsure(&o)
+		return o.unsure
+	}
+	// An owner observed deleting in the foreground: an etcd restore may
+	// bring it back not being deleted (review ownergc r10 F1).
+	waitingUnsure := func() bool {
+		o := ownerView{uid: "o", apiVersion: "v1", kind: "ConfigMap", name: "o", state: ownerObserved, waiting: true,
+			node: objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "o"}}
+		r.markUnsure(&o)
+		return o.unsure
 	}
 	steps := []struct {
 		name string
@@ -445,6 +465,9 @@ func TestOwnerAbsenceTrustedWhileItsMonitorFollows(t *testing.T) {
 		if unsure("ConfigMap", ownerObserved) {
 			t.Errorf("%s: an observed owner marked unsure", s.name)
 		}
+		if got := waitingUnsure(); got != s.want {
+			t.Errorf("%s: a ConfigMap owner observed deleting in the foreground unsure %t, want %t", s.name, got, s.want)
+		}
 	}
 
 	// The view was taken while the owner was deleted; its monitor's relist
@@ -453,9 +476,9 @@ func TestOwnerAbsenceTrustedWhileItsMonitorFollows(t *testing.T) {
 	o := ownerView{uid: "o", apiVersion: "v1", kind: "ConfigMap", name: "o", state: ownerDeleted,
 		node: objectID{uid: "o", apiVersion: "v1", kind: "ConfigMap", namespace: "ns", name: "o"}}
 	r.graph.nodes["o"] = &node{uid: "o", kind: r.graph.internKind("v1", "ConfigMap"), namespace: "ns", name: "o", flags: flagObserved}
-	r.markUnsureAbsence(&o)
-	if o.absenceUnsure || o.state != ownerObserved {
-		t.Errorf("an owner back in the graph after the view: unsure %t, state %d; want observed", o.absenceUnsure, o.state)
+	r.markUnsure(&o)
+	if o.unsure || o.state != ownerObserved {
+		t.Errorf("an owner back in the graph after the view: unsure %t, state %d; want observed", o.unsure, o.state)
 	}
 }
 
@@ -508,9 +531,9 @@ func BenchmarkMarkUnsureAbsence(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			o := ownerView{uid: "o", apiVersion: "v1", kind: "ConfigMap", name: "o", state: ownerDeleted, node: owner}
-			r.markUnsureAbsence(&o)
-			if o.absenceUnsure || o.state != ownerDeleted {
-				b.Fatalf("unsure %t, state %d; want a deleted owner, its absence proof", o.absenceUnsure, o.state)
+			r.markUnsure(&o)
+			if o.unsure || o.state != ownerDeleted {
+				b.Fatalf("unsure %t, state %d; want a deleted owner, its absence proof", o.unsure, o.state)
 			}
 		}
 	})

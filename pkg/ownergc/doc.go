@@ -236,7 +236,12 @@
 // its kind by, if the reference's is no longer served), and a GET that
 // finds it drops it from that cache; the owner's state is taken from the
 // graph again once its monitor follows (it may have caught up since the
-// worker's view). The price: while the API serving an owner's resource is
+// worker's view). So is an owner the graph holds deleting in the
+// foreground: a backup taken before that delete brings it back not being
+// deleted, and its dependents restored with it would otherwise go as a
+// waiting owner's (the owner's deletion in the foreground, like its
+// absence, is read, as kube-controller-manager reads every owner; a
+// reference that misnames it waits for the monitor). The price: while the API serving an owner's resource is
 // down (an aggregated API server, a CRD's conversion webhook), the
 // dependents of its deleted owners wait for it, and for some seconds after
 // each kube-apiserver restart a dependent of a deleted owner costs a GET.

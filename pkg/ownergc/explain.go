@@ -331,14 +331,14 @@ func (r *run) explain(ctx context.Context, id objectID) (*Explanation, error) {
 		id.uid = live.UID
 		v := r.graph.liveView(id, live)
 		for i := range v.owners {
-			r.markUnsureAbsence(&v.owners[i])
+			r.markUnsure(&v.owners[i])
 		}
 		lookup := func(key ownerKey, apiVersion string, fresh bool) (lookupResult, string, error) {
 			return r.explainLookup(ctx, key, apiVersion, fresh)
 		}
 		d = explainView(e, r.graph, &v, r.monitored(m.Resource.GroupResource()), r.scope, lookup, r.ownerWatchPending)
 		r.readBlocking(ctx, e.Dependents)
-		keptByLookups(r.graph, e.Dependents, r.scope, r.markUnsureAbsence, lookup, r.ownerWatchPending)
+		keptByLookups(r.graph, e.Dependents, r.scope, r.markUnsure, lookup, r.ownerWatchPending)
 		if v.beingDeleted && (v.foregroundFinalizer || v.orphanFinalizer) {
 			e.UnsyncedResources = r.holding(id) // what holds the finalizer (hold.go)
 		}
@@ -614,7 +614,7 @@ func undecidedBlockersLocked(g *graph, deps []DependentState, scope scopeFunc) {
 // keptByLookups classifies, as their workers would, the owners of the
 // first maxExplainReads listed blocking dependents that are not being
 // deleted and that the graph alone did not settle (neither Undecided nor
-// KeptBy): with unsure (run.markUnsureAbsence, nil: none) and judgeRef on
+// KeptBy): with unsure (run.markUnsure, nil: none) and judgeRef on
 // the graph's view of each, and lookup where only a look-up can tell (an
 // owner the graph never observed: of a resource not watched, or whose
 // watch event is late). A dependent that its worker keeps, as decide says

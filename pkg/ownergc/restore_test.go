@@ -30,40 +30,49 @@ import (
 // absent-owner cache alone). Before, the dependent was deleted again on
 // that knowledge alone (all-owners-absent: owner-deleted, owner-not-found).
 //
+// The collector may also know the owner as deleting in the foreground,
+// waiting for a blocking dependent held by its finalizer, when the backup
+// was taken before that delete: the restored owner is not being deleted.
+// Before, the restored dependent was deleted again from the graph's word
+// (owner-deleting-in-foreground: review ownergc r10 F1), where
+// kube-controller-manager reads the owner first and keeps it.
+//
 // The restore is of the two objects' keys: their stored bytes are read
 // from etcd before the deletion and written back while kube-apiserver is
 // down, through etcd's JSON gateway, as a restore with a revision bump
 // leaves them (old UIDs, new revisions).
 func testOwnerBackFromAnEtcdRestore(t *testing.T, env *itEnv) {
 	for _, tc := range []struct {
-		name    string
-		watched bool // the collector runs when the owner is deleted
-		held    bool // another dependent, held by its finalizer, references the owner
+		name       string
+		watched    bool // the collector runs when the owner is deleted
+		held       bool // another dependent, held by its finalizer, references the owner
+		foreground bool // the owner is deleted in the foreground, and waits for the held dependent
 	}{
 		{name: "deletion observed", watched: true, held: true},
 		{name: "found absent by a lookup", held: true},
 		{name: "in the absent-owner cache"},
+		{name: "deleting in the foreground", watched: true, held: true, foreground: true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { ownerBackFromAnEtcdRestore(t, env, tc.watched, tc.held) })
+		t.Run(tc.name, func(t *testing.T) { ownerBackFromAnEtcdRestore(t, env, tc.watched, tc.held, tc.foreground) })
 	}
 }
 
-func ownerBackFromAnEtcdRestore(t *testing.T, env *itEnv, watched, withHeld bool) {
+func ownerBackFromAnEtcdRestore(t *testing.T, env *itEnv, watched, withHeld, foreground bool) {
 	ctx := t.Context()
 	ns := env.namespace(t, "restore")
 	owner := env.configMap(t, ns, "owner", nil)
 	secrets := env.cs.CoreV1().Secrets(ns)
-	secret := func(name string, finalizers ...string) *corev1.Secret {
+	secret := func(name string, block bool, finalizers ...string) *corev1.Secret {
 		s, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: finalizers,
-			OwnerReferences: []metav1.OwnerReference{cmRef(owner, false)}}}, metav1.CreateOptions{})
+			OwnerReferences: []metav1.OwnerReference{cmRef(owner, block)}}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	dep := secret("dep")
+	dep := secret("dep", false)
 	if withHeld {
-		held := secret("held", "test.nodegc.io/hold")
+		held := secret("held", foreground, "test.nodegc.io/hold")
 		t.Cleanup(func() {
 			_, _ = secrets.Patch(context.Background(), held.Name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 		})
@@ -98,7 +107,11 @@ func ownerBackFromAnEtcdRestore(t *testing.T, env *itEnv, watched, withHeld bool
 	if watched {
 		gc = start()
 	}
-	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
+	propagation := metav1.DeletePropagationBackground
+	if foreground {
+		propagation = metav1.DeletePropagationForeground
+	}
+	env.deleteCM(t, ns, "owner", propagation)
 	if !watched {
 		gc = start()
 	}
@@ -107,6 +120,11 @@ func ownerBackFromAnEtcdRestore(t *testing.T, env *itEnv, watched, withHeld bool
 		return err
 	}))
 	gc.waitIdle(t)
+	if foreground {
+		if o := env.getCM(t, ns, "owner"); o.DeletionTimestamp == nil {
+			t.Fatalf("the owner does not wait for its blocking dependent: %+v", o.ObjectMeta)
+		}
+	}
 
 	env.c.StopAPIServer(t)
 	for k, v := range backup {
@@ -114,6 +132,9 @@ func ownerBackFromAnEtcdRestore(t *testing.T, env *itEnv, watched, withHeld bool
 	}
 	hold.Store(true)
 	env.c.StartAPIServer(t)
+	if o := env.getCM(t, ns, "owner"); o.DeletionTimestamp != nil || o.UID != owner.UID {
+		t.Fatalf("the restored owner: %+v; want uid %s, not being deleted", o.ObjectMeta, owner.UID)
+	}
 	restored, err := secrets.Get(ctx, "dep", metav1.GetOptions{})
 	if err != nil || restored.UID != dep.UID {
 		t.Fatalf("the restored dependent: %v, %v; want uid %s", restored, err, dep.UID)

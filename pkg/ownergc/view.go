@@ -77,10 +77,11 @@ type ownerView struct {
 	node objectID
 	// waiting: observed, being deleted with the foregroundDeletion finalizer.
 	waiting bool
-	// absenceUnsure: the monitor of the owner's resource synced and does
-	// not follow the API server now (run.markUnsureAbsence): no absence
-	// the graph or the absent-owner cache knows is proof (see judgeRef).
-	absenceUnsure bool
+	// unsure: the monitor of the owner's resource synced and does not
+	// follow the API server now (run.markUnsure): no absence the graph or
+	// the absent-owner cache knows is proof, nor a deletion in the
+	// foreground the graph observed (waiting; see judgeRef).
+	unsure bool
 }
 
 func (o ownerView) group() string {

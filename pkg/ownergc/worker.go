@@ -255,7 +255,7 @@ func (r *run) classify(ctx context.Context, v *itemView) (refs []classifiedRef, 
 	refs = make([]classifiedRef, 0, len(v.owners))
 	for i := range v.owners {
 		o := &v.owners[i]
-		r.markUnsureAbsence(o)
+		r.markUnsure(o)
 		vd, err := judgeRef(v, o, r.scope)
 		if errors.Is(err, errNamespacedOwner) {
 			r.reportInvalidNamespace(v.id, o)
