@@ -325,6 +325,40 @@ func TestChartPresetPaths(t *testing.T) {
 	}
 }
 
+// TestChartPresetEvictionThresholds: each preset gives nodegc the disk
+// eviction thresholds its distribution's kubelet runs with, which the
+// critical NodegcImageFSAtEvictionThreshold, the dashboard, the early start
+// and the start-up warnings take as where the kubelet evicts: k3s and RKE2
+// (k3s's agent code) set their kubelets' evictionHard to 5% of imagefs and
+// nodefs, kind turns disk eviction off. Before, the k3s and RKE2 presets
+// kept the upstream 15% and 10%, and the critical alert paged between 85%
+// and 95% of the image filesystem, where no pod is evicted (review config
+// r10 F4).
+func TestChartPresetEvictionThresholds(t *testing.T) {
+	upstream := config.DefaultEvictionHard()
+	cases := map[string]map[string]string{
+		"":                       upstream,
+		"k3s":                    {"imagefs.available": "5%", "nodefs.available": "5%"},
+		"rke2":                   {"imagefs.available": "5%", "nodefs.available": "5%"},
+		"kind":                   {"imagefs.available": "0%", "nodefs.available": "0%"},
+		"crio":                   upstream,
+		"containerd-custom-root": upstream,
+	}
+	if len(cases) != len(presets)+1 {
+		t.Fatalf("the test covers %d presets, the chart has %d (%v)", len(cases)-1, len(presets), presets)
+	}
+	for p, want := range cases {
+		var args []string
+		if p != "" {
+			args = []string{"-f", presetFile(p)}
+		}
+		cfg := renderedConfig(t, render(t, "nodegc", args...))
+		if diff := cmp.Diff(want, cfg.ImageGC.EvictionHard); diff != "" {
+			t.Errorf("preset %q: imageGC.evictionHard (-want +got):\n%s", p, diff)
+		}
+	}
+}
+
 // TestChartPorts: ports.healthz and ports.metrics are the containers' ports
 // and the configuration's bind addresses.
 func TestChartPorts(t *testing.T) {
