@@ -74,7 +74,8 @@
 //     another listing, events live or not (a stream may stay open and send
 //     nothing), and what the events told meanwhile. On containerd,
 //     its own records of containers in the CRI plugin's namespace are read
-//     too (Options.ContainerRecords), at the plan and at that check: CRI
+//     too (Options.ContainerRecords), at the plan and at the end of that
+//     check, after its last listing of the containers: CRI
 //     does not list those made through containerd's API (ctr, nerdctl,
 //     buildkit) nor one the CRI plugin failed to load; a record keeps the
 //     image it names, the one whose top layer its root filesystem was

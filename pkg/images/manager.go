@@ -1340,20 +1340,6 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		if m.policy.cfg.KeepNewestPerRepository > 0 && newName(planned, img) {
 			return KeepNewestTags, nil
 		}
-		// The runtime's own records of containers, late in the check: a
-		// record is made and removed without an event CRI gives.
-		// An image that became unreadable since the plan stays, as the
-		// plan keeps one (markRecorded), and the run goes on.
-		if recs, err := m.containerRecords(ctx); err != nil {
-			return "", err
-		} else if used, err := recs.use(ctx, img); errors.Is(err, ErrImageUnreadable) {
-			m.unreadable.tell(ctx, img.ID, err)
-			return KeepUnreadable, nil
-		} else if err != nil {
-			return "", err
-		} else if used {
-			return KeepInUse, nil
-		}
 		// When the image on the node arrived: another client may have
 		// removed it and pulled it again since the plan, which dated the
 		// copy that went.
@@ -1378,6 +1364,22 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 			return "", err
 		}
 		if used, err := m.usedByContainer(ctx, img); err != nil {
+			return "", err
+		} else if used {
+			return KeepInUse, nil
+		}
+		// The runtime's own records of containers, after the listing: a
+		// record is made and removed without an event CRI gives (ctr,
+		// nerdctl, buildkit's containerd worker), so only a read as late
+		// as the CRI containers' sees one made during the check. An image
+		// that became unreadable since the plan stays, as the plan keeps
+		// one (markRecorded), and the run goes on.
+		if recs, err := m.containerRecords(ctx); err != nil {
+			return "", err
+		} else if used, err := recs.use(ctx, img); errors.Is(err, ErrImageUnreadable) {
+			m.unreadable.tell(ctx, img.ID, err)
+			return KeepUnreadable, nil
+		} else if err != nil {
 			return "", err
 		} else if used {
 			return KeepInUse, nil

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodegc/nodegc/internal/testbed"
@@ -91,6 +94,81 @@ func TestContainerMadeDuringTheCheck(t *testing.T) {
 			}
 			if !b.imageIDs()[pulled[1]] {
 				t.Errorf("%s, which a container uses, is gone from the runtime", pulled[1])
+			}
+		})
+	}
+}
+
+// hookedArrivals is an arrival source that calls hook before it reads when
+// one image arrived, as the check right before a removal does
+// (arrivedYoung) after most of its reads.
+type hookedArrivals struct {
+	images.ArrivalSource
+	hook func(ctx context.Context, id string) error
+}
+
+func (h *hookedArrivals) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
+	if len(imgs) == 1 {
+		if err := h.hook(ctx, imgs[0].GetId()); err != nil {
+			return nil, err
+		}
+	}
+	return h.ArrivalSource.Arrivals(ctx, imgs)
+}
+
+// TestRecordMadeLateInTheCheck, on each real containerd: a container
+// record of the k8s.io namespace (ctr -n k8s.io run, nerdctl, buildkit's
+// containerd worker) made from the image late in the check right before
+// its removal, when the check reads the image's arrival, keeps it, as a
+// CRI container made then does (TestContainerMadeDuringTheCheck). Before,
+// the check read the records before that, and its end listed the CRI
+// containers only: the image was removed, and the record's image lost
+// (review nodegc r10 B1).
+func TestRecordMadeLateInTheCheck(t *testing.T) {
+	t.Parallel()
+	for _, v := range testbed.ContainerdVersions {
+		t.Run("containerd"+string(v), func(t *testing.T) {
+			t.Parallel()
+			b := newBed(t, v, 256*mib)
+			ctx := t.Context()
+			var pulled, refs []string
+			for i := range 3 {
+				img := b.pushPull(repoName(i), 2)
+				pulled, refs = append(pulled, img.ID()), append(refs, img.Ref)
+				time.Sleep(10 * time.Millisecond) // first-detected times in pull order
+			}
+			c := b.containerd()
+			var made atomic.Bool
+			b.arrivals = &hookedArrivals{ArrivalSource: b.layers, hook: func(ctx context.Context, id string) error {
+				if id != pulled[1] || made.Swap(true) {
+					return nil
+				}
+				ci, err := c.GetImage(ctx, refs[1])
+				if err != nil {
+					return err
+				}
+				_, err = c.NewContainer(ctx, "made-late-in-the-check", containerd.WithImage(ci),
+					containerd.WithNewSnapshot("made-late-in-the-check-rootfs", ci), containerd.WithNewSpec(oci.WithImageConfig(ci)))
+				return err
+			}}
+			m := b.manager(t.TempDir(), clocktesting.NewFakeClock(time.Now()), setThresholds(1, 0))
+			r, err := m.GarbageCollect(ctx, images.TriggerManual)
+			if r == nil || r.Outcome == nil {
+				t.Fatalf("no run: %v", err)
+			}
+			removed, skipped := outcome(r)
+			t.Logf("containerd %s: removed %v, skipped at the check %v; run error: %v", v, removed, skipped, err)
+			if !made.Load() {
+				t.Fatal("the check never read the second image's arrival")
+			}
+			if want := []string{pulled[0], pulled[2]}; !slices.Equal(removed, want) {
+				t.Errorf("removed %v, want the first and last %v", removed, want)
+			}
+			if want := []string{pulled[1] + " " + images.KeepInUse}; !slices.Equal(skipped, want) {
+				t.Errorf("skipped at the check %v, want %v", skipped, want)
+			}
+			if _, err := c.GetImage(ctx, refs[1]); err != nil {
+				t.Errorf("image %s, which a container record uses, is gone: %v", refs[1], err)
 			}
 		})
 	}
