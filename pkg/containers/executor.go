@@ -54,7 +54,7 @@ const (
 
 // Why a planned removal was not done although nothing failed.
 const (
-	SkipStarted       = "started"        // the container runs now (created containers can be started after planning)
+	SkipStarted       = "started"        // the container runs now (created containers can be started after planning); a dangling log link's container has not exited (created, running or unknown)
 	SkipChanged       = "changed"        // the container's state differs from the planned one (a created one ran and exited since): the next run plans it again
 	SkipPodFailed     = "pod_failed"     // a removal of the same pod failed: its log directory waits for the next run
 	SkipSandboxInUse  = "sandbox_inuse"  // a container of the sandbox could not be removed, or is there since planning, or the sandbox is ready again

@@ -89,7 +89,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		logLinksRemoved: metricvec.Counter("nodegc_container_gc_log_links_removed_total",
 			"Dangling container log links removed by the container GC,", "reason", logLinkRemoveReasons),
 		skipped: metricvec.Counter("nodegc_container_gc_removals_skipped_total",
-			"Planned removals (of containers, sandboxes, pod log directories and log links) that the check right before each did not do, though nothing failed: the container started or changed state, another removed it, a removal of its pod failed or a container of its sandbox stays, a link points at a log again, or a live pod's container logs outside the pod logs directory (logs_elsewhere: left to the kubelet's GC),",
+			"Planned removals (of containers, sandboxes, pod log directories and log links) that the check right before each did not do, though nothing failed: the container started or changed state (started: also a dangling log link whose container has not exited), another removed it, a removal of its pod failed or a container of its sandbox stays, a link points at a log again, or a live pod's container logs outside the pod logs directory (logs_elsewhere: left to the kubelet's GC),",
 			"why", skipReasons),
 		runs: gcrun.NewRunMetrics(reg, "nodegc_container_gc", "Container GC", "from listing to the last removal", triggers, results),
 		errors: metricvec.Counter("nodegc_container_gc_errors_total",
