@@ -98,6 +98,13 @@ func (r *run) markUnsure(o *ownerView) {
 	r.graph.mu.RUnlock()
 }
 
+// resourceLags reports whether the monitor of id's resource lags
+// (monitorSet.lags); false for a kind discovery does not map.
+func (r *run) resourceLags(id objectID) bool {
+	m, err := r.mapping(id.apiVersion, id.kind)
+	return err == nil && r.monitors.lags(m.Resource.GroupResource(), r.c.clock.Now())
+}
+
 // resourceClient returns the metadata client for id's resource and
 // namespace.
 func (r *run) resourceClient(id objectID) (metadata.ResourceInterface, error) {

@@ -241,7 +241,11 @@
 // deleted, and its dependents restored with it would otherwise go as a
 // waiting owner's (the owner's deletion in the foreground, like its
 // absence, is read, as kube-controller-manager reads every owner; a
-// reference that misnames it waits for the monitor). The price: while the API serving an owner's resource is
+// reference that misnames it waits for the monitor), and an owner the
+// graph holds orphaning its dependents is read before they are patched
+// (attemptToOrphan; kube-controller-manager orphans them from its graph,
+// and the restored dependents of an owner that stays would lose their
+// references). The price: while the API serving an owner's resource is
 // down (an aggregated API server, a CRD's conversion webhook), the
 // dependents of its deleted owners wait for it, and for some seconds after
 // each kube-apiserver restart a dependent of a deleted owner costs a GET.

@@ -49,6 +49,9 @@ func TestIntegration(t *testing.T) {
 	t.Run("dry run decides and writes nothing", func(t *testing.T) { testDryRun(t, env) })
 	t.Run("relist across a delete and recreate", func(t *testing.T) { testRelistAcrossRecreate(t, env) })
 	t.Run("an owner back from an etcd restore keeps its dependents", func(t *testing.T) { testOwnerBackFromAnEtcdRestore(t, env) })
+	t.Run("an owner back from an etcd restore while orphaning keeps its dependents' references", func(t *testing.T) {
+		testOrphaningOwnerBackFromAnEtcdRestore(t, env)
+	})
 	t.Run("an owner looked up through a version no longer served", func(t *testing.T) { testOwnerLookupThroughUnservedVersion(t, env) })
 	t.Run("orphaning waits for a resource that cannot be listed", func(t *testing.T) { testOrphanHeldWhileResourceFails(t, env) })
 	t.Run("the wait for a resource that cannot be listed is bounded", func(t *testing.T) { testOrphanHoldExpires(t, env) })

@@ -15,6 +15,13 @@ func (r *run) orphanWorker(ctx context.Context) {
 
 // attemptToOrphan handles an owner deleted with the orphan finalizer: it
 // removes the owner's reference from every dependent, then the finalizer.
+//
+// While the monitor of the owner's resource lags (monitorSet.lags: failing,
+// catching up or relisting, as after every kube-apiserver restarted), the
+// owner is read before its dependents are patched: an etcd restored from a
+// backup taken before the delete brings the owner back not being deleted,
+// and its restored dependents would lose their references to an owner that
+// stays (kube-controller-manager orphans them from its graph).
 func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 	if !r.synced() {
 		return waitForSync // a dependent missing from the graph would be collected, not orphaned
@@ -43,6 +50,24 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 		if live.DeletionTimestamp == nil || v.orphanIndex < 0 {
 			r.holds.drop(uid)
 			return done
+		}
+	} else if r.resourceLags(v.id) {
+		live, gone, err := r.getSame(ctx, v.id)
+		switch {
+		case err != nil:
+			r.logger.V(2).Info("Cannot read an owner whose resource's monitor lags; will retry", "owner", v.id, "err", err)
+			return retry
+		case gone:
+			r.holds.drop(uid)
+			return done
+		}
+		if _, i := deletionFinalizers(live.Finalizers); live.DeletionTimestamp == nil || i < 0 {
+			// Not orphaning now. Looked at again once the monitor may
+			// have caught up: the graph then says whether it orphans
+			// (deleted with orphan again meanwhile, its update may bring
+			// no change to the graph's flags, nor a new attempt).
+			r.logger.V(2).Info("Owner not orphaning its dependents as read while its resource's monitor lags (an etcd restore?); leaving them", "owner", v.id)
+			return outcome{after: holdRecheck}
 		}
 	}
 	if err := r.orphanDependents(ctx, v); err != nil {

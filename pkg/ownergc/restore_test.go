@@ -7,14 +7,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 // testOwnerBackFromAnEtcdRestore: etcd is restored from a backup taken
@@ -85,27 +89,10 @@ func ownerBackFromAnEtcdRestore(t *testing.T, env *itEnv, watched, withHeld, for
 	// watch cache answers the resumed watch with 410 Gone), or the
 	// namespace's ConfigMaps on their watch, wait until the dependent is
 	// decided on.
-	var hold atomic.Bool
-	release := make(chan struct{})
-	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { close(release) }) })
-	start := func() *testCollector {
-		return env.startCollector(t, testConfig(), func(c *Collector) {
-			c.hooks.beforeFeed = func(res *resource, obj *metav1.PartialObjectMetadata) {
-				if hold.Load() && res.gvr.Resource == "configmaps" && obj.Namespace == ns {
-					<-release
-				}
-			}
-			c.hooks.beforeList = func(res *resource) {
-				if hold.Load() && res.gvr.Resource == "configmaps" {
-					<-release
-				}
-			}
-		})
-	}
+	held := newConfigMapsHold(t, ns)
 	var gc *testCollector
 	if watched {
-		gc = start()
+		gc = held.start(env)
 	}
 	propagation := metav1.DeletePropagationBackground
 	if foreground {
@@ -113,7 +100,7 @@ func ownerBackFromAnEtcdRestore(t *testing.T, env *itEnv, watched, withHeld, for
 	}
 	env.deleteCM(t, ns, "owner", propagation)
 	if !watched {
-		gc = start()
+		gc = held.start(env)
 	}
 	eventually(t, 30*time.Second, "the dependent to be collected", gone(func(ctx context.Context) error {
 		_, err := secrets.Get(ctx, "dep", metav1.GetOptions{})
@@ -130,7 +117,7 @@ func ownerBackFromAnEtcdRestore(t *testing.T, env *itEnv, watched, withHeld, for
 	for k, v := range backup {
 		etcdPut(t, etcd, k, v)
 	}
-	hold.Store(true)
+	held.hold.Store(true)
 	env.c.StartAPIServer(t)
 	if o := env.getCM(t, ns, "owner"); o.DeletionTimestamp != nil || o.UID != owner.UID {
 		t.Fatalf("the restored owner: %+v; want uid %s, not being deleted", o.ObjectMeta, owner.UID)
@@ -157,12 +144,172 @@ func ownerBackFromAnEtcdRestore(t *testing.T, env *itEnv, watched, withHeld, for
 	if got, err := secrets.Get(ctx, "dep", metav1.GetOptions{}); err != nil || got.UID != dep.UID {
 		t.Errorf("the dependent of an owner back from the restore: %v; want it kept; records %+v", err, gc.recordsFor(dep.UID))
 	}
-	once.Do(func() { close(release) })
+	held.release()
 	gc.waitObserved(t, owner.UID, "")
 	gc.waitIdle(t)
 	if got, err := secrets.Get(ctx, "dep", metav1.GetOptions{}); err != nil || got.UID != dep.UID {
 		t.Errorf("the dependent once the owner is observed again: %v; want it kept; records %+v", err, gc.recordsFor(dep.UID))
 	}
+}
+
+// configMapsHold holds a collector's ConfigMaps monitor, once hold is set,
+// until release: its feed of namespace ns's ConfigMaps and its lists.
+type configMapsHold struct {
+	t        *testing.T
+	ns       string
+	hold     atomic.Bool
+	released chan struct{}
+	once     sync.Once
+}
+
+func newConfigMapsHold(t *testing.T, ns string) *configMapsHold {
+	h := &configMapsHold{t: t, ns: ns, released: make(chan struct{})}
+	t.Cleanup(h.release)
+	return h
+}
+
+func (h *configMapsHold) release() { h.once.Do(func() { close(h.released) }) }
+
+// start starts a collector whose ConfigMaps monitor h holds.
+func (h *configMapsHold) start(env *itEnv) *testCollector {
+	return env.startCollector(h.t, testConfig(), func(c *Collector) {
+		c.hooks.beforeFeed = func(res *resource, obj *metav1.PartialObjectMetadata) {
+			if h.hold.Load() && res.gvr.Resource == "configmaps" && obj.Namespace == h.ns {
+				<-h.released
+			}
+		}
+		c.hooks.beforeList = func(res *resource) {
+			if h.hold.Load() && res.gvr.Resource == "configmaps" {
+				<-h.released
+			}
+		}
+	})
+}
+
+// testOrphaningOwnerBackFromAnEtcdRestore: an owner deleted with orphan
+// propagation cannot finish (a policy denies the patch of one dependent,
+// protected-x, so the owner keeps its orphan finalizer and its worker
+// tries again); etcd is restored from a backup taken before the delete:
+// the owner is back, not being deleted, and the orphaned dependent dep is
+// back with its reference. The kube-apiserver restart leaves the ConfigMaps
+// monitor lagging (held here). Before, the orphan worker's next attempt,
+// on the graph's stale "orphaning", stripped dep's reference to an owner
+// that stays (review ownergc r10 F2; kube-controller-manager does the
+// same). Now the owner is read first while its monitor lags, and dep
+// keeps its reference.
+func testOrphaningOwnerBackFromAnEtcdRestore(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	ns := env.namespace(t, "restoreor")
+	env.denySecretUpdates(t, ns)
+	owner := env.configMap(t, ns, "owner", nil)
+	secrets := env.cs.CoreV1().Secrets(ns)
+	secret := func(name string) *corev1.Secret {
+		s, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name,
+			OwnerReferences: []metav1.OwnerReference{cmRef(owner, false)}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	dep := secret("dep")
+	secret("protected-x")
+	etcd := fmt.Sprintf("http://127.0.0.1:%d", env.c.EtcdClientPort)
+	ownerKey, depKey := "/registry/configmaps/"+ns+"/owner", "/registry/secrets/"+ns+"/dep"
+	backup := map[string][]byte{ownerKey: etcdGet(t, etcd, ownerKey), depKey: etcdGet(t, etcd, depKey)}
+
+	held := newConfigMapsHold(t, ns)
+	gc := held.start(env)
+	gc.waitObserved(t, owner.UID, "")
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationOrphan)
+	eventually(t, 30*time.Second, "dep to be orphaned", func(ctx context.Context) (bool, error) {
+		s, err := secrets.Get(ctx, "dep", metav1.GetOptions{})
+		return err == nil && len(s.OwnerReferences) == 0, nil
+	})
+
+	env.c.StopAPIServer(t)
+	for k, v := range backup {
+		etcdPut(t, etcd, k, v)
+	}
+	held.hold.Store(true)
+	env.c.StartAPIServer(t)
+	if o := env.getCM(t, ns, "owner"); o.DeletionTimestamp != nil || o.UID != owner.UID {
+		t.Fatalf("the restored owner: %+v; want uid %s, not being deleted", o.ObjectMeta, owner.UID)
+	}
+	if s, err := secrets.Get(ctx, "dep", metav1.GetOptions{}); err != nil || s.UID != dep.UID || len(s.OwnerReferences) != 1 {
+		t.Fatalf("the restored dependent: %v, %v; want uid %s with its owner reference", s, err, dep.UID)
+	}
+	// The orphan worker's next attempt: it reads the owner and leaves
+	// the dependents (logged), or patches dep's reference away.
+	const left = "Owner not orphaning its dependents as read while its resource's monitor lags"
+	eventually(t, 60*time.Second, "the orphan worker's next attempt", func(ctx context.Context) (bool, error) {
+		s, err := secrets.Get(ctx, "dep", metav1.GetOptions{})
+		return strings.Contains(gc.logs.String(), left) || (err == nil && len(s.OwnerReferences) == 0), nil
+	})
+	if s, err := secrets.Get(ctx, "dep", metav1.GetOptions{}); err != nil || len(s.OwnerReferences) != 1 {
+		t.Errorf("dep, whose owner is back from the restore and not being deleted, lost its reference: %v, %+v; records %+v",
+			err, s, gc.recordsFor(dep.UID))
+	}
+	held.release()
+	gc.waitObserved(t, owner.UID, "")
+	gc.waitIdle(t)
+	if s, err := secrets.Get(ctx, "dep", metav1.GetOptions{}); err != nil || len(s.OwnerReferences) != 1 {
+		t.Errorf("dep once the owner is observed again: %v, %+v; want its reference kept", err, s)
+	}
+}
+
+// denySecretUpdates makes kube-apiserver deny, until the test ends, the
+// updates (patches included) of the Secrets named protected-* in namespace
+// ns, with a ValidatingAdmissionPolicy.
+func (e *itEnv) denySecretUpdates(t *testing.T, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	label := "ownergc.test.nodegc.io/deny"
+	if _, err := e.cs.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"`+label+`":"`+ns+`"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ar := e.cs.AdmissionregistrationV1()
+	name := "ownergc-" + ns
+	if _, err := ar.ValidatingAdmissionPolicies().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"secrets"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "!oldObject.metadata.name.startsWith('protected-')", Message: "protected by the test policy"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ar.ValidatingAdmissionPolicies().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	if _, err := ar.ValidatingAdmissionPolicyBindings().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: ns}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ar.ValidatingAdmissionPolicyBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	canary, err := e.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "protected-canary"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the policy to deny", func(ctx context.Context) (bool, error) {
+		_, err := e.cs.CoreV1().Secrets(ns).Patch(ctx, canary.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`),
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil, nil
+	})
 }
 
 // etcdGet returns the value of key in the etcd at url (its JSON gateway).
