@@ -984,3 +984,33 @@ func holdingRun(t *testing.T, c *Collector) (r *run, pods *monitor, events func(
 	}
 	return r, pods, events
 }
+
+// TestHoldDroppedWithItsFinalizer: a hold that lasted its bound stays,
+// expired, while its owner's finalizer does (its removal failed and is
+// tried again), and goes with the finalizer: once removed, nothing may
+// look at the owner again (its deletion queues its dependents, not the
+// owner), and before, the entry stayed for the rest of the run (review
+// ownergc r10 nit).
+func TestHoldDroppedWithItsFinalizer(t *testing.T) {
+	s := newRejectServer(t)
+	r, tg, _, _ := rejectRun(t, s)
+	fg := object(rejectNamespace, "fg", "fg", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
+	tg.apply(upsert(resConfigMap, fg))
+	s.refuse("fg", metav1.Status{Code: 500, Message: "try again"}, fg)
+	id := nodeID(r.graph.nodes["fg"])
+	r.holds.get(id.uid, r.c.clock.Now(), 0)
+	r.holds.expire(id.uid)
+	if out := r.removeFinalizer(t.Context(), id, metav1.FinalizerDeleteDependents, 0, ruleNoBlocking); out != retry {
+		t.Fatalf("a refused removal: outcome %+v, want a retry", out)
+	}
+	if h, ok := r.holds.peek(id.uid); !ok || !h.expired {
+		t.Errorf("after a refused removal the hold is %+v (present %t); want it kept, expired", h, ok)
+	}
+	s.accept("fg")
+	if out := r.removeFinalizer(t.Context(), id, metav1.FinalizerDeleteDependents, 0, ruleNoBlocking); out != done {
+		t.Fatalf("a removal: outcome %+v, want done", out)
+	}
+	if h, ok := r.holds.peek(id.uid); ok {
+		t.Errorf("after the finalizer's removal the hold %+v stays; want it dropped", h)
+	}
+}

@@ -455,7 +455,15 @@ func (r *run) reread(ctx context.Context, v *itemView) outcome {
 
 // removeFinalizer removes finalizer (expected at index) from id. If the
 // object changed, it re-reads it and tries once more at the current index.
-func (r *run) removeFinalizer(ctx context.Context, id objectID, finalizer string, index int, rule string) outcome {
+//
+// Once the finalizer is gone (or the object), so is its hold: nothing
+// looks at the owner again when it goes.
+func (r *run) removeFinalizer(ctx context.Context, id objectID, finalizer string, index int, rule string) (out outcome) {
+	defer func() {
+		if out == done {
+			r.holds.drop(id.uid)
+		}
+	}()
 	rec := decisionRecord{action: actRemoveFinalizer, finalizer: finalizer, rule: rule}
 	patchAt := func(index int) error {
 		_, err := r.patch(ctx, id, rec, func() ([]byte, error) { return removeFinalizerPatch(id.uid, "", index, finalizer) })
