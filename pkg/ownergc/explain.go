@@ -276,7 +276,7 @@ func (c *Collector) Explain(ctx context.Context, q ExplainQuery) (*Explanation, 
 
 // resolveResource maps what a user calls a resource to its REST mapping
 // with the run's discovery snapshot, expanding short names as kubectl does
-// (one discovery read).
+// (a discovery of every group version per try, uncached: explain is rare).
 func (r *run) resolveResource(ctx context.Context, resource string) (*meta.RESTMapping, error) {
 	snap := r.snapshot.Load()
 	if snap == nil {
