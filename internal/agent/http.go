@@ -108,21 +108,21 @@ func metricsMux(cfg *config.NodeGCConfiguration, reg *prometheus.Registry, owner
 	metrics := http.NewServeMux()
 	metrics.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if owner != nil {
-		metrics.Handle(ownergc.DebugGraphPath, loopbackOnly(owner.collector.DebugHandler()))
-		metrics.Handle(ownergc.ExplainPath, loopbackOnly(owner.collector.ExplainHandler(owner.leaderIdentity)))
+		metrics.Handle(ownergc.DebugGraphPath, loopbackOnly(cfg.MetricsBindAddress, owner.collector.DebugHandler()))
+		metrics.Handle(ownergc.ExplainPath, loopbackOnly(cfg.MetricsBindAddress, owner.collector.ExplainHandler(owner.leaderIdentity)))
 	} else {
-		metrics.Handle(ownergc.ExplainPath, loopbackOnly(http.HandlerFunc(explainWithoutOwnerGC)))
+		metrics.Handle(ownergc.ExplainPath, loopbackOnly(cfg.MetricsBindAddress, http.HandlerFunc(explainWithoutOwnerGC)))
 	}
 	if cfg.EnableProfilingHandler {
 		// Loopback only, as the debug graph: the node agent's metrics
 		// address is on the node's network (hostNetwork), and a profile
 		// holds the command line and whatever the heap holds; a CPU
 		// profile or trace also costs the agent CPU while it runs.
-		metrics.Handle("/debug/pprof/", loopbackOnlyText(http.HandlerFunc(pprof.Index)))
-		metrics.Handle("/debug/pprof/cmdline", loopbackOnlyText(http.HandlerFunc(pprof.Cmdline)))
-		metrics.Handle("/debug/pprof/profile", loopbackOnlyText(http.HandlerFunc(pprof.Profile)))
-		metrics.Handle("/debug/pprof/symbol", loopbackOnlyText(http.HandlerFunc(pprof.Symbol)))
-		metrics.Handle("/debug/pprof/trace", loopbackOnlyText(http.HandlerFunc(pprof.Trace)))
+		metrics.Handle("/debug/pprof/", loopbackOnlyText(cfg.MetricsBindAddress, http.HandlerFunc(pprof.Index)))
+		metrics.Handle("/debug/pprof/cmdline", loopbackOnlyText(cfg.MetricsBindAddress, http.HandlerFunc(pprof.Cmdline)))
+		metrics.Handle("/debug/pprof/profile", loopbackOnlyText(cfg.MetricsBindAddress, http.HandlerFunc(pprof.Profile)))
+		metrics.Handle("/debug/pprof/symbol", loopbackOnlyText(cfg.MetricsBindAddress, http.HandlerFunc(pprof.Symbol)))
+		metrics.Handle("/debug/pprof/trace", loopbackOnlyText(cfg.MetricsBindAddress, http.HandlerFunc(pprof.Trace)))
 	}
 	return metrics
 }
@@ -134,6 +134,20 @@ func fromLoopback(r *http.Request) bool {
 	return err == nil && ip != nil && ip.IsLoopback()
 }
 
+// offLoopback says, when metricsBindAddress (bind) names one address that
+// is not on the loopback, that nothing of the agent listens there: the
+// debug endpoints cannot answer anyone, and the usual ways to ask (in the
+// agent's pod, kubectl port-forward) arrive on the loopback. "" otherwise.
+func offLoopback(bind string) string {
+	host, port, err := net.SplitHostPort(bind)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil || ip.IsLoopback() || ip.IsUnspecified() {
+		return ""
+	}
+	return fmt.Sprintf("this agent's metricsBindAddress %s is not on the loopback, so no client can reach them: "+
+		"set it to :%s (every address) or 127.0.0.1:%s", bind, port, port)
+}
+
 // loopbackOnly serves h to clients on the loopback only. The metrics
 // address is often reachable from the whole cluster, but the owner GC's
 // debug graph names every object it watches, Secrets included, and each
@@ -141,13 +155,18 @@ func fromLoopback(r *http.Request) bool {
 // (kube-controller-manager serves its graph only behind authentication).
 // nodegc explain asks 127.0.0.1 by default: run it in the agent's pod, or
 // through kubectl port-forward, whose connections arrive on the loopback.
-func loopbackOnly(h http.Handler) http.Handler {
+func loopbackOnly(bind string, h http.Handler) http.Handler {
+	msg := "the owner GC's debug endpoints answer clients on the loopback only: "
+	if off := offLoopback(bind); off != "" {
+		msg += off
+	} else {
+		msg += "run nodegc explain in the agent's pod (kubectl exec), or through kubectl port-forward"
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !fromLoopback(r) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusForbidden)
-			_ = json.NewEncoder(w).Encode(ownergc.ExplainError{Message: "the owner GC's debug endpoints answer clients on the " +
-				"loopback only: run nodegc explain in the agent's pod (kubectl exec), or through kubectl port-forward"})
+			_ = json.NewEncoder(w).Encode(ownergc.ExplainError{Message: msg})
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -156,12 +175,16 @@ func loopbackOnly(h http.Handler) http.Handler {
 
 // loopbackOnlyText is loopbackOnly for Go's profiles, whose clients (go
 // tool pprof, curl) read a plain-text refusal.
-func loopbackOnlyText(h http.Handler) http.Handler {
+func loopbackOnlyText(bind string, h http.Handler) http.Handler {
+	msg := "Go's profiles (enableProfilingHandler) answer clients on the loopback only: "
+	if off := offLoopback(bind); off != "" {
+		msg += off
+	} else {
+		msg += "kubectl port-forward to the pod's metrics port, then go tool pprof http://127.0.0.1:PORT/debug/pprof/..."
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !fromLoopback(r) {
-			http.Error(w, "Go's profiles (enableProfilingHandler) answer clients on the loopback only: "+
-				"kubectl port-forward to the pod's metrics port, then go tool pprof http://127.0.0.1:PORT/debug/pprof/...",
-				http.StatusForbidden)
+			http.Error(w, msg, http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -172,6 +172,43 @@ func TestOwnerGCDebugOnlyOnLoopback(t *testing.T) {
 // (hostNetwork), and a profile holds the command line and what the heap
 // holds. Others get 403 saying to use kubectl port-forward; /metrics stays
 // open to all.
+// TestDebugRefusalOffLoopback: with metricsBindAddress naming one address
+// off the loopback (the node's internal IP, say), nothing of the agent
+// listens on the loopback, and the usual ways to ask (in the agent's pod,
+// kubectl port-forward) arrive there: the refusal says so and what to set,
+// not to run explain where the operator already did (review config r10
+// F1); nodegc explain then prints no leader hint. An address that binds
+// every one keeps the usual refusal.
+func TestDebugRefusalOffLoopback(t *testing.T) {
+	const (
+		explain = ownergc.ExplainPath + "?resource=cm&namespace=ns&name=x"
+		pprof   = "/debug/pprof/"
+		ask     = "run nodegc explain in the agent's pod (kubectl exec), or through kubectl port-forward"
+		forward = "kubectl port-forward to the pod's metrics port"
+		off     = "this agent's metricsBindAddress 192.0.2.2:10281 is not on the loopback, so no client can reach them: " +
+			"set it to :10281 (every address) or 127.0.0.1:10281"
+	)
+	for bind, want := range map[string]map[string]string{
+		"192.0.2.2:10281": {explain: off, pprof: off},
+		"[fd00::2]:10281": {explain: "metricsBindAddress [fd00::2]:10281 is not on the loopback", pprof: "127.0.0.1:10281"},
+		":10281":          {explain: ask, pprof: forward},
+		"0.0.0.0:10281":   {explain: ask, pprof: forward},
+	} {
+		cfg := config.Defaulted()
+		cfg.MetricsBindAddress, cfg.EnableProfilingHandler = bind, true
+		h := metricsMux(cfg, prometheus.NewRegistry(), nil)
+		for path, says := range want {
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req.RemoteAddr = "192.0.2.2:40000"
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), says) {
+				t.Errorf("metricsBindAddress %s: GET %s: status %d, %q; want 403 saying %q", bind, path, rec.Code, rec.Body, says)
+			}
+		}
+	}
+}
+
 func TestProfilingOnlyOnLoopback(t *testing.T) {
 	cfg := config.Defaulted()
 	cfg.EnableProfilingHandler = true

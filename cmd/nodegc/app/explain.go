@@ -127,7 +127,7 @@ func (o *explainOptions) run(ctx context.Context, s streams, args []string) erro
 			return fmt.Errorf("%s answered %s: %s", server, resp.Status, strings.TrimSpace(string(body)))
 		}
 		fmt.Fprintln(s.err, e.Message)
-		if !e.Leader {
+		if !e.Leader && resp.StatusCode == http.StatusServiceUnavailable {
 			o.printLeaderHint(s.err, e.LeaderIdentity, cfg.LeaderElection.ResourceNamespace, cfg.LeaderElection.ResourceName, kind+"/"+name)
 		}
 		return &exitError{code: 1}

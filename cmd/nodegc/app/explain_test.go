@@ -153,6 +153,24 @@ func TestExplainCommandNotLeader(t *testing.T) {
 	}
 }
 
+// An agent that refuses the client (403: not on the loopback) is not one
+// that does not lead: the command prints its refusal, and no leader hint
+// (review config r10 F1).
+func TestExplainCommandRefused(t *testing.T) {
+	const refusal = "the owner GC's debug endpoints answer clients on the loopback only: this agent's metricsBindAddress " +
+		"192.0.2.2:10281 is not on the loopback"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(ownergc.ExplainError{Message: refusal})
+	}))
+	t.Cleanup(srv.Close)
+	code, _, errOut := runMain(t, "", "explain", "cm/x", "-n", "default", "--server", srv.URL)
+	if code != 1 || !strings.Contains(errOut, refusal) || strings.Contains(errOut, "leader") {
+		t.Errorf("code %d, stderr %q; want 1, the refusal and no word of a leader", code, errOut)
+	}
+}
+
 // Without --server the command asks the agent at the configuration's
 // metricsBindAddress, on loopback when that binds every address.
 func TestExplainCommandServerFromConfig(t *testing.T) {
