@@ -248,7 +248,9 @@ func TestEvictionSoftFromKubelet(t *testing.T) {
 		"beside nodegc's evictionHard": {doc: nodegc + "  evictionHard:\n    nodefs.available: 5%\n" + kubelet + soft,
 			want: map[string]string{"imagefs.available": "25%"}, wantAt: "evictionSoft imagefs.available<25%"},
 		"nodegc's wins": {doc: nodegc + "  evictionSoft:\n    nodefs.available: 20%\n" + kubelet + soft,
-			want: map[string]string{"nodefs.available": "20%"}, wantAt: "evictionSoft nodefs.available<20%"},
+			want: map[string]string{"nodefs.available": "20%"}, wantAt: "evictionSoft nodefs.available<20%",
+			warnings: []string{`line 6: imageGC.evictionSoft {"nodefs.available":"20%"} hides the KubeletConfiguration's evictionSoft ` +
+				`{"imagefs.available":"25%"} (line 13): remove the line (or write null) to take the kubelet's`}},
 		"none: the hard ones": {doc: nodegc + kubelet, want: map[string]string{}, wantAt: "evictionHard imagefs.available<15%"},
 		"a signal nodegc does not know, one on inodes": {
 			doc:    nodegc + kubelet + "evictionSoft:\n  someNewFs.available: 5%\n  nodefs.inodesFree: 10%\nevictionSoftGracePeriod:\n  nodefs.inodesFree: 1m\n",

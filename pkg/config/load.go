@@ -284,6 +284,7 @@ func Decode(data []byte, opts ...Option) (*Loaded, error) {
 	}
 	if kc != nil {
 		out.Warnings = append(out.Warnings, out.hiddenImageServiceWarning(kc, kubeletDoc.lines)...)
+		out.Warnings = append(out.Warnings, out.hiddenKubeletWarnings(kc, kubeletDoc.lines)...)
 	}
 	out.Warnings = append(out.Warnings, excludeWarnings(&out.Config.ImageGC, out)...)
 	out.Warnings = append(out.Warnings, out.endpointWarnings()...)
@@ -472,6 +473,69 @@ func (l *Loaded) hiddenImageServiceWarning(kc *kubeletconfigv1beta1.KubeletConfi
 	return []string{l.locate(path, path, fmt.Sprintf("%s: \"\" (the same as containerRuntimeEndpoint) hides the %s's %s %q (line %d): "+
 		"nodegc asks for images at %s; remove the line (or write null) to take the kubelet's",
 		path, KubeletKind, path, kc.ImageServiceEndpoint, line, l.Config.ContainerRuntimeEndpoint))}
+}
+
+// hiddenKubeletWarnings returns a warning, at its line, for each field the
+// NodeGCConfiguration document sets to another value than the one nodegc
+// would take from the KubeletConfiguration kc's same field: nodegc's wins
+// (mergeKubelet), which is easily missed when nodegc's document spells out
+// every field (nodegc config defaults, with the node's kubelet config
+// appended). A field a flag set, and imageServiceEndpoint
+// (hiddenImageServiceWarning), are left out. kubeletLines are kc's lines.
+func (l *Loaded) hiddenKubeletWarnings(kc *kubeletconfigv1beta1.KubeletConfiguration, kubeletLines map[string]int) []string {
+	kubelets := &NodeGCConfiguration{}
+	_, from := mergeKubelet(kubelets, kc, kubeletLines, map[string]int{})
+	SetDefaults(kubelets)
+	mine, theirs := jsonTree(l.Config), jsonTree(kubelets)
+	var out []string
+	for kubeletField, path := range from {
+		if _, byFlag := l.flagOf(path); path == "imageServiceEndpoint" || byFlag || !l.setByNodegcDocument(path) {
+			continue
+		}
+		a, b := treeAt(mine, path), treeAt(theirs, path)
+		if reflect.DeepEqual(a, b) {
+			continue
+		}
+		out = append(out, l.locate(path, path, fmt.Sprintf("%s %s hides the %s's %s %s (line %d): remove the line (or write null) to take the kubelet's",
+			path, compactJSON(a), KubeletKind, kubeletField, compactJSON(b), kubeletLines[kubeletField])))
+	}
+	return out
+}
+
+// jsonTree returns c as its JSON tree.
+func jsonTree(c *NodeGCConfiguration) map[string]any {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil
+	}
+	var tree map[string]any
+	if json.Unmarshal(b, &tree) != nil {
+		return nil
+	}
+	return tree
+}
+
+// treeAt returns the value at a field path ("imageGC.minimumGCAge") of a
+// JSON tree, nil if there is none.
+func treeAt(tree map[string]any, path string) any {
+	var v any = tree
+	for _, name := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[name]
+	}
+	return v
+}
+
+// compactJSON writes v as JSON on one line.
+func compactJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // kubeletImageGCOff reports whether a KubeletConfiguration sets

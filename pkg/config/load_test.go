@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -374,6 +375,71 @@ func TestKubeletPrecedence(t *testing.T) {
 				t.Errorf("merged config invalid: %v", errs)
 			}
 		})
+	}
+}
+
+// TestHiddenKubeletValuesWarned: a value of the NodeGCConfiguration
+// document wins over the KubeletConfiguration's same field, as documented;
+// where the two differ, a warning at nodegc's line names the kubelet's
+// value and line. Before, nodegc config defaults with the node's kubelet
+// config appended (what the README suggests) ran with nodegc's defaults
+// for every such field (the default socket, /var/log/pods, 2m where the
+// kubelet keeps images 10m, 15%/10% where it evicts at 5%), and config
+// validate said "valid" (review config r10 F7). A field both give alike,
+// the image thresholds of a kubelet whose image GC is off (not taken), and
+// a field only one document gives say nothing.
+func TestHiddenKubeletValuesWarned(t *testing.T) {
+	defaults, err := Marshal(Defaulted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet := "---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"containerRuntimeEndpoint: unix:///run/k3s/containerd/containerd.sock\npodLogsDir: /data/pods\n" +
+		"imageGCHighThresholdPercent: 100\nimageMinimumGCAge: 10m\nruntimeRequestTimeout: 2m\n" +
+		"evictionHard:\n  imagefs.available: 5%\n  nodefs.available: 5%\n"
+	doc := string(defaults) + kubelet
+	loaded, err := Decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// lineOf returns the line of the first (or, with last, the last) line
+	// that begins with text.
+	lineOf := func(text string, last bool) int {
+		found := 0
+		for i, l := range strings.Split(doc, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), text) {
+				found = i + 1
+				if !last {
+					break
+				}
+			}
+		}
+		if found == 0 {
+			t.Fatalf("no line %q", text)
+		}
+		return found
+	}
+	var hidden []string
+	for _, w := range loaded.Warnings {
+		if strings.Contains(w, "hides the KubeletConfiguration's") && !strings.Contains(w, "imageServiceEndpoint") {
+			hidden = append(hidden, w)
+		}
+	}
+	want := []string{
+		fmt.Sprintf(`line %d: containerRuntimeEndpoint "unix:///run/containerd/containerd.sock" hides the KubeletConfiguration's `+
+			`containerRuntimeEndpoint "unix:///run/k3s/containerd/containerd.sock" (line %d): remove the line (or write null) to take the kubelet's`,
+			lineOf("containerRuntimeEndpoint: unix:///run/containerd", false), lineOf("containerRuntimeEndpoint: unix:///run/k3s", false)),
+		fmt.Sprintf(`line %d: imageGC.minimumGCAge "2m0s" hides the KubeletConfiguration's imageMinimumGCAge "10m0s" (line %d): `+
+			`remove the line (or write null) to take the kubelet's`, lineOf("minimumGCAge:", false), lineOf("imageMinimumGCAge:", false)),
+		fmt.Sprintf(`line %d: imageGC.evictionHard {"imagefs.available":"15%%","nodefs.available":"10%%"} hides the KubeletConfiguration's `+
+			`evictionHard {"imagefs.available":"5%%","nodefs.available":"5%%"} (line %d): remove the line (or write null) to take the kubelet's`,
+			lineOf("evictionHard:", false), lineOf("evictionHard:", true)),
+		fmt.Sprintf(`line %d: containerGC.podLogsDirectory "/var/log/pods" hides the KubeletConfiguration's podLogsDir "/data/pods" (line %d): `+
+			`remove the line (or write null) to take the kubelet's`, lineOf("podLogsDirectory:", false), lineOf("podLogsDir:", false)),
+	}
+	sortProblems(want)
+	if diff := cmp.Diff(want, hidden); diff != "" {
+		t.Errorf("warnings of hidden kubelet values (-want +got):\n%s\nall warnings: %q", diff, loaded.Warnings)
 	}
 }
 
@@ -995,12 +1061,14 @@ func TestMinimumGCAgeZeroWarns(t *testing.T) {
 		wantAge time.Duration
 		want    []string
 	}{
-		"0s":                  {doc: header + "imageGC:\n  minimumGCAge: 0s\n", want: []string{warning}},
-		`"0"`:                 {doc: header + "imageGC:\n  minimumGCAge: \"0\"\n", want: []string{warning}},
-		"over a kubelet's 5m": {doc: header + "imageGC:\n  minimumGCAge: 0s\n" + kubelet + "imageMinimumGCAge: 5m\n", want: []string{warning}},
-		"the kubelet's 0s":    {doc: header + kubelet + "imageMinimumGCAge: 0s\n", wantAge: DefaultImageMinimumGCAge},
-		"1s":                  {doc: header + "imageGC:\n  minimumGCAge: 1s\n", wantAge: time.Second},
-		"null":                {doc: header + "imageGC:\n  minimumGCAge: null\n", wantAge: DefaultImageMinimumGCAge},
+		"0s":  {doc: header + "imageGC:\n  minimumGCAge: 0s\n", want: []string{warning}},
+		`"0"`: {doc: header + "imageGC:\n  minimumGCAge: \"0\"\n", want: []string{warning}},
+		"over a kubelet's 5m": {doc: header + "imageGC:\n  minimumGCAge: 0s\n" + kubelet + "imageMinimumGCAge: 5m\n", want: []string{
+			`line 4: imageGC.minimumGCAge "0s" hides the KubeletConfiguration's imageMinimumGCAge "5m0s" (line 8): remove the line (or write null) to take the kubelet's`,
+			warning}},
+		"the kubelet's 0s": {doc: header + kubelet + "imageMinimumGCAge: 0s\n", wantAge: DefaultImageMinimumGCAge},
+		"1s":               {doc: header + "imageGC:\n  minimumGCAge: 1s\n", wantAge: time.Second},
+		"null":             {doc: header + "imageGC:\n  minimumGCAge: null\n", wantAge: DefaultImageMinimumGCAge},
 	} {
 		t.Run(name, func(t *testing.T) {
 			loaded, err := Decode([]byte(tc.doc))
@@ -1177,7 +1245,8 @@ func TestMergeKubeletExplicitZero(t *testing.T) {
 		t.Errorf("merged config invalid: %v", errs)
 	}
 
-	// A value the nodegc document gives still wins, and an empty
+	// A value the nodegc document gives still wins, with a warning that
+	// names the kubelet's (TestHiddenKubeletValuesWarned), and an empty
 	// imageServiceEndpoint beside a kubelet that sets none says nothing.
 	loaded, err = Decode([]byte(header + "containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\nimageServiceEndpoint: \"\"\n" +
 		"runtimeRequestTimeout: 1m\n---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
@@ -1189,8 +1258,14 @@ func TestMergeKubeletExplicitZero(t *testing.T) {
 		len(loaded.FromKubelet) != 0 {
 		t.Errorf("runtime %q, timeout %v, from the kubelet %q; want nodegc's values", c.ContainerRuntimeEndpoint, c.RuntimeRequestTimeout.Duration, loaded.FromKubelet)
 	}
-	if w := withoutKubeletGCOn(loaded.Warnings); len(w) > 0 {
-		t.Errorf("warnings %q, want none", w)
+	wantWarnings = []string{
+		`line 3: containerRuntimeEndpoint "unix:///run/containerd/containerd.sock" hides the KubeletConfiguration's containerRuntimeEndpoint ` +
+			`"unix:///var/run/crio/crio.sock" (line 9): remove the line (or write null) to take the kubelet's`,
+		`line 5: runtimeRequestTimeout "1m0s" hides the KubeletConfiguration's runtimeRequestTimeout "10m0s" (line 10): ` +
+			`remove the line (or write null) to take the kubelet's`,
+	}
+	if diff := cmp.Diff(wantWarnings, withoutKubeletGCOn(loaded.Warnings)); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 }
 
