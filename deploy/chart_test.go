@@ -1221,3 +1221,50 @@ func TestChartOperatorSettings(t *testing.T) {
 		}
 	})
 }
+
+// TestChartRefusesChartFlagsInExtraArgs: node.extraArgs and owner.extraArgs
+// that carry a flag the chart sets itself (--config, -c, --owner-gc, the
+// bind addresses) or --kubeconfig (no file of the node's is mounted) fail
+// the render, with "=" or as a separate argument, naming the chart value to
+// set instead: the agent takes the last occurrence, so an extra argument
+// would win over the chart's without a word (a metrics port the scrape
+// objects do not scrape, probes on a port nothing serves). Other flags
+// render, appended.
+func TestChartRefusesChartFlagsInExtraArgs(t *testing.T) {
+	cases := map[string][]string{
+		"--metrics-bind-address=:9100":   {"ports.metrics"},
+		"--metrics-bind-address":         {"ports.metrics"},
+		"--healthz-bind-address=:9101":   {"ports.healthz"},
+		"--owner-gc=auto":                {"ownerGC.mode"},
+		"--owner-gc":                     {"ownerGC.mode"},
+		"--config=/etc/other.yaml":       {"config"},
+		"-c":                             {"config"},
+		"-c=/etc/other.yaml":             {"config"},
+		"-c/etc/other.yaml":              {"config"},
+		"--kubeconfig=/etc/kubelet.conf": {"ServiceAccount"},
+		"--kubeconfig":                   {"ServiceAccount"},
+	}
+	for _, workload := range []string{"node", "owner"} {
+		for arg, want := range cases {
+			t.Run(workload+" "+arg, func(t *testing.T) {
+				// --set-json: a value holding "=" or "," as it is.
+				renderRefused(t, []string{"--set-json", fmt.Sprintf(`%s.extraArgs=["--v=2",%q,"x"]`, workload, arg)},
+					append([]string{workload + ".extraArgs[1]", fmt.Sprintf("%q", arg)}, want...)...)
+			})
+		}
+	}
+	objs := render(t, "nodegc", "--set-json", `node.extraArgs=["--v=4"]`, "--set-json", `owner.extraArgs=["--v=4","--vmodule=owner*=5"]`)
+	for ref, want := range map[string][]string{
+		"DaemonSet/nodegc-node":   {"run", "--config=/etc/nodegc/config.yaml", "--owner-gc=off", "--v=4"},
+		"Deployment/nodegc-owner": {"run", "--config=/etc/nodegc/config.yaml", "--owner-gc=only", "--v=4", "--vmodule=owner*=5"},
+	} {
+		kind, name, _ := strings.Cut(ref, "/")
+		o := find(objs, kind, name)
+		if o == nil {
+			t.Fatalf("no %s", ref)
+		}
+		if got := containerArgs(t, o); !cmp.Equal(got, want) {
+			t.Errorf("%s args %q, want %q", ref, got, want)
+		}
+	}
+}

@@ -99,6 +99,35 @@ image; the tag is not used), else <repository>:<tag>.
 {{- end }}
 
 {{/*
+node.extraArgs or owner.extraArgs, checked: include "nodegc.checkExtraArgs" (list . "node"). A flag the
+chart sets itself (--config/-c, --owner-gc, --metrics-bind-address, --healthz-bind-address), with "=" or
+as a separate argument, is refused, naming the chart value to set instead: the agent takes the last
+occurrence of a flag, so an extra one would override the chart's without a word (the agent listening on
+a port the pod does not declare and nothing scrapes, probes on a port nothing serves, the owner GC's
+election in every node agent). --kubeconfig too: the pods use their ServiceAccount token, and no file of
+the node's is mounted, so every pod would exit at start.
+*/}}
+{{- define "nodegc.checkExtraArgs" -}}
+{{- $root := index . 0 }}
+{{- $workload := index . 1 }}
+{{- $flags := list
+  (list "--config" "the chart's ConfigMap, from the chart value config: set the configuration there")
+  (list "--owner-gc" "the chart value ownerGC.mode (deployment, auto, off): set that instead")
+  (list "--metrics-bind-address" "the chart value ports.metrics (the port; the agent listens on every address): set that instead")
+  (list "--healthz-bind-address" "the chart value ports.healthz (the port; the agent listens on every address): set that instead")
+  (list "--kubeconfig" "no flag: the chart's pods use their ServiceAccount token, and no file of the node's is mounted, so every pod would exit at start: not supported by this chart") }}
+{{- range $i, $a := (get (get $root.Values $workload) "extraArgs" | default list) }}
+{{- $arg := toString $a }}
+{{- range $f := $flags }}
+{{- $name := index $f 0 }}
+{{- if or (eq $arg $name) (hasPrefix (printf "%s=" $name) $arg) (and (eq $name "--config") (hasPrefix "-c" $arg)) }}
+{{- fail (printf "%s.extraArgs[%d] %q: the chart sets %s itself, from %s (the agent takes a flag's last occurrence, so this one would override the chart's)" $workload $i $arg (eq $name "--config" | ternary "--config (-c)" $name) (index $f 1)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 The socket's directory, which the node agent mounts (never the socket file). A socket in / would mount
 the whole host: refused.
 */}}
