@@ -835,6 +835,9 @@ func TestChartRefusesOwnedConfigFields(t *testing.T) {
 		"config.containerGC.podLogsDirectory=/data/pods":                             {"config.containerGC.podLogsDirectory", "chart value podLogsDirectory"},
 		"config.containerGC.containerLogsDirectory=/data/containers":                 {"config.containerGC.containerLogsDirectory", "chart value containerLogsDirectory"},
 		"config.leaderElection.resourceNamespace=kube-system":                        {"config.leaderElection.resourceNamespace", "release's namespace"},
+		// Neither workload mounts a kubeconfig: every pod of both would exit at start.
+		"config.clientConnection.kubeconfig=/etc/kubernetes/kubelet.conf": {"config.clientConnection.kubeconfig", `"/etc/kubernetes/kubelet.conf"`, "ServiceAccount token", "not supported by this chart"},
+		"config.clientConnection.kubeconfig=kubeconfig":                   {"config.clientConnection.kubeconfig", "ServiceAccount token"},
 	}
 	for set, want := range cases {
 		t.Run(set, func(t *testing.T) {

@@ -103,9 +103,10 @@ var fieldCandidates = map[string][]any{
 // README sends to nodegc config validate).
 var (
 	chartOnlyRefusals = map[string]string{
-		"ownerGC.enableGarbageCollector=false":                "the chart's way to turn the owner GC off is ownerGC.mode off (TestChartOwnerGCDisabled)",
-		"leaderElection.leaderElect=false":                    "two owner collectors without an election (TestChartOwnerReplicas)",
-		`imageServiceEndpoint="unix:///run/other/image.sock"`: "a socket outside runtime.socket's directory, which the node agent does not mount",
+		"ownerGC.enableGarbageCollector=false":                 "the chart's way to turn the owner GC off is ownerGC.mode off (TestChartOwnerGCDisabled)",
+		"leaderElection.leaderElect=false":                     "two owner collectors without an election (TestChartOwnerReplicas)",
+		`imageServiceEndpoint="unix:///run/other/image.sock"`:  "a socket outside runtime.socket's directory, which the node agent does not mount",
+		`clientConnection.kubeconfig="/etc/nodegc/kubeconfig"`: "a kubeconfig neither workload mounts: the pods use their ServiceAccount token",
 	}
 	agentOnlyRefusals = map[string]string{
 		// The chart checks a [ left open in an exclusion pattern's component,

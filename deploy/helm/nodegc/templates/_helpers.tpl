@@ -460,13 +460,15 @@ include "nodegc.checkConfig" (dict "root" $ "cfg" $cfg)
 {{- if and (kindIs "map" $cg) (hasKey $cg "maxPerPodContainer") (eq (toString (index $cg "maxPerPodContainer")) "0") }}
 {{- fail (printf "config.containerGC.maxPerPodContainer 0: must be at least 1, or negative for no limit (nodegc always keeps the newest dead container of a live pod's container, which kubectl logs --previous reads): %s" $refused) }}
 {{- end }}
-{{- /* clientConnection.kubeconfig: an absolute path; the agent would read a relative one from its working directory. */}}
+{{- /*
+clientConnection.kubeconfig: refused. Neither workload mounts a kubeconfig (the ConfigMap is all of
+/etc/nodegc), and the agent stops at start on one it cannot read, so every node agent and every owner
+collector (the ConfigMap is both's) would exit in a crash loop: the pods use their ServiceAccount token.
+*/}}
 {{- $cc := get $cfg "clientConnection" }}
 {{- if kindIs "map" $cc }}
 {{- with toString (get $cc "kubeconfig" | default "") }}
-{{- if not (isAbs .) }}
-{{- fail (printf "config.clientConnection.kubeconfig %q: must be an absolute path (the agent would read a relative one from its working directory, not from the configuration's): %s" . $refused) }}
-{{- end }}
+{{- fail (printf "config.clientConnection.kubeconfig %q: the chart's pods use their ServiceAccount token, and neither the node agents nor the owner collectors mount a file of the node's, so every one of them would exit at start: not supported by this chart. Leave config.clientConnection.kubeconfig unset" .) }}
 {{- end }}
 {{- end }}
 {{- /* imageServiceEndpoint: a unix socket, in runtime.socket's directory, the one the node agent mounts. */}}
