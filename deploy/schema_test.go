@@ -301,3 +301,55 @@ func TestChartImageTag(t *testing.T) {
 		})
 	}
 }
+
+// TestChartImageReference: an image.digest the kubelet's reference parser
+// refuses (upper-case hex, a cut-short or overlong sha256, an unknown
+// algorithm), an image.repository holding a tag or a digest, and an
+// image.tag outside [A-Za-z0-9_][A-Za-z0-9_.-]{0,127} fail the render and
+// helm lint (the schema's patterns), naming the value: rendered, every pod
+// of both workloads would be InvalidImageName. Without the schema (helm
+// --skip-schema-validation) the templates refuse the same, the digest's
+// message saying lower-case. The valid forms render.
+func TestChartImageReference(t *testing.T) {
+	hex := func(n int) string { return strings.Repeat("0123456789abcdef", 8)[:n] }
+	cases := map[string]struct {
+		set  string
+		want []string // the template's refusal says these
+	}{
+		"digest cut short":        {"image.digest=sha256:" + hex(40), []string{"image.digest", "lower-case"}},
+		"digest upper case":       {"image.digest=sha256:" + strings.ToUpper(hex(64)), []string{"image.digest", "lower-case"}},
+		"digest too long":         {"image.digest=sha256:" + hex(65), []string{"image.digest", "sha256:"}},
+		"digest sha384 short":     {"image.digest=sha384:" + hex(64), []string{"image.digest", "sha384"}},
+		"digest other algorithm":  {"image.digest=md5:" + hex(32), []string{"image.digest"}},
+		"digest not a digest":     {"image.digest=latest", []string{`image.digest "latest"`, "sha256:"}},
+		"repository with a tag":   {"image.repository=ghcr.io/nodegc/nodegc:v1", []string{`image.repository "ghcr.io/nodegc/nodegc:v1"`, "image.tag"}},
+		"repository with digest":  {"image.repository=ghcr.io/nodegc/nodegc@sha256:" + hex(64), []string{"image.repository", "image.digest"}},
+		"tag with a digest":       {"image.tag=v1@sha256:abc", []string{`image.tag "v1@sha256:abc"`}},
+		"tag with a colon":        {"image.tag=v1:2", []string{"image.tag"}},
+		"tag starting with a dot": {"image.tag=.v1", []string{"image.tag"}},
+		"tag too long":            {"image.tag=" + strings.Repeat("a", 129), []string{"image.tag", "128"}},
+		"tag empty, no digest":    {"image.tag=", []string{"image.tag"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			field, _, _ := strings.Cut(tc.set, "=")
+			for _, cmd := range [][]string{{"template", "nodegc", chart, "--namespace", "nodegc"}, {"lint", "--strict", chart, "--namespace", "nodegc"}} {
+				out, err := helm(t, append(cmd, "--set-string", tc.set)...)
+				msg := string(out)
+				if err != nil {
+					msg += err.Error()
+				}
+				if err == nil || !strings.Contains(msg, strings.ReplaceAll("/"+field, ".", "/")) {
+					t.Errorf("helm %s --set-string %s: %v; want a failure naming %s\n%s", cmd[0], tc.set, err, field, out)
+				}
+			}
+			renderRefused(t, []string{"--skip-schema-validation", "--set-string", tc.set}, tc.want...)
+		})
+	}
+	for _, set := range []string{"image.digest=sha256:" + hex(64), "image.digest=sha384:" + hex(96), "image.digest=sha512:" + hex(128),
+		"image.repository=localhost:5000/nodegc", "image.tag=v1.2.3_rc-1", "image.tag=" + strings.Repeat("a", 128)} {
+		render(t, "nodegc", "--set-string", set)
+	}
+	// The tag is not used with a digest: empty then.
+	render(t, "nodegc", "--set-string", "image.digest=sha256:"+hex(64), "--set-string", "image.tag=")
+}

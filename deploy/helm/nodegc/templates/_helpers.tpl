@@ -84,17 +84,32 @@ would hold the owner GC's rights unused. ownerGC.mode off is the chart's way to 
 
 {{/*
 The image reference of both workloads: <repository>@<digest> when image.digest is set (it pins the
-image; the tag is not used), else <repository>:<tag>.
+image; the tag is not used), else <repository>:<tag>. Each is checked as the kubelet's reference parser
+(distribution/reference) reads it, as values.schema.json's patterns do: a digest is sha256, sha384 or
+sha512 and exactly 64, 96 or 128 lower-case hex digits; a repository holds no tag (":" after its last
+"/") and no digest ("@"); a tag is [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}. Refused here rather than in
+InvalidImageName on every node.
 */}}
 {{- define "nodegc.image" -}}
 {{- $digest := toString (.Values.image.digest | default "") }}
-{{- if $digest }}
-{{- if not (regexMatch "^[a-z0-9]+([+._-][a-z0-9]+)*:[a-fA-F0-9]{32,}$" $digest) }}
-{{- fail (printf "image.digest %q is not a digest: want <algorithm>:<hex>, such as sha256:%s" $digest (repeat 64 "0")) }}
+{{- $repo := toString .Values.image.repository }}
+{{- $tag := toString .Values.image.tag }}
+{{- if or (contains "@" $repo) (contains ":" (last (splitList "/" $repo))) }}
+{{- fail (printf "image.repository %q holds a tag or a digest: give the repository alone, and the tag in image.tag or the digest in image.digest" $repo) }}
 {{- end }}
-{{- printf "%s@%s" .Values.image.repository $digest }}
+{{- if and $tag (not (regexMatch "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$" $tag)) }}
+{{- fail (printf "image.tag %q is not a tag: letters, digits, '_', '.' and '-', starting with a letter, digit or '_', at most 128 (a digest goes in image.digest)" $tag) }}
+{{- end }}
+{{- if $digest }}
+{{- if not (regexMatch "^(sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128})$" $digest) }}
+{{- fail (printf "image.digest %q is not a digest the kubelet accepts: want sha256:<64 lower-case hex digits> (or sha384:<96>, sha512:<128>), such as sha256:%s" $digest (repeat 64 "0")) }}
+{{- end }}
+{{- printf "%s@%s" $repo $digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (toString .Values.image.tag) }}
+{{- if not $tag }}
+{{- fail "image.tag is empty, and image.digest too: give a tag (or a digest)" }}
+{{- end }}
+{{- printf "%s:%s" $repo $tag }}
 {{- end }}
 {{- end }}
 
