@@ -31,7 +31,8 @@
 # directory mount shows), so NODEGC_RUNTIME_SOCKET also replaces the default socket directory by its own.
 #
 # Values that coincide (two node paths, or a node path and the configuration's /etc/nodegc; two equal ports) are
-# refused, naming both.
+# refused, naming both; so are a state directory and log directories lying in one another (NODEGC_STATE_DIR,
+# NODEGC_POD_LOGS_DIR, NODEGC_CONTAINER_LOGS_DIR), which the agent refuses.
 #
 # Each default must occur in the manifest (else the script fails: it is out of date with the file). Every
 # default is first replaced by a placeholder, longest default first, and only then the placeholders by the
@@ -115,6 +116,23 @@ NODEGC_CONFIG_MOUNT=/etc/nodegc # not an override: where the ConfigMap is mounte
 distinct path NODEGC_CONFIG_MOUNT=/etc/nodegc NODEGC_RUNTIME_SOCKET_DIR=/run/containerd NODEGC_CONTAINERD_ROOT=/var/lib/containerd \
 	NODEGC_POD_LOGS_DIR=/var/log/pods NODEGC_CONTAINER_LOGS_DIR=/var/log/containers NODEGC_STATE_DIR=/var/lib/nodegc
 distinct port NODEGC_HEALTHZ_PORT=10280 NODEGC_METRICS_PORT=10281
+# Of the state directory and the two log directories none may lie in another: the agent refuses that at start
+# (its state would go with what the container GC removes in a log directory), as the chart does at render
+# (nodegc.checkMountPaths), so the DaemonSet would crash-loop on every node.
+apart() { # apart VAR=DEFAULT...
+	local a b va vb
+	for a in "$@"; do
+		va="${a%%=*}"
+		va="${!va:-${a#*=}}"
+		for b in "$@"; do
+			vb="${b%%=*}"
+			vb="${!vb:-${b#*=}}"
+			[[ "$va" != "$vb"/* ]] ||
+				die "$(name "${a%%=*}") $va lies in $(name "${b%%=*}") $vb (a default unless set): the agent refuses it (its state would go with what the container GC removes in a log directory); give each its own directory, apart"
+		done
+	done
+}
+apart NODEGC_STATE_DIR=/var/lib/nodegc NODEGC_POD_LOGS_DIR=/var/log/pods NODEGC_CONTAINER_LOGS_DIR=/var/log/containers
 
 out="$(<"$MANIFEST")"
 # Placeholders: \x01 does not occur in a manifest. Longest default first, so that a default holding

@@ -233,6 +233,12 @@ func TestRenderDeploy(t *testing.T) {
 		}
 	})
 
+	// Directories beside one another, and one whose name only begins like
+	// another's, render.
+	t.Run("takes directories apart", func(t *testing.T) {
+		renderManifest(t, "x.example/nodegc:1", map[string]string{"NODEGC_STATE_DIR": "/var/log/pods-nodegc", "NODEGC_POD_LOGS_DIR": "/var/log/pods"})
+	})
+
 	t.Run("refuses bad values", func(t *testing.T) {
 		for name, env := range map[string][]string{
 			"socket in /":   {"NODEGC_RUNTIME_SOCKET=/containerd.sock"},
@@ -265,6 +271,11 @@ func TestRenderDeploy(t *testing.T) {
 			"two paths set alike":     {[]string{"NODEGC_POD_LOGS_DIR=/data/logs", "NODEGC_CONTAINER_LOGS_DIR=/data/logs"}, []string{"NODEGC_POD_LOGS_DIR", "NODEGC_CONTAINER_LOGS_DIR"}},
 			"socket dir is the root":  {[]string{"NODEGC_RUNTIME_SOCKET=/var/lib/containerd/containerd.sock"}, []string{"NODEGC_RUNTIME_SOCKET", "NODEGC_CONTAINERD_ROOT"}},
 			"metrics on healthz port": {[]string{"NODEGC_METRICS_PORT=10280"}, []string{"NODEGC_METRICS_PORT", "NODEGC_HEALTHZ_PORT", "10280"}},
+			// Nested: the agent refuses a state or log directory in another
+			// (pkg/config validateDirectoriesApart), as the chart does.
+			"state under the pod logs": {[]string{"NODEGC_STATE_DIR=/var/log/pods/nodegc"}, []string{"NODEGC_STATE_DIR", "/var/log/pods/nodegc", "NODEGC_POD_LOGS_DIR", "/var/log/pods", "lies in"}},
+			"pod logs hold the links":  {[]string{"NODEGC_POD_LOGS_DIR=/var/log"}, []string{"NODEGC_CONTAINER_LOGS_DIR", "/var/log/containers", "NODEGC_POD_LOGS_DIR", "lies in"}},
+			"links under the state":    {[]string{"NODEGC_STATE_DIR=/data/nodegc", "NODEGC_CONTAINER_LOGS_DIR=/data/nodegc/containers"}, []string{"NODEGC_CONTAINER_LOGS_DIR", "NODEGC_STATE_DIR", "lies in"}},
 		} {
 			cmd := exec.Command(filepath.Join(root, "hack", "render-deploy.sh"), "x.example/nodegc:1")
 			cmd.Env = append(os.Environ(), tc.env...)
