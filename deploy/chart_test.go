@@ -517,13 +517,70 @@ func TestChartConfigChecksum(t *testing.T) {
 	if again := checksums(); !cmp.Equal(base, again) {
 		t.Errorf("the same values give other checksums: %v, then %v", base, again)
 	}
-	for _, set := range []string{"config.imageGC.highThresholdPercent=90", "ports.metrics=19281", "stateDirectory=/data/nodegc"} {
+	// The owner collector's digest is of what it reads (TestChartOwnerChecksumFollowsWhatItReads).
+	for set, ownerReads := range map[string]bool{"config.imageGC.highThresholdPercent=90": false, "ports.metrics=19281": true, "stateDirectory=/data/nodegc": false} {
 		changed := checksums("--set", set)
 		for ref, sum := range changed {
-			if sum == base[ref] {
+			if sum == base[ref] && (ownerReads || ref == "DaemonSet/nodegc-node") {
 				t.Errorf("--set %s: %s checksum/config unchanged (%s): a helm upgrade would leave the pods on the old configuration", set, ref, sum)
 			}
 		}
+	}
+}
+
+// TestChartOwnerChecksumFollowsWhatItReads: the owner collector's
+// checksum/config digests only the sections --owner-gc=only reads (ownerGC,
+// leaderElection, clientConnection, the bind addresses,
+// enableProfilingHandler), so that a node-only change (an image exclusion,
+// a container GC setting) does not roll the owner pods (a Lease handover and
+// a relist of the whole cluster for nothing it reads); the DaemonSet's
+// digests the whole configuration. A change of what the owner reads rolls
+// both.
+func TestChartOwnerChecksumFollowsWhatItReads(t *testing.T) {
+	checksums := func(args ...string) map[string]string {
+		t.Helper()
+		objs := render(t, "nodegc", args...)
+		out := map[string]string{}
+		for _, ref := range []string{"DaemonSet/nodegc-node", "Deployment/nodegc-owner"} {
+			kind, name, _ := strings.Cut(ref, "/")
+			o := find(objs, kind, name)
+			if o == nil {
+				t.Fatalf("no %s", ref)
+			}
+			ann, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "annotations")
+			if ann["checksum/config"] == "" {
+				t.Fatalf("%s: no checksum/config in %v", ref, ann)
+			}
+			out[ref] = ann["checksum/config"]
+		}
+		return out
+	}
+	base := checksums("--set", "config.imageGC.exclude={registry.example.com/a}")
+	for _, set := range []string{"config.imageGC.exclude={registry.example.com/b}", "config.containerGC.maxContainers=50",
+		"config.imageGC.highThresholdPercent=90", "config.runtimeRequestTimeout=3m", "podLogsDirectory=/data/pods"} {
+		got := checksums("--set", "config.imageGC.exclude={registry.example.com/a}", "--set", set)
+		if got["Deployment/nodegc-owner"] != base["Deployment/nodegc-owner"] {
+			t.Errorf("--set %s: the owner collector's checksum/config changed (%s -> %s): its pods would roll for a setting it does not read",
+				set, base["Deployment/nodegc-owner"], got["Deployment/nodegc-owner"])
+		}
+		if got["DaemonSet/nodegc-node"] == base["DaemonSet/nodegc-node"] {
+			t.Errorf("--set %s: the DaemonSet's checksum/config unchanged: the node agents would stay on the old configuration", set)
+		}
+	}
+	for _, set := range []string{"config.ownerGC.concurrentGCSyncs=5", "config.leaderElection.leaseDuration=30s",
+		"config.clientConnection.qps=20", "ports.metrics=19281", "ports.healthz=19280", "config.enableProfilingHandler=false"} {
+		got := checksums("--set", "config.imageGC.exclude={registry.example.com/a}", "--set", set)
+		for ref, sum := range got {
+			if sum == base[ref] {
+				t.Errorf("--set %s: %s checksum/config unchanged: a helm upgrade would leave its pods on the old configuration", set, ref)
+			}
+		}
+	}
+	// Another namespace is another leaderElection.resourceNamespace.
+	other := render(t, "other", "--set", "config.imageGC.exclude={registry.example.com/a}")
+	ann, _, _ := unstructured.NestedStringMap(find(other, "Deployment", "nodegc-owner").Object, "spec", "template", "metadata", "annotations")
+	if ann["checksum/config"] == base["Deployment/nodegc-owner"] {
+		t.Errorf("namespace other: the owner collector's checksum/config is namespace nodegc's")
 	}
 }
 

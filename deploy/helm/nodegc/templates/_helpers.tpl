@@ -309,13 +309,26 @@ the node's allocatable memory (and nodegc leaves it).
 {{- end }}
 
 {{/*
-The pod annotations of both workloads: podAnnotations, and checksum/config, the digest of the rendered
-ConfigMap. The agent reads its configuration once, at start: a helm upgrade (or an apply of the
-regenerated manifest) that changes the configuration changes the digest, and so rolls the pods.
+The pod annotations of a workload: podAnnotations, and checksum/config, a digest of the rendered
+configuration. The agent reads its configuration once, at start: a helm upgrade (or an apply of the
+regenerated manifest) that changes what it reads changes the digest, and so rolls the pods.
+include "nodegc.podAnnotations" (list . "node"): the DaemonSet's, the digest of the whole ConfigMap.
+include "nodegc.podAnnotations" (list . "owner"): the owner collector's (--owner-gc=only), the digest of
+the sections it reads only (internal/agent: ownerGC, leaderElection, clientConnection, the bind addresses,
+enableProfilingHandler), so that a node-only change (an image exclusion, a container GC setting) does not
+roll the owner pods: a Lease handover, and the new leader's relist of every resource of the cluster, for
+nothing the owner GC reads. Its nodegc_config_info then keeps the digest it started with, which
+NodegcConfigMixed (node agents only) does not count.
 */}}
 {{- define "nodegc.podAnnotations" -}}
-{{- $checksum := include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
-{{- toYaml (merge (dict "checksum/config" $checksum) (deepCopy (.Values.podAnnotations | default dict))) }}
+{{- $root := index . 0 }}
+{{- $rendered := include (print $root.Template.BasePath "/configmap.yaml") $root }}
+{{- $checksum := $rendered | sha256sum }}
+{{- if eq (index . 1) "owner" }}
+{{- $cfg := get (get ($rendered | fromYaml) "data") "config.yaml" | fromYaml }}
+{{- $checksum = pick $cfg "apiVersion" "kind" "ownerGC" "leaderElection" "clientConnection" "metricsBindAddress" "healthzBindAddress" "enableProfilingHandler" | toYaml | sha256sum }}
+{{- end }}
+{{- toYaml (merge (dict "checksum/config" $checksum) (deepCopy ($root.Values.podAnnotations | default dict))) }}
 {{- end }}
 
 {{/*
