@@ -410,6 +410,8 @@ func TestChartLabels(t *testing.T) {
 			t.Errorf("%s selector (-want +got):\n%s", kind, diff)
 		}
 		pod, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+		// The scrape objects select this release's pods by it (TestChartSecondReleaseScrapedOnce).
+		want["app.kubernetes.io/instance"] = "nodegc"
 		if kind == "DaemonSet" {
 			// ownerGC.mode deployment (the default): the monitors relabel it
 			// into owner_gc, NodegcOwnerGCNoSyncedLeader's sign

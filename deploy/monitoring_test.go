@@ -39,11 +39,13 @@ func checkScrapeEndpoints(t *testing.T, o *unstructured.Unstructured, field stri
 	if !found {
 		t.Errorf("%s relabelings %v lack %v", o.GetKind(), rels, nodeRelabeling)
 	}
-	// Both workloads: the node agents and the owner collector.
+	// Both workloads: the node agents and the owner collector, of this
+	// release (TestChartSecondReleaseScrapedOnce).
 	exprs, _, _ := unstructured.NestedSlice(o.Object, "spec", "selector", "matchExpressions")
 	want := []any{
 		map[string]any{"key": "app.kubernetes.io/name", "operator": "In", "values": []any{"nodegc"}},
 		map[string]any{"key": "app.kubernetes.io/component", "operator": "In", "values": []any{"node", "owner"}},
+		map[string]any{"key": "app.kubernetes.io/instance", "operator": "In", "values": []any{"nodegc"}},
 	}
 	if diff := cmp.Diff(want, exprs); diff != "" {
 		t.Errorf("%s selector (-want +got):\n%s", o.GetKind(), diff)
@@ -95,7 +97,7 @@ func TestChartScrapeObjects(t *testing.T) {
 					t.Errorf("Service %s clusterIP %q, want None (headless)", o.GetName(), ip)
 				}
 				sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector")
-				if diff := cmp.Diff(map[string]string{"app.kubernetes.io/name": "nodegc", "app.kubernetes.io/component": component}, sel); diff != "" {
+				if diff := cmp.Diff(map[string]string{"app.kubernetes.io/name": "nodegc", "app.kubernetes.io/component": component, "app.kubernetes.io/instance": "nodegc"}, sel); diff != "" {
 					t.Errorf("Service %s selector (-want +got):\n%s", o.GetName(), diff)
 				}
 				ports, _, _ := unstructured.NestedSlice(o.Object, "spec", "ports")
@@ -260,5 +262,110 @@ func TestChartRefusesBothScrapeKinds(t *testing.T) {
 		"--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true")
 	if err == nil || !strings.Contains(err.Error(), "metrics.podMonitor.enabled and metrics.serviceMonitor.enabled") {
 		t.Errorf("both enabled: %v, want the render to fail naming both", err)
+	}
+}
+
+// selects says whether a selector (matchLabels, matchExpressions with In)
+// selects a pod with labels.
+func selects(t *testing.T, sel map[string]any, labels map[string]string) bool {
+	t.Helper()
+	ml, _, _ := unstructured.NestedStringMap(sel, "matchLabels")
+	for k, v := range ml {
+		if labels[k] != v {
+			return false
+		}
+	}
+	exprs, _, _ := unstructured.NestedSlice(sel, "matchExpressions")
+	for _, e := range exprs {
+		m := e.(map[string]any)
+		if m["operator"] != "In" {
+			t.Fatalf("selector operator %v: only In is read here", m["operator"])
+		}
+		v, ok := labels[m["key"].(string)]
+		if !ok || !slices.Contains(m["values"].([]any), any(v)) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestChartSecondReleaseScrapedOnce: two releases in one namespace (a
+// canary with ports of its own) scrape their own pods only: the pod
+// templates carry app.kubernetes.io/instance, and the PodMonitor's, the
+// ServiceMonitor's and the metrics Services' selectors select by it, so no
+// node agent is scraped twice under two jobs (every per-node alert firing
+// twice). The workloads' selectors stay as they were: a selector is
+// immutable, and a helm upgrade that changed it would fail.
+func TestChartSecondReleaseScrapedOnce(t *testing.T) {
+	releaseObjs := func(release string, args ...string) []*unstructured.Unstructured {
+		t.Helper()
+		out, err := helm(t, append([]string{"template", release, chart, "--namespace", "nodegc"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return decodeObjects(t, out)
+	}
+	podLabels := func(objs []*unstructured.Unstructured) []map[string]string {
+		var out []map[string]string
+		for _, o := range objs {
+			if k := o.GetKind(); k == "DaemonSet" || k == "Deployment" {
+				l, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+				out = append(out, l)
+				sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+				if _, ok := sel["app.kubernetes.io/instance"]; ok {
+					t.Errorf("%s %s selector %v holds app.kubernetes.io/instance: a helm upgrade from an earlier release would fail (immutable)", k, o.GetName(), sel)
+				}
+			}
+		}
+		return out
+	}
+	for _, kind := range []string{"podMonitor", "serviceMonitor"} {
+		t.Run(kind, func(t *testing.T) {
+			on := []string{"--set", "metrics." + kind + ".enabled=true"}
+			releases := map[string][]*unstructured.Unstructured{
+				"nodegc": releaseObjs("nodegc", on...),
+				"canary": releaseObjs("canary", append(on, "--set", "ports.healthz=20280", "--set", "ports.metrics=20281")...),
+			}
+			for release, objs := range releases {
+				for other, otherObjs := range releases {
+					for _, o := range objs {
+						var sel map[string]any
+						switch o.GetKind() {
+						case "PodMonitor", "ServiceMonitor":
+							sel, _, _ = unstructured.NestedMap(o.Object, "spec", "selector")
+						case "Service":
+							m, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector")
+							sel = map[string]any{"matchLabels": map[string]any{}}
+							for k, v := range m {
+								sel["matchLabels"].(map[string]any)[k] = v
+							}
+						default:
+							continue
+						}
+						targets := podLabels(otherObjs)
+						if o.GetKind() == "ServiceMonitor" { // selects Services
+							targets = nil
+							for _, svc := range otherObjs {
+								if svc.GetKind() == "Service" {
+									targets = append(targets, svc.GetLabels())
+								}
+							}
+						}
+						n := 0
+						for _, l := range targets {
+							if selects(t, sel, l) {
+								n++
+							}
+						}
+						if other != release && n > 0 {
+							t.Errorf("release %s's %s %s selects %d pod templates (Services) of release %s", release, o.GetKind(), o.GetName(), n, other)
+						}
+						if other == release && n == 0 {
+							t.Errorf("release %s's %s %s selects none of its own pod templates (Services)", release, o.GetKind(), o.GetName())
+						}
+					}
+				}
+			}
+		})
 	}
 }

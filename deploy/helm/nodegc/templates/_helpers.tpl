@@ -21,7 +21,8 @@ The prefix of every object name: fullnameOverride, else the release name if it h
 
 {{/*
 Metadata labels: app.kubernetes.io/name always, Helm's standard labels when helmLabels (not in the
-generated deploy/daemonset.yaml). Selectors use nodegc.selectorLabels only.
+generated deploy/daemonset.yaml). The workloads' selectors use nodegc.selectorLabels only;
+the scrape objects select nodegc.podLabels.
 */}}
 {{- define "nodegc.labels" -}}
 app.kubernetes.io/name: {{ include "nodegc.name" . }}
@@ -36,6 +37,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- define "nodegc.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "nodegc.name" (index . 0) }}
 app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/*
+The labels of a workload's pods, and the selector of its metrics Service: include "nodegc.podLabels"
+(list . "node"). The selector labels, and app.kubernetes.io/instance with helmLabels, which the
+PodMonitor, the ServiceMonitor and the metrics Services select by, so that a second release in the
+namespace (a canary) is not scraped by this one's too (every target twice, under two jobs). Not in the
+workloads' selectors: a selector is immutable, and a helm upgrade that changed it would fail.
+*/}}
+{{- define "nodegc.podLabels" -}}
+{{ include "nodegc.selectorLabels" . }}
+{{- if (index . 0).Values.helmLabels }}
+app.kubernetes.io/instance: {{ (index . 0).Release.Name }}
+{{- end }}
 {{- end }}
 
 {{/* config.leaderElection.leaderElect: "true" unless set false (the agent's default is true). */}}
