@@ -496,20 +496,10 @@ func TestChartPriorityClass(t *testing.T) {
 func TestChartConfigChecksum(t *testing.T) {
 	checksums := func(args ...string) map[string]string {
 		t.Helper()
-		objs := render(t, "nodegc", append([]string{"--set", "podAnnotations.team=storage"}, args...)...)
 		out := map[string]string{}
-		for _, ref := range []string{"DaemonSet/nodegc-node", "Deployment/nodegc-owner"} {
-			kind, name, _ := strings.Cut(ref, "/")
-			o := find(objs, kind, name)
-			if o == nil {
-				t.Fatalf("no %s", ref)
-			}
-			ann, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "annotations")
+		for ref, ann := range workloadPodAnnotations(t, append([]string{"--set", "podAnnotations.team=storage"}, args...)...) {
 			if ann["team"] != "storage" {
 				t.Errorf("%s pod annotations %v lack podAnnotations' team: storage", ref, ann)
-			}
-			if ann["checksum/config"] == "" {
-				t.Errorf("%s pod annotations %v: no checksum/config", ref, ann)
 			}
 			out[ref] = ann["checksum/config"]
 		}
@@ -541,18 +531,8 @@ func TestChartConfigChecksum(t *testing.T) {
 func TestChartOwnerChecksumFollowsWhatItReads(t *testing.T) {
 	checksums := func(args ...string) map[string]string {
 		t.Helper()
-		objs := render(t, "nodegc", args...)
 		out := map[string]string{}
-		for _, ref := range []string{"DaemonSet/nodegc-node", "Deployment/nodegc-owner"} {
-			kind, name, _ := strings.Cut(ref, "/")
-			o := find(objs, kind, name)
-			if o == nil {
-				t.Fatalf("no %s", ref)
-			}
-			ann, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "annotations")
-			if ann["checksum/config"] == "" {
-				t.Fatalf("%s: no checksum/config in %v", ref, ann)
-			}
+		for ref, ann := range workloadPodAnnotations(t, args...) {
 			out[ref] = ann["checksum/config"]
 		}
 		return out
@@ -584,6 +564,28 @@ func TestChartOwnerChecksumFollowsWhatItReads(t *testing.T) {
 	if ann["checksum/config"] == base["Deployment/nodegc-owner"] {
 		t.Errorf("namespace other: the owner collector's checksum/config is namespace nodegc's")
 	}
+}
+
+// workloadPodAnnotations renders the chart with args and returns the pod
+// template annotations of the DaemonSet and the owner Deployment, by
+// "Kind/name"; each must carry a checksum/config.
+func workloadPodAnnotations(t *testing.T, args ...string) map[string]map[string]string {
+	t.Helper()
+	objs := render(t, "nodegc", args...)
+	out := map[string]map[string]string{}
+	for _, ref := range []string{"DaemonSet/nodegc-node", "Deployment/nodegc-owner"} {
+		kind, name, _ := strings.Cut(ref, "/")
+		o := find(objs, kind, name)
+		if o == nil {
+			t.Fatalf("no %s", ref)
+		}
+		ann, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "annotations")
+		if ann["checksum/config"] == "" {
+			t.Fatalf("%s: no checksum/config in %v", ref, ann)
+		}
+		out[ref] = ann
+	}
+	return out
 }
 
 // renderError runs helm template with args, which must fail, and returns

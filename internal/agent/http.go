@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -156,12 +157,8 @@ func offLoopback(bind string) string {
 // nodegc explain asks 127.0.0.1 by default: run it in the agent's pod, or
 // through kubectl port-forward, whose connections arrive on the loopback.
 func loopbackOnly(bind string, h http.Handler) http.Handler {
-	msg := "the owner GC's debug endpoints answer clients on the loopback only: "
-	if off := offLoopback(bind); off != "" {
-		msg += off
-	} else {
-		msg += "run nodegc explain in the agent's pod (kubectl exec), or through kubectl port-forward"
-	}
+	msg := "the owner GC's debug endpoints answer clients on the loopback only: " +
+		cmp.Or(offLoopback(bind), "run nodegc explain in the agent's pod (kubectl exec), or through kubectl port-forward")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !fromLoopback(r) {
 			w.Header().Set("Content-Type", "application/json")
@@ -176,12 +173,8 @@ func loopbackOnly(bind string, h http.Handler) http.Handler {
 // loopbackOnlyText is loopbackOnly for Go's profiles, whose clients (go
 // tool pprof, curl) read a plain-text refusal.
 func loopbackOnlyText(bind string, h http.Handler) http.Handler {
-	msg := "Go's profiles (enableProfilingHandler) answer clients on the loopback only: "
-	if off := offLoopback(bind); off != "" {
-		msg += off
-	} else {
-		msg += "kubectl port-forward to the pod's metrics port, then go tool pprof http://127.0.0.1:PORT/debug/pprof/..."
-	}
+	msg := "Go's profiles (enableProfilingHandler) answer clients on the loopback only: " +
+		cmp.Or(offLoopback(bind), "kubectl port-forward to the pod's metrics port, then go tool pprof http://127.0.0.1:PORT/debug/pprof/...")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !fromLoopback(r) {
 			http.Error(w, msg, http.StatusForbidden)

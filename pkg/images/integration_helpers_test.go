@@ -195,6 +195,19 @@ func (b *bed) managerWith(rt images.RuntimeService, stateDir string, clk clock.W
 	return m
 }
 
+// pullInOrder pushes and pulls n images of two layers (repoName(0) ...),
+// 10 ms apart so that their first-detected times follow the pull order,
+// and returns their IDs and references.
+func (b *bed) pullInOrder(n int) (ids, refs []string) {
+	b.t.Helper()
+	for i := range n {
+		img := b.pushPull(repoName(i), 2)
+		ids, refs = append(ids, img.ID()), append(refs, img.Ref)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return ids, refs
+}
+
 // containerd is a client of containerd's own API on the bed's node, in the
 // CRI plugin's namespace (k8s.io), closed when the test ends.
 func (b *bed) containerd() *containerd.Client {

@@ -43,12 +43,7 @@ func TestContainerMadeDuringTheCheck(t *testing.T) {
 			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
-			var pulled, refs []string
-			for i := range 3 {
-				img := b.pushPull(repoName(i), 2)
-				pulled, refs = append(pulled, img.ID()), append(refs, img.Ref)
-				time.Sleep(10 * time.Millisecond) // first-detected times in pull order
-			}
+			pulled, refs := b.pullInOrder(3)
 			var m *images.Manager
 			var armed atomic.Bool
 			hooked := &hookedSandboxes{SandboxSource: b.layers, hook: func(ctx context.Context) error {
@@ -131,12 +126,7 @@ func TestRecordMadeLateInTheCheck(t *testing.T) {
 			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
-			var pulled, refs []string
-			for i := range 3 {
-				img := b.pushPull(repoName(i), 2)
-				pulled, refs = append(pulled, img.ID()), append(refs, img.Ref)
-				time.Sleep(10 * time.Millisecond) // first-detected times in pull order
-			}
+			pulled, refs := b.pullInOrder(3)
 			c := b.containerd()
 			var made atomic.Bool
 			b.arrivals = &hookedArrivals{ArrivalSource: b.layers, hook: func(ctx context.Context, id string) error {

@@ -63,11 +63,7 @@ func TestExcludedNameGainedMidRun(t *testing.T) {
 			t.Parallel()
 			b := newBed(t, v, 256*mib)
 			ctx := t.Context()
-			var pulled []string
-			for i := range 3 {
-				pulled = append(pulled, b.pushPull(repoName(i), 2).ID())
-				time.Sleep(10 * time.Millisecond) // first-detected times in pull order
-			}
+			pulled, _ := b.pullInOrder(3)
 			ctr := b.containerd()
 			const critical = "registry.example/critical/agent:2"
 			// While nodegc removes the first, the last gains the name.

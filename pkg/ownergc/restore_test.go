@@ -113,15 +113,7 @@ func ownerBackFromAnEtcdRestore(t *testing.T, env *itEnv, watched, withHeld, for
 		}
 	}
 
-	env.c.StopAPIServer(t)
-	for k, v := range backup {
-		etcdPut(t, etcd, k, v)
-	}
-	held.hold.Store(true)
-	env.c.StartAPIServer(t)
-	if o := env.getCM(t, ns, "owner"); o.DeletionTimestamp != nil || o.UID != owner.UID {
-		t.Fatalf("the restored owner: %+v; want uid %s, not being deleted", o.ObjectMeta, owner.UID)
-	}
+	held.restore(env, etcd, backup, owner.UID)
 	restored, err := secrets.Get(ctx, "dep", metav1.GetOptions{})
 	if err != nil || restored.UID != dep.UID {
 		t.Fatalf("the restored dependent: %v, %v; want uid %s", restored, err, dep.UID)
@@ -186,6 +178,23 @@ func (h *configMapsHold) start(env *itEnv) *testCollector {
 	})
 }
 
+// restore stops kube-apiserver, writes backup's keys back into the etcd at
+// url, holds the collector's ConfigMaps monitor and starts kube-apiserver
+// again; the ConfigMap owner of h's namespace must be back as ownerUID, not
+// being deleted.
+func (h *configMapsHold) restore(env *itEnv, url string, backup map[string][]byte, ownerUID types.UID) {
+	t := h.t
+	env.c.StopAPIServer(t)
+	for k, v := range backup {
+		etcdPut(t, url, k, v)
+	}
+	h.hold.Store(true)
+	env.c.StartAPIServer(t)
+	if o := env.getCM(t, h.ns, "owner"); o.DeletionTimestamp != nil || o.UID != ownerUID {
+		t.Fatalf("the restored owner: %+v; want uid %s, not being deleted", o.ObjectMeta, ownerUID)
+	}
+}
+
 // testOrphaningOwnerBackFromAnEtcdRestore: an owner deleted with orphan
 // propagation cannot finish (a policy denies the patch of one dependent,
 // protected-x, so the owner keeps its orphan finalizer and its worker
@@ -226,15 +235,7 @@ func testOrphaningOwnerBackFromAnEtcdRestore(t *testing.T, env *itEnv) {
 		return err == nil && len(s.OwnerReferences) == 0, nil
 	})
 
-	env.c.StopAPIServer(t)
-	for k, v := range backup {
-		etcdPut(t, etcd, k, v)
-	}
-	held.hold.Store(true)
-	env.c.StartAPIServer(t)
-	if o := env.getCM(t, ns, "owner"); o.DeletionTimestamp != nil || o.UID != owner.UID {
-		t.Fatalf("the restored owner: %+v; want uid %s, not being deleted", o.ObjectMeta, owner.UID)
-	}
+	held.restore(env, etcd, backup, owner.UID)
 	if s, err := secrets.Get(ctx, "dep", metav1.GetOptions{}); err != nil || s.UID != dep.UID || len(s.OwnerReferences) != 1 {
 		t.Fatalf("the restored dependent: %v, %v; want uid %s with its owner reference", s, err, dep.UID)
 	}
