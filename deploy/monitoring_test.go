@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/relabel"
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -39,13 +41,16 @@ func checkScrapeEndpoints(t *testing.T, o *unstructured.Unstructured, field stri
 	if !found {
 		t.Errorf("%s relabelings %v lack %v", o.GetKind(), rels, nodeRelabeling)
 	}
-	// Both workloads: the node agents and the owner collector, of this
-	// release (TestChartSecondReleaseScrapedOnce).
+	// Both workloads: the node agents and the owner collector; the
+	// ServiceMonitor, of this release's Services (the pods of this release
+	// are kept by a relabeling: TestChartSecondReleaseScrapedOnce).
 	exprs, _, _ := unstructured.NestedSlice(o.Object, "spec", "selector", "matchExpressions")
 	want := []any{
 		map[string]any{"key": "app.kubernetes.io/name", "operator": "In", "values": []any{"nodegc"}},
 		map[string]any{"key": "app.kubernetes.io/component", "operator": "In", "values": []any{"node", "owner"}},
-		map[string]any{"key": "app.kubernetes.io/instance", "operator": "In", "values": []any{"nodegc"}},
+	}
+	if o.GetKind() == "ServiceMonitor" {
+		want = append(want, map[string]any{"key": "app.kubernetes.io/instance", "operator": "In", "values": []any{"nodegc"}})
 	}
 	if diff := cmp.Diff(want, exprs); diff != "" {
 		t.Errorf("%s selector (-want +got):\n%s", o.GetKind(), diff)
@@ -97,7 +102,7 @@ func TestChartScrapeObjects(t *testing.T) {
 					t.Errorf("Service %s clusterIP %q, want None (headless)", o.GetName(), ip)
 				}
 				sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector")
-				if diff := cmp.Diff(map[string]string{"app.kubernetes.io/name": "nodegc", "app.kubernetes.io/component": component, "app.kubernetes.io/instance": "nodegc"}, sel); diff != "" {
+				if diff := cmp.Diff(map[string]string{"app.kubernetes.io/name": "nodegc", "app.kubernetes.io/component": component}, sel); diff != "" {
 					t.Errorf("Service %s selector (-want +got):\n%s", o.GetName(), diff)
 				}
 				ports, _, _ := unstructured.NestedSlice(o.Object, "spec", "ports")
@@ -291,11 +296,14 @@ func selects(t *testing.T, sel map[string]any, labels map[string]string) bool {
 
 // TestChartSecondReleaseScrapedOnce: two releases in one namespace (a
 // canary with ports of its own) scrape their own pods only: the pod
-// templates carry app.kubernetes.io/instance, and the PodMonitor's, the
-// ServiceMonitor's and the metrics Services' selectors select by it, so no
-// node agent is scraped twice under two jobs (every per-node alert firing
-// twice). The workloads' selectors stay as they were: a selector is
-// immutable, and a helm upgrade that changed it would fail.
+// templates carry app.kubernetes.io/instance, and the PodMonitor's and the
+// ServiceMonitor's relabelings keep the pods of their release, so no node
+// agent is scraped twice under two jobs (every per-node alert firing
+// twice). A pod an earlier chart made, without that label, is still
+// scraped: before, the monitors selected by the label, and an upgrade left
+// every old pod unscraped (its alerts silent) until the rollout replaced it
+// (review diff14 D14-2). The workloads' selectors stay as they were: a
+// selector is immutable, and a helm upgrade that changed it would fail.
 func TestChartSecondReleaseScrapedOnce(t *testing.T) {
 	releaseObjs := func(release string, args ...string) []*unstructured.Unstructured {
 		t.Helper()
@@ -305,19 +313,25 @@ func TestChartSecondReleaseScrapedOnce(t *testing.T) {
 		}
 		return decodeObjects(t, out)
 	}
-	podLabels := func(objs []*unstructured.Unstructured) []map[string]string {
-		var out []map[string]string
+	// pods returns the labels of the pods of a release's workloads, as
+	// made now and, without the instance label, by an earlier chart.
+	pods := func(objs []*unstructured.Unstructured) (now, earlier []map[string]string) {
 		for _, o := range objs {
 			if k := o.GetKind(); k == "DaemonSet" || k == "Deployment" {
 				l, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
-				out = append(out, l)
+				if _, ok := l["app.kubernetes.io/instance"]; !ok {
+					t.Errorf("%s %s pod labels %v lack app.kubernetes.io/instance", k, o.GetName(), l)
+				}
+				old := maps.Clone(l)
+				delete(old, "app.kubernetes.io/instance")
+				now, earlier = append(now, l), append(earlier, old)
 				sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
 				if _, ok := sel["app.kubernetes.io/instance"]; ok {
 					t.Errorf("%s %s selector %v holds app.kubernetes.io/instance: a helm upgrade from an earlier release would fail (immutable)", k, o.GetName(), sel)
 				}
 			}
 		}
-		return out
+		return now, earlier
 	}
 	for _, kind := range []string{"podMonitor", "serviceMonitor"} {
 		t.Run(kind, func(t *testing.T) {
@@ -327,45 +341,91 @@ func TestChartSecondReleaseScrapedOnce(t *testing.T) {
 				"canary": releaseObjs("canary", append(on, "--set", "ports.healthz=20280", "--set", "ports.metrics=20281")...),
 			}
 			for release, objs := range releases {
+				scrapes := scrapedBy(t, objs)
 				for other, otherObjs := range releases {
-					for _, o := range objs {
-						var sel map[string]any
-						switch o.GetKind() {
-						case "PodMonitor", "ServiceMonitor":
-							sel, _, _ = unstructured.NestedMap(o.Object, "spec", "selector")
-						case "Service":
-							m, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector")
-							sel = map[string]any{"matchLabels": map[string]any{}}
-							for k, v := range m {
-								sel["matchLabels"].(map[string]any)[k] = v
-							}
-						default:
-							continue
+					now, earlier := pods(otherObjs)
+					for _, l := range now {
+						if got := scrapes(l); got != (other == release) {
+							t.Errorf("release %s's monitor scrapes release %s's pod %v: %t, want %t", release, other, l, got, other == release)
 						}
-						targets := podLabels(otherObjs)
-						if o.GetKind() == "ServiceMonitor" { // selects Services
-							targets = nil
-							for _, svc := range otherObjs {
-								if svc.GetKind() == "Service" {
-									targets = append(targets, svc.GetLabels())
-								}
-							}
-						}
-						n := 0
-						for _, l := range targets {
-							if selects(t, sel, l) {
-								n++
-							}
-						}
-						if other != release && n > 0 {
-							t.Errorf("release %s's %s %s selects %d pod templates (Services) of release %s", release, o.GetKind(), o.GetName(), n, other)
-						}
-						if other == release && n == 0 {
-							t.Errorf("release %s's %s %s selects none of its own pod templates (Services)", release, o.GetKind(), o.GetName())
+					}
+					if other != release {
+						continue
+					}
+					for _, l := range earlier {
+						if !scrapes(l) {
+							t.Errorf("release %s's monitor does not scrape its pod %v of an earlier chart (no instance label): unscraped until the rollout replaces it", release, l)
 						}
 					}
 				}
 			}
 		})
+	}
+}
+
+// scrapedBy returns whether the PodMonitor or ServiceMonitor among a
+// release's objects scrapes a pod with the given labels: its selector (of
+// pods, or of the release's Services, whose selectors then select the
+// pod) selects it and its keep relabelings, evaluated by Prometheus's own
+// relabeling, keep it.
+func scrapedBy(t *testing.T, objs []*unstructured.Unstructured) func(pod map[string]string) bool {
+	t.Helper()
+	var monitor *unstructured.Unstructured
+	var services []map[string]any
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "PodMonitor", "ServiceMonitor":
+			monitor = o
+		case "Service":
+			sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector")
+			m := map[string]any{}
+			for k, v := range sel {
+				m[k] = v
+			}
+			services = append(services, map[string]any{"labels": o.GetLabels(), "selector": map[string]any{"matchLabels": m}})
+		}
+	}
+	if monitor == nil {
+		t.Fatal("no PodMonitor or ServiceMonitor rendered")
+	}
+	sel, _, _ := unstructured.NestedMap(monitor.Object, "spec", "selector")
+	field := "podMetricsEndpoints"
+	if monitor.GetKind() == "ServiceMonitor" {
+		field = "endpoints"
+	}
+	eps, _, _ := unstructured.NestedSlice(monitor.Object, "spec", field)
+	if len(eps) != 1 {
+		t.Fatalf("%s: %d %s, want 1", monitor.GetKind(), len(eps), field)
+	}
+	rules, _, _ := unstructured.NestedSlice(eps[0].(map[string]any), "relabelings")
+	var keeps []*relabel.Config
+	for _, r := range rules {
+		r := r.(map[string]any)
+		if r["action"] != "keep" {
+			continue
+		}
+		c := &relabel.Config{Action: relabel.Keep, Separator: ";", Regex: relabel.MustNewRegexp(r["regex"].(string))}
+		for _, l := range r["sourceLabels"].([]any) {
+			c.SourceLabels = append(c.SourceLabels, model.LabelName(l.(string)))
+		}
+		keeps = append(keeps, c)
+	}
+	return func(pod map[string]string) bool {
+		selected := false
+		if monitor.GetKind() == "PodMonitor" {
+			selected = selects(t, sel, pod)
+		}
+		for _, svc := range services {
+			l := map[string]string{}
+			for k, v := range svc["labels"].(map[string]string) {
+				l[k] = v
+			}
+			selected = selected || monitor.GetKind() == "ServiceMonitor" && selects(t, sel, l) && selects(t, svc["selector"].(map[string]any), pod)
+		}
+		meta := map[string]string{}
+		for k, v := range pod {
+			meta["__meta_kubernetes_pod_label_"+strings.NewReplacer(".", "_", "/", "_", "-", "_").Replace(k)] = v
+		}
+		return selected && relabel.ProcessBuilder(labels.NewBuilder(labels.FromMap(meta)), keeps...)
 	}
 }

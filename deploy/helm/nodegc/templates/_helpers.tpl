@@ -40,11 +40,11 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 
 {{/*
-The labels of a workload's pods, and the selector of its metrics Service: include "nodegc.podLabels"
-(list . "node"). The selector labels, and app.kubernetes.io/instance with helmLabels, which the
-PodMonitor, the ServiceMonitor and the metrics Services select by, so that a second release in the
-namespace (a canary) is not scraped by this one's too (every target twice, under two jobs). Not in the
-workloads' selectors: a selector is immutable, and a helm upgrade that changed it would fail.
+The labels of a workload's pods: include "nodegc.podLabels" (list . "node"). The selector labels, and
+app.kubernetes.io/instance with helmLabels, by which the PodMonitor's and the ServiceMonitor's
+relabelings keep this release's pods, so that a second release in the namespace (a canary) is not
+scraped by this one's too (every target twice, under two jobs). Not in the workloads' selectors: a
+selector is immutable, and a helm upgrade that changed it would fail.
 */}}
 {{- define "nodegc.podLabels" -}}
 {{ include "nodegc.selectorLabels" . }}
