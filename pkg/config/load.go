@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path"
 	"reflect"
 	"regexp"
 	"slices"
@@ -486,15 +487,20 @@ func (l *Loaded) hiddenKubeletWarnings(kc *kubeletconfigv1beta1.KubeletConfigura
 	kubelets := &NodeGCConfiguration{}
 	_, from := mergeKubelet(kubelets, kc, kubeletLines, map[string]int{})
 	SetDefaults(kubelets)
+	kubelets.RuntimeRequestTimeout.Duration = min(kubelets.RuntimeRequestTimeout.Duration, MaxRuntimeRequestTimeout)
 	mine, theirs := jsonTree(l.Config), jsonTree(kubelets)
+	same, other := comparableTree(jsonTree(l.Config)), comparableTree(jsonTree(kubelets))
 	var out []string
 	for kubeletField, path := range from {
 		if _, byFlag := l.flagOf(path); path == "imageServiceEndpoint" || byFlag || !l.setByNodegcDocument(path) {
 			continue
 		}
-		a, b := treeAt(mine, path), treeAt(theirs, path)
-		if reflect.DeepEqual(a, b) {
+		if reflect.DeepEqual(treeAt(same, path), treeAt(other, path)) {
 			continue
+		}
+		a, b := treeAt(mine, path), treeAt(theirs, path)
+		if strings.HasPrefix(path, "imageGC.eviction") { // the signals nodegc reads
+			a, b = treeAt(same, path), treeAt(other, path)
 		}
 		out = append(out, l.locate(path, path, fmt.Sprintf("%s %s hides the %s's %s %s (line %d): remove the line (or write null) to take the kubelet's",
 			path, compactJSON(a), KubeletKind, kubeletField, compactJSON(b), kubeletLines[kubeletField])))
@@ -511,6 +517,47 @@ func jsonTree(c *NodeGCConfiguration) map[string]any {
 	var tree map[string]any
 	if json.Unmarshal(b, &tree) != nil {
 		return nil
+	}
+	return tree
+}
+
+// comparableTree rewrites tree, a configuration's JSON tree, so that what
+// nodegc reads of the fields the KubeletConfiguration gives is written one
+// way: the disk signals of the eviction thresholds only (memory.available
+// and the like do not count), each parsed ("15.0%" is "15%"; "0%" and
+// "100%" are off), and the paths cleaned, the endpoints' unix:// scheme
+// left out. It returns tree.
+func comparableTree(tree map[string]any) map[string]any {
+	if ig, ok := tree["imageGC"].(map[string]any); ok {
+		for _, field := range []string{"evictionHard", "evictionSoft"} {
+			m, _ := ig[field].(map[string]any)
+			out := map[string]any{}
+			for _, s := range []string{SignalImageFsAvailable, SignalNodeFsAvailable} {
+				v, ok := m[s].(string)
+				switch t, err := ParseEvictionThreshold(v); {
+				case !ok:
+				case signalOff(v):
+					out[s] = "off"
+				case err != nil:
+					out[s] = v
+				case t.IsPercent:
+					out[s] = strconv.FormatFloat(t.Percent, 'f', -1, 64) + "%"
+				default:
+					out[s] = strconv.FormatUint(t.Bytes, 10)
+				}
+			}
+			ig[field] = out
+		}
+	}
+	for _, field := range []string{"containerRuntimeEndpoint", "imageServiceEndpoint"} {
+		if v, ok := tree[field].(string); ok && v != "" {
+			tree[field] = path.Clean(strings.TrimPrefix(v, "unix://"))
+		}
+	}
+	if cg, ok := tree["containerGC"].(map[string]any); ok {
+		if v, ok := cg["podLogsDirectory"].(string); ok && v != "" {
+			cg["podLogsDirectory"] = path.Clean(v)
+		}
 	}
 	return tree
 }

@@ -443,6 +443,32 @@ func TestHiddenKubeletValuesWarned(t *testing.T) {
 	}
 }
 
+// TestHiddenKubeletValuesAlikeNotWarned: values nodegc reads alike,
+// written otherwise, hide nothing (review diff14 D14-1): eviction
+// thresholds on signals nodegc does not read (memory.available, inodes),
+// 15.0% for 15%, 0% and 100% (off), a path with a trailing slash, an
+// endpoint without its unix:// scheme, a kubelet's runtimeRequestTimeout
+// over nodegc's ceiling beside nodegc's own at the ceiling.
+func TestHiddenKubeletValuesAlikeNotWarned(t *testing.T) {
+	doc := header + "containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\nruntimeRequestTimeout: 24h\n" +
+		"imageGC:\n  evictionHard:\n    imagefs.available: 15%\n    nodefs.available: 10%\n" +
+		"  evictionSoft:\n    imagefs.available: 0%\n" +
+		"containerGC:\n  podLogsDirectory: /var/log/pods\n" +
+		"---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" +
+		"containerRuntimeEndpoint: /run/containerd/containerd.sock\nruntimeRequestTimeout: 48h\npodLogsDir: /var/log/pods/\n" +
+		"evictionHard:\n  memory.available: 100Mi\n  nodefs.inodesFree: 5%\n  imagefs.available: 15.0%\n  nodefs.available: 10%\n" +
+		"evictionSoft:\n  imagefs.available: 100%\n  memory.available: 200Mi\n"
+	loaded, err := Decode([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range loaded.Warnings {
+		if strings.Contains(w, "hides the KubeletConfiguration's") {
+			t.Errorf("warning %q: the two documents give nodegc the same value", w)
+		}
+	}
+}
+
 // TestKubeletRuntimeRequestTimeoutOverTheCeiling: the kubelet sets no
 // ceiling on runtimeRequestTimeout; one over nodegc's (24h) taken from the
 // KubeletConfiguration is taken as 24h, with a warning naming its line,
