@@ -146,7 +146,7 @@ func offLoopback(bind string) string {
 		return ""
 	}
 	return fmt.Sprintf("this agent's metricsBindAddress %s is not on the loopback, so no client can reach them: "+
-		"set it to :%s (every address) or 127.0.0.1:%s", bind, port, port)
+		"set it to :%s (every address, the loopback included; these endpoints still answer loopback clients only)", bind, port)
 }
 
 // loopbackOnly serves h to clients on the loopback only. The metrics

@@ -186,11 +186,11 @@ func TestDebugRefusalOffLoopback(t *testing.T) {
 		ask     = "run nodegc explain in the agent's pod (kubectl exec), or through kubectl port-forward"
 		forward = "kubectl port-forward to the pod's metrics port"
 		off     = "this agent's metricsBindAddress 192.0.2.2:10281 is not on the loopback, so no client can reach them: " +
-			"set it to :10281 (every address) or 127.0.0.1:10281"
+			"set it to :10281 (every address, the loopback included"
 	)
 	for bind, want := range map[string]map[string]string{
 		"192.0.2.2:10281": {explain: off, pprof: off},
-		"[fd00::2]:10281": {explain: "metricsBindAddress [fd00::2]:10281 is not on the loopback", pprof: "127.0.0.1:10281"},
+		"[fd00::2]:10281": {explain: "metricsBindAddress [fd00::2]:10281 is not on the loopback", pprof: "set it to :10281"},
 		":10281":          {explain: ask, pprof: forward},
 		"0.0.0.0:10281":   {explain: ask, pprof: forward},
 	} {
