@@ -31,7 +31,11 @@ import (
 //   - no resource may have left discovery while it held dependents of the
 //     owner (graph.lostDependents).
 //
-// The hold is measured from the first time this run held the owner. While
+// The hold is measured from the first time this run held the owner in
+// this episode: it ends (and the next wait is a hold of its own) when the
+// owner waits for something else, dependents the graph shows (a
+// foreground owner's blockers, new dependents to orphan) or a write that
+// failed (an orphaning patch), and when its finalizer is removed. While
 // held, the owner gets one Warning Event (DependentsUnknown) naming the
 // resources; when the bound expires the collector finishes as
 // kube-controller-manager would, with a Warning (UnsyncedResourceHoldExpired)

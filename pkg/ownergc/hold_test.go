@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -1012,5 +1013,103 @@ func TestHoldDroppedWithItsFinalizer(t *testing.T) {
 	}
 	if h, ok := r.holds.peek(id.uid); ok {
 		t.Errorf("after the finalizer's removal the hold %+v stays; want it dropped", h)
+	}
+}
+
+// heldOnceRun is a synced run on the reject server whose finalizer holds
+// last a minute, on a fake clock, with its Pods monitor begun now.
+func heldOnceRun(t *testing.T) (*rejectServer, *run, *testGraph, *testingclock.FakeClock, *monitor) {
+	s := newRejectServer(t)
+	r, tg := syncedRejectRun(t, s)
+	clk := testingclock.NewFakeClock(time.Now())
+	r.c.clock = clk
+	r.c.unsyncedHold = time.Minute
+	r.c.failureGrace, r.c.syncTimeout = 10*time.Second, time.Minute
+	pods := r.monitors.byGR[resPod.gvr.GroupResource()]
+	pods.started = clk.Now()
+	return s, r, tg, clk, pods
+}
+
+// TestHoldCountsEachEpisode: a foreground owner's hold, begun while Pods
+// failed, ends when Pods recover with a blocking dependent the graph had
+// missed, and the owner waits for it. When that dependent goes much later
+// (20 minutes, over the bound) while Pods lag again (a kube-apiserver
+// restart, an etcd restore that brings another blocking dependent back),
+// a new hold begins. Before, the hold was counted from the owner's first
+// one, the finalizer went at once as if this one had lasted the bound, and
+// the owner went before a blocking dependent the lagging monitor had not
+// delivered (review ownergc r11 F1).
+func TestHoldCountsEachEpisode(t *testing.T) {
+	s, r, tg, clk, pods := heldOnceRun(t)
+	ns := rejectNamespace
+	fg := object(ns, "fg", "fg", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
+	s.refuse("fg", metav1.Status{}, fg)
+	s.accept("fg")
+	tg.apply(upsert(resConfigMap, fg))
+
+	r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
+	if out := r.attemptToDelete(t.Context(), "fg"); out.after <= 0 {
+		t.Fatalf("first look: %+v; want held", out)
+	}
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(2)
+	if out := r.attemptToDelete(t.Context(), "fg"); out.after <= 0 {
+		t.Fatalf("Pods failing: %+v; want held", out)
+	}
+	pods.listed()
+	pods.recovered()
+	p := object(ns, "p", "p", ownedBy(resConfigMap, "fg", "fg", true))
+	tg.apply(upsert(resPod, p))
+	r.attemptToDelete(t.Context(), "fg")
+	if h, ok := r.holds.peek("fg"); ok {
+		t.Errorf("the owner waits for a blocking dependent the graph shows, and its hold %+v stays; want it ended", h)
+	}
+	clk.Step(20 * time.Minute)
+	tg.apply(del(resPod, p))
+	r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
+	out := r.attemptToDelete(t.Context(), "fg")
+	if n := s.count(http.MethodPatch, "fg"); n != 0 || out.after <= 0 {
+		t.Errorf("the blocker gone while Pods fail again: outcome %+v, %d PATCH of the finalizer; want a new hold, no PATCH", out, n)
+	}
+}
+
+// TestOrphanHoldCountsEachEpisode: the orphan finalizer's hold, begun
+// while Pods failed, ends when Pods recover with a dependent whose
+// orphaning patch is then refused for 30 minutes (a webhook down). When it
+// is accepted while Pods fail again, a new hold begins. Before, the
+// finalizer went at once, and a dependent the lagging monitor had not
+// delivered was never orphaned, then deleted as dangling although the
+// user asked to keep it (review ownergc r11 F1).
+func TestOrphanHoldCountsEachEpisode(t *testing.T) {
+	s, r, tg, clk, pods := heldOnceRun(t)
+	ns := rejectNamespace
+	o := object(ns, "o", "o", deleting(), withFinalizers(metav1.FinalizerOrphanDependents))
+	s.refuse("o", metav1.Status{}, o)
+	s.accept("o")
+	tg.apply(upsert(resConfigMap, o))
+
+	r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
+	r.attemptToOrphan(t.Context(), "o")
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(2)
+	if out := r.attemptToOrphan(t.Context(), "o"); out.after <= 0 {
+		t.Fatalf("Pods failing: %+v; want held", out)
+	}
+	pods.listed()
+	pods.recovered()
+	p := object(ns, "p", "p", ownedBy(resConfigMap, "o", "o", false))
+	tg.apply(upsert(resPod, p))
+	s.refuse("p", metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "webhook down"}, p)
+	for range 3 {
+		if out := r.attemptToOrphan(t.Context(), "o"); !out.retry {
+			t.Fatalf("p refused: %+v; want a retry", out)
+		}
+		clk.Step(10 * time.Minute)
+	}
+	s.accept("p")
+	r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
+	out := r.attemptToOrphan(t.Context(), "o")
+	if n := s.count(http.MethodPatch, "o"); n != 0 || out.after <= 0 {
+		t.Errorf("p orphaned while Pods fail again: outcome %+v, %d PATCH of the owner's finalizer; want a new hold, no PATCH", out, n)
 	}
 }

@@ -357,3 +357,90 @@ func etcdCall(t *testing.T, url string, body any, out any) {
 		}
 	}
 }
+
+// testHoldCountsEachEpisode, on kube-apiserver: an owner deleted in the
+// foreground while the Secrets monitor has not synced is held; a blocking
+// ConfigMap b appears and the Secrets sync, and the owner waits for b
+// longer than the hold's bound. kube-apiserver restarts with the Secrets
+// relist held, a blocking Secret s is made meanwhile (as an etcd restore
+// would bring one back), and b goes: the owner must get a new hold and
+// stay while s exists. Before, its hold was counted from the first
+// episode, had expired, and the owner's finalizer went at once, the owner
+// before its blocking dependent, which was then deleted as
+// all-owners-absent (review ownergc r11 F1; TestHoldCountsEachEpisode is
+// the same at unit level).
+func testHoldCountsEachEpisode(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	ns := env.namespace(t, "hold-episode")
+	owner := env.configMap(t, ns, "owner", nil)
+	var gate atomic.Pointer[chan struct{}]
+	holdSecrets := func() (release func()) {
+		ch := make(chan struct{})
+		gate.Store(&ch)
+		var once sync.Once
+		release = func() { once.Do(func() { gate.Store(nil); close(ch) }) }
+		t.Cleanup(release)
+		return release
+	}
+	release := holdSecrets()
+	cfg := testConfig()
+	const bound = 15 * time.Second
+	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: bound}
+	gc := env.startCollector(t, cfg, func(c *Collector) {
+		c.hooks.beforeList = func(res *resource) {
+			if p := gate.Load(); p != nil && res.gvr.Resource == "secrets" {
+				<-*p
+			}
+		}
+	})
+	unfinalize := func(get func() error) {
+		t.Cleanup(func() { _ = get() })
+	}
+	// The first episode: held, Secrets not synced.
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationForeground)
+	eventually(t, 30*time.Second, "the owner's finalizer held", func(context.Context) (bool, error) {
+		return strings.Contains(gc.logs.String(), "Keeping the finalizer while the graph may miss dependents"), nil
+	})
+	// A blocking ConfigMap appears; the owner waits for it, and the Secrets
+	// sync. It waits longer than the bound.
+	env.configMap(t, ns, "b", []metav1.OwnerReference{cmRef(owner, true)}, "test.nodegc.io/hold")
+	unfinalize(func() error {
+		_, err := env.cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), "b", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		return err
+	})
+	time.Sleep(holdRecheck + time.Second) // the owner's worker looks again and sees b
+	release()
+	time.Sleep(bound + 5*time.Second)
+	if o := env.getCM(t, ns, "owner"); o.DeletionTimestamp == nil {
+		t.Fatal("the owner went while its blocking dependent b exists")
+	}
+	// The second episode: kube-apiserver restarts with the Secrets relist
+	// held; a blocking Secret is made; b goes.
+	release = holdSecrets()
+	env.c.StopAPIServer(t)
+	env.c.StartAPIServer(t)
+	s, err := env.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s",
+		Finalizers: []string{"test.nodegc.io/hold"}, OwnerReferences: []metav1.OwnerReference{cmRef(owner, true)}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unfinalize(func() error {
+		_, err := env.cs.CoreV1().Secrets(ns).Patch(context.Background(), s.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		return err
+	})
+	if _, err := env.cs.CoreV1().ConfigMaps(ns).Patch(ctx, "b", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	if gone, _ := env.cmGone(ns, "owner")(ctx); gone {
+		t.Errorf("the owner went 5 s after b while its blocking Secret s exists (the Secrets relist held); records %+v", gc.recordsFor(owner.UID))
+	}
+	release()
+	gc.waitIdle(t)
+	if gone, _ := env.cmGone(ns, "owner")(ctx); gone {
+		t.Errorf("the owner went while its blocking Secret s exists (the Secrets relist applied)")
+	}
+	if _, err := env.cs.CoreV1().Secrets(ns).Get(ctx, "s", metav1.GetOptions{}); err != nil {
+		t.Errorf("the blocking Secret s: %v; want it kept", err)
+	}
+}

@@ -171,6 +171,12 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 			return waitForSync // a dependent may still be missing from the graph
 		}
 		p := decideDeletingDependents(v)
+		if p.action != actRemoveFinalizer {
+			// It waits for dependents the graph shows, not for a hold:
+			// the next wait for a resource that lags is a hold of its
+			// own, with its own bound.
+			r.holds.drop(v.id.uid)
+		}
 		if p.action == actRemoveFinalizer {
 			if out, held := r.holdFinalizer(v.id, p.finalizer); held {
 				return out
@@ -183,6 +189,7 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 				return done
 			}
 			if decideDeletingDependents(&now).action != actRemoveFinalizer {
+				r.holds.drop(v.id.uid)
 				return retry
 			}
 		}
