@@ -487,9 +487,10 @@ func (l *Loaded) hiddenKubeletWarnings(kc *kubeletconfigv1beta1.KubeletConfigura
 	kubelets := &NodeGCConfiguration{}
 	_, from := mergeKubelet(kubelets, kc, kubeletLines, map[string]int{})
 	SetDefaults(kubelets)
-	kubelets.RuntimeRequestTimeout.Duration = min(kubelets.RuntimeRequestTimeout.Duration, MaxRuntimeRequestTimeout)
-	mine, theirs := jsonTree(l.Config), jsonTree(kubelets)
-	same, other := comparableTree(jsonTree(l.Config)), comparableTree(jsonTree(kubelets))
+	mine, theirs := jsonTree(l.Config), jsonTree(kubelets) // as written, to show
+	taken := *kubelets                                     // as nodegc would take it, to compare
+	taken.RuntimeRequestTimeout.Duration = min(taken.RuntimeRequestTimeout.Duration, MaxRuntimeRequestTimeout)
+	same, other := comparableTree(jsonTree(l.Config)), comparableTree(jsonTree(&taken))
 	var out []string
 	for kubeletField, path := range from {
 		if _, byFlag := l.flagOf(path); path == "imageServiceEndpoint" || byFlag || !l.setByNodegcDocument(path) {
@@ -499,8 +500,8 @@ func (l *Loaded) hiddenKubeletWarnings(kc *kubeletconfigv1beta1.KubeletConfigura
 			continue
 		}
 		a, b := treeAt(mine, path), treeAt(theirs, path)
-		if strings.HasPrefix(path, "imageGC.eviction") { // the signals nodegc reads
-			a, b = treeAt(same, path), treeAt(other, path)
+		if strings.HasPrefix(path, "imageGC.eviction") {
+			a, b = diskThresholds(a), diskThresholds(b)
 		}
 		out = append(out, l.locate(path, path, fmt.Sprintf("%s %s hides the %s's %s %s (line %d): remove the line (or write null) to take the kubelet's",
 			path, compactJSON(a), KubeletKind, kubeletField, compactJSON(b), kubeletLines[kubeletField])))
@@ -530,16 +531,13 @@ func jsonTree(c *NodeGCConfiguration) map[string]any {
 func comparableTree(tree map[string]any) map[string]any {
 	if ig, ok := tree["imageGC"].(map[string]any); ok {
 		for _, field := range []string{"evictionHard", "evictionSoft"} {
-			m, _ := ig[field].(map[string]any)
 			out := map[string]any{}
-			for _, s := range []string{SignalImageFsAvailable, SignalNodeFsAvailable} {
-				v, ok := m[s].(string)
-				switch t, err := ParseEvictionThreshold(v); {
-				case !ok:
-				case signalOff(v):
-					out[s] = "off"
+			for s, v := range diskThresholds(ig[field]) {
+				switch t, err := ParseEvictionThreshold(v.(string)); {
 				case err != nil:
 					out[s] = v
+				case t.IsPercent && (t.Percent == 0 || t.Percent == 100):
+					// Off, as a signal the map leaves out.
 				case t.IsPercent:
 					out[s] = strconv.FormatFloat(t.Percent, 'f', -1, 64) + "%"
 				default:
@@ -574,6 +572,19 @@ func treeAt(tree map[string]any, path string) any {
 		v = m[name]
 	}
 	return v
+}
+
+// diskThresholds returns the entries of an eviction threshold map (of a JSON
+// tree) on the disk signals nodegc reads.
+func diskThresholds(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	out := map[string]any{}
+	for _, s := range diskSignals {
+		if v, ok := m[s].(string); ok {
+			out[s] = v
+		}
+	}
+	return out
 }
 
 // compactJSON writes v as JSON on one line.

@@ -448,9 +448,13 @@ func TestHiddenKubeletValuesWarned(t *testing.T) {
 // thresholds on signals nodegc does not read (memory.available, inodes),
 // 15.0% for 15%, 0% and 100% (off), a path with a trailing slash, an
 // endpoint without its unix:// scheme, a kubelet's runtimeRequestTimeout
-// over nodegc's ceiling beside nodegc's own at the ceiling.
+// over nodegc's ceiling beside nodegc's own at the ceiling; 0% and 0.0%
+// (off) beside a kubelet that evicts on no disk signal (review diff15
+// G15-3).
 func TestHiddenKubeletValuesAlikeNotWarned(t *testing.T) {
-	doc := header + "containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\nruntimeRequestTimeout: 24h\n" +
+	off := header + "imageGC:\n  evictionHard:\n    imagefs.available: 0%\n    nodefs.available: 0.0%\n" +
+		"---\napiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nevictionHard:\n  memory.available: 100Mi\n"
+	alike := header + "containerRuntimeEndpoint: unix:///run/containerd/containerd.sock\nruntimeRequestTimeout: 24h\n" +
 		"imageGC:\n  evictionHard:\n    imagefs.available: 15%\n    nodefs.available: 10%\n" +
 		"  evictionSoft:\n    imagefs.available: 0%\n" +
 		"containerGC:\n  podLogsDirectory: /var/log/pods\n" +
@@ -458,13 +462,15 @@ func TestHiddenKubeletValuesAlikeNotWarned(t *testing.T) {
 		"containerRuntimeEndpoint: /run/containerd/containerd.sock\nruntimeRequestTimeout: 48h\npodLogsDir: /var/log/pods/\n" +
 		"evictionHard:\n  memory.available: 100Mi\n  nodefs.inodesFree: 5%\n  imagefs.available: 15.0%\n  nodefs.available: 10%\n" +
 		"evictionSoft:\n  imagefs.available: 100%\n  memory.available: 200Mi\n"
-	loaded, err := Decode([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range loaded.Warnings {
-		if strings.Contains(w, "hides the KubeletConfiguration's") {
-			t.Errorf("warning %q: the two documents give nodegc the same value", w)
+	for _, doc := range []string{alike, off} {
+		loaded, err := Decode([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range loaded.Warnings {
+			if strings.Contains(w, "hides the KubeletConfiguration's") {
+				t.Errorf("warning %q: the two documents give nodegc the same value", w)
+			}
 		}
 	}
 }

@@ -368,7 +368,9 @@
 // discovery round that began after the hold has completed (so that a CRD
 // created just before has a monitor; the round is started at once). The
 // hold lasts at most ownerGC.unsyncedResourceHold (default 10m, 0 turns it
-// off), measured from the first time this run held the owner, also while
+// off), measured from the first time this run held the owner in this
+// episode (a wait for dependents the graph shows, or for an orphaning write
+// that failed, ends an episode: hold.go), also while
 // every discovery round fails whole; the owner gets a Warning Event
 // DependentsUnknown naming the resources (or API discovery, once a round
 // begun after the hold failed), and when the bound expires the collector
