@@ -24,6 +24,12 @@ type builder struct {
 	// and attempt-to-orphan queues. They must not block.
 	enqueueDelete func(types.UID)
 	enqueueOrphan func(types.UID)
+	// endHold, when set, ends the finalizer hold of an owner whose
+	// foregroundDeletion or orphan finalizer came or went (run.holds): the
+	// deletion it held ended (finished, undone by an etcd restore, the
+	// finalizer removed by hand), and a later one is a hold of its own.
+	// It must not block.
+	endHold func(types.UID)
 	// now and lostFor date and bound graph.lostTo (the run's clock and
 	// unsyncedResourceHold); nil now: time.Now.
 	now     func() time.Time
@@ -148,6 +154,13 @@ func (b *builder) upsert(obj *metav1.PartialObjectMetadata, res *resource) {
 }
 
 func (b *builder) setObjectFlags(n *node, obj *metav1.PartialObjectMetadata) {
+	const gcFinalizers = flagForegroundFinalizer | flagOrphanFinalizer
+	was := n.flags & gcFinalizers
+	defer func() {
+		if b.endHold != nil && n.flags&gcFinalizers != was {
+			b.endHold(n.uid)
+		}
+	}()
 	// A monitor's delivery (a refresh puts the mark back: see refresh).
 	flags := n.flags &^ (flagBeingDeleted | flagForegroundFinalizer | flagOrphanFinalizer | flagUnmonitored)
 	if obj.DeletionTimestamp != nil {

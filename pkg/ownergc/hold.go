@@ -35,7 +35,10 @@ import (
 // this episode: it ends (and the next wait is a hold of its own) when the
 // owner waits for something else, dependents the graph shows (a
 // foreground owner's blockers, new dependents to orphan) or a write that
-// failed (an orphaning patch), and when its finalizer is removed. While
+// failed (an orphaning patch), when its finalizer is removed, and when the
+// graph sees the owner's foregroundDeletion or orphan finalizer come or go
+// (builder.endHold: the deletion ended otherwise, undone by an etcd
+// restore or the finalizer removed by hand, or a new one began). While
 // held, the owner gets one Warning Event (DependentsUnknown) naming the
 // resources; when the bound expires the collector finishes as
 // kube-controller-manager would, with a Warning (UnsyncedResourceHoldExpired)

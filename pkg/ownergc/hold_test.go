@@ -1113,3 +1113,49 @@ func TestOrphanHoldCountsEachEpisode(t *testing.T) {
 		t.Errorf("p orphaned while Pods fail again: outcome %+v, %d PATCH of the owner's finalizer; want a new hold, no PATCH", out, n)
 	}
 }
+
+// TestHoldEndsWithItsDeletion: an owner held while Pods failed comes back
+// not being deleted (an etcd restore; or its finalizer removed by hand),
+// and is deleted again 20 minutes later, over the bound, while Pods lag
+// again: a new hold begins, for the foreground and the orphan finalizer
+// alike. Before, the first deletion's hold outlived it (nothing looks at
+// the owner when it stops being deleted), the new deletion was measured
+// from it, and the finalizer went at once (review ownergc r12 F1).
+func TestHoldEndsWithItsDeletion(t *testing.T) {
+	for _, tc := range []struct {
+		finalizer string
+		attempt   func(*run, context.Context, types.UID) outcome
+	}{
+		{metav1.FinalizerDeleteDependents, (*run).attemptToDelete},
+		{metav1.FinalizerOrphanDependents, (*run).attemptToOrphan},
+	} {
+		t.Run(tc.finalizer, func(t *testing.T) {
+			s, r, tg, clk, pods := heldOnceRun(t)
+			ns := rejectNamespace
+			deleted := object(ns, "o", "o", deleting(), withFinalizers(tc.finalizer))
+			s.refuse("o", metav1.Status{}, deleted)
+			s.accept("o")
+			tg.apply(upsert(resConfigMap, deleted))
+			r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
+			tc.attempt(r, t.Context(), "o")
+			r.roundsStarted.Add(1)
+			r.roundDone.Store(2)
+			if out := tc.attempt(r, t.Context(), "o"); out.after <= 0 {
+				t.Fatalf("Pods failing: %+v; want held", out)
+			}
+			tg.apply(upsert(resConfigMap, object(ns, "o", "o"))) // back, not being deleted
+			pods.listed()
+			pods.recovered()
+			if h, ok := r.holds.peek("o"); ok {
+				t.Errorf("the owner is no longer being deleted, and its hold %+v stays; want it ended", h)
+			}
+			clk.Step(20 * time.Minute)
+			tg.apply(upsert(resConfigMap, deleted))
+			r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
+			out := tc.attempt(r, t.Context(), "o")
+			if n := s.count(http.MethodPatch, "o"); n != 0 || out.after <= 0 {
+				t.Errorf("deleted again while Pods fail: outcome %+v, %d PATCH of the finalizer; want a new hold, no PATCH", out, n)
+			}
+		})
+	}
+}

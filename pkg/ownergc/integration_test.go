@@ -53,6 +53,7 @@ func TestIntegration(t *testing.T) {
 		testOrphaningOwnerBackFromAnEtcdRestore(t, env)
 	})
 	t.Run("a finalizer hold counts each episode", func(t *testing.T) { testHoldCountsEachEpisode(t, env) })
+	t.Run("a finalizer hold ends with its deletion", func(t *testing.T) { testHoldEndsWithItsDeletion(t, env) })
 	t.Run("an owner looked up through a version no longer served", func(t *testing.T) { testOwnerLookupThroughUnservedVersion(t, env) })
 	t.Run("orphaning waits for a resource that cannot be listed", func(t *testing.T) { testOrphanHeldWhileResourceFails(t, env) })
 	t.Run("the wait for a resource that cannot be listed is bounded", func(t *testing.T) { testOrphanHoldExpires(t, env) })

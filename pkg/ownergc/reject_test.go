@@ -211,6 +211,7 @@ func rejectRun(t *testing.T, s *rejectServer, wraps ...func(http.RoundTripper) h
 	tg = newTestGraph(t)
 	tg.g, tg.b.g = r.graph, r.graph
 	tg.b.initial = false
+	tg.b.endHold = r.holds.drop
 	return r, tg, reg, logs
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodegc/nodegc/pkg/config"
 )
 
 // testOwnerBackFromAnEtcdRestore: etcd is restored from a backup taken
@@ -373,26 +376,9 @@ func testHoldCountsEachEpisode(t *testing.T, env *itEnv) {
 	ctx := t.Context()
 	ns := env.namespace(t, "hold-episode")
 	owner := env.configMap(t, ns, "owner", nil)
-	var gate atomic.Pointer[chan struct{}]
-	holdSecrets := func() (release func()) {
-		ch := make(chan struct{})
-		gate.Store(&ch)
-		var once sync.Once
-		release = func() { once.Do(func() { gate.Store(nil); close(ch) }) }
-		t.Cleanup(release)
-		return release
-	}
-	release := holdSecrets()
-	cfg := testConfig()
-	const bound = 15 * time.Second
-	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: bound}
-	gc := env.startCollector(t, cfg, func(c *Collector) {
-		c.hooks.beforeList = func(res *resource) {
-			if p := gate.Load(); p != nil && res.gvr.Resource == "secrets" {
-				<-*p
-			}
-		}
-	})
+	gate := &secretsGate{t: t}
+	release := gate.hold()
+	gc := env.startCollector(t, gatedHoldConfig(), gate.tweak)
 	unfinalize := func(get func() error) {
 		t.Cleanup(func() { _ = get() })
 	}
@@ -410,13 +396,13 @@ func testHoldCountsEachEpisode(t *testing.T, env *itEnv) {
 	})
 	time.Sleep(holdRecheck + time.Second) // the owner's worker looks again and sees b
 	release()
-	time.Sleep(bound + 5*time.Second)
+	time.Sleep(gatedHoldBound + 5*time.Second)
 	if o := env.getCM(t, ns, "owner"); o.DeletionTimestamp == nil {
 		t.Fatal("the owner went while its blocking dependent b exists")
 	}
 	// The second episode: kube-apiserver restarts with the Secrets relist
 	// held; a blocking Secret is made; b goes.
-	release = holdSecrets()
+	release = gate.hold()
 	env.c.StopAPIServer(t)
 	env.c.StartAPIServer(t)
 	s, err := env.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s",
@@ -443,4 +429,92 @@ func testHoldCountsEachEpisode(t *testing.T, env *itEnv) {
 	if _, err := env.cs.CoreV1().Secrets(ns).Get(ctx, "s", metav1.GetOptions{}); err != nil {
 		t.Errorf("the blocking Secret s: %v; want it kept", err)
 	}
+}
+
+// gatedHoldBound is the hold's bound of the tests that hold the Secrets'
+// lists (secretsGate, gatedHoldConfig).
+const gatedHoldBound = 15 * time.Second
+
+// gatedHoldConfig is testConfig with holds bounded by gatedHoldBound.
+func gatedHoldConfig() config.OwnerGCConfiguration {
+	cfg := testConfig()
+	cfg.UnsyncedResourceHold = &metav1.Duration{Duration: gatedHoldBound}
+	return cfg
+}
+
+// secretsGate makes a collector's lists of Secrets wait while held.
+type secretsGate struct {
+	t *testing.T
+	p atomic.Pointer[chan struct{}]
+}
+
+// hold makes the lists wait until the release it returns is called (at
+// the latest when the test ends).
+func (g *secretsGate) hold() (release func()) {
+	ch := make(chan struct{})
+	g.p.Store(&ch)
+	var once sync.Once
+	release = func() { once.Do(func() { g.p.Store(nil); close(ch) }) }
+	g.t.Cleanup(release)
+	return release
+}
+
+// tweak is the startCollector tweak that gates the collector's lists.
+func (g *secretsGate) tweak(c *Collector) {
+	c.hooks.beforeList = func(res *resource) {
+		if p := g.p.Load(); p != nil && res.gvr.Resource == "secrets" {
+			<-*p
+		}
+	}
+}
+
+// testHoldEndsWithItsDeletion, on kube-apiserver: an owner kept by a
+// finalizer of another controller is deleted in the foreground while the
+// Secrets monitor has not synced, and held; the operator removes its
+// foregroundDeletion finalizer by hand, and the Secrets sync. Longer than
+// the bound later, kube-apiserver restarts with the Secrets relist held, a
+// blocking Secret s is made, and the owner is deleted in the foreground
+// again: it must get a new hold and keep its finalizer while s exists.
+// Before, the first deletion's hold outlived it, the new deletion was
+// measured from it, and the finalizer went at once (review ownergc r12 F1;
+// TestHoldEndsWithItsDeletion is the same at unit level).
+func testHoldEndsWithItsDeletion(t *testing.T, env *itEnv) {
+	ctx := t.Context()
+	ns := env.namespace(t, "hold-ends")
+	owner := env.configMap(t, ns, "owner", nil, "test.nodegc.io/hold")
+	cms, secrets := env.cs.CoreV1().ConfigMaps(ns), env.cs.CoreV1().Secrets(ns)
+	t.Cleanup(func() {
+		_, _ = cms.Patch(context.Background(), "owner", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	gate := &secretsGate{t: t}
+	release := gate.hold()
+	gc := env.startCollector(t, gatedHoldConfig(), gate.tweak)
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationForeground)
+	eventually(t, 30*time.Second, "the owner's finalizer held", func(context.Context) (bool, error) {
+		return strings.Contains(gc.logs.String(), "Keeping the finalizer while the graph may miss dependents"), nil
+	})
+	if _, err := cms.Patch(ctx, "owner", types.MergePatchType, []byte(`{"metadata":{"finalizers":["test.nodegc.io/hold"]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	time.Sleep(gatedHoldBound + 5*time.Second)
+
+	release = gate.hold()
+	env.c.StopAPIServer(t)
+	env.c.StartAPIServer(t)
+	s, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s",
+		Finalizers: []string{"test.nodegc.io/hold"}, OwnerReferences: []metav1.OwnerReference{cmRef(owner, true)}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = secrets.Patch(context.Background(), s.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	env.deleteCM(t, ns, "owner", metav1.DeletePropagationForeground)
+	time.Sleep(5 * time.Second)
+	if o := env.getCM(t, ns, "owner"); !slices.Contains(o.Finalizers, metav1.FinalizerDeleteDependents) {
+		t.Errorf("foregroundDeletion removed 5 s after the second foreground delete while the blocking Secret s exists "+
+			"(the Secrets relist held): finalizers %v; records %+v", o.Finalizers, gc.recordsFor(owner.UID))
+	}
+	release()
 }

@@ -132,7 +132,7 @@ func newRun(ctx context.Context, c *Collector) *run {
 	r.deletePool = pool{name: queueDelete, queue: r.deletes, workers: int32(c.workers)}
 	r.orphanPool = pool{name: queueOrphan, queue: r.orphans, workers: int32(c.workers)}
 	r.builder = &builder{g: r.graph, logger: r.logger, enqueueDelete: r.deletes.Add, enqueueOrphan: r.orphans.Add, initial: true,
-		lostFor: c.unsyncedHold}
+		lostFor: c.unsyncedHold, endHold: r.holds.drop}
 	if c.clock != nil {
 		r.builder.now = c.clock.Now
 		r.events.now = c.clock.Now
