@@ -267,8 +267,19 @@ func TestExplainVerdict(t *testing.T) {
 			wantCode: CodeOrphaning,
 			want:     "orphaning: the owner GC removes this object's reference from 1 dependent(s) (ConfigMap ns/c (uid c-1) first), then the orphan finalizer",
 		},
+		// The worker orphans the dependents it knows first, and holds the
+		// finalizer for resources that lag after: with a dependent left
+		// (its orphaning patch denied, say), the orphaning is what waits.
+		// Before, explain said the resource, for as long as it lagged
+		// (review ownergc r12 F3).
+		"orphan: a dependent left while a resource lags": {
+			graph: []event{orphanOwner, upsert(resConfigMap, child())}, unsynced: []string{"widgets.example.com (failing)"},
+			res: resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerOrphanDependents)),
+			wantCode: CodeOrphaning,
+			want:     "orphaning: the owner GC removes this object's reference from 1 dependent(s) (ConfigMap ns/c (uid c-1) first), then the orphan finalizer",
+		},
 		"orphan: waits for an unsynced resource": {
-			graph: []event{orphanOwner, upsert(resConfigMap, child())}, unsynced: []string{"gadgets.example.com (syncing)", "widgets.example.com (failing)"},
+			graph: []event{orphanOwner}, unsynced: []string{"gadgets.example.com (syncing)", "widgets.example.com (failing)"},
 			res: resConfigMap, live: object("ns", "p", "p-1", deleting(), withFinalizers(metav1.FinalizerOrphanDependents)),
 			wantCode: CodeWaitsForResource,
 			want:     "orphaning waits: resources gadgets.example.com (syncing), widgets.example.com (failing) cannot be listed, so the graph may miss dependents there (the owner GC waits up to ownerGC.unsyncedResourceHold)",

@@ -117,12 +117,14 @@ func deletingVerdict(e *Explanation) (VerdictCode, string) {
 		return CodeWillBeDeleted, "will be deleted: no dependent with blockOwnerDeletion=true remains; the owner GC removes " +
 			"the foregroundDeletion finalizer (rule " + ruleNoBlocking + ")" + then
 	case slices.Contains(fin, metav1.FinalizerOrphanDependents):
-		if len(e.UnsyncedResources) > 0 {
-			return CodeWaitsForResource, "orphaning waits: " + unsyncedWords(e.UnsyncedResources)
-		}
+		// In the worker's order: the dependents are orphaned first, the
+		// finalizer held for resources that lag after.
 		if e.DependentsTotal > 0 {
 			return CodeOrphaning, fmt.Sprintf("orphaning: the owner GC removes this object's reference from %d dependent(s) "+
 				"(%s first), then the orphan finalizer", e.DependentsTotal, depName(&e.Dependents[0]))
+		}
+		if len(e.UnsyncedResources) > 0 {
+			return CodeWaitsForResource, "orphaning waits: " + unsyncedWords(e.UnsyncedResources)
 		}
 		return CodeWillBeDeleted, "will be deleted: no dependent is left to orphan; the owner GC removes the orphan finalizer " +
 			"(rule " + ruleDependentsOrphaned + ")" + then
