@@ -220,10 +220,13 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 	list := strings.Join(unsynced, ", ")
 	if held >= bound {
 		r.holds.expire(id.uid) // dropped once the finalizer is gone
-		r.logger.Error(nil, "Finishing a deletion although the graph may miss dependents: the hold expired",
+		// Said before the caller decides again: a dependent that came
+		// meanwhile keeps the finalizer, and begins a new hold.
+		r.logger.Error(nil, "The hold expired: the deletion goes on although the graph may miss dependents",
 			"object", id, "finalizer", finalizer, "resources", unsynced, "held", held.Round(time.Second))
-		r.warn(id, "UnsyncedResourceHoldExpired", fmt.Sprintf("removing finalizer %s after %s although the owner GC cannot "+
-			"see every possible dependent (%s); objects there that still reference this owner were not seen", finalizer, bound, list))
+		r.warn(id, "UnsyncedResourceHoldExpired", fmt.Sprintf("no longer holding finalizer %s after %s although the owner GC cannot "+
+			"see every possible dependent (%s): it goes once no dependent the owner GC sees keeps it; objects there that still "+
+			"reference this owner were not seen", finalizer, bound, list))
 		return done, false
 	}
 	if r.holds.report(id.uid, list) {
