@@ -1030,6 +1030,30 @@ func heldOnceRun(t *testing.T) (*rejectServer, *run, *testGraph, *testingclock.F
 	return s, r, tg, clk, pods
 }
 
+// deletedOwner puts ConfigMap name, being deleted with finalizer, into the
+// graph and has s take its writes; it returns the object.
+func deletedOwner(s *rejectServer, tg *testGraph, name, finalizer string) *metav1.PartialObjectMetadata {
+	o := object(rejectNamespace, name, name, deleting(), withFinalizers(finalizer))
+	s.refuse(name, metav1.Status{}, o)
+	s.accept(name)
+	tg.apply(upsert(resConfigMap, o))
+	return o
+}
+
+// holdWhilePodsFail makes Pods fail and has attempt (a worker's) look at
+// owner uid until a discovery round begun after its hold completed: the
+// owner must be held.
+func holdWhilePodsFail(t *testing.T, r *run, pods *monitor, attempt func(*run, context.Context, types.UID) outcome, uid types.UID) {
+	t.Helper()
+	r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
+	attempt(r, t.Context(), uid)
+	r.roundsStarted.Add(1)
+	r.roundDone.Store(2)
+	if out := attempt(r, t.Context(), uid); out.after <= 0 {
+		t.Fatalf("Pods failing: %+v; want held", out)
+	}
+}
+
 // TestHoldCountsEachEpisode: a foreground owner's hold, begun while Pods
 // failed, ends when Pods recover with a blocking dependent the graph had
 // missed, and the owner waits for it. When that dependent goes much later
@@ -1042,20 +1066,9 @@ func heldOnceRun(t *testing.T) (*rejectServer, *run, *testGraph, *testingclock.F
 func TestHoldCountsEachEpisode(t *testing.T) {
 	s, r, tg, clk, pods := heldOnceRun(t)
 	ns := rejectNamespace
-	fg := object(ns, "fg", "fg", deleting(), withFinalizers(metav1.FinalizerDeleteDependents))
-	s.refuse("fg", metav1.Status{}, fg)
-	s.accept("fg")
-	tg.apply(upsert(resConfigMap, fg))
+	deletedOwner(s, tg, "fg", metav1.FinalizerDeleteDependents)
 
-	r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
-	if out := r.attemptToDelete(t.Context(), "fg"); out.after <= 0 {
-		t.Fatalf("first look: %+v; want held", out)
-	}
-	r.roundsStarted.Add(1)
-	r.roundDone.Store(2)
-	if out := r.attemptToDelete(t.Context(), "fg"); out.after <= 0 {
-		t.Fatalf("Pods failing: %+v; want held", out)
-	}
+	holdWhilePodsFail(t, r, pods, (*run).attemptToDelete, "fg")
 	pods.listed()
 	pods.recovered()
 	p := object(ns, "p", "p", ownedBy(resConfigMap, "fg", "fg", true))
@@ -1083,18 +1096,9 @@ func TestHoldCountsEachEpisode(t *testing.T) {
 func TestOrphanHoldCountsEachEpisode(t *testing.T) {
 	s, r, tg, clk, pods := heldOnceRun(t)
 	ns := rejectNamespace
-	o := object(ns, "o", "o", deleting(), withFinalizers(metav1.FinalizerOrphanDependents))
-	s.refuse("o", metav1.Status{}, o)
-	s.accept("o")
-	tg.apply(upsert(resConfigMap, o))
+	deletedOwner(s, tg, "o", metav1.FinalizerOrphanDependents)
 
-	r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
-	r.attemptToOrphan(t.Context(), "o")
-	r.roundsStarted.Add(1)
-	r.roundDone.Store(2)
-	if out := r.attemptToOrphan(t.Context(), "o"); out.after <= 0 {
-		t.Fatalf("Pods failing: %+v; want held", out)
-	}
+	holdWhilePodsFail(t, r, pods, (*run).attemptToOrphan, "o")
 	pods.listed()
 	pods.recovered()
 	p := object(ns, "p", "p", ownedBy(resConfigMap, "o", "o", false))
@@ -1132,17 +1136,8 @@ func TestHoldEndsWithItsDeletion(t *testing.T) {
 		t.Run(tc.finalizer, func(t *testing.T) {
 			s, r, tg, clk, pods := heldOnceRun(t)
 			ns := rejectNamespace
-			deleted := object(ns, "o", "o", deleting(), withFinalizers(tc.finalizer))
-			s.refuse("o", metav1.Status{}, deleted)
-			s.accept("o")
-			tg.apply(upsert(resConfigMap, deleted))
-			r.monitors.noteError(t.Context(), pods, errors.New("connection refused"))
-			tc.attempt(r, t.Context(), "o")
-			r.roundsStarted.Add(1)
-			r.roundDone.Store(2)
-			if out := tc.attempt(r, t.Context(), "o"); out.after <= 0 {
-				t.Fatalf("Pods failing: %+v; want held", out)
-			}
+			deleted := deletedOwner(s, tg, "o", tc.finalizer)
+			holdWhilePodsFail(t, r, pods, tc.attempt, "o")
 			tg.apply(upsert(resConfigMap, object(ns, "o", "o"))) // back, not being deleted
 			pods.listed()
 			pods.recovered()
