@@ -176,22 +176,21 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 			// the next wait for a resource that lags is a hold of its
 			// own, with its own bound.
 			r.holds.drop(v.id.uid)
+			return r.execute(ctx, v, p, mayReread)
 		}
-		if p.action == actRemoveFinalizer {
-			if out, held := r.holdFinalizer(v.id, p.finalizer); held {
-				return out
-			}
-			// Decided on the view taken before the hold looked: a
-			// resource that recovered meanwhile may have brought a
-			// blocking dependent. Decided again on the graph as it is.
-			now, ok := r.graph.itemView(v.id.uid)
-			if !ok {
-				return done
-			}
-			if decideDeletingDependents(&now).action != actRemoveFinalizer {
-				r.holds.drop(v.id.uid)
-				return retry
-			}
+		if out, held := r.holdFinalizer(v.id, p.finalizer); held {
+			return out
+		}
+		// Decided on the view taken before the hold looked: a resource
+		// that recovered meanwhile may have brought a blocking dependent.
+		// Decided again on the graph as it is.
+		now, ok := r.graph.itemView(v.id.uid)
+		if !ok {
+			return done
+		}
+		if decideDeletingDependents(&now).action != actRemoveFinalizer {
+			r.holds.drop(v.id.uid)
+			return retry
 		}
 		return r.execute(ctx, v, p, mayReread)
 	}
