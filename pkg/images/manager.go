@@ -1262,24 +1262,26 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) (heldRead bool) {
 // keepNewestPerRepository set, a tag of a repository the plan did not see
 // it in (the plan could not rank it there). The runtime's containers are
 // listed again, whether or not the event stream is live (the runtime may
-// drop events, and a CREATED event may still be on its way), so no
-// container that exists when the check begins is missed, and the tracker
-// adds what events reported since, up to the check's last step; the
-// runtime's sandboxes are listed again (Options.Sandboxes), and so are its
-// own records of containers (Options.ContainerRecords), which hold
-// containers CRI does not list; and the pod view is read again, so a pod
-// bound since the plan keeps the images it names. When the image arrived is
-// read again (Options.Arrivals): a copy pulled since the plan, after
-// another client removed the one planned, is as young as its arrival, less
-// the steps of the clock forward since the plan read arrivals
-// (arrivedYoung). Its last step lists the containers again, event stream live or not (an event may still be on its
-// way, and a stream may stay open and send nothing), and adds what events
-// told meanwhile. When the runtime cannot be asked, the check fails and
-// the run stops: nothing is removed on doubt; nor while what the manager
-// was built for may not hold (removalsHeld). A container created after the
-// check's last step, before RemoveImage, is not seen: CRI has no removal
-// on condition. Nor is a name of the image pulled then: containerd removes
-// every name the image has at its removal.
+// drop events, and a CREATED event may still be on its way). When the
+// image arrived is read again (Options.Arrivals): a copy pulled since the
+// plan, after another client removed the one planned, is as young as its
+// arrival, less the steps of the clock forward since the plan read
+// arrivals (arrivedYoung).
+//
+// What can change while those slow calls go on is read after them, in
+// this order, each as late as the one before allows: the runtime's
+// running sandboxes (Options.Sandboxes); what events told meanwhile; the
+// containers, listed again, event stream live or not (an event may still
+// be on its way, and a stream may stay open and send nothing), with what
+// events told meanwhile; the runtime's own records of containers
+// (Options.ContainerRecords), which hold containers CRI does not list; and
+// the pod view, so a pod bound since the plan, or during the check, keeps
+// the images it names. When the runtime cannot be asked, the check fails
+// and the run stops: nothing is removed on doubt; nor while what the
+// manager was built for may not hold (removalsHeld). A container created
+// after the check's last step, before RemoveImage, is not seen: CRI has no
+// removal on condition. Nor is a name of the image pulled then: containerd
+// removes every name the image has at its removal.
 func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 	lookup, _ := m.opts.Runtime.(ImageLookup)
 	configured := refForms(m.opts.SandboxImages)
@@ -1318,22 +1320,6 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		if _, ok := namedBy(img, configured); ok {
 			return KeepSandbox, nil
 		}
-		if m.opts.Sandboxes != nil {
-			forms, err := m.runningSandboxForms(ctx)
-			if err != nil {
-				return "", err
-			}
-			if _, ok := namedBy(img, forms); ok {
-				return KeepSandbox, nil
-			}
-		}
-		one := []Image{*img}
-		if _, err := m.markScheduled(ctx, one, asked); err != nil {
-			return "", err
-		}
-		if one[0].Scheduled {
-			return KeepScheduled, nil
-		}
 		if m.policy.excluded(img) {
 			return KeepExcluded, nil
 		}
@@ -1346,15 +1332,27 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		if m.arrivedYoung(ctx, planned, img) {
 			return KeepMinAge, nil
 		}
-		// Last, what the runtime's events told while the calls above went
-		// on (a loaded runtime answers slowly, and the disk fills when it
-		// is loaded): a container created from the image since the
-		// listing, or one that mounts it, whose status is read now. Then
-		// the containers are listed again, also while the event stream is
+		// Last, what can change while the calls above went on (a loaded
+		// runtime answers slowly, and the disk fills when it is loaded):
+		// a sandbox started from the image; what the runtime's events told
+		// meanwhile, a container created from the image since the listing,
+		// or one that mounts it, whose status is read now. Then the
+		// containers are listed again, also while the event stream is
 		// live: an event may still be on its way (containerd queues it
 		// after CreateContainer returned), and a stream that stays open
-		// but sends nothing counts as live. RemoveImage follows at once;
-		// containerd removes an image whatever uses it.
+		// but sends nothing counts as live. Then the records, and the pod
+		// view: a pod bound meanwhile keeps the images it names.
+		// RemoveImage follows at once; containerd removes an image
+		// whatever uses it.
+		if m.opts.Sandboxes != nil {
+			forms, err := m.runningSandboxForms(ctx)
+			if err != nil {
+				return "", err
+			}
+			if _, ok := namedBy(img, forms); ok {
+				return KeepSandbox, nil
+			}
+		}
 		if used, err := m.usedByContainer(ctx, img); err != nil {
 			return "", err
 		} else if used {
@@ -1383,6 +1381,13 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 			return "", err
 		} else if used {
 			return KeepInUse, nil
+		}
+		one := []Image{*img}
+		if _, err := m.markScheduled(ctx, one, asked); err != nil {
+			return "", err
+		}
+		if one[0].Scheduled {
+			return KeepScheduled, nil
 		}
 		// And whether the runtime's connection was lost meanwhile: what
 		// the check asked may have been answered by a runtime restarted

@@ -236,15 +236,15 @@ func TestPulledAgainDuringTheCheck(t *testing.T) {
 			b.settleTimeout = time.Millisecond
 			ctx := t.Context()
 			img := b.pushPull("arrival/again", 1)
-			// Once armed, the image is pulled again at the second listing
-			// of the sandboxes: the plan lists them first, then the check.
+			// Once armed, the image is pulled again right before the
+			// second read of arrivals: the plan reads them first, then the
+			// check.
 			var armed atomic.Bool
 			var listings atomic.Int32
-			b.sandboxes = &hookedSandboxes{SandboxSource: b.layers, hook: func(context.Context) error {
+			b.arrivals = &readHook{ArrivalSource: b.layers, hook: func() {
 				if armed.Load() && listings.Add(1) == 2 {
 					b.repull(img)
 				}
-				return nil
 			}}
 			clk := clock.RealClock{}
 			m := b.manager(t.TempDir(), clk, func(c *config.ImageGCConfiguration) {
@@ -264,7 +264,7 @@ func TestPulledAgainDuringTheCheck(t *testing.T) {
 				t.Fatalf("the plan does not remove %s (old enough, unused); the test proves nothing", img.ID())
 			}
 			if listings.Load() < 2 {
-				t.Fatal("the check did not list the sandboxes: the image was not pulled again during the check")
+				t.Fatal("the check did not read when the image arrived: the image was not pulled again during the check")
 			}
 			removed, skipped := outcome(r)
 			if want := []string{img.ID() + " " + images.KeepMinAge}; len(removed) != 0 || !slices.Equal(skipped, want) {
@@ -282,4 +282,15 @@ func TestPulledAgainDuringTheCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readHook is an arrival source that calls hook before each read.
+type readHook struct {
+	images.ArrivalSource
+	hook func()
+}
+
+func (r *readHook) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
+	r.hook()
+	return r.ArrivalSource.Arrivals(ctx, imgs)
 }

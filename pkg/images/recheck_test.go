@@ -477,3 +477,74 @@ func TestCheckOutcomesCounted(t *testing.T) {
 		}
 	}
 }
+
+// hookArrivals dates no image, and calls hook first each time.
+type hookArrivals struct{ hook func() }
+
+func (h hookArrivals) Arrivals(context.Context, []*runtimeapi.Image) (map[string]time.Time, error) {
+	h.hook()
+	return nil, nil
+}
+
+// switchedSandboxes lists the sandbox images the test sets while a run goes
+// on.
+type switchedSandboxes struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (s *switchedSandboxes) SandboxImages(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.names), nil
+}
+
+// TestBoundOrStartedLateInTheCheck: a pod bound to the node that names the
+// image, or a pod sandbox started from it, while the check right before
+// the image's removal makes its slow calls to the runtime (the arrival
+// read here), keeps it, as a container made then does
+// (TestListedLastAtTheCheck). The check reads the running sandboxes and the
+// pod view after those calls: a pod bound then is not pulled again, nor a
+// sandbox's image removed under it. Before, both were read before the
+// arrival, and the image was removed.
+func TestBoundOrStartedLateInTheCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		late func(pods *lockedPods, sandboxes *switchedSandboxes)
+		want string
+	}{
+		{name: "pod bound", want: KeepScheduled, late: func(pods *lockedPods, _ *switchedSandboxes) {
+			pods.mu.Lock()
+			pods.view = PodImages{Authoritative: true, Refs: map[string]string{"registry.example/b:1": "web/late"}}
+			pods.mu.Unlock()
+		}},
+		{name: "sandbox started", want: KeepSandbox, late: func(_ *lockedPods, sandboxes *switchedSandboxes) {
+			sandboxes.mu.Lock()
+			sandboxes.names = []string{"registry.example/b:1"}
+			sandboxes.mu.Unlock()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &removalsRuntime{images: []*runtimeapi.Image{
+				{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+				{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+				{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+			}}
+			pods := &lockedPods{view: PodImages{Authoritative: true, Refs: map[string]string{}}}
+			sandboxes := &switchedSandboxes{}
+			var armed, fired atomic.Bool
+			rt.onRemove = func(id string) { armed.Store(id == "sha256:aa") } // bb is checked next
+			arrivals := hookArrivals{hook: func() {
+				if armed.Swap(false) {
+					tc.late(pods, sandboxes)
+					fired.Store(true)
+				}
+			}}
+			m := everythingNeeded(t, Options{Runtime: statusRuntime{rt}, Pods: pods, Sandboxes: sandboxes, Arrivals: arrivals})
+			removeAllButSkipped(t, m, rt, "sha256:bb "+tc.want)
+			if !fired.Load() {
+				t.Error("the check never read bb's arrival")
+			}
+		})
+	}
+}

@@ -119,24 +119,26 @@ func TestStepBackDuringThePlanAgesNothing(t *testing.T) {
 	}
 }
 
-// onSandboxList runs hook at the given call of SandboxImages (the plan
-// lists the sandboxes, then each check before a removal): a moment of the
-// check before it reads when the image arrived.
-type onSandboxList struct {
+// onArrivalRead is an arrival source that runs hook before its at-th read
+// (the plan reads arrivals, then each check before a removal): a moment of
+// the check right before it reads when the image arrived.
+type onArrivalRead struct {
+	src   ArrivalSource
 	mu    sync.Mutex
 	calls int
 	at    int
 	hook  func()
 }
 
-func (s *onSandboxList) SandboxImages(context.Context) ([]string, error) {
+func (s *onArrivalRead) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.calls++
-	if s.calls == s.at {
+	hook := s.calls == s.at
+	s.mu.Unlock()
+	if hook {
 		s.hook()
 	}
-	return nil, nil
+	return s.src.Arrivals(ctx, imgs)
 }
 
 // runRepulledInTheCheck runs a GC on a disk at 90% (high 80, low 0) whose
@@ -145,21 +147,23 @@ func (s *onSandboxList) SandboxImages(context.Context) ([]string, error) {
 // clock steps forward by step.
 func runRepulledInTheCheck(t *testing.T, minAge, step time.Duration) (*backoffBed, *shrinkingRuntime, *time.Duration, *Report, error) {
 	t.Helper()
-	sandboxes := &onSandboxList{at: 2}
+	reads := &onArrivalRead{at: 2}
 	b, rt, src, mono := steppedBed(t, func(o *Options) {
 		o.Config.MinimumGCAge = &metav1.Duration{Duration: minAge}
 		o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
-		o.Sandboxes = sandboxes
+		reads.src, o.Arrivals = o.Arrivals, reads
 	})
 	*mono += 2 * time.Hour
 	b.clk.Step(2 * time.Hour) // sha256:a is 2h old: the plan removes it
 	b.disk.set(90)
-	sandboxes.hook = func() { // in the check: pulled again, then the step
+	reads.hook = func() { // in the check: pulled again, then the step
 		src.set("sha256:a", b.clk.Now())
 		*mono += time.Millisecond
 		b.clk.Step(time.Millisecond + step)
 	}
-	sandboxes.calls = 0
+	reads.mu.Lock()
+	reads.calls = 0
+	reads.mu.Unlock()
 	r, err := b.m.GarbageCollect(t.Context(), TriggerManual)
 	return b, rt, mono, r, err
 }
