@@ -1034,7 +1034,10 @@ func (m *Manager) planInput(ctx context.Context) (*planInput, error) {
 }
 
 // markRecorded marks in use the images the runtime's own records of
-// containers were made from (Options.ContainerRecords). An image whose
+// containers were made from (Options.ContainerRecords), and records them
+// as used now, as markVolumes does: no event or CRI listing dates their
+// use, and maximumGCAge counts from the last plan that saw a record. An
+// image whose
 // storage the runtime cannot read (ErrImageUnreadable), while records of
 // containers tell only the top layer they were made on, cannot be told
 // unused: it is marked Unreadable, and kept; the plan goes on with the
@@ -1047,6 +1050,7 @@ func (m *Manager) markRecorded(ctx context.Context, in []Image) error {
 		return err
 	}
 	found := map[string]bool{}
+	var recorded []string
 	for i := range in {
 		if in[i].InUse {
 			continue
@@ -1060,8 +1064,12 @@ func (m *Manager) markRecorded(ctx context.Context, in []Image) error {
 			return err
 		}
 		in[i].InUse = used
+		if used {
+			recorded = append(recorded, in[i].ID)
+		}
 	}
 	m.unreadable.only(found)
+	m.tracker.usedAt(recorded, m.clock.Now())
 	return nil
 }
 

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 // fakeRecords is a source of the runtime's records of containers whose
@@ -109,4 +113,41 @@ func TestContainerRecordsInUse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRecordedUseDatesTheImage: an image a record of the runtime's (a
+// container CRI does not list: ctr, nerdctl, buildkit) keeps is in use
+// while the record stays, as an image volume's is, and its last use is
+// dated at each plan that sees the record: once the record goes,
+// maximumGCAge (2h here) counts from then, not from when nodegc first saw
+// the image. Before, a record never dated its image, and the first run
+// after the record went removed an image in use a minute before.
+func TestRecordedUseDatesTheImage(t *testing.T) {
+	rt := &removalsRuntime{images: []*runtimeapi.Image{{Id: "sha256:aa", RepoTags: []string{"registry.example/job:1"}, Size: mib}}}
+	recs := &fakeRecords{recs: ContainerRecords{Images: []string{"registry.example/job:1"}}}
+	cfg := policyConfig()
+	cfg.MaximumGCAge = &metav1.Duration{Duration: 2 * time.Hour}
+	cfg.HighThresholdPercent = ptr.To[int32](100) // the age rule alone
+	clk := clocktesting.NewFakeClock(t0)
+	m, err := NewManager(Options{Config: cfg, StateDirectory: t.TempDir(), NodeName: "node-a", Runtime: rt, ContainerRecords: recs,
+		Disk: statsDisk{Capacity: 100 * mib, Available: 90 * mib}, Clock: clk, SettleTimeout: noSettle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(at time.Duration, wantRemoved int, what string) {
+		t.Helper()
+		clk.SetTime(t0.Add(at))
+		if _, err := m.GarbageCollect(t.Context(), TriggerPeriodic); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if len(rt.removed) != wantRemoved {
+			t.Fatalf("%s: removed %v, want %d removed", what, rt.removed, wantRemoved)
+		}
+	}
+	run(0, 0, "first seen, in a record")
+	run(3*time.Hour, 0, "3h later, the record still there")
+	recs.set(ContainerRecords{}, nil, nil)
+	run(3*time.Hour+time.Minute, 0, "a minute after the record went")
+	run(5*time.Hour-time.Second, 0, "2h - 1s after the record was last seen")
+	run(5*time.Hour+time.Second, 1, "2h + 1s after the record was last seen")
 }
