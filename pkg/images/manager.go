@@ -903,10 +903,15 @@ func (m *Manager) collect(ctx context.Context, r *Report, d demand) error {
 		}
 		m.guard.restart()
 	}
-	for _, d := range outcome.Removed {
-		if outcome.DryRun {
-			break
-		}
+	// The records of the images removed, and of those found gone at the
+	// check (removed by another, dry run or not): the same image pulled
+	// again before the next listing is first seen then, also where the
+	// runtime does not tell when images arrived.
+	var forget []Decision
+	if !outcome.DryRun {
+		forget = outcome.Removed
+	}
+	for _, d := range slices.Concat(forget, outcome.Gone) {
 		m.tracker.forget(d.Image.ID)
 		if m.opts.Layers != nil {
 			m.opts.Layers.Forget(d.Image.ID)

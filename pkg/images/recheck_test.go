@@ -548,3 +548,49 @@ func TestBoundOrStartedLateInTheCheck(t *testing.T) {
 		})
 	}
 }
+
+// goneRuntime answers, while gone is set, that no image exists when the
+// check before a removal asks (another client removed it since the plan).
+type goneRuntime struct {
+	statusRuntime
+	gone *atomic.Bool
+}
+
+func (r goneRuntime) ImageStatus(ctx context.Context, id string) (*runtimeapi.Image, error) {
+	if r.gone.Load() {
+		return nil, nil
+	}
+	return r.statusRuntime.ImageStatus(ctx, id)
+}
+
+// TestGoneAtTheCheckIsForgotten: an image the check before its removal
+// finds gone (another client removed it since the plan) loses its usage
+// record, as one nodegc removes does: the same image pulled again before
+// the next listing is first seen then, and kept under minimumGCAge (1h),
+// on a runtime that does not tell when images arrived (CRI-O). Before,
+// the record stayed, and the copy pulled a moment ago was as old as the
+// first, and removed.
+func TestGoneAtTheCheckIsForgotten(t *testing.T) {
+	rt := &removalsRuntime{images: []*runtimeapi.Image{{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib}}}
+	gone := new(atomic.Bool)
+	m := everythingNeeded(t, Options{Runtime: goneRuntime{statusRuntime{rt}, gone}}, func(c *config.ImageGCConfiguration) {
+		c.MinimumGCAge = &metav1.Duration{Duration: time.Hour}
+	})
+	if _, err := m.Plan(t.Context()); err != nil { // first seen now
+		t.Fatal(err)
+	}
+	m.clock.(*clocktesting.FakeClock).Step(2 * time.Hour)
+	gone.Store(true)
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if r == nil || r.Outcome == nil || len(r.Outcome.Gone) != 1 {
+		t.Fatalf("the first run does not find sha256:aa gone at its check: %+v, %v", r, err)
+	}
+	gone.Store(false) // pulled again, the same image
+	r, err = m.GarbageCollect(t.Context(), TriggerManual)
+	if r == nil || r.Plan == nil {
+		t.Fatalf("no second plan: %v", err)
+	}
+	if len(rt.removed) != 0 || !slices.ContainsFunc(r.Plan.Keep, func(d Decision) bool { return d.Image.ID == "sha256:aa" && d.Reason == KeepMinAge }) {
+		t.Errorf("copy pulled again after the first was found gone: removed %v, plan kept %v; want it kept %s", rt.removed, r.Plan.Keep, KeepMinAge)
+	}
+}
