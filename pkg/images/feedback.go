@@ -136,7 +136,9 @@ func (f *diskFeedback) holding() bool {
 // before RemoveImage returns (Manager.settle), so the reading shows where
 // the disk stands. It also reads the filesystem right around each space
 // removal, for the manager's feedback: removals that free nothing there
-// hold the rest (stopDiskUnresponsive).
+// hold the rest (stopDiskUnresponsive). The reading right before a removal
+// follows the check before it, and asks the runtime nothing: when the
+// mountpoint is not known, that removal is left out of the feedback.
 type spaceWatch struct {
 	m     *Manager
 	goal  uint64
@@ -159,7 +161,9 @@ func (w *spaceWatch) stop(ctx context.Context) string {
 }
 
 func (w *spaceWatch) remove(ctx context.Context, rt imageRemover, d Decision) error {
-	before, beforeErr := w.m.diskStats(ctx)
+	// Between the check and the removal: statfs only, never the runtime
+	// (knownDiskStats).
+	before, beforeErr := w.m.knownDiskStats()
 	if err := rt.RemoveImage(ctx, d.Image.ID); err != nil {
 		return err
 	}

@@ -1633,17 +1633,33 @@ func (m *Manager) diskStats(ctx context.Context) (DiskStats, error) {
 		m.mountpoint.Store(&p)
 		mp = &p
 	}
-	st, err := m.opts.Disk.Stat(*mp)
+	return m.statDisk(*mp)
+}
+
+// knownDiskStats reads the image filesystem at the mountpoint the runtime
+// gave last, without asking the runtime: it fails when the last reading
+// did. The read right before a removal makes no call to the runtime.
+func (m *Manager) knownDiskStats() (DiskStats, error) {
+	mp := m.mountpoint.Load()
+	if mp == nil {
+		return DiskStats{}, errors.New("the image filesystem's mountpoint is not known: the last reading of it failed")
+	}
+	return m.statDisk(*mp)
+}
+
+// statDisk reads the image filesystem at mp (Options.Disk).
+func (m *Manager) statDisk(mp string) (DiskStats, error) {
+	st, err := m.opts.Disk.Stat(mp)
 	switch {
 	case errors.Is(err, diskstats.ErrImplausible):
-		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: %w", *mp, ErrInvalidDiskCapacity, err)
+		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: %w", mp, ErrInvalidDiskCapacity, err)
 	case err != nil:
 		m.mountpoint.Store(nil) // ask the runtime again next time
-		return DiskStats{}, fmt.Errorf("image filesystem %s: %w", *mp, err)
+		return DiskStats{}, fmt.Errorf("image filesystem %s: %w", mp, err)
 	case st.Capacity == 0:
-		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: capacity 0", *mp, ErrInvalidDiskCapacity)
+		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: capacity 0", mp, ErrInvalidDiskCapacity)
 	case st.Available > st.Capacity:
-		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: %d bytes available of %d", *mp, ErrInvalidDiskCapacity, st.Available, st.Capacity)
+		return DiskStats{}, fmt.Errorf("image filesystem %s: %w: %d bytes available of %d", mp, ErrInvalidDiskCapacity, st.Available, st.Capacity)
 	}
 	return DiskStats{Capacity: st.Capacity, Available: st.Available}, nil
 }

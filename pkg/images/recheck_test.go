@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -592,5 +593,88 @@ func TestGoneAtTheCheckIsForgotten(t *testing.T) {
 	}
 	if len(rt.removed) != 0 || !slices.ContainsFunc(r.Plan.Keep, func(d Decision) bool { return d.Image.ID == "sha256:aa" && d.Reason == KeepMinAge }) {
 		t.Errorf("copy pulled again after the first was found gone: removed %v, plan kept %v; want it kept %s", rt.removed, r.Plan.Keep, KeepMinAge)
+	}
+}
+
+// callLog is a listingRuntime that logs, in order, its container listings,
+// its ImageFsInfo calls and its removals.
+type callLog struct {
+	*listingRuntime
+	cmu   sync.Mutex
+	calls []string
+}
+
+func (r *callLog) log(call string) {
+	r.cmu.Lock()
+	r.calls = append(r.calls, call)
+	r.cmu.Unlock()
+}
+
+func (r *callLog) ListContainers(ctx context.Context, f *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	r.log("list")
+	return r.listingRuntime.ListContainers(ctx, f)
+}
+
+func (r *callLog) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
+	r.log("imageFsInfo")
+	return r.listingRuntime.ImageFsInfo(ctx)
+}
+
+func (r *callLog) RemoveImage(ctx context.Context, id string) error {
+	r.log("remove " + id)
+	return r.listingRuntime.RemoveImage(ctx, id)
+}
+
+// failingStat is a disk whose reading fails once, at the failIn-th Stat
+// from when the test sets failIn.
+type failingStat struct {
+	DiskReader
+	failIn atomic.Int32
+}
+
+func (d *failingStat) Stat(path string) (diskstats.Stats, error) {
+	if d.failIn.Load() > 0 && d.failIn.Add(-1) == 0 {
+		return diskstats.Stats{}, errors.New("statfs: input/output error")
+	}
+	return d.DiskReader.Stat(path)
+}
+
+// TestNoRuntimeCallBetweenTheCheckAndTheRemoval: a space removal reads the
+// image filesystem right before it, for the manager's feedback; that read
+// never asks the runtime, also when the read before the check failed and
+// the mountpoint must be asked for again: ImageFsInfo may be as slow as
+// any call of a loaded runtime, and a container created meanwhile would not
+// be seen. The check's last listing comes right before every removal.
+// Before, bb's removal followed an ImageFsInfo call.
+func TestNoRuntimeCallBetweenTheCheckAndTheRemoval(t *testing.T) {
+	rt := &callLog{listingRuntime: &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+	}}}}}
+	m := everythingNeeded(t, Options{Runtime: rt})
+	disk := &failingStat{DiskReader: m.opts.Disk}
+	m.opts.Disk = disk
+	rt.onRemove = func(id string) {
+		if id == "sha256:aa" {
+			disk.failIn.Store(2) // after aa's removal, the read before bb's check
+		}
+	}
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if r == nil || r.Outcome == nil {
+		t.Fatalf("no run: %v", err)
+	}
+	if diff := cmp.Diff([]string{"sha256:aa", "sha256:bb", "sha256:cc"}, rt.removed); diff != "" {
+		t.Fatalf("removed (-want +got):\n%s", diff)
+	}
+	if disk.failIn.Load() != 0 {
+		t.Fatal("the disk reading never failed: the test proves nothing")
+	}
+	rt.cmu.Lock()
+	defer rt.cmu.Unlock()
+	for i, c := range rt.calls {
+		if strings.HasPrefix(c, "remove ") && (i == 0 || rt.calls[i-1] != "list") {
+			t.Errorf("%s right after %q, want right after the check's last listing; calls %q", c, rt.calls[max(i-1, 0)], rt.calls)
+		}
 	}
 }
