@@ -280,8 +280,10 @@ type Manager struct {
 	metrics *metrics
 	clock   clock.WithTicker
 	// waitClock times waits for the real runtime (the cleanup after
-	// removals), which take real time whatever clock decides ages.
-	waitClock clock.Clock
+	// removals), which take real time whatever clock decides ages;
+	// checkClock, as real, how long the check's last reads took.
+	waitClock  clock.Clock
+	checkClock clock.PassiveClock
 
 	serial     *gcrun.Serial // one GC run at a time
 	guard      *guardian
@@ -386,7 +388,7 @@ func NewManager(opts Options) (*Manager, error) {
 		memory = &PodsMemory{}
 	}
 	m := &Manager{opts: opts, policy: policy, tracker: tracker, metrics: metrics, clock: opts.Clock,
-		waitClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy), scheduled: memory}
+		waitClock: clock.RealClock{}, checkClock: clock.RealClock{}, serial: gcrun.NewSerial(opts.Clock), guard: newGuardian(policy), scheduled: memory}
 	m.confirmed.Store(opts.ProfileGeneration)
 	if opts.ProfileUnread != "" {
 		metrics.removalsHeld.WithLabelValues(heldProfileUnread).Set(1)
@@ -1289,7 +1291,8 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) (heldRead bool) {
 // events told meanwhile; the runtime's own records of containers
 // (Options.ContainerRecords), which hold containers CRI does not list; and
 // the pod view, so a pod bound since the plan, or during the check, keeps
-// the images it names. When the runtime cannot be asked, the check fails
+// the images it names. The listing and the records read are made again
+// while they took more than lateReadBound. When the runtime cannot be asked, the check fails
 // and the run stops: nothing is removed on doubt; nor while what the
 // manager was built for may not hold (removalsHeld). A container created
 // after the check's last step, before RemoveImage, is not seen: CRI has no
@@ -1371,29 +1374,23 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		} else if used {
 			return KeepInUse, nil
 		}
-		if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
-			return "", err
-		}
-		if used, err := m.usedByContainer(ctx, img); err != nil {
-			return "", err
-		} else if used {
-			return KeepInUse, nil
-		}
-		// The runtime's own records of containers, after the listing: a
-		// record is made and removed without an event CRI gives (ctr,
-		// nerdctl, buildkit's containerd worker), so only a read as late
-		// as the CRI containers' sees one made during the check. An image
-		// that became unreadable since the plan stays, as the plan keeps
-		// one (markRecorded), and the run goes on.
-		if recs, err := m.containerRecords(ctx); err != nil {
-			return "", err
-		} else if used, err := recs.use(ctx, img); errors.Is(err, ErrImageUnreadable) {
-			m.unreadable.tell(ctx, img.ID, err)
-			return KeepUnreadable, nil
-		} else if err != nil {
-			return "", err
-		} else if used {
-			return KeepInUse, nil
+		// The last listing and records read, again while they were slow
+		// (lateReadBound): containerd's records may take seconds to read
+		// (a snapshot on a proxy snapshotter that hangs), and a container
+		// made meanwhile would not be seen.
+		for tries := 1; ; tries++ {
+			began := m.checkClock.Now()
+			if keep, err := m.listedLast(ctx, img); err != nil || keep != "" {
+				return keep, err
+			}
+			took := m.checkClock.Since(began)
+			if took <= lateReadBound {
+				break
+			}
+			if tries == lateReadTries {
+				return "", fmt.Errorf("the runtime's containers and their records took %v to read, %d times in a row: an image cannot be checked right before its removal while the runtime answers so slowly", took.Round(time.Millisecond), tries)
+			}
+			klog.FromContext(ctx).V(2).Info("The check's last reads of the runtime's containers were slow; reading them again", "imageID", img.ID, "took", took)
 		}
 		one := []Image{*img}
 		if _, err := m.markScheduled(ctx, one, asked); err != nil {
@@ -1410,6 +1407,48 @@ func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 		}
 		return "", nil
 	}
+}
+
+// lateReadBound is how long the check's last reads of containers
+// (listedLast) may take before they are made again, at most lateReadTries
+// times in all: a CRI listing takes milliseconds, and a read that took
+// seconds leaves as long for a container to be made unseen.
+const (
+	lateReadBound = 2 * time.Second
+	lateReadTries = 3
+)
+
+// listedLast is the check's last reads of containers: the runtime's
+// containers, listed again, with what events told meanwhile, then the
+// runtime's own records of containers (Options.ContainerRecords). A record
+// is made and removed without an event CRI gives (ctr, nerdctl, buildkit's
+// containerd worker), so only a read as late as the CRI containers' sees
+// one made during the check. An image that became unreadable since the
+// plan stays, as the plan keeps one (markRecorded), and the run goes on.
+func (m *Manager) listedLast(ctx context.Context, img *Image) (string, error) {
+	if _, err := m.tracker.syncContainers(ctx, m.listContainers); err != nil {
+		return "", err
+	}
+	if used, err := m.usedByContainer(ctx, img); err != nil {
+		return "", err
+	} else if used {
+		return KeepInUse, nil
+	}
+	recs, err := m.containerRecords(ctx)
+	if err != nil {
+		return "", err
+	}
+	used, err := recs.use(ctx, img)
+	switch {
+	case errors.Is(err, ErrImageUnreadable):
+		m.unreadable.tell(ctx, img.ID, err)
+		return KeepUnreadable, nil
+	case err != nil:
+		return "", err
+	case used:
+		return KeepInUse, nil
+	}
+	return "", nil
 }
 
 // readArrivals reads when images arrived (Options.Arrivals; nil without

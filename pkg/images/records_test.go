@@ -3,7 +3,10 @@ package images
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,4 +153,93 @@ func TestRecordedUseDatesTheImage(t *testing.T) {
 	run(3*time.Hour+time.Minute, 0, "a minute after the record went")
 	run(5*time.Hour-time.Second, 0, "2h - 1s after the record was last seen")
 	run(5*time.Hour+time.Second, 1, "2h + 1s after the record was last seen")
+}
+
+// slowRecords is a records source whose reads run hook after their
+// listing, as containerd's reads the snapshots of records new to it.
+type slowRecords struct {
+	*fakeRecords
+	hook func()
+}
+
+func (s *slowRecords) ContainerRecords(ctx context.Context) (ContainerRecords, error) {
+	recs, err := s.fakeRecords.ContainerRecords(ctx)
+	s.hook()
+	return recs, err
+}
+
+// TestSlowRecordsReadAgain: the check's last reads of containers (the CRI
+// listing, then containerd's records) are made again while they took
+// longer than lateReadBound: a record whose snapshot is on a proxy
+// snapshotter that hangs takes seconds to read, and a CRI container or a
+// record made from the image meanwhile keeps it. When they stay slow
+// lateReadTries times in a row, the check fails and nothing more is
+// removed. Before, a container made while the records were read slowly
+// was not seen, and its image was removed.
+func TestSlowRecordsReadAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		slowReads int    // reads of bb's check that take 3 s
+		made      string // what is made from bb during the first slow read
+		wantKept  string // bb kept so at its check; "" for a failed check
+	}{
+		{name: "CRI container", slowReads: 1, made: "container", wantKept: KeepInUse},
+		{name: "record", slowReads: 1, made: "record", wantKept: KeepInUse},
+		{name: "slow every time", slowReads: lateReadTries},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
+				{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+				{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+				{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+			}}}}
+			recs := &slowRecords{fakeRecords: &fakeRecords{}}
+			checkClock := clocktesting.NewFakePassiveClock(t0)
+			var slow atomic.Int32
+			rt.onRemove = func(id string) {
+				if id == "sha256:aa" {
+					slow.Store(int32(tc.slowReads)) // bb's check reads next
+				}
+			}
+			recs.hook = func() {
+				left := slow.Load()
+				if left <= 0 {
+					return
+				}
+				if left == int32(tc.slowReads) {
+					switch tc.made {
+					case "container":
+						rt.add(&runtimeapi.Container{Id: "late", ImageRef: "sha256:bb", ImageId: "sha256:bb",
+							Image: &runtimeapi.ImageSpec{Image: "registry.example/b:1"}, State: runtimeapi.ContainerState_CONTAINER_CREATED})
+					case "record":
+						recs.set(ContainerRecords{Images: []string{"registry.example/b:1"}}, nil, nil)
+					}
+				}
+				slow.Add(-1)
+				checkClock.SetTime(checkClock.Now().Add(3 * time.Second))
+			}
+			m := everythingNeeded(t, Options{Runtime: rt, ContainerRecords: recs})
+			m.checkClock = checkClock
+			if tc.wantKept != "" {
+				r, err := m.GarbageCollect(t.Context(), TriggerManual)
+				if r == nil || r.Outcome == nil {
+					t.Fatalf("no run: %v", err)
+				}
+				if slices.Contains(rt.removed, "sha256:bb") {
+					t.Errorf("removed %v; want sha256:bb kept (%s), made while the records were read slowly", rt.removed, tc.wantKept)
+				}
+				if !slices.ContainsFunc(r.Outcome.Skipped, func(d Decision) bool { return d.Image.ID == "sha256:bb" && d.Reason == tc.wantKept }) {
+					t.Errorf("skipped at the check %v; want sha256:bb %s", r.Outcome.Skipped, tc.wantKept)
+				}
+				return
+			}
+			_, err := m.GarbageCollect(t.Context(), TriggerManual)
+			if err == nil || !strings.Contains(err.Error(), "times in a row") {
+				t.Errorf("run error %v; want the check failed for reads slow %d times in a row", err, lateReadTries)
+			}
+			if diff := cmp.Diff([]string{"sha256:aa"}, rt.removed); diff != "" {
+				t.Errorf("removed (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
