@@ -32,11 +32,16 @@ import (
 //     owner (graph.lostDependents).
 //
 // The hold is measured from the first time this run held the owner in
-// this episode: it ends (and the next wait is a hold of its own) when the
-// owner waits for something else, dependents the graph shows (a
-// foreground owner's blockers, new dependents to orphan) or a write that
-// failed (an orphaning patch), when its finalizer is removed, and when the
-// graph sees the owner's foregroundDeletion or orphan finalizer come or go
+// this episode. When the owner waits for something else, dependents the
+// graph shows (a foreground owner's blockers, new dependents to orphan) or
+// a write that failed (an orphaning patch), the hold pauses: it goes on
+// from where it was if a monitor that could hold the owner's dependents
+// lagged all along since it last held the owner (run.currentHold: that
+// resource has lagged for as long as the hold counts, and a controller
+// that keeps making blockers, or a webhook that keeps refusing, does not
+// stretch the bound), and the next wait is a hold of its own otherwise.
+// It ends when its finalizer is removed, and when the graph sees the
+// owner's foregroundDeletion or orphan finalizer come or go
 // (builder.endHold: the deletion ended otherwise, undone by an etcd
 // restore or the finalizer removed by hand, or a new one began). While
 // held, the owner gets one Warning Event (DependentsUnknown) naming the
@@ -59,8 +64,12 @@ type holdSet struct {
 
 type hold struct {
 	since time.Time
-	round uint64 // discovery rounds started when the hold began
-	these string // the resources last reported, to warn again when they change
+	// last is when the hold last held the owner (get); paused: the owner
+	// waits for something else since (pause).
+	last   time.Time
+	paused bool
+	round  uint64 // discovery rounds started when the hold began
+	these  string // the resources last reported, to warn again when they change
 	// expired: the hold lasted the bound; it does not begin again while
 	// the finalizer stays (its removal failed and is tried again).
 	expired bool
@@ -78,7 +87,20 @@ func (s *holdSet) get(uid types.UID, now time.Time, round uint64) hold {
 		h = &hold{since: now, round: round}
 		s.m[uid] = h
 	}
+	h.last, h.paused = now, false
 	return *h
+}
+
+// pause records that uid's owner waits for something other than a hold
+// now (dependents the graph shows, a write): its hold goes on from where
+// it was if a resource that could hold its dependents lagged all along
+// (run.currentHold), and begins afresh otherwise.
+func (s *holdSet) pause(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.m[uid]; ok {
+		h.paused = true
+	}
 }
 
 // peek returns uid's hold, if there is one.
@@ -120,6 +142,21 @@ func (s *holdSet) drop(uid types.UID) {
 	delete(s.m, uid)
 }
 
+// currentHold returns owner id's hold, if there is one that goes on: a
+// paused one (holdSet.pause) only while a monitor that could hold its
+// dependents has lagged since it last held the owner, without a break
+// (monitorSet.untrustedThrough); otherwise it is dropped, and the next
+// hold is counted afresh. Discovery that fails, or a resource that left
+// it holding dependents, tells no such continuity: a new hold begins then.
+func (r *run) currentHold(id objectID) (hold, bool) {
+	h, ok := r.holds.peek(id.uid)
+	if ok && h.paused && !r.monitors.untrustedThrough(id.namespace, h.last) {
+		r.holds.drop(id.uid)
+		return hold{}, false
+	}
+	return h, ok
+}
+
 // unsyncedFor names what could hold dependents of an owner in namespace ns
 // ("" for a cluster-scoped owner) and cannot be trusted now: monitors that
 // are syncing, failed or failing, and group versions discovery could not
@@ -157,7 +194,7 @@ func (r *run) holding(id objectID) []string {
 		return nil
 	}
 	now := r.c.clock.Now()
-	h, ok := r.holds.peek(id.uid)
+	h, ok := r.currentHold(id)
 	if !ok {
 		return r.waitsFor(id, now, bound)
 	}
@@ -193,6 +230,7 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 		return done, false
 	}
 	now := r.c.clock.Now()
+	r.currentHold(id) // a paused hold that does not go on is dropped
 	h := r.holds.get(id.uid, now, r.roundsStarted.Load())
 	if h.expired {
 		return done, false

@@ -1055,8 +1055,8 @@ func holdWhilePodsFail(t *testing.T, r *run, pods *monitor, attempt func(*run, c
 }
 
 // TestHoldCountsEachEpisode: a foreground owner's hold, begun while Pods
-// failed, ends when Pods recover with a blocking dependent the graph had
-// missed, and the owner waits for it. When that dependent goes much later
+// failed, pauses when Pods recover with a blocking dependent the graph had
+// missed, and the owner waits for it; as Pods recovered, it ends there. When that dependent goes much later
 // (20 minutes, over the bound) while Pods lag again (a kube-apiserver
 // restart, an etcd restore that brings another blocking dependent back),
 // a new hold begins. Before, the hold was counted from the owner's first
@@ -1074,8 +1074,8 @@ func TestHoldCountsEachEpisode(t *testing.T) {
 	p := object(ns, "p", "p", ownedBy(resConfigMap, "fg", "fg", true))
 	tg.apply(upsert(resPod, p))
 	r.attemptToDelete(t.Context(), "fg")
-	if h, ok := r.holds.peek("fg"); ok {
-		t.Errorf("the owner waits for a blocking dependent the graph shows, and its hold %+v stays; want it ended", h)
+	if h, ok := r.holds.peek("fg"); ok && !h.paused {
+		t.Errorf("the owner waits for a blocking dependent the graph shows, and its hold %+v goes on; want it ended or paused", h)
 	}
 	clk.Step(20 * time.Minute)
 	tg.apply(del(resPod, p))
@@ -1153,4 +1153,53 @@ func TestHoldEndsWithItsDeletion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHoldResumesWhileItsResourceLaggedAllAlong: a foreground owner held
+// while Pods fail comes to wait for a blocking dependent the graph shows
+// (for 2 minutes, over the bound of 1), then for nothing but Pods, which
+// have failed all along; and an orphaning owner, held so, has a
+// dependent's patch refused for as long. The hold goes on from where it
+// was, not afresh: Pods have lagged for longer than the bound, and the
+// finalizer goes at once, with the UnsyncedResourceHoldExpired Warning, as
+// kube-controller-manager would have removed it long ago. Before, every
+// wait for something the graph shows began the hold again, and a
+// controller that kept making blockers, or a webhook that kept refusing,
+// held the finalizer past the bound for as long as it went on (review
+// ownergc r12 F2). A resource that recovered in between begins a new hold
+// (TestHoldCountsEachEpisode).
+func TestHoldResumesWhileItsResourceLaggedAllAlong(t *testing.T) {
+	t.Run("foreground, blocker", func(t *testing.T) {
+		s, r, tg, clk, pods := heldOnceRun(t)
+		ns := rejectNamespace
+		deletedOwner(s, tg, "fg", metav1.FinalizerDeleteDependents)
+		holdWhilePodsFail(t, r, pods, (*run).attemptToDelete, "fg")
+		p := object(ns, "p", "p", ownedBy(resConfigMap, "fg", "fg", true))
+		tg.apply(upsert(resPod, p))
+		r.attemptToDelete(t.Context(), "fg") // waits for p
+		clk.Step(2 * time.Minute)
+		tg.apply(del(resPod, p))
+		out := r.attemptToDelete(t.Context(), "fg")
+		if n := s.count(http.MethodPatch, "fg"); n != 1 || out != done {
+			t.Errorf("the blocker gone, Pods failing all along for 2m (bound 1m): outcome %+v, %d PATCH of the finalizer; want it removed, done", out, n)
+		}
+	})
+	t.Run("orphan, refused patch", func(t *testing.T) {
+		s, r, tg, clk, pods := heldOnceRun(t)
+		ns := rejectNamespace
+		deletedOwner(s, tg, "o", metav1.FinalizerOrphanDependents)
+		holdWhilePodsFail(t, r, pods, (*run).attemptToOrphan, "o")
+		p := object(ns, "p", "p", ownedBy(resConfigMap, "o", "o", false))
+		tg.apply(upsert(resPod, p))
+		s.refuse("p", metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "webhook down"}, p)
+		if out := r.attemptToOrphan(t.Context(), "o"); !out.retry {
+			t.Fatalf("p refused: %+v; want a retry", out)
+		}
+		clk.Step(2 * time.Minute)
+		s.accept("p")
+		out := r.attemptToOrphan(t.Context(), "o")
+		if n := s.count(http.MethodPatch, "o"); n != 1 || out != done {
+			t.Errorf("p orphaned, Pods failing all along for 2m (bound 1m): outcome %+v, %d PATCH of the owner's finalizer; want it removed, done", out, n)
+		}
+	})
 }

@@ -67,6 +67,8 @@ type monitor struct {
 	// created since the last watch event, and an owner's hold must not end
 	// on it.
 	relisting bool
+	// relistingSince is when relisting last became set.
+	relistingSince time.Time
 	// errors counts the failures noted (noteError); okAt is its value at
 	// the last list that returned or watch that opened. Applying a relist
 	// ends a failure only if none came after (the watch opened after a
@@ -122,7 +124,7 @@ func (m *monitor) recovered() {
 func (m *monitor) listing() {
 	if m.graphSynced.Load() {
 		m.mu.Lock()
-		m.relisting = true
+		m.setRelisting()
 		m.catchingUp = false
 		m.catchUp.Store(0)
 		m.mu.Unlock()
@@ -136,11 +138,47 @@ func (m *monitor) listed() {
 	m.mu.Lock()
 	m.okAt = m.errors
 	if m.graphSynced.Load() {
-		m.relisting = true
+		m.setRelisting()
 	} else {
 		m.failing = false
 	}
 	m.mu.Unlock()
+}
+
+// setRelisting sets relisting, and when it began if it was not set. The
+// caller holds m.mu.
+func (m *monitor) setRelisting() {
+	if !m.relisting {
+		m.relisting, m.relistingSince = true, m.clockNow()
+	}
+}
+
+// clockNow is the time on m's clock (the real clock's without one).
+func (m *monitor) clockNow() time.Time {
+	if m.clock == nil {
+		return time.Now()
+	}
+	return m.clock.Now()
+}
+
+// untrustedSince says whether the graph cannot trust the monitor now
+// (syncing or failed before its first sync, failing, or relisting), and
+// since when it has not without a break.
+func (m *monitor) untrustedSince() (time.Time, bool) {
+	if !m.graphSynced.Load() {
+		return m.started, true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var since time.Time
+	untrusted := false
+	if m.failing {
+		since, untrusted = m.failingSince, true
+	}
+	if m.relisting && (!untrusted || m.relistingSince.Before(since)) {
+		since, untrusted = m.relistingSince, true
+	}
+	return since, untrusted
 }
 
 // relistPending reports whether a relist returned that the graph has not
@@ -500,6 +538,25 @@ func (ms *monitorSet) unsyncedFor(now time.Time, ns string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// untrustedThrough reports whether a monitor of a resource that could hold
+// dependents of an owner in namespace ns (as unsyncedFor) has not been
+// trusted by the graph since t or before, without a break: an owner's hold
+// that last held at t and then waited for something else goes on from
+// where it was (holdSet.pause).
+func (ms *monitorSet) untrustedThrough(ns string, t time.Time) bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	for _, m := range ms.byGR {
+		if ns != "" && !m.res.namespaced {
+			continue
+		}
+		if since, ok := m.untrustedSince(); ok && !since.After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // lags reports whether resource gr has a monitor that does not follow the

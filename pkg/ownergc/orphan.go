@@ -71,9 +71,9 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 		}
 	}
 	if err := r.orphanDependents(ctx, v); err != nil {
-		// It waits for a write, not for a hold: the next wait for a
-		// resource that lags is a hold of its own, with its own bound.
-		r.holds.drop(uid)
+		// It waits for a write, not for a hold: the hold goes on only if
+		// a resource lagged all along (currentHold).
+		r.holds.pause(uid)
 		switch {
 		case stopping(ctx):
 			return done
@@ -92,7 +92,7 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 	// (with the backoff: a controller that keeps creating dependents must
 	// not make it a hot loop).
 	if now, ok := r.graph.orphanView(uid); ok && hasNewDependents(now, v) {
-		r.holds.drop(uid)
+		r.holds.pause(uid)
 		return retry
 	}
 	return r.removeFinalizer(ctx, v.id, metav1.FinalizerOrphanDependents, v.orphanIndex, ruleDependentsOrphaned)

@@ -173,9 +173,9 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 		p := decideDeletingDependents(v)
 		if p.action != actRemoveFinalizer {
 			// It waits for dependents the graph shows, not for a hold:
-			// the next wait for a resource that lags is a hold of its
-			// own, with its own bound.
-			r.holds.drop(v.id.uid)
+			// the hold goes on only if a resource lagged all along
+			// (currentHold).
+			r.holds.pause(v.id.uid)
 			return r.execute(ctx, v, p, mayReread)
 		}
 		if out, held := r.holdFinalizer(v.id, p.finalizer); held {
@@ -189,7 +189,7 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 			return done
 		}
 		if decideDeletingDependents(&now).action != actRemoveFinalizer {
-			r.holds.drop(v.id.uid)
+			r.holds.pause(v.id.uid)
 			return retry
 		}
 		return r.execute(ctx, v, p, mayReread)
