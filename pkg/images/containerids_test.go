@@ -152,11 +152,7 @@ func TestContainersWithoutDistinctIDsKeepTheirImages(t *testing.T) {
 	for _, id := range []string{"", "dup"} {
 		for _, statuses := range []bool{false, true} {
 			t.Run(fmt.Sprintf("id %q, statuses %v", id, statuses), func(t *testing.T) {
-				rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
-					{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-					{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-					{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-				}}}}
+				rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: threeImages()}}}
 				rt.add(&runtimeapi.Container{Id: id, ImageRef: "sha256:aa", ImageId: "sha256:aa",
 					Image: &runtimeapi.ImageSpec{Image: "registry.example/a:1"}, State: runtimeapi.ContainerState_CONTAINER_RUNNING})
 				rt.add(&runtimeapi.Container{Id: id, ImageRef: "sha256:bb", ImageId: "sha256:bb",

@@ -25,6 +25,16 @@ import (
 	"github.com/nodegc/nodegc/pkg/diskstats"
 )
 
+// threeImages are sha256:aa, bb and cc, of 30 MiB each, one tag each
+// (registry.example/a:1 ...).
+func threeImages() []*runtimeapi.Image {
+	return []*runtimeapi.Image{
+		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
+		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
+		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
+	}
+}
+
 // removalsRuntime lists a fixed set of images and no container; each
 // removal calls onRemove first.
 type removalsRuntime struct {
@@ -115,11 +125,7 @@ func (p *lockedPods) PodImages() PodImages {
 // kubelet seeing the image present and creating the container, only the
 // pod names it.
 func TestScheduledRecheckedBeforeEachRemoval(t *testing.T) {
-	rt := &removalsRuntime{images: []*runtimeapi.Image{
-		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-	}}
+	rt := &removalsRuntime{images: threeImages()}
 	pods := &lockedPods{view: PodImages{Authoritative: true, Refs: map[string]string{}}}
 	rt.onRemove = func(id string) {
 		if id == "sha256:aa" { // meanwhile, a pod naming b is bound here
@@ -146,11 +152,7 @@ func (h hookSandboxes) SandboxImages(context.Context) ([]string, error) {
 // when the check ends, keeps the image. containerd's RemoveImage removes
 // an image whatever uses it.
 func TestEventDuringTheCheckKeepsTheImage(t *testing.T) {
-	rt := &removalsRuntime{images: []*runtimeapi.Image{
-		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-	}}
+	rt := &removalsRuntime{images: threeImages()}
 	var m *Manager
 	var armed atomic.Bool
 	rt.onRemove = func(id string) { armed.Store(id == "sha256:aa") } // bb is checked next
@@ -259,11 +261,7 @@ func TestNamesGainedSinceThePlan(t *testing.T) {
 		{name: "protects nothing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &removalsRuntime{images: []*runtimeapi.Image{
-				{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-				{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-				{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-			}}
+			rt := &removalsRuntime{images: threeImages()}
 			pods := &lockedPods{view: PodImages{Authoritative: true, Refs: map[string]string{}}}
 			rt.onRemove = func(id string) {
 				if id != "sha256:aa" {
@@ -397,11 +395,7 @@ func (r *listingRuntime) add(c *runtimeapi.Container) {
 func TestListedLastAtTheCheck(t *testing.T) {
 	for name, live := range map[string]bool{"polled": false, "live stream": true} {
 		t.Run(name, func(t *testing.T) {
-			rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
-				{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-				{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-				{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-			}}}}
+			rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: threeImages()}}}
 			var armed atomic.Bool
 			rt.onRemove = func(id string) { armed.Store(id == "sha256:aa") } // bb is checked next
 			sandboxes := hookSandboxes{hook: func() {
@@ -526,11 +520,7 @@ func TestBoundOrStartedLateInTheCheck(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &removalsRuntime{images: []*runtimeapi.Image{
-				{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-				{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-				{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-			}}
+			rt := &removalsRuntime{images: threeImages()}
 			pods := &lockedPods{view: PodImages{Authoritative: true, Refs: map[string]string{}}}
 			sandboxes := &switchedSandboxes{}
 			var armed, fired atomic.Bool
@@ -647,11 +637,7 @@ func (d *failingStat) Stat(path string) (diskstats.Stats, error) {
 // be seen. The check's last listing comes right before every removal.
 // Before, bb's removal followed an ImageFsInfo call.
 func TestNoRuntimeCallBetweenTheCheckAndTheRemoval(t *testing.T) {
-	rt := &callLog{listingRuntime: &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
-		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-	}}}}}
+	rt := &callLog{listingRuntime: &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: threeImages()}}}}
 	m := everythingNeeded(t, Options{Runtime: rt})
 	disk := &failingStat{DiskReader: m.opts.Disk}
 	m.opts.Disk = disk

@@ -27,11 +27,7 @@ func (r *generationRuntime) Generation() uint64 { return r.gen.Load() }
 // was built for; a loss in the middle of a run stops it.
 func TestNoRemovalAfterReconnectUntilConfirmed(t *testing.T) {
 	images := func() *generationRuntime {
-		return &generationRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
-			{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-			{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-			{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-		}}}}
+		return &generationRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: threeImages()}}}
 	}
 	rt := images()
 	m := everythingNeeded(t, Options{Runtime: rt, ProfileGeneration: 2})

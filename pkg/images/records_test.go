@@ -188,11 +188,7 @@ func TestSlowRecordsReadAgain(t *testing.T) {
 		{name: "slow every time", slowReads: lateReadTries},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: []*runtimeapi.Image{
-				{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-				{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-				{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-			}}}}
+			rt := &listingRuntime{statusRuntime: statusRuntime{&removalsRuntime{images: threeImages()}}}
 			recs := &slowRecords{fakeRecords: &fakeRecords{}}
 			checkClock := clocktesting.NewFakePassiveClock(t0)
 			var slow atomic.Int32

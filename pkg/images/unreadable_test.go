@@ -53,11 +53,7 @@ func (f *unreadableRecords) breaks(id string) {
 // reason (the skipped gauge, the check's outcomes).
 func TestUnreadableImageKeptAndTheRunGoesOn(t *testing.T) {
 	images := func() []*runtimeapi.Image {
-		return []*runtimeapi.Image{
-			{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-			{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-			{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-		}
+		return threeImages()
 	}
 	tops := map[string]string{"sha256:aa": "chain-a", "sha256:bb": "chain-b", "sha256:cc": "chain-c"}
 	for _, atTheCheck := range []bool{false, true} {

@@ -121,11 +121,7 @@ func TestVolumeMatchedInEveryForm(t *testing.T) {
 // is kept as in use. And a run whose check cannot read a container's status
 // stops there.
 func TestVolumeRecheckedBeforeEachRemoval(t *testing.T) {
-	rt := &mountingRuntime{removalsRuntime: &removalsRuntime{images: []*runtimeapi.Image{
-		{Id: "sha256:aa", RepoTags: []string{"registry.example/a:1"}, Size: 30 * mib},
-		{Id: "sha256:bb", RepoTags: []string{"registry.example/b:1"}, Size: 30 * mib},
-		{Id: "sha256:cc", RepoTags: []string{"registry.example/c:1"}, Size: 30 * mib},
-	}}, containers: map[string][]string{}}
+	rt := &mountingRuntime{removalsRuntime: &removalsRuntime{images: threeImages()}, containers: map[string][]string{}}
 	rt.onRemove = func(id string) {
 		if id == "sha256:aa" { // meanwhile, a container mounting b is created
 			rt.mu.Lock()

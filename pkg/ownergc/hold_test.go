@@ -1169,37 +1169,43 @@ func TestHoldEndsWithItsDeletion(t *testing.T) {
 // ownergc r12 F2). A resource that recovered in between begins a new hold
 // (TestHoldCountsEachEpisode).
 func TestHoldResumesWhileItsResourceLaggedAllAlong(t *testing.T) {
-	t.Run("foreground, blocker", func(t *testing.T) {
-		s, r, tg, clk, pods := heldOnceRun(t)
-		ns := rejectNamespace
-		deletedOwner(s, tg, "fg", metav1.FinalizerDeleteDependents)
-		holdWhilePodsFail(t, r, pods, (*run).attemptToDelete, "fg")
-		p := object(ns, "p", "p", ownedBy(resConfigMap, "fg", "fg", true))
-		tg.apply(upsert(resPod, p))
-		r.attemptToDelete(t.Context(), "fg") // waits for p
-		clk.Step(2 * time.Minute)
-		tg.apply(del(resPod, p))
-		out := r.attemptToDelete(t.Context(), "fg")
-		if n := s.count(http.MethodPatch, "fg"); n != 1 || out != done {
-			t.Errorf("the blocker gone, Pods failing all along for 2m (bound 1m): outcome %+v, %d PATCH of the finalizer; want it removed, done", out, n)
-		}
-	})
-	t.Run("orphan, refused patch", func(t *testing.T) {
-		s, r, tg, clk, pods := heldOnceRun(t)
-		ns := rejectNamespace
-		deletedOwner(s, tg, "o", metav1.FinalizerOrphanDependents)
-		holdWhilePodsFail(t, r, pods, (*run).attemptToOrphan, "o")
-		p := object(ns, "p", "p", ownedBy(resConfigMap, "o", "o", false))
-		tg.apply(upsert(resPod, p))
-		s.refuse("p", metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "webhook down"}, p)
-		if out := r.attemptToOrphan(t.Context(), "o"); !out.retry {
-			t.Fatalf("p refused: %+v; want a retry", out)
-		}
-		clk.Step(2 * time.Minute)
-		s.accept("p")
-		out := r.attemptToOrphan(t.Context(), "o")
-		if n := s.count(http.MethodPatch, "o"); n != 1 || out != done {
-			t.Errorf("p orphaned, Pods failing all along for 2m (bound 1m): outcome %+v, %d PATCH of the owner's finalizer; want it removed, done", out, n)
-		}
-	})
+	for _, tc := range []struct {
+		name, finalizer string
+		attempt         func(*run, context.Context, types.UID) outcome
+		// wait makes the owner wait for dependent p the graph shows, and
+		// release ends that wait 2 minutes later.
+		wait, release func(s *rejectServer, tg *testGraph, p *metav1.PartialObjectMetadata)
+	}{
+		{
+			name: "foreground, blocker", finalizer: metav1.FinalizerDeleteDependents, attempt: (*run).attemptToDelete,
+			wait:    func(*rejectServer, *testGraph, *metav1.PartialObjectMetadata) {},
+			release: func(_ *rejectServer, tg *testGraph, p *metav1.PartialObjectMetadata) { tg.apply(del(resPod, p)) },
+		},
+		{
+			name: "orphan, refused patch", finalizer: metav1.FinalizerOrphanDependents, attempt: (*run).attemptToOrphan,
+			wait: func(s *rejectServer, _ *testGraph, p *metav1.PartialObjectMetadata) {
+				s.refuse("p", metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "webhook down"}, p)
+			},
+			release: func(s *rejectServer, _ *testGraph, _ *metav1.PartialObjectMetadata) { s.accept("p") },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, r, tg, clk, pods := heldOnceRun(t)
+			deletedOwner(s, tg, "o", tc.finalizer)
+			holdWhilePodsFail(t, r, pods, tc.attempt, "o")
+			p := object(rejectNamespace, "p", "p", ownedBy(resConfigMap, "o", "o", true))
+			tg.apply(upsert(resPod, p))
+			tc.wait(s, tg, p)
+			tc.attempt(r, t.Context(), "o")
+			if h, ok := r.holds.peek("o"); !ok || !h.paused {
+				t.Fatalf("the owner waits for p: its hold %+v (present %t); want it paused", h, ok)
+			}
+			clk.Step(2 * time.Minute)
+			tc.release(s, tg, p)
+			out := tc.attempt(r, t.Context(), "o")
+			if n := s.count(http.MethodPatch, "o"); n != 1 || out != done {
+				t.Errorf("the wait for p over, Pods failing all along for 2m (bound 1m): outcome %+v, %d PATCH of the owner's finalizer; want it removed, done", out, n)
+			}
+		})
+	}
 }
