@@ -1288,16 +1288,16 @@ func (m *Manager) addLayers(ctx context.Context, in []Image) (heldRead bool) {
 // running sandboxes (Options.Sandboxes); what events told meanwhile; the
 // containers, listed again, event stream live or not (an event may still
 // be on its way, and a stream may stay open and send nothing), with what
-// events told meanwhile; the runtime's own records of containers
-// (Options.ContainerRecords), which hold containers CRI does not list; and
-// the pod view, so a pod bound since the plan, or during the check, keeps
-// the images it names. The listing and the records read are made again
-// while they took more than lateReadBound. When the runtime cannot be asked, the check fails
-// and the run stops: nothing is removed on doubt; nor while what the
-// manager was built for may not hold (removalsHeld). A container created
-// after the check's last step, before RemoveImage, is not seen: CRI has no
-// removal on condition. Nor is a name of the image pulled then: containerd
-// removes every name the image has at its removal.
+// events told since; the runtime's own records of containers
+// (Options.ContainerRecords), which hold containers CRI does not list
+// (the listing and the records read are made again while they took more
+// than lateReadBound); and the pod view, so a pod bound since the plan, or
+// during the check, keeps the images it names. When the runtime cannot be
+// asked, the check fails and the run stops: nothing is removed on doubt;
+// nor while what the manager was built for may not hold (removalsHeld). A
+// container created after the check's last step, before RemoveImage, is
+// not seen: CRI has no removal on condition. Nor is a name of the image
+// pulled then: containerd removes every name the image has at its removal.
 func (m *Manager) checkBeforeRemoval(ctx context.Context) removalCheck {
 	lookup, _ := m.opts.Runtime.(ImageLookup)
 	configured := refForms(m.opts.SandboxImages)
