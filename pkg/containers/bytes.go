@@ -115,14 +115,19 @@ type sizer struct {
 
 // size sets the bytes of every removal of p: each container's writable
 // layer and log files (the files removeContainerLogs removes: LOGPATH* under
-// the pod logs directory), each sandbox's writable layer, and each pod log
+// the pod logs directory; none when a kept container has the same log
+// key), each sandbox's writable layer, and each pod log
 // directory's blocks less the log files already counted with a container,
 // so that nothing is counted twice. What cannot be read counts 0.
 func (s *sizer) size(ctx context.Context, p *Plan) {
 	counted := map[string]bool{} // log files counted with their container
+	staying := stayingLogKeys(p)
 	for i := range p.RemoveContainers {
 		d := &p.RemoveContainers[i]
 		d.WritableLayerBytes = s.writableLayer(ctx, d.Container.ID)
+		if k, ok := logKeyOf(&d.Container); ok && staying[k] {
+			continue // its log files are a kept container's too, and stay (executor.sharesLog)
+		}
 		st, err := s.rt.ContainerStatus(ctx, d.Container.ID)
 		switch {
 		case cri.IsNotFound(err):

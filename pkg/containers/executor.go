@@ -112,7 +112,7 @@ type Outcome struct {
 // filesystem are not touched and the outcome lists what the plan removes.
 func execute(ctx context.Context, rt remover, plan *Plan, paths logPaths, dryRun bool) (*Outcome, error) {
 	e := &executor{rt: rt, paths: paths, out: &Outcome{DryRun: dryRun, Failures: map[string]int{}},
-		failedPods: map[string]bool{}, busySandboxes: map[string]bool{}}
+		failedPods: map[string]bool{}, busySandboxes: map[string]bool{}, staying: stayingLogKeys(plan)}
 	if dryRun {
 		tellDryRun(ctx, plan)
 		e.out.Containers = append(e.out.Containers, plan.RemoveContainers...)
@@ -195,6 +195,53 @@ type executor struct {
 	// linkContainers are the containers listed right before the links go
 	// (listForLinks).
 	linkContainers []Container
+	// staying are the log keys of the containers that stay: the plan's
+	// kept ones, and those the run keeps (logKeyOf).
+	staying map[logKey]bool
+}
+
+// logKey is what the kubelet names a container's log file by:
+// <attempt>.log in the directory of the container's name, in its pod's.
+type logKey struct {
+	podUID, name string
+	attempt      uint32
+}
+
+// logKeyOf returns c's log key, and false for a container no pod's
+// kubelet made (no pod UID).
+func logKeyOf(c *Container) (logKey, bool) {
+	return logKey{podUID: c.PodUID, name: c.Name, attempt: c.Attempt}, c.PodUID != ""
+}
+
+// stayingLogKeys returns the log keys of the containers p keeps.
+func stayingLogKeys(p *Plan) map[logKey]bool {
+	keys := map[logKey]bool{}
+	for i := range p.KeepContainers {
+		if k, ok := logKeyOf(&p.KeepContainers[i].Container); ok {
+			keys[k] = true
+		}
+	}
+	return keys
+}
+
+// stays records that c stays: its log files are not another's to remove.
+func (e *executor) stays(c *Container) {
+	if k, ok := logKeyOf(c); ok {
+		e.staying[k] = true
+	}
+}
+
+// sharesLog says whether a container that stays has c's log key: the
+// kubelet numbers a new instance from the one newest by creation time, so
+// after a step of the wall clock back every instance it makes until the
+// clock catches up gets the same attempt, and writes the same log file
+// (the runtime opens it to append). Removing an older one's LOGPATH*
+// would take the log of the newest dead instance (kubectl logs
+// --previous) and of the running one, which would go on writing to an
+// unlinked file.
+func (e *executor) sharesLog(c *Container) bool {
+	k, ok := logKeyOf(c)
+	return ok && e.staying[k]
 }
 
 func (e *executor) fail(op string, err error, podUID, sandboxID string) {
@@ -215,9 +262,18 @@ func (e *executor) keepPod(podUID, sandboxID string) {
 func (e *executor) container(ctx context.Context, d ContainerDecision) {
 	c := &d.Container
 	who := fmt.Sprintf("container %s (%s of pod %s/%s)", c.ID, c.Name, c.PodNamespace, c.PodName)
+	// A container this run leaves stays: the later removals leave its log
+	// files (sharesLog).
+	kept := true
+	defer func() {
+		if kept {
+			e.stays(c)
+		}
+	}()
 	st, err := e.rt.ContainerStatus(ctx, c.ID)
 	switch {
 	case cri.IsNotFound(err):
+		kept = false
 		// Removed meanwhile: done, and its link goes as the kubelet's would
 		// (if it is its own: its log path unknown, one whose name has no
 		// ID of it goes only if it dangles).
@@ -278,7 +334,14 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 	// its start is in flight, which containerd refuses to remove) or
 	// writing: its logs go only once the runtime removed it.
 	exited := st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED
-	removeLogs := func() error { return removeContainerLogs(st.GetLogPath(), e.paths.PodLogs, e.paths.ContainerLogs, c) }
+	logPath := st.GetLogPath()
+	if e.sharesLog(c) {
+		// Its own link goes; the files are the instance's that stays.
+		klog.FromContext(ctx).V(2).Info("Leaving the container's log files: a container that stays writes the same ones (the same pod, name and attempt)",
+			"containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "logPath", logPath)
+		logPath, d.LogBytes = "", 0
+	}
+	removeLogs := func() error { return removeContainerLogs(logPath, e.paths.PodLogs, e.paths.ContainerLogs, c) }
 	if exited {
 		if err := removeLogs(); err != nil {
 			e.fail(OpRemoveLogs, err, c.PodUID, c.SandboxID)
@@ -289,6 +352,7 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 		e.fail(OpRemoveContainer, fmt.Errorf("%s: %w", who, err), c.PodUID, c.SandboxID)
 		return
 	}
+	kept = false
 	if !exited {
 		if err := removeLogs(); err != nil {
 			// The container is gone (its sandbox may go), its logs are
