@@ -979,6 +979,13 @@ func (pl *planner) sandboxes(all []Sandbox, containers []Container) {
 			return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.Attempt, a.Attempt), strings.Compare(a.ID, b.ID))
 		})
 		gone, _ := pl.gone(uid)
+		// The newest by creation time, as the kubelet orders them, and by
+		// attempt: a step of the wall clock back between two creations
+		// dates the latest sandbox earlier (as newest.byAttempt, for
+		// containers).
+		latest := slices.MaxFunc(sbs, func(a, b *Sandbox) int {
+			return cmp.Or(cmp.Compare(a.Attempt, b.Attempt), a.CreatedAt.Compare(b.CreatedAt), strings.Compare(b.ID, a.ID))
+		})
 		for i, s := range sbs {
 			d := SandboxDecision{Sandbox: *s}
 			switch {
@@ -988,7 +995,7 @@ func (pl *planner) sandboxes(all []Sandbox, containers []Container) {
 				d.Reason = KeepHasContainers
 			case gone:
 				d.Reason = ReasonPodGone
-			case i == 0:
+			case i == 0 || s == latest:
 				d.Reason = KeepNewestSandbox
 			default:
 				d.Reason = ReasonSuperseded

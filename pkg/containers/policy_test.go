@@ -360,16 +360,21 @@ func TestPlanKubeletParity(t *testing.T) {
 			pods: live("p"),
 			want: summary{RemoveSandboxes: []string{"p/sb0:superseded", "p/sb1:superseded"}, KeepSandboxes: []string{"p/sb2:ready"}},
 		},
-		"sandboxes: newest by creation, and one with a remaining container is active": {
+		// The kubelet keeps the newest by creation alone, and removes
+		// p/sb9 (attempt 9, dated before p/sb1 by a step of the clock
+		// back): nodegc keeps the newest by attempt too (review
+		// containers r14 R14-3).
+		"sandboxes: newest by creation and by attempt, and one with a remaining container is active": {
 			node: NodeState{
 				Containers: []Container{dead("p", "app", 0, 5*time.Hour)}, // in p/sb0
-				Sandboxes:  []Sandbox{sbx("p", 0, false, 5*time.Hour), sbx("p", 1, false, time.Hour), sbx("p", 9, false, 2*time.Hour)},
+				Sandboxes: []Sandbox{sbx("p", 0, false, 5*time.Hour), sbx("p", 1, false, time.Hour), sbx("p", 9, false, 2*time.Hour),
+					sbx("p", 2, false, 3*time.Hour)},
 			},
 			pods: live("p"),
 			want: summary{
 				Keep:            []string{"p/app/0:within_limit"},
-				RemoveSandboxes: []string{"p/sb9:superseded"},
-				KeepSandboxes:   []string{"p/sb0:has_containers", "p/sb1:newest"},
+				RemoveSandboxes: []string{"p/sb2:superseded"},
+				KeepSandboxes:   []string{"p/sb0:has_containers", "p/sb1:newest", "p/sb9:newest"},
 			},
 		},
 		"sandboxes: a sandbox whose containers all go in this run is inactive": {
