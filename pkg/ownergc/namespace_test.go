@@ -64,6 +64,14 @@ func testClusterScopedDependent(t *testing.T, env *itEnv, gc *testCollector) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.cs.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	// The dependent in the graph first: one that reaches it after the
+	// owner's deletion names an owner the graph no longer has, and keeps a
+	// placeholder of it (under load, the ClusterRoles' watch may lag the
+	// ConfigMaps').
+	gc.waitGraph(t, "the dependent to reach the graph", func(g *graph) bool {
+		_, ok := g.nodes[cr.UID]
+		return ok
+	})
 	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
 
 	eventually(t, 30*time.Second, "an OwnerRefInvalidNamespace event in default", env.hasWarning(metav1.NamespaceDefault, cr.UID, "OwnerRefInvalidNamespace"))
