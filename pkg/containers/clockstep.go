@@ -34,8 +34,11 @@ const maxSteps = 4096
 // count from the exit (exits), an exited container whose exit time is
 // unknown (the runtime gave none, or its status could not be read) is
 // dated by when the manager first saw it exited, on the monotonic clock:
-// the exit was no later. The pod list's date follows steps back in the pod
-// source (APIPodSource.listDate).
+// the exit was no later. What the last plan did not list, or listed not
+// exited, is dated no earlier than that plan, on the monotonic clock
+// (floor): a step back undone between two plans is found by neither. The
+// pod list's date follows steps back in the pod source
+// (APIPodSource.listDate).
 //
 // The manager's plans are serial (Manager.serial), and so are the
 // timeline's readings and writes.
@@ -51,6 +54,13 @@ type timeline struct {
 	exits   bool
 	created map[string]time.Duration
 	exited  map[string]time.Duration
+	// placedAt is since() at the last placement (placed: there was one);
+	// states, the state of each container it placed, and sandboxes, the
+	// sandboxes it placed (floor).
+	placed    bool
+	placedAt  time.Duration
+	states    map[string]State
+	sandboxes map[string]bool
 }
 
 // follow reads the clocks at now and keeps the step found since the last
@@ -124,4 +134,43 @@ func (tl *timeline) place(node *NodeState, now time.Time) {
 		}
 	}
 	tl.created, tl.exited = created, exited
+	tl.floor(node, now, elapsed)
+}
+
+// floor dates what the last placement did not list no earlier than it, on
+// the monotonic clock: a container or sandbox it did not list was created
+// after that listing began, and a container it listed not exited exited
+// since. A step of the wall clock back that was undone before this plan
+// read the clocks is no step to follow, but the times the runtime read
+// meanwhile are early by it: a container created a minute ago would count
+// as an hour older, past minAge, and older than the instance before it.
+// Zero times (unknown) stay so. The first placement has nothing to go by.
+func (tl *timeline) floor(node *NodeState, now time.Time, elapsed time.Duration) {
+	at := now.Round(0).Add(tl.placedAt - elapsed)
+	later := func(t *time.Time) {
+		if !t.IsZero() && t.Before(at) {
+			*t = at
+		}
+	}
+	states := make(map[string]State, len(node.Containers))
+	for i := range node.Containers {
+		c := &node.Containers[i]
+		was, listed := tl.states[c.ID]
+		if tl.placed && !listed {
+			later(&c.CreatedAt)
+		}
+		if tl.placed && (!listed || was != StateExited) {
+			later(&c.FinishedAt)
+		}
+		states[c.ID] = c.State
+	}
+	sandboxes := make(map[string]bool, len(node.Sandboxes))
+	for i := range node.Sandboxes {
+		s := &node.Sandboxes[i]
+		if tl.placed && !tl.sandboxes[s.ID] {
+			later(&s.CreatedAt)
+		}
+		sandboxes[s.ID] = true
+	}
+	tl.placed, tl.placedAt, tl.states, tl.sandboxes = true, elapsed, states, sandboxes
 }

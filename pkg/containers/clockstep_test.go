@@ -306,3 +306,35 @@ func TestStepKeepsTheNewestDeadInstance(t *testing.T) {
 		})
 	}
 }
+
+// TestStepBackAndForthBetweenRuns: the wall clock steps an hour back and,
+// before the next run, an hour forward again (a mistyped date corrected; a
+// time daemon following a bad source, then a good one). The plans read the
+// clocks at their start, and find no step; a container created and exited
+// in between carries times an hour early. A container the last plan did
+// not list was created after it, on the monotonic clock: app/1, made a
+// minute ago, stays under minAge (30m). Before, it counted as an hour older, past minAge and older than app/0,
+// and the per-container limit removed it a minute after it was made
+// (review containers r14 R14-2).
+func TestStepBackAndForthBetweenRuns(t *testing.T) {
+	f := newSteppedFixture(t, live(fixtureUID("p")), func(c *config.ContainerGCConfiguration) {
+		c.MinAge = &metav1.Duration{Duration: 30 * time.Minute}
+	})
+	f.addSandbox(sbx("p", 0, true, 3*time.Hour))
+	f.addContainer(dead("p", "app", 0, 40*time.Minute))
+	if got := f.reasons(t); got["p/app/0"] != KeepWithinLimit {
+		t.Fatalf("first run: %v, want p/app/0 %s", got, KeepWithinLimit)
+	}
+	// A minute later the clock steps an hour back; app/1 is created and
+	// exits then (dated t0-59m, made at t0+1m).
+	f.step(-time.Hour+time.Minute, time.Minute)
+	f.addContainer(dead("p", "app", 1, 59*time.Minute))
+	// A minute later the clock steps forward again; app/2 is created and
+	// exits (dated t0+2m, made at t0+2m).
+	f.step(time.Hour+time.Minute, time.Minute)
+	f.addContainer(dead("p", "app", 2, -2*time.Minute))
+	got := f.reasons(t)
+	if got["p/app/1"] != KeepMinAge {
+		t.Errorf("app/1, created a minute ago (minAge 30m): %s, want %s; all: %v", got["p/app/1"], KeepMinAge, got)
+	}
+}

@@ -77,6 +77,14 @@ func (f *managerFixture) addContainer(c Container) {
 	f.rt.addContainer(c, "")
 }
 
+// listLater moves the clock by d, and the pod view's list to then.
+func (f *managerFixture) listLater(d time.Duration) {
+	f.clock.Step(d)
+	f.pods.mu.Lock()
+	f.pods.view.ListedAt = f.clock.Now()
+	f.pods.mu.Unlock()
+}
+
 // addSandbox adds s, of the fixture's pod s.PodName, to the runtime.
 func (f *managerFixture) addSandbox(s Sandbox) {
 	s.PodUID = fixtureUID(s.PodName)
@@ -1239,8 +1247,12 @@ func TestOperationFailingRuns(t *testing.T) {
 	if got, got2 := failing(OpReadVersion), failing(OpReclaim); got != 2 || got2 != 1 {
 		t.Errorf("after a second run, which removed nothing: read_version %v, reclaim %v, want 2, 1 (not tried)", got, got2)
 	}
+	// Made since the last run, and the pod list later (a container the
+	// last plan did not list counts as made after it, however old its
+	// time: timeline.floor).
 	f.addContainer(dead("gone2", "app", 0, 5*time.Hour))
 	f.addSandbox(sbx("gone2", 0, false, 5*time.Hour))
+	f.listLater(2 * time.Minute)
 	run()
 	if got := failing(OpReclaim); got != 2 {
 		t.Errorf("after a third run whose reclaim failed: reclaim %v, want 2", got)
@@ -1251,6 +1263,7 @@ func TestOperationFailingRuns(t *testing.T) {
 	rec.err = nil
 	f.addContainer(dead("gone3", "app", 0, 5*time.Hour))
 	f.addSandbox(sbx("gone3", 0, false, 5*time.Hour))
+	f.listLater(2 * time.Minute)
 	run()
 	if got, got2 := failing(OpReadVersion), failing(OpReclaim); got != 0 || got2 != 0 {
 		t.Errorf("after a run in which both worked: read_version %v, reclaim %v, want 0, 0", got, got2)
