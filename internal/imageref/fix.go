@@ -89,7 +89,7 @@ func regexFix(pattern string) string {
 			comps[i] = strings.NewReplacer(".*", "*", ".+", "*").Replace(c)
 		}
 	}
-	if fixed := strings.Join(comps, "/"); clean(fixed) {
+	if fixed := strings.Join(comps, "/"); fixed != pattern && clean(fixed) {
 		return hint + "; write " + strconv.Quote(fixed)
 	}
 	return hint

@@ -135,6 +135,15 @@ func parse(pattern string) (*Pattern, error) {
 			return p, nil
 		}
 	}
+	if why == "" {
+		if m := regexpClassEscape.FindString(pattern); m != "" {
+			// A regular expression's class, read as an escaped letter:
+			// "app\d" is the repository appd.
+			p.misread = fmt.Sprintf(`has %s, which in a regular expression is a class of characters; in a pattern a backslash `+
+				`escapes the next character, so it is the letter %q alone: write "[0-9]" for a digit, or "*" for any characters`, m, m[1:])
+			return p, nil
+		}
+	}
 	if host, ok := bareHost(comps, tag, hasTag, hasDigest); ok {
 		// Before any reason it can never match (Registry.K8s.io): the
 		// mistake is the missing path.
@@ -166,6 +175,10 @@ func parse(pattern string) (*Pattern, error) {
 	}
 	return p, nil
 }
+
+// regexpClassEscape matches a regular expression's class escapes (\d, \w,
+// \s and their negations), which a glob reads as the escaped letter.
+var regexpClassEscape = regexp.MustCompile(`\\[dwsDWS]`)
 
 // bareHost reports whether a name of one component is plainly a registry
 // host (it holds a ".", or is localhost), perhaps with a port read as a tag

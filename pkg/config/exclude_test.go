@@ -114,16 +114,24 @@ func TestValidateRefusesExcludeThatNeverMatches(t *testing.T) {
 		"space":                    {"my app:*", chars + `: write one pattern per list item ("my", "app:*")`},
 		"regular expression":       {"ghcr.io/org/.*", chars + `: a pattern is a glob, not a regular expression: * is any run of characters within a path component, ** any number of components; write "ghcr.io/org/**"`},
 		"anchored expression":      {"^nginx$", chars + `: a pattern is a glob, not a regular expression: * is any run of characters within a path component, ** any number of components; write "nginx"`},
-		"brace expansion":          {"ghcr.io/org/app:{v1,v2}", never + `a tag is letters, digits, "_", "." and "-", and does not start with "." or "-": write one pattern per list item ("ghcr.io/org/app:v1", "ghcr.io/org/app:v2")`},
-		"no repository":            {"@sha256:" + hex64, never + `no repository name: write "**@sha256:` + hex64 + `" for any repository`},
-		"no repository, tag":       {":v1", never + `no repository name: write "**:v1" for any repository`},
-		"bare image ID":            {hex64, never + `a name of 64 hexadecimal digits is an image ID: write "sha256:` + hex64 + `"`},
-		"scheme":                   {"https://registry.example/team/app:v1", never + `a reference has no scheme: write "registry.example/team/app:v1"`},
-		"empty component":          {"registry.example//app", never + `empty path component (a leading, trailing or double "/")`},
-		"tag too long":             {"nginx:" + strings.Repeat("a", 129), never + "a tag has at most 128 characters"},
-		"tag starting with a dot":  {"nginx:.hidden", never + `a tag is letters, digits, "_", "." and "-", and does not start with "." or "-"`},
-		"short image ID":           {"5e1ce4d7a8c9", `is a Docker Hub name of hexadecimal digits (docker.io/library/5e1ce4d7a8c9), which looks like a short image ID as crictl images shows it: an image ID pattern is "sha256:5e1ce4d7a8c9*"`},
-		"short image ID, 13":       {"5e1ce4d7a8c9b", `is a Docker Hub name of hexadecimal digits (docker.io/library/5e1ce4d7a8c9b), which looks like a short image ID as crictl images shows it: an image ID pattern is "sha256:5e1ce4d7a8c9b*"`},
+		// These three made the check of the suggestion call itself
+		// without end: the agent died of a stack overflow instead of
+		// naming the field (review agent r14 A1).
+		"alternation":             {"(nginx|redis)", chars + `: a pattern is a glob, not a regular expression: * is any run of characters within a path component, ** any number of components`},
+		"alternation in the path": {"ghcr.io/org/(app|web)", chars + `: a pattern is a glob, not a regular expression: * is any run of characters within a path component, ** any number of components`},
+		"regular expression plus": {"ghcr.io/org/app+", chars + `: a pattern is a glob, not a regular expression: * is any run of characters within a path component, ** any number of components`},
+		// Valid, but the repository appd (review agent r14 A2).
+		"digit class":             {`ghcr.io/org/app\d`, `has \d, which in a regular expression is a class of characters; in a pattern a backslash escapes the next character, so it is the letter "d" alone: write "[0-9]" for a digit, or "*" for any characters`},
+		"brace expansion":         {"ghcr.io/org/app:{v1,v2}", never + `a tag is letters, digits, "_", "." and "-", and does not start with "." or "-": write one pattern per list item ("ghcr.io/org/app:v1", "ghcr.io/org/app:v2")`},
+		"no repository":           {"@sha256:" + hex64, never + `no repository name: write "**@sha256:` + hex64 + `" for any repository`},
+		"no repository, tag":      {":v1", never + `no repository name: write "**:v1" for any repository`},
+		"bare image ID":           {hex64, never + `a name of 64 hexadecimal digits is an image ID: write "sha256:` + hex64 + `"`},
+		"scheme":                  {"https://registry.example/team/app:v1", never + `a reference has no scheme: write "registry.example/team/app:v1"`},
+		"empty component":         {"registry.example//app", never + `empty path component (a leading, trailing or double "/")`},
+		"tag too long":            {"nginx:" + strings.Repeat("a", 129), never + "a tag has at most 128 characters"},
+		"tag starting with a dot": {"nginx:.hidden", never + `a tag is letters, digits, "_", "." and "-", and does not start with "." or "-"`},
+		"short image ID":          {"5e1ce4d7a8c9", `is a Docker Hub name of hexadecimal digits (docker.io/library/5e1ce4d7a8c9), which looks like a short image ID as crictl images shows it: an image ID pattern is "sha256:5e1ce4d7a8c9*"`},
+		"short image ID, 13":      {"5e1ce4d7a8c9b", `is a Docker Hub name of hexadecimal digits (docker.io/library/5e1ce4d7a8c9b), which looks like a short image ID as crictl images shows it: an image ID pattern is "sha256:5e1ce4d7a8c9b*"`},
 	} {
 		t.Run(name, func(t *testing.T) { checkExcludeRefused(t, tc.pattern, tc.want) })
 	}
