@@ -75,7 +75,8 @@
 //     nothing), and what the events told meanwhile. On containerd,
 //     its own records of containers in the CRI plugin's namespace are read
 //     too (Options.ContainerRecords), at the plan and at the end of that
-//     check, after its last listing of the containers: CRI
+//     check, after its last listing of the containers (both made again
+//     while together they took more than lateReadBound): CRI
 //     does not list those made through containerd's API (ctr, nerdctl,
 //     buildkit) nor one the CRI plugin failed to load; a record keeps the
 //     image it names, the one whose top layer its root filesystem was
@@ -89,8 +90,9 @@
 //     top layer: while records exist, the plan and the check keep it
 //     (KeepUnreadable, logged once while it stays so) and go on with the
 //     others; containerd not answering still fails them. The same check
-//     reads the sandboxes and the pod view again (a pod bound since the
-//     plan keeps its images as scheduled), and asks the runtime for the
+//     reads the sandboxes and the pod view again, after its slow calls
+//     (the pod view last: a pod bound since the plan, or during the
+//     check, keeps its images as scheduled), and asks the runtime for the
 //     image (ImageLookup): one another removed since the plan is reported
 //     gone, not removed (the runtime answers its removal with success), and
 //     one that gained names since (a pull of another name of it) is judged
