@@ -46,7 +46,8 @@
 //     plan (Plan.WritableLayersUnknown).
 //   - a container's logs: the allocated blocks (st_blocks*512) of the files
 //     removeContainerLogs removes (LOGPATH* under podLogsDirectory, rotated
-//     and compressed ones included).
+//     and compressed ones included); none when a container that stays has
+//     the same pod, name and attempt (its log files are that one's too).
 //   - a pod log directory: the allocated blocks of everything in it except
 //     the log files already counted with the plan's containers, so that no
 //     byte counts twice. The executor counts it again right before its
@@ -126,8 +127,11 @@
 //     /var/log/containers link right before the container.
 //   - A sandbox is active while ready or while a container that stays
 //     belongs to it. A gone pod loses every inactive sandbox; a live pod
-//     keeps its newest sandbox (whatever its state, as the kubelet) and
-//     loses its other inactive ones. Sandboxes are stopped, then removed.
+//     keeps its newest sandbox (whatever its state, as the kubelet), by
+//     creation time and, too, the one of the highest attempt (a step of
+//     the wall clock back between two creations dates the latest earlier;
+//     the kubelet goes by creation time alone), and loses its other
+//     inactive ones. Sandboxes are stopped, then removed.
 //   - The log directories (podLogsDirectory/NAMESPACE_NAME_UID) of gone pods
 //     are removed, and dangling *.log links under containerLogsDirectory
 //     unless their container exists and has not exited (a running
@@ -214,7 +218,11 @@
 //     reads the clocks every second, so a step undone before the next view
 //     counts too), so a pod bound after such a step does not seem to
 //     predate the list that could not return it; a step forward does not
-//     move it. A step while nodegc is down is not known; the steps found,
+//     move it. What the last plan did not list is dated no earlier than
+//     it, and what it listed not exited exits no earlier, on the
+//     monotonic clock (timeline.floor): a step back undone between two
+//     plans is found by neither, but the times the runtime read meanwhile
+//     are early by it. A step while nodegc is down is not known; the steps found,
 //     and when each container was first seen, carry over to a manager
 //     built again in the same process (Options.Timeline: the agent's, for
 //     a runtime upgraded in place).
@@ -397,7 +405,11 @@
 //     symbolic link below podLogsDirectory (a pod's directory linked to
 //     another's would have the other's logs removed): the removal fails,
 //     the container stays, and the run reports it. Log files are matched
-//     by name as text (LOGPATH*), never as a pattern. A container's
+//     by name as text (LOGPATH*), never as a pattern, and never those a
+//     container that stays writes too: the kubelet names a log file by
+//     the pod, the container's name and its attempt, and after a step of
+//     the wall clock back numbers several instances alike (the executor's
+//     sharesLog). A container's
 //     link is named from its pod's labels, which whatever created the
 //     container through the runtime wrote: only labels that are names the
 //     API server gives (a pod name with path elements, cut to 255 bytes,
