@@ -149,9 +149,18 @@ func (s *holdSet) drop(uid types.UID) {
 // hold is counted afresh. Discovery that fails, or a resource that left
 // it holding dependents, tells no such continuity: a new hold begins then.
 func (r *run) currentHold(id objectID) (hold, bool) {
+	h, ok := r.liveHold(id)
+	if !ok {
+		r.holds.drop(id.uid)
+	}
+	return h, ok
+}
+
+// liveHold is currentHold without dropping a paused hold that does not go
+// on: what explain reads.
+func (r *run) liveHold(id objectID) (hold, bool) {
 	h, ok := r.holds.peek(id.uid)
 	if ok && h.paused && !r.monitors.untrustedThrough(id.namespace, h.last) {
-		r.holds.drop(id.uid)
 		return hold{}, false
 	}
 	return h, ok
@@ -194,7 +203,7 @@ func (r *run) holding(id objectID) []string {
 		return nil
 	}
 	now := r.c.clock.Now()
-	h, ok := r.currentHold(id)
+	h, ok := r.liveHold(id)
 	if !ok {
 		return r.waitsFor(id, now, bound)
 	}
