@@ -409,7 +409,9 @@
 //     container that stays writes too: the kubelet names a log file by
 //     the pod, the container's name and its attempt, and after a step of
 //     the wall clock back numbers several instances alike (the executor's
-//     sharesLog). A container's
+//     sharesLog), nor, for a container not exited, whose logs go after it,
+//     those of an instance the runtime lists right then with its attempt
+//     (attemptTaken: made since, numbered from the one before). A container's
 //     link is named from its pod's labels, which whatever created the
 //     container through the runtime wrote: only labels that are names the
 //     API server gives (a pod name with path elements, cut to 255 bytes,

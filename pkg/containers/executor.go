@@ -213,6 +213,25 @@ func logKeyOf(c *Container) (logKey, bool) {
 	return logKey{podUID: c.PodUID, name: c.Name, attempt: c.Attempt}, c.PodUID != ""
 }
 
+// attemptTaken says whether the runtime lists another instance of c's
+// container (its pod UID and name) with c's attempt now: one that writes
+// c's log files (sharesLog).
+func (e *executor) attemptTaken(ctx context.Context, c *Container) (bool, error) {
+	if c.PodUID == "" {
+		return false, nil
+	}
+	cs, err := e.rt.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{labelPodUID: c.PodUID, labelContainerName: c.Name}})
+	if err != nil {
+		return false, err
+	}
+	for _, x := range cs {
+		if x.GetId() != c.ID && x.GetMetadata().GetAttempt() == c.Attempt {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // stayingLogKeys returns the log keys of the containers p keeps.
 func stayingLogKeys(p *Plan) map[logKey]bool {
 	keys := map[logKey]bool{}
@@ -354,6 +373,19 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 	}
 	kept = false
 	if !exited {
+		// Its logs go after it, and the kubelet may have made the next
+		// instance meanwhile: numbered from the newest by creation time,
+		// which, this one gone, may be the one before it, that instance
+		// has this one's attempt, and its log file.
+		if taken, err := e.attemptTaken(ctx, c); err != nil {
+			e.fail(OpRemoveLogs, fmt.Errorf("log files of %s: listing its pod's instances of it: %w", who, err), c.PodUID, "")
+			d.LogBytes = 0
+			logPath = "" // its own link goes, if it is its own
+		} else if taken {
+			klog.FromContext(ctx).V(2).Info("Leaving the removed container's log files: an instance made since has its attempt, and writes them",
+				"containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "logPath", logPath)
+			logPath, d.LogBytes = "", 0
+		}
 		if err := removeLogs(); err != nil {
 			// The container is gone (its sandbox may go), its logs are
 			// not: its pod's log directory waits for the next run.

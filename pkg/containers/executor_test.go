@@ -112,6 +112,9 @@ func TestExecuteAppliesThePlan(t *testing.T) {
 		"ContainerStatus p/a/0", "RemoveContainer p/a/0",
 		"ContainerStatus gone/a/0", "RemoveContainer gone/a/0",
 		"ContainerStatus gone/b/0", "StopContainer gone/b/0", "RemoveContainer gone/b/0",
+		// Not exited: its logs go after it, unless an instance made
+		// meanwhile has its attempt.
+		"ListContainers labels",
 		// The sandbox's too: one removed meanwhile frees nothing.
 		// It holds no container left (the plan's went first), nor one made
 		// since: stopping it would kill that one.

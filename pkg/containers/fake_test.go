@@ -119,6 +119,9 @@ func (f *fakeRuntime) callLog() []string {
 }
 
 func (f *fakeRuntime) ListContainers(ctx context.Context, filter *runtimeapi.ContainerFilter) ([]*runtimeapi.Container, error) {
+	if sel := filter.GetLabelSelector(); len(sel) > 0 {
+		return f.listLabelled(sel)
+	}
 	if f.listing != nil && filter.GetPodSandboxId() == "" {
 		f.listing <- struct{}{}
 		select {
@@ -143,6 +146,34 @@ func (f *fakeRuntime) ListContainers(ctx context.Context, filter *runtimeapi.Con
 		})
 	}
 	return out, nil
+}
+
+// listLabelled lists the containers that have every label of sel, as
+// "ListContainers labels".
+func (f *fakeRuntime) listLabelled(sel map[string]string) ([]*runtimeapi.Container, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("ListContainers", "labels"); err != nil {
+		return nil, err
+	}
+	var out []*runtimeapi.Container
+	for id, s := range f.containers {
+		if hasLabels(s.Labels, sel) {
+			out = append(out, &runtimeapi.Container{Id: id, PodSandboxId: f.sandboxIDs[id], Metadata: s.Metadata, State: s.State,
+				CreatedAt: s.CreatedAt, Labels: s.Labels, Annotations: s.Annotations})
+		}
+	}
+	return out, nil
+}
+
+// hasLabels says whether labels has every label of sel.
+func hasLabels(labels, sel map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func (f *fakeRuntime) ListPodSandboxes(context.Context, *runtimeapi.PodSandboxFilter) ([]*runtimeapi.PodSandbox, error) {

@@ -1,6 +1,7 @@
 package containers
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -75,5 +76,62 @@ func TestLogFilesSharedWithAStayingInstance(t *testing.T) {
 		if _, err := os.Lstat(l); err != nil {
 			t.Errorf("a staying instance's link: %v; want it kept", err)
 		}
+	}
+}
+
+// madeOnRemoval is a runtime on which, right after the container id is
+// removed, made runs: the kubelet's next instance, created in the instant
+// between the removal and that of the removed one's logs.
+type madeOnRemoval struct {
+	*fakeRuntime
+	id   string
+	made func()
+}
+
+func (r *madeOnRemoval) RemoveContainer(ctx context.Context, id string) error {
+	err := r.fakeRuntime.RemoveContainer(ctx, id)
+	if err == nil && id == r.id {
+		r.made()
+	}
+	return err
+}
+
+// TestLogFilesOfAnInstanceMadeMeanwhile: a created container that never
+// started (a leftover) loses its logs only once the runtime removed it.
+// The kubelet numbers its next instance from the newest by creation time,
+// which, the leftover gone, is the instance before it: the new one gets the
+// leftover's attempt, and its log file. One made in the instant between
+// the two keeps the file. Before, the leftover's LOGPATH* went, and the new
+// instance wrote to an unlinked file (review containers r14, R14-1's
+// narrow variant).
+func TestLogFilesOfAnInstanceMadeMeanwhile(t *testing.T) {
+	f := newManagerFixture(t)
+	uid := fixtureUID("p")
+	dir := filepath.Join(f.cfg.PodLogsDirectory, fixtureLogDir("p"), "app")
+	mkdirs(t, dir)
+	logPath := filepath.Join(dir, "3.log")
+	leftover := with(ctr("p", "app", 3, StateCreated, 3*time.Hour), func(c *Container) { c.PodUID = uid })
+	f.rt.addContainer(leftover, logPath)
+	rt := &madeOnRemoval{fakeRuntime: f.rt, id: leftover.ID, made: func() {
+		next := with(ctr("p", "app", 3, StateCreated, 0), func(c *Container) { c.ID, c.PodUID = "p/app/3-next", uid })
+		f.rt.addContainer(next, logPath)
+		if err := os.WriteFile(logPath, []byte("the next instance's log\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+	}}
+	m := f.manager(t, func(o *Options) { o.Runtime = rt })
+	if _, err := m.Plan(t.Context()); err != nil { // first seen created now
+		t.Fatal(err)
+	}
+	f.clock.Step(time.Hour) // past the start grace on both clocks
+	r, err := m.GarbageCollect(t.Context(), TriggerManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(r.Outcome.Containers, func(d ContainerDecision) bool { return d.Container.ID == leftover.ID }) {
+		t.Fatalf("the leftover was not removed (removed %v): the test proves nothing", r.Outcome.Containers)
+	}
+	if _, err := os.Stat(logPath); err != nil {
+		t.Errorf("the log file of the instance made right after the leftover's removal: %v; want it kept", err)
 	}
 }
