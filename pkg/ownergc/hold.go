@@ -36,7 +36,7 @@ import (
 // graph shows (a foreground owner's blockers, new dependents to orphan) or
 // a write that failed (an orphaning patch), the hold pauses: it goes on
 // from where it was if a monitor that could hold the owner's dependents
-// lagged all along since it last held the owner (run.currentHold: that
+// lagged all along since it last held the owner (run.liveHold: that
 // resource has lagged for as long as the hold counts, and a controller
 // that keeps making blockers, or a webhook that keeps refusing, does not
 // stretch the bound), and the next wait is a hold of its own otherwise.
@@ -94,7 +94,7 @@ func (s *holdSet) get(uid types.UID, now time.Time, round uint64) hold {
 // pause records that uid's owner waits for something other than a hold
 // now (dependents the graph shows, a write): its hold goes on from where
 // it was if a resource that could hold its dependents lagged all along
-// (run.currentHold), and begins afresh otherwise.
+// (run.liveHold), and begins afresh otherwise.
 func (s *holdSet) pause(uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -142,28 +142,27 @@ func (s *holdSet) drop(uid types.UID) {
 	delete(s.m, uid)
 }
 
-// currentHold returns owner id's hold, if there is one that goes on: a
+// liveHold returns owner id's hold, if there is one that goes on: a
 // paused one (holdSet.pause) only while a monitor that could hold its
 // dependents has lagged since it last held the owner, without a break
-// (monitorSet.untrustedThrough); otherwise it is dropped, and the next
-// hold is counted afresh. Discovery that fails, or a resource that left
-// it holding dependents, tells no such continuity: a new hold begins then.
-func (r *run) currentHold(id objectID) (hold, bool) {
-	h, ok := r.liveHold(id)
-	if !ok {
-		r.holds.drop(id.uid)
-	}
-	return h, ok
-}
-
-// liveHold is currentHold without dropping a paused hold that does not go
-// on: what explain reads.
+// (monitorSet.untrustedThrough). Discovery that fails, or a resource that
+// left it holding dependents, tells no such continuity: a new hold begins
+// then.
 func (r *run) liveHold(id objectID) (hold, bool) {
 	h, ok := r.holds.peek(id.uid)
 	if ok && h.paused && !r.monitors.untrustedThrough(id.namespace, h.last) {
 		return hold{}, false
 	}
 	return h, ok
+}
+
+// dropStaleHold drops owner id's paused hold if it does not go on
+// (liveHold): the next hold is counted afresh. explain reads liveHold, and
+// drops nothing.
+func (r *run) dropStaleHold(id objectID) {
+	if _, ok := r.liveHold(id); !ok {
+		r.holds.drop(id.uid)
+	}
 }
 
 // unsyncedFor names what could hold dependents of an owner in namespace ns
@@ -239,7 +238,7 @@ func (r *run) holdFinalizer(id objectID, finalizer string) (outcome, bool) {
 		return done, false
 	}
 	now := r.c.clock.Now()
-	r.currentHold(id) // a paused hold that does not go on is dropped
+	r.dropStaleHold(id)
 	h := r.holds.get(id.uid, now, r.roundsStarted.Load())
 	if h.expired {
 		return done, false

@@ -149,16 +149,16 @@ func (m *monitor) listed() {
 // caller holds m.mu.
 func (m *monitor) setRelisting() {
 	if !m.relisting {
-		m.relisting, m.relistingSince = true, m.clockNow()
+		m.relisting, m.relistingSince = true, m.clk().Now()
 	}
 }
 
-// clockNow is the time on m's clock (the real clock's without one).
-func (m *monitor) clockNow() time.Time {
+// clk is m's clock (the real clock without one).
+func (m *monitor) clk() clock.Clock {
 	if m.clock == nil {
-		return time.Now()
+		return clock.RealClock{}
 	}
-	return m.clock.Now()
+	return m.clock
 }
 
 // untrustedSince says whether the graph cannot trust the monitor now

@@ -72,7 +72,7 @@ func (r *run) attemptToOrphan(ctx context.Context, uid types.UID) outcome {
 	}
 	if err := r.orphanDependents(ctx, v); err != nil {
 		// It waits for a write, not for a hold: the hold goes on only if
-		// a resource lagged all along (currentHold).
+		// a resource lagged all along (liveHold).
 		r.holds.pause(uid)
 		switch {
 		case stopping(ctx):

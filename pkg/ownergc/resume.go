@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/clock"
 )
 
 // resume reads where the API server is now for a watch that resumed after
@@ -103,10 +102,7 @@ const catchUpWithin = 2 * time.Minute
 // the reflector answers with a (consistent) relist; listWatch's filter
 // marks the monitor relisting as it passes the error on.
 func (m *monitor) expireUnlessCaughtUp(w watch.Interface) watch.Interface {
-	clk, within := m.clock, m.catchUpWithin
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	clk, within := m.clk(), m.catchUpWithin
 	if within <= 0 {
 		within = catchUpWithin
 	}

@@ -174,7 +174,7 @@ func (r *run) process(ctx context.Context, v *itemView, mayReread bool) outcome 
 		if p.action != actRemoveFinalizer {
 			// It waits for dependents the graph shows, not for a hold:
 			// the hold goes on only if a resource lagged all along
-			// (currentHold).
+			// (liveHold).
 			r.holds.pause(v.id.uid)
 			return r.execute(ctx, v, p, mayReread)
 		}
