@@ -54,10 +54,9 @@ type timeline struct {
 	exits   bool
 	created map[string]time.Duration
 	exited  map[string]time.Duration
-	// placedAt is since() at the last placement (placed: there was one);
-	// states, the state of each container it placed, and sandboxes, the
+	// placedAt is since() at the last placement; states, the state of
+	// each container it placed (nil before the first), and sandboxes, the
 	// sandboxes it placed (floor).
-	placed    bool
 	placedAt  time.Duration
 	states    map[string]State
 	sandboxes map[string]bool
@@ -152,14 +151,15 @@ func (tl *timeline) floor(node *NodeState, now time.Time, elapsed time.Duration)
 			*t = at
 		}
 	}
+	placed := tl.states != nil
 	states := make(map[string]State, len(node.Containers))
 	for i := range node.Containers {
 		c := &node.Containers[i]
 		was, listed := tl.states[c.ID]
-		if tl.placed && !listed {
+		if placed && !listed {
 			later(&c.CreatedAt)
 		}
-		if tl.placed && (!listed || was != StateExited) {
+		if placed && (!listed || was != StateExited) {
 			later(&c.FinishedAt)
 		}
 		states[c.ID] = c.State
@@ -167,10 +167,10 @@ func (tl *timeline) floor(node *NodeState, now time.Time, elapsed time.Duration)
 	sandboxes := make(map[string]bool, len(node.Sandboxes))
 	for i := range node.Sandboxes {
 		s := &node.Sandboxes[i]
-		if tl.placed && !tl.sandboxes[s.ID] {
+		if placed && !tl.sandboxes[s.ID] {
 			later(&s.CreatedAt)
 		}
 		sandboxes[s.ID] = true
 	}
-	tl.placed, tl.placedAt, tl.states, tl.sandboxes = true, elapsed, states, sandboxes
+	tl.placedAt, tl.states, tl.sandboxes = elapsed, states, sandboxes
 }

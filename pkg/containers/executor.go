@@ -354,11 +354,17 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 	// writing: its logs go only once the runtime removed it.
 	exited := st.GetState() == runtimeapi.ContainerState_CONTAINER_EXITED
 	logPath := st.GetLogPath()
-	if e.sharesLog(c) {
-		// Its own link goes; the files are the instance's that stays.
-		klog.FromContext(ctx).V(2).Info("Leaving the container's log files: a container that stays writes the same ones (the same pod, name and attempt)",
-			"containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "logPath", logPath)
+	// leaveFiles keeps c's log files, counted as not freed: only its own
+	// link goes (removeContainerLogs with no log path).
+	leaveFiles := func(why string) {
+		if why != "" {
+			klog.FromContext(ctx).V(2).Info("Leaving the container's log files: "+why,
+				"containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "logPath", logPath)
+		}
 		logPath, d.LogBytes = "", 0
+	}
+	if e.sharesLog(c) {
+		leaveFiles("a container that stays writes the same ones (the same pod, name and attempt)")
 	}
 	removeLogs := func() error { return removeContainerLogs(logPath, e.paths.PodLogs, e.paths.ContainerLogs, c) }
 	if exited {
@@ -379,12 +385,9 @@ func (e *executor) container(ctx context.Context, d ContainerDecision) {
 		// has this one's attempt, and its log file.
 		if taken, err := e.attemptTaken(ctx, c); err != nil {
 			e.fail(OpRemoveLogs, fmt.Errorf("log files of %s: listing its pod's instances of it: %w", who, err), c.PodUID, "")
-			d.LogBytes = 0
-			logPath = "" // its own link goes, if it is its own
+			leaveFiles("") // the failure says why
 		} else if taken {
-			klog.FromContext(ctx).V(2).Info("Leaving the removed container's log files: an instance made since has its attempt, and writes them",
-				"containerID", c.ID, "pod", klog.KRef(c.PodNamespace, c.PodName), "container", c.Name, "attempt", c.Attempt, "logPath", logPath)
-			logPath, d.LogBytes = "", 0
+			leaveFiles("an instance made since it was removed has its attempt, and writes them")
 		}
 		if err := removeLogs(); err != nil {
 			// The container is gone (its sandbox may go), its logs are

@@ -140,12 +140,18 @@ func (f *fakeRuntime) ListContainers(ctx context.Context, filter *runtimeapi.Con
 		if sb := filter.GetPodSandboxId(); sb != "" && f.sandboxIDs[id] != sb {
 			continue
 		}
-		out = append(out, &runtimeapi.Container{
-			Id: id, PodSandboxId: f.sandboxIDs[id], Metadata: s.Metadata, State: s.State,
-			CreatedAt: s.CreatedAt, Labels: s.Labels, Annotations: s.Annotations,
-		})
+		out = append(out, f.listed(id, s))
 	}
 	return out, nil
+}
+
+// listed is container id of status s as a listing gives it. The caller
+// holds f.mu.
+func (f *fakeRuntime) listed(id string, s *runtimeapi.ContainerStatus) *runtimeapi.Container {
+	return &runtimeapi.Container{
+		Id: id, PodSandboxId: f.sandboxIDs[id], Metadata: s.Metadata, State: s.State,
+		CreatedAt: s.CreatedAt, Labels: s.Labels, Annotations: s.Annotations,
+	}
 }
 
 // listLabelled lists the containers that have every label of sel, as
@@ -159,8 +165,7 @@ func (f *fakeRuntime) listLabelled(sel map[string]string) ([]*runtimeapi.Contain
 	var out []*runtimeapi.Container
 	for id, s := range f.containers {
 		if hasLabels(s.Labels, sel) {
-			out = append(out, &runtimeapi.Container{Id: id, PodSandboxId: f.sandboxIDs[id], Metadata: s.Metadata, State: s.State,
-				CreatedAt: s.CreatedAt, Labels: s.Labels, Annotations: s.Annotations})
+			out = append(out, f.listed(id, s))
 		}
 	}
 	return out, nil
