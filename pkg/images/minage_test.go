@@ -241,10 +241,11 @@ func TestPulledAgainDuringTheCheck(t *testing.T) {
 			// check.
 			var armed atomic.Bool
 			var listings atomic.Int32
-			b.arrivals = &readHook{ArrivalSource: b.layers, hook: func() {
+			b.arrivals = &hookedArrivals{ArrivalSource: b.layers, hook: func(context.Context, []*runtimeapi.Image) error {
 				if armed.Load() && listings.Add(1) == 2 {
 					b.repull(img)
 				}
+				return nil
 			}}
 			clk := clock.RealClock{}
 			m := b.manager(t.TempDir(), clk, func(c *config.ImageGCConfiguration) {
@@ -282,15 +283,4 @@ func TestPulledAgainDuringTheCheck(t *testing.T) {
 			}
 		})
 	}
-}
-
-// readHook is an arrival source that calls hook before each read.
-type readHook struct {
-	images.ArrivalSource
-	hook func()
-}
-
-func (r *readHook) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
-	r.hook()
-	return r.ArrivalSource.Arrivals(ctx, imgs)
 }

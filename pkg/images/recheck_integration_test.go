@@ -94,19 +94,17 @@ func TestContainerMadeDuringTheCheck(t *testing.T) {
 	}
 }
 
-// hookedArrivals is an arrival source that calls hook before it reads when
-// one image arrived, as the check right before a removal does
-// (arrivedYoung) after most of its reads.
+// hookedArrivals is an arrival source that calls hook before each read
+// (the plan reads every image's arrival, the check right before a removal,
+// arrivedYoung, one image's after most of its reads).
 type hookedArrivals struct {
 	images.ArrivalSource
-	hook func(ctx context.Context, id string) error
+	hook func(ctx context.Context, imgs []*runtimeapi.Image) error
 }
 
 func (h *hookedArrivals) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
-	if len(imgs) == 1 {
-		if err := h.hook(ctx, imgs[0].GetId()); err != nil {
-			return nil, err
-		}
+	if err := h.hook(ctx, imgs); err != nil {
+		return nil, err
 	}
 	return h.ArrivalSource.Arrivals(ctx, imgs)
 }
@@ -129,8 +127,8 @@ func TestRecordMadeLateInTheCheck(t *testing.T) {
 			pulled, refs := b.pullInOrder(3)
 			c := b.containerd()
 			var made atomic.Bool
-			b.arrivals = &hookedArrivals{ArrivalSource: b.layers, hook: func(ctx context.Context, id string) error {
-				if id != pulled[1] || made.Swap(true) {
+			b.arrivals = &hookedArrivals{ArrivalSource: b.layers, hook: func(ctx context.Context, imgs []*runtimeapi.Image) error {
+				if len(imgs) != 1 || imgs[0].GetId() != pulled[1] || made.Swap(true) {
 					return nil
 				}
 				ci, err := c.GetImage(ctx, refs[1])

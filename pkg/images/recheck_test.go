@@ -473,12 +473,19 @@ func TestCheckOutcomesCounted(t *testing.T) {
 	}
 }
 
-// hookArrivals dates no image, and calls hook first each time.
-type hookArrivals struct{ hook func() }
+// hookArrivals calls hook before each read, then reads src (dates no
+// image without one).
+type hookArrivals struct {
+	src  ArrivalSource
+	hook func()
+}
 
-func (h hookArrivals) Arrivals(context.Context, []*runtimeapi.Image) (map[string]time.Time, error) {
+func (h hookArrivals) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
 	h.hook()
-	return nil, nil
+	if h.src == nil {
+		return nil, nil
+	}
+	return h.src.Arrivals(ctx, imgs)
 }
 
 // switchedSandboxes lists the sandbox images the test sets while a run goes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,51 +120,35 @@ func TestStepBackDuringThePlanAgesNothing(t *testing.T) {
 	}
 }
 
-// onArrivalRead is an arrival source that runs hook before its at-th read
-// (the plan reads arrivals, then each check before a removal): a moment of
-// the check right before it reads when the image arrived.
-type onArrivalRead struct {
-	src   ArrivalSource
-	mu    sync.Mutex
-	calls int
-	at    int
-	hook  func()
-}
-
-func (s *onArrivalRead) Arrivals(ctx context.Context, imgs []*runtimeapi.Image) (map[string]time.Time, error) {
-	s.mu.Lock()
-	s.calls++
-	hook := s.calls == s.at
-	s.mu.Unlock()
-	if hook {
-		s.hook()
-	}
-	return s.src.Arrivals(ctx, imgs)
-}
-
 // runRepulledInTheCheck runs a GC on a disk at 90% (high 80, low 0) whose
 // one image, sha256:a, is 2 hours old: the plan removes it, and in the
 // check before the removal another client pulls it again and the wall
 // clock steps forward by step.
 func runRepulledInTheCheck(t *testing.T, minAge, step time.Duration) (*backoffBed, *shrinkingRuntime, *time.Duration, *Report, error) {
 	t.Helper()
-	reads := &onArrivalRead{at: 2}
+	// At the second read of arrivals of the run (the plan reads them,
+	// then the check before the removal), once armed.
+	var armed atomic.Bool
+	var reads atomic.Int32
+	var repull func()
 	b, rt, src, mono := steppedBed(t, func(o *Options) {
 		o.Config.MinimumGCAge = &metav1.Duration{Duration: minAge}
 		o.Config.HighThresholdPercent, o.Config.LowThresholdPercent = ptr.To[int32](80), ptr.To[int32](0)
-		reads.src, o.Arrivals = o.Arrivals, reads
+		o.Arrivals = hookArrivals{src: o.Arrivals, hook: func() {
+			if armed.Load() && reads.Add(1) == 2 {
+				repull()
+			}
+		}}
 	})
 	*mono += 2 * time.Hour
 	b.clk.Step(2 * time.Hour) // sha256:a is 2h old: the plan removes it
 	b.disk.set(90)
-	reads.hook = func() { // in the check: pulled again, then the step
+	repull = func() { // in the check: pulled again, then the step
 		src.set("sha256:a", b.clk.Now())
 		*mono += time.Millisecond
 		b.clk.Step(time.Millisecond + step)
 	}
-	reads.mu.Lock()
-	reads.calls = 0
-	reads.mu.Unlock()
+	armed.Store(true)
 	r, err := b.m.GarbageCollect(t.Context(), TriggerManual)
 	return b, rt, mono, r, err
 }
