@@ -334,6 +334,29 @@ func errorLogged(logs *syncBuffer, texts ...string) bool {
 	return false
 }
 
+// waitDeniedReported waits until the collector has counted a denied
+// delete and a denied reference removal as action errors, and logged an
+// error line for each of protected-d and protected-p with message. The
+// worker counts an error before its caller logs it, so the two are waited
+// for together: a check of the log right after the counters went up may
+// come before the line.
+func waitDeniedReported(t *testing.T, gc *testCollector, message string) {
+	t.Helper()
+	eventually(t, 30*time.Second, fmt.Sprintf("the denied delete and patch to count as action errors, each logged with %q", message),
+		func(context.Context) (bool, error) {
+			failed := counterByLabel(t, gc.reg, "nodegc_owner_gc_action_errors_total", "action")
+			if failed[actDelete.String()] < 1 || failed[actRemoveRefs.String()] < 1 {
+				return false, fmt.Errorf("action errors %v", failed)
+			}
+			for _, obj := range []string{"protected-d", "protected-p"} {
+				if !errorLogged(gc.logs, obj, message) {
+					return false, fmt.Errorf("no error logged for %s", obj)
+				}
+			}
+			return true, nil
+		})
+}
+
 // testRefusedWrites: against kube-apiserver, a JSON patch whose test fails
 // is answered as patchTestFailed expects (stale), and a
 // ValidatingAdmissionPolicy's denial of a DELETE or a patch is not. The
@@ -417,15 +440,7 @@ func testRefusedWrites(t *testing.T, env *itEnv) {
 	env.configMap(t, ns, "protected-d", []metav1.OwnerReference{cmRef(owner, false)})
 	env.configMap(t, ns, "protected-p", []metav1.OwnerReference{cmRef(keep, false), cmRef(owner, false)})
 	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
-	eventually(t, 30*time.Second, "the denied delete and patch to count as action errors", func(context.Context) (bool, error) {
-		failed := counterByLabel(t, gc.reg, "nodegc_owner_gc_action_errors_total", "action")
-		return failed[actDelete.String()] >= 1 && failed[actRemoveRefs.String()] >= 1, nil
-	})
-	for _, obj := range []string{"protected-d", "protected-p"} {
-		if !errorLogged(gc.logs, obj, "protected by the test policy") {
-			t.Errorf("no error logged for %s with the policy's message", obj)
-		}
-	}
+	waitDeniedReported(t, gc, "protected by the test policy")
 
 	if err := bindings.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -517,15 +532,7 @@ func testWebhookConflictIsAnError(t *testing.T, env *itEnv) {
 	p := env.configMap(t, ns, "protected-p", []metav1.OwnerReference{cmRef(keep, false), cmRef(owner, false)})
 	gc.waitObserved(t, p.UID, p.ResourceVersion)
 	env.deleteCM(t, ns, "owner", metav1.DeletePropagationBackground)
-	eventually(t, 30*time.Second, "the delete and the patch the webhook denies to count as action errors", func(context.Context) (bool, error) {
-		failed := counterByLabel(t, gc.reg, "nodegc_owner_gc_action_errors_total", "action")
-		return failed[actDelete.String()] >= 1 && failed[actRemoveRefs.String()] >= 1, nil
-	})
-	for _, obj := range []string{"protected-d", "protected-p"} {
-		if !errorLogged(gc.logs, obj, "is in use") {
-			t.Errorf("no error logged for %s with the webhook's message", obj)
-		}
-	}
+	waitDeniedReported(t, gc, "is in use")
 
 	removeWebhook()
 	eventually(t, 60*time.Second, "protected-d to be collected once the webhook is gone", env.cmGone(ns, "protected-d"))
