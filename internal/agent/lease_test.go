@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodegc/nodegc/internal/testbed"
 	"github.com/nodegc/nodegc/pkg/config"
 )
 
@@ -276,16 +277,29 @@ func TestStandbyShutdownKeepsQuietAboutTheLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	leaderelection.RunOrDie(ctx, o.electionConfig(logger, otherHolds{}))
-	mu.Lock()
-	defer mu.Unlock()
-	var sawLeader bool
-	for _, l := range lines {
-		sawLeader = sawLeader || strings.Contains(l, "Another instance leads the owner GC")
-		if strings.Contains(l, "no longer holds") {
-			t.Errorf("an instance that never led logs, at shutdown: %s", l)
+	// client-go calls OnNewLeader in a goroutine of its own, which may run
+	// after RunOrDie returns; OnStoppedLeading, before it does.
+	logged := func(text string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var found []string
+		for _, l := range lines {
+			if strings.Contains(l, text) {
+				found = append(found, l)
+			}
 		}
+		return found
 	}
-	if !sawLeader {
+	wait, stop := context.WithTimeout(t.Context(), 30*time.Second)
+	defer stop()
+	if err := testbed.Poll(wait, 10*time.Millisecond, func(context.Context) (bool, error) {
+		return len(logged("Another instance leads the owner GC")) > 0, nil
+	}); err != nil {
+		mu.Lock()
 		t.Errorf("the standby did not see the other leader; its log:\n%s", strings.Join(lines, "\n"))
+		mu.Unlock()
+	}
+	for _, l := range logged("no longer holds") {
+		t.Errorf("an instance that never led logs, at shutdown: %s", l)
 	}
 }
