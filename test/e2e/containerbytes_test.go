@@ -132,6 +132,15 @@ func (s *suite) containerBytesOnce(t *testing.T, ns, name string) (attributed bo
 	}); err != nil {
 		return false
 	}
+	// The bytes counters grow right after it, and a scrape may fall
+	// between: wait a moment for them (if they never grow, the checks
+	// below say by how much they are off).
+	_ = poll(ctx, 5*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		after = s.nodeMetrics(t)
+		return delta("nodegc_container_gc_bytes_freed_total", "kind", "writable_layer") > 0 &&
+			delta("nodegc_container_gc_bytes_freed_total", "kind", "container_logs")+
+				delta("nodegc_container_gc_bytes_freed_total", "kind", "pod_log_directory") > 0, nil
+	})
 	reasons := map[string]string{}
 	for _, msg := range []string{"Removing container", "Removing sandbox"} {
 		for _, r := range s.agentLog(t, s.nodePod, msg) {
