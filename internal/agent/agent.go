@@ -181,12 +181,14 @@ func (a *agent) close() {
 // in a pod, where KUBERNETES_SERVICE_HOST is always set. A token that is
 // there but cannot be read is an error.
 func restConfig(kubeconfig string, cfg *config.NodeGCConfiguration) (rc *rest.Config, nodeOnly string, err error) {
+	source := "--kubeconfig"
 	if kubeconfig == "" {
-		kubeconfig = cfg.ClientConnection.Kubeconfig
+		kubeconfig, source = cfg.ClientConnection.Kubeconfig, "clientConnection.kubeconfig"
 	}
 	if kubeconfig != "" {
 		if rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
-			return nil, "", fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+			return nil, "", fmt.Errorf("%s %s: %w (give a kubeconfig this process can read, or none for the in-cluster config)",
+				source, kubeconfig, err)
 		}
 	} else if rc, err = rest.InClusterConfig(); errors.Is(err, rest.ErrNotInCluster) {
 		return nil, "no kubeconfig and not in a cluster", nil
