@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 
 	"github.com/nodegc/nodegc/pkg/config"
 	"github.com/nodegc/nodegc/pkg/ownergc"
@@ -56,7 +55,11 @@ func TestExplainEndpointNotLeader(t *testing.T) {
 		t.Errorf("before any leader is known: status %d, body (-want +got):\n%s", code, diff)
 	}
 
-	o.electionConfig(klog.Background(), o.lock).Callbacks.OnNewLeader("nodegc-owner-5b7c9-x2x_1f2e3d")
+	observed := func(id string) {
+		holder := func() string { return id }
+		o.observedHolder.Store(&holder)
+	}
+	observed("nodegc-owner-5b7c9-x2x_1f2e3d")
 	code, body = explainAt(t, o)
 	want = ownergc.ExplainError{LeaderIdentity: "nodegc-owner-5b7c9-x2x_1f2e3d",
 		Message: "this instance is not running the owner GC (it is not the leader); the leader is nodegc-owner-5b7c9-x2x_1f2e3d"}
@@ -70,7 +73,7 @@ func TestExplainEndpointNotLeader(t *testing.T) {
 	// send the user back to itself (review ownergc r9 N2), nor say it is
 	// not the leader: the command then says how to find the holder from
 	// the Lease.
-	o.electionConfig(klog.Background(), o.lock).Callbacks.OnNewLeader("me_1")
+	observed("me_1")
 	code, body = explainAt(t, o)
 	want = ownergc.ExplainError{Message: "this instance is not running the owner GC (it was last heard of as the leader: " +
 		"its lease renewals are failing, or the lease just passed to another instance)"}

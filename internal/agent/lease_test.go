@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -301,5 +302,25 @@ func TestStandbyShutdownKeepsQuietAboutTheLease(t *testing.T) {
 	}
 	for _, l := range logged("no longer holds") {
 		t.Errorf("an instance that never led logs, at shutdown: %s", l)
+	}
+}
+
+// TestLeaderIdentityIsTheLastObservedHolder: client-go tells each change
+// of the Lease's holder in a goroutine of its own (OnNewLeader), so after
+// two quick changes the older call may run last. explain's leader hint
+// (leaderIdentity) is the holder the elector last observed, whatever
+// order the calls ran in. Before, it was the identity the last call to
+// run passed: here this instance, so explain took itself for the leader
+// while another instance held the Lease.
+func TestLeaderIdentityIsTheLastObservedHolder(t *testing.T) {
+	cfg := config.Defaulted()
+	o := &ownerGC{opts: Options{Config: cfg}, identity: "me", fence: newLeaseFence(clock.RealClock{}, cfg.LeaderElection.RenewDeadline.Duration)}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	election := o.electionConfig(logr.Discard(), otherHolds{})
+	o.runTerm(ctx, election)
+	election.Callbacks.OnNewLeader("me") // an earlier change's call, run late
+	if id, self := o.leaderIdentity(); id != "other" || self {
+		t.Errorf("leaderIdentity = %q, %v; want other, not this instance", id, self)
 	}
 }

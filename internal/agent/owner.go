@@ -49,7 +49,12 @@ type ownerGC struct {
 	mu      sync.Mutex
 	stopped chan struct{} // closed when the running collector returns; nil when none runs
 
-	leader atomic.Pointer[string] // the leader's identity, as OnNewLeader last said
+	// observedHolder is the current election term's elector's GetLeader:
+	// leaderIdentity asks it for the holder it last observed. client-go
+	// tells each change in a goroutine of its own (OnNewLeader), and after
+	// two quick changes those may run in either order, so what they pass
+	// is no guide.
+	observedHolder atomic.Pointer[func() string]
 }
 
 // leaderIdentity is the identity of the instance that leads, as explain
@@ -59,10 +64,12 @@ type ownerGC struct {
 // before it read the new holder), and explain must not send the user back
 // to it.
 func (o *ownerGC) leaderIdentity() (identity string, self bool) {
-	if id := o.leader.Load(); id != nil {
-		return *id, *id == o.identity
+	holder := o.observedHolder.Load()
+	if holder == nil {
+		return "", false
 	}
-	return "", false
+	id := (*holder)()
+	return id, id != "" && id == o.identity
 }
 
 // defaultIdentity is this instance's identity in the Lease: its pod's name,
@@ -127,8 +134,20 @@ func (o *ownerGC) run(ctx context.Context) {
 	}
 	lock := &fencedLock{Interface: o.lock, fence: o.fence, clock: o.clock, beforeRelease: o.waitStopped}
 	for ctx.Err() == nil {
-		leaderelection.RunOrDie(ctx, o.electionConfig(klog.FromContext(ctx), lock))
+		o.runTerm(ctx, o.electionConfig(klog.FromContext(ctx), lock))
 	}
+}
+
+// runTerm runs one election term, as leaderelection.RunOrDie does, keeping
+// its elector for leaderIdentity.
+func (o *ownerGC) runTerm(ctx context.Context, cfg leaderelection.LeaderElectionConfig) {
+	le, err := leaderelection.NewLeaderElector(cfg)
+	if err != nil {
+		panic(err) // as RunOrDie: the configuration was validated at start
+	}
+	holder := le.GetLeader
+	o.observedHolder.Store(&holder)
+	le.Run(ctx)
 }
 
 // electionConfig is the election of one term, on lock. ReleaseOnCancel:
@@ -159,7 +178,6 @@ func (o *ownerGC) electionConfig(logger klog.Logger, lock resourcelock.Interface
 				}
 			},
 			OnNewLeader: func(id string) {
-				o.leader.Store(&id)
 				if id != o.identity {
 					logger.Info("Another instance leads the owner GC", "leader", id)
 				}
