@@ -198,8 +198,29 @@ containerGC:
 
 func TestValidateRequiresFile(t *testing.T) {
 	code, _, errOut := runMain(t, "", "config", "validate")
-	if code != 1 || !strings.Contains(errOut, `required flag(s) "file" not set`) {
+	if code != 1 || !strings.Contains(errOut, "at least one of the flags in the group [file config] is required") {
 		t.Errorf("code %d, stderr %q", code, errOut)
+	}
+}
+
+// TestValidateTakesTheConfigFlag: every other command takes its
+// configuration file as -c/--config, so validate takes it so too, beside
+// -f/--file (one of them, not both); a file given without a flag gets an
+// error that says how to give it. Before, "config validate -c FILE" failed
+// with "unknown shorthand flag: 'c'", and "config validate FILE" with
+// "unknown command".
+func TestValidateTakesTheConfigFlag(t *testing.T) {
+	file := writeFile(t, "apiVersion: nodegc.io/v1alpha1\nkind: NodeGCConfiguration\n")
+	for _, flag := range []string{"-c", "--config", "-f", "--file"} {
+		if code, out, errOut := runMain(t, "", "config", "validate", flag, file); code != 0 || out != file+": valid\n" {
+			t.Errorf("config validate %s FILE: code %d, stdout %q, stderr %q; want 0 and valid", flag, code, out, errOut)
+		}
+	}
+	if code, _, errOut := runMain(t, "", "config", "validate", "-c", file, "-f", file); code != 1 || !strings.Contains(errOut, "none of the others can be") {
+		t.Errorf("config validate -c FILE -f FILE: code %d, stderr %q; want 1, refused as two files", code, errOut)
+	}
+	if code, _, errOut := runMain(t, "", "config", "validate", file); code != 1 || !strings.Contains(errOut, "nodegc config validate -f "+file) {
+		t.Errorf("config validate FILE: code %d, stderr %q; want 1, saying to give it with -f", code, errOut)
 	}
 }
 

@@ -37,7 +37,12 @@ func newConfigCommand(s streams) *cobra.Command {
 		Example: `  nodegc config validate -f /etc/nodegc/config.yaml
   nodegc config validate -f owner.yaml --owner-gc=only
   nodegc config defaults | nodegc config validate -f -`,
-		Args: cobra.NoArgs,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unexpected argument %q: give the file with a flag: nodegc config validate -f %s", args[0], args[0])
+			}
+			return nil
+		},
 		RunE: func(*cobra.Command, []string) error {
 			mode, err := parseOwnerGCMode(ownerGC)
 			if err != nil {
@@ -58,9 +63,12 @@ func newConfigCommand(s streams) *cobra.Command {
 		},
 	}
 	validate.Flags().StringVarP(&file, "file", "f", "", `configuration file to check ("-" for standard input)`)
+	// As the other commands take their configuration file.
+	validate.Flags().StringVarP(&file, "config", "c", "", "the same as --file")
 	validate.Flags().StringVar(&ownerGC, "owner-gc", string(agent.OwnerGCAuto),
 		"the --owner-gc of the nodegc run that reads the file (auto, only, off; auto, as for run): what run refuses with it is refused")
-	_ = validate.MarkFlagRequired("file")
+	validate.MarkFlagsOneRequired("file", "config")
+	validate.MarkFlagsMutuallyExclusive("file", "config")
 	cmd.AddCommand(validate)
 	return cmd
 }
