@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -270,21 +269,17 @@ func (otherHolds) Describe() string                                             
 // (client-go calls OnStoppedLeading whether or not it led): at a rollout,
 // every standby's line would look like a real loss of the lease.
 func TestStandbyShutdownKeepsQuietAboutTheLease(t *testing.T) {
-	var mu sync.Mutex
-	var lines []string
-	logger := funcr.New(func(_, args string) { mu.Lock(); lines = append(lines, args); mu.Unlock() }, funcr.Options{})
+	logCtx, lines := logLines(t.Context())
 	cfg := config.Defaulted()
 	o := &ownerGC{opts: Options{Config: cfg}, identity: "me", fence: newLeaseFence(clock.RealClock{}, cfg.LeaderElection.RenewDeadline.Duration)}
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
-	leaderelection.RunOrDie(ctx, o.electionConfig(logger, otherHolds{}))
+	leaderelection.RunOrDie(ctx, o.electionConfig(klog.FromContext(logCtx), otherHolds{}))
 	// client-go calls OnNewLeader in a goroutine of its own, which may run
 	// after RunOrDie returns; OnStoppedLeading, before it does.
 	logged := func(text string) []string {
-		mu.Lock()
-		defer mu.Unlock()
 		var found []string
-		for _, l := range lines {
+		for _, l := range lines() {
 			if strings.Contains(l, text) {
 				found = append(found, l)
 			}
@@ -296,9 +291,7 @@ func TestStandbyShutdownKeepsQuietAboutTheLease(t *testing.T) {
 	if err := testbed.Poll(wait, 10*time.Millisecond, func(context.Context) (bool, error) {
 		return len(logged("Another instance leads the owner GC")) > 0, nil
 	}); err != nil {
-		mu.Lock()
-		t.Errorf("the standby did not see the other leader; its log:\n%s", strings.Join(lines, "\n"))
-		mu.Unlock()
+		t.Errorf("the standby did not see the other leader; its log:\n%s", strings.Join(lines(), "\n"))
 	}
 	for _, l := range logged("no longer holds") {
 		t.Errorf("an instance that never led logs, at shutdown: %s", l)
