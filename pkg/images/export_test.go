@@ -5,6 +5,14 @@ import (
 	"testing"
 )
 
+// The state file's save bounds, for external tests: a change is saved
+// within SaveInterval, unless it only moves a last-used time by less than
+// LastUsedSaveStep.
+const (
+	SaveInterval     = saveInterval
+	LastUsedSaveStep = lastUsedSaveStep
+)
+
 // RunUntilCleanup runs m in the background until the test ends: its
 // cleanup cancels Run and waits for it, and reports an error Run returned.
 // For this package's tests, external ones too.
